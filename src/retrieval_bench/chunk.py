@@ -1,0 +1,60 @@
+"""Cut documents into overlapping character windows that end at natural boundaries."""
+from __future__ import annotations
+
+import re
+
+# Preferred places to end a chunk, best first: a paragraph break, a sentence end, any whitespace.
+_BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"[.!?:;][\"')\]]?\s"), re.compile(r"\s"))
+
+
+def _break_point(text: str, start: int, hard_end: int, min_len: int) -> int:
+    """The end of the best boundary in text[start + min_len : hard_end], or hard_end if none."""
+    window_start = start + min_len
+    for pattern in _BREAKS:
+        ends = [m.end() for m in pattern.finditer(text, window_start, hard_end)]
+        if ends:
+            return ends[-1]
+    return hard_end
+
+
+def chunk_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
+    """Character spans [start, end) of chunks of at most `size` characters.
+
+    Each chunk ends at the last paragraph break, else sentence end, else whitespace found in its
+    second half, and the next chunk starts about `overlap` characters before that end, moved
+    forward to a word start so no chunk begins mid-word. Leading and trailing whitespace is
+    trimmed from every span; whitespace-only text yields no span.
+    """
+    if size <= 0:
+        raise ValueError(f"chunk size must be positive, got {size}")
+    if not 0 <= overlap < size:
+        raise ValueError(f"chunk overlap must be in [0, size), got {overlap} with size {size}")
+    spans: list[tuple[int, int]] = []
+    n = len(text)
+    start = _skip_space(text, 0)
+    while start < n:
+        hard_end = min(start + size, n)
+        end = n if hard_end == n else _break_point(text, start, hard_end, size // 2)
+        trimmed_end = end
+        while trimmed_end > start and text[trimmed_end - 1].isspace():
+            trimmed_end -= 1
+        spans.append((start, trimmed_end))
+        if end >= n:
+            break
+        next_start = max(end - overlap, start + 1)
+        # Move forward to the start of a word, but never past the end of this chunk.
+        while next_start < end and not text[next_start - 1].isspace():
+            next_start += 1
+        start = _skip_space(text, next_start)
+    return spans
+
+
+def _skip_space(text: str, position: int) -> int:
+    while position < len(text) and text[position].isspace():
+        position += 1
+    return position
+
+
+def chunk_id(doc_id: str, start: int, end: int) -> str:
+    """A chunk's id: its document and character span, so it is stable across runs."""
+    return f"{doc_id}:{start}-{end}"

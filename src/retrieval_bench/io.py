@@ -1,0 +1,77 @@
+"""File I/O every stage shares: one-line input errors and all-or-nothing writes."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+
+class InputError(Exception):
+    """Bad input from the user: reported as one line, exit status 1, no traceback."""
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """Open a temporary file for writing that replaces `path` only when closed without error."""
+    with atomic_path(path) as tmp:
+        encoding = None if "b" in mode else "utf-8"
+        with open(tmp, mode, encoding=encoding) as handle:
+            yield handle
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    with atomic_open(path) as handle:
+        json.dump(data, handle, indent=2, ensure_ascii=False)
+        handle.write("\n")
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
+    with atomic_open(path) as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """Read a JSON Lines file of objects; a bad line is an InputError naming file and line."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise InputError(f"{path}:{line_number}: invalid JSON ({error.msg})") from None
+            if not isinstance(row, dict):
+                raise InputError(f"{path}:{line_number}: expected a JSON object, got {type(row).__name__}")
+            rows.append(row)
+    return rows
+
+
+def run_stage(main: Callable[[], None]) -> None:
+    """Run a stage's main(); an InputError becomes one line on stderr and exit status 1."""
+    try:
+        main()
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)

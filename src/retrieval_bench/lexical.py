@@ -1,0 +1,27 @@
+"""BM25 over the chunks (the bm25s library): lowercased, English stop words removed, Snowball
+English stemming (PyStemmer), bm25s's default Lucene variant with k1=1.5, b=0.75."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import bm25s
+import numpy as np
+import Stemmer
+
+_STEMMER = Stemmer.Stemmer("english")
+
+
+def tokenize(texts: list[str]) -> list[list[str]]:
+    return bm25s.tokenize(texts, lower=True, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
+
+
+def bm25_scores(chunk_texts: list[str], questions: list[str]) -> Callable[[slice], np.ndarray]:
+    """BM25 score of a batch of questions against every chunk."""
+    index = bm25s.BM25()
+    index.index(tokenize(chunk_texts), show_progress=False)
+    question_tokens = tokenize(questions)
+
+    def scores(rows: slice) -> np.ndarray:
+        return np.stack([index.get_scores(tokens) for tokens in question_tokens[rows]]).astype(np.float32)
+
+    return scores

@@ -1,0 +1,260 @@
+"""Read a corpus (documents, ready chunks or a BEIR folder) and any real relevance labels."""
+from __future__ import annotations
+
+import csv
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from retrieval_bench.chunk import chunk_id, chunk_spans
+from retrieval_bench.io import InputError, read_jsonl
+
+DOCUMENT_SUFFIXES = (".md", ".txt")
+CHUNK_SUFFIXES = (".jsonl", ".parquet", ".csv")
+CHUNK_COLUMNS = ["chunk_id", "doc_id", "start", "end", "text", "text_sha256"]
+
+
+@dataclass
+class Corpus:
+    """What load_chunks writes: documents, the chunks to retrieve, and real labels if any."""
+
+    documents: pd.DataFrame  # doc_id, text
+    chunks: pd.DataFrame  # CHUNK_COLUMNS
+    labels: list[dict] = field(default_factory=list)  # qid, question, relevant {chunk_id: grade}
+    notes: list[str] = field(default_factory=list)  # human-readable report lines
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_documents_folder(folder: Path) -> pd.DataFrame:
+    """Every .md/.txt file under `folder`, doc_id = its path relative to the folder."""
+    paths = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in DOCUMENT_SUFFIXES)
+    if not paths:
+        raise InputError(f"{folder}: no .md or .txt documents found")
+    rows = []
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
+        rows.append({"doc_id": path.relative_to(folder).as_posix(), "text": text})
+    return pd.DataFrame(rows, columns=["doc_id", "text"])
+
+
+def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFrame:
+    """A JSONL, Parquet or CSV file of chunks exported from a vector store -> doc_id, text."""
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        rows = read_jsonl(path)
+        for line_number, row in enumerate(rows, 1):
+            for key in (id_field, text_field):
+                if key not in row:
+                    raise InputError(f"{path}: record {line_number} has no field {key!r}; fields found: {', '.join(row)}")
+        frame = pd.DataFrame({"doc_id": [row[id_field] for row in rows], "text": [row[text_field] for row in rows]})
+    else:
+        try:
+            raw = pd.read_parquet(path) if suffix == ".parquet" else pd.read_csv(path, dtype=str, keep_default_na=False)
+        except (OSError, ValueError, pd.errors.ParserError) as error:
+            raise InputError(f"{path}: cannot read {suffix[1:]} ({str(error).splitlines()[0]})") from None
+        for key in (id_field, text_field):
+            if key not in raw.columns:
+                raise InputError(f"{path}: no column {key!r}; columns found: {', '.join(map(str, raw.columns))}")
+        frame = pd.DataFrame({"doc_id": raw[id_field], "text": raw[text_field]})
+    if frame.empty:
+        raise InputError(f"{path}: no chunks")
+    frame["doc_id"] = frame["doc_id"].astype(str)
+    frame["text"] = frame["text"].map(lambda t: t if isinstance(t, str) else "")
+    return frame
+
+
+def read_beir_corpus(path: Path) -> pd.DataFrame:
+    """BEIR corpus.jsonl -> doc_id, text; text is title + " " + text, as BEIR and MTEB embed it."""
+    rows = read_jsonl(path)
+    for line_number, row in enumerate(rows, 1):
+        if "_id" not in row or "text" not in row:
+            raise InputError(f"{path}: record {line_number} needs '_id' and 'text'; fields found: {', '.join(row)}")
+    return pd.DataFrame(
+        {
+            "doc_id": [str(row["_id"]) for row in rows],
+            "text": [f"{row.get('title') or ''} {row['text'] or ''}".strip() for row in rows],
+        }
+    )
+
+
+def read_queries(path: Path) -> dict[str, str]:
+    """Queries as BEIR JSONL (_id, text) or a two-column TSV (query id, text)."""
+    if path.suffix.lower() == ".jsonl":
+        queries = {}
+        for line_number, row in enumerate(read_jsonl(path), 1):
+            if "_id" not in row or "text" not in row:
+                raise InputError(f"{path}: record {line_number} needs '_id' and 'text'; fields found: {', '.join(row)}")
+            queries[str(row["_id"])] = str(row["text"])
+        return queries
+    queries = {}
+    with open(path, encoding="utf-8", newline="") as handle:
+        for line_number, fields in enumerate(csv.reader(handle, delimiter="\t"), 1):
+            if not fields:
+                continue
+            if len(fields) != 2:
+                raise InputError(f"{path}:{line_number}: expected 2 tab-separated fields (query id, text), got {len(fields)}")
+            queries[fields[0]] = fields[1]
+    return queries
+
+
+def read_qrels(path: Path) -> list[tuple[str, str, int]]:
+    """(query id, chunk id, grade) from a qrels TSV: 3 columns (BEIR, header allowed) or 4 (TREC)."""
+    judgements = []
+    with open(path, encoding="utf-8", newline="") as handle:
+        for line_number, line in enumerate(handle, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) not in (3, 4):
+                raise InputError(f"{path}:{line_number}: expected 'query chunk grade' or TREC 'query 0 chunk grade', got {len(fields)} fields")
+            query_id, corpus_id, grade = (fields[0], fields[1], fields[2]) if len(fields) == 3 else (fields[0], fields[2], fields[3])
+            try:
+                judgements.append((query_id, corpus_id, int(grade)))
+            except ValueError:
+                if line_number == 1:  # a header line such as "query-id corpus-id score"
+                    continue
+                raise InputError(f"{path}:{line_number}: grade must be an integer, got {grade!r}") from None
+    if not judgements:
+        raise InputError(f"{path}: no relevance judgements")
+    return judgements
+
+
+def build_labels(
+    queries: dict[str, str],
+    judgements: list[tuple[str, str, int]],
+    chunk_ids: set[str],
+    missing_relevant: str,
+    qrels_path: Path,
+) -> tuple[list[dict], list[str]]:
+    """One label per judged query: its text and {chunk id: grade}; grade 0 = judged not relevant."""
+    relevant: dict[str, dict[str, int]] = {}
+    for query_id, corpus_id, grade in judgements:
+        relevant.setdefault(query_id, {})[corpus_id] = grade
+    no_text = [q for q in relevant if q not in queries]
+    if no_text:
+        raise InputError(f"{qrels_path}: {len(no_text)} judged queries have no text in the queries file, e.g. {', '.join(no_text[:5])}")
+    notes = []
+    missing = {q: sorted(c for c in grades if c not in chunk_ids) for q, grades in relevant.items()}
+    missing = {q: ids for q, ids in missing.items() if ids}
+    if missing:
+        examples = "; ".join(f"{q} -> {', '.join(ids[:3])}" for q, ids in list(missing.items())[:3])
+        if missing_relevant == "error":
+            raise InputError(
+                f"{qrels_path}: {len(missing)} queries judge chunk ids that are not in the corpus ({examples}); "
+                "set load.missing_relevant: drop to drop those judgements"
+            )
+        notes.append(f"dropped judgements of chunk ids not in the corpus for {len(missing)} queries ({examples})")
+    labels, unanswerable = [], 0
+    for query_id, grades in relevant.items():
+        grades = {c: g for c, g in grades.items() if c in chunk_ids}
+        if not any(g > 0 for g in grades.values()):
+            unanswerable += 1
+            continue
+        labels.append({"qid": query_id, "question": queries[query_id], "relevant": grades})
+    if unanswerable:
+        notes.append(f"dropped {unanswerable} queries with no relevant chunk in the corpus")
+    if not labels:
+        raise InputError(f"{qrels_path}: no query has a relevant chunk in the corpus")
+    return labels, notes
+
+
+def chunk_documents(documents: pd.DataFrame, size: int, overlap: int) -> pd.DataFrame:
+    """Cut every document into chunks; ids and offsets refer to the document's text."""
+    rows = []
+    for doc_id, text in zip(documents["doc_id"], documents["text"]):
+        for start, end in chunk_spans(text, size, overlap):
+            rows.append((chunk_id(doc_id, start, end), doc_id, start, end, text[start:end]))
+    return _with_sha(pd.DataFrame(rows, columns=CHUNK_COLUMNS[:-1]))
+
+
+def _with_sha(chunks: pd.DataFrame) -> pd.DataFrame:
+    chunks = chunks.copy()
+    chunks["start"] = chunks["start"].astype("int64")
+    chunks["end"] = chunks["end"].astype("int64")
+    chunks["text_sha256"] = [sha256_text(t) for t in chunks["text"]]
+    return chunks[CHUNK_COLUMNS]
+
+
+def _drop_empty_and_check_ids(frame: pd.DataFrame, source: Path, notes: list[str]) -> pd.DataFrame:
+    empty = frame["text"].str.strip() == ""
+    if empty.any():
+        notes.append(f"dropped {int(empty.sum())} empty texts")
+        frame = frame[~empty].reset_index(drop=True)
+    if frame.empty:
+        raise InputError(f"{source}: every text is empty")
+    duplicated = frame["doc_id"][frame["doc_id"].duplicated()].unique()
+    if len(duplicated):
+        raise InputError(f"{source}: {len(duplicated)} duplicate ids, e.g. {', '.join(map(str, duplicated[:5]))}")
+    return frame
+
+
+def _single_file(folder: Path, stem: str, suffixes: tuple[str, ...]) -> Path:
+    found = [folder / f"{stem}{suffix}" for suffix in suffixes if (folder / f"{stem}{suffix}").is_file()]
+    if len(found) != 1:
+        wanted = " or ".join(f"{stem}{s}" for s in suffixes)
+        raise InputError(f"{folder}: expected exactly one of {wanted}, found {len(found)}")
+    return found[0]
+
+
+def load_corpus(
+    source: str | Path,
+    id_field: str = "id",
+    text_field: str = "text",
+    chunk_size: int = 800,
+    chunk_overlap: int = 100,
+    split: str = "test",
+    missing_relevant: str = "error",
+) -> Corpus:
+    """Load `source`, which is one of:
+
+    - a folder of .md/.txt documents, cut into chunks;
+    - a .jsonl/.parquet/.csv file of ready chunks (each chunk is its own document);
+    - a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv): documents are the chunks;
+    - a folder of ready chunks with real labels: chunks.{jsonl,parquet,csv}, queries.{jsonl,tsv}, qrels.tsv.
+    """
+    source = Path(source)
+    notes: list[str] = []
+    if not source.exists():
+        raise InputError(f"load.source {source}: no such file or folder")
+    labels_from: tuple[Path, Path] | None = None
+    if source.is_file():
+        if source.suffix.lower() not in CHUNK_SUFFIXES:
+            raise InputError(f"load.source {source}: expected a folder or a {', '.join(CHUNK_SUFFIXES)} file")
+        documents, pre_chunked = read_ready_chunks(source, id_field, text_field), True
+    elif (source / "corpus.jsonl").is_file():
+        documents, pre_chunked = read_beir_corpus(source / "corpus.jsonl"), True
+        labels_from = (source / "queries.jsonl", source / "qrels" / f"{split}.tsv")
+    elif (source / "qrels.tsv").is_file():
+        chunk_file = _single_file(source, "chunks", CHUNK_SUFFIXES)
+        documents, pre_chunked = read_ready_chunks(chunk_file, id_field, text_field), True
+        labels_from = (_single_file(source, "queries", (".jsonl", ".tsv")), source / "qrels.tsv")
+    else:
+        documents, pre_chunked = read_documents_folder(source), False
+    documents = _drop_empty_and_check_ids(documents, source, notes)
+    if pre_chunked:
+        chunks = documents.assign(chunk_id=documents["doc_id"], start=0, end=documents["text"].str.len())
+        chunks = _with_sha(chunks)
+    else:
+        chunks = chunk_documents(documents, chunk_size, chunk_overlap)
+    duplicate_texts = int(chunks["text_sha256"].duplicated().sum())
+    if duplicate_texts:
+        notes.append(f"{duplicate_texts} chunks repeat the text of an earlier chunk")
+    labels: list[dict] = []
+    if labels_from:
+        queries_path, qrels_path = labels_from
+        for path in labels_from:
+            if not path.is_file():
+                raise InputError(f"{path}: not found (needed for real labels in {source})")
+        labels, label_notes = build_labels(
+            read_queries(queries_path), read_qrels(qrels_path), set(chunks["chunk_id"]), missing_relevant, qrels_path
+        )
+        notes.extend(label_notes)
+    return Corpus(documents=documents.reset_index(drop=True), chunks=chunks, labels=labels, notes=notes)

@@ -1,0 +1,76 @@
+"""Per-question retrieval metrics from the ranks of a question's relevant chunks.
+
+Every definition equals a trec_eval measure (checked against pytrec_eval in tests/test_metrics.py):
+ranks are 1-based positions in the full ranking of the corpus; a relevant chunk has gain > 0.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+CUTOFF = 10  # mrr@10, ndcg@10, map@10
+
+
+def dcg(ranks: np.ndarray, gains: np.ndarray, k: int) -> float:
+    """sum of gain / log2(rank + 1) over the relevant chunks ranked in the top k (trec_eval's)."""
+    inside = ranks <= k
+    return float(np.sum(gains[inside] / np.log2(ranks[inside] + 1.0)))
+
+
+def ndcg_at(ranks: np.ndarray, gains: np.ndarray, k: int) -> float:
+    """DCG@k over the ideal DCG@k, the relevant gains sorted best first (trec_eval ndcg_cut.k)."""
+    ideal = np.sort(gains)[::-1][:k]
+    ideal_dcg = float(np.sum(ideal / np.log2(np.arange(2, len(ideal) + 2))))
+    return dcg(ranks, gains, k) / ideal_dcg if ideal_dcg > 0 else 0.0
+
+
+def average_precision_at(ranks: np.ndarray, k: int) -> float:
+    """Mean over all relevant chunks of precision at its rank, 0 beyond k (trec_eval map_cut.k)."""
+    if len(ranks) == 0:
+        return 0.0
+    inside = np.sort(ranks[ranks <= k])
+    precisions = np.arange(1, len(inside) + 1) / inside
+    return float(precisions.sum() / len(ranks))
+
+
+def question_metrics(
+    ranks: np.ndarray,
+    gains: np.ndarray,
+    ks: list[int],
+    recall_at: dict[int, float] | None = None,
+) -> dict[str, float]:
+    """All metrics of one question.
+
+    ranks, gains: the rank and gain of each relevant chunk. recall_at: recall per k when it is not
+    the share of relevant chunks in the top k (evidence coverage); None for chunk labels.
+    """
+    ranks = np.asarray(ranks, dtype=np.float64)
+    gains = np.asarray(gains, dtype=np.float64)
+    first = float(ranks.min()) if len(ranks) else math.nan
+    row = {
+        "first_relevant_rank": first,
+        "reciprocal_rank": 1.0 / first if len(ranks) else 0.0,
+        f"reciprocal_rank@{CUTOFF}": 1.0 / first if len(ranks) and first <= CUTOFF else 0.0,
+        f"ndcg@{CUTOFF}": ndcg_at(ranks, gains, CUTOFF),
+        f"map@{CUTOFF}": average_precision_at(ranks, CUTOFF),
+    }
+    for k in ks:
+        if recall_at is not None:
+            row[f"recall@{k}"] = recall_at[k]
+        else:
+            row[f"recall@{k}"] = float(np.mean(ranks <= k)) if len(ranks) else 0.0
+        row[f"hit@{k}"] = float(bool(len(ranks)) and first <= k)
+    return row
+
+
+def summary_names(ks: list[int]) -> list[tuple[str, str]]:
+    """(metrics.json key, per-question column it averages), in the order they are reported."""
+    names = [(f"recall@{k}", f"recall@{k}") for k in ks] + [(f"hit@{k}", f"hit@{k}") for k in ks]
+    names += [
+        ("mrr", "reciprocal_rank"),
+        (f"mrr@{CUTOFF}", f"reciprocal_rank@{CUTOFF}"),
+        (f"ndcg@{CUTOFF}", f"ndcg@{CUTOFF}"),
+        (f"map@{CUTOFF}", f"map@{CUTOFF}"),
+    ]
+    return names

@@ -1,0 +1,117 @@
+"""Read and validate params.yaml: every key is known, every value has the expected type."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from retrieval_bench.io import InputError
+
+# The defaults double as the schema: a key not listed here is a typo, and a value must have
+# the type of its default (an int is accepted where a float is expected; None means optional).
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "load": {
+        "source": "data/sample/sqlite",
+        "id_field": "id",
+        "text_field": "text",
+        "chunking": {"size": 800, "overlap": 100},
+        "split": "test",
+        "missing_relevant": "error",
+    },
+    "generate": {
+        "provider": "none",
+        "model": "claude-haiku-4-5",
+        "max_questions": 300,
+        "seed": 0,
+        "passages": {"size": 800, "overlap": 100},
+        "handwritten": "data/handwritten_questions.jsonl",
+    },
+    "embed": {
+        "model": "sentence-transformers/all-MiniLM-L6-v2",
+        "batch_size": 64,
+        "max_seq_length": None,
+        "query_prompt": "",
+        "document_prompt": "",
+    },
+    "retrieval": {
+        "method": "dense",
+        "rrf_k": 60,
+        "weights": {"dense": 1.0, "bm25": 1.0},
+    },
+    "score": {
+        "k": [1, 3, 5, 10, 20],
+        "min_coverage": 0.5,
+    },
+}
+
+CHOICES = {
+    ("load", "missing_relevant"): {"error", "drop"},
+    ("generate", "provider"): {"none"},
+    ("retrieval", "method"): {"dense", "bm25", "hybrid"},
+}
+
+OPTIONAL_TYPES = {("embed", "max_seq_length"): int}
+
+
+def _check(value: Any, default: Any, where: str, path: Path) -> Any:
+    if isinstance(default, dict):
+        if not isinstance(value, dict):
+            raise InputError(f"{path}: {where} must be a mapping with keys {sorted(default)}")
+        unknown = sorted(set(value) - set(default))
+        if unknown:
+            raise InputError(f"{path}: unknown key {where}.{unknown[0]}; valid keys under {where}: {', '.join(sorted(default))}")
+        return {key: _check(value.get(key, default[key]), default[key], f"{where}.{key}", path) for key in default}
+    if default is None or value is None:
+        return value
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, type(default)) and not (isinstance(value, bool) and not isinstance(default, bool))
+    if not ok:
+        raise InputError(f"{path}: {where} must be {type(default).__name__}, got {value!r}")
+    return value
+
+
+def load_params(section: str, path: str | Path = "params.yaml") -> dict[str, Any]:
+    """Validate the whole params file and return one section, with defaults filled in."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise InputError(f"{path}: not found (run from the project root)") from None
+    except yaml.YAMLError as error:
+        raise InputError(f"{path}: invalid YAML ({str(error).splitlines()[0]})") from None
+    params = _check(raw, DEFAULTS, "params", path) if isinstance(raw, dict) else None
+    if params is None:
+        raise InputError(f"{path}: expected a mapping of sections {', '.join(DEFAULTS)}")
+    for (name, key), allowed in CHOICES.items():
+        if params[name][key] not in allowed:
+            raise InputError(f"{path}: {name}.{key} must be one of {', '.join(sorted(allowed))}, got {params[name][key]!r}")
+    for (name, key), kind in OPTIONAL_TYPES.items():
+        value = params[name][key]
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool) or value <= 0):
+            raise InputError(f"{path}: {name}.{key} must be a positive {kind.__name__} or null, got {value!r}")
+    _check_values(params, path)
+    return params[section]
+
+
+def _check_values(params: dict[str, Any], path: Path) -> None:
+    ks = params["score"]["k"]
+    if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in ks) or len(set(ks)) != len(ks):
+        raise InputError(f"{path}: score.k must be a non-empty list of distinct positive integers, got {ks!r}")
+    if not 0 < params["score"]["min_coverage"] <= 1:
+        raise InputError(f"{path}: score.min_coverage must be in (0, 1], got {params['score']['min_coverage']!r}")
+    for where in ("load.chunking", "generate.passages"):
+        name, key = where.split(".")
+        size, overlap = params[name][key]["size"], params[name][key]["overlap"]
+        if size <= 0 or not 0 <= overlap < size:
+            raise InputError(f"{path}: {where} needs size > 0 and 0 <= overlap < size, got size={size}, overlap={overlap}")
+    if params["generate"]["max_questions"] < 0:
+        raise InputError(f"{path}: generate.max_questions must be >= 0 (0 = no limit)")
+    if params["embed"]["batch_size"] <= 0:
+        raise InputError(f"{path}: embed.batch_size must be positive")
+    if params["retrieval"]["rrf_k"] < 0:
+        raise InputError(f"{path}: retrieval.rrf_k must be >= 0")

@@ -1,0 +1,51 @@
+"""Rank every chunk for every question (exact search) and read off the ranks of judged chunks."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+QUERY_BATCH = 256  # questions scored at once: bounds memory at QUERY_BATCH x n_chunks floats
+
+
+def dense_scores(question_vectors: np.ndarray, chunk_vectors: np.ndarray) -> Callable[[slice], np.ndarray]:
+    """Cosine similarity (the vectors are unit length) of a batch of questions to every chunk."""
+    return lambda rows: question_vectors[rows] @ chunk_vectors.T
+
+
+def ordinal_ranks(scores: np.ndarray) -> np.ndarray:
+    """1-based rank of every chunk per row, best first; equal scores keep chunk order."""
+    order = np.argsort(-scores, axis=1, kind="stable")
+    ranks = np.empty_like(order)
+    np.put_along_axis(ranks, order, np.arange(1, scores.shape[1] + 1)[None, :], axis=1)
+    return ranks
+
+
+def rrf_scores(
+    methods: list[tuple[Callable[[slice], np.ndarray], float]], rrf_k: float
+) -> Callable[[slice], np.ndarray]:
+    """Reciprocal rank fusion: sum over methods of weight / (rrf_k + rank under that method)."""
+    def fused(rows: slice) -> np.ndarray:
+        return sum(weight / (rrf_k + ordinal_ranks(score(rows))) for score, weight in methods)
+    return fused
+
+
+def pessimistic_ranks(scores: np.ndarray, judged: np.ndarray) -> np.ndarray:
+    """Rank of chunks `judged` in one question's `scores`: 1 + the number of other chunks scoring at
+    least as high, so a judged chunk tied with others ranks after all of them."""
+    if len(judged) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return (scores[None, :] >= scores[judged][:, None]).sum(axis=1).astype(np.int64)
+
+
+def judged_ranks(
+    score_batch: Callable[[slice], np.ndarray], n_questions: int, judged: list[np.ndarray], progress=None
+) -> Iterator[np.ndarray]:
+    """For each question in order, the pessimistic ranks of its judged chunk indices."""
+    for batch_start in range(0, n_questions, QUERY_BATCH):
+        rows = slice(batch_start, min(batch_start + QUERY_BATCH, n_questions))
+        scores = score_batch(rows)
+        for offset, question in enumerate(range(rows.start, rows.stop)):
+            yield pessimistic_ranks(scores[offset], judged[question])
+        if progress is not None:
+            progress.update(rows.stop - rows.start)
