@@ -23,7 +23,7 @@ test: $(INSTALLED)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) -m pytest -n 2 --durations=10 -q
 
 reproduce-scifact: $(INSTALLED)
-	PATH="$(abspath $(VENV))/bin:$$PATH" bash bench/reproduce_scifact.sh $(SCIFACT)
+	$(PYTHON) bench/reproduce_scifact.py $(SCIFACT)
 
 clean:
 	rm -rf $(VENV)

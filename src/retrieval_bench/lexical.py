@@ -22,6 +22,9 @@ def bm25_scores(chunk_texts: list[str], questions: list[str]) -> Callable[[slice
     question_tokens = tokenize(questions)
 
     def scores(rows: slice) -> np.ndarray:
-        return np.stack([index.get_scores(tokens) for tokens in question_tokens[rows]]).astype(np.float32)
+        # A question with no indexable word (only stop words) matches nothing: all zeros.
+        return np.stack(
+            [index.get_scores(tokens) if tokens else np.zeros(len(chunk_texts)) for tokens in question_tokens[rows]]
+        ).astype(np.float32)
 
     return scores

@@ -42,16 +42,17 @@ def question_metrics(
 ) -> dict[str, float]:
     """All metrics of one question.
 
-    ranks, gains: the rank and gain of each relevant chunk. recall_at: recall per k when it is not
-    the share of relevant chunks in the top k (evidence coverage); None for chunk labels.
+    ranks, gains: the rank and gain of each relevant chunk; a relevant chunk the retriever did not
+    return has rank inf. recall_at: recall per k when it is not the share of relevant chunks in
+    the top k (evidence coverage); None for chunk labels.
     """
     ranks = np.asarray(ranks, dtype=np.float64)
     gains = np.asarray(gains, dtype=np.float64)
-    first = float(ranks.min()) if len(ranks) else math.nan
+    first = float(ranks.min()) if len(ranks) else math.inf
     row = {
-        "first_relevant_rank": first,
-        "reciprocal_rank": 1.0 / first if len(ranks) else 0.0,
-        f"reciprocal_rank@{CUTOFF}": 1.0 / first if len(ranks) and first <= CUTOFF else 0.0,
+        "first_relevant_rank": first if math.isfinite(first) else math.nan,
+        "reciprocal_rank": 1.0 / first,
+        f"reciprocal_rank@{CUTOFF}": 1.0 / first if first <= CUTOFF else 0.0,
         f"ndcg@{CUTOFF}": ndcg_at(ranks, gains, CUTOFF),
         f"map@{CUTOFF}": average_precision_at(ranks, CUTOFF),
     }
@@ -60,7 +61,7 @@ def question_metrics(
             row[f"recall@{k}"] = recall_at[k]
         else:
             row[f"recall@{k}"] = float(np.mean(ranks <= k)) if len(ranks) else 0.0
-        row[f"hit@{k}"] = float(bool(len(ranks)) and first <= k)
+        row[f"hit@{k}"] = float(first <= k)
     return row
 
 

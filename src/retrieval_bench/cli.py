@@ -1,0 +1,26 @@
+"""The `retrieval-bench` command: compare two runs, export a golden set."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from retrieval_bench.io import InputError
+
+
+def main(argv: list[str] | None = None) -> int:
+    from retrieval_bench import compare, export
+
+    parser = argparse.ArgumentParser(prog="retrieval-bench", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    compare.add_arguments(commands.add_parser("compare", help="did B retrieve better than A? paired statistics per question"))
+    export.add_arguments(commands.add_parser("export-beir", help="write the golden set as a BEIR folder"))
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,577 @@
+"""`retrieval-bench compare [A] [B]`: did run B retrieve better than run A, question by question?
+
+A and B are git revisions (branches, tags, commits), DVC experiment names, or `workspace` (the
+working tree). Both runs' metrics/per_question.csv are paired by qid, and for each metric the
+report gives the two means, the mean paired difference (B - A), a paired bootstrap confidence
+interval of that difference, a two-sided paired randomization (sign-flip) test p-value,
+wins/ties/losses, and the minimum detectable difference for this many questions. It also lists
+the questions that flipped: first relevant chunk in the top k under one run and not the other.
+
+The statistics are pure functions of arrays (paired_bootstrap_ci, randomization_p_value,
+min_detectable_delta, compare_tables); only the functions at the bottom touch git and files.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from retrieval_bench.io import InputError, read_jsonl
+
+PER_QUESTION = "metrics/per_question.csv"
+GOLDENSET = "data/goldenset.jsonl"
+CHUNKS = "data/chunks.parquet"
+WORKSPACE = "workspace"
+EXPERIMENT_REFS = "refs/exps"
+MDD_FACTOR = 2.8  # z(1 - 0.05/2) + z(0.80) = 1.960 + 0.842
+MDD_FORMULA = "2.8 x sd(paired differences) / sqrt(n)  (80% power, two-sided alpha 0.05)"
+_BATCH_ELEMENTS = 4_000_000  # resample indices drawn at once: bounds memory at ~32 MB
+_EPS = 1e-12
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics (pure)
+# ---------------------------------------------------------------------------------------------
+
+def _batches(total: int, n: int) -> list[int]:
+    size = max(1, _BATCH_ELEMENTS // max(n, 1))
+    return [min(size, total - start) for start in range(0, total, size)]
+
+
+def paired_bootstrap_ci(
+    diffs: np.ndarray, resamples: int = 10_000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
+    """Bootstrap confidence interval of the mean of paired differences.
+
+    Resamples questions with replacement (`resamples` times, seeded) and takes the mean difference
+    of each resample. The interval is the expanded percentile interval (Hesterberg 2015, "What
+    teachers should know about the bootstrap", sec. 5.3): the alpha/2 and 1 - alpha/2 quantiles
+    of those means, with alpha/2 = Phi(-sqrt(n / (n - 1)) * t(n - 1, 1 - (1 - level)/2)), which
+    undoes the plain percentile interval's undercoverage for small n (it is the plain percentile
+    interval as n grows).
+    """
+    diffs = np.asarray(diffs, dtype=np.float64)
+    n = len(diffs)
+    if n == 0:
+        return math.nan, math.nan
+    if not np.any(np.abs(diffs) > _EPS):
+        return 0.0, 0.0
+    rng = np.random.default_rng(seed)
+    means = np.concatenate(
+        [diffs[rng.integers(0, n, size=(batch, n))].mean(axis=1) for batch in _batches(resamples, n)]
+    )
+    tail = (1 - level) / 2
+    if n > 1:
+        tail = float(stats.norm.cdf(-math.sqrt(n / (n - 1)) * stats.t.ppf(1 - tail, n - 1)))
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def randomization_p_value(diffs: np.ndarray, permutations: int = 10_000, seed: int = 0) -> float:
+    """Two-sided paired randomization (sign-flip) test of "the mean difference is 0".
+
+    Under the null each question's difference is equally likely to have either sign: flip signs
+    at random `permutations` times (seeded) and count the flips whose mean is at least as far from
+    0 as the observed mean; p = (count + 1) / (permutations + 1). When every difference is 0 the
+    runs are indistinguishable and p = 1 exactly.
+    """
+    diffs = np.asarray(diffs, dtype=np.float64)
+    n = len(diffs)
+    if n == 0:
+        return math.nan
+    if not np.any(np.abs(diffs) > _EPS):
+        return 1.0
+    observed = abs(diffs.mean())
+    rng = np.random.default_rng(seed)
+    count = 0
+    for batch in _batches(permutations, n):
+        signs = rng.integers(0, 2, size=(batch, n), dtype=np.int8) * 2 - 1
+        count += int(np.sum(np.abs(signs @ diffs / n) >= observed - _EPS))
+    return (count + 1) / (permutations + 1)
+
+
+def min_detectable_delta(diffs: np.ndarray) -> float:
+    """Smallest true mean difference this many questions detect with 80% power at two-sided alpha
+    0.05: (z_0.975 + z_0.80) x sd(paired differences) / sqrt(n) = 2.8 x sd / sqrt(n)
+    (normal approximation, sd with n - 1 degrees of freedom). NaN when it cannot be estimated:
+    fewer than 2 questions, or differences that do not vary (e.g. identical runs)."""
+    diffs = np.asarray(diffs, dtype=np.float64)
+    if len(diffs) < 2:
+        return math.nan
+    sd = float(diffs.std(ddof=1))
+    return float(MDD_FACTOR * sd / math.sqrt(len(diffs))) if sd > _EPS else math.nan
+
+
+def win_tie_loss(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int]:
+    """Questions where B scored higher, the same (within 1e-12), lower than A."""
+    diffs = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    wins = int(np.sum(diffs > _EPS))
+    losses = int(np.sum(diffs < -_EPS))
+    return wins, len(diffs) - wins - losses, losses
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing two per-question tables (pure)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Comparison:
+    a: str
+    b: str
+    n_questions: int
+    metrics: dict[str, dict]
+    flip_k: int | None
+    flipped: list[dict]
+    warnings: list[str] = field(default_factory=list)
+    resamples: int = 10_000
+    seed: int = 0
+    level: float = 0.95
+    a_commit: str | None = None
+    b_commit: str | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "a": self.a,
+            "b": self.b,
+            "a_commit": self.a_commit,
+            "b_commit": self.b_commit,
+            "n_questions": self.n_questions,
+            "resamples": self.resamples,
+            "seed": self.seed,
+            "ci_level": self.level,
+            "metrics": self.metrics,
+            "flip_k": self.flip_k,
+            "flipped": self.flipped,
+            "min_detectable_delta": {name: m["min_detectable_delta"] for name, m in self.metrics.items()},
+            "min_detectable_delta_formula": MDD_FORMULA,
+            "warnings": self.warnings,
+        }
+
+
+def metric_columns(columns) -> list[tuple[str, str]]:
+    """(reported name, per-question column) of the compared metrics present in `columns`:
+    mrr, ndcg@10, then recall@k and hit@k by increasing k."""
+    columns = set(columns)
+    names = [(name, column) for name, column in (("mrr", "reciprocal_rank"), ("ndcg@10", "ndcg@10")) if column in columns]
+    for prefix in ("recall", "hit"):
+        ks = sorted(int(match.group(1)) for c in columns if (match := re.fullmatch(rf"{prefix}@(\d+)", c)))
+        names += [(f"{prefix}@{k}", f"{prefix}@{k}") for k in ks]
+    return names
+
+
+def hit_ks(columns) -> list[int]:
+    return sorted(int(match.group(1)) for c in columns if (match := re.fullmatch(r"hit@(\d+)", c)))
+
+
+def choose_flip_k(columns, k: int | None = None) -> int | None:
+    """The cutoff for flipped questions: `k` if given (it must have a hit@k column), else the
+    smallest k >= 5 with a hit@k column, else the largest one; None when there are none."""
+    ks = hit_ks(columns)
+    if k is not None:
+        if k not in ks:
+            raise InputError(f"--k {k}: no hit@{k} column in both runs (have: {', '.join(map(str, ks)) or 'none'})")
+        return k
+    if not ks:
+        return None
+    at_least_5 = [value for value in ks if value >= 5]
+    return at_least_5[0] if at_least_5 else ks[-1]
+
+
+def _check_table(df: pd.DataFrame, label: str) -> pd.DataFrame:
+    if "qid" not in df.columns:
+        raise InputError(f"{label}: {PER_QUESTION} has no qid column")
+    duplicated = df["qid"][df["qid"].duplicated()]
+    if len(duplicated):
+        raise InputError(f"{label}: {PER_QUESTION} lists qid {duplicated.iloc[0]} more than once")
+    return df.assign(qid=df["qid"].astype(str)).set_index("qid")
+
+
+def _rank(value) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def flipped_questions(a: pd.DataFrame, b: pd.DataFrame, k: int) -> list[dict]:
+    """Questions (a and b indexed by the same qids) whose first relevant chunk is in the top k
+    under exactly one run, worst first: the largest rank loss (B rank - A rank; no relevant chunk
+    counts as an infinite rank) first, the largest gains last."""
+    column = f"hit@{k}"
+    hit_a = a[column].to_numpy(dtype=np.float64) > 0.5
+    hit_b = b[column].to_numpy(dtype=np.float64) > 0.5
+    rank_a = a["first_relevant_rank"].to_numpy(dtype=np.float64) if "first_relevant_rank" in a else np.full(len(a), np.nan)
+    rank_b = b["first_relevant_rank"].to_numpy(dtype=np.float64) if "first_relevant_rank" in b else np.full(len(b), np.nan)
+    rows = []
+    for index in np.flatnonzero(hit_a != hit_b):
+        ra, rb = rank_a[index], rank_b[index]
+        loss = np.nan_to_num(rb, nan=np.inf) - np.nan_to_num(ra, nan=np.inf)
+        rows.append({
+            "qid": str(a.index[index]),
+            "change": "lost" if hit_a[index] else "gained",
+            "a_rank": _rank(ra),
+            "b_rank": _rank(rb),
+            "_loss": 0.0 if np.isnan(loss) else float(loss),
+        })
+    rows.sort(key=lambda row: (row["change"] != "lost", -row["_loss"], row["qid"]))
+    for row in rows:
+        del row["_loss"]
+    return rows
+
+
+def compare_tables(
+    a_df: pd.DataFrame,
+    b_df: pd.DataFrame,
+    a_label: str = "A",
+    b_label: str = "B",
+    resamples: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+    k: int | None = None,
+) -> Comparison:
+    """Pair two per-question tables by qid (the intersection, with a warning when the question
+    sets differ) and compute every metric's statistics and the flipped questions."""
+    if resamples < 1:
+        raise InputError(f"--resamples must be at least 1, got {resamples}")
+    a = _check_table(a_df, a_label)
+    b = _check_table(b_df, b_label)
+    warnings = []
+    only_a = a.index.difference(b.index)
+    only_b = b.index.difference(a.index)
+    common = [qid for qid in a.index if qid in b.index]  # A's order
+    if len(only_a) or len(only_b):
+        warnings.append(
+            f"the question sets differ: {len(only_a)} only in {a_label}, {len(only_b)} only in {b_label}; "
+            f"comparing the {len(common)} in both"
+        )
+    if not common:
+        raise InputError(f"{a_label} and {b_label} have no question (qid) in common")
+    a, b = a.loc[common], b.loc[common]
+    names = metric_columns(set(a.columns) & set(b.columns))
+    if not names:
+        raise InputError(f"{a_label} and {b_label} share no metric column (reciprocal_rank, ndcg@10, recall@k, hit@k)")
+    metrics = {}
+    for offset, (name, column) in enumerate(names):
+        va = pd.to_numeric(a[column], errors="coerce").to_numpy(dtype=np.float64)
+        vb = pd.to_numeric(b[column], errors="coerce").to_numpy(dtype=np.float64)
+        keep = ~(np.isnan(va) | np.isnan(vb))
+        if not keep.all():
+            warnings.append(f"{name}: {int((~keep).sum())} questions without a value in one run left out")
+        va, vb = va[keep], vb[keep]
+        diffs = vb - va
+        low, high = paired_bootstrap_ci(diffs, resamples, seed + offset, level)
+        wins, ties, losses = win_tie_loss(va, vb)
+        metrics[name] = {
+            "column": column,
+            "n": int(len(diffs)),
+            "a": float(va.mean()) if len(va) else math.nan,
+            "b": float(vb.mean()) if len(vb) else math.nan,
+            "delta": float(diffs.mean()) if len(diffs) else math.nan,
+            "ci_low": low,
+            "ci_high": high,
+            "p_value": randomization_p_value(diffs, resamples, seed + offset),
+            "wins": wins,
+            "ties": ties,
+            "losses": losses,
+            "min_detectable_delta": min_detectable_delta(diffs),
+        }
+    flip_k = choose_flip_k(set(a.columns) & set(b.columns), k)
+    flipped = flipped_questions(a, b, flip_k) if flip_k is not None else []
+    return Comparison(
+        a=a_label, b=b_label, n_questions=len(common), metrics=metrics, flip_k=flip_k, flipped=flipped,
+        warnings=warnings, resamples=resamples, seed=seed, level=level,
+    )
+
+
+def attach_question_text(flipped: list[dict], golden: list[dict] | None, chunk_text: dict[str, str] | None) -> None:
+    """Add each flipped question's text, gold chunk id and the first non-empty line of the gold
+    chunk's text, where known (in place)."""
+    by_qid = {str(row.get("qid")): row for row in golden or []}
+    for row in flipped:
+        question = by_qid.get(row["qid"])
+        if question is None:
+            continue
+        row["question"] = question.get("question")
+        gold = question.get("gold_chunk_id")
+        if gold is not None:
+            row["gold_chunk_id"] = str(gold)
+            text = (chunk_text or {}).get(str(gold))
+            if text is not None:
+                row["gold_first_line"] = next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting (pure)
+# ---------------------------------------------------------------------------------------------
+
+def _num(value: float, sign: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:+.4f}" if sign else f"{value:.4f}"
+
+
+def _p(value: float) -> str:
+    if value is None or math.isnan(value):
+        return "n/a"
+    return f"{value:.4f}" if value >= 0.001 else f"{value:.1e}"
+
+
+def _rank_text(rank: float | None) -> str:
+    return "none" if rank is None else str(int(rank))
+
+
+def _shorten(text: str, width: int = 100) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _run_label(name: str, commit: str | None) -> str:
+    return f"{name} ({commit[:7]})" if commit and not commit.startswith(name) else name
+
+
+def _rows(comparison: Comparison) -> list[list[str]]:
+    level = f"{comparison.level:.0%}"
+    header = ["metric", "A", "B", "delta", f"{level} CI", "p", "wins/ties/losses", "min detectable"]
+    rows = [header]
+    for name, m in comparison.metrics.items():
+        rows.append([
+            name, _num(m["a"]), _num(m["b"]), _num(m["delta"], sign=True),
+            f"[{_num(m['ci_low'], True)}, {_num(m['ci_high'], True)}]",
+            _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
+            f"{m['wins']}/{m['ties']}/{m['losses']}",
+            _num(m["min_detectable_delta"]),
+        ])
+    return rows
+
+
+def _footnotes(comparison: Comparison) -> list[str]:
+    level = f"{comparison.level:.0%}"
+    return [
+        f"delta = mean(B - A) over the paired questions; {level} CI: paired bootstrap, "
+        f"{comparison.resamples} resamples, seed {comparison.seed}.",
+        f"p: p-value of a two-sided paired randomization (sign-flip) test, {comparison.resamples} permutations; "
+        "* p < 0.05 (not corrected for testing several metrics).",
+        f"min detectable: smallest true delta detected with 80% power at alpha 0.05 = {MDD_FORMULA.split('  ')[0]}.",
+        "wins/ties/losses: questions where B scored higher / the same / lower than A.",
+    ]
+
+
+def format_text(comparison: Comparison) -> str:
+    """The report as an aligned plain-text table for a terminal."""
+    out = [
+        f"A: {_run_label(comparison.a, comparison.a_commit)}",
+        f"B: {_run_label(comparison.b, comparison.b_commit)}",
+        f"{comparison.n_questions} questions paired by qid",
+        "",
+    ]
+    rows = _rows(comparison)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for index, row in enumerate(rows):
+        cells = [cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)]
+        out.append("  ".join(cells).rstrip())
+        if index == 0:
+            out.append("  ".join("-" * width for width in widths))
+    out.append("")
+    out += _footnotes(comparison)
+    out.append("")
+    if comparison.flip_k is None:
+        out.append("Flipped questions: no hit@k column to judge them by.")
+    elif not comparison.flipped:
+        out.append(f"Flipped questions (first relevant chunk in the top {comparison.flip_k} under one run only): none.")
+    else:
+        lost = sum(row["change"] == "lost" for row in comparison.flipped)
+        out.append(
+            f"Flipped questions (first relevant chunk in the top {comparison.flip_k} under one run only): "
+            f"{lost} lost, {len(comparison.flipped) - lost} gained by B; worst first"
+        )
+        for row in comparison.flipped:
+            ranks = f"rank {_rank_text(row['a_rank'])} -> {_rank_text(row['b_rank'])}"
+            out.append(f"  {row['change']:<6} {row['qid']}  {ranks}")
+            if row.get("question"):
+                out.append(f"         Q: {_shorten(row['question'])}")
+            if row.get("gold_first_line") is not None:
+                out.append(f"         gold {row.get('gold_chunk_id', '')}: {_shorten(row['gold_first_line'])}")
+    return "\n".join(out) + "\n"
+
+
+def _md_escape(text: str) -> str:
+    return _shorten(text, 200).replace("|", "\\|").replace("`", "'")
+
+
+def format_markdown(comparison: Comparison) -> str:
+    """The report as Markdown for a pull-request comment: a table and the flipped questions."""
+    a = _run_label(comparison.a, comparison.a_commit)
+    b = _run_label(comparison.b, comparison.b_commit)
+    out = [
+        f"### Retrieval comparison: `{a}` (A) vs `{b}` (B)",
+        "",
+        f"{comparison.n_questions} questions paired by qid.",
+        "",
+    ]
+    out += [f"> **Warning:** {warning}" for warning in comparison.warnings]
+    if comparison.warnings:
+        out.append("")
+    rows = _rows(comparison)
+    out.append("| " + " | ".join(rows[0]) + " |")
+    out.append("|" + "|".join(["---"] + ["---:"] * (len(rows[0]) - 1)) + "|")
+    for row in rows[1:]:
+        out.append("| " + " | ".join(row) + " |")
+    out.append("")
+    out += [f"- {note}" for note in _footnotes(comparison)]
+    out.append("")
+    if comparison.flip_k is None:
+        out.append("No hit@k column to find flipped questions by.")
+    else:
+        out.append(f"#### Flipped questions (first relevant chunk in the top {comparison.flip_k} under one run only)")
+        out.append("")
+        if not comparison.flipped:
+            out.append("None.")
+        for row in comparison.flipped:
+            mark = "lost" if row["change"] == "lost" else "gained"
+            line = f"- **{mark}** `{row['qid']}` rank {_rank_text(row['a_rank'])} → {_rank_text(row['b_rank'])}"
+            if row.get("question"):
+                line += f": {_md_escape(row['question'])}"
+            out.append(line)
+            if row.get("gold_first_line") is not None:
+                out.append(f"  - gold `{row.get('gold_chunk_id', '')}`: {_md_escape(row['gold_first_line'])}")
+    return "\n".join(out) + "\n"
+
+
+def _json_safe(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def format_json(comparison: Comparison) -> str:
+    """The report as JSON (NaN written as null)."""
+    return json.dumps(_json_safe(comparison.to_dict()), indent=2, ensure_ascii=False) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading runs from git, DVC experiments and the working tree
+# ---------------------------------------------------------------------------------------------
+
+def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise InputError("git is not installed or not on PATH") from None
+
+
+def experiment_ref(name: str, cwd: Path) -> str | None:
+    """The full ref of DVC experiment `name` (refs/exps/.../<name>), None if there is none."""
+    listing = _git(["for-each-ref", EXPERIMENT_REFS, "--format=%(refname)"], cwd)
+    if listing.returncode != 0:
+        return None
+    matches = sorted(
+        ref for ref in listing.stdout.split()
+        if ref.rsplit("/", 1)[-1] == name and not ref.startswith((f"{EXPERIMENT_REFS}/exec/", f"{EXPERIMENT_REFS}/celery/"))
+    )
+    if len(matches) > 1:
+        raise InputError(f"{name}: several DVC experiments have this name ({', '.join(matches)}); give the full ref")
+    return matches[0] if matches else None
+
+
+def resolve_revision(rev: str, cwd: Path) -> str:
+    """The commit of a git revision or DVC experiment name; an InputError when it is neither."""
+    found = _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd)
+    if found.returncode == 0:
+        return found.stdout.strip()
+    inside = _git(["rev-parse", "--is-inside-work-tree"], cwd)
+    if inside.returncode != 0:
+        raise InputError(f"{rev}: not in a git repository (run compare from the project's root)")
+    ref = experiment_ref(rev, cwd)
+    if ref is not None:
+        found = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd)
+        if found.returncode == 0:
+            return found.stdout.strip()
+    raise InputError(f"{rev}: not a git revision or DVC experiment name")
+
+
+def read_run(rev: str, cwd: Path) -> tuple[pd.DataFrame, str | None]:
+    """metrics/per_question.csv at a revision/experiment (or the working tree) and its commit."""
+    if rev == WORKSPACE:
+        path = cwd / PER_QUESTION
+        if not path.is_file():
+            raise InputError(f"{PER_QUESTION} not found in the workspace; run `dvc repro` first")
+        return _read_csv(path.read_text(encoding="utf-8"), f"{WORKSPACE}:{PER_QUESTION}"), None
+    commit = resolve_revision(rev, cwd)
+    shown = _git(["show", f"{commit}:./{PER_QUESTION}"], cwd)
+    if shown.returncode != 0:
+        raise InputError(f"{rev}: no {PER_QUESTION} committed there (run `dvc repro` and commit its outputs)")
+    return _read_csv(shown.stdout, f"{rev}:{PER_QUESTION}"), commit
+
+
+def _read_csv(text: str, label: str) -> pd.DataFrame:
+    try:
+        df = pd.read_csv(io.StringIO(text), dtype={"qid": str})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise InputError(f"{label}: not a readable CSV ({str(error).splitlines()[0] if str(error) else 'empty'})") from None
+    return df
+
+
+def question_context(cwd: Path) -> tuple[list[dict] | None, dict[str, str] | None]:
+    """The golden set and the chunk texts from the working tree, None where absent or unreadable."""
+    golden = chunk_text = None
+    try:
+        if (cwd / GOLDENSET).is_file():
+            golden = read_jsonl(cwd / GOLDENSET)
+    except (InputError, OSError, UnicodeDecodeError):
+        golden = None
+    try:
+        if golden and (cwd / CHUNKS).is_file():
+            chunks = pd.read_parquet(cwd / CHUNKS, columns=["chunk_id", "text"])
+            wanted = {str(row.get("gold_chunk_id")) for row in golden}
+            chunks = chunks[chunks["chunk_id"].astype(str).isin(wanted)]
+            chunk_text = dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str)))
+    except Exception:  # a missing column or a broken file only costs the context lines
+        chunk_text = None
+    return golden, chunk_text
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = __doc__.split("\n\n")[0]
+    parser.add_argument("a", nargs="?", default="main", help="baseline: git revision, DVC experiment or 'workspace' (default: main)")
+    parser.add_argument("b", nargs="?", default=WORKSPACE, help="candidate: git revision, DVC experiment or 'workspace' (default: workspace)")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--md", action="store_true", help="print a Markdown report (for a pull-request comment)")
+    output.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples and sign-flip permutations (default: 10000)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap and the permutations (default: 0)")
+    parser.add_argument("--k", type=int, default=None, help="cutoff for flipped questions (default: the smallest k >= 5 with a hit@k column)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cwd = Path.cwd()
+    a_df, a_commit = read_run(args.a, cwd)
+    b_df, b_commit = read_run(args.b, cwd)
+    comparison = compare_tables(a_df, b_df, args.a, args.b, resamples=args.resamples, seed=args.seed, k=args.k)
+    comparison.a_commit, comparison.b_commit = a_commit, b_commit
+    if comparison.flipped:
+        attach_question_text(comparison.flipped, *question_context(cwd))
+    for warning in comparison.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.json:
+        sys.stdout.write(format_json(comparison))
+    elif args.md:
+        sys.stdout.write(format_markdown(comparison))
+    else:
+        sys.stdout.write(format_text(comparison))
+    return 0

@@ -1,0 +1,55 @@
+"""Write a golden set as a BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) for BEIR,
+MTEB or ranx. Span-anchored questions become binary qrels: every chunk holding at least
+min_coverage of the evidence is relevant (grade 1); imported labels keep their grades."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from retrieval_bench.io import InputError, atomic_open, read_jsonl
+from retrieval_bench.params import load_params
+from retrieval_bench.relevance import judge
+
+
+def export_beir(chunks: pd.DataFrame, golden: list[dict], out: Path, min_coverage: float) -> int:
+    """Write the folder; returns the number of queries written (those with a relevant chunk)."""
+    judgements = judge(golden, chunks, min_coverage)
+    chunk_ids = chunks["chunk_id"].tolist()
+    with atomic_open(out / "corpus.jsonl") as handle:
+        for chunk_id, text in zip(chunk_ids, chunks["text"]):
+            handle.write(json.dumps({"_id": chunk_id, "title": "", "text": text}, ensure_ascii=False) + "\n")
+    written = 0
+    with atomic_open(out / "queries.jsonl") as queries, atomic_open(out / "qrels" / "test.tsv") as qrels:
+        qrels.write("query-id\tcorpus-id\tscore\n")
+        for row, judgement in zip(golden, judgements):
+            relevant = [(chunk_ids[i], g) for i, g in zip(judgement.indices, judgement.gains) if g > 0]
+            if not relevant:
+                continue
+            written += 1
+            queries.write(json.dumps({"_id": row["qid"], "text": row["question"]}, ensure_ascii=False) + "\n")
+            for chunk_id, gain in relevant:
+                grade = int(gain) if row.get("relevant") is not None else 1
+                qrels.write(f"{row['qid']}\t{chunk_id}\t{grade}\n")
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    for path in (args.chunks, args.goldenset):
+        if not Path(path).is_file():
+            raise InputError(f"{path}: not found; run `dvc repro` first")
+    min_coverage = args.min_coverage if args.min_coverage is not None else load_params("score")["min_coverage"]
+    golden = read_jsonl(args.goldenset)
+    written = export_beir(pd.read_parquet(args.chunks), golden, Path(args.out), min_coverage)
+    print(f"wrote {written} of {len(golden)} queries to {args.out} (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("out", help="folder to write")
+    parser.add_argument("--chunks", default="data/chunks.parquet")
+    parser.add_argument("--goldenset", default="data/goldenset.jsonl")
+    parser.add_argument("--min-coverage", type=float, default=None, help="default: score.min_coverage in params.yaml")
+    parser.set_defaults(run=run)

@@ -1,0 +1,88 @@
+"""Shared fixtures: a copy of the project in a fresh git + DVC repository, and the real CLIs."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
+# A small slice of the bundled sample keeps pipeline tests fast: about 60 chunks, 25 questions.
+SLICE_DOCS = ["wal.md", "autoinc.md", "inmemorydb.md"]
+
+
+def tool_env() -> dict[str, str]:
+    """The environment stages run in: this interpreter's bin first, nothing from the network."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DVC_NO_ANALYTICS="1", PYTHONUNBUFFERED="1")
+    env.update(GIT_AUTHOR_NAME="test", GIT_AUTHOR_EMAIL="test@example.invalid")
+    env.update(GIT_COMMITTER_NAME="test", GIT_COMMITTER_EMAIL="test@example.invalid")
+    return env
+
+
+def run(args: list[str], cwd: Path, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run(args, cwd=cwd, env=env or tool_env(), capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} exited {result.returncode}\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def dvc(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    return run([sys.executable, "-m", "dvc", *args], cwd=cwd, check=check)
+
+
+def git(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return run(["git", *args], cwd=cwd)
+
+
+def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS) -> Path:
+    """Copy the tracked project files (a slice of the sample when `docs` is given) into `dest`,
+    then `git init`, `dvc init` and commit, as a user's fresh clone would be."""
+    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    for name in filter(None, tracked.split("\0")):
+        if name.startswith((".dvc/", "tests/", "bench/")) or name in {".dvcignore", "dvc.lock"}:
+            continue
+        if name.startswith("data/sample/sqlite/") and docs is not None and Path(name).name not in docs:
+            continue
+        if name.startswith("metrics/"):
+            continue  # produced by the run under test
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target)
+    git("init", "-q", "-b", "main", cwd=dest)
+    dvc("init", "-q", cwd=dest)
+    dvc("config", "core.analytics", "false", cwd=dest)
+    git("add", "-A", cwd=dest)
+    git("commit", "-qm", "initial", cwd=dest)
+    return dest
+
+
+def set_params(project: Path, **changes: object) -> None:
+    """Set dotted params.yaml keys, e.g. set_params(p, **{"score.k": [1, 2]})."""
+    import yaml
+
+    path = project / "params.yaml"
+    params = yaml.safe_load(path.read_text())
+    for dotted, value in changes.items():
+        node = params
+        *parents, last = dotted.split(".")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def read_metrics(project: Path) -> dict:
+    return json.loads((project / "metrics" / "metrics.json").read_text())
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A fresh repository holding the project with a slice of the bundled sample."""
+    return copy_project(tmp_path / "project")

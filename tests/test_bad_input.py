@@ -1,0 +1,81 @@
+"""Bad input: one line naming the file or key, exit status 1, and no output written."""
+import shutil
+import sys
+
+import pytest
+import yaml
+
+from conftest import ROOT, run, set_params
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """The stage scripts, params and a two-document corpus, without git or DVC."""
+    shutil.copytree(ROOT / "stages", tmp_path / "stages")
+    shutil.copy(ROOT / "params.yaml", tmp_path)
+    (tmp_path / "data" / "docs").mkdir(parents=True)
+    for name in ("question_prompt.txt", "handwritten_questions.jsonl"):
+        shutil.copy(ROOT / "data" / name, tmp_path / "data")
+    (tmp_path / "data" / "docs" / "a.md").write_text("SQLite is a library. " * 30)
+    set_params(tmp_path, **{"load.source": "data/docs"})
+    return tmp_path
+
+
+def stage(name, cwd):
+    return run([sys.executable, "-m", f"stages.{name}"], cwd=cwd, check=False)
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(
+    "changes,fragments",
+    [
+        ({"load.source": "nowhere"}, ["load.source nowhere: no such file or folder"]),
+        ({"load.chunk_size": 5}, ["unknown key params.load.chunk_size", "valid keys under params.load: chunking, id_field"]),
+        ({"score.k": [5, 0]}, ["score.k must be a non-empty list of distinct positive integers"]),
+        ({"score.k": "5"}, ["params.score.k must be list"]),
+        ({"load.chunking": {"size": 100, "overlap": 100}}, ["load.chunking needs size > 0 and 0 <= overlap < size"]),
+        ({"retrieval.method": "magic"}, ["retrieval.method must be one of bm25, dense, hybrid"]),
+    ],
+)
+def test_bad_params_and_sources(workdir, changes, fragments):
+    set_params(workdir, **changes)
+    assert_one_line_error(stage("load_chunks", workdir), "params.yaml" if "source" not in str(changes) else "", *fragments)
+    assert not (workdir / "data" / "chunks.parquet").exists()
+
+
+def test_unknown_section_and_broken_yaml(workdir):
+    params = yaml.safe_load((workdir / "params.yaml").read_text())
+    params["scoring"] = {}
+    (workdir / "params.yaml").write_text(yaml.safe_dump(params))
+    assert_one_line_error(stage("load_chunks", workdir), "unknown key params.scoring", "valid keys under params: embed, generate, load, retrieval, score")
+    (workdir / "params.yaml").write_text("load: [unclosed\n")
+    assert_one_line_error(stage("load_chunks", workdir), "params.yaml: invalid YAML")
+
+
+def test_malformed_chunks_file_names_the_line(workdir):
+    (workdir / "data" / "chunks.jsonl").write_text('{"id": "1", "text": "fine"}\n{"id": "2", "text": oops}\n')
+    set_params(workdir, **{"load.source": "data/chunks.jsonl"})
+    assert_one_line_error(stage("load_chunks", workdir), "data/chunks.jsonl:2: invalid JSON")
+    assert not any((workdir / "data").glob("*.parquet"))
+
+
+def test_no_question_for_the_corpus_is_a_clear_error(workdir):
+    assert stage("load_chunks", workdir).returncode == 0
+    result = stage("generate_goldenset", workdir)  # the hand-written questions are for another corpus
+    assert_one_line_error(result, "no question for any passage", "set generate.provider")
+    assert not (workdir / "data" / "goldenset.jsonl").exists()
+
+
+def test_unknown_model_offline_is_a_clear_error(workdir):
+    assert stage("load_chunks", workdir).returncode == 0
+    (workdir / "data" / "goldenset.jsonl").write_text('{"qid": "q1", "question": "what is SQLite?"}\n')
+    set_params(workdir, **{"embed.model": "nobody/no-such-model"})
+    assert_one_line_error(stage("embed", workdir), "embed.model 'nobody/no-such-model'", "HF_HUB_OFFLINE is set")
+    assert not (workdir / "data" / "embeddings").exists()

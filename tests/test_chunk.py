@@ -1,0 +1,56 @@
+"""Chunking: sizes, overlap, natural boundaries, stable offsets."""
+import pytest
+
+from retrieval_bench.chunk import chunk_id, chunk_spans
+
+PARAGRAPHS = "\n\n".join(
+    f"Paragraph {i} talks about topic {i}. It has a second sentence here. And a third one to pad it out."
+    for i in range(20)
+)
+
+
+@pytest.mark.parametrize("size,overlap", [(200, 0), (200, 50), (400, 100), (1000, 300)])
+def test_spans_cover_text_within_size_and_overlap(size, overlap):
+    spans = chunk_spans(PARAGRAPHS, size, overlap)
+    assert spans[0][0] == 0 and spans[-1][1] == len(PARAGRAPHS)
+    for (start, end), (next_start, _) in zip(spans, spans[1:]):
+        assert 0 < end - start <= size
+        assert start < next_start
+        assert PARAGRAPHS[end:next_start].strip() == ""  # only whitespace falls between chunks
+        assert end - next_start <= overlap  # never more overlap than asked
+    for start, end in spans:
+        text = PARAGRAPHS[start:end]
+        assert text == text.strip()
+
+
+def test_chunks_end_at_paragraph_then_sentence_boundaries():
+    spans = chunk_spans(PARAGRAPHS, 250, 0)
+    for start, end in spans[:-1]:
+        assert PARAGRAPHS[end:end + 2] == "\n\n"  # a paragraph fits in the second half of 250 chars
+    sentences = "One sentence ends here. " * 40
+    for start, end in chunk_spans(sentences, 100, 0)[:-1]:
+        assert sentences[start:end].endswith(".")
+
+
+def test_overlap_starts_at_a_word_and_long_words_are_cut():
+    text = "alpha beta gamma delta epsilon " * 30
+    for start, _ in chunk_spans(text, 60, 20):
+        assert start == 0 or text[start - 1] == " "
+    unbroken = "x" * 250
+    # No word start inside the overlap: the next chunk starts where this one was cut.
+    assert chunk_spans(unbroken, 100, 10) == [(0, 100), (100, 200), (200, 250)]
+
+
+def test_offsets_and_ids_are_stable():
+    spans = chunk_spans(PARAGRAPHS, 300, 60)
+    assert spans == chunk_spans(PARAGRAPHS, 300, 60)
+    assert chunk_id("doc.md", *spans[1]) == f"doc.md:{spans[1][0]}-{spans[1][1]}"
+
+
+def test_whitespace_and_bad_settings():
+    assert chunk_spans("  \n\n  ", 100, 10) == []
+    assert chunk_spans("  hello  ", 100, 10) == [(2, 7)]
+    with pytest.raises(ValueError):
+        chunk_spans("text", 0, 0)
+    with pytest.raises(ValueError):
+        chunk_spans("text", 10, 10)

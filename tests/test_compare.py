@@ -1,0 +1,290 @@
+"""retrieval_bench.compare: the paired statistics, pairing by qid, flipped questions, the
+revision/experiment lookup, and `retrieval-bench compare` end to end across two git commits."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import dvc, git, run, set_params
+from retrieval_bench import compare
+from retrieval_bench.compare import (
+    choose_flip_k,
+    compare_tables,
+    min_detectable_delta,
+    paired_bootstrap_ci,
+    randomization_p_value,
+)
+from retrieval_bench.io import InputError
+
+KS = [1, 3, 5, 10, 20]
+
+
+def per_question(first_ranks, qids=None) -> pd.DataFrame:
+    """A per_question.csv-shaped table from each question's first relevant rank (NaN = none),
+    one relevant chunk per question, as the score stage writes it."""
+    ranks = np.asarray(first_ranks, dtype=np.float64)
+    qids = qids if qids is not None else [f"q{i:03d}" for i in range(len(ranks))]
+    found = ~np.isnan(ranks)
+    rr = np.where(found, 1.0 / np.where(found, ranks, 1.0), 0.0)
+    table = {
+        "qid": qids,
+        "first_relevant_rank": ranks,
+        "reciprocal_rank": rr,
+        "reciprocal_rank@10": np.where(found & (ranks <= 10), rr, 0.0),
+        "ndcg@10": np.where(found & (ranks <= 10), 1.0 / np.log2(np.where(found, ranks, 1.0) + 1.0), 0.0),
+        "map@10": np.where(found & (ranks <= 10), rr, 0.0),
+    }
+    for k in KS:
+        table[f"recall@{k}"] = (found & (ranks <= k)).astype(float)
+        table[f"hit@{k}"] = (found & (ranks <= k)).astype(float)
+    return pd.DataFrame(table)
+
+
+# --- statistics ------------------------------------------------------------------------------
+
+def test_bootstrap_ci_coverage_is_calibrated():
+    """Over 500 simulated paired samples of 100 questions, the 95% interval holds the true mean
+    difference 93-97% of the time."""
+    true_delta, simulations, n = 0.05, 500, 100
+    rng = np.random.default_rng(12345)
+    covered = 0
+    for simulation in range(simulations):
+        a = rng.uniform(0.0, 1.0, n)  # per-question scores of run A
+        b = a + true_delta + rng.normal(0.0, 0.3, n)  # run B: same questions, shifted, noisy
+        low, high = paired_bootstrap_ci(b - a, resamples=2000, seed=simulation, level=0.95)
+        covered += low <= true_delta <= high
+    coverage = covered / simulations
+    assert 0.93 <= coverage <= 0.97, coverage
+
+
+def test_bootstrap_ci_is_seeded_and_ordered():
+    diffs = np.random.default_rng(0).normal(0.1, 1.0, 50)
+    first = paired_bootstrap_ci(diffs, resamples=1000, seed=7)
+    assert first == paired_bootstrap_ci(diffs, resamples=1000, seed=7)
+    assert first[0] < diffs.mean() < first[1]
+    narrow = paired_bootstrap_ci(diffs, resamples=1000, seed=7, level=0.5)
+    assert first[0] < narrow[0] < narrow[1] < first[1]
+
+
+def test_identical_runs_give_zero_delta_and_p_one():
+    table = per_question([1, 2, 3, 7, 15, np.nan, 1, 4, 30, 2])
+    result = compare_tables(table, table.copy(), "main", "workspace", resamples=2000)
+    assert result.warnings == []
+    assert result.n_questions == 10
+    assert result.flipped == []
+    assert set(result.metrics) >= {"mrr", "ndcg@10", *(f"recall@{k}" for k in KS), *(f"hit@{k}" for k in KS)}
+    for name, m in result.metrics.items():
+        assert m["delta"] == 0.0, name
+        assert m["p_value"] == 1.0, name
+        assert (m["ci_low"], m["ci_high"]) == (0.0, 0.0), name
+        assert (m["wins"], m["ties"], m["losses"]) == (0, 10, 0), name
+    assert randomization_p_value(np.zeros(25), permutations=100, seed=0) == 1.0
+
+
+def test_planted_large_improvement_is_significant():
+    rng = np.random.default_rng(3)
+    a_ranks = rng.integers(3, 40, 60).astype(float)
+    b_ranks = np.maximum(1.0, a_ranks - rng.integers(2, 30, 60))  # B ranks every gold chunk higher
+    result = compare_tables(per_question(a_ranks), per_question(b_ranks), resamples=10_000, seed=1)
+    mrr = result.metrics["mrr"]
+    assert mrr["delta"] > 0.2
+    assert mrr["p_value"] < 0.01
+    assert 0 < mrr["ci_low"] < mrr["delta"] < mrr["ci_high"]
+    assert mrr["losses"] == 0 and mrr["wins"] > 40
+    # The smallest p-value 10,000 sign flips can give is 1/10,001.
+    assert mrr["p_value"] >= 1 / 10_001
+    assert randomization_p_value(rng.normal(0.3, 0.2, 40), permutations=10_000, seed=0) < 0.01
+
+
+def test_randomization_test_holds_its_size_under_the_null():
+    rng = np.random.default_rng(99)
+    p_values = np.array([randomization_p_value(rng.normal(0.0, 1.0, 40), 500, seed) for seed in range(300)])
+    assert 0.015 <= np.mean(p_values < 0.05) <= 0.09
+    assert np.all((p_values > 0) & (p_values <= 1))
+
+
+def test_p_value_formula_counts_the_observed_flip():
+    # Two questions with differences +1, +1: the 4 sign patterns give means 1, 0, 0, -1, so half
+    # of the flips are at least as extreme as the observed mean 1.
+    p = randomization_p_value(np.array([1.0, 1.0]), permutations=20_000, seed=0)
+    assert p == pytest.approx(0.5, abs=0.02)
+
+
+def test_min_detectable_delta_formula():
+    diffs = np.array([0.0, 1.0, 0.0, -1.0, 1.0, 0.0, 0.0, 1.0])
+    assert min_detectable_delta(diffs) == pytest.approx(2.8 * np.std(diffs, ddof=1) / math.sqrt(len(diffs)))
+    assert math.isnan(min_detectable_delta(np.zeros(10)))  # nothing varies: no estimate
+    assert math.isnan(min_detectable_delta(np.array([1.0])))
+
+
+# --- pairing, flipped questions --------------------------------------------------------------
+
+def test_unequal_question_sets_warn_and_compare_the_intersection():
+    a = per_question([1, 2, 3, 4, 5], qids=["q1", "q2", "q3", "q4", "q5"])
+    b = per_question([1, 1, 1, 9], qids=["q2", "q3", "q4", "q6"])
+    result = compare_tables(a, b, "A", "B", resamples=500)
+    assert result.n_questions == 3  # q2, q3, q4
+    assert len(result.warnings) == 1
+    assert "differ" in result.warnings[0] and "2 only in A" in result.warnings[0] and "1 only in B" in result.warnings[0]
+    mrr = result.metrics["mrr"]
+    assert mrr["a"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
+    assert mrr["b"] == pytest.approx(1.0)
+    assert (mrr["wins"], mrr["ties"], mrr["losses"]) == (3, 0, 0)
+    with pytest.raises(InputError, match="no question"):
+        compare_tables(a, per_question([1], qids=["other"]))
+
+
+def test_duplicate_qids_are_an_input_error():
+    table = per_question([1, 2], qids=["q1", "q1"])
+    with pytest.raises(InputError, match="more than once"):
+        compare_tables(table, table)
+
+
+def test_flipped_questions_worst_first():
+    qids = ["steady", "small_loss", "big_loss", "gain", "lost_all"]
+    a = per_question([1, 4, 2, 9, 3], qids=qids)
+    b = per_question([2, 6, 40, 1, np.nan], qids=qids)
+    result = compare_tables(a, b, resamples=200)
+    assert result.flip_k == 5
+    assert [row["qid"] for row in result.flipped] == ["lost_all", "big_loss", "small_loss", "gain"]
+    assert [row["change"] for row in result.flipped] == ["lost", "lost", "lost", "gained"]
+    assert result.flipped[1]["a_rank"] == 2 and result.flipped[1]["b_rank"] == 40
+    assert result.flipped[0]["b_rank"] is None
+    assert [row["qid"] for row in compare_tables(a, b, resamples=200, k=1).flipped] == ["steady", "gain"]
+
+
+def test_choose_flip_k():
+    assert choose_flip_k(["hit@1", "hit@3", "hit@5", "hit@10"]) == 5
+    assert choose_flip_k(["hit@10", "hit@20", "hit@7"]) == 7
+    assert choose_flip_k(["hit@1", "hit@3"]) == 3
+    assert choose_flip_k(["recall@5"]) is None
+    assert choose_flip_k(["hit@1", "hit@10"], k=1) == 1
+    with pytest.raises(InputError, match="hit@4"):
+        choose_flip_k(["hit@1", "hit@10"], k=4)
+
+
+def test_question_text_and_gold_first_line_are_attached():
+    flipped = [{"qid": "q1"}, {"qid": "q2"}, {"qid": "unknown"}]
+    golden = [{"qid": "q1", "question": "What is WAL?", "gold_chunk_id": "wal.md:0-10"}, {"qid": "q2", "question": "Why?"}]
+    compare.attach_question_text(flipped, golden, {"wal.md:0-10": "\n  Write-ahead log\nsecond line"})
+    assert flipped[0] == {"qid": "q1", "question": "What is WAL?", "gold_chunk_id": "wal.md:0-10", "gold_first_line": "Write-ahead log"}
+    assert flipped[1] == {"qid": "q2", "question": "Why?"}
+    assert flipped[2] == {"qid": "unknown"}
+
+
+def test_reports_render():
+    a = per_question([1, 2, 8, np.nan, 3, 1])
+    b = per_question([1, 9, 2, 4, 3, 2])
+    result = compare_tables(a, b, "main", "workspace", resamples=500)
+    text = compare.format_text(result)
+    assert "p" in text.split("\n")[4].split() and "2.8 x sd(paired differences) / sqrt(n)" in text
+    assert "recall@20" in text and "Flipped questions" in text
+    markdown = compare.format_markdown(result)
+    assert "| metric |" in markdown and "\n|---|" in markdown
+    data = json.loads(compare.format_json(result))
+    assert data["n_questions"] == 6 and data["flip_k"] == 5
+    assert {"a", "b", "delta", "ci_low", "ci_high", "p_value", "wins", "ties", "losses"} <= set(data["metrics"]["mrr"])
+
+
+# --- revisions, experiments, the workspace ---------------------------------------------------
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with per_question.csv committed on main, changed in an experiment ref."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    (repo / "metrics").mkdir()
+    per_question([1, 2, 3, 4]).to_csv(repo / "metrics" / "per_question.csv", index=False)
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "baseline", cwd=repo)
+    per_question([1, 1, 1, 1]).to_csv(repo / "metrics" / "per_question.csv", index=False)
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "experiment", cwd=repo)
+    experiment = git("rev-parse", "HEAD", cwd=repo).stdout.strip()
+    git("update-ref", "refs/exps/ab/cdef0123456789abcdef0123456789abcdef01/bold-lark", experiment, cwd=repo)
+    git("reset", "-q", "--hard", "HEAD~1", cwd=repo)
+    per_question([2, 2, 2, 2]).to_csv(repo / "metrics" / "per_question.csv", index=False)  # uncommitted
+    return repo
+
+
+def run_compare(repo: Path, monkeypatch, capsys, *argv: str) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser()
+    compare.add_arguments(parser)
+    args = parser.parse_args(list(argv))
+    monkeypatch.chdir(repo)
+    code = args.run(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_compares_revisions_experiments_and_the_workspace(repo, monkeypatch, capsys):
+    code, out, _ = run_compare(repo, monkeypatch, capsys, "main", "bold-lark", "--json", "--resamples", "500")
+    data = json.loads(out)
+    assert code == 0 and data["a"] == "main" and data["b"] == "bold-lark"
+    assert data["metrics"]["mrr"]["b"] == 1.0 and data["b_commit"] != data["a_commit"]
+    # Defaults: A = main, B = the working tree.
+    _, out, _ = run_compare(repo, monkeypatch, capsys, "--json", "--resamples", "500")
+    data = json.loads(out)
+    assert data["b"] == "workspace" and data["b_commit"] is None
+    assert data["metrics"]["mrr"]["b"] == 0.5
+    with pytest.raises(InputError, match="not a git revision or DVC experiment"):
+        run_compare(repo, monkeypatch, capsys, "main", "no-such-thing")
+
+
+def test_missing_per_question_is_an_input_error(tmp_path, monkeypatch, capsys):
+    git("init", "-q", "-b", "main", cwd=tmp_path)
+    (tmp_path / "README").write_text("x")
+    git("add", "-A", cwd=tmp_path)
+    git("commit", "-qm", "empty", cwd=tmp_path)
+    with pytest.raises(InputError, match="no metrics/per_question.csv"):
+        run_compare(tmp_path, monkeypatch, capsys, "main", "HEAD")
+    with pytest.raises(InputError, match="not found in the workspace"):
+        run_compare(tmp_path, monkeypatch, capsys, "workspace", "main")
+
+
+# --- end to end --------------------------------------------------------------------------------
+
+@pytest.mark.pipeline
+def test_compare_two_commits_end_to_end(project):
+    dvc("repro", cwd=project)
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "dense run", cwd=project)
+    set_params(project, **{"retrieval.method": "bm25"})
+    dvc("repro", cwd=project)
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "bm25 run", cwd=project)
+
+    cli = [sys.executable, "-m", "retrieval_bench.cli", "compare", "HEAD~1", "HEAD"]
+    data = json.loads(run([*cli, "--json"], cwd=project).stdout)
+    assert data["a"] == "HEAD~1" and data["b"] == "HEAD"
+    assert data["n_questions"] > 10 and data["warnings"] == []
+    assert {"mrr", "ndcg@10", "recall@1", "recall@5", "recall@20"} <= set(data["metrics"])
+    for name, m in data["metrics"].items():
+        assert {"a", "b", "delta", "ci_low", "ci_high", "p_value", "wins", "ties", "losses"} <= set(m), name
+        assert m["delta"] == pytest.approx(m["b"] - m["a"], abs=1e-9)
+        assert 0 < m["p_value"] <= 1
+        assert m["ci_low"] <= m["delta"] <= m["ci_high"]
+        assert m["wins"] + m["ties"] + m["losses"] == data["n_questions"]
+    assert data["flip_k"] == 5
+    assert set(data["min_detectable_delta"]) == set(data["metrics"])
+    for row in data["flipped"]:
+        assert row["change"] in ("lost", "gained") and row["question"]  # the golden set is in the workspace
+
+    markdown = run([*cli, "--md"], cwd=project).stdout
+    assert "| metric" in markdown and "|---" in markdown
+
+    plain = run(cli, cwd=project)
+    print(plain.stdout)
+    assert "p-value" in plain.stdout and "randomization" in plain.stdout
+    assert "mrr" in plain.stdout and "sqrt(n)" in plain.stdout
+
+    same = json.loads(run([*cli[:-2], "HEAD", "HEAD", "--json"], cwd=project).stdout)
+    assert all(m["delta"] == 0 and m["p_value"] == 1 for m in same["metrics"].values())

@@ -1,0 +1,131 @@
+"""Loaders: documents, ready chunks in three formats, BEIR folders and plain qrels, bad input."""
+import json
+
+import pandas as pd
+import pytest
+
+from retrieval_bench.io import InputError
+from retrieval_bench.load import load_corpus, read_qrels
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+CHUNKS = [{"cid": "a", "body": "Alpha text."}, {"cid": "b", "body": "Beta text."}, {"cid": "c", "body": "  "}]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "csv"])
+def test_ready_chunks_in_every_format(tmp_path, fmt):
+    path = tmp_path / f"chunks.{fmt}"
+    if fmt == "jsonl":
+        write_jsonl(path, CHUNKS)
+    elif fmt == "parquet":
+        pd.DataFrame(CHUNKS).to_parquet(path)
+    else:
+        pd.DataFrame(CHUNKS).to_csv(path, index=False)
+    corpus = load_corpus(path, id_field="cid", text_field="body")
+    assert corpus.chunks["chunk_id"].tolist() == ["a", "b"]
+    assert corpus.chunks["doc_id"].tolist() == ["a", "b"]  # a ready chunk is its own document
+    assert corpus.chunks[["start", "end"]].values.tolist() == [[0, 11], [0, 10]]
+    assert "dropped 1 empty texts" in corpus.notes
+    assert corpus.labels == []
+
+
+def test_documents_folder_is_chunked_with_offsets(tmp_path):
+    (tmp_path / "docs" / "sub").mkdir(parents=True)
+    text = "First paragraph here.\n\n" + "Second paragraph is longer than the first one. " * 5
+    (tmp_path / "docs" / "one.md").write_text(text)
+    (tmp_path / "docs" / "sub" / "two.txt").write_text("Short doc.")
+    (tmp_path / "docs" / "ignored.html").write_text("<p>not a document</p>")
+    corpus = load_corpus(tmp_path / "docs", chunk_size=100, chunk_overlap=20)
+    assert corpus.documents["doc_id"].tolist() == ["one.md", "sub/two.txt"]
+    for row in corpus.chunks.itertuples():
+        document = corpus.documents.set_index("doc_id").loc[row.doc_id, "text"]
+        assert document[row.start:row.end] == row.text
+        assert row.chunk_id == f"{row.doc_id}:{row.start}-{row.end}"
+    assert load_corpus(tmp_path / "docs", chunk_size=100, chunk_overlap=20).chunks.equals(corpus.chunks)
+
+
+def test_duplicate_texts_are_reported_and_duplicate_ids_refused(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", [{"id": "1", "text": "same"}, {"id": "2", "text": "same"}])
+    assert "1 chunks repeat the text of an earlier chunk" in load_corpus(path).notes
+    write_jsonl(path, [{"id": "1", "text": "x"}, {"id": "1", "text": "y"}])
+    with pytest.raises(InputError, match="1 duplicate ids, e.g. 1"):
+        load_corpus(path)
+
+
+@pytest.mark.parametrize(
+    "setup,message",
+    [
+        (lambda p: p / "missing", r"load.source .*missing: no such file or folder"),
+        (lambda p: (p / "empty").mkdir() or p / "empty", r"empty: no \.md or \.txt documents found"),
+        (lambda p: (p / "bad.jsonl").write_text('{"id": "1", "text": "ok"}\n{"id": 2,\n') and p / "bad.jsonl", r"bad\.jsonl:2: invalid JSON"),
+        (lambda p: write_jsonl(p / "f.jsonl", [{"id": "1", "body": "x"}]), r"record 1 has no field 'text'; fields found: id, body"),
+        (lambda p: pd.DataFrame({"id": ["1"], "body": ["x"]}).to_csv(p / "f.csv", index=False) or p / "f.csv", r"no column 'text'; columns found: id, body"),
+        (lambda p: write_jsonl(p / "f.jsonl", [{"id": "1", "text": " "}]), r"every text is empty"),
+        (lambda p: (p / "f.xml").write_text("<x/>") and p / "f.xml", r"expected a folder or a"),
+    ],
+)
+def test_bad_sources_give_one_line_errors(tmp_path, setup, message):
+    with pytest.raises(InputError, match=message) as error:
+        load_corpus(setup(tmp_path))
+    assert "\n" not in str(error.value)
+
+
+def make_beir(folder, qrels_lines):
+    folder.mkdir()
+    write_jsonl(folder / "corpus.jsonl", [
+        {"_id": "d1", "title": "Aspirin", "text": "Aspirin thins blood."},
+        {"_id": "d2", "title": "", "text": "Coffee wakes you up."},
+        {"_id": "d3", "title": "Sleep", "text": "Sleep matters."},
+    ])
+    write_jsonl(folder / "queries.jsonl", [{"_id": "q1", "text": "does aspirin thin blood"}, {"_id": "q2", "text": "coffee"}, {"_id": "q3", "text": "unjudged"}])
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(line + "\n" for line in qrels_lines))
+    return folder
+
+
+def test_beir_folder_gives_graded_multi_relevant_labels(tmp_path):
+    folder = make_beir(tmp_path / "beir", ["q1\td1\t2", "q1\td3\t1", "q1\td2\t0", "q2\td2\t1"])
+    corpus = load_corpus(folder)
+    assert corpus.chunks.set_index("chunk_id").loc["d1", "text"] == "Aspirin Aspirin thins blood."  # title + text
+    assert corpus.documents.set_index("doc_id").loc["d1", "text"] == "Aspirin Aspirin thins blood."
+    assert corpus.documents.set_index("doc_id").loc["d2", "text"] == "Coffee wakes you up."  # empty title
+    assert corpus.labels == [
+        {"qid": "q1", "question": "does aspirin thin blood", "relevant": {"d1": 2, "d3": 1, "d2": 0}},
+        {"qid": "q2", "question": "coffee", "relevant": {"d2": 1}},
+    ]
+
+
+def test_relevant_ids_missing_from_corpus_error_or_drop(tmp_path):
+    folder = make_beir(tmp_path / "beir", ["q1\td1\t1", "q1\tgone\t1", "q2\tgone2\t1"])
+    with pytest.raises(InputError, match=r"2 queries judge chunk ids that are not in the corpus \(q1 -> gone; q2 -> gone2\)"):
+        load_corpus(folder)
+    corpus = load_corpus(folder, missing_relevant="drop")
+    assert [label["qid"] for label in corpus.labels] == ["q1"]
+    assert any("dropped 1 queries with no relevant chunk" in note for note in corpus.notes)
+
+
+def test_plain_qrels_next_to_ready_chunks(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write_jsonl(folder / "chunks.jsonl", [{"id": "c1", "text": "one"}, {"id": "c2", "text": "two"}])
+    (folder / "queries.tsv").write_text("u1\twhich is one\nu2\twhich is two\n")
+    (folder / "qrels.tsv").write_text("u1 0 c1 1\nu2 0 c2 3\n")  # TREC's four columns
+    corpus = load_corpus(folder)
+    assert corpus.labels == [
+        {"qid": "u1", "question": "which is one", "relevant": {"c1": 1}},
+        {"qid": "u2", "question": "which is two", "relevant": {"c2": 3}},
+    ]
+
+
+def test_qrels_errors_name_file_and_line(tmp_path):
+    path = tmp_path / "qrels.tsv"
+    path.write_text("q1\tc1\t1\nq2\tc2\tvery\n")
+    with pytest.raises(InputError, match=r"qrels.tsv:2: grade must be an integer, got 'very'"):
+        read_qrels(path)
+    path.write_text("q1 c1\n")
+    with pytest.raises(InputError, match=r"qrels.tsv:1: expected"):
+        read_qrels(path)

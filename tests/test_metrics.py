@@ -1,0 +1,103 @@
+"""Metric definitions: hand-computed cases, the tie policy, and a randomized cross-check of every
+metric against trec_eval (pytrec_eval) to 1e-9."""
+import math
+
+import numpy as np
+import pytest
+import pytrec_eval
+
+from retrieval_bench.metrics import average_precision_at, ndcg_at, question_metrics
+from retrieval_bench.rank import pessimistic_ranks
+
+KS = [1, 3, 5, 10, 20]
+
+
+def test_single_gold_chunk_hand_computed():
+    row = question_metrics(np.array([3]), np.array([1.0]), KS)
+    assert row["first_relevant_rank"] == 3
+    assert row["reciprocal_rank"] == pytest.approx(1 / 3)
+    assert row["ndcg@10"] == pytest.approx(1 / math.log2(4))  # gain 1 at rank 3, ideal 1 at rank 1
+    assert row["map@10"] == pytest.approx(1 / 3)
+    assert [row[f"recall@{k}"] for k in KS] == [0, 1, 1, 1, 1]
+    assert [row[f"hit@{k}"] for k in KS] == [0, 1, 1, 1, 1]
+
+
+def test_graded_several_relevant_hand_computed():
+    # Grades 1 at rank 2 and 2 at rank 4, a third relevant chunk (grade 1) never retrieved.
+    ranks, gains = np.array([2, 4, np.inf]), np.array([1.0, 2.0, 1.0])
+    row = question_metrics(ranks, gains, [1, 3, 5])
+    assert row["recall@3"] == pytest.approx(1 / 3)
+    assert row["recall@5"] == pytest.approx(2 / 3)
+    assert row["hit@1"] == 0 and row["hit@3"] == 1
+    assert row["reciprocal_rank"] == 0.5
+    dcg = 1 / math.log2(3) + 2 / math.log2(5)
+    ideal = 2 / math.log2(2) + 1 / math.log2(3) + 1 / math.log2(4)
+    assert row["ndcg@10"] == pytest.approx(dcg / ideal)
+    assert row["map@10"] == pytest.approx((1 / 2 + 2 / 4) / 3)
+
+
+def test_nothing_relevant_retrieved_scores_zero():
+    row = question_metrics(np.array([np.inf]), np.array([1.0]), KS)
+    assert math.isnan(row["first_relevant_rank"])
+    assert row["reciprocal_rank"] == 0 and row["ndcg@10"] == 0 and row["map@10"] == 0
+    assert all(row[f"recall@{k}"] == 0 and row[f"hit@{k}"] == 0 for k in KS)
+
+
+def test_ties_are_broken_pessimistically():
+    scores = np.array([0.9, 0.5, 0.5, 0.5, 0.1])
+    # The judged chunk 2 ties with chunks 1 and 3: it ranks after both, at 4, not at 2 or 3.
+    assert pessimistic_ranks(scores, np.array([2])).tolist() == [4]
+    assert pessimistic_ranks(scores, np.array([0, 4])).tolist() == [1, 5]
+    # Every chunk scoring the same (a degenerate retriever) puts the gold chunk last.
+    assert pessimistic_ranks(np.zeros(7), np.array([0])).tolist() == [7]
+    row = question_metrics(pessimistic_ranks(scores, np.array([2])), np.array([1.0]), [3, 4])
+    assert row["hit@3"] == 0 and row["hit@4"] == 1 and row["reciprocal_rank"] == 0.25
+
+
+def random_case(rng: np.random.Generator):
+    """A corpus, a run that returns a random subset in random order (distinct scores), and qrels
+    with grades 0-3 and several relevant chunks, some of which the run never returns."""
+    n_docs = int(rng.integers(1, 40))
+    docs = [f"d{i}" for i in range(n_docs)]
+    n_judged = int(rng.integers(1, n_docs + 1))
+    judged = rng.choice(n_docs, size=n_judged, replace=False)
+    grades = {docs[i]: int(rng.integers(0, 4)) for i in judged}
+    if not any(grades.values()):
+        grades[docs[judged[0]]] = int(rng.integers(1, 4))
+    n_returned = int(rng.integers(0, n_docs + 1))  # 0: nothing retrieved at all
+    returned = rng.choice(n_docs, size=n_returned, replace=False)
+    scores = rng.permutation(n_returned).astype(float) + rng.random(n_returned) * 0.5  # distinct
+    return docs, grades, {docs[i]: float(s) for i, s in zip(returned, scores)}
+
+
+@pytest.mark.parametrize("seed", range(250))
+def test_every_metric_equals_trec_eval(seed):
+    rng = np.random.default_rng(seed)
+    docs, grades, run = random_case(rng)
+    ks = sorted({1, 3, 5, 10, int(rng.integers(1, 60))})  # includes k larger than the corpus
+    run_ids = list(run)
+    run_scores = np.array([run[d] for d in run_ids])
+    relevant = [d for d, g in grades.items() if g > 0]
+    ranks = np.array(
+        [pessimistic_ranks(run_scores, np.array([run_ids.index(d)]))[0] if d in run else np.inf for d in relevant],
+        dtype=float,
+    )
+    gains = np.array([grades[d] for d in relevant], dtype=float)
+    ours = question_metrics(ranks, gains, ks)
+
+    measures = {f"recall.{','.join(map(str, ks))}", f"success.{','.join(map(str, ks))}",
+                f"ndcg_cut.{','.join(map(str, ks))}", "map_cut.10", "recip_rank"}
+    qrels = {"q": grades}
+    trec = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate({"q": run or {"none": 0.0}})["q"]
+    top10 = dict(sorted(run.items(), key=lambda item: -item[1])[:10]) or {"none": 0.0}
+    trec_rr10 = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate({"q": top10})["q"]["recip_rank"]
+
+    for k in ks:
+        assert ours[f"recall@{k}"] == pytest.approx(trec[f"recall_{k}"], abs=1e-9)
+        assert ours[f"hit@{k}"] == pytest.approx(trec[f"success_{k}"], abs=1e-9)
+        assert ndcg_at(ranks, gains, k) == pytest.approx(trec[f"ndcg_cut_{k}"], abs=1e-9)
+    assert ours["ndcg@10"] == pytest.approx(trec["ndcg_cut_10"], abs=1e-9)
+    assert ours["map@10"] == pytest.approx(trec["map_cut_10"], abs=1e-9)
+    assert average_precision_at(ranks, 10) == pytest.approx(trec["map_cut_10"], abs=1e-9)
+    assert ours["reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
+    assert ours["reciprocal_rank@10"] == pytest.approx(trec_rr10, abs=1e-9)

@@ -1,0 +1,105 @@
+"""Evidence spans: locating excerpts, coverage relevance, and the reduction to chunk-id metrics."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from retrieval_bench.goldenset import deduplicate, handwritten_rows, locate_evidence, sample_rows
+from retrieval_bench.load import chunk_documents
+from retrieval_bench.metrics import question_metrics
+from retrieval_bench.rank import pessimistic_ranks
+from retrieval_bench.relevance import coverage, judge, span_recall, union_coverage
+
+DOC = "SQLite stores data in one file.\nWAL mode lets readers   and writers run at the same time. Vacuum rebuilds it."
+
+
+def test_locate_exact_fuzzy_and_missing():
+    assert locate_evidence(DOC, "stores data in one file") == (7, 30)
+    start, end = locate_evidence(DOC, "wal MODE lets readers and writers\nrun")  # case and whitespace differ
+    assert DOC[start:end] == "WAL mode lets readers   and writers run"
+    assert locate_evidence(DOC, "not in the document") is None
+    assert locate_evidence(DOC, "   ") is None
+    repeated = "x y. x y. x y."
+    assert locate_evidence(repeated, "x y", near=9) == (10, 13)  # the occurrence nearest the passage
+
+
+@pytest.mark.parametrize(
+    "chunk,expected",
+    [
+        ((10, 20), 0.5),   # chunk inside the span: it holds 10 of 20 evidence characters
+        ((0, 100), 1.0),   # span inside the chunk
+        ((0, 15), 0.25),   # span split across two chunks: the first part
+        ((15, 40), 0.75),  # ... and the rest
+        ((30, 50), 0.0),   # touching the end, no overlap
+    ],
+)
+def test_coverage_hand_computed(chunk, expected):
+    assert coverage(np.array([chunk[0]]), np.array([chunk[1]]), 10, 30)[0] == pytest.approx(expected)
+
+
+def test_union_coverage_counts_overlapping_chunks_once():
+    assert union_coverage(np.array([0, 12]), np.array([20, 25]), 10, 30) == pytest.approx(15 / 20)
+    assert union_coverage(np.array([0, 15]), np.array([15, 40]), 10, 30) == 1.0
+    assert union_coverage(np.array([], dtype=int), np.array([], dtype=int), 10, 30) == 0.0
+
+
+def test_span_judgement_and_recall_over_split_evidence():
+    chunks = pd.DataFrame({"chunk_id": ["a", "b", "c", "x"], "doc_id": ["d", "d", "d", "other"],
+                           "start": [0, 15, 40, 0], "end": [15, 40, 60, 100]})
+    golden = [{"qid": "q", "doc_id": "d", "start": 10, "end": 30}]
+    (judgement,) = judge(golden, chunks, min_coverage=0.5)
+    assert judgement.indices.tolist() == [0, 1]  # only chunks of the same document that overlap
+    assert judgement.gains.tolist() == [0.0, 0.75]  # chunk a holds 25% < min_coverage: not relevant
+    ranks = np.array([1, 3])
+    assert span_recall(judgement, ranks, [1, 2, 3]) == {1: 0.25, 2: 0.25, 3: 1.0}
+    row = question_metrics(ranks[judgement.gains > 0], judgement.gains[judgement.gains > 0], [1, 3],
+                           span_recall(judgement, ranks, [1, 3]))
+    assert row["hit@1"] == 0 and row["hit@3"] == 1 and row["reciprocal_rank"] == pytest.approx(1 / 3)
+    assert row["recall@1"] == 0.25  # the non-relevant top chunk still covers part of the evidence
+
+
+def test_pre_chunked_spans_reduce_exactly_to_chunk_id_metrics():
+    rng = np.random.default_rng(7)
+    texts = [f"chunk number {i} " * 3 for i in range(30)]
+    chunks = pd.DataFrame({"chunk_id": [f"c{i}" for i in range(30)], "doc_id": [f"c{i}" for i in range(30)],
+                           "start": 0, "end": [len(t) for t in texts]})
+    ks = [1, 3, 5, 10]
+    for _ in range(50):
+        gold = int(rng.integers(30))
+        start = int(rng.integers(0, 10))
+        span_row = {"qid": "q", "doc_id": f"c{gold}", "start": start, "end": start + int(rng.integers(1, 20))}
+        label_row = {"qid": "q", "relevant": {f"c{gold}": 1}}
+        scores = rng.random(30)
+        results = []
+        for row in (span_row, label_row):
+            (judgement,) = judge([row], chunks, 0.5)
+            ranks = pessimistic_ranks(scores, judgement.indices)
+            recall = span_recall(judgement, ranks, ks) if judgement.span else None
+            results.append(question_metrics(ranks, judgement.gains, ks, recall))
+        assert results[0] == results[1]
+
+
+def test_handwritten_rows_follow_the_evidence_not_the_chunking():
+    documents = pd.DataFrame({"doc_id": ["d.md", "e.md"], "text": [DOC, "Another document entirely."]})
+    records = [
+        {"question": "Can readers and writers work together?", "doc_id": "d.md", "evidence": "WAL mode lets readers"},
+        {"question": "Elsewhere?", "doc_id": "gone.md", "evidence": "x"},
+        {"question": "Lost?", "doc_id": "e.md", "evidence": "not there"},
+    ]
+    small = handwritten_rows(records, documents, chunk_documents(documents, 40, 10))
+    large = handwritten_rows(records, documents, chunk_documents(documents, 400, 10))
+    assert small[1] == large[1] == {"other_corpus": 1, "not_located": 1}
+    for rows in (small[0], large[0]):
+        (row,) = rows
+        assert DOC[row["start"]:row["end"]] == "WAL mode lets readers"
+        assert row["source"] == "hand-written" and row["doc_id"] == "d.md"
+    assert small[0][0]["qid"] == large[0][0]["qid"]  # same question, same id, whatever the chunking
+
+
+def test_sampling_is_reproducible_and_duplicates_are_dropped():
+    rows = [{"qid": f"q{i:02d}", "question": f"question {i}?"} for i in range(40)]
+    first = sample_rows(rows, 10, seed=3)
+    assert first == sample_rows(list(reversed(rows)), 10, seed=3) and len(first) == 10
+    assert first != sample_rows(rows, 10, seed=4)
+    assert sample_rows(rows, 0, seed=3) == sorted(rows, key=lambda r: r["qid"])
+    kept, dropped = deduplicate(rows[:3] + [{"qid": "q99", "question": "QUESTION  1?"}])
+    assert dropped == 1 and len(kept) == 3
