@@ -173,7 +173,7 @@ def test_choose_flip_k():
 def test_question_text_and_gold_first_line_are_attached():
     flipped = [{"qid": "q1"}, {"qid": "q2"}, {"qid": "unknown"}]
     golden = [{"qid": "q1", "question": "What is WAL?", "gold_chunk_id": "wal.md:0-10"}, {"qid": "q2", "question": "Why?"}]
-    compare.attach_question_text(flipped, golden, {"wal.md:0-10": "\n  Write-ahead log\nsecond line"})
+    compare.attach_question_text(flipped, golden, {"q1": "\n  Write-ahead log\nsecond line"})
     assert flipped[0] == {"qid": "q1", "question": "What is WAL?", "gold_chunk_id": "wal.md:0-10", "gold_first_line": "Write-ahead log"}
     assert flipped[1] == {"qid": "q2", "question": "Why?"}
     assert flipped[2] == {"qid": "unknown"}
@@ -288,3 +288,10 @@ def test_compare_two_commits_end_to_end(project):
 
     same = json.loads(run([*cli[:-2], "HEAD", "HEAD", "--json"], cwd=project).stdout)
     assert all(m["delta"] == 0 and m["p_value"] == 1 for m in same["metrics"].values())
+
+
+def test_text_and_markdown_list_the_worst_losses_and_largest_gains():
+    flipped = [{"qid": f"l{i}", "change": "lost"} for i in range(5)] + [{"qid": f"g{i}", "change": "gained"} for i in range(4)]
+    shown, left_out = compare.shown_flips(flipped, 2)
+    assert [row["qid"] for row in shown] == ["l0", "l1", "g2", "g3"] and left_out == 5
+    assert compare.shown_flips(flipped, 10) == (flipped, 0)

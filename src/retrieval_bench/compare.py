@@ -31,6 +31,7 @@ from retrieval_bench.io import InputError, read_jsonl
 PER_QUESTION = "metrics/per_question.csv"
 GOLDENSET = "data/goldenset.jsonl"
 CHUNKS = "data/chunks.parquet"
+DOCUMENTS = "data/documents.parquet"
 WORKSPACE = "workspace"
 EXPERIMENT_REFS = "refs/exps"
 MDD_FACTOR = 2.8  # z(1 - 0.05/2) + z(0.80) = 1.960 + 0.842
@@ -290,9 +291,9 @@ def compare_tables(
     )
 
 
-def attach_question_text(flipped: list[dict], golden: list[dict] | None, chunk_text: dict[str, str] | None) -> None:
-    """Add each flipped question's text, gold chunk id and the first non-empty line of the gold
-    chunk's text, where known (in place)."""
+def attach_question_text(flipped: list[dict], golden: list[dict] | None, gold_text: dict[str, str] | None) -> None:
+    """Add each flipped question's text, gold chunk id and the first non-empty line of its gold
+    text (keyed by qid: the evidence span, else the gold chunk), where known (in place)."""
     by_qid = {str(row.get("qid")): row for row in golden or []}
     for row in flipped:
         question = by_qid.get(row["qid"])
@@ -302,7 +303,7 @@ def attach_question_text(flipped: list[dict], golden: list[dict] | None, chunk_t
         gold = question.get("gold_chunk_id")
         if gold is not None:
             row["gold_chunk_id"] = str(gold)
-            text = (chunk_text or {}).get(str(gold))
+            text = (gold_text or {}).get(row["qid"])
             if text is not None:
                 row["gold_first_line"] = next((line.strip() for line in text.splitlines() if line.strip()), "")
 
@@ -363,7 +364,15 @@ def _footnotes(comparison: Comparison) -> list[str]:
     ]
 
 
-def format_text(comparison: Comparison) -> str:
+def shown_flips(flipped: list[dict], limit: int) -> tuple[list[dict], int]:
+    """The `limit` worst losses and the `limit` largest gains (already sorted worst first), and
+    how many flipped questions that leaves out."""
+    lost = [row for row in flipped if row["change"] == "lost"][:limit]
+    gained = [row for row in flipped if row["change"] != "lost"][::-1][:limit][::-1]
+    return lost + gained, len(flipped) - len(lost) - len(gained)
+
+
+def format_text(comparison: Comparison, limit: int = 10) -> str:
     """The report as an aligned plain-text table for a terminal."""
     out = [
         f"A: {_run_label(comparison.a, comparison.a_commit)}",
@@ -391,13 +400,16 @@ def format_text(comparison: Comparison) -> str:
             f"Flipped questions (first relevant chunk in the top {comparison.flip_k} under one run only): "
             f"{lost} lost, {len(comparison.flipped) - lost} gained by B; worst first"
         )
-        for row in comparison.flipped:
+        shown, left_out = shown_flips(comparison.flipped, limit)
+        for row in shown:
             ranks = f"rank {_rank_text(row['a_rank'])} -> {_rank_text(row['b_rank'])}"
             out.append(f"  {row['change']:<6} {row['qid']}  {ranks}")
             if row.get("question"):
                 out.append(f"         Q: {_shorten(row['question'])}")
             if row.get("gold_first_line") is not None:
                 out.append(f"         gold {row.get('gold_chunk_id', '')}: {_shorten(row['gold_first_line'])}")
+        if left_out:
+            out.append(f"  ... and {left_out} more (--show N lists more; --json lists all)")
     return "\n".join(out) + "\n"
 
 
@@ -405,7 +417,7 @@ def _md_escape(text: str) -> str:
     return _shorten(text, 200).replace("|", "\\|").replace("`", "'")
 
 
-def format_markdown(comparison: Comparison) -> str:
+def format_markdown(comparison: Comparison, limit: int = 10) -> str:
     """The report as Markdown for a pull-request comment: a table and the flipped questions."""
     a = _run_label(comparison.a, comparison.a_commit)
     b = _run_label(comparison.b, comparison.b_commit)
@@ -433,7 +445,8 @@ def format_markdown(comparison: Comparison) -> str:
         out.append("")
         if not comparison.flipped:
             out.append("None.")
-        for row in comparison.flipped:
+        shown, left_out = shown_flips(comparison.flipped, limit)
+        for row in shown:
             mark = "lost" if row["change"] == "lost" else "gained"
             line = f"- **{mark}** `{row['qid']}` rank {_rank_text(row['a_rank'])} → {_rank_text(row['b_rank'])}"
             if row.get("question"):
@@ -441,6 +454,8 @@ def format_markdown(comparison: Comparison) -> str:
             out.append(line)
             if row.get("gold_first_line") is not None:
                 out.append(f"  - gold `{row.get('gold_chunk_id', '')}`: {_md_escape(row['gold_first_line'])}")
+        if left_out:
+            out.append(f"- … and {left_out} more")
     return "\n".join(out) + "\n"
 
 
@@ -523,22 +538,34 @@ def _read_csv(text: str, label: str) -> pd.DataFrame:
 
 
 def question_context(cwd: Path) -> tuple[list[dict] | None, dict[str, str] | None]:
-    """The golden set and the chunk texts from the working tree, None where absent or unreadable."""
-    golden = chunk_text = None
+    """The golden set and each question's gold text from the working tree (the evidence span of
+    a span-anchored question, else its gold chunk); None where absent or unreadable."""
+    golden = gold_text = None
     try:
         if (cwd / GOLDENSET).is_file():
             golden = read_jsonl(cwd / GOLDENSET)
     except (InputError, OSError, UnicodeDecodeError):
         golden = None
     try:
-        if golden and (cwd / CHUNKS).is_file():
-            chunks = pd.read_parquet(cwd / CHUNKS, columns=["chunk_id", "text"])
-            wanted = {str(row.get("gold_chunk_id")) for row in golden}
-            chunks = chunks[chunks["chunk_id"].astype(str).isin(wanted)]
-            chunk_text = dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str)))
+        if golden:
+            gold_text = {}
+            spans = [row for row in golden if row.get("doc_id") is not None and row.get("start") is not None]
+            if spans and (cwd / DOCUMENTS).is_file():
+                documents = pd.read_parquet(cwd / DOCUMENTS, columns=["doc_id", "text"])
+                texts = dict(zip(documents["doc_id"].astype(str), documents["text"]))
+                for row in spans:
+                    if str(row["doc_id"]) in texts:
+                        gold_text[str(row["qid"])] = texts[str(row["doc_id"])][int(row["start"]):int(row["end"])]
+            if (cwd / CHUNKS).is_file():
+                chunks = pd.read_parquet(cwd / CHUNKS, columns=["chunk_id", "text"])
+                chunk_text = dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str)))
+                for row in golden:
+                    qid, gold = str(row.get("qid")), str(row.get("gold_chunk_id"))
+                    if qid not in gold_text and gold in chunk_text:
+                        gold_text[qid] = chunk_text[gold]
     except Exception:  # a missing column or a broken file only costs the context lines
-        chunk_text = None
-    return golden, chunk_text
+        gold_text = None
+    return golden, gold_text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -554,6 +581,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples and sign-flip permutations (default: 10000)")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap and the permutations (default: 0)")
+    parser.add_argument("--show", type=int, default=10, help="flipped questions listed per direction in text and Markdown (default: 10)")
     parser.add_argument("--k", type=int, default=None, help="cutoff for flipped questions (default: the smallest k >= 5 with a hit@k column)")
     parser.set_defaults(run=run)
 
@@ -571,7 +599,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(format_json(comparison))
     elif args.md:
-        sys.stdout.write(format_markdown(comparison))
+        sys.stdout.write(format_markdown(comparison, args.show))
     else:
-        sys.stdout.write(format_text(comparison))
+        sys.stdout.write(format_text(comparison, args.show))
     return 0
