@@ -1,81 +1,205 @@
-"""Stage 2: the golden set -> data/goldenset.jsonl, from real labels or from the question cache."""
+"""Stage 2: the golden set -> data/goldenset.jsonl, from real labels or from hand-written and
+generated questions (generated with generate.provider, or taken from the question cache).
+
+Which passages get a question is decided before anything is paid for: see
+retrieval_bench.selection. `python -m stages.generate_goldenset --dry-run` (or
+RETRIEVAL_BENCH_DRY_RUN=1) prints what would be generated and its estimated cost, and writes
+nothing.
+"""
+from __future__ import annotations
+
+import argparse
 import hashlib
+import os
+import sys
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 
+from retrieval_bench import echo
 from retrieval_bench.cache import read_cache
-from retrieval_bench.goldenset import deduplicate, generated_row, handwritten_rows, label_rows, sample_rows
-from retrieval_bench.io import InputError, read_jsonl, run_stage, write_json, write_jsonl
+from retrieval_bench.generate import (
+    REJECT_REASONS,
+    Meta,
+    Settings,
+    journal_path_for,
+    normalise_question,
+)
+from retrieval_bench.goldenset import (
+    deduplicate,
+    generated_row,
+    handwritten_rows,
+    label_rows,
+    sample_rows,
+)
+from retrieval_bench.io import (
+    InputError,
+    read_jsonl,
+    run_stage,
+    write_json,
+    write_jsonl,
+)
 from retrieval_bench.load import chunk_documents
 from retrieval_bench.params import load_params
+from retrieval_bench.selection import (
+    CacheIndex,
+    generate_missing,
+    max_rounds,
+    rank_passages,
+    walk,
+)
 
 DOCUMENTS = "data/documents.parquet"
 LABELS = "data/labels.jsonl"
 PROMPT = "data/question_prompt.txt"
 CACHE = "data/question_cache.jsonl"
+JOURNAL = str(journal_path_for(CACHE))
 GOLDENSET = "data/goldenset.jsonl"
 REPORT = "metrics/goldenset.json"
+REJECTS = "metrics/generate_rejects.jsonl"
+DRY_RUN_ENV = "RETRIEVAL_BENCH_DRY_RUN"
 
 
-def synthetic_rows(params: dict, documents: pd.DataFrame, prompt_sha256: str) -> tuple[list[dict], dict]:
-    """Hand-written questions plus cached generated ones over the reference passages."""
-    size, overlap = params["passages"]["size"], params["passages"]["overlap"]
-    passages = chunk_documents(documents, size, overlap)
-    handwritten_path = Path(params["handwritten"])
-    handwritten = read_jsonl(handwritten_path) if handwritten_path.exists() else []
-    for number, record in enumerate(handwritten, 1):
+def log(message: str) -> None:
+    print(f"generate_goldenset: {message}", flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# The golden set
+# --------------------------------------------------------------------------------------------
+def read_handwritten(path: Path) -> list[dict]:
+    records = read_jsonl(path) if path.exists() else []
+    for number, record in enumerate(records, 1):
         missing = {"question", "doc_id", "evidence"} - set(record)
         if missing:
-            raise InputError(f"{handwritten_path}: record {number} lacks {', '.join(sorted(missing))}")
-    rows, counts = handwritten_rows(handwritten, documents, passages)
-    # Generated questions whose passage, model and prompt match this run.
-    cached = {
-        record["passage_sha256"]: record
-        for record in read_cache(CACHE).values()
-        if record.get("model") == params["model"] and record.get("prompt_sha256") == prompt_sha256
-    }
+            raise InputError(f"{path}: record {number} lacks {', '.join(sorted(missing))}")
+    return records
+
+
+def synthetic(params: dict, documents: pd.DataFrame, template: str, prompt_sha256: str, dry_run: bool) -> tuple[list[dict], list[dict], dict, pd.DataFrame]:
+    size, overlap = params["passages"]["size"], params["passages"]["overlap"]
+    passages = chunk_documents(documents, size, overlap)
+    hw_rows, counts = handwritten_rows(read_handwritten(Path(params["handwritten"])), documents, passages)
+    hw_rows, hw_duplicates = deduplicate(hw_rows)
+    counts["handwritten_duplicates"] = hw_duplicates
+    settings = Settings.from_params(params)
+    family = settings.family
+    meta = Meta(params["provider"], family or "", params["model"], prompt_sha256, params["max_tokens"])
+    ranked = rank_passages(passages, params["seed"], {row["chunk_sha256"] for row in hw_rows})
+    budget = None if params["max_questions"] == 0 else max(0, params["max_questions"] - len(hw_rows))
+    seen = {normalise_question(row["question"]) for row in hw_rows}
+    if family is not None:
+        generate_missing(params, settings, meta, template, ranked, budget, seen, CACHE, dry_run, log)
+        if dry_run:
+            log("dry run: nothing was generated or written")
+            raise SystemExit(0 if not os.environ.get(DRY_RUN_ENV) else 3)
+    elif dry_run:
+        index = CacheIndex(read_cache(CACHE), meta, by_key=False)
+        plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False)
+        log(f"provider none: nothing is generated; {plan.uncached} chosen passages have no cached question")
+        log("dry run: nothing was written")
+        raise SystemExit(0 if not os.environ.get(DRY_RUN_ENV) else 3)
+    index = CacheIndex(read_cache(CACHE), meta, by_key=family is not None)
+    plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False)
     texts = dict(zip(documents["doc_id"], documents["text"]))
-    covered = {row["chunk_sha256"] for row in rows}
-    for _, passage in passages.iterrows():
-        record = cached.get(passage["text_sha256"])
-        if record is not None:
-            rows.append(generated_row(record, passage, texts[passage["doc_id"]]))
-            covered.add(passage["text_sha256"])
-    counts["passages"] = len(passages)
+    generated = [generated_row(record, pd.Series(passage), texts[passage["doc_id"]]) for passage, record in plan.accepted]
+    counts.update(
+        passages=len(passages), passages_eligible=len(ranked), uncached=plan.uncached, exhausted=plan.exhausted,
+        evidence_not_located=sum(not row["evidence_located"] for row in generated),
+    )
+    covered = {row["chunk_sha256"] for row in hw_rows + generated}
     counts["passages_without_question"] = int((~passages["text_sha256"].isin(covered)).sum())
-    return rows, counts
+    return hw_rows + generated, plan.rejects, counts, passages
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m stages.generate_goldenset", description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="print what would be generated and its cost; write nothing")
+    args = parser.parse_args(argv)
+    dry_run = args.dry_run or os.environ.get(DRY_RUN_ENV, "").lower() in ("1", "true", "yes")
     params = load_params("generate")
     documents = pd.read_parquet(DOCUMENTS)
     labels = read_jsonl(LABELS)
-    prompt_sha256 = hashlib.sha256(Path(PROMPT).read_bytes()).hexdigest()
-    Path(CACHE).touch()  # the cache is a persistent stage output, so it must exist
+    prompt_bytes = Path(PROMPT).read_bytes()
+    prompt_sha256 = hashlib.sha256(prompt_bytes).hexdigest()
+    template = prompt_bytes.decode("utf-8")
+    if "{passage}" not in template:
+        raise InputError(f"{PROMPT}: the prompt has no {{passage}} placeholder")
+    if not dry_run:
+        for path in (CACHE, JOURNAL):  # persistent stage outputs, so they must exist
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).touch()
+    rejects: list[dict] = []
     if labels:
+        if dry_run:
+            log("real labels: nothing would be generated")
+            raise SystemExit(0 if not os.environ.get(DRY_RUN_ENV) else 3)
         rows, counts = label_rows(labels), {}
-        print(f"generate_goldenset: using {len(rows)} real labelled queries; no question is generated")
+        log(f"using {len(rows)} real labelled queries; no question is generated")
+        gauge = echo.gauge(rows, dict(zip(documents["doc_id"], documents["text"])), documents["text"].tolist(), documents["doc_id"].tolist())
     else:
-        rows, counts = synthetic_rows(params, documents, prompt_sha256)
-        print(
-            f"generate_goldenset: {len(rows)} questions ({counts['other_corpus']} hand-written ones are for documents "
-            f"not in this corpus, {counts['not_located']} could not be located); "
+        rows, rejects, counts, passages = synthetic(params, documents, template, prompt_sha256, dry_run)
+        if not rows:
+            raise InputError(
+                f"no question for any passage of this corpus in {CACHE} or {params['handwritten']}; "
+                "set generate.provider to generate them, or bring real queries (see README)"
+            )
+        rows, duplicates = deduplicate(rows)
+        counts["duplicate_questions_dropped"] = duplicates
+        gauge = echo.gauge(rows, dict(zip(passages["chunk_id"], passages["text"])), passages["text"].tolist(), passages["chunk_id"].tolist())
+        if params["drop_echo"]:
+            # Generated echoes were already regenerated or replaced; hand-written ones are dropped.
+            for row in rows:
+                if row.get("echo"):
+                    rejects.append({"reason": "echo", "source": row["source"], "chunk_id": row["gold_chunk_id"],
+                                    "doc_id": row["doc_id"], "question": row["question"], "regenerated": False})
+            rows = [row for row in rows if not row.get("echo")]
+        rows = sample_rows(rows, params["max_questions"], params["seed"])
+        n_generated = sum(row["source"] != "hand-written" for row in rows)
+        log(
+            f"{len(rows)} questions ({len(rows) - n_generated} hand-written, {n_generated} generated); "
+            f"{counts['other_corpus']} hand-written ones are for documents not in this corpus, {counts['not_located']} could not be located; "
             f"{counts['passages_without_question']} of {counts['passages']} passages have no question"
         )
-        if counts["passages_without_question"] and params["provider"] == "none":
-            print("generate_goldenset: to generate them, set generate.provider (e.g. anthropic) and rerun dvc repro")
-    if not rows:
-        raise InputError(
-            f"no question for any passage of this corpus in {CACHE} or {params['handwritten']}; "
-            "set generate.provider to generate them, or bring real queries (see README)"
-        )
-    rows, duplicates = deduplicate(rows)
-    rows = sample_rows(rows, params["max_questions"], params["seed"])
+        if counts["uncached"] and params["provider"] == "none":
+            log(f"{counts['uncached']} chosen passages have no cached question; set generate.provider (e.g. anthropic) "
+                "to generate them, or `dvc pull` a shared question cache")
+        elif counts["uncached"]:
+            log(f"{counts['uncached']} chosen passages still have no question after {max_rounds(params)} rounds "
+                "of replacing rejected replies; rerun to continue")
     write_jsonl(GOLDENSET, rows)
-    write_json(REPORT, {"n_questions": len(rows), "duplicate_questions_dropped": duplicates})
-    print(f"generate_goldenset: wrote {len(rows)} questions to {GOLDENSET}")
+    write_jsonl(REJECTS, rejects)
+    reasons = Counter(reject["reason"] for reject in rejects)
+    report = {
+        "n_questions": len(rows),
+        "n_handwritten": sum(row["source"] == "hand-written" for row in rows),
+        "n_generated": sum(row["source"] not in ("hand-written", "qrels") for row in rows),
+        "echo_rate": gauge["echo_rate"],
+        "echo_flagged": sum(bool(row.get("echo")) for row in rows),
+        "echo_rule": gauge["echo_rule"],
+        "bm25_mrr": gauge["bm25_mrr"],
+        "bm25_recall@1": gauge["bm25_recall@1"],
+        "rejected": len(rejects),
+        "rejected_by_reason": dict(sorted(reasons.items())),
+        **{key: counts[key] for key in (
+            "duplicate_questions_dropped", "passages", "passages_without_question", "uncached", "exhausted",
+            "evidence_not_located",
+        ) if key in counts},
+        "handwritten_other_corpus": counts.get("other_corpus", 0),
+        "handwritten_not_located": counts.get("not_located", 0),
+    }
+    write_json(REPORT, report)
+    summary = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common())
+    log(
+        f"wrote {len(rows)} questions to {GOLDENSET}; echo rate {gauge['echo_rate']}, BM25 MRR {gauge['bm25_mrr']}, "
+        f"BM25 recall@1 {gauge['bm25_recall@1']}; {len(rejects)} rejected replies{f' ({summary})' if summary else ''}"
+        + (f", listed in {REJECTS}" if rejects else "")
+    )
+    for reason in reasons:
+        if reason in REJECT_REASONS:
+            log(f"  {reason}: {REJECT_REASONS[reason]}")
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_stage(lambda: main(sys.argv[1:]))

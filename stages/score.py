@@ -5,7 +5,13 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from retrieval_bench.io import InputError, atomic_open, read_jsonl, run_stage, write_json
+from retrieval_bench.io import (
+    InputError,
+    atomic_open,
+    read_jsonl,
+    run_stage,
+    write_json,
+)
 from retrieval_bench.lexical import bm25_scores
 from retrieval_bench.metrics import question_metrics, summary_names
 from retrieval_bench.params import load_params

@@ -4,7 +4,6 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import ROOT, run, set_params
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import dvc, git, run, set_params
+
 from retrieval_bench import compare
 from retrieval_bench.compare import (
     choose_flip_k,

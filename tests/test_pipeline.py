@@ -1,7 +1,6 @@
 """The real `dvc repro` in a fresh repository: metrics, caching, and re-running only what changed."""
 import pandas as pd
 import pytest
-
 from conftest import dvc, git, read_metrics, set_params
 
 pytestmark = pytest.mark.pipeline

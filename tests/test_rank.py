@@ -3,10 +3,15 @@ retrieval_bench.lexical (BM25) on small hand-checked examples."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from retrieval_bench.lexical import bm25_scores
-from retrieval_bench.rank import dense_scores, judged_ranks, ordinal_ranks, pessimistic_ranks, rrf_scores
+from retrieval_bench.rank import (
+    dense_scores,
+    judged_ranks,
+    ordinal_ranks,
+    pessimistic_ranks,
+    rrf_scores,
+)
 
 
 def fixed(matrix: list[list[float]]):

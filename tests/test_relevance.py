@@ -3,7 +3,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from retrieval_bench.goldenset import deduplicate, handwritten_rows, locate_evidence, sample_rows
+from retrieval_bench.goldenset import (
+    deduplicate,
+    handwritten_rows,
+    locate_evidence,
+    sample_rows,
+)
 from retrieval_bench.load import chunk_documents
 from retrieval_bench.metrics import question_metrics
 from retrieval_bench.rank import pessimistic_ranks

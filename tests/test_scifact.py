@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import pytrec_eval
-
 from conftest import SHARED_SCIFACT, copy_project, dvc, read_metrics, set_params
 
 pytestmark = [

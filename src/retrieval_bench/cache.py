@@ -1,21 +1,37 @@
 """The question cache: append-only JSON Lines, one record per generated question, keyed by content.
 
 A record's key is the sha256 of everything that determines the answer (provider family, model,
-prompt, passage text, max_tokens), so editing one passage regenerates one question and changing
-the prompt or the model regenerates all; a finished question is never paid for twice.
+prompt, passage text, max_tokens, and the attempt number when a rejected reply is asked again),
+so editing one passage regenerates one question and changing the prompt or the model
+regenerates all; a finished question is never paid for twice.
+
+A record carries: key, passage_sha256, model, prompt_sha256, question, evidence (the excerpt the
+generator quotes), and from retrieval_bench.generate also family, provider, max_tokens, attempt,
+rejected (a reason, or null), stop_reason, raw (the reply as received), usage and created.
+
+The batch journal (question_cache.batches.jsonl, next to the cache) is append-only JSON Lines
+too: a "submitted" event (batch id and its requests) is written before waiting on a batch and
+a "collected" event once its results are cached, so a rerun resumes uncollected batches.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 
 from retrieval_bench.io import InputError
 
 
-def cache_key(family: str, model: str, prompt_sha256: str, passage_text: str, max_tokens: int) -> str:
-    payload = json.dumps([family, model, prompt_sha256, passage_text, max_tokens], ensure_ascii=False)
+def cache_key(family: str, model: str, prompt_sha256: str, passage_text: str, max_tokens: int, attempt: int = 0) -> str:
+    """A 64-character hex key (it doubles as a batch request's custom_id, at most 64 characters).
+    Attempt 0 is the first request for a passage; the attempt number is hashed only above 0, so
+    first attempts keep the key they always had."""
+    fields: list = [family, model, prompt_sha256, passage_text, max_tokens]
+    if attempt:
+        fields.append(attempt)
+    payload = json.dumps(fields, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -41,14 +57,49 @@ def read_cache(path: str | Path) -> dict[str, dict]:
     return records
 
 
+def read_journal(path: str | Path) -> list[dict]:
+    """The batch journal's events in order; a missing file is empty, a torn last line is skipped."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    events = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for line_number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            if line_number == len(lines):
+                continue
+            raise InputError(f"{path}:{line_number}: invalid JSON in the batch journal") from None
+        if not isinstance(event, dict) or "event" not in event or "batch_id" not in event:
+            raise InputError(f"{path}:{line_number}: a journal event needs 'event' and 'batch_id'")
+        events.append(event)
+    return events
+
+
+def pending_batches(events: list[dict]) -> list[dict]:
+    """The "submitted" events with no "collected" event after them, in submission order."""
+    pending: dict[str, dict] = {}
+    for event in events:
+        if event["event"] == "submitted":
+            pending[event["batch_id"]] = event
+        elif event["event"] == "collected":
+            pending.pop(event["batch_id"], None)
+    return list(pending.values())
+
+
 class CacheWriter:
-    """Appends records, flushing and fsyncing each, so a crash loses only requests in flight."""
+    """Appends records, flushing and fsyncing each, so a crash loses only requests in flight.
+    (Used for the batch journal too.)"""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._repair_torn_tail()
         self._handle = open(self.path, "a", encoding="utf-8")
+        self._lock = threading.Lock()
 
     def _repair_torn_tail(self) -> None:
         if not self.path.exists() or self.path.stat().st_size == 0:
@@ -60,9 +111,11 @@ class CacheWriter:
                 handle.truncate(data.rfind(b"\n") + 1)
 
     def append(self, record: dict) -> None:
-        self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        with self._lock:  # whole lines, one writer at a time (appends may come from worker threads)
+            self._handle.write(line)
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
 
     def close(self) -> None:
         self._handle.close()

@@ -22,10 +22,19 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "generate": {
         "provider": "none",
         "model": "claude-haiku-4-5",
+        "base_url": None,
+        "max_tokens": 300,
+        "max_attempts": 2,
         "max_questions": 300,
         "seed": 0,
         "passages": {"size": 800, "overlap": 100},
         "handwritten": "data/handwritten_questions.jsonl",
+        "drop_echo": False,
+        "concurrency": 8,
+        "max_retries": 5,
+        "max_cost_usd": 5.0,
+        "price": {"input_per_mtok": 1.0, "output_per_mtok": 5.0, "batch_discount": 0.5},
+        "batch_poll_seconds": 30.0,
     },
     "embed": {
         "model": "sentence-transformers/all-MiniLM-L6-v2",
@@ -47,7 +56,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 
 CHOICES = {
     ("load", "missing_relevant"): {"error", "drop"},
-    ("generate", "provider"): {"none"},
+    ("generate", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
     ("retrieval", "method"): {"dense", "bm25", "hybrid"},
 }
 
@@ -111,7 +120,27 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
             raise InputError(f"{path}: {where} needs size > 0 and 0 <= overlap < size, got size={size}, overlap={overlap}")
     if params["generate"]["max_questions"] < 0:
         raise InputError(f"{path}: generate.max_questions must be >= 0 (0 = no limit)")
+    _check_generate(params["generate"], path)
     if params["embed"]["batch_size"] <= 0:
         raise InputError(f"{path}: embed.batch_size must be positive")
     if params["retrieval"]["rrf_k"] < 0:
         raise InputError(f"{path}: retrieval.rrf_k must be >= 0")
+
+
+def _check_generate(generate: dict[str, Any], path: Path) -> None:
+    for key in ("max_tokens", "max_attempts", "concurrency"):
+        if generate[key] <= 0:
+            raise InputError(f"{path}: generate.{key} must be a positive integer, got {generate[key]!r}")
+    if generate["max_retries"] < 0:
+        raise InputError(f"{path}: generate.max_retries must be >= 0, got {generate['max_retries']!r}")
+    if generate["batch_poll_seconds"] <= 0:
+        raise InputError(f"{path}: generate.batch_poll_seconds must be positive, got {generate['batch_poll_seconds']!r}")
+    base_url = generate["base_url"]
+    if base_url is not None and (not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))):
+        raise InputError(f"{path}: generate.base_url must be an http(s) URL or null, got {base_url!r}")
+    limit = generate["max_cost_usd"]
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
+        raise InputError(f"{path}: generate.max_cost_usd must be a positive number of US dollars or null (no limit), got {limit!r}")
+    price = generate["price"]
+    if price["input_per_mtok"] < 0 or price["output_per_mtok"] < 0 or not 0 < price["batch_discount"] <= 1:
+        raise InputError(f"{path}: generate.price needs prices >= 0 and 0 < batch_discount <= 1, got {price!r}")

@@ -1,0 +1,398 @@
+"""A scriptable stand-in for the LLM APIs, served on 127.0.0.1 so the real SDKs talk to it.
+
+Speaks enough of three APIs for retrieval_bench.generate:
+
+- Anthropic Messages: POST /v1/messages
+- Anthropic Message Batches: POST /v1/messages/batches, GET /v1/messages/batches/{id},
+  GET /v1/messages/batches/{id}/results (JSON Lines, at the batch's results_url)
+- OpenAI chat completions: POST /v1/chat/completions
+
+It counts every request and can be scripted: a fixed latency, a queue of faults applied to the
+next generation requests (429 with retry-after-ms, 529 overloaded, 500, connection reset,
+malformed body, spend-limit 429), a spend limit that trips after N successful replies, a reply
+function (prompt passage -> reply text), batch processing time and per-request batch outcomes.
+
+Nothing is written to disk: requests are kept in memory (the API key header included, so a
+test can check it arrived and then that it was written nowhere else).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+_PASSAGE = re.compile(r"<passage>\n(.*)\n</passage>", re.DOTALL)
+
+
+def passage_of(prompt: str) -> str:
+    """The passage inside a rendered question prompt (the whole prompt if it has no markers)."""
+    match = _PASSAGE.search(prompt)
+    return match.group(1) if match else prompt
+
+
+def passage_sha(prompt: str) -> str:
+    return hashlib.sha256(passage_of(prompt).encode("utf-8")).hexdigest()
+
+
+def default_reply(passage: str) -> str:
+    """A well-formed reply: a paraphrase-like question unique to the passage (it shares no run
+    of words with it) and a verbatim excerpt (the passage's first words) as evidence."""
+    tag = hashlib.sha256(passage.encode("utf-8")).hexdigest()[:8]
+    evidence = " ".join(passage.split()[:8])
+    return json.dumps({"question": f"Where is topic {tag} explained?", "evidence": evidence})
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    time: float
+    body: dict | None = None
+    headers: dict = field(default_factory=dict)
+    passage_sha: str | None = None  # generation requests only
+    outcome: str = "ok"
+
+
+FAULTS = {"rate_limit", "overloaded", "server_error", "reset", "malformed", "spend_limit", "auth"}
+
+
+class StubLLM:
+    """Start with `with StubLLM() as stub:`; `stub.url` is the base URL (no /v1)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: list[Request] = []
+        self.faults: list[str] = []  # consumed one per generation request, in arrival order
+        self.latency = 0.0  # seconds before each generation reply
+        self.retry_after_ms = 50  # on scripted 429s
+        self.spend_limit_after: int | None = None  # successes before every request hits the spend limit
+        self.reply: Callable[[str], str] = default_reply  # passage -> reply text
+        self.stop_reason: Callable[[str], str] = lambda passage: "end_turn"
+        self.batch_seconds = 0.0  # time a batch takes to end
+        self.batch_outcome: Callable[[str, int], str] = lambda custom_id, index: "succeeded"
+        self.batches: dict[str, dict] = {}
+        self.successes = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        # Errors inside handler threads (a reset socket) are expected; keep the test output clean.
+        self._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> "StubLLM":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # --- what was asked --------------------------------------------------------------------
+    def generation_requests(self) -> list[Request]:
+        with self.lock:
+            return [r for r in self.requests if r.passage_sha is not None]
+
+    def count(self, method: str, path_prefix: str) -> int:
+        with self.lock:
+            return sum(r.method == method and r.path.startswith(path_prefix) for r in self.requests)
+
+    def batch_creates(self) -> int:
+        with self.lock:
+            return sum(r.method == "POST" and r.path == "/v1/messages/batches" for r in self.requests)
+
+    def reset_counts(self) -> None:
+        with self.lock:
+            self.requests.clear()
+
+    # --- behaviour -------------------------------------------------------------------------
+    def _next_fault(self) -> str | None:
+        with self.lock:
+            if self.spend_limit_after is not None and self.successes >= self.spend_limit_after:
+                return "spend_limit"
+            return self.faults.pop(0) if self.faults else None
+
+    def _message(self, model: str, prompt: str) -> dict:
+        passage = passage_of(prompt)
+        text = self.reply(passage)
+        return {
+            "id": "msg_" + hashlib.sha256(f"{time.time()}{prompt}".encode()).hexdigest()[:20],
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": self.stop_reason(passage),
+            "stop_sequence": None,
+            "usage": {"input_tokens": max(1, len(prompt) // 4), "output_tokens": max(1, len(text) // 4)},
+        }
+
+    def _batch_view(self, batch: dict) -> dict:
+        ended = time.monotonic() - batch["started"] >= self.batch_seconds
+        n = len(batch["requests"])
+        counts = {"processing": n, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        if ended:
+            counts["processing"] = 0
+            for outcome in batch["outcomes"]:
+                counts[outcome] += 1
+        created = batch["created_at"]
+        return {
+            "id": batch["id"],
+            "type": "message_batch",
+            "processing_status": "ended" if ended else "in_progress",
+            "request_counts": counts,
+            "created_at": created.isoformat(),
+            "expires_at": (created + timedelta(hours=24)).isoformat(),
+            "ended_at": datetime.now(timezone.utc).isoformat() if ended else None,
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": f"{self.url}/v1/messages/batches/{batch['id']}/results" if ended else None,
+        }
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out at once: no 40 ms delayed-ACK stall
+
+            def log_message(self, *args: object) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, payload: object, headers: dict | None = None, raw: bytes | None = None) -> None:
+                body = raw if raw is not None else json.dumps(payload).encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("request-id", "req_stub")
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _reset(self) -> None:
+                # An abrupt close (RST), as a dropped connection looks to the client.
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.close_connection = True
+                self.connection.close()
+
+            def _record(self, body: dict | None, passage: str | None) -> Request:
+                request = Request(
+                    self.command, self.path, time.monotonic(), body,
+                    {k.lower(): v for k, v in self.headers.items()},
+                    hashlib.sha256(passage.encode("utf-8")).hexdigest() if passage is not None else None,
+                )
+                with stub.lock:
+                    stub.requests.append(request)
+                return request
+
+            def _read_json(self) -> dict | None:
+                length = int(self.headers.get("Content-Length") or 0)
+                data = self.rfile.read(length) if length else b""
+                try:
+                    return json.loads(data) if data else None
+                except json.JSONDecodeError:
+                    return None
+
+            def _fault(self, fault: str, openai: bool) -> None:
+                if fault == "reset":
+                    self._reset()
+                elif fault == "malformed":
+                    self._send(200, None, raw=b'{"id": "msg_broken", "content": [{"type": "te')
+                elif fault == "rate_limit":
+                    error = {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}
+                    if openai:
+                        error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
+                    self._send(429, {"type": "error", "error": error}, {"retry-after-ms": str(stub.retry_after_ms)})
+                elif fault == "spend_limit":
+                    if openai:
+                        error = {"message": "You exceeded your current quota, please check your plan and billing details.",
+                                 "type": "insufficient_quota", "code": "insufficient_quota"}
+                        self._send(429, {"error": error})
+                    else:
+                        error = {
+                            "type": "rate_limit_error",
+                            "message": "You have reached your specified API usage limits (spend limit). "
+                                       "You will regain access on the first of next month.",
+                            "details": {"error_code": "enforced_spend_limit_reached"},
+                        }
+                        self._send(429, {"type": "error", "error": error})
+                elif fault == "overloaded":
+                    self._send(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+                elif fault == "server_error":
+                    self._send(500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}})
+                elif fault == "auth":
+                    self._send(401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}})
+                else:
+                    raise ValueError(f"unknown fault {fault!r}")
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self._read_json() or {}
+                if self.path == "/v1/messages/batches":
+                    self._record(body, None)
+                    return self._create_batch(body)
+                if self.path not in ("/v1/messages", "/v1/chat/completions"):
+                    self._record(body, None)
+                    return self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+                openai = self.path == "/v1/chat/completions"
+                messages = body.get("messages") or [{}]
+                prompt = messages[-1].get("content") or ""
+                if isinstance(prompt, list):
+                    prompt = "".join(part.get("text", "") for part in prompt)
+                request = self._record(body, passage_of(prompt))
+                fault = stub._next_fault()
+                if fault:
+                    request.outcome = fault
+                    return self._fault(fault, openai)
+                if stub.latency:
+                    time.sleep(stub.latency)
+                message = stub._message(body.get("model", "?"), prompt)
+                with stub.lock:
+                    stub.successes += 1
+                if not openai:
+                    return self._send(200, message)
+                finish = {"max_tokens": "length", "refusal": "content_filter"}.get(message["stop_reason"], "stop")
+                self._send(200, {
+                    "id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
+                    "model": message["model"],
+                    "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
+                                 "message": {"role": "assistant", "content": message["content"][0]["text"]}}],
+                    "usage": {"prompt_tokens": message["usage"]["input_tokens"],
+                              "completion_tokens": message["usage"]["output_tokens"],
+                              "total_tokens": message["usage"]["input_tokens"] + message["usage"]["output_tokens"]},
+                })
+
+            def _create_batch(self, body: dict) -> None:
+                fault = stub._next_fault() if stub.spend_limit_after is not None else None
+                if fault:
+                    return self._fault(fault, False)
+                with stub.lock:
+                    batch_id = f"msgbatch_stub{len(stub.batches) + 1:04d}"
+                    requests = body.get("requests") or []
+                    batch = {
+                        "id": batch_id, "requests": requests, "started": time.monotonic(),
+                        "created_at": datetime.now(timezone.utc),
+                        "outcomes": [stub.batch_outcome(r["custom_id"], i) for i, r in enumerate(requests)],
+                    }
+                    stub.batches[batch_id] = batch
+                self._send(200, stub._batch_view(batch))
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._record(None, None)
+                match = re.fullmatch(r"/v1/messages/batches/([^/]+)(/results)?", self.path.split("?")[0])
+                batch = stub.batches.get(match.group(1)) if match else None
+                if batch is None:
+                    return self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+                view = stub._batch_view(batch)
+                if not match.group(2):
+                    return self._send(200, view)
+                if view["processing_status"] != "ended":
+                    return self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": "not ended"}})
+                lines = []
+                for request, outcome in zip(batch["requests"], batch["outcomes"]):
+                    params = request["params"]
+                    if outcome == "succeeded":
+                        result = {"type": "succeeded", "message": stub._message(params["model"], params["messages"][-1]["content"])}
+                    elif outcome == "errored":
+                        result = {"type": "errored", "error": {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}}
+                    else:
+                        result = {"type": outcome}
+                    lines.append(json.dumps({"custom_id": request["custom_id"], "result": result}))
+                data = ("\n".join(lines) + "\n").encode("utf-8")
+                self.send_response(200)
+                self.send_header("Content-Type", "application/binary")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+# --- running the generate stage against the stub -------------------------------------------
+def stage_project(dest, docs: list[str] | None = None):
+    """A minimal project to run `python -m stages.generate_goldenset` in, without git or DVC:
+    stages/, params.yaml, the prompt, and data/documents.parquet of a slice of the sample.
+    Hand-written questions are off (generate.handwritten names a missing file), so every
+    question is generated."""
+    import shutil
+    from pathlib import Path
+
+    import pandas as pd
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    dest = Path(dest)
+    shutil.copytree(root / "stages", dest / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    (dest / "data").mkdir(parents=True)
+    shutil.copy2(root / "data" / "question_prompt.txt", dest / "data" / "question_prompt.txt")
+    sample = root / "data" / "sample" / "sqlite"
+    names = docs or ["wal.md", "autoinc.md", "inmemorydb.md"]
+    frame = pd.DataFrame({"doc_id": names, "text": [(sample / name).read_text(encoding="utf-8") for name in names]})
+    frame.to_parquet(dest / "data" / "documents.parquet", index=False)
+    (dest / "data" / "labels.jsonl").write_text("")
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["generate"].update(handwritten="data/no_handwritten_questions.jsonl", max_questions=10, max_retries=2,
+                              batch_poll_seconds=0.1, concurrency=4)
+    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return dest
+
+
+def stage_env(stub: "StubLLM", key: str = "sk-ant-test-key") -> dict:
+    import os
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(ANTHROPIC_API_KEY=key, ANTHROPIC_BASE_URL=stub.url, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1")
+    return env
+
+
+def start_stage(project, stub: "StubLLM", *args: str, env: dict | None = None):
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "stages.generate_goldenset", *args], cwd=project, env=env or stage_env(stub),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def run_stage(project, stub: "StubLLM", *args: str, env: dict | None = None, timeout: float = 120):
+    """Run the stage to the end: (exit status, stdout, stderr)."""
+    process = start_stage(project, stub, *args, env=env)
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out, err
+
+
+def read_jsonl(path) -> list[dict]:
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass  # a line torn by a kill
+    return rows
+
+
+def serve() -> None:  # manual use: python tests/stub_llm.py
+    with StubLLM() as stub:
+        print(stub.url, flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    serve()

@@ -1,0 +1,271 @@
+"""retrieval_bench.generate in-process: output hygiene, cost estimate, and every provider driven
+through its real SDK against the stub server (retries, shared pause, spend limit, malformed bodies)."""
+from __future__ import annotations
+
+import hashlib
+import time
+
+import pytest
+from stub_llm import StubLLM, read_jsonl
+
+from retrieval_bench.cache import cache_key, read_cache
+from retrieval_bench.generate import (
+    Meta,
+    Settings,
+    StopGeneration,
+    check_cost,
+    clean_reply,
+    estimate,
+    make_job,
+    normalise_question,
+    run,
+)
+from retrieval_bench.io import InputError
+
+TEMPLATE = "Write one question.\n<passage>\n{passage}\n</passage>\n"
+
+
+@pytest.fixture
+def stub(monkeypatch):
+    with StubLLM() as server:
+        for name in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        yield server
+
+
+def jobs_for(n: int, provider: str = "anthropic", model: str = "claude-haiku-4-5"):
+    family = "openai-compatible" if provider == "openai-compatible" else "anthropic"
+    meta = Meta(provider, family, model, "p" * 64, 300)
+    texts = [f"Passage {i}: the write-ahead log keeps page {i} until a checkpoint copies it back." for i in range(n)]
+    return meta, [make_job(meta, TEMPLATE, text, hashlib.sha256(text.encode()).hexdigest(), 0) for text in texts]
+
+
+def settings(provider: str = "anthropic", **overrides) -> Settings:
+    values = dict(provider=provider, model="claude-haiku-4-5", concurrency=4, max_retries=3, batch_poll_seconds=0.05)
+    values.update(overrides)
+    return Settings(**values)
+
+
+# --- output hygiene ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"question": "How do I turn on WAL mode?", "evidence": "PRAGMA journal_mode=WAL"}',
+        '```json\n{"question": "How do I turn on WAL mode?", "evidence": "PRAGMA journal_mode=WAL"}\n```',
+        'Here is a question:\n"How do I turn on WAL mode?"',
+        "Here's a question a user might type: 1. How do I turn on WAL mode?",
+        "Sure! Question: “How do I turn on WAL mode?”",
+        "**Question:** How do I turn on WAL mode?",
+        "Q1) 'How do I turn on WAL mode?'",
+        "How do I turn on WAL mode?\nThis tests knowledge of journal modes.",
+        '{"question": "1. \\"How do I turn on WAL mode?\\"", "evidence": ""}',
+        '<think>The passage is about {journal modes}.</think>\n{"question": "How do I turn on WAL mode?"}',
+    ],
+)
+def test_hygiene_strips_preambles_quotes_and_numbering(raw):
+    cleaned = clean_reply(raw, "end_turn")
+    assert cleaned.rejected is None
+    assert cleaned.question == "How do I turn on WAL mode?"
+
+
+@pytest.mark.parametrize(
+    ("raw", "stop_reason", "reason"),
+    [
+        ("", "end_turn", "empty"),
+        ('{"question": "  "}', "end_turn", "empty"),
+        ("How do I turn on WAL mode? And how do I turn it off again?", "end_turn", "several_questions"),
+        ("1. How do I turn on WAL mode?\n2. What is a checkpoint?", "end_turn", "several_questions"),
+        ('[{"question": "What is WAL?"}, {"question": "What is a checkpoint?"}]', "end_turn", "several_questions"),
+        ("I'm sorry, but I can't write a question about this passage.", "end_turn", "refusal"),
+        ('{"question": "The passage does not contain enough information for a question."}', "end_turn", "refusal"),
+        ('{"question": "How do I turn on', "max_tokens", "truncated"),
+        ('{"question": "How do I turn on WAL mode?"}', "refusal", "refusal"),
+        ("WAL?", "end_turn", "too_short"),
+    ],
+)
+def test_hygiene_rejects_with_a_reason(raw, stop_reason, reason):
+    assert clean_reply(raw, stop_reason).rejected == reason
+
+
+def test_duplicates_compare_case_spacing_and_end_punctuation():
+    assert normalise_question("How do I  turn on WAL mode?") == normalise_question("how do i turn on wal mode")
+
+
+# --- cache keys ----------------------------------------------------------------------------------
+def test_cache_key_is_a_valid_custom_id_and_first_attempts_keep_their_key():
+    key = cache_key("anthropic", "m", "p", "text", 300)
+    assert len(key) == 64 and key == cache_key("anthropic", "m", "p", "text", 300, 0)
+    changed = {cache_key("anthropic", "m", "p", "text", 300, 1), cache_key("anthropic", "m2", "p", "text", 300),
+               cache_key("anthropic", "m", "p2", "text", 300), cache_key("anthropic", "m", "p", "text!", 300),
+               cache_key("anthropic", "m", "p", "text", 200), cache_key("openai-compatible", "m", "p", "text", 300)}
+    assert key not in changed and len(changed) == 6
+
+
+# --- cost estimate and guard -----------------------------------------------------------------------
+def test_estimate_counts_chars_and_halves_batch_prices():
+    prompts = ["x" * 3500] * 10  # 1000 tokens + 10 overhead each
+    sync = estimate(prompts, settings("anthropic"))
+    assert (sync.input_tokens, sync.output_tokens, sync.output_tokens_max) == (10_100, 1_000, 3_000)
+    assert sync.usd == pytest.approx(10_100 / 1e6 * 1 + 1_000 / 1e6 * 5)
+    assert sync.usd_max == pytest.approx(10_100 / 1e6 * 1 + 3_000 / 1e6 * 5)
+    batch = estimate(prompts, settings("anthropic-batch"))
+    assert batch.usd == pytest.approx(sync.usd / 2) and batch.batch
+
+
+def test_cost_guard_checks_sync_estimate_and_batch_upper_bound():
+    prompts = ["x" * 3500] * 1000
+    sync = estimate(prompts, settings("anthropic", max_cost_usd=1.6))  # ~$1.51 expected, $2.51 at most
+    check_cost(sync, settings("anthropic", max_cost_usd=1.6))
+    with pytest.raises(InputError, match="max_cost_usd"):
+        check_cost(sync, settings("anthropic", max_cost_usd=1.4))
+    batch = estimate(prompts, settings("anthropic-batch"))  # ~$0.76 expected, $1.26 at most
+    with pytest.raises(InputError, match="upper bound"):
+        check_cost(batch, settings("anthropic-batch", max_cost_usd=1.0))
+    check_cost(batch, settings("anthropic-batch", max_cost_usd=None))
+
+
+# --- anthropic, against the stub ---------------------------------------------------------------------
+def test_anthropic_generates_and_caches_every_reply(stub, tmp_path):
+    meta, jobs = jobs_for(12)
+    outcome = run(jobs, meta, settings(), tmp_path / "cache.jsonl")
+    cache = read_cache(tmp_path / "cache.jsonl")
+    assert outcome.succeeded == 12 and not outcome.failed and set(cache) == {job.key for job in jobs}
+    assert len(stub.generation_requests()) == 12
+    record = cache[jobs[0].key]
+    assert record["question"].startswith("Where is topic") and record["evidence"] and record["rejected"] is None
+    assert record["usage"]["input_tokens"] > 0 and record["prompt_sha256"] == "p" * 64
+    headers = stub.generation_requests()[0].headers
+    assert "sk-ant-test" in (headers.get("x-api-key", "") + headers.get("authorization", ""))
+
+
+def test_429_with_retry_after_ms_pauses_every_worker_then_succeeds(stub, tmp_path):
+    stub.latency = 0.15
+    stub.retry_after_ms = 400
+    stub.faults = ["rate_limit"]
+    meta, jobs = jobs_for(12)
+    outcome = run(jobs, meta, settings(concurrency=4), tmp_path / "cache.jsonl")
+    assert outcome.succeeded == 12 and not outcome.failed
+    requests = stub.generation_requests()
+    assert len(requests) == 13  # one 429, retried once
+    limited = next(r for r in requests if r.outcome == "rate_limit")
+    # The shared pause: the other workers' replies come back 0.15 s after the 429, and their next
+    # requests wait for the retry-after too (0.4 s) instead of going out at once.
+    offsets = [r.time - limited.time for r in requests]
+    assert not [t for t in offsets if 0.08 < t < 0.37]
+    assert len([t for t in offsets if t >= 0.37]) == 13 - len([t for t in offsets if t <= 0.08])
+
+
+def test_529_overloaded_is_retried(stub, tmp_path):
+    stub.faults = ["overloaded", "overloaded"]
+    meta, jobs = jobs_for(3)
+    outcome = run(jobs, meta, settings(concurrency=1), tmp_path / "cache.jsonl")
+    assert outcome.succeeded == 3 and len(stub.generation_requests()) == 5
+
+
+def test_connection_reset_is_retried(stub, tmp_path):
+    stub.faults = ["reset"]
+    meta, jobs = jobs_for(3)
+    outcome = run(jobs, meta, settings(concurrency=1), tmp_path / "cache.jsonl")
+    assert outcome.succeeded == 3 and len(read_cache(tmp_path / "cache.jsonl")) == 3
+    assert [r.outcome for r in stub.generation_requests()].count("reset") == 1
+
+
+def test_malformed_body_is_asked_again(stub, tmp_path):
+    stub.faults = ["malformed"]
+    meta, jobs = jobs_for(3)
+    outcome = run(jobs, meta, settings(concurrency=1), tmp_path / "cache.jsonl")
+    assert outcome.succeeded == 3 and not outcome.failed
+    assert len(stub.generation_requests()) == 4
+
+
+def test_a_request_failing_every_retry_stays_uncached(stub, tmp_path):
+    stub.faults = ["server_error"] * 3  # max_retries 2: three attempts, all 500
+    meta, jobs = jobs_for(3)
+    outcome = run(jobs, meta, settings(concurrency=1, max_retries=2), tmp_path / "cache.jsonl")
+    assert outcome.succeeded == 2 and len(outcome.failed) == 1 and "500" in outcome.failed[0]
+    assert len(read_cache(tmp_path / "cache.jsonl")) == 2
+
+
+def test_spend_limit_stops_cleanly_keeping_progress(stub, tmp_path):
+    stub.spend_limit_after = 5
+    meta, jobs = jobs_for(20)
+    with pytest.raises(StopGeneration, match="spend limit") as stopped:
+        run(jobs, meta, settings(concurrency=2, max_retries=4), tmp_path / "cache.jsonl")
+    assert "5 replies from this run are kept" in str(stopped.value)
+    assert len(read_cache(tmp_path / "cache.jsonl")) == 5
+    limited = [r for r in stub.generation_requests() if r.outcome == "spend_limit"]
+    assert 1 <= len(limited) <= 2  # no retries of a spend-limit reply, no new requests after it
+
+
+def test_authentication_error_stops_at_once(stub, tmp_path):
+    stub.faults = ["auth"]
+    meta, jobs = jobs_for(6)
+    with pytest.raises(StopGeneration, match="401"):
+        run(jobs, meta, settings(concurrency=1), tmp_path / "cache.jsonl")
+    assert len(stub.generation_requests()) == 1
+
+
+def test_runtime_stop_at_max_cost(stub, tmp_path):
+    meta, jobs = jobs_for(60)
+    # A request costs at most ~$0.0016 (max_tokens 300) and the stub's replies ~$0.00012 each:
+    # with $0.004 the run stops after about 20, before the next one could pass the limit.
+    with pytest.raises(StopGeneration, match="max_cost_usd"):
+        run(jobs, meta, settings(concurrency=1, max_cost_usd=0.004), tmp_path / "cache.jsonl")
+    assert 5 < len(read_cache(tmp_path / "cache.jsonl")) < 40
+
+
+def test_missing_api_key_is_a_one_line_error(stub, tmp_path, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    meta, jobs = jobs_for(1)
+    with pytest.raises(InputError, match="ANTHROPIC_API_KEY"):
+        run(jobs, meta, settings(), tmp_path / "cache.jsonl")
+    assert not stub.requests
+
+
+# --- openai-compatible ---------------------------------------------------------------------------------
+def test_openai_compatible_with_base_url_and_no_key(stub, tmp_path):
+    stub.faults = ["rate_limit"]
+    meta, jobs = jobs_for(5, provider="openai-compatible", model="llama3.1:8b")
+    outcome = run(jobs, meta, settings("openai-compatible", model="llama3.1:8b", base_url=f"{stub.url}/v1"), tmp_path / "c.jsonl")
+    assert outcome.succeeded == 5
+    assert stub.count("POST", "/v1/chat/completions") == 6
+    assert {r["family"] for r in read_cache(tmp_path / "c.jsonl").values()} == {"openai-compatible"}
+
+
+def test_openai_insufficient_quota_is_a_spend_limit(stub, tmp_path):
+    stub.spend_limit_after = 2
+    meta, jobs = jobs_for(6, provider="openai-compatible")
+    with pytest.raises(StopGeneration, match="spend limit"):
+        run(jobs, meta, settings("openai-compatible", concurrency=1, base_url=f"{stub.url}/v1"), tmp_path / "c.jsonl")
+    assert len(read_cache(tmp_path / "c.jsonl")) == 2
+    assert stub.count("POST", "/v1/chat/completions") == 3
+
+
+def test_openai_truncated_reply_is_cached_as_rejected(stub, tmp_path):
+    stub.stop_reason = lambda passage: "max_tokens"
+    meta, jobs = jobs_for(2, provider="openai-compatible")
+    run(jobs, meta, settings("openai-compatible", base_url=f"{stub.url}/v1"), tmp_path / "c.jsonl")
+    assert {r["rejected"] for r in read_cache(tmp_path / "c.jsonl").values()} == {"truncated"}
+
+
+# --- anthropic-batch -------------------------------------------------------------------------------------
+def test_batch_submits_journals_and_collects(stub, tmp_path, monkeypatch):
+    import retrieval_bench.generate as generate
+
+    monkeypatch.setattr(generate, "BATCH_MAX_REQUESTS", 4)  # 10 requests -> 3 batches
+    stub.batch_seconds = 0.2
+    meta, jobs = jobs_for(10, provider="anthropic-batch")
+    start = time.monotonic()
+    outcome = run(jobs, meta, settings("anthropic-batch"), tmp_path / "cache.jsonl")
+    assert time.monotonic() - start < 10
+    assert outcome.succeeded == 10 and outcome.submitted_batches == 3 and stub.batch_creates() == 3
+    assert set(read_cache(tmp_path / "cache.jsonl")) == {job.key for job in jobs}
+    events = read_jsonl(tmp_path / "cache.batches.jsonl")
+    assert [e["event"] for e in events].count("submitted") == 3 and [e["event"] for e in events].count("collected") == 3
+    submitted = [r["key"] for e in events if e["event"] == "submitted" for r in e["requests"]]
+    assert sorted(submitted) == sorted(job.key for job in jobs)
+    custom_ids = [r["custom_id"] for b in stub.batches.values() for r in b["requests"]]
+    assert sorted(custom_ids) == sorted(submitted) and all(len(c) <= 64 for c in custom_ids)
+    assert outcome.cost == pytest.approx(settings().cost(outcome.input_tokens, outcome.output_tokens) / 2)

@@ -1,0 +1,309 @@
+"""The generate_goldenset stage as a process, against the stub server: crashes (SIGKILL) and
+reruns, batch resume, spend limit, cost guard and dry run, cache reuse, hygiene and echo
+reports, and that an API key is never written anywhere."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+from conftest import set_params
+from stub_llm import (
+    StubLLM,
+    default_reply,
+    read_jsonl,
+    run_stage,
+    stage_env,
+    stage_project,
+    start_stage,
+)
+
+from retrieval_bench.load import chunk_documents
+
+CACHE = "data/question_cache.jsonl"
+JOURNAL = "data/question_cache.batches.jsonl"
+GOLDEN = "data/goldenset.jsonl"
+
+
+def wait_for(condition, process, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, f"the stage ended early: {process.communicate()}"
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def kill(process) -> None:
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL
+
+
+def test_sigkill_mid_run_keeps_finished_questions_and_repeats_no_request(tmp_path):
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 16, "generate.concurrency": 2})
+    with StubLLM() as stub:
+        stub.latency = 0.2
+        process = start_stage(project, stub)
+        wait_for(lambda: len(read_jsonl(project / CACHE)) >= 4, process)
+        kill(process)
+        before = read_jsonl(project / CACHE)
+        finished = {record["passage_sha256"] for record in before}
+        assert 4 <= len(before) < 16 and not (project / GOLDEN).exists()
+
+        stub.reset_counts()
+        stub.latency = 0.0
+        status, out, err = run_stage(project, stub)
+        assert status == 0, err
+        asked = [request.passage_sha for request in stub.generation_requests()]
+        assert not finished & set(asked), "a finished passage was asked again"
+        assert len(asked) == 16 - len(before) == len(set(asked))
+        after = read_jsonl(project / CACHE)
+        assert after[:len(before)] == before  # append-only: every finished question kept
+        assert len(read_jsonl(project / GOLDEN)) == 16
+
+
+def test_batch_killed_before_results_is_collected_by_the_rerun_without_a_second_submission(tmp_path):
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "anthropic-batch", "generate.max_questions": 12})
+    with StubLLM() as stub:
+        stub.batch_seconds = 1.5
+        process = start_stage(project, stub)
+        wait_for(lambda: any(e["event"] == "submitted" for e in read_jsonl(project / JOURNAL)), process)
+        kill(process)
+        assert stub.batch_creates() == 1 and not read_jsonl(project / CACHE)
+
+        status, out, err = run_stage(project, stub)
+        assert status == 0, err
+        assert stub.batch_creates() == 1, "the journalled batch was submitted again"
+        assert "resuming" in err
+        events = read_jsonl(project / JOURNAL)
+        submitted = {r["key"] for e in events if e["event"] == "submitted" for r in e["requests"]}
+        assert [e["event"] for e in events] == ["submitted", "collected"]
+        assert {record["key"] for record in read_jsonl(project / CACHE)} == submitted
+        assert len(read_jsonl(project / GOLDEN)) == 12
+
+
+def test_batch_errored_expired_and_canceled_requests_stay_uncached_and_are_resubmitted(tmp_path):
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "anthropic-batch", "generate.max_questions": 12})
+    with StubLLM() as stub:
+        stub.batch_outcome = lambda custom_id, index: {0: "errored", 1: "expired", 2: "canceled"}.get(index, "succeeded")
+        status, out, err = run_stage(project, stub)
+        assert status == 1 and "3 requests failed" in err and "rerun" in err
+        assert len(read_jsonl(project / CACHE)) == 9
+        failed = {r["custom_id"] for r in stub.batches["msgbatch_stub0001"]["requests"][:3]}
+
+        stub.batch_outcome = lambda custom_id, index: "succeeded"
+        status, out, err = run_stage(project, stub)
+        assert status == 0, err
+        assert stub.batch_creates() == 2
+        assert {r["custom_id"] for r in stub.batches["msgbatch_stub0002"]["requests"]} == failed
+        assert len(read_jsonl(project / GOLDEN)) == 12
+
+
+def test_spend_limit_stops_cleanly_and_the_rerun_pays_only_for_misses(tmp_path):
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 12, "generate.concurrency": 2})
+    with StubLLM() as stub:
+        stub.spend_limit_after = 5
+        status, out, err = run_stage(project, stub)
+        assert status == 1
+        lines = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(lines) == 1 and "spend limit" in lines[0] and "5 replies from this run are kept" in lines[0]
+        assert "Traceback" not in err
+        assert len(read_jsonl(project / CACHE)) == 5 and not (project / GOLDEN).exists()
+
+        stub.spend_limit_after = None
+        stub.reset_counts()
+        status, out, err = run_stage(project, stub)
+        assert status == 0, err
+        assert len(stub.generation_requests()) == 7
+        assert len(read_jsonl(project / GOLDEN)) == 12
+
+
+def test_api_key_is_never_written_to_any_file_or_output(tmp_path):
+    key = f"sk-ant-api03-LEAKCHECK-{uuid.uuid4().hex}"
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 6})
+    outputs = []
+    with StubLLM() as stub:
+        env = stage_env(stub, key)
+        stub.faults = ["rate_limit", "reset", "malformed"]
+        outputs.append(run_stage(project, stub, env=env))
+        assert outputs[-1][0] == 0, outputs[-1][2]
+        set_params(project, **{"generate.max_questions": 9})
+        stub.faults = ["auth"]
+        outputs.append(run_stage(project, stub, env=env))
+        set_params(project, **{"generate.provider": "anthropic-batch", "generate.max_questions": 12})
+        stub.spend_limit_after = 0
+        outputs.append(run_stage(project, stub, env=env))
+        assert [status for status, _, _ in outputs] == [0, 1, 1]
+        headers = [r.headers for r in stub.generation_requests()]
+        assert any(key in h.get("x-api-key", "") + h.get("authorization", "") for h in headers)
+    leaked = [path for path in project.rglob("*") if path.is_file() and key.encode() in path.read_bytes()]
+    assert not leaked
+    assert all(key not in out and key not in err for _, out, err in outputs)
+
+
+def test_cost_guard_refuses_and_dry_run_estimates_without_calls(tmp_path):
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 12, "generate.max_cost_usd": 0.001})
+    with StubLLM() as stub:
+        status, out, err = run_stage(project, stub)
+        assert status == 1 and err.strip().splitlines() == [err.strip()] and err.startswith("error:")
+        assert "max_cost_usd" in err and not stub.requests
+        assert "12 questions to generate" in out and "$" in out
+
+        no_key = {k: v for k, v in stage_env(stub).items() if k != "ANTHROPIC_API_KEY"}
+        status, out, err = run_stage(project, stub, "--dry-run", env=no_key)
+        assert status == 0, err
+        assert "dry run" in out and "anthropic-batch instead" in out and not stub.requests
+        assert not (project / GOLDEN).exists() and (project / CACHE).read_text() == ""
+        status, out, err = run_stage(project, stub, env={**no_key, "RETRIEVAL_BENCH_DRY_RUN": "1"})
+        assert status == 3 and "dry run" in out and not stub.requests
+
+
+def test_cache_hits_edited_passage_and_prompt_change(tmp_path):
+    project = stage_project(tmp_path / "p", docs=["inmemorydb.md", "autoinc.md"])
+    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 0})
+    documents = pd.read_parquet(project / "data/documents.parquet")
+    passages = chunk_documents(documents, 800, 100)
+    n = passages["text_sha256"].nunique()
+    with StubLLM() as stub:
+        assert run_stage(project, stub)[0] == 0
+        assert len(stub.generation_requests()) == n
+        stub.reset_counts()
+        no_key = {k: v for k, v in stage_env(stub).items() if k != "ANTHROPIC_API_KEY"}
+        assert run_stage(project, stub, env=no_key)[0] == 0  # everything cached: no key needed
+        assert not stub.requests
+
+        # Edit one word inside one passage (outside every overlap): exactly one question is regenerated.
+        doc_id = documents["doc_id"][0]
+        text = documents["text"][0]
+        spans = passages[passages["doc_id"] == doc_id][["start", "end"]].to_numpy().tolist()
+        target = spans[1]
+        middle = (target[0] + target[1]) // 2
+        assert not any(s <= middle < e for s, e in spans if [s, e] != target)
+        word_start = text.rfind(" ", 0, middle) + 1
+        word_end = text.find(" ", middle)
+        edited = text[:word_start] + "Z" * (word_end - word_start) + text[word_end:]
+        documents.loc[0, "text"] = edited
+        documents.to_parquet(project / "data/documents.parquet", index=False)
+        stub.reset_counts()
+        assert run_stage(project, stub)[0] == 0
+        assert len(stub.generation_requests()) == 1
+
+        # A changed prompt regenerates every question; its sha256 is in each golden row.
+        prompt = project / "data/question_prompt.txt"
+        prompt.write_text(prompt.read_text() + "\nWrite in plain English.\n")
+        stub.reset_counts()
+        assert run_stage(project, stub)[0] == 0
+        assert len(stub.generation_requests()) == n
+        import hashlib
+
+        sha = hashlib.sha256(prompt.read_bytes()).hexdigest()
+        assert {row["prompt_sha256"] for row in read_jsonl(project / GOLDEN)} == {sha}
+
+
+def test_passage_subset_is_chosen_before_generation_and_nested(tmp_path):
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 5})
+    with StubLLM() as stub:
+        assert run_stage(project, stub)[0] == 0
+        first = {request.passage_sha for request in stub.generation_requests()}
+        assert len(first) == 5 == len(stub.generation_requests())
+        stub.reset_counts()
+        set_params(project, **{"generate.max_questions": 8})
+        assert run_stage(project, stub)[0] == 0
+        assert len(stub.generation_requests()) == 3  # the 5 chosen before are kept: only 3 new ones
+        golden = read_jsonl(project / GOLDEN)
+        assert first <= {row["chunk_sha256"] for row in golden} and len(golden) == 8
+        stub.reset_counts()
+        set_params(project, **{"generate.seed": 1, "generate.max_questions": 5})
+        assert run_stage(project, stub)[0] == 0
+        assert {request.passage_sha for request in stub.generation_requests()} != first
+
+
+def test_hygiene_rejects_duplicates_and_replacement_are_reported(tmp_path):
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 10, "generate.concurrency": 1})
+    calls: Counter[str] = Counter()
+    order: list[str] = []
+
+    def reply(passage: str) -> str:
+        calls[passage] += 1
+        if passage not in order:
+            order.append(passage)
+        question = json.loads(default_reply(passage))["question"]
+        if passage == order[0]:
+            return "I'm sorry, but I can't write a question about this passage."
+        if passage in order[1:3] and calls[passage] == 1:
+            return json.dumps({"question": "How does SQLite keep my data safe?", "evidence": ""})
+        return f'Here is a question a user might type:\n\n1. "{question}"'
+
+    with StubLLM() as stub:
+        stub.reply = reply
+        stub.stop_reason = lambda passage: "max_tokens" if len(order) > 3 and passage == order[3] and calls[passage] == 1 else "end_turn"
+        status, out, err = run_stage(project, stub)
+        assert status == 0, err
+    golden = read_jsonl(project / GOLDEN)
+    assert len(golden) == 10
+    duplicate = [row for row in golden if row["question"] == "How does SQLite keep my data safe?"]
+    assert len(duplicate) == 1  # one of the two passages keeps it, the other was asked again
+    cleaned = [row["question"] for row in golden if row not in duplicate]
+    assert all(q.startswith("Where is topic") and q.endswith("?") for q in cleaned)  # no preamble, number, quotes
+    rejects = read_jsonl(project / "metrics/generate_rejects.jsonl")
+    reasons = Counter(reject["reason"] for reject in rejects)
+    assert reasons == {"refusal": 2, "duplicate_question": 1, "truncated": 1}
+    report = json.loads((project / "metrics/goldenset.json").read_text())
+    assert report["rejected"] == 4 and report["rejected_by_reason"] == dict(reasons) and report["exhausted"] == 1
+    assert "refusal" in out and "generate_rejects.jsonl" in out
+
+
+def test_echo_gauge_flags_copied_questions_and_drop_echo_regenerates_them(tmp_path):
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 6})
+    calls: Counter[str] = Counter()
+
+    def reply(passage: str) -> str:
+        calls[passage] += 1
+        if calls[passage] == 1:  # a question that copies ten words of its passage
+            return json.dumps({"question": "Is it true that " + " ".join(passage.split()[3:13]) + "?", "evidence": ""})
+        return default_reply(passage)
+
+    with StubLLM() as stub:
+        stub.reply = reply
+        assert run_stage(project, stub)[0] == 0
+        report = json.loads((project / "metrics/goldenset.json").read_text())
+        golden = read_jsonl(project / GOLDEN)
+        assert report["echo_rate"] == 1.0 and report["echo_flagged"] == 6
+        assert all(row["echo"] and row["echo_longest_ngram"] >= 5 and row["bm25_rank"] >= 1 for row in golden)
+        assert report["bm25_mrr"] is not None and report["bm25_recall@1"] is not None
+
+        stub.reset_counts()
+        set_params(project, **{"generate.drop_echo": True})
+        assert run_stage(project, stub)[0] == 0
+        assert len(stub.generation_requests()) == 6  # each echo asked again once
+        report = json.loads((project / "metrics/goldenset.json").read_text())
+        assert report["echo_rate"] == 0.0 and report["n_questions"] == 6
+        assert report["rejected_by_reason"] == {"echo": 6}
+
+
+def test_openai_compatible_provider_through_the_stage(tmp_path):
+    project = stage_project(tmp_path / "p")
+    with StubLLM() as stub:
+        set_params(project, **{"generate.provider": "openai-compatible", "generate.model": "qwen2.5:7b",
+                               "generate.base_url": f"{stub.url}/v1", "generate.max_questions": 4})
+        env = {k: v for k, v in stage_env(stub).items() if k != "ANTHROPIC_API_KEY"}
+        status, out, err = run_stage(project, stub, env=env)
+        assert status == 0, err
+        assert stub.count("POST", "/v1/chat/completions") == 4
+    assert {row["source"] for row in read_jsonl(project / GOLDEN)} == {"qwen2.5:7b"}
+    assert os.path.getsize(project / JOURNAL) == 0
+    assert Path(project / "metrics/generate_rejects.jsonl").read_text() == ""
