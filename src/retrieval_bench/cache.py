@@ -35,12 +35,13 @@ def cache_key(family: str, model: str, prompt_sha256: str, passage_text: str, ma
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def read_cache(path: str | Path) -> dict[str, dict]:
-    """Records by key; a missing file is an empty cache, a torn last line (crash mid-write) is skipped."""
+def _read_append_log(path: str | Path, what: str, required: tuple[str, ...]) -> list[dict]:
+    """The records of an append-only JSONL file, in order; a missing file is empty and a torn
+    last line (a crash mid-write) is skipped, while a bad line elsewhere is an InputError."""
     path = Path(path)
     if not path.exists():
-        return {}
-    records: dict[str, dict] = {}
+        return []
+    records = []
     lines = path.read_text(encoding="utf-8").splitlines()
     for line_number, line in enumerate(lines, 1):
         if not line.strip():
@@ -50,33 +51,21 @@ def read_cache(path: str | Path) -> dict[str, dict]:
         except json.JSONDecodeError:
             if line_number == len(lines):  # only the last line can be torn by a crash
                 continue
-            raise InputError(f"{path}:{line_number}: invalid JSON in the question cache") from None
-        if "key" not in record or "question" not in record:
-            raise InputError(f"{path}:{line_number}: a cache record needs 'key' and 'question'")
-        records[record["key"]] = record
+            raise InputError(f"{path}:{line_number}: invalid JSON in the {what}") from None
+        if not isinstance(record, dict) or any(key not in record for key in required):
+            raise InputError(f"{path}:{line_number}: a {what} record needs {' and '.join(map(repr, required))}")
+        records.append(record)
     return records
 
 
+def read_cache(path: str | Path) -> dict[str, dict]:
+    """Cache records by key (a later record for the same key wins)."""
+    return {record["key"]: record for record in _read_append_log(path, "question cache", ("key", "question"))}
+
+
 def read_journal(path: str | Path) -> list[dict]:
-    """The batch journal's events in order; a missing file is empty, a torn last line is skipped."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    events = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for line_number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            if line_number == len(lines):
-                continue
-            raise InputError(f"{path}:{line_number}: invalid JSON in the batch journal") from None
-        if not isinstance(event, dict) or "event" not in event or "batch_id" not in event:
-            raise InputError(f"{path}:{line_number}: a journal event needs 'event' and 'batch_id'")
-        events.append(event)
-    return events
+    """The batch journal's events in order."""
+    return _read_append_log(path, "batch journal", ("event", "batch_id"))
 
 
 def pending_batches(events: list[dict]) -> list[dict]:

@@ -16,7 +16,7 @@ The rule (ECHO_RULE): a question echoes its passage if it shares a run of
 ECHO_MIN_NGRAM (5) or more words with it, or if at least ECHO_MIN_SHARE (90%) of its content
 words occur in it and it has at least ECHO_MIN_CONTENT_WORDS (3) of them (a two-word
 question naming its topic is not an echo). Paraphrased questions, like the bundled
-hand-written ones, share no four-word run and at most about 75% of their content words.
+hand-written ones, share no five-word run and at most 86% of their content words.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrieval_bench.lexical import bm25_scores, tokenize
+from retrieval_bench.rank import judged_ranks
 
 ECHO_MIN_NGRAM = 5
 ECHO_MIN_SHARE = 0.9
@@ -87,19 +88,13 @@ def is_echo(question: str, passage: str) -> bool:
     return measure(question, passage).flagged
 
 
-def bm25_ranks(passage_texts: list[str], questions: list[str], gold_indices: list[int], batch: int = 256) -> list[int]:
-    """Rank (1 = best) of each question's gold passage among all passages under BM25; ties with
-    the gold passage count against it (rank = 1 + passages scoring at least as high, other than it)."""
+def bm25_ranks(passage_texts: list[str], questions: list[str], gold_indices: list[int]) -> list[int]:
+    """Rank (1 = best) of each question's gold passage among all passages under BM25, ties broken
+    pessimistically as in scoring."""
     if not questions:
         return []
-    scores = bm25_scores(passage_texts, questions)
-    ranks: list[int] = []
-    for begin in range(0, len(questions), batch):
-        block = scores(slice(begin, begin + batch))
-        for offset, row in enumerate(block):
-            gold = gold_indices[begin + offset]
-            ranks.append(int(np.sum(row >= row[gold])))  # includes the gold passage itself
-    return ranks
+    judged = [np.array([gold]) for gold in gold_indices]
+    return [int(ranks[0]) for ranks in judged_ranks(bm25_scores(passage_texts, questions), len(questions), judged)]
 
 
 def gauge(rows: list[dict], passage_texts: dict[str, str], all_passages: list[str], all_ids: list[str]) -> dict:

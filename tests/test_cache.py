@@ -1,0 +1,39 @@
+"""The question cache survives a crash mid-write: a torn last line is skipped and repaired."""
+import pytest
+
+from retrieval_bench.cache import CacheWriter, cache_key, read_cache, read_journal
+from retrieval_bench.io import InputError
+
+
+def test_torn_last_line_is_skipped_then_cut_before_the_next_append(tmp_path):
+    path = tmp_path / "cache.jsonl"
+    with CacheWriter(path) as writer:
+        writer.append({"key": "k1", "question": "first?"})
+    with open(path, "a") as handle:
+        handle.write('{"key": "k2", "quest')  # the process died here
+    assert list(read_cache(path)) == ["k1"]
+    with CacheWriter(path) as writer:
+        writer.append({"key": "k3", "question": "third?"})
+    assert list(read_cache(path)) == ["k1", "k3"]
+    assert path.read_text().count("\n") == 2
+
+
+def test_a_bad_line_before_the_end_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "cache.jsonl"
+    path.write_text('{"key": "k1", "question": "q?"}\nnot json\n{"key": "k2", "question": "q?"}\n')
+    with pytest.raises(InputError, match=r"cache.jsonl:2: invalid JSON in the question cache"):
+        read_cache(path)
+    path.write_text('{"question": "no key?"}\n')
+    with pytest.raises(InputError, match=r"cache.jsonl:1: a question cache record needs 'key' and 'question'"):
+        read_cache(path)
+    assert read_cache(tmp_path / "absent.jsonl") == {} and read_journal(tmp_path / "absent.jsonl") == []
+
+
+def test_key_changes_with_everything_that_changes_the_reply():
+    base = ("anthropic", "claude-haiku-4-5", "p" * 64, "passage text", 300)
+    key = cache_key(*base)
+    for index, other in enumerate(["openai-compatible", "other-model", "q" * 64, "passage text!", 301]):
+        changed = list(base)
+        changed[index] = other
+        assert cache_key(*changed) != key
+    assert cache_key(*base, attempt=0) == key != cache_key(*base, attempt=1)
