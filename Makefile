@@ -22,6 +22,9 @@ repro: $(INSTALLED)
 test: $(INSTALLED)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) -m pytest -n 2 --durations=10 -q
 
+bench: $(INSTALLED)
+	$(PYTHON) bench/generate_throughput.py
+
 reproduce-scifact: $(INSTALLED)
 	$(PYTHON) bench/reproduce_scifact.py $(SCIFACT)
 

@@ -24,13 +24,14 @@ from retrieval_bench.generate import (
     Meta,
     Settings,
     journal_path_for,
-    normalise_question,
 )
 from retrieval_bench.goldenset import (
     deduplicate,
     generated_row,
     handwritten_rows,
     label_rows,
+    normalise_question,
+    read_handwritten,
     sample_rows,
 )
 from retrieval_bench.io import (
@@ -65,16 +66,15 @@ def log(message: str) -> None:
     print(f"generate_goldenset: {message}", flush=True)
 
 
-# --------------------------------------------------------------------------------------------
-# The golden set
-# --------------------------------------------------------------------------------------------
-def read_handwritten(path: Path) -> list[dict]:
-    records = read_jsonl(path) if path.exists() else []
-    for number, record in enumerate(records, 1):
-        missing = {"question", "doc_id", "evidence"} - set(record)
-        if missing:
-            raise InputError(f"{path}: record {number} lacks {', '.join(sorted(missing))}")
-    return records
+def dry_run_requested_by_env() -> bool:
+    return os.environ.get(DRY_RUN_ENV, "").lower() in ("1", "true", "yes")
+
+
+def end_dry_run(message: str) -> None:
+    """Stop after a dry run: exit 0 from the command line, 3 under `dvc repro` (the environment
+    switch) so that DVC records nothing."""
+    log(message)
+    raise SystemExit(3 if dry_run_requested_by_env() else 0)
 
 
 def synthetic(params: dict, documents: pd.DataFrame, template: str, prompt_sha256: str, dry_run: bool) -> tuple[list[dict], list[dict], dict, pd.DataFrame]:
@@ -92,14 +92,12 @@ def synthetic(params: dict, documents: pd.DataFrame, template: str, prompt_sha25
     if family is not None:
         generate_missing(params, settings, meta, template, ranked, budget, seen, CACHE, dry_run, log)
         if dry_run:
-            log("dry run: nothing was generated or written")
-            raise SystemExit(0 if not os.environ.get(DRY_RUN_ENV) else 3)
+            end_dry_run("dry run: nothing was generated or written")
     elif dry_run:
         index = CacheIndex(read_cache(CACHE), meta, by_key=False)
         plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False)
         log(f"provider none: nothing is generated; {plan.uncached} chosen passages have no cached question")
-        log("dry run: nothing was written")
-        raise SystemExit(0 if not os.environ.get(DRY_RUN_ENV) else 3)
+        end_dry_run("dry run: nothing was written")
     index = CacheIndex(read_cache(CACHE), meta, by_key=family is not None)
     plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False)
     texts = dict(zip(documents["doc_id"], documents["text"]))
@@ -117,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m stages.generate_goldenset", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print what would be generated and its cost; write nothing")
     args = parser.parse_args(argv)
-    dry_run = args.dry_run or os.environ.get(DRY_RUN_ENV, "").lower() in ("1", "true", "yes")
+    dry_run = args.dry_run or dry_run_requested_by_env()
     params = load_params("generate")
     documents = pd.read_parquet(DOCUMENTS)
     labels = read_jsonl(LABELS)
@@ -133,18 +131,12 @@ def main(argv: list[str] | None = None) -> None:
     rejects: list[dict] = []
     if labels:
         if dry_run:
-            log("real labels: nothing would be generated")
-            raise SystemExit(0 if not os.environ.get(DRY_RUN_ENV) else 3)
-        rows, counts = label_rows(labels), {}
+            end_dry_run("real labels: nothing would be generated")
+        rows, counts = sample_rows(label_rows(labels), params["max_questions"], params["seed"]), {}
         log(f"using {len(rows)} real labelled queries; no question is generated")
         gauge = echo.gauge(rows, dict(zip(documents["doc_id"], documents["text"])), documents["text"].tolist(), documents["doc_id"].tolist())
     else:
         rows, rejects, counts, passages = synthetic(params, documents, template, prompt_sha256, dry_run)
-        if not rows:
-            raise InputError(
-                f"no question for any passage of this corpus in {CACHE} or {params['handwritten']}; "
-                "set generate.provider to generate them, or bring real queries (see README)"
-            )
         rows, duplicates = deduplicate(rows)
         counts["duplicate_questions_dropped"] = duplicates
         gauge = echo.gauge(rows, dict(zip(passages["chunk_id"], passages["text"])), passages["text"].tolist(), passages["chunk_id"].tolist())
@@ -156,6 +148,11 @@ def main(argv: list[str] | None = None) -> None:
                                     "doc_id": row["doc_id"], "question": row["question"], "regenerated": False})
             rows = [row for row in rows if not row.get("echo")]
         rows = sample_rows(rows, params["max_questions"], params["seed"])
+        if not rows:
+            raise InputError(
+                f"no usable question for any passage of this corpus in {CACHE} or {params['handwritten']}; "
+                "set generate.provider to generate them, or bring real queries (see README)"
+            )
         n_generated = sum(row["source"] != "hand-written" for row in rows)
         log(
             f"{len(rows)} questions ({len(rows) - n_generated} hand-written, {n_generated} generated); "

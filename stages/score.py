@@ -12,10 +12,9 @@ from retrieval_bench.io import (
     run_stage,
     write_json,
 )
-from retrieval_bench.lexical import bm25_scores
-from retrieval_bench.metrics import question_metrics, summary_names
+from retrieval_bench.metrics import question_metrics, rank_histogram, summarize
 from retrieval_bench.params import load_params
-from retrieval_bench.rank import dense_scores, judged_ranks, rrf_scores
+from retrieval_bench.rank import judged_ranks, method_scores
 from retrieval_bench.relevance import judge, span_recall
 
 CHUNKS = "data/chunks.parquet"
@@ -24,41 +23,14 @@ EMBEDDINGS = "data/embeddings"
 METRICS = "metrics/metrics.json"
 PER_QUESTION = "metrics/per_question.csv"
 RECALL_CURVE = "metrics/plots/recall_at_k.csv"
-RANK_HISTOGRAM = "metrics/plots/gold_rank_histogram.csv"
-RANK_BUCKETS = [(1, 1), (2, 2), (3, 3), (4, 5), (6, 10), (11, 20), (21, 50), (51, 100), (101, None)]
+RANK_HISTOGRAM = "metrics/plots/first_relevant_rank_histogram.csv"
 
 
-def load_vectors(name: str, expected_ids: list[str]) -> np.ndarray:
-    with open(f"{EMBEDDINGS}/{'corpus' if name == 'corpus' else 'question'}_ids.json", encoding="utf-8") as handle:
-        ids = json.load(handle)
-    if ids != expected_ids:
-        raise InputError(f"{EMBEDDINGS}: {name} embeddings are for other ids than the current data; rerun the embed stage")
+def load_vectors(name: str, ids_file: str, expected_ids: list[str]) -> np.ndarray:
+    with open(f"{EMBEDDINGS}/{ids_file}", encoding="utf-8") as handle:
+        if json.load(handle) != expected_ids:
+            raise InputError(f"{EMBEDDINGS}: {name} embeddings are for other ids than the current data; rerun the embed stage")
     return np.load(f"{EMBEDDINGS}/{name}.npy")
-
-
-def score_function(retrieval: dict, chunks: pd.DataFrame, golden: list[dict]):
-    """The configured retrieval method as a function of a batch of question rows."""
-    methods = {}
-    if retrieval["method"] in ("dense", "hybrid"):
-        methods["dense"] = dense_scores(
-            load_vectors("questions", [row["qid"] for row in golden]), load_vectors("corpus", chunks["chunk_id"].tolist())
-        )
-    if retrieval["method"] in ("bm25", "hybrid"):
-        methods["bm25"] = bm25_scores(chunks["text"].tolist(), [row["question"] for row in golden])
-    if retrieval["method"] == "hybrid":
-        weights = retrieval["weights"]
-        return rrf_scores([(methods[name], weights[name]) for name in ("dense", "bm25")], retrieval["rrf_k"])
-    return methods[retrieval["method"]]
-
-
-def rank_histogram(first_ranks: pd.Series) -> pd.DataFrame:
-    rows = []
-    for low, high in RANK_BUCKETS:
-        inside = (first_ranks >= low) & (first_ranks <= (high if high is not None else np.inf))
-        label = str(low) if low == high else (f"{low}-{high}" if high is not None else f">{low - 1}")
-        rows.append({"gold_rank": label, "questions": int(inside.sum())})
-    rows.append({"gold_rank": "none", "questions": int(first_ranks.isna().sum())})
-    return pd.DataFrame(rows)
 
 
 def main() -> None:
@@ -68,7 +40,14 @@ def main() -> None:
     chunks = pd.read_parquet(CHUNKS, columns=["chunk_id", "doc_id", "start", "end", "text"])
     golden = read_jsonl(GOLDENSET)
     judgements = judge(golden, chunks, params["min_coverage"])
-    score_batch = score_function(retrieval, chunks, golden)
+    question_vectors = chunk_vectors = None
+    if retrieval["method"] != "bm25":
+        question_vectors = load_vectors("questions", "question_ids.json", [row["qid"] for row in golden])
+        chunk_vectors = load_vectors("corpus", "corpus_ids.json", chunks["chunk_id"].tolist())
+    score_batch = method_scores(
+        retrieval["method"], question_vectors, chunk_vectors, chunks["text"].tolist(), [row["question"] for row in golden],
+        retrieval["rrf_k"], retrieval["weights"],
+    )
     per_question = []
     with tqdm(total=len(golden), desc=f"score ({retrieval['method']})", unit="q") as progress:
         ranked = judged_ranks(score_batch, len(golden), [j.indices for j in judgements], progress)
@@ -78,12 +57,7 @@ def main() -> None:
             metrics = question_metrics(ranks[relevant], judgement.gains[relevant], ks, recall_at)
             per_question.append({"qid": row["qid"], **metrics})
     table = pd.DataFrame(per_question)
-    summary = {name: float(table[column].mean()) for name, column in summary_names(ks)}
-    summary.update(
-        n_questions=len(golden),
-        n_chunks=len(chunks),
-        n_questions_without_relevant_chunk=int(table["first_relevant_rank"].isna().sum()),
-    )
+    summary = summarize(table, ks, len(chunks))
     write_json(METRICS, summary)
     for path, frame in (
         (PER_QUESTION, table),

@@ -1,4 +1,5 @@
 """Bad input: one line naming the file or key, exit status 1, and no output written."""
+import json
 import shutil
 import sys
 
@@ -41,6 +42,8 @@ def assert_one_line_error(result, *fragments):
         ({"score.k": "5"}, ["params.yaml: params.score.k must be list"]),
         ({"load.chunking": {"size": 100, "overlap": 100}}, ["params.yaml: load.chunking needs size > 0 and 0 <= overlap < size"]),
         ({"retrieval.method": "magic"}, ["params.yaml: retrieval.method must be one of bm25, dense, hybrid"]),
+        ({"embed.batch_size": None}, ["params.yaml: params.embed.batch_size must be int, got null"]),
+        ({"load.source": None}, ["params.yaml: params.load.source must be str, got null"]),
     ],
 )
 def test_bad_params_and_sources(workdir, changes, fragments):
@@ -68,7 +71,7 @@ def test_malformed_chunks_file_names_the_line(workdir):
 def test_no_question_for_the_corpus_is_a_clear_error(workdir):
     assert stage("load_chunks", workdir).returncode == 0
     result = stage("generate_goldenset", workdir)  # the hand-written questions are for another corpus
-    assert_one_line_error(result, "no question for any passage", "set generate.provider")
+    assert_one_line_error(result, "no usable question for any passage", "set generate.provider")
     assert not (workdir / "data" / "goldenset.jsonl").exists()
 
 
@@ -78,3 +81,14 @@ def test_unknown_model_offline_is_a_clear_error(workdir):
     set_params(workdir, **{"embed.model": "nobody/no-such-model"})
     assert_one_line_error(stage("embed", workdir), "embed.model 'nobody/no-such-model'", "HF_HUB_OFFLINE is set")
     assert not (workdir / "data" / "embeddings").exists()
+
+
+def test_a_golden_set_emptied_by_the_echo_filter_is_an_error(workdir):
+    (workdir / "data" / "docs" / "a.md").write_text("The write ahead log lets readers and writers run at the same time.\n")
+    (workdir / "data" / "handwritten_questions.jsonl").write_text(json.dumps({
+        "question": "Does the write ahead log let readers and writers run at the same time?",
+        "doc_id": "a.md", "evidence": "lets readers and writers run"}) + "\n")
+    set_params(workdir, **{"generate.drop_echo": True})
+    assert stage("load_chunks", workdir).returncode == 0
+    assert_one_line_error(stage("generate_goldenset", workdir), "no usable question for any passage")
+    assert not (workdir / "data" / "goldenset.jsonl").exists()

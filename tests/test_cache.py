@@ -37,3 +37,12 @@ def test_key_changes_with_everything_that_changes_the_reply():
         changed[index] = other
         assert cache_key(*changed) != key
     assert cache_key(*base, attempt=0) == key != cache_key(*base, attempt=1)
+
+
+def test_line_separator_characters_inside_a_record_do_not_split_it(tmp_path):
+    path = tmp_path / "cache.jsonl"
+    odd = "a reply with \x85 NEL, \u2028 LINE SEPARATOR and \u2029 inside?"
+    with CacheWriter(path) as writer:
+        writer.append({"key": "k1", "question": odd})
+        writer.append({"key": "k2", "question": "plain?"})
+    assert [record["question"] for record in read_cache(path).values()] == [odd, "plain?"]

@@ -52,15 +52,17 @@ def test_paraphrases_are_not_flagged(question):
     assert not echo.flagged and echo.longest_ngram < ECHO_MIN_NGRAM
 
 
-def test_bundled_handwritten_questions_are_mostly_not_flagged():
+def test_bundled_handwritten_questions_are_not_flagged():
     documents = read_documents_folder(ROOT / "data" / "sample" / "sqlite")
     passages = chunk_documents(documents, 800, 100)
     rows, counts = handwritten_rows(read_jsonl(ROOT / "data" / "handwritten_questions.jsonl"), documents, passages)
     assert len(rows) == 180 and counts == {"other_corpus": 0, "not_located": 0}
     summary = gauge(rows, dict(zip(passages["chunk_id"], passages["text"])), passages["text"].tolist(), passages["chunk_id"].tolist())
-    assert summary["echo_rate"] <= 0.05
-    assert max(row["echo_longest_ngram"] for row in rows) <= 4
-    assert 0 < summary["bm25_mrr"] < 1 and 0 < summary["bm25_recall@1"] < 1
+    # The figures the README quotes.
+    assert summary["echo_rate"] == 0.0
+    assert max(row["echo_longest_ngram"] for row in rows) == 4
+    assert max(row["echo_content_share"] for row in rows) < 0.86
+    assert round(summary["bm25_mrr"], 2) == 0.38 and round(summary["bm25_recall@1"], 2) == 0.26
     assert all(1 <= row["bm25_rank"] <= len(passages) for row in rows)
 
 

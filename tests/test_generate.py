@@ -17,9 +17,9 @@ from retrieval_bench.generate import (
     clean_reply,
     estimate,
     make_job,
-    normalise_question,
     run,
 )
+from retrieval_bench.goldenset import normalise_question
 from retrieval_bench.io import InputError
 
 TEMPLATE = "Write one question.\n<passage>\n{passage}\n</passage>\n"

@@ -129,3 +129,21 @@ def test_qrels_errors_name_file_and_line(tmp_path):
     path.write_text("q1 c1\n")
     with pytest.raises(InputError, match=r"qrels.tsv:1: expected"):
         read_qrels(path)
+
+
+def test_ids_with_spaces_and_quoted_queries_survive(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write_jsonl(folder / "chunks.jsonl", [{"id": "my notes.md:0-9", "text": "some text"}, {"id": "b", "text": "other"}])
+    (folder / "queries.tsv").write_text('q 1\t"NULL" versus empty string\n')
+    (folder / "qrels.tsv").write_text("q 1\tmy notes.md:0-9\t2\n")
+    assert load_corpus(folder).labels == [{"qid": "q 1", "question": '"NULL" versus empty string', "relevant": {"my notes.md:0-9": 2}}]
+
+
+def test_encodings_byte_order_mark_accepted_latin1_refused(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"id": "1", "text": "caf\xc3\xa9"}\n')
+    assert load_corpus(path).chunks["text"].tolist() == ["café"]
+    path.write_bytes(b'{"id": "1", "text": "ok"}\n{"id": "2", "text": "caf\xe9"}\n')
+    with pytest.raises(InputError, match=r"c.jsonl:2: not UTF-8 text"):
+        load_corpus(path)

@@ -3,10 +3,17 @@ metric against trec_eval (pytrec_eval) to 1e-9."""
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import pytrec_eval
 
-from retrieval_bench.metrics import average_precision_at, ndcg_at, question_metrics
+from retrieval_bench.metrics import (
+    average_precision_at,
+    ndcg_at,
+    question_metrics,
+    rank_histogram,
+    summarize,
+)
 from retrieval_bench.rank import pessimistic_ranks
 
 KS = [1, 3, 5, 10, 20]
@@ -101,3 +108,20 @@ def test_every_metric_equals_trec_eval(seed):
     assert average_precision_at(ranks, 10) == pytest.approx(trec["map_cut_10"], abs=1e-9)
     assert ours["reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
     assert ours["reciprocal_rank@10"] == pytest.approx(trec_rr10, abs=1e-9)
+
+
+def test_summary_and_rank_histogram():
+    table = pd.DataFrame([
+        question_metrics(np.array([1]), np.array([1.0]), [1, 5]),
+        question_metrics(np.array([4, 30]), np.array([1.0, 1.0]), [1, 5]),
+        question_metrics(np.array([250]), np.array([1.0]), [1, 5]),
+        question_metrics(np.array([]), np.array([]), [1, 5]),  # no chunk held enough of the evidence
+    ])
+    summary = summarize(table, [1, 5], n_chunks=300)
+    assert summary["recall@5"] == pytest.approx((1 + 0.5 + 0 + 0) / 4)
+    assert summary["hit@5"] == 0.5 and summary["mrr"] == pytest.approx((1 + 1 / 4 + 1 / 250) / 4)
+    assert summary["n_questions"] == 4 and summary["n_chunks"] == 300
+    assert summary["n_questions_without_relevant_chunk"] == 1
+    histogram = rank_histogram(table["first_relevant_rank"]).set_index("first_relevant_rank")["questions"]
+    assert histogram.to_dict() == {"1": 1, "2": 0, "3": 0, "4-5": 1, "6-10": 0, "11-20": 0, "21-50": 0,
+                                   "51-100": 0, ">100": 1, "none": 1}

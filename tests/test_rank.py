@@ -1,16 +1,18 @@
-"""retrieval_bench.rank (dense scores, ordinal and pessimistic ranks, reciprocal rank fusion) and
+"""retrieval_bench.rank (dense scores, tied and pessimistic ranks, reciprocal rank fusion) and
 retrieval_bench.lexical (BM25) on small hand-checked examples."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from retrieval_bench.lexical import bm25_scores
 from retrieval_bench.rank import (
     dense_scores,
     judged_ranks,
-    ordinal_ranks,
+    method_scores,
     pessimistic_ranks,
     rrf_scores,
+    tied_ranks,
 )
 
 
@@ -20,9 +22,20 @@ def fixed(matrix: list[list[float]]):
     return lambda rows: scores[rows]
 
 
-def test_ordinal_ranks_best_first_and_ties_keep_chunk_order():
-    scores = np.array([[0.2, 0.9, 0.5, 0.1], [0.5, 0.9, 0.5, 0.1]])
-    assert ordinal_ranks(scores).tolist() == [[3, 1, 2, 4], [2, 1, 3, 4]]
+def test_tied_ranks_best_first_and_ties_share_the_worst_rank():
+    scores = np.array([[0.2, 0.9, 0.5, 0.1], [0.5, 0.9, 0.5, 0.1], [0.0, 0.0, 0.0, 1.0]])
+    assert tied_ranks(scores).tolist() == [[3, 1, 2, 4], [3, 1, 3, 4], [4, 4, 4, 1]]
+
+
+def test_rrf_does_not_depend_on_chunk_order():
+    # BM25 gives many chunks exactly 0: their fused order must come from the other method alone.
+    dense = np.array([[0.1, 0.4, 0.3, 0.2]])
+    bm25 = np.array([[0.0, 0.0, 0.0, 2.0]])
+    order = np.array([3, 2, 1, 0])
+    fused = rrf_scores([(fixed(dense), 1.0), (fixed(bm25), 1.0)], rrf_k=60)(slice(0, 1))[0]
+    reordered = rrf_scores([(fixed(dense[:, order]), 1.0), (fixed(bm25[:, order]), 1.0)], rrf_k=60)(slice(0, 1))[0]
+    np.testing.assert_allclose(reordered, fused[order])
+    assert np.argsort(-fused).tolist() == [3, 1, 2, 0]
 
 
 def test_rrf_on_a_hand_computed_example():
@@ -44,7 +57,7 @@ def test_rrf_on_a_hand_computed_example():
     np.testing.assert_allclose(fused(slice(1, 2)), expected[1:], atol=1e-9)
     # Fused order of question 0: chunk 2, chunk 0, chunk 3, chunk 1 (neither method's own order).
     assert np.argsort(-fused(slice(0, 1))[0]).tolist() == [2, 0, 3, 1]
-    assert ordinal_ranks(fused(slice(0, 2))).tolist() == [[2, 4, 1, 3], [1, 2, 3, 4]]
+    assert tied_ranks(fused(slice(0, 2))).tolist() == [[2, 4, 1, 3], [1, 2, 3, 4]]
 
 
 def test_rrf_with_equal_weights_ties_symmetric_disagreements():
@@ -62,7 +75,7 @@ def test_pessimistic_ranks_put_a_tied_judged_chunk_after_the_others():
     assert empty.shape == (0,) and empty.dtype == np.int64
     # Without ties it agrees with the ordinal ranks.
     distinct = np.array([0.3, 0.9, 0.1, 0.5])
-    assert pessimistic_ranks(distinct, np.arange(4)).tolist() == ordinal_ranks(distinct[None, :])[0].tolist()
+    assert pessimistic_ranks(distinct, np.arange(4)).tolist() == tied_ranks(distinct[None, :])[0].tolist()
 
 
 def test_dense_scores_are_cosine_similarities_of_unit_vectors():
@@ -101,3 +114,20 @@ def test_bm25_ranks_the_chunk_sharing_a_rare_word_first():
 def test_bm25_question_without_known_words_scores_zero():
     scores = bm25_scores(["alpha beta", "gamma delta"], ["the of and"])  # stop words only
     assert scores(slice(0, 1)).tolist() == [[0.0, 0.0]]
+
+
+def test_method_scores_dispatch_dense_bm25_and_hybrid():
+    chunks = ["apples and pears", "write ahead logging in sqlite", "vacuum rebuilds the file"]
+    questions = ["how does sqlite logging work"]
+    question_vectors = np.array([[0.0, 1.0]])
+    chunk_vectors = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]])
+    dense = method_scores("dense", question_vectors, chunk_vectors, chunks, questions)(slice(0, 1))[0]
+    np.testing.assert_allclose(dense, [0.0, 0.8, 1.0])
+    bm25 = method_scores("bm25", None, None, chunks, questions)(slice(0, 1))[0]
+    assert int(np.argmax(bm25)) == 1 and bm25[0] == bm25[2] == 0
+    hybrid = method_scores("hybrid", question_vectors, chunk_vectors, chunks, questions, rrf_k=60,
+                           weights={"dense": 1.0, "bm25": 2.0})(slice(0, 1))[0]
+    # dense ranks [3, 2, 1]; bm25 ranks [3, 1, 3] (ties share the worst rank)
+    np.testing.assert_allclose(hybrid, [1 / 63 + 2 / 63, 1 / 62 + 2 / 61, 1 / 61 + 2 / 63])
+    with pytest.raises(ValueError, match="unknown retrieval method"):
+        method_scores("magic", None, None, chunks, questions)

@@ -42,14 +42,16 @@ def _read_append_log(path: str | Path, what: str, required: tuple[str, ...]) -> 
     if not path.exists():
         return []
     records = []
-    lines = path.read_text(encoding="utf-8").splitlines()
+    text = path.read_text(encoding="utf-8")
+    # Split on "\n" alone: str.splitlines() would also split inside a record at U+0085 or U+2028.
+    lines = text.split("\n")
     for line_number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
-            if line_number == len(lines):  # only the last line can be torn by a crash
+            if line_number == len(lines) and not text.endswith("\n"):  # torn by a crash mid-write
                 continue
             raise InputError(f"{path}:{line_number}: invalid JSON in the {what}") from None
         if not isinstance(record, dict) or any(key not in record for key in required):

@@ -105,6 +105,8 @@ def load_model(model: str, max_seq_length: int | None = None):
 
 def encode(model, texts: list[str], batch_size: int, prompt: str = "", progress: bool = True) -> np.ndarray:
     """Unit-length float32 embeddings, one row per text, `prompt` prefixed (e5/bge-style models)."""
+    if not texts:
+        return np.zeros((0, model.get_sentence_embedding_dimension()), dtype=np.float32)
     vectors = model.encode(
         [prompt + text for text in texts],
         batch_size=batch_size,

@@ -37,10 +37,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from retrieval_bench.cache import CacheWriter, cache_key, pending_batches, read_journal
+from retrieval_bench.cache import (
+    CacheWriter,
+    cache_key,
+    pending_batches,
+    read_cache,
+    read_journal,
+)
 from retrieval_bench.io import InputError
 
-PROVIDERS = ("none", "anthropic", "anthropic-batch", "openai-compatible")
 # The family goes into the cache key: sync and batch Anthropic calls return the same kind of reply.
 FAMILIES = {"anthropic": "anthropic", "anthropic-batch": "anthropic", "openai-compatible": "openai-compatible"}
 BATCH_MAX_REQUESTS = 10_000
@@ -294,11 +299,6 @@ def clean_reply(raw: str, stop_reason: str | None = None) -> Cleaned:
     if n_words > 60:
         return Cleaned("", evidence, "too_long")
     return Cleaned(question, evidence, None)
-
-
-def normalise_question(question: str) -> str:
-    """The form two questions are compared in to find duplicates: case, spacing, end punctuation."""
-    return " ".join(re.sub(r"[\s?.!]+$", "", question.lower()).split())
 
 
 # --------------------------------------------------------------------------------------------
@@ -765,8 +765,6 @@ class BatchRunner:
     async def _collect(self, event: dict) -> None:
         by_key = {request["key"]: request for request in event["requests"]}
         meta = Meta(event.get("provider", "anthropic-batch"), event["family"], event["model"], event["prompt_sha256"], event["max_tokens"])
-        from retrieval_bench.cache import read_cache
-
         cached = set(read_cache(self.cache_path))
         counts: Counter[str] = Counter()
         try:

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-GOLDEN_COLUMNS = [
-    "qid", "question", "gold_chunk_id", "doc_id", "start", "end",
-    "chunk_sha256", "source", "prompt_sha256", "evidence_located",
-]
+from retrieval_bench.io import InputError, read_jsonl
+from retrieval_bench.relevance import coverage
 
 
 def locate_evidence(document: str, excerpt: str, near: int = 0) -> tuple[int, int] | None:
@@ -44,8 +43,24 @@ def best_passage(passages: pd.DataFrame, doc_id: str, start: int, end: int) -> p
     same_doc = passages[passages["doc_id"] == doc_id]
     if same_doc.empty:
         return None
-    overlap = np.minimum(same_doc["end"], end) - np.maximum(same_doc["start"], start)
-    return same_doc.iloc[int(np.argmax(overlap.to_numpy()))]
+    share = coverage(same_doc["start"].to_numpy(), same_doc["end"].to_numpy(), start, end)
+    return same_doc.iloc[int(np.argmax(share))]
+
+
+def read_handwritten(path: str | Path) -> list[dict]:
+    """Hand-written questions (question, doc_id, evidence); a missing file holds none."""
+    path = Path(path)
+    records = read_jsonl(path) if path.exists() else []
+    for number, record in enumerate(records, 1):
+        missing = {"question", "doc_id", "evidence"} - set(record)
+        if missing:
+            raise InputError(f"{path}: record {number} lacks {', '.join(sorted(missing))}")
+    return records
+
+
+def normalise_question(question: str) -> str:
+    """The form two questions are compared in to find duplicates: case, spacing, end punctuation."""
+    return " ".join(re.sub(r"[\s?.!]+$", "", question.lower()).split())
 
 
 def handwritten_rows(records: list[dict], documents: pd.DataFrame, passages: pd.DataFrame) -> tuple[list[dict], dict[str, int]]:
@@ -118,7 +133,7 @@ def deduplicate(rows: list[dict]) -> tuple[list[dict], int]:
     seen: set[str] = set()
     kept = []
     for row in rows:
-        key = " ".join(row["question"].lower().split())
+        key = normalise_question(row["question"])
         if key in seen or row["qid"] in seen:
             continue
         seen.update((key, row["qid"]))

@@ -11,6 +11,15 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 class InputError(Exception):
     """Bad input from the user: reported as one line, exit status 1, no traceback."""
 
@@ -23,6 +32,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     tmp = Path(tmp_name)
+    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs get the usual permissions
     try:
         yield tmp
         os.replace(tmp, target)
@@ -54,18 +64,28 @@ def write_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
 def read_jsonl(path: str | Path) -> list[dict]:
     """Read a JSON Lines file of objects; a bad line is an InputError naming file and line."""
     rows = []
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InputError(f"{path}:{line_number}: invalid JSON ({error.msg})") from None
-            if not isinstance(row, dict):
-                raise InputError(f"{path}:{line_number}: expected a JSON object, got {type(row).__name__}")
-            rows.append(row)
+    for line_number, line in enumerate(read_text_lines(path), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(f"{path}:{line_number}: invalid JSON ({error.msg})") from None
+        if not isinstance(row, dict):
+            raise InputError(f"{path}:{line_number}: expected a JSON object, got {type(row).__name__}")
+        rows.append(row)
     return rows
+
+
+def read_text_lines(path: str | Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file (a byte-order mark is tolerated), split on "\n" only;
+    bytes that are not UTF-8 are an InputError naming the line."""
+    with open(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, 1):
+            try:
+                yield raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"{path}:{line_number}: not UTF-8 text") from None
 
 
 def run_stage(main: Callable[[], None]) -> None:

@@ -1,7 +1,6 @@
 """Read a corpus (documents, ready chunks or a BEIR folder) and any real relevance labels."""
 from __future__ import annotations
 
-import csv
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from retrieval_bench.chunk import chunk_id, chunk_spans
-from retrieval_bench.io import InputError, read_jsonl
+from retrieval_bench.io import InputError, read_jsonl, read_text_lines
 
 DOCUMENT_SUFFIXES = (".md", ".txt")
 CHUNK_SUFFIXES = (".jsonl", ".parquet", ".csv")
@@ -71,12 +70,18 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
     return frame
 
 
+def _read_beir_jsonl(path: Path) -> list[dict]:
+    """A BEIR corpus or queries file: JSON objects with at least '_id' and 'text'."""
+    rows = read_jsonl(path)
+    for number, row in enumerate(rows, 1):
+        if "_id" not in row or "text" not in row:
+            raise InputError(f"{path}: record {number} needs '_id' and 'text'; fields found: {', '.join(row)}")
+    return rows
+
+
 def read_beir_corpus(path: Path) -> pd.DataFrame:
     """BEIR corpus.jsonl -> doc_id, text; text is title + " " + text, as BEIR and MTEB embed it."""
-    rows = read_jsonl(path)
-    for line_number, row in enumerate(rows, 1):
-        if "_id" not in row or "text" not in row:
-            raise InputError(f"{path}: record {line_number} needs '_id' and 'text'; fields found: {', '.join(row)}")
+    rows = _read_beir_jsonl(path)
     return pd.DataFrame(
         {
             "doc_id": [str(row["_id"]) for row in rows],
@@ -88,40 +93,37 @@ def read_beir_corpus(path: Path) -> pd.DataFrame:
 def read_queries(path: Path) -> dict[str, str]:
     """Queries as BEIR JSONL (_id, text) or a two-column TSV (query id, text)."""
     if path.suffix.lower() == ".jsonl":
-        queries = {}
-        for line_number, row in enumerate(read_jsonl(path), 1):
-            if "_id" not in row or "text" not in row:
-                raise InputError(f"{path}: record {line_number} needs '_id' and 'text'; fields found: {', '.join(row)}")
-            queries[str(row["_id"])] = str(row["text"])
-        return queries
+        return {str(row["_id"]): str(row["text"]) for row in _read_beir_jsonl(path)}
     queries = {}
-    with open(path, encoding="utf-8", newline="") as handle:
-        for line_number, fields in enumerate(csv.reader(handle, delimiter="\t"), 1):
-            if not fields:
-                continue
-            if len(fields) != 2:
-                raise InputError(f"{path}:{line_number}: expected 2 tab-separated fields (query id, text), got {len(fields)}")
-            queries[fields[0]] = fields[1]
+    for line_number, line in enumerate(read_text_lines(path), 1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        fields = line.split("\t")  # no CSV quoting: a query's quotes are part of its text
+        if len(fields) != 2:
+            raise InputError(f"{path}:{line_number}: expected 2 tab-separated fields (query id, text), got {len(fields)}")
+        queries[fields[0]] = fields[1]
     return queries
 
 
 def read_qrels(path: Path) -> list[tuple[str, str, int]]:
     """(query id, chunk id, grade) from a qrels TSV: 3 columns (BEIR, header allowed) or 4 (TREC)."""
     judgements = []
-    with open(path, encoding="utf-8", newline="") as handle:
-        for line_number, line in enumerate(handle, 1):
-            fields = line.split()
-            if not fields:
+    for line_number, line in enumerate(read_text_lines(path), 1):
+        line = line.rstrip("\r\n")
+        # Tab-separated (BEIR) keeps ids with spaces whole; TREC qrels are whitespace-separated.
+        fields = line.split("\t") if "\t" in line else line.split()
+        if not line.strip():
+            continue
+        if len(fields) not in (3, 4):
+            raise InputError(f"{path}:{line_number}: expected 'query chunk grade' or TREC 'query 0 chunk grade', got {len(fields)} fields")
+        query_id, corpus_id, grade = (fields[0], fields[1], fields[2]) if len(fields) == 3 else (fields[0], fields[2], fields[3])
+        try:
+            judgements.append((query_id, corpus_id, int(grade)))
+        except ValueError:
+            if line_number == 1:  # a header line such as "query-id corpus-id score"
                 continue
-            if len(fields) not in (3, 4):
-                raise InputError(f"{path}:{line_number}: expected 'query chunk grade' or TREC 'query 0 chunk grade', got {len(fields)} fields")
-            query_id, corpus_id, grade = (fields[0], fields[1], fields[2]) if len(fields) == 3 else (fields[0], fields[2], fields[3])
-            try:
-                judgements.append((query_id, corpus_id, int(grade)))
-            except ValueError:
-                if line_number == 1:  # a header line such as "query-id corpus-id score"
-                    continue
-                raise InputError(f"{path}:{line_number}: grade must be an integer, got {grade!r}") from None
+            raise InputError(f"{path}:{line_number}: grade must be an integer, got {grade!r}") from None
     if not judgements:
         raise InputError(f"{path}: no relevance judgements")
     return judgements

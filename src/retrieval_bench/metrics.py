@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 
 CUTOFF = 10  # mrr@10, ndcg@10, map@10
 
@@ -75,3 +76,28 @@ def summary_names(ks: list[int]) -> list[tuple[str, str]]:
         (f"map@{CUTOFF}", f"map@{CUTOFF}"),
     ]
     return names
+
+
+def summarize(per_question: pd.DataFrame, ks: list[int], n_chunks: int) -> dict[str, float | int]:
+    """metrics.json: the mean of every metric over questions, and the counts."""
+    summary: dict[str, float | int] = {name: float(per_question[column].mean()) for name, column in summary_names(ks)}
+    summary.update(
+        n_questions=len(per_question),
+        n_chunks=n_chunks,
+        n_questions_without_relevant_chunk=int(per_question["first_relevant_rank"].isna().sum()),
+    )
+    return summary
+
+
+RANK_BUCKETS = [(1, 1), (2, 2), (3, 3), (4, 5), (6, 10), (11, 20), (21, 50), (51, 100), (101, None)]
+
+
+def rank_histogram(first_relevant_ranks: pd.Series) -> pd.DataFrame:
+    """Questions per bucket of first relevant rank (1, 2, 3, 4-5, ..., >100, none), for a bar plot."""
+    rows = []
+    for low, high in RANK_BUCKETS:
+        inside = (first_relevant_ranks >= low) & (first_relevant_ranks <= (high if high is not None else np.inf))
+        label = str(low) if low == high else (f"{low}-{high}" if high is not None else f">{low - 1}")
+        rows.append({"first_relevant_rank": label, "questions": int(inside.sum())})
+    rows.append({"first_relevant_rank": "none", "questions": int(first_relevant_ranks.isna().sum())})
+    return pd.DataFrame(rows)

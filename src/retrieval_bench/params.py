@@ -60,6 +60,9 @@ CHOICES = {
     ("retrieval", "method"): {"dense", "bm25", "hybrid"},
 }
 
+# Keys that may be null although their default is not (null = no limit).
+NULLABLE = {"params.generate.max_cost_usd"}
+
 OPTIONAL_TYPES = {("embed", "max_seq_length"): int}
 
 
@@ -71,7 +74,11 @@ def _check(value: Any, default: Any, where: str, path: Path) -> Any:
         if unknown:
             raise InputError(f"{path}: unknown key {where}.{unknown[0]}; valid keys under {where}: {', '.join(sorted(default))}")
         return {key: _check(value.get(key, default[key]), default[key], f"{where}.{key}", path) for key in default}
-    if default is None or value is None:
+    if value is None:
+        if default is None or where in NULLABLE:
+            return None
+        raise InputError(f"{path}: {where} must be {type(default).__name__}, got null")
+    if default is None:
         return value
     if isinstance(default, bool):
         ok = isinstance(value, bool)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
+from scipy.stats import rankdata
 
 QUERY_BATCH = 256  # questions scored at once: bounds memory at QUERY_BATCH x n_chunks floats
 
@@ -13,12 +14,10 @@ def dense_scores(question_vectors: np.ndarray, chunk_vectors: np.ndarray) -> Cal
     return lambda rows: question_vectors[rows] @ chunk_vectors.T
 
 
-def ordinal_ranks(scores: np.ndarray) -> np.ndarray:
-    """1-based rank of every chunk per row, best first; equal scores keep chunk order."""
-    order = np.argsort(-scores, axis=1, kind="stable")
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.arange(1, scores.shape[1] + 1)[None, :], axis=1)
-    return ranks
+def tied_ranks(scores: np.ndarray) -> np.ndarray:
+    """1-based rank of every chunk per row, best first; chunks with equal scores share the
+    worst rank of their group (the pessimistic policy), so no chunk gains from its position."""
+    return rankdata(-scores, method="max", axis=1).astype(np.int64)
 
 
 def rrf_scores(
@@ -26,7 +25,7 @@ def rrf_scores(
 ) -> Callable[[slice], np.ndarray]:
     """Reciprocal rank fusion: sum over methods of weight / (rrf_k + rank under that method)."""
     def fused(rows: slice) -> np.ndarray:
-        return sum(weight / (rrf_k + ordinal_ranks(score(rows))) for score, weight in methods)
+        return sum(weight / (rrf_k + tied_ranks(score(rows))) for score, weight in methods)
     return fused
 
 
@@ -49,3 +48,28 @@ def judged_ranks(
             yield pessimistic_ranks(scores[offset], judged[question])
         if progress is not None:
             progress.update(rows.stop - rows.start)
+
+
+def method_scores(
+    method: str,
+    question_vectors: np.ndarray | None,
+    chunk_vectors: np.ndarray | None,
+    chunk_texts: list[str],
+    questions: list[str],
+    rrf_k: float = 60,
+    weights: dict[str, float] | None = None,
+) -> Callable[[slice], np.ndarray]:
+    """The scores of retrieval `method` (dense, bm25 or hybrid) for a batch of question rows."""
+    from retrieval_bench.lexical import bm25_scores
+
+    if method == "dense":
+        return dense_scores(question_vectors, chunk_vectors)
+    if method == "bm25":
+        return bm25_scores(chunk_texts, questions)
+    if method == "hybrid":
+        weights = weights or {"dense": 1.0, "bm25": 1.0}
+        return rrf_scores(
+            [(dense_scores(question_vectors, chunk_vectors), weights["dense"]), (bm25_scores(chunk_texts, questions), weights["bm25"])],
+            rrf_k,
+        )
+    raise ValueError(f"unknown retrieval method {method!r}")

@@ -28,11 +28,11 @@ from retrieval_bench.generate import (
     estimate,
     journal_path_for,
     make_job,
-    normalise_question,
     pending_batch_events,
     resume_batches,
     run,
 )
+from retrieval_bench.goldenset import normalise_question
 
 
 # --------------------------------------------------------------------------------------------
