@@ -40,7 +40,7 @@ def main() -> None:
     prompt_sha = hashlib.sha256(template.encode("utf-8")).hexdigest()
     meta = Meta("anthropic", "anthropic", "claude-haiku-4-5", prompt_sha, 300)
     jobs = [make_job(meta, template, text, sha, 0) for text, sha in zip(passages["text"], passages["text_sha256"])]
-    settings = Settings(provider="anthropic", model="claude-haiku-4-5", concurrency=args.concurrency, max_cost_usd=None)
+    settings = Settings.from_params({"provider": "anthropic", "concurrency": args.concurrency, "max_cost_usd": None})
 
     with StubLLM() as stub, tempfile.TemporaryDirectory() as tmp:
         stub.latency = args.latency

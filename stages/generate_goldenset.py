@@ -82,7 +82,7 @@ def synthetic(params: dict, documents: pd.DataFrame, template: str, prompt_sha25
     passages = chunk_documents(documents, size, overlap)
     hw_rows, counts = handwritten_rows(read_handwritten(Path(params["handwritten"])), documents, passages)
     hw_rows, hw_duplicates = deduplicate(hw_rows)
-    counts["handwritten_duplicates"] = hw_duplicates
+    counts["duplicate_questions_dropped"] = hw_duplicates
     settings = Settings.from_params(params)
     family = settings.family
     meta = Meta(params["provider"], family or "", params["model"], prompt_sha256, params["max_tokens"])
@@ -101,9 +101,9 @@ def synthetic(params: dict, documents: pd.DataFrame, template: str, prompt_sha25
     index = CacheIndex(read_cache(CACHE), meta, by_key=family is not None)
     plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False)
     texts = dict(zip(documents["doc_id"], documents["text"]))
-    generated = [generated_row(record, pd.Series(passage), texts[passage["doc_id"]]) for passage, record in plan.accepted]
+    generated = [generated_row(record, passage, texts[passage["doc_id"]]) for passage, record in plan.accepted]
     counts.update(
-        passages=len(passages), passages_eligible=len(ranked), uncached=plan.uncached, exhausted=plan.exhausted,
+        passages=len(passages), uncached=plan.uncached, exhausted=plan.exhausted,
         evidence_not_located=sum(not row["evidence_located"] for row in generated),
     )
     covered = {row["chunk_sha256"] for row in hw_rows + generated}
@@ -137,8 +137,6 @@ def main(argv: list[str] | None = None) -> None:
         gauge = echo.gauge(rows, dict(zip(documents["doc_id"], documents["text"])), documents["text"].tolist(), documents["doc_id"].tolist())
     else:
         rows, rejects, counts, passages = synthetic(params, documents, template, prompt_sha256, dry_run)
-        rows, duplicates = deduplicate(rows)
-        counts["duplicate_questions_dropped"] = duplicates
         gauge = echo.gauge(rows, dict(zip(passages["chunk_id"], passages["text"])), passages["text"].tolist(), passages["chunk_id"].tolist())
         if params["drop_echo"]:
             # Generated echoes were already regenerated or replaced; hand-written ones are dropped.

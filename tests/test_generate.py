@@ -43,9 +43,9 @@ def jobs_for(n: int, provider: str = "anthropic", model: str = "claude-haiku-4-5
 
 
 def settings(provider: str = "anthropic", **overrides) -> Settings:
-    values = dict(provider=provider, model="claude-haiku-4-5", concurrency=4, max_retries=3, batch_poll_seconds=0.05)
+    values = dict(provider=provider, concurrency=4, max_retries=3, batch_poll_seconds=0.05)
     values.update(overrides)
-    return Settings(**values)
+    return Settings.from_params(values)
 
 
 # --- output hygiene ----------------------------------------------------------------------------

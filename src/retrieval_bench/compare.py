@@ -27,6 +27,7 @@ import pandas as pd
 from scipy import stats
 
 from retrieval_bench.io import InputError, read_jsonl
+from retrieval_bench.metrics import CUTOFF
 
 PER_QUESTION = "metrics/per_question.csv"
 GOLDENSET = "data/goldenset.jsonl"
@@ -163,7 +164,8 @@ def metric_columns(columns) -> list[tuple[str, str]]:
     """(reported name, per-question column) of the compared metrics present in `columns`:
     mrr, ndcg@10, then recall@k and hit@k by increasing k."""
     columns = set(columns)
-    names = [(name, column) for name, column in (("mrr", "reciprocal_rank"), ("ndcg@10", "ndcg@10")) if column in columns]
+    headline = (("mrr", "reciprocal_rank"), (f"ndcg@{CUTOFF}", f"ndcg@{CUTOFF}"))  # as in metrics.summary_names
+    names = [(name, column) for name, column in headline if column in columns]
     for prefix in ("recall", "hit"):
         ks = sorted(int(match.group(1)) for c in columns if (match := re.fullmatch(rf"{prefix}@(\d+)", c)))
         names += [(f"{prefix}@{k}", f"{prefix}@{k}") for k in ks]

@@ -45,6 +45,7 @@ from retrieval_bench.cache import (
     read_journal,
 )
 from retrieval_bench.io import InputError
+from retrieval_bench.params import DEFAULTS
 
 # The family goes into the cache key: sync and batch Anthropic calls return the same kind of reply.
 FAMILIES = {"anthropic": "anthropic", "anthropic-batch": "anthropic", "openai-compatible": "openai-compatible"}
@@ -65,26 +66,30 @@ EXPECTED_OUTPUT_TOKENS = 100
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Settings:
+    """The generate section of params.yaml that concerns the API calls (defaults: params.DEFAULTS)."""
+
     provider: str
     model: str
-    max_tokens: int = 300
-    concurrency: int = 8
-    max_retries: int = 5
-    base_url: str | None = None
-    input_per_mtok: float = 1.0
-    output_per_mtok: float = 5.0
-    batch_discount: float = 0.5
-    max_cost_usd: float | None = 5.0
-    batch_poll_seconds: float = 30.0
+    max_tokens: int
+    concurrency: int
+    max_retries: int
+    base_url: str | None
+    input_per_mtok: float
+    output_per_mtok: float
+    batch_discount: float
+    max_cost_usd: float | None
+    batch_poll_seconds: float
 
     @classmethod
     def from_params(cls, params: dict) -> "Settings":
-        price = params.get("price") or {}
+        """From a validated generate section; keys it lacks take their params.DEFAULTS value."""
+        params = {**DEFAULTS["generate"], **params}
+        price = {**DEFAULTS["generate"]["price"], **params["price"]}
         return cls(
             provider=params["provider"], model=params["model"], max_tokens=params["max_tokens"],
-            concurrency=params["concurrency"], max_retries=params["max_retries"], base_url=params.get("base_url"),
-            input_per_mtok=float(price.get("input_per_mtok", 1.0)), output_per_mtok=float(price.get("output_per_mtok", 5.0)),
-            batch_discount=float(price.get("batch_discount", 0.5)), max_cost_usd=params.get("max_cost_usd"),
+            concurrency=params["concurrency"], max_retries=params["max_retries"], base_url=params["base_url"],
+            input_per_mtok=float(price["input_per_mtok"]), output_per_mtok=float(price["output_per_mtok"]),
+            batch_discount=float(price["batch_discount"]), max_cost_usd=params["max_cost_usd"],
             batch_poll_seconds=float(params["batch_poll_seconds"]),
         )
 

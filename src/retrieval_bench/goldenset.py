@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +83,7 @@ def handwritten_rows(records: list[dict], documents: pd.DataFrame, passages: pd.
     return rows, counts
 
 
-def generated_row(record: dict, passage: pd.Series, document: str) -> dict:
+def generated_row(record: dict, passage: Mapping, document: str) -> dict:
     """A golden row for a cached generated question over `passage`; the evidence excerpt is looked
     for in the passage first, then the whole document, else the whole passage is the evidence."""
     passage_text = document[passage["start"]:passage["end"]]
@@ -97,7 +98,7 @@ def generated_row(record: dict, passage: pd.Series, document: str) -> dict:
     return _row(record["question"], passage, span, record["model"], record["prompt_sha256"], located)
 
 
-def _row(question: str, passage: pd.Series, span: tuple[int, int], source: str, prompt_sha256: str | None, located: bool) -> dict:
+def _row(question: str, passage: Mapping, span: tuple[int, int], source: str, prompt_sha256: str | None, located: bool) -> dict:
     return {
         "qid": question_id(passage["doc_id"], question),
         "question": question,

@@ -75,7 +75,6 @@ class CacheIndex:
 class Plan:
     accepted: list[tuple[dict, dict]] = field(default_factory=list)  # (passage, cache record)
     misses: list[Job] = field(default_factory=list)
-    miss_passages: list[dict] = field(default_factory=list)
     rejects: list[dict] = field(default_factory=list)
     uncached: int = 0  # chosen passages with no cached question (they keep their place in the choice)
     exhausted: int = 0  # passages whose every attempt was rejected
@@ -98,7 +97,6 @@ def walk(
             if record is None:
                 if generating:
                     plan.misses.append(job)
-                    plan.miss_passages.append(passage)
                 else:
                     plan.uncached += 1
                 break
