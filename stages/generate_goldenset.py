@@ -27,6 +27,7 @@ from retrieval_bench.generate import (
 )
 from retrieval_bench.goldenset import (
     deduplicate,
+    evidence_texts,
     generated_row,
     handwritten_rows,
     label_rows,
@@ -78,8 +79,7 @@ def end_dry_run(message: str) -> None:
 
 
 def synthetic(params: dict, documents: pd.DataFrame, template: str, prompt_sha256: str, dry_run: bool) -> tuple[list[dict], list[dict], dict, pd.DataFrame]:
-    size, overlap = params["passages"]["size"], params["passages"]["overlap"]
-    passages = chunk_documents(documents, size, overlap)
+    passages = chunk_documents(documents, params["passages"]["chars"], params["passages"]["overlap"])
     hw_rows, counts = handwritten_rows(read_handwritten(Path(params["handwritten"])), documents, passages)
     hw_rows, hw_duplicates = deduplicate(hw_rows)
     counts["duplicate_questions_dropped"] = hw_duplicates
@@ -103,7 +103,7 @@ def synthetic(params: dict, documents: pd.DataFrame, template: str, prompt_sha25
     texts = dict(zip(documents["doc_id"], documents["text"]))
     generated = [generated_row(record, passage, texts[passage["doc_id"]]) for passage, record in plan.accepted]
     counts.update(
-        passages=len(passages), uncached=plan.uncached, exhausted=plan.exhausted,
+        passages=len(passages), uncached=plan.uncached, exhausted=plan.exhausted, cache_matches=len(index.by_passage),
         evidence_not_located=sum(not row["evidence_located"] for row in generated),
     )
     covered = {row["chunk_sha256"] for row in hw_rows + generated}
@@ -129,15 +129,16 @@ def main(argv: list[str] | None = None) -> None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).touch()
     rejects: list[dict] = []
+    texts = dict(zip(documents["doc_id"], documents["text"]))
     if labels:
         if dry_run:
             end_dry_run("real labels: nothing would be generated")
         rows, counts = sample_rows(label_rows(labels), params["max_questions"], params["seed"]), {}
         log(f"using {len(rows)} real labelled queries; no question is generated")
-        gauge = echo.gauge(rows, dict(zip(documents["doc_id"], documents["text"])), documents["text"].tolist(), documents["doc_id"].tolist())
+        gauge = echo.mark(rows, evidence_texts(rows, texts))
     else:
         rows, rejects, counts, passages = synthetic(params, documents, template, prompt_sha256, dry_run)
-        gauge = echo.gauge(rows, dict(zip(passages["chunk_id"], passages["text"])), passages["text"].tolist(), passages["chunk_id"].tolist())
+        gauge = echo.mark(rows, evidence_texts(rows, texts))
         if params["drop_echo"]:
             # Generated echoes were already regenerated or replaced; hand-written ones are dropped.
             for row in rows:
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{counts['other_corpus']} hand-written ones are for documents not in this corpus, {counts['not_located']} could not be located; "
             f"{counts['passages_without_question']} of {counts['passages']} passages have no question"
         )
-        if counts["uncached"] and params["provider"] == "none":
+        if counts["uncached"] and params["provider"] == "none" and counts["cache_matches"]:
             log(f"{counts['uncached']} chosen passages have no cached question; set generate.provider (e.g. anthropic) "
                 "to generate them, or `dvc pull` a shared question cache")
         elif counts["uncached"]:
@@ -172,9 +173,6 @@ def main(argv: list[str] | None = None) -> None:
         "n_generated": sum(row["source"] not in ("hand-written", "qrels") for row in rows),
         "echo_rate": gauge["echo_rate"],
         "echo_flagged": sum(bool(row.get("echo")) for row in rows),
-        "echo_rule": gauge["echo_rule"],
-        "bm25_mrr": gauge["bm25_mrr"],
-        "bm25_recall@1": gauge["bm25_recall@1"],
         "rejected": len(rejects),
         "rejected_by_reason": dict(sorted(reasons.items())),
         **{key: counts[key] for key in (
@@ -187,8 +185,8 @@ def main(argv: list[str] | None = None) -> None:
     write_json(REPORT, report)
     summary = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common())
     log(
-        f"wrote {len(rows)} questions to {GOLDENSET}; echo rate {gauge['echo_rate']}, BM25 MRR {gauge['bm25_mrr']}, "
-        f"BM25 recall@1 {gauge['bm25_recall@1']}; {len(rejects)} rejected replies{f' ({summary})' if summary else ''}"
+        f"wrote {len(rows)} questions to {GOLDENSET}; echo rate {gauge['echo_rate']} ({echo.ECHO_RULE}); "
+        f"{len(rejects)} rejected replies{f' ({summary})' if summary else ''}"
         + (f", listed in {REJECTS}" if rejects else "")
     )
     for reason in reasons:

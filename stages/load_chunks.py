@@ -14,7 +14,7 @@ def main() -> None:
         params["source"],
         id_field=params["id_field"],
         text_field=params["text_field"],
-        chunk_size=params["chunking"]["size"],
+        chunk_size=params["chunking"]["chars"],
         chunk_overlap=params["chunking"]["overlap"],
         split=params["split"],
         missing_relevant=params["missing_relevant"],

@@ -1,21 +1,16 @@
 """Stage 4: rank every chunk for every question and score -> metrics/ (metrics, per question, plots)."""
 import json
+import sys
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from retrieval_bench.io import (
-    InputError,
-    atomic_open,
-    read_jsonl,
-    run_stage,
-    write_json,
-)
-from retrieval_bench.metrics import question_metrics, rank_histogram, summarize
+from retrieval_bench.io import InputError, atomic_open, read_jsonl, run_stage, write_json
+from retrieval_bench.metrics import rank_histogram, summarize
 from retrieval_bench.params import load_params
-from retrieval_bench.rank import judged_ranks, method_scores
-from retrieval_bench.relevance import judge, span_recall
+from retrieval_bench.rank import method_scores
+from retrieval_bench.scoring import score_questions, unscorable_warning
 
 CHUNKS = "data/chunks.parquet"
 GOLDENSET = "data/goldenset.jsonl"
@@ -39,24 +34,19 @@ def main() -> None:
     ks = sorted(params["k"])
     chunks = pd.read_parquet(CHUNKS, columns=["chunk_id", "doc_id", "start", "end", "text"])
     golden = read_jsonl(GOLDENSET)
-    judgements = judge(golden, chunks, params["min_coverage"])
     question_vectors = chunk_vectors = None
     if retrieval["method"] != "bm25":
         question_vectors = load_vectors("questions", "question_ids.json", [row["qid"] for row in golden])
         chunk_vectors = load_vectors("corpus", "corpus_ids.json", chunks["chunk_id"].tolist())
     score_batch = method_scores(
         retrieval["method"], question_vectors, chunk_vectors, chunks["text"].tolist(), [row["question"] for row in golden],
-        retrieval["rrf_k"], retrieval["weights"],
+        retrieval["rrf_k"], retrieval["weights"], retrieval["bm25"],
     )
-    per_question = []
     with tqdm(total=len(golden), desc=f"score ({retrieval['method']})", unit="q") as progress:
-        ranked = judged_ranks(score_batch, len(golden), [j.indices for j in judgements], progress)
-        for row, judgement, ranks in zip(golden, judgements, ranked):
-            relevant = judgement.gains > 0
-            recall_at = span_recall(judgement, ranks, ks) if judgement.span is not None else None
-            metrics = question_metrics(ranks[relevant], judgement.gains[relevant], ks, recall_at)
-            per_question.append({"qid": row["qid"], **metrics})
-    table = pd.DataFrame(per_question)
+        table = score_questions(golden, chunks, score_batch, ks, params["min_coverage"], params["ties"], progress)
+    warning = unscorable_warning(table)
+    if warning:
+        print(f"score: warning: {warning}", file=sys.stderr)
     summary = summarize(table, ks, len(chunks))
     write_json(METRICS, summary)
     for path, frame in (

@@ -141,6 +141,18 @@ def test_unequal_question_sets_warn_and_compare_the_intersection():
         compare_tables(a, per_question([1], qids=["other"]))
 
 
+def test_questions_scorable_under_one_run_only_are_left_out_loudly():
+    a = pd.DataFrame({"qid": ["q1", "q2", "q3", "q4"], "reciprocal_rank": [1.0, 0.5, 0.5, 0.0], "n_relevant": [1, 1, 1, 0]})
+    # B re-chunked: q2 lost every relevant chunk, so it scores 0 without any retrieval being worse.
+    b = pd.DataFrame({"qid": ["q1", "q2", "q3", "q4"], "reciprocal_rank": [1.0, 0.0, 1.0, 0.0], "n_relevant": [2, 0, 1, 0]})
+    result = compare.compare_tables(a, b, "A", "B", resamples=200)
+    assert result.n_questions == 2 and result.n_unscorable_dropped == 2
+    assert result.metrics["mrr"]["a"] == 0.75 and result.metrics["mrr"]["b"] == 1.0
+    assert any("THE RUNS SCORE DIFFERENT QUESTIONS" in w and "1 questions have a relevant chunk only under A" in w
+               for w in result.warnings)
+    assert "THE RUNS SCORE DIFFERENT QUESTIONS" in compare.format_markdown(result)
+
+
 def test_duplicate_qids_are_an_input_error():
     table = per_question([1, 2], qids=["q1", "q1"])
     with pytest.raises(InputError, match="more than once"):
@@ -262,6 +274,7 @@ def test_compare_two_commits_end_to_end(project):
     git("add", "-A", cwd=project)
     git("commit", "-qm", "bm25 run", cwd=project)
 
+    (project / "data" / "goldenset.jsonl").unlink()  # question texts must come from the compared revisions
     cli = [sys.executable, "-m", "retrieval_bench.cli", "compare", "HEAD~1", "HEAD"]
     data = json.loads(run([*cli, "--json"], cwd=project).stdout)
     assert data["a"] == "HEAD~1" and data["b"] == "HEAD"
@@ -276,7 +289,8 @@ def test_compare_two_commits_end_to_end(project):
     assert data["flip_k"] == 5
     assert set(data["min_detectable_delta"]) == set(data["metrics"])
     for row in data["flipped"]:
-        assert row["change"] in ("lost", "gained") and row["question"]  # the golden set is in the workspace
+        assert row["change"] in ("lost", "gained") and row["question"] and row["gold_first_line"]
+    assert data["flipped"]
 
     markdown = run([*cli, "--md"], cwd=project).stdout
     assert "| metric" in markdown and "|---" in markdown

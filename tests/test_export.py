@@ -13,7 +13,9 @@ CHUNKS = pd.DataFrame({
 GOLDEN = [
     {"qid": "q1", "question": "span question?", "doc_id": "d", "start": 16, "end": 20},  # inside both d chunks
     {"qid": "q2", "question": "label question?", "relevant": {"e:0-30": 3, "d:0-20": 0}},
-    {"qid": "q3", "question": "unanswerable?", "doc_id": "d", "start": 0, "end": 40},  # no chunk holds 70%
+    # No chunk holds 70% of this evidence, but both d chunks are wholly evidence: relevant.
+    {"qid": "q3", "question": "long evidence?", "doc_id": "d", "start": 0, "end": 40},
+    {"qid": "q4", "question": "unanswerable?", "doc_id": "gone", "start": 0, "end": 40},  # not in the corpus
 ]
 
 
@@ -22,13 +24,14 @@ def test_export_then_import_round_trip(tmp_path, capsys):
     write_jsonl(tmp_path / "golden.jsonl", GOLDEN)
     status = main(["export-beir", str(tmp_path / "beir"), "--chunks", str(tmp_path / "chunks.parquet"),
                    "--goldenset", str(tmp_path / "golden.jsonl"), "--min-coverage", "0.7"])
-    assert status == 0 and "wrote 2 of 3 queries" in capsys.readouterr().out
+    assert status == 0 and "wrote 3 of 4 queries" in capsys.readouterr().out
     corpus = load_corpus(tmp_path / "beir")
     assert corpus.chunks["chunk_id"].tolist() == CHUNKS["chunk_id"].tolist()
     assert corpus.chunks["text"].tolist() == CHUNKS["text"].tolist()
     assert corpus.labels == [
         {"qid": "q1", "question": "span question?", "relevant": {"d:0-20": 1, "d:15-40": 1}},
         {"qid": "q2", "question": "label question?", "relevant": {"e:0-30": 3}},
+        {"qid": "q3", "question": "long evidence?", "relevant": {"d:0-20": 1, "d:15-40": 1}},
     ]
 
 

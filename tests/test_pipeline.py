@@ -1,4 +1,6 @@
 """The real `dvc repro` in a fresh repository: metrics, caching, and re-running only what changed."""
+import json
+
 import pandas as pd
 import pytest
 from conftest import dvc, git, read_metrics, set_params
@@ -7,7 +9,10 @@ pytestmark = pytest.mark.pipeline
 
 
 def ran_stages(output: str) -> set[str]:
-    return {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")}
+    """The stages that ran, besides check_params, which runs on every repro (asserted here)."""
+    ran = {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")}
+    assert "check_params" in ran
+    return ran - {"check_params"}
 
 
 def test_repro_caches_and_reruns_only_what_changed(project):
@@ -37,17 +42,41 @@ def test_repro_caches_and_reruns_only_what_changed(project):
     assert ran_stages(dvc("repro", cwd=project).stdout) == set()
 
 
-def test_rechunking_keeps_the_golden_set(project):
+def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable(project):
+    # Hand-written questions whose evidence is a whole 800-character chunk: at 400 characters no
+    # chunk holds half of it, but every chunk inside it is wholly evidence, so each stays scorable.
+    from retrieval_bench.load import chunk_documents, read_documents_folder
+
+    documents = read_documents_folder(project / "data" / "sample" / "sqlite")
+    chunks = chunk_documents(documents, 800, 100)
+    picked = chunks.iloc[::4]
+    records = [{"qid": f"whole-{i}", "question": f"What does passage {i} of {row.doc_id} explain?", "doc_id": row.doc_id,
+                "evidence": row.text} for i, row in enumerate(picked.itertuples())]
+    (project / "data" / "whole_chunks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    set_params(project, **{"generate.handwritten": "data/whole_chunks.jsonl", "generate.max_questions": len(records)})
     dvc("repro", cwd=project)
     before = pd.read_csv(project / "metrics" / "per_question.csv")
     metrics_before = read_metrics(project)
-    set_params(project, **{"load.chunking": {"size": 400, "overlap": 50}})
+    assert metrics_before["n_questions"] == len(records) and metrics_before["n_questions_without_relevant_chunk"] == 0
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "800", cwd=project)
+
+    set_params(project, **{"load.chunking.chars": 400})  # the chunk length alone (DVC ignores keys named size)
     status = dvc("status", cwd=project).stdout
     assert "load_chunks" in status and "generate_goldenset" not in status
-    output = dvc("repro", cwd=project).stdout
-    assert ran_stages(output) == {"load_chunks", "embed", "score"}  # no new questions, no LLM bill
+    output = dvc("repro", cwd=project)
+    assert ran_stages(output.stdout) == {"load_chunks", "embed", "score"}  # no new questions, no LLM bill
     after = pd.read_csv(project / "metrics" / "per_question.csv")
-    assert set(after["qid"]) == set(before["qid"])  # the same questions score both chunkings
+    assert set(after["qid"]) == set(before["qid"]) == {r["qid"] for r in records}  # the user's own ids
     metrics_after = read_metrics(project)
     assert metrics_after["n_chunks"] > metrics_before["n_chunks"]
-    assert metrics_after["mrr"] != metrics_before["mrr"]
+    assert metrics_after["n_questions_without_relevant_chunk"] == 0 and (after["n_relevant"] >= 1).all()
+    assert "have no relevant chunk" not in output.stderr
+
+    # A typo'd key fails the next repro with a suggestion, though every stage is cached.
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "400", cwd=project)
+    set_params(project, **{"score.min_coverge": 0.4})
+    failed = dvc("repro", cwd=project, check=False)
+    assert failed.returncode != 0
+    assert "unknown key params.score.min_coverge; did you mean params.score.min_coverage?" in failed.stderr

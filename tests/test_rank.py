@@ -90,8 +90,9 @@ def test_dense_scores_are_cosine_similarities_of_unit_vectors():
 
 def test_judged_ranks_per_question_in_order():
     score_batch = fixed([[0.1, 0.9, 0.5], [0.7, 0.7, 0.2], [0.3, 0.2, 0.1]])
-    ranks = list(judged_ranks(score_batch, 3, [np.array([2]), np.array([0]), np.array([], dtype=np.int64)]))
-    assert [r.tolist() for r in ranks] == [[2], [2], []]
+    positions = list(judged_ranks(score_batch, 3, [np.array([2]), np.array([0]), np.array([], dtype=np.int64)]))
+    assert [p.better.tolist() for p in positions] == [[1], [0], []]
+    assert [p.tied.tolist() for p in positions] == [[1], [2], []]  # question 2: chunk 0 ties chunk 1
 
 
 def test_bm25_ranks_the_chunk_sharing_a_rare_word_first():

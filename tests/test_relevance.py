@@ -12,7 +12,8 @@ from retrieval_bench.goldenset import (
 from retrieval_bench.load import chunk_documents
 from retrieval_bench.metrics import question_metrics
 from retrieval_bench.rank import pessimistic_ranks
-from retrieval_bench.relevance import coverage, judge, span_recall, union_coverage
+from retrieval_bench.metrics import span_recall
+from retrieval_bench.relevance import coverage, judge, union_coverage
 
 DOC = "SQLite stores data in one file.\nWAL mode lets readers   and writers run at the same time. Vacuum rebuilds it."
 

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from retrieval_bench.io import InputError, read_jsonl
+from retrieval_bench.io import InputError
 from retrieval_bench.metrics import CUTOFF
 
 PER_QUESTION = "metrics/per_question.csv"
@@ -140,6 +140,7 @@ class Comparison:
     level: float = 0.95
     a_commit: str | None = None
     b_commit: str | None = None
+    n_unscorable_dropped: int = 0  # paired questions left out: no relevant chunk under one run or both
 
     def to_dict(self) -> dict:
         return {
@@ -148,6 +149,7 @@ class Comparison:
             "a_commit": self.a_commit,
             "b_commit": self.b_commit,
             "n_questions": self.n_questions,
+            "n_unscorable_dropped": self.n_unscorable_dropped,
             "resamples": self.resamples,
             "seed": self.seed,
             "ci_level": self.level,
@@ -257,6 +259,10 @@ def compare_tables(
     if not common:
         raise InputError(f"{a_label} and {b_label} have no question (qid) in common")
     a, b = a.loc[common], b.loc[common]
+    common, dropped = _scorable_in_both(a, b, a_label, b_label, warnings)
+    if not common:
+        raise InputError(f"no question is scorable (has a relevant chunk) under both {a_label} and {b_label}")
+    a, b = a.loc[common], b.loc[common]
     names = metric_columns(set(a.columns) & set(b.columns))
     if not names:
         raise InputError(f"{a_label} and {b_label} share no metric column (reciprocal_rank, ndcg@10, recall@k, hit@k)")
@@ -289,8 +295,28 @@ def compare_tables(
     flipped = flipped_questions(a, b, flip_k) if flip_k is not None else []
     return Comparison(
         a=a_label, b=b_label, n_questions=len(common), metrics=metrics, flip_k=flip_k, flipped=flipped,
-        warnings=warnings, resamples=resamples, seed=seed, level=level,
+        warnings=warnings, resamples=resamples, seed=seed, level=level, n_unscorable_dropped=dropped,
     )
+
+
+def _scorable_in_both(a: pd.DataFrame, b: pd.DataFrame, a_label: str, b_label: str, warnings: list[str]) -> tuple[list[str], int]:
+    """The paired qids with a relevant chunk under both runs, and how many were dropped. A
+    question that lost its relevant chunk (e.g. to a re-chunking) would otherwise count as a
+    retrieval loss; runs written before n_relevant existed count every question as scorable."""
+    scorable_a = pd.to_numeric(a["n_relevant"], errors="coerce").fillna(1) > 0 if "n_relevant" in a else pd.Series(True, a.index)
+    scorable_b = pd.to_numeric(b["n_relevant"], errors="coerce").fillna(1) > 0 if "n_relevant" in b else pd.Series(True, b.index)
+    both = scorable_a & scorable_b
+    only_a, only_b = int((scorable_a & ~scorable_b).sum()), int((scorable_b & ~scorable_a).sum())
+    neither = int((~scorable_a & ~scorable_b).sum())
+    if only_a or only_b:
+        warnings.append(
+            f"THE RUNS SCORE DIFFERENT QUESTIONS: {only_a} questions have a relevant chunk only under {a_label}, "
+            f"{only_b} only under {b_label} (their chunking cannot hold the evidence); the figures below are paired "
+            f"over the {int(both.sum())} questions scorable under both, {only_a + only_b + neither} left out"
+        )
+    elif neither:
+        warnings.append(f"{neither} questions have no relevant chunk under either run and are left out")
+    return [qid for qid in a.index if both[qid]], only_a + only_b + neither
 
 
 def attach_question_text(flipped: list[dict], golden: list[dict] | None, gold_text: dict[str, str] | None) -> None:
@@ -382,6 +408,9 @@ def format_text(comparison: Comparison, limit: int = 10) -> str:
         f"{comparison.n_questions} questions paired by qid",
         "",
     ]
+    out += [f"WARNING: {warning}" for warning in comparison.warnings]
+    if comparison.warnings:
+        out.append("")
     rows = _rows(comparison)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for index, row in enumerate(rows):
@@ -539,34 +568,60 @@ def _read_csv(text: str, label: str) -> pd.DataFrame:
     return df
 
 
-def question_context(cwd: Path) -> tuple[list[dict] | None, dict[str, str] | None]:
-    """The golden set and each question's gold text from the working tree (the evidence span of
-    a span-anchored question, else its gold chunk); None where absent or unreadable."""
-    golden = gold_text = None
+def read_artefact(path: str, commit: str | None, cwd: Path) -> bytes | None:
+    """A pipeline output as it was at `commit` (None: the working tree), from git or else from the
+    DVC cache through dvc.api; None when it cannot be had there (never pulled, say)."""
+    if commit is None:
+        return (cwd / path).read_bytes() if (cwd / path).is_file() else None
+    shown = subprocess.run(["git", "show", f"{commit}:./{path}"], cwd=cwd, capture_output=True)
+    if shown.returncode == 0:
+        return shown.stdout
     try:
-        if (cwd / GOLDENSET).is_file():
-            golden = read_jsonl(cwd / GOLDENSET)
-    except (InputError, OSError, UnicodeDecodeError):
-        golden = None
-    try:
-        if golden:
-            gold_text = {}
-            spans = [row for row in golden if row.get("doc_id") is not None and row.get("start") is not None]
-            if spans and (cwd / DOCUMENTS).is_file():
-                documents = pd.read_parquet(cwd / DOCUMENTS, columns=["doc_id", "text"])
-                texts = dict(zip(documents["doc_id"].astype(str), documents["text"]))
-                for row in spans:
-                    if str(row["doc_id"]) in texts:
-                        gold_text[str(row["qid"])] = texts[str(row["doc_id"])][int(row["start"]):int(row["end"])]
-            if (cwd / CHUNKS).is_file():
-                chunks = pd.read_parquet(cwd / CHUNKS, columns=["chunk_id", "text"])
-                chunk_text = dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str)))
-                for row in golden:
-                    qid, gold = str(row.get("qid")), str(row.get("gold_chunk_id"))
-                    if qid not in gold_text and gold in chunk_text:
-                        gold_text[qid] = chunk_text[gold]
-    except Exception:  # a missing column or a broken file only costs the context lines
-        gold_text = None
+        import dvc.api
+
+        return dvc.api.read(path, repo=str(cwd), rev=commit, mode="rb")
+    except Exception:  # noqa: BLE001 - not in the local cache: the context is optional
+        return None
+
+
+def question_context(cwd: Path, commits: list[str | None]) -> tuple[list[dict] | None, dict[str, str] | None]:
+    """The golden set and each question's gold text (the evidence span of a span-anchored question,
+    else its gold chunk) as they were in the compared runs (`commits`, None = the working tree;
+    the later run wins where both know a question); None where unavailable."""
+    golden: list[dict] = []
+    gold_text: dict[str, str] = {}
+    for commit in commits:
+        try:
+            rows, texts = _context_at(cwd, commit)
+        except Exception:  # a missing column or a broken file only costs the context lines
+            continue
+        golden += rows
+        gold_text.update(texts)
+    return golden or None, gold_text or None
+
+
+def _context_at(cwd: Path, commit: str | None) -> tuple[list[dict], dict[str, str]]:
+    raw = read_artefact(GOLDENSET, commit, cwd)
+    if raw is None:
+        return [], {}
+    golden = [json.loads(line) for line in raw.decode("utf-8").split("\n") if line.strip()]
+    gold_text: dict[str, str] = {}
+    spans = [row for row in golden if row.get("doc_id") is not None and row.get("start") is not None]
+    documents_raw = read_artefact(DOCUMENTS, commit, cwd) if spans else None
+    if documents_raw is not None:
+        documents = pd.read_parquet(io.BytesIO(documents_raw), columns=["doc_id", "text"])
+        texts = dict(zip(documents["doc_id"].astype(str), documents["text"]))
+        for row in spans:
+            if str(row["doc_id"]) in texts:
+                gold_text[str(row["qid"])] = texts[str(row["doc_id"])][int(row["start"]):int(row["end"])]
+    chunks_raw = read_artefact(CHUNKS, commit, cwd) if len(gold_text) < len(golden) else None
+    if chunks_raw is not None:
+        chunks = pd.read_parquet(io.BytesIO(chunks_raw), columns=["chunk_id", "text"])
+        chunk_text = dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str)))
+        for row in golden:
+            qid, gold = str(row.get("qid")), str(row.get("gold_chunk_id"))
+            if qid not in gold_text and gold in chunk_text:
+                gold_text[qid] = chunk_text[gold]
     return golden, gold_text
 
 
@@ -595,10 +650,10 @@ def run(args: argparse.Namespace) -> int:
     comparison = compare_tables(a_df, b_df, args.a, args.b, resamples=args.resamples, seed=args.seed, k=args.k)
     comparison.a_commit, comparison.b_commit = a_commit, b_commit
     if comparison.flipped:
-        attach_question_text(comparison.flipped, *question_context(cwd))
-    for warning in comparison.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        attach_question_text(comparison.flipped, *question_context(cwd, [a_commit, b_commit]))
     if args.json:
+        for warning in comparison.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         sys.stdout.write(format_json(comparison))
     elif args.md:
         sys.stdout.write(format_markdown(comparison, args.show))

@@ -1,27 +1,27 @@
-"""The echo gauge: does a question give its answer away by copying the words of its passage?
+"""The echo gauge: does a question give its answer away by copying the words of its evidence?
 
-A question that repeats its passage's wording is easy for any lexical retriever and flatters
+A question that repeats its evidence's wording is easy for any lexical retriever and flatters
 every method; real users rarely type the document's own phrases. For every question this
-measures, against its gold passage (the reference passage its evidence lies in):
+measures, against each of its evidence texts (the evidence span it was written from; for
+chunk-labelled questions the relevant chunks), keeping the highest:
 
 - ``echo_content_share``: the share of the question's distinct content words (lowercased,
   English stop words removed, Snowball-stemmed: retrieval_bench.lexical.tokenize) that also
-  occur in the passage;
+  occur in the evidence;
 - ``echo_longest_ngram``: the length, in words, of the longest run of consecutive words
-  (lowercased, stop words included, not stemmed) that the question shares with the passage;
-- ``bm25_rank``: the rank of the gold passage among all reference passages when BM25
-  (retrieval_bench.lexical) searches with the question; 1 = first.
+  (lowercased, stop words included, not stemmed) that the question shares with the evidence.
 
-The rule (ECHO_RULE): a question echoes its passage if it shares a run of
-ECHO_MIN_NGRAM (5) or more words with it, or if at least ECHO_MIN_SHARE (90%) of its content
-words occur in it and it has at least ECHO_MIN_CONTENT_WORDS (3) of them (a two-word
-question naming its topic is not an echo). Paraphrased questions, like the bundled
-hand-written ones, share no five-word run and at most 86% of their content words.
+The rule (ECHO_RULE): a question echoes its evidence if it shares a run of ECHO_MIN_NGRAM (5)
+or more words with it, or if at least ECHO_MIN_SHARE (90%) of its content words occur in it and
+it has at least ECHO_MIN_CONTENT_WORDS (3) of them (a two-word question naming its topic is not
+an echo). `bm25_ranks` adds the lexical view: the rank BM25 gives a question's first relevant
+chunk among the chunks being scored (retrieval-bench gauge).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 import numpy as np
 
@@ -32,7 +32,7 @@ ECHO_MIN_NGRAM = 5
 ECHO_MIN_SHARE = 0.9
 ECHO_MIN_CONTENT_WORDS = 3
 ECHO_RULE = (
-    f"longest word run shared with the gold passage >= {ECHO_MIN_NGRAM} words, or >= {ECHO_MIN_SHARE:.0%} "
+    f"longest word run shared with the evidence >= {ECHO_MIN_NGRAM} words, or >= {ECHO_MIN_SHARE:.0%} "
     f"of the question's content words (at least {ECHO_MIN_CONTENT_WORDS}) found in it"
 )
 
@@ -44,22 +44,12 @@ def words(text: str) -> list[str]:
     return [w.replace("’", "'") for w in _WORD.findall(text.lower())]
 
 
-def longest_shared_run(question: str, passage: str) -> int:
+def longest_shared_run(question: str, evidence: str) -> int:
     """Length in words of the longest run of consecutive words found in both texts."""
-    a, b = words(question), words(passage)
+    a, b = words(question), words(evidence)
     if not a or not b:
         return 0
-    best = 0
-    previous = [0] * (len(b) + 1)
-    for word in a:
-        current = [0] * (len(b) + 1)
-        for j, other in enumerate(b, 1):
-            if word == other:
-                current[j] = previous[j - 1] + 1
-                if current[j] > best:
-                    best = current[j]
-        previous = current
-    return best
+    return SequenceMatcher(None, a, b, autojunk=False).find_longest_match(0, len(a), 0, len(b)).size
 
 
 @dataclass(frozen=True)
@@ -75,57 +65,44 @@ class Echo:
         )
 
 
-def measure(question: str, passage: str, passage_tokens: set[str] | None = None) -> Echo:
-    """The echo measures of one question against its passage (tokens may be given pre-computed)."""
+def measure(question: str, evidence: str | list[str]) -> Echo:
+    """The echo measures of one question against its evidence text(s): the highest of each."""
+    texts = [evidence] if isinstance(evidence, str) else evidence
     question_tokens = set(tokenize([question])[0])
-    if passage_tokens is None:
-        passage_tokens = set(tokenize([passage])[0])
-    share = len(question_tokens & passage_tokens) / len(question_tokens) if question_tokens else 0.0
-    return Echo(round(share, 4), len(question_tokens), longest_shared_run(question, passage))
+    share, longest = 0.0, 0
+    for text in texts:
+        if question_tokens:
+            share = max(share, len(question_tokens & set(tokenize([text])[0])) / len(question_tokens))
+        longest = max(longest, longest_shared_run(question, text))
+    return Echo(round(share, 4), len(question_tokens), longest)
 
 
-def is_echo(question: str, passage: str) -> bool:
-    return measure(question, passage).flagged
+def is_echo(question: str, evidence: str | list[str]) -> bool:
+    return measure(question, evidence).flagged
 
 
-def bm25_ranks(passage_texts: list[str], questions: list[str], gold_indices: list[int]) -> list[int]:
-    """Rank (1 = best) of each question's gold passage among all passages under BM25, ties broken
-    pessimistically as in scoring."""
+def mark(rows: list[dict], evidence: list[list[str]]) -> dict:
+    """Mark every row (in place) with its echo measures against its evidence texts and return the
+    summary; rows without evidence get null measures and are left out of it."""
+    flagged = measured = 0
+    for row, texts in zip(rows, evidence):
+        if not texts:
+            row.update(echo=None, echo_content_share=None, echo_longest_ngram=None)
+            continue
+        echo = measure(row["question"], texts)
+        row.update(echo=echo.flagged, echo_content_share=echo.content_share, echo_longest_ngram=echo.longest_ngram)
+        measured += 1
+        flagged += echo.flagged
+    return {"echo_rate": round(flagged / measured, 4) if measured else None, "echo_flagged": flagged, "n_measured": measured}
+
+
+def bm25_ranks(chunk_texts: list[str], questions: list[str], relevant: list[np.ndarray]) -> list[int | None]:
+    """Rank (1 = best) BM25 gives each question's best-placed relevant chunk among `chunk_texts`,
+    a tied chunk counted after those it ties with; None for a question without relevant chunk."""
     if not questions:
         return []
-    judged = [np.array([gold]) for gold in gold_indices]
-    return [int(ranks[0]) for ranks in judged_ranks(bm25_scores(passage_texts, questions), len(questions), judged)]
-
-
-def gauge(rows: list[dict], passage_texts: dict[str, str], all_passages: list[str], all_ids: list[str]) -> dict:
-    """Mark every row (in place) with its echo measures and return the summary.
-
-    `passage_texts` maps a row's gold_chunk_id to its passage text; `all_passages`/`all_ids` are
-    every reference passage, the BM25 candidates. Rows whose gold passage is unknown get null
-    measures and are left out of the summary."""
-    token_cache: dict[str, set[str]] = {}
-    measured = [row for row in rows if row.get("gold_chunk_id") in passage_texts]
-    for row in measured:
-        text = passage_texts[row["gold_chunk_id"]]
-        if row["gold_chunk_id"] not in token_cache:
-            token_cache[row["gold_chunk_id"]] = set(tokenize([text])[0])
-        echo = measure(row["question"], text, token_cache[row["gold_chunk_id"]])
-        row.update(echo=echo.flagged, echo_content_share=echo.content_share, echo_longest_ngram=echo.longest_ngram)
-    position = {chunk_id: index for index, chunk_id in enumerate(all_ids)}
-    ranked = [row for row in measured if row["gold_chunk_id"] in position]
-    ranks = bm25_ranks(all_passages, [r["question"] for r in ranked], [position[r["gold_chunk_id"]] for r in ranked])
-    for row, rank in zip(ranked, ranks):
-        row["bm25_rank"] = rank
-    measured_ids = {id(row) for row in measured}
-    for row in rows:
-        if id(row) not in measured_ids:
-            row.update(echo=None, echo_content_share=None, echo_longest_ngram=None)
-        row.setdefault("bm25_rank", None)
-    n = len(measured)
-    return {
-        "echo_rate": round(sum(r["echo"] for r in measured) / n, 4) if n else None,
-        "echo_rule": ECHO_RULE,
-        "bm25_mrr": round(float(np.mean([1 / r for r in ranks])), 4) if ranks else None,
-        "bm25_recall@1": round(float(np.mean([r == 1 for r in ranks])), 4) if ranks else None,
-        "n_measured": n,
-    }
+    ranks = []
+    for positions in judged_ranks(bm25_scores(chunk_texts, questions), len(questions), relevant):
+        worst_case = positions.better + positions.tied
+        ranks.append(int(worst_case.min()) if len(worst_case) else None)
+    return ranks

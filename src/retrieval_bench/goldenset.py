@@ -5,7 +5,6 @@ not to a chunk, so the same golden set scores any chunking of the corpus.
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.io import InputError, read_jsonl
+from retrieval_bench.question_formats import hashed_qid, read_question_set
 from retrieval_bench.relevance import coverage
 
 
@@ -36,7 +36,7 @@ def locate_evidence(document: str, excerpt: str, near: int = 0) -> tuple[int, in
 
 
 def question_id(doc_id: str, question: str) -> str:
-    return "q" + hashlib.sha256(f"{doc_id}\0{question}".encode("utf-8")).hexdigest()[:12]
+    return hashed_qid(question, doc_id)
 
 
 def best_passage(passages: pd.DataFrame, doc_id: str, start: int, end: int) -> pd.Series | None:
@@ -49,13 +49,29 @@ def best_passage(passages: pd.DataFrame, doc_id: str, start: int, end: int) -> p
 
 
 def read_handwritten(path: str | Path) -> list[dict]:
-    """Hand-written questions (question, doc_id, evidence); a missing file holds none."""
+    """Questions the user brings: hand-written JSONL (question, evidence, doc_id, optional qid and
+    any other fields), a ragas testset (CSV/JSONL) or a LlamaIndex EmbeddingQAFinetuneDataset
+    (JSON). Each record: qid (None: derived), question, evidence (one text), doc_id (None: any
+    document), extra (the source's other fields, kept as-is). A missing file holds none."""
     path = Path(path)
-    records = read_jsonl(path) if path.exists() else []
-    for number, record in enumerate(records, 1):
-        missing = {"question", "doc_id", "evidence"} - set(record)
-        if missing:
-            raise InputError(f"{path}: record {number} lacks {', '.join(sorted(missing))}")
+    if not path.exists():
+        return []
+    if path.suffix.lower() == ".jsonl":
+        for number, record in enumerate(read_jsonl(path), 1):
+            missing = {"question", "doc_id", "evidence"} - set(record)
+            if missing and not {"user_input", "reference_contexts"} <= set(record):
+                raise InputError(f"{path}: record {number} lacks {', '.join(sorted(missing))}")
+    kind, questions = read_question_set(path)
+    if kind not in ("handwritten", "ragas", "llamaindex"):
+        raise InputError(f"{path}: generate.handwritten takes hand-written JSONL, a ragas testset or a LlamaIndex dataset, not a {kind} set")
+    records = []
+    for question in questions:
+        evidence = question["evidence"][0] if question["evidence"] else ""
+        records.append({
+            "qid": question["qid"],  # None: derived from document and question, as it always was
+            "question": question["question"], "evidence": evidence,
+            "doc_id": question.get("doc_id"), "extra": question["extra"],
+        })
     return records
 
 
@@ -70,28 +86,42 @@ def handwritten_rows(records: list[dict], documents: pd.DataFrame, passages: pd.
     counts = {"other_corpus": 0, "not_located": 0}
     rows = []
     for record in records:
-        text = texts.get(record["doc_id"])
-        if text is None:
+        doc_id = record.get("doc_id")
+        if doc_id is not None and doc_id not in texts:
             counts["other_corpus"] += 1
             continue
-        span = locate_evidence(text, record["evidence"])
-        if span is None:
+        found = locate_anywhere(texts, record["evidence"], doc_id)
+        if found is None:
             counts["not_located"] += 1
             continue
-        passage = best_passage(passages, record["doc_id"], *span)
-        rows.append(_row(record["question"], passage, span, "hand-written", None, True))
+        doc_id, span = found
+        passage = best_passage(passages, doc_id, *span)
+        row = _row(record["question"], passage, span, "hand-written", None, True)
+        if record.get("qid") is not None:
+            row["qid"] = str(record["qid"])
+        rows.append({**record.get("extra", {}), **row})  # the user's own fields, ours win on a clash
     return rows, counts
+
+
+def locate_anywhere(texts: dict[str, str], evidence: str, doc_id: str | None) -> tuple[str, tuple[int, int]] | None:
+    """(document, span) of `evidence`: in document `doc_id`, or with no doc_id in the first
+    document (by id) that holds it."""
+    candidates = [doc_id] if doc_id is not None else sorted(texts)
+    for candidate in candidates:
+        span = locate_evidence(texts[candidate], evidence)
+        if span is not None:
+            return candidate, span
+    return None
 
 
 def generated_row(record: dict, passage: Mapping, document: str) -> dict:
     """A golden row for a cached generated question over `passage`; the evidence excerpt is looked
-    for in the passage first, then the whole document, else the whole passage is the evidence."""
+    for in the passage that was sent only (never elsewhere in the document, where a chunk's text
+    could steer it), else the whole passage is the evidence."""
     passage_text = document[passage["start"]:passage["end"]]
     span = locate_evidence(passage_text, record.get("evidence") or "")
     if span is not None:
         span = (span[0] + int(passage["start"]), span[1] + int(passage["start"]))
-    else:
-        span = locate_evidence(document, record.get("evidence") or "", near=int(passage["start"]))
     located = span is not None
     if span is None:
         span = (int(passage["start"]), int(passage["end"]))
@@ -111,6 +141,20 @@ def _row(question: str, passage: Mapping, span: tuple[int, int], source: str, pr
         "prompt_sha256": prompt_sha256,
         "evidence_located": located,
     }
+
+
+def evidence_texts(rows: list[dict], texts: Mapping[str, str]) -> list[list[str]]:
+    """Each row's evidence: its span of its document, or for chunk labels the relevant chunks'
+    texts (`texts` maps document ids, which are the chunk ids of a pre-chunked corpus)."""
+    evidence = []
+    for row in rows:
+        if row.get("relevant") is not None:
+            evidence.append([texts[c] for c, grade in row["relevant"].items() if grade > 0 and c in texts])
+        elif row.get("doc_id") in texts and row.get("start") is not None:
+            evidence.append([texts[row["doc_id"]][int(row["start"]):int(row["end"])]])
+        else:
+            evidence.append([])
+    return evidence
 
 
 def label_rows(labels: list[dict]) -> list[dict]:

@@ -1,16 +1,33 @@
-"""Per-question retrieval metrics from the ranks of a question's relevant chunks.
+"""Every retrieval metric of one question, and which variant applies. A reader finds all of them here.
 
-Every definition equals a trec_eval measure (checked against pytrec_eval in tests/test_metrics.py):
-ranks are 1-based positions in the full ranking of the corpus; a relevant chunk has gain > 0.
+Two kinds of label, two recall variants:
+
+- chunk labels (real qrels, or chunk ids): every definition equals a trec_eval measure (checked
+  against pytrec_eval in tests/test_metrics.py); ranks are 1-based positions in the full ranking
+  of the corpus; a relevant chunk has gain > 0.
+- evidence spans (synthetic and hand-written questions): relevance and gain come from
+  retrieval_bench.relevance (coverage of the evidence); recall@k is instead the share of the
+  evidence covered by the top k chunks together (our extension; equal to trec_eval's recall when
+  the evidence is exactly one chunk of the same chunking).
+
+Ties (chunks with equal scores) follow score.ties, decided in `score_question`:
+`expected` gives every metric's exact expected value over all orders of each tied group
+(McSherry & Najork, ECIR 2008), `pessimistic`/`optimistic` put the judged chunks last/first in
+their tied group and use the rank formulas below.
 """
 from __future__ import annotations
 
 import math
+from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.relevance import Judgement, union_coverage
+
 CUTOFF = 10  # mrr@10, ndcg@10, map@10
+TIE_POLICIES = ("expected", "pessimistic", "optimistic")
 
 
 def dcg(ranks: np.ndarray, gains: np.ndarray, k: int) -> float:
@@ -21,8 +38,7 @@ def dcg(ranks: np.ndarray, gains: np.ndarray, k: int) -> float:
 
 def ndcg_at(ranks: np.ndarray, gains: np.ndarray, k: int) -> float:
     """DCG@k over the ideal DCG@k, the relevant gains sorted best first (trec_eval ndcg_cut.k)."""
-    ideal = np.sort(gains)[::-1][:k]
-    ideal_dcg = float(np.sum(ideal / np.log2(np.arange(2, len(ideal) + 2))))
+    ideal_dcg = _ideal_dcg(gains, k)
     return dcg(ranks, gains, k) / ideal_dcg if ideal_dcg > 0 else 0.0
 
 
@@ -66,6 +82,167 @@ def question_metrics(
     return row
 
 
+@dataclass(frozen=True)
+class Positions:
+    """Where one question's judged chunks stand in a ranking: for each, how many chunks scored
+    strictly higher (`better`; inf for a chunk the run did not return) and how many scored the
+    same, itself included (`tied`, >= 1)."""
+
+    better: np.ndarray
+    tied: np.ndarray
+
+
+def concrete_ranks(positions: Positions, gains: np.ndarray, policy: str) -> np.ndarray:
+    """Ranks when the judged chunks of each tied group stand last (pessimistic) or first
+    (optimistic) in it, the higher gains last (pessimistic) or first (optimistic)."""
+    ranks = np.full(len(gains), np.inf)
+    for (better, tied), members in _groups(positions).items():
+        if not math.isfinite(better):
+            continue
+        order = sorted(members, key=lambda i: gains[i], reverse=policy == "optimistic")
+        first = better + 1 if policy == "optimistic" else better + tied - len(members) + 1
+        ranks[order] = first + np.arange(len(members))
+    return ranks
+
+
+def _groups(positions: Positions) -> dict[tuple[float, int], list[int]]:
+    """Judged chunk indices by tied group (chunks of one group share `better` and `tied`)."""
+    groups: dict[tuple[float, int], list[int]] = defaultdict(list)
+    for index, (better, tied) in enumerate(zip(positions.better.tolist(), positions.tied.tolist())):
+        groups[(float(better), int(tied))].append(index)
+    return dict(sorted(groups.items()))
+
+
+def _none_in_first(n: int, s: int, m: int) -> float:
+    """P(none of s marked items among the first m of n items in uniformly random order):
+    C(n - s, m) / C(n, m)."""
+    if s == 0 or m <= 0:
+        return 1.0
+    if m > n - s:
+        return 0.0
+    i = np.arange(m, dtype=np.float64)
+    return float(np.prod((n - s - i) / (n - i)))
+
+
+def expected_metrics(positions: Positions, gains: np.ndarray, ks: list[int]) -> dict[str, float]:
+    """Every metric's expected value when each tied group is in uniformly random order, exactly.
+
+    By linearity, a relevant chunk of a tied group of n chunks behind p better ones stands at each
+    rank p+1..p+n with probability 1/n; that gives recall@k, DCG and AP. The first relevant chunk
+    lies in the first group holding r >= 1 relevant chunks, at its j-th place with probability
+    C(n-j, r-1) / C(n, r): that gives hit@k, the reciprocal rank and the expected first rank
+    p + (n + 1) / (r + 1)."""
+    relevant = gains > 0
+    gains = gains.astype(np.float64)
+    n_relevant = int(relevant.sum())
+    groups = [(b, n, [i for i in members if relevant[i]]) for (b, n), members in _groups(positions).items()]
+    groups = [(b, n, members) for b, n, members in groups if members and math.isfinite(b)]
+    row: dict[str, float] = {}
+    if not groups:
+        return question_metrics(np.full(n_relevant, np.inf), gains[relevant], ks)
+    p, n, first_members = groups[0]
+    p, r = int(p), len(first_members)
+    j = np.arange(1, n - r + 2, dtype=np.float64)
+    p_first_at = np.empty_like(j)  # P(the first relevant chunk is the j-th of the group)
+    p_first_at[0] = r / n
+    if len(j) > 1:
+        p_first_at[1:] = r / n * np.cumprod((n - j[:-1] - r + 1) / (n - j[:-1]))
+    row["first_relevant_rank"] = p + (n + 1) / (r + 1)
+    row["reciprocal_rank"] = float(np.sum(p_first_at / (p + j)))
+    row[f"reciprocal_rank@{CUTOFF}"] = float(np.sum((p_first_at / (p + j))[p + j <= CUTOFF]))
+    row[f"ndcg@{CUTOFF}"] = _expected_dcg(groups, gains, CUTOFF) / _ideal_dcg(gains[relevant], CUTOFF)
+    row[f"map@{CUTOFF}"] = _expected_average_precision(groups, n_relevant, CUTOFF)
+    for k in ks:
+        inside = sum(len(members) * min(max(k - b, 0), size) / size for b, size, members in groups)
+        row[f"recall@{k}"] = inside / n_relevant
+        row[f"hit@{k}"] = 1.0 - _none_in_first(n, r, k - p)
+    return row
+
+
+def _ideal_dcg(gains: np.ndarray, k: int) -> float:
+    ideal = np.sort(gains)[::-1][:k]
+    return float(np.sum(ideal / np.log2(np.arange(2, len(ideal) + 2))))
+
+
+def _expected_dcg(groups: list, gains: np.ndarray, k: int) -> float:
+    total = 0.0
+    for better, size, members in groups:
+        places = np.arange(int(better) + 1, min(int(better) + size, k) + 1, dtype=np.float64)
+        total += float(gains[members].sum()) * float(np.sum(1.0 / np.log2(places + 1))) / size
+    return total
+
+
+def _expected_average_precision(groups: list, n_relevant: int, k: int) -> float:
+    """E[AP@k]: a relevant chunk at the j-th place of its group has, on average, R_before + 1 +
+    (j - 1)(r - 1)/(n - 1) relevant chunks at or above it (hypergeometric)."""
+    total, before = 0.0, 0
+    for better, size, members in groups:
+        r = len(members)
+        j = np.arange(1, min(size, k - int(better)) + 1, dtype=np.float64)
+        above = before + 1 + (j - 1) * (r - 1) / max(size - 1, 1)
+        total += r * float(np.sum(above / (better + j))) / size
+        before += r
+    return total / n_relevant
+
+
+def expected_span_recall(judgement: Judgement, positions: Positions, ks: list[int]) -> dict[int, float]:
+    """E[share of the evidence covered by the top k chunks], exactly: each stretch of the span
+    between chunk boundaries is covered unless none of the chunks over it is in the top k; only
+    the tied group straddling rank k is uncertain, a random subset of it being inside."""
+    span_start, span_end = judgement.span
+    starts = np.clip(judgement.starts, span_start, span_end)
+    ends = np.clip(judgement.ends, span_start, span_end)
+    cuts = np.unique(np.concatenate([starts, ends, [span_start, span_end]]))
+    better, tied = positions.better.astype(np.float64), positions.tied
+    recall = {}
+    for k in ks:
+        inside = better + tied <= k  # the whole tied group is in the top k
+        straddling = (better < k) & (better + tied > k)
+        covered = 0.0
+        for low, high in zip(cuts[:-1], cuts[1:]):
+            over = (starts <= low) & (ends >= high)
+            if inside[over].any():
+                covered += high - low
+            elif straddling[over].any():
+                group = over & straddling  # one group straddles k: the same better and tied
+                size, behind = int(tied[group][0]), int(better[group][0])
+                covered += (high - low) * (1.0 - _none_in_first(size, int(group.sum()), k - behind))
+        recall[k] = covered / max(span_end - span_start, 1)
+    return recall
+
+
+def score_question(judgement: Judgement, positions: Positions, ks: list[int], ties: str) -> dict[str, float]:
+    """All metrics of one question under tie policy `ties`, with the recall variant of its labels
+    (evidence coverage for span questions, the share of relevant chunks for chunk labels), plus
+    n_relevant and tie_group_size (chunks tied with its best-placed relevant chunk, itself
+    included; 1 = no tie)."""
+    relevant = judgement.gains > 0
+    if ties == "expected":
+        row = expected_metrics(positions, judgement.gains, ks)
+        if judgement.span is not None:
+            row.update({f"recall@{k}": value for k, value in expected_span_recall(judgement, positions, ks).items()})
+    else:
+        ranks = concrete_ranks(positions, judgement.gains, ties)
+        recall_at = span_recall(judgement, ranks, ks) if judgement.span is not None else None
+        row = question_metrics(ranks[relevant], judgement.gains[relevant], ks, recall_at)
+    placed = np.flatnonzero(relevant & np.isfinite(positions.better))
+    tie_size = int(positions.tied[placed[np.argmin(positions.better[placed])]]) if len(placed) else 0
+    return {
+        **row,
+        "n_relevant": int(relevant.sum()),
+        "n_relevant_tied": int((positions.tied[placed] > 1).sum()),
+        "tie_group_size": tie_size,
+    }
+
+
+def span_recall(judgement: Judgement, ranks: np.ndarray, ks: list[int]) -> dict[int, float]:
+    """recall@k for a span question: share of the evidence covered by the top-k chunks together."""
+    return {
+        k: union_coverage(judgement.starts[ranks <= k], judgement.ends[ranks <= k], *judgement.span)
+        for k in ks
+    }
+
+
 def summary_names(ks: list[int]) -> list[tuple[str, str]]:
     """(metrics.json key, per-question column it averages), in the order they are reported."""
     names = [(f"recall@{k}", f"recall@{k}") for k in ks] + [(f"hit@{k}", f"hit@{k}") for k in ks]
@@ -84,8 +261,11 @@ def summarize(per_question: pd.DataFrame, ks: list[int], n_chunks: int) -> dict[
     summary.update(
         n_questions=len(per_question),
         n_chunks=n_chunks,
-        n_questions_without_relevant_chunk=int(per_question["first_relevant_rank"].isna().sum()),
+        n_questions_without_relevant_chunk=int((per_question["n_relevant"] == 0).sum())
+        if "n_relevant" in per_question else int(per_question["first_relevant_rank"].isna().sum()),
     )
+    if "n_relevant_tied" in per_question:
+        summary["n_questions_judged_tied"] = int((per_question["n_relevant_tied"] > 0).sum())
     return summary
 
 
@@ -93,10 +273,13 @@ RANK_BUCKETS = [(1, 1), (2, 2), (3, 3), (4, 5), (6, 10), (11, 20), (21, 50), (51
 
 
 def rank_histogram(first_relevant_ranks: pd.Series) -> pd.DataFrame:
-    """Questions per bucket of first relevant rank (1, 2, 3, 4-5, ..., >100, none), for a bar plot."""
+    """Questions per bucket of first relevant rank (1, 2, 3, 4-5, ..., >100, none), for a bar plot.
+    An expected rank under ties may be fractional: it falls in the bucket whose range holds it
+    (2.5 counts under 2)."""
     rows = []
-    for low, high in RANK_BUCKETS:
-        inside = (first_relevant_ranks >= low) & (first_relevant_ranks <= (high if high is not None else np.inf))
+    lows = [low for low, _ in RANK_BUCKETS] + [np.inf]
+    for (low, high), next_low in zip(RANK_BUCKETS, lows[1:]):
+        inside = (first_relevant_ranks >= low) & (first_relevant_ranks < next_low)
         label = str(low) if low == high else (f"{low}-{high}" if high is not None else f">{low - 1}")
         rows.append({"first_relevant_rank": label, "questions": int(inside.sum())})
     rows.append({"first_relevant_rank": "none", "questions": int(first_relevant_ranks.isna().sum())})

@@ -1,6 +1,7 @@
 """Read and validate params.yaml: every key is known, every value has the expected type."""
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "source": "data/sample/sqlite",
         "id_field": "id",
         "text_field": "text",
-        "chunking": {"size": 800, "overlap": 100},
+        "chunking": {"chars": 800, "overlap": 100},
         "split": "test",
         "missing_relevant": "error",
     },
@@ -27,7 +28,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_attempts": 2,
         "max_questions": 300,
         "seed": 0,
-        "passages": {"size": 800, "overlap": 100},
+        "passages": {"chars": 800, "overlap": 100},
         "handwritten": "data/handwritten_questions.jsonl",
         "drop_echo": False,
         "concurrency": 8,
@@ -47,10 +48,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "method": "dense",
         "rrf_k": 60,
         "weights": {"dense": 1.0, "bm25": 1.0},
+        "bm25": {"stemmer": "english", "stopwords": "en"},
     },
     "score": {
         "k": [1, 3, 5, 10, 20],
         "min_coverage": 0.5,
+        "ties": "expected",
     },
 }
 
@@ -58,7 +61,14 @@ CHOICES = {
     ("load", "missing_relevant"): {"error", "drop"},
     ("generate", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
     ("retrieval", "method"): {"dense", "bm25", "hybrid"},
+    ("score", "ties"): {"expected", "pessimistic", "optimistic"},
 }
+
+# DVC leaves every param key named `size` or `nfiles` out of its run-cache key
+# (treeverse/dvc#10296), so a change to such a key is silently served stale outputs: no key here
+# may have those names, and a params.yaml still using one is told the new name.
+DVC_IGNORED_KEYS = {"size", "nfiles"}
+RENAMED = {"size": "chars"}
 
 # Keys that may be null although their default is not (null = no limit).
 NULLABLE = {"params.generate.max_cost_usd"}
@@ -66,13 +76,26 @@ NULLABLE = {"params.generate.max_cost_usd"}
 OPTIONAL_TYPES = {("embed", "max_seq_length"): int}
 
 
+def _unknown_key(key: Any, where: str, valid: list[str]) -> str:
+    """The one-line message for a key that is not in the schema, with the closest valid key."""
+    message = f"unknown key {where}.{key}"
+    if key in RENAMED and RENAMED[key] in valid:
+        message += (f"; it is called {where}.{RENAMED[key]} now (DVC ignores param keys named "
+                    f"{'/'.join(sorted(DVC_IGNORED_KEYS))}: treeverse/dvc#10296)")
+    else:
+        close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
+        if close:
+            message += f"; did you mean {where}.{close[0]}?"
+    return f"{message} (valid keys under {where}: {', '.join(valid)})"
+
+
 def _check(value: Any, default: Any, where: str, path: Path) -> Any:
     if isinstance(default, dict):
         if not isinstance(value, dict):
             raise InputError(f"{path}: {where} must be a mapping with keys {sorted(default)}")
-        unknown = sorted(set(value) - set(default))
+        unknown = sorted((set(value) - set(default)), key=str)
         if unknown:
-            raise InputError(f"{path}: unknown key {where}.{unknown[0]}; valid keys under {where}: {', '.join(sorted(default))}")
+            raise InputError(f"{path}: {_unknown_key(unknown[0], where, sorted(default))}")
         return {key: _check(value.get(key, default[key]), default[key], f"{where}.{key}", path) for key in default}
     if value is None:
         if default is None or where in NULLABLE:
@@ -93,6 +116,11 @@ def _check(value: Any, default: Any, where: str, path: Path) -> Any:
 
 def load_params(section: str, path: str | Path = "params.yaml") -> dict[str, Any]:
     """Validate the whole params file and return one section, with defaults filled in."""
+    return load_all_params(path)[section]
+
+
+def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any]]:
+    """Validate the whole params file: every section, with defaults filled in."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -111,7 +139,7 @@ def load_params(section: str, path: str | Path = "params.yaml") -> dict[str, Any
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool) or value <= 0):
             raise InputError(f"{path}: {name}.{key} must be a positive {kind.__name__} or null, got {value!r}")
     _check_values(params, path)
-    return params[section]
+    return params
 
 
 def _check_values(params: dict[str, Any], path: Path) -> None:
@@ -122,9 +150,9 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
         raise InputError(f"{path}: score.min_coverage must be in (0, 1], got {params['score']['min_coverage']!r}")
     for where in ("load.chunking", "generate.passages"):
         name, key = where.split(".")
-        size, overlap = params[name][key]["size"], params[name][key]["overlap"]
-        if size <= 0 or not 0 <= overlap < size:
-            raise InputError(f"{path}: {where} needs size > 0 and 0 <= overlap < size, got size={size}, overlap={overlap}")
+        chars, overlap = params[name][key]["chars"], params[name][key]["overlap"]
+        if chars <= 0 or not 0 <= overlap < chars:
+            raise InputError(f"{path}: {where} needs chars > 0 and 0 <= overlap < chars, got chars={chars}, overlap={overlap}")
     if params["generate"]["max_questions"] < 0:
         raise InputError(f"{path}: generate.max_questions must be >= 0 (0 = no limit)")
     _check_generate(params["generate"], path)
@@ -132,6 +160,9 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
         raise InputError(f"{path}: embed.batch_size must be positive")
     if params["retrieval"]["rrf_k"] < 0:
         raise InputError(f"{path}: retrieval.rrf_k must be >= 0")
+    for key, allowed in (("stemmer", ("english", "none")), ("stopwords", ("en", "none"))):
+        if params["retrieval"]["bm25"][key] not in allowed:
+            raise InputError(f"{path}: retrieval.bm25.{key} must be one of {', '.join(allowed)}, got {params['retrieval']['bm25'][key]!r}")
 
 
 def _check_generate(generate: dict[str, Any], path: Path) -> None:

@@ -6,6 +6,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 from scipy.stats import rankdata
 
+from retrieval_bench.metrics import Positions
+
 QUERY_BATCH = 256  # questions scored at once: bounds memory at QUERY_BATCH x n_chunks floats
 
 
@@ -29,23 +31,34 @@ def rrf_scores(
     return fused
 
 
-def pessimistic_ranks(scores: np.ndarray, judged: np.ndarray) -> np.ndarray:
-    """Rank of chunks `judged` in one question's `scores`: 1 + the number of other chunks scoring at
-    least as high, so a judged chunk tied with others ranks after all of them."""
+def judged_positions(scores: np.ndarray, judged: np.ndarray) -> Positions:
+    """Where chunks `judged` stand in one question's `scores`: how many other chunks score higher,
+    and how many score the same (the chunk itself included)."""
     if len(judged) == 0:
-        return np.zeros(0, dtype=np.int64)
-    return (scores[None, :] >= scores[judged][:, None]).sum(axis=1).astype(np.int64)
+        empty = np.zeros(0, dtype=np.int64)
+        return Positions(empty.astype(np.float64), empty)
+    judged_scores = scores[judged][:, None]
+    better = (scores[None, :] > judged_scores).sum(axis=1)
+    tied = (scores[None, :] == judged_scores).sum(axis=1)
+    return Positions(better.astype(np.float64), tied.astype(np.int64))
+
+
+def pessimistic_ranks(scores: np.ndarray, judged: np.ndarray) -> np.ndarray:
+    """Rank of chunks `judged` when each stands after every chunk tied with it: 1 + the number of
+    other chunks scoring at least as high (used where one rank per chunk is needed on its own)."""
+    positions = judged_positions(scores, judged)
+    return (positions.better + positions.tied).astype(np.int64)
 
 
 def judged_ranks(
     score_batch: Callable[[slice], np.ndarray], n_questions: int, judged: list[np.ndarray], progress=None
-) -> Iterator[np.ndarray]:
-    """For each question in order, the pessimistic ranks of its judged chunk indices."""
+) -> Iterator[Positions]:
+    """For each question in order, the positions of its judged chunk indices."""
     for batch_start in range(0, n_questions, QUERY_BATCH):
         rows = slice(batch_start, min(batch_start + QUERY_BATCH, n_questions))
         scores = score_batch(rows)
         for offset, question in enumerate(range(rows.start, rows.stop)):
-            yield pessimistic_ranks(scores[offset], judged[question])
+            yield judged_positions(scores[offset], judged[question])
         if progress is not None:
             progress.update(rows.stop - rows.start)
 
@@ -58,18 +71,21 @@ def method_scores(
     questions: list[str],
     rrf_k: float = 60,
     weights: dict[str, float] | None = None,
+    bm25: dict[str, str] | None = None,
 ) -> Callable[[slice], np.ndarray]:
     """The scores of retrieval `method` (dense, bm25 or hybrid) for a batch of question rows."""
     from retrieval_bench.lexical import bm25_scores
 
+    bm25 = bm25 or {}
     if method == "dense":
         return dense_scores(question_vectors, chunk_vectors)
     if method == "bm25":
-        return bm25_scores(chunk_texts, questions)
+        return bm25_scores(chunk_texts, questions, **bm25)
     if method == "hybrid":
         weights = weights or {"dense": 1.0, "bm25": 1.0}
         return rrf_scores(
-            [(dense_scores(question_vectors, chunk_vectors), weights["dense"]), (bm25_scores(chunk_texts, questions), weights["bm25"])],
+            [(dense_scores(question_vectors, chunk_vectors), weights["dense"]),
+             (bm25_scores(chunk_texts, questions, **bm25), weights["bm25"])],
             rrf_k,
         )
     raise ValueError(f"unknown retrieval method {method!r}")

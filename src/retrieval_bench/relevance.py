@@ -1,7 +1,10 @@
 """Which chunks are relevant to a question, and how much: from chunk labels or evidence spans.
 
 A chunk-labelled question (imported qrels) judges chunk ids with grades. A span-anchored question
-judges every chunk by coverage: the share of the evidence span's characters the chunk contains.
+judges every chunk of its document that overlaps the evidence span: it is relevant when it holds
+at least min_coverage of the evidence, or when at least min_coverage of the chunk itself is
+evidence (a small chunk inside a long evidence span); its gain is the share of the evidence it
+holds. So a re-chunking finer than the evidence still leaves every question a relevant chunk.
 """
 from __future__ import annotations
 
@@ -32,6 +35,12 @@ def coverage(chunk_start: np.ndarray, chunk_end: np.ndarray, span_start: int, sp
     return covered / max(span_end - span_start, 1)
 
 
+def chunk_evidence_share(chunk_start: np.ndarray, chunk_end: np.ndarray, span_start: int, span_end: int) -> np.ndarray:
+    """Share of each chunk's own characters that lie inside the evidence span."""
+    inside = np.clip(np.minimum(chunk_end, span_end) - np.maximum(chunk_start, span_start), 0, None)
+    return inside / np.maximum(chunk_end - chunk_start, 1)
+
+
 def union_coverage(starts: np.ndarray, ends: np.ndarray, span_start: int, span_end: int) -> float:
     """Share of the span covered by the union of the given chunks (they may overlap each other)."""
     clipped = sorted((max(s, span_start), min(e, span_end)) for s, e in zip(starts, ends) if min(e, span_end) > max(s, span_start))
@@ -60,14 +69,8 @@ def judge(golden: list[dict], chunks: pd.DataFrame, min_coverage: float) -> list
         share = coverage(starts[candidates], ends[candidates], row["start"], row["end"])
         overlapping = share > 0
         candidates, share = candidates[overlapping], share[overlapping]
-        gains = np.where(share >= min_coverage, share, 0.0)
+        chunk_share = chunk_evidence_share(starts[candidates], ends[candidates], row["start"], row["end"])
+        gains = np.where((share >= min_coverage) | (chunk_share >= min_coverage), share, 0.0)
         judgements.append(Judgement(candidates, gains, (row["start"], row["end"]), starts[candidates], ends[candidates]))
     return judgements
 
-
-def span_recall(judgement: Judgement, ranks: np.ndarray, ks: list[int]) -> dict[int, float]:
-    """recall@k for a span question: share of the evidence covered by the top-k chunks together."""
-    return {
-        k: union_coverage(judgement.starts[ranks <= k], judgement.ends[ranks <= k], *judgement.span)
-        for k in ks
-    }

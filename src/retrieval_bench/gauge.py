@@ -1,0 +1,119 @@
+"""`retrieval-bench gauge FILE`: how much do the questions of any question set echo their evidence,
+and how easy are they for BM25 over the chunks being scored?
+
+FILE is this project's golden set, hand-written questions, a BEIR folder, a ragas testset
+(CSV/JSONL) or a LlamaIndex EmbeddingQAFinetuneDataset (JSON): see retrieval_bench.question_formats.
+Each question is measured against its evidence texts (retrieval_bench.echo); its relevant chunks in
+the chunk table follow the scoring's relevance rule (retrieval_bench.relevance).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from retrieval_bench import echo
+from retrieval_bench.goldenset import locate_anywhere
+from retrieval_bench.io import InputError, atomic_open
+from retrieval_bench.question_formats import hashed_qid, read_question_set
+from retrieval_bench.relevance import judge
+
+COLUMNS = ["qid", "question", "echo", "echo_longest_ngram", "echo_content_share", "bm25_rank", "n_relevant_chunks"]
+
+
+def _relevance_rows(question: dict, kind: str, texts: dict[str, str], chunk_ids: set[str]) -> tuple[list[dict], list[str]]:
+    """Rows retrieval_bench.relevance can judge (spans or chunk labels) and the evidence texts."""
+    if question.get("relevant") is not None:
+        relevant = {c: g for c, g in question["relevant"].items() if c in chunk_ids}
+        return [{"relevant": relevant}], [texts[c] for c, g in relevant.items() if g > 0 and c in texts]
+    if kind == "goldenset":
+        if question.get("doc_id") not in texts:
+            return [], []
+        return [question], [texts[question["doc_id"]][int(question["start"]):int(question["end"])]]
+    if question.get("node_ids") and all(node in chunk_ids for node in question["node_ids"]):
+        return [{"relevant": {node: 1 for node in question["node_ids"]}}], question["evidence"]
+    rows = []
+    for evidence in question["evidence"]:
+        doc_id = question.get("doc_id")
+        found = locate_anywhere(texts, evidence, doc_id if doc_id in texts else None) if doc_id is None or doc_id in texts else None
+        if found is not None:
+            rows.append({"doc_id": found[0], "start": found[1][0], "end": found[1][1]})
+    return rows, question["evidence"]
+
+
+def gauge_question_set(
+    path: str | Path, chunks: pd.DataFrame, documents: pd.DataFrame, min_coverage: float = 0.5, split: str = "test"
+) -> tuple[str, pd.DataFrame, dict]:
+    """(format, one row per question, summary) for the question set at `path`."""
+    kind, questions = read_question_set(path, split)
+    if not questions:
+        raise InputError(f"{path}: no questions")
+    texts = dict(zip(documents["doc_id"].astype(str), documents["text"]))
+    chunk_ids = set(chunks["chunk_id"])
+    rows, evidence, relevant = [], [], []
+    for question in questions:
+        to_judge, evidence_texts = _relevance_rows(question, kind, texts, chunk_ids)
+        indices = sorted({int(i) for j in judge(to_judge, chunks, min_coverage) for i in j.indices[j.gains > 0]})
+        qid = question.get("qid") or hashed_qid(question["question"], str(question.get("doc_id") or ""))
+        rows.append({"qid": str(qid), "question": question["question"], "n_relevant_chunks": len(indices)})
+        evidence.append(evidence_texts)
+        relevant.append(np.array(indices, dtype=np.int64))
+    summary = echo.mark(rows, evidence)
+    ranks = echo.bm25_ranks(chunks["text"].tolist(), [row["question"] for row in rows], relevant)
+    for row, rank in zip(rows, ranks):
+        row["bm25_rank"] = rank
+    found = [rank for rank in ranks if rank is not None]
+    summary.update(
+        n_questions=len(rows),
+        n_without_relevant_chunk=sum(rank is None for rank in ranks),
+        bm25_mrr=round(float(np.mean([1 / r for r in found])), 4) if found else None,
+        bm25_recall_at_1=round(float(np.mean([r == 1 for r in found])), 4) if found else None,
+    )
+    return kind, pd.DataFrame(rows)[COLUMNS], summary
+
+
+def worst_offenders(table: pd.DataFrame, limit: int) -> pd.DataFrame:
+    """The questions closest to their evidence: flagged first, then the longest shared run."""
+    measured = table[table["echo"].notna()]
+    return measured.sort_values(["echo", "echo_longest_ngram", "echo_content_share"], ascending=False, kind="stable").head(limit)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = __doc__.split("\n\n")[0]
+    parser.add_argument("file", help="question set: golden set, hand-written JSONL, BEIR folder, ragas CSV/JSONL, LlamaIndex JSON")
+    parser.add_argument("--chunks", default="data/chunks.parquet", help="chunk table to judge and rank against (default: %(default)s)")
+    parser.add_argument("--documents", default="data/documents.parquet", help="documents the evidence is found in (default: %(default)s)")
+    parser.add_argument("--min-coverage", type=float, default=0.5, help="relevance threshold, as score.min_coverage (default: %(default)s)")
+    parser.add_argument("--split", default="test", help="BEIR folders: qrels/<split>.tsv (default: %(default)s)")
+    parser.add_argument("--out", default="metrics/gauge.csv", help="per-question results (default: %(default)s)")
+    parser.add_argument("--show", type=int, default=10, help="worst offenders listed (default: %(default)s)")
+    parser.set_defaults(run=run)
+
+
+def _read_table(path: str, columns: list[str]) -> pd.DataFrame:
+    if not Path(path).is_file():
+        raise InputError(f"{path}: not found (run `dvc repro load_chunks`, or pass --chunks/--documents)")
+    return pd.read_parquet(path, columns=columns)
+
+
+def run(args: argparse.Namespace) -> int:
+    chunks = _read_table(args.chunks, ["chunk_id", "doc_id", "start", "end", "text"])
+    documents = _read_table(args.documents, ["doc_id", "text"])
+    kind, table, summary = gauge_question_set(args.file, chunks, documents, args.min_coverage, args.split)
+    with atomic_open(args.out) as handle:
+        table.to_csv(handle, index=False, lineterminator="\n")
+    rate = "n/a" if summary["echo_rate"] is None else f"{summary['echo_rate']:.1%}"
+    print(f"{args.file} ({kind}): {summary['n_questions']} questions, {summary['n_measured']} with evidence")
+    print(f"echo rate {rate} ({summary['echo_flagged']} flagged; rule: {echo.ECHO_RULE})")
+    print(f"BM25 over {len(chunks)} chunks: MRR {summary['bm25_mrr']}, recall@1 {summary['bm25_recall_at_1']}; "
+          f"{summary['n_without_relevant_chunk']} questions have no relevant chunk")
+    offenders = worst_offenders(table, args.show)
+    if len(offenders):
+        print("closest to their evidence:")
+        for row in offenders.itertuples():
+            mark = "ECHO" if row.echo else "    "
+            print(f"  {mark} {row.qid}  run {row.echo_longest_ngram}, share {row.echo_content_share:.2f}: {row.question[:100]}")
+    print(f"per-question results: {args.out}")
+    return 0

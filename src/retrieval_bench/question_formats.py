@@ -1,0 +1,145 @@
+"""Read a question set in any supported format into one shape: qid, question, evidence texts and,
+where the format has them, an evidence span or chunk labels; every other field is kept as-is.
+
+Formats (detected from the file):
+
+- this project's golden set (data/goldenset.jsonl): qid, question, doc_id/start/end or relevant;
+- hand-written questions (JSONL): question, doc_id, evidence, optional qid and any other fields;
+- a ragas testset (CSV or JSONL): user_input, reference_contexts (a list of texts);
+- a LlamaIndex EmbeddingQAFinetuneDataset (JSON): queries, corpus, relevant_docs;
+- a BEIR folder (queries.jsonl, qrels/<split>.tsv) with its corpus.
+"""
+from __future__ import annotations
+
+import ast
+import csv
+import hashlib
+import json
+from pathlib import Path
+
+from retrieval_bench.io import InputError, read_jsonl
+
+RAGAS_FIELDS = ("user_input", "reference_contexts")
+
+
+def hashed_qid(question: str, anchor: str = "") -> str:
+    """The qid of a question its source gave none: stable across runs."""
+    return "q" + hashlib.sha256(f"{anchor}\0{question}".encode("utf-8")).hexdigest()[:12]
+
+
+def detect_format(path: Path) -> str:
+    """goldenset | handwritten | ragas | llamaindex | beir, from the file's name and first record."""
+    if path.is_dir():
+        if (path / "queries.jsonl").is_file():
+            return "beir"
+        raise InputError(f"{path}: a folder must be a BEIR folder (queries.jsonl, qrels/<split>.tsv, corpus.jsonl)")
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return "llamaindex"
+    if suffix == ".csv":
+        return "ragas"
+    if suffix != ".jsonl":
+        raise InputError(f"{path}: expected a .jsonl, .csv or .json question set, or a BEIR folder")
+    rows = read_jsonl(path)
+    first = rows[0] if rows else {}
+    if all(field in first for field in RAGAS_FIELDS):
+        return "ragas"
+    if "evidence" in first and "question" in first:
+        return "handwritten"
+    if "qid" in first and "question" in first and ("start" in first or "relevant" in first):
+        return "goldenset"
+    raise InputError(
+        f"{path}:1: not a known question set: expected question + doc_id + evidence (hand-written), "
+        f"user_input + reference_contexts (ragas) or this project's golden set; fields found: {', '.join(first) or 'none'}"
+    )
+
+
+def _context_list(value: object, where: str) -> list[str]:
+    """ragas' reference_contexts: a list, or in CSV its JSON or Python-literal text."""
+    if isinstance(value, str):
+        for parse in (json.loads, ast.literal_eval):
+            try:
+                value = parse(value)
+                break
+            except (ValueError, SyntaxError):
+                continue
+    if not isinstance(value, list) or not all(isinstance(text, str) for text in value):
+        raise InputError(f"{where}: reference_contexts must be a list of texts")
+    return [text for text in value if text.strip()]
+
+
+def read_ragas(path: Path) -> list[dict]:
+    if path.suffix.lower() == ".csv":
+        with open(path, encoding="utf-8", newline="") as handle:
+            records = list(csv.DictReader(handle))
+        numbered = [(f"{path}:{i + 2}", record) for i, record in enumerate(records)]  # line 1 is the header
+    else:
+        numbered = [(f"{path}: record {i + 1}", record) for i, record in enumerate(read_jsonl(path))]
+    questions = []
+    for where, record in numbered:
+        missing = [field for field in RAGAS_FIELDS if field not in record]
+        if missing:
+            raise InputError(f"{where}: a ragas testset record needs {' and '.join(missing)}")
+        question = str(record["user_input"]).strip()
+        contexts = _context_list(record["reference_contexts"], where)
+        extra = {k: v for k, v in record.items() if k not in (*RAGAS_FIELDS, "qid")}
+        qid = str(record.get("qid") or record.get("id") or hashed_qid(question, contexts[0] if contexts else ""))
+        questions.append({"qid": qid, "question": question, "evidence": contexts, "extra": extra})
+    return questions
+
+
+def read_llamaindex(path: Path) -> list[dict]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}:{error.lineno}: invalid JSON ({error.msg})") from None
+    if not isinstance(data, dict) or not all(isinstance(data.get(key), dict) for key in ("queries", "corpus", "relevant_docs")):
+        raise InputError(f"{path}: a LlamaIndex EmbeddingQAFinetuneDataset needs the mappings queries, corpus and relevant_docs")
+    questions = []
+    for qid, question in data["queries"].items():
+        node_ids = data["relevant_docs"].get(qid) or []
+        unknown = [node for node in node_ids if node not in data["corpus"]]
+        if unknown:
+            raise InputError(f"{path}: relevant_docs[{qid!r}] names {unknown[0]!r}, which is not in corpus")
+        questions.append({
+            "qid": str(qid), "question": str(question), "evidence": [data["corpus"][node] for node in node_ids],
+            "node_ids": list(node_ids), "extra": {},
+        })
+    return questions
+
+
+def read_question_set(path: str | Path, split: str = "test") -> tuple[str, list[dict]]:
+    """(format, questions) for the question set at `path`."""
+    from retrieval_bench.load import read_qrels, read_queries
+
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file or folder")
+    kind = detect_format(path)
+    if kind == "ragas":
+        return kind, read_ragas(path)
+    if kind == "llamaindex":
+        return kind, read_llamaindex(path)
+    if kind == "beir":
+        queries = read_queries(path / "queries.jsonl")
+        qrels_path = path / "qrels" / f"{split}.tsv"
+        if not qrels_path.is_file():
+            raise InputError(f"{qrels_path}: not found (the BEIR folder's judgements for split {split!r})")
+        relevant: dict[str, dict[str, int]] = {}
+        for qid, chunk_id, grade in read_qrels(qrels_path):
+            relevant.setdefault(qid, {})[chunk_id] = grade
+        return kind, [{"qid": q, "question": queries[q], "evidence": [], "relevant": r, "extra": {}} for q, r in relevant.items() if q in queries]
+    rows = read_jsonl(path)
+    if kind == "goldenset":
+        return kind, [{**row, "evidence": []} for row in rows]
+    questions = []
+    for number, row in enumerate(rows, 1):
+        if not isinstance(row.get("question"), str) or not isinstance(row.get("evidence"), str):
+            raise InputError(f"{path}: record {number} needs a question and an evidence text")
+        questions.append({
+            # No qid given: None here; the golden set derives one from document and question.
+            "qid": None if row.get("qid") is None else str(row["qid"]),
+            "question": row["question"], "doc_id": row.get("doc_id"), "evidence": [row["evidence"]],
+            "extra": {k: v for k, v in row.items() if k not in ("qid", "question", "doc_id", "evidence")},
+        })
+    return kind, questions

@@ -1,0 +1,57 @@
+"""params.yaml: no key DVC would misread, every key checked, typos told the closest valid key."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from retrieval_bench.io import InputError
+from retrieval_bench.params import DEFAULTS, DVC_IGNORED_KEYS, load_all_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def leaves(tree, path=()):
+    for key, value in tree.items():
+        yield (*path, key)
+        if isinstance(value, dict):
+            yield from leaves(value, (*path, key))
+
+
+@pytest.mark.parametrize("tree", [DEFAULTS, yaml.safe_load((ROOT / "params.yaml").read_text())], ids=["defaults", "params.yaml"])
+def test_no_param_key_is_one_dvc_leaves_out_of_its_run_cache(tree):
+    # treeverse/dvc#10296: a key named size or nfiles, at any depth, is dropped from the run-cache key.
+    named = [".".join(path) for path in leaves(tree) if path[-1] in DVC_IGNORED_KEYS]
+    assert named == []
+
+
+def test_the_bundled_params_are_valid_and_complete():
+    params = load_all_params(ROOT / "params.yaml")
+    assert set(params) == set(DEFAULTS)
+    written = {".".join(p) for p in leaves(yaml.safe_load((ROOT / "params.yaml").read_text()))}
+    assert written == {".".join(p) for p in leaves(DEFAULTS)}  # every default is visible to the user
+
+
+def write(tmp_path: Path, tree: dict) -> Path:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("tree", "message"),
+    [
+        ({"load": {"chunk_size": 500}}, "unknown key params.load.chunk_size; did you mean params.load.chunking?"),
+        ({"scoring": {"k": [1]}}, "unknown key params.scoring; did you mean params.score?"),
+        ({"load": {"chunking": {"size": 400}}}, "it is called params.load.chunking.chars now (DVC ignores param keys named nfiles/size: treeverse/dvc#10296)"),
+        ({"score": {"ties": "random"}}, "score.ties must be one of expected, optimistic, pessimistic, got 'random'"),
+        ({"retrieval": {"bm25": {"stemmer": "porter"}}}, "retrieval.bm25.stemmer must be one of english, none"),
+        ({"load": {"chunking": {"chars": 400, "overlap": 400}}}, "load.chunking needs chars > 0 and 0 <= overlap < chars"),
+        ({"load": {"chunking": {"chars": "800"}}}, "params.load.chunking.chars must be int, got '800'"),
+    ],
+)
+def test_bad_params_name_the_key_and_what_was_expected(tmp_path, tree, message):
+    with pytest.raises(InputError) as error:
+        load_all_params(write(tmp_path, tree))
+    assert message in str(error.value) and "\n" not in str(error.value)

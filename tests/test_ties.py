@@ -1,0 +1,127 @@
+"""score.ties: `expected` equals the mean over every order of each tied group (brute force), the
+concrete policies equal trec_eval on the order they stand for, and hybrid's mirror ties are
+scored the same whichever chunk came first."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import pytrec_eval
+
+from retrieval_bench.metrics import Positions, concrete_ranks, question_metrics, score_question, span_recall
+from retrieval_bench.rank import judged_positions, rrf_scores
+from retrieval_bench.relevance import Judgement
+
+KS = [1, 2, 3, 5]
+METRICS = ["reciprocal_rank", "reciprocal_rank@10", "ndcg@10", "map@10", "first_relevant_rank"] + [
+    f"{name}@{k}" for name in ("recall", "hit") for k in KS
+]
+
+
+def all_orders(scores: np.ndarray):
+    """Every ranking of the chunks that sorts by score, tied chunks in every order."""
+    levels = sorted(set(scores.tolist()), reverse=True)
+    groups = [list(np.flatnonzero(scores == level)) for level in levels]
+    for parts in itertools.product(*(itertools.permutations(group) for group in groups)):
+        order = [chunk for part in parts for chunk in part]
+        ranks = np.empty(len(scores))
+        ranks[order] = np.arange(1, len(scores) + 1)
+        yield ranks
+
+
+def brute_force(scores, judgement: Judgement, ks) -> dict[str, float]:
+    rows = []
+    relevant = judgement.gains > 0
+    for ranks in all_orders(scores):
+        judged_ranks = ranks[judgement.indices]
+        recall = span_recall(judgement, judged_ranks, ks) if judgement.span is not None else None
+        rows.append(question_metrics(judged_ranks[relevant], judgement.gains[relevant], ks, recall))
+    return {name: float(np.mean([row[name] for row in rows])) for name in rows[0]}
+
+
+def random_tied_case(rng: np.random.Generator, span: bool):
+    n = int(rng.integers(2, 8))
+    scores = rng.integers(0, 3, size=n).astype(float)  # few levels: many ties
+    judged = rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False)
+    if span:
+        starts = rng.integers(0, 50, size=len(judged))
+        ends = starts + rng.integers(5, 40, size=len(judged))
+        gains = rng.choice([0.0, 0.3, 0.6, 1.0], size=len(judged))
+        judgement = Judgement(judged, gains, (10, 60), starts, ends)
+    else:
+        gains = rng.integers(0, 4, size=len(judged)).astype(float)
+        judgement = Judgement(judged, gains)
+    if not (judgement.gains > 0).any():
+        judgement.gains[0] = 1.0
+    return scores, judgement
+
+
+@pytest.mark.parametrize("span", [False, True])
+@pytest.mark.parametrize("seed", range(60))
+def test_expected_equals_the_mean_over_every_order(seed, span):
+    rng = np.random.default_rng(seed)
+    scores, judgement = random_tied_case(rng, span)
+    ours = score_question(judgement, judged_positions(scores, judgement.indices), KS, "expected")
+    truth = brute_force(scores, judgement, KS)
+    for name in METRICS:
+        assert ours[name] == pytest.approx(truth[name], abs=1e-12), name
+
+
+@pytest.mark.parametrize("policy", ["pessimistic", "optimistic"])
+@pytest.mark.parametrize("seed", range(40))
+def test_concrete_policies_equal_trec_eval_on_the_order_they_stand_for(seed, policy):
+    rng = np.random.default_rng(100 + seed)
+    scores, judgement = random_tied_case(rng, span=False)
+    ours = score_question(judgement, judged_positions(scores, judgement.indices), KS, policy)
+    # The order the policy stands for: by score, judged chunks last (first) in their tie.
+    ranks = concrete_ranks(judged_positions(scores, judgement.indices), judgement.gains, policy)
+    rank_of = dict(zip(judgement.indices.tolist(), ranks.tolist()))
+    others = sorted((c for c in range(len(scores)) if c not in rank_of), key=lambda c: -scores[c])
+    free = iter(sorted(set(range(1, len(scores) + 1)) - set(rank_of.values())))
+    rank_of.update({c: next(free) for c in others})
+    run = {f"d{c}": float(len(scores) - rank) for c, rank in rank_of.items()}  # distinct scores in that order
+    qrels = {"q": {f"d{c}": int(g) for c, g in zip(judgement.indices, judgement.gains)}}
+    measures = {"recip_rank", "ndcg_cut.10", "map_cut.10", f"recall.{','.join(map(str, KS))}", f"success.{','.join(map(str, KS))}"}
+    trec = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate({"q": run})["q"]
+    assert ours["reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
+    assert ours["ndcg@10"] == pytest.approx(trec["ndcg_cut_10"], abs=1e-9)
+    assert ours["map@10"] == pytest.approx(trec["map_cut_10"], abs=1e-9)
+    for k in KS:
+        assert ours[f"recall@{k}"] == pytest.approx(trec[f"recall_{k}"], abs=1e-9)
+        assert ours[f"hit@{k}"] == pytest.approx(trec[f"success_{k}"], abs=1e-9)
+
+
+def test_policies_bracket_expected_and_agree_without_ties():
+    scores = np.array([0.9, 0.5, 0.5, 0.5, 0.1])
+    judgement = Judgement(np.array([2]), np.array([1.0]))
+    positions = judged_positions(scores, judgement.indices)
+    assert positions.better.tolist() == [1] and positions.tied.tolist() == [3]
+    rows = {policy: score_question(judgement, positions, [1, 2, 3, 4], policy) for policy in ("pessimistic", "expected", "optimistic")}
+    assert rows["pessimistic"]["first_relevant_rank"] == 4 and rows["optimistic"]["first_relevant_rank"] == 2
+    assert rows["expected"]["first_relevant_rank"] == 3
+    assert rows["expected"]["reciprocal_rank"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
+    assert rows["expected"]["hit@2"] == pytest.approx(1 / 3) and rows["expected"]["hit@3"] == pytest.approx(2 / 3)
+    assert rows["expected"]["tie_group_size"] == 3 and rows["expected"]["n_relevant_tied"] == 1
+    distinct = np.array([0.9, 0.7, 0.5, 0.3])
+    same = [score_question(judgement, judged_positions(distinct, judgement.indices), [1, 3], p) for p in ("pessimistic", "expected", "optimistic")]
+    assert same[0] == same[1] == same[2]
+
+
+def test_a_question_whose_relevant_chunk_is_not_in_the_run():
+    positions = Positions(np.array([math.inf]), np.array([1]))
+    row = score_question(Judgement(np.array([0]), np.array([1.0])), positions, [1, 5], "expected")
+    assert math.isnan(row["first_relevant_rank"]) and row["reciprocal_rank"] == 0 and row["recall@5"] == 0
+
+
+def test_hybrid_mirror_ties_do_not_depend_on_who_came_first():
+    # Dense ranks the gold chunk 1st and another 2nd, BM25 the other way round: RRF ties them.
+    dense = np.array([[0.9, 0.8, 0.1]])
+    bm25 = np.array([[2.0, 3.0, 0.0]])
+    fused = rrf_scores([(lambda rows: dense[rows], 1.0), (lambda rows: bm25[rows], 1.0)], 60)(slice(0, 1))[0]
+    assert fused[0] == fused[1]
+    for gold in (0, 1):
+        judgement = Judgement(np.array([gold]), np.array([1.0]))
+        row = score_question(judgement, judged_positions(fused, judgement.indices), [1], "expected")
+        assert row["reciprocal_rank"] == pytest.approx(0.75) and row["hit@1"] == pytest.approx(0.5)
