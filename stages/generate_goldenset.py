@@ -114,7 +114,10 @@ def synthetic(params: dict, documents: pd.DataFrame, template: str, prompt_sha25
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m stages.generate_goldenset", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print what would be generated and its cost; write nothing")
+    parser.add_argument("--no-wait", action="store_true", help="exit with one line if another run holds the question cache, instead of waiting")
     args = parser.parse_args(argv)
+    if args.no_wait:
+        os.environ["RETRIEVAL_BENCH_LOCK_WAIT"] = "0"
     dry_run = args.dry_run or dry_run_requested_by_env()
     params = load_params("generate")
     documents = pd.read_parquet(DOCUMENTS)

@@ -3,9 +3,19 @@
 Speaks enough of three APIs for retrieval_bench.generate:
 
 - Anthropic Messages: POST /v1/messages
-- Anthropic Message Batches: POST /v1/messages/batches, GET /v1/messages/batches/{id},
+- Anthropic Message Batches: POST /v1/messages/batches, GET /v1/messages/batches (the list, most
+  recent first, paginated with limit / after_id / before_id and has_more / first_id / last_id as
+  the real API shapes it), GET /v1/messages/batches/{id},
   GET /v1/messages/batches/{id}/results (JSON Lines, at the batch's results_url)
 - OpenAI chat completions: POST /v1/chat/completions
+
+Requests in absolute form (`POST http://elsewhere.example/v1/...`, as an HTTP proxy receives
+them) are answered too, and their host is recorded: a test can point HTTP_PROXY here to see
+what a client would have sent to another host, without any network.
+
+FaultProxy sits in front of a StubLLM and passes requests through, with scripted faults of its
+own: answer a batch create with a 500 after passing it through (the batch exists, the client
+cannot know), or before (nothing was created).
 
 It counts every request and can be scripted: a fixed latency, a queue of faults applied to the
 next generation requests (429 with retry-after-ms, 529 overloaded, 500, connection reset,
@@ -28,14 +38,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 _PASSAGE = re.compile(r"<passage>\n(.*)\n</passage>", re.DOTALL)
+_ESCAPED = re.compile(r"&(lt|#x[0-9a-f]{4});", re.IGNORECASE)
+
+
+def passage_block(prompt: str) -> str | None:
+    """The text between the prompt's <passage> and </passage> lines, as sent (escaped)."""
+    match = _PASSAGE.search(prompt)
+    return match.group(1) if match else None
 
 
 def passage_of(prompt: str) -> str:
-    """The passage inside a rendered question prompt (the whole prompt if it has no markers)."""
-    match = _PASSAGE.search(prompt)
-    return match.group(1) if match else prompt
+    """The passage inside a rendered question prompt (the whole prompt if it has no markers), with
+    the entities the generator escapes delimiter look-alikes with turned back into characters."""
+    block = passage_block(prompt)
+    if block is None:
+        return prompt
+    return _ESCAPED.sub(lambda m: "<" if m.group(1).lower() == "lt" else chr(int(m.group(1)[2:], 16)), block)
 
 
 def passage_sha(prompt: str) -> str:
@@ -59,6 +80,7 @@ class Request:
     headers: dict = field(default_factory=dict)
     passage_sha: str | None = None  # generation requests only
     outcome: str = "ok"
+    host: str | None = None  # the host named by an absolute-form request (sent through a proxy)
 
 
 FAULTS = {"rate_limit", "overloaded", "server_error", "reset", "malformed", "spend_limit", "auth"}
@@ -79,6 +101,9 @@ class StubLLM:
         self.batch_seconds = 0.0  # time a batch takes to end
         self.batch_outcome: Callable[[str, int], str] = lambda custom_id, index: "succeeded"
         self.batches: dict[str, dict] = {}
+        self.create_hold = 0.0  # seconds a batch create waits, after the batch exists, before answering
+        self.create_faults: list[str] = []  # per create: "server_error" (500, nothing created), "rate_limit"
+        self.after_create: Callable[["StubLLM"], None] | None = None  # e.g. other users' batches appearing
         self.successes = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
@@ -107,8 +132,31 @@ class StubLLM:
             return sum(r.method == method and r.path.startswith(path_prefix) for r in self.requests)
 
     def batch_creates(self) -> int:
+        """Create requests received (whether or not they created a batch)."""
         with self.lock:
             return sum(r.method == "POST" and r.path == "/v1/messages/batches" for r in self.requests)
+
+    def created_batches(self, custom_ids: set[str] | None = None) -> list[dict]:
+        """Batches that exist, other than add_batch's (optionally: only those holding these custom_ids)."""
+        with self.lock:
+            batches = [b for b in self.batches.values() if not b.get("foreign")]
+        if custom_ids is not None:
+            batches = [b for b in batches if {r["custom_id"] for r in b["requests"]} & custom_ids]
+        return batches
+
+    def add_batch(self, n_requests: int, ended: bool = True, prefix: str = "other") -> str:
+        """A batch someone else created on the same account (for listing and reconciliation)."""
+        with self.lock:
+            batch_id = f"msgbatch_{prefix}{len(self.batches) + 1:04d}"
+            requests = [{"custom_id": f"{prefix}-{batch_id}-{i}", "params": {"model": "m", "max_tokens": 10,
+                         "messages": [{"role": "user", "content": "hi"}]}} for i in range(n_requests)]
+            self.batches[batch_id] = {
+                "id": batch_id, "requests": requests, "foreign": True,
+                "started": time.monotonic() - (self.batch_seconds + 1 if ended else 0),  # else: ends after batch_seconds
+                "created_at": datetime.now(timezone.utc), "seq": len(self.batches),
+                "outcomes": ["succeeded"] * n_requests,
+            }
+        return batch_id
 
     def reset_counts(self) -> None:
         with self.lock:
@@ -184,11 +232,20 @@ class StubLLM:
                 self.close_connection = True
                 self.connection.close()
 
+            def _route(self) -> None:
+                """Absolute-form request lines (through a proxy): keep the path, note the host."""
+                self.proxied_host = None
+                if self.path.startswith(("http://", "https://")):
+                    parts = urlsplit(self.path)
+                    self.proxied_host = parts.netloc
+                    self.path = parts.path + (f"?{parts.query}" if parts.query else "")
+
             def _record(self, body: dict | None, passage: str | None) -> Request:
                 request = Request(
                     self.command, self.path, time.monotonic(), body,
                     {k.lower(): v for k, v in self.headers.items()},
                     hashlib.sha256(passage.encode("utf-8")).hexdigest() if passage is not None else None,
+                    host=self.proxied_host,
                 )
                 with stub.lock:
                     stub.requests.append(request)
@@ -235,7 +292,11 @@ class StubLLM:
                     raise ValueError(f"unknown fault {fault!r}")
 
             def do_POST(self) -> None:  # noqa: N802
-                body = self._read_json() or {}
+                self._route()
+                body = self._read_json()
+                if body is None:  # cut off (a client killed while sending) or not JSON: the API bills nothing
+                    self._record(None, None).outcome = "bad_request"
+                    return self._send(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad body"}})
                 if self.path == "/v1/messages/batches":
                     self._record(body, None)
                     return self._create_batch(body)
@@ -272,6 +333,8 @@ class StubLLM:
 
             def _create_batch(self, body: dict) -> None:
                 fault = stub._next_fault() if stub.spend_limit_after is not None else None
+                with stub.lock:
+                    fault = fault or (stub.create_faults.pop(0) if stub.create_faults else None)
                 if fault:
                     return self._fault(fault, False)
                 with stub.lock:
@@ -279,14 +342,43 @@ class StubLLM:
                     requests = body.get("requests") or []
                     batch = {
                         "id": batch_id, "requests": requests, "started": time.monotonic(),
-                        "created_at": datetime.now(timezone.utc),
+                        "created_at": datetime.now(timezone.utc), "seq": len(stub.batches),
                         "outcomes": [stub.batch_outcome(r["custom_id"], i) for i, r in enumerate(requests)],
                     }
                     stub.batches[batch_id] = batch
+                if stub.after_create is not None:
+                    stub.after_create(stub)
+                if stub.create_hold:
+                    time.sleep(stub.create_hold)  # the batch exists; the answer is late (a kill lands here)
                 self._send(200, stub._batch_view(batch))
 
+            def _list_batches(self) -> None:
+                """The account's batches, most recently created first, one page (the real API's shape)."""
+                query = parse_qs(urlsplit(self.path).query)
+                limit = max(1, min(1000, int((query.get("limit") or ["20"])[0])))
+                with stub.lock:
+                    ordered = sorted(stub.batches.values(), key=lambda b: (b["created_at"], b["seq"]), reverse=True)
+                ids = [b["id"] for b in ordered]
+                after, before = (query.get("after_id") or [None])[0], (query.get("before_id") or [None])[0]
+                if after is not None:
+                    start = ids.index(after) + 1 if after in ids else len(ids)
+                    page = ordered[start:start + limit]
+                    has_more = start + limit < len(ordered)
+                elif before is not None:
+                    end = ids.index(before) if before in ids else 0
+                    page = ordered[max(0, end - limit):end]
+                    has_more = end - limit > 0
+                else:
+                    page, has_more = ordered[:limit], limit < len(ordered)
+                views = [stub._batch_view(b) for b in page]
+                self._send(200, {"data": views, "has_more": has_more,
+                                 "first_id": views[0]["id"] if views else None, "last_id": views[-1]["id"] if views else None})
+
             def do_GET(self) -> None:  # noqa: N802
+                self._route()
                 self._record(None, None)
+                if self.path.split("?")[0] == "/v1/messages/batches":
+                    return self._list_batches()
                 match = re.fullmatch(r"/v1/messages/batches/([^/]+)(/results)?", self.path.split("?")[0])
                 batch = stub.batches.get(match.group(1)) if match else None
                 if batch is None:
@@ -312,6 +404,82 @@ class StubLLM:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+        return Handler
+
+
+class FaultProxy:
+    """An HTTP server in front of `upstream` that passes every request through, except that the
+    next batch creates can be answered with a fault of the proxy's own:
+
+    - "500_after": pass the create through (the batch now exists), then answer 500, as a proxy or
+      load balancer that lost the upstream answer would;
+    - "500_before": answer 500 without passing it through (nothing is created).
+
+    `with FaultProxy(stub) as proxy:`; `proxy.url` replaces `stub.url`."""
+
+    def __init__(self, upstream: StubLLM) -> None:
+        self.upstream = upstream
+        self.create_faults: list[str] = []
+        self.passed: list[tuple[str, str, int]] = []  # (method, path, upstream status)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> "FaultProxy":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _reply(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+                self.send_response(status)
+                for key, value in headers:
+                    if key.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _pass(self) -> None:
+                import http.client
+
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                fault = None
+                if self.command == "POST" and self.path.split("?")[0] == "/v1/messages/batches" and proxy.create_faults:
+                    fault = proxy.create_faults.pop(0)
+                error = json.dumps({"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}).encode()
+                if fault == "500_before":
+                    return self._reply(500, [("Content-Type", "application/json")], error)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection")}
+                connection = http.client.HTTPConnection("127.0.0.1", proxy.upstream.port, timeout=30)
+                try:
+                    connection.request(self.command, self.path, body=body, headers=headers)
+                    response = connection.getresponse()
+                    data = response.read()
+                    proxy.passed.append((self.command, self.path, response.status))
+                    if fault == "500_after":
+                        return self._reply(500, [("Content-Type", "application/json")], error)
+                    self._reply(response.status, response.getheaders(), data)
+                finally:
+                    connection.close()
+
+            do_GET = do_POST = _pass  # noqa: N815
 
         return Handler
 

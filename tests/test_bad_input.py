@@ -40,7 +40,7 @@ def assert_one_line_error(result, *fragments):
         ({"load.chunk_size": 5}, ["params.yaml: unknown key params.load.chunk_size", "valid keys under params.load: chunking, id_field"]),
         ({"score.k": [5, 0]}, ["params.yaml: score.k must be a non-empty list of distinct positive integers"]),
         ({"score.k": "5"}, ["params.yaml: params.score.k must be list"]),
-        ({"load.chunking": {"size": 100, "overlap": 100}}, ["params.yaml: load.chunking needs size > 0 and 0 <= overlap < size"]),
+        ({"load.chunking": {"chars": 100, "overlap": 100}}, ["params.yaml: load.chunking needs chars > 0 and 0 <= overlap < chars"]),
         ({"retrieval.method": "magic"}, ["params.yaml: retrieval.method must be one of bm25, dense, hybrid"]),
         ({"embed.batch_size": None}, ["params.yaml: params.embed.batch_size must be int, got null"]),
         ({"load.source": None}, ["params.yaml: params.load.source must be str, got null"]),
@@ -87,8 +87,32 @@ def test_a_golden_set_emptied_by_the_echo_filter_is_an_error(workdir):
     (workdir / "data" / "docs" / "a.md").write_text("The write ahead log lets readers and writers run at the same time.\n")
     (workdir / "data" / "handwritten_questions.jsonl").write_text(json.dumps({
         "question": "Does the write ahead log let readers and writers run at the same time?",
-        "doc_id": "a.md", "evidence": "lets readers and writers run"}) + "\n")
+        "doc_id": "a.md", "evidence": "The write ahead log lets readers and writers run at the same time."}) + "\n")
     set_params(workdir, **{"generate.drop_echo": True})
     assert stage("load_chunks", workdir).returncode == 0
     assert_one_line_error(stage("generate_goldenset", workdir), "no usable question for any passage")
     assert not (workdir / "data" / "goldenset.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "content,fragments",
+    [
+        ('{"id": "1", "text": "fine"}\n{"id": null, "text": "no id"}\n',
+         ["data/chunks.jsonl: record 2: 'id' must be a non-empty string (or an integer), got null"]),
+        ('{"id": "1", "text": "fine"}\n{"id": "2", "text": 3.5}\n', ["data/chunks.jsonl: record 2: 'text' must be a string, got the number 3.5"]),
+    ],
+)
+def test_null_ids_and_non_string_texts_are_refused_by_the_stage(workdir, content, fragments):
+    (workdir / "data" / "chunks.jsonl").write_text(content)
+    set_params(workdir, **{"load.source": "data/chunks.jsonl"})
+    assert_one_line_error(stage("load_chunks", workdir), *fragments)
+    assert not any((workdir / "data").glob("*.parquet"))
+
+
+def test_a_beir_folder_without_its_corpus_is_named_by_the_stage(workdir):
+    beir = workdir / "data" / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "what"}\n')
+    (beir / "qrels" / "test.tsv").write_text("q1\td1\t1\n")
+    set_params(workdir, **{"load.source": "data/beir"})
+    assert_one_line_error(stage("load_chunks", workdir), "data/beir/corpus.jsonl: not found", "looks like a BEIR folder")

@@ -84,7 +84,7 @@ def test_batch_killed_before_results_is_collected_by_the_rerun_without_a_second_
         assert "resuming" in err
         events = read_jsonl(project / JOURNAL)
         submitted = {r["key"] for e in events if e["event"] == "submitted" for r in e["requests"]}
-        assert [e["event"] for e in events] == ["submitted", "collected"]
+        assert [e["event"] for e in events] == ["intent", "submitted", "collected"]
         assert {record["key"] for record in read_jsonl(project / CACHE)} == submitted
         assert len(read_jsonl(project / GOLDEN)) == 12
 
@@ -283,8 +283,7 @@ def test_echo_gauge_flags_copied_questions_and_drop_echo_regenerates_them(tmp_pa
         report = json.loads((project / "metrics/goldenset.json").read_text())
         golden = read_jsonl(project / GOLDEN)
         assert report["echo_rate"] == 1.0 and report["echo_flagged"] == 6
-        assert all(row["echo"] and row["echo_longest_ngram"] >= 5 and row["bm25_rank"] >= 1 for row in golden)
-        assert report["bm25_mrr"] is not None and report["bm25_recall@1"] is not None
+        assert all(row["echo"] and row["echo_longest_ngram"] >= 5 for row in golden)
 
         stub.reset_counts()
         set_params(project, **{"generate.drop_echo": True})

@@ -10,27 +10,48 @@ generator quotes), and from retrieval_bench.generate also family, provider, max_
 rejected (a reason, or null), stop_reason, raw (the reply as received), usage and created.
 
 The batch journal (question_cache.batches.jsonl, next to the cache) is append-only JSON Lines
-too: a "submitted" event (batch id and its requests) is written before waiting on a batch and
-a "collected" event once its results are cached, so a rerun resumes uncollected batches.
+too: an "intent" event (the requests and the sha256 of their keys) is written and fsynced before
+a batch is created, a "submitted" event (batch id and its requests, created or adopted) once
+its id is known, an "abandoned" event when an intent is known never to have become a batch, and
+a "collected" event once its results are cached. A rerun resumes uncollected batches and
+reconciles intents left without an outcome (see retrieval_bench.generate) before submitting
+anything.
+
+Appends are whole lines: a write or fsync that fails (a full disk) cuts the file back to its
+last complete record and raises CacheWriteError, so the cache stays consistent.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import shutil
 import threading
 from pathlib import Path
 
 from retrieval_bench.io import InputError
 
 
-def cache_key(family: str, model: str, prompt_sha256: str, passage_text: str, max_tokens: int, attempt: int = 0) -> str:
+# Hashed into the key of a passage whose text had to be escaped to stay inside the prompt's
+# <passage> delimiters (retrieval_bench.generate.escape_passage): such a passage is sent
+# differently from before, so it must not be served a reply cached for the unescaped prompt.
+ESCAPED_MARKER = "passage-delimiters-escaped"
+
+
+def cache_key(
+    family: str, model: str, prompt_sha256: str, passage_text: str, max_tokens: int, attempt: int = 0,
+    escaped: bool = False,
+) -> str:
     """A 64-character hex key (it doubles as a batch request's custom_id, at most 64 characters).
     Attempt 0 is the first request for a passage; the attempt number is hashed only above 0, so
-    first attempts keep the key they always had."""
+    first attempts keep the key they always had. Likewise `escaped` (the passage held text that
+    looks like the prompt's delimiters) is hashed only when true: every other passage keeps its key."""
     fields: list = [family, model, prompt_sha256, passage_text, max_tokens]
     if attempt:
         fields.append(attempt)
+    if escaped:
+        fields.append(ESCAPED_MARKER)
     payload = json.dumps(fields, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -81,15 +102,52 @@ def pending_batches(events: list[dict]) -> list[dict]:
     return list(pending.values())
 
 
+def pending_intents(events: list[dict]) -> list[dict]:
+    """The "intent" events with no outcome after them: no "submitted" (created or adopted) and no
+    "abandoned" event naming the same intent. A batch may or may not exist for each of them."""
+    pending: dict[str, dict] = {}
+    for event in events:
+        intent = event.get("intent")
+        if not intent:
+            continue
+        if event["event"] == "intent":
+            pending[intent] = event
+        elif event["event"] in ("submitted", "abandoned"):
+            pending.pop(intent, None)
+    return list(pending.values())
+
+
+class CacheWriteError(Exception):
+    """An append that could not be written (disk full, quota, I/O error). The file was cut back to
+    its last complete record, so it stays consistent."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        self.path = path
+        self.errno = error.errno
+        self.disk_full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+        what = "no space left on the device" if self.disk_full else (error.strerror or str(error))
+        super().__init__(f"{what} writing {path}")
+
+
+def free_bytes(path: str | Path) -> int:
+    """Free bytes on the file system holding `path` (its folder when it does not exist yet)."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return 1 << 62  # unknown: do not block on it
+
+
 class CacheWriter:
-    """Appends records, flushing and fsyncing each, so a crash loses only requests in flight.
-    (Used for the batch journal too.)"""
+    """Appends records, writing and fsyncing each whole line, so a crash loses only requests in
+    flight. (Used for the batch journal too.)"""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._repair_torn_tail()
-        self._handle = open(self.path, "a", encoding="utf-8")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         self._lock = threading.Lock()
 
     def _repair_torn_tail(self) -> None:
@@ -102,14 +160,28 @@ class CacheWriter:
                 handle.truncate(data.rfind(b"\n") + 1)
 
     def append(self, record: dict) -> None:
-        line = json.dumps(record, ensure_ascii=False) + "\n"
+        """Append one record as one line, durably; on failure cut the file back and raise
+        CacheWriteError."""
+        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:  # whole lines, one writer at a time (appends may come from worker threads)
-            self._handle.write(line)
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
+            size = os.fstat(self._fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(self._fd, view)
+                    view = view[written:]
+                os.fsync(self._fd)  # a full disk may only say so here
+            except OSError as error:
+                try:
+                    os.ftruncate(self._fd, size)  # no torn line: the cache stays consistent
+                except OSError:
+                    pass  # the next CacheWriter cuts a torn tail when it opens the file
+                raise CacheWriteError(self.path, error) from None
 
     def close(self) -> None:
-        self._handle.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def __enter__(self) -> "CacheWriter":
         return self

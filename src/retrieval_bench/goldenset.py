@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.generate import locate_in_passage
 from retrieval_bench.io import InputError, read_jsonl
 from retrieval_bench.question_formats import hashed_qid, read_question_set
 from retrieval_bench.relevance import coverage
@@ -119,7 +120,7 @@ def generated_row(record: dict, passage: Mapping, document: str) -> dict:
     for in the passage that was sent only (never elsewhere in the document, where a chunk's text
     could steer it), else the whole passage is the evidence."""
     passage_text = document[passage["start"]:passage["end"]]
-    span = locate_evidence(passage_text, record.get("evidence") or "")
+    span = locate_in_passage(record.get("evidence") or "", passage_text)
     if span is not None:
         span = (span[0] + int(passage["start"]), span[1] + int(passage["start"]))
     located = span is not None
@@ -141,6 +142,12 @@ def _row(question: str, passage: Mapping, span: tuple[int, int], source: str, pr
         "prompt_sha256": prompt_sha256,
         "evidence_located": located,
     }
+
+
+def evidence_text(evidence: str, passage_text: str) -> str:
+    """The part of `passage_text` a generated reply quotes as its evidence, else the whole passage."""
+    span = locate_in_passage(evidence, passage_text)
+    return passage_text[span[0]:span[1]] if span else passage_text
 
 
 def evidence_texts(rows: list[dict], texts: Mapping[str, str]) -> list[list[str]]:

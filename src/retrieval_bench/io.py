@@ -1,6 +1,7 @@
 """File I/O every stage shares: one-line input errors and all-or-nothing writes."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -34,8 +35,16 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp = Path(tmp_name)
     os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs get the usual permissions
     try:
-        yield tmp
-        os.replace(tmp, target)
+        try:
+            yield tmp
+            os.replace(tmp, target)
+        except OSError as error:
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise InputError(
+                    f"no space left on the device writing {target}; it was not changed (writes are all or nothing): "
+                    "free some space and rerun"
+                ) from None
+            raise
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -88,10 +97,22 @@ def read_text_lines(path: str | Path) -> Iterator[str]:
                 raise InputError(f"{path}:{line_number}: not UTF-8 text") from None
 
 
+def describe_os_error(error: OSError) -> str:
+    """One line for a failure of the operating system (disk full, permission, missing file)."""
+    what = "no space left on the device" if error.errno in (errno.ENOSPC, errno.EDQUOT) else (error.strerror or str(error))
+    where = f" ({error.filename})" if error.filename else ""
+    return f"{what}{where}"
+
+
 def run_stage(main: Callable[[], None]) -> None:
-    """Run a stage's main(); an InputError becomes one line on stderr and exit status 1."""
+    """Run a stage's main(); an InputError or an OSError (a full disk, a permission) becomes one
+    line on stderr and exit status 1. (Under `dvc repro`, DVC reports any failing stage with its
+    own message and exits 255.)"""
     try:
         main()
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    except OSError as error:
+        print(f"error: {describe_os_error(error)}", file=sys.stderr)
         sys.exit(1)

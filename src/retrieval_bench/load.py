@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from retrieval_bench.chunk import chunk_id, chunk_spans
@@ -44,8 +46,39 @@ def read_documents_folder(folder: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["doc_id", "text"])
 
 
+def _what(value: object) -> str:
+    """A value as JSON would name it, for messages: null, a number 1.5, a list, ..."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    return f"a {type(value).__name__}" if not isinstance(value, str) else repr(value)
+
+
+def checked_id(value: object, where: str, field: str) -> str:
+    """An id as text: a non-empty string, or an integer (42 -> "42"); anything else (null, NaN,
+    a float, true, a list) is an InputError naming `where` (file and record)."""
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return str(int(value))
+    got = "an empty string" if isinstance(value, str) else _what(value)
+    raise InputError(f"{where}: {field!r} must be a non-empty string (or an integer), got {got}")
+
+
+def checked_text(value: object, where: str, field: str) -> str:
+    """A text: a string (it may be empty; empty texts are dropped and counted later)."""
+    if isinstance(value, str):
+        return value
+    raise InputError(f"{where}: {field!r} must be a string, got {_what(value)}")
+
+
 def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFrame:
-    """A JSONL, Parquet or CSV file of chunks exported from a vector store -> doc_id, text."""
+    """A JSONL, Parquet or CSV file of chunks exported from a vector store -> doc_id, text.
+    Ids must be strings or integers and texts strings; a record breaking that is an InputError
+    naming it (record n = line n of a JSONL file, row n of a table, the header not counted)."""
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         rows = read_jsonl(path)
@@ -53,7 +86,7 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
             for key in (id_field, text_field):
                 if key not in row:
                     raise InputError(f"{path}: record {line_number} has no field {key!r}; fields found: {', '.join(row)}")
-        frame = pd.DataFrame({"doc_id": [row[id_field] for row in rows], "text": [row[text_field] for row in rows]})
+        ids, texts = [row[id_field] for row in rows], [row[text_field] for row in rows]
     else:
         try:
             raw = pd.read_parquet(path) if suffix == ".parquet" else pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -62,20 +95,26 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
         for key in (id_field, text_field):
             if key not in raw.columns:
                 raise InputError(f"{path}: no column {key!r}; columns found: {', '.join(map(str, raw.columns))}")
-        frame = pd.DataFrame({"doc_id": raw[id_field], "text": raw[text_field]})
-    if frame.empty:
+        ids, texts = raw[id_field].tolist(), raw[text_field].tolist()
+    if not ids:
         raise InputError(f"{path}: no chunks")
-    frame["doc_id"] = frame["doc_id"].astype(str)
-    frame["text"] = frame["text"].map(lambda t: t if isinstance(t, str) else "")
-    return frame
+    return pd.DataFrame({
+        "doc_id": [checked_id(v, f"{path}: record {n}", id_field) for n, v in enumerate(ids, 1)],
+        "text": [checked_text(v, f"{path}: record {n}", text_field) for n, v in enumerate(texts, 1)],
+    })
 
 
 def _read_beir_jsonl(path: Path) -> list[dict]:
-    """A BEIR corpus or queries file: JSON objects with at least '_id' and 'text'."""
+    """A BEIR corpus or queries file: JSON objects with at least '_id' and 'text', an id that is a
+    string or an integer and a text that is a string."""
     rows = read_jsonl(path)
     for number, row in enumerate(rows, 1):
         if "_id" not in row or "text" not in row:
             raise InputError(f"{path}: record {number} needs '_id' and 'text'; fields found: {', '.join(row)}")
+        row["_id"] = checked_id(row["_id"], f"{path}: record {number}", "_id")
+        row["text"] = checked_text(row["text"], f"{path}: record {number}", "text")
+        if row.get("title") is not None:
+            row["title"] = checked_text(row["title"], f"{path}: record {number}", "title")
     return rows
 
 
@@ -84,8 +123,8 @@ def read_beir_corpus(path: Path) -> pd.DataFrame:
     rows = _read_beir_jsonl(path)
     return pd.DataFrame(
         {
-            "doc_id": [str(row["_id"]) for row in rows],
-            "text": [f"{row.get('title') or ''} {row['text'] or ''}".strip() for row in rows],
+            "doc_id": [row["_id"] for row in rows],
+            "text": [f"{row.get('title') or ''} {row['text']}".strip() for row in rows],
         }
     )
 
@@ -93,7 +132,7 @@ def read_beir_corpus(path: Path) -> pd.DataFrame:
 def read_queries(path: Path) -> dict[str, str]:
     """Queries as BEIR JSONL (_id, text) or a two-column TSV (query id, text)."""
     if path.suffix.lower() == ".jsonl":
-        return {str(row["_id"]): str(row["text"]) for row in _read_beir_jsonl(path)}
+        return {row["_id"]: row["text"] for row in _read_beir_jsonl(path)}
     queries = {}
     for line_number, line in enumerate(read_text_lines(path), 1):
         line = line.rstrip("\r\n")
@@ -206,6 +245,27 @@ def _single_file(folder: Path, stem: str, suffixes: tuple[str, ...]) -> Path:
     return found[0]
 
 
+def _beir_parts(folder: Path) -> list[str]:
+    parts = [name for name in ("queries.jsonl", "corpus.jsonl") if (folder / name).is_file()]
+    if (folder / "qrels").is_dir():
+        parts.append("qrels/")
+    return parts
+
+
+def _looks_like_beir(folder: Path) -> bool:
+    """A folder with BEIR's queries.jsonl or qrels/ folder (but no corpus.jsonl)."""
+    return (folder / "qrels").is_dir() or ((folder / "queries.jsonl").is_file() and not (folder / "qrels.tsv").is_file())
+
+
+def _check_beir_split(folder: Path, split: str) -> None:
+    if (folder / "qrels").is_dir() and not (folder / "qrels" / f"{split}.tsv").is_file():
+        found = sorted(p.stem for p in (folder / "qrels").glob("*.tsv"))
+        raise InputError(
+            f"{folder / 'qrels' / f'{split}.tsv'}: not found (load.split is {split!r}); "
+            + (f"splits found: {', '.join(found)}" if found else "qrels/ holds no .tsv file")
+        )
+
+
 def load_corpus(
     source: str | Path,
     id_field: str = "id",
@@ -234,6 +294,12 @@ def load_corpus(
     elif (source / "corpus.jsonl").is_file():
         documents, pre_chunked = read_beir_corpus(source / "corpus.jsonl"), True
         labels_from = (source / "queries.jsonl", source / "qrels" / f"{split}.tsv")
+        _check_beir_split(source, split)
+    elif _looks_like_beir(source):
+        raise InputError(
+            f"{source / 'corpus.jsonl'}: not found; {source} looks like a BEIR folder "
+            f"({', '.join(_beir_parts(source))}), which needs corpus.jsonl, queries.jsonl and qrels/{split}.tsv"
+        )
     elif (source / "qrels.tsv").is_file():
         chunk_file = _single_file(source, "chunks", CHUNK_SUFFIXES)
         documents, pre_chunked = read_ready_chunks(chunk_file, id_field, text_field), True

@@ -6,13 +6,19 @@ max_questions - (hand-written questions) of them get one. The ranking depends on
 passage's text, so raising max_questions adds passages without replacing any, and editing one
 passage changes one choice. A passage whose reply is rejected (a hygiene reject, a duplicate of
 an earlier question, an echo with generate.drop_echo) is asked again up to generate.max_attempts
-times, then the next passage in the ranking takes its place.
+times, then the next passage in the ranking takes its place. A reply whose quoted evidence is not
+in the passage that was sent is such a reject (evidence_not_in_passage): an excerpt found
+elsewhere would move the gold span to text the passage never held.
+
+Generation holds the question cache's lock (retrieval_bench.locking) from the first look at the
+cache and journal to the last reply written, so two runs never ask for the same question.
 """
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -26,13 +32,16 @@ from retrieval_bench.generate import (
     StopGeneration,
     check_cost,
     estimate,
+    evidence_in_passage,
     journal_path_for,
     make_job,
     pending_batch_events,
+    pending_intent_events,
     resume_batches,
     run,
 )
-from retrieval_bench.goldenset import normalise_question
+from retrieval_bench.goldenset import evidence_text, normalise_question
+from retrieval_bench.locking import exclusive
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,9 +110,13 @@ def walk(
                     plan.uncached += 1
                 break
             reason = record.get("rejected")
+            evidence = record.get("evidence") or ""
+            if reason is None and evidence and not evidence_in_passage(evidence, passage["text"]):
+                reason = "evidence_not_in_passage"  # an empty excerpt anchors the question to the whole passage
             if reason is None and normalise_question(record["question"]) in seen:
                 reason = "duplicate_question"
-            if reason is None and drop_echo and echo.is_echo(record["question"], passage["text"]):
+            # The echo gauge measures against the evidence (the whole passage when there is none).
+            if reason is None and drop_echo and echo.is_echo(record["question"], evidence_text(evidence, passage["text"])):
                 reason = "echo"
             if reason is None:
                 plan.accepted.append((passage, record))
@@ -124,20 +137,36 @@ def generate_missing(
     seen: set[str], cache_path: str, dry_run: bool, log: Callable[[str], None],
 ) -> None:
     """Generate until every chosen passage has a usable question or is out of attempts, appending
-    each reply to the cache at `cache_path`. With `dry_run`, log the plan and its cost only."""
+    each reply to the cache at `cache_path`. With `dry_run`, log the plan and its cost only.
+    Everything but a dry run happens under the cache's lock: a second run waits (or, with
+    RETRIEVAL_BENCH_LOCK_WAIT=0, stops with one line) and then asks only for what is still missing."""
+    with nullcontext() if dry_run else exclusive(cache_path, log):
+        _generate_missing(params, settings, meta, template, ranked, budget, seen, cache_path, dry_run, log)
+
+
+def _generate_missing(
+    params: dict, settings: Settings, meta: Meta, template: str, ranked: list[dict], budget: int | None,
+    seen: set[str], cache_path: str, dry_run: bool, log: Callable[[str], None],
+) -> None:
     pending = pending_batch_events(cache_path)
-    if pending and settings.family == "anthropic" and not dry_run:
-        log(f"{len(pending)} batches from an earlier run were not collected; resuming them (no new submission)")
-        resume_batches(pending, settings, cache_path)
-    elif pending:
-        log(f"{len(pending)} journalled batches are not collected yet ({journal_path_for(cache_path)}); provider anthropic-batch collects them")
+    intents = pending_intent_events(cache_path)
+    if (pending or intents) and settings.family == "anthropic" and not dry_run:
+        if intents:
+            log(f"{len(intents)} batches were being created when an earlier run stopped; reconciling them with the "
+                "account's batches before submitting anything")
+        if pending:
+            log(f"{len(pending)} batches from an earlier run were not collected; resuming them (no new submission)")
+        resume_batches(pending, settings, cache_path, intents)
+    elif pending or intents:
+        log(f"{len(pending) + len(intents)} journalled batches are not collected yet ({journal_path_for(cache_path)}); "
+            "provider anthropic-batch collects them")
     failed: list[str] = []
     spent = 0.0
     for round_number in range(max_rounds(params)):
         index = CacheIndex(read_cache(cache_path), meta, by_key=True)
         plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=True)
-        # A batch still in flight for one of these keys is not submitted again.
-        in_flight = {r["key"] for e in pending_batch_events(cache_path) for r in e["requests"]}
+        # A batch in flight (or that may exist) for one of these keys is not submitted again.
+        in_flight = {r["key"] for e in pending_batch_events(cache_path) + pending_intent_events(cache_path) for r in e["requests"]}
         jobs = [job for job in plan.misses if job.key not in in_flight]
         if not jobs:
             break

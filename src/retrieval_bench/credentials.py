@@ -1,0 +1,121 @@
+"""Credentials follow the user, not the repository.
+
+An API key comes from the environment of whoever runs the pipeline (a developer, a CI job);
+`generate.base_url` comes from params.yaml, which anyone who can open a pull request can change.
+So a key is sent only to an endpoint that the same user chose outside git, or that cannot leave
+the machine:
+
+- a loopback host (localhost, 127.0.0.0/8, ::1): vLLM, Ollama or llama.cpp on this machine;
+- the provider's own API host over https (api.openai.com for OPENAI_API_KEY);
+- the URL in the user's own environment (OPENAI_BASE_URL), or one listed in the user's config
+  file ($XDG_CONFIG_HOME/retrieval-bench/endpoints, default ~/.config/retrieval-bench/endpoints:
+  one URL per line, # comments), compared by scheme, host and port.
+
+A `generate.base_url` pointing anywhere else while a key is set is refused with one line saying
+why and how to allow it. Without a key nothing secret is sent (a placeholder), so any URL is
+allowed. Anthropic's endpoint can only come from ANTHROPIC_BASE_URL, the user's environment.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from retrieval_bench.io import InputError
+
+OFFICIAL_HOSTS = {"openai-compatible": {"api.openai.com"}, "anthropic": {"api.anthropic.com"}}
+DEFAULT_URLS = {"openai-compatible": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+PLACEHOLDER_KEY = "not-needed"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    url: str | None  # None: the SDK's default (or its own environment variable)
+    key: str
+    shown: str  # the URL as named in messages
+    source: str  # where the URL came from, for messages
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    port = parts.port or {"http": 80, "https": 443}.get(scheme)
+    return scheme, (parts.hostname or "").lower().rstrip("."), port
+
+
+def is_loopback(host: str) -> bool:
+    host = host.lower().rstrip(".").strip("[]")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def config_path(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
+    return Path(base) / "retrieval-bench" / "endpoints"
+
+
+def user_endpoints(env: Mapping[str, str]) -> list[str]:
+    path = config_path(env)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+
+
+def key_may_go_to(url: str, provider: str, user_urls: list[str]) -> bool:
+    """Whether a key for `provider` may be sent to `url`: loopback, the provider's own host over
+    https, or the origin (scheme, host, port) of a URL the user chose."""
+    scheme, host, port = _origin(url)
+    if is_loopback(host):
+        return True
+    if scheme == "https" and host in OFFICIAL_HOSTS.get(provider, set()):
+        return True
+    return any(_origin(allowed) == (scheme, host, port) for allowed in user_urls if allowed)
+
+
+def openai_endpoint(params_base_url: str | None, env: Mapping[str, str] | None = None) -> Endpoint:
+    """Where the openai-compatible provider sends its requests, and with which key; refuses a
+    params.yaml base_url that the user did not vouch for while OPENAI_API_KEY is set."""
+    env = os.environ if env is None else env
+    key = env.get("OPENAI_API_KEY") or ""
+    env_url = env.get("OPENAI_BASE_URL") or None
+    if params_base_url:
+        url, source = params_base_url, "generate.base_url in params.yaml"
+    elif env_url:
+        url, source = env_url, "OPENAI_BASE_URL"
+    else:
+        url, source = None, "the OpenAI default"
+    if not params_base_url and not key:
+        raise InputError(
+            "generate.provider openai-compatible needs generate.base_url (vLLM: http://localhost:8000/v1, "
+            "Ollama: http://localhost:11434/v1, llama.cpp: http://localhost:8080/v1) or OPENAI_API_KEY for OpenAI itself"
+        )
+    if key and params_base_url:
+        vouched = [env_url or "", *user_endpoints(env)]
+        if not key_may_go_to(params_base_url, "openai-compatible", vouched):
+            raise InputError(
+                f"generate.base_url in params.yaml is {params_base_url}, and OPENAI_API_KEY is set: a key from your "
+                "environment is only sent to a loopback host, to api.openai.com, or to an endpoint you chose outside "
+                "the repository, because anyone who can change params.yaml could otherwise collect it; to allow this "
+                f"endpoint, export OPENAI_BASE_URL={params_base_url} (or add it to {config_path(env)}), "
+                "or unset OPENAI_API_KEY if the server needs no key"
+            )
+    return Endpoint(url, key or PLACEHOLDER_KEY, url or DEFAULT_URLS["openai-compatible"], source)
+
+
+def anthropic_endpoint(provider: str, env: Mapping[str, str] | None = None) -> Endpoint:
+    """The Anthropic endpoint: ANTHROPIC_BASE_URL (the user's environment) or the SDK default."""
+    env = os.environ if env is None else env
+    key = env.get("ANTHROPIC_API_KEY")
+    if not key:
+        raise InputError(f"generate.provider {provider} needs ANTHROPIC_API_KEY in the environment")
+    url = env.get("ANTHROPIC_BASE_URL") or None
+    return Endpoint(url, key, url or DEFAULT_URLS["anthropic"], "ANTHROPIC_BASE_URL" if url else "the Anthropic default")

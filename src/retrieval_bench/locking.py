@@ -1,0 +1,103 @@
+"""One writer at a time: an OS-level lock on the question cache (and with it the batch journal).
+
+The lock is an exclusive flock(2) on the cache file itself, so no lock file is left in data/
+and a process that dies (even by SIGKILL) releases it with its file descriptors. A second run
+that finds the cache locked waits for it, saying so, and then reads the cache afresh, so it asks
+only for what the first run did not get; with RETRIEVAL_BENCH_LOCK_WAIT=0 it exits at once
+with one line instead (RETRIEVAL_BENCH_LOCK_WAIT=N: wait at most N seconds).
+
+After the lock is taken the path is checked to still name the locked file: a file replaced
+meanwhile (`dvc checkout`, a `dvc commit` that moved it into the DVC cache) is opened and
+locked again.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from retrieval_bench.io import InputError
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+WAIT_ENV = "RETRIEVAL_BENCH_LOCK_WAIT"
+POLL_S = 0.2
+
+
+def _wait_limit() -> float | None:
+    """Seconds to wait for another run's lock: None = as long as it takes."""
+    value = os.environ.get(WAIT_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise InputError(f"{WAIT_ENV} must be a number of seconds (0 = do not wait), got {value!r}") from None
+    return max(0.0, seconds)
+
+
+def _try_lock(fd: int) -> bool:
+    if fcntl is None:  # pragma: no cover - Windows: lock the first byte
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+@contextmanager
+def exclusive(path: str | Path, log: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold the exclusive lock on `path` (created if missing, never truncated) for the block."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    limit = _wait_limit()
+    started = time.monotonic()
+    told = False
+    while True:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)  # flock needs no write access
+        try:
+            while not _try_lock(fd):
+                waited = time.monotonic() - started
+                if limit is not None and waited >= limit:
+                    how = "not waiting" if limit == 0 else f"gave up after {limit:g}s"
+                    raise InputError(
+                        f"another run is generating into {path} and holds its lock; {how} ({WAIT_ENV}={limit:g}); "
+                        "rerun when it has finished: it asks only for the questions that run did not get"
+                    )
+                if not told and log is not None:
+                    log(f"another run is generating into {path}; waiting for it to finish "
+                        f"(then only what it did not get is asked for; {WAIT_ENV}=0 exits instead)")
+                    told = True
+                time.sleep(POLL_S)
+        except BaseException:
+            os.close(fd)
+            raise
+        if _same_file(fd, path):
+            break
+        os.close(fd)  # the path was replaced while we waited: lock the file it names now
+    if told and log is not None:
+        log(f"the other run finished after {time.monotonic() - started:.1f}s; continuing")
+    try:
+        yield
+    finally:
+        os.close(fd)  # releases the lock
