@@ -2,7 +2,7 @@
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.embed import encode, load_model
+from retrieval_bench.retrieval.embed import encode, load_model
 from retrieval_bench.io import atomic_open, read_jsonl, run_stage, write_json
 from retrieval_bench.params import load_params
 

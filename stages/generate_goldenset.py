@@ -2,7 +2,7 @@
 generated questions (generated with generate.provider, or taken from the question cache).
 
 Which passages get a question is decided before anything is paid for: see
-retrieval_bench.selection. `python -m stages.generate_goldenset --dry-run` (or
+retrieval_bench.goldenset.selection. `python -m stages.generate_goldenset --dry-run` (or
 RETRIEVAL_BENCH_DRY_RUN=1) prints what would be generated and its estimated cost, and writes
 nothing.
 """
@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench import echo
-from retrieval_bench.cache import read_cache
-from retrieval_bench.generate import (
+from retrieval_bench.goldenset import echo
+from retrieval_bench.goldenset.cache import read_cache
+from retrieval_bench.llm.generate import (
     REJECT_REASONS,
     Meta,
     Settings,
     journal_path_for,
 )
-from retrieval_bench.goldenset import (
+from retrieval_bench.goldenset.build import (
     deduplicate,
     evidence_texts,
     generated_row,
@@ -42,9 +42,9 @@ from retrieval_bench.io import (
     write_json,
     write_jsonl,
 )
-from retrieval_bench.load import chunk_documents
+from retrieval_bench.corpus.load import chunk_documents
 from retrieval_bench.params import load_params
-from retrieval_bench.selection import (
+from retrieval_bench.goldenset.selection import (
     CacheIndex,
     generate_missing,
     max_rounds,

@@ -1,6 +1,6 @@
 """Stage 1: read the corpus named by load.source -> documents, chunks and any real labels."""
 from retrieval_bench.io import atomic_path, run_stage, write_jsonl
-from retrieval_bench.load import load_corpus
+from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.params import load_params
 
 DOCUMENTS = "data/documents.parquet"

@@ -7,10 +7,10 @@ import pandas as pd
 from tqdm import tqdm
 
 from retrieval_bench.io import InputError, atomic_open, read_jsonl, run_stage, write_json
-from retrieval_bench.metrics import rank_histogram, summarize
+from retrieval_bench.evaluation.metrics import rank_histogram, summarize
 from retrieval_bench.params import load_params
-from retrieval_bench.rank import method_scores
-from retrieval_bench.scoring import score_questions, unscorable_warning
+from retrieval_bench.retrieval.rank import method_scores
+from retrieval_bench.evaluation.scoring import score_questions, unscorable_warning
 
 CHUNKS = "data/chunks.parquet"
 GOLDENSET = "data/goldenset.jsonl"

@@ -1,6 +1,6 @@
 """A scriptable stand-in for the LLM APIs, served on 127.0.0.1 so the real SDKs talk to it.
 
-Speaks enough of three APIs for retrieval_bench.generate:
+Speaks enough of three APIs for retrieval_bench.llm.generate:
 
 - Anthropic Messages: POST /v1/messages
 - Anthropic Message Batches: POST /v1/messages/batches, GET /v1/messages/batches (the list, most

@@ -1,7 +1,7 @@
 """Chunking: sizes, overlap, natural boundaries, stable offsets."""
 import pytest
 
-from retrieval_bench.chunk import chunk_id, chunk_spans
+from retrieval_bench.corpus.chunk import chunk_id, chunk_spans
 
 PARAGRAPHS = "\n\n".join(
     f"Paragraph {i} talks about topic {i}. It has a second sentence here. And a third one to pad it out."

@@ -1,4 +1,4 @@
-"""retrieval_bench.compare: the paired statistics, pairing by qid, flipped questions, the
+"""retrieval_bench.evaluation.compare: the paired statistics, pairing by qid, flipped questions, the
 revision/experiment lookup, and `retrieval-bench compare` end to end across two git commits."""
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from conftest import dvc, git, run, set_params
 
-from retrieval_bench import compare
-from retrieval_bench.compare import (
+from retrieval_bench.evaluation import compare
+from retrieval_bench.evaluation.compare import (
     choose_flip_k,
     compare_tables,
     min_detectable_delta,

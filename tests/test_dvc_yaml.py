@@ -10,26 +10,34 @@ PACKAGE = ROOT / "src" / "retrieval_bench"
 
 
 def imported_modules(path: Path) -> set[str]:
-    """retrieval_bench modules imported anywhere in `path` (lazy imports inside functions too)."""
+    """retrieval_bench modules (dotted, below the package) imported anywhere in `path`, lazy
+    imports inside functions too; `from retrieval_bench.pkg import module` counts the module."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("retrieval_bench"):
-            if node.module == "retrieval_bench":
-                found.update(alias.name for alias in node.names)
-            else:
-                found.add(node.module.split(".")[1])
+            base = node.module.removeprefix("retrieval_bench").lstrip(".")
+            for alias in node.names:
+                dotted = f"{base}.{alias.name}".lstrip(".")
+                if module_path(dotted).is_file():
+                    found.add(dotted)
+                elif base:
+                    found.add(base)
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("retrieval_bench."))
+            found.update(a.name.removeprefix("retrieval_bench.") for a in node.names if a.name.startswith("retrieval_bench."))
     return found
+
+
+def module_path(dotted: str) -> Path:
+    return PACKAGE / (dotted.replace(".", "/") + ".py")
 
 
 def closure(script: Path) -> set[str]:
     todo, seen = list(imported_modules(script)), set()
     while todo:
         module = todo.pop()
-        if module not in seen:
+        if module not in seen and module_path(module).is_file():
             seen.add(module)
-            todo.extend(imported_modules(PACKAGE / f"{module}.py"))
+            todo.extend(imported_modules(module_path(module)))
     return seen
 
 
@@ -41,7 +49,7 @@ def test_every_stage_depends_on_all_the_code_it_runs():
         assert stage["cmd"] == f"python -m stages.{name}"
         deps = {dep if isinstance(dep, str) else next(iter(dep)) for dep in stage["deps"]}
         assert script in deps
-        needed = {f"src/retrieval_bench/{module}.py" for module in closure(ROOT / script)}
+        needed = {f"src/retrieval_bench/{module.replace('.', '/')}.py" for module in closure(ROOT / script)}
         assert needed <= deps, f"{name} lacks deps {sorted(needed - deps)}"
         listed = {dep for dep in deps if dep.startswith("src/")}
         assert listed <= needed, f"{name} lists modules it does not import: {sorted(listed - needed)}"

@@ -5,7 +5,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from retrieval_bench import embed
+from retrieval_bench.retrieval import embed
 from retrieval_bench.io import InputError
 
 

@@ -37,10 +37,10 @@ from stub_llm import (
     start_stage,
 )
 
-from retrieval_bench import generate
-from retrieval_bench.cache import CacheWriter, cache_key, read_cache, read_journal
-from retrieval_bench.credentials import openai_endpoint
-from retrieval_bench.generate import (
+from retrieval_bench.llm import generate
+from retrieval_bench.goldenset.cache import CacheWriter, cache_key, read_cache, read_journal
+from retrieval_bench.llm.credentials import openai_endpoint
+from retrieval_bench.llm.generate import (
     Meta,
     Settings,
     StopGeneration,
@@ -52,9 +52,9 @@ from retrieval_bench.generate import (
     run,
 )
 from retrieval_bench.io import InputError, run_stage as run_stage_main
-from retrieval_bench.load import load_corpus
+from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.locking import exclusive
-from retrieval_bench.selection import CacheIndex, walk
+from retrieval_bench.goldenset.selection import CacheIndex, walk
 
 TEMPLATE = "Write one question.\n<passage>\n{passage}\n</passage>\n"
 CACHE = "data/question_cache.jsonl"

@@ -1,4 +1,4 @@
-"""retrieval_bench.generate in-process: output hygiene, cost estimate, and every provider driven
+"""retrieval_bench.llm.generate in-process: output hygiene, cost estimate, and every provider driven
 through its real SDK against the stub server (retries, shared pause, spend limit, malformed bodies)."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 import pytest
 from stub_llm import StubLLM, read_jsonl
 
-from retrieval_bench.cache import cache_key, read_cache
-from retrieval_bench.generate import (
+from retrieval_bench.goldenset.cache import cache_key, read_cache
+from retrieval_bench.llm.generate import (
     Meta,
     Settings,
     StopGeneration,
@@ -19,7 +19,7 @@ from retrieval_bench.generate import (
     make_job,
     run,
 )
-from retrieval_bench.goldenset import normalise_question
+from retrieval_bench.goldenset.build import normalise_question
 from retrieval_bench.io import InputError
 
 TEMPLATE = "Write one question.\n<passage>\n{passage}\n</passage>\n"
@@ -252,7 +252,7 @@ def test_openai_truncated_reply_is_cached_as_rejected(stub, tmp_path):
 
 # --- anthropic-batch -------------------------------------------------------------------------------------
 def test_batch_submits_journals_and_collects(stub, tmp_path, monkeypatch):
-    import retrieval_bench.generate as generate
+    import retrieval_bench.llm.generate as generate
 
     monkeypatch.setattr(generate, "BATCH_MAX_REQUESTS", 4)  # 10 requests -> 3 batches
     stub.batch_seconds = 0.2

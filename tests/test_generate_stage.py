@@ -23,7 +23,7 @@ from stub_llm import (
     start_stage,
 )
 
-from retrieval_bench.load import chunk_documents
+from retrieval_bench.corpus.load import chunk_documents
 
 CACHE = "data/question_cache.jsonl"
 JOURNAL = "data/question_cache.batches.jsonl"

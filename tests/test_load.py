@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from retrieval_bench.io import InputError
-from retrieval_bench.load import load_corpus, read_qrels
+from retrieval_bench.corpus.load import load_corpus, read_qrels
 
 
 def write_jsonl(path, rows):

@@ -7,14 +7,14 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
-from retrieval_bench.metrics import (
+from retrieval_bench.evaluation.metrics import (
     average_precision_at,
     ndcg_at,
     question_metrics,
     rank_histogram,
     summarize,
 )
-from retrieval_bench.rank import pessimistic_ranks
+from retrieval_bench.retrieval.rank import pessimistic_ranks
 
 KS = [1, 3, 5, 10, 20]
 

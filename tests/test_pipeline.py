@@ -45,7 +45,7 @@ def test_repro_caches_and_reruns_only_what_changed(project):
 def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable(project):
     # Hand-written questions whose evidence is a whole 800-character chunk: at 400 characters no
     # chunk holds half of it, but every chunk inside it is wholly evidence, so each stays scorable.
-    from retrieval_bench.load import chunk_documents, read_documents_folder
+    from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
 
     documents = read_documents_folder(project / "data" / "sample" / "sqlite")
     chunks = chunk_documents(documents, 800, 100)

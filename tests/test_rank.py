@@ -1,12 +1,12 @@
-"""retrieval_bench.rank (dense scores, tied and pessimistic ranks, reciprocal rank fusion) and
-retrieval_bench.lexical (BM25) on small hand-checked examples."""
+"""retrieval_bench.retrieval.rank (dense scores, tied and pessimistic ranks, reciprocal rank fusion) and
+retrieval_bench.retrieval.bm25 (BM25) on small hand-checked examples."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from retrieval_bench.lexical import bm25_scores
-from retrieval_bench.rank import (
+from retrieval_bench.retrieval.bm25 import bm25_scores
+from retrieval_bench.retrieval.rank import (
     dense_scores,
     judged_ranks,
     method_scores,

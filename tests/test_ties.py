@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import pytrec_eval
 
-from retrieval_bench.metrics import Positions, concrete_ranks, question_metrics, score_question, span_recall
-from retrieval_bench.rank import judged_positions, rrf_scores
-from retrieval_bench.relevance import Judgement
+from retrieval_bench.evaluation.metrics import Positions, concrete_ranks, question_metrics, score_question, span_recall
+from retrieval_bench.retrieval.rank import judged_positions, rrf_scores
+from retrieval_bench.evaluation.relevance import Judgement
 
 KS = [1, 2, 3, 5]
 METRICS = ["reciprocal_rank", "reciprocal_rank@10", "ndcg@10", "map@10", "first_relevant_rank"] + [

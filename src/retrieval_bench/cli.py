@@ -8,7 +8,9 @@ from retrieval_bench.io import InputError
 
 
 def main(argv: list[str] | None = None) -> int:
-    from retrieval_bench import compare, export, gauge
+    from retrieval_bench.evaluation import compare
+    from retrieval_bench.evaluation import export
+    from retrieval_bench.goldenset import gauge
 
     parser = argparse.ArgumentParser(prog="retrieval-bench", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)

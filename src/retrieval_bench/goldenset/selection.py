@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from retrieval_bench import echo
-from retrieval_bench.cache import read_cache
-from retrieval_bench.generate import (
+from retrieval_bench.goldenset import echo
+from retrieval_bench.goldenset.cache import read_cache
+from retrieval_bench.llm.generate import (
     Job,
     Meta,
     Settings,
@@ -40,7 +40,7 @@ from retrieval_bench.generate import (
     resume_batches,
     run,
 )
-from retrieval_bench.goldenset import evidence_text, normalise_question
+from retrieval_bench.goldenset.build import evidence_text, normalise_question
 from retrieval_bench.locking import exclusive
 
 

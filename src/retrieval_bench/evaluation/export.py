@@ -11,7 +11,7 @@ import pandas as pd
 
 from retrieval_bench.io import InputError, atomic_open, read_jsonl
 from retrieval_bench.params import load_params
-from retrieval_bench.relevance import judge
+from retrieval_bench.evaluation.relevance import judge
 
 
 def export_beir(chunks: pd.DataFrame, golden: list[dict], out: Path, min_coverage: float) -> int:

@@ -110,7 +110,7 @@ def read_llamaindex(path: Path) -> list[dict]:
 
 def read_question_set(path: str | Path, split: str = "test") -> tuple[str, list[dict]]:
     """(format, questions) for the question set at `path`."""
-    from retrieval_bench.load import read_qrels, read_queries
+    from retrieval_bench.corpus.load import read_qrels, read_queries
 
     path = Path(path)
     if not path.exists():

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.generate import locate_in_passage
+from retrieval_bench.llm.generate import locate_in_passage
 from retrieval_bench.io import InputError, read_jsonl
-from retrieval_bench.question_formats import hashed_qid, read_question_set
-from retrieval_bench.relevance import coverage
+from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
+from retrieval_bench.evaluation.relevance import coverage
 
 
 def locate_evidence(document: str, excerpt: str, near: int = 0) -> tuple[int, int] | None:

@@ -6,7 +6,7 @@ measures, against each of its evidence texts (the evidence span it was written f
 chunk-labelled questions the relevant chunks), keeping the highest:
 
 - ``echo_content_share``: the share of the question's distinct content words (lowercased,
-  English stop words removed, Snowball-stemmed: retrieval_bench.lexical.tokenize) that also
+  English stop words removed, Snowball-stemmed: retrieval_bench.retrieval.bm25.tokenize) that also
   occur in the evidence;
 - ``echo_longest_ngram``: the length, in words, of the longest run of consecutive words
   (lowercased, stop words included, not stemmed) that the question shares with the evidence.
@@ -25,8 +25,8 @@ from difflib import SequenceMatcher
 
 import numpy as np
 
-from retrieval_bench.lexical import bm25_scores, tokenize
-from retrieval_bench.rank import judged_ranks
+from retrieval_bench.retrieval.bm25 import bm25_scores, tokenize
+from retrieval_bench.retrieval.rank import judged_ranks
 
 ECHO_MIN_NGRAM = 5
 ECHO_MIN_SHARE = 0.9

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 from scipy.stats import rankdata
 
-from retrieval_bench.metrics import Positions
+from retrieval_bench.evaluation.metrics import Positions
 
 QUERY_BATCH = 256  # questions scored at once: bounds memory at QUERY_BATCH x n_chunks floats
 
@@ -74,7 +74,7 @@ def method_scores(
     bm25: dict[str, str] | None = None,
 ) -> Callable[[slice], np.ndarray]:
     """The scores of retrieval `method` (dense, bm25 or hybrid) for a batch of question rows."""
-    from retrieval_bench.lexical import bm25_scores
+    from retrieval_bench.retrieval.bm25 import bm25_scores
 
     bm25 = bm25 or {}
     if method == "dense":

@@ -1,5 +1,5 @@
 """Score one retrieval method on the golden set: judge the chunks, place them, compute every
-metric per question (retrieval_bench.metrics) and the summary for metrics.json."""
+metric per question (retrieval_bench.evaluation.metrics) and the summary for metrics.json."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -7,9 +7,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.metrics import score_question
-from retrieval_bench.rank import judged_ranks
-from retrieval_bench.relevance import judge
+from retrieval_bench.evaluation.metrics import score_question
+from retrieval_bench.retrieval.rank import judged_ranks
+from retrieval_bench.evaluation.relevance import judge
 
 UNSCORABLE_EXAMPLES = 5
 

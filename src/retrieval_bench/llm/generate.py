@@ -17,7 +17,7 @@ Providers (generate.provider):
 
 API keys come only from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY) and are never
 written anywhere; ANTHROPIC_BASE_URL / OPENAI_BASE_URL are honoured as the SDKs do. A key is
-sent only where its user pointed it (retrieval_bench.credentials): a generate.base_url from
+sent only where its user pointed it (retrieval_bench.llm.credentials): a generate.base_url from
 params.yaml that is neither loopback nor vouched for by the user is refused while a key is set.
 
 Only model replies are cached (including replies rejected by the hygiene rules, so a refusal is
@@ -51,7 +51,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from retrieval_bench.cache import (
+from retrieval_bench.goldenset.cache import (
     CacheWriteError,
     CacheWriter,
     cache_key,
@@ -61,7 +61,7 @@ from retrieval_bench.cache import (
     read_cache,
     read_journal,
 )
-from retrieval_bench.credentials import Endpoint, anthropic_endpoint, openai_endpoint
+from retrieval_bench.llm.credentials import Endpoint, anthropic_endpoint, openai_endpoint
 from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS
 

@@ -27,7 +27,7 @@ import pandas as pd
 from scipy import stats
 
 from retrieval_bench.io import InputError
-from retrieval_bench.metrics import CUTOFF
+from retrieval_bench.evaluation.metrics import CUTOFF
 
 PER_QUESTION = "metrics/per_question.csv"
 GOLDENSET = "data/goldenset.jsonl"

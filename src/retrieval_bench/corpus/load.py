@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.chunk import chunk_id, chunk_spans
+from retrieval_bench.corpus.chunk import chunk_id, chunk_spans
 from retrieval_bench.io import InputError, read_jsonl, read_text_lines
 
 DOCUMENT_SUFFIXES = (".md", ".txt")

@@ -6,7 +6,7 @@ Two kinds of label, two recall variants:
   against pytrec_eval in tests/test_metrics.py); ranks are 1-based positions in the full ranking
   of the corpus; a relevant chunk has gain > 0.
 - evidence spans (synthetic and hand-written questions): relevance and gain come from
-  retrieval_bench.relevance (coverage of the evidence); recall@k is instead the share of the
+  retrieval_bench.evaluation.relevance (coverage of the evidence); recall@k is instead the share of the
   evidence covered by the top k chunks together (our extension; equal to trec_eval's recall when
   the evidence is exactly one chunk of the same chunking).
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.relevance import Judgement, union_coverage
+from retrieval_bench.evaluation.relevance import Judgement, union_coverage
 
 CUTOFF = 10  # mrr@10, ndcg@10, map@10
 TIE_POLICIES = ("expected", "pessimistic", "optimistic")

@@ -1,0 +1,1 @@
+"""Load chunks: read a corpus and cut it into chunks."""

@@ -1,0 +1,1 @@
+"""Score a ranking: relevance, metrics, paired comparison, export."""

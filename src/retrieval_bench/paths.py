@@ -1,0 +1,35 @@
+"""Every artefact path of the pipeline, spelled once (relative to the project root, where stages
+and commands run). dvc.yaml names the same files: tests/test_dvc_yaml.py checks they agree."""
+from __future__ import annotations
+
+PARAMS = "params.yaml"
+PARAMS_CHECKED = "data/params_checked.txt"
+
+# load_chunks
+DOCUMENTS = "data/documents.parquet"
+CHUNKS = "data/chunks.parquet"
+LABELS = "data/labels.jsonl"
+
+# generate_goldenset
+QUESTION_PROMPT = "data/question_prompt.txt"
+QUESTION_CACHE = "data/question_cache.jsonl"
+BATCH_JOURNAL = "data/question_cache.batches.jsonl"
+GOLDENSET = "data/goldenset.jsonl"
+GOLDENSET_REPORT = "metrics/goldenset.json"
+GENERATE_REJECTS = "metrics/generate_rejects.jsonl"
+
+# embed
+EMBEDDINGS = "data/embeddings"
+CORPUS_VECTORS = f"{EMBEDDINGS}/corpus.npy"
+CORPUS_IDS = f"{EMBEDDINGS}/corpus_ids.json"
+QUESTION_VECTORS = f"{EMBEDDINGS}/questions.npy"
+QUESTION_IDS = f"{EMBEDDINGS}/question_ids.json"
+
+# score
+METRICS = "metrics/metrics.json"
+PER_QUESTION = "metrics/per_question.csv"
+RECALL_CURVE = "metrics/plots/recall_at_k.csv"
+RANK_HISTOGRAM = "metrics/plots/first_relevant_rank_histogram.csv"
+
+# retrieval-bench gauge
+GAUGE = "metrics/gauge.csv"

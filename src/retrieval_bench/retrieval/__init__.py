@@ -1,0 +1,1 @@
+"""Embed corpus and questions, and rank chunks by each retrieval method."""
