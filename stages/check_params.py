@@ -1,15 +1,14 @@
 """Stage 0: validate the whole params.yaml on every `dvc repro` (the stage is always_changed), so
 a typo'd key or a bad value fails the run even when every other stage is cached."""
+from retrieval_bench import paths
 from retrieval_bench.io import atomic_open, run_stage
 from retrieval_bench.params import load_all_params
-
-CHECKED = "data/params_checked.txt"
 
 
 def main() -> None:
     load_all_params()
     # Constant content: stages downstream depend on this file only to run after the check.
-    with atomic_open(CHECKED) as handle:
+    with atomic_open(paths.PARAMS_CHECKED) as handle:
         handle.write("params.yaml passed validation\n")
 
 

@@ -2,30 +2,27 @@
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.retrieval.embed import encode, load_model
+from retrieval_bench import paths
 from retrieval_bench.io import atomic_open, read_jsonl, run_stage, write_json
 from retrieval_bench.params import load_params
-
-CHUNKS = "data/chunks.parquet"
-GOLDENSET = "data/goldenset.jsonl"
-OUT = "data/embeddings"
+from retrieval_bench.retrieval.embed import encode, load_model
 
 
 def main() -> None:
     params = load_params("embed")
-    chunks = pd.read_parquet(CHUNKS, columns=["chunk_id", "text"])
-    golden = read_jsonl(GOLDENSET)
+    chunks = pd.read_parquet(paths.CHUNKS, columns=["chunk_id", "text"])
+    golden = read_jsonl(paths.GOLDENSET)
     model = load_model(params["model"], params["max_seq_length"])
     print(f"embed: {len(chunks)} chunks and {len(golden)} questions with {params['model']} (max_seq_length {model.max_seq_length})")
-    vectors = {
-        "corpus": encode(model, chunks["text"].tolist(), params["batch_size"], params["document_prompt"]),
-        "questions": encode(model, [row["question"] for row in golden], params["batch_size"], params["query_prompt"]),
-    }
-    for name, array in vectors.items():
-        with atomic_open(f"{OUT}/{name}.npy", "wb") as handle:
+    outputs = (
+        (paths.CORPUS_VECTORS, encode(model, chunks["text"].tolist(), params["batch_size"], params["document_prompt"])),
+        (paths.QUESTION_VECTORS, encode(model, [row["question"] for row in golden], params["batch_size"], params["query_prompt"])),
+    )
+    for path, array in outputs:
+        with atomic_open(path, "wb") as handle:
             np.save(handle, array)
-    write_json(f"{OUT}/corpus_ids.json", chunks["chunk_id"].tolist())
-    write_json(f"{OUT}/question_ids.json", [row["qid"] for row in golden])
+    write_json(paths.CORPUS_IDS, chunks["chunk_id"].tolist())
+    write_json(paths.QUESTION_IDS, [row["qid"] for row in golden])
 
 
 if __name__ == "__main__":

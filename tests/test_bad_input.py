@@ -22,7 +22,26 @@ def workdir(tmp_path):
 
 
 def stage(name, cwd):
+    """A stage as a subprocess: the wiring (exit status, stderr) is what these tests check."""
     return run([sys.executable, "-m", f"stages.{name}"], cwd=cwd, check=False)
+
+
+def stage_in_process(name, cwd, monkeypatch, capsys):
+    """The same stage run in this process (no interpreter start-up): its exit status and output."""
+    import importlib
+    import subprocess
+
+    from retrieval_bench.io import run_stage
+
+    monkeypatch.chdir(cwd)
+    capsys.readouterr()
+    try:
+        run_stage(importlib.import_module(f"stages.{name}").main)
+        status = 0
+    except SystemExit as stop:
+        status = stop.code
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess([name], status, out, err)
 
 
 def assert_one_line_error(result, *fragments):
@@ -46,17 +65,17 @@ def assert_one_line_error(result, *fragments):
         ({"load.source": None}, ["params.yaml: params.load.source must be str, got null"]),
     ],
 )
-def test_bad_params_and_sources(workdir, changes, fragments):
+def test_bad_params_and_sources(workdir, changes, fragments, monkeypatch, capsys):
     set_params(workdir, **changes)
-    assert_one_line_error(stage("load_chunks", workdir), *fragments)
+    assert_one_line_error(stage_in_process("load_chunks", workdir, monkeypatch, capsys), *fragments)
     assert not (workdir / "data" / "chunks.parquet").exists()
 
 
-def test_unknown_section_and_broken_yaml(workdir):
+def test_unknown_section_and_broken_yaml(workdir, monkeypatch, capsys):
     params = yaml.safe_load((workdir / "params.yaml").read_text())
     params["scoring"] = {}
     (workdir / "params.yaml").write_text(yaml.safe_dump(params))
-    assert_one_line_error(stage("load_chunks", workdir), "unknown key params.scoring", "valid keys under params: embed, generate, load, retrieval, score")
+    assert_one_line_error(stage_in_process("load_chunks", workdir, monkeypatch, capsys), "unknown key params.scoring", "valid keys under params: embed, generate, load, retrieval, score")
     (workdir / "params.yaml").write_text("load: [unclosed\n")
     assert_one_line_error(stage("load_chunks", workdir), "params.yaml: invalid YAML")
 
@@ -102,17 +121,17 @@ def test_a_golden_set_emptied_by_the_echo_filter_is_an_error(workdir):
         ('{"id": "1", "text": "fine"}\n{"id": "2", "text": 3.5}\n', ["data/chunks.jsonl: record 2: 'text' must be a string, got the number 3.5"]),
     ],
 )
-def test_null_ids_and_non_string_texts_are_refused_by_the_stage(workdir, content, fragments):
+def test_null_ids_and_non_string_texts_are_refused_by_the_stage(workdir, content, fragments, monkeypatch, capsys):
     (workdir / "data" / "chunks.jsonl").write_text(content)
     set_params(workdir, **{"load.source": "data/chunks.jsonl"})
-    assert_one_line_error(stage("load_chunks", workdir), *fragments)
+    assert_one_line_error(stage_in_process("load_chunks", workdir, monkeypatch, capsys), *fragments)
     assert not any((workdir / "data").glob("*.parquet"))
 
 
-def test_a_beir_folder_without_its_corpus_is_named_by_the_stage(workdir):
+def test_a_beir_folder_without_its_corpus_is_named_by_the_stage(workdir, monkeypatch, capsys):
     beir = workdir / "data" / "beir"
     (beir / "qrels").mkdir(parents=True)
     (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "what"}\n')
     (beir / "qrels" / "test.tsv").write_text("q1\td1\t1\n")
     set_params(workdir, **{"load.source": "data/beir"})
-    assert_one_line_error(stage("load_chunks", workdir), "data/beir/corpus.jsonl: not found", "looks like a BEIR folder")
+    assert_one_line_error(stage_in_process("load_chunks", workdir, monkeypatch, capsys), "data/beir/corpus.jsonl: not found", "looks like a BEIR folder")

@@ -14,13 +14,8 @@ import pytest
 from conftest import dvc, git, run, set_params
 
 from retrieval_bench.evaluation import compare
-from retrieval_bench.evaluation.compare import (
-    choose_flip_k,
-    compare_tables,
-    min_detectable_delta,
-    paired_bootstrap_ci,
-    randomization_p_value,
-)
+from retrieval_bench.evaluation.compare import choose_flip_k, compare_tables
+from retrieval_bench.evaluation.stats import min_detectable_delta, paired_bootstrap_ci, randomization_p_value
 from retrieval_bench.io import InputError
 
 KS = [1, 3, 5, 10, 20]
@@ -265,7 +260,7 @@ def test_missing_per_question_is_an_input_error(tmp_path, monkeypatch, capsys):
 # --- end to end --------------------------------------------------------------------------------
 
 @pytest.mark.pipeline
-def test_compare_two_commits_end_to_end(project):
+def test_compare_two_commits_end_to_end(project, monkeypatch, capsys):
     dvc("repro", cwd=project)
     git("add", "-A", cwd=project)
     git("commit", "-qm", "dense run", cwd=project)
@@ -292,15 +287,21 @@ def test_compare_two_commits_end_to_end(project):
         assert row["change"] in ("lost", "gained") and row["question"] and row["gold_first_line"]
     assert data["flipped"]
 
-    markdown = run([*cli, "--md"], cwd=project).stdout
+    # The other formats in-process (the subprocess above checked the wiring).
+    from retrieval_bench.cli import main
+
+    monkeypatch.chdir(project)
+    assert main(["compare", "HEAD~1", "HEAD", "--md"]) == 0
+    markdown = capsys.readouterr().out
     assert "| metric" in markdown and "|---" in markdown
 
-    plain = run(cli, cwd=project)
-    print(plain.stdout)
-    assert "p-value" in plain.stdout and "randomization" in plain.stdout
-    assert "mrr" in plain.stdout and "sqrt(n)" in plain.stdout
+    assert main(["compare", "HEAD~1", "HEAD"]) == 0
+    plain = capsys.readouterr().out
+    assert "p-value" in plain and "randomization" in plain
+    assert "mrr" in plain and "sqrt(n)" in plain
 
-    same = json.loads(run([*cli[:-2], "HEAD", "HEAD", "--json"], cwd=project).stdout)
+    assert main(["compare", "HEAD", "HEAD", "--json"]) == 0
+    same = json.loads(capsys.readouterr().out)
     assert all(m["delta"] == 0 and m["p_value"] == 1 for m in same["metrics"].values())
 
 

@@ -39,13 +39,13 @@ def test_documents_folder_is_chunked_with_offsets(tmp_path):
     (tmp_path / "docs" / "one.md").write_text(text)
     (tmp_path / "docs" / "sub" / "two.txt").write_text("Short doc.")
     (tmp_path / "docs" / "ignored.html").write_text("<p>not a document</p>")
-    corpus = load_corpus(tmp_path / "docs", chunk_size=100, chunk_overlap=20)
+    corpus = load_corpus(tmp_path / "docs", chunk_chars=100, chunk_overlap=20)
     assert corpus.documents["doc_id"].tolist() == ["one.md", "sub/two.txt"]
     for row in corpus.chunks.itertuples():
         document = corpus.documents.set_index("doc_id").loc[row.doc_id, "text"]
         assert document[row.start:row.end] == row.text
         assert row.chunk_id == f"{row.doc_id}:{row.start}-{row.end}"
-    assert load_corpus(tmp_path / "docs", chunk_size=100, chunk_overlap=20).chunks.equals(corpus.chunks)
+    assert load_corpus(tmp_path / "docs", chunk_chars=100, chunk_overlap=20).chunks.equals(corpus.chunks)
 
 
 def test_duplicate_texts_are_reported_and_duplicate_ids_refused(tmp_path):

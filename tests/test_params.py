@@ -31,6 +31,7 @@ def test_the_bundled_params_are_valid_and_complete():
     assert set(params) == set(DEFAULTS)
     written = {".".join(p) for p in leaves(yaml.safe_load((ROOT / "params.yaml").read_text()))}
     assert written == {".".join(p) for p in leaves(DEFAULTS)}  # every default is visible to the user
+    assert params == DEFAULTS  # and params.yaml states the defaults, not other values
 
 
 def write(tmp_path: Path, tree: dict) -> Path:

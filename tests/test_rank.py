@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from retrieval_bench.params import DEFAULTS
 from retrieval_bench.retrieval.bm25 import bm25_scores
 from retrieval_bench.retrieval.rank import (
     dense_scores,
@@ -122,13 +123,19 @@ def test_method_scores_dispatch_dense_bm25_and_hybrid():
     questions = ["how does sqlite logging work"]
     question_vectors = np.array([[0.0, 1.0]])
     chunk_vectors = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]])
-    dense = method_scores("dense", question_vectors, chunk_vectors, chunks, questions)(slice(0, 1))[0]
+    def settings(method, **changes):
+        return {**DEFAULTS["retrieval"], "method": method, **changes}
+
+    dense = method_scores(settings("dense"), question_vectors, chunk_vectors, chunks, questions)(slice(0, 1))[0]
     np.testing.assert_allclose(dense, [0.0, 0.8, 1.0])
-    bm25 = method_scores("bm25", None, None, chunks, questions)(slice(0, 1))[0]
+    bm25 = method_scores(settings("bm25"), None, None, chunks, questions)(slice(0, 1))[0]
     assert int(np.argmax(bm25)) == 1 and bm25[0] == bm25[2] == 0
-    hybrid = method_scores("hybrid", question_vectors, chunk_vectors, chunks, questions, rrf_k=60,
-                           weights={"dense": 1.0, "bm25": 2.0})(slice(0, 1))[0]
+    unstemmed = method_scores(settings("bm25", bm25={"stemmer": "none", "stopwords": "none"}), None, None,
+                              ["sqlite logs writes", "the logging of sqlite"], ["logging"])(slice(0, 1))[0]
+    assert unstemmed[0] == 0 < unstemmed[1]  # without stemming "logs" no longer matches "logging"
+    hybrid = method_scores(settings("hybrid", rrf_k=60, weights={"dense": 1.0, "bm25": 2.0}),
+                           question_vectors, chunk_vectors, chunks, questions)(slice(0, 1))[0]
     # dense ranks [3, 2, 1]; bm25 ranks [3, 1, 3] (ties share the worst rank)
     np.testing.assert_allclose(hybrid, [1 / 63 + 2 / 63, 1 / 62 + 2 / 61, 1 / 61 + 2 / 63])
     with pytest.raises(ValueError, match="unknown retrieval method"):
-        method_scores("magic", None, None, chunks, questions)
+        method_scores(settings("magic"), None, None, chunks, questions)

@@ -17,24 +17,24 @@ def _break_point(text: str, start: int, hard_end: int, min_len: int) -> int:
     return hard_end
 
 
-def chunk_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
-    """Character spans [start, end) of chunks of at most `size` characters.
+def chunk_spans(text: str, chars: int, overlap: int) -> list[tuple[int, int]]:
+    """Character spans [start, end) of chunks of at most `chars` characters.
 
     Each chunk ends at the last paragraph break, else sentence end, else whitespace found in its
     second half, and the next chunk starts about `overlap` characters before that end, moved
     forward to a word start so no chunk begins mid-word. Leading and trailing whitespace is
     trimmed from every span; whitespace-only text yields no span.
     """
-    if size <= 0:
-        raise ValueError(f"chunk size must be positive, got {size}")
-    if not 0 <= overlap < size:
-        raise ValueError(f"chunk overlap must be in [0, size), got {overlap} with size {size}")
+    if chars <= 0:
+        raise ValueError(f"chunk length must be positive, got {chars}")
+    if not 0 <= overlap < chars:
+        raise ValueError(f"chunk overlap must be in [0, chars), got {overlap} with chars {chars}")
     spans: list[tuple[int, int]] = []
     n = len(text)
     start = _skip_space(text, 0)
     while start < n:
-        hard_end = min(start + size, n)
-        end = n if hard_end == n else _break_point(text, start, hard_end, size // 2)
+        hard_end = min(start + chars, n)
+        end = n if hard_end == n else _break_point(text, start, hard_end, chars // 2)
         trimmed_end = end
         while trimmed_end > start and text[trimmed_end - 1].isspace():
             trimmed_end -= 1

@@ -11,6 +11,7 @@ import pandas as pd
 
 from retrieval_bench.corpus.chunk import chunk_id, chunk_spans
 from retrieval_bench.io import InputError, read_jsonl, read_text_lines
+from retrieval_bench.params import DEFAULTS
 
 DOCUMENT_SUFFIXES = (".md", ".txt")
 CHUNK_SUFFIXES = (".jsonl", ".parquet", ".csv")
@@ -207,11 +208,11 @@ def build_labels(
     return labels, notes
 
 
-def chunk_documents(documents: pd.DataFrame, size: int, overlap: int) -> pd.DataFrame:
+def chunk_documents(documents: pd.DataFrame, chars: int, overlap: int) -> pd.DataFrame:
     """Cut every document into chunks; ids and offsets refer to the document's text."""
     rows = []
     for doc_id, text in zip(documents["doc_id"], documents["text"]):
-        for start, end in chunk_spans(text, size, overlap):
+        for start, end in chunk_spans(text, chars, overlap):
             rows.append((chunk_id(doc_id, start, end), doc_id, start, end, text[start:end]))
     return _with_sha(pd.DataFrame(rows, columns=CHUNK_COLUMNS[:-1]))
 
@@ -266,14 +267,17 @@ def _check_beir_split(folder: Path, split: str) -> None:
         )
 
 
+_LOAD = DEFAULTS["load"]
+
+
 def load_corpus(
     source: str | Path,
-    id_field: str = "id",
-    text_field: str = "text",
-    chunk_size: int = 800,
-    chunk_overlap: int = 100,
-    split: str = "test",
-    missing_relevant: str = "error",
+    id_field: str = _LOAD["id_field"],
+    text_field: str = _LOAD["text_field"],
+    chunk_chars: int = _LOAD["chunking"]["chars"],
+    chunk_overlap: int = _LOAD["chunking"]["overlap"],
+    split: str = _LOAD["split"],
+    missing_relevant: str = _LOAD["missing_relevant"],
 ) -> Corpus:
     """Load `source`, which is one of:
 
@@ -311,7 +315,7 @@ def load_corpus(
         chunks = documents.assign(chunk_id=documents["doc_id"], start=0, end=documents["text"].str.len())
         chunks = _with_sha(chunks)
     else:
-        chunks = chunk_documents(documents, chunk_size, chunk_overlap)
+        chunks = chunk_documents(documents, chunk_chars, chunk_overlap)
     duplicate_texts = int(chunks["text_sha256"].duplicated().sum())
     if duplicate_texts:
         notes.append(f"{duplicate_texts} chunks repeat the text of an earlier chunk")

@@ -7,8 +7,8 @@ interval of that difference, a two-sided paired randomization (sign-flip) test p
 wins/ties/losses, and the minimum detectable difference for this many questions. It also lists
 the questions that flipped: first relevant chunk in the top k under one run and not the other.
 
-The statistics are pure functions of arrays (paired_bootstrap_ci, randomization_p_value,
-min_detectable_delta, compare_tables); only the functions at the bottom touch git and files.
+The statistics live in retrieval_bench.evaluation.stats; pairing and formatting here are pure
+(compare_tables); only the functions at the bottom touch git and files.
 """
 from __future__ import annotations
 
@@ -24,102 +24,20 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from retrieval_bench.io import InputError
 from retrieval_bench.evaluation.metrics import CUTOFF
+from retrieval_bench.evaluation.stats import (
+    MDD_FORMULA,
+    min_detectable_delta,
+    paired_bootstrap_ci,
+    randomization_p_value,
+    win_tie_loss,
+)
+from retrieval_bench.io import InputError
+from retrieval_bench.paths import CHUNKS, DOCUMENTS, GOLDENSET, PER_QUESTION
 
-PER_QUESTION = "metrics/per_question.csv"
-GOLDENSET = "data/goldenset.jsonl"
-CHUNKS = "data/chunks.parquet"
-DOCUMENTS = "data/documents.parquet"
 WORKSPACE = "workspace"
 EXPERIMENT_REFS = "refs/exps"
-MDD_FACTOR = 2.8  # z(1 - 0.05/2) + z(0.80) = 1.960 + 0.842
-MDD_FORMULA = "2.8 x sd(paired differences) / sqrt(n)  (80% power, two-sided alpha 0.05)"
-_BATCH_ELEMENTS = 4_000_000  # resample indices drawn at once: bounds memory at ~32 MB
-_EPS = 1e-12
-
-
-# ---------------------------------------------------------------------------------------------
-# Statistics (pure)
-# ---------------------------------------------------------------------------------------------
-
-def _batches(total: int, n: int) -> list[int]:
-    size = max(1, _BATCH_ELEMENTS // max(n, 1))
-    return [min(size, total - start) for start in range(0, total, size)]
-
-
-def paired_bootstrap_ci(
-    diffs: np.ndarray, resamples: int = 10_000, seed: int = 0, level: float = 0.95
-) -> tuple[float, float]:
-    """Bootstrap confidence interval of the mean of paired differences.
-
-    Resamples questions with replacement (`resamples` times, seeded) and takes the mean difference
-    of each resample. The interval is the expanded percentile interval (Hesterberg 2015, "What
-    teachers should know about the bootstrap", sec. 5.3): the alpha/2 and 1 - alpha/2 quantiles
-    of those means, with alpha/2 = Phi(-sqrt(n / (n - 1)) * t(n - 1, 1 - (1 - level)/2)), which
-    undoes the plain percentile interval's undercoverage for small n (it is the plain percentile
-    interval as n grows).
-    """
-    diffs = np.asarray(diffs, dtype=np.float64)
-    n = len(diffs)
-    if n == 0:
-        return math.nan, math.nan
-    if not np.any(np.abs(diffs) > _EPS):
-        return 0.0, 0.0
-    rng = np.random.default_rng(seed)
-    means = np.concatenate(
-        [diffs[rng.integers(0, n, size=(batch, n))].mean(axis=1) for batch in _batches(resamples, n)]
-    )
-    tail = (1 - level) / 2
-    if n > 1:
-        tail = float(stats.norm.cdf(-math.sqrt(n / (n - 1)) * stats.t.ppf(1 - tail, n - 1)))
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return float(low), float(high)
-
-
-def randomization_p_value(diffs: np.ndarray, permutations: int = 10_000, seed: int = 0) -> float:
-    """Two-sided paired randomization (sign-flip) test of "the mean difference is 0".
-
-    Under the null each question's difference is equally likely to have either sign: flip signs
-    at random `permutations` times (seeded) and count the flips whose mean is at least as far from
-    0 as the observed mean; p = (count + 1) / (permutations + 1). When every difference is 0 the
-    runs are indistinguishable and p = 1 exactly.
-    """
-    diffs = np.asarray(diffs, dtype=np.float64)
-    n = len(diffs)
-    if n == 0:
-        return math.nan
-    if not np.any(np.abs(diffs) > _EPS):
-        return 1.0
-    observed = abs(diffs.mean())
-    rng = np.random.default_rng(seed)
-    count = 0
-    for batch in _batches(permutations, n):
-        signs = rng.integers(0, 2, size=(batch, n), dtype=np.int8) * 2 - 1
-        count += int(np.sum(np.abs(signs @ diffs / n) >= observed - _EPS))
-    return (count + 1) / (permutations + 1)
-
-
-def min_detectable_delta(diffs: np.ndarray) -> float:
-    """Smallest true mean difference this many questions detect with 80% power at two-sided alpha
-    0.05: (z_0.975 + z_0.80) x sd(paired differences) / sqrt(n) = 2.8 x sd / sqrt(n)
-    (normal approximation, sd with n - 1 degrees of freedom). NaN when it cannot be estimated:
-    fewer than 2 questions, or differences that do not vary (e.g. identical runs)."""
-    diffs = np.asarray(diffs, dtype=np.float64)
-    if len(diffs) < 2:
-        return math.nan
-    sd = float(diffs.std(ddof=1))
-    return float(MDD_FACTOR * sd / math.sqrt(len(diffs))) if sd > _EPS else math.nan
-
-
-def win_tie_loss(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int]:
-    """Questions where B scored higher, the same (within 1e-12), lower than A."""
-    diffs = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
-    wins = int(np.sum(diffs > _EPS))
-    losses = int(np.sum(diffs < -_EPS))
-    return wins, len(diffs) - wins - losses, losses
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from retrieval_bench import paths
+from retrieval_bench.evaluation.relevance import judge
 from retrieval_bench.io import InputError, atomic_open, read_jsonl
 from retrieval_bench.params import load_params
-from retrieval_bench.evaluation.relevance import judge
 
 
 def export_beir(chunks: pd.DataFrame, golden: list[dict], out: Path, min_coverage: float) -> int:
@@ -48,8 +49,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("out", help="folder to write")
-    parser.add_argument("--chunks", default="data/chunks.parquet")
-    parser.add_argument("--goldenset", default="data/goldenset.jsonl")
+    parser.add_argument("out", help="folder to write (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
+    parser.description = __doc__.split("\n\n")[0]
+    parser.add_argument("--chunks", default=paths.CHUNKS, help="chunk table (default: %(default)s)")
+    parser.add_argument("--goldenset", default=paths.GOLDENSET, help="golden set (default: %(default)s)")
     parser.add_argument("--min-coverage", type=float, default=None, help="default: score.min_coverage in params.yaml")
     parser.set_defaults(run=run)

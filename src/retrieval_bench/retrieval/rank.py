@@ -4,8 +4,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
-from scipy.stats import rankdata
-
 from retrieval_bench.evaluation.metrics import Positions
 
 QUERY_BATCH = 256  # questions scored at once: bounds memory at QUERY_BATCH x n_chunks floats
@@ -19,7 +17,10 @@ def dense_scores(question_vectors: np.ndarray, chunk_vectors: np.ndarray) -> Cal
 def tied_ranks(scores: np.ndarray) -> np.ndarray:
     """1-based rank of every chunk per row, best first; chunks with equal scores share the
     worst rank of their group (the pessimistic policy), so no chunk gains from its position."""
-    return rankdata(-scores, method="max", axis=1).astype(np.int64)
+    ascending = np.sort(scores, axis=1)
+    # rank = the number of chunks scoring at least as high = n - (chunks scoring strictly lower).
+    lower = np.stack([np.searchsorted(row, values, side="left") for row, values in zip(ascending, scores)])
+    return (scores.shape[1] - lower).astype(np.int64)
 
 
 def rrf_scores(
@@ -64,28 +65,26 @@ def judged_ranks(
 
 
 def method_scores(
-    method: str,
+    retrieval: dict,
     question_vectors: np.ndarray | None,
     chunk_vectors: np.ndarray | None,
     chunk_texts: list[str],
     questions: list[str],
-    rrf_k: float = 60,
-    weights: dict[str, float] | None = None,
-    bm25: dict[str, str] | None = None,
 ) -> Callable[[slice], np.ndarray]:
-    """The scores of retrieval `method` (dense, bm25 or hybrid) for a batch of question rows."""
+    """The scores of `retrieval["method"]` (dense, bm25 or hybrid; the validated retrieval section
+    of params.yaml) for a batch of question rows."""
     from retrieval_bench.retrieval.bm25 import bm25_scores
 
-    bm25 = bm25 or {}
+    method = retrieval["method"]
     if method == "dense":
         return dense_scores(question_vectors, chunk_vectors)
     if method == "bm25":
-        return bm25_scores(chunk_texts, questions, **bm25)
+        return bm25_scores(chunk_texts, questions, **retrieval["bm25"])
     if method == "hybrid":
-        weights = weights or {"dense": 1.0, "bm25": 1.0}
+        weights = retrieval["weights"]
         return rrf_scores(
             [(dense_scores(question_vectors, chunk_vectors), weights["dense"]),
-             (bm25_scores(chunk_texts, questions, **bm25), weights["bm25"])],
-            rrf_k,
+             (bm25_scores(chunk_texts, questions, **retrieval["bm25"]), weights["bm25"])],
+            retrieval["rrf_k"],
         )
     raise ValueError(f"unknown retrieval method {method!r}")
