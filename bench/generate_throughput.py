@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/generate_throughput.py [--passages 200] [--concurrency 8] [--latency 0.2]
 
-Drives the real SDK (AsyncAnthropic) through retrieval_bench.llm.generate.run, as the stage does:
+Drives the real SDK (AsyncAnthropic) through retrieval_bench.llm.runner.run, as the stage does:
 rendered prompts of sample passages, the cache appended and fsynced per reply. The stub answers
 each request after `latency` seconds, so the ideal is concurrency / latency questions per
 second (40 at 8 and 200 ms). Prints one JSON line.
@@ -23,8 +23,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from stub_llm import StubLLM  # noqa: E402
 
-from retrieval_bench.llm.generate import Meta, Settings, make_job, run  # noqa: E402
 from retrieval_bench.corpus.load import chunk_documents, read_documents_folder  # noqa: E402
+from retrieval_bench.llm.runner import run  # noqa: E402
+from retrieval_bench.llm.settings import Meta, Settings  # noqa: E402
+from retrieval_bench.llm.tasks import QUESTIONS  # noqa: E402
 
 
 def main() -> None:
@@ -39,7 +41,7 @@ def main() -> None:
     template = (ROOT / "data" / "question_prompt.txt").read_text(encoding="utf-8")
     prompt_sha = hashlib.sha256(template.encode("utf-8")).hexdigest()
     meta = Meta("anthropic", "anthropic", "claude-haiku-4-5", prompt_sha, 300)
-    jobs = [make_job(meta, template, text, sha, 0) for text, sha in zip(passages["text"], passages["text_sha256"])]
+    jobs = [QUESTIONS.job(meta, template, text, sha, 0) for text, sha in zip(passages["text"], passages["text_sha256"])]
     settings = Settings.from_params({"provider": "anthropic", "concurrency": args.concurrency, "max_cost_usd": None})
 
     with StubLLM() as stub, tempfile.TemporaryDirectory() as tmp:
@@ -49,7 +51,7 @@ def main() -> None:
         import anthropic  # noqa: F401  (imported before the clock starts, as the stage has it by then)
 
         start = time.perf_counter()
-        outcome = run(jobs, meta, settings, Path(tmp) / "cache.jsonl")
+        outcome = run(QUESTIONS, jobs, meta, settings, Path(tmp) / "cache.jsonl")
         elapsed = time.perf_counter() - start
         requests = len(stub.generation_requests())
     print(json.dumps({

@@ -46,6 +46,8 @@ def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS) -> Path:
     then `git init`, `dvc init` and commit, as a user's fresh clone would be."""
     tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     for name in filter(None, tracked.split("\0")):
+        if not (ROOT / name).is_file():  # deleted in the working tree, not yet in git
+            continue
         if name.startswith((".dvc/", "tests/", "bench/")) or name in {".dvcignore", "dvc.lock"}:
             continue
         if name.startswith("data/sample/sqlite/") and docs is not None and Path(name).name not in docs:

@@ -1,6 +1,6 @@
 """A scriptable stand-in for the LLM APIs, served on 127.0.0.1 so the real SDKs talk to it.
 
-Speaks enough of three APIs for retrieval_bench.llm.generate:
+Speaks enough of three APIs for the providers of retrieval_bench.llm:
 
 - Anthropic Messages: POST /v1/messages
 - Anthropic Message Batches: POST /v1/messages/batches, GET /v1/messages/batches (the list, most
@@ -539,6 +539,37 @@ def run_stage(project, stub: "StubLLM", *args: str, env: dict | None = None, tim
     process = start_stage(project, stub, *args, env=env)
     out, err = process.communicate(timeout=timeout)
     return process.returncode, out, err
+
+
+def run_stage_here(project, stub: "StubLLM", *args: str, env: dict | None = None):
+    """The stage in this process, as `python -m stages.generate_goldenset` runs it (working
+    folder, environment, one-line errors, exit status): (exit status, stdout, stderr). For tests
+    of what the stage does; start_stage and run_stage for those of the process itself (a kill,
+    two runs at once, what the process leaks)."""
+    import contextlib
+    import io
+    import os
+
+    from retrieval_bench.io import run_stage as run_main
+    from stages import generate_goldenset
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.clear()
+    os.environ.update(env or stage_env(stub))
+    os.chdir(project)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                run_main(lambda: generate_goldenset.main(list(args)))
+                status = 0
+            except SystemExit as exited:
+                status = exited.code
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return status, out.getvalue(), err.getvalue()
 
 
 def read_jsonl(path) -> list[dict]:

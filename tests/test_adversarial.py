@@ -1,4 +1,4 @@
-"""Hostile chunks end to end: load_chunks and generate_goldenset run as processes on a corpus of
+"""Hostile chunks end to end: load_chunks and generate_goldenset run (in this process) on a corpus of
 adversarial chunks (tests/adversarial/chunks.jsonl: delimiter injection, "ignore previous
 instructions", prompt-format look-alikes, fake replies, zero-width and right-to-left characters,
 plus a 5 MB chunk made here), against the stub playing a model that falls for every trick.
@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from collections import Counter
 from pathlib import Path
 
-from conftest import run, set_params
-from stub_llm import StubLLM, default_reply, passage_block, passage_of, read_jsonl, run_stage, stage_env, stage_project
+from conftest import set_params
+from stub_llm import StubLLM, default_reply, passage_block, passage_of, read_jsonl, run_stage_here, stage_project
+
+from stages import load_chunks
 
 HERE = Path(__file__).parent
 BIG_SENTENCE = "Rows are stored in B-trees, one per table. "
@@ -36,7 +37,7 @@ def fooled(passage: str, calls: Counter) -> str:
     return default_reply(passage)
 
 
-def test_adversarial_chunks_stay_data_end_to_end(tmp_path):
+def test_adversarial_chunks_stay_data_end_to_end(tmp_path, monkeypatch):
     project = stage_project(tmp_path / "p")
     corpus = project / "data" / "hostile.jsonl"
     shutil.copy(HERE / "adversarial" / "chunks.jsonl", corpus)
@@ -48,9 +49,10 @@ def test_adversarial_chunks_stay_data_end_to_end(tmp_path):
     calls: Counter[str] = Counter()
     with StubLLM() as stub:
         stub.reply = lambda passage: fooled(passage, calls)
-        loaded = run([sys.executable, "-m", "stages.load_chunks"], cwd=project, check=False, env=stage_env(stub))
-        assert loaded.returncode == 0, loaded.stderr
-        status, out, err = run_stage(project, stub, timeout=240)
+        with monkeypatch.context() as here:
+            here.chdir(project)
+            load_chunks.main()
+        status, out, err = run_stage_here(project, stub)
         assert status == 0, err
         prompts = [r.body["messages"][-1]["content"] for r in stub.generation_requests()]
 

@@ -1,5 +1,5 @@
-"""retrieval_bench.llm.generate in-process: output hygiene, cost estimate, and every provider driven
-through its real SDK against the stub server (retries, shared pause, spend limit, malformed bodies)."""
+"""The LLM layer in-process: output hygiene, cost estimate, the provider registry, and every provider
+driven through its real SDK against the stub server (retries, shared pause, spend limit, malformed bodies)."""
 from __future__ import annotations
 
 import hashlib
@@ -8,19 +8,18 @@ import time
 import pytest
 from stub_llm import StubLLM, read_jsonl
 
-from retrieval_bench.goldenset.cache import cache_key, read_cache
-from retrieval_bench.llm.generate import (
-    Meta,
-    Settings,
-    StopGeneration,
-    check_cost,
-    clean_reply,
-    estimate,
-    make_job,
-    run,
-)
 from retrieval_bench.goldenset.build import normalise_question
+from retrieval_bench.goldenset.cache import cache_key, read_cache
 from retrieval_bench.io import InputError
+from retrieval_bench.llm.anthropic_batch import MESSAGE_BATCHES
+from retrieval_bench.llm.cost import check_cost, estimate
+from retrieval_bench.llm.errors import StopGeneration
+from retrieval_bench.llm.hygiene import clean_reply
+from retrieval_bench.llm.registry import PROVIDERS, counterpart
+from retrieval_bench.llm.runner import run
+from retrieval_bench.llm.settings import Meta, Settings
+from retrieval_bench.llm.tasks import QUESTIONS
+from retrieval_bench.params import CHOICES
 
 TEMPLATE = "Write one question.\n<passage>\n{passage}\n</passage>\n"
 
@@ -39,7 +38,7 @@ def jobs_for(n: int, provider: str = "anthropic", model: str = "claude-haiku-4-5
     family = "openai-compatible" if provider == "openai-compatible" else "anthropic"
     meta = Meta(provider, family, model, "p" * 64, 300)
     texts = [f"Passage {i}: the write-ahead log keeps page {i} until a checkpoint copies it back." for i in range(n)]
-    return meta, [make_job(meta, TEMPLATE, text, hashlib.sha256(text.encode()).hexdigest(), 0) for text in texts]
+    return meta, [QUESTIONS.job(meta, TEMPLATE, text, hashlib.sha256(text.encode()).hexdigest(), 0) for text in texts]
 
 
 def settings(provider: str = "anthropic", **overrides) -> Settings:
@@ -103,6 +102,16 @@ def test_cache_key_is_a_valid_custom_id_and_first_attempts_keep_their_key():
     assert key not in changed and len(changed) == 6
 
 
+# --- the provider registry ------------------------------------------------------------------------
+def test_every_provider_params_yaml_may_name_is_registered_and_families_keep_their_cache_keys():
+    assert set(PROVIDERS) | {"none"} == CHOICES[("generate", "provider")]
+    families = {name: settings(name).family for name in CHOICES[("generate", "provider")]}
+    assert families == {"none": None, "anthropic": "anthropic", "anthropic-batch": "anthropic", "openai-compatible": "openai-compatible"}
+    assert [settings(name).batch for name in ("anthropic", "anthropic-batch", "openai-compatible")] == [False, True, False]
+    assert counterpart("anthropic").name == "anthropic-batch" and counterpart("anthropic-batch").name == "anthropic"
+    assert counterpart("openai-compatible") is None
+
+
 # --- cost estimate and guard -----------------------------------------------------------------------
 def test_estimate_counts_chars_and_halves_batch_prices():
     prompts = ["x" * 3500] * 10  # 1000 tokens + 10 overhead each
@@ -129,7 +138,7 @@ def test_cost_guard_checks_sync_estimate_and_batch_upper_bound():
 # --- anthropic, against the stub ---------------------------------------------------------------------
 def test_anthropic_generates_and_caches_every_reply(stub, tmp_path):
     meta, jobs = jobs_for(12)
-    outcome = run(jobs, meta, settings(), tmp_path / "cache.jsonl")
+    outcome = run(QUESTIONS, jobs, meta, settings(), tmp_path / "cache.jsonl")
     cache = read_cache(tmp_path / "cache.jsonl")
     assert outcome.succeeded == 12 and not outcome.failed and set(cache) == {job.key for job in jobs}
     assert len(stub.generation_requests()) == 12
@@ -145,7 +154,7 @@ def test_429_with_retry_after_ms_pauses_every_worker_then_succeeds(stub, tmp_pat
     stub.retry_after_ms = 400
     stub.faults = ["rate_limit"]
     meta, jobs = jobs_for(12)
-    outcome = run(jobs, meta, settings(concurrency=4), tmp_path / "cache.jsonl")
+    outcome = run(QUESTIONS, jobs, meta, settings(concurrency=4), tmp_path / "cache.jsonl")
     assert outcome.succeeded == 12 and not outcome.failed
     requests = stub.generation_requests()
     assert len(requests) == 13  # one 429, retried once
@@ -160,14 +169,14 @@ def test_429_with_retry_after_ms_pauses_every_worker_then_succeeds(stub, tmp_pat
 def test_529_overloaded_is_retried(stub, tmp_path):
     stub.faults = ["overloaded", "overloaded"]
     meta, jobs = jobs_for(3)
-    outcome = run(jobs, meta, settings(concurrency=1), tmp_path / "cache.jsonl")
+    outcome = run(QUESTIONS, jobs, meta, settings(concurrency=1), tmp_path / "cache.jsonl")
     assert outcome.succeeded == 3 and len(stub.generation_requests()) == 5
 
 
 def test_connection_reset_is_retried(stub, tmp_path):
     stub.faults = ["reset"]
     meta, jobs = jobs_for(3)
-    outcome = run(jobs, meta, settings(concurrency=1), tmp_path / "cache.jsonl")
+    outcome = run(QUESTIONS, jobs, meta, settings(concurrency=1), tmp_path / "cache.jsonl")
     assert outcome.succeeded == 3 and len(read_cache(tmp_path / "cache.jsonl")) == 3
     assert [r.outcome for r in stub.generation_requests()].count("reset") == 1
 
@@ -175,7 +184,7 @@ def test_connection_reset_is_retried(stub, tmp_path):
 def test_malformed_body_is_asked_again(stub, tmp_path):
     stub.faults = ["malformed"]
     meta, jobs = jobs_for(3)
-    outcome = run(jobs, meta, settings(concurrency=1), tmp_path / "cache.jsonl")
+    outcome = run(QUESTIONS, jobs, meta, settings(concurrency=1), tmp_path / "cache.jsonl")
     assert outcome.succeeded == 3 and not outcome.failed
     assert len(stub.generation_requests()) == 4
 
@@ -183,7 +192,7 @@ def test_malformed_body_is_asked_again(stub, tmp_path):
 def test_a_request_failing_every_retry_stays_uncached(stub, tmp_path):
     stub.faults = ["server_error"] * 3  # max_retries 2: three attempts, all 500
     meta, jobs = jobs_for(3)
-    outcome = run(jobs, meta, settings(concurrency=1, max_retries=2), tmp_path / "cache.jsonl")
+    outcome = run(QUESTIONS, jobs, meta, settings(concurrency=1, max_retries=2), tmp_path / "cache.jsonl")
     assert outcome.succeeded == 2 and len(outcome.failed) == 1 and "500" in outcome.failed[0]
     assert len(read_cache(tmp_path / "cache.jsonl")) == 2
 
@@ -192,7 +201,7 @@ def test_spend_limit_stops_cleanly_keeping_progress(stub, tmp_path):
     stub.spend_limit_after = 5
     meta, jobs = jobs_for(20)
     with pytest.raises(StopGeneration, match="spend limit") as stopped:
-        run(jobs, meta, settings(concurrency=2, max_retries=4), tmp_path / "cache.jsonl")
+        run(QUESTIONS, jobs, meta, settings(concurrency=2, max_retries=4), tmp_path / "cache.jsonl")
     assert "5 replies from this run are kept" in str(stopped.value)
     assert len(read_cache(tmp_path / "cache.jsonl")) == 5
     limited = [r for r in stub.generation_requests() if r.outcome == "spend_limit"]
@@ -203,7 +212,7 @@ def test_authentication_error_stops_at_once(stub, tmp_path):
     stub.faults = ["auth"]
     meta, jobs = jobs_for(6)
     with pytest.raises(StopGeneration, match="401"):
-        run(jobs, meta, settings(concurrency=1), tmp_path / "cache.jsonl")
+        run(QUESTIONS, jobs, meta, settings(concurrency=1), tmp_path / "cache.jsonl")
     assert len(stub.generation_requests()) == 1
 
 
@@ -212,7 +221,7 @@ def test_runtime_stop_at_max_cost(stub, tmp_path):
     # A request costs at most ~$0.0016 (max_tokens 300) and the stub's replies ~$0.00012 each:
     # with $0.004 the run stops after about 20, before the next one could pass the limit.
     with pytest.raises(StopGeneration, match="max_cost_usd"):
-        run(jobs, meta, settings(concurrency=1, max_cost_usd=0.004), tmp_path / "cache.jsonl")
+        run(QUESTIONS, jobs, meta, settings(concurrency=1, max_cost_usd=0.004), tmp_path / "cache.jsonl")
     assert 5 < len(read_cache(tmp_path / "cache.jsonl")) < 40
 
 
@@ -220,7 +229,7 @@ def test_missing_api_key_is_a_one_line_error(stub, tmp_path, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     meta, jobs = jobs_for(1)
     with pytest.raises(InputError, match="ANTHROPIC_API_KEY"):
-        run(jobs, meta, settings(), tmp_path / "cache.jsonl")
+        run(QUESTIONS, jobs, meta, settings(), tmp_path / "cache.jsonl")
     assert not stub.requests
 
 
@@ -228,7 +237,7 @@ def test_missing_api_key_is_a_one_line_error(stub, tmp_path, monkeypatch):
 def test_openai_compatible_with_base_url_and_no_key(stub, tmp_path):
     stub.faults = ["rate_limit"]
     meta, jobs = jobs_for(5, provider="openai-compatible", model="llama3.1:8b")
-    outcome = run(jobs, meta, settings("openai-compatible", model="llama3.1:8b", base_url=f"{stub.url}/v1"), tmp_path / "c.jsonl")
+    outcome = run(QUESTIONS, jobs, meta, settings("openai-compatible", model="llama3.1:8b", base_url=f"{stub.url}/v1"), tmp_path / "c.jsonl")
     assert outcome.succeeded == 5
     assert stub.count("POST", "/v1/chat/completions") == 6
     assert {r["family"] for r in read_cache(tmp_path / "c.jsonl").values()} == {"openai-compatible"}
@@ -238,7 +247,7 @@ def test_openai_insufficient_quota_is_a_spend_limit(stub, tmp_path):
     stub.spend_limit_after = 2
     meta, jobs = jobs_for(6, provider="openai-compatible")
     with pytest.raises(StopGeneration, match="spend limit"):
-        run(jobs, meta, settings("openai-compatible", concurrency=1, base_url=f"{stub.url}/v1"), tmp_path / "c.jsonl")
+        run(QUESTIONS, jobs, meta, settings("openai-compatible", concurrency=1, base_url=f"{stub.url}/v1"), tmp_path / "c.jsonl")
     assert len(read_cache(tmp_path / "c.jsonl")) == 2
     assert stub.count("POST", "/v1/chat/completions") == 3
 
@@ -246,19 +255,17 @@ def test_openai_insufficient_quota_is_a_spend_limit(stub, tmp_path):
 def test_openai_truncated_reply_is_cached_as_rejected(stub, tmp_path):
     stub.stop_reason = lambda passage: "max_tokens"
     meta, jobs = jobs_for(2, provider="openai-compatible")
-    run(jobs, meta, settings("openai-compatible", base_url=f"{stub.url}/v1"), tmp_path / "c.jsonl")
+    run(QUESTIONS, jobs, meta, settings("openai-compatible", base_url=f"{stub.url}/v1"), tmp_path / "c.jsonl")
     assert {r["rejected"] for r in read_cache(tmp_path / "c.jsonl").values()} == {"truncated"}
 
 
 # --- anthropic-batch -------------------------------------------------------------------------------------
 def test_batch_submits_journals_and_collects(stub, tmp_path, monkeypatch):
-    import retrieval_bench.llm.generate as generate
-
-    monkeypatch.setattr(generate, "BATCH_MAX_REQUESTS", 4)  # 10 requests -> 3 batches
+    monkeypatch.setattr(MESSAGE_BATCHES, "max_requests", 4)  # 10 requests -> 3 batches
     stub.batch_seconds = 0.2
     meta, jobs = jobs_for(10, provider="anthropic-batch")
     start = time.monotonic()
-    outcome = run(jobs, meta, settings("anthropic-batch"), tmp_path / "cache.jsonl")
+    outcome = run(QUESTIONS, jobs, meta, settings("anthropic-batch"), tmp_path / "cache.jsonl")
     assert time.monotonic() - start < 10
     assert outcome.succeeded == 10 and outcome.submitted_batches == 3 and stub.batch_creates() == 3
     assert set(read_cache(tmp_path / "cache.jsonl")) == {job.key for job in jobs}

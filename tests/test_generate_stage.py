@@ -1,6 +1,7 @@
-"""The generate_goldenset stage as a process, against the stub server: crashes (SIGKILL) and
-reruns, batch resume, spend limit, cost guard and dry run, cache reuse, hygiene and echo
-reports, and that an API key is never written anywhere."""
+"""The generate_goldenset stage against the stub server: crashes (SIGKILL) and reruns, batch
+resume, spend limit, cost guard and dry run, cache reuse, hygiene and echo reports, and that an
+API key is never written anywhere. A process where the process is what is tested (a kill, the
+exit status DVC sees, what the process writes); in this process (run_stage_here) otherwise."""
 from __future__ import annotations
 
 import json
@@ -18,6 +19,7 @@ from stub_llm import (
     default_reply,
     read_jsonl,
     run_stage,
+    run_stage_here,
     stage_env,
     stage_project,
     start_stage,
@@ -58,7 +60,7 @@ def test_sigkill_mid_run_keeps_finished_questions_and_repeats_no_request(tmp_pat
 
         stub.reset_counts()
         stub.latency = 0.0
-        status, out, err = run_stage(project, stub)
+        status, out, err = run_stage_here(project, stub)
         assert status == 0, err
         asked = [request.passage_sha for request in stub.generation_requests()]
         assert not finished & set(asked), "a finished passage was asked again"
@@ -78,7 +80,7 @@ def test_batch_killed_before_results_is_collected_by_the_rerun_without_a_second_
         kill(process)
         assert stub.batch_creates() == 1 and not read_jsonl(project / CACHE)
 
-        status, out, err = run_stage(project, stub)
+        status, out, err = run_stage_here(project, stub)
         assert status == 0, err
         assert stub.batch_creates() == 1, "the journalled batch was submitted again"
         assert "resuming" in err
@@ -94,13 +96,13 @@ def test_batch_errored_expired_and_canceled_requests_stay_uncached_and_are_resub
     set_params(project, **{"generate.provider": "anthropic-batch", "generate.max_questions": 12})
     with StubLLM() as stub:
         stub.batch_outcome = lambda custom_id, index: {0: "errored", 1: "expired", 2: "canceled"}.get(index, "succeeded")
-        status, out, err = run_stage(project, stub)
+        status, out, err = run_stage_here(project, stub)
         assert status == 1 and "3 requests failed" in err and "rerun" in err
         assert len(read_jsonl(project / CACHE)) == 9
         failed = {r["custom_id"] for r in stub.batches["msgbatch_stub0001"]["requests"][:3]}
 
         stub.batch_outcome = lambda custom_id, index: "succeeded"
-        status, out, err = run_stage(project, stub)
+        status, out, err = run_stage_here(project, stub)
         assert status == 0, err
         assert stub.batch_creates() == 2
         assert {r["custom_id"] for r in stub.batches["msgbatch_stub0002"]["requests"]} == failed
@@ -112,7 +114,7 @@ def test_spend_limit_stops_cleanly_and_the_rerun_pays_only_for_misses(tmp_path):
     set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 12, "generate.concurrency": 2})
     with StubLLM() as stub:
         stub.spend_limit_after = 5
-        status, out, err = run_stage(project, stub)
+        status, out, err = run_stage_here(project, stub)
         assert status == 1
         lines = [line for line in err.splitlines() if line.startswith("error:")]
         assert len(lines) == 1 and "spend limit" in lines[0] and "5 replies from this run are kept" in lines[0]
@@ -121,7 +123,7 @@ def test_spend_limit_stops_cleanly_and_the_rerun_pays_only_for_misses(tmp_path):
 
         stub.spend_limit_after = None
         stub.reset_counts()
-        status, out, err = run_stage(project, stub)
+        status, out, err = run_stage_here(project, stub)
         assert status == 0, err
         assert len(stub.generation_requests()) == 7
         assert len(read_jsonl(project / GOLDEN)) == 12
@@ -155,13 +157,13 @@ def test_cost_guard_refuses_and_dry_run_estimates_without_calls(tmp_path):
     project = stage_project(tmp_path / "p")
     set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 12, "generate.max_cost_usd": 0.001})
     with StubLLM() as stub:
-        status, out, err = run_stage(project, stub)
+        status, out, err = run_stage_here(project, stub)
         assert status == 1 and err.strip().splitlines() == [err.strip()] and err.startswith("error:")
         assert "max_cost_usd" in err and not stub.requests
         assert "12 questions to generate" in out and "$" in out
 
         no_key = {k: v for k, v in stage_env(stub).items() if k != "ANTHROPIC_API_KEY"}
-        status, out, err = run_stage(project, stub, "--dry-run", env=no_key)
+        status, out, err = run_stage_here(project, stub, "--dry-run", env=no_key)
         assert status == 0, err
         assert "dry run" in out and "anthropic-batch instead" in out and not stub.requests
         assert not (project / GOLDEN).exists() and (project / CACHE).read_text() == ""
@@ -176,11 +178,11 @@ def test_cache_hits_edited_passage_and_prompt_change(tmp_path):
     passages = chunk_documents(documents, 800, 100)
     n = passages["text_sha256"].nunique()
     with StubLLM() as stub:
-        assert run_stage(project, stub)[0] == 0
+        assert run_stage_here(project, stub)[0] == 0
         assert len(stub.generation_requests()) == n
         stub.reset_counts()
         no_key = {k: v for k, v in stage_env(stub).items() if k != "ANTHROPIC_API_KEY"}
-        assert run_stage(project, stub, env=no_key)[0] == 0  # everything cached: no key needed
+        assert run_stage_here(project, stub, env=no_key)[0] == 0  # everything cached: no key needed
         assert not stub.requests
 
         # Edit one word inside one passage (outside every overlap): exactly one question is regenerated.
@@ -196,14 +198,14 @@ def test_cache_hits_edited_passage_and_prompt_change(tmp_path):
         documents.loc[0, "text"] = edited
         documents.to_parquet(project / "data/documents.parquet", index=False)
         stub.reset_counts()
-        assert run_stage(project, stub)[0] == 0
+        assert run_stage_here(project, stub)[0] == 0
         assert len(stub.generation_requests()) == 1
 
         # A changed prompt regenerates every question; its sha256 is in each golden row.
         prompt = project / "data/question_prompt.txt"
         prompt.write_text(prompt.read_text() + "\nWrite in plain English.\n")
         stub.reset_counts()
-        assert run_stage(project, stub)[0] == 0
+        assert run_stage_here(project, stub)[0] == 0
         assert len(stub.generation_requests()) == n
         import hashlib
 
@@ -215,18 +217,18 @@ def test_passage_subset_is_chosen_before_generation_and_nested(tmp_path):
     project = stage_project(tmp_path / "p")
     set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 5})
     with StubLLM() as stub:
-        assert run_stage(project, stub)[0] == 0
+        assert run_stage_here(project, stub)[0] == 0
         first = {request.passage_sha for request in stub.generation_requests()}
         assert len(first) == 5 == len(stub.generation_requests())
         stub.reset_counts()
         set_params(project, **{"generate.max_questions": 8})
-        assert run_stage(project, stub)[0] == 0
+        assert run_stage_here(project, stub)[0] == 0
         assert len(stub.generation_requests()) == 3  # the 5 chosen before are kept: only 3 new ones
         golden = read_jsonl(project / GOLDEN)
         assert first <= {row["chunk_sha256"] for row in golden} and len(golden) == 8
         stub.reset_counts()
         set_params(project, **{"generate.seed": 1, "generate.max_questions": 5})
-        assert run_stage(project, stub)[0] == 0
+        assert run_stage_here(project, stub)[0] == 0
         assert {request.passage_sha for request in stub.generation_requests()} != first
 
 
@@ -250,7 +252,7 @@ def test_hygiene_rejects_duplicates_and_replacement_are_reported(tmp_path):
     with StubLLM() as stub:
         stub.reply = reply
         stub.stop_reason = lambda passage: "max_tokens" if len(order) > 3 and passage == order[3] and calls[passage] == 1 else "end_turn"
-        status, out, err = run_stage(project, stub)
+        status, out, err = run_stage_here(project, stub)
         assert status == 0, err
     golden = read_jsonl(project / GOLDEN)
     assert len(golden) == 10
@@ -279,7 +281,7 @@ def test_echo_gauge_flags_copied_questions_and_drop_echo_regenerates_them(tmp_pa
 
     with StubLLM() as stub:
         stub.reply = reply
-        assert run_stage(project, stub)[0] == 0
+        assert run_stage_here(project, stub)[0] == 0
         report = json.loads((project / "metrics/goldenset.json").read_text())
         golden = read_jsonl(project / GOLDEN)
         assert report["echo_rate"] == 1.0 and report["echo_flagged"] == 6
@@ -287,7 +289,7 @@ def test_echo_gauge_flags_copied_questions_and_drop_echo_regenerates_them(tmp_pa
 
         stub.reset_counts()
         set_params(project, **{"generate.drop_echo": True})
-        assert run_stage(project, stub)[0] == 0
+        assert run_stage_here(project, stub)[0] == 0
         assert len(stub.generation_requests()) == 6  # each echo asked again once
         report = json.loads((project / "metrics/goldenset.json").read_text())
         assert report["echo_rate"] == 0.0 and report["n_questions"] == 6
@@ -300,7 +302,7 @@ def test_openai_compatible_provider_through_the_stage(tmp_path):
         set_params(project, **{"generate.provider": "openai-compatible", "generate.model": "qwen2.5:7b",
                                "generate.base_url": f"{stub.url}/v1", "generate.max_questions": 4})
         env = {k: v for k, v in stage_env(stub).items() if k != "ANTHROPIC_API_KEY"}
-        status, out, err = run_stage(project, stub, env=env)
+        status, out, err = run_stage_here(project, stub, env=env)
         assert status == 0, err
         assert stub.count("POST", "/v1/chat/completions") == 4
     assert {row["source"] for row in read_jsonl(project / GOLDEN)} == {"qwen2.5:7b"}

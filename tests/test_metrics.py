@@ -125,3 +125,27 @@ def test_summary_and_rank_histogram():
     histogram = rank_histogram(table["first_relevant_rank"]).set_index("first_relevant_rank")["questions"]
     assert histogram.to_dict() == {"1": 1, "2": 0, "3": 0, "4-5": 1, "6-10": 0, "11-20": 0, "21-50": 0,
                                    "51-100": 0, ">100": 1, "none": 1}
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_metrics_on_a_run_equal_trec_eval_on_that_run(seed):
+    """A run cut at a depth: relevant chunks beyond it are not retrieved, as trec_eval counts them."""
+    from retrieval_bench.evaluation.scoring import score_run
+    from retrieval_bench.retrieval.run import from_records
+
+    rng = np.random.default_rng(1000 + seed)
+    docs, grades, run = random_case(rng)
+    depth = int(rng.integers(1, len(docs) + 2))
+    run_frame = from_records([("q", d, s) for d, s in run.items()], depth) if run else from_records([("q", docs[0], 0.0)], 0)
+    chunks = pd.DataFrame({"chunk_id": docs, "doc_id": docs, "start": 0, "end": 10})
+    ks = [1, 3, 5, 10]
+    ours = score_run([{"qid": "q", "relevant": grades}], chunks, run_frame, ks, 0.5, "expected").iloc[0]
+    cut = {row.chunk_id: row.score for row in run_frame.itertuples()} or {"none": 0.0}
+    measures = {f"recall.{','.join(map(str, ks))}", f"success.{','.join(map(str, ks))}", "ndcg_cut.10", "map_cut.10", "recip_rank"}
+    trec = pytrec_eval.RelevanceEvaluator({"q": grades}, measures).evaluate({"q": cut})["q"]
+    for k in ks:
+        assert ours[f"recall@{k}"] == pytest.approx(trec[f"recall_{k}"], abs=1e-9)
+        assert ours[f"hit@{k}"] == pytest.approx(trec[f"success_{k}"], abs=1e-9)
+    assert ours["ndcg@10"] == pytest.approx(trec["ndcg_cut_10"], abs=1e-9)
+    assert ours["map@10"] == pytest.approx(trec["map_cut_10"], abs=1e-9)
+    assert ours["reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)

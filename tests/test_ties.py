@@ -11,7 +11,9 @@ import pytest
 import pytrec_eval
 
 from retrieval_bench.evaluation.metrics import Positions, concrete_ranks, question_metrics, score_question, span_recall
-from retrieval_bench.retrieval.rank import judged_positions, rrf_scores
+from retrieval_bench.retrieval import run as runs
+from retrieval_bench.retrieval.hybrid import fuse
+from retrieval_bench.retrieval.rank import judged_positions
 from retrieval_bench.evaluation.relevance import Judgement
 
 KS = [1, 2, 3, 5]
@@ -117,11 +119,10 @@ def test_a_question_whose_relevant_chunk_is_not_in_the_run():
 
 def test_hybrid_mirror_ties_do_not_depend_on_who_came_first():
     # Dense ranks the gold chunk 1st and another 2nd, BM25 the other way round: RRF ties them.
-    dense = np.array([[0.9, 0.8, 0.1]])
-    bm25 = np.array([[2.0, 3.0, 0.0]])
-    fused = rrf_scores([(lambda rows: dense[rows], 1.0), (lambda rows: bm25[rows], 1.0)], 60)(slice(0, 1))[0]
-    assert fused[0] == fused[1]
-    for gold in (0, 1):
-        judgement = Judgement(np.array([gold]), np.array([1.0]))
-        row = score_question(judgement, judged_positions(fused, judgement.indices), [1], "expected")
+    dense = runs.from_records([("q", "a", 0.9), ("q", "b", 0.8), ("q", "c", 0.1)])
+    bm25 = runs.from_records([("q", "b", 3.0), ("q", "a", 2.0)])
+    fused = fuse({"dense": dense, "bm25": bm25}, {"dense": 1.0, "bm25": 1.0}, "rrf", 60, 10)
+    for gold in ("a", "b"):
+        judgement = Judgement(np.array([0]), np.array([1.0]))
+        row = score_question(judgement, runs.positions(fused, ["q"], [[gold]])[0], [1], "expected")
         assert row["reciprocal_rank"] == pytest.approx(0.75) and row["hit@1"] == pytest.approx(0.5)

@@ -1,4 +1,4 @@
-"""The `retrieval-bench` command: compare two runs, gauge a question set, export a golden set."""
+"""The `retrieval-bench` command: compare two runs, gauge a question set, export a golden set or its questions."""
 from __future__ import annotations
 
 import argparse
@@ -8,15 +8,16 @@ from retrieval_bench.io import InputError
 
 
 def main(argv: list[str] | None = None) -> int:
-    from retrieval_bench.evaluation import compare
-    from retrieval_bench.evaluation import export
+    from retrieval_bench.evaluation import compare, export
     from retrieval_bench.goldenset import gauge
+    from retrieval_bench.retrieval import external
 
     parser = argparse.ArgumentParser(prog="retrieval-bench", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     compare.add_arguments(commands.add_parser("compare", help="did B retrieve better than A? paired statistics per question"))
     export.add_arguments(commands.add_parser("export-beir", help="write the golden set as a BEIR folder"))
     gauge.add_arguments(commands.add_parser("gauge", help="echo rate and BM25 ease of any question set against the chunks"))
+    external.add_export_arguments(commands.add_parser("export-questions", help="write the questions for an external system to run"))
     args = parser.parse_args(argv)
     try:
         return args.run(args) or 0

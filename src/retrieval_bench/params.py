@@ -46,9 +46,17 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "retrieval": {
         "method": "dense",
+        "depth": 100,
         "rrf_k": 60,
         "weights": {"dense": 1.0, "bm25": 1.0},
+        "fusion": "rrf",
+        "fusion_depth": 1000,
         "bm25": {"stemmer": "english", "stopwords": "en"},
+        "run_file": None,
+        "python": None,
+        "trec_export": None,
+        "rerank": {"model": None, "first_stage": "dense", "candidates": 50, "batch_size": 32},
+        "ann": {"index": "hnsw", "hnsw_m": 32, "ef_construction": 200, "ef_search": 64, "nlist": 256, "nprobe": 16, "pq_m": 48, "pq_bits": 8},
     },
     "score": {
         "k": [1, 3, 5, 10, 20],
@@ -60,7 +68,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 CHOICES = {
     ("load", "missing_relevant"): {"error", "drop"},
     ("generate", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
-    ("retrieval", "method"): {"dense", "bm25", "hybrid"},
+    ("retrieval", "method"): {"dense", "bm25", "hybrid", "run-file", "python", "rerank", "ann"},
+    ("retrieval", "fusion"): {"rrf", "weighted"},
     ("score", "ties"): {"expected", "pessimistic", "optimistic"},
 }
 
@@ -72,6 +81,8 @@ RENAMED = {"size": "chars"}
 
 # Keys that may be null although their default is not (null = no limit).
 NULLABLE = {"params.generate.max_cost_usd"}
+# Keys whose value may be a number or a word; checked in _check_values.
+MIXED = {"params.retrieval.depth"}
 
 OPTIONAL_TYPES = {("embed", "max_seq_length"): int}
 
@@ -101,7 +112,7 @@ def _check(value: Any, default: Any, where: str, path: Path) -> Any:
         if default is None or where in NULLABLE:
             return None
         raise InputError(f"{path}: {where} must be {type(default).__name__}, got null")
-    if default is None:
+    if default is None or where in MIXED:
         return value
     if isinstance(default, bool):
         ok = isinstance(value, bool)
@@ -160,6 +171,7 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
         raise InputError(f"{path}: embed.batch_size must be positive")
     if params["retrieval"]["rrf_k"] < 0:
         raise InputError(f"{path}: retrieval.rrf_k must be >= 0")
+    _check_retrieval(params["retrieval"], path)
     for key, allowed in (("stemmer", ("english", "none")), ("stopwords", ("en", "none"))):
         if params["retrieval"]["bm25"][key] not in allowed:
             raise InputError(f"{path}: retrieval.bm25.{key} must be one of {', '.join(allowed)}, got {params['retrieval']['bm25'][key]!r}")
@@ -182,3 +194,48 @@ def _check_generate(generate: dict[str, Any], path: Path) -> None:
     price = generate["price"]
     if price["input_per_mtok"] < 0 or price["output_per_mtok"] < 0 or not 0 < price["batch_discount"] <= 1:
         raise InputError(f"{path}: generate.price needs prices >= 0 and 0 < batch_discount <= 1, got {price!r}")
+
+
+def _check_retrieval(retrieval: dict[str, Any], path: Path) -> None:
+    depth = retrieval["depth"]
+    if depth != "all" and (isinstance(depth, bool) or not isinstance(depth, int) or depth <= 0):
+        raise InputError(f"{path}: retrieval.depth must be a positive number of chunks or 'all', got {depth!r}")
+    if retrieval["fusion_depth"] <= 0:
+        raise InputError(f"{path}: retrieval.fusion_depth must be positive, got {retrieval['fusion_depth']!r}")
+    for key in ("run_file", "python", "trec_export"):
+        if retrieval[key] is not None and not (isinstance(retrieval[key], str) and retrieval[key]):
+            raise InputError(f"{path}: retrieval.{key} must be a non-empty string or null, got {retrieval[key]!r}")
+    for method, key in (("run-file", "run_file"), ("python", "python")):
+        if retrieval["method"] == method and not retrieval[key]:
+            raise InputError(f"{path}: retrieval.method {method} needs retrieval.{key}")
+    _check_rerank_and_ann(retrieval, path)
+
+
+RERANK_DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"  # the usual choice, named in the error below
+
+
+def _check_rerank_and_ann(retrieval: dict[str, Any], path: Path) -> None:
+    rerank, ann = retrieval["rerank"], retrieval["ann"]
+    model = rerank["model"]
+    if model is not None and not (isinstance(model, str) and model.strip()):
+        raise InputError(f"{path}: retrieval.rerank.model must be a cross-encoder id or local path, or null, got {model!r}")
+    if retrieval["method"] == "rerank" and model is None:
+        raise InputError(
+            f"{path}: retrieval.method rerank needs retrieval.rerank.model, a cross-encoder id or local path "
+            f"(usually {RERANK_DEFAULT_MODEL}; offline, a local copy of it)"
+        )
+    choices = {"rerank.first_stage": ("dense", "bm25", "hybrid"), "ann.index": ("hnsw", "ivf-flat", "ivf-pq")}
+    for where, allowed in choices.items():
+        group, key = where.split(".")
+        if retrieval[group][key] not in allowed:
+            raise InputError(f"{path}: retrieval.{where} must be one of {', '.join(allowed)}, got {retrieval[group][key]!r}")
+    for where in ("rerank.candidates", "rerank.batch_size", "ann.ef_construction", "ann.ef_search", "ann.nlist", "ann.nprobe", "ann.pq_m"):
+        group, key = where.split(".")
+        if retrieval[group][key] <= 0:
+            raise InputError(f"{path}: retrieval.{where} must be a positive integer, got {retrieval[group][key]!r}")
+    if ann["hnsw_m"] < 2:
+        raise InputError(f"{path}: retrieval.ann.hnsw_m must be at least 2, got {ann['hnsw_m']!r}")
+    if not 1 <= ann["pq_bits"] <= 16:
+        raise InputError(f"{path}: retrieval.ann.pq_bits must be between 1 and 16, got {ann['pq_bits']!r}")
+    if ann["nprobe"] > ann["nlist"]:
+        raise InputError(f"{path}: retrieval.ann.nprobe ({ann['nprobe']}) cannot exceed retrieval.ann.nlist ({ann['nlist']})")

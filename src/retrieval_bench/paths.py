@@ -25,6 +25,12 @@ CORPUS_IDS = f"{EMBEDDINGS}/corpus_ids.json"
 QUESTION_VECTORS = f"{EMBEDDINGS}/questions.npy"
 QUESTION_IDS = f"{EMBEDDINGS}/question_ids.json"
 
+# retrieve
+RUN = "data/run.parquet"
+RUN_INFO = "data/run_info.json"  # what the method reports beside its run (ANN recall against exact search)
+RERANK_CACHE = "data/rerank_cache.jsonl"  # cross-encoder scores by (model, question, chunk): persistent, append-only
+EXPORTED_QUESTIONS = "data/questions.jsonl"  # retrieval-bench export-questions, for external systems
+
 # score
 METRICS = "metrics/metrics.json"
 PER_QUESTION = "metrics/per_question.csv"

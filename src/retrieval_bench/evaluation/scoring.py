@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.evaluation.metrics import score_question
-from retrieval_bench.retrieval.rank import judged_ranks
 from retrieval_bench.evaluation.relevance import judge
+from retrieval_bench.retrieval.rank import judged_ranks
+from retrieval_bench.retrieval.run import positions
 
 UNSCORABLE_EXAMPLES = 5
 
@@ -23,14 +24,29 @@ def score_questions(
     ties: str,
     progress=None,
 ) -> pd.DataFrame:
-    """per_question.csv: one row per golden-set question, in order."""
+    """per_question.csv from a full ranking: `score_batch` scores every chunk for a batch of
+    questions (used where a whole score matrix is at hand, e.g. tests and the echo gauge)."""
     judgements = judge(golden, chunks, min_coverage)
-    positions = judged_ranks(score_batch, len(golden), [j.indices for j in judgements], progress)
-    rows = [
-        {"qid": row["qid"], **score_question(judgement, placed, ks, ties)}
-        for row, judgement, placed in zip(golden, judgements, positions)
-    ]
-    return pd.DataFrame(rows)
+    placed = judged_ranks(score_batch, len(golden), [j.indices for j in judgements], progress)
+    return _table(golden, judgements, placed, ks, ties)
+
+
+def score_run(
+    golden: list[dict], chunks: pd.DataFrame, run: pd.DataFrame, ks: list[int], min_coverage: float, ties: str
+) -> pd.DataFrame:
+    """per_question.csv from a run (retrieval_bench.retrieval.run): a judged chunk the run did not
+    retrieve is not retrieved, and ties are equal scores within the run."""
+    judgements = judge(golden, chunks, min_coverage)
+    chunk_ids = chunks["chunk_id"].to_numpy()
+    placed = positions(run, [row["qid"] for row in golden], [chunk_ids[j.indices].tolist() for j in judgements])
+    return _table(golden, judgements, placed, ks, ties)
+
+
+def _table(golden, judgements, placed, ks, ties) -> pd.DataFrame:
+    return pd.DataFrame([
+        {"qid": row["qid"], **score_question(judgement, where, ks, ties)}
+        for row, judgement, where in zip(golden, judgements, placed)
+    ])
 
 
 def unscorable_warning(per_question: pd.DataFrame) -> str | None:

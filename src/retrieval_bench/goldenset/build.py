@@ -1,4 +1,5 @@
-"""Assemble the golden set: questions anchored to evidence spans in documents, or real labels.
+"""Golden rows: questions anchored to evidence spans in documents, or real labels; de-duplication
+and sampling (retrieval_bench.goldenset.assemble puts them together).
 
 A synthetic question is anchored to the evidence it was written from (a span of its document),
 not to a chunk, so the same golden set scores any chunking of the corpus.
@@ -12,28 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.llm.generate import locate_in_passage
-from retrieval_bench.io import InputError, read_jsonl
-from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
 from retrieval_bench.evaluation.relevance import coverage
-
-
-def locate_evidence(document: str, excerpt: str, near: int = 0) -> tuple[int, int] | None:
-    """The span of `excerpt` in `document`: exact match first (the one nearest `near`), then a
-    match that ignores case and differences in whitespace; None if neither is found."""
-    excerpt = excerpt.strip()
-    if not excerpt:
-        return None
-    exact = [m.start() for m in re.finditer(re.escape(excerpt), document)]
-    if exact:
-        start = min(exact, key=lambda s: abs(s - near))
-        return start, start + len(excerpt)
-    pattern = r"\s+".join(re.escape(word) for word in excerpt.split())
-    loose = list(re.finditer(pattern, document, flags=re.IGNORECASE))
-    if loose:
-        match = min(loose, key=lambda m: abs(m.start() - near))
-        return match.start(), match.end()
-    return None
+from retrieval_bench.goldenset.evidence import locate_evidence, locate_in_passage
+from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
+from retrieval_bench.io import InputError, read_jsonl
 
 
 def question_id(doc_id: str, question: str) -> str:
@@ -142,12 +125,6 @@ def _row(question: str, passage: Mapping, span: tuple[int, int], source: str, pr
         "prompt_sha256": prompt_sha256,
         "evidence_located": located,
     }
-
-
-def evidence_text(evidence: str, passage_text: str) -> str:
-    """The part of `passage_text` a generated reply quotes as its evidence, else the whole passage."""
-    span = locate_in_passage(evidence, passage_text)
-    return passage_text[span[0]:span[1]] if span else passage_text
 
 
 def evidence_texts(rows: list[dict], texts: Mapping[str, str]) -> list[list[str]]:

@@ -6,7 +6,7 @@ so editing one passage regenerates one question and changing the prompt or the m
 regenerates all; a finished question is never paid for twice.
 
 A record carries: key, passage_sha256, model, prompt_sha256, question, evidence (the excerpt the
-generator quotes), and from retrieval_bench.llm.generate also family, provider, max_tokens, attempt,
+generator quotes), and from retrieval_bench.llm.tasks.Task.record also family, provider, max_tokens, attempt,
 rejected (a reason, or null), stop_reason, raw (the reply as received), usage and created.
 
 The batch journal (question_cache.batches.jsonl, next to the cache) is append-only JSON Lines
@@ -14,7 +14,7 @@ too: an "intent" event (the requests and the sha256 of their keys) is written an
 a batch is created, a "submitted" event (batch id and its requests, created or adopted) once
 its id is known, an "abandoned" event when an intent is known never to have become a batch, and
 a "collected" event once its results are cached. A rerun resumes uncollected batches and
-reconciles intents left without an outcome (see retrieval_bench.llm.generate) before submitting
+reconciles intents left without an outcome (see retrieval_bench.llm.batch) before submitting
 anything.
 
 Appends are whole lines: a write or fsync that fails (a full disk) cuts the file back to its
@@ -34,7 +34,7 @@ from retrieval_bench.io import InputError
 
 
 # Hashed into the key of a passage whose text had to be escaped to stay inside the prompt's
-# <passage> delimiters (retrieval_bench.llm.generate.escape_passage): such a passage is sent
+# <passage> delimiters (retrieval_bench.goldenset.evidence.escape_passage): such a passage is sent
 # differently from before, so it must not be served a reply cached for the unescaped prompt.
 ESCAPED_MARKER = "passage-delimiters-escaped"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from retrieval_bench import paths
 from retrieval_bench.goldenset import echo
 from retrieval_bench.goldenset.build import locate_anywhere
 from retrieval_bench.io import InputError, atomic_open
@@ -83,11 +84,11 @@ def worst_offenders(table: pd.DataFrame, limit: int) -> pd.DataFrame:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0]
     parser.add_argument("file", help="question set: golden set, hand-written JSONL, BEIR folder, ragas CSV/JSONL, LlamaIndex JSON")
-    parser.add_argument("--chunks", default="data/chunks.parquet", help="chunk table to judge and rank against (default: %(default)s)")
-    parser.add_argument("--documents", default="data/documents.parquet", help="documents the evidence is found in (default: %(default)s)")
+    parser.add_argument("--chunks", default=paths.CHUNKS, help="chunk table to judge and rank against (default: %(default)s)")
+    parser.add_argument("--documents", default=paths.DOCUMENTS, help="documents the evidence is found in (default: %(default)s)")
     parser.add_argument("--min-coverage", type=float, default=0.5, help="relevance threshold, as score.min_coverage (default: %(default)s)")
     parser.add_argument("--split", default="test", help="BEIR folders: qrels/<split>.tsv (default: %(default)s)")
-    parser.add_argument("--out", default="metrics/gauge.csv", help="per-question results (default: %(default)s)")
+    parser.add_argument("--out", default=paths.GAUGE, help="per-question results (default: %(default)s)")
     parser.add_argument("--show", type=int, default=10, help="worst offenders listed (default: %(default)s)")
     parser.set_defaults(run=run)
 

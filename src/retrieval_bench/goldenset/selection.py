@@ -24,24 +24,26 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from retrieval_bench.goldenset import echo
+from retrieval_bench.goldenset.build import normalise_question
 from retrieval_bench.goldenset.cache import read_cache
-from retrieval_bench.llm.generate import (
-    Job,
-    Meta,
-    Settings,
-    StopGeneration,
-    check_cost,
-    estimate,
-    evidence_in_passage,
-    journal_path_for,
-    make_job,
-    pending_batch_events,
-    pending_intent_events,
-    resume_batches,
-    run,
-)
-from retrieval_bench.goldenset.build import evidence_text, normalise_question
+from retrieval_bench.goldenset.evidence import evidence_in_passage, evidence_text
+from retrieval_bench.llm import hygiene
+from retrieval_bench.llm.batch import journal_path_for, pending_batch_events, pending_intent_events
+from retrieval_bench.llm.cost import check_cost, estimate
+from retrieval_bench.llm.errors import StopGeneration
+from retrieval_bench.llm.registry import counterpart
+from retrieval_bench.llm.runner import can_resume, resume_batches, run
+from retrieval_bench.llm.settings import Meta, Settings
+from retrieval_bench.llm.tasks import QUESTIONS, Job
 from retrieval_bench.locking import exclusive
+
+# Why a reply was not used: the reply hygiene's reasons, and the golden set's own.
+REJECT_REASONS = {
+    **hygiene.REJECT_REASONS,
+    "evidence_not_in_passage": "the quoted evidence is not in the passage that was sent",
+    "echo": "the question copies its passage (echo gauge; generate.drop_echo)",
+    "duplicate_question": "the same question as for another passage (ambiguous label)",
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,7 +103,7 @@ def walk(
         if budget is not None and len(plan.accepted) + len(plan.misses) + plan.uncached >= budget:
             break
         for attempt in range(max_attempts):
-            job = make_job(index.meta, template, passage["text"], passage["text_sha256"], attempt) if index.by_key else None
+            job = QUESTIONS.job(index.meta, template, passage["text"], passage["text_sha256"], attempt) if index.by_key else None
             record = index.lookup(passage, attempt, job)
             if record is None:
                 if generating:
@@ -150,13 +152,13 @@ def _generate_missing(
 ) -> None:
     pending = pending_batch_events(cache_path)
     intents = pending_intent_events(cache_path)
-    if (pending or intents) and settings.family == "anthropic" and not dry_run:
+    if (pending or intents) and can_resume(settings) and not dry_run:
         if intents:
             log(f"{len(intents)} batches were being created when an earlier run stopped; reconciling them with the "
                 "account's batches before submitting anything")
         if pending:
             log(f"{len(pending)} batches from an earlier run were not collected; resuming them (no new submission)")
-        resume_batches(pending, settings, cache_path, intents)
+        resume_batches(QUESTIONS, pending, settings, cache_path, intents)
     elif pending or intents:
         log(f"{len(pending) + len(intents)} journalled batches are not collected yet ({journal_path_for(cache_path)}); "
             "provider anthropic-batch collects them")
@@ -177,14 +179,14 @@ def _generate_missing(
         if settings.max_cost_usd is not None:
             log(f"cost limit generate.max_cost_usd ${settings.max_cost_usd:.2f}")
         if dry_run:
-            if settings.family == "anthropic":
-                other = estimate([job.prompt for job in jobs], settings, batch=not settings.batch)
-                name = "anthropic-batch" if not settings.batch else "anthropic"
-                log(f"with {name} instead: ~${other.usd:.2f} (at most ${other.usd_max:.2f})")
+            other_provider = counterpart(settings.provider)
+            if other_provider is not None:
+                other = estimate([job.prompt for job in jobs], settings, batch=other_provider.batch)
+                log(f"with {other_provider.name} instead: ~${other.usd:.2f} (at most ${other.usd_max:.2f})")
             log(f"rejected replies are asked again (generate.max_attempts {params['max_attempts']}), which adds a little")
             return
         check_cost(est, settings, spent)
-        outcome = run(jobs, meta, settings, cache_path)
+        outcome = run(QUESTIONS, jobs, meta, settings, cache_path)
         spent += outcome.cost
         failed.extend(outcome.failed)
         log(

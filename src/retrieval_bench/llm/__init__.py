@@ -1,1 +1,27 @@
-"""The LLM layer: providers behind one interface, cost, hygiene, rate limits, sync and batch runs."""
+"""The LLM layer: providers behind one interface, tasks, cost, hygiene, rate limits, sync and batch runs.
+
+Its one client is the golden-set build (goldenset.selection, goldenset.assemble). Entry points:
+runner.run(task, jobs, meta, settings, cache_path) and runner.resume_batches; a job is made by
+a task (tasks.QUESTIONS.job), settings come from params (settings.Settings.from_params).
+
+    provider.py           the Provider interface (client, send, reply, SDK errors) and BatchProvider
+    registry.py           providers by generate.provider name: add a provider here
+    anthropic.py          `anthropic`: the Messages API
+    anthropic_batch.py    `anthropic-batch`: the Message Batches API
+    openai_compatible.py  `openai-compatible`: chat completions (vLLM, Ollama, llama.cpp, OpenAI)
+    credentials.py        where a key may be sent
+    connection.py         the guarded HTTP client: timeouts, unreachable endpoints named
+    ratelimit.py          one pause for all workers after a 429/529/503
+    errors.py             spend limit / refused / transient, StopGeneration
+    settings.py           Settings (API calls, prices) and Meta (how a record was made)
+    tasks.py              Task (template placeholder, escaping, reply parser), Job, QUESTIONS
+    hygiene.py            the question task's reply parser: clean_reply and its reject reasons
+    cost.py               the estimate and the guard at generate.max_cost_usd
+    progress.py           Outcome and the progress bar
+    sync.py               the sync runner
+    batch.py              the batch runner: intent journal, reconciliation, collection
+    runner.py             run / resume_batches: which runner, one-line stops
+
+API keys come only from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY) and are never
+written anywhere.
+"""

@@ -38,3 +38,25 @@ def bm25_scores(
         ).astype(np.float32)
 
     return scores
+
+
+def retrieve(questions, corpus, settings: dict, depth: int, progress=None):
+    """Sparse top-k through bm25s' own retrieval (no dense score row per question). A chunk that
+    shares no word with the question is not retrieved, as in Lucene, so no zero-score chunk
+    enters a run for its position in the corpus."""
+    from retrieval_bench.retrieval.run import from_top
+
+    options = settings["bm25"]
+    index = bm25s.BM25()
+    index.index(tokenize(corpus.texts, **options), show_progress=False)
+    tokens = tokenize(questions.texts, **options)
+    k = min(depth, len(corpus.texts))
+    indices = np.zeros((len(tokens), k), dtype=np.int64)
+    scores = np.zeros((len(tokens), k), dtype=np.float32)
+    asking = [i for i, words in enumerate(tokens) if words]  # only stop words: nothing is retrieved
+    if asking:
+        found, found_scores = index.retrieve([tokens[i] for i in asking], k=k, show_progress=False, n_threads=1)
+        indices[asking], scores[asking] = found, found_scores
+    if progress is not None:
+        progress.update(len(tokens))
+    return from_top(questions.qids, corpus.chunk_ids, indices, scores, keep=scores > 0)

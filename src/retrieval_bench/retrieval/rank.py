@@ -1,4 +1,5 @@
-"""Rank every chunk for every question (exact search) and read off the ranks of judged chunks."""
+"""Where judged chunks stand in a full ranking of the corpus, from whole rows of scores (the echo
+gauge and tests; the pipeline scores runs: retrieval_bench.retrieval.run)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -7,29 +8,6 @@ import numpy as np
 from retrieval_bench.evaluation.metrics import Positions
 
 QUERY_BATCH = 256  # questions scored at once: bounds memory at QUERY_BATCH x n_chunks floats
-
-
-def dense_scores(question_vectors: np.ndarray, chunk_vectors: np.ndarray) -> Callable[[slice], np.ndarray]:
-    """Cosine similarity (the vectors are unit length) of a batch of questions to every chunk."""
-    return lambda rows: question_vectors[rows] @ chunk_vectors.T
-
-
-def tied_ranks(scores: np.ndarray) -> np.ndarray:
-    """1-based rank of every chunk per row, best first; chunks with equal scores share the
-    worst rank of their group (the pessimistic policy), so no chunk gains from its position."""
-    ascending = np.sort(scores, axis=1)
-    # rank = the number of chunks scoring at least as high = n - (chunks scoring strictly lower).
-    lower = np.stack([np.searchsorted(row, values, side="left") for row, values in zip(ascending, scores)])
-    return (scores.shape[1] - lower).astype(np.int64)
-
-
-def rrf_scores(
-    methods: list[tuple[Callable[[slice], np.ndarray], float]], rrf_k: float
-) -> Callable[[slice], np.ndarray]:
-    """Reciprocal rank fusion: sum over methods of weight / (rrf_k + rank under that method)."""
-    def fused(rows: slice) -> np.ndarray:
-        return sum(weight / (rrf_k + tied_ranks(score(rows))) for score, weight in methods)
-    return fused
 
 
 def judged_positions(scores: np.ndarray, judged: np.ndarray) -> Positions:
@@ -62,29 +40,3 @@ def judged_ranks(
             yield judged_positions(scores[offset], judged[question])
         if progress is not None:
             progress.update(rows.stop - rows.start)
-
-
-def method_scores(
-    retrieval: dict,
-    question_vectors: np.ndarray | None,
-    chunk_vectors: np.ndarray | None,
-    chunk_texts: list[str],
-    questions: list[str],
-) -> Callable[[slice], np.ndarray]:
-    """The scores of `retrieval["method"]` (dense, bm25 or hybrid; the validated retrieval section
-    of params.yaml) for a batch of question rows."""
-    from retrieval_bench.retrieval.bm25 import bm25_scores
-
-    method = retrieval["method"]
-    if method == "dense":
-        return dense_scores(question_vectors, chunk_vectors)
-    if method == "bm25":
-        return bm25_scores(chunk_texts, questions, **retrieval["bm25"])
-    if method == "hybrid":
-        weights = retrieval["weights"]
-        return rrf_scores(
-            [(dense_scores(question_vectors, chunk_vectors), weights["dense"]),
-             (bm25_scores(chunk_texts, questions, **retrieval["bm25"]), weights["bm25"])],
-            retrieval["rrf_k"],
-        )
-    raise ValueError(f"unknown retrieval method {method!r}")

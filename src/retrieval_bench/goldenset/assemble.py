@@ -1,0 +1,192 @@
+"""The golden set from the stage's inputs: real labels, or hand-written questions plus generated
+ones (generated with generate.provider, or taken from the question cache), with the echo gauge,
+the report (metrics/goldenset.json) and the lines the stage prints.
+
+Which passages get a question is decided before anything is paid for (goldenset.selection). A
+dry run logs what would be generated and its estimated cost, then raises DryRunDone: nothing is
+generated or written.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from retrieval_bench.corpus.load import chunk_documents
+from retrieval_bench.goldenset import echo
+from retrieval_bench.goldenset.build import (
+    deduplicate,
+    evidence_texts,
+    generated_row,
+    handwritten_rows,
+    label_rows,
+    normalise_question,
+    read_handwritten,
+    sample_rows,
+)
+from retrieval_bench.goldenset.cache import read_cache
+from retrieval_bench.goldenset.selection import (
+    REJECT_REASONS,
+    CacheIndex,
+    generate_missing,
+    max_rounds,
+    rank_passages,
+    walk,
+)
+from retrieval_bench.io import InputError
+from retrieval_bench.llm.settings import Meta, Settings
+from retrieval_bench.llm.tasks import QUESTIONS
+
+DRY_RUN_ENV = "RETRIEVAL_BENCH_DRY_RUN"
+Log = Callable[[str], None]
+
+
+class DryRunDone(Exception):
+    """A dry run has said what it would do; its message is the last line to print. Nothing was
+    generated or written."""
+
+
+def dry_run_requested_by_env() -> bool:
+    """RETRIEVAL_BENCH_DRY_RUN=1: a dry run under `dvc repro` (which then exits 3, so DVC records nothing)."""
+    return os.environ.get(DRY_RUN_ENV, "").lower() in ("1", "true", "yes")
+
+
+def read_prompt(data: bytes, path: str | Path) -> tuple[str, str]:
+    """(template, sha256 of its bytes) of the question prompt read from `path`; the sha256 is part
+    of every cache key."""
+    prompt_sha256 = hashlib.sha256(data).hexdigest()
+    template = data.decode("utf-8")
+    if QUESTIONS.placeholder not in template:
+        raise InputError(f"{path}: the prompt has no {QUESTIONS.placeholder} placeholder")
+    return template, prompt_sha256
+
+
+@dataclass
+class GoldenSet:
+    rows: list[dict]  # data/goldenset.jsonl
+    rejects: list[dict]  # every reply (or hand-written echo) not used, and why
+    report: dict  # metrics/goldenset.json
+
+    def summary(self, golden_path: str, rejects_path: str) -> list[str]:
+        """The lines to print once the golden set is written."""
+        reasons = Counter(reject["reason"] for reject in self.rejects)
+        listed = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common())
+        lines = [
+            f"wrote {len(self.rows)} questions to {golden_path}; echo rate {self.report['echo_rate']} ({echo.ECHO_RULE}); "
+            f"{len(self.rejects)} rejected replies{f' ({listed})' if listed else ''}"
+            + (f", listed in {rejects_path}" if self.rejects else "")
+        ]
+        lines.extend(f"  {reason}: {REJECT_REASONS[reason]}" for reason in reasons if reason in REJECT_REASONS)
+        return lines
+
+
+def assemble(
+    params: dict, documents: pd.DataFrame, labels: list[dict], template: str, prompt_sha256: str, cache_path: str,
+    dry_run: bool, log: Log,
+) -> GoldenSet:
+    """The golden set for the generate section `params`: real `labels` when there are any, else
+    hand-written and generated questions (generating what the cache lacks unless the provider is
+    none). Raises DryRunDone at the end of a dry run."""
+    rejects: list[dict] = []
+    texts = dict(zip(documents["doc_id"], documents["text"]))
+    if labels:
+        if dry_run:
+            raise DryRunDone("real labels: nothing would be generated")
+        rows, counts = sample_rows(label_rows(labels), params["max_questions"], params["seed"]), {}
+        log(f"using {len(rows)} real labelled queries; no question is generated")
+        gauge = echo.mark(rows, evidence_texts(rows, texts))
+    else:
+        rows, rejects, counts = synthetic(params, documents, template, prompt_sha256, cache_path, dry_run, log)
+        gauge = echo.mark(rows, evidence_texts(rows, texts))
+        if params["drop_echo"]:
+            # Generated echoes were already regenerated or replaced; hand-written ones are dropped.
+            for row in rows:
+                if row.get("echo"):
+                    rejects.append({"reason": "echo", "source": row["source"], "chunk_id": row["gold_chunk_id"],
+                                    "doc_id": row["doc_id"], "question": row["question"], "regenerated": False})
+            rows = [row for row in rows if not row.get("echo")]
+        rows = sample_rows(rows, params["max_questions"], params["seed"])
+        if not rows:
+            raise InputError(
+                f"no usable question for any passage of this corpus in {cache_path} or {params['handwritten']}; "
+                "set generate.provider to generate them, or bring real queries (see README)"
+            )
+        log_synthetic(rows, counts, params, log)
+    return GoldenSet(rows, rejects, report(rows, rejects, counts, gauge))
+
+
+def synthetic(
+    params: dict, documents: pd.DataFrame, template: str, prompt_sha256: str, cache_path: str, dry_run: bool, log: Log,
+) -> tuple[list[dict], list[dict], dict]:
+    """Hand-written questions located in the documents, then generated ones for the chosen
+    passages (generating what the cache lacks): (rows, rejected replies, counts)."""
+    passages = chunk_documents(documents, params["passages"]["chars"], params["passages"]["overlap"])
+    hw_rows, counts = handwritten_rows(read_handwritten(Path(params["handwritten"])), documents, passages)
+    hw_rows, hw_duplicates = deduplicate(hw_rows)
+    counts["duplicate_questions_dropped"] = hw_duplicates
+    settings = Settings.from_params(params)
+    family = settings.family
+    meta = Meta(params["provider"], family or "", params["model"], prompt_sha256, params["max_tokens"])
+    ranked = rank_passages(passages, params["seed"], {row["chunk_sha256"] for row in hw_rows})
+    budget = None if params["max_questions"] == 0 else max(0, params["max_questions"] - len(hw_rows))
+    seen = {normalise_question(row["question"]) for row in hw_rows}
+    if family is not None:
+        generate_missing(params, settings, meta, template, ranked, budget, seen, cache_path, dry_run, log)
+        if dry_run:
+            raise DryRunDone("dry run: nothing was generated or written")
+    elif dry_run:
+        index = CacheIndex(read_cache(cache_path), meta, by_key=False)
+        plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False)
+        log(f"provider none: nothing is generated; {plan.uncached} chosen passages have no cached question")
+        raise DryRunDone("dry run: nothing was written")
+    index = CacheIndex(read_cache(cache_path), meta, by_key=family is not None)
+    plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False)
+    texts = dict(zip(documents["doc_id"], documents["text"]))
+    generated = [generated_row(record, passage, texts[passage["doc_id"]]) for passage, record in plan.accepted]
+    counts.update(
+        passages=len(passages), uncached=plan.uncached, exhausted=plan.exhausted, cache_matches=len(index.by_passage),
+        evidence_not_located=sum(not row["evidence_located"] for row in generated),
+    )
+    covered = {row["chunk_sha256"] for row in hw_rows + generated}
+    counts["passages_without_question"] = int((~passages["text_sha256"].isin(covered)).sum())
+    return hw_rows + generated, plan.rejects, counts
+
+
+def log_synthetic(rows: list[dict], counts: dict, params: dict, log: Log) -> None:
+    n_generated = sum(row["source"] != "hand-written" for row in rows)
+    log(
+        f"{len(rows)} questions ({len(rows) - n_generated} hand-written, {n_generated} generated); "
+        f"{counts['other_corpus']} hand-written ones are for documents not in this corpus, {counts['not_located']} could not be located; "
+        f"{counts['passages_without_question']} of {counts['passages']} passages have no question"
+    )
+    if counts["uncached"] and params["provider"] == "none" and counts["cache_matches"]:
+        log(f"{counts['uncached']} chosen passages have no cached question; set generate.provider (e.g. anthropic) "
+            "to generate them, or `dvc pull` a shared question cache")
+    elif counts["uncached"]:
+        log(f"{counts['uncached']} chosen passages still have no question after {max_rounds(params)} rounds "
+            "of replacing rejected replies; rerun to continue")
+
+
+def report(rows: list[dict], rejects: list[dict], counts: dict, gauge: dict) -> dict:
+    """metrics/goldenset.json: sizes, the echo gauge, rejects by reason, where questions are missing."""
+    reasons = Counter(reject["reason"] for reject in rejects)
+    return {
+        "n_questions": len(rows),
+        "n_handwritten": sum(row["source"] == "hand-written" for row in rows),
+        "n_generated": sum(row["source"] not in ("hand-written", "qrels") for row in rows),
+        "echo_rate": gauge["echo_rate"],
+        "echo_flagged": sum(bool(row.get("echo")) for row in rows),
+        "rejected": len(rejects),
+        "rejected_by_reason": dict(sorted(reasons.items())),
+        **{key: counts[key] for key in (
+            "duplicate_questions_dropped", "passages", "passages_without_question", "uncached", "exhausted",
+            "evidence_not_located",
+        ) if key in counts},
+        "handwritten_other_corpus": counts.get("other_corpus", 0),
+        "handwritten_not_located": counts.get("not_located", 0),
+    }

@@ -1,0 +1,56 @@
+"""generate.provider `anthropic`: the Messages API through AsyncAnthropic.
+
+The SDK retries 429/5xx/connection errors generate.max_retries times and honours
+retry-after(-ms); the shared pause (ratelimit.py) holds back every worker on top of that. The key
+comes only from ANTHROPIC_API_KEY and the endpoint only from ANTHROPIC_BASE_URL (credentials.py).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from retrieval_bench.llm.connection import REQUEST_TIMEOUT_S, ConnectionGuard, guarded_http_client
+from retrieval_bench.llm.credentials import anthropic_endpoint
+from retrieval_bench.llm.provider import Provider, Reply
+
+if TYPE_CHECKING:
+    from retrieval_bench.llm.ratelimit import SharedPause
+    from retrieval_bench.llm.settings import Settings
+
+
+class Messages(Provider):
+    name = "anthropic"
+    family = "anthropic"  # the Message Batches API returns the same replies: one family, one cache
+
+    def client(self, settings: Settings, pause: SharedPause, max_retries: int | None = None) -> Any:
+        import anthropic
+        import httpx2
+
+        endpoint = anthropic_endpoint(settings.provider)
+        http = guarded_http_client(
+            anthropic, anthropic.AnthropicError, pause, ConnectionGuard(endpoint),
+            limits=httpx2.Limits(max_connections=max(settings.concurrency * 2, 10), max_keepalive_connections=settings.concurrency + 2),
+        )
+        # api_key given: no profile on disk is read.
+        return anthropic.AsyncAnthropic(
+            api_key=endpoint.key, base_url=endpoint.url, http_client=http, timeout=REQUEST_TIMEOUT_S,
+            max_retries=settings.max_retries if max_retries is None else max_retries,
+        )
+
+    async def send(self, client: Any, settings: Settings, prompt: str) -> Reply:
+        message = await client.messages.create(
+            model=settings.model, max_tokens=settings.max_tokens, messages=[{"role": "user", "content": prompt}]
+        )
+        return self.reply(message, prompt)
+
+    def reply(self, answer: Any, prompt: str = "") -> Reply:
+        text = "".join(getattr(block, "text", "") for block in answer.content if getattr(block, "type", None) == "text")
+        usage = answer.usage
+        return Reply(text, answer.stop_reason, int(usage.input_tokens or 0), int(usage.output_tokens or 0))
+
+    def sdk_errors(self) -> tuple[type, type]:
+        import anthropic
+
+        return anthropic.APIStatusError, anthropic.APIConnectionError
+
+
+MESSAGES = Messages()

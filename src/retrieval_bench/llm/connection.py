@@ -1,0 +1,109 @@
+"""The HTTP client under every SDK: short connect timeout, the shared rate-limit pause's hooks, and
+a guard that stops a run naming the endpoint once it refuses (or cannot be resolved or reached
+within CONNECT_TIMEOUT_S) a few connection attempts in a row."""
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from retrieval_bench.llm.credentials import Endpoint
+
+if TYPE_CHECKING:
+    from retrieval_bench.llm.ratelimit import SharedPause
+
+REQUEST_TIMEOUT_S = 120.0
+CONNECT_TIMEOUT_S = 3.0
+# An endpoint is deemed unreachable after this many failed connection attempts in a row spanning
+# at least this many seconds (so a momentary blip under high concurrency does not stop a run).
+CONNECT_FAILURES = 3
+CONNECT_FAILURE_SPAN_S = 1.0
+
+
+class EndpointUnreachable(Exception):
+    """Mixed into an SDK error type (so the SDK neither wraps nor retries it): the endpoint refused
+    or dropped CONNECT_FAILURES connection attempts in a row; the message names it."""
+
+
+_UNREACHABLE_TYPES: dict[type, type] = {}
+
+
+def _unreachable_error(sdk_error: type, message: str) -> Exception:
+    cls = _UNREACHABLE_TYPES.get(sdk_error)
+    if cls is None:
+        cls = _UNREACHABLE_TYPES[sdk_error] = type("EndpointUnreachableError", (EndpointUnreachable, sdk_error), {})
+    return cls(message)
+
+
+def os_reason(error: BaseException) -> str:
+    """The operating system's words for a failed connection ("Connection refused"), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and (current.errno or current.strerror):
+            return os.strerror(current.errno) if current.errno else current.strerror
+        current = current.__cause__ or current.__context__
+    return str(error) or type(error).__name__
+
+
+def origin_of(url: Any) -> str:
+    try:
+        scheme, host, port = url.scheme, url.host, url.port
+    except AttributeError:
+        return str(url)
+    return f"{scheme}://{host}" + (f":{port}" if port else "")
+
+
+class ConnectionGuard:
+    """Failed connection attempts to one endpoint (refused, unresolvable, no answer within
+    CONNECT_TIMEOUT_S). After CONNECT_FAILURES in a row spanning at least CONNECT_FAILURE_SPAN_S
+    the endpoint is deemed unreachable: every request then fails at once with one message naming
+    it, instead of each one retrying with backoff (which took ~47 s before stopping)."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.failures = 0
+        self.first_failure = 0.0
+        self.unreachable: str | None = None
+
+    def failed(self, request: Any, error: BaseException) -> None:
+        now = time.monotonic()
+        if self.failures == 0:
+            self.first_failure = now
+        self.failures += 1
+        if self.failures >= CONNECT_FAILURES and now - self.first_failure >= CONNECT_FAILURE_SPAN_S:
+            where = origin_of(getattr(request, "url", None)) if request is not None else self.endpoint.shown
+            reason = "no answer within the connect timeout" if "timeout" in type(error).__name__.lower() else os_reason(error)
+            self.unreachable = (
+                f"cannot connect to {where} ({reason}; {self.failures} attempts in "
+                f"{now - self.first_failure:.1f}s); the endpoint comes from {self.endpoint.source}: "
+                "check that the server is running and the URL is right"
+            )
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+
+def guarded_http_client(sdk: Any, sdk_error: type, pause: SharedPause, guard: ConnectionGuard, **kwargs: Any) -> Any:
+    """The SDK's default async HTTP client, with the shared pause's hooks, a short connect timeout,
+    and `guard` watching connection failures."""
+    import httpx2
+
+    class GuardedHttpClient(sdk.DefaultAsyncHttpxClient):
+        async def send(self, request: Any, **options: Any) -> Any:
+            if guard.unreachable:
+                raise _unreachable_error(sdk_error, guard.unreachable)
+            try:
+                response = await super().send(request, **options)
+            except (httpx2.ConnectError, httpx2.ConnectTimeout) as error:
+                guard.failed(request, error)
+                if guard.unreachable:
+                    raise _unreachable_error(sdk_error, guard.unreachable) from None
+                raise
+            guard.succeeded()
+            return response
+
+    return GuardedHttpClient(
+        event_hooks=pause.hooks(), timeout=httpx2.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S), **kwargs
+    )

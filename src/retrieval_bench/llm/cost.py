@@ -1,0 +1,78 @@
+"""What a run will cost before it starts, and the guard that refuses to start above
+generate.max_cost_usd.
+
+Claude's tokenizer gives about 3.5-4 characters per token on English prose and fewer on code, so
+ceil(chars / 3.5) + a small per-message overhead is a slightly pessimistic count of input
+tokens. A reply (a JSON object with a question and a short excerpt) is about 60-100 tokens: the
+estimate assumes EXPECTED_OUTPUT_TOKENS, the upper bound assumes generate.max_tokens.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from retrieval_bench.io import InputError
+
+if TYPE_CHECKING:
+    from retrieval_bench.llm.settings import Settings
+
+CHARS_PER_TOKEN = 3.5
+MESSAGE_OVERHEAD_TOKENS = 10
+EXPECTED_OUTPUT_TOKENS = 100
+
+
+@dataclass(frozen=True)
+class Estimate:
+    requests: int
+    input_tokens: int
+    output_tokens: int  # expected
+    output_tokens_max: int  # every reply at max_tokens
+    usd: float
+    usd_max: float
+    batch: bool
+
+    def describe(self, settings: Settings) -> str:
+        mode = "batch, half price" if self.batch else "sync"
+        return (
+            f"{self.requests} requests to {settings.provider} {settings.model} ({mode}): about "
+            f"{self.input_tokens:,} input + {self.output_tokens:,} output tokens ~ ${self.usd:.2f} "
+            f"(at most ${self.usd_max:.2f} if every reply used max_tokens {settings.max_tokens}) "
+            f"at ${settings.input_per_mtok:g}/${settings.output_per_mtok:g} per million input/output tokens"
+        )
+
+
+def estimate_input_tokens(prompt: str) -> int:
+    return math.ceil(len(prompt) / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS
+
+
+def estimate(prompts: Iterable[str], settings: Settings, batch: bool | None = None) -> Estimate:
+    """Estimated tokens and USD for sending `prompts` (see CHARS_PER_TOKEN for the method)."""
+    batch = settings.batch if batch is None else batch
+    prompts = list(prompts)
+    n = len(prompts)
+    input_tokens = sum(estimate_input_tokens(p) for p in prompts)
+    output_tokens = n * min(EXPECTED_OUTPUT_TOKENS, settings.max_tokens)
+    output_max = n * settings.max_tokens
+    return Estimate(
+        n, input_tokens, output_tokens, output_max,
+        settings.cost(input_tokens, output_tokens, batch), settings.cost(input_tokens, output_max, batch), batch,
+    )
+
+
+def check_cost(est: Estimate, settings: Settings, spent: float = 0.0) -> None:
+    """Refuse to start above generate.max_cost_usd. Sync runs are checked on the estimate and
+    then stopped at the limit while they run; a batch cannot be stopped once submitted, so it is
+    checked on its upper bound (every reply at max_tokens)."""
+    limit = settings.max_cost_usd
+    if limit is None:
+        return
+    planned = est.usd_max if est.batch else est.usd
+    if spent + planned > limit:
+        what = "upper bound" if est.batch else "estimate"
+        raise InputError(
+            f"the cost {what} ${spent + planned:.2f} for {est.requests} questions is above generate.max_cost_usd "
+            f"${limit:.2f}; raise generate.max_cost_usd, lower generate.max_questions"
+            + ("" if est.batch else ", or use generate.provider anthropic-batch (half price)")
+        )

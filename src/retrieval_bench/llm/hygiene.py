@@ -1,0 +1,208 @@
+"""Reply hygiene: the one question (and quoted evidence) in a model's reply, cleaned, or the
+reason the reply is rejected. The parser of the question-writing task (tasks.QUESTIONS).
+
+A rejected reply is cached all the same (with its reason), so a refusal is not paid for on every
+run; the golden-set build asks the passage again or moves on (goldenset.selection).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Cleaned:
+    question: str
+    evidence: str
+    rejected: str | None  # the reason, or None for a usable question
+
+
+REJECT_REASONS = {
+    "truncated": "the reply hit max_tokens (stop_reason max_tokens)",
+    "refusal": "the model refused or said the passage cannot be asked about",
+    "empty": "no question in the reply",
+    "several_questions": "more than one question in the reply",
+    "malformed_json": "the reply looks like JSON but is not one valid object with a question",
+    "too_short": "fewer than 3 words",
+    "too_long": "more than 60 words: not a search query",
+    "not_a_question": "a statement or command, not a question (no '?' and no interrogative opening)",
+}
+
+_THINKING = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
+_PREAMBLE = re.compile(
+    r"""^\s*(?:
+        (?:sure|okay|ok|certainly|of\ course)[\s,!.:-]*        # "Sure! ..."
+      | here(?:'s|\ is|\ are)\b[^:\n?]{0,60}:\s*               # "Here is a question:" / "Here's one user question:"
+      | (?:generated\ |user\ |search\ )?(?:question|query|q)\s*\d*\s*[:.)\-]\s*   # "Question:" "Q1." "Query -"
+      | \*\*(?:question|query)\s*\d*\s*[:.]?\*\*\s*[:\-]?\s*     # "**Question:**" "**Question**:"
+      | (?:\d{1,2}\s*[.)]|[-*•]|\#{1,6})\s+                     # "1. " "2) " "- " "# "
+    )""",
+    re.IGNORECASE | re.VERBOSE,
+)
+_QUOTES = [('"', '"'), ("'", "'"), ("“", "”"), ("‘", "’"), ("`", "`"), ("«", "»"), ("**", "**"), ("*", "*")]
+_REFUSAL = re.compile(
+    r"""^(?:i\s*(?:'m|am)\s+(?:sorry|unable|not\ able)|i\s+(?:can(?:not|'t)|won't|will\ not|apologi[sz]e|do\ not|don't)\b
+        |sorry\b|as\ an\ ai\b|unfortunately\b|apologies\b)
+      |\b(?:the\ passage|this\ passage|the\ text)\s+(?:does\ not|doesn't)\s+(?:contain|provide|include|have)\b
+      |\bnot\ enough\ (?:information|context)\b|\bno\ (?:meaningful\ )?question\ can\b""",
+    re.IGNORECASE | re.VERBOSE,
+)
+_JSON_START = re.compile(r"[\[{]")
+_JSON_LOOKALIKE = re.compile(r"""[{\[]\s*["'](?:question|questions|query|evidence)["']\s*:""", re.IGNORECASE)
+_FENCE_MARK = re.compile(r"```[a-zA-Z]*")
+# Openings that make a question without a question mark ("how to enable WAL mode"); a statement
+# or a command ("Explain WAL mode.") is not a search question.
+_INTERROGATIVES = {
+    "how", "what", "what's", "whats", "why", "when", "where", "which", "who", "whom", "whose", "whether",
+    "is", "are", "am", "was", "were", "can", "could", "do", "does", "did", "should", "would", "will", "shall",
+    "may", "might", "must", "has", "have", "had", "isn't", "aren't", "can't", "cannot", "doesn't", "don't",
+    "didn't", "won't", "wouldn't", "shouldn't", "couldn't", "wasn't", "weren't", "hasn't", "haven't",
+}
+_PREPOSITIONS = {"in", "on", "at", "for", "from", "to", "with", "by", "under", "after", "before", "during", "of"}
+# Invisible characters are dropped from questions (they can hide text or reverse its display);
+# zero-width joiners stay, some scripts need them.
+_QUESTION_INVISIBLE = re.compile("[\u00ad\u180e\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
+def _strip_wrappers(text: str) -> str:
+    """Strip preambles, numbering, bullet marks and enclosing quotes until nothing changes."""
+    previous = None
+    while text != previous:
+        previous = text
+        text = _PREAMBLE.sub("", text, count=1).strip()
+        for left, right in _QUOTES:
+            if len(text) > len(left) + len(right) and text.startswith(left) and text.endswith(right):
+                inner = text[len(left):len(text) - len(right)]
+                balanced = inner.count(left) % 2 == 0 if left == right else inner.count(left) == inner.count(right)
+                if balanced:
+                    text = inner.strip()
+        text = text.strip()
+    return text
+
+
+def _json_values(text: str) -> tuple[list[Any], str]:
+    """Every JSON object (or list of objects or strings) in `text`, in order, and the text around
+    them. Nested values count once: the scan resumes after each value it decodes."""
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    outside: list[str] = []
+    position = 0
+    while True:
+        match = _JSON_START.search(text, position)
+        if match is None:
+            break
+        try:
+            value, end = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            outside.append(text[position:match.start() + 1])
+            position = match.start() + 1
+            continue
+        usable = isinstance(value, dict) or (
+            isinstance(value, list) and value and all(isinstance(v, (dict, str)) for v in value)
+        )
+        if usable:
+            values.append(value)
+            outside.append(text[position:match.start()])
+        else:
+            outside.append(text[position:end])
+        position = end
+    outside.append(text[position:])
+    return values, "".join(outside)
+
+
+def _split_questions(text: str) -> list[str]:
+    """Question sentences: split after '?' where the next text starts a new sentence."""
+    parts = [p.strip() for p in re.split(r"(?<=\?)\s+(?=[\"'“(]?[A-Z0-9])", text) if p.strip()]
+    return [p for p in parts if len(p.split()) >= 3] or parts
+
+
+def reads_as_question(question: str) -> bool:
+    """Ends with a question mark, or opens like a question ("how to ...", "in which file ...")."""
+    if question.rstrip(" \"'”’)»*").endswith(("?", "？")):
+        return True
+    words = [w.strip("\"'“”‘’(*").replace("’", "'").lower() for w in question.split()[:2]]
+    if not words:
+        return False
+    return words[0] in _INTERROGATIVES or (
+        len(words) > 1 and words[0] in _PREPOSITIONS and words[1] in {"what", "which", "whom", "whose", "how"}
+    )
+
+
+def clean_reply(raw: str, stop_reason: str | None = None) -> Cleaned:
+    """The question and evidence in a reply, cleaned, or the reason to reject it.
+
+    The expected reply is {"question": ..., "evidence": ...}: exactly one JSON object, in a code
+    fence or after a preamble if need be. Two objects, or a list of several, are several
+    questions; something that looks like JSON but does not decode as one object is
+    malformed_json (its braces never become part of a question). A bare question without JSON is
+    accepted (then without evidence). Preambles ("Here is a question:"), numbering, bullets and
+    enclosing quotes are stripped; empty replies, refusals, several questions, truncated replies
+    (stop_reason max_tokens), replies that are not a plausible search query (under 3 or over 60
+    words) and statements (no '?', no interrogative opening) are rejected. Whether the evidence
+    is in the passage is checked where the passage is known (selection.walk)."""
+    text = _THINKING.sub("", raw or "").strip()  # reasoning models served locally think out loud first
+    if stop_reason in ("max_tokens", "length"):
+        return Cleaned("", "", "truncated")
+    if stop_reason == "refusal":
+        return Cleaned("", "", "refusal")
+    values, outside = _json_values(text)
+    items: list[Any] = []
+    for value in values:
+        items.extend([value] if isinstance(value, dict) else [v for v in value if v])
+    evidence = ""
+    if len(items) > 1:
+        return Cleaned("", "", "several_questions")
+    if items:
+        item = items[0]
+        if isinstance(item, dict):
+            if isinstance(item.get("questions"), list):
+                if len(item["questions"]) > 1:
+                    return Cleaned("", "", "several_questions")
+                item = {"question": (item["questions"] or [""])[0], "evidence": item.get("evidence", "")}
+            question = item.get("question") or item.get("query") or ""
+            if isinstance(question, list):
+                if len(question) > 1:
+                    return Cleaned("", "", "several_questions")
+                question = question[0] if question else ""
+            if not isinstance(question, str):
+                return Cleaned("", "", "malformed_json")
+            evidence = item.get("evidence") or ""
+            evidence = evidence if isinstance(evidence, str) else ""
+        else:
+            question = item
+        prose = _FENCE_MARK.sub("", outside)
+        if "?" in prose:  # a question outside the object as well
+            return Cleaned("", "", "several_questions")
+    elif _JSON_LOOKALIKE.search(text) or text.startswith("{"):
+        return Cleaned("", "", "malformed_json")
+    else:
+        question = text
+    question = _QUESTION_INVISIBLE.sub("", question)
+    lines = [_strip_wrappers(line) for line in question.splitlines()]
+    lines = [line for line in lines if line]
+    if not lines:
+        return Cleaned("", "", "refusal" if _REFUSAL.search(text) else "empty")
+    asking = [line for line in lines if "?" in line]
+    if len(asking) > 1:
+        return Cleaned("", "", "several_questions")
+    if len(lines) > 1:
+        # One question among explanation lines: keep the question; several statements: ambiguous.
+        if not asking:
+            return Cleaned("", "", "several_questions")
+        lines = asking
+    question = " ".join(lines[0].split())
+    evidence = " ".join(_strip_wrappers(evidence).split()) if evidence else ""
+    if _REFUSAL.search(question):
+        return Cleaned("", evidence, "refusal")
+    if len(_split_questions(question)) > 1:
+        return Cleaned("", evidence, "several_questions")
+    n_words = len(question.split())
+    if n_words < 3:
+        return Cleaned(question, evidence, "too_short")
+    if n_words > 60:
+        return Cleaned("", evidence, "too_long")
+    if not reads_as_question(question):
+        return Cleaned(question, evidence, "not_a_question")
+    return Cleaned(question, evidence, None)

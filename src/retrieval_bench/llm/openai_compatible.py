@@ -1,0 +1,63 @@
+"""generate.provider `openai-compatible`: chat completions through the openai SDK at
+generate.base_url (vLLM, Ollama, a llama.cpp server, or OpenAI itself).
+
+OPENAI_API_KEY goes only where its user pointed it (credentials.openai_endpoint); local servers
+take any key, so a placeholder is sent when none is set.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from retrieval_bench.llm.connection import REQUEST_TIMEOUT_S, ConnectionGuard, guarded_http_client
+from retrieval_bench.llm.cost import CHARS_PER_TOKEN, estimate_input_tokens
+from retrieval_bench.llm.credentials import openai_endpoint
+from retrieval_bench.llm.provider import Provider, Reply
+
+if TYPE_CHECKING:
+    from retrieval_bench.llm.ratelimit import SharedPause
+    from retrieval_bench.llm.settings import Settings
+
+# finish_reason in Anthropic's stop_reason names (what the reply hygiene reads).
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal", "tool_calls": "tool_use"}
+
+
+class ChatCompletions(Provider):
+    name = "openai-compatible"
+    family = "openai-compatible"
+
+    def client(self, settings: Settings, pause: SharedPause, max_retries: int | None = None) -> Any:
+        import openai
+
+        # Refuses a params.yaml base_url the user did not vouch for while OPENAI_API_KEY is set.
+        endpoint = openai_endpoint(settings.base_url)
+        http = guarded_http_client(openai, openai.OpenAIError, pause, ConnectionGuard(endpoint))
+        # Local servers take any key; a placeholder is sent when OPENAI_API_KEY is not set.
+        return openai.AsyncOpenAI(
+            api_key=endpoint.key, base_url=endpoint.url, http_client=http, timeout=REQUEST_TIMEOUT_S,
+            max_retries=settings.max_retries if max_retries is None else max_retries,
+        )
+
+    async def send(self, client: Any, settings: Settings, prompt: str) -> Reply:
+        completion = await client.chat.completions.create(
+            model=settings.model, max_tokens=settings.max_tokens, messages=[{"role": "user", "content": prompt}]
+        )
+        return self.reply(completion, prompt)
+
+    def reply(self, answer: Any, prompt: str) -> Reply:
+        if not answer.choices:
+            raise ValueError("a completion without choices")
+        choice = answer.choices[0]
+        text = choice.message.content or ""
+        usage = answer.usage
+        input_tokens = usage.prompt_tokens if usage else estimate_input_tokens(prompt)
+        output_tokens = usage.completion_tokens if usage else math.ceil(len(text) / CHARS_PER_TOKEN)
+        return Reply(text, _STOP_REASONS.get(choice.finish_reason or "", choice.finish_reason), int(input_tokens), int(output_tokens))
+
+    def sdk_errors(self) -> tuple[type, type]:
+        import openai
+
+        return openai.APIStatusError, openai.APIConnectionError
+
+
+CHAT_COMPLETIONS = ChatCompletions()

@@ -1,0 +1,110 @@
+"""The interface every LLM API implements; one module per API, each listed in registry.py.
+
+A Provider builds the SDK client (behind the guarded HTTP client of connection.py, so the shared
+rate-limit pause and the unreachable-endpoint stop work for it too), sends one prompt, turns the
+SDK's answer into a Reply, and names its SDK's error types so that errors.classify_error can
+tell a spend limit, a refused request and a passing fault apart. A BatchProvider adds an API
+that takes many requests at once (runs by batch.BatchRunner, which journals every batch).
+
+`family` goes into every cache key (retrieval_bench.goldenset.cache.cache_key): providers whose
+replies are interchangeable (Anthropic's Messages and Message Batches APIs) share one, so a
+question paid for through either is never asked again through the other.
+"""
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from retrieval_bench.llm.errors import classify_error
+
+if TYPE_CHECKING:
+    from retrieval_bench.llm.ratelimit import SharedPause
+    from retrieval_bench.llm.settings import Settings
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    stop_reason: str | None  # normalised to Anthropic's names: end_turn, max_tokens, refusal, ...
+    input_tokens: int
+    output_tokens: int
+
+
+class Provider:
+    """One API behind `generate.provider`: `name` is that setting's value."""
+
+    name: str
+    family: str  # in the cache key: providers with interchangeable replies share one
+    batch = False  # a BatchProvider: submitted in batches, half price
+
+    def client(self, settings: Settings, pause: SharedPause, max_retries: int | None = None) -> Any:
+        """The SDK's async client (it has `close()`), its HTTP client from connection.guarded_http_client
+        with `pause`'s hooks; the SDK retries settings.max_retries times unless `max_retries` is given."""
+        raise NotImplementedError
+
+    async def send(self, client: Any, settings: Settings, prompt: str) -> Reply:
+        """One request: `prompt` as the user message, settings.model and settings.max_tokens. A
+        ValueError means an undecodable answer (it is asked again); SDK errors pass through."""
+        raise NotImplementedError
+
+    def reply(self, answer: Any, prompt: str) -> Reply:
+        """The SDK's answer as a Reply, its stop reason in Anthropic's names."""
+        raise NotImplementedError
+
+    def sdk_errors(self) -> tuple[type, type]:
+        """The SDK's (HTTP status error, connection error) types."""
+        raise NotImplementedError
+
+    def classify(self, error: BaseException) -> tuple[str, str]:
+        """('spend_limit' | 'fatal' | 'transient', one line without secrets)."""
+        return classify_error(error, *self.sdk_errors())
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """A batch as the account's listing shows it."""
+
+    id: str
+    created_unix: float
+    n_requests: int
+    ended: bool
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """One request's result in an ended batch: `kind` is succeeded, errored, expired or canceled."""
+
+    custom_id: str
+    kind: str
+    reason: str  # why it did not succeed ("" if it did)
+    answer: Any  # the SDK's answer when it succeeded (Provider.reply makes it a Reply)
+
+
+class BatchProvider(Provider):
+    """An API that takes up to `max_requests` requests at once, each named by a custom_id (the
+    cache key). `create` must not retry: a retried create after a lost answer is a second, paid
+    batch (batch.BatchRunner reconciles instead)."""
+
+    batch = True
+    max_requests: int
+
+    def request(self, custom_id: str, model: str, max_tokens: int, prompt: str) -> dict:
+        """One request of a batch, as the API takes it."""
+        raise NotImplementedError
+
+    async def create(self, client: Any, requests: list[dict]) -> str:
+        """Create one batch, without SDK retries; its id."""
+        raise NotImplementedError
+
+    def listing(self, client: Any) -> AsyncIterator[BatchInfo]:
+        """The account's batches, most recent first."""
+        raise NotImplementedError
+
+    async def status(self, client: Any, batch_id: str) -> tuple[bool, str]:
+        """(ended, a few words on its progress)."""
+        raise NotImplementedError
+
+    def results(self, client: Any, batch_id: str) -> AsyncIterator[BatchResult]:
+        """The results of an ended batch."""
+        raise NotImplementedError

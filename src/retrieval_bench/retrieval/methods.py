@@ -1,0 +1,40 @@
+"""Every retrieval method behind one interface: (questions, corpus, settings, depth) -> run.
+
+A new method is one module with a `retrieve` function and one line here; `needs_vectors` says
+whether the retrieve stage must load the embeddings for it."""
+from __future__ import annotations
+
+import pandas as pd
+
+from retrieval_bench.retrieval import ann, bm25, dense, external, hybrid, rerank
+from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
+
+METHODS = {
+    "dense": dense.retrieve,
+    "bm25": bm25.retrieve,
+    "hybrid": hybrid.retrieve,
+    "run-file": external.retrieve_run_file,
+    "python": external.retrieve_python,
+    "rerank": rerank.retrieve,
+    "ann": ann.retrieve,
+}
+USES_VECTORS = {"dense", "hybrid", "ann"}
+# What a method reports beside its run (data/run_info.json): (settings, questions, corpus, run) -> dict.
+RUN_INFO = {"ann": ann.run_info}
+
+
+def needs_vectors(settings: dict) -> bool:
+    method = settings["method"]
+    return method in USES_VECTORS or (method == "rerank" and settings["rerank"]["first_stage"] in USES_VECTORS)
+
+
+def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
+    """data/run_info.json: the method, the depth, and what the method reports (ANN recall)."""
+    report = RUN_INFO.get(settings["method"])
+    return {"method": settings["method"], "depth": settings["depth"], **(report(settings, questions, corpus, run) if report else {})}
+
+
+def retrieve(settings: dict, questions: Questions, corpus: Corpus, progress=None) -> pd.DataFrame:
+    """The run of `settings["method"]` (the validated retrieval section of params.yaml)."""
+    depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))
+    return METHODS[settings["method"]](questions, corpus, settings, depth, progress)

@@ -1,0 +1,212 @@
+"""The run: the contract between retrieval and scoring, whatever produced it.
+
+A run lists, for each question, the chunks a method retrieved with their scores, best first:
+columns qid, chunk_id, rank (1-based, by score then chunk id), score; at most `retrieval.depth`
+rows per question. It is stored as data/run.parquet and exported as a TREC run on request.
+Scoring reads a run and the judgements and never knows the method; a relevant chunk absent
+from the run is not retrieved (trec_eval's convention).
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from retrieval_bench.evaluation.metrics import Positions
+from retrieval_bench.io import InputError, atomic_open, read_text_lines
+
+RUN_COLUMNS = ["qid", "chunk_id", "rank", "score"]
+QUESTION_BLOCK = 256  # questions scored at once
+CHUNK_BLOCK = 65_536  # chunks scored at once: memory is bounded by QUESTION_BLOCK x CHUNK_BLOCK floats
+
+
+@dataclass(frozen=True)
+class Questions:
+    """What a method gets to ask: ids, texts and, for dense methods, unit vectors (row order)."""
+
+    qids: list[str]
+    texts: list[str]
+    vectors: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """What a method searches: chunk ids, texts and, for dense methods, unit vectors (row order)."""
+
+    chunk_ids: list[str]
+    texts: list[str]
+    vectors: np.ndarray | None = None
+
+
+def resolve_depth(depth: int | str, n_chunks: int) -> int:
+    """retrieval.depth: a positive number of chunks per question, or `all`."""
+    return n_chunks if depth == "all" else min(int(depth), n_chunks)
+
+
+def top_k_blocked(
+    score_block: Callable[[slice, slice], np.ndarray], n_questions: int, n_chunks: int, depth: int, progress=None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The `depth` best chunk indices and scores per question (best first; equal scores by chunk
+    index), from scores computed block by block so memory stays bounded at any corpus size."""
+    indices = np.empty((n_questions, depth), dtype=np.int64)
+    scores = np.empty((n_questions, depth), dtype=np.float32)
+    for q0 in range(0, n_questions, QUESTION_BLOCK):
+        rows = slice(q0, min(q0 + QUESTION_BLOCK, n_questions))
+        best_i = np.empty((rows.stop - q0, 0), dtype=np.int64)
+        best_s = np.empty((rows.stop - q0, 0), dtype=np.float32)
+        for c0 in range(0, n_chunks, CHUNK_BLOCK):
+            columns = slice(c0, min(c0 + CHUNK_BLOCK, n_chunks))
+            block = np.asarray(score_block(rows, columns), dtype=np.float32)
+            if best_i.shape[1] == depth:
+                # Only chunks above a question's depth-th best so far can enter its top (a later
+                # chunk with an equal score loses on the index): a comparison, not a partition.
+                best_i, best_s = _merge_above(best_i, best_s, block, c0, depth, best_s.min(axis=1, keepdims=True), strict=True)
+                continue
+            keep = min(depth, block.shape[1])
+            if keep < block.shape[1]:
+                # The keep-th best score of each row (a partition of values, twice as fast as of
+                # indices); every chunk at or above it is a candidate.
+                kth = np.partition(block, block.shape[1] - keep, axis=1)[:, block.shape[1] - keep, None]
+                best_i, best_s = _merge_above(best_i, best_s, block, c0, depth, kth, strict=False)
+                continue
+            part = np.tile(np.arange(block.shape[1]), (block.shape[0], 1))
+            best_i = np.concatenate([best_i, part + c0], axis=1)
+            best_s = np.concatenate([best_s, np.take_along_axis(block, part, axis=1)], axis=1)
+            if best_i.shape[1] > depth:
+                # Keep the depth best so far; lexsort breaks equal scores by chunk index.
+                order = np.lexsort((best_i, -best_s), axis=1)[:, :depth]
+                best_i, best_s = np.take_along_axis(best_i, order, 1), np.take_along_axis(best_s, order, 1)
+        order = np.lexsort((best_i, -best_s), axis=1)
+        indices[rows], scores[rows] = np.take_along_axis(best_i, order, 1), np.take_along_axis(best_s, order, 1)
+        if progress is not None:
+            progress.update(rows.stop - q0)
+    return indices, scores
+
+
+def _merge_above(
+    best_i: np.ndarray, best_s: np.ndarray, block: np.ndarray, c0: int, depth: int, threshold: np.ndarray, strict: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Merge into each row's best so far the chunks of `block` scoring above (or, not `strict`, at)
+    that row's `threshold`, keeping the `depth` best, sorted best first (equal scores by index)."""
+    above = block > threshold if strict else block >= threshold
+    hit_rows, hit_cols = np.divmod(np.flatnonzero(above), block.shape[1])  # 10x faster than a 2-d nonzero
+    if len(hit_rows) == 0:
+        return best_i, best_s
+    counts = np.bincount(hit_rows, minlength=block.shape[0])
+    slot = np.arange(len(hit_rows)) - (np.cumsum(counts) - counts)[hit_rows]
+    new_i = np.full((block.shape[0], counts.max()), np.iinfo(np.int64).max, dtype=np.int64)  # padding sorts last
+    new_s = np.full(new_i.shape, -np.inf, dtype=np.float32)
+    new_i[hit_rows, slot], new_s[hit_rows, slot] = hit_cols + c0, block[hit_rows, hit_cols]
+    best_i, best_s = np.concatenate([best_i, new_i], axis=1), np.concatenate([best_s, new_s], axis=1)
+    order = np.lexsort((best_i, -best_s), axis=1)[:, :depth]
+    return np.take_along_axis(best_i, order, 1), np.take_along_axis(best_s, order, 1)
+
+
+def from_top(qids: list[str], chunk_ids: list[str], indices: np.ndarray, scores: np.ndarray, keep=None) -> pd.DataFrame:
+    """A run from per-question top indices and scores (rows already best first); `keep`, a boolean
+    mask of the same shape, drops entries (e.g. BM25 chunks sharing no word with the question)."""
+    keep = np.ones(indices.shape, dtype=bool) if keep is None else keep
+    ids = np.asarray(chunk_ids, dtype=object)
+    per_question = keep.sum(axis=1)
+    run = pd.DataFrame({
+        "qid": np.repeat(np.asarray(qids, dtype=object), per_question),
+        "chunk_id": ids[indices[keep]],
+        "score": scores[keep].astype(np.float64),
+    })
+    return _ranked(run)
+
+
+def _ranked(run: pd.DataFrame) -> pd.DataFrame:
+    """Sort each question's rows by score (then chunk id) and number them 1, 2, ...; the question
+    order of the input is kept."""
+    order = {qid: i for i, qid in enumerate(dict.fromkeys(run["qid"]))}
+    run = run.assign(_q=run["qid"].map(order)).sort_values(["_q", "score", "chunk_id"], ascending=[True, False, True], kind="stable")
+    run["rank"] = run.groupby("_q").cumcount() + 1
+    return run[RUN_COLUMNS].reset_index(drop=True)
+
+
+def from_records(records: Iterable[tuple[str, str, float]], depth: int | None = None) -> pd.DataFrame:
+    """A run from (qid, chunk_id, score) triples in any order, cut to `depth` per question."""
+    run = _ranked(pd.DataFrame(list(records), columns=["qid", "chunk_id", "score"]).astype({"qid": str, "chunk_id": str, "score": float}))
+    return run[run["rank"] <= depth].reset_index(drop=True) if depth is not None else run
+
+
+def positions(run: pd.DataFrame, qids: list[str], judged_chunk_ids: list[list[str]]) -> list[Positions]:
+    """For each question, where its judged chunks stand in the run: how many retrieved chunks
+    scored higher and how many the same (itself included); a chunk not retrieved has better =
+    inf."""
+    by_qid = {qid: group for qid, group in run.groupby("qid", sort=False)}
+    placed = []
+    for qid, judged in zip(qids, judged_chunk_ids):
+        group = by_qid.get(qid)
+        if group is None or not judged:
+            placed.append(Positions(np.full(len(judged), math.inf), np.ones(len(judged), dtype=np.int64)))
+            continue
+        score_of = dict(zip(group["chunk_id"], group["score"]))
+        scores = group["score"].to_numpy()
+        better, tied = [], []
+        for chunk_id in judged:
+            score = score_of.get(chunk_id)
+            if score is None:
+                better.append(math.inf)
+                tied.append(1)
+            else:
+                better.append(float(np.sum(scores > score)))
+                tied.append(int(np.sum(scores == score)))
+        placed.append(Positions(np.array(better, dtype=np.float64), np.array(tied, dtype=np.int64)))
+    return placed
+
+
+def write_trec(run: pd.DataFrame, path: str | Path, tag: str) -> None:
+    """The run as a TREC run file: `qid Q0 chunk_id rank score tag` per line."""
+    with atomic_open(path) as handle:
+        for row in run.itertuples(index=False):
+            handle.write(f"{row.qid} Q0 {row.chunk_id} {row.rank} {row.score!r} {tag}\n")
+
+
+def read_run_file(path: str | Path, depth: int | None = None) -> pd.DataFrame:
+    """A run produced by any system: a TREC run (`qid Q0 chunk_id rank score tag`, whitespace-
+    separated) or JSONL with qid, chunk_id and score per line. Rank columns are ignored: rows are
+    ordered by score, as trec_eval does."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"retrieval.run_file {path}: not found")
+    records = []
+    for number, line in enumerate(read_text_lines(path), 1):
+        if not line.strip():
+            continue
+        if path.suffix.lower() == ".jsonl":
+            try:
+                row = json.loads(line)
+                records.append((str(row["qid"]), str(row["chunk_id"]), float(row["score"])))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                raise InputError(f"{path}:{number}: expected a JSON object with qid, chunk_id and a numeric score") from None
+            continue
+        fields = line.split()
+        if len(fields) != 6:
+            raise InputError(f"{path}:{number}: expected a TREC run line 'qid Q0 chunk_id rank score tag', got {len(fields)} fields")
+        try:
+            records.append((fields[0], fields[2], float(fields[4])))
+        except ValueError:
+            raise InputError(f"{path}:{number}: score must be a number, got {fields[4]!r}") from None
+    if not records:
+        raise InputError(f"{path}: the run is empty")
+    return from_records(records, depth)
+
+
+def check_run(run: pd.DataFrame, qids: list[str], chunk_ids: set[str], source: str) -> None:
+    """A run from outside names only known questions and chunks, each chunk once per question."""
+    unknown_chunks = sorted(set(run["chunk_id"]) - chunk_ids)
+    if unknown_chunks:
+        raise InputError(f"{source}: {len(unknown_chunks)} chunk ids are not in the chunk table, e.g. {', '.join(unknown_chunks[:3])}")
+    duplicated = run[run.duplicated(["qid", "chunk_id"])]
+    if len(duplicated):
+        raise InputError(f"{source}: question {duplicated['qid'].iloc[0]} lists chunk {duplicated['chunk_id'].iloc[0]} twice")
+    missing = [qid for qid in qids if qid not in set(run["qid"])]
+    if len(missing) == len(qids):
+        raise InputError(f"{source}: no question of the golden set is in the run (qids such as {', '.join(qids[:3])})")
