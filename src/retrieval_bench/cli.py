@@ -10,6 +10,7 @@ from retrieval_bench.io import InputError
 def main(argv: list[str] | None = None) -> int:
     from retrieval_bench.evaluation import compare, export
     from retrieval_bench.goldenset import gauge
+    from retrieval_bench import show
     from retrieval_bench.retrieval import external
 
     parser = argparse.ArgumentParser(prog="retrieval-bench", description=__doc__)
@@ -17,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     compare.add_arguments(commands.add_parser("compare", help="did B retrieve better than A? paired statistics per question"))
     export.add_arguments(commands.add_parser("export-beir", help="write the golden set as a BEIR folder"))
     gauge.add_arguments(commands.add_parser("gauge", help="echo rate and BM25 ease of any question set against the chunks"))
+    show.add_arguments(commands.add_parser("show", help="the current run's headline metrics, the change since HEAD, golden-set health"))
     external.add_export_arguments(commands.add_parser("export-questions", help="write the questions for an external system to run"))
     args = parser.parse_args(argv)
     try:

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Review a retrieval change in a pull request, as the DVC ecosystem does (CML-style): reproduce the
+# branch, pulling every cached output (golden set, embeddings, question cache) from the default
+# DVC remote so nothing is recomputed or paid for twice, then write the paired comparison against
+# the base branch as Markdown. Used by .github/workflows/retrieval-bench.yml; run it locally too.
+#   usage: .ci/pr-report.sh [BASE_REVISION] [REPORT_FILE]
+set -euo pipefail
+base="${1:-main}"
+report="${2:-retrieval-report.md}"
+dvc repro --pull
+retrieval-bench compare "$base" workspace --md > "$report"
+if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+  cat "$report" >> "$GITHUB_STEP_SUMMARY"
+fi
+cat "$report"

@@ -1,0 +1,74 @@
+"""`retrieval-bench show`: the current run's headline metrics, with the change against the last
+committed run, and the golden set's health; what `make repro` prints at the end."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+from pathlib import Path
+
+from retrieval_bench import paths
+from retrieval_bench.io import InputError
+
+HEADLINE = ["mrr", "ndcg@10"]
+COUNTS = ["n_questions", "n_chunks", "n_questions_without_relevant_chunk", "n_questions_judged_tied"]
+HEALTH = ["n_questions", "n_handwritten", "n_generated", "echo_rate", "rejected"]
+
+
+def committed(path: str, revision: str, cwd: Path) -> dict | None:
+    """A metrics file as committed at `revision`; None outside git or where it is absent."""
+    shown = subprocess.run(["git", "show", f"{revision}:./{path}"], cwd=cwd, capture_output=True, text=True)
+    if shown.returncode != 0:
+        return None
+    try:
+        return json.loads(shown.stdout)
+    except json.JSONDecodeError:
+        return None
+
+
+def _number(value) -> str:
+    if isinstance(value, bool) or value is None:
+        return "n/a" if value is None else str(value)
+    if isinstance(value, int):
+        return str(value)
+    return "n/a" if math.isnan(value) else f"{value:.4f}"
+
+
+def table(current: dict, before: dict | None, names: list[str]) -> list[str]:
+    """Rows `name  value  (change)` for the names present in `current`."""
+    rows = []
+    for name in names:
+        if name not in current:
+            continue
+        change = ""
+        if before is not None and isinstance(before.get(name), (int, float)) and isinstance(current[name], (int, float)):
+            delta = current[name] - before[name]
+            change = "  (unchanged)" if abs(delta) < 1e-12 else f"  ({delta:+.4f})" if isinstance(delta, float) else f"  ({delta:+d})"
+        rows.append(f"  {name:<38}{_number(current[name]):>10}{change}")
+    return rows
+
+
+def render(metrics: dict, before: dict | None, health: dict | None, revision: str) -> str:
+    recalls = sorted((name for name in metrics if name.startswith("recall@")), key=lambda n: int(n.split("@")[1]))
+    against = f"change against {revision}" if before is not None else "nothing committed to compare with"
+    out = [f"retrieval-bench: this run ({against})", *table(metrics, before, HEADLINE + recalls + COUNTS)]
+    if health is not None:
+        out += ["golden set:", *table(health, None, HEALTH)]
+    return "\n".join(out) + "\n"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = __doc__.split("\n\n")[0]
+    parser.add_argument("--against", default="HEAD", help="revision to show the change against (default: %(default)s)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cwd = Path.cwd()
+    if not (cwd / paths.METRICS).is_file():
+        raise InputError(f"{paths.METRICS} not found; run `dvc repro` first")
+    metrics = json.loads((cwd / paths.METRICS).read_text(encoding="utf-8"))
+    health = json.loads((cwd / paths.GOLDENSET_REPORT).read_text(encoding="utf-8")) if (cwd / paths.GOLDENSET_REPORT).is_file() else None
+    print(render(metrics, committed(paths.METRICS, args.against, cwd), health, args.against), end="")
+    return 0
