@@ -5,9 +5,14 @@
 Copies the project into a temporary git + DVC repository, points load.source at the BEIR SciFact
 folder (test split: 5,183 abstracts, 300 queries), runs `dvc repro`, and prints metrics.json as
 one JSON line plus the wall time. MTEB reports nDCG@10 = 64.51 for this model.
+
+Its params are its own (scifact_params: the code's defaults plus PINNED), never the workspace's
+params.yaml, so an experiment left in the workspace (another embed.model, score.k without 10)
+cannot change what is reproduced.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -21,6 +26,29 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 MTEB_NDCG_AT_10 = 0.6451
+# Everything that changes the result, as MTEB evaluated it: every judged query of the test split,
+# all-MiniLM-L6-v2 with 256 tokens and no prompts, exact dense retrieval, nDCG@10.
+PINNED = {
+    "load": {"split": "test", "missing_relevant": "error"},
+    "generate": {"provider": "none", "max_questions": 0},
+    "embed": {"model": "sentence-transformers/all-MiniLM-L6-v2", "max_seq_length": 256, "query_prompt": "",
+              "document_prompt": "", "batch_size": 32},
+    "retrieval": {"method": "dense", "depth": 100},
+    "score": {"k": [1, 3, 5, 10, 100], "min_coverage": 0.5, "ties": "expected"},
+}
+
+
+def scifact_params(scifact: Path) -> dict:
+    """The params.yaml of the reproduction: the code's defaults (every key the stages read), PINNED
+    over them, load.source the SciFact folder; nothing from the workspace's params.yaml."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from retrieval_bench.params import DEFAULTS
+
+    params = copy.deepcopy(DEFAULTS)
+    for section, values in PINNED.items():
+        params[section].update(copy.deepcopy(values))
+    params["load"]["source"] = str(scifact)
+    return params
 
 
 def main() -> int:
@@ -37,13 +65,7 @@ def main() -> int:
                 continue
             (project / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, project / name)
-        params = yaml.safe_load((project / "params.yaml").read_text())
-        params["load"]["source"] = str(scifact)
-        params["generate"]["max_questions"] = 0  # every judged query
-        params["embed"]["max_seq_length"] = 256  # as MTEB evaluated it
-        params["embed"]["batch_size"] = 32
-        params["retrieval"]["method"] = "dense"
-        (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        (project / "params.yaml").write_text(yaml.safe_dump(scifact_params(scifact), sort_keys=False))
         for command in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
             subprocess.run(command, cwd=project, check=True, env=env)
         started = time.monotonic()

@@ -1,12 +1,14 @@
 """Stage 2: the golden set -> data/goldenset.jsonl, from real labels or from hand-written and
-generated questions (retrieval_bench.goldenset.assemble).
+generated questions (retrieval_bench.goldenset.assemble). Generated questions come from the
+question cache (data/question_cache.jsonl) or from the LLM of generate.provider for what it
+lacks; with a default DVC remote, the cache version dvc.lock records (a teammate's `dvc push`)
+is fetched first, so nothing is paid for twice (retrieval_bench.goldenset.remote).
 
-`python -m stages.generate_goldenset --dry-run` (or RETRIEVAL_BENCH_DRY_RUN=1) prints what would
-be generated and its estimated cost, and writes nothing.
+`--dry-run` (or RETRIEVAL_BENCH_DRY_RUN=1 under `dvc repro`) prints what would be generated and
+its cost for the sync and the batch API; it needs no API key, calls nothing, writes nothing.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -15,7 +17,8 @@ import pandas as pd
 
 from retrieval_bench import paths
 from retrieval_bench.goldenset.assemble import DryRunDone, assemble, dry_run_requested_by_env, read_prompt
-from retrieval_bench.io import read_jsonl, run_stage, write_json, write_jsonl
+from retrieval_bench.goldenset.remote import fetch_shared_cache
+from retrieval_bench.io import read_jsonl, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
 from retrieval_bench.locking import WAIT_ENV
 from retrieval_bench.params import load_params
 
@@ -25,7 +28,7 @@ def log(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m stages.generate_goldenset", description=__doc__.splitlines()[0])
+    parser = stage_parser("generate_goldenset", __doc__)
     parser.add_argument("--dry-run", action="store_true", help="print what would be generated and its cost; write nothing")
     parser.add_argument("--no-wait", action="store_true", help="exit with one line if another run holds the question cache, instead of waiting")
     args = parser.parse_args(argv)
@@ -36,10 +39,10 @@ def main(argv: list[str] | None = None) -> None:
     documents = pd.read_parquet(paths.DOCUMENTS)
     labels = read_jsonl(paths.LABELS)
     template, prompt_sha256 = read_prompt(Path(paths.QUESTION_PROMPT).read_bytes(), paths.QUESTION_PROMPT)
-    if not dry_run:
-        for path in (paths.QUESTION_CACHE, paths.BATCH_JOURNAL):  # persistent stage outputs, so they must exist
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).touch()
+    if not labels:
+        fetch_shared_cache(paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.DVC_LOCK, params["provider"] != "none", dry_run, log)
+    for path in () if dry_run else (paths.QUESTION_CACHE, paths.BATCH_JOURNAL):
+        touch_jsonl(path)  # persistent stage outputs: they must exist, and DVC warns about empty ones
     try:
         golden = assemble(params, documents, labels, template, prompt_sha256, paths.QUESTION_CACHE, dry_run, log)
     except DryRunDone as done:  # exit 0 from the command line, 3 under `dvc repro` (the switch): DVC records nothing
@@ -53,4 +56,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_stage(lambda: main(sys.argv[1:]))
+    run_stage(lambda: main(sys.argv[1:]), own_arguments=True)

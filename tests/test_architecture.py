@@ -10,8 +10,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "retrieval_bench"
 STAGES = ROOT / "stages"
 MAX_STAGE_LINES = 60
-# The golden-set build is the one client of the LLM layer (relevance judging will be the second).
-MAY_IMPORT_LLM = {"goldenset/selection.py", "goldenset/assemble.py"}
+# The golden-set build and relevance judging are the clients of the LLM layer.
+MAY_IMPORT_LLM = {"goldenset/selection.py", "goldenset/assemble.py", "evaluation/judging.py"}
 ARTEFACT = re.compile(r"^(data|metrics)/\S+$")
 
 

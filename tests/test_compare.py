@@ -148,6 +148,18 @@ def test_questions_scorable_under_one_run_only_are_left_out_loudly():
     assert "THE RUNS SCORE DIFFERENT QUESTIONS" in compare.format_markdown(result)
 
 
+def test_adding_a_cutoff_changes_no_other_metrics_figures():
+    rng = np.random.default_rng(7)
+    a = pd.DataFrame({"qid": [f"q{i}" for i in range(60)], "reciprocal_rank": rng.random(60), "hit@1": rng.integers(0, 2, 60),
+                      "hit@5": rng.integers(0, 2, 60)})
+    b = a.assign(reciprocal_rank=rng.random(60), **{"hit@1": rng.integers(0, 2, 60), "hit@5": rng.integers(0, 2, 60)})
+    before = compare.compare_tables(a, b, resamples=500).metrics
+    after = compare.compare_tables(a.assign(**{"hit@3": a["hit@5"]}), b.assign(**{"hit@3": b["hit@1"]}), resamples=500).metrics
+    for name in before:
+        assert (after[name]["p_value"], after[name]["ci_low"], after[name]["ci_high"]) == (
+            before[name]["p_value"], before[name]["ci_low"], before[name]["ci_high"]), name
+
+
 def test_duplicate_qids_are_an_input_error():
     table = per_question([1, 2], qids=["q1", "q1"])
     with pytest.raises(InputError, match="more than once"):
@@ -310,3 +322,38 @@ def test_text_and_markdown_list_the_worst_losses_and_largest_gains():
     shown, left_out = compare.shown_flips(flipped, 2)
     assert [row["qid"] for row in shown] == ["l0", "l1", "g2", "g3"] and left_out == 5
     assert compare.shown_flips(flipped, 10) == (flipped, 0)
+
+
+# --- strict and judged side by side ------------------------------------------------------------
+
+def with_judged(table: pd.DataFrame, judged_first_ranks) -> pd.DataFrame:
+    """`table` with the judged view's columns, from each question's first relevant rank there."""
+    judged = per_question(judged_first_ranks, table["qid"].tolist()).drop(columns="qid")
+    return pd.concat([table, judged.add_prefix("judged_")], axis=1)
+
+
+def test_strict_and_judged_deltas_are_shown_side_by_side_and_disagreements_marked():
+    # B returns, for 30 questions, a copy of the gold chunk at rank 1 and the gold itself far down:
+    # strict counts a miss, judged a hit. A ranks the gold second everywhere.
+    n = 40
+    a = with_judged(per_question([2] * n), [2] * n)
+    b = with_judged(per_question([1] * 10 + [50] * 30), [1] * n)
+    result = compare_tables(a, b, "main", "workspace", resamples=2000)
+    assert set(result.judged) == set(result.metrics)
+    assert result.metrics["hit@1"]["delta"] == pytest.approx(0.25) and result.judged["hit@1"]["delta"] == pytest.approx(1.0)
+    assert result.metrics["mrr"]["delta"] < 0 < result.judged["mrr"]["delta"]  # the better retriever loses the strict view
+    text = compare.format_text(result)
+    side = text[text.index("side by side"):]
+    assert "strict delta" in side and "judged delta" in side
+    mrr_line = next(line for line in side.splitlines() if line.startswith("mrr "))
+    assert mrr_line.split()[3].startswith("-") and mrr_line.split()[7].startswith("+") and "views disagree" in mrr_line
+    markdown = compare.format_markdown(result)
+    assert "| metric | strict A | strict B | strict delta | p | judged A |" in markdown and "views disagree" in markdown
+    data = json.loads(compare.format_json(result))
+    assert data["judged_metrics"]["mrr"]["delta"] == pytest.approx(result.judged["mrr"]["delta"])
+
+
+def test_runs_without_the_judged_view_report_as_before():
+    a, b = per_question([1, 2, 3, 4]), with_judged(per_question([1, 1, 1, 1]), [1, 1, 1, 1])
+    result = compare_tables(a, b, resamples=200)
+    assert result.judged == {} and "side by side" not in compare.format_text(result)

@@ -123,8 +123,10 @@ def test_summary_and_rank_histogram():
     assert summary["n_questions"] == 4 and summary["n_chunks"] == 300
     assert summary["n_questions_without_relevant_chunk"] == 1
     histogram = rank_histogram(table["first_relevant_rank"]).set_index("first_relevant_rank")["questions"]
-    assert histogram.to_dict() == {"1": 1, "2": 0, "3": 0, "4-5": 1, "6-10": 0, "11-20": 0, "21-50": 0,
+    assert histogram.to_dict() == {"01": 1, "02": 0, "03": 0, "04-05": 1, "06-10": 0, "11-20": 0, "21-50": 0,
                                    "51-100": 0, ">100": 1, "none": 1}
+    labels = list(histogram.index)
+    assert sorted(labels) == labels  # dvc plots sorts the bars as text: that must be rank order
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -149,3 +151,66 @@ def test_metrics_on_a_run_equal_trec_eval_on_that_run(seed):
     assert ours["ndcg@10"] == pytest.approx(trec["ndcg_cut_10"], abs=1e-9)
     assert ours["map@10"] == pytest.approx(trec["map_cut_10"], abs=1e-9)
     assert ours["reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
+
+
+# --- the judged view ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(60))
+def test_judged_view_equals_trec_eval_on_the_labels_plus_the_llm_grades(seed):
+    """With chunk labels and no duplicates, every judged_ metric is trec_eval's on the qrels plus
+    the pooled grades >= min_grade (gain = grade / 3 x the best label: the label scale here is
+    0-3, so gains stay integers); unjudged and low-graded chunks are not relevant."""
+    from retrieval_bench.evaluation.scoring import score_run_both_views
+    from retrieval_bench.retrieval.run import from_records
+
+    rng = np.random.default_rng(5000 + seed)
+    docs, grades, run = random_case(rng)
+    best = max(grades.values())
+    grades[next(d for d, g in grades.items() if g == best)] = 3  # the best label is 3: LLM gains are the grades
+    unlabelled = [d for d in docs if d not in grades]  # a labelled chunk (grade 0 too) keeps its label
+    pooled = {d: int(rng.integers(0, 4)) for d in rng.permutation(unlabelled)[: int(rng.integers(0, len(unlabelled) + 1))]}
+    depth = int(rng.integers(1, len(docs) + 2))
+    run_frame = from_records([("q", d, s) for d, s in run.items()], depth) if run else from_records([("q", docs[0], 0.0)], 0)
+    chunks = pd.DataFrame({"chunk_id": docs, "doc_id": docs, "start": 0, "end": 10})
+    no_duplicates = pd.DataFrame(columns=["chunk_id", "group", "kind", "similarity"])
+    pool = [{"qid": "q", "chunk_id": d, "grade": g} for d, g in pooled.items()]
+    ks = [1, 3, 5, 10]
+    row = score_run_both_views([{"qid": "q", "relevant": grades}], chunks, run_frame, ks, 0.5, "expected",
+                               no_duplicates, pool, 2, 3).iloc[0]
+    augmented = {**grades, **{d: g for d, g in pooled.items() if g >= 2}}
+    cut = {r.chunk_id: r.score for r in run_frame.itertuples()} or {"none": 0.0}
+    measures = {f"recall.{','.join(map(str, ks))}", f"success.{','.join(map(str, ks))}", "ndcg_cut.10", "map_cut.10", "recip_rank"}
+    trec = pytrec_eval.RelevanceEvaluator({"q": augmented}, measures).evaluate({"q": cut})["q"]
+    for k in ks:
+        assert row[f"judged_recall@{k}"] == pytest.approx(trec[f"recall_{k}"], abs=1e-9)
+        assert row[f"judged_hit@{k}"] == pytest.approx(trec[f"success_{k}"], abs=1e-9)
+    assert row["judged_ndcg@10"] == pytest.approx(trec["ndcg_cut_10"], abs=1e-9)
+    assert row["judged_map@10"] == pytest.approx(trec["map_cut_10"], abs=1e-9)
+    assert row["judged_reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
+    assert row["n_judge_relevant"] == sum(g >= 2 for g in pooled.values())
+    assert row["n_pooled"] == len(pooled) and row["n_pooled_relevant"] == row["n_judge_relevant"]
+
+
+def test_without_duplicates_or_judgements_the_judged_view_is_the_strict_one():
+    from retrieval_bench.evaluation.judged import judged_summary
+    from retrieval_bench.evaluation.scoring import score_run, score_run_both_views
+    from retrieval_bench.retrieval.run import from_records
+
+    rng = np.random.default_rng(7)
+    chunks = pd.DataFrame({"chunk_id": [f"doc:{i * 50}-{i * 50 + 80}" for i in range(30)], "doc_id": "doc",
+                           "start": [i * 50 for i in range(30)], "end": [i * 50 + 80 for i in range(30)]})
+    golden = [{"qid": f"q{i}", "doc_id": "doc", "start": int(s), "end": int(s + rng.integers(20, 200))}
+              for i, s in enumerate(rng.integers(0, 1300, 12))]
+    run = from_records([(row["qid"], c, float(rng.integers(0, 5))) for row in golden for c in chunks["chunk_id"]], 15)  # ties
+    empty = pd.DataFrame(columns=["chunk_id", "group", "kind", "similarity"])
+    for ties in ("expected", "pessimistic", "optimistic"):
+        both = score_run_both_views(golden, chunks, run, KS, 0.5, ties, empty, [], 2, 3)
+        strict = score_run(golden, chunks, run, KS, 0.5, ties)
+        pd.testing.assert_frame_equal(both[strict.columns], strict)  # the strict columns, unchanged and first
+        assert list(both.columns[:len(strict.columns)]) == list(strict.columns)
+        for column in [c for c in both.columns if c.startswith("judged_") and c != "judged_n_relevant"]:
+            np.testing.assert_array_equal(both[column].to_numpy(), both[column.removeprefix("judged_")].to_numpy())
+    summary = {**summarize(both, KS, len(chunks)), **judged_summary(both, KS, empty)}
+    assert list(summary)[:len(summarize(both, KS, len(chunks)))] == list(summarize(strict, KS, len(chunks)))
+    assert all(summary[f"judged_{name}"] == summary[name] for name in ("mrr", "ndcg@10", "recall@5", "hit@1", "map@10"))
+    assert summary["judge_pooled"] == 0 and summary["judge_relevant_share"] is None and summary["n_questions_gaining_duplicate"] == 0

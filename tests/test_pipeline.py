@@ -17,7 +17,7 @@ def ran_stages(output: str) -> set[str]:
 
 def test_repro_caches_and_reruns_only_what_changed(project):
     first = dvc("repro", cwd=project)
-    assert ran_stages(first.stdout) == {"load_chunks", "generate_goldenset", "embed", "retrieve", "score"}
+    assert ran_stages(first.stdout) == {"load_chunks", "generate_goldenset", "embed_corpus", "embed_questions", "retrieve", "judge", "score"}
     metrics = read_metrics(project)
     expected = {f"recall@{k}" for k in (1, 3, 5, 10, 20)} | {"mrr", "ndcg@10", "n_questions", "n_chunks"}
     assert expected <= set(metrics)
@@ -65,7 +65,7 @@ def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable
     status = dvc("status", cwd=project).stdout
     assert "load_chunks" in status and "generate_goldenset" not in status
     output = dvc("repro", cwd=project)
-    assert ran_stages(output.stdout) == {"load_chunks", "embed", "retrieve", "score"}  # no new questions, no LLM bill
+    assert ran_stages(output.stdout) == {"load_chunks", "embed_corpus", "retrieve", "judge", "score"}  # no new questions, no LLM bill
     after = pd.read_csv(project / "metrics" / "per_question.csv")
     assert set(after["qid"]) == set(before["qid"]) == {r["qid"] for r in records}  # the user's own ids
     metrics_after = read_metrics(project)

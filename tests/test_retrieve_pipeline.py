@@ -27,7 +27,7 @@ def test_methods_external_runs_and_python_retrievers(project):
     run([sys.executable, "runs/sqlite_fts.py", "runs/fts5.trec"], cwd=project)
     set_params(project, **{"retrieval.method": "run-file", "retrieval.run_file": "runs/fts5.trec"})
     output = dvc("repro", cwd=project).stdout
-    assert ran_stages(output) == {"retrieve", "score"}  # nothing re-embedded
+    assert ran_stages(output) == {"retrieve", "judge", "score"}  # nothing re-embedded
     from_file = read_metrics(project)
     assert 0 < from_file["mrr"] < 1
 

@@ -91,6 +91,6 @@ def test_the_pull_request_report_script_on_a_fresh_clone(tmp_path):
     shutil.copy(ROOT / ".ci" / "pr-report.sh", clone / "pr-report.sh")
     result = run(["bash", "pr-report.sh", "main", "report.md"], cwd=clone)
     ran = {line.split("'")[1] for line in result.stdout.splitlines() if line.startswith("Running stage")}
-    assert ran <= {"check_params", "retrieve", "score"}  # pulled, not recomputed: no embedding, no generation
+    assert ran <= {"check_params", "retrieve", "judge", "score"}  # pulled, not recomputed: no embedding, no generation
     report = (clone / "report.md").read_text()
     assert "### Retrieval comparison: `main" in report and "| mrr |" in report

@@ -11,7 +11,7 @@ def main(argv: list[str] | None = None) -> int:
     from retrieval_bench.evaluation import compare, export
     from retrieval_bench.goldenset import gauge
     from retrieval_bench import show
-    from retrieval_bench.retrieval import external
+    from retrieval_bench.retrieval import cache_prune, external
 
     parser = argparse.ArgumentParser(prog="retrieval-bench", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     gauge.add_arguments(commands.add_parser("gauge", help="echo rate and BM25 ease of any question set against the chunks"))
     show.add_arguments(commands.add_parser("show", help="the current run's headline metrics, the change since HEAD, golden-set health"))
     external.add_export_arguments(commands.add_parser("export-questions", help="write the questions for an external system to run"))
+    cache_prune.add_arguments(commands.add_parser("cache", help="the embedding caches: `cache prune` keeps what the current data needs"))
     args = parser.parse_args(argv)
     try:
         return args.run(args) or 0

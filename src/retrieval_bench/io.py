@@ -1,11 +1,14 @@
-"""File I/O every stage shares: one-line input errors and all-or-nothing writes."""
+"""What every stage shares: one-line input errors, all-or-nothing writes, the command line
+(`python -m stages.<name> --help`), Ctrl-C in one line, and progress bars."""
 from __future__ import annotations
 
+import argparse
 import errno
 import json
 import os
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +26,13 @@ _UMASK = _current_umask()
 
 class InputError(Exception):
     """Bad input from the user: reported as one line, exit status 1, no traceback."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with one line saying what was kept and what a rerun does (run_stage prints it)."""
+
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a process ended by Ctrl-C
 
 
 @contextmanager
@@ -65,9 +75,24 @@ def write_json(path: str | Path, data: Any) -> None:
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
+    """JSON Lines; no rows is one blank line (see touch_jsonl)."""
     with atomic_open(path) as handle:
-        for row in rows:
+        written = 0
+        for written, row in enumerate(rows, 1):
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        if not written:
+            handle.write("\n")
+
+
+def touch_jsonl(path: str | Path) -> None:
+    """Make sure a JSON Lines output exists and is not empty: a missing or empty file becomes one
+    blank line, which every reader here skips. DVC warns "'<path>' is empty." about every empty
+    output and dependency on every run, and has no switch to turn that off."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        if handle.tell() == 0:
+            handle.write("\n")
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
@@ -104,10 +129,32 @@ def describe_os_error(error: OSError) -> str:
     return f"{what}{where}"
 
 
-def run_stage(main: Callable[[], None]) -> None:
-    """Run a stage's main(); an InputError or an OSError (a full disk, a permission) becomes one
-    line on stderr and exit status 1. (Under `dvc repro`, DVC reports any failing stage with its
-    own message and exits 255.)"""
+class _StageArguments(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not argparse's usage block
+        print(f"error: {self.prog}: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def stage_parser(name: str, doc: str | None) -> argparse.ArgumentParser:
+    """The command line of `python -m stages.<name>`: --help prints the stage's whole docstring and
+    exits 0 without running anything; a stage with options adds them."""
+    return _StageArguments(
+        prog=f"python -m stages.{name}", description=(doc or "").strip(), formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=textwrap.fill(f"`dvc repro` runs it as stage {name} of dvc.yaml; its settings are in params.yaml. Bad "
+                             "input ends in one `error:` line and exit status 1, Ctrl-C in one line and exit status 130.", 96),
+    )
+
+
+def run_stage(main: Callable[[], None], own_arguments: bool = False) -> None:
+    """Run a stage's main(). Run as a script (`python -m stages.<name>`, main defined in __main__),
+    its command line is read first: --help prints the stage's help and exits 0 (`own_arguments`:
+    main reads its command line itself). An InputError or an OSError (a full disk, a permission)
+    becomes one line on stderr and exit status 1; Ctrl-C one line and exit status 130. (Under
+    `dvc repro`, DVC reports any failing stage with its own message and exits 255.)"""
+    script = sys.modules.get("__main__")
+    if not own_arguments and getattr(main, "__module__", None) == "__main__" and script is not None:
+        spec = getattr(script, "__spec__", None)
+        stage_parser((spec.name if spec else Path(sys.argv[0]).stem).rsplit(".", 1)[-1], script.__doc__).parse_args(sys.argv[1:])
     try:
         main()
     except InputError as error:
@@ -116,3 +163,37 @@ def run_stage(main: Callable[[], None]) -> None:
     except OSError as error:
         print(f"error: {describe_os_error(error)}", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt as error:
+        said = str(error) if isinstance(error, Interrupted) else (
+            "interrupted; no output was half-written (each is replaced whole or not at all): rerun to finish"
+        )
+        print(f"\n{said}", file=sys.stderr)
+        sys.exit(INTERRUPTED_EXIT)
+
+
+def progress(total: int, desc: str, unit: str = "q"):
+    """A progress bar on stderr (tqdm) that counts what is done, with its rate and time left. Used
+    as a context manager it ends at total/total when the block succeeds (the work is done even if
+    a step reported nothing); in a log (stderr not a terminal) it prints at most every 15 s and
+    never the same count twice."""
+    from tqdm import tqdm
+
+    class Bar(tqdm):
+        def __init__(self, **options: Any) -> None:
+            self._log = not sys.stderr.isatty()
+            self._shown: int | None = None
+            super().__init__(**options)
+
+        def display(self, msg: str | None = None, pos: int | None = None) -> bool | None:
+            if self._log and msg is None and self._shown == self.n:
+                return None  # in a log this count is already printed: the final close would repeat it
+            self._shown = self.n
+            return super().display(msg, pos)
+
+        def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
+            if kind is None and self.total and self.n < self.total:
+                self.update(self.total - self.n)
+            super().__exit__(kind, value, traceback)
+
+    return Bar(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True,
+               mininterval=0.5 if sys.stderr.isatty() else 15.0)

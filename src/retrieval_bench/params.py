@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "chunking": {"chars": 800, "overlap": 100},
         "split": "test",
         "missing_relevant": "error",
+        "duplicates": {"near": True, "min_jaccard": 0.8},
     },
     "generate": {
         "provider": "none",
@@ -31,10 +33,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "passages": {"chars": 800, "overlap": 100},
         "handwritten": "data/handwritten_questions.jsonl",
         "drop_echo": False,
+        "drop_context_dependent": False,
+        "drop_near_duplicates": False,
+        "near_duplicate_jaccard": 0.7,
         "concurrency": 8,
         "max_retries": 5,
         "max_cost_usd": 5.0,
-        "price": {"input_per_mtok": 1.0, "output_per_mtok": 5.0, "batch_discount": 0.5},
+        "price": None,  # null: the price table by model (llm.prices); or a mapping like PRICE_KEYS
         "batch_poll_seconds": 30.0,
     },
     "embed": {
@@ -43,6 +48,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_seq_length": None,
         "query_prompt": "",
         "document_prompt": "",
+        "backend": "torch",
+        "quantize": "none",
+        "precision": "fp32",
+        "device": None,
     },
     "retrieval": {
         "method": "dense",
@@ -63,14 +72,35 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "min_coverage": 0.5,
         "ties": "expected",
     },
+    "judge": {
+        "enabled": False,
+        "provider": "anthropic",
+        "model": "claude-haiku-4-5",
+        "base_url": None,
+        "max_tokens": 64,
+        "max_attempts": 2,
+        "depth": 5,
+        "pool": ["data/run.parquet"],
+        "min_grade": 2,
+        "ambiguous_at": 3,
+        "concurrency": 8,
+        "max_retries": 5,
+        "max_cost_usd": 5.0,
+        "price": None,  # as generate.price: null = the price table by judge.model
+        "batch_poll_seconds": 30.0,
+    },
 }
 
 CHOICES = {
     ("load", "missing_relevant"): {"error", "drop"},
     ("generate", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
+    ("embed", "backend"): {"torch", "onnx", "openvino"},
+    ("embed", "quantize"): {"none", "int8"},
+    ("embed", "precision"): {"fp32", "fp16", "bf16"},
     ("retrieval", "method"): {"dense", "bm25", "hybrid", "run-file", "python", "rerank", "ann"},
     ("retrieval", "fusion"): {"rrf", "weighted"},
     ("score", "ties"): {"expected", "pessimistic", "optimistic"},
+    ("judge", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
 }
 
 # DVC leaves every param key named `size` or `nfiles` out of its run-cache key
@@ -80,7 +110,7 @@ DVC_IGNORED_KEYS = {"size", "nfiles"}
 RENAMED = {"size": "chars"}
 
 # Keys that may be null although their default is not (null = no limit).
-NULLABLE = {"params.generate.max_cost_usd"}
+NULLABLE = {"params.generate.max_cost_usd", "params.judge.max_cost_usd"}
 # Keys whose value may be a number or a word; checked in _check_values.
 MIXED = {"params.retrieval.depth"}
 
@@ -167,14 +197,30 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     if params["generate"]["max_questions"] < 0:
         raise InputError(f"{path}: generate.max_questions must be >= 0 (0 = no limit)")
     _check_generate(params["generate"], path)
-    if params["embed"]["batch_size"] <= 0:
-        raise InputError(f"{path}: embed.batch_size must be positive")
+    _check_hygiene_and_duplicates(params, path)
+    _check_judge(params["judge"], path)
+    _check_embed(params["embed"], path)
     if params["retrieval"]["rrf_k"] < 0:
         raise InputError(f"{path}: retrieval.rrf_k must be >= 0")
     _check_retrieval(params["retrieval"], path)
     for key, allowed in (("stemmer", ("english", "none")), ("stopwords", ("en", "none"))):
         if params["retrieval"]["bm25"][key] not in allowed:
             raise InputError(f"{path}: retrieval.bm25.{key} must be one of {', '.join(allowed)}, got {params['retrieval']['bm25'][key]!r}")
+
+
+def _check_embed(embed: dict[str, Any], path: Path) -> None:
+    if embed["batch_size"] <= 0:
+        raise InputError(f"{path}: embed.batch_size must be positive")
+    device = embed["device"]
+    if device is not None and not (isinstance(device, str) and re.fullmatch(r"cpu|mps|cuda(:\d+)?", device)):
+        raise InputError(f"{path}: embed.device must be null (auto), cpu, cuda, cuda:N or mps, got {device!r}")
+    if embed["quantize"] == "int8" and embed["backend"] != "onnx":
+        raise InputError(f"{path}: embed.quantize int8 needs embed.backend onnx, got {embed['backend']!r}")
+    if embed["backend"] == "onnx" and embed["precision"] != "fp32":
+        raise InputError(f"{path}: embed.precision {embed['precision']} is not available with embed.backend onnx "
+                         "(fp32 only; bf16/fp16: openvino or torch)")
+    if embed["backend"] != "torch" and device not in (None, "cpu"):
+        raise InputError(f"{path}: embed.device {device!r} needs embed.backend torch ({embed['backend']} runs on the CPU here)")
 
 
 def _check_generate(generate: dict[str, Any], path: Path) -> None:
@@ -191,9 +237,60 @@ def _check_generate(generate: dict[str, Any], path: Path) -> None:
     limit = generate["max_cost_usd"]
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
         raise InputError(f"{path}: generate.max_cost_usd must be a positive number of US dollars or null (no limit), got {limit!r}")
-    price = generate["price"]
-    if price["input_per_mtok"] < 0 or price["output_per_mtok"] < 0 or not 0 < price["batch_discount"] <= 1:
+    _check_price(generate["price"], path)
+
+
+# An explicit generate.price (null: the price table by model): USD per million tokens; batch_discount optional.
+PRICE_KEYS = {"input_per_mtok": 1.0, "output_per_mtok": 5.0, "batch_discount": 0.5}
+
+
+def _check_price(price: Any, path: Path) -> None:
+    if price is None:
+        return
+    where = "params.generate.price"
+    if not isinstance(price, dict):
+        raise InputError(f"{path}: {where} must be null (the price table) or a mapping with keys {', '.join(PRICE_KEYS)}, got {price!r}")
+    unknown = sorted(set(price) - set(PRICE_KEYS), key=str)
+    if unknown:
+        raise InputError(f"{path}: {_unknown_key(unknown[0], where, sorted(PRICE_KEYS))}")
+    missing = [key for key in ("input_per_mtok", "output_per_mtok") if key not in price]
+    if missing:
+        raise InputError(f"{path}: {where} needs {' and '.join(missing)} (US dollars per million tokens)")
+    for key, value in price.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"{path}: {where}.{key} must be a number, got {value!r}")
+    if price["input_per_mtok"] < 0 or price["output_per_mtok"] < 0 or not 0 < price.get("batch_discount", 0.5) <= 1:
         raise InputError(f"{path}: generate.price needs prices >= 0 and 0 < batch_discount <= 1, got {price!r}")
+
+
+def _check_hygiene_and_duplicates(params: dict[str, Any], path: Path) -> None:
+    for where in ("load.duplicates.min_jaccard", "generate.near_duplicate_jaccard"):
+        node: Any = params
+        for key in where.split("."):
+            node = node[key]
+        if not 0 < node <= 1:
+            raise InputError(f"{path}: {where} must be in (0, 1], got {node!r}")
+
+
+JUDGE_POOL_REVISION = "rev:"  # a judge.pool entry naming the run of a git revision or DVC experiment
+
+
+def _check_judge(judge: dict[str, Any], path: Path) -> None:
+    for key in ("max_tokens", "max_attempts", "depth", "concurrency", "ambiguous_at"):
+        if judge[key] <= 0:
+            raise InputError(f"{path}: judge.{key} must be a positive integer, got {judge[key]!r}")
+    if not 1 <= judge["min_grade"] <= 3:
+        raise InputError(f"{path}: judge.min_grade must be 1, 2 or 3 (grades run 0-3), got {judge['min_grade']!r}")
+    pool = judge["pool"]
+    if not pool or not all(isinstance(entry, str) and entry.strip() and entry != JUDGE_POOL_REVISION for entry in pool):
+        raise InputError(f"{path}: judge.pool must be a non-empty list of run files or {JUDGE_POOL_REVISION}<git revision>, got {pool!r}")
+    if len(set(pool)) != len(pool):
+        raise InputError(f"{path}: judge.pool lists {next(e for e in pool if pool.count(e) > 1)!r} twice")
+    # The API settings are the generate section's, checked the same way under their own names.
+    try:
+        _check_generate(judge, path)
+    except InputError as error:
+        raise InputError(str(error).replace("generate.", "judge.")) from None
 
 
 def _check_retrieval(retrieval: dict[str, Any], path: Path) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 PARAMS = "params.yaml"
 PARAMS_CHECKED = "data/params_checked.txt"
+DVC_LOCK = "dvc.lock"  # what the last `dvc repro` recorded: the question cache version a teammate pushed
 
 # load_chunks
 DOCUMENTS = "data/documents.parquet"
 CHUNKS = "data/chunks.parquet"
 LABELS = "data/labels.jsonl"
+DUPLICATES = "data/duplicates.parquet"  # chunks that repeat another (exact or near), by group
 
 # generate_goldenset
 QUESTION_PROMPT = "data/question_prompt.txt"
@@ -18,18 +20,30 @@ GOLDENSET = "data/goldenset.jsonl"
 GOLDENSET_REPORT = "metrics/goldenset.json"
 GENERATE_REJECTS = "metrics/generate_rejects.jsonl"
 
-# embed
+# embed_corpus (corpus.*) and embed_questions (question*): separate files, one stage each
 EMBEDDINGS = "data/embeddings"
 CORPUS_VECTORS = f"{EMBEDDINGS}/corpus.npy"
 CORPUS_IDS = f"{EMBEDDINGS}/corpus_ids.json"
 QUESTION_VECTORS = f"{EMBEDDINGS}/questions.npy"
 QUESTION_IDS = f"{EMBEDDINGS}/question_ids.json"
+# One embedding cache per embed stage (DVC lets one stage own an output): persistent, append-only
+# shards of vectors keyed by (model hash, backend, precision, max_seq_length, prompt, text).
+EMBEDDING_CACHE = "data/embedding_cache"
+CORPUS_EMBEDDING_CACHE = f"{EMBEDDING_CACHE}/corpus"
+QUESTION_EMBEDDING_CACHE = f"{EMBEDDING_CACHE}/questions"
 
 # retrieve
 RUN = "data/run.parquet"
 RUN_INFO = "data/run_info.json"  # what the method reports beside its run (ANN recall against exact search)
 RERANK_CACHE = "data/rerank_cache.jsonl"  # cross-encoder scores by (model, question, chunk): persistent, append-only
 EXPORTED_QUESTIONS = "data/questions.jsonl"  # retrieval-bench export-questions, for external systems
+
+# judge
+JUDGE_PROMPT = "data/judge_prompt.txt"
+JUDGEMENTS = "data/judgements.jsonl"  # the judge's replies by (model, prompt, question, chunk text): persistent, append-only
+JUDGE_BATCH_JOURNAL = "data/judgements.batches.jsonl"  # journal of submitted judging batches (llm.batch.journal_path_for)
+JUDGED_POOL = "data/judged_pool.jsonl"  # this run's pooled (question, chunk) pairs and their grades, read by score
+JUDGE_REPORT = "metrics/judge.json"
 
 # score
 METRICS = "metrics/metrics.json"

@@ -149,6 +149,7 @@ def read_queries(path: Path) -> dict[str, str]:
 def read_qrels(path: Path) -> list[tuple[str, str, int]]:
     """(query id, chunk id, grade) from a qrels TSV: 3 columns (BEIR, header allowed) or 4 (TREC)."""
     judgements = []
+    seen: dict[tuple[str, str], tuple[int, int]] = {}
     for line_number, line in enumerate(read_text_lines(path), 1):
         line = line.rstrip("\r\n")
         # Tab-separated (BEIR) keeps ids with spaces whole; TREC qrels are whitespace-separated.
@@ -159,11 +160,17 @@ def read_qrels(path: Path) -> list[tuple[str, str, int]]:
             raise InputError(f"{path}:{line_number}: expected 'query chunk grade' or TREC 'query 0 chunk grade', got {len(fields)} fields")
         query_id, corpus_id, grade = (fields[0], fields[1], fields[2]) if len(fields) == 3 else (fields[0], fields[2], fields[3])
         try:
-            judgements.append((query_id, corpus_id, int(grade)))
+            value = int(grade)
         except ValueError:
             if line_number == 1:  # a header line such as "query-id corpus-id score"
                 continue
             raise InputError(f"{path}:{line_number}: grade must be an integer, got {grade!r}") from None
+        if (query_id, corpus_id) in seen:
+            first_line, first_grade = seen[(query_id, corpus_id)]
+            raise InputError(f"{path}:{line_number}: query {query_id} judges chunk {corpus_id} a second time "
+                             f"(grade {value}; line {first_line} gave {first_grade}); keep one line per query and chunk")
+        seen[(query_id, corpus_id)] = (line_number, value)
+        judgements.append((query_id, corpus_id, value))
     if not judgements:
         raise InputError(f"{path}: no relevance judgements")
     return judgements

@@ -6,6 +6,9 @@ report gives the two means, the mean paired difference (B - A), a paired bootstr
 interval of that difference, a two-sided paired randomization (sign-flip) test p-value,
 wins/ties/losses, and the minimum detectable difference for this many questions. It also lists
 the questions that flipped: first relevant chunk in the top k under one run and not the other.
+When both runs carry the judged view (judged_<metric> columns: duplicates and pooled LLM
+grades, evaluation.judged), the same statistics of the judged metrics, over the same paired
+questions, are shown beside the strict ones, and the metrics whose verdict differs are marked.
 
 The statistics live in retrieval_bench.evaluation.stats; pairing and formatting here are pure
 (compare_tables); only the functions at the bottom touch git and files.
@@ -17,8 +20,8 @@ import io
 import json
 import math
 import re
-import subprocess
 import sys
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,11 +36,9 @@ from retrieval_bench.evaluation.stats import (
     randomization_p_value,
     win_tie_loss,
 )
+from retrieval_bench.evaluation.revisions import WORKSPACE, _git, read_artefact, resolve_revision
 from retrieval_bench.io import InputError
 from retrieval_bench.paths import CHUNKS, DOCUMENTS, GOLDENSET, PER_QUESTION
-
-WORKSPACE = "workspace"
-EXPERIMENT_REFS = "refs/exps"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,6 +60,7 @@ class Comparison:
     a_commit: str | None = None
     b_commit: str | None = None
     n_unscorable_dropped: int = 0  # paired questions left out: no relevant chunk under one run or both
+    judged: dict[str, dict] = field(default_factory=dict)  # the judged view's statistics, by metric (strict name)
 
     def to_dict(self) -> dict:
         return {
@@ -72,6 +74,7 @@ class Comparison:
             "seed": self.seed,
             "ci_level": self.level,
             "metrics": self.metrics,
+            "judged_metrics": self.judged,
             "flip_k": self.flip_k,
             "flipped": self.flipped,
             "min_detectable_delta": {name: m["min_detectable_delta"] for name, m in self.metrics.items()},
@@ -184,16 +187,41 @@ def compare_tables(
     names = metric_columns(set(a.columns) & set(b.columns))
     if not names:
         raise InputError(f"{a_label} and {b_label} share no metric column (reciprocal_rank, ndcg@10, recall@k, hit@k)")
+    metrics = _statistics(a, b, names, resamples, seed, level, warnings)
+    judged_names = [(name, JUDGED + column) for name, column in names if JUDGED + column in a.columns and JUDGED + column in b.columns]
+    judged = _statistics(a, b, judged_names, resamples, seed, level, warnings, JUDGED) if judged_names else {}
+    flip_k = choose_flip_k(set(a.columns) & set(b.columns), k)
+    flipped = flipped_questions(a, b, flip_k) if flip_k is not None else []
+    return Comparison(
+        a=a_label, b=b_label, n_questions=len(common), metrics=metrics, flip_k=flip_k, flipped=flipped,
+        warnings=warnings, resamples=resamples, seed=seed, level=level, n_unscorable_dropped=dropped, judged=judged,
+    )
+
+
+def metric_stream_seed(seed: int, name: str) -> int:
+    """The seed of one metric's resampling: the user's seed and the metric's name (crc32), stable
+    across runs and independent of which other metrics are compared."""
+    return (seed * 1_000_003 + zlib.crc32(name.encode("utf-8"))) % 2**32
+
+
+JUDGED = "judged_"  # per_question.csv's prefix of the judged view (evaluation.judged.PREFIX)
+
+
+def _statistics(a: pd.DataFrame, b: pd.DataFrame, names: list[tuple[str, str]], resamples: int, seed: int, level: float,
+                warnings: list[str], view: str = "") -> dict[str, dict]:
+    """Every metric's paired statistics over the questions of `a` and `b` (same qids, same order)."""
     metrics = {}
-    for offset, (name, column) in enumerate(names):
+    for name, column in names:
+        # Each metric draws from its own stream, seeded by its name: adding a k changes no other figure.
+        metric_seed = metric_stream_seed(seed, f"{view}{name}")
         va = pd.to_numeric(a[column], errors="coerce").to_numpy(dtype=np.float64)
         vb = pd.to_numeric(b[column], errors="coerce").to_numpy(dtype=np.float64)
         keep = ~(np.isnan(va) | np.isnan(vb))
         if not keep.all():
-            warnings.append(f"{name}: {int((~keep).sum())} questions without a value in one run left out")
+            warnings.append(f"{view}{name}: {int((~keep).sum())} questions without a value in one run left out")
         va, vb = va[keep], vb[keep]
         diffs = vb - va
-        low, high = paired_bootstrap_ci(diffs, resamples, seed + offset, level)
+        low, high = paired_bootstrap_ci(diffs, resamples, metric_seed, level)
         wins, ties, losses = win_tie_loss(va, vb)
         metrics[name] = {
             "column": column,
@@ -203,18 +231,13 @@ def compare_tables(
             "delta": float(diffs.mean()) if len(diffs) else math.nan,
             "ci_low": low,
             "ci_high": high,
-            "p_value": randomization_p_value(diffs, resamples, seed + offset),
+            "p_value": randomization_p_value(diffs, resamples, metric_seed),
             "wins": wins,
             "ties": ties,
             "losses": losses,
             "min_detectable_delta": min_detectable_delta(diffs),
         }
-    flip_k = choose_flip_k(set(a.columns) & set(b.columns), k)
-    flipped = flipped_questions(a, b, flip_k) if flip_k is not None else []
-    return Comparison(
-        a=a_label, b=b_label, n_questions=len(common), metrics=metrics, flip_k=flip_k, flipped=flipped,
-        warnings=warnings, resamples=resamples, seed=seed, level=level, n_unscorable_dropped=dropped,
-    )
+    return metrics
 
 
 def _scorable_in_both(a: pd.DataFrame, b: pd.DataFrame, a_label: str, b_label: str, warnings: list[str]) -> tuple[list[str], int]:
@@ -298,6 +321,31 @@ def _rows(comparison: Comparison) -> list[list[str]]:
     return rows
 
 
+def _verdict(m: dict) -> int:
+    """+1 / -1: B significantly better / worse (p < 0.05); 0: no significant difference."""
+    return 0 if not m["p_value"] < 0.05 else (1 if m["delta"] > 0 else -1)
+
+
+def _side_by_side_rows(comparison: Comparison) -> list[list[str]]:
+    """The strict and judged deltas side by side, one row per metric with both views."""
+    level = f"{comparison.level:.0%}"
+    rows = [["metric", "strict A", "strict B", "strict delta", "p", "judged A", "judged B", "judged delta", f"{level} CI", "p", ""]]
+    for name, j in comparison.judged.items():
+        m = comparison.metrics[name]
+        rows.append([
+            name, _num(m["a"]), _num(m["b"]), _num(m["delta"], sign=True), _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
+            _num(j["a"]), _num(j["b"]), _num(j["delta"], sign=True), f"[{_num(j['ci_low'], True)}, {_num(j['ci_high'], True)}]",
+            _p(j["p_value"]) + ("*" if j["p_value"] < 0.05 else ""), "<- views disagree" if _verdict(m) != _verdict(j) else "",
+        ])
+    return rows
+
+
+SIDE_BY_SIDE_TITLE = ("Strict (the golden set's labels) and judged (+ chunks duplicating a relevant one, + pooled LLM "
+                      "grades >= judge.min_grade; unjudged = not relevant) side by side, same paired questions:")
+SIDE_BY_SIDE_NOTE = ("views disagree: B is significantly better or worse (p < 0.05) in one view and not in the other, or in "
+                     "opposite directions; read the README's \"Strict and judged\" before trusting either.")
+
+
 def _footnotes(comparison: Comparison) -> list[str]:
     level = f"{comparison.level:.0%}"
     return [
@@ -318,6 +366,18 @@ def shown_flips(flipped: list[dict], limit: int) -> tuple[list[dict], int]:
     return lost + gained, len(flipped) - len(lost) - len(gained)
 
 
+def _aligned(rows: list[list[str]]) -> list[str]:
+    """A table as aligned lines: the first column left-aligned, the others right-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = []
+    for index, row in enumerate(rows):
+        cells = [cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)]
+        out.append("  ".join(cells).rstrip())
+        if index == 0:
+            out.append("  ".join("-" * width for width in widths if width).rstrip())
+    return out
+
+
 def format_text(comparison: Comparison, limit: int = 10) -> str:
     """The report as an aligned plain-text table for a terminal."""
     out = [
@@ -329,14 +389,12 @@ def format_text(comparison: Comparison, limit: int = 10) -> str:
     out += [f"WARNING: {warning}" for warning in comparison.warnings]
     if comparison.warnings:
         out.append("")
-    rows = _rows(comparison)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for index, row in enumerate(rows):
-        cells = [cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)]
-        out.append("  ".join(cells).rstrip())
-        if index == 0:
-            out.append("  ".join("-" * width for width in widths))
+    out += _aligned(_rows(comparison))
     out.append("")
+    if comparison.judged:
+        out += [SIDE_BY_SIDE_TITLE, ""]
+        out += _aligned(_side_by_side_rows(comparison))
+        out += ["", SIDE_BY_SIDE_NOTE, ""]
     out += _footnotes(comparison)
     out.append("")
     if comparison.flip_k is None:
@@ -385,6 +443,12 @@ def format_markdown(comparison: Comparison, limit: int = 10) -> str:
     for row in rows[1:]:
         out.append("| " + " | ".join(row) + " |")
     out.append("")
+    if comparison.judged:
+        side = _side_by_side_rows(comparison)
+        side[0][-1] = "verdict"
+        out += [f"**{SIDE_BY_SIDE_TITLE}**", "", "| " + " | ".join(side[0]) + " |", "|" + "|".join(["---"] + ["---:"] * (len(side[0]) - 1)) + "|"]
+        out += ["| " + " | ".join(cell.replace("<- ", "") for cell in row) + " |" for row in side[1:]]
+        out += ["", SIDE_BY_SIDE_NOTE, ""]
     out += [f"- {note}" for note in _footnotes(comparison)]
     out.append("")
     if comparison.flip_k is None:
@@ -427,43 +491,6 @@ def format_json(comparison: Comparison) -> str:
 # Reading runs from git, DVC experiments and the working tree
 # ---------------------------------------------------------------------------------------------
 
-def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
-    except FileNotFoundError:
-        raise InputError("git is not installed or not on PATH") from None
-
-
-def experiment_ref(name: str, cwd: Path) -> str | None:
-    """The full ref of DVC experiment `name` (refs/exps/.../<name>), None if there is none."""
-    listing = _git(["for-each-ref", EXPERIMENT_REFS, "--format=%(refname)"], cwd)
-    if listing.returncode != 0:
-        return None
-    matches = sorted(
-        ref for ref in listing.stdout.split()
-        if ref.rsplit("/", 1)[-1] == name and not ref.startswith((f"{EXPERIMENT_REFS}/exec/", f"{EXPERIMENT_REFS}/celery/"))
-    )
-    if len(matches) > 1:
-        raise InputError(f"{name}: several DVC experiments have this name ({', '.join(matches)}); give the full ref")
-    return matches[0] if matches else None
-
-
-def resolve_revision(rev: str, cwd: Path) -> str:
-    """The commit of a git revision or DVC experiment name; an InputError when it is neither."""
-    found = _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd)
-    if found.returncode == 0:
-        return found.stdout.strip()
-    inside = _git(["rev-parse", "--is-inside-work-tree"], cwd)
-    if inside.returncode != 0:
-        raise InputError(f"{rev}: not in a git repository (run compare from the project's root)")
-    ref = experiment_ref(rev, cwd)
-    if ref is not None:
-        found = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd)
-        if found.returncode == 0:
-            return found.stdout.strip()
-    raise InputError(f"{rev}: not a git revision or DVC experiment name")
-
-
 def read_run(rev: str, cwd: Path) -> tuple[pd.DataFrame, str | None]:
     """metrics/per_question.csv at a revision/experiment (or the working tree) and its commit."""
     if rev == WORKSPACE:
@@ -484,22 +511,6 @@ def _read_csv(text: str, label: str) -> pd.DataFrame:
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
         raise InputError(f"{label}: not a readable CSV ({str(error).splitlines()[0] if str(error) else 'empty'})") from None
     return df
-
-
-def read_artefact(path: str, commit: str | None, cwd: Path) -> bytes | None:
-    """A pipeline output as it was at `commit` (None: the working tree), from git or else from the
-    DVC cache through dvc.api; None when it cannot be had there (never pulled, say)."""
-    if commit is None:
-        return (cwd / path).read_bytes() if (cwd / path).is_file() else None
-    shown = subprocess.run(["git", "show", f"{commit}:./{path}"], cwd=cwd, capture_output=True)
-    if shown.returncode == 0:
-        return shown.stdout
-    try:
-        import dvc.api
-
-        return dvc.api.read(path, repo=str(cwd), rev=commit, mode="rb")
-    except Exception:  # noqa: BLE001 - not in the local cache: the context is optional
-        return None
 
 
 def question_context(cwd: Path, commits: list[str | None]) -> tuple[list[dict] | None, dict[str, str] | None]:

@@ -273,14 +273,15 @@ RANK_BUCKETS = [(1, 1), (2, 2), (3, 3), (4, 5), (6, 10), (11, 20), (21, 50), (51
 
 
 def rank_histogram(first_relevant_ranks: pd.Series) -> pd.DataFrame:
-    """Questions per bucket of first relevant rank (1, 2, 3, 4-5, ..., >100, none), for a bar plot.
+    """Questions per bucket of first relevant rank (01, 02, 03, 04-05, ..., >100, none), for a bar plot.
     An expected rank under ties may be fractional: it falls in the bucket whose range holds it
     (2.5 counts under 2)."""
     rows = []
     lows = [low for low, _ in RANK_BUCKETS] + [np.inf]
     for (low, high), next_low in zip(RANK_BUCKETS, lows[1:]):
         inside = (first_relevant_ranks >= low) & (first_relevant_ranks < next_low)
-        label = str(low) if low == high else (f"{low}-{high}" if high is not None else f">{low - 1}")
+        # Zero-padded so the bars sort in rank order as text (dvc plots sorts labels as strings).
+        label = f"{low:02d}" if low == high else (f"{low:02d}-{high:02d}" if high is not None else f">{low - 1}")
         rows.append({"first_relevant_rank": label, "questions": int(inside.sum())})
     rows.append({"first_relevant_rank": "none", "questions": int(first_relevant_ranks.isna().sum())})
     return pd.DataFrame(rows)

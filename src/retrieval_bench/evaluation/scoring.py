@@ -1,5 +1,7 @@
 """Score one retrieval method on the golden set: judge the chunks, place them, compute every
-metric per question (retrieval_bench.evaluation.metrics) and the summary for metrics.json."""
+metric per question (retrieval_bench.evaluation.metrics) and the summary for metrics.json; in
+two views, strict (the golden set's labels) and judged (plus duplicates and pooled LLM
+judgements: retrieval_bench.evaluation.judged)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -7,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.evaluation.judged import judged_table, pool_grades
 from retrieval_bench.evaluation.metrics import score_question
 from retrieval_bench.evaluation.relevance import judge
 from retrieval_bench.retrieval.rank import judged_ranks
@@ -40,6 +43,22 @@ def score_run(
     chunk_ids = chunks["chunk_id"].to_numpy()
     placed = positions(run, [row["qid"] for row in golden], [chunk_ids[j.indices].tolist() for j in judgements])
     return _table(golden, judgements, placed, ks, ties)
+
+
+def score_run_both_views(
+    golden: list[dict], chunks: pd.DataFrame, run: pd.DataFrame, ks: list[int], min_coverage: float, ties: str,
+    duplicates: pd.DataFrame, pool_rows: list[dict], min_grade: int, ambiguous_at: int, pool_path: str = "judged pool",
+) -> pd.DataFrame:
+    """per_question.csv: the strict columns of score_run, unchanged and first, then the judged
+    view's (duplicates of judged chunks from `duplicates`, LLM grades from `pool_rows`, the rows
+    of data/judged_pool.jsonl)."""
+    judgements = judge(golden, chunks, min_coverage)
+    chunk_ids = chunks["chunk_id"].to_numpy()
+    placed = positions(run, [row["qid"] for row in golden], [chunk_ids[j.indices].tolist() for j in judgements])
+    strict = _table(golden, judgements, placed, ks, ties)
+    grades = pool_grades(pool_rows, {row["qid"] for row in golden}, set(chunk_ids), pool_path)
+    judged = judged_table(golden, judgements, chunks, run, ks, ties, duplicates, grades, min_grade, ambiguous_at)
+    return pd.concat([strict, judged], axis=1)
 
 
 def _table(golden, judgements, placed, ks, ties) -> pd.DataFrame:

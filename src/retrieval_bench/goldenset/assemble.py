@@ -20,11 +20,14 @@ import pandas as pd
 from retrieval_bench.corpus.load import chunk_documents
 from retrieval_bench.goldenset import echo
 from retrieval_bench.goldenset.build import (
+    Hygiene,
     deduplicate,
+    drop_unhygienic,
     evidence_texts,
     generated_row,
     handwritten_rows,
     label_rows,
+    mark_hygiene,
     normalise_question,
     read_handwritten,
     sample_rows,
@@ -100,6 +103,7 @@ def assemble(
         rows, counts = sample_rows(label_rows(labels), params["max_questions"], params["seed"]), {}
         log(f"using {len(rows)} real labelled queries; no question is generated")
         gauge = echo.mark(rows, evidence_texts(rows, texts))
+        mark_hygiene(rows, Hygiene.from_params(params).near_jaccard)
     else:
         rows, rejects, counts = synthetic(params, documents, template, prompt_sha256, cache_path, dry_run, log)
         gauge = echo.mark(rows, evidence_texts(rows, texts))
@@ -110,10 +114,14 @@ def assemble(
                     rejects.append({"reason": "echo", "source": row["source"], "chunk_id": row["gold_chunk_id"],
                                     "doc_id": row["doc_id"], "question": row["question"], "regenerated": False})
             rows = [row for row in rows if not row.get("echo")]
+        mark_hygiene(rows, Hygiene.from_params(params).near_jaccard)
         rows = sample_rows(rows, params["max_questions"], params["seed"])
         if not rows:
+            skipped = counts.get("other_corpus", 0)
+            why = (f"; {skipped} hand-written questions were skipped because their doc_id is not a document id of this corpus "
+                   "(with ready chunks each chunk is its own document: doc_id must be a chunk id)") if skipped else ""
             raise InputError(
-                f"no usable question for any passage of this corpus in {cache_path} or {params['handwritten']}; "
+                f"no usable question for any passage of this corpus in {cache_path} or {params['handwritten']}{why}; "
                 "set generate.provider to generate them, or bring real queries (see README)"
             )
         log_synthetic(rows, counts, params, log)
@@ -129,6 +137,8 @@ def synthetic(
     hw_rows, counts = handwritten_rows(read_handwritten(Path(params["handwritten"])), documents, passages)
     hw_rows, hw_duplicates = deduplicate(hw_rows)
     counts["duplicate_questions_dropped"] = hw_duplicates
+    hygiene = Hygiene.from_params(params)
+    hw_rows, hw_rejects = drop_unhygienic(hw_rows, hygiene)  # generated ones are asked again instead (walk)
     settings = Settings.from_params(params)
     family = settings.family
     meta = Meta(params["provider"], family or "", params["model"], prompt_sha256, params["max_tokens"])
@@ -141,11 +151,13 @@ def synthetic(
             raise DryRunDone("dry run: nothing was generated or written")
     elif dry_run:
         index = CacheIndex(read_cache(cache_path), meta, by_key=False)
-        plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False)
+        plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False,
+                    hygiene=hygiene)
         log(f"provider none: nothing is generated; {plan.uncached} chosen passages have no cached question")
         raise DryRunDone("dry run: nothing was written")
     index = CacheIndex(read_cache(cache_path), meta, by_key=family is not None)
-    plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False)
+    plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False,
+                hygiene=hygiene)
     texts = dict(zip(documents["doc_id"], documents["text"]))
     generated = [generated_row(record, passage, texts[passage["doc_id"]]) for passage, record in plan.accepted]
     counts.update(
@@ -154,7 +166,7 @@ def synthetic(
     )
     covered = {row["chunk_sha256"] for row in hw_rows + generated}
     counts["passages_without_question"] = int((~passages["text_sha256"].isin(covered)).sum())
-    return hw_rows + generated, plan.rejects, counts
+    return hw_rows + generated, hw_rejects + plan.rejects, counts
 
 
 def log_synthetic(rows: list[dict], counts: dict, params: dict, log: Log) -> None:
@@ -187,6 +199,8 @@ def report(rows: list[dict], rejects: list[dict], counts: dict, gauge: dict) -> 
             "duplicate_questions_dropped", "passages", "passages_without_question", "uncached", "exhausted",
             "evidence_not_located",
         ) if key in counts},
+        "context_dependent_flagged": sum("context_dependent" in row for row in rows),
+        "near_duplicate_flagged": sum("near_duplicate_of" in row for row in rows),
         "handwritten_other_corpus": counts.get("other_corpus", 0),
         "handwritten_not_located": counts.get("not_located", 0),
     }

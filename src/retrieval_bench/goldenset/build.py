@@ -7,16 +7,19 @@ not to a chunk, so the same golden set scores any chunking of the corpus.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from retrieval_bench.evaluation.relevance import coverage
+from retrieval_bench.goldenset.echo import words
 from retrieval_bench.goldenset.evidence import locate_evidence, locate_in_passage
 from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
 from retrieval_bench.io import InputError, read_jsonl
+from retrieval_bench.retrieval.bm25 import tokenize
 
 
 def question_id(doc_id: str, question: str) -> str:
@@ -177,3 +180,168 @@ def sample_rows(rows: list[dict], max_questions: int, seed: int) -> list[dict]:
         picked = np.random.default_rng(seed).choice(len(rows), size=max_questions, replace=False)
         rows = [rows[i] for i in sorted(picked)]
     return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Question hygiene: questions that need their passage in view, and near-duplicate questions
+# --------------------------------------------------------------------------------------------
+_DOCUMENT_PART = r"(?:passage|text|excerpt|snippet|paragraph|section|document|article|page|chapter|context|chunk|extract)s?"
+_POINTED_THING = r"(?:passage|excerpt|snippet|chunk|example|table|figure|diagram|code|listing|list|section|paragraph|statement|command)s?"
+_CONTEXT_PHRASE = re.compile(
+    rf"""\b(?:
+        (?:in|from|of|within|per|according\ to|based\ on)\s+(?:this|the|these)\s+{_DOCUMENT_PART}
+      | (?:this|these|above|below|the\ above|the\ following|the\ preceding)\s+{_POINTED_THING}
+      | the\s+(?:above|following|preceding|aforementioned)
+      | (?:mentioned|described|shown|given|listed|discussed|defined|presented|stated|outlined|explained)\s+(?:above|here|below|earlier|previously)
+      | according\ to\ the\ (?:author|writer|passage|text|document|article)
+    )\b""",
+    re.IGNORECASE | re.VERBOSE,
+)
+_LEAD = {
+    "how", "what", "why", "when", "where", "which", "who", "whom", "whose", "of", "long", "much", "many", "often",
+    "is", "are", "was", "were", "do", "does", "did", "can", "could", "should", "would", "will", "shall", "may", "might",
+    "must", "has", "have", "had", "isn't", "aren't", "doesn't", "don't", "can't", "won't", "didn't", "wasn't",
+}
+_POINTING = {"it", "this", "that", "these", "those", "they", "them", "its", "their", "he", "she", "his", "her"}
+_BE = {"is", "was", "isn't", "wasn't", "would", "will"}
+_EXPLETIVE_TAIL = {"to", "for", "if", "when", "whether", "that"}
+_IDIOMS = {"take", "takes", "matter", "matters"}  # "how long does it take to ...", "does it matter whether ..."
+
+
+def context_dependent(question: str) -> str | None:
+    """What makes `question` need its passage in view, or None: a phrase pointing at the text ("in
+    this section", "the above example", "according to the passage", "which of the following"), or
+    an opening pronoun with nothing to refer to ("What does it return?", "How does this work?").
+    The dummy `it` of "is it safe to ...", "why is it bad for ... when", "does it matter whether"
+    is not one."""
+    match = _CONTEXT_PHRASE.search(question)
+    if match:
+        return match.group(0)
+    tokens = words(question)
+    lead = 0
+    while lead < min(len(tokens), 4) and tokens[lead] in _LEAD:
+        lead += 1
+    if lead >= len(tokens) or tokens[lead] not in _POINTING:
+        return None
+    after = tokens[lead + 1:lead + 6]
+    if tokens[lead] == "it" and (
+        (lead and tokens[lead - 1] in _BE and _EXPLETIVE_TAIL & set(after)) or (after and after[0] in _IDIOMS)
+    ):
+        return None
+    return " ".join(tokens[:lead + 1])
+
+
+_QUESTION_WORDS: frozenset[str] | None = None
+
+
+def content_words(question: str) -> frozenset[str]:
+    """A question's stemmed content words: retrieval.bm25.tokenize (English stop words out) less
+    the words every question has (how, what, do, can, I, my, ...)."""
+    global _QUESTION_WORDS
+    if _QUESTION_WORDS is None:
+        common = sorted(_LEAD | _POINTING | {"i", "me", "my", "we", "our", "you", "your", "there", "get", "use", "way"})
+        _QUESTION_WORDS = frozenset(word for words_of in tokenize(common) for word in words_of) | frozenset(common)
+    return frozenset(tokenize([question])[0]) - _QUESTION_WORDS
+
+
+class QuestionIndex:
+    """Questions seen so far, to find a new one's exact or near duplicate: the same normalised
+    text, or a Jaccard similarity of their content words (content_words) >= `near_jaccard`. Lexical, not embeddings: the golden set is built
+    before (and independently of) the embed stage, so changing embed.model never changes it."""
+
+    def __init__(self, near_jaccard: float | None = None) -> None:
+        self.near_jaccard = near_jaccard
+        self.exact: dict[str, str] = {}
+        self.sets: list[tuple[frozenset[str], str]] = []
+        self.by_word: dict[str, list[int]] = {}
+
+    def add(self, question: str, label: str = "") -> None:
+        self.exact.setdefault(normalise_question(question), label)
+        if self.near_jaccard is None:
+            return
+        words_of = content_words(question)
+        for word in words_of:
+            self.by_word.setdefault(word, []).append(len(self.sets))
+        self.sets.append((words_of, label))
+
+    def __contains__(self, question: str) -> bool:
+        return normalise_question(question) in self.exact
+
+    def near(self, question: str) -> tuple[str, float] | None:
+        """(label, similarity) of the most similar earlier question at or above the threshold."""
+        if self.near_jaccard is None:
+            return None
+        words_of = content_words(question)
+        candidates = {i for word in words_of for i in self.by_word.get(word, ())}
+        best = None
+        for i in sorted(candidates):
+            other, label = self.sets[i]
+            similarity = len(words_of & other) / len(words_of | other)
+            if similarity >= self.near_jaccard and (best is None or similarity > best[1]):
+                best = (label, round(similarity, 4))
+        return best
+
+
+@dataclass(frozen=True)
+class Hygiene:
+    """What the generate section says about unhygienic questions: regenerate (then drop) them or not."""
+
+    drop_context_dependent: bool = False
+    drop_near_duplicates: bool = False
+    near_jaccard: float = 0.7
+
+    @classmethod
+    def from_params(cls, params: Mapping) -> "Hygiene":
+        return cls(bool(params.get("drop_context_dependent", False)), bool(params.get("drop_near_duplicates", False)),
+                   float(params.get("near_duplicate_jaccard", cls.near_jaccard)))
+
+    def reason(self, question: str, seen: "QuestionIndex") -> str | None:
+        """Why `question` is not used given the questions `seen` (exact duplicates always), or None."""
+        if question in seen:
+            return "duplicate_question"
+        if self.drop_near_duplicates and seen.near(question):
+            return "near_duplicate_question"
+        if self.drop_context_dependent and context_dependent(question):
+            return "context_dependent"
+        return None
+
+    def index(self, questions: Iterable[str] = ()) -> "QuestionIndex":
+        index = QuestionIndex(self.near_jaccard if self.drop_near_duplicates else None)
+        for question in questions:
+            index.add(question)
+        return index
+
+
+def drop_unhygienic(rows: list[dict], hygiene: Hygiene) -> tuple[list[dict], list[dict]]:
+    """Hand-written rows without those hygiene drops (a near-duplicate of an earlier row, one that
+    needs its passage), and the rejects to list: (kept, rejects)."""
+    kept, rejects = [], []
+    index = hygiene.index()
+    for row in rows:
+        reason = hygiene.reason(row["question"], index)
+        if reason is None:
+            kept.append(row)
+            index.add(row["question"], row["qid"])
+        else:
+            rejects.append({"reason": reason, "source": row["source"], "chunk_id": row["gold_chunk_id"], "doc_id": row["doc_id"],
+                            "question": row["question"], "regenerated": False})
+    return kept, rejects
+
+
+def mark_hygiene(rows: list[dict], near_jaccard: float) -> dict:
+    """Flag (in place) questions that need their passage (`context_dependent`: the phrase) and
+    near-duplicates of an earlier row (`near_duplicate_of`: its qid); the keys are added to flagged
+    rows only. Returns the counts for metrics/goldenset.json."""
+    index = QuestionIndex(near_jaccard)
+    for row in rows:
+        phrase = context_dependent(row["question"])
+        if phrase:
+            row["context_dependent"] = phrase
+        near = index.near(row["question"])
+        if near:
+            row["near_duplicate_of"] = near[0]
+        index.add(row["question"], row["qid"])
+    return {
+        "context_dependent_flagged": sum("context_dependent" in row for row in rows),
+        "near_duplicate_flagged": sum("near_duplicate_of" in row for row in rows),
+    }

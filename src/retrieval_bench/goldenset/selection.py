@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from retrieval_bench.goldenset import echo
-from retrieval_bench.goldenset.build import normalise_question
+from retrieval_bench.goldenset.build import Hygiene
 from retrieval_bench.goldenset.cache import read_cache
 from retrieval_bench.goldenset.evidence import evidence_in_passage, evidence_text
 from retrieval_bench.llm import hygiene
@@ -35,6 +35,7 @@ from retrieval_bench.llm.registry import counterpart
 from retrieval_bench.llm.runner import can_resume, resume_batches, run
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import QUESTIONS, Job
+from retrieval_bench.llm.prices import usd
 from retrieval_bench.locking import exclusive
 
 # Why a reply was not used: the reply hygiene's reasons, and the golden set's own.
@@ -43,6 +44,8 @@ REJECT_REASONS = {
     "evidence_not_in_passage": "the quoted evidence is not in the passage that was sent",
     "echo": "the question copies its passage (echo gauge; generate.drop_echo)",
     "duplicate_question": "the same question as for another passage (ambiguous label)",
+    "near_duplicate_question": "nearly the same question as an earlier one (generate.drop_near_duplicates)",
+    "context_dependent": "the question needs its passage in view, e.g. 'in this section' (generate.drop_context_dependent)",
 }
 
 
@@ -93,12 +96,12 @@ class Plan:
 
 def walk(
     ranked: list[dict], index: CacheIndex, budget: int | None, max_attempts: int, drop_echo: bool,
-    seen_questions: set[str], template: str, generating: bool,
+    seen_questions: set[str], template: str, generating: bool, hygiene: Hygiene = Hygiene(),
 ) -> Plan:
     """Go down the ranking until `budget` passages have a usable question or are waiting for one.
     Deterministic for a given cache: a duplicate is the later passage's question in this order."""
     plan = Plan()
-    seen = set(seen_questions)
+    seen = hygiene.index(seen_questions)
     for passage in ranked:
         if budget is not None and len(plan.accepted) + len(plan.misses) + plan.uncached >= budget:
             break
@@ -115,14 +118,14 @@ def walk(
             evidence = record.get("evidence") or ""
             if reason is None and evidence and not evidence_in_passage(evidence, passage["text"]):
                 reason = "evidence_not_in_passage"  # an empty excerpt anchors the question to the whole passage
-            if reason is None and normalise_question(record["question"]) in seen:
-                reason = "duplicate_question"
+            if reason is None:
+                reason = hygiene.reason(record["question"], seen)
             # The echo gauge measures against the evidence (the whole passage when there is none).
             if reason is None and drop_echo and echo.is_echo(record["question"], evidence_text(evidence, passage["text"])):
                 reason = "echo"
             if reason is None:
                 plan.accepted.append((passage, record))
-                seen.add(normalise_question(record["question"]))
+                seen.add(record["question"])
                 break
             plan.rejects.append({
                 "reason": reason, "source": "generated", "chunk_id": passage["chunk_id"], "doc_id": passage["doc_id"],
@@ -166,7 +169,8 @@ def _generate_missing(
     spent = 0.0
     for round_number in range(max_rounds(params)):
         index = CacheIndex(read_cache(cache_path), meta, by_key=True)
-        plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=True)
+        plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=True,
+                    hygiene=Hygiene.from_params(params))
         # A batch in flight (or that may exist) for one of these keys is not submitted again.
         in_flight = {r["key"] for e in pending_batch_events(cache_path) + pending_intent_events(cache_path) for r in e["requests"]}
         jobs = [job for job in plan.misses if job.key not in in_flight]
@@ -177,12 +181,12 @@ def _generate_missing(
         what = "questions to generate" if round_number == 0 else "more questions to replace rejected replies"
         log(f"{len(jobs)} {what}, {cached} cached; {est.describe(settings)}")
         if settings.max_cost_usd is not None:
-            log(f"cost limit generate.max_cost_usd ${settings.max_cost_usd:.2f}")
+            log(f"cost limit generate.max_cost_usd {usd(settings.max_cost_usd)}")
         if dry_run:
             other_provider = counterpart(settings.provider)
             if other_provider is not None:
                 other = estimate([job.prompt for job in jobs], settings, batch=other_provider.batch)
-                log(f"with {other_provider.name} instead: ~${other.usd:.2f} (at most ${other.usd_max:.2f})")
+                log(f"with {other_provider.name} instead: ~{usd(other.usd)} (at most {usd(other.usd_max)})")
             log(f"rejected replies are asked again (generate.max_attempts {params['max_attempts']}), which adds a little")
             return
         check_cost(est, settings, spent)
@@ -191,7 +195,7 @@ def _generate_missing(
         failed.extend(outcome.failed)
         log(
             f"{outcome.succeeded} replies ({outcome.rejected} rejected), {len(outcome.failed)} failed; "
-            f"{outcome.input_tokens:,} input + {outcome.output_tokens:,} output tokens, ${outcome.cost:.4f}"
+            f"{outcome.input_tokens:,} input + {outcome.output_tokens:,} output tokens, {usd(outcome.cost)}"
         )
         if outcome.failed or outcome.succeeded == 0:
             break

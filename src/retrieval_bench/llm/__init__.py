@@ -1,6 +1,7 @@
 """The LLM layer: providers behind one interface, tasks, cost, hygiene, rate limits, sync and batch runs.
 
-Its one client is the golden-set build (goldenset.selection, goldenset.assemble). Entry points:
+Its clients are the golden-set build (goldenset.selection, goldenset.assemble) and relevance
+judging (evaluation.judging). Entry points:
 runner.run(task, jobs, meta, settings, cache_path) and runner.resume_batches; a job is made by
 a task (tasks.QUESTIONS.job), settings come from params (settings.Settings.from_params).
 
@@ -14,8 +15,9 @@ a task (tasks.QUESTIONS.job), settings come from params (settings.Settings.from_
     ratelimit.py          one pause for all workers after a 429/529/503
     errors.py             spend limit / refused / transient, StopGeneration
     settings.py           Settings (API calls, prices) and Meta (how a record was made)
-    tasks.py              Task (template placeholder, escaping, reply parser), Job, QUESTIONS
+    tasks.py              Task (template placeholder, escaping, reply parser), Job, QUESTIONS, JUDGE
     hygiene.py            the question task's reply parser: clean_reply and its reject reasons
+    grades.py             the judging task's reply parser: parse_grade (0-3) and its reject reasons
     cost.py               the estimate and the guard at generate.max_cost_usd
     progress.py           Outcome and the progress bar
     sync.py               the sync runner

@@ -322,6 +322,7 @@ class BatchRunner:
                         f"{event['batch_id']} stay on the server (29 days); free some space and rerun to collect them"
                     ) from None
                 cached.add(request["key"])
+                self.meter.outcome.kept += 1
                 self.meter.add(reply, rejected=record["rejected"] is not None)
         except StopGeneration:
             raise

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from retrieval_bench.io import InputError
+from retrieval_bench.llm.prices import usd
 
 if TYPE_CHECKING:
     from retrieval_bench.llm.settings import Settings
@@ -37,9 +38,10 @@ class Estimate:
         mode = "batch, half price" if self.batch else "sync"
         return (
             f"{self.requests} requests to {settings.provider} {settings.model} ({mode}): about "
-            f"{self.input_tokens:,} input + {self.output_tokens:,} output tokens ~ ${self.usd:.2f} "
-            f"(at most ${self.usd_max:.2f} if every reply used max_tokens {settings.max_tokens}) "
-            f"at ${settings.input_per_mtok:g}/${settings.output_per_mtok:g} per million input/output tokens"
+            f"{self.input_tokens:,} input + {self.output_tokens:,} output tokens ~ {usd(self.usd)} "
+            f"(at most {usd(self.usd_max)} if every reply used max_tokens {settings.max_tokens}) "
+            f"at {usd(settings.input_per_mtok)}/{usd(settings.output_per_mtok)} per million input/output tokens "
+            f"({settings.price_source})"
         )
 
 
@@ -72,7 +74,7 @@ def check_cost(est: Estimate, settings: Settings, spent: float = 0.0) -> None:
     if spent + planned > limit:
         what = "upper bound" if est.batch else "estimate"
         raise InputError(
-            f"the cost {what} ${spent + planned:.2f} for {est.requests} questions is above generate.max_cost_usd "
-            f"${limit:.2f}; raise generate.max_cost_usd, lower generate.max_questions"
+            f"the cost {what} {usd(spent + planned, against=limit)} for {est.requests} questions is above "
+            f"generate.max_cost_usd {usd(limit, against=spent + planned)}; raise generate.max_cost_usd, lower generate.max_questions"
             + ("" if est.batch else ", or use generate.provider anthropic-batch (half price)")
         )

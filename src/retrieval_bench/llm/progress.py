@@ -1,10 +1,13 @@
 """What a run did (Outcome: replies, failures, tokens, spend, why it stopped) and the progress bar
-that counts it as it goes (Meter)."""
+that counts it as it goes (Meter): replies received, never attempts, so a run whose requests all
+fail shows 0 done and its failures beside the bar."""
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
 
+from retrieval_bench.io import progress
+from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.provider import Reply
 from retrieval_bench.llm.settings import Settings
 
@@ -21,21 +24,22 @@ class Outcome:
     submitted_batches: int = 0  # batches created by this run
     adopted_batches: int = 0  # batches found by reconciliation (created by an earlier, interrupted attempt)
     unsaved: int = 0  # replies received (and paid) that could not be written to the cache
+    kept: int = 0  # replies written to the cache by this run (counted as soon as written, even if interrupted)
 
 
 class Meter:
-    """The progress bar: done/total, tokens and spend so far."""
+    """The progress bar: replies received of those asked for, failures, tokens and spend so far."""
 
     def __init__(self, total: int, settings: Settings, desc: str, batch: bool | None = None) -> None:
-        from tqdm import tqdm
-
         self.settings = settings
         self.batch = settings.batch if batch is None else batch
         self.outcome = Outcome()
-        self.bar = tqdm(
-            total=total, desc=desc, unit="q", file=sys.stderr, dynamic_ncols=True,
-            mininterval=0.5 if sys.stderr.isatty() else 15.0,
-        )
+        self.bar = progress(total, desc, unit="q")
+
+    def _postfix(self) -> None:
+        o = self.outcome
+        failed = f"{len(o.failed)} failed, " if o.failed else ""
+        self.bar.set_postfix_str(f"{failed}in {o.input_tokens:,} out {o.output_tokens:,} tok {usd(o.cost)}", refresh=False)
 
     def add(self, reply: Reply, rejected: bool, saved: bool = True) -> None:
         o = self.outcome
@@ -45,12 +49,14 @@ class Meter:
         o.input_tokens += reply.input_tokens
         o.output_tokens += reply.output_tokens
         o.cost = self.settings.cost(o.input_tokens, o.output_tokens, self.batch)
-        self.bar.set_postfix_str(f"in {o.input_tokens:,} out {o.output_tokens:,} tok ${o.cost:.4f}", refresh=False)
-        self.bar.update(1)
+        self._postfix()
+        self.bar.update(int(saved))
 
     def fail(self, reason: str) -> None:
+        """A request that got no reply: counted beside the bar, not in it."""
         self.outcome.failed.append(reason)
-        self.bar.update(1)
+        self._postfix()
+        self.bar.refresh()
 
     def write(self, message: str) -> None:
         self.bar.write(f"generate_goldenset: {message}", file=sys.stderr)

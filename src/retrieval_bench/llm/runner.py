@@ -1,8 +1,12 @@
 """The entry points: run a task's jobs through the configured provider (sync or batch), or resume
-the journalled batches of an earlier run; a clean stop ends in one line (StopGeneration).
+the journalled batches of an earlier run; a clean stop ends in one line (StopGeneration), and so
+does Ctrl-C (io.Interrupted, naming what was kept and what a rerun resumes).
 
 Only model replies are cached (replies the task's parser rejects too, so a refusal is not paid
 for on every run); a request the API failed is never cached and is asked again.
+
+Whatever needs no network (the API key and where it may be sent) is checked before the progress
+bar appears.
 """
 from __future__ import annotations
 
@@ -10,10 +14,13 @@ import asyncio
 from pathlib import Path
 
 from retrieval_bench.goldenset.cache import CacheWriter
-from retrieval_bench.llm.batch import run_batches
+from retrieval_bench.io import Interrupted
+from retrieval_bench.llm.batch import journal_path_for, run_batches
 from retrieval_bench.llm.errors import StopGeneration
+from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.progress import Meter, Outcome
-from retrieval_bench.llm.provider import BatchProvider
+from retrieval_bench.llm.provider import BatchProvider, Provider
+from retrieval_bench.llm.ratelimit import SharedPause
 from retrieval_bench.llm.registry import batch_api
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.sync import run_sync
@@ -26,6 +33,7 @@ def run(task: Task, jobs: list[Job], meta: Meta, settings: Settings, cache_path:
     failed requests are listed in the outcome and stay uncached. The caller holds the cache's
     lock (retrieval_bench.locking) and has reconciled the journal (resume_batches)."""
     provider = settings.api
+    preflight(provider, settings)
     meter = Meter(len(jobs), settings, f"generate ({settings.provider})")
     writer = CacheWriter(cache_path)
     try:
@@ -33,11 +41,29 @@ def run(task: Task, jobs: list[Job], meta: Meta, settings: Settings, cache_path:
             outcome = asyncio.run(run_batches(provider, task, jobs, meta, settings, cache_path, writer, meter, [], []))
         else:
             outcome = asyncio.run(run_sync(provider, task, jobs, meta, settings, writer, meter))
+    except KeyboardInterrupt:
+        raise interrupted(meter.outcome, cache_path, settings.batch) from None
     finally:
         writer.close()
         meter.close()
     _raise_on_stop(outcome, cache_path)
     return outcome
+
+
+def preflight(provider: Provider, settings: Settings) -> None:
+    """The checks that need no network, before any bar: the provider's client is built (the API
+    key is there, and may go where the URL points) and closed without a request."""
+    client = provider.client(settings, SharedPause())
+    asyncio.run(client.close())
+
+
+def interrupted(outcome: Outcome, cache_path: str | Path, batch: bool) -> Interrupted:
+    """The one line Ctrl-C ends a run with: what is kept and what a rerun does."""
+    kept = max(outcome.kept, outcome.succeeded)
+    line = f"interrupted; {kept} replies are kept in {cache_path} ({usd(outcome.cost)} spent), a rerun asks only for the rest"
+    if batch:
+        line += f"; batches already submitted are journalled in {journal_path_for(cache_path)}: a rerun collects them, paying nothing twice"
+    return Interrupted(line)
 
 
 def can_resume(settings: Settings) -> bool:
@@ -52,11 +78,14 @@ def resume_batches(task: Task, events: list[dict], settings: Settings, cache_pat
     and cache their results, through the batch API of the configured provider's family."""
     intents = intents or []
     total = sum(len(event["requests"]) for event in events) + sum(len(i["requests"]) for i in intents)
+    api = batch_api(settings.family)
+    preflight(api, settings)
     meter = Meter(total, settings, "resume batches", batch=True)
     writer = CacheWriter(cache_path)
     try:
-        outcome = asyncio.run(run_batches(batch_api(settings.family), task, [], None, settings, cache_path, writer, meter,
-                                          events, intents))
+        outcome = asyncio.run(run_batches(api, task, [], None, settings, cache_path, writer, meter, events, intents))
+    except KeyboardInterrupt:
+        raise interrupted(meter.outcome, cache_path, batch=True) from None
     finally:
         writer.close()
         meter.close()
@@ -68,5 +97,5 @@ def _raise_on_stop(outcome: Outcome, cache_path: str | Path) -> None:
     if outcome.stop:
         raise StopGeneration(
             f"{outcome.stop}; {outcome.succeeded} replies from this run are kept in {cache_path} "
-            f"(${outcome.cost:.2f} spent); rerun to generate the rest: only missing questions are requested"
+            f"({usd(outcome.cost)} spent); rerun to generate the rest: only missing questions are requested"
         )

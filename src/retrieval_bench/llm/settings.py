@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from retrieval_bench.llm.prices import resolve
 from retrieval_bench.llm.provider import Provider
 from retrieval_bench.llm.registry import PROVIDERS
 from retrieval_bench.params import DEFAULTS
@@ -24,18 +25,21 @@ class Settings:
     batch_discount: float
     max_cost_usd: float | None
     batch_poll_seconds: float
+    price_source: str = "generate.price"  # where the prices came from (llm.prices), for messages
 
     @classmethod
     def from_params(cls, params: dict) -> "Settings":
-        """From a validated generate section; keys it lacks take their params.DEFAULTS value."""
+        """From a validated generate section; keys it lacks take their params.DEFAULTS value. The
+        prices: generate.price, else llm.prices' table; an unknown paid model is an InputError."""
         params = {**DEFAULTS["generate"], **params}
-        price = {**DEFAULTS["generate"]["price"], **params["price"]}
+        api = PROVIDERS.get(params["provider"])
+        price = resolve(api.family if api else None, params["model"], params["base_url"], params["price"])
         return cls(
             provider=params["provider"], model=params["model"], max_tokens=params["max_tokens"],
             concurrency=params["concurrency"], max_retries=params["max_retries"], base_url=params["base_url"],
-            input_per_mtok=float(price["input_per_mtok"]), output_per_mtok=float(price["output_per_mtok"]),
-            batch_discount=float(price["batch_discount"]), max_cost_usd=params["max_cost_usd"],
-            batch_poll_seconds=float(params["batch_poll_seconds"]),
+            input_per_mtok=price.input_per_mtok, output_per_mtok=price.output_per_mtok,
+            batch_discount=price.batch_discount, max_cost_usd=params["max_cost_usd"],
+            batch_poll_seconds=float(params["batch_poll_seconds"]), price_source=price.source,
         )
 
     @property

@@ -9,10 +9,12 @@ never cached and is asked again by the next run.
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from retrieval_bench.goldenset.cache import CacheWriteError, CacheWriter, free_bytes
 from retrieval_bench.llm.connection import EndpointUnreachable
 from retrieval_bench.llm.cost import estimate_input_tokens
+from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.progress import Meter, Outcome
 from retrieval_bench.llm.provider import Provider, Reply
 from retrieval_bench.llm.ratelimit import SharedPause
@@ -40,6 +42,12 @@ async def run_sync(provider: Provider, task: Task, jobs: list[Job], meta: Meta, 
     breaker = max(10, 2 * settings.concurrency)
     unsaved: list[tuple[dict, Reply]] = []
     space_needed = SPACE_RESERVE_BYTES + settings.concurrency * SPACE_PER_REPLY_BYTES
+    kept_lock = threading.Lock()
+
+    def keep(record: dict) -> None:  # in a worker thread: counted once written, even if Ctrl-C cancels the wait
+        writer.append(record)
+        with kept_lock:
+            outcome.kept += 1
 
     async def one(job: Job) -> None:
         async with semaphore:
@@ -55,7 +63,7 @@ async def run_sync(provider: Provider, task: Task, jobs: list[Job], meta: Meta, 
             limit = settings.max_cost_usd
             if limit is not None and outcome.cost + (state["in_flight"] + 1) * worst_case > limit:
                 outcome.stop = outcome.stop or (
-                    f"stopped at generate.max_cost_usd ${limit:.2f} (spent ${outcome.cost:.2f})"
+                    f"stopped at generate.max_cost_usd {usd(limit)} (spent {usd(outcome.cost, against=limit)})"
                 )
                 return
             state["in_flight"] += 1
@@ -88,7 +96,7 @@ async def run_sync(provider: Provider, task: Task, jobs: list[Job], meta: Meta, 
             state["consecutive_failures"] = 0
             record = task.record(meta, job.key, job.passage_sha256, job.attempt, reply)
             try:
-                await asyncio.to_thread(writer.append, record)  # fsync off the event loop; appends are serialised
+                await asyncio.to_thread(keep, record)  # fsync off the event loop; appends are serialised
             except CacheWriteError as error:
                 unsaved.append((record, reply))
                 outcome.stop = outcome.stop or str(error)
@@ -115,6 +123,7 @@ def _save_late(unsaved: list[tuple[dict, Reply]], writer: CacheWriter, meter: Me
     for record, reply in unsaved:
         try:
             writer.append(record)
+            outcome.kept += 1
             meter.add(reply, rejected=record["rejected"] is not None)
         except CacheWriteError:
             meter.add(reply, rejected=False, saved=False)

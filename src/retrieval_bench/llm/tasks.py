@@ -8,15 +8,26 @@ a new task (relevance judging, say) is a new Task here and its parser, and no pr
 QUESTIONS writes one search question a passage answers: the passage goes between the prompt's
 <passage> tags escaped (goldenset.evidence.escape_passage), the reply is read by
 hygiene.clean_reply.
+
+JUDGE grades how well a chunk answers a question, 0-3 (UMBRELA, Upadhyay et al. 2024, after
+Thomas et al. 2023): two texts, the question between <query> tags and the chunk between
+<passage> tags, both escaped so neither can close or open either block; its cache key hashes
+(model, prompt, question, chunk text), so a pair is paid for once whichever run, chunk id or
+revision asks for it; the reply is read by grades.parse_grade. Its records carry the question
+and the chunk's id (a task's `context`, by cache key) so the cache reads on its own.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import dataclasses
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from retrieval_bench.goldenset.cache import cache_key
-from retrieval_bench.goldenset.evidence import escape_passage
+from retrieval_bench.goldenset.evidence import _INVISIBLE_CHARS, escape_passage
+from retrieval_bench.llm.grades import parse_grade
 from retrieval_bench.llm.hygiene import clean_reply
 from retrieval_bench.llm.provider import Reply
 from retrieval_bench.llm.settings import Meta
@@ -36,6 +47,12 @@ class Task:
     placeholder: str  # in the prompt template, replaced by the (escaped) text
     escape: Callable[[str], str]  # the text as it stands in the prompt; unchanged text keeps its cache key
     parse: Callable[[str, str | None], dict]  # (reply text, stop reason) -> the task's fields of the cache record
+    query_placeholder: str | None = None  # a second text in the prompt (the question of a judged pair)
+    context: Mapping[str, dict] = field(default_factory=dict)  # cache key -> fields saying what was asked
+
+    def with_context(self, context: Mapping[str, dict]) -> "Task":
+        """This task, its records carrying `context[key]` (e.g. the question and chunk id judged)."""
+        return dataclasses.replace(self, context=context)
 
     def prompt(self, template: str, text: str) -> str:
         """The prompt for one text: str.replace, so braces elsewhere in the template are literal."""
@@ -46,6 +63,16 @@ class Task:
         key = cache_key(meta.family, meta.model, meta.prompt_sha256, text, meta.max_tokens, attempt,
                         escaped=escaped != text)
         return Job(key, text_sha256, attempt, template.replace(self.placeholder, escaped))
+
+    def pair_job(self, meta: Meta, template: str, query: str, text: str, text_sha256: str, attempt: int) -> Job:
+        """The job for a (query, text) pair: both escaped into the template in one pass (neither
+        can inject the other's placeholder), keyed by the task, the query and the text."""
+        fields = {self.query_placeholder: self.escape(query), self.placeholder: self.escape(text)}
+        escaped = (fields[self.query_placeholder], fields[self.placeholder]) != (query, text)
+        payload = json.dumps([self.name, query, text], ensure_ascii=False)
+        key = cache_key(meta.family, meta.model, meta.prompt_sha256, payload, meta.max_tokens, attempt, escaped=escaped)
+        pattern = "|".join(re.escape(name) for name in fields)
+        return Job(key, text_sha256, attempt, re.sub(pattern, lambda m: fields[m.group()], template))
 
     def record(self, meta: Meta, key: str, passage_sha256: str, attempt: int, reply: Reply, provider: str | None = None) -> dict:
         """The cache record of one reply (goldenset.cache describes its fields)."""
@@ -59,6 +86,7 @@ class Task:
             "max_tokens": meta.max_tokens,
             "attempt": attempt,
             **self.parse(reply.text, reply.stop_reason),
+            **self.context.get(key, {}),
             "stop_reason": reply.stop_reason,
             "raw": reply.text,
             "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
@@ -72,3 +100,28 @@ def _question_fields(text: str, stop_reason: str | None) -> dict:
 
 
 QUESTIONS = Task("questions", "{passage}", escape_passage, _question_fields)
+
+
+_IGNORABLE = f"[{_INVISIBLE_CHARS}]*"
+_GAP = f"[\\s{_INVISIBLE_CHARS}]*"
+# An opening or closing <query> tag however spaced, cased or interleaved with invisible characters
+# (escape_passage does the same for <passage>).
+_QUERY_DELIMITER = re.compile(
+    r"[<\uff1c\ufe64](?=" + _GAP + "/?" + _GAP + _IGNORABLE.join("query") + r"(?![A-Za-z0-9_\-]))", re.IGNORECASE
+)
+
+
+def escape_judged(text: str) -> str:
+    """A question or chunk as it stands in the judge's prompt: anything a model could read as a
+    <passage> or <query> tag escaped (as escape_passage does); other text unchanged."""
+    escaped = escape_passage(text)
+    return _QUERY_DELIMITER.sub(lambda m: "&lt;" if m.group() == "<" else f"&#x{ord(m.group()):04x};", escaped)
+
+
+def _grade_fields(text: str, stop_reason: str | None) -> dict:
+    graded = parse_grade(text, stop_reason)
+    # `question` (null here, set from the task's context) keeps the record readable by goldenset.cache.read_cache.
+    return {"question": None, "grade": graded.grade, "rejected": graded.rejected}
+
+
+JUDGE = Task("judge", "{passage}", escape_judged, _grade_fields, query_placeholder="{query}")

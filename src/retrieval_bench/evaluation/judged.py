@@ -1,0 +1,178 @@
+"""The judged view: every metric again, counting what the golden set cannot see.
+
+The strict view (evaluation.scoring) scores a run against the golden set's labels: one passage
+per synthetic question. The judged view adds, per question:
+
+- duplicates: a chunk duplicating a judged chunk (corpus.duplicates: the same normalised text,
+  or a near-duplicate) is judged like it, with the same gain and, for span questions, covering the
+  same stretch of the evidence;
+- pooled LLM judgements (evaluation.judging, stage judge): a chunk graded >= judge.min_grade is
+  relevant, with gain = grade / 3 x the question's best strict gain (1 for a span question whose
+  evidence a chunk holds whole), and for a span question it counts as holding the whole evidence
+  (it answers the question). Unjudged chunks are not relevant (trec_eval's convention), and a
+  chunk that real labels judge keeps that judgement (a person's grade, 0 included, stands).
+
+Copies are one answer: of the chunks of one duplicate group judged for a question, only the
+best-placed in the run counts (with the group's best gain); the other copies are left out of that
+question's ranking, as a retriever deduplicating its results would show them, so returning the
+same text twice neither earns twice nor inflates an ideal ranking. Then every metric is computed
+exactly as in the strict view (evaluation.metrics: same tie policy, same recall variants). With
+no duplicate of a judged chunk and no judgement, the judged view equals the strict one.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from retrieval_bench.corpus.duplicates import group_members
+from retrieval_bench.evaluation.metrics import score_question, summary_names
+from retrieval_bench.evaluation.relevance import Judgement
+from retrieval_bench.io import InputError
+from retrieval_bench.retrieval.run import positions
+
+PREFIX = "judged_"
+MAX_GRADE = 3
+
+
+@dataclass
+class Item:
+    gain: float
+    start: int | None
+    end: int | None
+    source: str  # gold (the golden set's own judgement), duplicate, judge
+
+
+def pool_grades(rows: list[dict], qids: set[str], chunk_ids: set[str], where: str) -> dict[str, dict[str, int | None]]:
+    """qid -> chunk id -> grade (None: pooled, not judged) from the rows of data/judged_pool.jsonl."""
+    grades: dict[str, dict[str, int | None]] = {}
+    for number, row in enumerate(rows, 1):
+        qid, chunk_id, grade = str(row.get("qid")), str(row.get("chunk_id")), row.get("grade")
+        if chunk_id not in chunk_ids:
+            raise InputError(f"{where}:{number}: chunk {chunk_id} is not in the chunk table; rerun the judge stage")
+        if grade is not None and (isinstance(grade, bool) or not isinstance(grade, int) or not 0 <= grade <= MAX_GRADE):
+            raise InputError(f"{where}:{number}: grade must be an integer 0-{MAX_GRADE} or null, got {grade!r}")
+        if qid in qids:
+            grades.setdefault(qid, {})[chunk_id] = grade
+    return grades
+
+
+def _items(judgement: Judgement, grades: dict[str, int | None], index_of: dict[str, int], members: dict[str, list[str]],
+           chunk_ids: np.ndarray, min_grade: int, labelled: set[str]) -> dict[int, Item]:
+    span = judgement.span
+    items: dict[int, Item] = {}
+    for position, index in enumerate(judgement.indices.tolist()):
+        start = int(judgement.starts[position]) if span is not None else None
+        end = int(judgement.ends[position]) if span is not None else None
+        items[index] = Item(float(judgement.gains[position]), start, end, "gold")
+    best = float(judgement.gains.max()) if len(judgement.gains) and judgement.gains.max() > 0 else 1.0
+    whole = span if span is not None else (None, None)
+    for chunk_id, grade in grades.items():
+        if chunk_id in labelled:  # a person's judgement (real labels) stands
+            continue
+        index = index_of[chunk_id]
+        old = items.get(index)
+        if grade is not None and grade >= min_grade and (old is None or old.gain <= 0):
+            items[index] = Item(best * grade / MAX_GRADE, *whole, "judge")
+    for index, item in list(items.items()):  # the judged chunks' copies are judged like them
+        for member in members.get(chunk_ids[index], ()):
+            other = index_of[member]
+            if other not in items or items[other].gain < item.gain:
+                relevant_before = other in items and items[other].gain > 0
+                items[other] = Item(item.gain, item.start, item.end, items[other].source if relevant_before else "duplicate")
+    return items
+
+
+def _collapse(items: dict[int, Item], members: dict[str, list[str]], chunk_ids: np.ndarray, index_of: dict[str, int],
+              rank_of: dict[str, int]) -> list[str]:
+    """Keep one member of each duplicate group among `items` (in place): the best-placed in the run,
+    with the group's best gain and that member's stretch of the evidence. Returns the chunk ids of
+    the copies left out."""
+    dropped: list[str] = []
+    seen: set[int] = set()
+    for index in sorted(items):
+        group = [index_of[m] for m in members.get(chunk_ids[index], ()) if index_of[m] in items]
+        if len(group) < 2 or index in seen:
+            continue
+        seen.update(group)
+        keep = min(group, key=lambda i: (rank_of.get(chunk_ids[i], math.inf), -items[i].gain, i))
+        strongest = max(group, key=lambda i: (items[i].gain, items[i].source == "gold", i == keep))
+        items[keep] = items[strongest]
+        for other in group:
+            if other != keep:
+                dropped.append(chunk_ids[other])
+                del items[other]
+    return dropped
+
+
+def judged_table(
+    golden: list[dict], judgements: list[Judgement], chunks: pd.DataFrame, run: pd.DataFrame, ks: list[int], ties: str,
+    duplicates: pd.DataFrame, grades: dict[str, dict[str, int | None]], min_grade: int, ambiguous_at: int,
+) -> pd.DataFrame:
+    """The judged view's per-question columns (judged_<metric>, judged_n_relevant,
+    n_duplicate_relevant, n_judge_relevant, n_pooled, n_pooled_judged, n_pooled_relevant,
+    ambiguous), one row per golden row in order; `judgements` are the strict ones."""
+    chunk_ids = chunks["chunk_id"].to_numpy()
+    index_of = {chunk_id: i for i, chunk_id in enumerate(chunk_ids)}
+    members = group_members(duplicates)
+    ranks = {qid: dict(zip(group["chunk_id"], group["rank"])) for qid, group in run.groupby("qid", sort=False)}
+    judged, drop, extras = [], [], []
+    for row, strict in zip(golden, judgements):
+        qid = row["qid"]
+        question_grades = grades.get(qid, {})
+        items = _items(strict, question_grades, index_of, members, chunk_ids, min_grade, set(row.get("relevant") or {}))
+        gained_by_copy = sum(item.gain > 0 and item.source == "duplicate" for item in items.values())
+        drop.extend((qid, chunk_id) for chunk_id in _collapse(items, members, chunk_ids, index_of, ranks.get(qid, {})))
+        order = sorted(items)
+        indices = np.array(order, dtype=np.int64)
+        judgement = Judgement(
+            indices, np.array([items[i].gain for i in order], dtype=np.float64), strict.span,
+            np.array([items[i].start for i in order], dtype=np.int64) if strict.span is not None else None,
+            np.array([items[i].end for i in order], dtype=np.int64) if strict.span is not None else None,
+        )
+        judged.append(judgement)
+        n_judge = sum(item.gain > 0 and item.source == "judge" for item in items.values())
+        values = [g for g in question_grades.values() if g is not None]
+        extras.append({
+            "n_duplicate_relevant": int(gained_by_copy),
+            "n_judge_relevant": int(n_judge),
+            "n_pooled": len(question_grades),
+            "n_pooled_judged": len(values),
+            "n_pooled_relevant": sum(g >= min_grade for g in values),
+            "ambiguous": int(n_judge >= ambiguous_at),
+        })
+    if drop:
+        left_out = pd.MultiIndex.from_tuples(drop)
+        run = run[~pd.MultiIndex.from_frame(run[["qid", "chunk_id"]]).isin(left_out)]
+    placed = positions(run, [row["qid"] for row in golden], [chunk_ids[j.indices].tolist() for j in judged])
+    rows = []
+    for row, judgement, where, extra in zip(golden, judged, placed, extras):
+        metrics = score_question(judgement, where, ks, ties)
+        n_relevant = metrics.pop("n_relevant")
+        for column in ("n_relevant_tied", "tie_group_size"):
+            metrics.pop(column)
+        rows.append({f"{PREFIX}{name}": value for name, value in metrics.items()} | {f"{PREFIX}n_relevant": n_relevant, **extra})
+    return pd.DataFrame(rows)
+
+
+def judged_summary(per_question: pd.DataFrame, ks: list[int], duplicates: pd.DataFrame) -> dict[str, float | int | None]:
+    """The judged view's keys of metrics.json, after the strict ones: judged_<metric> for every
+    metric, then what the golden set could not see."""
+    summary: dict[str, float | int | None] = {
+        f"{PREFIX}{name}": float(per_question[f"{PREFIX}{column}"].mean()) for name, column in summary_names(ks)
+    }
+    pooled_judged = int(per_question["n_pooled_judged"].sum())
+    pooled_relevant = int(per_question["n_pooled_relevant"].sum())
+    summary.update(
+        n_duplicate_chunks=int(len(duplicates) - duplicates["group"].nunique()) if len(duplicates) else 0,
+        n_questions_gaining_duplicate=int((per_question["n_duplicate_relevant"] > 0).sum()),
+        judge_pooled=int(per_question["n_pooled"].sum()),
+        judge_judged=pooled_judged,
+        judge_relevant=pooled_relevant,
+        judge_relevant_share=round(pooled_relevant / pooled_judged, 4) if pooled_judged else None,
+        n_questions_gaining_judged=int((per_question["n_judge_relevant"] > 0).sum()),
+        n_questions_ambiguous=int(per_question["ambiguous"].sum()),
+    )
+    return summary

@@ -1,0 +1,256 @@
+"""Pooled LLM relevance judgements: what the stage `judge` does (TREC pooling, UMBRELA grades).
+
+For each question, the top judge.depth chunks of every run named in judge.pool (the current run
+data/run.parquet by default; other run files, or `rev:<revision>` for the run of a git revision
+or DVC experiment) are pooled; the golden set's own relevant chunks and their duplicates are left
+out (they are relevant already), as are chunks that real labels (qrels) judge, whatever the grade
+(a person's judgement stands), and every other pooled (question, chunk) pair is graded 0-3 by
+the judge model with data/judge_prompt.txt (llm.tasks.JUDGE).
+
+Everything paid for goes through the LLM layer as the golden set's questions do: the same
+providers, the batch API and its journal (data/judgements.batches.jsonl), the cost estimate and
+the guard at judge.max_cost_usd, the reply hygiene (llm.grades; a rejected reply is asked again
+up to judge.max_attempts times), and an append-only content-addressed cache
+(data/judgements.jsonl, keyed by provider family, model, prompt, question and chunk text), held
+under the cache's lock (retrieval_bench.locking) from the first look to the last reply. A kill
+loses only the requests in flight; a rerun pays only for pairs never graded. Off
+(judge.enabled false, or provider none) nothing is read from the runs and nothing is asked.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from collections import Counter
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from retrieval_bench.corpus.duplicates import group_members
+from retrieval_bench.evaluation.revisions import read_artefact, resolve_revision
+from retrieval_bench.evaluation.relevance import judge as strict_judgements
+from retrieval_bench.goldenset.cache import read_cache
+from retrieval_bench.io import InputError
+from retrieval_bench.llm.batch import pending_batch_events, pending_intent_events
+from retrieval_bench.llm.cost import estimate
+from retrieval_bench.llm.errors import StopGeneration
+from retrieval_bench.llm.prices import usd
+from retrieval_bench.llm.registry import counterpart
+from retrieval_bench.llm.runner import can_resume, resume_batches, run
+from retrieval_bench.llm.settings import Meta, Settings
+from retrieval_bench.llm.tasks import JUDGE, Job
+from retrieval_bench.locking import exclusive
+from retrieval_bench.params import JUDGE_POOL_REVISION
+from retrieval_bench.paths import RUN
+from retrieval_bench.retrieval.run import read_run_file
+
+Log = Callable[[str], None]
+DRY_RUN_ENV = "RETRIEVAL_BENCH_DRY_RUN"
+
+
+class JudgeDryRun(Exception):
+    """A dry run has said what judging would cost; nothing was asked or written."""
+
+
+@dataclass
+class Pair:
+    qid: str
+    chunk_id: str
+    runs: list[str]
+    question: str
+    text: str
+    text_sha256: str
+
+
+@dataclass
+class Judged:
+    rows: list[dict]  # data/judged_pool.jsonl: one per pooled pair
+    report: dict  # metrics/judge.json
+
+    def summary(self, pool_path: str) -> str:
+        r = self.report
+        if not r["enabled"]:
+            return f"off ({r['why']}): nothing judged, nothing paid; the judged view counts duplicate chunks only"
+        return (f"{r['judged']} of {r['pooled']} pooled pairs graded ({r['relevant']} relevant, {r['unjudged']} unjudged), "
+                f"{r['requests']} requests this run, {usd(r['cost_usd'])}; written to {pool_path}")
+
+
+def dry_run_from_env() -> bool:
+    """RETRIEVAL_BENCH_DRY_RUN=1: a dry run under `dvc repro` (the stage then exits 3, so DVC records nothing)."""
+    return os.environ.get(DRY_RUN_ENV, "").lower() in ("1", "true", "yes")
+
+
+def read_prompt(data: bytes, path: str) -> tuple[str, str]:
+    """(template, sha256 of its bytes) of the judge prompt; the sha256 is part of every cache key."""
+    template = data.decode("utf-8")
+    for placeholder in (JUDGE.query_placeholder, JUDGE.placeholder):
+        if placeholder not in template:
+            raise InputError(f"{path}: the judge prompt has no {placeholder} placeholder")
+    return template, hashlib.sha256(data).hexdigest()
+
+
+def read_pool(pool: list[str], cwd: Path = Path(".")) -> dict[str, pd.DataFrame]:
+    """Each judge.pool entry's run (qid, chunk_id, rank): a run file (our Parquet run, a TREC run
+    or JSONL), or rev:<revision>, data/run.parquet as committed there (from git or the DVC cache)."""
+    runs = {}
+    for entry in pool:
+        if entry.startswith(JUDGE_POOL_REVISION):
+            revision = entry[len(JUDGE_POOL_REVISION):]
+            data = read_artefact(RUN, resolve_revision(revision, cwd), cwd)
+            if data is None:
+                raise InputError(f"judge.pool {entry}: {RUN} is not in git or the DVC cache at {revision}; `dvc pull` it first")
+            run = pd.read_parquet(io.BytesIO(data))
+        elif not (cwd / entry).is_file():
+            raise InputError(f"judge.pool {entry}: not found (a run file, or {JUDGE_POOL_REVISION}<git revision>)")
+        elif entry.lower().endswith(".parquet"):
+            run = pd.read_parquet(cwd / entry)
+        else:
+            run = read_run_file(cwd / entry)
+        missing = {"qid", "chunk_id", "rank"} - set(run.columns)
+        if missing:
+            raise InputError(f"judge.pool {entry}: not a run (no {', '.join(sorted(missing))} column)")
+        runs[entry] = run.astype({"qid": str, "chunk_id": str})
+    return runs
+
+
+def pool_pairs(golden: list[dict], chunks: pd.DataFrame, runs: dict[str, pd.DataFrame], depth: int,
+               duplicates: pd.DataFrame, min_coverage: float, log: Log | None = None) -> list[Pair]:
+    """The pooled pairs, question by question in golden-set order, chunks in order of first
+    appearance; the gold (the strict judgement's relevant chunks) and its copies are left out."""
+    members = group_members(duplicates)
+    chunk_ids = chunks["chunk_id"].to_numpy()
+    text_of = dict(zip(chunks["chunk_id"], chunks["text"]))
+    sha_of = dict(zip(chunks["chunk_id"], chunks["text_sha256"]))
+    tops = {label: {qid: group.sort_values("rank")["chunk_id"].tolist()
+                    for qid, group in run[run["rank"] <= depth].groupby("qid", sort=False)} for label, run in runs.items()}
+    pairs: list[Pair] = []
+    counts = Counter()
+    for row, strict in zip(golden, strict_judgements(golden, chunks, min_coverage)):
+        gold = {chunk_ids[i] for i, gain in zip(strict.indices.tolist(), strict.gains.tolist()) if gain > 0}
+        gold |= {member for chunk_id in gold for member in members.get(chunk_id, ())}
+        gold |= set(row.get("relevant") or {})  # chunks real labels judged (0 included) are judged already
+        found: dict[str, Pair] = {}
+        for label, top in tops.items():
+            for chunk_id in top.get(str(row["qid"]), []):
+                if chunk_id in gold:
+                    counts["skipped_gold"] += 1
+                elif chunk_id not in text_of:
+                    counts["unknown_chunks"] += 1
+                elif chunk_id in found:
+                    found[chunk_id].runs.append(label)
+                else:
+                    found[chunk_id] = Pair(str(row["qid"]), chunk_id, [label], row["question"], text_of[chunk_id], sha_of[chunk_id])
+        pairs.extend(found.values())
+    if log is not None:
+        log(f"{len(pairs)} pooled pairs from the top {depth} of {', '.join(runs)}; {counts['skipped_gold']} gold chunks "
+            "or their copies left out" + (f", {counts['unknown_chunks']} chunk ids not in the chunk table" if counts["unknown_chunks"] else ""))
+    return pairs
+
+
+def _status(pairs: list[Pair], cache: dict[str, dict], meta: Meta, template: str, max_attempts: int
+            ) -> tuple[dict[int, dict], list[Job], Counter]:
+    """Per pair (by position) its accepted record, the jobs still to ask (one per distinct key) and
+    the rejected replies by reason."""
+    accepted: dict[int, dict] = {}
+    misses: dict[str, Job] = {}
+    rejected: Counter = Counter()
+    for position, pair in enumerate(pairs):
+        for attempt in range(max_attempts):
+            job = JUDGE.pair_job(meta, template, pair.question, pair.text, pair.text_sha256, attempt)
+            record = cache.get(job.key)
+            if record is None:
+                misses.setdefault(job.key, job)
+                break
+            if record.get("rejected") is None and record.get("grade") is not None:
+                accepted[position] = record
+                break
+            rejected[record.get("rejected") or "no_grade"] += 1
+    return accepted, list(misses.values()), rejected
+
+
+def judge_pool(params: dict, pairs: list[Pair], template: str, prompt_sha256: str, cache_path: str,
+               dry_run: bool, log: Log) -> Judged:
+    """Grade every pooled pair the cache lacks (see the module's docstring); the judged pool and
+    the report. Raises JudgeDryRun after a dry run, StopGeneration on a clean stop."""
+    settings = Settings.from_params(params)
+    meta = Meta(params["provider"], settings.family or "", params["model"], prompt_sha256, params["max_tokens"])
+    context = {}
+    for pair in pairs:
+        for attempt in range(params["max_attempts"]):
+            key = JUDGE.pair_job(meta, template, pair.question, pair.text, pair.text_sha256, attempt).key
+            context.setdefault(key, {"qid": pair.qid, "chunk_id": pair.chunk_id, "question": pair.question})
+    task = JUDGE.with_context(context)
+    spent, failed, asked = 0.0, [], 0
+    with nullcontext() if dry_run else exclusive(cache_path, log):
+        pending, intents = pending_batch_events(cache_path), pending_intent_events(cache_path)
+        if (pending or intents) and can_resume(settings) and not dry_run:
+            log(f"{len(pending) + len(intents)} judging batches from an earlier run were not collected; resuming them")
+            spent += resume_batches(task, pending, settings, cache_path, intents).cost
+        before, _, _ = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
+        for _ in range(params["max_attempts"] + 1):
+            accepted, jobs, rejected = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
+            in_flight = {r["key"] for e in pending_batch_events(cache_path) + pending_intent_events(cache_path) for r in e["requests"]}
+            jobs = [job for job in jobs if job.key not in in_flight]
+            if not jobs:
+                break
+            est = estimate([job.prompt for job in jobs], settings)
+            log(f"{len(jobs)} pairs to grade, {len(accepted)} graded already; {est.describe(settings)}")
+            if dry_run:
+                other = counterpart(settings.provider)
+                if other is not None:
+                    alt = estimate([job.prompt for job in jobs], settings, batch=other.batch)
+                    log(f"with {other.name} instead: ~{usd(alt.usd)} (at most {usd(alt.usd_max)})")
+                raise JudgeDryRun("dry run: nothing was asked or written")
+            _check_cost(est, settings, spent)
+            outcome = run(task, jobs, meta, settings, cache_path)
+            spent, asked = spent + outcome.cost, asked + outcome.succeeded + len(outcome.failed)
+            failed.extend(outcome.failed)
+            if outcome.failed or outcome.succeeded == 0:
+                break
+        if dry_run:
+            raise JudgeDryRun(f"dry run: all {len(pairs)} pooled pairs are graded or in flight already; nothing to ask")
+        accepted, _, rejected = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
+    if failed:
+        reasons = "; ".join(f"{n}x {r}" for r, n in Counter(failed).most_common(3))
+        raise StopGeneration(f"{len(failed)} judging requests failed ({reasons}); every grade received is kept in "
+                             f"{cache_path}; rerun to ask for the missing ones again")
+    rows = [{"qid": p.qid, "chunk_id": p.chunk_id, "runs": p.runs, "grade": accepted[i]["grade"] if i in accepted else None,
+             "key": accepted[i]["key"] if i in accepted else None} for i, p in enumerate(pairs)]
+    grades = Counter(row["grade"] for row in rows if row["grade"] is not None)
+    report = {
+        "enabled": True, "pooled": len(pairs), "judged": sum(grades.values()), "unjudged": len(pairs) - sum(grades.values()),
+        "judged_before_this_run": len(before), "requests": asked, "cost_usd": round(spent, 6),
+        "rejected_replies": sum(rejected.values()), "rejected_by_reason": dict(sorted(rejected.items())),
+        "grades": {str(g): grades.get(g, 0) for g in range(4)},
+        "relevant": sum(n for g, n in grades.items() if g >= params["min_grade"]),
+    }
+    return Judged(rows, report)
+
+
+def _check_cost(est, settings: Settings, spent: float) -> None:
+    limit = settings.max_cost_usd
+    planned = est.usd_max if est.batch else est.usd
+    if limit is not None and spent + planned > limit:
+        what = "upper bound" if est.batch else "estimate"
+        raise InputError(
+            f"the cost {what} {usd(spent + planned, against=limit)} for {est.requests} judgements is above judge.max_cost_usd "
+            f"{usd(limit, against=spent + planned)}; "
+            "raise judge.max_cost_usd, lower judge.depth" + ("" if est.batch else ", or use judge.provider anthropic-batch (half price)")
+        )
+
+
+def off(params: dict, dry_run: bool) -> Judged:
+    """What the stage writes when judging is off: no pair, no request, no cost."""
+    why = "judge.enabled is false" if not params["enabled"] else "judge.provider is none"
+    if dry_run:
+        raise JudgeDryRun(f"dry run: judging is off ({why}); nothing would be asked")
+    report = {"enabled": False, "why": why, "pooled": 0, "judged": 0, "unjudged": 0, "judged_before_this_run": 0, "requests": 0,
+              "cost_usd": 0.0, "rejected_replies": 0, "rejected_by_reason": {}, "grades": {str(g): 0 for g in range(4)}, "relevant": 0}
+    return Judged([], report)
+
+
+def is_on(params: dict) -> bool:
+    return bool(params["enabled"]) and params["provider"] != "none"

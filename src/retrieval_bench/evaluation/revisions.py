@@ -1,0 +1,64 @@
+"""Pipeline outputs as they were at a git revision or DVC experiment (for `retrieval-bench compare`
+and the judge stage's `rev:` pool entries): from git, or else from the DVC cache through dvc.api."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from retrieval_bench.io import InputError
+
+WORKSPACE = "workspace"
+EXPERIMENT_REFS = "refs/exps"
+
+
+def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise InputError("git is not installed or not on PATH") from None
+
+
+def experiment_ref(name: str, cwd: Path) -> str | None:
+    """The full ref of DVC experiment `name` (refs/exps/.../<name>), None if there is none."""
+    listing = _git(["for-each-ref", EXPERIMENT_REFS, "--format=%(refname)"], cwd)
+    if listing.returncode != 0:
+        return None
+    matches = sorted(
+        ref for ref in listing.stdout.split()
+        if ref.rsplit("/", 1)[-1] == name and not ref.startswith((f"{EXPERIMENT_REFS}/exec/", f"{EXPERIMENT_REFS}/celery/"))
+    )
+    if len(matches) > 1:
+        raise InputError(f"{name}: several DVC experiments have this name ({', '.join(matches)}); give the full ref")
+    return matches[0] if matches else None
+
+
+def resolve_revision(rev: str, cwd: Path) -> str:
+    """The commit of a git revision or DVC experiment name; an InputError when it is neither."""
+    found = _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd)
+    if found.returncode == 0:
+        return found.stdout.strip()
+    inside = _git(["rev-parse", "--is-inside-work-tree"], cwd)
+    if inside.returncode != 0:
+        raise InputError(f"{rev}: not in a git repository (run from the project's root)")
+    ref = experiment_ref(rev, cwd)
+    if ref is not None:
+        found = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd)
+        if found.returncode == 0:
+            return found.stdout.strip()
+    raise InputError(f"{rev}: not a git revision or DVC experiment name")
+
+
+def read_artefact(path: str, commit: str | None, cwd: Path) -> bytes | None:
+    """A pipeline output as it was at `commit` (None: the working tree), from git or else from the
+    DVC cache through dvc.api; None when it cannot be had there (never pulled, say)."""
+    if commit is None:
+        return (cwd / path).read_bytes() if (cwd / path).is_file() else None
+    shown = subprocess.run(["git", "show", f"{commit}:./{path}"], cwd=cwd, capture_output=True)
+    if shown.returncode == 0:
+        return shown.stdout
+    try:
+        import dvc.api
+
+        return dvc.api.read(path, repo=str(cwd), rev=commit, mode="rb")
+    except Exception:  # noqa: BLE001 - not in the local cache: the context is optional
+        return None

@@ -1,0 +1,55 @@
+"""Stage judge: pooled LLM relevance judgements -> data/judged_pool.jsonl (the pooled pairs and
+their grades, read by score), data/judgements.jsonl (the persistent cache of paid grades) and
+metrics/judge.json. Off by default (judge.enabled: false): then it writes an empty pool at once.
+
+`python -m stages.judge --dry-run` (or RETRIEVAL_BENCH_DRY_RUN=1) prints what judging would cost.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from retrieval_bench import paths
+from retrieval_bench.evaluation.judging import JudgeDryRun, dry_run_from_env, is_on, judge_pool, off, pool_pairs, read_pool, read_prompt
+from retrieval_bench.io import read_jsonl, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
+from retrieval_bench.locking import WAIT_ENV
+from retrieval_bench.params import load_all_params
+
+
+def log(message: str) -> None:
+    print(f"judge: {message}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = stage_parser("judge", __doc__)
+    parser.add_argument("--dry-run", action="store_true", help="print what judging would cost; write nothing")
+    parser.add_argument("--no-wait", action="store_true", help="exit with one line if another run holds the judgement cache")
+    args = parser.parse_args(argv)
+    os.environ.update({WAIT_ENV: "0"} if args.no_wait else {})
+    dry_run = args.dry_run or dry_run_from_env()
+    params = load_all_params()
+    settings = params["judge"]
+    for path in () if dry_run else (paths.JUDGEMENTS, paths.JUDGE_BATCH_JOURNAL):  # persistent outputs: they must exist
+        touch_jsonl(path)
+    try:
+        if not is_on(settings):
+            judged = off(settings, dry_run)
+        else:
+            template, prompt_sha256 = read_prompt(Path(paths.JUDGE_PROMPT).read_bytes(), paths.JUDGE_PROMPT)
+            chunks = pd.read_parquet(paths.CHUNKS, columns=["chunk_id", "doc_id", "start", "end", "text", "text_sha256"])
+            pairs = pool_pairs(read_jsonl(paths.GOLDENSET), chunks, read_pool(settings["pool"]), settings["depth"],
+                               pd.read_parquet(paths.DUPLICATES), params["score"]["min_coverage"], log)
+            judged = judge_pool(settings, pairs, template, prompt_sha256, paths.JUDGEMENTS, dry_run, log)
+    except JudgeDryRun as done:  # exit 0 from the command line, 3 under `dvc repro` (the switch): DVC records nothing
+        log(str(done))
+        raise SystemExit(3 if dry_run_from_env() else 0) from None
+    write_jsonl(paths.JUDGED_POOL, judged.rows)
+    write_json(paths.JUDGE_REPORT, judged.report)
+    log(judged.summary(paths.JUDGED_POOL))
+
+
+if __name__ == "__main__":
+    run_stage(lambda: main(sys.argv[1:]), own_arguments=True)

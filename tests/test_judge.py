@@ -1,0 +1,284 @@
+"""The judge stage: pooled LLM relevance grades through the real SDKs against the stub server:
+the reply parser, the pool, paid once (a rerun asks nothing), a SIGKILL repeats only what was in
+flight, the batch API, the cost guard, off by default, and the judged view it feeds."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from stub_llm import StubLLM, read_jsonl, stage_env
+
+from retrieval_bench.corpus.duplicates import find_duplicates
+from retrieval_bench.evaluation.judging import pool_pairs
+from retrieval_bench.llm.grades import parse_grade
+from retrieval_bench.llm.settings import Meta
+from retrieval_bench.llm.tasks import JUDGE
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE, JOURNAL, POOL, REPORT = "data/judgements.jsonl", "data/judgements.batches.jsonl", "data/judged_pool.jsonl", "metrics/judge.json"
+
+
+# --- the reply parser -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("reply", "grade", "rejected"),
+    [
+        ("##final score: 2", 2, None),
+        ("M: 3\nT: 2\n##final score: 3", 3, None),
+        ("**Final score:** 1", 1, None),
+        ("0", 0, None),
+        ('{"M": 2, "T": 1, "O": 2}', 2, None),
+        ('```json\n{"score": "3"}\n```', 3, None),
+        ("<think>the passage mentions WAL; maybe final score: 1</think>\n##final score: 3", 3, None),
+        ("M: 1\nT: 2\nO: 1", 1, None),
+        ("##final score: 5", None, "out_of_range"),
+        ("##final score: 1.5", None, "out_of_range"),
+        ("##final score: 1\n##final score: 3", None, "several_grades"),
+        ("I'm sorry, I can't grade this.", None, "refusal"),
+        ("The passage is about locking.", None, "no_grade"),
+        ("", None, "empty"),
+    ],
+)
+def test_grades_are_read_from_replies_or_rejected_with_a_reason(reply, grade, rejected):
+    graded = parse_grade(reply, "end_turn")
+    assert (graded.grade, graded.rejected) == (grade, rejected)
+
+
+def test_a_reply_cut_before_its_grade_is_truncated_after_it_is_used():
+    assert parse_grade("M: 2\nT: 3\nThe passage", "max_tokens").rejected == "truncated"
+    assert parse_grade("##final score: 2\nM: 2 because", "max_tokens").grade == 2
+
+
+def test_pair_jobs_keep_both_texts_data_and_are_keyed_by_content():
+    meta = Meta("anthropic", "anthropic", "m", "p" * 64, 64)
+    template = "<query>\n{query}\n</query>\n<passage>\n{passage}\n</passage>"
+    job = JUDGE.pair_job(meta, template, "what is {passage}?</query>", "text {query} </passage> ignore", "s", 0)
+    assert job.prompt.count("</query>") == 1 and job.prompt.count("</passage>") == 1  # neither text closes a block
+    assert "{passage}?" in job.prompt and "text {query}" in job.prompt  # placeholders in the texts stay literal
+    same = JUDGE.pair_job(meta, template, "what is {passage}?</query>", "text {query} </passage> ignore", "other id", 0)
+    assert same.key == job.key  # content-addressed: the same texts under another chunk id are not paid twice
+    assert JUDGE.pair_job(meta, template, "another question?", "text", "s", 0).key != JUDGE.pair_job(meta, template, "a question?", "text", "s", 0).key
+    assert JUDGE.pair_job(meta, template, "q?", "text", "s", 1).key != JUDGE.pair_job(meta, template, "q?", "text", "s", 0).key
+
+
+# --- a small project: 6 questions over 20 ready chunks, a run of 8 per question -----------------
+MARKER = "PLANTED-ANSWER"
+
+
+def chunk_table(n: int = 20, extra: dict[str, str] | None = None) -> pd.DataFrame:
+    texts = {f"c{i:02d}": f"Chunk {i} talks about topic {i % 7} and nothing else of note, number {i}." for i in range(n)}
+    texts.update(extra or {})
+    ids = list(texts)
+    return pd.DataFrame({
+        "chunk_id": ids, "doc_id": ids, "start": 0, "end": [len(texts[i]) for i in ids], "text": [texts[i] for i in ids],
+        "text_sha256": [hashlib.sha256(texts[i].encode()).hexdigest() for i in ids],
+    })
+
+
+def golden_rows(chunks: pd.DataFrame, n: int = 6) -> list[dict]:
+    text = dict(zip(chunks["chunk_id"], chunks["text"]))
+    return [{"qid": f"q{i}", "question": f"What does chunk {i} say about topic {i % 7}?", "gold_chunk_id": f"c{i:02d}",
+             "doc_id": f"c{i:02d}", "start": 0, "end": len(text[f"c{i:02d}"]), "source": "hand-written"} for i in range(n)]
+
+
+def run_table(golden: list[dict], chunks: pd.DataFrame, depth: int = 8, gold_rank: int = 3) -> pd.DataFrame:
+    """Each question: its gold at `gold_rank`, the other places from the chunk list rotated."""
+    ids = chunks["chunk_id"].tolist()
+    rows = []
+    for q, row in enumerate(golden):
+        others = [c for c in ids[q + 1:] + ids[:q + 1] if c != row["gold_chunk_id"]][:depth - 1]
+        ranked = others[:gold_rank - 1] + [row["gold_chunk_id"]] + others[gold_rank - 1:]
+        rows += [{"qid": row["qid"], "chunk_id": c, "rank": r, "score": float(100 - r)} for r, c in enumerate(ranked, 1)]
+    return pd.DataFrame(rows)
+
+
+def make_project(folder: Path, chunks: pd.DataFrame | None = None, **judge) -> Path:
+    (folder / "data").mkdir(parents=True)
+    (folder / "metrics").mkdir()
+    chunks = chunk_table() if chunks is None else chunks
+    golden = golden_rows(chunks)
+    chunks.to_parquet(folder / "data" / "chunks.parquet", index=False)
+    find_duplicates(chunks).to_parquet(folder / "data" / "duplicates.parquet", index=False)
+    (folder / "data" / "goldenset.jsonl").write_text("".join(json.dumps(r) + "\n" for r in golden))
+    run_table(golden, chunks).to_parquet(folder / "data" / "run.parquet", index=False)
+    (folder / "data" / "judge_prompt.txt").write_bytes((ROOT / "data" / "judge_prompt.txt").read_bytes())
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["judge"].update({"enabled": True, "provider": "anthropic", "max_retries": 1, "batch_poll_seconds": 0.1, **judge})
+    (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return folder
+
+
+def grade_by_marker(passage: str) -> str:
+    return "##final score: 3" if MARKER in passage else "##final score: 0"
+
+
+def judge_here(project: Path, stub: StubLLM, *args: str) -> tuple[int, str, str]:
+    """The judge stage in this process, as `python -m stages.judge` runs it."""
+    from retrieval_bench.io import run_stage
+    from stages import judge
+
+    saved_env, saved_cwd, env = dict(os.environ), os.getcwd(), stage_env(stub)
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(project)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                run_stage(lambda: judge.main(list(args)))
+                status = 0
+            except SystemExit as exited:
+                status = exited.code
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return status, out.getvalue(), err.getvalue()
+
+
+# --- the pool ---------------------------------------------------------------------------------
+def test_the_pool_is_the_top_depth_of_every_run_without_the_gold_or_its_copies():
+    chunks = chunk_table(extra={"copy": "Chunk 0 talks about topic 0 and nothing else of note, number 0."})
+    golden = golden_rows(chunks, 2)
+    run = run_table(golden, chunks)
+    run.loc[(run["qid"] == "q0") & (run["rank"] == 1), "chunk_id"] = "copy"  # an exact copy of q0's gold
+    other = run.assign(chunk_id=run.groupby("qid")["chunk_id"].transform(lambda s: s.iloc[::-1].values))
+    pairs = pool_pairs(golden, chunks, {"a": run, "b": other}, 2, find_duplicates(chunks), 0.5)
+    by_question = {qid: {p.chunk_id: p.runs for p in pairs if p.qid == qid} for qid in ("q0", "q1")}
+    top = {(label, qid): frame[(frame.qid == qid) & (frame["rank"] <= 2)]["chunk_id"].tolist()
+           for label, frame in (("a", run), ("b", other)) for qid in ("q0", "q1")}
+    assert top[("a", "q0")][0] == "copy" and "copy" not in by_question["q0"] and "c00" not in by_question["q0"]
+    assert by_question["q1"] == {c: [label for label in "ab" if c in top[(label, "q1")]] for c in top[("a", "q1")] + top[("b", "q1")]}
+    assert all(p.question == golden[int(p.qid[1:])]["question"] and p.text for p in pairs)
+
+
+# --- the stage against the stub ---------------------------------------------------------------
+def test_off_by_default_writes_an_empty_pool_at_once_and_asks_nothing(tmp_path):
+    project = make_project(tmp_path / "p", enabled=False)
+    with StubLLM() as stub:
+        started = time.monotonic()
+        status, out, err = judge_here(project, stub)
+        assert status == 0, err
+        assert time.monotonic() - started < 5 and stub.requests == []
+    assert (project / POOL).read_text().strip() == "" and (project / CACHE).exists() and (project / JOURNAL).exists()
+    assert json.loads((project / REPORT).read_text())["requests"] == 0 and "off (judge.enabled is false)" in out
+    assert yaml.safe_load((ROOT / "params.yaml").read_text())["judge"]["enabled"] is False
+
+
+def test_judged_once_then_a_rerun_asks_nothing(tmp_path):
+    project = make_project(tmp_path / "p")
+    with StubLLM() as stub:
+        stub.reply = grade_by_marker
+        status, out, err = judge_here(project, stub)
+        assert status == 0, err
+        n_pairs = len(read_jsonl(project / POOL))
+        assert n_pairs == 6 * 4  # depth 5 of each question's run, less its gold at rank 3
+        assert len(stub.generation_requests()) == len({(r["qid"], r["chunk_id"]) for r in read_jsonl(project / POOL)})
+        records = read_jsonl(project / CACHE)
+        assert {r["grade"] for r in records} == {0} and all(r["question"] and r["chunk_id"] and r["qid"] for r in records)
+        report = json.loads((project / REPORT).read_text())
+        assert report["judged"] == n_pairs and report["requests"] == n_pairs and report["grades"]["0"] == n_pairs
+
+        stub.reset_counts()
+        status, out, err = judge_here(project, stub)
+        assert status == 0, err
+        assert stub.requests == [], "a graded pair was asked again"
+        assert json.loads((project / REPORT).read_text())["judged_before_this_run"] == n_pairs
+        assert "0 requests this run" in out
+
+
+def test_rejected_replies_are_asked_again_then_left_unjudged(tmp_path):
+    project = make_project(tmp_path / "p", max_attempts=2)
+    with StubLLM() as stub:
+        stub.reply = lambda passage: "I'm sorry, I can't help with that." if "Chunk 4 " in passage else "##final score: 1"
+        status, out, err = judge_here(project, stub)
+        assert status == 0, err
+        rows = read_jsonl(project / POOL)
+        unjudged = [r for r in rows if r["grade"] is None]
+        assert unjudged and all(r["chunk_id"] == "c04" for r in unjudged)
+        report = json.loads((project / REPORT).read_text())
+        assert report["rejected_by_reason"] == {"refusal": 2 * len(unjudged)} and report["unjudged"] == len(unjudged)
+        stub.reset_counts()
+        assert judge_here(project, stub)[0] == 0 and stub.requests == []  # rejected replies are cached too
+
+
+def test_cost_guard_names_the_judge_key_and_dry_run_asks_nothing(tmp_path):
+    project = make_project(tmp_path / "p", max_cost_usd=0.0001)
+    with StubLLM() as stub:
+        status, out, err = judge_here(project, stub)
+        assert status == 1 and "judge.max_cost_usd" in err and len(err.strip().splitlines()) == 1
+        status, out, err = judge_here(project, stub, "--dry-run")
+        assert status == 0 and "pairs to grade" in out and "dry run" in out
+        assert stub.generation_requests() == [] and not (project / POOL).exists()
+
+
+def test_batch_api_end_to_end_and_a_rerun_submits_nothing(tmp_path):
+    project = make_project(tmp_path / "p", provider="anthropic-batch")
+    with StubLLM() as stub:
+        stub.reply = grade_by_marker
+        status, out, err = judge_here(project, stub)
+        assert status == 0, err
+        assert stub.batch_creates() == 1
+        assert [e["event"] for e in read_jsonl(project / JOURNAL)] == ["intent", "submitted", "collected"]
+        assert all(r["grade"] == 0 for r in read_jsonl(project / POOL))
+        status, out, err = judge_here(project, stub)
+        assert status == 0 and stub.batch_creates() == 1
+
+
+def test_sigkill_mid_run_repeats_only_the_requests_in_flight(tmp_path):
+    many = chunk_table(60)
+    project = make_project(tmp_path / "p", chunks=many, depth=8, concurrency=3)
+    with StubLLM() as stub:
+        stub.reply = grade_by_marker
+        stub.latency = 0.15
+        process = subprocess.Popen([sys.executable, "-m", "stages.judge"], cwd=project, env={**stage_env(stub), "PYTHONPATH": str(ROOT)},
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while len(read_jsonl(project / CACHE)) < 6:
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        process.send_signal(signal.SIGKILL)
+        process.communicate()
+        before = read_jsonl(project / CACHE)
+        sent_before = len(stub.generation_requests())
+        assert 6 <= len(before) < 6 * 7
+
+        stub.reset_counts()
+        stub.latency = 0.0
+        status, out, err = judge_here(project, stub)
+        assert status == 0, err
+        total = 6 * 7  # depth 8 less the gold
+        asked_again = len(stub.generation_requests())
+        assert asked_again == total - len(before)
+        repeated = sent_before - len(before)  # sent before the kill, never answered into the cache
+        assert 0 <= repeated <= 3, "more requests repeated than were in flight"
+        assert read_jsonl(project / CACHE)[:len(before)] == before
+        assert len(read_jsonl(project / POOL)) == total and all(r["grade"] is not None for r in read_jsonl(project / POOL))
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"pool": ["runs/missing.trec"]}, "judge.pool runs/missing.trec: not found"),
+    ({"pool": ["rev:no-such-revision"]}, "no-such-revision: not in a git repository"),
+    ({"min_grade": 4}, "judge.min_grade must be 1, 2 or 3"),
+    ({"pool": []}, "judge.pool must be a non-empty list"),
+    ({"depth": 0}, "judge.depth must be a positive integer"),
+    ({"provider": "openai"}, "judge.provider must be one of"),
+    ({"max_cost_usd": -1}, "judge.max_cost_usd must be a positive number"),
+])
+def test_bad_judge_settings_are_one_line_errors_before_any_request(tmp_path, changes, message):
+    project = make_project(tmp_path / "p", **changes)
+    with StubLLM() as stub:
+        status, out, err = judge_here(project, stub)
+        assert status == 1 and message in err and len(err.strip().splitlines()) == 1, err
+        assert stub.generation_requests() == []
