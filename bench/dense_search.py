@@ -1,0 +1,191 @@
+"""Exact dense top-k at scale, side by side: the project's blocked search (retrieval.run.top_k_blocked;
+`blocked-gold` also counts the exact rank of each question's planted gold chunk in the same pass), FAISS
+IndexFlatIP, the seed's per-question argsort loop (timed on a subset, extrapolated linearly), and
+FAISS HNSW (build, search, recall@10 against exact).
+
+Synthetic data (make_data): seeded unit vectors with a low-dimensional structure, as real
+embeddings have; each question is its gold chunk plus a random chunk-like vector of random weight,
+so gold ranks spread from 1 to thousands. Each method
+runs in its own process (same seed, same data) so its peak RSS is its own; the time excludes
+making the data.
+
+    .venv/bin/python bench/dense_search.py --chunks 1000000 --questions 20000
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+METHODS = ["blocked", "blocked-gold", "faiss-flat", "argsort-loop", "hnsw"]
+
+
+def make_data(n_chunks: int, n_questions: int, dim: int, seed: int = 0, latent: int = 48):
+    """Unit vectors with the structure of real embeddings (a 48-d latent topic space mapped to
+    `dim`, plus 20% isotropic noise; uniform random vectors have no neighbourhoods for an index to
+    find), and questions = their gold chunk + another chunk-like vector of random weight."""
+    rng = np.random.default_rng(seed)
+    mixing = rng.standard_normal((latent, dim), dtype=np.float32) / np.float32(np.sqrt(latent))
+
+    def sample(out: np.ndarray) -> None:
+        out[:] = rng.standard_normal((len(out), latent), dtype=np.float32) @ mixing
+        out += np.float32(0.5) * rng.standard_normal(out.shape, dtype=np.float32)
+
+    chunks = np.empty((n_chunks, dim), dtype=np.float32)
+    for start in range(0, n_chunks, 65_536):  # in place, in blocks: no full-size temporaries
+        block = chunks[start:start + 65_536]
+        sample(block)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+    gold = rng.integers(0, n_chunks, size=n_questions)
+    questions = np.empty((n_questions, dim), dtype=np.float32)
+    sample(questions)
+    questions /= np.linalg.norm(questions, axis=1, keepdims=True)
+    questions *= rng.uniform(0.5, 3.0, size=(n_questions, 1)).astype(np.float32)
+    questions += chunks[gold]
+    questions /= np.linalg.norm(questions, axis=1, keepdims=True)
+    return chunks, questions, gold
+
+
+def peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+def blocked(chunks, questions, gold, args):
+    from retrieval_bench.retrieval.run import top_k_blocked
+
+    start = time.perf_counter()
+    indices, _ = top_k_blocked(lambda rows, cols: questions[rows] @ chunks[cols].T, len(questions), len(chunks), args.depth)
+    seconds = time.perf_counter() - start
+    np.save(Path(args.workdir) / "exact.npy", indices)
+    return seconds, len(questions), "retrieval.run.top_k_blocked: the run only"
+
+
+def blocked_gold(chunks, questions, gold, args):
+    from retrieval_bench.retrieval.run import top_k_blocked
+
+    gold_scores = np.einsum("ij,ij->i", questions, chunks[gold])
+    above = np.zeros(len(questions), dtype=np.int64)
+
+    def score_block(rows, cols):
+        block = questions[rows] @ chunks[cols].T
+        # The gold rank in the same pass: chunks scoring above the question's gold chunk.
+        above[rows] += np.count_nonzero(block > gold_scores[rows, None], axis=1)
+        inside = (gold[rows] >= cols.start) & (gold[rows] < cols.stop)
+        local = np.flatnonzero(inside)
+        above[rows.start + local] -= block[local, gold[rows][local] - cols.start] > gold_scores[rows][local]
+        return block
+
+    start = time.perf_counter()
+    indices, _ = top_k_blocked(score_block, len(questions), len(chunks), args.depth)
+    seconds = time.perf_counter() - start
+    same = float((indices == np.load(Path(args.workdir) / "exact.npy")).mean())
+    rank_in_run = np.argmax(indices == gold[:, None], axis=1) + 1
+    in_run = (indices == gold[:, None]).any(axis=1)
+    agree = int(((above + 1)[in_run] == rank_in_run[in_run]).sum())
+    note = (f"gold rank: median {int(np.median(above + 1))}, in top {args.depth} for {in_run.sum()}/{len(gold)}; "
+            f"equals its rank in the run for {agree}/{in_run.sum()}; run same as blocked: {same:.5f}")
+    return seconds, len(questions), note
+
+
+def faiss_flat(chunks, questions, gold, args):
+    import faiss
+
+    index = faiss.IndexFlatIP(chunks.shape[1])
+    index.add(chunks)
+    start = time.perf_counter()
+    _, indices = index.search(questions, args.depth)
+    seconds = time.perf_counter() - start
+    exact = np.load(Path(args.workdir) / "exact.npy")
+    same = float((indices == exact).mean())
+    return seconds, len(questions), f"same chunk at the same rank as blocked: {same:.5f} (index.add not timed: {faiss.omp_get_max_threads()} threads)"
+
+
+def argsort_loop(chunks, questions, gold, args):
+    """The seed: scores for 256 questions at once, then a full stable argsort per question."""
+    n = min(args.argsort_questions, len(questions))
+    start = time.perf_counter()
+    top = []
+    for q0 in range(0, n, 256):
+        scores = questions[q0:min(q0 + 256, n)] @ chunks.T
+        for row in scores:
+            top.append(np.argsort(-row, kind="stable")[:args.depth])
+    seconds = time.perf_counter() - start
+    exact = np.load(Path(args.workdir) / "exact.npy")[:n]
+    same = float((np.array(top) == exact).mean())
+    return seconds, n, f"timed on {n} questions, x{len(questions) / n:.1f} for all; same as blocked: {same:.5f}"
+
+
+def hnsw(chunks, questions, gold, args):
+    import faiss
+
+    from retrieval_bench.retrieval.run_info import recall_curve
+
+    index = faiss.IndexHNSWFlat(chunks.shape[1], args.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = args.ef_construction
+    start = time.perf_counter()
+    index.add(chunks)
+    build = time.perf_counter() - start
+    start = time.perf_counter()
+    _, indices = index.search(questions, args.depth, params=faiss.SearchParametersHNSW(efSearch=args.ef_search))
+    seconds = time.perf_counter() - start
+    curve = recall_curve(indices, np.load(Path(args.workdir) / "exact.npy"))
+    note = (f"build {build:.0f} s ({faiss.omp_get_max_threads()} threads, M={args.hnsw_m}, efConstruction={args.ef_construction}); "
+            f"efSearch={args.ef_search}: recall@10 {curve[9]:.4f}, recall@{args.depth} {curve[-1]:.4f} against exact")
+    return seconds, len(questions), note
+
+
+def child(args) -> None:
+    chunks, questions, gold = make_data(args.chunks, args.questions, args.dim)
+    data_gib = (chunks.nbytes + questions.nbytes) / 2**30
+    seconds, timed, note = globals()[args.child.replace("-", "_")](chunks, questions, gold, args)
+    print(json.dumps({"seconds": seconds, "timed": timed, "peak_gib": peak_rss_gib(), "data_gib": data_gib, "note": note}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=1_000_000)
+    parser.add_argument("--questions", type=int, default=20_000)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--depth", type=int, default=100)
+    parser.add_argument("--argsort-questions", type=int, default=256, help="questions the argsort loop is timed on")
+    parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, from {','.join(METHODS)} (blocked first: the others compare to it)")
+    parser.add_argument("--hnsw-m", type=int, default=32)
+    parser.add_argument("--ef-construction", type=int, default=200)
+    parser.add_argument("--ef-search", type=int, default=64)
+    parser.add_argument("--child", choices=METHODS, help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args)
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for method in args.methods.split(","):
+            command = [sys.executable, __file__, *sys.argv[1:], "--child", method, "--workdir", workdir]
+            result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+            if result.returncode:
+                sys.exit(f"{method} failed:\n{result.stderr}")
+            report = json.loads(result.stdout.strip().splitlines()[-1])
+            total = report["seconds"] * args.questions / report["timed"]
+            rows.append((method, total, report))
+            print(f"{method}: {total:.1f} s", file=sys.stderr)
+    base = dict((name, total) for name, total, _ in rows).get("blocked")
+    print(f"{args.chunks:,} chunks x {args.questions:,} questions, {args.dim}-d, depth {args.depth}, "
+          f"{os.cpu_count()} cores; data (both matrices) {rows[0][2]['data_gib']:.2f} GiB\n")
+    print("| method | search time (s) | x blocked | questions/s | peak RSS (GiB) | peak - data (GiB) | notes |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name, total, report in rows:
+        ratio = f"{total / base:.2f}" if base else "-"
+        print(f"| {name} | {total:,.1f} | {ratio} | {args.questions / total:,.0f} | {report['peak_gib']:.2f} | "
+              f"{report['peak_gib'] - report['data_gib']:.2f} | {report['note']} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Approximate nearest neighbours: a FAISS index over the chunk vectors (inner product, i.e. cosine
+on unit vectors), as vector databases search.
+
+`retrieval.ann.index`: `hnsw` (IndexHNSWFlat: hnsw_m, ef_construction; searched with ef_search),
+`ivf-flat` (IndexIVFFlat: nlist; nprobe) or `ivf-pq` (IndexIVFPQ: nlist, pq_m, pq_bits; nprobe).
+The index is built once per corpus and kept in the user cache (RETRIEVAL_BENCH_CACHE, else
+$XDG_CACHE_HOME or ~/.cache, then retrieval-bench/ann/), keyed by the sha256 of the chunk vectors,
+the index type, its build parameters and the FAISS version, and written atomically; changing a
+query-time parameter (ef_search, nprobe) reuses it.
+
+Determinism: searches are deterministic given an index. IVF training is seeded; an HNSW graph
+built on several threads depends on their timing, so it is built on one thread unless
+RETRIEVAL_BENCH_ANN_BUILD_THREADS says otherwise (then the cached index, not a rebuild, keeps
+later runs identical). Search threads are FAISS's (OpenMP) default: OMP_NUM_THREADS applies.
+
+The retrieve stage also reports the run's recall against exact dense search (run_info).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from retrieval_bench.io import InputError
+from retrieval_bench.retrieval.run import Corpus, Questions, from_top, resolve_depth, top_k_blocked
+from retrieval_bench.retrieval.run_info import MAX_CURVE, recall_curve
+
+BUILD_PARAMS = {"hnsw": ("hnsw_m", "ef_construction"), "ivf-flat": ("nlist",), "ivf-pq": ("nlist", "pq_m", "pq_bits")}
+BUILD_THREADS_ENV = "RETRIEVAL_BENCH_ANN_BUILD_THREADS"
+SEARCH_BLOCK = 4096  # questions per FAISS search call (progress is reported between calls)
+
+
+def import_faiss():
+    try:
+        import faiss
+    except ImportError:
+        raise InputError("retrieval.method ann needs FAISS: pip install 'retrieval-bench[faiss]' (faiss-cpu)") from None
+    return faiss
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("RETRIEVAL_BENCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "retrieval-bench"
+    )
+    return Path(base) / "ann"
+
+
+def vectors_sha256(vectors: np.ndarray) -> str:
+    digest = hashlib.sha256(f"{vectors.dtype.str}{vectors.shape}".encode())
+    digest.update(memoryview(np.ascontiguousarray(vectors)).cast("B"))
+    return digest.hexdigest()
+
+
+def index_key(vectors_hash: str, ann: dict, faiss_version: str) -> str:
+    build = {key: ann[key] for key in BUILD_PARAMS[ann["index"]]}
+    payload = json.dumps([faiss_version, ann["index"], build, vectors_hash], sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def build_threads() -> int | None:
+    value = os.environ.get(BUILD_THREADS_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise InputError(f"{BUILD_THREADS_ENV} must be a positive number of threads, got {value!r}")
+    return int(value)
+
+
+def build_index(vectors: np.ndarray, ann: dict, threads: int | None = None):
+    """A FAISS index of `vectors` (float32, unit rows) for retrieval.ann; HNSW on one thread unless
+    `threads` is given (IVF trains and adds on FAISS's default threads: the result is the same)."""
+    faiss = import_faiss()
+    n, dim = vectors.shape
+    kind = ann["index"]
+    if kind == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, ann["hnsw_m"], faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = ann["ef_construction"]
+        previous = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(threads or 1)
+        try:
+            index.add(vectors)
+        finally:
+            faiss.omp_set_num_threads(previous)
+        return index
+    if ann["nlist"] > n:
+        raise InputError(f"retrieval.ann.nlist {ann['nlist']} is more than the {n} chunks: lower it (about sqrt(chunks) to 4*sqrt(chunks) is usual)")
+    quantizer = faiss.IndexFlatIP(dim)
+    if kind == "ivf-flat":
+        index = faiss.IndexIVFFlat(quantizer, dim, ann["nlist"], faiss.METRIC_INNER_PRODUCT)
+    else:
+        if dim % ann["pq_m"]:
+            raise InputError(f"retrieval.ann.pq_m {ann['pq_m']} must divide the vector dimension {dim}")
+        if n < 2 ** ann["pq_bits"]:
+            raise InputError(f"retrieval.ann.pq_bits {ann['pq_bits']} needs at least {2 ** ann['pq_bits']} chunks to train on, there are {n}")
+        index = faiss.IndexIVFPQ(quantizer, dim, ann["nlist"], ann["pq_m"], ann["pq_bits"], faiss.METRIC_INNER_PRODUCT)
+    index.train(vectors)
+    index.add(vectors)
+    return index  # FAISS's Python wrapper keeps the quantizer alive with the index
+
+
+def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None):
+    """The cached index for these vectors and build parameters, built (and cached) on a miss.
+    Returns (index, path, built)."""
+    faiss = import_faiss()
+    folder = folder or cache_dir()
+    path = folder / f"{ann['index']}-{index_key(vectors_sha256(vectors), ann, faiss.__version__)}.faiss"
+    if path.is_file():
+        try:
+            return faiss.read_index(str(path)), path, False
+        except RuntimeError:  # unreadable (a foreign or damaged file): rebuild over it
+            pass
+    index = build_index(vectors, ann, build_threads())
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        faiss.write_index(index, tmp)
+        os.replace(tmp, path)  # atomic: a half-written index is never read
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return index, path, True
+
+
+def search(index, queries: np.ndarray, ann: dict, k: int, progress=None) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, indices) of the k best per query under the query-time parameters; -1 = none."""
+    faiss = import_faiss()
+    if ann["index"] == "hnsw":
+        params = faiss.SearchParametersHNSW(efSearch=ann["ef_search"])
+    else:
+        params = faiss.SearchParametersIVF(nprobe=ann["nprobe"])
+    scores = np.empty((len(queries), k), dtype=np.float32)
+    indices = np.empty((len(queries), k), dtype=np.int64)
+    for start in range(0, len(queries), SEARCH_BLOCK):
+        rows = slice(start, min(start + SEARCH_BLOCK, len(queries)))
+        scores[rows], indices[rows] = index.search(queries[rows], k, params=params)
+        if progress is not None:
+            progress.update(rows.stop - rows.start)
+    return scores, indices
+
+
+def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
+    ann = settings["ann"]
+    vectors = np.ascontiguousarray(corpus.vectors, dtype=np.float32)
+    index, _, _ = load_or_build(vectors, ann)
+    scores, indices = search(index, np.ascontiguousarray(questions.vectors, dtype=np.float32), ann, depth, progress)
+    found = indices >= 0
+    return from_top(questions.qids, corpus.chunk_ids, np.where(found, indices, 0), scores, keep=found)
+
+
+def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
+    """The ANN run's recall against exact dense search at every k up to the depth."""
+    depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))
+    q, c = questions.vectors, corpus.vectors
+    exact, _ = top_k_blocked(lambda rows, cols: q[rows] @ c[cols].T, len(questions.qids), len(corpus.chunk_ids), depth)
+    approximate = np.full(exact.shape, -1, dtype=np.int64)
+    position = pd.Series(np.arange(len(corpus.chunk_ids)), index=corpus.chunk_ids)
+    question = pd.Series(np.arange(len(questions.qids)), index=questions.qids)
+    rows, ranks = question[run["qid"]].to_numpy(), run["rank"].to_numpy() - 1
+    inside = ranks < depth
+    approximate[rows[inside], ranks[inside]] = position[run["chunk_id"]].to_numpy()[inside]
+    curve = recall_curve(approximate, exact)[:MAX_CURVE]
+    return {"index": settings["ann"]["index"], "ann_recall": {str(k): value for k, value in enumerate(curve, 1)}}

@@ -1,0 +1,166 @@
+"""Encoders: a sentence-transformers model's transformer run by torch, onnxruntime or OpenVINO.
+
+Whatever the backend, the texts are tokenized by the model's own tokenizer and the modules after
+the transformer (pooling, dense, normalize) are the model's own, run by torch in float32; the
+backend only computes the token embeddings. So `torch` in fp32 gives plain sentence-transformers'
+vectors, and any other backend differs only where its transformer does.
+
+OpenVINO telemetry is off: `import openvino` itself sends an "import" event (openvino.tools.ovc
+initialises openvino_telemetry, which also writes ~/intel/openvino_ga_cid and ~/intel/stats).
+`import_openvino` imports it with the `openvino_telemetry` module blocked, so OpenVINO falls back
+to its own no-op stub (openvino.tools.ovc.telemetry_stub): nothing is sent, nothing is written
+under ~. The model is read from the exported ONNX file (`Core.read_model`), never through
+`convert_model`. onnxruntime's own telemetry is turned off too (onnx_export.import_onnxruntime).
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from retrieval_bench.io import InputError
+from retrieval_bench.retrieval.onnx_export import exported_model, import_onnxruntime, input_names
+
+BACKENDS = ("torch", "onnx", "openvino")
+QUANTIZE = ("none", "int8")
+PRECISIONS = ("fp32", "fp16", "bf16")
+OPENVINO_HINTS = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+
+
+def runtime_version(backend: str) -> str | None:
+    """The library that computes the vectors, besides torch (part of the cache key)."""
+    if backend == "onnx":
+        return f"onnxruntime=={import_onnxruntime().__version__}"
+    if backend == "openvino":
+        return f"openvino=={import_openvino().__version__}"
+    return None
+
+
+def import_openvino():
+    """`import openvino` with its telemetry off (see the module docstring)."""
+    if "openvino" in sys.modules:
+        return sys.modules["openvino"]
+    blocked = ("openvino_telemetry", "openvino_telemetry.backend")
+    saved = {name: sys.modules[name] for name in blocked if name in sys.modules}
+    sys.modules.update(dict.fromkeys(blocked))  # a None entry makes `import` raise ImportError
+    try:
+        import openvino
+    finally:
+        for name in blocked:
+            if name in saved:
+                sys.modules[name] = saved[name]
+            else:
+                sys.modules.pop(name, None)
+    return openvino
+
+
+def resolve_device(device: str | None) -> str:
+    """`embed.device`, or the best device present (null): cuda, then mps, then cpu."""
+    import torch
+
+    if device:
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+@dataclass
+class Encoder:
+    """Call with a batch of texts: unit-length float32 vectors, one row per text."""
+
+    st: object
+    first: Callable[[dict], dict]  # features -> features with float32 token_embeddings
+    description: str
+
+    @property
+    def dim(self) -> int:
+        return (getattr(self.st, "get_embedding_dimension", None) or self.st.get_sentence_embedding_dimension)()
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        import torch
+
+        features = self.st.preprocess(texts)
+        with torch.inference_mode():
+            features = self.first(features)
+            for module in list(self.st.children())[1:]:
+                features = module(features)
+            vectors = torch.nn.functional.normalize(features["sentence_embedding"].float(), p=2, dim=1)
+        return vectors.cpu().numpy().astype(np.float32, copy=False)
+
+
+def load_encoder(model_path: str, fingerprint: str, settings: dict, log=print) -> Encoder:
+    """The encoder `settings` (the embed section of params.yaml) asks for."""
+    from sentence_transformers import SentenceTransformer
+
+    backend, precision, quantize = settings["backend"], settings["precision"], settings["quantize"]
+    device = resolve_device(settings["device"]) if backend == "torch" else "cpu"
+    if backend == "torch" and precision == "fp16" and device == "cpu":
+        raise InputError("embed.precision fp16 needs a GPU with embed.backend torch (none found); use bf16 on the CPU")
+    try:
+        st = SentenceTransformer(model_path, device=device, local_files_only=True)
+    except (RuntimeError, AssertionError) as error:
+        raise InputError(f"embed.device {device!r}: {str(error).splitlines()[0]}") from None
+    if settings["max_seq_length"]:
+        st.max_seq_length = settings["max_seq_length"]
+    st.eval()
+    name = f"{backend} {precision}" + (" int8" if quantize == "int8" else "") + f" on {device}"
+    if backend == "torch":
+        return Encoder(st, _torch_first(st, precision, device), name)
+    variant = "onnx-int8" if quantize == "int8" else backend
+    path = exported_model(st, fingerprint, variant, log=log)
+    names = input_names(st)
+    if backend == "onnx":
+        return Encoder(st, _onnx_first(path, names), name)
+    return Encoder(st, _openvino_first(path, names, OPENVINO_HINTS[precision]), name)
+
+
+def _torch_first(st, precision: str, device: str) -> Callable[[dict], dict]:
+    import torch
+    from sentence_transformers.util import batch_to_device
+
+    first = st[0]
+    if precision != "fp32":
+        first.to(torch.float16 if precision == "fp16" else torch.bfloat16)
+
+    def run(features: dict) -> dict:
+        features = first(batch_to_device(features, device))
+        features["token_embeddings"] = features["token_embeddings"].float()
+        return features
+
+    return run
+
+
+def _feed(features: dict, names: list[str]) -> dict:
+    return {name: features[name].cpu().numpy().astype(np.int64, copy=False) for name in names}
+
+
+def _onnx_first(path, names: list[str]) -> Callable[[dict], dict]:
+    import torch
+
+    session = import_onnxruntime().InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+    def run(features: dict) -> dict:
+        features["token_embeddings"] = torch.from_numpy(session.run(None, _feed(features, names))[0])
+        return features
+
+    return run
+
+
+def _openvino_first(path, names: list[str], hint: str) -> Callable[[dict], dict]:
+    import torch
+
+    core = import_openvino().Core()
+    compiled = core.compile_model(core.read_model(str(path)), "CPU", {"INFERENCE_PRECISION_HINT": hint})
+    request = compiled.create_infer_request()
+
+    def run(features: dict) -> dict:
+        hidden = request.infer(_feed(features, names))[0]
+        features["token_embeddings"] = torch.from_numpy(np.array(hidden, dtype=np.float32))  # a copy: the buffer is reused
+        return features
+
+    return run

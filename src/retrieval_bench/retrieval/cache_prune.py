@@ -1,0 +1,49 @@
+"""`retrieval-bench cache prune`: keep in each embedding cache only the vectors the current data
+needs (the chunks in data/chunks.parquet and the questions in data/goldenset.jsonl, under the
+embed settings in params.yaml); everything else — old models, prompts, backends, edited-away
+texts — is dropped and the rest rewritten as one shard."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from retrieval_bench import paths
+from retrieval_bench.io import InputError, read_jsonl
+from retrieval_bench.params import load_params
+from retrieval_bench.retrieval.embed import cache_keys
+from retrieval_bench.retrieval.embedding_cache import prune
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    commands = parser.add_subparsers(dest="cache_command", required=True)
+    pruning = commands.add_parser("prune", help="drop the cached vectors the current data and params do not need")
+    pruning.add_argument("--dry-run", action="store_true", help="say what would be dropped, change nothing")
+    pruning.add_argument("--params", default=paths.PARAMS, help="the params file (default: %(default)s)")
+    pruning.set_defaults(run=run_prune)
+
+
+def _current(source: str, read) -> list[str]:
+    if not Path(source).is_file():
+        raise InputError(f"{source}: not found; run `dvc repro` (or `dvc pull`) first so that prune knows what the current data needs")
+    return read(source)
+
+
+def run_prune(args: argparse.Namespace) -> int:
+    settings = load_params("embed", args.params)
+    caches = (
+        (paths.CORPUS_EMBEDDING_CACHE, paths.CHUNKS, lambda p: pd.read_parquet(p, columns=["text"])["text"].tolist(), settings["document_prompt"]),
+        (paths.QUESTION_EMBEDDING_CACHE, paths.GOLDENSET, lambda p: [row["question"] for row in read_jsonl(p)], settings["query_prompt"]),
+    )
+    changed = False
+    for folder, source, read, prompt in caches:
+        if not Path(folder).is_dir():
+            print(f"{folder}: no cache")
+            continue
+        report = prune(folder, set(cache_keys(_current(source, read), settings, prompt)), dry_run=args.dry_run)
+        print(report.line(args.dry_run))
+        changed |= report.dropped > 0 and not args.dry_run
+    if changed:
+        print("record the pruned caches with `dvc commit -f embed_corpus embed_questions` (or let the next `dvc repro` do it: it embeds nothing)")
+    return 0

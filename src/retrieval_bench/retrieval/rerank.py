@@ -1,0 +1,156 @@
+"""Rerank: a sentence-transformers CrossEncoder rescoring the `retrieval.rerank.candidates` best
+chunks of a first-stage method (`retrieval.rerank.first_stage`: dense, bm25 or hybrid). The run is
+the candidates in the cross-encoder's order (its raw logits are the scores), cut to the depth;
+chunks beyond the candidates are not retrieved.
+
+Scores are cached in data/rerank_cache.jsonl (a persistent DVC output of the retrieve stage), one
+line per pair: {"key": sha256 of (model identity, question text, chunk text), "score": logit}.
+The model identity is the sha256 of the model folder's top-level files (weights, config,
+tokenizer), so a retrained model never reuses another's scores, while changing the first stage,
+the candidates or the depth re-scores only pairs never seen. Appends are whole lines, flushed and
+fsynced per batch; a torn last line (a crash mid-write) is ignored on reading and cut off before
+the next append.
+
+The model is found like the embedding model: a local path, the Hugging Face cache, then the hub
+(never with HF_HUB_OFFLINE set).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from retrieval_bench import paths
+from retrieval_bench.io import InputError
+from retrieval_bench.retrieval import bm25, dense, hybrid
+from retrieval_bench.retrieval.run import Corpus, Questions, from_records
+
+FIRST_STAGES = {"dense": dense.retrieve, "bm25": bm25.retrieve, "hybrid": hybrid.retrieve}
+USUAL_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
+OFFLINE_VALUES = {"1", "true", "yes", "on"}
+
+
+def resolve_model(model: str | None) -> str:
+    """Where to load the cross-encoder from; anything unavailable is a one-line InputError."""
+    if not model:
+        raise InputError(f"retrieval.method rerank needs retrieval.rerank.model (usually {USUAL_MODEL})")
+    if Path(model).exists():
+        return str(Path(model))
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(model, local_files_only=True)
+    except Exception:  # not in the cache (or not a valid repo id): try the hub
+        pass
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in OFFLINE_VALUES:
+        raise InputError(
+            f"retrieval.rerank.model {model!r}: not a local path, not in the Hugging Face cache, and HF_HUB_OFFLINE is set; "
+            "download it once or give a local path"
+        )
+    try:
+        return snapshot_download(model)
+    except Exception as error:
+        raise InputError(
+            f"retrieval.rerank.model {model!r}: not a local path, not in the Hugging Face cache, and the hub could not provide it "
+            f"({type(error).__name__})"
+        ) from None
+
+
+def model_identity(folder: str | Path) -> str:
+    """sha256 of the model folder's top-level files (names and contents): weights, config,
+    tokenizer; sub-folders (ONNX, OpenVINO exports) and the README do not count."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(folder).iterdir()):
+        if path.is_file() and not path.name.startswith(".") and path.suffix.lower() != ".md":
+            digest.update(path.name.encode() + b"\0")
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def pair_key(identity: str, question: str, chunk: str) -> str:
+    return hashlib.sha256(json.dumps([identity, question, chunk], ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+class ScoreCache:
+    """The append-only score cache: {key: score}, with durable whole-line appends."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.scores: dict[str, float] = {}
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        lines = data.split(b"\n")
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                self.scores[record["key"]] = float(record["score"])
+            except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError):
+                if number == len(lines):  # torn by a crash mid-write: no newline after it
+                    continue
+                raise InputError(f"{self.path}:{number}: not a rerank cache record (delete the file to rebuild the cache)") from None
+        if data and not data.endswith(b"\n"):  # cut the torn line, so the next append starts a clean one
+            with open(self.path, "r+b") as handle:
+                handle.truncate(data.rfind(b"\n") + 1)
+
+    def append(self, scores: dict[str, float]) -> None:
+        """Add records as whole lines, flushed and fsynced."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "ab") as handle:
+            handle.write("".join(json.dumps({"key": key, "score": score}) + "\n" for key, score in scores.items()).encode())
+            handle.flush()
+            os.fsync(handle.fileno())
+        self.scores.update(scores)
+
+
+def load_cross_encoder(folder: str):
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    # Raw logits: a sigmoid would squash high scores into ties at float precision.
+    return CrossEncoder(folder, local_files_only=True, activation_fn=torch.nn.Identity())
+
+
+def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
+    options = settings["rerank"]
+    folder = resolve_model(options["model"])
+    identity = model_identity(folder)
+    candidates = min(options["candidates"], len(corpus.chunk_ids))
+    first = FIRST_STAGES[options["first_stage"]](questions, corpus, settings, candidates)
+    question_text = dict(zip(questions.qids, questions.texts))
+    chunk_text = dict(zip(corpus.chunk_ids, corpus.texts))
+    pairs = [(question_text[qid], chunk_text[chunk_id]) for qid, chunk_id in zip(first["qid"], first["chunk_id"])]
+    keys = [pair_key(identity, question, chunk) for question, chunk in pairs]
+    cache = ScoreCache(paths.RERANK_CACHE)
+    todo = {key: pair for key, pair in zip(keys, pairs) if key not in cache.scores}  # each distinct pair once
+    if todo:
+        score_pairs(todo, cache, load_cross_encoder(folder), options["batch_size"], len(questions.qids), progress)
+    elif progress is not None:
+        progress.update(len(questions.qids))
+    print(f"rerank: {len(keys)} pairs, {len(todo)} scored by the cross-encoder (the others from {paths.RERANK_CACHE}, or repeats)", file=sys.stderr)
+    run = from_records(zip(first["qid"], first["chunk_id"], (cache.scores[key] for key in keys)), depth)
+    order = {qid: i for i, qid in enumerate(questions.qids)}
+    return run.iloc[run["qid"].map(order).argsort(kind="stable")].reset_index(drop=True)
+
+
+def score_pairs(todo: dict[str, tuple[str, str]], cache: ScoreCache, model, batch_size: int, n_questions: int, progress=None) -> None:
+    """Score the pairs in batches of similar length (less padding), caching each batch."""
+    items = sorted(todo.items(), key=lambda item: len(item[1][0]) + len(item[1][1]))
+    reported = 0
+    for start in range(0, len(items), batch_size):
+        batch = items[start:start + batch_size]
+        scores = model.predict([pair for _, pair in batch], batch_size=batch_size, show_progress_bar=False)
+        cache.append({key: float(score) for (key, _), score in zip(batch, scores)})
+        if progress is not None:  # in questions, as the stage's bar counts them
+            done = n_questions * (start + len(batch)) // len(items)
+            progress.update(done - reported)
+            reported = done

@@ -1,0 +1,46 @@
+"""What a method reports beside its run (data/run_info.json): for `ann`, the recall of its run
+against exact dense search at every k up to the depth, which the score stage adds to
+metrics.json as `ann_recall@k` for each score.k.
+
+ann_recall@k = mean over questions of |ANN top-k ∩ exact top-k| / k.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+MAX_CURVE = 1000  # ks stored in run_info.json (1..min(depth, MAX_CURVE))
+
+
+def recall_curve(approximate: np.ndarray, exact: np.ndarray) -> list[float]:
+    """recall@k for k = 1..depth: approximate and exact are (questions x depth) chunk indices,
+    best first; -1 marks a slot the approximate search left empty."""
+    n_questions, depth = exact.shape
+    if n_questions == 0 or depth == 0:
+        return []
+    approximate = approximate[:, :depth]
+    # Where each approximate hit stands in its question's exact list (depth when absent): a hit at
+    # position i standing at exact position p is in both top-k lists iff max(i, p) < k.
+    order = np.argsort(exact, axis=1)
+    sorted_exact = np.take_along_axis(exact, order, 1)
+    offsets = np.arange(n_questions)[:, None] * (int(max(exact.max(), approximate.max())) + 2)
+    flat_exact = (sorted_exact + offsets).ravel()
+    wanted = (approximate + offsets).ravel()
+    at = np.minimum(np.searchsorted(flat_exact, wanted), flat_exact.size - 1)
+    found = (flat_exact[at] == wanted) & (approximate.ravel() >= 0)
+    exact_position = np.where(found, order.ravel()[at], depth).reshape(approximate.shape)
+    both = np.maximum(np.arange(approximate.shape[1])[None, :], exact_position)
+    counts = np.bincount(both[both < depth], minlength=depth).cumsum()
+    return [float(counts[k - 1] / (k * n_questions)) for k in range(1, depth + 1)]
+
+
+def run_info_metrics(path: str | Path, ks: list[int]) -> dict[str, float]:
+    """The flat metrics the score stage adds to metrics.json: ann_recall@k for each k up to the
+    run's depth (nothing for exact methods, or when the file is absent)."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    curve = json.loads(path.read_text(encoding="utf-8")).get("ann_recall", {})
+    return {f"ann_recall@{k}": float(curve[str(k)]) for k in sorted(ks) if str(k) in curve}

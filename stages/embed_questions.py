@@ -1,0 +1,25 @@
+"""Stage: embed the golden set's questions -> data/embeddings/questions.npy and question_ids.json.
+
+Vectors come from the question embedding cache when it holds them: adding 10 questions embeds 10
+texts, and the corpus is never touched."""
+import numpy as np
+
+from retrieval_bench import paths
+from retrieval_bench.io import atomic_open, read_jsonl, run_stage, write_json
+from retrieval_bench.params import load_params
+from retrieval_bench.retrieval.embed import embed_texts
+
+
+def main() -> None:
+    params = load_params("embed")
+    golden = read_jsonl(paths.GOLDENSET)
+    texts = [row["question"] for row in golden]
+    vectors, stats = embed_texts(texts, params, params["query_prompt"], paths.QUESTION_EMBEDDING_CACHE, unit="question")
+    with atomic_open(paths.QUESTION_VECTORS, "wb") as handle:
+        np.save(handle, vectors)
+    write_json(paths.QUESTION_IDS, [row["qid"] for row in golden])
+    print(f"embed_questions: {stats.line('question')}")
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,159 @@
+"""The ann method (FAISS HNSW, IVF-Flat, IVF-PQ): indexes built once and cached by content, searched
+with their query-time parameters, and the run's recall against exact search (ann_recall@k); the
+blocked exact top-k it is measured against, on ties across blocks."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import dvc, git, set_params
+
+from retrieval_bench.io import InputError
+from retrieval_bench.params import DEFAULTS, load_all_params
+from retrieval_bench.retrieval import ann
+from retrieval_bench.retrieval import run as runs
+from retrieval_bench.retrieval.methods import needs_vectors, retrieve, run_info
+from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.run_info import recall_curve, run_info_metrics
+
+pytest.importorskip("faiss")
+
+
+def unit(rows):
+    rows = np.asarray(rows, dtype=np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    corpus = Corpus([f"c{i}" for i in range(2000)], [""] * 2000, unit(rng.normal(size=(2000, 32))))
+    questions = Questions([f"q{i}" for i in range(40)], [""] * 40, unit(rng.normal(size=(40, 32))))
+    return questions, corpus
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RETRIEVAL_BENCH_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "ann"
+
+
+def settings(depth=20, **ann_changes):
+    return {**DEFAULTS["retrieval"], "method": "ann", "depth": depth, "ann": {**DEFAULTS["retrieval"]["ann"], "nlist": 16, "nprobe": 4, "pq_m": 8, **ann_changes}}
+
+
+@pytest.mark.parametrize("depth", [1, 7, 64, 130])
+@pytest.mark.parametrize("blocks", [(8, 64), (5, 100), (256, 65_536)])
+def test_blocked_top_k_with_many_ties_equals_a_full_sort(monkeypatch, depth, blocks):
+    rng = np.random.default_rng(depth)
+    full = rng.integers(0, 12, size=(23, 700)).astype(np.float32)  # scores from 12 values: ties everywhere
+    monkeypatch.setattr(runs, "QUESTION_BLOCK", blocks[0])
+    monkeypatch.setattr(runs, "CHUNK_BLOCK", blocks[1])
+    indices, scores = runs.top_k_blocked(lambda rows, cols: full[rows, cols], 23, 700, depth)
+    expected = np.lexsort((np.tile(np.arange(700), (23, 1)), -full), axis=1)[:, :depth]
+    assert (indices == expected).all()
+    assert (scores == np.take_along_axis(full, expected, 1)).all()
+
+
+def test_recall_curve_by_hand():
+    exact = np.array([[0, 1, 2, 3], [4, 5, 6, 7]])
+    approximate = np.array([[1, 0, 9, 2], [4, -1, -1, -1]])
+    # q1: k=1 {1}/{0} 0, k=2 {1,0} 1, k=3 {1,0,9}/{0,1,2} 2/3, k=4 {1,0,9,2}/{0..3} 3/4
+    # q2: k=1 1, k=2 1/2, k=3 1/3, k=4 1/4
+    assert recall_curve(approximate, exact) == pytest.approx([0.5, 0.75, 0.5, 0.5])
+
+
+@pytest.mark.parametrize("index", ["hnsw", "ivf-flat", "ivf-pq"])
+def test_each_index_is_built_once_and_searched_with_its_query_parameters(data, cache, index, tmp_path):
+    questions, corpus = data
+    first = retrieve(settings(index=index), questions, corpus)
+    assert list(first.columns) == ["qid", "chunk_id", "rank", "score"] and first.groupby("qid").size().max() == 20
+    built = sorted(cache.iterdir())
+    assert len(built) == 1 and built[0].name.startswith(index)
+    again = retrieve(settings(index=index), questions, corpus)
+    assert again.equals(first)  # deterministic, from the cached index
+    assert sorted(cache.iterdir()) == built and built[0].stat().st_mtime_ns == sorted(cache.iterdir())[0].stat().st_mtime_ns
+    # A query-time parameter reuses the index; a build parameter builds another one.
+    query_change = {"hnsw": {"ef_search": 400}, "ivf-flat": {"nprobe": 16}, "ivf-pq": {"nprobe": 16}}[index]
+    wider = retrieve(settings(index=index, **query_change), questions, corpus)
+    assert len(list(cache.iterdir())) == 1
+    build_change = {"hnsw": {"hnsw_m": 8}, "ivf-flat": {"nlist": 8, "nprobe": 4}, "ivf-pq": {"pq_bits": 6}}[index]
+    retrieve(settings(index=index, **build_change), questions, corpus)
+    assert len(list(cache.iterdir())) == 2
+    # Recall against exact search, every k up to the depth; searching wider never loses much.
+    narrow_info = run_info(settings(index=index), questions, corpus, first)
+    wide_info = run_info(settings(index=index, **query_change), questions, corpus, wider)
+    assert narrow_info["method"] == "ann" and list(narrow_info["ann_recall"]) == [str(k) for k in range(1, 21)]
+    assert all(0 <= value <= 1 for value in narrow_info["ann_recall"].values())
+    if index != "ivf-pq":  # compressed vectors: recall stays below 1 whatever the probes
+        assert wide_info["ann_recall"]["10"] >= 0.95
+    assert wide_info["ann_recall"]["10"] >= narrow_info["ann_recall"]["10"] - 0.05
+    path = tmp_path / "run_info.json"
+    path.write_text(json.dumps(wide_info))
+    assert run_info_metrics(path, [20, 1, 50]) == {"ann_recall@1": wide_info["ann_recall"]["1"], "ann_recall@20": wide_info["ann_recall"]["20"]}
+    assert run_info_metrics(tmp_path / "absent.json", [1]) == {}
+
+
+def test_exhaustive_hnsw_equals_exact_dense(data):
+    questions, corpus = data
+    approximate = retrieve(settings(ef_search=2000), questions, corpus)
+    exact = retrieve({**settings(), "method": "dense"}, questions, corpus)
+    assert (approximate["chunk_id"] == exact["chunk_id"]).all()
+    np.testing.assert_allclose(approximate["score"], exact["score"], rtol=1e-5)
+    info = run_info(settings(ef_search=2000), questions, corpus, approximate)
+    assert set(info["ann_recall"].values()) == {1.0}
+    assert run_info({**settings(), "method": "dense"}, questions, corpus, exact) == {"method": "dense", "depth": 20}
+    assert needs_vectors(settings())
+
+
+def test_a_damaged_cached_index_is_rebuilt(data, cache):
+    questions, corpus = data
+    first = retrieve(settings(), questions, corpus)
+    path = next(cache.iterdir())
+    path.write_bytes(b"not an index")
+    assert retrieve(settings(), questions, corpus).equals(first)
+    assert path.stat().st_size > 1000
+
+
+def test_bad_ann_params_are_one_line_naming_the_key(data, tmp_path):
+    questions, corpus = data
+    with pytest.raises(InputError, match=r"retrieval.ann.nlist 4000 is more than the 2000 chunks"):
+        retrieve(settings(index="ivf-flat", nlist=4000, nprobe=4), questions, corpus)
+    with pytest.raises(InputError, match=r"retrieval.ann.pq_m 7 must divide the vector dimension 32"):
+        retrieve(settings(index="ivf-pq", pq_m=7), questions, corpus)
+    params = tmp_path / "params.yaml"
+    for body, message in (
+        ("  ann: {index: flat}\n", "retrieval.ann.index must be one of hnsw, ivf-flat, ivf-pq, got 'flat'"),
+        ("  ann: {nlist: 8, nprobe: 16}\n", r"retrieval.ann.nprobe \(16\) cannot exceed retrieval.ann.nlist \(8\)"),
+        ("  ann: {ef_search: 0}\n", "retrieval.ann.ef_search must be a positive integer"),
+        ("  ann: {pq_bits: 20}\n", "retrieval.ann.pq_bits must be between 1 and 16"),
+        ("  ann: {size: 3}\n", "unknown key params.retrieval.ann.size"),
+    ):
+        params.write_text("retrieval:\n  method: ann\n" + body)
+        with pytest.raises(InputError, match=message):
+            load_all_params(params)
+
+
+@pytest.mark.pipeline
+def test_ef_search_change_reruns_retrieve_and_reuses_the_index(project, cache):
+    set_params(project, **{"retrieval.method": "ann"})
+    dvc("repro", "retrieve", cwd=project)
+    info = json.loads((project / "data" / "run_info.json").read_text())
+    assert info["method"] == "ann" and info["index"] == "hnsw" and 0.9 <= info["ann_recall"]["10"] <= 1
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "hnsw", cwd=project)
+    built = sorted(cache.iterdir())
+    set_params(project, **{"retrieval.ann.ef_search": 8})
+    output = dvc("repro", "retrieve", cwd=project).stdout
+    assert {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")} == {"check_params", "retrieve"}
+    assert json.loads((project / "data" / "run_info.json").read_text())["ann_recall"]["10"] <= info["ann_recall"]["10"]
+    assert sorted(cache.iterdir()) == built  # searched with the new ef_search, not rebuilt
+
+
+def test_hnsw_builds_are_deterministic(data, tmp_path):
+    faiss = pytest.importorskip("faiss")
+    _, corpus = data
+    one, _, _ = ann.load_or_build(corpus.vectors, settings()["ann"], tmp_path / "one")
+    two, _, _ = ann.load_or_build(corpus.vectors, settings()["ann"], tmp_path / "two")
+    assert (faiss.serialize_index(one) == faiss.serialize_index(two)).all()  # one build thread: the same graph every time

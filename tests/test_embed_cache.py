@@ -1,0 +1,153 @@
+"""The embedding cache: durable append-only shards, torn tails ignored, keys that never mix
+settings, prune; and a SIGKILL in the middle of the real embed_corpus stage loses only the batch
+in flight."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import ROOT, tool_env
+
+from retrieval_bench.params import DEFAULTS
+from retrieval_bench.retrieval import embedding_cache as ec
+from retrieval_bench.retrieval.embed import embedding_space, load_model
+
+N_KILL = 160  # chunks embedded in batches of 4 by the stage that is killed
+
+
+def keys(n: int, salt: str = "") -> list[bytes]:
+    return ec.text_keys(ec.space_digest({"salt": salt}), [f"text {i}" for i in range(n)])
+
+
+def vectors(n: int, dim: int = 8, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+
+
+def test_vectors_round_trip_and_old_shards_are_never_rewritten(tmp_path):
+    folder = tmp_path / "cache"
+    first, second = vectors(5), vectors(3, seed=1)
+    with ec.EmbeddingCache(folder) as cache:
+        assert cache.get(keys(5)) == {}
+        cache.put(keys(5)[:2], first[:2])
+        cache.put(keys(5)[2:], first[2:])
+    shard_bytes = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert sorted(p.suffix for p in folder.iterdir()) == [".keys", ".vec"]  # one shard per run, not per vector
+    with ec.EmbeddingCache(folder) as cache:
+        found = cache.get(keys(5) + keys(3, "other"))
+        assert set(found) == set(keys(5))
+        np.testing.assert_array_equal(np.stack([found[k] for k in keys(5)]), first)
+        cache.put(keys(3, "other"), second)
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.name in shard_bytes} == shard_bytes
+    with ec.EmbeddingCache(folder) as cache:
+        assert len(cache) == 8
+        np.testing.assert_array_equal(np.stack([cache.get([k])[k] for k in keys(3, "other")]), second)
+
+
+def test_a_torn_tail_is_ignored_and_a_foreign_shard_skipped(tmp_path, capsys):
+    folder = tmp_path / "cache"
+    data = vectors(6)
+    with ec.EmbeddingCache(folder) as cache:
+        cache.put(keys(6)[:4], data[:4])
+        cache.put(keys(6)[4:], data[4:])
+    keys_file = next(folder.glob("*.keys"))
+    vec_file = keys_file.with_suffix(".vec")
+    with open(keys_file, "r+b") as handle:  # the last key half-written
+        handle.truncate(5 * ec.KEY_BYTES + 7)
+    with open(vec_file, "ab") as handle:  # rows written, their keys never were
+        handle.write(vectors(2, seed=9).tobytes())
+    (folder / "junk.keys").write_bytes(b"\0" * 64)
+    (folder / "junk.vec").write_bytes(b"not a shard")
+    with ec.EmbeddingCache(folder) as cache:
+        found = cache.get(keys(6))
+    assert set(found) == set(keys(6)[:5])
+    np.testing.assert_array_equal(np.stack([found[k] for k in keys(6)[:5]]), data[:5])
+    assert "ignoring junk.keys" in capsys.readouterr().err
+
+
+def test_every_setting_that_decides_a_vector_is_in_its_key():
+    settings = dict(DEFAULTS["embed"])
+    base = embedding_space("sha256:model-a", settings, "")
+    variants = [
+        embedding_space("sha256:model-b", settings, ""),
+        embedding_space("sha256:model-a", settings, "query: "),
+        embedding_space("sha256:model-a", {**settings, "max_seq_length": 128}, ""),
+        embedding_space("sha256:model-a", {**settings, "precision": "bf16"}, ""),
+        embedding_space("sha256:model-a", {**settings, "backend": "onnx"}, ""),
+        embedding_space("sha256:model-a", {**settings, "backend": "onnx", "quantize": "int8"}, ""),
+    ]
+    digests = {ec.space_digest(space) for space in [base, *variants]}
+    assert len(digests) == 1 + len(variants)
+    texts = ["same text"]
+    assert len({ec.text_keys(d, texts)[0] for d in digests}) == len(digests)
+    # batch_size and device decide nothing: the same key
+    same = embedding_space("sha256:model-a", {**settings, "batch_size": 3, "device": "cpu"}, "")
+    assert ec.space_digest(same) == ec.space_digest(base)
+
+
+def test_prune_keeps_what_is_needed_in_one_shard(tmp_path):
+    folder = tmp_path / "cache"
+    data = vectors(10)
+    for start in (0, 4, 7):  # three runs, three shards
+        with ec.EmbeddingCache(folder) as cache:
+            cache.put(keys(10)[start:start + 3 if start < 7 else 10], data[start:start + 3 if start < 7 else 10])
+    keep = set(keys(10)[::2])
+    dry = ec.prune(folder, keep, dry_run=True)
+    assert (dry.kept, dry.dropped) == (5, 4) and len(list(folder.glob("*.keys"))) == 3  # text 3 was never cached
+    report = ec.prune(folder, keep)
+    assert (report.kept, report.dropped) == (5, 4) and report.bytes_after < report.bytes_before
+    assert len(list(folder.glob("*.keys"))) == 1 and len(list(folder.glob("*.vec"))) == 1
+    with ec.EmbeddingCache(folder) as cache:
+        found = cache.get(keys(10))
+    assert set(found) == keep
+    for i in (0, 2, 4, 6, 8):
+        np.testing.assert_array_equal(found[keys(10)[i]], data[i])
+
+
+def _cache_entries(folder: Path) -> int:
+    return sum(len(shard.keys) for shard in ec.read_shards(folder)) if folder.is_dir() else 0
+
+
+def _embedded(output: str) -> tuple[int, int]:
+    cached, embedded = re.search(r"(\d+) from the cache, (\d+) embedded", output).groups()
+    return int(cached), int(embedded)
+
+
+@pytest.mark.pipeline
+def test_sigkill_mid_embed_loses_only_the_batch_in_flight(tmp_path):
+    work = tmp_path / "work"
+    (work / "data").mkdir(parents=True)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["embed"]["batch_size"] = 4
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    texts = [f"Chunk {i}: the write-ahead log keeps page {i} until a checkpoint copies it back." for i in range(N_KILL)]
+    pd.DataFrame({"chunk_id": [f"c{i}" for i in range(N_KILL)], "text": texts}).to_parquet(work / "data" / "chunks.parquet")
+    cache = work / "data" / "embedding_cache" / "corpus"
+    env = {**tool_env(), "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "stages.embed_corpus"]
+    process = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while _cache_entries(cache) < 8 and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.02)
+    before = _cache_entries(cache)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL and 8 <= before < N_KILL, "killed too late to test anything"
+    after = _cache_entries(cache)
+    assert after >= before and after % 4 == 0  # whole batches only, none of those seen is lost
+    assert not (work / "data" / "embeddings" / "corpus.npy").exists()  # no half-written output
+
+    rerun = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, check=True)
+    assert _embedded(rerun.stdout) == (after, N_KILL - after)
+    assert json.loads((work / "data" / "embeddings" / "corpus_ids.json").read_text()) == [f"c{i}" for i in range(N_KILL)]
+    plain = load_model(params["embed"]["model"]).encode(texts, batch_size=32, normalize_embeddings=True)
+    np.testing.assert_allclose(np.load(work / "data" / "embeddings" / "corpus.npy"), plain, atol=1e-6)

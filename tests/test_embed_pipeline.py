@@ -1,0 +1,100 @@
+"""The two embed stages under the real `dvc repro`: each embeds only what changed (counted, from
+the stages' own output), the caches prune to what the data needs, and a fresh clone that pulls
+from a local DVC remote embeds nothing it did not change."""
+from __future__ import annotations
+
+import json
+import random
+import re
+import sys
+
+import numpy as np
+import pytest
+from conftest import copy_project, dvc, git, run, set_params
+
+pytestmark = pytest.mark.pipeline
+N_CHUNKS, N_QUESTIONS = 400, 30
+WORDS = ("page cache journal index btree vacuum checkpoint writer reader lock schema table column row "
+         "query planner statistics trigger view transaction savepoint rollback commit pragma wal").split()
+
+
+def synthetic_text(rng: random.Random, i: int) -> str:
+    return f"Note {i}: " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(12, 40))) + "."
+
+
+def write_corpus(folder, chunks: dict[str, str], queries: dict[str, str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "chunks.jsonl").write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in chunks.items()))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items()))
+    (folder / "qrels.tsv").write_text("".join(f"{q}\tc{int(q[1:]) * 7 % N_CHUNKS:04d}\t1\n" for q in queries))
+
+
+def embedded(output: str, stage: str) -> tuple[int, int] | None:
+    """(from the cache, embedded) as the stage printed them; None if the stage did not run."""
+    found = re.search(rf"^{stage}: .*?(\d+) from the cache, (\d+) embedded", output, re.MULTILINE)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def repro(project, *extra: str) -> str:
+    return dvc("repro", *extra, "embed_corpus", "embed_questions", cwd=project).stdout
+
+
+def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_path):
+    rng = random.Random(12)
+    chunks = {f"c{i:04d}": synthetic_text(rng, i) for i in range(N_CHUNKS)}
+    queries = {f"q{i}": f"what does note {i * 7 % N_CHUNKS} say about the " + rng.choice(WORDS) for i in range(N_QUESTIONS)}
+    project = copy_project(tmp_path / "project", docs=[])
+    source = project / "data" / "synthetic"
+    write_corpus(source, chunks, queries)
+    set_params(project, **{"load.source": "data/synthetic", "generate.max_questions": 0})
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "synthetic corpus", cwd=project)
+
+    first = repro(project)
+    assert embedded(first, "embed_corpus") == (0, N_CHUNKS)
+    assert embedded(first, "embed_questions") == (0, N_QUESTIONS)
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "embedded", cwd=project)
+
+    # 1% of the chunks edited: 1% embedded, and the questions are not touched.
+    for key in list(chunks)[::100]:
+        chunks[key] += " Edited."
+    write_corpus(source, chunks, queries)
+    output = repro(project)
+    assert embedded(output, "embed_corpus") == (N_CHUNKS - 4, 4)
+    assert embedded(output, "embed_questions") is None and "Running stage 'embed_questions'" not in output
+
+    # Two questions reworded, three added: five embedded, no corpus text.
+    queries["q1"] += " exactly"
+    queries["q2"] += " in practice"
+    queries.update({f"q{i}": f"which note mentions {WORDS[i % len(WORDS)]} first" for i in range(N_QUESTIONS, N_QUESTIONS + 3)})
+    write_corpus(source, chunks, queries)
+    output = repro(project)
+    assert embedded(output, "embed_questions") == (N_QUESTIONS - 2, 5)
+    assert embedded(output, "embed_corpus") is None and "Running stage 'embed_corpus'" not in output
+
+    # Prune drops the vectors of the edited-away texts; `dvc commit` records the pruned caches.
+    pruned = run([sys.executable, "-m", "retrieval_bench.cli", "cache", "prune"], cwd=project).stdout
+    assert "data/embedding_cache/corpus: kept 400 vectors, dropped 4" in pruned
+    assert "data/embedding_cache/questions: kept 33 vectors, dropped 2" in pruned
+    assert "modified:" in dvc("status", "embed_corpus", "embed_questions", cwd=project).stdout
+    dvc("commit", "-f", "embed_corpus", "embed_questions", cwd=project)
+    assert "changed" not in dvc("status", "embed_corpus", "embed_questions", cwd=project).stdout
+
+    run([sys.executable, "-m", "dvc", "remote", "add", "-d", "store", str(tmp_path / "remote")], cwd=project)
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "edits, pruned caches, remote", cwd=project)
+    dvc("push", cwd=project)
+
+    clone = tmp_path / "clone"
+    git("clone", "-q", str(project), str(clone), cwd=tmp_path)
+    output = repro(clone, "--pull")
+    assert embedded(output, "embed_corpus") in (None, (N_CHUNKS, 0))
+    assert embedded(output, "embed_questions") in (None, (N_QUESTIONS + 3, 0))
+    for name in ("corpus.npy", "questions.npy"):
+        np.testing.assert_array_equal(np.load(clone / "data/embeddings" / name), np.load(project / "data/embeddings" / name))
+
+    # The pulled cache serves the teammate's next run too: one chunk edited, one embedded.
+    chunks["c0005"] += " Edited on the clone."
+    write_corpus(clone / "data" / "synthetic", chunks, queries)
+    assert embedded(repro(clone), "embed_corpus") == (N_CHUNKS - 1, 1)

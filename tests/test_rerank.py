@@ -1,0 +1,166 @@
+"""The rerank method: a real sentence-transformers CrossEncoder (a tiny BERT built here from the
+bundled model's vocabulary, so nothing is downloaded) over a first stage's candidates, and its
+score cache: a second run scores no pair, a torn line from a crash is ignored and cut."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import dvc, set_params
+
+from retrieval_bench.io import InputError
+from retrieval_bench.params import DEFAULTS, load_all_params
+from retrieval_bench.retrieval import rerank
+from retrieval_bench.retrieval.methods import needs_vectors, retrieve
+from retrieval_bench.retrieval.run import Corpus, Questions
+
+CHUNKS = ["apples and pears", "write ahead logging in sqlite", "vacuum rebuilds the file", "sqlite logs every write", "pears are green"]
+QUESTIONS = ["how does sqlite logging work", "which fruit is green"]
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory) -> str:
+    """A one-layer BERT with a single output (a cross-encoder's head), random but seeded, and the
+    all-MiniLM-L6-v2 tokenizer, saved as a model folder."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from retrieval_bench.retrieval.embed import bundled_model_path
+
+    folder = tmp_path_factory.mktemp("tiny-cross-encoder")
+    tokenizer = AutoTokenizer.from_pretrained(str(bundled_model_path()))
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=512, num_labels=1,
+    )
+    BertForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def unit(rows):
+    rows = np.asarray(rows, dtype=np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def example():
+    questions = Questions(["q1", "q2"], QUESTIONS, unit([[0.0, 1.0], [1.0, 0.0]]))
+    corpus = Corpus(["a", "b", "c", "d", "e"], CHUNKS, unit([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0], [0.8, 0.6], [0.9, 0.1]]))
+    return questions, corpus
+
+
+def settings(model, **rerank_changes):
+    return {**DEFAULTS["retrieval"], "method": "rerank", "depth": 3, "rerank": {**DEFAULTS["retrieval"]["rerank"], "model": model, "candidates": 4, "batch_size": 3, **rerank_changes}}
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts the pairs the real CrossEncoder.predict is given."""
+    from sentence_transformers import CrossEncoder
+
+    pairs = []
+    original = CrossEncoder.predict
+
+    def predict(self, inputs, *args, **kwargs):
+        pairs.extend(inputs)
+        return original(self, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(CrossEncoder, "predict", predict)
+    return pairs
+
+
+def test_rerank_scores_candidates_with_the_cross_encoder_and_caches_them(tiny_cross_encoder, tmp_path, monkeypatch, counted):
+    monkeypatch.chdir(tmp_path)
+    questions, corpus = example()
+    run = retrieve(settings(tiny_cross_encoder), questions, corpus)
+    assert list(run.columns) == ["qid", "chunk_id", "rank", "score"]
+    assert run.groupby("qid").size().tolist() == [3, 3]  # 4 candidates, cut to depth 3
+    assert run["qid"].tolist() == ["q1"] * 3 + ["q2"] * 3
+    assert len(counted) == 8  # 2 questions x 4 candidates
+    # The scores are the cross-encoder's raw logits for (question, chunk); the run is in their order.
+    model = rerank.load_cross_encoder(tiny_cross_encoder)
+    q1 = run[run.qid == "q1"]
+    expected = model.predict([(QUESTIONS[0], CHUNKS["abcde".index(c)]) for c in q1["chunk_id"]])
+    np.testing.assert_allclose(q1["score"], expected, rtol=1e-5)
+    assert q1["score"].is_monotonic_decreasing
+    dense_candidates = set(retrieve({**settings(None), "method": "dense", "depth": 4}, questions, corpus).query("qid == 'q1'")["chunk_id"])
+    assert set(q1["chunk_id"]) <= dense_candidates
+    lines = (tmp_path / "data" / "rerank_cache.jsonl").read_text().splitlines()
+    assert len(lines) == 8 and set(json.loads(lines[0])) == {"key", "score"}
+
+    counted.clear()
+    again = retrieve(settings(tiny_cross_encoder), questions, corpus)
+    assert counted == []  # every pair from the cache
+    assert again.equals(run)
+    # More candidates: only the new pairs are scored.
+    retrieve(settings(tiny_cross_encoder, candidates=5), questions, corpus)
+    assert len(counted) == 2
+    # BM25 first stage: no vectors needed.
+    assert not needs_vectors(settings(tiny_cross_encoder, first_stage="bm25"))
+    assert needs_vectors(settings(tiny_cross_encoder, first_stage="hybrid"))
+    bm25_first = retrieve(settings(tiny_cross_encoder, first_stage="bm25"), Questions(questions.qids, QUESTIONS), Corpus(corpus.chunk_ids, CHUNKS))
+    assert set(bm25_first.query("qid == 'q1'")["chunk_id"]) <= {"b", "d"}  # only chunks sharing a word
+
+
+def test_torn_last_line_is_ignored_and_cut_before_the_next_append(tmp_path):
+    path = tmp_path / "cache.jsonl"
+    path.write_text('{"key": "a", "score": 1.5}\n{"key": "b", "sco')
+    cache = rerank.ScoreCache(path)
+    assert cache.scores == {"a": 1.5}
+    cache.append({"c": -2.0})
+    assert path.read_text() == '{"key": "a", "score": 1.5}\n{"key": "c", "score": -2.0}\n'
+    assert rerank.ScoreCache(path).scores == {"a": 1.5, "c": -2.0}
+    path.write_text('{"key": "a", "score": 1.5}\nnot json\n{"key": "c", "score": -2.0}\n')
+    with pytest.raises(InputError, match=r"cache.jsonl:2: not a rerank cache record"):
+        rerank.ScoreCache(path)
+
+
+def test_model_identity_follows_the_files(tiny_cross_encoder, tmp_path):
+    identity = rerank.model_identity(tiny_cross_encoder)
+    assert rerank.pair_key(identity, "q", "c") != rerank.pair_key(identity, "q", "c ")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in sorted(__import__("pathlib").Path(tiny_cross_encoder).iterdir()):
+        (copy / path.name).write_bytes(path.read_bytes())
+    assert rerank.model_identity(copy) == identity  # the same model anywhere: the same scores
+    (copy / "config.json").write_text((copy / "config.json").read_text().replace('"hidden_act"', '"hidden_act" ', 1))
+    assert rerank.model_identity(copy) != identity
+
+
+def test_missing_model_is_one_line_naming_the_key(tmp_path, monkeypatch):
+    params = tmp_path / "params.yaml"
+    params.write_text("retrieval:\n  method: rerank\n")
+    with pytest.raises(InputError, match=r"retrieval.method rerank needs retrieval.rerank.model.*cross-encoder/ms-marco-MiniLM-L6-v2"):
+        load_all_params(params)
+    for body, message in (
+        ("  rerank: {first_stage: ann}\n", "retrieval.rerank.first_stage must be one of dense, bm25, hybrid"),
+        ("  rerank: {candidates: 0}\n", "retrieval.rerank.candidates must be a positive integer"),
+        ("  rerank: {model: ''}\n", "retrieval.rerank.model must be a cross-encoder id or local path"),
+    ):
+        params.write_text("retrieval:\n" + body)
+        with pytest.raises(InputError, match=message):
+            load_all_params(params)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(InputError, match=r"retrieval.rerank.model 'nobody/no-such-cross-encoder': not a local path, not in the Hugging Face cache, and HF_HUB_OFFLINE is set"):
+        rerank.resolve_model("nobody/no-such-cross-encoder")
+
+
+@pytest.mark.pipeline
+def test_rerank_through_dvc_keeps_its_cache(project, tiny_cross_encoder):
+    set_params(project, **{"retrieval.method": "rerank", "retrieval.rerank.model": tiny_cross_encoder, "retrieval.rerank.candidates": 20})
+    first = dvc("repro", "retrieve", cwd=project)
+    n_questions = len((project / "data" / "goldenset.jsonl").read_text().splitlines())
+    assert f"rerank: {20 * n_questions} pairs, {20 * n_questions} scored" in first.stderr + first.stdout
+    cache = project / "data" / "rerank_cache.jsonl"
+    assert len(cache.read_text().splitlines()) == 20 * n_questions
+    assert "rerank_cache.jsonl" in (project / "dvc.lock").read_text()
+    # A new depth re-runs retrieve, which scores nothing: the persistent cache survived the rerun.
+    set_params(project, **{"retrieval.depth": 10})
+    second = dvc("repro", "retrieve", cwd=project)
+    assert f"rerank: {20 * n_questions} pairs, 0 scored by the cross-encoder" in second.stderr + second.stdout
+    assert len(cache.read_text().splitlines()) == 20 * n_questions
+    info = json.loads((project / "data" / "run_info.json").read_text())
+    assert info == {"method": "rerank", "depth": 10}
