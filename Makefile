@@ -29,7 +29,8 @@ repro: $(INSTALLED)
 		echo "dvc repro --pull   # default remote '$$remote'"; dvc repro --pull; \
 	else \
 		echo "dvc repro"; dvc repro | { grep -v '^Use `dvc push` to send your updates to remote storage\.$$' || true; }; \
-	fi
+	fi && \
+	retrieval-bench show
 
 test: $(INSTALLED)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) -m pytest -n 2 --durations=10 -q
