@@ -165,26 +165,24 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return child(args)
-    rows = []
+    print(f"{args.chunks:,} chunks x {args.questions:,} questions, {args.dim}-d, depth {args.depth}, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f} at the start; data (both matrices) {(args.chunks + args.questions) * args.dim * 4 / 2**30:.2f} GiB\n")
+    print("| method | search time (s) | x blocked | questions/s | peak RSS (GiB) | peak - data (GiB) | notes |")
+    print("|---|---:|---:|---:|---:|---:|---|", flush=True)
+    base = None
     with tempfile.TemporaryDirectory() as workdir:
         for method in args.methods.split(","):
             command = [sys.executable, __file__, *sys.argv[1:], "--child", method, "--workdir", workdir]
             result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
-            if result.returncode:
-                sys.exit(f"{method} failed:\n{result.stderr}")
+            if result.returncode:  # a method that fails (or is killed: -9 is the OOM killer) is a row, not the end
+                print(f"| {method} | failed (exit status {result.returncode}) | | | | | {result.stderr.strip()[-300:]!r} |", flush=True)
+                continue
             report = json.loads(result.stdout.strip().splitlines()[-1])
             total = report["seconds"] * args.questions / report["timed"]
-            rows.append((method, total, report))
-            print(f"{method}: {total:.1f} s", file=sys.stderr)
-    base = dict((name, total) for name, total, _ in rows).get("blocked")
-    print(f"{args.chunks:,} chunks x {args.questions:,} questions, {args.dim}-d, depth {args.depth}, "
-          f"{os.cpu_count()} cores; data (both matrices) {rows[0][2]['data_gib']:.2f} GiB\n")
-    print("| method | search time (s) | x blocked | questions/s | peak RSS (GiB) | peak - data (GiB) | notes |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for name, total, report in rows:
-        ratio = f"{total / base:.2f}" if base else "-"
-        print(f"| {name} | {total:,.1f} | {ratio} | {args.questions / total:,.0f} | {report['peak_gib']:.2f} | "
-              f"{report['peak_gib'] - report['data_gib']:.2f} | {report['note']} |")
+            base = total if method == "blocked" else base
+            ratio = f"{total / base:.2f}" if base else "-"
+            print(f"| {method} | {total:,.1f} | {ratio} | {args.questions / total:,.0f} | {report['peak_gib']:.2f} | "
+                  f"{report['peak_gib'] - report['data_gib']:.2f} | {report['note']} |", flush=True)
 
 
 if __name__ == "__main__":

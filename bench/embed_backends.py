@@ -130,7 +130,7 @@ def ndcg(scifact: Path) -> None:
             value = json.loads((project / "metrics" / "metrics.json").read_text())["ndcg@10"]
             reference = value if reference is None else reference
             line = re.search(r"^embed_corpus: (.*)$", result.stdout, re.MULTILINE)
-            print(f"| {label} | {value:.4f} | {value - reference:+.4f} | {line.group(1) if line else ''} |", flush=True)
+            print(f"| {label} | {value:.5f} | {value - reference:+.5f} | {line.group(1) if line else ''} |", flush=True)
 
 
 def main() -> int:

@@ -108,7 +108,7 @@ def load_encoder(model_path: str, fingerprint: str, settings: dict, log=print) -
     if settings["max_seq_length"]:
         st.max_seq_length = settings["max_seq_length"]
     st.eval()
-    name = f"{backend} {precision}" + (" int8" if quantize == "int8" else "") + f" on {device}"
+    name = f"{backend} {'int8' if quantize == 'int8' else precision} on {device}"
     if backend == "torch":
         return Encoder(st, _torch_first(st, precision, device), name)
     variant = "onnx-int8" if quantize == "int8" else backend
