@@ -13,7 +13,7 @@ $(INSTALLED): pyproject.toml
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	# The CPU build of torch first, so nothing later resolves to a multi-GB CUDA build.
 	$(PYTHON) -m pip install --quiet torch==2.13.0
-	$(PYTHON) -m pip install --quiet -e '.[test,faiss,onnx,openvino]'
+	$(PYTHON) -m pip install --quiet -e '.[test,faiss,onnx,openvino,ray,stores]'
 	touch $(INSTALLED)
 
 # With a default DVC remote, `dvc repro --pull`: the shared question cache (and every other output a

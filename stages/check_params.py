@@ -1,15 +1,18 @@
 """Stage 0: validate the whole params.yaml on every `dvc repro` (the stage is always_changed), so
-a typo'd key or a bad value fails the run even when every other stage is cached."""
+a typo'd key or a bad value fails the run even when every other stage is cached; and stamp
+load.source (data/source_stamp.json), which may be a vector store DVC cannot depend on."""
 from retrieval_bench import paths
-from retrieval_bench.io import atomic_open, run_stage
+from retrieval_bench.corpus.source_stamp import source_stamp
+from retrieval_bench.io import atomic_open, run_stage, write_json
 from retrieval_bench.params import load_all_params
 
 
 def main() -> None:
-    load_all_params()
+    params = load_all_params()
     # Constant content: stages downstream depend on this file only to run after the check.
     with atomic_open(paths.PARAMS_CHECKED) as handle:
         handle.write("params.yaml passed validation\n")
+    write_json(paths.SOURCE_STAMP, source_stamp(params["load"]["source"]))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from retrieval_bench.evaluation.metrics import rank_histogram, summarize
 from retrieval_bench.evaluation.scoring import score_run_both_views, unscorable_warning
 from retrieval_bench.io import atomic_open, read_jsonl, run_stage, write_json
 from retrieval_bench.params import load_all_params
+from retrieval_bench.retrieval.run_info import run_info_metrics
 
 
 def main() -> None:
@@ -27,7 +28,7 @@ def main() -> None:
     warning = unscorable_warning(table)
     if warning:
         print(f"score: warning: {warning}", file=sys.stderr)
-    summary = {**summarize(table, ks, len(chunks)), **judged_summary(table, ks, duplicates)}
+    summary = {**summarize(table, ks, len(chunks)), **judged_summary(table, ks, duplicates), **run_info_metrics(paths.RUN_INFO, ks)}
     write_json(paths.METRICS, summary)
     for path, frame in (
         (paths.PER_QUESTION, table),

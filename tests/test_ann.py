@@ -149,6 +149,11 @@ def test_ef_search_change_reruns_retrieve_and_reuses_the_index(project, cache):
     assert {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")} == {"check_params", "retrieve"}
     assert json.loads((project / "data" / "run_info.json").read_text())["ann_recall"]["10"] <= info["ann_recall"]["10"]
     assert sorted(cache.iterdir()) == built  # searched with the new ef_search, not rebuilt
+    dvc("repro", cwd=project)
+    metrics = json.loads((project / "metrics" / "metrics.json").read_text())
+    curve = json.loads((project / "data" / "run_info.json").read_text())["ann_recall"]
+    assert {key: value for key, value in metrics.items() if key.startswith("ann_recall@")} == {
+        f"ann_recall@{k}": curve[str(k)] for k in (1, 3, 5, 10, 20)}  # score.k of the sample params
 
 
 def test_hnsw_builds_are_deterministic(data, tmp_path):

@@ -52,6 +52,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "quantize": "none",
         "precision": "fp32",
         "device": None,
+        "engine": "local",
+        "ray": {"address": None, "num_actors": 2, "num_cpus_per_actor": 1.0, "num_gpus_per_actor": 0.0, "batch_size": 256},
+        "corpus_vectors": "embed",
     },
     "retrieval": {
         "method": "dense",
@@ -66,6 +69,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "trec_export": None,
         "rerank": {"model": None, "first_stage": "dense", "candidates": 50, "batch_size": 32},
         "ann": {"index": "hnsw", "hnsw_m": 32, "ef_construction": 200, "ef_search": 64, "nlist": 256, "nprobe": 16, "pq_m": 48, "pq_bits": 8},
+        "store": {"address": None, "search": None, "filter": None},
     },
     "score": {
         "k": [1, 3, 5, 10, 20],
@@ -97,7 +101,9 @@ CHOICES = {
     ("embed", "backend"): {"torch", "onnx", "openvino"},
     ("embed", "quantize"): {"none", "int8"},
     ("embed", "precision"): {"fp32", "fp16", "bf16"},
-    ("retrieval", "method"): {"dense", "bm25", "hybrid", "run-file", "python", "rerank", "ann"},
+    ("embed", "engine"): {"local", "ray"},
+    ("embed", "corpus_vectors"): {"embed", "stored"},
+    ("retrieval", "method"): {"dense", "bm25", "hybrid", "run-file", "python", "rerank", "ann", "store"},
     ("retrieval", "fusion"): {"rrf", "weighted"},
     ("score", "ties"): {"expected", "pessimistic", "optimistic"},
     ("judge", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
@@ -200,6 +206,7 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     _check_hygiene_and_duplicates(params, path)
     _check_judge(params["judge"], path)
     _check_embed(params["embed"], path)
+    _check_stores(params, path)
     if params["retrieval"]["rrf_k"] < 0:
         raise InputError(f"{path}: retrieval.rrf_k must be >= 0")
     _check_retrieval(params["retrieval"], path)
@@ -221,6 +228,37 @@ def _check_embed(embed: dict[str, Any], path: Path) -> None:
                          "(fp32 only; bf16/fp16: openvino or torch)")
     if embed["backend"] != "torch" and device not in (None, "cpu"):
         raise InputError(f"{path}: embed.device {device!r} needs embed.backend torch ({embed['backend']} runs on the CPU here)")
+    ray = embed["ray"]
+    address = ray["address"]
+    if address is not None and not (isinstance(address, str) and address.strip()):
+        raise InputError(f"{path}: embed.ray.address must be null (start a local Ray), auto, ray://host:port or host:port, got {address!r}")
+    for key in ("num_actors", "batch_size"):
+        if ray[key] <= 0:
+            raise InputError(f"{path}: embed.ray.{key} must be a positive integer, got {ray[key]!r}")
+    for key in ("num_cpus_per_actor", "num_gpus_per_actor"):
+        if ray[key] < 0:
+            raise InputError(f"{path}: embed.ray.{key} must be >= 0, got {ray[key]!r}")
+
+
+def _check_stores(params: dict[str, Any], path: Path) -> None:
+    """Store addresses parse (engine, location, collection) without importing any store."""
+    from retrieval_bench.stores.base import is_store_address, parse_address
+
+    source, store = params["load"]["source"], params["retrieval"]["store"]
+    if is_store_address(source):
+        parse_address(source, f"{path}: load.source")
+    elif params["embed"]["corpus_vectors"] == "stored":
+        raise InputError(f"{path}: embed.corpus_vectors stored needs load.source to be a vector store address "
+                         f"(e.g. lancedb:data/store.lancedb?table=chunks), got {source!r}")
+    address = store["address"]
+    if address is not None:
+        if not isinstance(address, str):
+            raise InputError(f"{path}: retrieval.store.address must be a store address or null (= load.source), got {address!r}")
+        parse_address(address, f"{path}: retrieval.store.address")
+    if params["retrieval"]["method"] == "store" and address is None and not is_store_address(source):
+        raise InputError(f"{path}: retrieval.method store needs retrieval.store.address, or load.source a store address")
+    if store["search"] is not None and not isinstance(store["search"], dict):
+        raise InputError(f"{path}: retrieval.store.search must be a mapping of the engine's query parameters or null, got {store['search']!r}")
 
 
 def _check_generate(generate: dict[str, Any], path: Path) -> None:

@@ -1,0 +1,104 @@
+"""A vector store address and the small interface every store adapter implements.
+
+An address names the engine, where the store is (a local path or an http(s) URL of a server) and
+the collection or table, with optional field names after `?`:
+
+    lancedb:data/stores/sample.lancedb?table=chunks
+    chroma:data/stores/chroma?collection=chunks
+    chroma:http://127.0.0.1:8000?collection=chunks
+    qdrant:data/stores/qdrant?collection=chunks&text=body
+    sqlite-vec:data/stores/sample.db?table=chunks
+
+Options (all optional): `text` (the field holding the chunk text; default "text"), `id` (the field
+holding the chunk id where the store's own id is not it), `document` (the field naming the document
+a chunk belongs to; default "doc_id"), `start` / `end` (character offsets in that document), `vector`
+(the vector column; default "vector"). Credentials never appear in an address: API keys come from
+the environment only (CHROMA_API_KEY, QDRANT_API_KEY).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Protocol
+from urllib.parse import parse_qsl
+
+import numpy as np
+
+from retrieval_bench.io import InputError
+
+# engine -> (the pip extra that installs it, the module it needs): a missing extra is one line.
+ENGINES = {
+    "chroma": ("chroma", "chromadb"),
+    "lancedb": ("lancedb", "lancedb"),
+    "qdrant": ("qdrant", "qdrant_client"),
+    "sqlite-vec": ("sqlite-vec", "sqlite_vec"),
+}
+OPTIONS = {"collection", "table", "text", "id", "document", "start", "end", "vector"}
+
+
+@dataclass(frozen=True)
+class StoreAddress:
+    engine: str
+    location: str  # a local path, or the http(s) URL of a server
+    collection: str  # the collection (Chroma, Qdrant) or table (LanceDB, sqlite-vec)
+    options: dict[str, str] = field(default_factory=dict)  # text, id, document, start, end, vector
+
+    @property
+    def is_server(self) -> bool:
+        return self.location.startswith(("http://", "https://"))
+
+    def option(self, name: str, default: str | None = None) -> str | None:
+        return self.options.get(name, default)
+
+    def __str__(self) -> str:
+        return f"{self.engine}:{self.location}?collection={self.collection}"
+
+
+def is_store_address(text: object) -> bool:
+    return isinstance(text, str) and text.split(":", 1)[0] in ENGINES and ":" in text
+
+
+def parse_address(text: str, where: str = "load.source") -> StoreAddress:
+    """The StoreAddress in `text`; a malformed one is a one-line InputError naming `where`."""
+    if not is_store_address(text):
+        raise InputError(f"{where} {text!r}: not a store address (expected {'|'.join(ENGINES)}:<path or URL>?collection=<name>)")
+    engine, rest = text.split(":", 1)
+    location, _, query = rest.partition("?")
+    options = dict(parse_qsl(query, keep_blank_values=True))
+    unknown = sorted(set(options) - OPTIONS)
+    if unknown:
+        raise InputError(f"{where} {text!r}: unknown option {unknown[0]!r} (valid: {', '.join(sorted(OPTIONS))})")
+    collection = options.pop("collection", None) or options.pop("table", None)
+    if not location or not collection:
+        raise InputError(f"{where} {text!r}: needs a path or URL and ?collection=<name> (or ?table=<name>)")
+    if "@" in location.split("//", 1)[-1].split("/", 1)[0]:
+        raise InputError(f"{where}: credentials do not belong in a store address; put the API key in the environment")
+    return StoreAddress(engine, location, collection, options)
+
+
+@dataclass
+class StorePage:
+    """One page of a collection, in the store's order."""
+
+    ids: list[str]
+    texts: list[str]
+    metadata: list[dict[str, Any]]  # whatever else the store keeps per chunk
+    vectors: np.ndarray | None  # (len(ids), dim) float32 when asked for, else None
+
+
+class Store(Protocol):
+    """What every adapter module's `open_store(address)` returns."""
+
+    address: StoreAddress
+
+    def count(self) -> int:
+        """Chunks in the collection."""
+
+    def pages(self, rows: int, with_vectors: bool) -> Iterator[StorePage]:
+        """The whole collection, `rows` chunks at a time (bounded memory)."""
+
+    def search(self, vectors: np.ndarray, depth: int, search: dict | None, filter: Any) -> list[list[tuple[str, float]]]:
+        """For each query vector, the store's own top `depth` (chunk id, similarity), best first,
+        through its configured index; `search` holds engine query parameters (e.g. hnsw_ef),
+        `filter` a metadata filter in the engine's own syntax."""
+
+    def close(self) -> None: ...

@@ -1,0 +1,43 @@
+"""Open a store by its address: each engine is one adapter module, imported only when used, so a
+missing optional extra is a one-line error naming the `pip install` that brings it."""
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from retrieval_bench.io import InputError
+from retrieval_bench.stores.base import ENGINES, Store, StoreAddress
+
+
+def adapter(engine: str) -> ModuleType:
+    """The adapter module of `engine` (explicit imports, so dvc.yaml's deps test sees them)."""
+    extra, module = ENGINES[engine]
+    try:
+        if engine == "chroma":
+            from retrieval_bench.stores import chroma as found
+        elif engine == "lancedb":
+            from retrieval_bench.stores import lancedb as found
+        elif engine == "qdrant":
+            from retrieval_bench.stores import qdrant as found
+        else:
+            from retrieval_bench.stores import sqlite_vec as found
+    except ImportError as error:
+        if error.name and error.name.split(".")[0] in {module, "pysqlite3", "lance", "kubernetes"}:
+            raise InputError(f"a {engine} store needs its extra: pip install -e '.[{extra}]' ({error.name} is not installed)") from None
+        raise
+    return found
+
+
+def open_store(address: StoreAddress) -> Store:
+    """A connected Store; a missing path, collection or server is one InputError naming the address."""
+    return adapter(address.engine).open_store(address)
+
+
+def create_collection(address: StoreAddress, ids: list[str], texts: list[str], metadata: list[dict[str, Any]],
+                      vectors: np.ndarray, index: dict[str, Any] | None = None) -> None:
+    """Write a new collection (replacing one of the same name) with the chunks and their vectors;
+    `index` asks for the engine's ANN index with its build settings. For tests, benchmarks and
+    users trying the store method on their Parquet chunks."""
+    adapter(address.engine).create_collection(address, ids, texts, metadata, vectors, index)

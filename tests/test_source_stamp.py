@@ -1,0 +1,59 @@
+"""load_chunks depends on data/source_stamp.json, which stands for load.source (a path DVC could
+hash, or a vector store it cannot): an edit re-runs load_chunks, a touch does not, a store server
+is re-read on every repro."""
+import json
+import os
+import time
+
+import pytest
+
+from conftest import copy_project, dvc
+from retrieval_bench.corpus.source_stamp import source_stamp
+
+
+def test_a_path_is_stamped_by_content_not_by_time(tmp_path):
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.md").write_text("alpha")
+    (folder / "sub" / "b.md").write_text("beta")
+    first = source_stamp(str(folder))
+    assert first["files"] == 2 and first["kind"] == "path"
+    os.utime(folder / "a.md", ns=(1, 1))
+    assert source_stamp(str(folder)) == first
+    (folder / "a.md").write_text("alphA")
+    assert source_stamp(str(folder))["md5"] != first["md5"]
+    (folder / "a.md").write_text("alpha")
+    (folder / "sub" / "b.md").rename(folder / "b.md")  # same bytes under another name: another corpus
+    assert source_stamp(str(folder))["md5"] != first["md5"]
+    assert source_stamp(str(tmp_path / "absent"))["missing"] is True
+
+
+def test_a_local_store_is_stamped_by_file_times_and_a_server_always_anew(tmp_path):
+    store = tmp_path / "store.lancedb"
+    store.mkdir()
+    (store / "data.lance").write_bytes(b"\0" * 64)
+    address = f"lancedb:{store}?table=chunks"
+    first = source_stamp(address)
+    assert first["kind"] == "local store" and source_stamp(address) == first
+    os.utime(store / "data.lance", ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert source_stamp(address) != first
+    server = "chroma:http://127.0.0.1:8000?collection=chunks"
+    assert source_stamp(server)["kind"] == "store server"
+    assert source_stamp(server) != source_stamp(server)
+
+
+@pytest.mark.pipeline
+def test_load_chunks_reruns_on_an_edit_and_not_on_a_touch(tmp_path):
+    project = copy_project(tmp_path / "p")
+    dvc("repro", "load_chunks", cwd=project)
+    doc = project / "data" / "sample" / "sqlite" / "wal.md"
+    os.utime(doc, ns=(time.time_ns(), time.time_ns() + 5 * 10**9))
+    assert "load_chunks" not in ran(dvc("repro", "load_chunks", cwd=project).stdout)
+    doc.write_text(doc.read_text() + "\nA new closing paragraph about checkpoints.\n")
+    assert "load_chunks" in ran(dvc("repro", "load_chunks", cwd=project).stdout)
+    stamp = json.loads((project / "data" / "source_stamp.json").read_text())
+    assert stamp["source"] == "data/sample/sqlite" and stamp["files"] == 3
+
+
+def ran(output: str) -> set[str]:
+    return {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")}
