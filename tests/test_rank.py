@@ -13,7 +13,7 @@ from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS
 from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.bm25 import bm25_scores
-from retrieval_bench.retrieval.hybrid import fuse
+from retrieval_bench.retrieval.hybrid import Top, fuse
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.rank import judged_ranks, pessimistic_ranks
 from retrieval_bench.retrieval.run import Corpus, Questions
@@ -60,17 +60,60 @@ def test_dense_bm25_and_hybrid_runs():
     assert hybrid[hybrid.qid == "q1"]["chunk_id"].iloc[0] == "b"  # second by dense, first by BM25
 
 
+def fused_scores(tops, weights, fusion, n_chunks=3, depth=10):
+    fused = fuse(tops, weights, fusion, 60, n_chunks, depth)
+    return {"xyz"[i]: s for i, s, kept in zip(fused.indices[0], fused.scores[0], fused.retrieved[0]) if kept}
+
+
 def test_rrf_fusion_is_symmetric_and_ties_share_the_worst_rank():
-    a = runs.from_records([("q", "x", 2.0), ("q", "y", 1.0), ("q", "z", 1.0)])
-    b = runs.from_records([("q", "y", 5.0), ("q", "x", 4.0)])
-    fused = fuse({"dense": a, "bm25": b}, {"dense": 1.0, "bm25": 1.0}, "rrf", 60, 10).set_index("chunk_id")["score"]
+    a = Top(np.array([[0, 1, 2]]), np.array([[2.0, 1.0, 1.0]]), np.array([[True, True, True]]))  # x, y, z
+    b = Top(np.array([[1, 0, 0]]), np.array([[5.0, 4.0, 0.0]]), np.array([[True, True, False]]))  # y, x
+    fused = fused_scores([a, b], [1.0, 1.0], "rrf")
     assert fused["x"] == pytest.approx(1 / 61 + 1 / 62)
     assert fused["y"] == pytest.approx(1 / 63 + 1 / 61)  # y ties z at ranks 2-3 in a: both take rank 3
     assert fused["z"] == pytest.approx(1 / 63)
-    mirror = fuse({"dense": a.iloc[:2], "bm25": b}, {"dense": 1.0, "bm25": 1.0}, "rrf", 60, 10).set_index("chunk_id")["score"]
+    a_top2 = Top(a.indices, a.scores, np.array([[True, True, False]]))
+    mirror = fused_scores([a_top2, b], [1.0, 1.0], "rrf")
     assert mirror["x"] == mirror["y"]  # ranks 1 and 2 against 2 and 1: exactly equal
-    weighted = fuse({"dense": a, "bm25": b}, {"dense": 1.0, "bm25": 2.0}, "weighted", 60, 10).set_index("chunk_id")["score"]
-    assert weighted.to_dict() == pytest.approx({"x": 1.0, "y": 2.0, "z": 0.0})
+    weighted = fused_scores([a, b], [1.0, 2.0], "weighted")
+    assert weighted == pytest.approx({"x": 1.0, "y": 2.0, "z": 0.0})
+
+
+def reference_fusion(component_runs: dict, weights: dict, fusion: str, rrf_k: float, depth: int) -> pd.DataFrame:
+    """Fusion written plainly over run DataFrames (the definition in hybrid.py's docstring)."""
+    parts = []
+    for name, run in component_runs.items():
+        if fusion == "rrf":
+            contribution = weights[name] / (rrf_k + run.groupby(["qid", "score"])["rank"].transform("max"))
+        else:
+            low, high = run.groupby("qid")["score"].transform("min"), run.groupby("qid")["score"].transform("max")
+            contribution = weights[name] * ((run["score"] - low) / (high - low).where(high > low, 1.0))
+        parts.append(pd.DataFrame({"qid": run["qid"], "chunk_id": run["chunk_id"], "score": contribution}))
+    fused = pd.concat(parts).groupby(["qid", "chunk_id"], sort=False, as_index=False)["score"].sum()
+    return runs.from_records(fused.itertuples(index=False, name=None), depth)
+
+
+def as_run(top: Top, qids: list[str], chunk_ids: list[str]) -> pd.DataFrame:
+    return runs.from_top(qids, chunk_ids, top.indices, top.scores, keep=top.retrieved)
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "weighted"])
+def test_array_fusion_equals_the_plain_definition_on_random_tied_runs(fusion):
+    rng = np.random.default_rng(7)
+    n_questions, n_chunks, width, depth = 40, 60, 25, 10
+    chunk_ids = [f"c{i:02d}" for i in range(n_chunks)]
+    qids = [f"q{i}" for i in range(n_questions)]
+    tops = []
+    for _ in range(2):
+        indices = np.stack([rng.permutation(n_chunks)[:width] for _ in range(n_questions)])
+        scores = -np.sort(-rng.integers(0, 6, size=(n_questions, width)).astype(np.float32), axis=1)  # many ties
+        tops.append(Top(indices, scores, scores > 0))
+    component_runs = {"dense": as_run(tops[0], qids, chunk_ids), "bm25": as_run(tops[1], qids, chunk_ids)}
+    expected = reference_fusion(component_runs, {"dense": 1.0, "bm25": 0.5}, fusion, 60, depth)
+    got = as_run(fuse(tops, [1.0, 0.5], fusion, 60, n_chunks, depth), qids, chunk_ids)
+    got = got[got["rank"] <= depth].reset_index(drop=True)
+    expected = expected.iloc[expected["qid"].map(qids.index).argsort(kind="stable")].reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, expected)
 
 
 def test_run_files_trec_and_jsonl(tmp_path):
@@ -125,3 +168,24 @@ def test_python_method_calls_the_users_code(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="retrieval.python nowhere:search: cannot import it"):
         retrieve(settings("python", python="nowhere:search"), questions, corpus)
     assert isinstance(run, pd.DataFrame)
+
+
+def test_the_numba_backend_of_large_corpora_gives_the_numpy_backends_scores(monkeypatch):
+    from retrieval_bench.retrieval import bm25
+
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(300)]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(3, 30)))) for _ in range(400)]
+    asked = [" ".join(rng.choice(words, size=4)) for _ in range(30)] + ["the of and"]
+    questions = Questions([f"q{i}" for i in range(len(asked))], asked)
+    corpus = Corpus([f"c{i}" for i in range(len(texts))], texts)
+    numpy_run = retrieve(settings("bm25", depth="all"), questions, corpus)
+    monkeypatch.setattr(bm25, "NUMBA_FROM_CHUNKS", len(texts))
+    assert bm25.backend_for(len(texts)) == "numba"
+    numba_run = retrieve(settings("bm25", depth="all"), questions, corpus)
+    assert len(numba_run) == len(numpy_run) > 0 and scores_by_pair(numba_run) == scores_by_pair(numpy_run)
+
+
+def scores_by_pair(run: pd.DataFrame) -> dict:
+    """Every retrieved (question, chunk) with its score: equal scores may come in another order."""
+    return dict(zip(zip(run.qid, run.chunk_id), run.score.round(5)))

@@ -12,7 +12,7 @@ import pytrec_eval
 
 from retrieval_bench.evaluation.metrics import Positions, concrete_ranks, question_metrics, score_question, span_recall
 from retrieval_bench.retrieval import run as runs
-from retrieval_bench.retrieval.hybrid import fuse
+from retrieval_bench.retrieval.hybrid import Top, fuse
 from retrieval_bench.retrieval.rank import judged_positions
 from retrieval_bench.evaluation.relevance import Judgement
 
@@ -119,9 +119,10 @@ def test_a_question_whose_relevant_chunk_is_not_in_the_run():
 
 def test_hybrid_mirror_ties_do_not_depend_on_who_came_first():
     # Dense ranks the gold chunk 1st and another 2nd, BM25 the other way round: RRF ties them.
-    dense = runs.from_records([("q", "a", 0.9), ("q", "b", 0.8), ("q", "c", 0.1)])
-    bm25 = runs.from_records([("q", "b", 3.0), ("q", "a", 2.0)])
-    fused = fuse({"dense": dense, "bm25": bm25}, {"dense": 1.0, "bm25": 1.0}, "rrf", 60, 10)
+    dense = Top(np.array([[0, 1, 2]]), np.array([[0.9, 0.8, 0.1]]), np.ones((1, 3), dtype=bool))  # a, b, c
+    bm25 = Top(np.array([[1, 0, 2]]), np.array([[3.0, 2.0, 0.0]]), np.array([[True, True, False]]))  # b, a
+    top = fuse([dense, bm25], [1.0, 1.0], "rrf", 60, 3, 10)
+    fused = runs.from_top(["q"], ["a", "b", "c"], top.indices, top.scores, keep=top.retrieved)
     for gold in ("a", "b"):
         judgement = Judgement(np.array([0]), np.array([1.0]))
         row = score_question(judgement, runs.positions(fused, ["q"], [[gold]])[0], [1], "expected")

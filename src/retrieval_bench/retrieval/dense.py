@@ -2,12 +2,17 @@
 argpartition, so memory stays bounded at a million chunks."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from retrieval_bench.retrieval.run import Corpus, Questions, from_top, top_k_blocked
 
 
-def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
+def top(questions: Questions, corpus: Corpus, depth: int, progress=None) -> tuple[np.ndarray, np.ndarray]:
+    """The `depth` best chunk indices and cosine scores per question, best first."""
     q, c = questions.vectors, corpus.vectors
-    indices, scores = top_k_blocked(lambda rows, cols: q[rows] @ c[cols].T, len(questions.qids), len(corpus.chunk_ids), depth, progress)
-    return from_top(questions.qids, corpus.chunk_ids, indices, scores)
+    return top_k_blocked(lambda rows, cols: q[rows] @ c[cols].T, len(questions.qids), len(corpus.chunk_ids), depth, progress)
+
+
+def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
+    return from_top(questions.qids, corpus.chunk_ids, *top(questions, corpus, depth, progress))

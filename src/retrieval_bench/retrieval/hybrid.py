@@ -5,40 +5,84 @@
   rank, so fusion never depends on the order of the corpus.
 - `weighted`: score = sum over runs of weight x the chunk's min-max normalised score in that
   run (0 where the run did not retrieve it).
-Each component run is retrieved `retrieval.fusion_depth` deep.
+Each component run is retrieved `retrieval.fusion_depth` deep. Fusion works on the runs' index
+arrays, never on per-row strings: at 20,000 questions x 1,000 candidates x 2 runs that is the
+difference between seconds and tens of minutes.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numpy as np
 import pandas as pd
 
 from retrieval_bench.retrieval import bm25, dense
-from retrieval_bench.retrieval.run import from_records
+from retrieval_bench.retrieval.run import from_top
 
 
-def fuse(runs: dict[str, pd.DataFrame], weights: dict[str, float], fusion: str, rrf_k: float, depth: int) -> pd.DataFrame:
-    parts = []
-    for name, run in runs.items():
-        if fusion == "rrf":
-            worst_rank = run.groupby(["qid", "score"], sort=False)["rank"].transform("max")
-            contribution = weights[name] / (rrf_k + worst_rank)
-        else:
-            low = run.groupby("qid")["score"].transform("min")
-            high = run.groupby("qid")["score"].transform("max")
-            contribution = weights[name] * ((run["score"] - low) / (high - low).where(high > low, 1.0))
-        parts.append(pd.DataFrame({"qid": run["qid"], "chunk_id": run["chunk_id"], "score": contribution}))
-    fused = pd.concat(parts).groupby(["qid", "chunk_id"], sort=False, as_index=False)["score"].sum()
-    return from_records(fused.itertuples(index=False, name=None), depth)
+class Top(NamedTuple):
+    """A component run as arrays (questions x width), each row best first: chunk indices, scores,
+    and which entries were retrieved (a prefix of each row)."""
+
+    indices: np.ndarray
+    scores: np.ndarray
+    retrieved: np.ndarray
+
+
+def contributions(top: Top, weight: float, fusion: str, rrf_k: float) -> np.ndarray:
+    """What each entry of a run adds to its chunk's fused score (float64; 0 where not retrieved)."""
+    scores, retrieved = top.scores.astype(np.float64), top.retrieved
+    if fusion == "rrf":
+        width = scores.shape[1]
+        # An entry ends its tie group when the next one scores differently or was not retrieved;
+        # every entry takes the 1-based position of its group's end: the group's worst rank.
+        group_end = np.ones(scores.shape, dtype=bool)
+        group_end[:, :-1] = (scores[:, :-1] != scores[:, 1:]) | ~retrieved[:, 1:]
+        end_position = np.where(group_end, np.arange(width), width)
+        worst_rank = np.minimum.accumulate(end_position[:, ::-1], axis=1)[:, ::-1] + 1
+        contribution = weight / (rrf_k + worst_rank)
+    else:
+        low = np.where(retrieved, scores, np.inf).min(axis=1, keepdims=True)
+        high = np.where(retrieved, scores, -np.inf).max(axis=1, keepdims=True)
+        span = np.where(high > low, high - low, 1.0)
+        contribution = weight * ((scores - low) / span)
+    return np.where(retrieved, contribution, 0.0)
+
+
+def fuse(tops: list[Top], weights: list[float], fusion: str, rrf_k: float, n_chunks: int, depth: int) -> Top:
+    """The fused run as arrays: per question the chunks at or above its depth-th best fused score
+    (ties at the cut included; the run contract then orders them by chunk id and cuts to depth)."""
+    n_questions = tops[0].indices.shape[0]
+    keys, added = [], []
+    for top, weight in zip(tops, weights):
+        rows = np.broadcast_to(np.arange(n_questions)[:, None], top.indices.shape)
+        keys.append(rows[top.retrieved] * np.int64(n_chunks) + top.indices[top.retrieved])
+        added.append(contributions(top, weight, fusion, rrf_k)[top.retrieved])
+    keys, added = np.concatenate(keys), np.concatenate(added)
+    order = np.argsort(keys, kind="stable")  # stable: a chunk's contributions add in run order
+    keys, added = keys[order], added[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, dtype=np.int64)
+    fused_keys, fused_scores = keys[starts], np.add.reduceat(added, starts) if len(keys) else np.zeros(0)
+    question, chunk = np.divmod(fused_keys, n_chunks)
+    counts = np.bincount(question, minlength=n_questions)
+    width = max(int(counts.max(initial=0)), 1)
+    slot = np.arange(len(question)) - (np.cumsum(counts) - counts)[question]
+    indices = np.zeros((n_questions, width), dtype=np.int64)
+    scores = np.full((n_questions, width), -np.inf)
+    indices[question, slot], scores[question, slot] = chunk, fused_scores
+    k = min(depth, width)
+    kth_best = -np.partition(-scores, k - 1, axis=1)[:, k - 1:k]
+    return Top(indices, scores, (scores >= kth_best) & np.isfinite(scores))
 
 
 def retrieve(questions, corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
-    candidates = max(depth, min(settings["fusion_depth"], len(corpus.chunk_ids)))
-    runs = {"dense": dense.retrieve(questions, corpus, settings, candidates), "bm25": bm25.retrieve(questions, corpus, settings, candidates)}
-    fused = fuse(runs, settings["weights"], settings["fusion"], settings["rrf_k"], depth)
+    n_chunks = len(corpus.chunk_ids)
+    candidates = max(depth, min(settings["fusion_depth"], n_chunks))
+    dense_indices, dense_scores = dense.top(questions, corpus, candidates)
+    tops = [Top(dense_indices, dense_scores, np.ones(dense_indices.shape, dtype=bool)), Top(*bm25.top(questions, corpus, settings, candidates))]
+    weights = [settings["weights"]["dense"], settings["weights"]["bm25"]]
+    fused = fuse(tops, weights, settings["fusion"], settings["rrf_k"], n_chunks, depth)
+    run = from_top(questions.qids, corpus.chunk_ids, fused.indices, fused.scores, keep=fused.retrieved)
     if progress is not None:
         progress.update(len(questions.qids))
-    return _in_question_order(fused, questions.qids)
-
-
-def _in_question_order(run: pd.DataFrame, qids: list[str]) -> pd.DataFrame:
-    order = {qid: i for i, qid in enumerate(qids)}
-    return run.iloc[run["qid"].map(order).argsort(kind="stable")].reset_index(drop=True)
+    return run[run["rank"] <= depth].reset_index(drop=True)
