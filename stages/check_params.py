@@ -1,8 +1,9 @@
 """Stage 0: validate the whole params.yaml on every `dvc repro` (the stage is always_changed), so
 a typo'd key or a bad value fails the run even when every other stage is cached; and stamp
-load.source (data/source_stamp.json), which may be a vector store DVC cannot depend on."""
+load.source and retrieval.store.address (data/source_stamp.json, data/store_stamp.json), which may
+be vector stores DVC cannot depend on."""
 from retrieval_bench import paths
-from retrieval_bench.corpus.source_stamp import source_stamp
+from retrieval_bench.corpus.source_stamp import source_stamp, store_stamp
 from retrieval_bench.io import atomic_open, run_stage, write_json
 from retrieval_bench.params import load_all_params
 
@@ -13,6 +14,7 @@ def main() -> None:
     with atomic_open(paths.PARAMS_CHECKED) as handle:
         handle.write("params.yaml passed validation\n")
     write_json(paths.SOURCE_STAMP, source_stamp(params["load"]["source"]))
+    write_json(paths.STORE_STAMP, store_stamp(params))
 
 
 if __name__ == "__main__":

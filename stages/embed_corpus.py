@@ -1,7 +1,9 @@
 """Stage: embed the chunks -> data/embeddings/corpus.npy and corpus_ids.json (row order).
 
 Vectors come from the corpus embedding cache when it holds them; only new or edited chunks are
-embedded, each batch appended to the cache as soon as it is computed."""
+embedded, each batch appended to the cache as soon as it is computed. With
+`embed.corpus_vectors: stored` they are read from the vector store at load.source instead, after a
+sample of chunks embedded again shows that embed.model made them."""
 import numpy as np
 import pandas as pd
 
@@ -9,16 +11,21 @@ from retrieval_bench import paths
 from retrieval_bench.io import atomic_open, run_stage, write_json
 from retrieval_bench.params import load_params
 from retrieval_bench.retrieval.embed import embed_texts
+from retrieval_bench.retrieval.stored_vectors import stored_corpus_vectors
 
 
 def main() -> None:
     params = load_params("embed")
     chunks = pd.read_parquet(paths.CHUNKS, columns=["chunk_id", "text"])
-    vectors, stats = embed_texts(chunks["text"].tolist(), params, params["document_prompt"], paths.CORPUS_EMBEDDING_CACHE, unit="chunk")
+    if params["corpus_vectors"] == "stored":
+        vectors, line = stored_corpus_vectors(load_params("load")["source"], chunks, params, paths.CORPUS_EMBEDDING_CACHE)
+    else:
+        vectors, stats = embed_texts(chunks["text"].tolist(), params, params["document_prompt"], paths.CORPUS_EMBEDDING_CACHE, unit="chunk")
+        line = stats.line("chunk")
     with atomic_open(paths.CORPUS_VECTORS, "wb") as handle:
         np.save(handle, vectors)
     write_json(paths.CORPUS_IDS, chunks["chunk_id"].tolist())
-    print(f"embed_corpus: {stats.line('chunk')}")
+    print(f"embed_corpus: {line}")
 
 
 if __name__ == "__main__":

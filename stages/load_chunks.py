@@ -1,15 +1,18 @@
-"""Stage 1: read the corpus named by load.source -> documents, chunks, any real labels, and the
-chunks that duplicate each other (exactly or nearly)."""
+"""Stage 1: read the corpus named by load.source (a documents folder, ready chunks, a BEIR folder
+or a vector store) -> documents, chunks, any real labels, and the chunks that duplicate each other
+(exactly or nearly)."""
 from retrieval_bench import paths
 from retrieval_bench.corpus.duplicates import describe, find_duplicates
 from retrieval_bench.corpus.load import load_corpus
+from retrieval_bench.corpus.store_source import load_store_corpus
 from retrieval_bench.io import atomic_path, run_stage, write_jsonl
 from retrieval_bench.params import load_params
+from retrieval_bench.stores.base import is_store_address
 
 
 def main() -> None:
     params = load_params("load")
-    corpus = load_corpus(
+    corpus = load_store_corpus(params["source"]) if is_store_address(params["source"]) else load_corpus(
         params["source"],
         id_field=params["id_field"],
         text_field=params["text_field"],

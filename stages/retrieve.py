@@ -22,6 +22,7 @@ def load_vectors(vectors: str, ids: str, expected_ids: list[str]) -> np.ndarray:
 
 def main() -> None:
     settings = load_params("retrieval")
+    settings["store"]["address"] = settings["store"]["address"] or load_params("load")["source"]  # method store: null = load.source
     chunks = pd.read_parquet(paths.CHUNKS, columns=["chunk_id", "text"])
     golden = read_jsonl(paths.GOLDENSET)
     questions = Questions([row["qid"] for row in golden], [row["question"] for row in golden])

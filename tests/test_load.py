@@ -147,3 +147,42 @@ def test_encodings_byte_order_mark_accepted_latin1_refused(tmp_path):
     path.write_bytes(b'{"id": "1", "text": "ok"}\n{"id": "2", "text": "caf\xe9"}\n')
     with pytest.raises(InputError, match=r"c.jsonl:2: not UTF-8 text"):
         load_corpus(path)
+
+
+# Ready chunks that name their document and offsets (as a vector store's metadata does): the
+# documents are rebuilt from them and the chunks keep their place, in every format.
+DOCUMENT = "SQLite is small.\n\nIt keeps one file. Readers do not block writers."
+SPANS = [(0, 16), (18, 36), (27, 66)]  # the last two overlap on "one file."
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "csv"])
+def test_ready_chunks_with_documents_and_offsets_rebuild_the_documents(tmp_path, fmt):
+    rows = [{"cid": f"c{i}", "text": DOCUMENT[s:e], "doc_id": "a.md", "start": s, "end": e} for i, (s, e) in enumerate(SPANS)]
+    rows.insert(0, {"cid": "solo", "text": "Alone.", "doc_id": "b.md", "start": 3, "end": 9})
+    path = tmp_path / f"chunks.{fmt}"
+    write_jsonl(path, rows) if fmt == "jsonl" else getattr(pd.DataFrame(rows), f"to_{fmt}")(path, index=False)
+    corpus = load_corpus(path, id_field="cid")
+    assert corpus.documents.values.tolist() == [["a.md", DOCUMENT], ["b.md", "\n\n\nAlone."]]  # uncovered characters read as line breaks
+    assert corpus.chunks[["chunk_id", "doc_id", "start", "end"]].values.tolist() == [
+        ["c0", "a.md", 0, 16], ["c1", "a.md", 18, 36], ["c2", "a.md", 27, 66], ["solo", "b.md", 3, 9]]
+
+
+def test_ready_chunks_without_offsets_follow_each_other_in_their_document(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", [{"id": "x2", "text": "Second.", "doc_id": "d"}, {"id": "x1", "text": "First.", "doc_id": "d"}])
+    corpus = load_corpus(path)
+    assert corpus.documents.values.tolist() == [["d", "Second.\n\nFirst."]]
+    assert corpus.chunks[["chunk_id", "start", "end"]].values.tolist() == [["x2", 0, 7], ["x1", 9, 15]]
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"text": "It keeps ONE file."}, r"chunk c2 of document a\.md disagrees with an overlapping chunk before it \(last: c1\)"),
+    ({"end": 40}, r"chunk c1: start 18 and end 40 span 22 characters but its text has 18"),
+    ({"start": -1}, r"chunk c1: 'start' must be a character offset \(an integer >= 0\), got the number -1"),
+    ({"doc_id": None}, r"chunk c1 has no 'doc_id' while other chunks have one"),
+])
+def test_inconsistent_documents_or_offsets_are_one_line_errors(tmp_path, change, message):
+    rows = [{"id": f"c{i}", "text": DOCUMENT[s:e], "doc_id": "a.md", "start": s, "end": e} for i, (s, e) in enumerate(SPANS)]
+    rows[1].update(change)
+    with pytest.raises(InputError, match=message) as error:
+        load_corpus(write_jsonl(tmp_path / "c.jsonl", rows))
+    assert "\n" not in str(error.value)

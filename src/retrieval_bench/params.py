@@ -231,7 +231,7 @@ def _check_embed(embed: dict[str, Any], path: Path) -> None:
     ray = embed["ray"]
     address = ray["address"]
     if address is not None and not (isinstance(address, str) and address.strip()):
-        raise InputError(f"{path}: embed.ray.address must be null (start a local Ray), auto, ray://host:port or host:port, got {address!r}")
+        raise InputError(f"{path}: embed.ray.address must be null (start a local Ray), auto or host:port, got {address!r}")
     for key in ("num_actors", "batch_size"):
         if ray[key] <= 0:
             raise InputError(f"{path}: embed.ray.{key} must be a positive integer, got {ray[key]!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 PARAMS = "params.yaml"
 PARAMS_CHECKED = "data/params_checked.txt"
 SOURCE_STAMP = "data/source_stamp.json"  # what load_chunks depends on for load.source (corpus.source_stamp)
+STORE_STAMP = "data/store_stamp.json"  # what retrieve depends on for retrieval.store.address (corpus.source_stamp)
 DVC_LOCK = "dvc.lock"  # what the last `dvc repro` recorded: the question cache version a teammate pushed
 
 # load_chunks

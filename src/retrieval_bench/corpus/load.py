@@ -16,6 +16,11 @@ from retrieval_bench.params import DEFAULTS
 DOCUMENT_SUFFIXES = (".md", ".txt")
 CHUNK_SUFFIXES = (".jsonl", ".parquet", ".csv")
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "start", "end", "text", "text_sha256"]
+# Optional fields of ready chunks (a file's columns, a vector store's metadata): the document a
+# chunk belongs to and its character offsets in it. With them, documents are rebuilt from chunks.
+DOCUMENT_FIELDS = ("doc_id", "start", "end")
+UNCOVERED = "\n"  # what a rebuilt document holds where no chunk says (chunkers trim the whitespace between chunks)
+CHUNK_GAP = 2  # characters between the chunks of a document without offsets: a blank line
 
 
 @dataclass
@@ -77,9 +82,10 @@ def checked_text(value: object, where: str, field: str) -> str:
 
 
 def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFrame:
-    """A JSONL, Parquet or CSV file of chunks exported from a vector store -> doc_id, text.
-    Ids must be strings or integers and texts strings; a record breaking that is an InputError
-    naming it (record n = line n of a JSONL file, row n of a table, the header not counted)."""
+    """A JSONL, Parquet or CSV file of chunks exported from a vector store -> chunk_id, text and,
+    where the file has those fields, the raw doc_id, start and end (DOCUMENT_FIELDS). Ids must be
+    strings or integers and texts strings; a record breaking that is an InputError naming it
+    (record n = line n of a JSONL file, row n of a table, the header not counted)."""
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         rows = read_jsonl(path)
@@ -87,7 +93,8 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
             for key in (id_field, text_field):
                 if key not in row:
                     raise InputError(f"{path}: record {line_number} has no field {key!r}; fields found: {', '.join(row)}")
-        ids, texts = [row[id_field] for row in rows], [row[text_field] for row in rows]
+        found = {key for row in rows for key in row}
+        columns = {key: [row.get(key) for row in rows] for key in (id_field, text_field, *DOCUMENT_FIELDS) if key in found}
     else:
         try:
             raw = pd.read_parquet(path) if suffix == ".parquet" else pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -96,13 +103,18 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
         for key in (id_field, text_field):
             if key not in raw.columns:
                 raise InputError(f"{path}: no column {key!r}; columns found: {', '.join(map(str, raw.columns))}")
-        ids, texts = raw[id_field].tolist(), raw[text_field].tolist()
+        columns = {key: raw[key].tolist() for key in (id_field, text_field, *DOCUMENT_FIELDS) if key in raw.columns}
+    ids, texts = columns[id_field], columns[text_field]
     if not ids:
         raise InputError(f"{path}: no chunks")
-    return pd.DataFrame({
-        "doc_id": [checked_id(v, f"{path}: record {n}", id_field) for n, v in enumerate(ids, 1)],
+    records = pd.DataFrame({
+        "chunk_id": [checked_id(v, f"{path}: record {n}", id_field) for n, v in enumerate(ids, 1)],
         "text": [checked_text(v, f"{path}: record {n}", text_field) for n, v in enumerate(texts, 1)],
     })
+    for key in DOCUMENT_FIELDS:
+        if key in columns and key not in (id_field, text_field):  # a column named doc_id holding the chunk id is the id
+            records[key] = pd.Series(columns[key], dtype=object)
+    return records
 
 
 def _read_beir_jsonl(path: Path) -> list[dict]:
@@ -232,17 +244,102 @@ def _with_sha(chunks: pd.DataFrame) -> pd.DataFrame:
     return chunks[CHUNK_COLUMNS]
 
 
-def _drop_empty_and_check_ids(frame: pd.DataFrame, source: Path, notes: list[str]) -> pd.DataFrame:
+def _drop_empty_and_check_ids(frame: pd.DataFrame, source: object, notes: list[str], id_column: str = "doc_id") -> pd.DataFrame:
     empty = frame["text"].str.strip() == ""
     if empty.any():
         notes.append(f"dropped {int(empty.sum())} empty texts")
         frame = frame[~empty].reset_index(drop=True)
     if frame.empty:
         raise InputError(f"{source}: every text is empty")
-    duplicated = frame["doc_id"][frame["doc_id"].duplicated()].unique()
+    duplicated = frame[id_column][frame[id_column].duplicated()].unique()
     if len(duplicated):
         raise InputError(f"{source}: {len(duplicated)} duplicate ids, e.g. {', '.join(map(str, duplicated[:5]))}")
     return frame
+
+
+def checked_offset(value: object, where: str, field: str) -> int:
+    """A character offset: a non-negative integer (or the text of one, as CSV holds it)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= 0:
+        return int(value)
+    if isinstance(value, (float, np.floating)) and value.is_integer() and value >= 0:  # Parquet/pandas integers with a null beside them
+        return int(value)
+    raise InputError(f"{where}: {field!r} must be a character offset (an integer >= 0), got {_what(value)}")
+
+
+def _document_fields(records: pd.DataFrame, source: object) -> pd.DataFrame:
+    """doc_id, start and end of every chunk, checked; a field given for some chunks only is an
+    error naming the first chunk without it. Without offsets a document's chunks follow each other
+    in the given order, CHUNK_GAP apart; with one of start/end the other is the text's length
+    away; with both, end - start must be the text's length."""
+    present = [key for key in DOCUMENT_FIELDS if key in records.columns]
+    for key in present:
+        missing = records[key].isna()
+        if missing.any():
+            raise InputError(f"{source}: chunk {records['chunk_id'][missing].iloc[0]} has no {key!r} while other chunks have one")
+    where = [f"{source}: chunk {chunk_id}" for chunk_id in records["chunk_id"]]
+    doc_ids = [checked_id(value, at, "doc_id") for value, at in zip(records["doc_id"], where)]
+    lengths = records["text"].str.len().to_numpy()
+    starts = [checked_offset(value, at, "start") for value, at in zip(records["start"], where)] if "start" in present else None
+    ends = [checked_offset(value, at, "end") for value, at in zip(records["end"], where)] if "end" in present else None
+    if starts is None and ends is None:
+        starts, next_start = [], {}
+        for doc_id, length in zip(doc_ids, lengths):
+            starts.append(next_start.get(doc_id, 0))
+            next_start[doc_id] = starts[-1] + int(length) + CHUNK_GAP
+    starts = np.asarray(starts if starts is not None else np.asarray(ends) - lengths, dtype=np.int64)
+    ends = np.asarray(ends if ends is not None else starts + lengths, dtype=np.int64)
+    wrong = np.flatnonzero((ends - starts != lengths) | (starts < 0))
+    if len(wrong):
+        i = wrong[0]
+        raise InputError(f"{where[i]}: start {starts[i]} and end {ends[i]} span {ends[i] - starts[i]} characters but its text has "
+                         f"{lengths[i]}; offsets must be character offsets of the chunk's text in its document")
+    return pd.DataFrame({"chunk_id": records["chunk_id"].tolist(), "doc_id": doc_ids, "start": starts, "end": ends, "text": records["text"].tolist()})
+
+
+def rebuild_documents(chunks: pd.DataFrame, source: object) -> pd.DataFrame:
+    """Each document's text from its chunks (sorted by doc_id, start): every chunk's text at its
+    offsets, characters no chunk covers as UNCOVERED; chunks that overlap must agree on the characters
+    they share, else an InputError names the chunk."""
+    rows = []
+    for doc_id, group in chunks.groupby("doc_id", sort=False):
+        pieces: list[str] = []
+        tail, covered, longest, previous = "", 0, 0, None  # tail: the last `longest` characters written
+        for chunk_id, start, end, text in zip(group["chunk_id"], group["start"], group["end"], group["text"]):
+            longest = max(longest, len(text))
+            if start > covered:
+                pieces.append(UNCOVERED * (start - covered))
+                tail, covered = tail + pieces[-1], start
+            shared = min(end, covered) - start
+            if shared > 0 and tail[len(tail) - (covered - start):][:shared] != text[:shared]:
+                raise InputError(f"{source}: chunk {chunk_id} of document {doc_id} disagrees with an overlapping chunk before it "
+                                 f"(last: {previous}) on the characters they share; offsets must be character offsets in the document")
+            if end > covered:
+                pieces.append(text[covered - start:])
+                tail, covered = tail + pieces[-1], end
+            tail, previous = tail[-longest:], chunk_id
+        rows.append((doc_id, "".join(pieces)))
+    return pd.DataFrame(rows, columns=["doc_id", "text"])
+
+
+def ready_chunks_corpus(records: pd.DataFrame, source: object, notes: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(documents, chunks) from ready chunks: `records` holds chunk_id and text, and may hold
+    DOCUMENT_FIELDS. Without doc_id every chunk is its own document; with it, the chunks keep their
+    document and offsets, the documents are rebuilt from them (rebuild_documents) and chunks stand
+    in document and offset order. Empty texts are dropped and counted; duplicate ids are an error."""
+    records = _drop_empty_and_check_ids(records, source, notes, id_column="chunk_id")
+    if "doc_id" not in records.columns:
+        documents = pd.DataFrame({"doc_id": records["chunk_id"], "text": records["text"]})
+        return documents, _with_sha(documents.assign(chunk_id=documents["doc_id"], start=0, end=documents["text"].str.len()))
+    chunks = _document_fields(records, source).sort_values(["doc_id", "start", "end", "chunk_id"], kind="stable", ignore_index=True)
+    return rebuild_documents(chunks, source), _with_sha(chunks)
+
+
+def note_repeated_texts(chunks: pd.DataFrame, notes: list[str]) -> None:
+    duplicate_texts = int(chunks["text_sha256"].duplicated().sum())
+    if duplicate_texts:
+        notes.append(f"{duplicate_texts} chunks repeat the text of an earlier chunk")
 
 
 def _single_file(folder: Path, stem: str, suffixes: tuple[str, ...]) -> Path:
@@ -289,7 +386,8 @@ def load_corpus(
     """Load `source`, which is one of:
 
     - a folder of .md/.txt documents, cut into chunks;
-    - a .jsonl/.parquet/.csv file of ready chunks (each chunk is its own document);
+    - a .jsonl/.parquet/.csv file of ready chunks: each chunk is its own document, unless the file
+      has a doc_id column (and start/end offsets), from which the documents are rebuilt;
     - a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv): documents are the chunks;
     - a folder of ready chunks with real labels: chunks.{jsonl,parquet,csv}, queries.{jsonl,tsv}, qrels.tsv.
     """
@@ -298,12 +396,13 @@ def load_corpus(
     if not source.exists():
         raise InputError(f"load.source {source}: no such file or folder")
     labels_from: tuple[Path, Path] | None = None
+    records: pd.DataFrame | None = None  # ready chunks: chunk_id, text and any DOCUMENT_FIELDS
     if source.is_file():
         if source.suffix.lower() not in CHUNK_SUFFIXES:
             raise InputError(f"load.source {source}: expected a folder or a {', '.join(CHUNK_SUFFIXES)} file")
-        documents, pre_chunked = read_ready_chunks(source, id_field, text_field), True
+        records = read_ready_chunks(source, id_field, text_field)
     elif (source / "corpus.jsonl").is_file():
-        documents, pre_chunked = read_beir_corpus(source / "corpus.jsonl"), True
+        records = read_beir_corpus(source / "corpus.jsonl").rename(columns={"doc_id": "chunk_id"})
         labels_from = (source / "queries.jsonl", source / "qrels" / f"{split}.tsv")
         _check_beir_split(source, split)
     elif _looks_like_beir(source):
@@ -312,20 +411,14 @@ def load_corpus(
             f"({', '.join(_beir_parts(source))}), which needs corpus.jsonl, queries.jsonl and qrels/{split}.tsv"
         )
     elif (source / "qrels.tsv").is_file():
-        chunk_file = _single_file(source, "chunks", CHUNK_SUFFIXES)
-        documents, pre_chunked = read_ready_chunks(chunk_file, id_field, text_field), True
+        records = read_ready_chunks(_single_file(source, "chunks", CHUNK_SUFFIXES), id_field, text_field)
         labels_from = (_single_file(source, "queries", (".jsonl", ".tsv")), source / "qrels.tsv")
+    if records is not None:
+        documents, chunks = ready_chunks_corpus(records, source, notes)
     else:
-        documents, pre_chunked = read_documents_folder(source), False
-    documents = _drop_empty_and_check_ids(documents, source, notes)
-    if pre_chunked:
-        chunks = documents.assign(chunk_id=documents["doc_id"], start=0, end=documents["text"].str.len())
-        chunks = _with_sha(chunks)
-    else:
+        documents = _drop_empty_and_check_ids(read_documents_folder(source), source, notes)
         chunks = chunk_documents(documents, chunk_chars, chunk_overlap)
-    duplicate_texts = int(chunks["text_sha256"].duplicated().sum())
-    if duplicate_texts:
-        notes.append(f"{duplicate_texts} chunks repeat the text of an earlier chunk")
+    note_repeated_texts(chunks, notes)
     labels: list[dict] = []
     if labels_from:
         queries_path, qrels_path = labels_from

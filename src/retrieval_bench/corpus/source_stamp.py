@@ -1,13 +1,15 @@
 """What load_chunks depends on instead of the load.source path itself (data/source_stamp.json):
-DVC can only depend on paths, and a source may be a vector store or a store server.
+DVC can only depend on paths, and a source may be a vector store or a store server. embed_corpus
+(embed.corpus_vectors stored) and retrieve (retrieval.method store) read the store too, so they
+depend on it as well; retrieve also on data/store_stamp.json, the stamp of retrieval.store.address.
 
 - a file or folder (documents, ready chunks, BEIR): a digest of every file's relative path and
   content, so an edit re-runs load_chunks and anything else does not;
 - a vector store on a local path: every file's relative path, size and modification time (stores
   are large binary files rewritten in place; hashing them on every repro would cost minutes);
 - a store server: nothing cheap tells whether it changed, so the stamp holds the time it was
-  taken and load_chunks re-reads the collection on every repro; stages downstream still re-run only
-  when data/chunks.parquet came out different.
+  taken and load_chunks, embed_corpus and retrieve re-run on every repro; generate_goldenset,
+  embed_questions and score re-run only when their inputs came out different.
 """
 from __future__ import annotations
 
@@ -65,3 +67,13 @@ def source_stamp(source: str) -> dict:
         return {"source": source, "kind": kind, "missing": True}
     files, digest = digest_of(root)
     return {"source": source, "kind": kind, "files": files, "md5": digest}
+
+
+def store_stamp(params: dict) -> dict:
+    """data/store_stamp.json, what retrieve depends on besides data/source_stamp.json: the stamp of
+    the store retrieval.method store searches when it is not load.source, so a rebuilt index re-runs
+    retrieve (and nothing else); constant otherwise."""
+    source, store = params["load"]["source"], params["retrieval"]["store"]["address"]
+    if params["retrieval"]["method"] == "store" and store and store != source:
+        return source_stamp(store)
+    return {"source": None}

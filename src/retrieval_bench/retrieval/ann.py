@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.io import InputError
-from retrieval_bench.retrieval.run import Corpus, Questions, from_top, resolve_depth, top_k_blocked
-from retrieval_bench.retrieval.run_info import MAX_CURVE, recall_curve
+from retrieval_bench.retrieval.run import Corpus, Questions, from_top, resolve_depth
+from retrieval_bench.retrieval.run_info import recall_against_exact
 
 BUILD_PARAMS = {"hnsw": ("hnsw_m", "ef_construction"), "ivf-flat": ("nlist",), "ivf-pq": ("nlist", "pq_m", "pq_bits")}
 BUILD_THREADS_ENV = "RETRIEVAL_BENCH_ANN_BUILD_THREADS"
@@ -155,13 +155,4 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
 def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
     """The ANN run's recall against exact dense search at every k up to the depth."""
     depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))
-    q, c = questions.vectors, corpus.vectors
-    exact, _ = top_k_blocked(lambda rows, cols: q[rows] @ c[cols].T, len(questions.qids), len(corpus.chunk_ids), depth)
-    approximate = np.full(exact.shape, -1, dtype=np.int64)
-    position = pd.Series(np.arange(len(corpus.chunk_ids)), index=corpus.chunk_ids)
-    question = pd.Series(np.arange(len(questions.qids)), index=questions.qids)
-    rows, ranks = question[run["qid"]].to_numpy(), run["rank"].to_numpy() - 1
-    inside = ranks < depth
-    approximate[rows[inside], ranks[inside]] = position[run["chunk_id"]].to_numpy()[inside]
-    curve = recall_curve(approximate, exact)[:MAX_CURVE]
-    return {"index": settings["ann"]["index"], "ann_recall": {str(k): value for k, value in enumerate(curve, 1)}}
+    return {"index": settings["ann"]["index"], "ann_recall": recall_against_exact(questions, corpus, run, depth)}

@@ -9,6 +9,8 @@ import shutil
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -128,18 +130,23 @@ FINGERPRINT_SKIP_SUFFIXES = {".onnx", ".onnx_data", ".h5", ".msgpack", ".ot", ".
 SPACE_FORMAT = 1  # bump when the way vectors are computed changes
 
 
+def model_files(model_path: str) -> list[Path]:
+    """The files of a model folder that decide its vectors, sorted: what the fingerprint covers and
+    what the Ray engine ships to workers that lack the model."""
+    root = Path(model_path)
+    return [path for path in sorted(root.rglob("*")) if path.is_file() and path.suffix not in FINGERPRINT_SKIP_SUFFIXES
+            and not FINGERPRINT_SKIP_DIRS & set(path.relative_to(root).parts[:-1])]
+
+
 @functools.lru_cache(maxsize=8)
 def model_fingerprint(model_path: str) -> str:
     """sha256 over the model folder's files (names and contents): the model's identity in cache
     keys, so a changed model (new weights, tokenizer or pooling) is never served old vectors."""
     root = Path(model_path)
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root)
-        if not path.is_file() or path.suffix in FINGERPRINT_SKIP_SUFFIXES or FINGERPRINT_SKIP_DIRS & set(relative.parts[:-1]):
-            continue
+    for path in model_files(model_path):
         with open(path, "rb") as handle:
-            digest.update(f"{relative.as_posix()}\0{_sha256_stream(handle)}\n".encode())
+            digest.update(f"{path.relative_to(root).as_posix()}\0{_sha256_stream(handle)}\n".encode())
     return f"sha256:{digest.hexdigest()}"
 
 
@@ -183,8 +190,9 @@ def cache_keys(texts: list[str], settings: dict, prompt: str) -> list[bytes]:
 def embed_texts(texts: list[str], settings: dict, prompt: str, cache_dir: str | Path, unit: str = "text",
                 progress: bool = True, log=print) -> tuple[np.ndarray, EmbedStats]:
     """Unit-length float32 vectors for `texts` (one row each, in order), `prompt` prefixed.
-    Vectors in the cache are served; the others are embedded, longest first in batches of
-    `settings["batch_size"]`, and each batch is durably appended to the cache before the next."""
+    Vectors in the cache are served; the others are embedded, longest first in batches, by
+    `settings["engine"]` (here, or on Ray), and each batch is durably appended to the cache as it
+    arrives, so a crash loses only the batches in flight and a rerun embeds only the rest."""
     from tqdm import tqdm
 
     model_path = resolve_model(settings["model"])
@@ -194,24 +202,33 @@ def embed_texts(texts: list[str], settings: dict, prompt: str, cache_dir: str | 
     with EmbeddingCache(cache_dir) as cache:
         found = cache.get(list(unique))
         missing = [key for key in unique if key not in found]
-        encoder = None
-        if missing or not texts:
+        encoder = description = None
+        if not texts or (missing and settings["engine"] == "local"):
             encoder = load_encoder(model_path, fingerprint, settings, log=log)
+            description = encoder.description
         started = time.monotonic()
         if missing:
             order = np.argsort([-len(unique[key]) for key in missing])  # as sentence-transformers sorts
-            missing = [missing[i] for i in order]
-            batch_size = settings["batch_size"]
-            with tqdm(total=len(missing), unit=unit, desc=f"embed ({encoder.description})", disable=not progress) as bar:
-                for start in range(0, len(missing), batch_size):
-                    batch = missing[start:start + batch_size]
-                    vectors = encoder([prompt + unique[key] for key in batch])
+            items = [(missing[i], prompt + unique[missing[i]]) for i in order]
+            if settings["engine"] == "ray":  # Ray is imported only here: it is an optional extra
+                from retrieval_bench.retrieval.embed_ray import describe, embed_batches
+                description, batches = describe(settings, len(items)), embed_batches(items, model_path, fingerprint, settings)
+            else:
+                batches = _local_batches(encoder, items, settings["batch_size"])
+            with closing(batches), tqdm(total=len(items), unit=unit, desc=f"embed ({description})", disable=not progress) as bar:
+                for batch, vectors in batches:
                     cache.put(batch, vectors)
                     found.update(zip(batch, vectors))
                     bar.update(len(batch))
     seconds = time.monotonic() - started
-    stats = EmbedStats(len(texts), len(unique), len(unique) - len(missing), len(missing), seconds,
-                       encoder.description if encoder else None)
+    stats = EmbedStats(len(texts), len(unique), len(unique) - len(missing), len(missing), seconds, description)
     if not texts:
         return np.zeros((0, encoder.dim), dtype=np.float32), stats
     return np.stack([found[key] for key in keys]).astype(np.float32, copy=False), stats
+
+
+def _local_batches(encoder, items: list[tuple[bytes, str]], batch_size: int) -> Iterator[tuple[list[bytes], np.ndarray]]:
+    """(keys, vectors) for `items` ((key, text) pairs), embedded here in batches of `batch_size`."""
+    for start in range(0, len(items), batch_size):
+        batch = items[start:start + batch_size]
+        yield [key for key, _ in batch], encoder([text for _, text in batch])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from retrieval_bench.retrieval import ann, bm25, dense, external, hybrid, rerank
+from retrieval_bench.retrieval import ann, bm25, dense, external, hybrid, rerank, store_search
 from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
 
 METHODS = {
@@ -17,10 +17,11 @@ METHODS = {
     "python": external.retrieve_python,
     "rerank": rerank.retrieve,
     "ann": ann.retrieve,
+    "store": store_search.retrieve,
 }
-USES_VECTORS = {"dense", "hybrid", "ann"}
+USES_VECTORS = {"dense", "hybrid", "ann", "store"}  # store: the questions' vectors, and the corpus's for exact search
 # What a method reports beside its run (data/run_info.json): (settings, questions, corpus, run) -> dict.
-RUN_INFO = {"ann": ann.run_info}
+RUN_INFO = {"ann": ann.run_info, "store": store_search.run_info}
 
 
 def needs_vectors(settings: dict) -> bool:

@@ -1,8 +1,8 @@
-"""What a method reports beside its run (data/run_info.json): for `ann`, the recall of its run
-against exact dense search at every k up to the depth, which the score stage adds to
-metrics.json as `ann_recall@k` for each score.k.
+"""What a method reports beside its run (data/run_info.json): for `ann` and `store`, the recall of
+its run against exact dense search over the same vectors at every k up to the depth, which the
+score stage adds to metrics.json as `ann_recall@k` for each score.k.
 
-ann_recall@k = mean over questions of |ANN top-k ∩ exact top-k| / k.
+ann_recall@k = mean over questions of |approximate top-k ∩ exact top-k| / k.
 """
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+
+from retrieval_bench.retrieval.run import Corpus, Questions, top_k_blocked
 
 MAX_CURVE = 1000  # ks stored in run_info.json (1..min(depth, MAX_CURVE))
 
@@ -34,6 +37,21 @@ def recall_curve(approximate: np.ndarray, exact: np.ndarray) -> list[float]:
     both = np.maximum(np.arange(approximate.shape[1])[None, :], exact_position)
     counts = np.bincount(both[both < depth], minlength=depth).cumsum()
     return [float(counts[k - 1] / (k * n_questions)) for k in range(1, depth + 1)]
+
+
+def recall_against_exact(questions: Questions, corpus: Corpus, run: pd.DataFrame, depth: int) -> dict[str, float]:
+    """The run's recall against exact dense search over the corpus vectors, {"k": recall@k} for
+    k = 1..min(depth, MAX_CURVE): the `ann_recall` of data/run_info.json."""
+    q, c = questions.vectors, corpus.vectors
+    exact, _ = top_k_blocked(lambda rows, cols: q[rows] @ c[cols].T, len(questions.qids), len(corpus.chunk_ids), depth)
+    approximate = np.full(exact.shape, -1, dtype=np.int64)
+    position = pd.Series(np.arange(len(corpus.chunk_ids)), index=corpus.chunk_ids)
+    question = pd.Series(np.arange(len(questions.qids)), index=questions.qids)
+    rows, ranks = question[run["qid"]].to_numpy(), run["rank"].to_numpy() - 1
+    inside = ranks < depth
+    approximate[rows[inside], ranks[inside]] = position[run["chunk_id"]].to_numpy()[inside]
+    curve = recall_curve(approximate, exact)[:MAX_CURVE]
+    return {str(k): value for k, value in enumerate(curve, 1)}
 
 
 def run_info_metrics(path: str | Path, ks: list[int]) -> dict[str, float]:

@@ -17,6 +17,7 @@ the environment only (CHROMA_API_KEY, QDRANT_API_KEY).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol
 from urllib.parse import parse_qsl
@@ -33,6 +34,7 @@ ENGINES = {
     "sqlite-vec": ("sqlite-vec", "sqlite_vec"),
 }
 OPTIONS = {"collection", "table", "text", "id", "document", "start", "end", "vector"}
+PAGE_ROWS = 1000  # chunks per request when a collection is read whole: memory holds one page of vectors
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,42 @@ def parse_address(text: str, where: str = "load.source") -> StoreAddress:
     if "@" in location.split("//", 1)[-1].split("/", 1)[0]:
         raise InputError(f"{where}: credentials do not belong in a store address; put the API key in the environment")
     return StoreAddress(engine, location, collection, options)
+
+
+def id_text(value: object, address: StoreAddress) -> str:
+    """A chunk id as the store holds it, as text: a string, or an integer (42 -> "42"); anything
+    else is one line naming the address."""
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return str(int(value))
+    raise InputError(f"{address}: a chunk id must be a non-empty string or an integer, got {value!r}")
+
+
+API_KEY_ENVS = ("CHROMA_API_KEY", "QDRANT_API_KEY")
+
+
+def reason(error: BaseException) -> str:
+    """An engine's exception as a short phrase for a one-line error: its type and first line, with
+    any API key from the environment blanked out (a client may echo its headers)."""
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    for name in API_KEY_ENVS:
+        secret = os.environ.get(name)
+        if secret:
+            text = text.replace(secret, "***")
+    return text[:300]
+
+
+def similarity(distances: np.ndarray, metric: str) -> np.ndarray:
+    """Engine distances as similarities, higher = better: cosine and inner-product distances are
+    1 - similarity; a squared L2 distance d of unit vectors is 2 - 2 cos, so 1 - d / 2 is their
+    cosine (and keeps the engine's order for any vectors)."""
+    if metric in ("cosine", "ip", "dot"):
+        return 1.0 - distances
+    if metric == "l2":
+        return 1.0 - distances / 2.0
+    raise ValueError(f"unknown distance metric {metric!r}")
 
 
 @dataclass

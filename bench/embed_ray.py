@@ -1,0 +1,129 @@
+"""The Ray engine (`embed.engine: ray`) against the local engine, on the same texts.
+
+    python bench/embed_ray.py [SCIFACT] [--texts 2000] [--small 64] [--device cpu|cuda]
+
+Every configuration embeds the first --texts SciFact abstracts (title + " " + text) through
+`embed_texts`, the stages' own path, from an empty embedding cache in a temporary folder:
+
+  --device cpu (default): the local engine, then Ray with 1 and with 2 CPU actors (1 CPU each);
+  --device cuda: the local engine on the GPU, then Ray with one GPU actor (num_gpus_per_actor 1).
+
+Ray runs as `embed.ray.address: null` does: each run starts its own local Ray instance and shuts
+it down, so its wall time is everything a stage pays. Each configuration is also run on the first
+--small texts: that wall time is its fixed cost (the local engine: loading the model; Ray: starting
+Ray, starting the actors, each importing torch and loading the model, and shutting down), and
+(texts - small) / (wall - small wall) its steady throughput once running. `ray.init` + shutdown
+alone is timed too. Vectors are compared with the local engine's (max abs difference). The
+1-minute load average after each configuration is printed beside it: on a shared machine it
+moves the figures more than anything else. max_seq_length 256 and batch 64 as in
+bench/embed_backends.py; Ray batches of 256 texts.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+MAX_SEQ_LENGTH = 256
+BATCH = 64
+
+
+def abstracts(scifact: Path, n: int) -> list[str]:
+    texts = []
+    with open(scifact / "corpus.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            texts.append(f"{row.get('title', '')} {row['text']}".strip())
+            if len(texts) == n:
+                break
+    return texts
+
+
+def configurations(device: str) -> list[tuple[str, dict]]:
+    from retrieval_bench.params import DEFAULTS
+
+    base = copy.deepcopy(DEFAULTS["embed"])
+    base.update(max_seq_length=MAX_SEQ_LENGTH, batch_size=BATCH, device=device)
+    base["ray"].update(address=None, batch_size=256)
+
+    def ray(actors: int, gpus: float) -> dict:
+        embed = copy.deepcopy(base)
+        embed["engine"] = "ray"
+        embed["ray"].update(num_actors=actors, num_cpus_per_actor=1.0, num_gpus_per_actor=gpus)
+        return embed
+
+    if device == "cuda":
+        return [("local engine (cuda)", base), ("ray, 1 GPU actor", ray(1, 1.0))]
+    return [("local engine", base), ("ray, 1 CPU actor", ray(1, 0.0)), ("ray, 2 CPU actors", ray(2, 0.0))]
+
+
+def timed_embed(texts: list[str], settings: dict) -> tuple[float, np.ndarray, str]:
+    """Wall seconds, vectors and the stats line of one `embed_texts` from an empty cache."""
+    from retrieval_bench.retrieval.embed import embed_texts
+
+    with tempfile.TemporaryDirectory(prefix="bench-embed-ray-") as cache:
+        started = time.perf_counter()
+        vectors, stats = embed_texts(texts, settings, "", cache, unit="chunk", progress=False, log=lambda line: None)
+        seconds = time.perf_counter() - started
+    assert stats.embedded == len(texts), stats.line("chunk")
+    return seconds, vectors, stats.line("chunk")
+
+
+def ray_init_seconds(settings: dict) -> float:
+    """`ray.init` of a local instance sized for these actors, and its shutdown."""
+    from retrieval_bench.retrieval import embed_ray
+
+    ray = embed_ray.import_ray()
+    started = time.perf_counter()
+    embed_ray.start_local(ray, settings["ray"])
+    ray.shutdown()
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scifact", nargs="?", default=str(ROOT.parent / "shared" / "data" / "scifact"))
+    parser.add_argument("--texts", type=int, default=2000)
+    parser.add_argument("--small", type=int, default=64)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    args = parser.parse_args()
+    scifact = Path(args.scifact).resolve()
+    if not (scifact / "corpus.jsonl").is_file():
+        print(f"skipped: {scifact}: no SciFact corpus.jsonl there (pass the BEIR folder as the first argument)", file=sys.stderr)
+        return 0
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    import sentence_transformers  # noqa: F401 - imported before timing: the local engine's process has it already
+
+    texts = abstracts(scifact, args.texts)
+    rows, reference = [], None
+    for label, settings in configurations(args.device):
+        small, _, _ = timed_embed(texts[:args.small], settings)
+        seconds, vectors, line = timed_embed(texts, settings)
+        reference = vectors if reference is None else reference
+        steady = (len(texts) - args.small) / max(seconds - small, 1e-9)
+        rows.append((label, seconds, len(texts) / seconds, small, steady, np.abs(vectors - reference).max(), os.getloadavg()[0]))
+        print(f"{label}: {line}; {args.small} texts: {small:.1f}s", file=sys.stderr, flush=True)
+    init = ray_init_seconds(configurations(args.device)[-1][1])
+
+    print(f"\nRay engine: {len(texts)} SciFact abstracts, max_seq_length {MAX_SEQ_LENGTH}, batch {BATCH}, Ray batches of 256, "
+          f"device {args.device}, {os.cpu_count()} CPUs (local engine: {torch.get_num_threads()} torch threads; a Ray actor: as many as its CPUs)")
+    print(f"| engine | wall, {len(texts)} texts | chunks/s | fixed cost (wall, {args.small} texts) | steady chunks/s | max abs diff vs local | load avg after |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for label, seconds, rate, small, steady, diff, load in rows:
+        print(f"| {label} | {seconds:.1f} s | {rate:.1f} | {small:.1f} s | {steady:.1f} | {diff:.1e} | {load:.1f} |")
+    print(f"`ray.init` of the local instance + `ray.shutdown`, alone: {init:.1f} s (part of every Ray fixed cost above)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

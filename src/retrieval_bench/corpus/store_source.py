@@ -1,0 +1,56 @@
+"""load.source as a vector store: the chunks, their ids and texts and the document each belongs to,
+read page by page (vectors are left in the store), as ready chunks from a file would be.
+
+A chunk's document and offsets come from its metadata fields `doc_id`, `start` and `end`, renamed by
+the address's `document`, `start` and `end` options (an empty option, `?start=`, reads no such
+field). With them the documents are rebuilt from their chunks and questions anchored to evidence
+spans are scored as on the documents themselves; without them each chunk is its own document. The
+chunks come out in document and offset order (else chunk id order), whatever order the engine
+keeps, so an unchanged collection always gives the same data/chunks.parquet.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from retrieval_bench.corpus.load import DOCUMENT_FIELDS, Corpus, note_repeated_texts, ready_chunks_corpus
+from retrieval_bench.io import InputError, progress
+from retrieval_bench.stores.base import PAGE_ROWS, StoreAddress, parse_address
+from retrieval_bench.stores.registry import open_store
+
+DOCUMENT_OPTIONS = {"doc_id": "document", "start": "start", "end": "end"}  # chunk field -> the address option naming it
+
+
+def document_fields(address: StoreAddress) -> dict[str, str]:
+    """chunk field (doc_id, start, end) -> the metadata field holding it, for the fields read."""
+    named = {key: address.option(DOCUMENT_OPTIONS[key], key) for key in DOCUMENT_FIELDS}
+    return {key: field for key, field in named.items() if field}
+
+
+def read_store_chunks(address: StoreAddress, rows: int = PAGE_ROWS) -> pd.DataFrame:
+    """chunk_id, text and the document fields some chunk has, in chunk id order."""
+    fields = document_fields(address)
+    columns: dict[str, list] = {"chunk_id": [], "text": [], **{key: [] for key in fields}}
+    store = open_store(address)
+    try:
+        with progress(store.count(), f"load {address.engine}", unit="chunk") as bar:
+            for page in store.pages(rows, with_vectors=False):
+                columns["chunk_id"] += page.ids
+                columns["text"] += page.texts
+                for key, field in fields.items():
+                    columns[key] += [record.get(field) for record in page.metadata]
+                bar.update(len(page.ids))
+    finally:
+        store.close()
+    if not columns["chunk_id"]:
+        raise InputError(f"{address}: the collection holds no chunks")
+    present = {key: values for key, values in columns.items() if any(value is not None for value in values)}
+    return pd.DataFrame(present).sort_values("chunk_id", kind="stable", ignore_index=True)
+
+
+def load_store_corpus(source: str) -> Corpus:
+    """The Corpus of the store at address `source` (load.source); no labels."""
+    address = parse_address(source)
+    notes: list[str] = []
+    documents, chunks = ready_chunks_corpus(read_store_chunks(address), address, notes)
+    note_repeated_texts(chunks, notes)
+    return Corpus(documents=documents, chunks=chunks, notes=notes)

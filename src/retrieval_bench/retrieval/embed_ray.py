@@ -1,0 +1,319 @@
+"""The Ray engine (`embed.engine: ray`): embed the texts the cache lacks on a Ray cluster.
+
+Ray Data batch inference: the missing (key, text) rows, longest first, one block per
+`embed.ray.batch_size` rows -> `map_batches(EmbedActor)` over a fixed pool of
+`embed.ray.num_actors` actors, each loading the model once -> the driver iterates the results as
+they stream back and hands each batch to `embed_texts`, which appends it to the embedding cache at
+once and moves the progress bar. Every row carries its cache key, so the order results come back
+in does not matter. Only the driver writes: the cache and the .npy outputs are written where the
+stage runs, as with the local engine, and nothing has to be copied back from the cluster.
+
+The model: the driver resolves it (`resolve_model`, which never downloads under HF_HUB_OFFLINE)
+and fingerprints it. An actor uses the same path when it holds the same files on its node (the
+fingerprint is checked); otherwise, on a cluster joined through `embed.ray.address`, it writes
+the files the driver put in Ray's object store under its own cache root, once per node, checked
+against the same fingerprint. It loads with `local_files_only`: a worker never downloads. The
+retrieval_bench package travels to a joined cluster's workers too (runtime_env py_modules), so
+they run the driver's code; the dependencies (torch, sentence-transformers) must be installed
+there, in the versions of the driver's environment.
+
+Addresses: null starts a private local instance (and shuts it down); `auto` joins the cluster of
+RAY_ADDRESS or of this node (`ray start`); host:port joins the cluster whose GCS is there, from a
+machine on its network. Ray Client (`ray://`) is refused in one line: Ray Data does not run over it.
+
+Faults: actors are never restarted and their tasks never retried (`max_restarts=0`; Ray Data's
+default restarts a dead actor and retries forever), so an actor that dies (its process killed, its
+node lost) ends the run in one InputError line. Every batch that came back before is already in
+the cache, and a rerun, with either engine, embeds only the rest. A driver that loses the cluster's
+GCS is ended by Ray itself, after its 60 s reconnect window, with Ray's one line and exit status 1;
+the cache is intact then too.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import socket
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from retrieval_bench.io import InputError
+from retrieval_bench.retrieval.backends import load_encoder
+from retrieval_bench.retrieval.embed import model_files, model_fingerprint
+from retrieval_bench.retrieval.onnx_export import cache_root
+
+INSTALL_HINT = "pip install -e '.[ray]'"
+# A local instance holds the texts and vectors in flight, nothing more (Ray spills beyond it to
+# disk); Ray's default, 30% of the machine's memory, is reserved in /dev/shm for nothing.
+LOCAL_OBJECT_STORE_BYTES = 512 << 20
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def import_ray():
+    """`import ray`, or a one-line InputError naming the extra to install."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report to Ray's servers (a value the user set is kept)
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise InputError(f"embed.engine ray needs Ray, which is not installed: {INSTALL_HINT}") from None
+    return ray
+
+
+def actor_count(settings: dict, texts: int) -> int:
+    """`embed.ray.num_actors`, but never more actors than Ray batches: each loads the model."""
+    return max(1, min(settings["ray"]["num_actors"], -(-texts // settings["ray"]["batch_size"])))
+
+
+def describe(settings: dict, texts: int) -> str:
+    """What embeds `texts` texts, for the progress bar and the stage's summary line."""
+    options = settings["ray"]
+    precision = "int8" if settings["quantize"] == "int8" else settings["precision"]
+    each = f"{options['num_gpus_per_actor']:g} GPU" if options["num_gpus_per_actor"] else f"{options['num_cpus_per_actor']:g} CPU"
+    actors = actor_count(settings, texts)
+    return f"{settings['backend']} {precision} on ray, {actors} actor{'s' if actors > 1 else ''} x {each}"
+
+
+def actor_device(settings: dict) -> str:
+    """`embed.device`, else cuda for an actor that holds a GPU and cpu for one that does not: an
+    actor never takes a GPU Ray did not give it."""
+    return settings["device"] or ("cuda" if settings["ray"]["num_gpus_per_actor"] else "cpu")
+
+
+def read_model_files(model_path: str) -> dict[str, bytes]:
+    """The model folder's files that decide its vectors (relative name -> bytes), to ship."""
+    root = Path(model_path)
+    return {path.relative_to(root).as_posix(): path.read_bytes() for path in model_files(model_path)}
+
+
+def worker_model_path(model_path: str, fingerprint: str, shipped: tuple | None) -> str:
+    """The driver's model on this worker: `model_path` when it holds the same files, else the
+    shipped files (`shipped`: (an object ref of read_model_files,) or None), written once under
+    this node's cache root. Never a download; any other model is a one-line InputError."""
+    if Path(model_path).is_dir() and model_fingerprint(model_path) == fingerprint:
+        return model_path
+    target = cache_root() / "models" / f"shipped-{fingerprint.removeprefix('sha256:')[:16]}"
+    if not (target.is_dir() and model_fingerprint(str(target)) == fingerprint):
+        if shipped is None:
+            raise InputError(f"embed.model: {model_path} is missing on this Ray worker or differs from the driver's "
+                             f"({fingerprint}); install the same model there, or join the cluster by embed.ray.address")
+        _write_model(target, import_ray().get(shipped[0]))
+        model_fingerprint.cache_clear()  # the target's files just changed
+    found = model_fingerprint(str(target))
+    if found != fingerprint:
+        shutil.rmtree(target, ignore_errors=True)  # never left for a later run to find
+        raise InputError(f"embed.model: the files shipped to this Ray worker ({target}) have fingerprint {found}, expected {fingerprint}")
+    return str(target)
+
+
+def _write_model(target: Path, files: dict[str, bytes]) -> None:
+    """Write a model folder whole or not at all (a rename), even with actors racing on one node."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".ship-"))
+    try:
+        for name, data in files.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            (staging / name).write_bytes(data)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(staging, target)
+    except OSError:
+        if not target.is_dir():  # another actor on this node renamed its copy first
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+class EmbedActor:
+    """One model replica in a Ray actor: loaded once, then called with batches of rows {key, text};
+    returns {key, vector}, the texts embedded in `embed.batch_size` pieces as the local engine does."""
+
+    def __init__(self, model_path: str, fingerprint: str, settings: dict, shipped: tuple | None):
+        path = worker_model_path(model_path, fingerprint, shipped)
+        self.encoder = load_encoder(path, fingerprint, {**settings, "device": actor_device(settings)}, log=lambda line: None)
+        self.batch_size = settings["batch_size"]
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        texts = batch["text"].tolist()
+        vectors = [self.encoder(texts[start:start + self.batch_size]) for start in range(0, len(texts), self.batch_size)]
+        return {"key": batch["key"], "vector": np.concatenate(vectors)}
+
+
+def embed_batches(items: list[tuple[bytes, str]], model_path: str, fingerprint: str,
+                  settings: dict) -> Iterator[tuple[list[bytes], np.ndarray]]:
+    """(keys, vectors) for `items` ((cache key, text) pairs, in the order to embed them) as Ray's
+    actors return them. A dead actor or a lost cluster is a one-line InputError."""
+    ray = import_ray()
+    options = settings["ray"]
+    done = 0
+    with _connected(ray, options) as started, _quiet_data(ray):
+        # A local instance we started runs on this machine, where model_path is; a cluster may not have it.
+        shipped = None if started else (ray.put(read_model_files(model_path)),)
+        try:
+            for batch in _dataset(ray, items, model_path, fingerprint, settings, shipped).iter_batches(batch_size=None, batch_format="numpy"):
+                keys = [bytes(key) for key in batch["key"]]
+                yield keys, np.asarray(batch["vector"], dtype=np.float32)
+                done += len(keys)
+        except (ray.exceptions.RayError, ConnectionError) as error:
+            raise InputError(failure_line(error, done, len(items))) from None
+
+
+def _dataset(ray, items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: dict, shipped: tuple | None):
+    import pyarrow as pa
+
+    options = settings["ray"]
+    size = options["batch_size"]
+    # One block per Ray batch: the actors share the work batch by batch, and each result streams
+    # back to the driver as soon as its batch is done.
+    blocks = [pa.table({"key": pa.array([key for key, _ in items[start:start + size]], pa.binary(32)),
+                        "text": pa.array([text for _, text in items[start:start + size]], pa.string())})
+              for start in range(0, len(items), size)]
+    with warnings.catch_warnings():
+        # max_restarts goes through map_batches' **ray_remote_args, deprecated from Ray 2.60 (removal
+        # announced for 2.64; the extra pins 2.60.0) and the only way to turn the restarts off.
+        warnings.filterwarnings("ignore", message=".*ray_remote_args.* is deprecated")
+        return ray.data.from_arrow(blocks).map_batches(
+            EmbedActor, fn_constructor_kwargs={"model_path": model_path, "fingerprint": fingerprint,
+                                               "settings": settings, "shipped": shipped},
+            compute=ray.data.ActorPoolStrategy(size=actor_count(settings, len(items))), batch_size=size, batch_format="numpy",
+            num_cpus=options["num_cpus_per_actor"], num_gpus=options["num_gpus_per_actor"] or None,
+            max_restarts=0, max_task_retries=0,
+        )
+
+
+@contextlib.contextmanager
+def _connected(ray, options: dict) -> Iterator[bool]:
+    """Ray, connected for the block; yields whether it is a local instance started here. A
+    connection already open in this process is used and left open; one opened here is closed (and
+    a local instance started here shut down) whatever happens."""
+    if ray.is_initialized():
+        yield False
+        return
+    address = options["address"]
+    try:
+        if address is None:
+            start_local(ray, options)
+        else:
+            check_address(address)
+            ray.init(address=address, runtime_env=_runtime_env(remote=True), log_to_driver=False, logging_level="ERROR")
+    except (ray.exceptions.RayError, ConnectionError, ValueError, RuntimeError) as error:
+        ray.shutdown()
+        raise InputError(f"embed.ray.address {address!r}: cannot join the Ray cluster ({_first_line(error)}); is it "
+                         "running, and with token authentication, are RAY_AUTH_MODE=token and its token set here?") from None
+    try:
+        _check_resources(ray, options, local=address is None)
+        yield address is None
+    finally:
+        ray.shutdown()
+
+
+def check_address(address: str) -> None:
+    """A one-line InputError at once for an address this engine cannot use: Ray Client (ray://),
+    which Ray Data does not run over (Ray 2.60 fails inside its executor), or one where nothing
+    answers (Ray itself retries for minutes). `auto` is checked as RAY_ADDRESS when set."""
+    target = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address
+    via = " (RAY_ADDRESS)" if target != address else ""
+    if target.startswith("ray://"):
+        raise InputError(f"embed.ray.address {address!r}: {target}{via} is Ray Client, which Ray Data does not run over; "
+                         "run the stage on a node of the cluster with address auto, or give the cluster's GCS address "
+                         "(head:6379) from a machine on its network")
+    found = re.fullmatch(r"\[?([^\]]+?)\]?:(\d+)", target)
+    if not found:
+        return
+    try:
+        socket.create_connection((found[1], int(found[2])), timeout=5).close()
+    except OSError as error:
+        raise InputError(f"embed.ray.address {address!r}: nothing answers at {target}{via} ({error.strerror or error}); "
+                         "start the cluster or fix the address") from None
+
+
+def start_local(ray, options: dict) -> None:
+    """A private local Ray instance sized to the actors (`address: local` never joins a running
+    cluster nor RAY_ADDRESS); no dashboard, no worker logs on the driver's terminal."""
+    ray.init(address="local", num_cpus=max(1, int(np.ceil(options["num_actors"] * options["num_cpus_per_actor"]))),
+             object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False, log_to_driver=False,
+             logging_level="ERROR", runtime_env=_runtime_env(remote=False))
+
+
+def _runtime_env(remote: bool) -> dict:
+    """Workers never download a model; on a joined cluster they import the driver's retrieval_bench."""
+    env = {"env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}}
+    if remote:
+        env["py_modules"] = [str(PACKAGE_DIR)]
+    return env
+
+
+def _check_resources(ray, options: dict, local: bool) -> None:
+    """A local instance that cannot hold one actor would wait forever: say so at once. (A cluster
+    may be autoscaling, so there Ray Data waits for the nodes.)"""
+    gpus = options["num_gpus_per_actor"]
+    if local and gpus > ray.cluster_resources().get("GPU", 0):
+        raise InputError(f"embed.ray.num_gpus_per_actor {gpus:g}: this machine has "
+                         f"{ray.cluster_resources().get('GPU', 0):g} GPUs for a local Ray; set it to 0 or join a cluster with GPUs")
+
+
+@contextlib.contextmanager
+def _quiet_data(ray) -> Iterator[None]:
+    """Ray Data without its progress bars and console log for the block (its log file under the
+    Ray session keeps everything): the driver's bar counts the batches written to the cache, and
+    a failure is the stage's one line."""
+    import logging
+
+    context = ray.data.DataContext.get_current()
+    saved = (context.enable_progress_bars, context.print_on_execution_start)
+    context.enable_progress_bars, context.print_on_execution_start = False, False
+    consoles = [handler for handler in logging.getLogger("ray.data").handlers if "File" not in type(handler).__name__]
+    levels = [handler.level for handler in consoles]
+    for handler in consoles:
+        handler.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        context.enable_progress_bars, context.print_on_execution_start = saved
+        for handler, level in zip(consoles, levels):
+            handler.setLevel(level)
+
+
+def failure_line(error: BaseException, done: int, total: int) -> str:
+    """One line for a Ray failure: an InputError raised in an actor as it is, else what failed,
+    and what the cache kept."""
+    from ray.exceptions import RayActorError
+
+    chain = _chain(error)
+    text = "\n".join(str(link) for link in chain)
+    # An exception raised in an actor's __init__ comes back as text inside an ActorDiedError.
+    raised = re.findall(r"^([\w.]*(?:Error|Exception)): (.+)$", text, re.MULTILINE)
+    own = [str(link) for link in chain if isinstance(link, InputError)] + \
+        [message for name, message in raised if name.endswith("InputError")]
+    if own:
+        return own[-1]
+    told = [link for link in chain if str(link).strip()] or chain
+    if raised:
+        what = f"an actor failed: {raised[-1][0].rsplit('.', 1)[-1]}: {raised[-1][1]}"
+    elif any(isinstance(link, RayActorError) for link in chain):
+        facts = [f"{name} {found[1]}" for name, pattern in (("pid", r"\bpid: (\d+)"), ("node", r"\bip: (\S+)"),
+                                                            ("exit", r"Worker exit type: (\w+)"))
+                 if (found := re.search(pattern, text))]
+        what = f"a Ray actor died ({', '.join(facts) or _first_line(told[-1])}; its node's Ray logs say why)"
+    else:
+        what = f"{type(told[-1]).__name__}: {_first_line(told[-1])}"
+    return (f"embed.engine ray: {what}; the {done} of {total} vectors returned before are in the embedding "
+            "cache, and a rerun embeds only the rest")
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """`error` and the exceptions behind it (Ray's `cause`, then __cause__), outermost first."""
+    chain: list[BaseException] = []
+    while isinstance(error, BaseException) and all(error is not seen for seen in chain):
+        chain.append(error)
+        error = getattr(error, "cause", None) or error.__cause__
+    return chain
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else "no message"

@@ -1,0 +1,53 @@
+"""`retrieval.method: store`: every question goes to the vector store's own search — its index with
+the settings it was built with, the query parameters of `retrieval.store.search` and the metadata
+filter of `retrieval.store.filter` — for the run's depth, and the store's answers are the run.
+
+The store is `retrieval.store.address`, or load.source when that is null (the retrieve stage fills
+it in). The questions are embedded by embed.model, so the store's vectors must come from that model:
+with `embed.corpus_vectors: stored` embed_corpus has checked it. run_info reports the run's recall
+against exact search over data/embeddings/corpus.npy — the store's own vectors under
+`corpus_vectors: stored` — as `ann_recall`: what the index costs. With a filter the store searches
+a subset that exact search over every chunk does not, so no recall is reported then.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from retrieval_bench.retrieval.run import Corpus, Questions, check_run, from_records, resolve_depth
+from retrieval_bench.retrieval.run_info import recall_against_exact
+from retrieval_bench.stores.base import parse_address
+from retrieval_bench.stores.registry import open_store
+
+QUERY_BLOCK = 256  # questions per request to the store
+
+
+def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
+    store_settings = settings["store"]
+    address = parse_address(store_settings["address"], "retrieval.store.address")
+    records: list[tuple[str, str, float]] = []
+    store = open_store(address)
+    try:
+        for start in range(0, len(questions.qids), QUERY_BLOCK):
+            qids = questions.qids[start:start + QUERY_BLOCK]
+            found = store.search(questions.vectors[start:start + QUERY_BLOCK], depth, store_settings["search"], store_settings["filter"])
+            records.extend((qid, chunk_id, score) for qid, hits in zip(qids, found) for chunk_id, score in hits)
+            if progress is not None:
+                progress.update(len(qids))
+    finally:
+        store.close()
+    run = from_records(records, depth)
+    # The store's chunks must be the chunks being scored: another collection, or one changed since
+    # load_chunks, names chunk ids that data/chunks.parquet lacks.
+    check_run(run, questions.qids, set(corpus.chunk_ids), str(address))
+    return run
+
+
+def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
+    """The store, its query settings and the run's recall against exact search (no filter only)."""
+    store_settings = settings["store"]
+    info = {"store": str(parse_address(store_settings["address"], "retrieval.store.address")),
+            "search": store_settings["search"], "filter": store_settings["filter"]}
+    if store_settings["filter"]:
+        return {**info, "ann_recall_skipped": "retrieval.store.filter is set: the store searched a subset, exact search every chunk"}
+    depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))
+    return {**info, "ann_recall": recall_against_exact(questions, corpus, run, depth)}

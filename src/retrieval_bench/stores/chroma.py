@@ -1,0 +1,148 @@
+"""Chroma as a store: a persistent folder (`chroma:path/to/folder?collection=chunks`, read with
+PersistentClient) or a server (`chroma:http://host:8000?collection=chunks`, HttpClient; an API key
+comes from CHROMA_API_KEY only and is sent as the `x-chroma-token` header).
+
+A chunk's id is Chroma's id and its text Chroma's document, unless the address names metadata
+fields for them (`?id=...`, `?text=...`); everything in a record's metadata is passed on (the
+document a chunk belongs to and its offsets among it). Searches go through the collection's own
+HNSW index with the settings it was created with (`configuration={"hnsw": {...}}`): Chroma takes
+no per-query parameters, so `retrieval.store.search` must stay null; to try another ef_search or
+max_neighbors, build a second collection and point `retrieval.store.address` at it. Distances are
+turned into similarities for the collection's space (cosine, ip or l2). Filters are Chroma `where`
+mappings. No embedding function is ever attached (Chroma's default downloads a model) and no
+telemetry is sent.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import urlparse
+
+import numpy as np
+
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")  # read by chromadb on import: no telemetry is sent
+import chromadb  # noqa: E402
+from chromadb.config import Settings  # noqa: E402
+from chromadb.errors import ChromaError, NotFoundError  # noqa: E402
+
+from retrieval_bench.io import InputError  # noqa: E402
+from retrieval_bench.stores.base import StoreAddress, StorePage, id_text, reason, similarity  # noqa: E402
+
+API_KEY_ENV = "CHROMA_API_KEY"
+TOKEN_HEADER = "x-chroma-token"
+PERSISTENT_MARKER = "chroma.sqlite3"  # what a PersistentClient folder holds; its absence means no store
+
+
+def _client(address: StoreAddress, create: bool):
+    """A client for the address; a folder that holds no Chroma store (reading) or a server that does
+    not answer is one InputError naming the address."""
+    settings = Settings(anonymized_telemetry=False)
+    if not address.is_server:
+        folder = Path(address.location)
+        if not create and not (folder / PERSISTENT_MARKER).is_file():
+            raise InputError(f"{address}: no Chroma store in {folder} (expected a PersistentClient folder holding {PERSISTENT_MARKER})")
+        return chromadb.PersistentClient(path=str(folder), settings=settings)
+    url = urlparse(address.location)
+    key = os.environ.get(API_KEY_ENV)
+    try:
+        return chromadb.HttpClient(host=url.hostname or "", port=url.port or (443 if url.scheme == "https" else 8000),
+                                   ssl=url.scheme == "https", headers={TOKEN_HEADER: key} if key else None, settings=settings)
+    except Exception as error:  # the client raises ValueError, httpx and auth errors alike: any means unreachable
+        raise InputError(f"{address}: cannot reach the Chroma server ({reason(error)})") from None
+
+
+def _space(collection) -> str:
+    """The distance the collection's index measures: its configuration, else legacy metadata."""
+    configuration = collection.configuration or {}
+    for index in ("hnsw", "spann"):
+        if configuration.get(index) and configuration[index].get("space"):
+            return configuration[index]["space"]
+    return (collection.metadata or {}).get("hnsw:space", "l2")
+
+
+class ChromaStore:
+    def __init__(self, address: StoreAddress, collection) -> None:
+        self.address = address
+        self.collection = collection
+        self.metric = _space(collection)
+        self.id_field = address.option("id")  # None: Chroma's own id
+        self.text_field = address.option("text")  # None: Chroma's document
+
+    def count(self) -> int:
+        return self.collection.count()
+
+    def pages(self, rows: int, with_vectors: bool) -> Iterator[StorePage]:
+        include = ["documents", "metadatas"] + (["embeddings"] if with_vectors else [])
+        offset = 0
+        while True:
+            got = self.collection.get(limit=rows, offset=offset, include=include)
+            if not got["ids"]:
+                return
+            metadata = [dict(m) if m else {} for m in got["metadatas"]]
+            ids = [id_text(m.get(self.id_field) if self.id_field else i, self.address) for i, m in zip(got["ids"], metadata)]
+            texts = [m.get(self.text_field) if self.text_field else d for d, m in zip(got["documents"], metadata)]
+            for chunk_id, text in zip(ids, texts):
+                if not isinstance(text, str):
+                    where = f"metadata field {self.text_field!r}" if self.text_field else "document (or name the metadata field holding the text: ?text=<field>)"
+                    raise InputError(f"{self.address}: chunk {chunk_id} has no text in its {where}")
+            vectors = np.asarray(got["embeddings"], dtype=np.float32) if with_vectors else None
+            yield StorePage(ids, texts, metadata, vectors)
+            offset += len(got["ids"])
+
+    def search(self, vectors: np.ndarray, depth: int, search: dict | None, filter: Any) -> list[list[tuple[str, float]]]:
+        if search:
+            raise InputError(f"retrieval.store.search {search!r}: Chroma takes no query parameters (its HNSW ef_search is the "
+                             f"collection's configuration); set it to null, or point retrieval.store.address at a collection built otherwise")
+        include = ["distances"] + (["metadatas"] if self.id_field else [])
+        try:
+            got = self.collection.query(query_embeddings=np.asarray(vectors, dtype=np.float32), n_results=depth,
+                                        where=filter or None, include=include)
+        except (ValueError, TypeError, ChromaError) as error:
+            raise InputError(f"{self.address}: the query was refused ({reason(error)}); check retrieval.store.filter (a Chroma where mapping)") from None
+        results = []
+        for row, (ids, distances) in enumerate(zip(got["ids"], got["distances"])):
+            if self.id_field:
+                ids = [id_text(m.get(self.id_field), self.address) for m in got["metadatas"][row]]
+            scores = similarity(np.asarray(distances, dtype=np.float64), self.metric)
+            results.append(list(zip(ids, scores.tolist())))
+        return results
+
+    def close(self) -> None:
+        self.collection = None
+
+
+def open_store(address: StoreAddress) -> ChromaStore:
+    client = _client(address, create=False)
+    try:
+        return ChromaStore(address, client.get_collection(address.collection, embedding_function=None))
+    except NotFoundError:
+        names = sorted(collection.name for collection in client.list_collections())
+        raise InputError(f"{address}: no collection {address.collection!r} (collections there: {', '.join(names) or 'none'})") from None
+    except Exception as error:  # a server that answered the heartbeat but refuses this (auth, tenant)
+        raise InputError(f"{address}: cannot open the collection ({reason(error)})") from None
+
+
+def create_collection(address: StoreAddress, ids: list[str], texts: list[str], metadata: list[dict[str, Any]],
+                      vectors: np.ndarray, index: dict[str, Any] | None) -> None:
+    """A new collection (replacing one of that name): `index` holds Chroma HNSW settings (space,
+    ef_construction, ef_search, max_neighbors, ...); the space is cosine unless it says otherwise.
+    Fields the address names for the id or the text are also written into each record's metadata."""
+    client = _client(address, create=True)
+    try:
+        client.delete_collection(address.collection)
+    except NotFoundError:
+        pass
+    collection = client.create_collection(address.collection, configuration={"hnsw": {"space": "cosine", **(index or {})}},
+                                          embedding_function=None)
+    id_field, text_field = address.option("id"), address.option("text")
+    records = []
+    for chunk_id, text, fields in zip(ids, texts, metadata):
+        record = {key: value for key, value in fields.items() if value is not None}  # Chroma stores no nulls
+        record.update({id_field: chunk_id} if id_field else {})
+        record.update({text_field: text} if text_field else {})
+        records.append(record or None)  # Chroma refuses an empty mapping
+    batch = client.get_max_batch_size()
+    for start in range(0, len(ids), batch):
+        rows = slice(start, start + batch)
+        collection.add(ids=ids[rows], embeddings=np.asarray(vectors[rows], dtype=np.float32), documents=texts[rows], metadatas=records[rows])

@@ -1,0 +1,223 @@
+"""The Ray engine (`embed.engine: ray`) for real: a local Ray instance with 2 CPUs, the bundled
+model, Ray Data actors. It gives the local engine's vectors, sends Ray only what the cache lacks,
+ships the model to a worker that lacks it, ends in one line when an actor is killed mid-run with
+the cache intact (and a rerun embeds only the rest), and `dvc repro` with it gives the local
+engine's metrics."""
+from __future__ import annotations
+
+import copy
+import json
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+from conftest import copy_project, dvc, git, read_metrics, set_params, tool_env
+
+from retrieval_bench.io import InputError
+from retrieval_bench.params import DEFAULTS
+from retrieval_bench.retrieval import embed_ray
+from retrieval_bench.retrieval.embed import cache_keys, embed_texts, model_fingerprint, resolve_model
+from retrieval_bench.retrieval.embedding_cache import EmbeddingCache, read_shards
+
+WORDS = ("page cache journal index btree vacuum checkpoint writer reader lock schema table column row query "
+         "planner statistics trigger view transaction savepoint rollback commit pragma wal").split()
+
+
+def corpus(n: int, words: tuple[int, int], seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [f"Note {i}: " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(*words))) + "." for i in range(n)]
+
+
+def settings(engine: str, **ray_options) -> dict:
+    embed = copy.deepcopy(DEFAULTS["embed"])
+    embed.update(engine=engine, batch_size=8)
+    embed["ray"].update(batch_size=8, **ray_options)
+    return embed
+
+
+def quiet(line: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    """One local Ray instance (2 CPUs) for the module, its workers and this process writing models
+    under a temporary cache root; embed_texts uses a connection already open in the process, and a
+    stage subprocess joins it by its address (with Ray's token authentication). Yields the address."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RETRIEVAL_BENCH_CACHE", str(tmp_path_factory.mktemp("cache-root")))
+        patch.setenv("RAY_AUTH_MODE", "token")
+        ray = embed_ray.import_ray()
+        embed_ray.start_local(ray, settings("ray")["ray"])
+        try:
+            yield ray.get_runtime_context().gcs_address
+        finally:
+            ray.shutdown()
+
+
+def test_ray_embeds_only_what_the_cache_lacks_and_gives_the_local_engines_vectors(ray_cluster, tmp_path):
+    texts = corpus(64, (5, 60), seed=1)
+    local, _ = embed_texts(texts, settings("local"), "", tmp_path / "local", progress=False, log=quiet)
+    cache = tmp_path / "cache"
+    keys = cache_keys(texts, settings("ray"), "")
+    with EmbeddingCache(cache) as prefill:  # half the texts cached already, with the local engine's vectors
+        prefill.put(keys[::2], local[::2])
+    before = {shard.name for shard in read_shards(cache)}
+
+    vectors, stats = embed_texts(texts, settings("ray"), "", cache, progress=False)
+
+    assert (stats.cached, stats.embedded) == (32, 32) and "on ray, 2 actors x 1 CPU" in stats.encoder
+    new = [shard for shard in read_shards(cache) if shard.name not in before]
+    assert len(new) == 1 and {key.tobytes() for key in new[0].keys} == set(keys[1::2])  # what Ray returned, nothing more
+    assert np.abs(vectors - local).max() <= 1e-5
+    again, stats = embed_texts(texts, settings("ray"), "", cache, progress=False)
+    assert stats.embedded == 0 and np.array_equal(again, vectors)  # all cached now: nothing goes to Ray
+
+
+def test_a_worker_without_the_model_gets_the_drivers_files_and_nothing_else(ray_cluster, tmp_path, monkeypatch):
+    """What an actor runs first (called here, in this process, with a real object ref): a path it
+    lacks means the shipped files, written under its cache root and checked by fingerprint."""
+    ray = embed_ray.import_ray()
+    model = resolve_model(DEFAULTS["embed"]["model"])
+    monkeypatch.setenv("RETRIEVAL_BENCH_CACHE", str(tmp_path))  # this "worker's" cache root
+    fingerprint = model_fingerprint(model)
+    files = embed_ray.read_model_files(model)
+
+    path = embed_ray.worker_model_path(str(tmp_path / "not-on-this-worker"), fingerprint, (ray.put(files),))
+    assert Path(path).parent == tmp_path / "models" and model_fingerprint(path) == fingerprint
+    assert embed_ray.worker_model_path(model, fingerprint, None) == model  # the same files at the driver's path: used as they are
+
+    tampered = {**files, "config.json": files["config.json"] + b" "}
+    with pytest.raises(InputError, match=r"files shipped to this Ray worker .* have fingerprint sha256:\w+, expected sha256:0+$"):
+        embed_ray.worker_model_path(str(tmp_path / "absent"), "sha256:" + "0" * 64, (ray.put(tampered),))
+    assert [folder.name for folder in (tmp_path / "models").iterdir()] == [Path(path).name]  # the refused copy is gone
+    with pytest.raises(InputError, match="is missing on this Ray worker or differs from the driver's"):
+        embed_ray.worker_model_path(str(tmp_path / "absent"), "sha256:" + "1" * 64, None)
+
+
+def test_an_actor_that_cannot_have_the_drivers_model_fails_in_one_line(ray_cluster, tmp_path):
+    """In a real actor: the files differ from the fingerprint the driver asks for, so the actor
+    refuses them, and its InputError reaches the driver as the one line, with nothing embedded."""
+    model = resolve_model(DEFAULTS["embed"]["model"])
+    batches = embed_ray.embed_batches([(b"k" * 32, "a text")], model, "sha256:" + "0" * 64, settings("ray", num_actors=1))
+    with pytest.raises(InputError) as failed:
+        next(batches)
+    assert str(failed.value).startswith("embed.model: the files shipped to this Ray worker")
+    assert "\n" not in str(failed.value)
+
+
+def test_without_ray_installed_the_ray_engine_is_one_line_naming_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    with pytest.raises(InputError, match=r"^embed.engine ray needs Ray, which is not installed: pip install -e '\.\[ray\]'$"):
+        embed_texts(["a text"], settings("ray"), "", tmp_path / "cache", progress=False)
+
+
+def test_an_address_that_cannot_work_fails_at_once_in_one_line(monkeypatch):
+    with pytest.raises(InputError, match=r"^embed.ray.address '127.0.0.1:1': nothing answers at 127.0.0.1:1 \("):
+        embed_ray.check_address("127.0.0.1:1")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    with pytest.raises(InputError, match=r"^embed.ray.address 'auto': nothing answers at 127.0.0.1:1 \(RAY_ADDRESS\) \("):
+        embed_ray.check_address("auto")
+    monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")  # Ray Data fails over Ray Client: refused before connecting
+    with pytest.raises(InputError, match=r"^embed.ray.address 'auto': ray://head:10001 \(RAY_ADDRESS\) is Ray Client"):
+        embed_ray.check_address("auto")
+
+
+STAGE = """
+import json, sys
+from retrieval_bench.io import run_stage
+from retrieval_bench.retrieval.embed import embed_texts
+job = json.loads(open(sys.argv[1]).read())
+def main():
+    _, stats = embed_texts(job["texts"], job["settings"], "", job["cache"], progress=False)
+    print(stats.line("text"))
+run_stage(main, own_arguments=True)
+"""
+FAULT_BATCHES = 2  # batches in the cache when an actor is killed
+
+
+def kill_an_actor_when_cached(cache: Path, rows: int, killed: list[int]) -> None:
+    """SIGKILL one EmbedActor process (a worker of this test's Ray instance) once `rows` vectors
+    are in the cache: an actor dying mid-run, as the OOM killer or a lost node would do it."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if sum(path.stat().st_size for path in cache.glob("*.keys")) >= rows * 32:
+            for process in psutil.Process().children(recursive=True):
+                try:
+                    if "EmbedActor" in " ".join(process.cmdline()):
+                        process.send_signal(signal.SIGKILL)
+                        killed.append(process.pid)
+                        return
+                except psutil.Error:
+                    continue
+        time.sleep(0.02)
+
+
+def test_an_actor_killed_mid_run_ends_in_one_line_and_the_rerun_embeds_only_the_rest(ray_cluster, tmp_path):
+    """A stage process joins the cluster by its address (the model shipped through the object
+    store, the package by runtime_env); an actor is killed after two batches came back."""
+    texts = corpus(160, (60, 90), seed=2)
+    cache = tmp_path / "cache"
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"texts": texts, "settings": settings("ray", address=ray_cluster), "cache": str(cache)}))
+    killed: list[int] = []
+    killer = threading.Thread(target=kill_an_actor_when_cached, args=(cache, FAULT_BATCHES * 8, killed), daemon=True)
+    killer.start()
+    stage = subprocess.run([sys.executable, "-c", STAGE, str(job)], env={**tool_env(), "RAY_AUTH_MODE": "token"},
+                           capture_output=True, text=True, timeout=300)
+    killer.join(timeout=1)
+
+    assert killed, f"no actor was killed: {stage.stdout}{stage.stderr}"
+    assert stage.returncode == 1, stage.stdout + stage.stderr
+    lines = stage.stderr.splitlines()
+    assert len(lines) == 1, stage.stderr
+    assert lines[0].startswith(f"error: embed.engine ray: a Ray actor died (pid {killed[0]}, node ")
+    keys = cache_keys(texts, settings("local"), "")
+    with EmbeddingCache(cache) as kept:
+        from_ray = kept.get(keys)
+    saved = len(from_ray)
+    assert FAULT_BATCHES * 8 <= saved < len(texts) and saved % 8 == 0  # whole batches only
+    assert f"the {saved} of {len(texts)} vectors returned before are in the embedding cache" in lines[0]
+
+    # The rerun (here with the local engine) embeds only what is missing ...
+    _, stats = embed_texts(texts, settings("local"), "", cache, progress=False, log=quiet)
+    assert (stats.cached, stats.embedded) == (saved, len(texts) - saved)
+    # ... and what the killed run kept is whole and right: the local engine's vectors for those texts.
+    kept_texts = [text for text, key in zip(texts, keys) if key in from_ray]
+    local, _ = embed_texts(kept_texts, settings("local"), "", tmp_path / "local", progress=False, log=quiet)
+    assert np.abs(np.stack([from_ray[key] for key in keys if key in from_ray]) - local).max() <= 1e-5
+
+
+def embed_lines(output: str) -> dict[str, tuple[int, int, str]]:
+    """stage -> (from the cache, embedded, encoder) as the embed stages printed them."""
+    found = re.findall(r"^(embed_\w+): .*: (\d+) from the cache, (\d+) embedded in [\d.]+s \([\d.]+ \w+/s; (.+)\)$", output, re.MULTILINE)
+    return {stage: (int(cached), int(embedded), encoder) for stage, cached, embedded, encoder in found}
+
+
+@pytest.mark.pipeline
+def test_dvc_repro_with_the_ray_engine_gives_the_local_engines_metrics(tmp_path):
+    """A fresh clone with `embed.engine: ray` (a local Ray instance per embed stage): the same
+    metrics as the local engine. The engine is not a result param: switching it reruns nothing."""
+    project = copy_project(tmp_path / "project")
+    set_params(project, **{"embed.engine": "ray"})
+    git("commit", "-qam", "ray engine", cwd=project)
+    on_ray = embed_lines(dvc("repro", cwd=project).stdout)
+    assert on_ray == {"embed_corpus": (0, 68, "torch fp32 on ray, 1 actor x 1 CPU"),
+                      "embed_questions": (0, 11, "torch fp32 on ray, 1 actor x 1 CPU")}
+    metrics_on_ray = read_metrics(project)
+
+    set_params(project, **{"embed.engine": "local"})
+    assert embed_lines(dvc("repro", cwd=project).stdout) == {}  # not a result param: nothing reruns
+    for output in ["data/embeddings/corpus.npy", "data/embeddings/questions.npy", *(project / "data/embedding_cache").glob("*/*")]:
+        (project / output).unlink()  # nothing served from the cache: the local engine embeds every text
+    local = embed_lines(dvc("repro", cwd=project).stdout)
+    assert local == {"embed_corpus": (0, 68, "torch fp32 on cpu"), "embed_questions": (0, 11, "torch fp32 on cpu")}
+    assert read_metrics(project) == metrics_on_ray

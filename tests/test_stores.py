@@ -1,0 +1,196 @@
+"""Every store adapter against its real engine, through the one interface: a collection written by
+create_collection and read back by open_store — count, paging, vectors, the engine's own search
+against exact numpy top-k, filters, one-line errors, a missing extra. Embedded engines run in
+process; Chroma also as a server (`chroma run` on 127.0.0.1)."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from chroma_server import chroma_server, free_port
+
+import retrieval_bench.stores as stores_package
+from retrieval_bench.io import InputError
+from retrieval_bench.stores import registry
+from retrieval_bench.stores.base import ENGINES, StoreAddress, parse_address
+
+N, DIM, DEPTH, ROWS = 250, 16, 10, 64
+ALL = ["chroma", "chroma-server", "lancedb", "qdrant", "sqlite-vec"]
+EMBEDDED = ["chroma", "lancedb", "qdrant", "sqlite-vec"]
+# Build settings that make each engine's search exhaustive on N chunks (Chroma is always HNSW: an
+# ef of N visits every node); the others search exactly without an index (Qdrant's local mode,
+# sqlite-vec's vec0) or have none unless asked (LanceDB).
+EXACT_INDEX = {"chroma": {"ef_search": N, "ef_construction": N}, "chroma-server": {"ef_search": N, "ef_construction": N}}
+# One document's chunks, in each engine's filter syntax.
+FILTER = {
+    "chroma": {"doc_id": "d3.md"}, "chroma-server": {"doc_id": "d3.md"},
+    "lancedb": "doc_id = 'd3.md'", "sqlite-vec": "doc_id = 'd3.md'",
+    "qdrant": {"must": [{"key": "doc_id", "match": {"value": "d3.md"}}]},
+}
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(3)
+    metadata = [{"doc_id": f"d{i % 7}.md", "start": 100 * (i // 7), "end": 100 * (i // 7) + 40} for i in range(N)]
+    ids = [f"{m['doc_id']}:{m['start']}-{m['end']}" for m in metadata]
+    texts = [f"chunk {i} about {rng.choice(['pages', 'locks', 'wal', 'vacuum'])}" for i in range(N)]
+    return ids, texts, metadata, unit(rng.normal(size=(N, DIM))), unit(rng.normal(size=(8, DIM)))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with chroma_server(tmp_path_factory.mktemp("chroma-server")) as url:
+        yield url
+
+
+def address_of(engine: str, folder, name: str = "chunks", server_url: str | None = None) -> StoreAddress:
+    location = {"chroma": folder / "chroma", "chroma-server": server_url, "lancedb": folder / "store.lancedb",
+                "qdrant": folder / "qdrant", "sqlite-vec": folder / "store.db"}[engine]
+    key = "table" if engine in ("lancedb", "sqlite-vec") else "collection"
+    return parse_address(f"{engine.removesuffix('-server')}:{location}?{key}={name}")
+
+
+@pytest.fixture(scope="module")
+def built(request, data, tmp_path_factory):
+    """engine -> the address of its collection of `data`, built once per engine."""
+    made = {}
+
+    def build(engine: str) -> StoreAddress:
+        if engine not in made:
+            url = request.getfixturevalue("server") if engine == "chroma-server" else None
+            address = address_of(engine, tmp_path_factory.mktemp(engine), server_url=url)
+            ids, texts, metadata, vectors, _ = data
+            registry.create_collection(address, ids, texts, metadata, vectors, EXACT_INDEX.get(engine))
+            made[engine] = address
+        return made[engine]
+    return build
+
+
+def exact(queries: np.ndarray, vectors: np.ndarray, ids: list[str], rows=None) -> list[list[tuple[str, float]]]:
+    rows = np.arange(len(ids)) if rows is None else np.asarray(rows)
+    scores = queries @ vectors[rows].T
+    best = np.argsort(-scores, axis=1, kind="stable")[:, :DEPTH]
+    return [[(ids[rows[j]], float(scores[q, j])) for j in best[q]] for q in range(len(queries))]
+
+
+def assert_same_ranking(found, expected) -> None:
+    assert [[chunk for chunk, _ in row] for row in found] == [[chunk for chunk, _ in row] for row in expected]
+    assert np.allclose([s for row in found for _, s in row], [s for row in expected for _, s in row], atol=1e-5)
+
+
+@pytest.mark.parametrize("engine", ALL)
+def test_count_pages_and_vectors_give_back_what_was_written(engine, built, data):
+    ids, texts, metadata, vectors, _ = data
+    store = registry.open_store(built(engine))
+    try:
+        assert store.count() == N
+        pages = list(store.pages(ROWS, with_vectors=True))
+        assert len(pages) >= N // ROWS and all(len(page.ids) <= ROWS for page in pages)
+        read = {chunk_id: (text, fields, vector) for page in pages
+                for chunk_id, text, fields, vector in zip(page.ids, page.texts, page.metadata, page.vectors)}
+        assert sorted(read) == sorted(ids)
+        for chunk_id, text, fields, vector in zip(ids, texts, metadata, vectors):
+            assert read[chunk_id][0] == text
+            assert {key: read[chunk_id][1][key] for key in fields} == fields
+            # Cosine collections (Chroma, Qdrant) store the vector normalized again: equal to the last bit or two.
+            assert read[chunk_id][2].dtype == np.float32 and np.allclose(read[chunk_id][2], vector, rtol=0, atol=1e-6)
+        assert all(page.vectors is None for page in store.pages(ROWS, with_vectors=False))
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("engine", ALL)
+def test_search_is_exact_top_k_as_similarities(engine, built, data):
+    ids, _, _, vectors, queries = data
+    store = registry.open_store(built(engine))
+    try:
+        assert_same_ranking(store.search(queries, DEPTH, None, None), exact(queries, vectors, ids))
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("engine", ALL)
+def test_filters_in_the_engines_own_syntax(engine, built, data):
+    ids, _, metadata, vectors, queries = data
+    store = registry.open_store(built(engine))
+    try:
+        found = store.search(queries, DEPTH, None, FILTER[engine])
+    finally:
+        store.close()
+    assert_same_ranking(found, exact(queries, vectors, ids, [i for i, m in enumerate(metadata) if m["doc_id"] == "d3.md"]))
+
+
+# Engines whose in-process mode has a real ANN index (Qdrant's local mode and sqlite-vec search exactly).
+ANN = {
+    "chroma": ({"max_neighbors": 4, "ef_construction": 8, "ef_search": 8}, None),
+    "lancedb": ({"type": "IVF_PQ", "num_partitions": 16, "num_sub_vectors": 4}, {"nprobes": 2}),
+}
+
+
+@pytest.mark.parametrize("engine", sorted(ANN))
+def test_ann_index_loses_some_recall_and_search_params_apply(engine, tmp_path):
+    rng = np.random.default_rng(5)
+    n = 3000
+    vectors, queries = unit(rng.normal(size=(n, 32))), unit(rng.normal(size=(50, 32)))
+    ids = [f"c{i}" for i in range(n)]
+    address = address_of(engine, tmp_path)
+    index, narrow = ANN[engine]
+    registry.create_collection(address, ids, [f"t{i}" for i in range(n)], [{"doc_id": "d"}] * n, vectors, index)
+    truth = [{chunk for chunk, _ in row} for row in exact(queries, vectors, ids)]
+    store = registry.open_store(address)
+    try:
+        def recall(search):
+            found = store.search(queries, DEPTH, search, None)
+            assert all(len(row) == DEPTH and [s for _, s in row] == sorted((s for _, s in row), reverse=True) for row in found)
+            return np.mean([len({chunk for chunk, _ in row} & best) / DEPTH for row, best in zip(found, truth)])
+        approximate = recall(narrow)
+        assert 0.05 < approximate < 1.0  # an index that loses recall, measurably
+        if engine == "lancedb":
+            assert recall({"nprobes": 16, "refine_factor": 20}) > approximate  # every partition, exact re-ranking
+    finally:
+        store.close()
+
+
+def one_line_error(call) -> str:
+    with pytest.raises(InputError) as error:
+        call()
+    message = str(error.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize("engine", EMBEDDED)
+def test_a_missing_store_or_collection_is_one_line_naming_the_address(engine, built, tmp_path):
+    nowhere = address_of(engine, tmp_path / "nowhere")
+    assert str(nowhere) in one_line_error(lambda: registry.open_store(nowhere))
+    existing = built(engine)
+    other = StoreAddress(existing.engine, existing.location, "absent", existing.options)
+    message = one_line_error(lambda: registry.open_store(other))
+    assert str(other) in message and "absent" in message
+
+
+def test_chroma_server_errors_name_the_address_and_never_the_key(monkeypatch, server):
+    monkeypatch.setenv("CHROMA_API_KEY", "sk-secret-never-printed")
+    unreachable = parse_address(f"chroma:http://127.0.0.1:{free_port()}?collection=chunks")
+    message = one_line_error(lambda: registry.open_store(unreachable))
+    assert str(unreachable) in message and "sk-secret-never-printed" not in message
+    absent = parse_address(f"chroma:{server}?collection=absent")
+    message = one_line_error(lambda: registry.open_store(absent))
+    assert str(absent) in message and "sk-secret-never-printed" not in message
+
+
+@pytest.mark.parametrize("engine", EMBEDDED)
+def test_a_missing_extra_is_one_line_naming_the_pip_install(engine, monkeypatch, tmp_path):
+    extra, module = ENGINES[engine]
+    adapter = {"sqlite-vec": "sqlite_vec"}.get(engine, engine)
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if the package were not installed
+    monkeypatch.delitem(sys.modules, f"retrieval_bench.stores.{adapter}", raising=False)
+    monkeypatch.delattr(stores_package, adapter, raising=False)
+    message = one_line_error(lambda: registry.open_store(address_of(engine, tmp_path)))
+    assert f"pip install -e '.[{extra}]'" in message
