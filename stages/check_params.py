@@ -1,9 +1,9 @@
 """Stage 0: validate the whole params.yaml on every `dvc repro` (the stage is always_changed), so
 a typo'd key or a bad value fails the run even when every other stage is cached; and stamp
-load.source and retrieval.store.address (data/source_stamp.json, data/store_stamp.json), which may
-be vector stores DVC cannot depend on."""
+load.source and the stores embed_corpus and retrieve read (data/*stamp.json), which may be vector
+stores DVC cannot depend on."""
 from retrieval_bench import paths
-from retrieval_bench.corpus.source_stamp import source_stamp, store_stamp
+from retrieval_bench.corpus.source_stamp import source_stamp, store_stamp, stored_vectors_stamp
 from retrieval_bench.io import atomic_open, run_stage, write_json
 from retrieval_bench.params import load_all_params
 
@@ -15,6 +15,7 @@ def main() -> None:
         handle.write("params.yaml passed validation\n")
     write_json(paths.SOURCE_STAMP, source_stamp(params["load"]["source"]))
     write_json(paths.STORE_STAMP, store_stamp(params))
+    write_json(paths.STORED_VECTORS_STAMP, stored_vectors_stamp(params))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import runpy
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -199,10 +200,11 @@ def test_ctrl_c_while_generating_says_what_is_kept_and_the_rerun_asks_only_for_t
     set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 16, "generate.concurrency": 2})
     cache = project / "data/question_cache.jsonl"
     with StubLLM() as stub:
-        stub.latency = 0.2
+        stub.latency = 0.5  # 12 replies still to come take 3 s: time for the signal on a loaded machine
         process = start_stage(project, stub)
         while len(read_jsonl(cache)) < 4:
             assert process.poll() is None, process.communicate()
+            time.sleep(0.01)
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=60)
         assert process.returncode == 130 and "Traceback" not in err, err

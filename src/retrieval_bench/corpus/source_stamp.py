@@ -1,7 +1,7 @@
 """What load_chunks depends on instead of the load.source path itself (data/source_stamp.json):
 DVC can only depend on paths, and a source may be a vector store or a store server. embed_corpus
-(embed.corpus_vectors stored) and retrieve (retrieval.method store) read the store too, so they
-depend on it as well; retrieve also on data/store_stamp.json, the stamp of retrieval.store.address.
+(embed.corpus_vectors stored) and retrieve (retrieval.method store) read a store too: they depend
+on stamps of their own that are constant unless they use a store.
 
 - a file or folder (documents, ready chunks, BEIR): a digest of every file's relative path and
   content, so an edit re-runs load_chunks and anything else does not;
@@ -70,10 +70,19 @@ def source_stamp(source: str) -> dict:
 
 
 def store_stamp(params: dict) -> dict:
-    """data/store_stamp.json, what retrieve depends on besides data/source_stamp.json: the stamp of
-    the store retrieval.method store searches when it is not load.source, so a rebuilt index re-runs
-    retrieve (and nothing else); constant otherwise."""
-    source, store = params["load"]["source"], params["retrieval"]["store"]["address"]
-    if params["retrieval"]["method"] == "store" and store and store != source:
-        return source_stamp(store)
+    """data/store_stamp.json, what retrieve depends on: the stamp of the store retrieval.method
+    store searches (retrieval.store.address, else load.source), so a rebuilt index re-runs
+    retrieve; constant for every other method, so nothing else re-runs it."""
+    if params["retrieval"]["method"] == "store":
+        return source_stamp(params["retrieval"]["store"]["address"] or params["load"]["source"])
+    return {"source": None}
+
+
+def stored_vectors_stamp(params: dict) -> dict:
+    """data/stored_vectors_stamp.json, what embed_corpus depends on besides the chunks: the stamp
+    of load.source when embed.corpus_vectors is stored (re-embedded vectors in the store re-run
+    it); constant otherwise, so an edit to a source's queries or documents that leaves the chunks
+    alone never re-runs embed_corpus."""
+    if params["embed"]["corpus_vectors"] == "stored":
+        return source_stamp(params["load"]["source"])
     return {"source": None}
