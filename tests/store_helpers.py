@@ -1,0 +1,30 @@
+"""What the per-engine store tests share: random unit-vector chunks and exact search to compare with."""
+from __future__ import annotations
+
+import numpy as np
+
+N, DIM, DEPTH = 300, 24, 10
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def random_chunks(seed: int):
+    """(ids, texts, metadata, vectors, query vectors) of N chunks in 7 documents."""
+    rng = np.random.default_rng(seed)
+    ids = [f"doc{i % 7}#{i}" for i in range(N)]
+    metadata = [{"doc_id": f"doc{i % 7}", "start": 10 * i, "end": 10 * i + 9} for i in range(N)]
+    return ids, [f"text {i}" for i in range(N)], metadata, unit(rng.normal(size=(N, DIM))), unit(rng.normal(size=(12, DIM)))
+
+
+def exact_top_k(queries: np.ndarray, vectors: np.ndarray, ids: list[str], depth: int, rows=None):
+    rows = np.arange(len(ids)) if rows is None else np.asarray(rows)
+    scores = queries @ vectors[rows].T
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
+    return [[(ids[rows[j]], float(scores[q, j])) for j in order[q]] for q in range(len(queries))]
+
+
+def assert_same_ranking(found, expected):
+    assert [[chunk for chunk, _ in row] for row in found] == [[chunk for chunk, _ in row] for row in expected]
+    assert np.allclose([s for row in found for _, s in row], [s for row in expected for _, s in row], atol=1e-5)
