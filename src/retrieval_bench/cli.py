@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from retrieval_bench.io import InputError
@@ -29,5 +30,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def run() -> None:
+    """The `retrieval-bench` command: main(), then leave at once. Native thread pools loaded by the
+    command (pyarrow's, reading through DVC's file objects) have aborted in their destructors at
+    interpreter exit ("terminate called without an active exception") after the output was
+    complete; the work is done and flushed, so their teardown is skipped."""
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
