@@ -33,7 +33,7 @@ repro: $(INSTALLED)
 	retrieval-bench show
 
 test: $(INSTALLED)
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) -m pytest -n 2 --durations=10 -q
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) -m pytest -n 2 --dist loadfile --durations=10 -q
 
 bench: $(INSTALLED)
 	$(PYTHON) bench/generate_throughput.py

@@ -14,16 +14,13 @@ making the data.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from common import ChildFailed, failed_row, report_to_parent, run_child
 
 METHODS = ["blocked", "blocked-gold", "faiss-flat", "argsort-loop", "hnsw"]
 
@@ -52,10 +49,6 @@ def make_data(n_chunks: int, n_questions: int, dim: int, seed: int = 0, latent: 
     questions += chunks[gold]
     questions /= np.linalg.norm(questions, axis=1, keepdims=True)
     return chunks, questions, gold
-
-
-def peak_rss_gib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 
 
 def blocked(chunks, questions, gold, args):
@@ -146,7 +139,7 @@ def child(args) -> None:
     chunks, questions, gold = make_data(args.chunks, args.questions, args.dim)
     data_gib = (chunks.nbytes + questions.nbytes) / 2**30
     seconds, timed, note = globals()[args.child.replace("-", "_")](chunks, questions, gold, args)
-    print(json.dumps({"seconds": seconds, "timed": timed, "peak_gib": peak_rss_gib(), "data_gib": data_gib, "note": note}))
+    report_to_parent(seconds=seconds, timed=timed, data_gib=data_gib, note=note)
 
 
 def main() -> None:
@@ -172,12 +165,11 @@ def main() -> None:
     base = None
     with tempfile.TemporaryDirectory() as workdir:
         for method in args.methods.split(","):
-            command = [sys.executable, __file__, *sys.argv[1:], "--child", method, "--workdir", workdir]
-            result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
-            if result.returncode:  # a method that fails (or is killed: -9 is the OOM killer) is a row, not the end
-                print(f"| {method} | failed (exit status {result.returncode}) | | | | | {result.stderr.strip()[-300:]!r} |", flush=True)
+            try:
+                report = run_child(__file__, method, "--workdir", workdir)
+            except ChildFailed as failure:
+                print(failed_row([method], failure, 7), flush=True)
                 continue
-            report = json.loads(result.stdout.strip().splitlines()[-1])
             total = report["seconds"] * args.questions / report["timed"]
             base = total if method == "blocked" else base
             ratio = f"{total / base:.2f}" if base else "-"

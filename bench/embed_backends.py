@@ -27,9 +27,8 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from common import SCIFACT, abstracts, copy_project, project_env, scifact_folder
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 CONFIGS = [  # (label, backend, precision, quantize)
     ("torch fp32", "torch", "fp32", "none"),
     ("onnx fp32", "onnx", "fp32", "none"),
@@ -40,17 +39,6 @@ CONFIGS = [  # (label, backend, precision, quantize)
 ]
 MAX_SEQ_LENGTH = 256  # as MTEB evaluated all-MiniLM-L6-v2 on SciFact
 BATCH = 64
-
-
-def abstracts(scifact: Path, n: int | None) -> list[str]:
-    texts = []
-    with open(scifact / "corpus.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            texts.append(f"{row.get('title', '')} {row['text']}".strip())
-            if n and len(texts) == n:
-                break
-    return texts
 
 
 def speed(texts: list[str], rounds: int) -> None:
@@ -100,22 +88,14 @@ def speed(texts: list[str], rounds: int) -> None:
 
 
 def ndcg(scifact: Path) -> None:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", HF_HUB_OFFLINE="1")
+    env = project_env(HF_HUB_OFFLINE="1")
     print("\nP1 quality: full SciFact (5,183 abstracts, 300 queries), the pipeline's nDCG@10")
     print("| backend | nDCG@10 | Δ vs torch fp32 | embed_corpus |")
     print("|---|---:|---:|---|")
     reference = None
     with tempfile.TemporaryDirectory(prefix="scifact-backends-") as tmp:
         project = Path(tmp)
-        tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-        for name in tracked:
-            if name.startswith((".dvc/", "tests/", "data/sample/", "metrics/")) or name in {"dvc.lock", ".dvcignore"} or not (ROOT / name).is_file():
-                continue
-            (project / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, project / name)
-        for command in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
-            subprocess.run(command, cwd=project, check=True, env=env)
-        sys.path.insert(0, str(ROOT / "bench"))
+        copy_project(project, env)
         from reproduce_scifact import scifact_params  # the reproduction's own params: MTEB's setting
 
         for label, backend, precision, quantize in CONFIGS:
@@ -135,16 +115,15 @@ def ndcg(scifact: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scifact", nargs="?", default=str(ROOT.parent / "shared" / "data" / "scifact"))
+    parser.add_argument("scifact", nargs="?", default=str(SCIFACT))
     parser.add_argument("--texts", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-ndcg", action="store_true")
     args = parser.parse_args()
-    scifact = Path(args.scifact).resolve()
-    if not (scifact / "corpus.jsonl").is_file():
-        print(f"error: {scifact}: not a BEIR folder (no corpus.jsonl)", file=sys.stderr)
-        return 1
+    scifact = scifact_folder(args.scifact, "embed_backends")
+    if scifact is None:
+        return 0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if not args.skip_speed:
         speed(abstracts(scifact, args.texts), args.rounds)

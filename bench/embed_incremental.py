@@ -17,7 +17,6 @@ import json
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,8 +24,8 @@ import time
 from pathlib import Path
 
 import yaml
+from common import copy_project, project_env
 
-ROOT = Path(__file__).resolve().parents[1]
 WORDS = ("page cache journal index btree vacuum checkpoint writer reader lock schema table column row query planner "
          "statistics trigger view transaction savepoint rollback commit pragma wal blob collation virtual module "
          "extension backup restore integrity foreign key constraint").split()
@@ -61,22 +60,15 @@ def main() -> int:
     chunks = {f"c{i:06d}": f"Note {i}: " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(15, 30))) + "."
               for i in range(args.chunks)}
     queries = {f"q{i}": f"what does note {i * 7919 % args.chunks} say about {rng.choice(WORDS)}" for i in range(args.questions)}
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", HF_HUB_OFFLINE="1")
+    env = project_env(HF_HUB_OFFLINE="1")
     rows = []
     with tempfile.TemporaryDirectory(prefix="embed-incremental-") as tmp:
         project = Path(tmp)
-        tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-        for name in tracked:
-            if name.startswith((".dvc/", "tests/", "data/sample/", "metrics/", "bench/")) or name in {"dvc.lock", ".dvcignore"} or not (ROOT / name).is_file():
-                continue
-            (project / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, project / name)
+        copy_project(project, env)
         params = yaml.safe_load((project / "params.yaml").read_text())
         params["load"]["source"] = "data/synthetic"
         params["generate"]["max_questions"] = 0
         (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-        for command in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
-            subprocess.run(command, cwd=project, check=True, env=env)
         source = project / "data" / "synthetic"
 
         write_corpus(source, chunks, queries)

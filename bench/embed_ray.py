@@ -22,30 +22,16 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
+from common import SCIFACT, abstracts, scifact_folder
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 MAX_SEQ_LENGTH = 256
 BATCH = 64
-
-
-def abstracts(scifact: Path, n: int) -> list[str]:
-    texts = []
-    with open(scifact / "corpus.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            texts.append(f"{row.get('title', '')} {row['text']}".strip())
-            if len(texts) == n:
-                break
-    return texts
 
 
 def configurations(device: str) -> list[tuple[str, dict]]:
@@ -91,14 +77,13 @@ def ray_init_seconds(settings: dict) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scifact", nargs="?", default=str(ROOT.parent / "shared" / "data" / "scifact"))
+    parser.add_argument("scifact", nargs="?", default=str(SCIFACT))
     parser.add_argument("--texts", type=int, default=2000)
     parser.add_argument("--small", type=int, default=64)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args()
-    scifact = Path(args.scifact).resolve()
-    if not (scifact / "corpus.jsonl").is_file():
-        print(f"skipped: {scifact}: no SciFact corpus.jsonl there (pass the BEIR folder as the first argument)", file=sys.stderr)
+    scifact = scifact_folder(args.scifact, "embed_ray")
+    if scifact is None:
         return 0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch

@@ -30,8 +30,7 @@ from collections import Counter
 from itertools import combinations
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from common import ROOT, SCIFACT, scifact_folder
 
 SYSTEMS = ("dense", "bm25", "hybrid")
 
@@ -95,7 +94,7 @@ def ndcg10(labels: list[dict], relevant: dict[str, dict[str, int]], chunks, run)
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("scifact", nargs="?", default=str(ROOT.parent / "shared" / "data" / "scifact"))
+    parser.add_argument("scifact", nargs="?", default=str(SCIFACT))
     parser.add_argument("--queries", type=int, default=50, help="test queries judged (default 50)")
     parser.add_argument("--depth", type=int, default=10, help="top abstracts of each system pooled (default 10)")
     parser.add_argument("--corpus-limit", type=int, default=0, help="keep only the judged abstracts and this many others (0: all)")
@@ -107,9 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", default=str(ROOT / "bench" / "judge_agreement.judgements.jsonl"))
     parser.add_argument("--json", action="store_true", help="print the report as JSON only")
     args = parser.parse_args(argv)
-    scifact = Path(args.scifact)
-    if not (scifact / "corpus.jsonl").is_file():
-        print(f"judge_agreement: skipped: {scifact} has no corpus.jsonl (BEIR SciFact)")
+    scifact = scifact_folder(args.scifact, "judge_agreement")
+    if scifact is None:
         return 0
 
     from retrieval_bench.corpus.load import load_corpus

@@ -15,18 +15,11 @@ questions extrapolates to --target-questions as corpus + question side x target 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from common import ChildFailed, failed_row, report_to_parent, run_child
 
 VOCABULARY = 50_000
 WORDS_PER_CHUNK = 120
@@ -76,34 +69,29 @@ def child(args) -> None:
     corpus = Corpus([f"doc{i}:0-800" for i in range(args.chunks)], texts, vectors)
     questions = Questions([f"q{i}" for i in range(args.questions)], question_texts, question_vectors)
     corpus_side = 0.0
-    tokenize, index = bm25.tokenize, bm25.bm25s.BM25.index
 
-    def timed_tokenize(texts_, *rest, **options):
-        nonlocal corpus_side
-        start = time.perf_counter()
-        try:
-            return tokenize(texts_, *rest, **options)
-        finally:
-            if len(texts_) == args.chunks:
-                corpus_side += time.perf_counter() - start
+    def timed(fn, corpus_call=lambda *_, **__: True):
+        """fn, adding its time to the corpus side when corpus_call(its arguments) says so."""
+        def wrapper(*rest, **options):
+            nonlocal corpus_side
+            start = time.perf_counter()
+            try:
+                return fn(*rest, **options)
+            finally:
+                if corpus_call(*rest, **options):
+                    corpus_side += time.perf_counter() - start
+        return wrapper
 
-    def timed_index(self, *rest, **options):
-        nonlocal corpus_side
-        start = time.perf_counter()
-        try:
-            return index(self, *rest, **options)
-        finally:
-            corpus_side += time.perf_counter() - start
-
-    bm25.tokenize, bm25.bm25s.BM25.index = timed_tokenize, timed_index
+    # Tokenizing the chunks (the very list the corpus holds; not the questions, even as many) and indexing.
+    bm25.tokenize = timed(bm25.tokenize, lambda texts_, *_, **__: texts_ is corpus.texts)
+    bm25.bm25s.BM25.index = timed(bm25.bm25s.BM25.index)
     settings = {**DEFAULTS["retrieval"], "method": args.child}
     start = time.perf_counter()
     run = retrieve(settings, questions, corpus)
     total = time.perf_counter() - start
     top = run[run["rank"] <= 10]
     hit = top["chunk_id"].to_numpy() == np.array([f"doc{g}:0-800" for g in gold], dtype=object)[top["qid"].str[1:].astype(int).to_numpy()]
-    print(json.dumps({"total": total, "corpus_side": corpus_side, "rows": len(run), "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-                      "recall10": float(hit.sum() / args.questions)}))
+    report_to_parent(total=total, corpus_side=corpus_side, rows=len(run), recall10=float(hit.sum() / args.questions))
 
 
 def main() -> None:
@@ -122,10 +110,11 @@ def main() -> None:
     print(f"| method | corpus side (s) | question side (s) | total (s) | total at {args.target_questions:,} questions (min) | peak RSS (GiB) | recall@10 of the planted chunk |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for method in args.methods.split(","):
-        result = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--child", method], capture_output=True, text=True)
-        if result.returncode:
-            sys.exit(f"{method} failed:\n{result.stderr[-3000:]}")
-        r = json.loads(result.stdout.strip().splitlines()[-1])
+        try:
+            r = run_child(__file__, method)
+        except ChildFailed as failure:
+            print(failed_row([method], failure, 7), flush=True)
+            continue
         question_side = r["total"] - r["corpus_side"]
         target = r["corpus_side"] + question_side * args.target_questions / args.questions
         print(f"| {method} | {r['corpus_side']:.1f} | {question_side:.1f} | {r['total']:.1f} | {target / 60:.1f} | {r['peak_gib']:.2f} | {r['recall10']:.3f} |", flush=True)

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,8 +21,8 @@ import time
 from pathlib import Path
 
 import yaml
+from common import SCIFACT, copy_project, project_env
 
-ROOT = Path(__file__).resolve().parents[1]
 MTEB_NDCG_AT_10 = 0.6451
 # Everything that changes the result, as MTEB evaluated it: every judged query of the test split,
 # all-MiniLM-L6-v2 with 256 tokens and no prompts, exact dense retrieval, nDCG@10.
@@ -41,7 +39,6 @@ PINNED = {
 def scifact_params(scifact: Path) -> dict:
     """The params.yaml of the reproduction: the code's defaults (every key the stages read), PINNED
     over them, load.source the SciFact folder; nothing from the workspace's params.yaml."""
-    sys.path.insert(0, str(ROOT / "src"))
     from retrieval_bench.params import DEFAULTS
 
     params = copy.deepcopy(DEFAULTS)
@@ -52,22 +49,15 @@ def scifact_params(scifact: Path) -> dict:
 
 
 def main() -> int:
-    scifact = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT.parent / "shared" / "data" / "scifact").resolve()
+    scifact = Path(sys.argv[1] if len(sys.argv) > 1 else SCIFACT).resolve()
     if not (scifact / "corpus.jsonl").is_file():
         print(f"error: {scifact}: not a BEIR folder (no corpus.jsonl)", file=sys.stderr)
         return 1
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env = project_env()
     with tempfile.TemporaryDirectory(prefix="scifact-") as tmp:
         project = Path(tmp)
-        tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-        for name in tracked:
-            if name.startswith((".dvc/", "tests/", "data/sample/", "metrics/")) or name in {"dvc.lock", ".dvcignore"}:
-                continue
-            (project / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, project / name)
+        copy_project(project, env)
         (project / "params.yaml").write_text(yaml.safe_dump(scifact_params(scifact), sort_keys=False))
-        for command in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
-            subprocess.run(command, cwd=project, check=True, env=env)
         started = time.monotonic()
         subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=project, check=True, env=env)
         wall = time.monotonic() - started

@@ -17,31 +17,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench")]
-from dense_search import make_data  # noqa: E402
+from common import ChildFailed, failed_row, report_to_parent, run_child
+from dense_search import make_data
 
 CHUNKS_PER_DOCUMENT = 25
 VOCABULARY = 5000
 # The index each engine is built with, and the query settings each search row uses.
 INDEX = {"lancedb": {"type": "IVF_PQ"}, "chroma": None}  # LanceDB's default IVF_PQ; Chroma's default HNSW (M 16, ef 100)
 SEARCHES = {"lancedb": [None, {"nprobes": 40, "refine_factor": 10}], "chroma": [None]}
-
-
-def peak_rss_gib() -> float:
-    """This process's peak RSS (VmHWM: unlike ru_maxrss it starts afresh at exec, not at the
-    parent's peak, and the parent holds the model and the data)."""
-    status = Path("/proc/self/status").read_text()
-    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) / 2**20  # kB
 
 
 def address(engine: str, workdir: Path) -> str:
@@ -172,7 +161,7 @@ def search(engine: str, workdir: Path, args) -> tuple[float, str]:
 def child(args) -> None:
     kind, _, engine = args.child.partition(":")
     seconds, note = globals()[kind](engine, Path(args.workdir), args)
-    print(json.dumps({"seconds": seconds, "peak_gib": peak_rss_gib(), "note": note}))
+    report_to_parent(seconds=seconds, note=note)
 
 
 def main() -> None:
@@ -200,12 +189,11 @@ def main() -> None:
         print("\n| step | source | time (s) | peak RSS (GiB) | notes |")
         print("|---|---|---:|---:|---|", flush=True)
         for kind, engine in steps:
-            command = [sys.executable, __file__, *sys.argv[1:], "--child", f"{kind}:{engine}", "--workdir", folder]
-            result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-            if result.returncode:
-                print(f"| {kind} | {engine} | failed (exit status {result.returncode}) | | {result.stderr.strip()[-300:]!r} |", flush=True)
+            try:
+                report = run_child(__file__, f"{kind}:{engine}", "--workdir", folder, env={"HF_HUB_OFFLINE": "1"})
+            except ChildFailed as failure:
+                print(failed_row([kind, engine], failure, 5), flush=True)
                 continue
-            report = json.loads(result.stdout.strip().splitlines()[-1])
             print(f"| {kind} | {engine.split('+')[0]} | {report['seconds']:,.1f} | {report['peak_gib']:.2f} | {report['note']} |", flush=True)
 
 

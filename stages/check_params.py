@@ -3,7 +3,7 @@ a typo'd key or a bad value fails the run even when every other stage is cached;
 load.source and the stores embed_corpus and retrieve read (data/*stamp.json), which may be vector
 stores DVC cannot depend on."""
 from retrieval_bench import paths
-from retrieval_bench.corpus.source_stamp import source_stamp, store_stamp, stored_vectors_stamp
+from retrieval_bench.corpus.source_stamp import stamps
 from retrieval_bench.io import atomic_open, run_stage, write_json
 from retrieval_bench.params import load_all_params
 
@@ -13,9 +13,8 @@ def main() -> None:
     # Constant content: stages downstream depend on this file only to run after the check.
     with atomic_open(paths.PARAMS_CHECKED) as handle:
         handle.write("params.yaml passed validation\n")
-    write_json(paths.SOURCE_STAMP, source_stamp(params["load"]["source"]))
-    write_json(paths.STORE_STAMP, store_stamp(params))
-    write_json(paths.STORED_VECTORS_STAMP, stored_vectors_stamp(params))
+    for path, stamp in zip((paths.SOURCE_STAMP, paths.STORE_STAMP, paths.STORED_VECTORS_STAMP), stamps(params, paths.SOURCE_DIGEST_MEMO)):
+        write_json(path, stamp)
 
 
 if __name__ == "__main__":

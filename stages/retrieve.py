@@ -7,7 +7,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from retrieval_bench import paths
-from retrieval_bench.io import InputError, atomic_path, read_jsonl, run_stage, write_json
+from retrieval_bench.io import InputError, atomic_path, read_jsonl, run_stage, touch_jsonl, write_json
 from retrieval_bench.params import load_params
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve, run_info
 from retrieval_bench.retrieval.run import Corpus, Questions, write_trec
@@ -17,12 +17,11 @@ def load_vectors(vectors: str, ids: str, expected_ids: list[str]) -> np.ndarray:
     with open(ids, encoding="utf-8") as handle:
         if json.load(handle) != expected_ids:
             raise InputError(f"{vectors}: embeddings of other ids than the current data; rerun the embed stages")
-    return np.load(vectors)
+    return np.load(vectors, mmap_mode="r")  # read as searched: the store method uses the corpus only for run_info
 
 
 def main() -> None:
     settings = load_params("retrieval")
-    settings["store"]["address"] = settings["store"]["address"] or load_params("load")["source"]  # method store: null = load.source
     chunks = pd.read_parquet(paths.CHUNKS, columns=["chunk_id", "text"])
     golden = read_jsonl(paths.GOLDENSET)
     questions = Questions([row["qid"] for row in golden], [row["question"] for row in golden])
@@ -35,7 +34,7 @@ def main() -> None:
     with atomic_path(paths.RUN) as tmp:
         run.to_parquet(tmp, index=False)
     write_json(paths.RUN_INFO, run_info(settings, questions, corpus, run))
-    open(paths.RERANK_CACHE, "a").close()  # a persistent output of this stage, whatever the method
+    touch_jsonl(paths.RERANK_CACHE)  # a persistent output of this stage, whatever the method
     if settings["trec_export"]:
         write_trec(run, settings["trec_export"], settings["method"])
     print(f"retrieve: {len(run)} results for {run['qid'].nunique()} of {len(golden)} questions ({settings['method']}, depth {settings['depth']})")

@@ -1,7 +1,14 @@
-"""What the per-engine store tests share: random unit-vector chunks and exact search to compare with."""
+"""What the store tests share: random unit-vector chunks, exact search to compare with, and a store
+opened for one test."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import numpy as np
+
+from retrieval_bench.stores import registry
+from retrieval_bench.stores.base import Store, StoreAddress
 
 N, DIM, DEPTH = 300, 24, 10
 
@@ -28,3 +35,13 @@ def exact_top_k(queries: np.ndarray, vectors: np.ndarray, ids: list[str], depth:
 def assert_same_ranking(found, expected):
     assert [[chunk for chunk, _ in row] for row in found] == [[chunk for chunk, _ in row] for row in expected]
     assert np.allclose([s for row in found for _, s in row], [s for row in expected for _, s in row], atol=1e-5)
+
+
+@contextmanager
+def opened(address: StoreAddress) -> Iterator[Store]:
+    """The store at `address`, closed afterwards."""
+    store = registry.open_store(address)
+    try:
+        yield store
+    finally:
+        store.close()

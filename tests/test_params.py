@@ -50,9 +50,21 @@ def write(tmp_path: Path, tree: dict) -> Path:
         ({"retrieval": {"bm25": {"stemmer": "porter"}}}, "retrieval.bm25.stemmer must be one of english, none"),
         ({"load": {"chunking": {"chars": 400, "overlap": 400}}}, "load.chunking needs chars > 0 and 0 <= overlap < chars"),
         ({"load": {"chunking": {"chars": "800"}}}, "params.load.chunking.chars must be int, got '800'"),
+        ({"embed": {"engine": "ray", "device": "cpu", "ray": {"num_gpus_per_actor": 1}}},
+         "embed.ray.num_gpus_per_actor > 0 needs embed.backend torch and embed.device null or cuda (got backend torch, device cpu)"),
     ],
 )
 def test_bad_params_name_the_key_and_what_was_expected(tmp_path, tree, message):
     with pytest.raises(InputError) as error:
         load_all_params(write(tmp_path, tree))
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_null_store_address_is_load_source_for_every_reader(tmp_path):
+    store = "lancedb:stores/docs.lancedb?table=chunks"
+    params = load_all_params(write(tmp_path, {"load": {"source": store}, "retrieval": {"method": "store"}}))
+    assert params["retrieval"]["store"]["address"] == store
+    other = "qdrant:stores/q?collection=c"
+    params = load_all_params(write(tmp_path, {"load": {"source": store}, "retrieval": {"store": {"address": other}}}))
+    assert params["retrieval"]["store"]["address"] == other
+    assert load_all_params(write(tmp_path, {}))["retrieval"]["store"]["address"] is None  # a path source: no store

@@ -62,7 +62,7 @@ def test_dense_bm25_and_hybrid_runs():
 
 def fused_scores(tops, weights, fusion, n_chunks=3, depth=10):
     fused = fuse(tops, weights, fusion, 60, n_chunks, depth)
-    return {"xyz"[i]: s for i, s, kept in zip(fused.indices[0], fused.scores[0], fused.retrieved[0]) if kept}
+    return {"xyz"[i]: s for i, s, kept in zip(fused.indices[0], fused.scores[0], fused.kept[0]) if kept}
 
 
 def test_rrf_fusion_is_symmetric_and_ties_share_the_worst_rank():
@@ -93,8 +93,8 @@ def reference_fusion(component_runs: dict, weights: dict, fusion: str, rrf_k: fl
     return runs.from_records(fused.itertuples(index=False, name=None), depth)
 
 
-def as_run(top: Top, qids: list[str], chunk_ids: list[str]) -> pd.DataFrame:
-    return runs.from_top(qids, chunk_ids, top.indices, top.scores, keep=top.retrieved)
+def as_run(indices: np.ndarray, scores: np.ndarray, keep: np.ndarray, qids: list[str], chunk_ids: list[str]) -> pd.DataFrame:
+    return runs.from_top(qids, chunk_ids, indices, scores, keep=keep)
 
 
 @pytest.mark.parametrize("fusion", ["rrf", "weighted"])
@@ -108,9 +108,9 @@ def test_array_fusion_equals_the_plain_definition_on_random_tied_runs(fusion):
         indices = np.stack([rng.permutation(n_chunks)[:width] for _ in range(n_questions)])
         scores = -np.sort(-rng.integers(0, 6, size=(n_questions, width)).astype(np.float32), axis=1)  # many ties
         tops.append(Top(indices, scores, scores > 0))
-    component_runs = {"dense": as_run(tops[0], qids, chunk_ids), "bm25": as_run(tops[1], qids, chunk_ids)}
+    component_runs = {"dense": as_run(*tops[0], qids, chunk_ids), "bm25": as_run(*tops[1], qids, chunk_ids)}
     expected = reference_fusion(component_runs, {"dense": 1.0, "bm25": 0.5}, fusion, 60, depth)
-    got = as_run(fuse(tops, [1.0, 0.5], fusion, 60, n_chunks, depth), qids, chunk_ids)
+    got = as_run(*fuse(tops, [1.0, 0.5], fusion, 60, n_chunks, depth), qids, chunk_ids)
     got = got[got["rank"] <= depth].reset_index(drop=True)
     expected = expected.iloc[expected["qid"].map(qids.index).argsort(kind="stable")].reset_index(drop=True)
     pd.testing.assert_frame_equal(got, expected)

@@ -57,3 +57,23 @@ def test_load_chunks_reruns_on_an_edit_and_not_on_a_touch(tmp_path):
 
 def ran(output: str) -> set[str]:
     return {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")}
+
+
+def test_an_unchanged_folder_is_not_read_again_and_an_edit_is(tmp_path, monkeypatch):
+    from retrieval_bench.corpus import source_stamp as module
+
+    folder, memo = tmp_path / "docs", tmp_path / ".dvc" / "tmp" / "memo.json"
+    folder.mkdir()
+    (folder / "a.md").write_text("alpha")
+    memo.parent.parent.mkdir()
+    first = source_stamp(str(folder), memo)
+    reads = []
+    monkeypatch.setattr(module, "content_digest", lambda root: reads.append(root) or (0, "never used"))
+    assert source_stamp(str(folder), memo) == first and reads == []  # served from the memo
+    (folder / "a.md").write_text("alphA")
+    assert source_stamp(str(folder), memo)["md5"] == "never used" and reads == [folder]  # a new time: read again
+
+
+def test_object_storage_is_stamped_anew_like_a_server():
+    stamped = source_stamp("lancedb:s3://bucket/docs.lancedb?table=chunks")
+    assert stamped["kind"] == "store server" and "read_at" in stamped

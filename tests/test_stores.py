@@ -8,12 +8,13 @@ import sys
 
 import numpy as np
 import pytest
-from chroma_server import chroma_server, free_port
+from chroma_server import chroma_server
+from store_helpers import assert_same_ranking, exact_top_k, opened, unit
 
 import retrieval_bench.stores as stores_package
 from retrieval_bench.io import InputError
 from retrieval_bench.stores import registry
-from retrieval_bench.stores.base import ENGINES, StoreAddress, parse_address
+from retrieval_bench.stores.base import ENGINES, StoreAddress, parse_address, similarity
 
 N, DIM, DEPTH, ROWS = 250, 16, 10, 64
 ALL = ["chroma", "chroma-server", "lancedb", "qdrant", "sqlite-vec"]
@@ -24,14 +25,10 @@ EMBEDDED = ["chroma", "lancedb", "qdrant", "sqlite-vec"]
 EXACT_INDEX = {"chroma": {"ef_search": N, "ef_construction": N}, "chroma-server": {"ef_search": N, "ef_construction": N}}
 # One document's chunks, in each engine's filter syntax.
 FILTER = {
-    "chroma": {"doc_id": "d3.md"}, "chroma-server": {"doc_id": "d3.md"},
-    "lancedb": "doc_id = 'd3.md'", "sqlite-vec": "doc_id = 'd3.md'",
+    "chroma": {"doc_id": "d3.md"}, "lancedb": "doc_id = 'd3.md'", "sqlite-vec": "doc_id = 'd3.md'",
     "qdrant": {"must": [{"key": "doc_id", "match": {"value": "d3.md"}}]},
 }
-
-
-def unit(rows: np.ndarray) -> np.ndarray:
-    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+NOWHERE = "127.0.0.1:1"  # a port nothing listens on (a free port may be another test worker's server by now)
 
 
 @pytest.fixture(scope="module")
@@ -72,58 +69,38 @@ def built(request, data, tmp_path_factory):
     return build
 
 
-def exact(queries: np.ndarray, vectors: np.ndarray, ids: list[str], rows=None) -> list[list[tuple[str, float]]]:
-    rows = np.arange(len(ids)) if rows is None else np.asarray(rows)
-    scores = queries @ vectors[rows].T
-    best = np.argsort(-scores, axis=1, kind="stable")[:, :DEPTH]
-    return [[(ids[rows[j]], float(scores[q, j])) for j in best[q]] for q in range(len(queries))]
+@pytest.fixture(params=ALL)
+def store(request, built):
+    """Each engine's store of `data`, opened for one test."""
+    with opened(built(request.param)) as store:
+        yield store
 
 
-def assert_same_ranking(found, expected) -> None:
-    assert [[chunk for chunk, _ in row] for row in found] == [[chunk for chunk, _ in row] for row in expected]
-    assert np.allclose([s for row in found for _, s in row], [s for row in expected for _, s in row], atol=1e-5)
-
-
-@pytest.mark.parametrize("engine", ALL)
-def test_count_pages_and_vectors_give_back_what_was_written(engine, built, data):
+def test_count_pages_and_vectors_give_back_what_was_written(store, data):
     ids, texts, metadata, vectors, _ = data
-    store = registry.open_store(built(engine))
-    try:
-        assert store.count() == N
-        pages = list(store.pages(ROWS, with_vectors=True))
-        assert len(pages) >= N // ROWS and all(len(page.ids) <= ROWS for page in pages)
-        read = {chunk_id: (text, fields, vector) for page in pages
-                for chunk_id, text, fields, vector in zip(page.ids, page.texts, page.metadata, page.vectors)}
-        assert sorted(read) == sorted(ids)
-        for chunk_id, text, fields, vector in zip(ids, texts, metadata, vectors):
-            assert read[chunk_id][0] == text
-            assert {key: read[chunk_id][1][key] for key in fields} == fields
-            # Cosine collections (Chroma, Qdrant) store the vector normalized again: equal to the last bit or two.
-            assert read[chunk_id][2].dtype == np.float32 and np.allclose(read[chunk_id][2], vector, rtol=0, atol=1e-6)
-        assert all(page.vectors is None for page in store.pages(ROWS, with_vectors=False))
-    finally:
-        store.close()
+    assert store.count() == N
+    pages = list(store.pages(ROWS, with_vectors=True))
+    assert len(pages) >= N // ROWS and all(len(page.ids) <= ROWS for page in pages)
+    read = {chunk_id: (text, fields, vector) for page in pages
+            for chunk_id, text, fields, vector in zip(page.ids, page.texts, page.metadata, page.vectors)}
+    assert sorted(read) == sorted(ids)
+    for chunk_id, text, fields, vector in zip(ids, texts, metadata, vectors):
+        assert read[chunk_id][0] == text
+        assert {key: read[chunk_id][1][key] for key in fields} == fields
+        # Cosine collections (Chroma, Qdrant) store the vector normalized again: equal to the last bit or two.
+        assert read[chunk_id][2].dtype == np.float32 and np.allclose(read[chunk_id][2], vector, rtol=0, atol=1e-6)
+    assert all(page.vectors is None for page in store.pages(ROWS, with_vectors=False))
 
 
-@pytest.mark.parametrize("engine", ALL)
-def test_search_is_exact_top_k_as_similarities(engine, built, data):
+def test_search_is_exact_top_k_as_similarities(store, data):
     ids, _, _, vectors, queries = data
-    store = registry.open_store(built(engine))
-    try:
-        assert_same_ranking(store.search(queries, DEPTH, None, None), exact(queries, vectors, ids))
-    finally:
-        store.close()
+    assert_same_ranking(store.search(queries, DEPTH, None, None), exact_top_k(queries, vectors, ids, DEPTH))
 
 
-@pytest.mark.parametrize("engine", ALL)
-def test_filters_in_the_engines_own_syntax(engine, built, data):
+def test_filters_in_the_engines_own_syntax(store, data):
     ids, _, metadata, vectors, queries = data
-    store = registry.open_store(built(engine))
-    try:
-        found = store.search(queries, DEPTH, None, FILTER[engine])
-    finally:
-        store.close()
-    assert_same_ranking(found, exact(queries, vectors, ids, [i for i, m in enumerate(metadata) if m["doc_id"] == "d3.md"]))
+    found = store.search(queries, DEPTH, None, FILTER[store.address.engine])
+    assert_same_ranking(found, exact_top_k(queries, vectors, ids, DEPTH, [i for i, m in enumerate(metadata) if m["doc_id"] == "d3.md"]))
 
 
 # Engines whose in-process mode has a real ANN index (Qdrant's local mode and sqlite-vec search exactly).
@@ -142,9 +119,8 @@ def test_ann_index_loses_some_recall_and_search_params_apply(engine, tmp_path):
     address = address_of(engine, tmp_path)
     index, narrow = ANN[engine]
     registry.create_collection(address, ids, [f"t{i}" for i in range(n)], [{"doc_id": "d"}] * n, vectors, index)
-    truth = [{chunk for chunk, _ in row} for row in exact(queries, vectors, ids)]
-    store = registry.open_store(address)
-    try:
+    truth = [{chunk for chunk, _ in row} for row in exact_top_k(queries, vectors, ids, DEPTH)]
+    with opened(address) as store:
         def recall(search):
             found = store.search(queries, DEPTH, search, None)
             assert all(len(row) == DEPTH and [s for _, s in row] == sorted((s for _, s in row), reverse=True) for row in found)
@@ -153,8 +129,6 @@ def test_ann_index_loses_some_recall_and_search_params_apply(engine, tmp_path):
         assert 0.05 < approximate < 1.0  # an index that loses recall, measurably
         if engine == "lancedb":
             assert recall({"nprobes": 16, "refine_factor": 20}) > approximate  # every partition, exact re-ranking
-    finally:
-        store.close()
 
 
 def one_line_error(call) -> str:
@@ -169,6 +143,7 @@ def one_line_error(call) -> str:
 def test_a_missing_store_or_collection_is_one_line_naming_the_address(engine, built, tmp_path):
     nowhere = address_of(engine, tmp_path / "nowhere")
     assert str(nowhere) in one_line_error(lambda: registry.open_store(nowhere))
+    assert not (tmp_path / "nowhere").exists()  # reading never creates a store
     existing = built(engine)
     other = StoreAddress(existing.engine, existing.location, "absent", existing.options)
     message = one_line_error(lambda: registry.open_store(other))
@@ -177,7 +152,7 @@ def test_a_missing_store_or_collection_is_one_line_naming_the_address(engine, bu
 
 def test_chroma_server_errors_name_the_address_and_never_the_key(monkeypatch, server):
     monkeypatch.setenv("CHROMA_API_KEY", "sk-secret-never-printed")
-    unreachable = parse_address(f"chroma:http://127.0.0.1:{free_port()}?collection=chunks")
+    unreachable = parse_address(f"chroma:http://{NOWHERE}?collection=chunks")
     message = one_line_error(lambda: registry.open_store(unreachable))
     assert str(unreachable) in message and "sk-secret-never-printed" not in message
     absent = parse_address(f"chroma:{server}?collection=absent")
@@ -194,3 +169,43 @@ def test_a_missing_extra_is_one_line_naming_the_pip_install(engine, monkeypatch,
     monkeypatch.delattr(stores_package, adapter, raising=False)
     message = one_line_error(lambda: registry.open_store(address_of(engine, tmp_path)))
     assert f"pip install -e '.[{extra}]'" in message
+
+
+def test_an_address_error_never_prints_its_options():
+    """A secret put in an address by mistake (keys belong in the environment) stays out of the error."""
+    message = one_line_error(lambda: parse_address("qdrant:https://h?collection=c&api_key=SECRET123"))
+    assert "SECRET123" not in message and "qdrant:https://h" in message and "api_key" in message
+    message = one_line_error(lambda: parse_address("qdrant:https://user:SECRET123@h?collection=c&body=x", "retrieval.store.address"))
+    assert "SECRET123" not in message and message.startswith("retrieval.store.address")
+
+
+def test_a_lancedb_index_of_another_distance_is_one_line_when_searched(tmp_path):
+    """A hamming index (binary vectors) has no similarity here: searching it names the address and
+    the distance; reading its chunks still works."""
+    import lancedb
+    import pyarrow as pa
+    from lancedb.index import IvfFlat
+
+    bits = np.random.default_rng(2).integers(0, 256, size=(256, 8), dtype=np.uint8)
+    table = lancedb.connect(tmp_path).create_table("bits", pa.table({
+        "id": [f"c{i}" for i in range(len(bits))], "text": ["t"] * len(bits),
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(bits.ravel()), bits.shape[1])}))
+    table.create_index("vector", config=IvfFlat(distance_type="hamming", num_partitions=2))
+    address = parse_address(f"lancedb:{tmp_path}?table=bits")
+    with opened(address) as store:
+        assert store.count() == len(bits) and len(next(store.pages(ROWS, with_vectors=False)).ids) == ROWS
+        message = one_line_error(lambda: store.search(np.ones((1, 8), dtype=np.float32), DEPTH, None, None))
+    assert str(address) in message and "hamming" in message
+
+
+@pytest.mark.parametrize("metric, distance", [
+    ("cosine", lambda c: 1 - c), ("ip", lambda c: 1 - c), ("dot", lambda c: 1 - c), ("score", lambda c: c),
+    ("l2", lambda c: 2 - 2 * c), ("euclid", lambda c: np.sqrt(2 - 2 * c)),  # squared and plain L2 of unit vectors
+])
+def test_similarity_of_each_distance_is_the_cosine_of_unit_vectors(metric, distance):
+    cosines = np.array([0.9, 0.3, -0.5])
+    assert np.allclose(similarity(distance(cosines), metric), cosines)
+
+
+def test_similarity_of_a_manhattan_distance_keeps_its_order():
+    assert similarity(np.array([0.5, 1.0, 2.5]), "l1").tolist() == [-0.5, -1.0, -2.5]

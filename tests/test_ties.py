@@ -121,8 +121,8 @@ def test_hybrid_mirror_ties_do_not_depend_on_who_came_first():
     # Dense ranks the gold chunk 1st and another 2nd, BM25 the other way round: RRF ties them.
     dense = Top(np.array([[0, 1, 2]]), np.array([[0.9, 0.8, 0.1]]), np.ones((1, 3), dtype=bool))  # a, b, c
     bm25 = Top(np.array([[1, 0, 2]]), np.array([[3.0, 2.0, 0.0]]), np.array([[True, True, False]]))  # b, a
-    top = fuse([dense, bm25], [1.0, 1.0], "rrf", 60, 3, 10)
-    fused = runs.from_top(["q"], ["a", "b", "c"], top.indices, top.scores, keep=top.retrieved)
+    fused_top = fuse([dense, bm25], [1.0, 1.0], "rrf", 60, 3, 10)
+    fused = runs.from_top(["q"], ["a", "b", "c"], fused_top.indices, fused_top.scores, keep=fused_top.kept)
     for gold in ("a", "b"):
         judgement = Judgement(np.array([0]), np.array([1.0]))
         row = score_question(judgement, runs.positions(fused, ["q"], [[gold]])[0], [1], "expected")

@@ -238,6 +238,9 @@ def _check_embed(embed: dict[str, Any], path: Path) -> None:
     for key in ("num_cpus_per_actor", "num_gpus_per_actor"):
         if ray[key] < 0:
             raise InputError(f"{path}: embed.ray.{key} must be >= 0, got {ray[key]!r}")
+    if embed["engine"] == "ray" and ray["num_gpus_per_actor"] > 0 and (embed["backend"] != "torch" or device not in (None, "cuda")):
+        raise InputError(f"{path}: embed.ray.num_gpus_per_actor > 0 needs embed.backend torch and embed.device null or cuda "
+                         f"(got backend {embed['backend']}, device {device})")
 
 
 def _check_stores(params: dict[str, Any], path: Path) -> None:
@@ -257,6 +260,8 @@ def _check_stores(params: dict[str, Any], path: Path) -> None:
         parse_address(address, f"{path}: retrieval.store.address")
     if params["retrieval"]["method"] == "store" and address is None and not is_store_address(source):
         raise InputError(f"{path}: retrieval.method store needs retrieval.store.address, or load.source a store address")
+    if address is None and is_store_address(source):
+        store["address"] = source  # null = load.source, resolved here once for every reader
     if store["search"] is not None and not isinstance(store["search"], dict):
         raise InputError(f"{path}: retrieval.store.search must be a mapping of the engine's query parameters or null, got {store['search']!r}")
 

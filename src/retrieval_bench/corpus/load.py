@@ -259,7 +259,7 @@ def _drop_empty_and_check_ids(frame: pd.DataFrame, source: object, notes: list[s
 
 def checked_offset(value: object, where: str, field: str) -> int:
     """A character offset: a non-negative integer (or the text of one, as CSV holds it)."""
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():  # not "²", which int() refuses
         return int(value)
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= 0:
         return int(value)

@@ -4,16 +4,19 @@ DVC can only depend on paths, and a source may be a vector store or a store serv
 on stamps of their own that are constant unless they use a store.
 
 - a file or folder (documents, ready chunks, BEIR): a digest of every file's relative path and
-  content, so an edit re-runs load_chunks and anything else does not;
+  content, so an edit re-runs load_chunks and anything else does not. Like DVC's own state
+  database, a memo keyed by the files' names, sizes and modification times spares re-reading an
+  unchanged corpus on every repro;
 - a vector store on a local path: every file's relative path, size and modification time (stores
   are large binary files rewritten in place; hashing them on every repro would cost minutes);
-- a store server: nothing cheap tells whether it changed, so the stamp holds the time it was
+- a store server (or a store on object storage, s3://...): nothing cheap tells whether it changed, so the stamp holds the time it was
   taken and load_chunks, embed_corpus and retrieve re-run on every repro; generate_goldenset,
   embed_questions and score re-run only when their inputs came out different.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from pathlib import Path
 
@@ -53,36 +56,59 @@ def metadata_digest(root: Path) -> tuple[int, str]:
     return len(files), digest.hexdigest()
 
 
-def source_stamp(source: str) -> dict:
-    """The stamp of `source` (load.source); a path that does not exist is stamped as missing and
-    load_chunks reports it."""
+def _memoized_content_digest(root: Path, memo: Path | None) -> tuple[int, str]:
+    """content_digest(root), served from `memo` while the files' names, sizes and times are those
+    it was computed for (the memo keeps one entry per source)."""
+    if memo is None:
+        return content_digest(root)
+    key, (_, metadata) = str(root), metadata_digest(root)
+    try:
+        known = json.loads(memo.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    entry = known.get(key)
+    if isinstance(entry, dict) and entry.get("metadata") == metadata:
+        return entry["files"], entry["md5"]
+    files, digest = content_digest(root)
+    known[key] = {"metadata": metadata, "files": files, "md5": digest}
+    try:  # a cache: losing it costs one re-read; outside a DVC project (no .dvc/) there is none
+        memo.parent.mkdir(exist_ok=True)
+        memo.write_text(json.dumps(known), encoding="utf-8")
+    except OSError:
+        pass
+    return files, digest
+
+
+def source_stamp(source: str, memo: Path | None = None) -> dict:
+    """The stamp of `source` (a path or a store address); a path that does not exist is stamped as
+    missing and load_chunks reports it. `memo`: where content digests of paths are remembered."""
     if is_store_address(source):
         address = parse_address(source)
-        if address.is_server:
+        if "://" in address.location:  # a server, or object storage: no local file tells of a change
             return {"source": str(address), "kind": "store server", "read_at": time.time_ns()}
-        root, kind, digest_of = Path(address.location), "local store", metadata_digest
+        root, kind = Path(address.location), "local store"
     else:
-        root, kind, digest_of = Path(source), "path", content_digest
+        root, kind = Path(source), "path"
     if not root.exists():
         return {"source": source, "kind": kind, "missing": True}
-    files, digest = digest_of(root)
+    files, digest = metadata_digest(root) if kind == "local store" else _memoized_content_digest(root, memo)
     return {"source": source, "kind": kind, "files": files, "md5": digest}
 
 
-def store_stamp(params: dict) -> dict:
-    """data/store_stamp.json, what retrieve depends on: the stamp of the store retrieval.method
-    store searches (retrieval.store.address, else load.source), so a rebuilt index re-runs
-    retrieve; constant for every other method, so nothing else re-runs it."""
+def stamps(params: dict, memo: str | Path | None = None) -> tuple[dict, dict, dict]:
+    """What check_params writes, each source stamped once:
+    - data/source_stamp.json, what load_chunks depends on: load.source;
+    - data/store_stamp.json, what retrieve depends on: the store retrieval.method store searches
+      (retrieval.store.address), so a rebuilt index re-runs retrieve; constant for other methods;
+    - data/stored_vectors_stamp.json, what embed_corpus depends on besides the chunks: load.source
+      when embed.corpus_vectors is stored; constant otherwise, so an edit to a source's queries or
+      documents that leaves the chunks alone never re-runs embed_corpus."""
+    unused, memo = {"source": None}, Path(memo) if memo else None
+    source = params["load"]["source"]
+    source_stamped = source_stamp(source, memo)
+    store = params["retrieval"]["store"]["address"]
+    store_stamped = unused
     if params["retrieval"]["method"] == "store":
-        return source_stamp(params["retrieval"]["store"]["address"] or params["load"]["source"])
-    return {"source": None}
-
-
-def stored_vectors_stamp(params: dict) -> dict:
-    """data/stored_vectors_stamp.json, what embed_corpus depends on besides the chunks: the stamp
-    of load.source when embed.corpus_vectors is stored (re-embedded vectors in the store re-run
-    it); constant otherwise, so an edit to a source's queries or documents that leaves the chunks
-    alone never re-runs embed_corpus."""
-    if params["embed"]["corpus_vectors"] == "stored":
-        return source_stamp(params["load"]["source"])
-    return {"source": None}
+        store_stamped = source_stamped if store == source else source_stamp(store, memo)
+    vectors_stamped = source_stamped if params["embed"]["corpus_vectors"] == "stored" else unused
+    return source_stamped, store_stamped, vectors_stamped

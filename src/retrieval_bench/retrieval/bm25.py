@@ -66,7 +66,7 @@ def top(questions, corpus, settings: dict, depth: int) -> tuple[np.ndarray, np.n
     scores = np.zeros((len(tokens), k), dtype=np.float32)
     asking = [i for i, words in enumerate(tokens) if words]  # only stop words: nothing is retrieved
     if asking:
-        threads = (os.cpu_count() or 1) if backend == "numba" else 1  # numpy's threads only contend for the GIL
+        threads = len(os.sched_getaffinity(0)) if backend == "numba" else 1  # the cores we may use; numpy's threads only contend for the GIL
         found, found_scores = index.retrieve([tokens[i] for i in asking], k=k, show_progress=False, n_threads=threads)
         indices[asking], scores[asking] = found, found_scores
     return indices, scores, scores > 0

@@ -49,9 +49,18 @@ def contributions(top: Top, weight: float, fusion: str, rrf_k: float) -> np.ndar
     return np.where(retrieved, contribution, 0.0)
 
 
-def fuse(tops: list[Top], weights: list[float], fusion: str, rrf_k: float, n_chunks: int, depth: int) -> Top:
-    """The fused run as arrays: per question the chunks at or above its depth-th best fused score
-    (ties at the cut included; the run contract then orders them by chunk id and cuts to depth)."""
+class Fused(NamedTuple):
+    """The fused run as arrays (questions x width), rows in chunk-index order, not best first:
+    from_top ranks them. `kept` marks each question's chunks at or above its depth-th best fused
+    score (ties at the cut included; the run contract orders them by chunk id and cuts to depth)."""
+
+    indices: np.ndarray
+    scores: np.ndarray
+    kept: np.ndarray
+
+
+def fuse(tops: list[Top], weights: list[float], fusion: str, rrf_k: float, n_chunks: int, depth: int) -> Fused:
+    """Each chunk's fused score over the component runs, and which make the question's top `depth`."""
     n_questions = tops[0].indices.shape[0]
     keys, added = [], []
     for top, weight in zip(tops, weights):
@@ -72,7 +81,7 @@ def fuse(tops: list[Top], weights: list[float], fusion: str, rrf_k: float, n_chu
     indices[question, slot], scores[question, slot] = chunk, fused_scores
     k = min(depth, width)
     kth_best = -np.partition(-scores, k - 1, axis=1)[:, k - 1:k]
-    return Top(indices, scores, (scores >= kth_best) & np.isfinite(scores))
+    return Fused(indices, scores, (scores >= kth_best) & np.isfinite(scores))
 
 
 def retrieve(questions, corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
@@ -82,7 +91,7 @@ def retrieve(questions, corpus, settings: dict, depth: int, progress=None) -> pd
     tops = [Top(dense_indices, dense_scores, np.ones(dense_indices.shape, dtype=bool)), Top(*bm25.top(questions, corpus, settings, candidates))]
     weights = [settings["weights"]["dense"], settings["weights"]["bm25"]]
     fused = fuse(tops, weights, settings["fusion"], settings["rrf_k"], n_chunks, depth)
-    run = from_top(questions.qids, corpus.chunk_ids, fused.indices, fused.scores, keep=fused.retrieved)
+    run = from_top(questions.qids, corpus.chunk_ids, fused.indices, fused.scores, keep=fused.kept)
     if progress is not None:
         progress.update(len(questions.qids))
     return run[run["rank"] <= depth].reset_index(drop=True)

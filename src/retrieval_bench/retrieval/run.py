@@ -108,7 +108,7 @@ def _merge_above(
 
 
 def from_top(qids: list[str], chunk_ids: list[str], indices: np.ndarray, scores: np.ndarray, keep=None) -> pd.DataFrame:
-    """A run from per-question top indices and scores (rows already best first); `keep`, a boolean
+    """A run from per-question chunk indices and scores (rows in any order: they are ranked here); `keep`, a boolean
     mask of the same shape, drops entries (e.g. BM25 chunks sharing no word with the question)."""
     keep = np.ones(indices.shape, dtype=bool) if keep is None else keep
     ids = np.asarray(chunk_ids, dtype=object)

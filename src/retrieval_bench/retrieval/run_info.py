@@ -42,6 +42,7 @@ def recall_curve(approximate: np.ndarray, exact: np.ndarray) -> list[float]:
 def recall_against_exact(questions: Questions, corpus: Corpus, run: pd.DataFrame, depth: int) -> dict[str, float]:
     """The run's recall against exact dense search over the corpus vectors, {"k": recall@k} for
     k = 1..min(depth, MAX_CURVE): the `ann_recall` of data/run_info.json."""
+    depth = min(depth, MAX_CURVE)  # no deeper than the curve kept: with depth `all`, not the whole corpus
     q, c = questions.vectors, corpus.vectors
     exact, _ = top_k_blocked(lambda rows, cols: q[rows] @ c[cols].T, len(questions.qids), len(corpus.chunk_ids), depth)
     approximate = np.full(exact.shape, -1, dtype=np.int64)
@@ -50,7 +51,7 @@ def recall_against_exact(questions: Questions, corpus: Corpus, run: pd.DataFrame
     rows, ranks = question[run["qid"]].to_numpy(), run["rank"].to_numpy() - 1
     inside = ranks < depth
     approximate[rows[inside], ranks[inside]] = position[run["chunk_id"]].to_numpy()[inside]
-    curve = recall_curve(approximate, exact)[:MAX_CURVE]
+    curve = recall_curve(approximate, exact)
     return {str(k): value for k, value in enumerate(curve, 1)}
 
 

@@ -2,8 +2,7 @@
 the settings it was built with, the query parameters of `retrieval.store.search` and the metadata
 filter of `retrieval.store.filter` — for the run's depth, and the store's answers are the run.
 
-The store is `retrieval.store.address`, or load.source when that is null (the retrieve stage fills
-it in). The questions are embedded by embed.model, so the store's vectors must come from that model:
+The store is `retrieval.store.address` (params.py resolves null to load.source). The questions are embedded by embed.model, so the store's vectors must come from that model:
 with `embed.corpus_vectors: stored` embed_corpus has checked it. run_info reports the run's recall
 against exact search over data/embeddings/corpus.npy — the store's own vectors under
 `corpus_vectors: stored` — as `ann_recall`: what the index costs. With a filter the store searches

@@ -18,8 +18,9 @@ the environment only (CHROMA_API_KEY, QDRANT_API_KEY).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol
+from typing import Any, Iterable, Iterator, Protocol
 from urllib.parse import parse_qsl
 
 import numpy as np
@@ -59,19 +60,28 @@ def is_store_address(text: object) -> bool:
     return isinstance(text, str) and text.split(":", 1)[0] in ENGINES and ":" in text
 
 
+def _shown(text: str) -> str:
+    """What an error may print of an address: engine:location, never the options after `?` (a user
+    may put a secret there by mistake) nor a user:password@ in a URL."""
+    return re.sub(r"//[^/?#]*@", "//***@", text.partition("?")[0])
+
+
 def parse_address(text: str, where: str = "load.source") -> StoreAddress:
-    """The StoreAddress in `text`; a malformed one is a one-line InputError naming `where`."""
+    """The StoreAddress in `text`; a malformed one is a one-line InputError naming `where` and the
+    engine:location (never the options, which may hold a misplaced secret)."""
     if not is_store_address(text):
-        raise InputError(f"{where} {text!r}: not a store address (expected {'|'.join(ENGINES)}:<path or URL>?collection=<name>)")
+        shown = f" {_shown(text)!r}" if isinstance(text, str) else ""
+        raise InputError(f"{where}{shown}: not a store address (expected {'|'.join(ENGINES)}:<path or URL>?collection=<name>)")
+    shown = _shown(text)
     engine, rest = text.split(":", 1)
     location, _, query = rest.partition("?")
     options = dict(parse_qsl(query, keep_blank_values=True))
     unknown = sorted(set(options) - OPTIONS)
     if unknown:
-        raise InputError(f"{where} {text!r}: unknown option {unknown[0]!r} (valid: {', '.join(sorted(OPTIONS))})")
+        raise InputError(f"{where} {shown!r}: unknown option {unknown[0]!r} (valid: {', '.join(sorted(OPTIONS))})")
     collection = options.pop("collection", None) or options.pop("table", None)
     if not location or not collection:
-        raise InputError(f"{where} {text!r}: needs a path or URL and ?collection=<name> (or ?table=<name>)")
+        raise InputError(f"{where} {shown!r}: needs a path or URL and ?collection=<name> (or ?table=<name>)")
     if "@" in location.split("//", 1)[-1].split("/", 1)[0]:
         raise InputError(f"{where}: credentials do not belong in a store address; put the API key in the environment")
     return StoreAddress(engine, location, collection, options)
@@ -87,7 +97,8 @@ def id_text(value: object, address: StoreAddress) -> str:
     raise InputError(f"{address}: a chunk id must be a non-empty string or an integer, got {value!r}")
 
 
-API_KEY_ENVS = ("CHROMA_API_KEY", "QDRANT_API_KEY")
+# engine -> the environment variable holding its API key (the only place a key comes from).
+API_KEY_ENV = {"chroma": "CHROMA_API_KEY", "qdrant": "QDRANT_API_KEY"}
 
 
 def reason(error: BaseException) -> str:
@@ -95,22 +106,47 @@ def reason(error: BaseException) -> str:
     any API key from the environment blanked out (a client may echo its headers)."""
     lines = str(error).strip().splitlines()
     text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
-    for name in API_KEY_ENVS:
+    for name in API_KEY_ENV.values():
         secret = os.environ.get(name)
         if secret:
             text = text.replace(secret, "***")
     return text[:300]
 
 
+def no_collection(address: StoreAddress, noun: str, names: Iterable[str]) -> InputError:
+    """The one-line error for a collection (or table) the store does not hold, listing those it does."""
+    return InputError(f"{address}: no {noun} {address.collection!r} ({noun}s there: {', '.join(sorted(names)) or 'none'})")
+
+
+def plain(value: Any) -> Any:
+    """A value for a JSON payload or an SQLite binding: numpy scalars as Python ones."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+# base.similarity's names for the distances the adapters get back (each adapter maps its engine's own).
+METRICS = ("cosine", "ip", "dot", "l2", "euclid", "l1", "score")
+
+
 def similarity(distances: np.ndarray, metric: str) -> np.ndarray:
-    """Engine distances as similarities, higher = better: cosine and inner-product distances are
-    1 - similarity; a squared L2 distance d of unit vectors is 2 - 2 cos, so 1 - d / 2 is their
-    cosine (and keeps the engine's order for any vectors)."""
+    """Engine distances as similarities, higher = better (and in the engine's order for any vectors):
+
+    - cosine, ip, dot: a distance that is 1 - similarity: 1 - d;
+    - l2: a squared L2 distance d, of unit vectors 2 - 2 cos: 1 - d / 2 is their cosine;
+    - euclid: a plain (not squared) L2 distance d: 1 - d² / 2, the cosine of unit vectors;
+    - l1: a Manhattan distance d: -d;
+    - score: a similarity already (Qdrant's Cosine and Dot scores): d."""
+    distances = np.asarray(distances, dtype=np.float64)
     if metric in ("cosine", "ip", "dot"):
         return 1.0 - distances
     if metric == "l2":
         return 1.0 - distances / 2.0
-    raise ValueError(f"unknown distance metric {metric!r}")
+    if metric == "euclid":
+        return 1.0 - distances * distances / 2.0
+    if metric == "l1":
+        return -distances
+    if metric == "score":
+        return distances
+    raise ValueError(f"unknown distance metric {metric!r} (known: {', '.join(METRICS)})")
 
 
 @dataclass

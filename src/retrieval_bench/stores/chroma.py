@@ -27,9 +27,8 @@ from chromadb.config import Settings  # noqa: E402
 from chromadb.errors import ChromaError, NotFoundError  # noqa: E402
 
 from retrieval_bench.io import InputError  # noqa: E402
-from retrieval_bench.stores.base import StoreAddress, StorePage, id_text, reason, similarity  # noqa: E402
+from retrieval_bench.stores.base import API_KEY_ENV, StoreAddress, StorePage, id_text, no_collection, reason, similarity  # noqa: E402
 
-API_KEY_ENV = "CHROMA_API_KEY"
 TOKEN_HEADER = "x-chroma-token"
 PERSISTENT_MARKER = "chroma.sqlite3"  # what a PersistentClient folder holds; its absence means no store
 
@@ -44,7 +43,7 @@ def _client(address: StoreAddress, create: bool):
             raise InputError(f"{address}: no Chroma store in {folder} (expected a PersistentClient folder holding {PERSISTENT_MARKER})")
         return chromadb.PersistentClient(path=str(folder), settings=settings)
     url = urlparse(address.location)
-    key = os.environ.get(API_KEY_ENV)
+    key = os.environ.get(API_KEY_ENV["chroma"])
     try:
         return chromadb.HttpClient(host=url.hostname or "", port=url.port or (443 if url.scheme == "https" else 8000),
                                    ssl=url.scheme == "https", headers={TOKEN_HEADER: key} if key else None, settings=settings)
@@ -117,8 +116,7 @@ def open_store(address: StoreAddress) -> ChromaStore:
     try:
         return ChromaStore(address, client.get_collection(address.collection, embedding_function=None))
     except NotFoundError:
-        names = sorted(collection.name for collection in client.list_collections())
-        raise InputError(f"{address}: no collection {address.collection!r} (collections there: {', '.join(names) or 'none'})") from None
+        raise no_collection(address, "collection", (collection.name for collection in client.list_collections())) from None
     except Exception as error:  # a server that answered the heartbeat but refuses this (auth, tenant)
         raise InputError(f"{address}: cannot open the collection ({reason(error)})") from None
 

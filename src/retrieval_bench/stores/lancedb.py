@@ -22,7 +22,7 @@ import lancedb  # noqa: E402
 from lancedb import index as lance_index  # noqa: E402
 
 from retrieval_bench.io import InputError  # noqa: E402
-from retrieval_bench.stores.base import StoreAddress, StorePage, id_text, reason, similarity  # noqa: E402
+from retrieval_bench.stores.base import StoreAddress, StorePage, id_text, no_collection, reason, similarity  # noqa: E402
 
 # retrieval.store.search keys and the query-builder methods they call (true/false: switches).
 QUERY_PARAMETERS = ("nprobes", "minimum_nprobes", "maximum_nprobes", "refine_factor", "ef", "bypass_vector_index", "fast_search")
@@ -32,6 +32,8 @@ INDEX_TYPES = {
     "IVF_HNSW_FLAT": lance_index.IvfHnswFlat, "IVF_HNSW_SQ": lance_index.IvfHnswSq, "IVF_HNSW_PQ": lance_index.IvfHnswPq,
 }
 EXACT_METRIC = "cosine"  # the distance of a table without a vector index
+# a vector index's distance_type -> base.similarity's name for it (l2 is LanceDB's squared L2)
+DISTANCES = {"cosine": "cosine", "dot": "dot", "l2": "l2"}
 
 
 def _connect(address: StoreAddress, create: bool):
@@ -99,6 +101,9 @@ class LanceStore:
         if unknown:
             raise InputError(f"retrieval.store.search: LanceDB has no query parameter {unknown[0]!r} (valid: {', '.join(QUERY_PARAMETERS)})")
         metric = self.metric or EXACT_METRIC
+        if metric not in DISTANCES:
+            raise InputError(f"{self.address}: the vector index on {self.vector_field!r} measures {metric} distance; "
+                             f"supported: {', '.join(DISTANCES)}")
         query = (self.table.search(np.asarray(vectors, dtype=np.float32), vector_column_name=self._vector_column())
                  .distance_type(metric).limit(depth).select([self.id_field, "_distance"]))
         for key, value in (search or {}).items():
@@ -116,7 +121,7 @@ class LanceStore:
             raise InputError(f"{self.address}: the query was refused ({reason(error)}); check retrieval.store.search and filter") from None
         rows = found.column("query_index").to_numpy() if "query_index" in found.column_names else np.zeros(found.num_rows, dtype=np.int64)
         ids = found.column(self.id_field).to_pylist()
-        scores = similarity(found.column("_distance").to_numpy().astype(np.float64), metric).tolist()
+        scores = similarity(found.column("_distance").to_numpy(), DISTANCES[metric]).tolist()
         results: list[list[tuple[str, float]]] = [[] for _ in range(len(vectors))]
         for row, chunk_id, score in zip(rows.tolist(), ids, scores):
             results[row].append((id_text(chunk_id, self.address), score))
@@ -131,8 +136,7 @@ def open_store(address: StoreAddress) -> LanceStore:
     try:
         table = database.open_table(address.collection)
     except (ValueError, FileNotFoundError):
-        names = sorted(database.list_tables().tables)
-        raise InputError(f"{address}: no table {address.collection!r} (tables there: {', '.join(names) or 'none'})") from None
+        raise no_collection(address, "table", database.list_tables().tables) from None
     return LanceStore(address, table)
 
 

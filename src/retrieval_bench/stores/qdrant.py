@@ -34,16 +34,16 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ApiException
 
 from retrieval_bench.io import InputError
-from retrieval_bench.stores.base import StoreAddress, StorePage, id_text, reason, similarity
+from retrieval_bench.stores.base import API_KEY_ENV, StoreAddress, StorePage, id_text, no_collection, plain, reason, similarity
 
 QUERY_BATCH = 64  # query vectors per request to a server
 UPLOAD_BATCH = 512  # points per upsert
-# a Qdrant score (ordered best first) -> a similarity, higher = better
-SIMILARITY = {
-    models.Distance.COSINE: lambda score: score,
-    models.Distance.DOT: lambda score: score,
-    models.Distance.EUCLID: lambda score: similarity(score * score, "l2"),  # Qdrant's Euclid is not squared
-    models.Distance.MANHATTAN: lambda score: -score,
+# a collection's distance -> base.similarity's name for the scores Qdrant gives back (best first)
+DISTANCES = {
+    models.Distance.COSINE: "score",  # Cosine and Dot scores are similarities already
+    models.Distance.DOT: "score",
+    models.Distance.EUCLID: "euclid",  # Qdrant's Euclid is not squared
+    models.Distance.MANHATTAN: "l1",
 }
 LOCAL_STORAGE = "meta.json"  # what QdrantClient(path=...) writes first; it creates an empty store where it is missing
 
@@ -69,7 +69,7 @@ def _client(address: StoreAddress, create: bool = False) -> QdrantClient:
     if address.is_server:
         # No version check on connecting: it warns over several lines where the server is down, and the
         # first request reports that as one line anyway.
-        return QdrantClient(url=address.location, api_key=os.environ.get("QDRANT_API_KEY"), check_compatibility=False)
+        return QdrantClient(url=address.location, api_key=os.environ.get(API_KEY_ENV["qdrant"]), check_compatibility=False)
     if not create and not (Path(address.location) / LOCAL_STORAGE).is_file():
         raise InputError(f"{address}: no Qdrant local storage at {address.location} (no {LOCAL_STORAGE})")
     return QdrantClient(path=address.location)
@@ -77,11 +77,6 @@ def _client(address: StoreAddress, create: bool = False) -> QdrantClient:
 
 def _point_id(chunk_id: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, chunk_id))
-
-
-def _plain(value: Any) -> Any:
-    """A JSON value for the payload: numpy scalars as Python ones."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 class QdrantStore:
@@ -92,8 +87,7 @@ class QdrantStore:
         try:
             with _reported(address, "cannot reach the collection"):
                 if not self.client.collection_exists(address.collection):
-                    names = sorted(c.name for c in self.client.get_collections().collections)
-                    raise InputError(f"{address}: no collection {address.collection!r} (collections: {', '.join(names) or 'none'})")
+                    raise no_collection(address, "collection", (c.name for c in self.client.get_collections().collections))
                 vectors = self.client.get_collection(address.collection).config.params.vectors
             self._choose_vector(vectors)
         except InputError:
@@ -114,8 +108,8 @@ class QdrantStore:
             if wanted not in vectors:
                 raise InputError(f"{self.address}: no vector {wanted!r} (named vectors: {', '.join(vectors)}; choose one with ?vector=)")
             self.vector, params = wanted, vectors[wanted]
-        self.similarity = SIMILARITY.get(params.distance)
-        if self.similarity is None:
+        self.metric = DISTANCES.get(params.distance)
+        if self.metric is None:
             raise InputError(f"{self.address}: distance {params.distance} is not supported (Cosine, Dot, Euclid, Manhattan)")
 
     def count(self) -> int:
@@ -160,8 +154,10 @@ class QdrantStore:
                                             with_payload=[self.id]) for query in queries[start:start + QUERY_BATCH]]
             with _reported(self.address, "search failed"):
                 responses = self.client.query_batch_points(self.address.collection, requests=requests)
-            results += [[(id_text((point.payload or {}).get(self.id, point.id), self.address), float(self.similarity(point.score)))
-                         for point in response.points] for response in responses]
+            for response in responses:
+                scores = similarity(np.array([point.score for point in response.points], dtype=np.float64), self.metric)
+                results.append([(id_text((point.payload or {}).get(self.id, point.id), self.address), score)
+                                for point, score in zip(response.points, scores.tolist())])
         return results
 
     def close(self) -> None:
@@ -195,7 +191,7 @@ def create_collection(address: StoreAddress, ids: list[str], texts: list[str], m
                 client.upsert(name, wait=True, points=models.Batch(
                     ids=[_point_id(chunk_id) for chunk_id in ids[start:stop]],
                     vectors={vector: vectors[start:stop].tolist()} if vector else vectors[start:stop].tolist(),
-                    payloads=[{id_field: chunk_id, text_field: text, **{k: _plain(v) for k, v in record.items()}}
+                    payloads=[{id_field: chunk_id, text_field: text, **{k: plain(v) for k, v in record.items()}}
                               for chunk_id, text, record in zip(ids[start:stop], texts[start:stop], metadata[start:stop])]))
         finally:
             client.close()

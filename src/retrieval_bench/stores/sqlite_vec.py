@@ -34,11 +34,11 @@ import pysqlite3.dbapi2 as sqlite3
 import sqlite_vec
 
 from retrieval_bench.io import InputError
-from retrieval_bench.stores.base import StoreAddress, StorePage, id_text, similarity
+from retrieval_bench.stores.base import StoreAddress, StorePage, id_text, plain, reason, similarity
 
 K_MAX = 4096  # sqlite-vec's limit on k in a k-nearest query
-# vec0's distance -> a similarity, higher = better
-SIMILARITY = {"cosine": lambda d: similarity(d, "cosine"), "l2": lambda d: similarity(d * d, "l2"), "l1": lambda d: -d}
+# vec0's distance_metric -> base.similarity's name for it (vec0's l2 is not squared)
+DISTANCES = {"cosine": "cosine", "l2": "euclid", "l1": "l1"}
 VECTOR_COLUMN = re.compile(r"(?:^|,)\s*(\w+)\s+(float|f32|int8|i8|bit)\s*\[\s*(\d+)\s*\]([^,]*)", re.IGNORECASE)
 METRIC = re.compile(r"distance_metric\s*=\s*(\w+)", re.IGNORECASE)
 
@@ -64,6 +64,8 @@ class SqliteVecStore:
         if not path.is_file():
             raise InputError(f"{address}: no SQLite file at {path}")
         self._count: int | None = None
+        self._matching: dict[str, int] = {}  # filter -> the chunks it keeps (counted once per store)
+        self._after_knn: set[str] = set()  # filters SQLite applied after the k-nearest search: searched at the largest k
         self.connection = _connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
             self._read_schema()
@@ -75,7 +77,7 @@ class SqliteVecStore:
             raise
 
     def _fail(self, doing: str, error: Exception) -> InputError:
-        return InputError(f"{self.address}: {doing}: {' '.join(str(error).split())}")
+        return InputError(f"{self.address}: {doing}: {reason(error)}")
 
     def _read_schema(self) -> None:
         table, options = self.address.collection, self.address.options
@@ -91,7 +93,7 @@ class SqliteVecStore:
         kind, self.dim, tail = vectors[self.vector]
         metric = METRIC.search(tail)
         self.metric = metric.group(1).lower() if metric else "l2"  # vec0's default metric
-        if kind not in ("float", "f32") or self.metric not in SIMILARITY:
+        if kind not in ("float", "f32") or self.metric not in DISTANCES:
             raise InputError(f"{self.address}: vector column {self.vector!r} is {kind}[{self.dim}] with distance {self.metric}; "
                              f"supported: float[] with distance_metric cosine, l2 or l1")
         columns = [name for _, name, *_, hidden in self.connection.execute(f"PRAGMA table_xinfo({_quoted(table)})") if not hidden]
@@ -129,6 +131,14 @@ class SqliteVecStore:
         finally:
             cursor.close()
 
+    def _matching_count(self, filter: str | None) -> int:
+        """The chunks `filter` keeps (all of them without one), counted once per filter."""
+        if not filter:
+            return self.count()
+        if filter not in self._matching:
+            self._matching[filter] = self.connection.execute(f"SELECT count(*) FROM {_quoted(self.address.collection)} WHERE ({filter})").fetchone()[0]
+        return self._matching[filter]
+
     def search(self, vectors: np.ndarray, depth: int, search: dict | None, filter: Any) -> list[list[tuple[str, float]]]:
         if search:
             raise InputError(f"{self.address}: sqlite-vec takes no search parameters (vec0 searches exactly), got {search!r}")
@@ -139,19 +149,21 @@ class SqliteVecStore:
         sql = (f"SELECT {_quoted(self.id)}, distance FROM {table} WHERE {_quoted(self.vector)} MATCH ? AND k = ?{condition} "
                f"ORDER BY distance")
         try:
-            matching = self.connection.execute(f"SELECT count(*) FROM {table} WHERE ({filter})").fetchone()[0] if filter else self.count()
-            largest, expected = min(self.count(), K_MAX), min(depth, matching)  # expected: what a correct ranking holds
+            largest, expected = min(self.count(), K_MAX), min(depth, self._matching_count(filter))  # expected: what a correct ranking holds
             if expected > K_MAX:
                 raise InputError(f"{self.address}: sqlite-vec returns at most {K_MAX} neighbours per query; asked for {depth} (lower retrieval.depth)")
-            to_similarity, results = SIMILARITY[self.metric], []
+            metric, results = DISTANCES[self.metric], []
             for query in np.ascontiguousarray(vectors, dtype=np.float32):
-                found = self.connection.execute(sql, (query.tobytes(), min(depth, largest))).fetchall()
-                if len(found) < expected:  # SQLite applied (part of) the filter to the k results: widen k
+                k = largest if filter in self._after_knn else min(depth, largest)
+                found = self.connection.execute(sql, (query.tobytes(), k)).fetchall()[:depth]
+                if len(found) < expected and k < largest:  # SQLite applied (part of) the filter to the k results: widen k
+                    self._after_knn.add(filter)  # and from now on for every query with this filter
                     found = self.connection.execute(sql, (query.tobytes(), largest)).fetchall()[:depth]
                 if len(found) < expected:
                     raise InputError(f"{self.address}: filter {filter!r} is applied after the k-nearest search, which found "
                                      f"{len(found)} of {expected} chunks; filter metadata columns with =, !=, <, <=, >, >= or IN")
-                results.append([(id_text(chunk_id, self.address), float(to_similarity(distance))) for chunk_id, distance in found])
+                scores = similarity(np.array([distance for _, distance in found], dtype=np.float64), metric)
+                results.append([(id_text(chunk_id, self.address), score) for (chunk_id, _), score in zip(found, scores.tolist())])
         except (sqlite3.Error, sqlite3.Warning) as error:  # Warning: more than one statement in the filter
             raise self._fail("search failed", error) from None
         return results
@@ -170,11 +182,6 @@ def _column_type(values: list[Any]) -> str:
     if all(isinstance(value, (float, int, np.number)) for value in values):
         return "float"
     return "text"
-
-
-def _plain(value: Any) -> Any:
-    """A value SQLite binds: numpy scalars as Python ones."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def create_collection(address: StoreAddress, ids: list[str], texts: list[str], metadata: list[dict[str, Any]],
@@ -205,7 +212,7 @@ def create_collection(address: StoreAddress, ids: list[str], texts: list[str], m
             connection.execute(f"CREATE VIRTUAL TABLE {table} USING vec0({', '.join(declared)})")
             connection.executemany(
                 f"INSERT INTO {table}(rowid, {', '.join(map(_quoted, names))}) VALUES ({', '.join('?' * (len(names) + 1))})",
-                ((row + 1, vectors[row].tobytes(), *(_plain(record.get(key)) for key in keys), chunk_id, chunk_text)
+                ((row + 1, vectors[row].tobytes(), *(plain(record.get(key)) for key in keys), chunk_id, chunk_text)
                  for row, (chunk_id, chunk_text, record) in enumerate(zip(ids, texts, metadata))))
     finally:
         connection.close()

@@ -1,0 +1,112 @@
+"""What the benchmark scripts share: the import path (importing this module puts src/ and bench/
+first on sys.path), the peak RSS of a process, the child-process protocol the per-method benches
+use, SciFact's abstracts, and a throwaway copy of the project for `dvc repro`."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCIFACT = ROOT.parent / "shared" / "data" / "scifact"  # BEIR SciFact, where the workplace keeps it
+for _folder in (str(ROOT / "bench"), str(ROOT / "src")):  # src/ first, then bench/
+    if _folder in sys.path:
+        sys.path.remove(_folder)
+    sys.path.insert(0, _folder)
+
+
+def peak_rss_gib() -> float:
+    """This process's peak RSS in GiB (VmHWM: unlike ru_maxrss it starts afresh at exec, not at
+    the parent's peak, and a bench's parent may hold the model and the data)."""
+    status = Path("/proc/self/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) / 2**20  # kB
+
+
+# The child-process protocol: the parent reruns its own script with its own arguments plus
+# `--child NAME` (and any extra arguments); the child does one measurement and prints its report
+# as one JSON line, the last on its stdout. Each measurement in its own process: its peak RSS is
+# its own, and one that fails (or is killed: -9 is the OOM killer) is a row, not the end.
+
+class ChildFailed(Exception):
+    """A child that exited non-zero; str() is the table cell: `failed (rc): <stderr tail>`."""
+
+    def __init__(self, returncode: int, stderr: str):
+        lines = [line.strip() for line in stderr.splitlines() if line.strip(" ^~")]  # without traceback markers
+        tail = " ".join(" ".join(lines).split())[-300:].replace("|", "\\|")  # one line, safe in a Markdown cell
+        super().__init__(f"failed ({returncode}): {tail}")
+        self.returncode = returncode
+
+
+def run_child(script: str, name: str, *extra: str, env: dict[str, str] | None = None) -> dict:
+    """Run `sys.executable script <this process's arguments> --child NAME *extra` (env: variables
+    set over this process's environment) and return the child's report; raise ChildFailed."""
+    command = [sys.executable, script, *sys.argv[1:], "--child", name, *extra]
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    if result.returncode:
+        raise ChildFailed(result.returncode, result.stderr)
+    lines = result.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise ChildFailed(result.returncode, f"no JSON report on stdout: {result.stdout[-200:]!r} {result.stderr}") from None
+
+
+def report_to_parent(**fields) -> None:
+    """The child's side: its report, with its peak RSS (`peak_gib`), as the last line of stdout."""
+    print(json.dumps({**fields, "peak_gib": peak_rss_gib()}), flush=True)
+
+
+def failed_row(cells: list[str], failure: ChildFailed, columns: int) -> str:
+    """A table row of `columns` cells: the given leading cells, the failure, then empty cells."""
+    return "| " + " | ".join([*cells, str(failure)] + [""] * (columns - len(cells) - 1)) + " |"
+
+
+# SciFact.
+
+def scifact_folder(path: str | Path, script: str) -> Path | None:
+    """The BEIR SciFact folder, resolved; None, after printing the one-line skip, when it has no
+    corpus.jsonl (the bench then exits 0: the data is the workplace's, not the project's)."""
+    if not (Path(path) / "corpus.jsonl").is_file():
+        print(f"{script}: skipped: {path} has no corpus.jsonl (BEIR SciFact)", flush=True)
+        return None
+    return Path(path).resolve()
+
+
+def abstracts(scifact: Path, n: int | None = None) -> list[str]:
+    """The first n SciFact abstracts (all when n is None or 0), title + " " + text as BEIR embeds them."""
+    texts = []
+    with open(scifact / "corpus.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            texts.append(f"{row.get('title', '')} {row['text']}".strip())
+            if n and len(texts) == n:
+                break
+    return texts
+
+
+# A throwaway copy of the project, for benches that run the real `dvc repro`.
+
+def project_env(**extra: str) -> dict[str, str]:
+    """This environment with this interpreter's bin/ first on PATH (so `dvc repro`'s `python -m
+    stages.…` runs in the same venv), plus `extra`."""
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", **extra)
+
+
+def copy_project(dest: Path, env: dict[str, str]) -> None:
+    """Copy the project's files (tracked, and untracked but not ignored; without tests/, bench/,
+    the sample corpus, metrics/ and DVC's state) into `dest`, then `git init` and `dvc init` there.
+    The caller writes its own params.yaml and data."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout
+    for name in filter(None, listed.split("\0")):
+        if name.startswith((".dvc/", "tests/", "bench/", "data/sample/", "metrics/")) or name in {"dvc.lock", ".dvcignore"}:
+            continue
+        if not (ROOT / name).is_file():  # deleted in the working tree, not yet in git
+            continue
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, dest / name)
+    for command in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(command, cwd=dest, check=True, env=env)
