@@ -4,13 +4,12 @@ Vectors come from the corpus embedding cache when it holds them; only new or edi
 embedded, each batch appended to the cache as soon as it is computed. With
 `embed.corpus_vectors: stored` they are read from the vector store at load.source instead, after a
 sample of chunks embedded again shows that embed.model made them."""
-import numpy as np
 import pandas as pd
 
 from retrieval_bench import paths
-from retrieval_bench.io import atomic_open, run_stage, write_json
+from retrieval_bench.io import run_stage
 from retrieval_bench.params import load_params
-from retrieval_bench.retrieval.embed import embed_texts
+from retrieval_bench.retrieval.embed import embed_texts, save_embeddings
 from retrieval_bench.retrieval.stored_vectors import stored_corpus_vectors
 
 
@@ -22,9 +21,7 @@ def main() -> None:
     else:
         vectors, stats = embed_texts(chunks["text"].tolist(), params, params["document_prompt"], paths.CORPUS_EMBEDDING_CACHE, unit="chunk")
         line = stats.line("chunk")
-    with atomic_open(paths.CORPUS_VECTORS, "wb") as handle:
-        np.save(handle, vectors)
-    write_json(paths.CORPUS_IDS, chunks["chunk_id"].tolist())
+    save_embeddings(vectors, chunks["chunk_id"].tolist(), paths.CORPUS_VECTORS, paths.CORPUS_IDS)
     print(f"embed_corpus: {line}")
 
 

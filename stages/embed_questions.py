@@ -2,12 +2,10 @@
 
 Vectors come from the question embedding cache when it holds them: adding 10 questions embeds 10
 texts, and the corpus is never touched."""
-import numpy as np
-
 from retrieval_bench import paths
-from retrieval_bench.io import atomic_open, read_jsonl, run_stage, write_json
+from retrieval_bench.io import read_jsonl, run_stage
 from retrieval_bench.params import load_params
-from retrieval_bench.retrieval.embed import embed_texts
+from retrieval_bench.retrieval.embed import embed_texts, save_embeddings
 
 
 def main() -> None:
@@ -15,9 +13,7 @@ def main() -> None:
     golden = read_jsonl(paths.GOLDENSET)
     texts = [row["question"] for row in golden]
     vectors, stats = embed_texts(texts, params, params["query_prompt"], paths.QUESTION_EMBEDDING_CACHE, unit="question")
-    with atomic_open(paths.QUESTION_VECTORS, "wb") as handle:
-        np.save(handle, vectors)
-    write_json(paths.QUESTION_IDS, [row["qid"] for row in golden])
+    save_embeddings(vectors, [row["qid"] for row in golden], paths.QUESTION_VECTORS, paths.QUESTION_IDS)
     print(f"embed_questions: {stats.line('question')}")
 
 

@@ -39,6 +39,26 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache" / "ann"
 
 
+def files(folder) -> dict[str, tuple[int, int]]:
+    """name -> (inode, mtime_ns) of each file in `folder`: a rewrite (even by an atomic rename of
+    the same bytes) changes the inode, an in-place write the time."""
+    return {path.name: (path.stat().st_ino, path.stat().st_mtime_ns) for path in sorted(folder.iterdir())}
+
+
+@pytest.fixture
+def builds(monkeypatch) -> list[str]:
+    """The index types ann.build_index is called for, in order."""
+    made: list[str] = []
+    build = ann.build_index
+
+    def counted(vectors, settings, threads=None):
+        made.append(settings["index"])
+        return build(vectors, settings, threads)
+
+    monkeypatch.setattr(ann, "build_index", counted)
+    return made
+
+
 def settings(depth=20, **ann_changes):
     return {**DEFAULTS["retrieval"], "method": "ann", "depth": depth, "ann": {**DEFAULTS["retrieval"]["ann"], "nlist": 16, "nprobe": 4, "pq_m": 8, **ann_changes}}
 
@@ -65,22 +85,23 @@ def test_recall_curve_by_hand():
 
 
 @pytest.mark.parametrize("index", ["hnsw", "ivf-flat", "ivf-pq"])
-def test_each_index_is_built_once_and_searched_with_its_query_parameters(data, cache, index, tmp_path):
+def test_each_index_is_built_once_and_searched_with_its_query_parameters(data, cache, index, tmp_path, builds):
     questions, corpus = data
     first = retrieve(settings(index=index), questions, corpus)
     assert list(first.columns) == ["qid", "chunk_id", "rank", "score"] and first.groupby("qid").size().max() == 20
-    built = sorted(cache.iterdir())
-    assert len(built) == 1 and built[0].name.startswith(index)
+    built = files(cache)
+    assert len(built) == 1 and next(iter(built)).startswith(index) and builds == [index]
     again = retrieve(settings(index=index), questions, corpus)
     assert again.equals(first)  # deterministic, from the cached index
-    assert sorted(cache.iterdir()) == built and built[0].stat().st_mtime_ns == sorted(cache.iterdir())[0].stat().st_mtime_ns
+    assert files(cache) == built and builds == [index]  # read, not rebuilt nor rewritten
     # A query-time parameter reuses the index; a build parameter builds another one.
     query_change = {"hnsw": {"ef_search": 400}, "ivf-flat": {"nprobe": 16}, "ivf-pq": {"nprobe": 16}}[index]
     wider = retrieve(settings(index=index, **query_change), questions, corpus)
-    assert len(list(cache.iterdir())) == 1
+    assert files(cache) == built and builds == [index]
     build_change = {"hnsw": {"hnsw_m": 8}, "ivf-flat": {"nlist": 8, "nprobe": 4}, "ivf-pq": {"pq_bits": 6}}[index]
     retrieve(settings(index=index, **build_change), questions, corpus)
-    assert len(list(cache.iterdir())) == 2
+    after = files(cache)
+    assert len(after) == 2 and builds == [index, index] and built.items() <= after.items()  # the first one untouched
     # Recall against exact search, every k up to the depth; searching wider never loses much.
     narrow_info = run_info(settings(index=index), questions, corpus, first)
     wide_info = run_info(settings(index=index, **query_change), questions, corpus, wider)
@@ -143,12 +164,13 @@ def test_ef_search_change_reruns_retrieve_and_reuses_the_index(project, cache):
     assert info["method"] == "ann" and info["index"] == "hnsw" and 0.9 <= info["ann_recall"]["10"] <= 1
     git("add", "-A", cwd=project)
     git("commit", "-qm", "hnsw", cwd=project)
-    built = sorted(cache.iterdir())
+    built = files(cache)
+    assert len(built) == 1
     set_params(project, **{"retrieval.ann.ef_search": 8})
     output = dvc("repro", "retrieve", cwd=project).stdout
     assert {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")} == {"check_params", "retrieve"}
     assert json.loads((project / "data" / "run_info.json").read_text())["ann_recall"]["10"] <= info["ann_recall"]["10"]
-    assert sorted(cache.iterdir()) == built  # searched with the new ef_search, not rebuilt
+    assert files(cache) == built  # searched with the new ef_search, not rebuilt: the same file, same inode and time
     dvc("repro", cwd=project)
     metrics = json.loads((project / "metrics" / "metrics.json").read_text())
     curve = json.loads((project / "data" / "run_info.json").read_text())["ann_recall"]

@@ -5,17 +5,17 @@ import zipfile
 import numpy as np
 import pytest
 
-from retrieval_bench.retrieval import embed
+from retrieval_bench.retrieval import embed, model_source
 from retrieval_bench.io import InputError
 
 
 def test_bundled_model_is_verified_and_embeds(tmp_path, monkeypatch):
     monkeypatch.setenv("RETRIEVAL_BENCH_CACHE", str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    path = embed.resolve_model("sentence-transformers/all-MiniLM-L6-v2")
+    path = model_source.resolve_model("sentence-transformers/all-MiniLM-L6-v2")
     weights = (tmp_path / "models").glob("*/model.safetensors")
     assert str(next(weights).parent) == path
-    assert hashlib.sha256((tmp_path / "models" / path.split("/")[-1] / "model.safetensors").read_bytes()).hexdigest() == embed.BUNDLED_SHA256
+    assert hashlib.sha256((tmp_path / "models" / path.split("/")[-1] / "model.safetensors").read_bytes()).hexdigest() == model_source.BUNDLED_SHA256
     model = embed.load_model("sentence-transformers/all-MiniLM-L6-v2", max_seq_length=128)
     assert model.max_seq_length == 128
     vectors = embed.encode(model, ["How do I enable WAL mode?", "PRAGMA journal_mode=WAL", "bananas"], 2, progress=False)
@@ -23,7 +23,7 @@ def test_bundled_model_is_verified_and_embeds(tmp_path, monkeypatch):
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     similarity = vectors @ vectors.T
     assert similarity[0, 1] > similarity[0, 2]  # a real model, not noise
-    assert embed.resolve_model(path) == path  # a local path is used as is
+    assert model_source.resolve_model(path) == path  # a local path is used as is
 
 
 def test_tampered_bundled_weights_are_refused(tmp_path, monkeypatch):
@@ -36,13 +36,109 @@ def test_tampered_bundled_weights_are_refused(tmp_path, monkeypatch):
             return fake_zip
 
     monkeypatch.setenv("RETRIEVAL_BENCH_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(embed.metadata, "distribution", lambda name: FakeDistribution())
+    monkeypatch.setattr(model_source.metadata, "distribution", lambda name: FakeDistribution())
     with pytest.raises(InputError, match="model.safetensors has sha256 .* expected 53aa5117"):
-        embed.bundled_model_path()
+        model_source.bundled_model_path()
     assert not list((tmp_path / "cache").glob("models/*/model.safetensors"))
 
 
 def test_unknown_model_offline_names_the_model(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(InputError, match="embed.model 'nobody/nothing': not a local path"):
-        embed.resolve_model("nobody/nothing")
+        model_source.resolve_model("nobody/nothing")
+
+
+def test_an_empty_text_list_loads_no_encoder(tmp_path, monkeypatch):
+    """No texts: the dimension comes from the model's module files, no encoder is loaded (nor an
+    export built), and the cache folder (a DVC output) exists all the same."""
+    from retrieval_bench.params import DEFAULTS
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def no_encoder(*args, **kwargs):
+        raise AssertionError("an encoder was loaded for no texts")
+
+    monkeypatch.setattr(embed, "load_encoder", no_encoder)
+    for backend in ("torch", "onnx"):
+        vectors, stats = embed.embed_texts([], {**DEFAULTS["embed"], "backend": backend}, "", tmp_path / backend, progress=False)
+        assert vectors.shape == (0, 384) and vectors.dtype == np.float32
+        assert (stats.texts, stats.embedded, stats.encoder) == (0, 0, None) and (tmp_path / backend).is_dir()
+    assert embed.embedding_dimension(model_source.resolve_model(DEFAULTS["embed"]["model"])) == 384
+
+
+def test_the_model_is_resolved_once_per_call_and_the_engine_chosen_in_one_place(tmp_path, monkeypatch):
+    from retrieval_bench.params import DEFAULTS
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    resolved, engines = [], []
+    resolve = embed.resolve_model
+
+    def counted(model, *args, **kwargs):
+        resolved.append(model)
+        return resolve(model, *args, **kwargs)
+
+    def engine(items, model_path, fingerprint, settings, log):
+        engines.append((len(items), settings["engine"]))
+        return "fake", ((key, np.ones((len(key), 3), np.float32)) for key in ([k for k, _ in items],))
+
+    monkeypatch.setattr(embed, "resolve_model", counted)
+    monkeypatch.setattr(embed, "embedding_engine", engine)
+    settings = {**DEFAULTS["embed"], "engine": "ray"}
+    vectors, stats = embed.embed_texts(["a", "bb", "a"], settings, "", tmp_path / "cache", progress=False)
+    assert resolved == [settings["model"]] and engines == [(2, "ray")]
+    assert vectors.shape == (3, 3) and (stats.unique, stats.embedded, stats.encoder) == (2, 2, "fake")
+    _, stats = embed.embed_texts(["a", "bb"], settings, "", tmp_path / "cache", progress=False)
+    assert stats.cached == 2 and engines == [(2, "ray")]  # all cached: no engine started
+
+
+def test_a_folder_built_by_racing_processes_is_built_once_and_never_deleted(tmp_path):
+    """Eight builders of one folder at once (threads, each with its own lock descriptor, as
+    processes would have): one builds it, the others wait and use it; an existing valid folder is
+    kept as it is, an invalid one replaced."""
+    import threading
+    import time
+
+    from retrieval_bench.io import build_folder
+    from retrieval_bench.locking import build_once
+
+    target = tmp_path / "models" / "a-model"
+    built = []
+
+    def build(staging):
+        built.append(staging)
+        time.sleep(0.3)  # long enough for the others to find it missing
+        (staging / "weights").write_text("w")
+
+    def valid(folder):
+        return (folder / "weights").is_file()
+
+    start = threading.Barrier(8)
+    results = []
+
+    def racer():
+        start.wait()
+        results.append(build_once(target, build, valid, what=f"building {target}"))
+
+    threads = [threading.Thread(target=racer) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(built) == 1 and sorted(results) == [False] * 7 + [True]
+    inode = target.stat().st_ino
+    assert build_folder(target, build, valid) is False and target.stat().st_ino == inode  # kept, not rebuilt
+    assert sorted(p.name for p in target.parent.iterdir()) == [".a-model.lock", "a-model"]  # no staging left
+
+    (target / "weights").unlink()  # damaged: replaced whole
+    (target / "junk").write_text("j")
+    assert build_folder(target, build, valid) is True and sorted(p.name for p in target.iterdir()) == ["weights"]
+    assert sorted(p.name for p in target.parent.iterdir()) == [".a-model.lock", "a-model"]
+
+    def fails(staging):
+        (staging / "weights").write_text("half")
+        raise InputError("refused")
+
+    (target / "weights").unlink()
+    with pytest.raises(InputError, match="refused"):
+        build_folder(target, fails, valid)
+    assert sorted(p.name for p in target.parent.iterdir()) == [".a-model.lock", "a-model"]  # nothing half-built in place

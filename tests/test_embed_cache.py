@@ -18,6 +18,7 @@ import pytest
 import yaml
 from conftest import ROOT, tool_env
 
+from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS
 from retrieval_bench.retrieval import embedding_cache as ec
 from retrieval_bench.retrieval.embed import embedding_space, load_model
@@ -49,7 +50,7 @@ def test_vectors_round_trip_and_old_shards_are_never_rewritten(tmp_path):
         cache.put(keys(3, "other"), second)
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.name in shard_bytes} == shard_bytes
     with ec.EmbeddingCache(folder) as cache:
-        assert len(cache) == 8
+        assert len(cache.get(keys(5) + keys(3, "other"))) == 8
         np.testing.assert_array_equal(np.stack([cache.get([k])[k] for k in keys(3, "other")]), second)
 
 
@@ -111,6 +112,64 @@ def test_prune_keeps_what_is_needed_in_one_shard(tmp_path):
     assert set(found) == keep
     for i in (0, 2, 4, 6, 8):
         np.testing.assert_array_equal(found[keys(10)[i]], data[i])
+
+
+def test_a_prune_that_only_merges_shards_says_it_rewrote_the_cache(tmp_path):
+    folder = tmp_path / "cache"
+    data = vectors(6)
+    for start in (0, 3):  # two runs, two shards, every vector still needed
+        with ec.EmbeddingCache(folder) as cache:
+            cache.put(keys(6)[start:start + 3], data[start:start + 3])
+    report = ec.prune(folder, set(keys(6)))
+    assert (report.kept, report.dropped, report.rewritten) == (6, 0, True) and len(list(folder.glob("*.keys"))) == 1
+    assert "dropped 0, in one shard" in report.line()
+    again = ec.prune(folder, set(keys(6)))  # one shard, nothing to drop: left alone
+    assert (again.dropped, again.rewritten) == (0, False) and "unchanged" in again.line()
+    assert not ec.prune(folder, set(keys(6)), dry_run=True).rewritten
+
+
+def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path, monkeypatch, capsys):
+    """`retrieval-bench cache prune` on caches that hold only needed vectors, in two shards each:
+    nothing dropped, yet the DVC outputs were rewritten, so it says to record them."""
+    from retrieval_bench import paths
+    from retrieval_bench.retrieval.cache_prune import run_prune
+    from retrieval_bench.retrieval.embed import cache_keys
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    settings = dict(DEFAULTS["embed"])
+    chunks, questions = ["chunk one", "chunk two"], ["question one?", "question two?"]
+    Path(paths.CHUNKS).parent.mkdir(parents=True)
+    pd.DataFrame({"chunk_id": ["c1", "c2"], "text": chunks}).to_parquet(paths.CHUNKS)
+    Path(paths.GOLDENSET).write_text("".join(json.dumps({"qid": f"q{i}", "question": q}) + "\n" for i, q in enumerate(questions)))
+    for folder, texts, prompt in ((paths.CORPUS_EMBEDDING_CACHE, chunks, settings["document_prompt"]),
+                                  (paths.QUESTION_EMBEDDING_CACHE, questions, settings["query_prompt"])):
+        for i, key in enumerate(cache_keys(texts, settings, prompt)):  # one run per text: two shards
+            with ec.EmbeddingCache(folder) as cache:
+                cache.put([key], vectors(1, seed=i))
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"embed": {}}))
+    args = type("Args", (), {"params": str(params), "dry_run": False})()
+
+    assert run_prune(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines[:2]] == [paths.CORPUS_EMBEDDING_CACHE, paths.QUESTION_EMBEDDING_CACHE]
+    assert all("kept 2 vectors, dropped 0, in one shard" in line for line in lines[:2])
+    assert lines[2].startswith("record the pruned caches with `dvc commit -f embed_corpus embed_questions`")
+    run_prune(args)  # one shard each now, nothing to drop: nothing changed, nothing to record
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all("unchanged" in line for line in lines)
+
+
+def test_prune_waits_for_the_runs_using_the_cache_and_says_so(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    with ec.EmbeddingCache(folder) as cache:
+        cache.put(keys(2), vectors(2))
+    monkeypatch.setenv("RETRIEVAL_BENCH_LOCK_WAIT", "0")
+    with ec.EmbeddingCache(folder), ec.EmbeddingCache(folder):  # runs share the folder
+        with pytest.raises(InputError, match=rf"another process is embedding into {re.escape(str(folder))} and holds its lock .*not waiting"):
+            ec.prune(folder, set())
+    assert ec.prune(folder, set()).dropped == 2
 
 
 def _cache_entries(folder: Path) -> int:

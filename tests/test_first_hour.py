@@ -352,11 +352,12 @@ def test_no_usable_question_with_ready_chunks_says_the_hand_written_ones_were_fo
 # --- E: reproducibility and noise -------------------------------------------------------------------------
 def test_reproduce_scifact_pins_its_own_params(tmp_path, monkeypatch):
     """Observed: `make reproduce-scifact` took score.k and embed.model from the workspace."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # where the script finds bench/common.py
     spec = importlib.util.spec_from_file_location("reproduce_scifact", ROOT / "bench" / "reproduce_scifact.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"embed": {"model": "BAAI/bge-small-en-v1.5"}, "score": {"k": [1, 5]}}))
-    monkeypatch.setattr(script, "ROOT", tmp_path)  # a workspace with an experiment left in it
+    monkeypatch.chdir(tmp_path)  # a workspace with an experiment left in it
     params = script.scifact_params(Path("/data/scifact"))
     assert params["embed"]["model"] == "sentence-transformers/all-MiniLM-L6-v2" and params["embed"]["max_seq_length"] == 256
     assert 10 in params["score"]["k"] and params["retrieval"]["method"] == "dense" and params["generate"]["max_questions"] == 0

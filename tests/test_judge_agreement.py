@@ -4,7 +4,6 @@ nothing; without SciFact the bench skips in one line."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 

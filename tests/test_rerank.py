@@ -12,6 +12,7 @@ from conftest import dvc, set_params
 from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS, load_all_params
 from retrieval_bench.retrieval import rerank
+from retrieval_bench.retrieval.model_source import model_fingerprint
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
 
@@ -26,7 +27,7 @@ def tiny_cross_encoder(tmp_path_factory) -> str:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from retrieval_bench.retrieval.embed import bundled_model_path
+    from retrieval_bench.retrieval.model_source import bundled_model_path
 
     folder = tmp_path_factory.mktemp("tiny-cross-encoder")
     tokenizer = AutoTokenizer.from_pretrained(str(bundled_model_path()))
@@ -101,7 +102,7 @@ def test_rerank_scores_candidates_with_the_cross_encoder_and_caches_them(tiny_cr
     assert not needs_vectors(settings(tiny_cross_encoder, first_stage="bm25"))
     assert needs_vectors(settings(tiny_cross_encoder, first_stage="hybrid"))
     bm25_first = retrieve(settings(tiny_cross_encoder, first_stage="bm25"), Questions(questions.qids, QUESTIONS), Corpus(corpus.chunk_ids, CHUNKS))
-    assert set(bm25_first.query("qid == 'q1'")["chunk_id"]) <= {"b", "d"}  # only chunks sharing a word
+    assert set(bm25_first.query("qid == 'q1'")["chunk_id"]) == {"b", "d"}  # the chunks sharing a word, no other
 
 
 def test_torn_last_line_is_ignored_and_cut_before_the_next_append(tmp_path):
@@ -119,6 +120,7 @@ def test_torn_last_line_is_ignored_and_cut_before_the_next_append(tmp_path):
 
 def test_model_identity_follows_the_files(tiny_cross_encoder, tmp_path):
     identity = rerank.model_identity(tiny_cross_encoder)
+    assert identity == model_fingerprint(tiny_cross_encoder)  # the embedding model's fingerprint, one definition
     assert rerank.pair_key(identity, "q", "c") != rerank.pair_key(identity, "q", "c ")
     copy = tmp_path / "copy"
     copy.mkdir()
@@ -126,6 +128,7 @@ def test_model_identity_follows_the_files(tiny_cross_encoder, tmp_path):
         (copy / path.name).write_bytes(path.read_bytes())
     assert rerank.model_identity(copy) == identity  # the same model anywhere: the same scores
     (copy / "config.json").write_text((copy / "config.json").read_text().replace('"hidden_act"', '"hidden_act" ', 1))
+    model_fingerprint.cache_clear()  # one process sees one version of a folder; this test changes it
     assert rerank.model_identity(copy) != identity
 
 

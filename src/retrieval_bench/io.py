@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import errno
+import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import IO, Any, Iterator
 
@@ -57,6 +59,66 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             raise
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def build_folder(target: str | Path, build: Callable[[Path], None], valid: Callable[[Path], bool]) -> bool:
+    """Make the folder `target` whole or not at all: `build(staging)` fills a new temporary folder
+    beside it, which is then renamed to `target`, so a half-built folder is never seen. A `target`
+    that is `valid` already was built by another process (or an earlier run): it is kept and never
+    deleted, and False is returned; True when this call built it. An invalid `target` (a damaged
+    copy) is moved aside and deleted just before the rename. Processes that may race to build the
+    same folder hold a lock around the call (locking.exclusive), so that one builds and the others
+    then find it valid; without one, the first rename wins and the other copies are discarded."""
+    target = Path(target)
+    if valid(target):
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+    stale = staging.with_suffix(".stale")
+    try:
+        build(staging)
+        if valid(target):  # finished meanwhile by a process that held no lock: it won
+            return False
+        if os.path.lexists(target):  # a damaged copy: out of the way in one rename, then deleted
+            os.replace(target, stale)
+        try:
+            os.replace(staging, target)  # atomic; never over a folder that is not empty
+        except OSError:
+            if not valid(target):
+                raise
+            return False
+        return True
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+HASH_BLOCK = 1 << 20  # bytes read at a time when hashing a file
+
+
+def hash_file(source: str | Path | IO[bytes], digest: Any = None) -> Any:
+    """`digest` (a hashlib object; a new sha256 when None) updated with the bytes of a file, read in
+    blocks: `source` is a path or a binary handle open for reading. Returns the digest."""
+    digest = hashlib.sha256() if digest is None else digest
+    with (open(source, "rb") if isinstance(source, (str, os.PathLike)) else nullcontext(source)) as handle:
+        for block in iter(lambda: handle.read(HASH_BLOCK), b""):
+            digest.update(block)
+    return digest
+
+
+def sha256_file(source: str | Path | IO[bytes]) -> str:
+    """The hex sha256 of a file (a path or a binary handle open for reading)."""
+    return hash_file(source).hexdigest()
+
+
+def cache_root() -> Path:
+    """$RETRIEVAL_BENCH_CACHE, else $XDG_CACHE_HOME/retrieval-bench (~/.cache/retrieval-bench): the
+    user cache outside the project, where the bundled model is extracted (models/), ONNX exports
+    (exports/) and ANN indexes (ann/) are kept."""
+    base = os.environ.get("RETRIEVAL_BENCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "retrieval-bench"
+    )
+    return Path(base)
 
 
 @contextmanager

@@ -1,10 +1,14 @@
-"""One writer at a time: an OS-level lock on the question cache (and with it the batch journal).
+"""One writer at a time: OS-level locks on the caches.
 
-The lock is an exclusive flock(2) on the cache file itself, so no lock file is left in data/
-and a process that dies (even by SIGKILL) releases it with its file descriptors. A second run
-that finds the cache locked waits for it, saying so, and then reads the cache afresh, so it asks
-only for what the first run did not get; with RETRIEVAL_BENCH_LOCK_WAIT=0 it exits at once
-with one line instead (RETRIEVAL_BENCH_LOCK_WAIT=N: wait at most N seconds).
+The question and judgement caches (and with them their batch journals) are locked exclusively,
+by an flock(2) on the cache file itself, so no lock file is left in data/ and a process that dies
+(even by SIGKILL) releases it with its file descriptors. A second run that finds the cache locked
+waits for it, saying so, and then reads the cache afresh, so it asks only for what the first run
+did not get; with RETRIEVAL_BENCH_LOCK_WAIT=0 it exits at once with one line instead
+(RETRIEVAL_BENCH_LOCK_WAIT=N: wait at most N seconds). The same lock, with a label (`what`) for
+its messages, guards an embedding cache folder (`shared` by the runs that append to it, exclusive
+for prune) and the folders built once in the user cache (`build_once`: the extracted model, ONNX
+exports, a model shipped to a Ray node).
 
 After the lock is taken the path is checked to still name the locked file: a file replaced
 meanwhile (`dvc checkout`, a `dvc commit` that moved it into the DVC cache) is opened and
@@ -18,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from retrieval_bench.io import InputError
+from retrieval_bench.io import InputError, build_folder
 
 try:  # POSIX
     import fcntl
@@ -41,7 +45,7 @@ def _wait_limit() -> float | None:
     return max(0.0, seconds)
 
 
-def _try_lock(fd: int) -> bool:
+def _try_lock(fd: int, shared: bool = False) -> bool:
     if fcntl is None:  # pragma: no cover - Windows: lock the first byte
         import msvcrt
 
@@ -51,7 +55,7 @@ def _try_lock(fd: int) -> bool:
         except OSError:
             return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         return True
     except BlockingIOError:
         return False
@@ -66,27 +70,71 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 @contextmanager
-def exclusive(path: str | Path, log: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Hold the exclusive lock on `path` (created if missing, never truncated) for the block."""
+def exclusive(path: str | Path, log: Callable[[str], None] | None = None, what: str | None = None) -> Iterator[None]:
+    """Hold the exclusive lock on `path` (a file, created if missing and never truncated, or a
+    folder) for the block. `what`: what a holder does, for the messages ("pruning <folder>");
+    without it they speak of another run generating into the cache at `path`."""
+    with _locked(path, log, what, shared=False):
+        yield
+
+
+@contextmanager
+def shared(path: str | Path, log: Callable[[str], None] | None = None, what: str | None = None) -> Iterator[None]:
+    """Hold a shared lock on `path` for the block: any number of shared holders, no exclusive one."""
+    with _locked(path, log, what, shared=True):
+        yield
+
+
+def build_once(target: str | Path, build: Callable[[Path], None], valid: Callable[[Path], bool], what: str,
+               log: Callable[[str], None] | None = None) -> bool:
+    """io.build_folder under an exclusive lock on `.<name>.lock` beside `target`: of the processes
+    that find it missing at once (Ray actors on one node, two stages), one builds it and the others
+    wait, then find it valid. True when this call built it. A valid target takes no lock. They
+    wait whatever RETRIEVAL_BENCH_LOCK_WAIT says: a build ends by itself, and the actors of one
+    run wait for each other here."""
+    target = Path(target)
+    if valid(target):
+        return False
+    with _locked(target.parent / f".{target.name}.lock", log, what, shared=False, limited=False):
+        return build_folder(target, build, valid)
+
+
+def _open(path: Path) -> int:
+    if path.is_dir():
+        return os.open(path, os.O_RDONLY)
+    return os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)  # flock needs no write access
+
+
+@contextmanager
+def _locked(path: str | Path, log: Callable[[str], None] | None, what: str | None, shared: bool,
+            limited: bool = True) -> Iterator[None]:
     path = Path(path)
+    if fcntl is None and (shared or path.is_dir()):  # pragma: no cover - Windows locks bytes of files only
+        yield
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
-    limit = _wait_limit()
+    limit = _wait_limit() if limited else None
     started = time.monotonic()
     told = False
     while True:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)  # flock needs no write access
+        fd = _open(path)
         try:
-            while not _try_lock(fd):
+            while not _try_lock(fd, shared):
                 waited = time.monotonic() - started
                 if limit is not None and waited >= limit:
                     how = "not waiting" if limit == 0 else f"gave up after {limit:g}s"
                     raise InputError(
                         f"another run is generating into {path} and holds its lock; {how} ({WAIT_ENV}={limit:g}); "
                         "rerun when it has finished: it asks only for the questions that run did not get"
+                        if what is None else
+                        f"another process is {what} and holds its lock ({path}); {how} ({WAIT_ENV}={limit:g}); "
+                        "rerun when it has finished"
                     )
                 if not told and log is not None:
                     log(f"another run is generating into {path}; waiting for it to finish "
-                        f"(then only what it did not get is asked for; {WAIT_ENV}=0 exits instead)")
+                        f"(then only what it did not get is asked for; {WAIT_ENV}=0 exits instead)"
+                        if what is None else
+                        f"another process is {what}; waiting for it to finish{f' ({WAIT_ENV}=0 exits instead)' if limited else ''}")
                     told = True
                 time.sleep(POLL_S)
         except BaseException:
@@ -96,7 +144,7 @@ def exclusive(path: str | Path, log: Callable[[str], None] | None = None) -> Ite
             break
         os.close(fd)  # the path was replaced while we waited: lock the file it names now
     if told and log is not None:
-        log(f"the other run finished after {time.monotonic() - started:.1f}s; continuing")
+        log(f"the other {'run' if what is None else 'process'} finished after {time.monotonic() - started:.1f}s; continuing")
     try:
         yield
     finally:

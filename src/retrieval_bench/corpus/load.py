@@ -306,19 +306,19 @@ def rebuild_documents(chunks: pd.DataFrame, source: object) -> pd.DataFrame:
     for doc_id, group in chunks.groupby("doc_id", sort=False):
         pieces: list[str] = []
         tail, covered, longest, previous = "", 0, 0, None  # tail: the last `longest` characters written
-        for chunk_id, start, end, text in zip(group["chunk_id"], group["start"], group["end"], group["text"]):
+        for this_chunk_id, start, end, text in zip(group["chunk_id"], group["start"], group["end"], group["text"]):
             longest = max(longest, len(text))
             if start > covered:
                 pieces.append(UNCOVERED * (start - covered))
                 tail, covered = tail + pieces[-1], start
             shared = min(end, covered) - start
             if shared > 0 and tail[len(tail) - (covered - start):][:shared] != text[:shared]:
-                raise InputError(f"{source}: chunk {chunk_id} of document {doc_id} disagrees with an overlapping chunk before it "
+                raise InputError(f"{source}: chunk {this_chunk_id} of document {doc_id} disagrees with an overlapping chunk before it "
                                  f"(last: {previous}) on the characters they share; offsets must be character offsets in the document")
             if end > covered:
                 pieces.append(text[covered - start:])
                 tail, covered = tail + pieces[-1], end
-            tail, previous = tail[-longest:], chunk_id
+            tail, previous = tail[-longest:], this_chunk_id
         rows.append((doc_id, "".join(pieces)))
     return pd.DataFrame(rows, columns=["doc_id", "text"])
 

@@ -3,10 +3,10 @@ on unit vectors), as vector databases search.
 
 `retrieval.ann.index`: `hnsw` (IndexHNSWFlat: hnsw_m, ef_construction; searched with ef_search),
 `ivf-flat` (IndexIVFFlat: nlist; nprobe) or `ivf-pq` (IndexIVFPQ: nlist, pq_m, pq_bits; nprobe).
-The index is built once per corpus and kept in the user cache (RETRIEVAL_BENCH_CACHE, else
-$XDG_CACHE_HOME or ~/.cache, then retrieval-bench/ann/), keyed by the sha256 of the chunk vectors,
-the index type, its build parameters and the FAISS version, and written atomically; changing a
-query-time parameter (ef_search, nprobe) reuses it.
+The index is built once per corpus and kept in the user cache (ann/ under io.cache_root:
+RETRIEVAL_BENCH_CACHE, else $XDG_CACHE_HOME or ~/.cache, then retrieval-bench/), keyed by the
+sha256 of the chunk vectors, the index type, its build parameters and the FAISS version, and
+written atomically; changing a query-time parameter (ef_search, nprobe) reuses it.
 
 Determinism: searches are deterministic given an index. IVF training is seeded; an HNSW graph
 built on several threads depends on their timing, so it is built on one thread unless
@@ -20,13 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.io import InputError
+from retrieval_bench.io import InputError, atomic_path, cache_root
 from retrieval_bench.retrieval.run import Corpus, Questions, from_top, resolve_depth
 from retrieval_bench.retrieval.run_info import recall_against_exact
 
@@ -44,10 +43,7 @@ def import_faiss():
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("RETRIEVAL_BENCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "retrieval-bench"
-    )
-    return Path(base) / "ann"
+    return cache_root() / "ann"
 
 
 def vectors_sha256(vectors: np.ndarray) -> str:
@@ -115,14 +111,8 @@ def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None):
         except RuntimeError:  # unreadable (a foreign or damaged file): rebuild over it
             pass
     index = build_index(vectors, ann, build_threads())
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        faiss.write_index(index, tmp)
-        os.replace(tmp, path)  # atomic: a half-written index is never read
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    with atomic_path(path) as tmp:  # a half-written index is never read
+        faiss.write_index(index, str(tmp))
     return index, path, True
 
 

@@ -15,7 +15,7 @@ under ~. The model is read from the exported ONNX file (`Core.read_model`), neve
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,9 +23,6 @@ import numpy as np
 from retrieval_bench.io import InputError
 from retrieval_bench.retrieval.onnx_export import exported_model, import_onnxruntime, input_names
 
-BACKENDS = ("torch", "onnx", "openvino")
-QUANTIZE = ("none", "int8")
-PRECISIONS = ("fp32", "fp16", "bf16")
 OPENVINO_HINTS = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 
 
@@ -91,6 +88,13 @@ class Encoder:
                 features = module(features)
             vectors = torch.nn.functional.normalize(features["sentence_embedding"].float(), p=2, dim=1)
         return vectors.cpu().numpy().astype(np.float32, copy=False)
+
+    def batches(self, items: list[tuple[bytes, str]], batch_size: int) -> Iterator[tuple[list[bytes], np.ndarray]]:
+        """(keys, vectors) for `items` ((key, text) pairs), embedded in order in batches of
+        `batch_size`: the local engine appends each to the cache, a Ray actor joins them."""
+        for start in range(0, len(items), batch_size):
+            batch = items[start:start + batch_size]
+            yield [key for key, _ in batch], self([text for _, text in batch])
 
 
 def load_encoder(model_path: str, fingerprint: str, settings: dict, log=print) -> Encoder:

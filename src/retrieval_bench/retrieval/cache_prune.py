@@ -43,7 +43,7 @@ def run_prune(args: argparse.Namespace) -> int:
             continue
         report = prune(folder, set(cache_keys(_current(source, read), settings, prompt)), dry_run=args.dry_run)
         print(report.line(args.dry_run))
-        changed |= report.dropped > 0 and not args.dry_run
+        changed |= report.rewritten  # vectors dropped, or only shards merged: the DVC output changed either way
     if changed:
         print("record the pruned caches with `dvc commit -f embed_corpus embed_questions` (or let the next `dvc repro` do it: it embeds nothing)")
     return 0

@@ -11,8 +11,8 @@ stage runs, as with the local engine, and nothing has to be copied back from the
 The model: the driver resolves it (`resolve_model`, which never downloads under HF_HUB_OFFLINE)
 and fingerprints it. An actor uses the same path when it holds the same files on its node (the
 fingerprint is checked); otherwise, on a cluster joined through `embed.ray.address`, it writes
-the files the driver put in Ray's object store under its own cache root, once per node, checked
-against the same fingerprint. It loads with `local_files_only`: a worker never downloads. The
+the files the driver put in Ray's object store under its own cache root, once per node (the
+node's other actors wait for that copy, under a lock), checked against the same fingerprint. It loads with `local_files_only`: a worker never downloads. The
 retrieval_bench package travels to a joined cluster's workers too (runtime_env py_modules), so
 they run the driver's code; the dependencies (torch, sentence-transformers) must be installed
 there, in the versions of the driver's environment.
@@ -23,7 +23,9 @@ machine on its network. Ray Client (`ray://`) is refused in one line: Ray Data d
 
 Faults: actors are never restarted and their tasks never retried (`max_restarts=0`; Ray Data's
 default restarts a dead actor and retries forever), so an actor that dies (its process killed, its
-node lost) ends the run in one InputError line. Every batch that came back before is already in
+node lost) ends the run in one InputError line, as does an exception raised in an actor (Ray
+2.60 returns one raised in `__call__` as a RayTaskError(UserCodeException) whose text holds the
+actor's traceback; the line names the actor's own exception, not Ray's wrapper). Every batch that came back before is already in
 the cache, and a rerun, with either engine, embeds only the rest. A driver that loses the cluster's
 GCS is ended by Ray itself, after its 60 s reconnect window, with Ray's one line and exit status 1;
 the cache is intact then too.
@@ -33,19 +35,17 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import socket
-import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from retrieval_bench.io import InputError
+from retrieval_bench.io import InputError, cache_root
+from retrieval_bench.locking import build_once
 from retrieval_bench.retrieval.backends import load_encoder
-from retrieval_bench.retrieval.embed import model_files, model_fingerprint
-from retrieval_bench.retrieval.onnx_export import cache_root
+from retrieval_bench.retrieval.model_source import model_files, model_fingerprint
 
 INSTALL_HINT = "pip install -e '.[ray]'"
 # A local instance holds the texts and vectors in flight, nothing more (Ray spills beyond it to
@@ -94,38 +94,29 @@ def read_model_files(model_path: str) -> dict[str, bytes]:
 def worker_model_path(model_path: str, fingerprint: str, shipped: tuple | None) -> str:
     """The driver's model on this worker: `model_path` when it holds the same files, else the
     shipped files (`shipped`: (an object ref of read_model_files,) or None), written once under
-    this node's cache root. Never a download; any other model is a one-line InputError."""
+    this node's cache root (the node's other actors wait for that copy) and checked by fingerprint
+    before they are put in place. Never a download; any other model is a one-line InputError."""
     if Path(model_path).is_dir() and model_fingerprint(model_path) == fingerprint:
         return model_path
     target = cache_root() / "models" / f"shipped-{fingerprint.removeprefix('sha256:')[:16]}"
-    if not (target.is_dir() and model_fingerprint(str(target)) == fingerprint):
-        if shipped is None:
-            raise InputError(f"embed.model: {model_path} is missing on this Ray worker or differs from the driver's "
-                             f"({fingerprint}); install the same model there, or join the cluster by embed.ray.address")
-        _write_model(target, import_ray().get(shipped[0]))
-        model_fingerprint.cache_clear()  # the target's files just changed
-    found = model_fingerprint(str(target))
-    if found != fingerprint:
-        shutil.rmtree(target, ignore_errors=True)  # never left for a later run to find
-        raise InputError(f"embed.model: the files shipped to this Ray worker ({target}) have fingerprint {found}, expected {fingerprint}")
-    return str(target)
 
+    def holds_the_model(folder: Path) -> bool:  # read afresh: another actor may have just written it
+        return folder.is_dir() and model_fingerprint.__wrapped__(str(folder)) == fingerprint
 
-def _write_model(target: Path, files: dict[str, bytes]) -> None:
-    """Write a model folder whole or not at all (a rename), even with actors racing on one node."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".ship-"))
-    try:
-        for name, data in files.items():
+    if shipped is None and not holds_the_model(target):
+        raise InputError(f"embed.model: {model_path} is missing on this Ray worker or differs from the driver's "
+                         f"({fingerprint}); install the same model there, or join the cluster by embed.ray.address")
+
+    def write(staging: Path) -> None:
+        for name, data in import_ray().get(shipped[0]).items():
             (staging / name).parent.mkdir(parents=True, exist_ok=True)
             (staging / name).write_bytes(data)
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(staging, target)
-    except OSError:
-        if not target.is_dir():  # another actor on this node renamed its copy first
-            raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        found = model_fingerprint.__wrapped__(str(staging))
+        if found != fingerprint:  # never put in place for a later run to find
+            raise InputError(f"embed.model: the files shipped to this Ray worker ({target}) have fingerprint {found}, expected {fingerprint}")
+
+    build_once(target, write, holds_the_model, what=f"writing the shipped model to {target}")
+    return str(target)
 
 
 class EmbedActor:
@@ -138,15 +129,15 @@ class EmbedActor:
         self.batch_size = settings["batch_size"]
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        texts = batch["text"].tolist()
-        vectors = [self.encoder(texts[start:start + self.batch_size]) for start in range(0, len(texts), self.batch_size)]
-        return {"key": batch["key"], "vector": np.concatenate(vectors)}
+        pieces = self.encoder.batches(list(zip(batch["key"], batch["text"].tolist())), self.batch_size)
+        return {"key": batch["key"], "vector": np.concatenate([vectors for _, vectors in pieces])}
 
 
 def embed_batches(items: list[tuple[bytes, str]], model_path: str, fingerprint: str,
                   settings: dict) -> Iterator[tuple[list[bytes], np.ndarray]]:
     """(keys, vectors) for `items` ((cache key, text) pairs, in the order to embed them) as Ray's
-    actors return them. A dead actor or a lost cluster is a one-line InputError."""
+    actors return them. A dead actor, an exception raised in one, or a lost cluster is a one-line
+    InputError."""
     ray = import_ray()
     options = settings["ray"]
     done = 0
@@ -158,7 +149,12 @@ def embed_batches(items: list[tuple[bytes, str]], model_path: str, fingerprint: 
                 keys = [bytes(key) for key in batch["key"]]
                 yield keys, np.asarray(batch["vector"], dtype=np.float32)
                 done += len(keys)
-        except (ray.exceptions.RayError, ConnectionError) as error:
+        except InputError:
+            raise
+        except Exception as error:  # noqa: BLE001 - whatever Ray raises here reports a failure on the cluster
+            # Ray's own errors (RayError: a dead actor, an exception raised in an actor), a lost
+            # connection, and Ray Data's wrappers that are no RayError (a SystemException cause,
+            # ExecutionTimeoutError): one line each, the cache intact.
             raise InputError(failure_line(error, done, len(items))) from None
 
 
@@ -285,8 +281,11 @@ def failure_line(error: BaseException, done: int, total: int) -> str:
 
     chain = _chain(error)
     text = "\n".join(str(link) for link in chain)
-    # An exception raised in an actor's __init__ comes back as text inside an ActorDiedError.
-    raised = re.findall(r"^([\w.]*(?:Error|Exception)): (.+)$", text, re.MULTILINE)
+    # An exception raised in an actor comes back as text: its traceback inside an ActorDiedError
+    # (raised in __init__) or a RayTaskError(UserCodeException) (raised in __call__), followed
+    # there by Ray's own "ray.exceptions.UserCodeException: UDF failed ..." line.
+    raised = [(name, message) for name, message in re.findall(r"^([\w.]*(?:Error|Exception)): (.+)$", text, re.MULTILINE)
+              if not name.startswith("ray.")]
     own = [str(link) for link in chain if isinstance(link, InputError)] + \
         [message for name, message in raised if name.endswith("InputError")]
     if own:

@@ -31,10 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-try:  # POSIX
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no locking between runs and prune
-    fcntl = None  # type: ignore[assignment]
+from retrieval_bench import locking
 
 HEADER_BYTES = 128
 KEY_BYTES = 32
@@ -126,7 +123,6 @@ class ShardWriter:
         self.name = f"{time.time_ns():020d}-{secrets.token_hex(4)}"
         self._vec = self._keys = None
         self.dim: int | None = None
-        self.count = 0
 
     def append(self, keys: list[bytes], vectors: np.ndarray) -> None:
         vectors = np.ascontiguousarray(vectors, dtype=DTYPE)
@@ -149,7 +145,6 @@ class ShardWriter:
         self._keys.write(b"".join(keys))
         self._keys.flush()
         os.fsync(self._keys.fileno())
-        self.count += len(keys)
 
     def close(self) -> None:
         for handle in (self._vec, self._keys):
@@ -160,22 +155,16 @@ class ShardWriter:
 
 @contextmanager
 def _folder_lock(folder: Path, exclusive: bool) -> Iterator[None]:
-    """Runs share the folder (each writes its own shard); prune holds it alone."""
+    """Runs share the folder (each writes its own shard); prune holds it alone. A run waits for a
+    prune and a prune for the runs, saying so (RETRIEVAL_BENCH_LOCK_WAIT applies, see locking)."""
     folder.mkdir(parents=True, exist_ok=True)
-    if fcntl is None:  # pragma: no cover
+    hold = locking.exclusive if exclusive else locking.shared
+    with hold(folder, log=_say, what=f"{'embedding into' if exclusive else 'pruning'} {folder}"):
         yield
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
-    try:
-        try:
-            fcntl.flock(fd, mode | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"{folder}: in use by another run; waiting for it", file=sys.stderr)
-            fcntl.flock(fd, mode)
-        yield
-    finally:
-        os.close(fd)
+
+
+def _say(line: str) -> None:
+    print(f"embedding cache: {line}", file=sys.stderr)
 
 
 class EmbeddingCache:
@@ -200,9 +189,6 @@ class EmbeddingCache:
     def __exit__(self, *exc) -> None:
         self.writer.close()
         self._lock.__exit__(*exc)
-
-    def __len__(self) -> int:
-        return len(self._index)
 
     def get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         """The cached vectors among `keys` (others are absent from the result)."""
@@ -229,11 +215,14 @@ class PruneReport:
     dropped: int
     bytes_before: int
     bytes_after: int
+    rewritten: bool  # the shards were replaced by one (vectors dropped, or only shards merged)
 
     def line(self, dry_run: bool = False) -> str:
         if dry_run:
             return f"{self.folder}: would keep {self.kept} vectors and drop {self.dropped} ({self.bytes_before / 1e6:.1f} MB now)"
-        return (f"{self.folder}: kept {self.kept} vectors, dropped {self.dropped} "
+        if not self.rewritten:
+            return f"{self.folder}: kept {self.kept} vectors, dropped 0 (unchanged, {self.bytes_after / 1e6:.1f} MB)"
+        return (f"{self.folder}: kept {self.kept} vectors, dropped {self.dropped}, in one shard "
                 f"({self.bytes_before / 1e6:.1f} MB -> {self.bytes_after / 1e6:.1f} MB)")
 
 
@@ -264,7 +253,7 @@ def prune(folder: str | Path, keep: set[bytes], dry_run: bool = False) -> PruneR
         dropped = total - len(seen)
         stale = [p for p in folder.iterdir() if p.suffix in {".vec", ".keys"}]
         if dry_run or (dropped == 0 and len(shards) <= 1 and len(stale) == 2 * len(shards)):
-            return PruneReport(folder, len(seen), dropped, before, before if dry_run else _size(folder))
+            return PruneReport(folder, len(seen), dropped, before, before if dry_run else _size(folder), rewritten=False)
         writer = ShardWriter(folder)
         try:
             for number, rows, keys in picked:
@@ -276,4 +265,4 @@ def prune(folder: str | Path, keep: set[bytes], dry_run: bool = False) -> PruneR
         for path in stale:
             path.unlink()
         _fsync_dir(folder)
-        return PruneReport(folder, len(seen), dropped, before, _size(folder))
+        return PruneReport(folder, len(seen), dropped, before, _size(folder), rewritten=True)

@@ -8,12 +8,14 @@ fusions and optionally onnxruntime's dynamic int8 quantization (weights per chan
 quantized at run time, so no calibration data is involved). Pooling, Dense and Normalize stay in
 torch, as the model's own modules.
 
-Exports live under the same cache root as the extracted bundled model
-(`$RETRIEVAL_BENCH_CACHE` or `~/.cache/retrieval-bench`) in `exports/<variant>-<hash>/`, where
+Exports live under the same cache root as the extracted bundled model (io.cache_root:
+`$RETRIEVAL_BENCH_CACHE` or `~/.cache/retrieval-bench`) in `exports/<variant>-<hash>/`, where
 the hash covers everything the export depends on (the model's weights hash, the variant, opset,
 the versions of torch, transformers, onnx and onnxruntime, and this module's EXPORT_VERSION).
 `manifest.json` records the sha256 of every exported file; an export whose files do not match
-it is rebuilt. A fresh export is checked against torch before it is used.
+it is rebuilt. A fresh export is checked against torch before it is used. Processes that need the
+same export at once (two stages, Ray actors on one node) build it once: the others wait for the
+lock beside it (locking.build_once), then use that export.
 
 onnxruntime's telemetry is off: on Linux, onnxruntime 1.32 initialises Microsoft 1DS telemetry
 when imported and keeps ~/.cache/Microsoft/DeveloperTools/.onnxruntime/{deviceid,onnxruntime.db};
@@ -26,13 +28,13 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from retrieval_bench.io import InputError
+from retrieval_bench.io import InputError, cache_root, sha256_file
+from retrieval_bench.locking import build_once
 
 EXPORT_VERSION = 1
 OPSET = 17
@@ -54,25 +56,8 @@ def import_onnxruntime():
     return onnxruntime
 
 
-def cache_root() -> Path:
-    """$RETRIEVAL_BENCH_CACHE, else $XDG_CACHE_HOME/retrieval-bench (~/.cache/retrieval-bench):
-    where the bundled model is extracted (models/) and exports are kept (exports/)."""
-    base = os.environ.get("RETRIEVAL_BENCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "retrieval-bench"
-    )
-    return Path(base)
-
-
 def exports_dir() -> Path:
     return cache_root() / "exports"
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def export_inputs(fingerprint: str, variant: str) -> dict:
@@ -100,7 +85,7 @@ def verified(folder: Path) -> bool:
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
         files = manifest["files"]
-        return MODEL_FILE in files and all(_sha256_file(folder / name) == digest for name, digest in files.items())
+        return MODEL_FILE in files and all(sha256_file(folder / name) == digest for name, digest in files.items())
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
@@ -121,23 +106,14 @@ def exported_model(st, fingerprint: str, variant: str, log=print) -> Path:
         return folder / MODEL_FILE
     if folder.exists():
         log(f"embed: the cached export {folder} does not match its manifest; rebuilding it")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".export-"))
-    try:
+
+    def build(staging: Path) -> None:
         log(f"embed: exporting the model for {variant} (once; cached in {folder})")
         _build(st, variant, staging)
-        files = {p.name: _sha256_file(p) for p in sorted(staging.iterdir())}
+        files = {p.name: sha256_file(p) for p in sorted(staging.iterdir())}
         (staging / MANIFEST).write_text(json.dumps({"inputs": inputs, "files": files}, indent=2) + "\n")
-        if verified(folder):  # another process finished the same export meanwhile: use it
-            return folder / MODEL_FILE
-        shutil.rmtree(folder, ignore_errors=True)
-        try:
-            os.replace(staging, folder)  # atomic: a half-written export is never seen
-        except OSError:
-            if not verified(folder):
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+    build_once(folder, build, verified, what=f"exporting the model for {variant} to {folder}", log=log)
     return folder / MODEL_FILE
 
 

@@ -5,14 +5,14 @@ chunks beyond the candidates are not retrieved.
 
 Scores are cached in data/rerank_cache.jsonl (a persistent DVC output of the retrieve stage), one
 line per pair: {"key": sha256 of (model identity, question text, chunk text), "score": logit}.
-The model identity is the sha256 of the model folder's top-level files (weights, config,
-tokenizer), so a retrained model never reuses another's scores, while changing the first stage,
-the candidates or the depth re-scores only pairs never seen. Appends are whole lines, flushed and
-fsynced per batch; a torn last line (a crash mid-write) is ignored on reading and cut off before
-the next append.
+The model identity is its fingerprint (model_source.model_fingerprint: the files that decide its
+outputs, weights, config and tokenizer, by name and sha256), so a retrained model never reuses
+another's scores, while changing the first stage, the candidates or the depth re-scores only
+pairs never seen. Appends are whole lines, flushed and fsynced per batch; a torn last line (a
+crash mid-write) is ignored on reading and cut off before the next append.
 
-The model is found like the embedding model: a local path, the Hugging Face cache, then the hub
-(never with HF_HUB_OFFLINE set).
+The model is found like the embedding model (model_source.resolve_model): a local path, the
+Hugging Face cache, then the hub (never with HF_HUB_OFFLINE set).
 """
 from __future__ import annotations
 
@@ -26,52 +26,21 @@ import pandas as pd
 
 from retrieval_bench import paths
 from retrieval_bench.io import InputError
-from retrieval_bench.retrieval import bm25, dense, hybrid
+from retrieval_bench.retrieval import bm25, dense, hybrid, model_source
 from retrieval_bench.retrieval.run import Corpus, Questions, from_records
 
 FIRST_STAGES = {"dense": dense.retrieve, "bm25": bm25.retrieve, "hybrid": hybrid.retrieve}
-USUAL_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
-OFFLINE_VALUES = {"1", "true", "yes", "on"}
 
 
-def resolve_model(model: str | None) -> str:
-    """Where to load the cross-encoder from; anything unavailable is a one-line InputError."""
-    if not model:
-        raise InputError(f"retrieval.method rerank needs retrieval.rerank.model (usually {USUAL_MODEL})")
-    if Path(model).exists():
-        return str(Path(model))
-    from huggingface_hub import snapshot_download
-
-    try:
-        return snapshot_download(model, local_files_only=True)
-    except Exception:  # not in the cache (or not a valid repo id): try the hub
-        pass
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in OFFLINE_VALUES:
-        raise InputError(
-            f"retrieval.rerank.model {model!r}: not a local path, not in the Hugging Face cache, and HF_HUB_OFFLINE is set; "
-            "download it once or give a local path"
-        )
-    try:
-        return snapshot_download(model)
-    except Exception as error:
-        raise InputError(
-            f"retrieval.rerank.model {model!r}: not a local path, not in the Hugging Face cache, and the hub could not provide it "
-            f"({type(error).__name__})"
-        ) from None
+def resolve_model(model: str) -> str:
+    """Where to load the cross-encoder from; anything unavailable is a one-line InputError (an
+    unset model is refused earlier, by params.py, naming params.RERANK_DEFAULT_MODEL)."""
+    return model_source.resolve_model(model, what="retrieval.rerank.model", bundled=False)
 
 
 def model_identity(folder: str | Path) -> str:
-    """sha256 of the model folder's top-level files (names and contents): weights, config,
-    tokenizer; sub-folders (ONNX, OpenVINO exports) and the README do not count."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(folder).iterdir()):
-        if path.is_file() and not path.name.startswith(".") and path.suffix.lower() != ".md":
-            digest.update(path.name.encode() + b"\0")
-            with open(path, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-            digest.update(b"\0")
-    return digest.hexdigest()
+    """The model's identity in the score keys: its fingerprint (model_source.model_fingerprint)."""
+    return model_source.model_fingerprint(str(folder))
 
 
 def pair_key(identity: str, question: str, chunk: str) -> str:
@@ -137,9 +106,7 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
     elif progress is not None:
         progress.update(len(questions.qids))
     print(f"rerank: {len(keys)} pairs, {len(todo)} scored by the cross-encoder (the others from {paths.RERANK_CACHE}, or repeats)", file=sys.stderr)
-    run = from_records(zip(first["qid"], first["chunk_id"], (cache.scores[key] for key in keys)), depth)
-    order = {qid: i for i, qid in enumerate(questions.qids)}
-    return run.iloc[run["qid"].map(order).argsort(kind="stable")].reset_index(drop=True)
+    return from_records(zip(first["qid"], first["chunk_id"], (cache.scores[key] for key in keys)), depth)
 
 
 def score_pairs(todo: dict[str, tuple[str, str]], cache: ScoreCache, model, batch_size: int, n_questions: int, progress=None) -> None:
