@@ -49,7 +49,7 @@ def test_unknown_model_offline_names_the_model(monkeypatch):
 
 
 def test_an_empty_text_list_loads_no_encoder(tmp_path, monkeypatch):
-    """No texts: the dimension comes from the model's module files, no encoder is loaded (nor an
+    """No texts: the dimension comes from the model on the CPU, no encoder is loaded (nor an
     export built), and the cache folder (a DVC output) exists all the same."""
     from retrieval_bench.params import DEFAULTS
 
@@ -66,29 +66,39 @@ def test_an_empty_text_list_loads_no_encoder(tmp_path, monkeypatch):
     assert embed.embedding_dimension(model_source.resolve_model(DEFAULTS["embed"]["model"])) == 384
 
 
-def test_the_model_is_resolved_once_per_call_and_the_engine_chosen_in_one_place(tmp_path, monkeypatch):
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_the_model_is_resolved_once_per_call_and_each_engine_gets_only_what_the_cache_lacks(engine, tmp_path, monkeypatch):
     from retrieval_bench.params import DEFAULTS
+    from retrieval_bench.retrieval import embed_ray
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    resolved, engines = [], []
+    resolved, asked = [], []
     resolve = embed.resolve_model
 
     def counted(model, *args, **kwargs):
         resolved.append(model)
         return resolve(model, *args, **kwargs)
 
-    def engine(items, model_path, fingerprint, settings, log):
-        engines.append((len(items), settings["engine"]))
-        return "fake", ((key, np.ones((len(key), 3), np.float32)) for key in ([k for k, _ in items],))
+    def batches(items):  # what either engine yields: (keys, vectors), here without a model
+        asked.append((engine, sorted(text for _, text in items)))
+        yield [key for key, _ in items], np.ones((len(items), 3), np.float32)
+
+    class FakeEncoder:
+        description = "fake encoder"
+
+        def batches(self, items, batch_size):
+            return batches(items)
 
     monkeypatch.setattr(embed, "resolve_model", counted)
-    monkeypatch.setattr(embed, "embedding_engine", engine)
-    settings = {**DEFAULTS["embed"], "engine": "ray"}
+    monkeypatch.setattr(embed, "load_encoder", lambda *args, **kwargs: FakeEncoder())
+    monkeypatch.setattr(embed_ray, "embed_batches", lambda items, *args: batches(items))
+    settings = {**DEFAULTS["embed"], "engine": engine}
     vectors, stats = embed.embed_texts(["a", "bb", "a"], settings, "", tmp_path / "cache", progress=False)
-    assert resolved == [settings["model"]] and engines == [(2, "ray")]
-    assert vectors.shape == (3, 3) and (stats.unique, stats.embedded, stats.encoder) == (2, 2, "fake")
-    _, stats = embed.embed_texts(["a", "bb"], settings, "", tmp_path / "cache", progress=False)
-    assert stats.cached == 2 and engines == [(2, "ray")]  # all cached: no engine started
+    assert resolved == [settings["model"]] and asked == [(engine, ["a", "bb"])]  # the engine settings name, each text once
+    assert vectors.shape == (3, 3) and (stats.unique, stats.embedded) == (2, 2)
+    assert stats.encoder == ("fake encoder" if engine == "local" else embed_ray.describe(settings, 2))
+    _, stats = embed.embed_texts(["a", "bb", "ccc"], settings, "", tmp_path / "cache", progress=False)
+    assert stats.cached == 2 and asked[1:] == [(engine, ["ccc"])]  # only what the cache lacks
 
 
 def test_a_folder_built_by_racing_processes_is_built_once_and_never_deleted(tmp_path):
@@ -98,7 +108,6 @@ def test_a_folder_built_by_racing_processes_is_built_once_and_never_deleted(tmp_
     import threading
     import time
 
-    from retrieval_bench.io import build_folder
     from retrieval_bench.locking import build_once
 
     target = tmp_path / "models" / "a-model"
@@ -126,12 +135,12 @@ def test_a_folder_built_by_racing_processes_is_built_once_and_never_deleted(tmp_
         thread.join()
     assert len(built) == 1 and sorted(results) == [False] * 7 + [True]
     inode = target.stat().st_ino
-    assert build_folder(target, build, valid) is False and target.stat().st_ino == inode  # kept, not rebuilt
+    assert build_once(target, build, valid, what="building") is False and target.stat().st_ino == inode  # kept, not rebuilt
     assert sorted(p.name for p in target.parent.iterdir()) == [".a-model.lock", "a-model"]  # no staging left
 
     (target / "weights").unlink()  # damaged: replaced whole
     (target / "junk").write_text("j")
-    assert build_folder(target, build, valid) is True and sorted(p.name for p in target.iterdir()) == ["weights"]
+    assert build_once(target, build, valid, what="building") is True and sorted(p.name for p in target.iterdir()) == ["weights"]
     assert sorted(p.name for p in target.parent.iterdir()) == [".a-model.lock", "a-model"]
 
     def fails(staging):
@@ -140,5 +149,5 @@ def test_a_folder_built_by_racing_processes_is_built_once_and_never_deleted(tmp_
 
     (target / "weights").unlink()
     with pytest.raises(InputError, match="refused"):
-        build_folder(target, fails, valid)
+        build_once(target, fails, valid, what="building")
     assert sorted(p.name for p in target.parent.iterdir()) == [".a-model.lock", "a-model"]  # nothing half-built in place

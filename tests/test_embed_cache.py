@@ -133,7 +133,7 @@ def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path
     nothing dropped, yet the DVC outputs were rewritten, so it says to record them."""
     from retrieval_bench import paths
     from retrieval_bench.retrieval.cache_prune import run_prune
-    from retrieval_bench.retrieval.embed import cache_keys
+    from retrieval_bench.retrieval.embed import cache_keys, settings_fingerprint
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -144,7 +144,7 @@ def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path
     Path(paths.GOLDENSET).write_text("".join(json.dumps({"qid": f"q{i}", "question": q}) + "\n" for i, q in enumerate(questions)))
     for folder, texts, prompt in ((paths.CORPUS_EMBEDDING_CACHE, chunks, settings["document_prompt"]),
                                   (paths.QUESTION_EMBEDDING_CACHE, questions, settings["query_prompt"])):
-        for i, key in enumerate(cache_keys(texts, settings, prompt)):  # one run per text: two shards
+        for i, key in enumerate(cache_keys(texts, settings, prompt, settings_fingerprint(settings))):  # one run per text: two shards
             with ec.EmbeddingCache(folder) as cache:
                 cache.put([key], vectors(1, seed=i))
     params = tmp_path / "params.yaml"

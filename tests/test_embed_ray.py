@@ -26,7 +26,7 @@ from conftest import copy_project, dvc, read_metrics, set_params, tool_env
 from retrieval_bench.io import InputError, read_jsonl
 from retrieval_bench.params import DEFAULTS
 from retrieval_bench.retrieval import embed_ray
-from retrieval_bench.retrieval.embed import cache_keys, embed_texts
+from retrieval_bench.retrieval.embed import cache_keys, embed_texts, settings_fingerprint
 from retrieval_bench.retrieval.model_source import model_fingerprint, resolve_model
 from retrieval_bench.retrieval.embedding_cache import EmbeddingCache, read_shards
 
@@ -70,14 +70,14 @@ def test_ray_embeds_only_what_the_cache_lacks_and_gives_the_local_engines_vector
     texts = corpus(64, (5, 60), seed=1)
     local, _ = embed_texts(texts, settings("local"), "", tmp_path / "local", progress=False, log=quiet)
     cache = tmp_path / "cache"
-    keys = cache_keys(texts, settings("ray"), "")
+    keys = cache_keys(texts, settings("ray"), "", settings_fingerprint(settings("ray")))
     with EmbeddingCache(cache) as prefill:  # half the texts cached already, with the local engine's vectors
         prefill.put(keys[::2], local[::2])
     before = {shard.name for shard in read_shards(cache)}
 
     vectors, stats = embed_texts(texts, settings("ray"), "", cache, progress=False)
 
-    assert (stats.cached, stats.embedded) == (32, 32) and "on ray, 2 actors x 1 CPU" in stats.encoder
+    assert (stats.cached, stats.embedded) == (len(keys[::2]), len(keys[1::2])) and "on ray, 2 actors x 1 CPU" in stats.encoder
     new = [shard for shard in read_shards(cache) if shard.name not in before]
     assert len(new) == 1 and {key.tobytes() for key in new[0].keys} == set(keys[1::2])  # what Ray returned, nothing more
     assert np.abs(vectors - local).max() <= 1e-5
@@ -230,11 +230,11 @@ def test_an_actor_killed_mid_run_ends_in_one_line_and_the_rerun_embeds_only_the_
     lines = stage.stderr.splitlines()
     assert len(lines) == 1, stage.stderr
     assert lines[0].startswith(f"error: embed.engine ray: a Ray actor died (pid {killed[0]}, node ")
-    keys = cache_keys(texts, settings("local"), "")
+    keys = cache_keys(texts, settings("local"), "", settings_fingerprint(settings("local")))
     with EmbeddingCache(cache) as kept:
         from_ray = kept.get(keys)
-    saved = len(from_ray)
-    assert FAULT_BATCHES * 8 <= saved < len(texts) and saved % 8 == 0  # whole batches only
+    saved, batch = len(from_ray), settings("ray")["ray"]["batch_size"]
+    assert FAULT_BATCHES * batch <= saved < len(texts) and saved % batch == 0  # whole batches only
     assert f"the {saved} of {len(texts)} vectors returned before are in the embedding cache" in lines[0]
 
     # The rerun (here with the local engine) embeds only what is missing ...

@@ -357,7 +357,9 @@ def test_reproduce_scifact_pins_its_own_params(tmp_path, monkeypatch):
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"embed": {"model": "BAAI/bge-small-en-v1.5"}, "score": {"k": [1, 5]}}))
-    monkeypatch.chdir(tmp_path)  # a workspace with an experiment left in it
+    monkeypatch.chdir(tmp_path)  # a workspace with an experiment left in it, wherever the script looks for it
+    monkeypatch.setattr(sys.modules["common"], "ROOT", tmp_path)
+    monkeypatch.setattr(script, "ROOT", tmp_path, raising=False)
     params = script.scifact_params(Path("/data/scifact"))
     assert params["embed"]["model"] == "sentence-transformers/all-MiniLM-L6-v2" and params["embed"]["max_seq_length"] == 256
     assert 10 in params["score"]["k"] and params["retrieval"]["method"] == "dense" and params["generate"]["max_questions"] == 0

@@ -116,6 +116,26 @@ def test_array_fusion_equals_the_plain_definition_on_random_tied_runs(fusion):
     pd.testing.assert_frame_equal(got, expected)
 
 
+@pytest.mark.parametrize("fusion", ["rrf", "weighted"])
+@pytest.mark.parametrize("weights", [{"dense": 1.0, "bm25": 0.3}, {"dense": 0.0, "bm25": 1.0}])  # the second: ties at the cut
+def test_the_hybrid_method_is_the_fusion_of_its_component_runs(fusion, weights):
+    """methods.retrieve with method hybrid: the dense and BM25 runs fusion_depth deep, each with its
+    own weight, fused and cut to the depth (ties at the cut by chunk id), as the plain definition says."""
+    rng = np.random.default_rng(11)
+    words = [f"w{i}" for i in range(40)]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(2, 8)))) for _ in range(80)]
+    questions = Questions([f"q{i}" for i in range(20)], [" ".join(rng.choice(words, size=3)) for _ in range(20)],
+                          unit(rng.normal(size=(20, 6))))
+    corpus = Corpus([f"c{i:02d}" for i in range(80)], texts, unit(rng.normal(size=(80, 6))))
+    fusion_depth, depth = 25, 10
+    components = {name: retrieve(settings(name, depth=fusion_depth), questions, corpus) for name in weights}
+    expected = reference_fusion(components, weights, fusion, 60, depth)
+    got = retrieve(settings("hybrid", depth=depth, fusion=fusion, fusion_depth=fusion_depth, weights=weights), questions, corpus)
+    assert got.groupby("qid").size().max() == depth
+    expected = expected.iloc[expected["qid"].map(questions.qids.index).argsort(kind="stable")].reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, expected)
+
+
 def test_run_files_trec_and_jsonl(tmp_path):
     trec = tmp_path / "engine.trec"
     trec.write_text("q1 Q0 b 1 0.9 engine\nq1 Q0 a 2 0.5 engine\nq2 Q0 c 1 0.7 engine\n")
@@ -179,11 +199,32 @@ def test_the_numba_backend_of_large_corpora_gives_the_numpy_backends_scores(monk
     asked = [" ".join(rng.choice(words, size=4)) for _ in range(30)] + ["the of and"]
     questions = Questions([f"q{i}" for i in range(len(asked))], asked)
     corpus = Corpus([f"c{i}" for i in range(len(texts))], texts)
+    backends = []
+
+    class Recorded(bm25.bm25s.BM25):  # the backend each index is really built with
+        def __init__(self, *args, **kwargs):
+            backends.append(kwargs.get("backend"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(bm25.bm25s, "BM25", Recorded)
     numpy_run = retrieve(settings("bm25", depth="all"), questions, corpus)
     monkeypatch.setattr(bm25, "NUMBA_FROM_CHUNKS", len(texts))
-    assert bm25.backend_for(len(texts)) == "numba"
     numba_run = retrieve(settings("bm25", depth="all"), questions, corpus)
+    assert backends == ["numpy", "numba"]
     assert len(numba_run) == len(numpy_run) > 0 and scores_by_pair(numba_run) == scores_by_pair(numpy_run)
+
+
+def test_numba_threads_are_the_usable_cores_within_numbas_limit(monkeypatch):
+    import numba
+
+    from retrieval_bench.retrieval import bm25
+
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)
+    assert bm25.numba_threads() == 1  # numba refuses more threads than it started with
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 512)
+    monkeypatch.delattr(bm25.os, "sched_getaffinity", raising=False)  # macOS has no CPU affinity
+    monkeypatch.setattr(bm25.os, "cpu_count", lambda: 3)
+    assert bm25.numba_threads() == 3
 
 
 def scores_by_pair(run: pd.DataFrame) -> dict:

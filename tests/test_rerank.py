@@ -12,7 +12,7 @@ from conftest import dvc, set_params
 from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS, load_all_params
 from retrieval_bench.retrieval import rerank
-from retrieval_bench.retrieval.model_source import model_fingerprint
+from retrieval_bench.retrieval.model_source import folder_fingerprint
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
 
@@ -118,18 +118,16 @@ def test_torn_last_line_is_ignored_and_cut_before_the_next_append(tmp_path):
         rerank.ScoreCache(path)
 
 
-def test_model_identity_follows_the_files(tiny_cross_encoder, tmp_path):
-    identity = rerank.model_identity(tiny_cross_encoder)
-    assert identity == model_fingerprint(tiny_cross_encoder)  # the embedding model's fingerprint, one definition
+def test_score_keys_follow_the_model_files(tiny_cross_encoder, tmp_path):
+    identity = folder_fingerprint(tiny_cross_encoder)
     assert rerank.pair_key(identity, "q", "c") != rerank.pair_key(identity, "q", "c ")
     copy = tmp_path / "copy"
     copy.mkdir()
     for path in sorted(__import__("pathlib").Path(tiny_cross_encoder).iterdir()):
         (copy / path.name).write_bytes(path.read_bytes())
-    assert rerank.model_identity(copy) == identity  # the same model anywhere: the same scores
+    assert folder_fingerprint(str(copy)) == identity  # the same model anywhere: the same scores
     (copy / "config.json").write_text((copy / "config.json").read_text().replace('"hidden_act"', '"hidden_act" ', 1))
-    model_fingerprint.cache_clear()  # one process sees one version of a folder; this test changes it
-    assert rerank.model_identity(copy) != identity
+    assert folder_fingerprint(str(copy)) != identity
 
 
 def test_missing_model_is_one_line_naming_the_key(tmp_path, monkeypatch):

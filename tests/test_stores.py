@@ -4,6 +4,7 @@ against exact numpy top-k, filters, one-line errors, a missing extra. Embedded e
 process; Chroma also as a server (`chroma run` on 127.0.0.1)."""
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import numpy as np
@@ -140,6 +141,30 @@ def one_line_error(call) -> str:
 
 
 @pytest.mark.parametrize("engine", EMBEDDED)
+def test_reading_a_store_keeps_its_stamp_and_a_rebuild_changes_it(engine, data, tmp_path):
+    """The stamp check_params writes for a local store (corpus.source_stamp) must not move when the
+    pipeline only reads the store (else load_chunks, embed_corpus and retrieve rerun on every
+    repro), and must move when the collection is rebuilt."""
+    from retrieval_bench.corpus.source_stamp import source_stamp
+
+    ids, texts, metadata, vectors, _ = data
+    address = address_of(engine, tmp_path)
+    registry.create_collection(address, ids, texts, metadata, vectors, EXACT_INDEX.get(engine))
+    first = source_stamp(str(address))
+    assert first["kind"] == "local store" and "md5" in first
+    reader = ("import sys, numpy as np; from retrieval_bench.stores import registry; from retrieval_bench.stores.base import parse_address\n"
+              "store = registry.open_store(parse_address(sys.argv[1]))\n"
+              "print(sum(len(page.ids) for page in store.pages(64, with_vectors=True)))\n"
+              "dim = int(sys.argv[2]); store.search(np.ones((1, dim), dtype=np.float32) / dim ** 0.5, 10, None, None)\n"
+              "store.close()")
+    for _ in range(2):  # as load_chunks, embed_corpus and retrieve do: each its own process, ended as a stage ends
+        read = subprocess.run([sys.executable, "-c", reader, str(address), str(DIM)], capture_output=True, text=True, check=True)
+        assert int(read.stdout) == N and source_stamp(str(address)) == first
+    registry.create_collection(address, ids[1:], texts[1:], metadata[1:], vectors[1:], EXACT_INDEX.get(engine))
+    assert source_stamp(str(address))["md5"] != first["md5"]
+
+
+@pytest.mark.parametrize("engine", EMBEDDED)
 def test_a_missing_store_or_collection_is_one_line_naming_the_address(engine, built, tmp_path):
     nowhere = address_of(engine, tmp_path / "nowhere")
     assert str(nowhere) in one_line_error(lambda: registry.open_store(nowhere))
@@ -209,3 +234,27 @@ def test_similarity_of_each_distance_is_the_cosine_of_unit_vectors(metric, dista
 
 def test_similarity_of_a_manhattan_distance_keeps_its_order():
     assert similarity(np.array([0.5, 1.0, 2.5]), "l1").tolist() == [-0.5, -1.0, -2.5]
+
+
+def test_stored_vectors_come_in_chunk_order_at_unit_length_and_a_gap_is_one_line(tmp_path):
+    """read_vectors: rows in the order of the chunk ids asked for, store chunks not asked for
+    skipped, vectors off unit length renormalised; a chunk the store lacks, or an all-zero vector,
+    is one line."""
+    from retrieval_bench.retrieval.stored_vectors import read_vectors
+
+    rng = np.random.default_rng(5)
+    ids = [f"c{i}" for i in range(40)]
+    vectors = unit(rng.normal(size=(40, DIM)))
+    vectors[3] *= 7.0  # stored unnormalised
+    address = address_of("lancedb", tmp_path)
+    registry.create_collection(address, ids, [f"text {i}" for i in ids], [{} for _ in ids], vectors)
+    asked = ids[::-1][:30]  # another order, and ten store chunks not asked for
+    read = read_vectors(address, asked)
+    expected = unit(vectors[[ids.index(chunk_id) for chunk_id in asked]])
+    assert read.dtype == np.float32 and np.allclose(read, expected, atol=1e-6)
+    with pytest.raises(InputError, match=r"1 chunks of data/chunks.parquet have no vector there \(e.g. elsewhere\)"):
+        read_vectors(address, [*asked, "elsewhere"])
+    vectors[0] = 0.0
+    registry.create_collection(address, ids, [f"text {i}" for i in ids], [{} for _ in ids], vectors)
+    with pytest.raises(InputError, match="a stored vector is all zeros"):
+        read_vectors(address, ids)

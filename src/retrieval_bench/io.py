@@ -6,8 +6,8 @@ import argparse
 import errno
 import hashlib
 import json
+import math
 import os
-import shutil
 import sys
 import tempfile
 import textwrap
@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import IO, Any, Iterator
+
+import numpy as np
 
 
 def _current_umask() -> int:
@@ -61,36 +63,33 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def build_folder(target: str | Path, build: Callable[[Path], None], valid: Callable[[Path], bool]) -> bool:
-    """Make the folder `target` whole or not at all: `build(staging)` fills a new temporary folder
-    beside it, which is then renamed to `target`, so a half-built folder is never seen. A `target`
-    that is `valid` already was built by another process (or an earlier run): it is kept and never
-    deleted, and False is returned; True when this call built it. An invalid `target` (a damaged
-    copy) is moved aside and deleted just before the rename. Processes that may race to build the
-    same folder hold a lock around the call (locking.exclusive), so that one builds and the others
-    then find it valid; without one, the first rename wins and the other copies are discarded."""
-    target = Path(target)
-    if valid(target):
-        return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
-    stale = staging.with_suffix(".stale")
-    try:
-        build(staging)
-        if valid(target):  # finished meanwhile by a process that held no lock: it won
-            return False
-        if os.path.lexists(target):  # a damaged copy: out of the way in one rename, then deleted
-            os.replace(target, stale)
-        try:
-            os.replace(staging, target)  # atomic; never over a folder that is not empty
-        except OSError:
-            if not valid(target):
-                raise
-            return False
-        return True
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.rmtree(stale, ignore_errors=True)
+def json_kind(value: object) -> str:
+    """A value as JSON would name it, for messages: null, a number 1.5, a list, ..."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    return f"a {type(value).__name__}" if not isinstance(value, str) else repr(value)
+
+
+def checked_id(value: object, where: str, field: str) -> str:
+    """An id as text: a non-empty string, or an integer (42 -> "42"); anything else (null, NaN,
+    a float, true, a list) is an InputError naming `where` (file and record)."""
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return str(int(value))
+    got = "an empty string" if isinstance(value, str) else json_kind(value)
+    raise InputError(f"{where}: {field!r} must be a non-empty string (or an integer), got {got}")
+
+
+def checked_text(value: object, where: str, field: str) -> str:
+    """A text: a string (it may be empty; empty texts are dropped and counted later)."""
+    if isinstance(value, str):
+        return value
+    raise InputError(f"{where}: {field!r} must be a string, got {json_kind(value)}")
 
 
 HASH_BLOCK = 1 << 20  # bytes read at a time when hashing a file

@@ -17,12 +17,14 @@ locked again.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from retrieval_bench.io import InputError, build_folder
+from retrieval_bench.io import InputError
 
 try:  # POSIX
     import fcntl
@@ -87,16 +89,31 @@ def shared(path: str | Path, log: Callable[[str], None] | None = None, what: str
 
 def build_once(target: str | Path, build: Callable[[Path], None], valid: Callable[[Path], bool], what: str,
                log: Callable[[str], None] | None = None) -> bool:
-    """io.build_folder under an exclusive lock on `.<name>.lock` beside `target`: of the processes
-    that find it missing at once (Ray actors on one node, two stages), one builds it and the others
-    wait, then find it valid. True when this call built it. A valid target takes no lock. They
-    wait whatever RETRIEVAL_BENCH_LOCK_WAIT says: a build ends by itself, and the actors of one
-    run wait for each other here."""
+    """Make the folder `target` once, whole or not at all, unless it is `valid` already (then it is
+    kept as it is). Under an exclusive lock on `.<name>.lock` beside it, `build(staging)` fills a
+    new temporary folder there, which is renamed to `target`: a half-built folder is never seen,
+    and of the processes that find it missing at once (Ray actors on one node, two stages) one
+    builds it while the others wait, then find it valid. An invalid `target` (a damaged copy) is
+    moved aside and deleted just before the rename. True when this call built it. They wait
+    whatever RETRIEVAL_BENCH_LOCK_WAIT says: a build ends by itself, and the actors of one run
+    wait for each other here."""
     target = Path(target)
     if valid(target):
         return False
     with _locked(target.parent / f".{target.name}.lock", log, what, shared=False, limited=False):
-        return build_folder(target, build, valid)
+        if valid(target):  # built by the process we waited for
+            return False
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+        stale = staging.with_suffix(".stale")
+        try:
+            build(staging)
+            if os.path.lexists(target):  # a damaged copy: out of the way in one rename, then deleted
+                os.replace(target, stale)
+            os.replace(staging, target)  # atomic: nobody else builds while we hold the lock
+            return True
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _open(path: Path) -> int:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.corpus.chunk import chunk_id, chunk_spans
-from retrieval_bench.io import InputError, read_jsonl, read_text_lines
+from retrieval_bench.io import InputError, checked_id, checked_text, json_kind, read_jsonl, read_text_lines
 from retrieval_bench.params import DEFAULTS
 
 DOCUMENT_SUFFIXES = (".md", ".txt")
@@ -50,35 +49,6 @@ def read_documents_folder(folder: Path) -> pd.DataFrame:
             raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
         rows.append({"doc_id": path.relative_to(folder).as_posix(), "text": text})
     return pd.DataFrame(rows, columns=["doc_id", "text"])
-
-
-def _what(value: object) -> str:
-    """A value as JSON would name it, for messages: null, a number 1.5, a list, ..."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (int, float)):
-        return f"the number {value}"
-    return f"a {type(value).__name__}" if not isinstance(value, str) else repr(value)
-
-
-def checked_id(value: object, where: str, field: str) -> str:
-    """An id as text: a non-empty string, or an integer (42 -> "42"); anything else (null, NaN,
-    a float, true, a list) is an InputError naming `where` (file and record)."""
-    if isinstance(value, str) and value.strip():
-        return value
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        return str(int(value))
-    got = "an empty string" if isinstance(value, str) else _what(value)
-    raise InputError(f"{where}: {field!r} must be a non-empty string (or an integer), got {got}")
-
-
-def checked_text(value: object, where: str, field: str) -> str:
-    """A text: a string (it may be empty; empty texts are dropped and counted later)."""
-    if isinstance(value, str):
-        return value
-    raise InputError(f"{where}: {field!r} must be a string, got {_what(value)}")
 
 
 def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFrame:
@@ -265,7 +235,7 @@ def checked_offset(value: object, where: str, field: str) -> int:
         return int(value)
     if isinstance(value, (float, np.floating)) and value.is_integer() and value >= 0:  # Parquet/pandas integers with a null beside them
         return int(value)
-    raise InputError(f"{where}: {field!r} must be a character offset (an integer >= 0), got {_what(value)}")
+    raise InputError(f"{where}: {field!r} must be a character offset (an integer >= 0), got {json_kind(value)}")
 
 
 def _document_fields(records: pd.DataFrame, source: object) -> pd.DataFrame:

@@ -8,7 +8,10 @@ on stamps of their own that are constant unless they use a store.
   database, a memo keyed by the files' names, sizes and modification times spares re-reading an
   unchanged corpus on every repro;
 - a vector store on a local path: every file's relative path, size and modification time (stores
-  are large binary files rewritten in place; hashing them on every repro would cost minutes);
+  are large binary files rewritten in place; hashing them on every repro would cost minutes).
+  Chroma is the exception: a client that only reads still rewrites chroma.sqlite3 and touches
+  its index files, so its stamp is its write log's position instead (every add, update and delete
+  takes the next sequence number) with its collections' rows, read from the sqlite file read-only;
 - a store server (or a store on object storage, s3://...): nothing cheap tells whether it changed, so the stamp holds the time it was
   taken and load_chunks, embed_corpus and retrieve re-run on every repro; generate_goldenset,
   embed_questions and score re-run only when their inputs came out different.
@@ -17,12 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
 
+from retrieval_bench.io import hash_file, write_json
 from retrieval_bench.stores.base import is_store_address, parse_address
-
-BLOCK = 1 << 20
 
 
 def _files(root: Path) -> list[Path]:
@@ -39,9 +43,7 @@ def content_digest(root: Path) -> tuple[int, str]:
     files = _files(root)
     for path in files:
         digest.update(f"{_relative(path, root)}\0".encode())
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(BLOCK), b""):
-                digest.update(block)
+        hash_file(path, digest)
         digest.update(b"\0")
     return len(files), digest.hexdigest()
 
@@ -54,6 +56,28 @@ def metadata_digest(root: Path) -> tuple[int, str]:
         stat = path.stat()
         digest.update(f"{_relative(path, root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return len(files), digest.hexdigest()
+
+
+# What changes when a Chroma collection does, and never when it is only read.
+CHROMA_VERSION_QUERIES = (
+    "SELECT max(seq_id) FROM embeddings_queue",
+    "SELECT segment_id, seq_id FROM max_seq_id ORDER BY segment_id",
+    "SELECT count(*) FROM embeddings",
+    "SELECT * FROM collections ORDER BY id",
+    "SELECT * FROM collection_metadata ORDER BY collection_id, key",
+)
+
+
+def chroma_digest(root: Path) -> tuple[int, str] | None:
+    """(collection rows, md5 over the rows of CHROMA_VERSION_QUERIES) of a Chroma folder (its file
+    count is no version: the index files appear as the collection is used); None when its sqlite
+    file cannot be read so (another Chroma version's schema)."""
+    try:
+        with closing(sqlite3.connect(f"{(root / 'chroma.sqlite3').as_uri()}?mode=ro", uri=True)) as database:
+            rows = [database.execute(query).fetchall() for query in CHROMA_VERSION_QUERIES]
+    except sqlite3.Error:
+        return None
+    return rows[2][0][0], hashlib.md5(json.dumps(rows, default=repr).encode()).hexdigest()
 
 
 def _memoized_content_digest(root: Path, memo: Path | None) -> tuple[int, str]:
@@ -73,7 +97,7 @@ def _memoized_content_digest(root: Path, memo: Path | None) -> tuple[int, str]:
     known[key] = {"metadata": metadata, "files": files, "md5": digest}
     try:  # a cache: losing it costs one re-read; outside a DVC project (no .dvc/) there is none
         memo.parent.mkdir(exist_ok=True)
-        memo.write_text(json.dumps(known), encoding="utf-8")
+        write_json(memo, known)  # whole or not at all: two repros at once never leave it torn
     except OSError:
         pass
     return files, digest
@@ -82,17 +106,26 @@ def _memoized_content_digest(root: Path, memo: Path | None) -> tuple[int, str]:
 def source_stamp(source: str, memo: Path | None = None) -> dict:
     """The stamp of `source` (a path or a store address); a path that does not exist is stamped as
     missing and load_chunks reports it. `memo`: where content digests of paths are remembered."""
-    if is_store_address(source):
-        address = parse_address(source)
-        if "://" in address.location:  # a server, or object storage: no local file tells of a change
-            return {"source": str(address), "kind": "store server", "read_at": time.time_ns()}
-        root, kind = Path(address.location), "local store"
-    else:
-        root, kind = Path(source), "path"
+    if not is_store_address(source):
+        root = Path(source)
+        if not root.exists():
+            return {"source": source, "kind": "path", "missing": True}
+        files, digest = _memoized_content_digest(root, memo)
+        return {"source": source, "kind": "path", "files": files, "md5": digest}
+    address = parse_address(source)
+    root = Path(address.location)
+    anew = {"source": str(address), "kind": "store server", "read_at": time.time_ns()}
+    if address.is_remote:  # no local file tells of a change
+        return anew
     if not root.exists():
-        return {"source": source, "kind": kind, "missing": True}
-    files, digest = metadata_digest(root) if kind == "local store" else _memoized_content_digest(root, memo)
-    return {"source": source, "kind": kind, "files": files, "md5": digest}
+        return {"source": source, "kind": "local store", "missing": True}
+    if address.engine != "chroma":
+        files, digest = metadata_digest(root)
+        return {"source": source, "kind": "local store", "files": files, "md5": digest}
+    stamped = chroma_digest(root)
+    if stamped is None:  # nothing readable tells of a change: re-read on every repro, as a server
+        return {**anew, "kind": "local store, unreadable version"}
+    return {"source": source, "kind": "local store", "rows": stamped[0], "md5": stamped[1]}
 
 
 def stamps(params: dict, memo: str | Path | None = None) -> tuple[dict, dict, dict]:

@@ -26,14 +26,14 @@ def document_fields(address: StoreAddress) -> dict[str, str]:
     return {key: field for key, field in named.items() if field}
 
 
-def read_store_chunks(address: StoreAddress, rows: int = PAGE_ROWS) -> pd.DataFrame:
+def read_store_chunks(address: StoreAddress) -> pd.DataFrame:
     """chunk_id, text and the document fields some chunk has, in chunk id order."""
     fields = document_fields(address)
     columns: dict[str, list] = {"chunk_id": [], "text": [], **{key: [] for key in fields}}
     store = open_store(address)
     try:
         with progress(store.count(), f"load {address.engine}", unit="chunk") as bar:
-            for page in store.pages(rows, with_vectors=False):
+            for page in store.pages(PAGE_ROWS, with_vectors=False):
                 columns["chunk_id"] += page.ids
                 columns["text"] += page.texts
                 for key, field in fields.items():

@@ -66,6 +66,16 @@ def resolve_device(device: str | None) -> str:
     return "cpu"
 
 
+def encoder_label(settings: dict) -> str:
+    """The backend and number format `settings` (the embed section) asks for: "onnx int8"."""
+    return f"{settings['backend']} {'int8' if settings['quantize'] == 'int8' else settings['precision']}"
+
+
+def st_dimension(st) -> int:
+    """A SentenceTransformer's vector size (the method's name changed in sentence-transformers 5)."""
+    return (getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension)()
+
+
 @dataclass
 class Encoder:
     """Call with a batch of texts: unit-length float32 vectors, one row per text."""
@@ -76,7 +86,7 @@ class Encoder:
 
     @property
     def dim(self) -> int:
-        return (getattr(self.st, "get_embedding_dimension", None) or self.st.get_sentence_embedding_dimension)()
+        return st_dimension(self.st)
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         import torch
@@ -112,7 +122,7 @@ def load_encoder(model_path: str, fingerprint: str, settings: dict, log=print) -
     if settings["max_seq_length"]:
         st.max_seq_length = settings["max_seq_length"]
     st.eval()
-    name = f"{backend} {'int8' if quantize == 'int8' else precision} on {device}"
+    name = f"{encoder_label(settings)} on {device}"
     if backend == "torch":
         return Encoder(st, _torch_first(st, precision, device), name)
     variant = "onnx-int8" if quantize == "int8" else backend

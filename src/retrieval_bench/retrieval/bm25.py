@@ -51,6 +51,15 @@ def bm25_scores(
     return scores
 
 
+def numba_threads() -> int:
+    """The cores this process may use (its CPU affinity, where the OS has one), at most the threads
+    numba was started with (NUMBA_NUM_THREADS: numba refuses more)."""
+    import numba
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, numba.config.NUMBA_NUM_THREADS))
+
+
 def top(questions, corpus, settings: dict, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sparse top-k through bm25s' own retrieval (no dense score row per question): per question
     the `depth` best chunk indices and scores, best first, and which were retrieved. A chunk that
@@ -66,7 +75,7 @@ def top(questions, corpus, settings: dict, depth: int) -> tuple[np.ndarray, np.n
     scores = np.zeros((len(tokens), k), dtype=np.float32)
     asking = [i for i, words in enumerate(tokens) if words]  # only stop words: nothing is retrieved
     if asking:
-        threads = len(os.sched_getaffinity(0)) if backend == "numba" else 1  # the cores we may use; numpy's threads only contend for the GIL
+        threads = numba_threads() if backend == "numba" else 1  # numpy's threads only contend for the GIL
         found, found_scores = index.retrieve([tokens[i] for i in asking], k=k, show_progress=False, n_threads=threads)
         indices[asking], scores[asking] = found, found_scores
     return indices, scores, scores > 0

@@ -12,7 +12,7 @@ import pandas as pd
 from retrieval_bench import paths
 from retrieval_bench.io import InputError, read_jsonl
 from retrieval_bench.params import load_params
-from retrieval_bench.retrieval.embed import cache_keys
+from retrieval_bench.retrieval.embed import cache_keys, settings_fingerprint
 from retrieval_bench.retrieval.embedding_cache import prune
 
 
@@ -36,12 +36,12 @@ def run_prune(args: argparse.Namespace) -> int:
         (paths.CORPUS_EMBEDDING_CACHE, paths.CHUNKS, lambda p: pd.read_parquet(p, columns=["text"])["text"].tolist(), settings["document_prompt"]),
         (paths.QUESTION_EMBEDDING_CACHE, paths.GOLDENSET, lambda p: [row["question"] for row in read_jsonl(p)], settings["query_prompt"]),
     )
-    changed = False
+    changed, fingerprint = False, settings_fingerprint(settings)
     for folder, source, read, prompt in caches:
         if not Path(folder).is_dir():
             print(f"{folder}: no cache")
             continue
-        report = prune(folder, set(cache_keys(_current(source, read), settings, prompt)), dry_run=args.dry_run)
+        report = prune(folder, set(cache_keys(_current(source, read), settings, prompt, fingerprint)), dry_run=args.dry_run)
         print(report.line(args.dry_run))
         changed |= report.rewritten  # vectors dropped, or only shards merged: the DVC output changed either way
     if changed:

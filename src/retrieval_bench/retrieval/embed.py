@@ -2,9 +2,7 @@
 once: `embed_texts` serves what the embedding cache holds and embeds the rest."""
 from __future__ import annotations
 
-import json
 import time
-import warnings
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -13,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from retrieval_bench.io import atomic_open, write_json
-from retrieval_bench.retrieval.backends import load_encoder, runtime_version
+from retrieval_bench.retrieval.backends import load_encoder, runtime_version, st_dimension
 from retrieval_bench.retrieval.embedding_cache import EmbeddingCache, space_digest, text_keys
 from retrieval_bench.retrieval.model_source import model_fingerprint, resolve_model
 
@@ -31,7 +29,7 @@ def load_model(model: str, max_seq_length: int | None = None):
 def encode(model, texts: list[str], batch_size: int, prompt: str = "", progress: bool = True) -> np.ndarray:
     """Unit-length float32 embeddings, one row per text, `prompt` prefixed (e5/bge-style models)."""
     if not texts:
-        return np.zeros((0, model.get_sentence_embedding_dimension()), dtype=np.float32)
+        return np.zeros((0, st_dimension(model)), dtype=np.float32)
     vectors = model.encode(
         [prompt + text for text in texts],
         batch_size=batch_size,
@@ -61,6 +59,9 @@ def embedding_space(fingerprint: str, settings: dict, prompt: str) -> dict:
 
 @dataclass(frozen=True)
 class EmbedStats:
+    """What an embed call did; `seconds`: from the engine's start (its start-up included) to the
+    last vector."""
+
     texts: int
     unique: int
     cached: int
@@ -76,32 +77,21 @@ class EmbedStats:
         return line
 
 
-def cache_keys(texts: list[str], settings: dict, prompt: str, fingerprint: str | None = None) -> list[bytes]:
-    """The embedding-cache key of each text under `settings` (the embed section of params.yaml);
-    `fingerprint`: the model's, when the caller has it (else the model is resolved for it)."""
-    fingerprint = fingerprint or model_fingerprint(resolve_model(settings["model"]))
+def settings_fingerprint(settings: dict) -> str:
+    """The fingerprint of the model `settings` (the embed section of params.yaml) names."""
+    return model_fingerprint(resolve_model(settings["model"]))
+
+
+def cache_keys(texts: list[str], settings: dict, prompt: str, fingerprint: str) -> list[bytes]:
+    """The embedding-cache key of each text under `settings` and the model's `fingerprint`."""
     return text_keys(space_digest(embedding_space(fingerprint, settings, prompt)), texts)
 
 
 def embedding_dimension(model_path: str) -> int:
-    """The dimension of the model's vectors, from its modules after the transformer (Pooling,
-    Dense: their configs and small weights); the whole model is loaded only when they do not say."""
-    from sentence_transformers.util import import_from_string
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # sentence-transformers' notes on its module paths
-            for entry in reversed(json.loads((Path(model_path) / "modules.json").read_text())[1:]):
-                module = import_from_string(entry["type"]).load(model_path, subfolder=entry.get("path", ""), local_files_only=True)
-                size = getattr(module, "get_embedding_dimension", None) or getattr(module, "get_sentence_embedding_dimension", None)
-                if size is not None and size():
-                    return int(size())
-    except (OSError, ValueError, KeyError, TypeError, ImportError, AttributeError):
-        pass
+    """The dimension of the model's vectors (the model loaded on the CPU, no encoder built)."""
     from sentence_transformers import SentenceTransformer
 
-    st = SentenceTransformer(model_path, device="cpu", local_files_only=True)
-    return (getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension)()
+    return st_dimension(SentenceTransformer(model_path, device="cpu", local_files_only=True))
 
 
 Batches = Iterator[tuple[list[bytes], np.ndarray]]
@@ -129,9 +119,8 @@ def embed_texts(texts: list[str], settings: dict, prompt: str, cache_dir: str | 
     from tqdm import tqdm
 
     model_path = resolve_model(settings["model"])
-    if not texts:  # no encoder: the dimension is read from the model's files
-        with EmbeddingCache(cache_dir):  # the cache folder exists afterwards, as with texts
-            pass
+    if not texts:  # no encoder, nor an export: only the dimension is needed
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)  # the cache folder (a DVC output) exists, as with texts
         return np.zeros((0, embedding_dimension(model_path)), dtype=np.float32), EmbedStats(0, 0, 0, 0, 0.0, None)
     fingerprint = model_fingerprint(model_path)
     keys = cache_keys(texts, settings, prompt, fingerprint)
@@ -143,8 +132,8 @@ def embed_texts(texts: list[str], settings: dict, prompt: str, cache_dir: str | 
         if missing:
             order = np.argsort([-len(unique[key]) for key in missing])  # as sentence-transformers sorts
             items = [(missing[i], prompt + unique[missing[i]]) for i in order]
+            started = time.monotonic()  # start-up (model load, export, Ray actors) counts, for either engine
             description, batches = embedding_engine(items, model_path, fingerprint, settings, log)
-            started = time.monotonic()
             with closing(batches), tqdm(total=len(items), unit=unit, desc=f"embed ({description})", disable=not progress) as bar:
                 for batch, vectors in batches:
                     cache.put(batch, vectors)

@@ -44,8 +44,8 @@ import numpy as np
 
 from retrieval_bench.io import InputError, cache_root
 from retrieval_bench.locking import build_once
-from retrieval_bench.retrieval.backends import load_encoder
-from retrieval_bench.retrieval.model_source import model_files, model_fingerprint
+from retrieval_bench.retrieval.backends import encoder_label, load_encoder
+from retrieval_bench.retrieval.model_source import folder_fingerprint, model_files, model_fingerprint
 
 INSTALL_HINT = "pip install -e '.[ray]'"
 # A local instance holds the texts and vectors in flight, nothing more (Ray spills beyond it to
@@ -73,10 +73,9 @@ def actor_count(settings: dict, texts: int) -> int:
 def describe(settings: dict, texts: int) -> str:
     """What embeds `texts` texts, for the progress bar and the stage's summary line."""
     options = settings["ray"]
-    precision = "int8" if settings["quantize"] == "int8" else settings["precision"]
     each = f"{options['num_gpus_per_actor']:g} GPU" if options["num_gpus_per_actor"] else f"{options['num_cpus_per_actor']:g} CPU"
     actors = actor_count(settings, texts)
-    return f"{settings['backend']} {precision} on ray, {actors} actor{'s' if actors > 1 else ''} x {each}"
+    return f"{encoder_label(settings)} on ray, {actors} actor{'s' if actors > 1 else ''} x {each}"
 
 
 def actor_device(settings: dict) -> str:
@@ -100,10 +99,12 @@ def worker_model_path(model_path: str, fingerprint: str, shipped: tuple | None) 
         return model_path
     target = cache_root() / "models" / f"shipped-{fingerprint.removeprefix('sha256:')[:16]}"
 
-    def holds_the_model(folder: Path) -> bool:  # read afresh: another actor may have just written it
-        return folder.is_dir() and model_fingerprint.__wrapped__(str(folder)) == fingerprint
+    def holds_the_model(folder: Path) -> bool:  # hashed afresh: another actor may have just written it
+        return folder.is_dir() and folder_fingerprint(str(folder)) == fingerprint
 
-    if shipped is None and not holds_the_model(target):
+    if holds_the_model(target):  # the usual case after the first run on this node: one hash
+        return str(target)
+    if shipped is None:
         raise InputError(f"embed.model: {model_path} is missing on this Ray worker or differs from the driver's "
                          f"({fingerprint}); install the same model there, or join the cluster by embed.ray.address")
 
@@ -111,7 +112,7 @@ def worker_model_path(model_path: str, fingerprint: str, shipped: tuple | None) 
         for name, data in import_ray().get(shipped[0]).items():
             (staging / name).parent.mkdir(parents=True, exist_ok=True)
             (staging / name).write_bytes(data)
-        found = model_fingerprint.__wrapped__(str(staging))
+        found = folder_fingerprint(str(staging))
         if found != fingerprint:  # never put in place for a later run to find
             raise InputError(f"embed.model: the files shipped to this Ray worker ({target}) have fingerprint {found}, expected {fingerprint}")
 

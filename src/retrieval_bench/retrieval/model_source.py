@@ -94,12 +94,15 @@ def model_files(model_path: str) -> list[Path]:
             and not FINGERPRINT_SKIP_DIRS & set(path.relative_to(root).parts[:-1])]
 
 
-@functools.lru_cache(maxsize=8)
-def model_fingerprint(model_path: str) -> str:
-    """sha256 over the model folder's files (names and contents): the model's identity in cache
-    keys, so a changed model (new weights, tokenizer or pooling) is never served old vectors."""
+def folder_fingerprint(model_path: str) -> str:
+    """sha256 over the model folder's files (names and contents), read now: the model's identity in
+    cache keys, so a changed model (new weights, tokenizer or pooling) is never served old vectors."""
     root = Path(model_path)
     digest = hashlib.sha256()
     for path in model_files(model_path):
         digest.update(f"{path.relative_to(root).as_posix()}\0{sha256_file(path)}\n".encode())
     return f"sha256:{digest.hexdigest()}"
+
+
+# A resolved model's files do not change during a run: each is hashed once per process.
+model_fingerprint = functools.lru_cache(maxsize=8)(folder_fingerprint)

@@ -102,12 +102,10 @@ def exported_model(st, fingerprint: str, variant: str, log=print) -> Path:
     inputs = export_inputs(fingerprint, variant)
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
     folder = exports_dir() / f"{variant}-{digest[:16]}"
-    if verified(folder):
-        return folder / MODEL_FILE
-    if folder.exists():
-        log(f"embed: the cached export {folder} does not match its manifest; rebuilding it")
 
-    def build(staging: Path) -> None:
+    def build(staging: Path) -> None:  # only when `folder` is not verified
+        if folder.exists():
+            log(f"embed: the cached export {folder} does not match its manifest; rebuilding it")
         log(f"embed: exporting the model for {variant} (once; cached in {folder})")
         _build(st, variant, staging)
         files = {p.name: sha256_file(p) for p in sorted(staging.iterdir())}

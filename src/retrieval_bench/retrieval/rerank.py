@@ -38,11 +38,6 @@ def resolve_model(model: str) -> str:
     return model_source.resolve_model(model, what="retrieval.rerank.model", bundled=False)
 
 
-def model_identity(folder: str | Path) -> str:
-    """The model's identity in the score keys: its fingerprint (model_source.model_fingerprint)."""
-    return model_source.model_fingerprint(str(folder))
-
-
 def pair_key(identity: str, question: str, chunk: str) -> str:
     return hashlib.sha256(json.dumps([identity, question, chunk], ensure_ascii=False).encode("utf-8")).hexdigest()
 
@@ -92,7 +87,7 @@ def load_cross_encoder(folder: str):
 def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
     options = settings["rerank"]
     folder = resolve_model(options["model"])
-    identity = model_identity(folder)
+    identity = model_source.model_fingerprint(folder)  # the model in every score key
     candidates = min(options["candidates"], len(corpus.chunk_ids))
     first = FIRST_STAGES[options["first_stage"]](questions, corpus, settings, candidates)
     question_text = dict(zip(questions.qids, questions.texts))

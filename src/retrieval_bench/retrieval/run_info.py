@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.retrieval.run import Corpus, Questions, top_k_blocked
+from retrieval_bench.retrieval import dense
+from retrieval_bench.retrieval.run import Corpus, Questions
 
 MAX_CURVE = 1000  # ks stored in run_info.json (1..min(depth, MAX_CURVE))
 
@@ -43,8 +44,7 @@ def recall_against_exact(questions: Questions, corpus: Corpus, run: pd.DataFrame
     """The run's recall against exact dense search over the corpus vectors, {"k": recall@k} for
     k = 1..min(depth, MAX_CURVE): the `ann_recall` of data/run_info.json."""
     depth = min(depth, MAX_CURVE)  # no deeper than the curve kept: with depth `all`, not the whole corpus
-    q, c = questions.vectors, corpus.vectors
-    exact, _ = top_k_blocked(lambda rows, cols: q[rows] @ c[cols].T, len(questions.qids), len(corpus.chunk_ids), depth)
+    exact, _ = dense.top(questions, corpus, depth)
     approximate = np.full(exact.shape, -1, dtype=np.int64)
     position = pd.Series(np.arange(len(corpus.chunk_ids)), index=corpus.chunk_ids)
     question = pd.Series(np.arange(len(questions.qids)), index=questions.qids)

@@ -28,7 +28,7 @@ MIN_COSINE = 0.999  # bf16 or another backend of the same model stays above it (
 UNIT_TOLERANCE = 1e-4
 
 
-def read_vectors(address: StoreAddress, chunk_ids: list[str], rows: int = PAGE_ROWS) -> np.ndarray:
+def read_vectors(address: StoreAddress, chunk_ids: list[str]) -> np.ndarray:
     """The store's vector of each chunk id, in that order (float32). Store chunks not in `chunk_ids`
     (empty texts load_chunks dropped) are skipped; a chunk id the store lacks is an InputError."""
     position = {chunk_id: row for row, chunk_id in enumerate(chunk_ids)}
@@ -37,7 +37,7 @@ def read_vectors(address: StoreAddress, chunk_ids: list[str], rows: int = PAGE_R
     store = open_store(address)
     try:
         with progress(store.count(), f"read {address.engine} vectors", unit="chunk") as bar:
-            for page in store.pages(rows, with_vectors=True):
+            for page in store.pages(PAGE_ROWS, with_vectors=True):
                 if vectors is None:
                     vectors = np.zeros((len(chunk_ids), page.vectors.shape[1]), dtype=np.float32)
                 at = np.array([position.get(chunk_id, -1) for chunk_id in page.ids], dtype=np.int64)

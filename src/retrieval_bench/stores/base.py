@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl
 
 import numpy as np
 
-from retrieval_bench.io import InputError
+from retrieval_bench.io import InputError, checked_id
 
 # engine -> (the pip extra that installs it, the module it needs): a missing extra is one line.
 ENGINES = {
@@ -48,6 +48,11 @@ class StoreAddress:
     @property
     def is_server(self) -> bool:
         return self.location.startswith(("http://", "https://"))
+
+    @property
+    def is_remote(self) -> bool:
+        """A server or object storage (s3://, gs://, ...): nothing on this machine to look at."""
+        return "://" in self.location
 
     def option(self, name: str, default: str | None = None) -> str | None:
         return self.options.get(name, default)
@@ -88,13 +93,8 @@ def parse_address(text: str, where: str = "load.source") -> StoreAddress:
 
 
 def id_text(value: object, address: StoreAddress) -> str:
-    """A chunk id as the store holds it, as text: a string, or an integer (42 -> "42"); anything
-    else is one line naming the address."""
-    if isinstance(value, str) and value.strip():
-        return value
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        return str(int(value))
-    raise InputError(f"{address}: a chunk id must be a non-empty string or an integer, got {value!r}")
+    """A chunk id as the store holds it, as text (io.checked_id); else one line naming the address."""
+    return checked_id(value, str(address), "chunk id")
 
 
 # engine -> the environment variable holding its API key (the only place a key comes from).

@@ -39,7 +39,7 @@ DISTANCES = {"cosine": "cosine", "dot": "dot", "l2": "l2"}
 def _connect(address: StoreAddress, create: bool):
     if address.is_server:
         raise InputError(f"{address}: LanceDB is read from a database folder (or an object-store URI), not an http(s) server")
-    if not create and "://" not in address.location and not Path(address.location).is_dir():
+    if not create and not address.is_remote and not Path(address.location).is_dir():
         raise InputError(f"{address}: no LanceDB database at {address.location} (expected the folder lancedb.connect was given)")
     try:
         return lancedb.connect(address.location)
@@ -64,7 +64,7 @@ class LanceStore:
         self.id_field = address.option("id", "id")
         self.text_field = address.option("text", "text")
         self.vector_field = address.option("vector", "vector")
-        columns = table.schema.names
+        self.columns = columns = table.schema.names
         for field in (self.id_field, self.text_field):
             if field not in columns:
                 raise InputError(f"{address}: no column {field!r}; columns: {', '.join(columns)} (name others with ?id= / ?text=)")
@@ -72,8 +72,8 @@ class LanceStore:
         self.metric = _index_metric(table, self.vector_field) if self.vector_field in columns else None
 
     def _vector_column(self) -> str:
-        if self.vector_field not in self.table.schema.names:
-            raise InputError(f"{self.address}: no vector column {self.vector_field!r}; columns: {', '.join(self.table.schema.names)} (name it with ?vector=)")
+        if self.vector_field not in self.columns:
+            raise InputError(f"{self.address}: no vector column {self.vector_field!r}; columns: {', '.join(self.columns)} (name it with ?vector=)")
         return self.vector_field
 
     def count(self) -> int:

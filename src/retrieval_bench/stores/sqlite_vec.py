@@ -199,9 +199,9 @@ def create_collection(address: StoreAddress, ids: list[str], texts: list[str], m
     if bad := [name for name in names if not re.fullmatch(r"[A-Za-z_]\w*", name)]:  # vec0 takes no quoted names
         raise InputError(f"{address}: vec0 column names must be plain identifiers, got {bad[0]!r}")
     declared = [f"{vector} float[{vectors.shape[1]}] distance_metric=cosine"]
-    for key, name in zip(keys, names[1:]):
+    for key in keys:
         present = [record[key] for record in metadata if record.get(key) is not None]
-        declared.append(f"{'' if len(present) == len(metadata) else '+'}{name} {_column_type(present)}")
+        declared.append(f"{'' if len(present) == len(metadata) else '+'}{key} {_column_type(present)}")
     declared += [f"+{id_column} text", f"+{text} text"]
     table = _quoted(address.collection)
     Path(address.location).parent.mkdir(parents=True, exist_ok=True)
