@@ -245,7 +245,7 @@ def _check_embed(embed: dict[str, Any], path: Path) -> None:
 
 def _check_stores(params: dict[str, Any], path: Path) -> None:
     """Store addresses parse (engine, location, collection) without importing any store."""
-    from retrieval_bench.stores.base import is_store_address, parse_address
+    from retrieval_bench.stores.base import check_search, is_store_address, parse_address
 
     source, store = params["load"]["source"], params["retrieval"]["store"]
     if is_store_address(source):
@@ -264,6 +264,8 @@ def _check_stores(params: dict[str, Any], path: Path) -> None:
         store["address"] = source  # null = load.source, resolved here once for every reader
     if store["search"] is not None and not isinstance(store["search"], dict):
         raise InputError(f"{path}: retrieval.store.search must be a mapping of the engine's query parameters or null, got {store['search']!r}")
+    if store["address"] is not None:
+        check_search(parse_address(store["address"]).engine, store["search"], f"{path}: retrieval.store.search")
 
 
 def _check_generate(generate: dict[str, Any], path: Path) -> None:

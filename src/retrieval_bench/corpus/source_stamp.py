@@ -73,7 +73,7 @@ def chroma_digest(root: Path) -> tuple[int, str] | None:
     count is no version: the index files appear as the collection is used); None when its sqlite
     file cannot be read so (another Chroma version's schema)."""
     try:
-        with closing(sqlite3.connect(f"{(root / 'chroma.sqlite3').as_uri()}?mode=ro", uri=True)) as database:
+        with closing(sqlite3.connect(f"{(root / 'chroma.sqlite3').resolve().as_uri()}?mode=ro", uri=True)) as database:
             rows = [database.execute(query).fetchall() for query in CHROMA_VERSION_QUERIES]
     except sqlite3.Error:
         return None

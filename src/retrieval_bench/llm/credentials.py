@@ -8,8 +8,7 @@ the machine:
 - a loopback host (localhost, 127.0.0.0/8, ::1): vLLM, Ollama or llama.cpp on this machine;
 - the provider's own API host over https (api.openai.com for OPENAI_API_KEY);
 - the URL in the user's own environment (OPENAI_BASE_URL), or one listed in the user's config
-  file ($XDG_CONFIG_HOME/retrieval-bench/endpoints, default ~/.config/retrieval-bench/endpoints:
-  one URL per line, # comments), compared by scheme, host and port.
+  file (retrieval_bench.endpoints, the rule shared with the vector stores' keys).
 
 A `generate.base_url` pointing anywhere else while a key is set is refused with one line saying
 why and how to allow it. Without a key nothing secret is sent (a placeholder), so any URL is
@@ -17,13 +16,11 @@ allowed. Anthropic's endpoint can only come from ANTHROPIC_BASE_URL, the user's 
 """
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import urlsplit
 
+from retrieval_bench.endpoints import config_path, is_vouched, origin, user_endpoints
 from retrieval_bench.io import InputError
 
 OFFICIAL_HOSTS = {"openai-compatible": {"api.openai.com"}, "anthropic": {"api.anthropic.com"}}
@@ -39,46 +36,11 @@ class Endpoint:
     source: str  # where the URL came from, for messages
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url.strip())
-    scheme = parts.scheme.lower()
-    port = parts.port or {"http": 80, "https": 443}.get(scheme)
-    return scheme, (parts.hostname or "").lower().rstrip("."), port
-
-
-def is_loopback(host: str) -> bool:
-    host = host.lower().rstrip(".").strip("[]")
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def config_path(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
-    return Path(base) / "retrieval-bench" / "endpoints"
-
-
-def user_endpoints(env: Mapping[str, str]) -> list[str]:
-    path = config_path(env)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return []
-    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
-
-
 def key_may_go_to(url: str, provider: str, user_urls: list[str]) -> bool:
     """Whether a key for `provider` may be sent to `url`: loopback, the provider's own host over
     https, or the origin (scheme, host, port) of a URL the user chose."""
-    scheme, host, port = _origin(url)
-    if is_loopback(host):
-        return True
-    if scheme == "https" and host in OFFICIAL_HOSTS.get(provider, set()):
-        return True
-    return any(_origin(allowed) == (scheme, host, port) for allowed in user_urls if allowed)
+    scheme, host, _ = origin(url)
+    return (scheme == "https" and host in OFFICIAL_HOSTS.get(provider, set())) or is_vouched(url, user_urls)
 
 
 def openai_endpoint(params_base_url: str | None, env: Mapping[str, str] | None = None) -> Endpoint:

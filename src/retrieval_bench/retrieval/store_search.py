@@ -6,15 +6,19 @@ The store is `retrieval.store.address` (params.py resolves null to load.source).
 with `embed.corpus_vectors: stored` embed_corpus has checked it. run_info reports the run's recall
 against exact search over data/embeddings/corpus.npy — the store's own vectors under
 `corpus_vectors: stored` — as `ann_recall`: what the index costs. With a filter the store searches
-a subset that exact search over every chunk does not, so no recall is reported then.
+a subset that exact search over every chunk does not, so no recall is reported then. An engine
+whose search is not repeatable (base.NONDETERMINISTIC_SEARCH: Chroma) gets a warning on stderr and
+`one_draw` in run_info: the run, and every metric of it, is one draw; repeat retrieve to see the spread.
 """
 from __future__ import annotations
+
+import sys
 
 import pandas as pd
 
 from retrieval_bench.retrieval.run import Corpus, Questions, check_run, from_records, resolve_depth
 from retrieval_bench.retrieval.run_info import recall_against_exact
-from retrieval_bench.stores.base import parse_address
+from retrieval_bench.stores.base import NONDETERMINISTIC_SEARCH, parse_address
 from retrieval_bench.stores.registry import open_store
 
 QUERY_BLOCK = 256  # questions per request to the store
@@ -24,6 +28,9 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
     store_settings = settings["store"]
     address = parse_address(store_settings["address"], "retrieval.store.address")
     records: list[tuple[str, str, float]] = []
+    if address.engine in NONDETERMINISTIC_SEARCH:
+        print(f"warning: {address}: {NONDETERMINISTIC_SEARCH[address.engine]}; this run is one draw of it "
+              "(repeat retrieve to see the spread of its metrics)", file=sys.stderr)
     store = open_store(address)
     try:
         for start in range(0, len(questions.qids), QUERY_BLOCK):
@@ -44,8 +51,10 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
 def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
     """The store, its query settings and the run's recall against exact search (no filter only)."""
     store_settings = settings["store"]
-    info = {"store": str(parse_address(store_settings["address"], "retrieval.store.address")),
-            "search": store_settings["search"], "filter": store_settings["filter"]}
+    address = parse_address(store_settings["address"], "retrieval.store.address")
+    info = {"store": str(address), "search": store_settings["search"], "filter": store_settings["filter"]}
+    if address.engine in NONDETERMINISTIC_SEARCH:
+        info["one_draw"] = f"{NONDETERMINISTIC_SEARCH[address.engine]}: this run is one draw of it"
     if store_settings["filter"]:
         return {**info, "ann_recall_skipped": "retrieval.store.filter is set: the store searched a subset, exact search every chunk"}
     depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))

@@ -12,11 +12,14 @@ the collection or table, with optional field names after `?`:
 Options (all optional): `text` (the field holding the chunk text; default "text"), `id` (the field
 holding the chunk id where the store's own id is not it), `document` (the field naming the document
 a chunk belongs to; default "doc_id"), `start` / `end` (character offsets in that document), `vector`
-(the vector column; default "vector"). Credentials never appear in an address: API keys come from
-the environment only (CHROMA_API_KEY, QDRANT_API_KEY).
+(the vector column; default "vector"), `timeout` (seconds any one request to a store server may
+wait; default 30). Credentials never appear in an address: API keys come from the environment only
+(CHROMA_API_KEY, QDRANT_API_KEY), and are sent only where retrieval_bench.endpoints allows: a
+loopback host, the server in RETRIEVAL_BENCH_STORE_URL, or one listed in the user's endpoints file.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -25,6 +28,7 @@ from urllib.parse import parse_qsl
 
 import numpy as np
 
+from retrieval_bench.endpoints import config_path, is_vouched, user_endpoints
 from retrieval_bench.io import InputError, checked_id
 
 # engine -> (the pip extra that installs it, the module it needs): a missing extra is one line.
@@ -34,7 +38,8 @@ ENGINES = {
     "qdrant": ("qdrant", "qdrant_client"),
     "sqlite-vec": ("sqlite-vec", "sqlite_vec"),
 }
-OPTIONS = {"collection", "table", "text", "id", "document", "start", "end", "vector"}
+OPTIONS = {"collection", "table", "text", "id", "document", "start", "end", "vector", "timeout"}
+DEFAULT_TIMEOUT = 30.0  # seconds a request to a store server may wait (connect, send, each read) unless ?timeout= says otherwise
 PAGE_ROWS = 1000  # chunks per request when a collection is read whole: memory holds one page of vectors
 
 
@@ -56,6 +61,11 @@ class StoreAddress:
 
     def option(self, name: str, default: str | None = None) -> str | None:
         return self.options.get(name, default)
+
+    @property
+    def timeout(self) -> float:
+        """Seconds one request to the server may wait (parse_address checked ?timeout=)."""
+        return float(self.options.get("timeout", DEFAULT_TIMEOUT))
 
     def __str__(self) -> str:
         return f"{self.engine}:{self.location}?collection={self.collection}"
@@ -89,7 +99,16 @@ def parse_address(text: str, where: str = "load.source") -> StoreAddress:
         raise InputError(f"{where} {shown!r}: needs a path or URL and ?collection=<name> (or ?table=<name>)")
     if "@" in location.split("//", 1)[-1].split("/", 1)[0]:
         raise InputError(f"{where}: credentials do not belong in a store address; put the API key in the environment")
+    if "timeout" in options and not _is_positive_number(options["timeout"]):
+        raise InputError(f"{where} {shown!r}: ?timeout= must be a positive number of seconds, got {options['timeout']!r}")
     return StoreAddress(engine, location, collection, options)
+
+
+def _is_positive_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text)) and float(text) > 0
+    except ValueError:
+        return False
 
 
 def id_text(value: object, address: StoreAddress) -> str:
@@ -99,6 +118,27 @@ def id_text(value: object, address: StoreAddress) -> str:
 
 # engine -> the environment variable holding its API key (the only place a key comes from).
 API_KEY_ENV = {"chroma": "CHROMA_API_KEY", "qdrant": "QDRANT_API_KEY"}
+# Engines whose search of an unchanged collection differs between processes (Chroma's HNSW graph is
+# rebuilt in memory from its log, in an order that varies): a run is one draw of it.
+NONDETERMINISTIC_SEARCH = {"chroma": "Chroma's HNSW search of an unchanged collection differs between processes"}
+STORE_URL_ENV = "RETRIEVAL_BENCH_STORE_URL"  # the store server the user vouches for outside git
+
+
+def api_key(address: StoreAddress) -> str | None:
+    """The engine's API key from the environment, for a server it may be sent to (None: no key set).
+    An address comes from params.yaml, which a pull request can change: a key goes only to a host
+    the user named outside git (retrieval_bench.endpoints), else this is one InputError."""
+    name = API_KEY_ENV.get(address.engine)
+    key = os.environ.get(name) if name else None
+    if not key or not address.is_server:
+        return key or None
+    if not is_vouched(address.location, [os.environ.get(STORE_URL_ENV, ""), *user_endpoints(os.environ)]):
+        raise InputError(
+            f"{address}: {name} is set, and a key from your environment is only sent to a loopback host or to a store "
+            "server you chose outside the repository, because anyone who can change params.yaml could otherwise collect it; "
+            f"to allow this server, export {STORE_URL_ENV}={address.location} (or add it to {config_path(os.environ)}), "
+            f"or unset {name} if the server needs no key")
+    return key
 
 
 def reason(error: BaseException) -> str:
@@ -111,6 +151,32 @@ def reason(error: BaseException) -> str:
         if secret:
             text = text.replace(secret, "***")
     return text[:300]
+
+
+# engine -> retrieval.store.search keys it takes -> "int" (a positive integer) or "bool" (a switch);
+# Qdrant's SearchParams are checked by its own model when the store opens.
+SEARCH_PARAMETERS: dict[str, dict[str, str]] = {
+    "lancedb": {"nprobes": "int", "minimum_nprobes": "int", "maximum_nprobes": "int", "refine_factor": "int", "ef": "int",
+                "bypass_vector_index": "bool", "fast_search": "bool"},
+    "chroma": {}, "sqlite-vec": {},
+}
+
+
+def check_search(engine: str, search: dict | None, where: str = "retrieval.store.search") -> None:
+    """One InputError naming the key for a query parameter `engine` does not take or a bad value."""
+    known = SEARCH_PARAMETERS.get(engine)
+    if not search or known is None:
+        return
+    if not known:
+        raise InputError(f"{where}: {engine} takes no query parameters (its index is searched as built); set it to null, got {search!r}")
+    for key, value in search.items():
+        kind = known.get(key)
+        if kind is None:
+            raise InputError(f"{where}: {engine} has no query parameter {key!r} (valid: {', '.join(known)})")
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        if (kind == "bool" and not isinstance(value, bool)) or (kind == "int" and not (is_int and value > 0)):
+            expected = "true or false" if kind == "bool" else "a positive integer"
+            raise InputError(f"{where}.{key} must be {expected}, got {value!r}")
 
 
 def no_collection(address: StoreAddress, noun: str, names: Iterable[str]) -> InputError:

@@ -1,6 +1,8 @@
 """Chroma as a store: a persistent folder (`chroma:path/to/folder?collection=chunks`, read with
-PersistentClient) or a server (`chroma:http://host:8000?collection=chunks`, HttpClient; an API key
-comes from CHROMA_API_KEY only and is sent as the `x-chroma-token` header).
+PersistentClient) or a server (`chroma:http://host:8000?collection=chunks`; an API key comes from
+CHROMA_API_KEY only, is sent as the `x-chroma-token` header and only where base.api_key allows). Every
+request to a server waits at most the address's timeout (base.DEFAULT_TIMEOUT, or ?timeout=):
+Chroma's own HTTP client waits forever.
 
 A chunk's id is Chroma's id and its text Chroma's document, unless the address names metadata
 fields for them (`?id=...`, `?text=...`); everything in a record's metadata is passed on (the
@@ -15,22 +17,56 @@ telemetry is sent.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
+import httpx
 import numpy as np
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")  # read by chromadb on import: no telemetry is sent
 import chromadb  # noqa: E402
+from chromadb.api.client import Client as ClientCreator  # noqa: E402
+from chromadb.auth import UserIdentity  # noqa: E402
 from chromadb.config import Settings  # noqa: E402
 from chromadb.errors import ChromaError, NotFoundError  # noqa: E402
+from overrides import override  # noqa: E402  (chromadb's components must mark what they override)
 
 from retrieval_bench.io import InputError  # noqa: E402
-from retrieval_bench.stores.base import API_KEY_ENV, StoreAddress, StorePage, id_text, no_collection, reason, similarity  # noqa: E402
+from retrieval_bench.stores.base import DEFAULT_TIMEOUT, StoreAddress, StorePage, api_key, id_text, no_collection, reason, similarity  # noqa: E402
 
 TOKEN_HEADER = "x-chroma-token"
 PERSISTENT_MARKER = "chroma.sqlite3"  # what a PersistentClient folder holds; its absence means no store
+
+
+class TimedSettings(Settings):
+    """Chroma's settings and the seconds one request to the server may wait."""
+
+    request_timeout_seconds: float = DEFAULT_TIMEOUT
+
+
+class TimedClient(ClientCreator):
+    """Chroma's client with a timeout on every request to the server: its HTTP session is built
+    with none (it would wait forever on a server that accepts and never answers)."""
+
+    @override
+    def get_user_identity(self) -> UserIdentity:
+        # The first request the client makes, as it connects: the session exists, nothing was sent yet.
+        self._server._session.timeout = httpx.Timeout(self._system.settings.request_timeout_seconds)
+        return super().get_user_identity()
+
+
+@contextmanager
+def _reported(address: StoreAddress) -> Iterator[None]:
+    """A server that stops answering, or cannot be reached, as one InputError naming the address."""
+    try:
+        yield
+    except httpx.TimeoutException:
+        raise InputError(f"{address}: the Chroma server did not answer within {address.timeout:g} s "
+                         "(for a slow server, raise ?timeout=<seconds> in the address)") from None
+    except httpx.TransportError as error:
+        raise InputError(f"{address}: cannot reach the Chroma server ({reason(error)})") from None
 
 
 def _client(address: StoreAddress, create: bool):
@@ -42,12 +78,16 @@ def _client(address: StoreAddress, create: bool):
         if not create and not (folder / PERSISTENT_MARKER).is_file():
             raise InputError(f"{address}: no Chroma store in {folder} (expected a PersistentClient folder holding {PERSISTENT_MARKER})")
         return chromadb.PersistentClient(path=str(folder), settings=settings)
-    url = urlparse(address.location)
-    key = os.environ.get(API_KEY_ENV["chroma"])
+    url, key = urlparse(address.location), api_key(address)
     try:
-        return chromadb.HttpClient(host=url.hostname or "", port=url.port or (443 if url.scheme == "https" else 8000),
-                                   ssl=url.scheme == "https", headers={TOKEN_HEADER: key} if key else None, settings=settings)
-    except Exception as error:  # the client raises ValueError, httpx and auth errors alike: any means unreachable
+        with _reported(address):
+            return TimedClient(settings=TimedSettings(
+                anonymized_telemetry=False, chroma_api_impl="chromadb.api.fastapi.FastAPI", chroma_server_host=url.hostname or "",
+                chroma_server_http_port=url.port or (443 if url.scheme == "https" else 8000), chroma_server_ssl_enabled=url.scheme == "https",
+                chroma_server_headers={TOKEN_HEADER: key} if key else None, request_timeout_seconds=address.timeout))
+    except InputError:
+        raise
+    except Exception as error:  # the client raises ValueError and auth errors alike: any means unreachable
         raise InputError(f"{address}: cannot reach the Chroma server ({reason(error)})") from None
 
 
@@ -69,13 +109,15 @@ class ChromaStore:
         self.text_field = address.option("text")  # None: Chroma's document
 
     def count(self) -> int:
-        return self.collection.count()
+        with _reported(self.address):
+            return self.collection.count()
 
     def pages(self, rows: int, with_vectors: bool) -> Iterator[StorePage]:
         include = ["documents", "metadatas"] + (["embeddings"] if with_vectors else [])
         offset = 0
         while True:
-            got = self.collection.get(limit=rows, offset=offset, include=include)
+            with _reported(self.address):
+                got = self.collection.get(limit=rows, offset=offset, include=include)
             if not got["ids"]:
                 return
             metadata = [dict(m) if m else {} for m in got["metadatas"]]
@@ -95,8 +137,9 @@ class ChromaStore:
                              f"collection's configuration); set it to null, or point retrieval.store.address at a collection built otherwise")
         include = ["distances"] + (["metadatas"] if self.id_field else [])
         try:
-            got = self.collection.query(query_embeddings=np.asarray(vectors, dtype=np.float32), n_results=depth,
-                                        where=filter or None, include=include)
+            with _reported(self.address):
+                got = self.collection.query(query_embeddings=np.asarray(vectors, dtype=np.float32), n_results=depth,
+                                            where=filter or None, include=include)
         except (ValueError, TypeError, ChromaError) as error:
             raise InputError(f"{self.address}: the query was refused ({reason(error)}); check retrieval.store.filter (a Chroma where mapping)") from None
         results = []
@@ -114,9 +157,13 @@ class ChromaStore:
 def open_store(address: StoreAddress) -> ChromaStore:
     client = _client(address, create=False)
     try:
-        return ChromaStore(address, client.get_collection(address.collection, embedding_function=None))
-    except NotFoundError:
-        raise no_collection(address, "collection", (collection.name for collection in client.list_collections())) from None
+        with _reported(address):
+            try:
+                return ChromaStore(address, client.get_collection(address.collection, embedding_function=None))
+            except NotFoundError:
+                raise no_collection(address, "collection", (collection.name for collection in client.list_collections())) from None
+    except InputError:
+        raise
     except Exception as error:  # a server that answered the heartbeat but refuses this (auth, tenant)
         raise InputError(f"{address}: cannot open the collection ({reason(error)})") from None
 

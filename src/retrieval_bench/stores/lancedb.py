@@ -22,10 +22,8 @@ import lancedb  # noqa: E402
 from lancedb import index as lance_index  # noqa: E402
 
 from retrieval_bench.io import InputError  # noqa: E402
-from retrieval_bench.stores.base import StoreAddress, StorePage, id_text, no_collection, reason, similarity  # noqa: E402
+from retrieval_bench.stores.base import StoreAddress, StorePage, check_search, id_text, no_collection, reason, similarity  # noqa: E402
 
-# retrieval.store.search keys and the query-builder methods they call (true/false: switches).
-QUERY_PARAMETERS = ("nprobes", "minimum_nprobes", "maximum_nprobes", "refine_factor", "ef", "bypass_vector_index", "fast_search")
 # create_collection's index["type"] -> LanceDB's index configuration (the names of create_index's index_type).
 INDEX_TYPES = {
     "IVF_FLAT": lance_index.IvfFlat, "IVF_SQ": lance_index.IvfSq, "IVF_PQ": lance_index.IvfPq, "IVF_RQ": lance_index.IvfRq,
@@ -97,9 +95,7 @@ class LanceStore:
             yield StorePage(ids, texts, metadata, vectors)
 
     def search(self, vectors: np.ndarray, depth: int, search: dict | None, filter: Any) -> list[list[tuple[str, float]]]:
-        unknown = sorted(set(search or {}) - set(QUERY_PARAMETERS))
-        if unknown:
-            raise InputError(f"retrieval.store.search: LanceDB has no query parameter {unknown[0]!r} (valid: {', '.join(QUERY_PARAMETERS)})")
+        check_search("lancedb", search)  # the keys are query-builder methods, called below
         metric = self.metric or EXACT_METRIC
         if metric not in DISTANCES:
             raise InputError(f"{self.address}: the vector index on {self.vector_field!r} measures {metric} distance; "

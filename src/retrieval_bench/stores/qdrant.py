@@ -1,5 +1,6 @@
 """Qdrant collections as a Store: a local-mode folder (written by `QdrantClient(path=...)`) or a
-server at an http(s) URL, with the API key from QDRANT_API_KEY only.
+server at an http(s) URL, with the API key from QDRANT_API_KEY only (sent only where base.api_key
+allows) and every request waiting at most the address's timeout (qdrant-client rounds it up to whole seconds).
 
 Layout (what `create_collection` writes and `open_store` reads; the names are address options):
 
@@ -22,7 +23,6 @@ its build settings and hnsw_ef are real only on a server.
 """
 from __future__ import annotations
 
-import os
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,7 +34,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ApiException
 
 from retrieval_bench.io import InputError
-from retrieval_bench.stores.base import API_KEY_ENV, StoreAddress, StorePage, id_text, no_collection, plain, reason, similarity
+from retrieval_bench.stores.base import StoreAddress, api_key, StorePage, id_text, no_collection, plain, reason, similarity
 
 QUERY_BATCH = 64  # query vectors per request to a server
 UPLOAD_BATCH = 512  # points per upsert
@@ -69,7 +69,7 @@ def _client(address: StoreAddress, create: bool = False) -> QdrantClient:
     if address.is_server:
         # No version check on connecting: it warns over several lines where the server is down, and the
         # first request reports that as one line anyway.
-        return QdrantClient(url=address.location, api_key=os.environ.get(API_KEY_ENV["qdrant"]), check_compatibility=False)
+        return QdrantClient(url=address.location, api_key=api_key(address), timeout=address.timeout, check_compatibility=False)
     if not create and not (Path(address.location) / LOCAL_STORAGE).is_file():
         raise InputError(f"{address}: no Qdrant local storage at {address.location} (no {LOCAL_STORAGE})")
     return QdrantClient(path=address.location)
