@@ -50,13 +50,19 @@ def read_vectors(address: StoreAddress, chunk_ids: list[str]) -> np.ndarray:
         missing = [chunk_ids[row] for row in np.flatnonzero(~filled)[:3]]
         raise InputError(f"{address}: {int((~filled).sum())} chunks of {paths.CHUNKS} have no vector there (e.g. {', '.join(missing)}); "
                          "the store changed since load_chunks read it: rerun `dvc repro`")
-    return _unit_rows(vectors)
+    return _unit_rows(vectors, chunk_ids, address)
 
 
-def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+def _unit_rows(vectors: np.ndarray, chunk_ids: list[str], address: StoreAddress) -> np.ndarray:
+    """The vectors at unit length; one that holds NaN or infinity, or is all zeros, is an InputError."""
+    finite = np.isfinite(vectors).all(axis=1)
+    if not finite.all():
+        raise InputError(f"{address}: the stored vector of chunk {chunk_ids[int(np.flatnonzero(~finite)[0])]} holds NaN or infinity "
+                         f"({int((~finite).sum())} such vectors; expected finite numbers)")
     norms = np.linalg.norm(vectors, axis=1)
     if np.any(norms == 0):
-        raise InputError(f"a stored vector is all zeros (row {int(np.flatnonzero(norms == 0)[0])} of {paths.CHUNKS}): it cannot be compared by cosine")
+        raise InputError(f"{address}: a stored vector is all zeros (chunk {chunk_ids[int(np.flatnonzero(norms == 0)[0])]}): "
+                         "it cannot be compared by cosine")
     off = np.abs(norms - 1.0) > UNIT_TOLERANCE
     vectors[off] /= norms[off, None]
     return vectors

@@ -53,8 +53,9 @@ class TimedClient(ClientCreator):
     @override
     def get_user_identity(self) -> UserIdentity:
         # The first request the client makes, as it connects: the session exists, nothing was sent yet.
+        # Not super()'s: it turns a timeout into ValueError("timed out"), and _reported names timeouts.
         self._server._session.timeout = httpx.Timeout(self._system.settings.request_timeout_seconds)
-        return super().get_user_identity()
+        return self._server.get_user_identity()
 
 
 @contextmanager
@@ -77,7 +78,8 @@ def _client(address: StoreAddress, create: bool):
         folder = Path(address.location)
         if not create and not (folder / PERSISTENT_MARKER).is_file():
             raise InputError(f"{address}: no Chroma store in {folder} (expected a PersistentClient folder holding {PERSISTENT_MARKER})")
-        return chromadb.PersistentClient(path=str(folder), settings=settings)
+        # Resolved: Chroma keeps one client per path as written, so a relative one would outlive a chdir.
+        return chromadb.PersistentClient(path=str(folder.resolve()), settings=settings)
     url, key = urlparse(address.location), api_key(address)
     try:
         with _reported(address):
