@@ -165,8 +165,8 @@ def test_a_server_that_never_answers_is_one_line_after_the_timeout(workdir, sile
     result = stage("load_chunks", workdir)  # a subprocess: exit status and stderr as a user sees them
     assert_one_line_error(result, f"error: {parse_address(source)}: ")
     assert "Traceback" not in result.stderr and not (workdir / "data" / "chunks.parquet").exists()
-    if engine == "chroma":
-        assert "the Chroma server did not answer within 0.5 s (for a slow server, raise ?timeout=<seconds> in the address)" in result.stderr
+    waited = {"chroma": "the Chroma server did not answer within 0.5 s", "qdrant": "the Qdrant server did not answer within 1 s"}[engine]
+    assert f"{waited} (for a slow server, raise ?timeout=<seconds> in the address)" in result.stderr
 
 
 def test_the_readme_relative_chroma_path_passes_check_params(workdir, monkeypatch, capsys):

@@ -1,6 +1,6 @@
 """Qdrant collections as a Store: a local-mode folder (written by `QdrantClient(path=...)`) or a
 server at an http(s) URL, with the API key from QDRANT_API_KEY only (sent only where base.api_key
-allows) and every request waiting at most the address's timeout (qdrant-client rounds it up to whole seconds).
+allows) and every request waiting at most the address's timeout (rounded up to whole seconds, as qdrant-client takes it).
 
 Layout (what `create_collection` writes and `open_store` reads; the names are address options):
 
@@ -23,15 +23,17 @@ its build settings and hnsw_ef are real only on a server.
 """
 from __future__ import annotations
 
+import math
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+import httpx
 import numpy as np
 from pydantic import ValidationError
 from qdrant_client import QdrantClient, models
-from qdrant_client.http.exceptions import ApiException
+from qdrant_client.http.exceptions import ApiException, ResponseHandlingException
 
 from retrieval_bench.io import InputError
 from retrieval_bench.stores.base import StoreAddress, api_key, StorePage, id_text, no_collection, plain, reason, similarity
@@ -61,15 +63,25 @@ def _reported(address: StoreAddress, doing: str) -> Iterator[None]:
     """Engine and connection errors as one InputError naming the address."""
     try:
         yield
+    except ResponseHandlingException as error:
+        if not isinstance(error.source, httpx.TimeoutException):
+            raise InputError(f"{address}: {doing}: {_one_line(error)}") from None
+        raise InputError(f"{address}: {doing}: the Qdrant server did not answer within {_timeout(address)} s "
+                         "(for a slow server, raise ?timeout=<seconds> in the address)") from None
     except (ApiException, ValidationError, ValueError, RuntimeError, OSError) as error:
         raise InputError(f"{address}: {doing}: {_one_line(error)}") from None
+
+
+def _timeout(address: StoreAddress) -> int:
+    """The address's timeout as qdrant-client applies it: whole seconds, rounded up."""
+    return math.ceil(address.timeout)
 
 
 def _client(address: StoreAddress, create: bool = False) -> QdrantClient:
     if address.is_server:
         # No version check on connecting: it warns over several lines where the server is down, and the
         # first request reports that as one line anyway.
-        return QdrantClient(url=address.location, api_key=api_key(address), timeout=address.timeout, check_compatibility=False)
+        return QdrantClient(url=address.location, api_key=api_key(address), timeout=_timeout(address), check_compatibility=False)
     if not create and not (Path(address.location) / LOCAL_STORAGE).is_file():
         raise InputError(f"{address}: no Qdrant local storage at {address.location} (no {LOCAL_STORAGE})")
     return QdrantClient(path=address.location)
