@@ -112,6 +112,15 @@ def test_compare_reads_scores_frames_and_csv_files(tmp_path):
     assert rb.compare(a.per_question, b, resamples=200).to_dict()["metrics"] == comparison.to_dict()["metrics"]
 
 
+def test_the_package_exports_a_typed_surface_and_its_version():
+    from importlib.metadata import version
+
+    assert rb.__version__ == version("retrieval-bench")
+    assert set(rb.__all__) <= set(dir(rb)) and all(getattr(rb, name) is not None for name in rb.__all__)
+    assert (ROOT / "src" / "retrieval_bench" / "py.typed").is_file()
+    assert "py.typed" in (ROOT / "pyproject.toml").read_text()  # shipped as package data
+
+
 def test_load_params_fills_defaults_and_names_bad_keys(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text("score: {k: [1, 2]}\n")

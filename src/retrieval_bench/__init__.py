@@ -35,3 +35,7 @@ def __getattr__(name: str) -> Any:
         except PackageNotFoundError:  # run from a source tree that was never installed
             return "0+unknown"
     raise AttributeError(f"module 'retrieval_bench' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:  # tab completion in a notebook lists the lazy names too
+    return sorted({*globals(), *__all__})

@@ -180,7 +180,7 @@ def score(
         per_question = score_run(golden, table, run_frame, ks, min_coverage, ties)
         return Scores(summarize(per_question, ks, len(table)), per_question)
     copies = _read_table(duplicates, ["group", "chunk_id"], "duplicates")
-    pool = list(judged_pool or []) if not isinstance(judged_pool, (str, Path)) else read_jsonl(judged_pool)
+    pool = read_jsonl(judged_pool) if isinstance(judged_pool, (str, Path)) else list(judged_pool or [])
     per_question = score_run_both_views(golden, table, run_frame, ks, min_coverage, ties, copies, pool, min_grade, ambiguous_at)
     return Scores({**summarize(per_question, ks, len(table)), **judged_summary(per_question, ks, copies)}, per_question)
 
