@@ -23,6 +23,9 @@ def test_handwritten_only_set_says_nothing_about_the_cache(slice_project, capsys
     printed = capsys.readouterr()
     assert "no cached question" not in printed.out + printed.err
     report = json.loads((slice_project / "metrics" / "goldenset.json").read_text())
+    # Nothing was asked, nothing rejected: the line says so, not "after 4 rounds ...; rerun to continue".
+    assert "rounds of replacing rejected replies" not in printed.out + printed.err
+    assert f"{report['n_handwritten']} hand-written questions; generation off (provider none)" in printed.out + printed.err
     assert report["n_handwritten"] == report["n_questions"] >= 10
     assert report["echo_rate"] == 0.0 and "bm25_mrr" not in report  # BM25 figures: `retrieval-bench gauge`
     rows = [json.loads(line) for line in (slice_project / "data" / "goldenset.jsonl").read_text().splitlines()]

@@ -1,16 +1,21 @@
 """The rerank method: a real sentence-transformers CrossEncoder (a tiny BERT built here from the
 bundled model's vocabulary, so nothing is downloaded) over a first stage's candidates, and its
-score cache: a second run scores no pair, a torn line from a crash is ignored and cut."""
+score cache: a second run scores no pair, a torn line from a crash is ignored and cut; and the
+offline recipe (docs/how-to/offline-reranker.md): a model folder, or a copied Hugging Face cache."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import dvc, set_params
 
-from retrieval_bench.io import InputError
-from retrieval_bench.params import DEFAULTS, load_all_params
+from retrieval_bench.io import InputError, sha256_file
+from retrieval_bench.params import DEFAULTS, RERANK_DEFAULT_MODEL, load_all_params
 from retrieval_bench.retrieval import rerank
 from retrieval_bench.retrieval.model_source import folder_fingerprint
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve
@@ -165,3 +170,38 @@ def test_rerank_through_dvc_keeps_its_cache(project, tiny_cross_encoder):
     assert len(cache.read_text().splitlines()) == 20 * n_questions
     info = json.loads((project / "data" / "run_info.json").read_text())
     assert info == {"method": "rerank", "depth": 10}
+
+
+def copy_into_hf_cache(model_folder: str, hf_home: Path, repo_id: str) -> None:
+    """What `hf download <repo_id>` leaves under $HF_HOME/hub, as copied to an offline machine
+    (docs/how-to/offline-reranker.md): the files in blobs/ by sha256, a snapshot folder of
+    relative links to them, and refs/main naming the snapshot."""
+    repo = hf_home / "hub" / f"models--{repo_id.replace('/', '--')}"
+    snapshot = repo / "snapshots" / ("ab" * 20)
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    for path in sorted(Path(model_folder).iterdir()):
+        blob = repo / "blobs" / sha256_file(path)
+        shutil.copyfile(path, blob)
+        (snapshot / path.name).symlink_to(os.path.relpath(blob, snapshot))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(snapshot.name)
+
+
+@pytest.mark.pipeline
+def test_the_offline_recipe_reranks_with_a_cross_encoder_from_a_copied_hf_cache(project, tiny_cross_encoder, tmp_path, monkeypatch):
+    dvc("repro", cwd=project)
+    dense = pd.read_parquet(project / "data" / "run.parquet")
+    copy_into_hf_cache(tiny_cross_encoder, tmp_path / "hf", RERANK_DEFAULT_MODEL)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    set_params(project, **{"retrieval.method": "rerank", "retrieval.rerank.model": RERANK_DEFAULT_MODEL,
+                           "retrieval.rerank.candidates": 10, "retrieval.depth": 10})
+    result = dvc("repro", "retrieve", cwd=project)
+    n_questions = dense["qid"].nunique()
+    assert f"rerank: {10 * n_questions} pairs, {10 * n_questions} scored by the cross-encoder" in result.stderr + result.stdout
+    before = dense[dense["rank"] <= 10].groupby("qid")["chunk_id"].agg(list)
+    after = pd.read_parquet(project / "data" / "run.parquet").groupby("qid")["chunk_id"].agg(list)
+    assert (before.map(sorted) == after.map(sorted)).all()  # the dense top 10 of every question ...
+    assert (before != after).sum() > n_questions // 2  # ... in the cross-encoder's order

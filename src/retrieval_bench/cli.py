@@ -2,27 +2,34 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
-from retrieval_bench.io import InputError
+# name: (module, its function that adds the command's arguments, help). A command's module (pandas,
+# scipy, DVC behind it) is imported only when that command runs: `retrieval-bench --help` imports none.
+COMMANDS = {
+    "compare": ("retrieval_bench.evaluation.compare", "add_arguments", "did B retrieve better than A? paired statistics per question"),
+    "export-beir": ("retrieval_bench.evaluation.export", "add_arguments", "write the golden set as a BEIR folder"),
+    "gauge": ("retrieval_bench.goldenset.gauge", "add_arguments", "echo rate and BM25 ease of any question set against the chunks"),
+    "show": ("retrieval_bench.show", "add_arguments", "the current run's headline metrics, the change since HEAD, golden-set health"),
+    "export-questions": ("retrieval_bench.retrieval.external", "add_export_arguments", "write the questions for an external system to run"),
+    "cache": ("retrieval_bench.retrieval.cache_prune", "add_arguments", "the embedding caches: `cache prune` keeps what the current data needs"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
-    from retrieval_bench.evaluation import compare, export
-    from retrieval_bench.goldenset import gauge
-    from retrieval_bench import show
-    from retrieval_bench.retrieval import cache_prune, external
-
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="retrieval-bench", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    compare.add_arguments(commands.add_parser("compare", help="did B retrieve better than A? paired statistics per question"))
-    export.add_arguments(commands.add_parser("export-beir", help="write the golden set as a BEIR folder"))
-    gauge.add_arguments(commands.add_parser("gauge", help="echo rate and BM25 ease of any question set against the chunks"))
-    show.add_arguments(commands.add_parser("show", help="the current run's headline metrics, the change since HEAD, golden-set health"))
-    external.add_export_arguments(commands.add_parser("export-questions", help="write the questions for an external system to run"))
-    cache_prune.add_arguments(commands.add_parser("cache", help="the embedding caches: `cache prune` keeps what the current data needs"))
+    chosen = next((arg for arg in argv if not arg.startswith("-")), None)  # the command: the first word
+    for name, (module, adder, help_text) in COMMANDS.items():
+        command = commands.add_parser(name, help=help_text)
+        if name == chosen:
+            getattr(importlib.import_module(module), adder)(command)
     args = parser.parse_args(argv)
+    from retrieval_bench.io import InputError
+
     try:
         return args.run(args) or 0
     except InputError as error:

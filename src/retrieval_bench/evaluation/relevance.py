@@ -54,10 +54,14 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, span_start: int, span_e
 
 
 def judge(golden: list[dict], chunks: pd.DataFrame, min_coverage: float) -> list[Judgement]:
-    """A Judgement per golden-set row, in order."""
+    """A Judgement per golden-set row, in order. `chunks` needs chunk_id, and doc_id, start and end
+    when a row is span-anchored."""
     index_of = {chunk_id: i for i, chunk_id in enumerate(chunks["chunk_id"])}
-    by_doc = chunks.groupby("doc_id", sort=False).indices  # doc_id -> row indices
-    starts, ends = chunks["start"].to_numpy(), chunks["end"].to_numpy()
+    if all(row.get("relevant") is not None for row in golden):  # chunk labels only: a chunk id column is enough
+        by_doc, starts, ends = {}, np.array([]), np.array([])
+    else:
+        by_doc = chunks.groupby("doc_id", sort=False).indices  # doc_id -> row indices
+        starts, ends = chunks["start"].to_numpy(), chunks["end"].to_numpy()
     judgements = []
     for row in golden:
         if row.get("relevant") is not None:

@@ -179,6 +179,12 @@ def log_synthetic(rows: list[dict], counts: dict, params: dict, log: Log) -> Non
     if counts["uncached"] and params["provider"] == "none" and counts["cache_matches"]:
         log(f"{counts['uncached']} chosen passages have no cached question; set generate.provider (e.g. anthropic) "
             "to generate them, or `dvc pull` a shared question cache")
+    elif params["provider"] == "none":
+        # Nothing was asked and nothing rejected: say so, and what would add questions.
+        more = (f": set generate.provider (e.g. anthropic) to generate questions for {counts['uncached']} more passages"
+                if counts["uncached"] else "")
+        cached = f" and {n_generated} from the question cache" if n_generated else ""
+        log(f"{len(rows) - n_generated} hand-written questions{cached}; generation off (provider none){more}")
     elif counts["uncached"]:
         log(f"{counts['uncached']} chosen passages still have no question after {max_rounds(params)} rounds "
             "of replacing rejected replies; rerun to continue")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -24,6 +25,10 @@ from retrieval_bench.io import InputError
 from retrieval_bench.retrieval.onnx_export import exported_model, import_onnxruntime, input_names
 
 OPENVINO_HINTS = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+CPUINFO = Path("/proc/cpuinfo")  # Linux; elsewhere the CPU's bf16 support is not checked
+# Native bf16 arithmetic: x86 AVX512-BF16 or AMX, Arm's BF16 extension. Without it OpenVINO computes
+# a bf16 hint in fp32 (the same vectors at the same speed) and torch emulates bf16.
+BF16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}
 
 
 def runtime_version(backend: str) -> str | None:
@@ -64,6 +69,31 @@ def resolve_device(device: str | None) -> str:
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return "mps"
     return "cpu"
+
+
+def cpu_flags() -> set[str] | None:
+    """The CPU's feature flags (the `flags` line of /proc/cpuinfo, `Features` on Arm); None where unknown."""
+    try:
+        text = CPUINFO.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return set(value.split())
+    return None
+
+
+def warn_without_bf16(settings: dict, device: str) -> None:
+    """One line on stderr when bf16 on the CPU is asked for and the CPU has no native bf16."""
+    if settings["precision"] != "bf16" or device != "cpu":
+        return
+    flags = cpu_flags()
+    if flags is None or flags & BF16_FLAGS:
+        return
+    emulated = "OpenVINO computes in fp32: the fp32 vectors" if settings["backend"] == "openvino" else "torch emulates it"
+    print(f"embed: warning: embed.precision bf16, but this CPU has no native bf16 (no {'/'.join(sorted(BF16_FLAGS))} flag in "
+          f"{CPUINFO}): {emulated}, with no speed-up over fp32", file=sys.stderr)
 
 
 def encoder_label(settings: dict) -> str:
@@ -115,6 +145,7 @@ def load_encoder(model_path: str, fingerprint: str, settings: dict, log=print) -
     device = resolve_device(settings["device"]) if backend == "torch" else "cpu"
     if backend == "torch" and precision == "fp16" and device == "cpu":
         raise InputError("embed.precision fp16 needs a GPU with embed.backend torch (none found); use bf16 on the CPU")
+    warn_without_bf16(settings, device)
     try:
         st = SentenceTransformer(model_path, device=device, local_files_only=True)
     except (RuntimeError, AssertionError) as error:
