@@ -41,7 +41,7 @@ def retrieve_python(questions, corpus, settings: dict, depth: int, progress=None
     sys.path.insert(0, str(Path.cwd()))
     try:
         function = getattr(importlib.import_module(module_name), function_name)
-    except Exception as error:  # the user's module: a syntax error or anything its import raises
+    except (Exception, SystemExit) as error:  # the user's module: a syntax error, anything its import raises or exits with
         raise InputError(f"{where}: cannot import it ({type(error).__name__}: {first_line(error)})") from None
     finally:
         sys.path.pop(0)
