@@ -151,12 +151,13 @@ import pandas as pd  # noqa: E402
 
 from retrieval_bench.params import DEFAULTS, PRICE_KEYS  # noqa: E402
 
-DOCS = {
-    "wal.md": "The write ahead log lets readers and writers run at the same time. " * 4,
-    "vacuum.md": "VACUUM rebuilds the database file and reclaims the free pages. " * 4,
-    "fts.md": "Full text search indexes words with the FTS5 virtual table module. " * 4,
+CHUNKS = {  # ready chunks; one id holds a space (a TREC run cannot carry it)
+    "wal": "The write ahead log lets readers and writers run at the same time.",
+    "vacuum": "VACUUM rebuilds the database file and reclaims the free pages.",
+    "full text": "Full text search indexes words with the FTS5 virtual table module.",
 }
-KEPT = ["data/chunks.parquet", "data/run.parquet", "data/run_info.json", "metrics/metrics.json", "metrics/per_question.csv"]
+KEPT = ["data/chunks.parquet", "data/goldenset.jsonl", "data/run.parquet", "data/run_info.json", "data/judged_pool.jsonl",
+        "metrics/metrics.json", "metrics/per_question.csv"]
 
 
 def _good_pipeline(root):
@@ -164,10 +165,11 @@ def _good_pipeline(root):
     outputs every case below must leave intact."""
     shutil.copytree(ROOT / "stages", root / "stages")
     shutil.copy(ROOT / "params.yaml", root)
-    (root / "data" / "docs").mkdir(parents=True)
-    for name, text in DOCS.items():
-        (root / "data" / "docs" / name).write_text(text)
-    set_params(root, **{"load.source": "data/docs", "retrieval.method": "dense", "retrieval.depth": 10})
+    (root / "data").mkdir()
+    for name in ("question_prompt.txt", "judge_prompt.txt"):
+        shutil.copy(ROOT / "data" / name, root / "data")
+    (root / "data" / "corpus.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in CHUNKS.items()))
+    set_params(root, **{"load.source": "data/corpus.jsonl", "retrieval.method": "dense", "retrieval.depth": 10})
     assert stage("load_chunks", root).returncode == 0
     chunk_ids = pd.read_parquet(root / "data" / "chunks.parquet")["chunk_id"].tolist()
     golden = [{"qid": f"q{i}", "question": f"question {i}", "relevant": {chunk_id: 1}} for i, chunk_id in enumerate(chunk_ids)]
@@ -217,6 +219,7 @@ def assert_refused_and_kept(project, name, monkeypatch, capsys, *fragments):
     """Run stage `name` in this process: one error line with `fragments` (beside the progress
     bar), no traceback, and every earlier output byte for byte intact."""
     before = outputs(project)
+    monkeypatch.setattr(sys, "argv", [name])  # judge and generate_goldenset read their command line
     result = stage_in_process(name, project, monkeypatch, capsys)
     assert_one_line_error(subprocess.CompletedProcess(result.args, result.returncode, result.stdout, said(result)), *fragments)
     assert "Traceback" not in result.stderr
@@ -418,3 +421,153 @@ def test_a_python_retriever_may_return_a_dataframe(piped, monkeypatch, capsys):
     set_params(piped, **{"retrieval.method": "python", "retrieval.python": f"{name}:search"})
     assert stage_in_process("retrieve", piped, monkeypatch, capsys).returncode == 0
     assert len(pd.read_parquet(piped / "data" / "run.parquet")) == len(_first_chunk(piped))
+
+
+def _truncate(path, keep=0.5):
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+def _rewrite_run(path, **columns):
+    """data/run.parquet with some columns replaced (None: dropped)."""
+    run = pd.read_parquet(path)
+    for name, value in columns.items():
+        run = run.drop(columns=[name]) if value is None else run.assign(**{name: value(run) if callable(value) else value})
+    run.to_parquet(path, index=False)
+
+
+def _nan_second(run):
+    scores = run["score"].to_numpy(dtype=np.float64).copy()
+    scores[1] = np.nan
+    return scores
+
+
+def _rewrite_vectors(path, make):
+    np.save(path, make(np.load(path)), allow_pickle=True)
+
+
+RUN = "data/run.parquet"
+CORPUS_NPY = "data/embeddings/corpus.npy"
+BROKEN_FILES = [
+    # (stage, file, how it is broken, fragment of the error line)
+    ("score", RUN, lambda p: _truncate(p), "data/run.parquet: not a readable Parquet table"),
+    ("score", RUN, lambda p: p.write_bytes(b""), "data/run.parquet: not a readable Parquet table (Parquet file size is 0 bytes)"),
+    ("score", RUN, lambda p: p.write_text("qid,chunk_id\nq1,a\n"), "data/run.parquet: not a readable Parquet table"),
+    ("score", RUN, lambda p: _rewrite_run(p, score=None), "data/run.parquet: no column 'score'"),
+    ("score", RUN, lambda p: _rewrite_run(p, score=lambda r: r["score"].astype(str)), "data/run.parquet: column 'score' must hold numbers, got str"),
+    ("score", RUN, lambda p: _rewrite_run(p, score=_nan_second), "data/run.parquet: row 2 (question 'q0', chunk "),
+    ("score", RUN, lambda p: _rewrite_run(p, score=lambda r: np.full(len(r), np.inf)), "every score must be a finite number"),
+    ("score", RUN, lambda p: _rewrite_run(p, score=lambda r: [None] * len(r)), "data/run.parquet: column 'score' must hold numbers, got object"),
+    ("score", RUN, lambda p: _rewrite_run(p, rank=lambda r: r["rank"] + 0.5), "data/run.parquet: column 'rank' must hold integers"),
+    ("judge", RUN, lambda p: _truncate(p), "data/run.parquet: not a readable Parquet table"),
+    ("judge", RUN, lambda p: p.write_bytes(b""), "data/run.parquet: not a readable Parquet table"),
+    ("judge", RUN, lambda p: _rewrite_run(p, chunk_id=None), "judge.pool data/run.parquet: no column 'chunk_id'"),
+    ("judge", RUN, lambda p: _rewrite_run(p, score=_nan_second), "judge.pool data/run.parquet: row 2 (question 'q0', chunk "),
+    ("score", "data/chunks.parquet", lambda p: _truncate(p), "data/chunks.parquet: not a readable Parquet table"),
+    ("retrieve", "data/chunks.parquet", lambda p: _truncate(p), "data/chunks.parquet: not a readable Parquet table"),
+    ("retrieve", "data/chunks.parquet", lambda p: p.write_bytes(b""), "data/chunks.parquet: not a readable Parquet table"),
+    ("judge", "data/chunks.parquet", lambda p: _truncate(p, 0.9), "data/chunks.parquet: not a readable Parquet table"),
+    ("embed_corpus", "data/chunks.parquet", lambda p: _truncate(p), "data/chunks.parquet: not a readable Parquet table"),
+    ("score", "data/chunks.parquet", lambda p: pd.read_parquet(p).drop(columns=["doc_id"]).to_parquet(p), "data/chunks.parquet: no column 'doc_id'"),
+    ("score", "data/duplicates.parquet", lambda p: _truncate(p), "data/duplicates.parquet: not a readable Parquet table"),
+    ("generate_goldenset", "data/documents.parquet", lambda p: _truncate(p), "data/documents.parquet: not a readable Parquet table"),
+    ("retrieve", CORPUS_NPY, lambda p: _truncate(p, 0.9), "data/embeddings/corpus.npy: not a readable .npy array"),
+    ("retrieve", CORPUS_NPY, lambda p: _truncate(p, 0.3), "data/embeddings/corpus.npy: not a readable .npy array"),
+    ("retrieve", CORPUS_NPY, lambda p: p.write_bytes(b""), "data/embeddings/corpus.npy: not a readable .npy array"),
+    ("retrieve", "data/embeddings/questions.npy", lambda p: _truncate(p, 0.9), "data/embeddings/questions.npy: not a readable .npy array"),
+    ("retrieve", "data/embeddings/questions.npy", lambda p: _truncate(p, 0.05), "data/embeddings/questions.npy: not a readable .npy array"),
+    ("retrieve", CORPUS_NPY, lambda p: _rewrite_vectors(p, lambda v: v.ravel()), "corpus.npy: expected a 2-d float array, got shape"),
+    ("retrieve", CORPUS_NPY, lambda p: _rewrite_vectors(p, lambda v: v[:-1]), "corpus.npy: 2 vectors for 3 ids in data/embeddings/corpus_ids.json"),
+    ("retrieve", CORPUS_NPY, lambda p: _rewrite_vectors(p, lambda v: v.astype(object)), "data/embeddings/corpus.npy: not a readable .npy array"),
+    ("retrieve", "data/embeddings/corpus_ids.json", lambda p: p.write_text('["a", '), "corpus.npy: embeddings of other ids than the current data"),
+]
+
+
+@pytest.mark.parametrize("name,file,breaker,fragment", BROKEN_FILES, ids=[f"{s}-{f.split('/')[-1]}-{i}" for i, (s, f, _, _) in enumerate(BROKEN_FILES)])
+def test_a_broken_table_or_array_is_one_line(piped, name, file, breaker, fragment, monkeypatch, capsys):
+    """Truncated, empty or foreign tables and arrays the pipeline wrote (a killed copy, a full
+    disk, a hand edit): one line naming the file, not a pyarrow/numpy traceback."""
+    set_params(piped, **{"judge.enabled": True, "judge.provider": "anthropic"} if name == "judge" else {})
+    breaker(piped / file)
+    assert_refused_and_kept(piped, name, monkeypatch, capsys, fragment)
+
+
+def test_a_judge_pool_run_file_is_checked_like_a_run_file(piped, monkeypatch, capsys):
+    (piped / "runs").mkdir()
+    (piped / "runs" / "other.trec").write_text(_run_file_lines(piped, ".trec", "{qid} Q0 {chunk} 2 NaN tag"))
+    set_params(piped, **{"judge.enabled": True, "judge.provider": "anthropic", "judge.pool": ["data/run.parquet", "runs/other.trec"]})
+    assert_refused_and_kept(piped, "judge", monkeypatch, capsys, "runs/other.trec:2: score must be a finite number, got nan")
+
+
+def test_a_nan_score_from_a_method_is_refused_before_the_run_is_written(piped, monkeypatch, capsys):
+    """A NaN vector gives NaN scores; the retrieve stage checks every method's run before writing."""
+    _rewrite_vectors(piped / "data/embeddings/questions.npy", lambda v: np.where(np.arange(v.shape[0])[:, None] == 0, np.nan, v).astype(np.float32))
+    assert_refused_and_kept(piped, "retrieve", monkeypatch, capsys, "retrieval.method dense: row 1 (question 'q0', chunk ", "has score nan")
+
+
+CHUNK_FILES = [
+    ("chunks.jsonl", b"", "data/chunks.jsonl: no chunks"),
+    ("chunks.jsonl", b"\n\n  \n", "data/chunks.jsonl: no chunks"),
+    ("chunks.jsonl", b'{"id": "1", "text": "fine"}\n{"id": "2", "text": "bad \\ud800 half"}\n',
+     "data/chunks.jsonl: record 2: 'text' holds a lone surrogate '\\ud800' at character 4"),
+    ("chunks.jsonl", b'{"id": "\\udc00x", "text": "fine"}\n', "data/chunks.jsonl: record 1: 'id' holds a lone surrogate '\\udc00' at character 0"),
+    ("chunks.jsonl", b'{"id": "1", "text": "fine", "doc_id": "\\ud800"}\n', "data/chunks.jsonl: chunk 1: 'doc_id' holds a lone surrogate"),
+    ("chunks.parquet", b"", "data/chunks.parquet: cannot read parquet"),
+    ("chunks.parquet", b"PAR1 not really", "data/chunks.parquet: cannot read parquet"),
+]
+
+
+@pytest.mark.parametrize("name,content,fragment", CHUNK_FILES, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(CHUNK_FILES)])
+def test_a_broken_chunk_file_is_one_line(piped, name, content, fragment, monkeypatch, capsys):
+    (piped / "data" / name).write_bytes(content)
+    set_params(piped, **{"load.source": f"data/{name}"})
+    assert_refused_and_kept(piped, "load_chunks", monkeypatch, capsys, fragment)
+
+
+def test_a_lone_surrogate_in_a_beir_corpus_is_one_line(piped, monkeypatch, capsys):
+    beir = piped / "data" / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_bytes(b'{"_id": "d1", "title": "\\ud83d", "text": "text"}\n')
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "what"}\n')
+    (beir / "qrels" / "test.tsv").write_text("q1\td1\t1\n")
+    set_params(piped, **{"load.source": "data/beir"})
+    assert_refused_and_kept(piped, "load_chunks", monkeypatch, capsys, "data/beir/corpus.jsonl: record 1: 'title' holds a lone surrogate")
+
+
+@pytest.mark.parametrize("target", ["../outside.trec", "/tmp/retrieval-bench-outside.trec", "data/../../outside.trec", "escape/run.trec", "."],
+                         ids=["parent", "absolute", "dotdot", "symlink", "root"])
+def test_a_trec_export_outside_the_project_is_refused(piped, target, monkeypatch, capsys):
+    (piped / "escape").symlink_to(piped.parent)
+    set_params(piped, **{"retrieval.trec_export": target})
+    assert_refused_and_kept(piped, "retrieve", monkeypatch, capsys, f"params.yaml: retrieval.trec_export {target!r} is outside the project")
+    assert not (piped.parent / "outside.trec").exists() and not (piped.parent / "run.trec").exists()
+
+
+def test_a_trec_export_of_chunk_ids_with_whitespace_is_refused_before_anything_is_written(piped, monkeypatch, capsys):
+    """trec_eval splits lines on blanks: the id 'full text' was written as is, and the project's
+    own run-file reader then refused the export (7 fields)."""
+    set_params(piped, **{"retrieval.trec_export": "data/run.trec"})
+    assert_refused_and_kept(piped, "retrieve", monkeypatch, capsys,
+                            "retrieval.trec_export data/run.trec: chunk_id 'full text' holds whitespace, which a TREC run")
+    assert not (piped / "data" / "run.trec").exists()
+
+
+@pytest.mark.parametrize("field,value", [("chunk_id", "tab\there"), ("qid", "q 0"), ("qid", "q\u00a00")])
+def test_ids_with_whitespace_are_refused_by_the_trec_writer(tmp_path, field, value):
+    from retrieval_bench.io import InputError
+    from retrieval_bench.retrieval.run import write_trec
+
+    run = pd.DataFrame({"qid": ["q0"], "chunk_id": ["c0"], "rank": [1], "score": [1.0]}).assign(**{field: [value]})
+    with pytest.raises(InputError, match=f"{field} {re.escape(repr(value))} holds whitespace"):
+        write_trec(run, tmp_path / "run.trec", "dense")
+    assert not (tmp_path / "run.trec").exists()
+
+
+def test_the_trec_export_reads_back_as_the_same_run(piped, monkeypatch, capsys):
+    name = _plugin(piped, "return [(q['qid'], c, 1.0 / (i + 1)) for q in questions for i, c in enumerate(CHUNKS) if ' ' not in c]")
+    set_params(piped, **{"retrieval.method": "python", "retrieval.python": f"{name}:search", "retrieval.trec_export": "data/run.trec"})
+    assert stage_in_process("retrieve", piped, monkeypatch, capsys).returncode == 0
+    from retrieval_bench.retrieval.run import read_run_file
+
+    run = pd.read_parquet(piped / "data" / "run.parquet")
+    pd.testing.assert_frame_equal(read_run_file(piped / "data" / "run.trec"), run)

@@ -236,8 +236,10 @@ def check_scores(run: pd.DataFrame, source: str) -> None:
     bad = np.flatnonzero(~np.isfinite(scores))
     if len(bad):
         i = int(bad[0])
+        score = run["score"].iloc[i]
+        score = score.item() if isinstance(score, np.generic) else score  # nan, not np.float64(nan)
         raise InputError(f"{source}: row {i + 1} (question {quoted(run['qid'].iloc[i])}, chunk {quoted(run['chunk_id'].iloc[i])}) "
-                         f"has score {quoted(run['score'].iloc[i])}; every score must be a finite number ({len(bad)} are not)")
+                         f"has score {quoted(score)}; every score must be a finite number ({len(bad)} are not)")
 
 
 def read_run_table(source: str | Path | IO[bytes], name: str | None = None) -> pd.DataFrame:
@@ -245,7 +247,8 @@ def read_run_table(source: str | Path | IO[bytes], name: str | None = None) -> p
     it): readable, with RUN_COLUMNS, integer ranks and finite scores, else an InputError naming it."""
     name = name or str(source)
     run = read_table(source, RUN_COLUMNS, name)
-    if not pd.api.types.is_integer_dtype(run["rank"]):
-        raise InputError(f"{name}: column 'rank' must hold integers, got {run['rank'].dtype}; rerun the retrieve stage")
+    for column, kind, test in (("rank", "integers", pd.api.types.is_integer_dtype), ("score", "numbers", pd.api.types.is_numeric_dtype)):
+        if not test(run[column]) or pd.api.types.is_bool_dtype(run[column]):
+            raise InputError(f"{name}: column {column!r} must hold {kind}, got {run[column].dtype}; rerun the retrieve stage")
     check_scores(run, name)
     return run.astype({"qid": str, "chunk_id": str, "score": np.float64})
