@@ -221,6 +221,7 @@ def assert_refused_and_kept(project, name, monkeypatch, capsys, *fragments):
     assert_one_line_error(subprocess.CompletedProcess(result.args, result.returncode, result.stdout, said(result)), *fragments)
     assert "Traceback" not in result.stderr
     assert outputs(project) == before
+    return said(result)
 
 
 def _float_keys(defaults, where=""):
@@ -335,8 +336,8 @@ def test_the_echo_of_a_run_file_field_is_capped(piped, monkeypatch, capsys):
     (piped / "runs").mkdir()
     (piped / "runs" / "engine.trec").write_text(_run_file_lines(piped, ".trec", "{qid} Q0 {chunk} 2 " + LONG + " tag"))
     set_params(piped, **{"retrieval.method": "run-file", "retrieval.run_file": "runs/engine.trec"})
-    result = stage_in_process("retrieve", piped, monkeypatch, capsys)
-    assert result.returncode == 1 and "A" * 40 not in said(result) and len(said(result)) < 200, said(result)
+    line = assert_refused_and_kept(piped, "retrieve", monkeypatch, capsys, "runs/engine.trec:2: score must be a number")
+    assert "A" * 40 not in line and len(line) < 200, line
 
 
 def _plugin(project, body):
@@ -485,6 +486,15 @@ def test_a_broken_table_or_array_is_one_line(piped, name, file, breaker, fragmen
     set_params(piped, **{"judge.enabled": True, "judge.provider": "anthropic"} if name == "judge" else {})
     breaker(piped / file)
     assert_refused_and_kept(piped, name, monkeypatch, capsys, fragment)
+
+
+@pytest.mark.parametrize("row,fragment", [
+    ({"qid": "q0", "chunk_id": LONG, "grade": 1}, "data/judged_pool.jsonl:1: chunk 'AAAA"),
+    ({"qid": "q0", "chunk_id": "wal", "grade": LONG}, "data/judged_pool.jsonl:1: grade must be an integer 0-3 or null, got 'AAAA"),
+])
+def test_the_judged_pool_is_quoted_not_echoed(piped, row, fragment, monkeypatch, capsys):
+    (piped / "data" / "judged_pool.jsonl").write_text(json.dumps(row) + "\n")
+    assert LONG[:50] not in assert_refused_and_kept(piped, "score", monkeypatch, capsys, fragment)
 
 
 def test_a_judge_pool_run_file_is_checked_like_a_run_file(piped, monkeypatch, capsys):
