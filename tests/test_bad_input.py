@@ -548,6 +548,12 @@ def test_a_trec_export_outside_the_project_is_refused(piped, target, monkeypatch
     assert not (piped.parent / "outside.trec").exists() and not (piped.parent / "run.trec").exists()
 
 
+def test_a_trec_export_named_jsonl_is_refused(piped, monkeypatch, capsys):
+    """retrieval.run_file reads a .jsonl file as JSON: a TREC run written under that name would not read back."""
+    set_params(piped, **{"retrieval.trec_export": "data/run.jsonl"})
+    assert_refused_and_kept(piped, "retrieve", monkeypatch, capsys, "retrieval.trec_export 'data/run.jsonl' is a TREC run (text lines), not JSONL")
+
+
 def test_a_trec_export_of_chunk_ids_with_whitespace_is_refused_before_anything_is_written(piped, monkeypatch, capsys):
     """trec_eval splits lines on blanks: the id 'full text' was written as is, and the project's
     own run-file reader then refused the export (7 fields)."""

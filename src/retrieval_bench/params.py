@@ -356,6 +356,9 @@ def _check_retrieval(retrieval: dict[str, Any], path: Path) -> None:
         if retrieval[key] is not None and not (isinstance(retrieval[key], str) and retrieval[key]):
             raise InputError(f"{path}: retrieval.{key} must be a non-empty string or null, got {retrieval[key]!r}")
     _check_inside(retrieval["trec_export"], "retrieval.trec_export", path)
+    if str(retrieval["trec_export"]).lower().endswith(".jsonl"):  # run files named .jsonl are read as JSON
+        raise InputError(f"{path}: retrieval.trec_export {retrieval['trec_export']!r} is a TREC run (text lines), not JSONL: "
+                         "name it .trec or .txt so that retrieval.run_file reads it back")
     for method, key in (("run-file", "run_file"), ("python", "python")):
         if retrieval["method"] == method and not retrieval[key]:
             raise InputError(f"{path}: retrieval.method {method} needs retrieval.{key}")
