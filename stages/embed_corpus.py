@@ -4,10 +4,8 @@ Vectors come from the corpus embedding cache when it holds them; only new or edi
 embedded, each batch appended to the cache as soon as it is computed. With
 `embed.corpus_vectors: stored` they are read from the vector store at load.source instead, after a
 sample of chunks embedded again shows that embed.model made them."""
-import pandas as pd
-
 from retrieval_bench import paths
-from retrieval_bench.io import run_stage
+from retrieval_bench.io import read_table, run_stage
 from retrieval_bench.params import load_params
 from retrieval_bench.retrieval.embed import embed_texts, save_embeddings
 from retrieval_bench.retrieval.stored_vectors import stored_corpus_vectors
@@ -15,7 +13,7 @@ from retrieval_bench.retrieval.stored_vectors import stored_corpus_vectors
 
 def main() -> None:
     params = load_params("embed")
-    chunks = pd.read_parquet(paths.CHUNKS, columns=["chunk_id", "text"])
+    chunks = read_table(paths.CHUNKS, ["chunk_id", "text"])
     if params["corpus_vectors"] == "stored":
         vectors, line = stored_corpus_vectors(load_params("load")["source"], chunks, params, paths.CORPUS_EMBEDDING_CACHE)
     else:

@@ -13,12 +13,10 @@ import os
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from retrieval_bench import paths
 from retrieval_bench.goldenset.assemble import DryRunDone, assemble, dry_run_requested_by_env, read_prompt
 from retrieval_bench.goldenset.remote import fetch_shared_cache
-from retrieval_bench.io import read_jsonl, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
+from retrieval_bench.io import read_jsonl, read_table, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
 from retrieval_bench.locking import WAIT_ENV
 from retrieval_bench.params import load_params
 
@@ -36,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
         os.environ[WAIT_ENV] = "0"
     dry_run = args.dry_run or dry_run_requested_by_env()
     params = load_params("generate")
-    documents = pd.read_parquet(paths.DOCUMENTS)
+    documents = read_table(paths.DOCUMENTS)
     labels = read_jsonl(paths.LABELS)
     template, prompt_sha256 = read_prompt(Path(paths.QUESTION_PROMPT).read_bytes(), paths.QUESTION_PROMPT)
     if not labels:

@@ -10,11 +10,9 @@ import os
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from retrieval_bench import paths
 from retrieval_bench.evaluation.judging import JudgeDryRun, dry_run_from_env, is_on, judge_pool, off, pool_pairs, read_pool, read_prompt
-from retrieval_bench.io import read_jsonl, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
+from retrieval_bench.io import read_jsonl, read_table, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
 from retrieval_bench.locking import WAIT_ENV
 from retrieval_bench.params import load_all_params
 
@@ -39,9 +37,9 @@ def main(argv: list[str] | None = None) -> None:
             judged = off(settings, dry_run)
         else:
             template, prompt_sha256 = read_prompt(Path(paths.JUDGE_PROMPT).read_bytes(), paths.JUDGE_PROMPT)
-            chunks = pd.read_parquet(paths.CHUNKS, columns=["chunk_id", "doc_id", "start", "end", "text", "text_sha256"])
+            chunks = read_table(paths.CHUNKS, ["chunk_id", "doc_id", "start", "end", "text", "text_sha256"])
             pairs = pool_pairs(read_jsonl(paths.GOLDENSET), chunks, read_pool(settings["pool"]), settings["depth"],
-                               pd.read_parquet(paths.DUPLICATES), params["score"]["min_coverage"], log)
+                               read_table(paths.DUPLICATES), params["score"]["min_coverage"], log)
             judged = judge_pool(settings, pairs, template, prompt_sha256, paths.JUDGEMENTS, dry_run, log)
     except JudgeDryRun as done:  # exit 0 from the command line, 3 under `dvc repro` (the switch): DVC records nothing
         log(str(done))

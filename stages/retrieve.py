@@ -3,26 +3,32 @@ score; retrieval.depth per question), and a TREC run file when retrieval.trec_ex
 import json
 
 import numpy as np
-import pandas as pd
 from tqdm import tqdm
 
 from retrieval_bench import paths
-from retrieval_bench.io import InputError, atomic_path, read_jsonl, run_stage, touch_jsonl, write_json
+from retrieval_bench.io import InputError, atomic_path, load_array, read_jsonl, read_table, run_stage, touch_jsonl, write_json
 from retrieval_bench.params import load_params
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve, run_info
-from retrieval_bench.retrieval.run import Corpus, Questions, write_trec
+from retrieval_bench.retrieval.run import Corpus, Questions, check_trec_ids, write_trec
 
 
 def load_vectors(vectors: str, ids: str, expected_ids: list[str]) -> np.ndarray:
-    with open(ids, encoding="utf-8") as handle:
-        if json.load(handle) != expected_ids:
-            raise InputError(f"{vectors}: embeddings of other ids than the current data; rerun the embed stages")
-    return np.load(vectors, mmap_mode="r")  # read as searched: the store method uses the corpus only for run_info
+    try:
+        with open(ids, encoding="utf-8") as handle:
+            same = json.load(handle) == expected_ids
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        same = False
+    if not same:
+        raise InputError(f"{vectors}: embeddings of other ids than the current data; rerun the embed stages")
+    array = load_array(vectors, mmap_mode="r")  # read as searched: the store method uses the corpus only for run_info
+    if len(array) != len(expected_ids):
+        raise InputError(f"{vectors}: {len(array)} vectors for {len(expected_ids)} ids in {ids}; rerun the embed stages")
+    return array
 
 
 def main() -> None:
     settings = load_params("retrieval")
-    chunks = pd.read_parquet(paths.CHUNKS, columns=["chunk_id", "text"])
+    chunks = read_table(paths.CHUNKS, ["chunk_id", "text"])
     golden = read_jsonl(paths.GOLDENSET)
     questions = Questions([row["qid"] for row in golden], [row["question"] for row in golden])
     corpus = Corpus(chunks["chunk_id"].tolist(), chunks["text"].tolist())
@@ -31,6 +37,8 @@ def main() -> None:
         corpus = Corpus(corpus.chunk_ids, corpus.texts, load_vectors(paths.CORPUS_VECTORS, paths.CORPUS_IDS, corpus.chunk_ids))
     with tqdm(total=len(golden), desc=f"retrieve ({settings['method']})", unit="q") as progress:
         run = retrieve(settings, questions, corpus, progress)
+    if settings["trec_export"]:  # checked before anything is written: no run without its export
+        check_trec_ids(run, f"retrieval.trec_export {settings['trec_export']}")
     with atomic_path(paths.RUN) as tmp:
         run.to_parquet(tmp, index=False)
     write_json(paths.RUN_INFO, run_info(settings, questions, corpus, run))

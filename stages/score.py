@@ -8,8 +8,9 @@ from retrieval_bench import paths
 from retrieval_bench.evaluation.judged import judged_summary
 from retrieval_bench.evaluation.metrics import rank_histogram, summarize
 from retrieval_bench.evaluation.scoring import score_run_both_views, unscorable_warning
-from retrieval_bench.io import atomic_open, read_jsonl, run_stage, write_json
+from retrieval_bench.io import atomic_open, read_jsonl, read_table, run_stage, write_json
 from retrieval_bench.params import load_all_params
+from retrieval_bench.retrieval.run import read_run_table
 from retrieval_bench.retrieval.run_info import run_info_metrics
 
 
@@ -17,10 +18,10 @@ def main() -> None:
     all_params = load_all_params()
     params, judge = all_params["score"], all_params["judge"]
     ks = sorted(params["k"])
-    chunks = pd.read_parquet(paths.CHUNKS, columns=["chunk_id", "doc_id", "start", "end"])
+    chunks = read_table(paths.CHUNKS, ["chunk_id", "doc_id", "start", "end"])
     golden = read_jsonl(paths.GOLDENSET)
-    run = pd.read_parquet(paths.RUN)
-    duplicates = pd.read_parquet(paths.DUPLICATES)
+    run = read_run_table(paths.RUN)
+    duplicates = read_table(paths.DUPLICATES)
     table = score_run_both_views(
         golden, chunks, run, ks, params["min_coverage"], params["ties"], duplicates, read_jsonl(paths.JUDGED_POOL),
         judge["min_grade"], judge["ambiguous_at"], paths.JUDGED_POOL,

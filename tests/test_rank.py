@@ -150,7 +150,7 @@ def test_run_files_trec_and_jsonl(tmp_path):
     (tmp_path / "bad.trec").write_text("q1 b 0.9\n")
     with pytest.raises(InputError, match="bad.trec:1: expected a TREC run line"):
         runs.read_run_file(tmp_path / "bad.trec")
-    with pytest.raises(InputError, match="1 chunk ids are not in the chunk table, e.g. zz"):
+    with pytest.raises(InputError, match="1 chunk ids are not in the chunk table, e.g. 'zz'"):
         runs.check_run(runs.from_records([("q1", "zz", 1.0)]), ["q1"], {"a"}, "x.trec")
 
 

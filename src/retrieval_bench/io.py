@@ -74,11 +74,32 @@ def json_kind(value: object) -> str:
     return f"a {type(value).__name__}" if not isinstance(value, str) else repr(value)
 
 
+QUOTE_CHARS = 40  # at most this much of a value read from a file is echoed in an error line
+
+
+def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
+    """A value from a file, for an error line: its repr (control characters escaped, so it stays
+    one line), cut to `limit` characters; no more of an arbitrary file is echoed."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+
+
+def _unicode(value: str, where: str, field: str) -> str:
+    """`value` if it is valid Unicode: JSON's \\ud800 escapes give lone surrogates, which no UTF-8
+    file (Parquet, JSONL) can hold."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InputError(f"{where}: {field!r} holds a lone surrogate {quoted(value[error.start])} at character "
+                         f"{error.start}, which is not text (an escape such as \\ud800 without its pair)") from None
+    return value
+
+
 def checked_id(value: object, where: str, field: str) -> str:
     """An id as text: a non-empty string, or an integer (42 -> "42"); anything else (null, NaN,
-    a float, true, a list) is an InputError naming `where` (file and record)."""
+    a float, true, a list, a lone surrogate) is an InputError naming `where` (file and record)."""
     if isinstance(value, str) and value.strip():
-        return value
+        return _unicode(value, where, field)
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         return str(int(value))
     got = "an empty string" if isinstance(value, str) else json_kind(value)
@@ -88,7 +109,7 @@ def checked_id(value: object, where: str, field: str) -> str:
 def checked_text(value: object, where: str, field: str) -> str:
     """A text: a string (it may be empty; empty texts are dropped and counted later)."""
     if isinstance(value, str):
-        return value
+        return _unicode(value, where, field)
     raise InputError(f"{where}: {field!r} must be a string, got {json_kind(value)}")
 
 
@@ -154,6 +175,47 @@ def touch_jsonl(path: str | Path) -> None:
     with open(path, "a", encoding="utf-8") as handle:
         if handle.tell() == 0:
             handle.write("\n")
+
+
+def read_table(source: str | Path | IO[bytes], columns: list[str] | None = None, name: str | None = None) -> Any:
+    """A Parquet table this pipeline wrote (a path or a binary handle; `name` names it in
+    messages): one that is truncated, empty, not Parquet or lacks one of `columns` is an
+    InputError naming it, not a traceback."""
+    import pandas as pd
+    import pyarrow
+    import pyarrow.parquet
+
+    name = name or str(source)
+    try:
+        found = pyarrow.parquet.read_schema(source).names
+        missing = [column for column in columns or () if column not in found]
+        if missing:
+            raise InputError(f"{name}: no column {', '.join(map(repr, missing))} (columns: {quoted(found, 120)}); "
+                             "a table of another kind: rerun the stage that writes it (`dvc repro`)")
+        if hasattr(source, "seek"):
+            source.seek(0)
+        return pd.read_parquet(source, columns=columns)
+    except (pyarrow.ArrowException, ValueError, EOFError) as error:
+        raise InputError(f"{name}: not a readable Parquet table ({first_line(error)}); "
+                         "rerun the stage that writes it (`dvc repro`)") from None
+
+
+def load_array(path: str | Path, mmap_mode: str | None = None) -> np.ndarray:
+    """A 2-d float .npy array this pipeline wrote; a truncated, empty or foreign file is an
+    InputError naming it."""
+    try:
+        array = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    except (ValueError, EOFError) as error:
+        raise InputError(f"{path}: not a readable .npy array ({first_line(error)}); rerun the embed stages (`dvc repro`)") from None
+    if array.ndim != 2 or not np.issubdtype(array.dtype, np.floating):
+        raise InputError(f"{path}: expected a 2-d float array, got shape {array.shape} of {array.dtype}; rerun the embed stages")
+    return array
+
+
+def first_line(error: BaseException, limit: int = 120) -> str:
+    """The first line of an exception's message, cut to `limit` characters."""
+    text = (str(error).splitlines() or [type(error).__name__])[0]
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
 def read_jsonl(path: str | Path) -> list[dict]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -153,11 +154,21 @@ def _check(value: Any, default: Any, where: str, path: Path) -> Any:
     if isinstance(default, bool):
         ok = isinstance(value, bool)
     elif isinstance(default, float):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return _finite(value, where, path)
     else:
         ok = isinstance(value, type(default)) and not (isinstance(value, bool) and not isinstance(default, bool))
     if not ok:
         raise InputError(f"{path}: {where} must be {type(default).__name__}, got {value!r}")
+    return value
+
+
+def _finite(value: Any, where: str, path: Path) -> float:
+    """A float param: a finite number (an int is accepted). YAML's .nan and .inf are refused here,
+    once for every float key: a NaN compares false with every bound, so no later check would."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{path}: {where} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise InputError(f"{path}: {where} must be a finite number, got {value!r}")
     return value
 
 
@@ -302,8 +313,7 @@ def _check_price(price: Any, path: Path) -> None:
     if missing:
         raise InputError(f"{path}: {where} needs {' and '.join(missing)} (US dollars per million tokens)")
     for key, value in price.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InputError(f"{path}: {where}.{key} must be a number, got {value!r}")
+        _finite(value, f"{where}.{key}", path)
     if price["input_per_mtok"] < 0 or price["output_per_mtok"] < 0 or not 0 < price.get("batch_discount", 0.5) <= 1:
         raise InputError(f"{path}: generate.price needs prices >= 0 and 0 < batch_discount <= 1, got {price!r}")
 
@@ -347,10 +357,25 @@ def _check_retrieval(retrieval: dict[str, Any], path: Path) -> None:
     for key in ("run_file", "python", "trec_export"):
         if retrieval[key] is not None and not (isinstance(retrieval[key], str) and retrieval[key]):
             raise InputError(f"{path}: retrieval.{key} must be a non-empty string or null, got {retrieval[key]!r}")
+    _check_inside(retrieval["trec_export"], "retrieval.trec_export", path)
+    if str(retrieval["trec_export"]).lower().endswith(".jsonl"):  # run files named .jsonl are read as JSON
+        raise InputError(f"{path}: retrieval.trec_export {retrieval['trec_export']!r} is a TREC run (text lines), not JSONL: "
+                         "name it .trec or .txt so that retrieval.run_file reads it back")
     for method, key in (("run-file", "run_file"), ("python", "python")):
         if retrieval["method"] == method and not retrieval[key]:
             raise InputError(f"{path}: retrieval.method {method} needs retrieval.{key}")
     _check_rerank_and_ann(retrieval, path)
+
+
+def _check_inside(target: str | None, where: str, path: Path) -> None:
+    """An output path must stay inside the project (the folder of params.yaml), symbolic links
+    followed: a params.yaml from a pull request must not write anywhere else on the machine."""
+    if target is None:
+        return
+    root = path.resolve().parent
+    resolved = (root / target).resolve()
+    if not resolved.is_relative_to(root) or resolved == root:
+        raise InputError(f"{path}: {where} {target!r} is outside the project ({root}); give a path inside it, e.g. data/run.trec")
 
 
 RERANK_DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"  # the usual choice, named in the error below

@@ -59,6 +59,8 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         rows = read_jsonl(path)
+        if not rows:
+            raise InputError(f"{path}: no chunks (the file holds no JSON object)")
         for line_number, row in enumerate(rows, 1):
             for key in (id_field, text_field):
                 if key not in row:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from retrieval_bench import paths
 from retrieval_bench.evaluation.relevance import judge
-from retrieval_bench.io import InputError, atomic_open, read_jsonl
+from retrieval_bench.io import InputError, atomic_open, read_jsonl, read_table
 from retrieval_bench.params import load_params
 
 
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{path}: not found; run `dvc repro` first")
     min_coverage = args.min_coverage if args.min_coverage is not None else load_params("score")["min_coverage"]
     golden = read_jsonl(args.goldenset)
-    written = export_beir(pd.read_parquet(args.chunks), golden, Path(args.out), min_coverage)
+    written = export_beir(read_table(args.chunks, ["chunk_id", "text", "doc_id", "start", "end"]), golden, Path(args.out), min_coverage)
     print(f"wrote {written} of {len(golden)} queries to {args.out} (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
     return 0
 

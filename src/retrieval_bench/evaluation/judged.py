@@ -30,7 +30,7 @@ import pandas as pd
 from retrieval_bench.corpus.duplicates import group_members
 from retrieval_bench.evaluation.metrics import score_question, summary_names
 from retrieval_bench.evaluation.relevance import Judgement
-from retrieval_bench.io import InputError
+from retrieval_bench.io import InputError, quoted
 from retrieval_bench.retrieval.run import positions
 
 PREFIX = "judged_"
@@ -51,9 +51,9 @@ def pool_grades(rows: list[dict], qids: set[str], chunk_ids: set[str], where: st
     for number, row in enumerate(rows, 1):
         qid, chunk_id, grade = str(row.get("qid")), str(row.get("chunk_id")), row.get("grade")
         if chunk_id not in chunk_ids:
-            raise InputError(f"{where}:{number}: chunk {chunk_id} is not in the chunk table; rerun the judge stage")
+            raise InputError(f"{where}:{number}: chunk {quoted(chunk_id)} is not in the chunk table; rerun the judge stage")
         if grade is not None and (isinstance(grade, bool) or not isinstance(grade, int) or not 0 <= grade <= MAX_GRADE):
-            raise InputError(f"{where}:{number}: grade must be an integer 0-{MAX_GRADE} or null, got {grade!r}")
+            raise InputError(f"{where}:{number}: grade must be an integer 0-{MAX_GRADE} or null, got {quoted(grade)}")
         if qid in qids:
             grades.setdefault(qid, {})[chunk_id] = grade
     return grades

@@ -35,7 +35,7 @@ from retrieval_bench.evaluation.relevance import judge as strict_judgements
 from retrieval_bench.goldenset.cache import read_cache
 from retrieval_bench.io import InputError
 from retrieval_bench.llm.batch import pending_batch_events, pending_intent_events
-from retrieval_bench.llm.cost import estimate
+from retrieval_bench.llm.cost import check_finite_cost, estimate
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.registry import counterpart
@@ -45,7 +45,7 @@ from retrieval_bench.llm.tasks import JUDGE, Job
 from retrieval_bench.locking import exclusive
 from retrieval_bench.params import JUDGE_POOL_REVISION
 from retrieval_bench.paths import RUN
-from retrieval_bench.retrieval.run import read_run_file
+from retrieval_bench.retrieval.run import read_run_file, read_run_table
 
 Log = Callable[[str], None]
 DRY_RUN_ENV = "RETRIEVAL_BENCH_DRY_RUN"
@@ -102,17 +102,14 @@ def read_pool(pool: list[str], cwd: Path = Path(".")) -> dict[str, pd.DataFrame]
             data = read_artefact(RUN, resolve_revision(revision, cwd), cwd)
             if data is None:
                 raise InputError(f"judge.pool {entry}: {RUN} is not in git or the DVC cache at {revision}; `dvc pull` it first")
-            run = pd.read_parquet(io.BytesIO(data))
+            run = read_run_table(io.BytesIO(data), f"judge.pool {entry}: {RUN} at {revision}")
         elif not (cwd / entry).is_file():
             raise InputError(f"judge.pool {entry}: not found (a run file, or {JUDGE_POOL_REVISION}<git revision>)")
         elif entry.lower().endswith(".parquet"):
-            run = pd.read_parquet(cwd / entry)
+            run = read_run_table(cwd / entry, f"judge.pool {entry}")
         else:
             run = read_run_file(cwd / entry)
-        missing = {"qid", "chunk_id", "rank"} - set(run.columns)
-        if missing:
-            raise InputError(f"judge.pool {entry}: not a run (no {', '.join(sorted(missing))} column)")
-        runs[entry] = run.astype({"qid": str, "chunk_id": str})
+        runs[entry] = run  # read_run_table and read_run_file check the columns, ids and scores
     return runs
 
 
@@ -233,6 +230,8 @@ def judge_pool(params: dict, pairs: list[Pair], template: str, prompt_sha256: st
 def _check_cost(est, settings: Settings, spent: float) -> None:
     limit = settings.max_cost_usd
     planned = est.usd_max if est.batch else est.usd
+    if limit is not None:
+        check_finite_cost(spent + planned, limit, "judge")
     if limit is not None and spent + planned > limit:
         what = "upper bound" if est.batch else "estimate"
         raise InputError(

@@ -63,6 +63,15 @@ def estimate(prompts: Iterable[str], settings: Settings, batch: bool | None = No
     )
 
 
+def check_finite_cost(planned: float, limit: float, section: str) -> None:
+    """Refuse a cost or limit that is not a finite number: NaN compares false with any limit, so
+    a NaN price or limit would pass every guard and pay (params.yaml refuses them first; this is
+    the guard's own check)."""
+    if not (math.isfinite(planned) and math.isfinite(limit)):
+        raise InputError(f"the cost guard got a cost of {planned!r} against {section}.max_cost_usd {limit!r}: "
+                         f"both must be finite numbers of US dollars (check {section}.price and {section}.max_cost_usd)")
+
+
 def check_cost(est: Estimate, settings: Settings, spent: float = 0.0) -> None:
     """Refuse to start above generate.max_cost_usd. Sync runs are checked on the estimate and
     then stopped at the limit while they run; a batch cannot be stopped once submitted, so it is
@@ -71,6 +80,7 @@ def check_cost(est: Estimate, settings: Settings, spent: float = 0.0) -> None:
     if limit is None:
         return
     planned = est.usd_max if est.batch else est.usd
+    check_finite_cost(spent + planned, limit, "generate")
     if spent + planned > limit:
         what = "upper bound" if est.batch else "estimate"
         raise InputError(

@@ -12,6 +12,7 @@ of $0.001 prints as $0.001, never as $0.00.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -38,6 +39,12 @@ class Price:
     output_per_mtok: float
     batch_discount: float
     source: str  # where it came from, for messages
+
+    def __post_init__(self) -> None:
+        # A NaN price makes every cost NaN, which no limit refuses (params.yaml refuses it first).
+        if not all(math.isfinite(v) and v >= 0 for v in (self.input_per_mtok, self.output_per_mtok, self.batch_discount)):
+            raise InputError(f"{self.source}: prices must be finite numbers >= 0, got input_per_mtok {self.input_per_mtok!r}, "
+                             f"output_per_mtok {self.output_per_mtok!r}, batch_discount {self.batch_discount!r}")
 
 
 def usd(amount: float, against: float | None = None) -> str:

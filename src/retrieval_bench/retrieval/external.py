@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from retrieval_bench import paths
-from retrieval_bench.io import InputError, atomic_open, read_jsonl
+from retrieval_bench.io import InputError, atomic_open, checked_id, first_line, quoted, read_jsonl
 from retrieval_bench.retrieval.run import check_run, from_records, read_run_file
 
 
@@ -34,19 +37,70 @@ def retrieve_python(questions, corpus, settings: dict, depth: int, progress=None
     module_name, _, function_name = target.partition(":")
     if not module_name or not function_name:
         raise InputError(f"retrieval.python must be 'module:function', got {target!r}")
+    where = f"retrieval.python {target}"
     sys.path.insert(0, str(Path.cwd()))
     try:
         function = getattr(importlib.import_module(module_name), function_name)
-    except (ImportError, AttributeError) as error:
-        raise InputError(f"retrieval.python {target}: cannot import it ({error})") from None
+    except (Exception, SystemExit) as error:  # the user's module: a syntax error, anything its import raises or exits with
+        raise InputError(f"{where}: cannot import it ({type(error).__name__}: {first_line(error)})") from None
     finally:
         sys.path.pop(0)
-    result = function([{"qid": q, "question": t} for q, t in zip(questions.qids, questions.texts)], depth)
-    if isinstance(result, dict):
-        result = [(qid, chunk_id, score) for qid, hits in result.items() for chunk_id, score in hits]
-    run = from_records(result, depth)
-    check_run(run, questions.qids, set(corpus.chunk_ids), f"retrieval.python {target}")
+    asked = [{"qid": q, "question": t} for q, t in zip(questions.qids, questions.texts)]
+    run = from_records(_plugin_records(lambda: function(asked, depth), where), depth)
+    check_run(run, questions.qids, set(corpus.chunk_ids), where)
     return run
+
+
+PLUGIN_SHAPES = "(qid, chunk_id, score) triples, {qid: [(chunk_id, score), ...]} or a DataFrame with columns qid, chunk_id, score"
+
+
+def _plugin_records(call, where: str) -> list[tuple[str, str, float]]:
+    """The (qid, chunk_id, score) triples of the user's function, checked row by row: anything it
+    raises (sys.exit included) or returns in another shape is an InputError naming `where`."""
+    try:
+        result = call()
+        if isinstance(result, pd.DataFrame):
+            missing = [c for c in ("qid", "chunk_id", "score") if c not in result.columns]
+            if missing:
+                raise InputError(f"{where}: returned a DataFrame without column {', '.join(missing)} "
+                                 f"(columns: {quoted(list(result.columns))}); expected {PLUGIN_SHAPES}")
+            rows = list(zip(result["qid"], result["chunk_id"], result["score"]))
+        elif isinstance(result, dict):
+            rows = [(qid, *_pair(hit, where, qid)) for qid, hits in result.items() for hit in _hits(hits, where, qid)]
+        elif isinstance(result, Iterable) and not isinstance(result, (str, bytes)):
+            rows = list(result)
+        else:
+            raise InputError(f"{where}: returned {quoted(result)} ({type(result).__name__}); expected {PLUGIN_SHAPES}")
+    except InputError:
+        raise
+    except SystemExit as stop:  # exit 0 here would end the stage "successfully" with no run written
+        raise InputError(f"{where}: called sys.exit({stop.code!r}) instead of returning a run") from None
+    except Exception as error:
+        raise InputError(f"{where}: raised {type(error).__name__}: {first_line(error)}") from None
+    return [_record(row, where, number) for number, row in enumerate(rows, 1)]
+
+
+def _hits(hits: object, where: str, qid: object) -> list:
+    if isinstance(hits, (str, bytes, dict)) or not isinstance(hits, Iterable):
+        raise InputError(f"{where}: question {quoted(qid)} maps to {quoted(hits)}; expected a list of (chunk_id, score) pairs")
+    return list(hits)
+
+
+def _pair(hit: object, where: str, qid: object) -> tuple:
+    if not isinstance(hit, (tuple, list)) or len(hit) != 2:
+        raise InputError(f"{where}: question {quoted(qid)} has hit {quoted(hit)}; expected a (chunk_id, score) pair")
+    return tuple(hit)
+
+
+def _record(row: object, where: str, number: int) -> tuple[str, str, float]:
+    """One (qid, chunk_id, score) row: ids are strings or integers, the score a finite number."""
+    at = f"{where}: row {number}"
+    if not isinstance(row, (tuple, list)) or len(row) != 3:
+        raise InputError(f"{at} is {quoted(row)}; expected a (qid, chunk_id, score) triple")
+    qid, chunk_id, score = row
+    if isinstance(score, (bool, np.bool_)) or not isinstance(score, (int, float, np.integer, np.floating)) or not math.isfinite(score):
+        raise InputError(f"{at}: score must be a finite number, got {quoted(score)}")
+    return checked_id(qid, at, "qid"), checked_id(chunk_id, at, "chunk_id"), float(score)
 
 
 def export_questions(golden: list[dict], out: str | Path) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from retrieval_bench.retrieval import ann, bm25, dense, external, hybrid, rerank, store_search
-from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
+from retrieval_bench.retrieval.run import Corpus, Questions, check_scores, resolve_depth
 
 METHODS = {
     "dense": dense.retrieve,
@@ -38,4 +38,6 @@ def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataF
 def retrieve(settings: dict, questions: Questions, corpus: Corpus, progress=None) -> pd.DataFrame:
     """The run of `settings["method"]` (the validated retrieval section of params.yaml)."""
     depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))
-    return METHODS[settings["method"]](questions, corpus, settings, depth, progress)
+    run = METHODS[settings["method"]](questions, corpus, settings, depth, progress)
+    check_scores(run, f"retrieval.method {settings['method']}")  # before the stage writes anything
+    return run

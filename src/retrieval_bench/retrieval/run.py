@@ -13,12 +13,13 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pandas as pd
 
 from retrieval_bench.evaluation.metrics import Positions
-from retrieval_bench.io import InputError, atomic_open, read_text_lines
+from retrieval_bench.io import InputError, atomic_open, quoted, read_table, read_text_lines
 
 RUN_COLUMNS = ["qid", "chunk_id", "rank", "score"]
 QUESTION_BLOCK = 256  # questions scored at once
@@ -162,11 +163,24 @@ def positions(run: pd.DataFrame, qids: list[str], judged_chunk_ids: list[list[st
     return placed
 
 
+def check_trec_ids(run: pd.DataFrame, where: str) -> None:
+    """A TREC run is whitespace-separated (trec_eval splits its lines on blanks): an id holding
+    whitespace cannot be written to one, so it is refused rather than written unreadable."""
+    for column in ("qid", "chunk_id"):
+        ids = pd.Series(run[column].unique(), dtype=object).astype(str)
+        blank = ids[ids.str.contains(r"\s", regex=True) | (ids == "")]
+        if len(blank):
+            raise InputError(f"{where}: {column} {quoted(blank.iloc[0])} holds whitespace, which a TREC run (whitespace-separated "
+                             "fields) cannot carry; use ids without spaces, or leave retrieval.trec_export null")
+
+
 def write_trec(run: pd.DataFrame, path: str | Path, tag: str) -> None:
-    """The run as a TREC run file: `qid Q0 chunk_id rank score tag` per line."""
+    """The run as a TREC run file: `qid Q0 chunk_id rank score tag` per line; ids holding
+    whitespace are refused (check_trec_ids), so read_run_file reads back what was written."""
+    check_trec_ids(run, f"retrieval.trec_export {path}")
     with atomic_open(path) as handle:
-        for row in run.itertuples(index=False):
-            handle.write(f"{row.qid} Q0 {row.chunk_id} {row.rank} {row.score!r} {tag}\n")
+        for qid, chunk_id, rank, score in zip(run["qid"], run["chunk_id"], run["rank"], run["score"]):
+            handle.write(f"{qid} Q0 {chunk_id} {int(rank)} {float(score)!r} {tag}\n")
 
 
 def read_run_file(path: str | Path, depth: int | None = None) -> pd.DataFrame:
@@ -186,14 +200,16 @@ def read_run_file(path: str | Path, depth: int | None = None) -> pd.DataFrame:
                 records.append((str(row["qid"]), str(row["chunk_id"]), float(row["score"])))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                 raise InputError(f"{path}:{number}: expected a JSON object with qid, chunk_id and a numeric score") from None
-            continue
-        fields = line.split()
-        if len(fields) != 6:
-            raise InputError(f"{path}:{number}: expected a TREC run line 'qid Q0 chunk_id rank score tag', got {len(fields)} fields")
-        try:
-            records.append((fields[0], fields[2], float(fields[4])))
-        except ValueError:
-            raise InputError(f"{path}:{number}: score must be a number, got {fields[4]!r}") from None
+        else:
+            fields = line.split()
+            if len(fields) != 6:
+                raise InputError(f"{path}:{number}: expected a TREC run line 'qid Q0 chunk_id rank score tag', got {len(fields)} fields")
+            try:
+                records.append((fields[0], fields[2], float(fields[4])))
+            except ValueError:
+                raise InputError(f"{path}:{number}: score must be a number, got {quoted(fields[4])}") from None
+        if not math.isfinite(records[-1][2]):
+            raise InputError(f"{path}:{number}: score must be a finite number, got {records[-1][2]!r}")
     if not records:
         raise InputError(f"{path}: the run is empty")
     return from_records(records, depth)
@@ -203,11 +219,36 @@ def check_run(run: pd.DataFrame, qids: list[str], chunk_ids: set[str], source: s
     """A run from outside names only known questions and chunks, each chunk once per question."""
     unknown_chunks = sorted(set(run["chunk_id"]) - chunk_ids)
     if unknown_chunks:
-        raise InputError(f"{source}: {len(unknown_chunks)} chunk ids are not in the chunk table, e.g. {', '.join(unknown_chunks[:3])}")
+        raise InputError(f"{source}: {len(unknown_chunks)} chunk ids are not in the chunk table, e.g. {', '.join(map(quoted, unknown_chunks[:3]))}")
     duplicated = run[run.duplicated(["qid", "chunk_id"])]
     if len(duplicated):
-        raise InputError(f"{source}: question {duplicated['qid'].iloc[0]} lists chunk {duplicated['chunk_id'].iloc[0]} twice")
+        raise InputError(f"{source}: question {quoted(duplicated['qid'].iloc[0])} lists chunk {quoted(duplicated['chunk_id'].iloc[0])} twice")
     present = set(run["qid"])  # once: a set per question made this quadratic (minutes at 1,000 questions x depth 100)
     missing = [qid for qid in qids if qid not in present]
     if len(missing) == len(qids):
-        raise InputError(f"{source}: no question of the golden set is in the run (qids such as {', '.join(qids[:3])})")
+        raise InputError(f"{source}: no question of the golden set is in the run (qids such as {', '.join(map(quoted, qids[:3]))})")
+
+
+def check_scores(run: pd.DataFrame, source: str) -> None:
+    """Every score of a run is a finite number: one NaN would tie with nothing and shift every
+    metric of its question (and an expected value over its empty tie group is undefined)."""
+    scores = pd.to_numeric(run["score"], errors="coerce").to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(scores))
+    if len(bad):
+        i = int(bad[0])
+        score = run["score"].iloc[i]
+        score = score.item() if isinstance(score, np.generic) else score  # nan, not np.float64(nan)
+        raise InputError(f"{source}: row {i + 1} (question {quoted(run['qid'].iloc[i])}, chunk {quoted(run['chunk_id'].iloc[i])}) "
+                         f"has score {quoted(score)}; every score must be a finite number ({len(bad)} are not)")
+
+
+def read_run_table(source: str | Path | IO[bytes], name: str | None = None) -> pd.DataFrame:
+    """A run as this pipeline stores it (data/run.parquet; a path or a binary handle, `name` naming
+    it): readable, with RUN_COLUMNS, integer ranks and finite scores, else an InputError naming it."""
+    name = name or str(source)
+    run = read_table(source, RUN_COLUMNS, name)
+    for column, kind, test in (("rank", "integers", pd.api.types.is_integer_dtype), ("score", "numbers", pd.api.types.is_numeric_dtype)):
+        if not test(run[column]) or pd.api.types.is_bool_dtype(run[column]):
+            raise InputError(f"{name}: column {column!r} must hold {kind}, got {run[column].dtype}; rerun the retrieve stage")
+    check_scores(run, name)
+    return run.astype({"qid": str, "chunk_id": str, "score": np.float64})
