@@ -90,7 +90,7 @@ def params_page() -> str:
         "Every key `params.yaml` may hold, with its default. A key not listed here is an error naming the",
         "closest valid key; a value must have the type shown (an int is accepted for a number). Each stage",
         "reads its own section; `check_params` validates the whole file on every `dvc repro`.",
-        "Set a key for one experiment with `dvc exp run -S section.key=value`",
+        "Set a key for one experiment with `dvc exp run -S <section>.<key>=<value>`",
         "([Compare configurations](../how-to/experiments.md)).",
     ]
     for section, keys in DEFAULTS.items():
