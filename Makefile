@@ -1,20 +1,28 @@
-# Everything a fresh machine needs: `make repro` runs the pipeline, `make test` the suite.
+# Everything a fresh machine needs: `make repro` runs the pipeline, `make test` the suite (docs build included).
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
+# Two install profiles (docs/how-to/install.md): `make repro` installs what the default pipeline
+# needs; `make test` adds the test tools, the docs tooling and every extra, since the suite covers them.
 INSTALLED := $(VENV)/.installed
+INSTALLED_TEST := $(VENV)/.installed-test
 SCIFACT ?= ../shared/data/scifact
 
-.PHONY: install repro test reproduce-scifact bench clean
+.PHONY: install install-test repro test docs reproduce-scifact bench clean
 
 install: $(INSTALLED)
+install-test: $(INSTALLED_TEST)
 
 $(INSTALLED): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	# The CPU build of torch first, so nothing later resolves to a multi-GB CUDA build.
 	$(PYTHON) -m pip install --quiet torch==2.13.0
-	$(PYTHON) -m pip install --quiet -e '.[test,faiss,onnx,openvino,ray,stores]'
+	$(PYTHON) -m pip install --quiet -e .
 	touch $(INSTALLED)
+
+$(INSTALLED_TEST): $(INSTALLED)
+	$(PYTHON) -m pip install --quiet -e '.[test,all]'
+	touch $(INSTALLED_TEST)
 
 # With a default DVC remote, `dvc repro --pull`: the shared question cache (and every other output a
 # teammate pushed) is pulled before anything runs, so nothing is paid for twice. Without one, DVC's
@@ -32,8 +40,13 @@ repro: $(INSTALLED)
 	fi && \
 	retrieval-bench show
 
-test: $(INSTALLED)
+# The suite; tests/test_docs.py builds the docs site with `mkdocs build --strict` (a broken link, a
+# missing page or a page left out of the nav fails) and checks every documented flag and params key.
+test: $(INSTALLED_TEST)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) -m pytest -n 2 --dist loadfile --durations=10 -q
+
+docs: $(INSTALLED_TEST)   # the site into site/ (git-ignored); `.venv/bin/mkdocs serve` to browse it
+	$(VENV)/bin/mkdocs build --strict
 
 bench: $(INSTALLED)
 	$(PYTHON) bench/generate_throughput.py

@@ -1,0 +1,209 @@
+"""The documentation tells the truth about the code: the site builds with `mkdocs build --strict`,
+every command the README or the docs show with a flag names a flag its parser has, every params key
+they name exists in params.py's schema, and the generated references are up to date."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from retrieval_bench.params import DEFAULTS
+
+spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
+gen_reference = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gen_reference)
+
+README = ROOT / "README.md"
+DOC_FILES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+FENCE = re.compile(r"^(```+|~~~+)([^\n]*)\n(.*?)^\1[ \t]*$", re.M | re.S)
+SPAN = re.compile(r"(?<!`)`([^`\n]+(?:\n[^`\n]+)?)`(?!`)")
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+# Where a shell command ends inside a line: a comment, a pipe, a redirect, a chain.
+COMMAND_END = re.compile(r"\s\|\s|\s>\s|&&|;|\)$")
+SHELL_COMMENT = re.compile(r"(^|\s)#.*$")
+CLI_CALL = re.compile(r"(?<![\w/.\-\[])retrieval-bench\s+(?P<rest>[a-z].*)")
+STAGE_CALL = re.compile(r"python -m stages\.(?P<name>\w+)(?P<rest>.*)")
+BENCH_CALL = re.compile(r"(?<![\w/])bench/(?P<name>\w+)\.py(?P<rest>.*)")
+FILE_SUFFIXES = {"py", "json", "jsonl", "yaml", "yml", "parquet", "csv", "tsv", "npy", "txt", "md", "trec", "html", "lock", "db", "sh", "toml"}
+KEY = re.compile(r"^(?P<key>(?:%s)(?:\.[A-Za-z_*][\w*]*)+)(?=$|[\s:=,)])" % "|".join(DEFAULTS))
+SET_PARAM = re.compile(r"""-S\s+['"]?(?P<key>[\w.]+)=""")
+
+
+def code_of(text: str) -> Iterator[tuple[str, str]]:
+    """(kind, code) for every fenced block ('block:<lang>') and inline code span ('span') of a page."""
+    for match in FENCE.finditer(text):
+        yield f"block:{match[2].strip()}", match[3]
+    for match in SPAN.finditer(FENCE.sub("", text)):
+        yield "span", match[1]
+
+
+def doc_code() -> Iterator[tuple[Path, str, str]]:
+    for path in DOC_FILES:
+        for kind, code in code_of(path.read_text(encoding="utf-8")):
+            yield path, kind, code
+
+
+def command_flags(rest: str) -> list[str]:
+    """The --flags of one command line, up to where the shell command ends."""
+    end = COMMAND_END.search(rest)
+    return FLAG.findall(rest[: end.start()] if end else rest)
+
+
+def cli_flags() -> dict[str, set[str]]:
+    """`retrieval-bench` subcommand (and stage, as `stages.<name>`) -> the flags its parser accepts."""
+    flags = {name: set(FLAG.findall(gen_reference.help_text(["-m", "retrieval_bench.cli", *name.split()])))
+             for name in gen_reference.CLI_COMMANDS}
+    flags["cache"] = set(FLAG.findall(gen_reference.help_text(["-m", "retrieval_bench.cli", "cache"])))
+    for stage in gen_reference.STAGES:
+        flags[f"stages.{stage}"] = set(FLAG.findall(gen_reference.help_text(["-m", f"stages.{stage}"])))
+    return flags
+
+
+def bench_flags(name: str) -> set[str] | None:
+    script = ROOT / "bench" / f"{name}.py"
+    return set(re.findall(r"""["'](--[a-z][a-z0-9-]*)["']""", script.read_text(encoding="utf-8"))) if script.is_file() else None
+
+
+def wrong_commands(code: str, known: dict[str, set[str]]) -> list[str]:
+    """Every command in a piece of code whose subcommand, stage, script or flag does not exist."""
+    problems = []
+    for line in code.splitlines():
+        line = SHELL_COMMENT.sub("", line.replace("\\", " "))
+        for match in CLI_CALL.finditer(line):
+            words = match["rest"].split()
+            name = " ".join(words[:2]) if words[:2] == ["cache", "prune"] else words[0].rstrip("`:,.")
+            if name not in known:
+                problems.append(f"retrieval-bench {name}: no such command")
+                continue
+            problems += [f"retrieval-bench {name} {flag}" for flag in command_flags(match["rest"]) if flag not in known[name]]
+        for match in STAGE_CALL.finditer(line):
+            name = f"stages.{match['name']}"
+            if name not in known:
+                problems.append(f"python -m {name}: no such stage")
+                continue
+            problems += [f"python -m {name} {flag}" for flag in command_flags(match["rest"]) if flag not in known[name]]
+        for match in BENCH_CALL.finditer(line):
+            accepted = bench_flags(match["name"])
+            if accepted is None:
+                problems.append(f"bench/{match['name']}.py: no such script")
+                continue
+            problems += [f"bench/{match['name']}.py {flag}" for flag in command_flags(match["rest"]) if flag not in accepted]
+    return problems
+
+
+def key_exists(key: str) -> bool:
+    """A dotted params key (`*` for any child) exists in DEFAULTS; below a key whose default is null
+    (an engine's own mapping: retrieval.store.search, generate.price) anything goes."""
+    node: object = DEFAULTS
+    for part in key.split("."):
+        if node is None:
+            return True
+        if not isinstance(node, dict):
+            return False
+        if part == "*":
+            return True
+        if part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def yaml_keys(node: dict, prefix: str = "") -> Iterator[str]:
+    for key, value in node.items():
+        yield f"{prefix}{key}"
+        if isinstance(value, dict):
+            yield from yaml_keys(value, f"{prefix}{key}.")
+
+
+def named_keys(kind: str, code: str) -> Iterator[str]:
+    """The params keys a piece of code names: a backticked dotted key, a `-S key=value`, or the keys
+    of a YAML block of params."""
+    if kind == "span" and (match := KEY.match(code.strip())) and match["key"].rsplit(".", 1)[-1] not in FILE_SUFFIXES:
+        yield match["key"]
+    yield from (match["key"] for match in SET_PARAM.finditer(code))
+    if kind == "block:yaml":
+        data = yaml.safe_load(code)
+        if isinstance(data, dict) and data and set(data) <= set(DEFAULTS):
+            yield from yaml_keys(data)
+
+
+def unknown_keys(kind: str, code: str) -> list[str]:
+    return [key for key in named_keys(kind, code) if not key_exists(key)]
+
+
+@pytest.fixture(scope="module")
+def known() -> dict[str, set[str]]:
+    return cli_flags()
+
+
+def test_every_documented_command_flag_exists(known):
+    problems = [f"{path.relative_to(ROOT)}: {problem}" for path, _, code in doc_code() for problem in wrong_commands(code, known)]
+    assert problems == []
+
+
+def test_every_documented_params_key_exists():
+    problems = [f"{path.relative_to(ROOT)}: {key}" for path, kind, code in doc_code() for key in unknown_keys(kind, code)]
+    assert problems == []
+
+
+def test_the_checks_catch_a_wrong_flag_command_and_key(known):
+    assert wrong_commands("retrieval-bench compare main --md --sede 1 > out.md", known) == ["retrieval-bench compare --sede"]
+    assert wrong_commands("retrieval-bench comapre main", known) == ["retrieval-bench comapre: no such command"]
+    assert wrong_commands("python -m stages.judge --dry-run --dryrun", known) == ["python -m stages.judge --dryrun"]
+    assert wrong_commands(".venv/bin/python bench/store_search.py --chunks 10 --engine x", known) == ["bench/store_search.py --engine"]
+    assert wrong_commands("retrieval-bench cache prune --dry-run  # --not-a-flag in a comment", known) == []
+    assert unknown_keys("span", "retrieval.ann.ef_serch") == ["retrieval.ann.ef_serch"]
+    assert unknown_keys("span", "retrieval.store.search.nprobes") == []
+    assert unknown_keys("span", "embed.py") == []
+    assert unknown_keys("block:bash", "dvc exp run -S load.chunking.size=400") == ["load.chunking.size"]
+    assert unknown_keys("block:yaml", "embed:\n  ray:\n    adress: auto\n") == ["embed.ray.adress"]
+
+
+def test_the_docs_show_commands_and_keys():
+    """The checks above have something to check: the docs name commands, flags and keys."""
+    codes = list(doc_code())
+    assert sum(bool(CLI_CALL.search(code)) for _, _, code in codes) > 20
+    assert sum(1 for _, kind, code in codes for _ in named_keys(kind, code)) > 200
+
+
+def test_generated_params_reference_is_up_to_date():
+    assert gen_reference.PARAMS_PAGE.read_text(encoding="utf-8") == gen_reference.params_page(), (
+        "docs/reference/params.md is out of date: run python docs/gen_reference.py"
+    )
+
+
+def sections_and_flags(page: str) -> dict[str, set[str]]:
+    """Heading -> the flags in its help text (argparse's layout differs between Python versions)."""
+    parts = re.split(r"^### (.+)$", page, flags=re.M)
+    return {parts[i]: set(FLAG.findall(parts[i + 1])) for i in range(1, len(parts), 2)}
+
+
+def test_generated_cli_reference_is_up_to_date():
+    committed = sections_and_flags(gen_reference.CLI_PAGE.read_text(encoding="utf-8"))
+    assert committed == sections_and_flags(gen_reference.cli_page()), (
+        "docs/reference/cli.md is out of date: run python docs/gen_reference.py"
+    )
+
+
+def test_readme_is_short_and_keeps_the_two_commands_and_its_links():
+    text = README.read_text(encoding="utf-8")
+    assert len(text) <= 12_000
+    assert "make repro" in text and "make test" in text
+    links = re.findall(r"\]\((?!https?://)([^)#]+)(?:#[^)]*)?\)", text)
+    assert links and [link for link in links if not (ROOT / link).exists()] == []
+
+
+def test_docs_site_builds_strict(tmp_path):
+    pytest.importorskip("mkdocs", reason="the docs tooling is in the docs extra: pip install -e '.[docs]' (make test installs it)")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
