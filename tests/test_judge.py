@@ -17,10 +17,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import set_params
 from stub_llm import StubLLM, read_jsonl, stage_env
 
 from retrieval_bench.corpus.duplicates import find_duplicates
+from retrieval_bench.evaluation.judged import judged_summary, unjudged_warning
 from retrieval_bench.evaluation.judging import pool_pairs
+from retrieval_bench.evaluation.scoring import score_run_both_views
 from retrieval_bench.llm.grades import parse_grade
 from retrieval_bench.llm.settings import Meta
 from retrieval_bench.llm.tasks import JUDGE
@@ -233,6 +236,61 @@ def test_batch_api_end_to_end_and_a_rerun_submits_nothing(tmp_path):
         assert all(r["grade"] == 0 for r in read_jsonl(project / POOL))
         status, out, err = judge_here(project, stub)
         assert status == 0 and stub.batch_creates() == 1
+
+
+def one_error_line(err: str) -> str:
+    lines = [line for line in err.strip().splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_a_vanished_judging_batch_fails_the_stage_and_the_rerun_pays_only_for_its_pairs(tmp_path):
+    """Observed: a batch the provider lost (404) ended in exit 0 with every pair unjudged, and the
+    judged metrics silently equalled the strict ones."""
+    project = make_project(tmp_path / "p", depth=3)  # graded first, synchronously: 2 pairs per question
+    with StubLLM() as stub:
+        stub.reply = grade_by_marker
+        assert judge_here(project, stub)[0] == 0
+        good_pool = (project / POOL).read_bytes()
+        set_params(project, **{"judge.depth": 5, "judge.provider": "anthropic-batch"})  # 2 more per question, by batch
+        stub.after_create = lambda server: server.batches.clear()  # the provider loses the batch: polling it answers 404
+        stub.reset_counts()
+        status, out, err = judge_here(project, stub)
+        line = one_error_line(err)
+        assert status == 1 and "12 of 24 pooled pairs are unjudged" in line and "rerun to resubmit only these" in line
+        assert (project / POOL).read_bytes() == good_pool, "the last good pool was replaced"
+        assert "generate_goldenset" not in err and "judge: batch msgbatch_stub0001 no longer exists" in err
+
+        stub.after_create = None
+        status, out, err = judge_here(project, stub)
+        assert status == 0, err
+        assert stub.batch_creates() == 2 and [len(b["requests"]) for b in stub.created_batches()] == [12]  # only the lost pairs
+        assert stub.count("POST", "/v1/messages") == 2  # no grade from the first run was asked again
+        rows = read_jsonl(project / POOL)
+        assert len(rows) == 24 and all(row["grade"] is not None for row in rows)
+
+
+def test_the_judges_progress_bar_and_lines_name_the_judge(tmp_path):
+    project = make_project(tmp_path / "p", provider="anthropic-batch")
+    with StubLLM() as stub:
+        status, out, err = judge_here(project, stub)
+    assert status == 0, err
+    assert "judge (anthropic-batch)" in err and "judge: submitted batch" in err, err
+    assert "generate" not in err, err
+
+
+def test_score_says_when_pooled_pairs_are_unjudged_instead_of_passing_them_off_as_judged():
+    chunks = chunk_table()
+    golden = golden_rows(chunks)
+    run = run_table(golden, chunks)
+    pool = [{"qid": "q0", "chunk_id": "c01", "grade": 3}, {"qid": "q0", "chunk_id": "c02", "grade": None},
+            {"qid": "q1", "chunk_id": "c03", "grade": None}]
+    table = score_run_both_views(golden, chunks, run, [1, 5], 0.5, "expected", find_duplicates(chunks), pool, 2, 3)
+    summary = judged_summary(table, [1, 5], find_duplicates(chunks))
+    assert summary["judge_pooled"] == 3 and summary["judge_judged"] == 1 and summary["judge_unjudged"] == 2
+    warning = unjudged_warning(table)
+    assert "2 of 3 pooled pairs are unjudged (2 questions)" in warning and "judged_* metrics" in warning
+    assert unjudged_warning(table.assign(n_pooled=table["n_pooled_judged"])) is None
 
 
 def test_sigkill_mid_run_repeats_only_the_requests_in_flight(tmp_path):
