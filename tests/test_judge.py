@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import set_params
-from stub_llm import StubLLM, read_jsonl, stage_env
+from stub_llm import StubLLM, answer_then_hold, read_jsonl, stage_env
 
 from retrieval_bench.corpus.duplicates import find_duplicates
 from retrieval_bench.evaluation.judged import judged_summary, unjudged_warning
@@ -168,11 +169,11 @@ def test_the_pool_is_the_top_depth_of_every_run_without_the_gold_or_its_copies()
 # --- the stage against the stub ---------------------------------------------------------------
 def test_off_by_default_writes_an_empty_pool_at_once_and_asks_nothing(tmp_path):
     project = make_project(tmp_path / "p", enabled=False)
+    (project / "data" / "run.parquet").unlink()  # off, nothing is read from the runs (no timing bound: CI is busy)
     with StubLLM() as stub:
-        started = time.monotonic()
         status, out, err = judge_here(project, stub)
         assert status == 0, err
-        assert time.monotonic() - started < 5 and stub.requests == []
+        assert stub.requests == []
     assert (project / POOL).read_text().strip() == "" and (project / CACHE).exists() and (project / JOURNAL).exists()
     assert json.loads((project / REPORT).read_text())["requests"] == 0 and "off (judge.enabled is false)" in out
     assert yaml.safe_load((ROOT / "params.yaml").read_text())["judge"]["enabled"] is False
@@ -297,8 +298,7 @@ def test_sigkill_mid_run_repeats_only_the_requests_in_flight(tmp_path):
     many = chunk_table(60)
     project = make_project(tmp_path / "p", chunks=many, depth=8, concurrency=3)
     with StubLLM() as stub:
-        stub.reply = grade_by_marker
-        stub.latency = 0.15
+        stub.reply = answer_then_hold(6, grade_by_marker, held := threading.Event())  # no race against the kill
         process = subprocess.Popen([sys.executable, "-m", "stages.judge"], cwd=project, env={**stage_env(stub), "PYTHONPATH": str(ROOT)},
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
@@ -310,10 +310,11 @@ def test_sigkill_mid_run_repeats_only_the_requests_in_flight(tmp_path):
         process.communicate()
         before = read_jsonl(project / CACHE)
         sent_before = len(stub.generation_requests())
-        assert 6 <= len(before) < 6 * 7
+        assert len(before) == 6
 
+        held.set()
         stub.reset_counts()
-        stub.latency = 0.0
+        stub.reply = grade_by_marker
         status, out, err = judge_here(project, stub)
         assert status == 0, err
         total = 6 * 7  # depth 8 less the gold
