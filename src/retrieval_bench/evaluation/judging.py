@@ -85,7 +85,10 @@ def dry_run_from_env() -> bool:
 
 def read_prompt(data: bytes, path: str) -> tuple[str, str]:
     """(template, sha256 of its bytes) of the judge prompt; the sha256 is part of every cache key."""
-    template = data.decode("utf-8")
+    try:
+        template = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
     for placeholder in (JUDGE.query_placeholder, JUDGE.placeholder):
         if placeholder not in template:
             raise InputError(f"{path}: the judge prompt has no {placeholder} placeholder")
@@ -102,11 +105,11 @@ def read_pool(pool: list[str], cwd: Path = Path(".")) -> dict[str, pd.DataFrame]
             data = read_artefact(RUN, resolve_revision(revision, cwd), cwd)
             if data is None:
                 raise InputError(f"judge.pool {entry}: {RUN} is not in git or the DVC cache at {revision}; `dvc pull` it first")
-            run = pd.read_parquet(io.BytesIO(data))
+            run = _parquet_run(io.BytesIO(data), entry)
         elif not (cwd / entry).is_file():
             raise InputError(f"judge.pool {entry}: not found (a run file, or {JUDGE_POOL_REVISION}<git revision>)")
         elif entry.lower().endswith(".parquet"):
-            run = pd.read_parquet(cwd / entry)
+            run = _parquet_run(cwd / entry, entry)
         else:
             run = read_run_file(cwd / entry)
         missing = {"qid", "chunk_id", "rank"} - set(run.columns)
@@ -114,6 +117,16 @@ def read_pool(pool: list[str], cwd: Path = Path(".")) -> dict[str, pd.DataFrame]
             raise InputError(f"judge.pool {entry}: not a run (no {', '.join(sorted(missing))} column)")
         runs[entry] = run.astype({"qid": str, "chunk_id": str})
     return runs
+
+
+def _parquet_run(source, entry: str) -> pd.DataFrame:
+    import pyarrow
+
+    try:
+        return pd.read_parquet(source)
+    except (pyarrow.ArrowException, OSError, ValueError) as error:  # truncated, empty, or not Parquet at all
+        reason = str(error).splitlines()[0][:120] if str(error) else type(error).__name__
+        raise InputError(f"judge.pool {entry}: not a readable Parquet run ({reason})") from None
 
 
 def pool_pairs(golden: list[dict], chunks: pd.DataFrame, runs: dict[str, pd.DataFrame], depth: int,
