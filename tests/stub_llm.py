@@ -21,6 +21,9 @@ It counts every request and can be scripted: a fixed latency, a queue of faults 
 next generation requests (429 with retry-after-ms, 529 overloaded, 500, connection reset,
 malformed body, spend-limit 429), a spend limit that trips after N successful replies, a reply
 function (prompt passage -> reply text), batch processing time and per-request batch outcomes.
+Tests that must not race a clock use the event-driven controls instead: batches that end after a
+number of looks (batch_views, add_batch(views=...), end_batches), a gate every reply waits on,
+and answer_then_hold (n replies, then every request waits for an event).
 
 Nothing is written to disk: requests are kept in memory (the API key header included, so a
 test can check it arrived and then that it was written nowhere else).

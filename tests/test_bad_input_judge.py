@@ -5,7 +5,10 @@ exit status 1, exactly one `error:` line naming where, no traceback, and the las
 (the judged pool, metrics/judge.json, metrics.json, per_question.csv) intact, byte for byte."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import shutil
 import sys
 
@@ -37,9 +40,6 @@ def good(tmp_path_factory, stub):
 
 
 def run_both(project, stub, patch) -> None:
-    import contextlib
-    import io
-
     stub.reply = grade_by_marker
     use_stub(stub, patch)
     patch.chdir(project)
@@ -53,7 +53,7 @@ def run_both(project, stub, patch) -> None:
 
 def use_stub(stub, patch) -> None:
     env = stage_env(stub)
-    for name in [name for name in list(__import__("os").environ) if name.startswith(("ANTHROPIC_", "OPENAI_"))]:
+    for name in [name for name in os.environ if name.startswith(("ANTHROPIC_", "OPENAI_"))]:
         patch.delenv(name)
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
         patch.setenv(name, env[name])
@@ -90,67 +90,91 @@ def replace_pool_line(project, line: str) -> None:
     write(project, POOL, "\n".join([line] + lines[1:]) + "\n")
 
 
-def needs_new_grades(project, stub, **judge) -> None:
+def needs_new_grades(project, stub, provider: str) -> None:
     """Deeper pooling: 6 more pairs to grade, so the provider is asked (and misbehaves)."""
-    set_params(project, **{"judge.depth": 6, "judge.max_retries": 0, **{f"judge.{k}": v for k, v in judge.items()}})
+    set_params(project, **{"judge.depth": 6, "judge.max_retries": 0, "judge.provider": provider})
 
 
+def params(**changes):
+    """A change of dotted params.yaml keys ("judge__depth" for judge.depth)."""
+    return lambda project, *_: set_params(project, **{key.replace("__", "."): value for key, value in changes.items()})
+
+
+def pool_file(name: str, text: str):
+    """judge.pool names one run file, with this content."""
+    return lambda project, *_: (write(project, f"runs/{name}", text), set_params(project, **{"judge.pool": [f"runs/{name}"]}))
+
+
+def prepend(path: str, data: bytes):
+    return lambda project, *_: write(project, path, data + (project / path).read_bytes())
+
+
+def pool_line(**fields):
+    """The judged pool's first line with these fields changed."""
+    return lambda project: replace_pool_line(project, json.dumps({**first_pool_line(project), **fields}))
+
+
+def misbehaving(provider: str = "anthropic", **stub_settings):
+    """More pairs to grade, and the stub misbehaves as told (faults, batch outcomes, lost batches)."""
+    def change(project, stub):
+        needs_new_grades(project, stub, provider=provider)
+        for name, value in stub_settings.items():
+            setattr(stub, name, value)
+    return change
+
+
+def truncated_run(project, stub) -> None:
+    write(project, "runs/cut.parquet", (project / "data" / "run.parquet").read_bytes()[:300])
+    set_params(project, **{"judge.pool": ["runs/cut.parquet"]})
+
+
+NO_RANK = pd.DataFrame({"qid": ["q0"], "chunk_id": ["c01"], "score": [1.0]})
 JUDGE_CASES = {
-    "depth zero": (lambda p, s: set_params(p, **{"judge.depth": 0}), ["judge.depth must be a positive integer"]),
-    "depth a string": (lambda p, s: set_params(p, **{"judge.depth": "five"}), ["params.yaml", "judge.depth"]),
-    "empty pool": (lambda p, s: set_params(p, **{"judge.pool": []}), ["judge.pool must be a non-empty list"]),
-    "missing pool file": (lambda p, s: set_params(p, **{"judge.pool": ["runs/missing.trec"]}), ["judge.pool runs/missing.trec: not found"]),
-    "pool entry twice": (lambda p, s: set_params(p, **{"judge.pool": ["data/run.parquet", "data/run.parquet"]}), ["judge.pool lists 'data/run.parquet' twice"]),
-    "unknown provider": (lambda p, s: set_params(p, **{"judge.provider": "openai"}), ["judge.provider must be one of"]),
-    "negative cost limit": (lambda p, s: set_params(p, **{"judge.max_cost_usd": -1}), ["judge.max_cost_usd must be a positive number"]),
-    "no attempts": (lambda p, s: set_params(p, **{"judge.max_attempts": 0}), ["judge.max_attempts"]),
-    "grade 4 as the bar": (lambda p, s: set_params(p, **{"judge.min_grade": 4}), ["judge.min_grade must be 1, 2 or 3"]),
-    "trec line of 3 fields": (
-        lambda p, s: (write(p, "runs/bad.trec", "q0 c01 1.0\n"), set_params(p, **{"judge.pool": ["runs/bad.trec"]})),
-        ["runs/bad.trec:1: expected a TREC run line"]),
-    "jsonl run without a score": (
-        lambda p, s: (write(p, "runs/bad.jsonl", '{"qid": "q0", "chunk_id": "c01"}\n'), set_params(p, **{"judge.pool": ["runs/bad.jsonl"]})),
-        ["runs/bad.jsonl:1: expected a JSON object with qid, chunk_id and a numeric score"]),
-    "trec score not a number": (
-        lambda p, s: (write(p, "runs/bad.trec", "q0 Q0 c01 1 high tag\n"), set_params(p, **{"judge.pool": ["runs/bad.trec"]})),
-        ["runs/bad.trec:1: score must be a number"]),
-    "parquet run without rank": (
-        lambda p, s: pool_run(p, "norank.parquet", pd.DataFrame({"qid": ["q0"], "chunk_id": ["c01"], "score": [1.0]})),
-        ["judge.pool runs/norank.parquet: not a run (no rank column)"]),
-    "parquet run truncated": (
-        lambda p, s: (write(p, "runs/cut.parquet", (p / "data" / "run.parquet").read_bytes()[:300]),
-                      set_params(p, **{"judge.pool": ["runs/cut.parquet"]})),
-        ["judge.pool runs/cut.parquet: not a readable Parquet run"]),
-    "cache line not JSON": (lambda p, s: write(p, CACHE, "{broken\n" + (p / CACHE).read_text()), [f"{CACHE}:1: invalid JSON"]),
-    "cache line a list": (lambda p, s: write(p, CACHE, "[1, 2]\n" + (p / CACHE).read_text()), [f"{CACHE}:1:", "needs 'key'"]),
-    "cache not UTF-8": (lambda p, s: write(p, CACHE, b"\xff\xfe{}\n" + (p / CACHE).read_bytes()), [f"{CACHE}:1: not UTF-8 text"]),
-    "prompt without a query": (lambda p, s: write(p, PROMPT, "Grade <passage>\n{passage}\n</passage>\n"), [f"{PROMPT}: the judge prompt has no {{query}}"]),
+    "depth zero": (params(judge__depth=0), ["judge.depth must be a positive integer"]),
+    "depth a string": (params(judge__depth="five"), ["params.yaml", "judge.depth"]),
+    "empty pool": (params(judge__pool=[]), ["judge.pool must be a non-empty list"]),
+    "missing pool file": (params(judge__pool=["runs/missing.trec"]), ["judge.pool runs/missing.trec: not found"]),
+    "pool entry twice": (params(judge__pool=["data/run.parquet"] * 2), ["judge.pool lists 'data/run.parquet' twice"]),
+    "unknown provider": (params(judge__provider="openai"), ["judge.provider must be one of"]),
+    "negative cost limit": (params(judge__max_cost_usd=-1), ["judge.max_cost_usd must be a positive number"]),
+    "no attempts": (params(judge__max_attempts=0), ["judge.max_attempts"]),
+    "grade 4 as the bar": (params(judge__min_grade=4), ["judge.min_grade must be 1, 2 or 3"]),
+    "trec line of 3 fields": (pool_file("bad.trec", "q0 c01 1.0\n"), ["runs/bad.trec:1: expected a TREC run line"]),
+    "trec score not a number": (pool_file("bad.trec", "q0 Q0 c01 1 high tag\n"), ["runs/bad.trec:1: score must be a number"]),
+    "jsonl run without a score": (pool_file("bad.jsonl", '{"qid": "q0", "chunk_id": "c01"}\n'),
+                                  ["runs/bad.jsonl:1: expected a JSON object with qid, chunk_id and a numeric score"]),
+    "parquet run without rank": (lambda p, s: pool_run(p, "norank.parquet", NO_RANK),
+                                 ["judge.pool runs/norank.parquet: not a run (no rank column)"]),
+    "parquet run truncated": (truncated_run, ["judge.pool runs/cut.parquet: not a readable Parquet run"]),
+    "cache line not JSON": (prepend(CACHE, b"{broken\n"), [f"{CACHE}:1: invalid JSON"]),
+    "cache line a list": (prepend(CACHE, b"[1, 2]\n"), [f"{CACHE}:1:", "needs 'key'"]),
+    "cache not UTF-8": (prepend(CACHE, b"\xff\xfe{}\n"), [f"{CACHE}:1: not UTF-8 text"]),
+    "prompt without a query": (lambda p, s: write(p, PROMPT, "Grade <passage>\n{passage}\n</passage>\n"),
+                               [f"{PROMPT}: the judge prompt has no {{query}}"]),
     "prompt not UTF-8": (lambda p, s: write(p, PROMPT, b"\xff {query} {passage}"), [f"{PROMPT}: not UTF-8 text"]),
-    "provider refuses the key": (lambda p, s: (needs_new_grades(p, s), setattr(s, "faults", ["auth"] * 12)), ["401"]),
-    "provider spend limit": (lambda p, s: (needs_new_grades(p, s), setattr(s, "faults", ["spend_limit"] * 12)), ["spend limit"]),
-    "malformed replies": (lambda p, s: (needs_new_grades(p, s), setattr(s, "faults", ["malformed"] * 200)), ["judging requests failed"]),
-    "batch requests errored": (
-        lambda p, s: (needs_new_grades(p, s, provider="anthropic-batch"), setattr(s, "batch_outcome", lambda c, i: "errored")),
-        ["6 judging requests failed", "rerun"]),
-    "batch lost by the provider": (
-        lambda p, s: (needs_new_grades(p, s, provider="anthropic-batch"), setattr(s, "after_create", lambda server: server.batches.clear())),
-        ["6 of 30 pooled pairs are unjudged", "rerun to resubmit only these"]),
+    "provider refuses the key": (misbehaving(faults=["auth"] * 12), ["401", "rerun to ask for the rest"]),
+    "provider spend limit": (misbehaving(faults=["spend_limit"] * 12), ["spend limit"]),
+    "malformed replies": (misbehaving(faults=["malformed"] * 200), ["judging requests failed"]),
+    "batch requests errored": (misbehaving("anthropic-batch", batch_outcome=lambda custom_id, index: "errored"),
+                               ["6 judging requests failed", "rerun"]),
+    "batch lost by the provider": (misbehaving("anthropic-batch", after_create=lambda server: server.batches.clear()),
+                                   ["6 of 30 pooled pairs are unjudged", "rerun to resubmit only these"]),
 }
 
 SCORE_CASES = {
-    "unknown tie policy": (lambda p: set_params(p, **{"score.ties": "random"}), ["params.yaml", "score.ties"]),
-    "k beyond the depth": (lambda p: set_params(p, **{"score.k": [1, 20], "retrieval.depth": 10}), ["score.k 20 is beyond retrieval.depth 10"]),
-    "k zero": (lambda p: set_params(p, **{"score.k": [0, 5]}), ["score.k must be a non-empty list of distinct positive integers"]),
-    "coverage above one": (lambda p: set_params(p, **{"score.min_coverage": 1.5}), ["score.min_coverage must be in (0, 1]"]),
-    "min grade zero": (lambda p: set_params(p, **{"judge.min_grade": 0}), ["judge.min_grade must be 1, 2 or 3"]),
-    "ambiguous at zero": (lambda p: set_params(p, **{"judge.ambiguous_at": 0}), ["judge.ambiguous_at"]),
-    "pool grade 7": (lambda p: replace_pool_line(p, json.dumps({**first_pool_line(p), "grade": 7})), [f"{POOL}:1: grade must be an integer 0-3 or null, got 7"]),
-    "pool grade true": (lambda p: replace_pool_line(p, json.dumps({**first_pool_line(p), "grade": True})), [f"{POOL}:1: grade must be an integer 0-3 or null, got True"]),
-    "pool grade a string": (lambda p: replace_pool_line(p, json.dumps({**first_pool_line(p), "grade": "3"})), [f"{POOL}:1: grade must be an integer"]),
-    "pool chunk unknown": (lambda p: replace_pool_line(p, json.dumps({**first_pool_line(p), "chunk_id": "zz"})), [f"{POOL}:1: chunk zz is not in the chunk table"]),
+    "unknown tie policy": (params(score__ties="random"), ["params.yaml", "score.ties"]),
+    "k beyond the depth": (params(score__k=[1, 20], retrieval__depth=10), ["score.k 20 is beyond retrieval.depth 10"]),
+    "k zero": (params(score__k=[0, 5]), ["score.k must be a non-empty list of distinct positive integers"]),
+    "coverage above one": (params(score__min_coverage=1.5), ["score.min_coverage must be in (0, 1]"]),
+    "min grade zero": (params(judge__min_grade=0), ["judge.min_grade must be 1, 2 or 3"]),
+    "ambiguous at zero": (params(judge__ambiguous_at=0), ["judge.ambiguous_at"]),
+    "pool grade 7": (pool_line(grade=7), [f"{POOL}:1: grade must be an integer 0-3 or null, got 7"]),
+    "pool grade true": (pool_line(grade=True), [f"{POOL}:1: grade must be an integer 0-3 or null, got True"]),
+    "pool grade a string": (pool_line(grade="3"), [f"{POOL}:1: grade must be an integer 0-3 or null, got '3'"]),
+    "pool chunk unknown": (pool_line(chunk_id="zz"), [f"{POOL}:1: chunk zz is not in the chunk table"]),
     "pool line not JSON": (lambda p: replace_pool_line(p, "{not json"), [f"{POOL}:1: invalid JSON"]),
     "pool line a list": (lambda p: replace_pool_line(p, "[1, 2]"), [f"{POOL}:1: expected a JSON object"]),
-    "pool not UTF-8": (lambda p: write(p, POOL, b"\xff\xfe\n" + (p / POOL).read_bytes()), [f"{POOL}:1: not UTF-8 text"]),
+    "pool not UTF-8": (prepend(POOL, b"\xff\xfe\n"), [f"{POOL}:1: not UTF-8 text"]),
 }
 
 

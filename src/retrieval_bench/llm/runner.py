@@ -97,5 +97,6 @@ def _raise_on_stop(outcome: Outcome, cache_path: str | Path) -> None:
     if outcome.stop:
         raise StopGeneration(
             f"{outcome.stop}; {outcome.succeeded} replies from this run are kept in {cache_path} "
-            f"({usd(outcome.cost)} spent); rerun to generate the rest: only missing questions are requested"
+            f"({usd(outcome.cost)} spent); rerun to ask for the rest: only what is missing is requested "
+            "(nothing received is paid for twice)"
         )
