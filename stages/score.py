@@ -5,7 +5,7 @@ import sys
 import pandas as pd
 
 from retrieval_bench import paths
-from retrieval_bench.evaluation.judged import judged_summary
+from retrieval_bench.evaluation.judged import judged_summary, unjudged_warning
 from retrieval_bench.evaluation.metrics import rank_histogram, summarize
 from retrieval_bench.evaluation.scoring import score_run_both_views, unscorable_warning
 from retrieval_bench.io import atomic_open, read_jsonl, read_table, run_stage, write_json
@@ -26,9 +26,9 @@ def main() -> None:
         golden, chunks, run, ks, params["min_coverage"], params["ties"], duplicates, read_jsonl(paths.JUDGED_POOL),
         judge["min_grade"], judge["ambiguous_at"], paths.JUDGED_POOL,
     )
-    warning = unscorable_warning(table)
-    if warning:
-        print(f"score: warning: {warning}", file=sys.stderr)
+    for warning in (unscorable_warning(table), unjudged_warning(table)):
+        if warning:
+            print(f"score: warning: {warning}", file=sys.stderr)
     summary = {**summarize(table, ks, len(chunks)), **judged_summary(table, ks, duplicates), **run_info_metrics(paths.RUN_INFO, ks)}
     write_json(paths.METRICS, summary)
     for path, frame in (

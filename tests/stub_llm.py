@@ -21,6 +21,9 @@ It counts every request and can be scripted: a fixed latency, a queue of faults 
 next generation requests (429 with retry-after-ms, 529 overloaded, 500, connection reset,
 malformed body, spend-limit 429), a spend limit that trips after N successful replies, a reply
 function (prompt passage -> reply text), batch processing time and per-request batch outcomes.
+Tests that must not race a clock use the event-driven controls instead: batches that end after a
+number of looks (batch_views, add_batch(views=...), end_batches), a gate every reply waits on,
+and answer_then_hold (n replies, then every request waits for an event).
 
 Nothing is written to disk: requests are kept in memory (the API key header included, so a
 test can check it arrived and then that it was written nowhere else).
@@ -28,6 +31,7 @@ test can check it arrived and then that it was written nowhere else).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import socket
@@ -99,6 +103,12 @@ class StubLLM:
         self.reply: Callable[[str], str] = default_reply  # passage -> reply text
         self.stop_reason: Callable[[str], str] = lambda passage: "end_turn"
         self.batch_seconds = 0.0  # time a batch takes to end
+        # Instead of a time: a batch created from now on ends once it has been looked at (listed, or
+        # its status read) this many times, so a test decides what a client sees, not the clock.
+        self.batch_views: int | None = None
+        # While set and not open, every generation request waits here before its reply: a test
+        # opens it when what it waits for (another process waiting on a lock) has happened.
+        self.gate: threading.Event | None = None
         self.batch_outcome: Callable[[str, int], str] = lambda custom_id, index: "succeeded"
         self.batches: dict[str, dict] = {}
         self.create_hold = 0.0  # seconds a batch create waits, after the batch exists, before answering
@@ -144,8 +154,9 @@ class StubLLM:
             batches = [b for b in batches if {r["custom_id"] for r in b["requests"]} & custom_ids]
         return batches
 
-    def add_batch(self, n_requests: int, ended: bool = True, prefix: str = "other") -> str:
-        """A batch someone else created on the same account (for listing and reconciliation)."""
+    def add_batch(self, n_requests: int, ended: bool = True, prefix: str = "other", views: int | None = None) -> str:
+        """A batch someone else created on the same account (for listing and reconciliation); with
+        `views`, it is processing for that many looks at it and ended from the next (batch_views)."""
         with self.lock:
             batch_id = f"msgbatch_{prefix}{len(self.batches) + 1:04d}"
             requests = [{"custom_id": f"{prefix}-{batch_id}-{i}", "params": {"model": "m", "max_tokens": 10,
@@ -154,9 +165,16 @@ class StubLLM:
                 "id": batch_id, "requests": requests, "foreign": True,
                 "started": time.monotonic() - (self.batch_seconds + 1 if ended else 0),  # else: ends after batch_seconds
                 "created_at": datetime.now(timezone.utc), "seq": len(self.batches),
-                "outcomes": ["succeeded"] * n_requests,
+                "outcomes": ["succeeded"] * n_requests, "views_left": views,
             }
         return batch_id
+
+    def end_batches(self) -> None:
+        """Every batch counted in looks (batch_views) ends at its next look."""
+        with self.lock:
+            for batch in self.batches.values():
+                if batch.get("views_left") is not None:
+                    batch["views_left"] = 0
 
     def reset_counts(self) -> None:
         with self.lock:
@@ -183,8 +201,18 @@ class StubLLM:
             "usage": {"input_tokens": max(1, len(prompt) // 4), "output_tokens": max(1, len(text) // 4)},
         }
 
-    def _batch_view(self, batch: dict) -> dict:
-        ended = time.monotonic() - batch["started"] >= self.batch_seconds
+    def _ended(self, batch: dict, look: bool) -> bool:
+        """Whether a batch has ended at this look (a `look` counts against its looks left, if it
+        has a count; else the clock decides)."""
+        with self.lock:
+            views_left = batch.get("views_left")
+            if views_left is None:
+                return time.monotonic() - batch["started"] >= self.batch_seconds
+            batch["views_left"] = max(0, views_left - int(look))
+            return views_left == 0
+
+    def _batch_view(self, batch: dict, look: bool = True) -> dict:
+        ended = self._ended(batch, look)
         n = len(batch["requests"])
         counts = {"processing": n, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
         if ended:
@@ -313,6 +341,8 @@ class StubLLM:
                 if fault:
                     request.outcome = fault
                     return self._fault(fault, openai)
+                if stub.gate is not None:
+                    stub.gate.wait()
                 if stub.latency:
                     time.sleep(stub.latency)
                 message = stub._message(body.get("model", "?"), prompt)
@@ -344,13 +374,14 @@ class StubLLM:
                         "id": batch_id, "requests": requests, "started": time.monotonic(),
                         "created_at": datetime.now(timezone.utc), "seq": len(stub.batches),
                         "outcomes": [stub.batch_outcome(r["custom_id"], i) for i, r in enumerate(requests)],
+                        "views_left": stub.batch_views,
                     }
                     stub.batches[batch_id] = batch
                 if stub.after_create is not None:
                     stub.after_create(stub)
                 if stub.create_hold:
                     time.sleep(stub.create_hold)  # the batch exists; the answer is late (a kill lands here)
-                self._send(200, stub._batch_view(batch))
+                self._send(200, stub._batch_view(batch, look=False))  # the create's answer is not a look
 
             def _list_batches(self) -> None:
                 """The account's batches, most recently created first, one page (the real API's shape)."""
@@ -482,6 +513,19 @@ class FaultProxy:
             do_GET = do_POST = _pass  # noqa: N815
 
         return Handler
+
+
+def answer_then_hold(n: int, reply: Callable[[str], str], held: threading.Event) -> Callable[[str], str]:
+    """A stub reply function: `n` replies, then every request waits for `held` (in flight for as
+    long as the test wants: a kill lands with exactly `n` replies cached, whatever the machine's load)."""
+    answered = itertools.count()
+
+    def answer(passage: str) -> str:
+        if next(answered) >= n:
+            held.wait()
+        return reply(passage)
+
+    return answer
 
 
 # --- running the generate stage against the stub -------------------------------------------

@@ -141,7 +141,7 @@ def test_a_missing_key_is_reported_before_any_bar_appears(stub, monkeypatch, cap
     meta, jobs = jobs_for(3)
     with pytest.raises(InputError, match="ANTHROPIC_API_KEY"):
         run(QUESTIONS, jobs, meta, settings(), tmp_path / "cache.jsonl")
-    assert "generate (anthropic)" not in capsys.readouterr().err
+    assert "generate_goldenset (anthropic)" not in capsys.readouterr().err
 
 
 def test_the_bar_counts_replies_not_failed_requests(stub, capsys, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 import uuid
 from collections import Counter
@@ -15,6 +16,7 @@ import pandas as pd
 from conftest import set_params
 from stub_llm import (
     StubLLM,
+    answer_then_hold,
     default_reply,
     read_jsonl,
     run_stage,
@@ -49,16 +51,17 @@ def test_sigkill_mid_run_keeps_finished_questions_and_repeats_no_request(tmp_pat
     project = stage_project(tmp_path / "p")
     set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 16, "generate.concurrency": 2})
     with StubLLM() as stub:
-        stub.latency = 0.2
+        stub.reply = answer_then_hold(4, default_reply, held := threading.Event())  # 4 replies, then the kill: no race
         process = start_stage(project, stub)
         wait_for(lambda: len(read_jsonl(project / CACHE)) >= 4, process)
         kill(process)
         before = read_jsonl(project / CACHE)
         finished = {record["passage_sha256"] for record in before}
-        assert 4 <= len(before) < 16 and not (project / GOLDEN).exists()
+        assert len(before) == 4 and not (project / GOLDEN).exists()
 
+        held.set()
         stub.reset_counts()
-        stub.latency = 0.0
+        stub.reply = default_reply
         status, out, err = run_stage_here(project, stub)
         assert status == 0, err
         asked = [request.passage_sha for request in stub.generation_requests()]
@@ -73,11 +76,12 @@ def test_batch_killed_before_results_is_collected_by_the_rerun_without_a_second_
     project = stage_project(tmp_path / "p")
     set_params(project, **{"generate.provider": "anthropic-batch", "generate.max_questions": 12})
     with StubLLM() as stub:
-        stub.batch_seconds = 1.5
+        stub.batch_views = 10**9  # processing until the test ends it: the kill lands before its results, on any machine
         process = start_stage(project, stub)
         wait_for(lambda: any(e["event"] == "submitted" for e in read_jsonl(project / JOURNAL)), process)
         kill(process)
         assert stub.batch_creates() == 1 and not read_jsonl(project / CACHE)
+        stub.end_batches()
 
         status, out, err = run_stage_here(project, stub)
         assert status == 0, err

@@ -151,6 +151,12 @@ def test_metrics_on_a_run_equal_trec_eval_on_that_run(seed):
     assert ours["ndcg@10"] == pytest.approx(trec["ndcg_cut_10"], abs=1e-9)
     assert ours["map@10"] == pytest.approx(trec["map_cut_10"], abs=1e-9)
     assert ours["reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
+    # The documented bound: the full ranking's MRR less at most 1 / (depth + 1); every k <= depth exact.
+    full = score_run([{"qid": "q", "relevant": grades}], chunks, from_records([("q", d, s) for d, s in run.items()])
+                     if run else run_frame, ks, 0.5, "expected").iloc[0]
+    assert full["reciprocal_rank"] - 1 / (depth + 1) - 1e-12 <= ours["reciprocal_rank"] <= full["reciprocal_rank"] + 1e-12
+    for k in (k for k in ks if k <= depth):
+        assert ours[f"recall@{k}"] == pytest.approx(full[f"recall@{k}"], abs=1e-12)
 
 
 # --- the judged view ---------------------------------------------------------------------------

@@ -111,7 +111,7 @@ def test_array_fusion_equals_the_plain_definition_on_random_tied_runs(fusion):
     component_runs = {"dense": as_run(*tops[0], qids, chunk_ids), "bm25": as_run(*tops[1], qids, chunk_ids)}
     expected = reference_fusion(component_runs, {"dense": 1.0, "bm25": 0.5}, fusion, 60, depth)
     got = as_run(*fuse(tops, [1.0, 0.5], fusion, 60, n_chunks, depth), qids, chunk_ids)
-    got = got[got["rank"] <= depth].reset_index(drop=True)
+    got = runs.cut_to_depth(got, depth)
     expected = expected.iloc[expected["qid"].map(qids.index).argsort(kind="stable")].reset_index(drop=True)
     pd.testing.assert_frame_equal(got, expected)
 
@@ -120,7 +120,7 @@ def test_array_fusion_equals_the_plain_definition_on_random_tied_runs(fusion):
 @pytest.mark.parametrize("weights", [{"dense": 1.0, "bm25": 0.3}, {"dense": 0.0, "bm25": 1.0}])  # the second: ties at the cut
 def test_the_hybrid_method_is_the_fusion_of_its_component_runs(fusion, weights):
     """methods.retrieve with method hybrid: the dense and BM25 runs fusion_depth deep, each with its
-    own weight, fused and cut to the depth (ties at the cut by chunk id), as the plain definition says."""
+    own weight, fused and cut to the depth (whole tie groups at the cut), as the plain definition says."""
     rng = np.random.default_rng(11)
     words = [f"w{i}" for i in range(40)]
     texts = [" ".join(rng.choice(words, size=int(rng.integers(2, 8)))) for _ in range(80)]
@@ -131,9 +131,60 @@ def test_the_hybrid_method_is_the_fusion_of_its_component_runs(fusion, weights):
     components = {name: retrieve(settings(name, depth=fusion_depth), questions, corpus) for name in weights}
     expected = reference_fusion(components, weights, fusion, 60, depth)
     got = retrieve(settings("hybrid", depth=depth, fusion=fusion, fusion_depth=fusion_depth, weights=weights), questions, corpus)
-    assert got.groupby("qid").size().max() == depth
+    beyond = got[got["rank"] > depth]
+    at_cut = got[got["rank"] == depth].set_index("qid")["score"]
+    assert (beyond["score"].to_numpy() == beyond["qid"].map(at_cut).to_numpy()).all()  # only the tie at the cut
     expected = expected.iloc[expected["qid"].map(questions.qids.index).argsort(kind="stable")].reset_index(drop=True)
     pd.testing.assert_frame_equal(got, expected)
+
+
+def plain_run(full: np.ndarray, qids: list[str], chunk_ids: list[str], depth: int, retrieved: np.ndarray) -> dict:
+    """The run contract in plain numpy: per question, the retrieved chunks scoring at least its
+    depth-th best score (the whole tie group at the cut), by score then chunk id."""
+    run = {}
+    for q, row in enumerate(full):
+        inside = np.flatnonzero(retrieved[q])
+        if len(inside):
+            cut = np.sort(row[inside])[::-1][min(depth, len(inside)) - 1]
+            members = [i for i in inside if row[i] >= cut]
+            run[qids[q]] = sorted(((chunk_ids[i], round(float(row[i]), 4)) for i in members), key=lambda m: (-m[1], m[0]))
+    return run
+
+
+def as_plain(run: pd.DataFrame) -> dict:
+    return {qid: list(zip(group["chunk_id"], group["score"].round(4))) for qid, group in run.groupby("qid", sort=False)}
+
+
+@pytest.mark.parametrize("depth", [1, 3, 7, 12])
+def test_bm25_keeps_whole_tie_groups_at_the_cut_not_bm25s_choice(depth):
+    """Observed: which of the chunks tied at the cut made the BM25 run was bm25s' choice."""
+    from retrieval_bench.retrieval.bm25 import tokenize
+
+    rng = np.random.default_rng(depth)
+    words = [f"w{i}" for i in range(12)]
+    base = [" ".join(rng.choice(words, size=int(rng.integers(2, 5)))) for _ in range(10)]
+    texts = [base[i % 10] for i in rng.permutation(60)]  # every text six times: many tied scores
+    asked = [" ".join(rng.choice(words, size=2)) for _ in range(15)]
+    questions, corpus = Questions([f"q{i}" for i in range(15)], asked), Corpus([f"c{i:02d}" for i in range(60)], texts)
+    full = bm25_scores(texts, asked)(slice(0, 15))
+    matched = np.array([[bool(set(q) & set(t)) for t in tokenize(texts)] for q in tokenize(asked)])
+    expected = plain_run(full, questions.qids, corpus.chunk_ids, depth, matched & (full > 0))
+    assert as_plain(retrieve(settings("bm25", depth=depth), questions, corpus)) == expected
+    assert any(len(members) > depth for members in expected.values())  # ties straddle the cut
+
+
+@pytest.mark.parametrize("depth", [1, 4, 9])
+def test_dense_keeps_whole_tie_groups_at_the_cut(depth):
+    rng = np.random.default_rng(depth)
+    vectors = rng.integers(0, 3, size=(8, 4)).astype(np.float32)  # small integers: exact, equal dot products
+    corpus_vectors = vectors[rng.integers(0, 8, size=50)]  # repeated vectors: tied scores
+    question_vectors = rng.integers(0, 3, size=(10, 4)).astype(np.float32)
+    questions = Questions([f"q{i}" for i in range(10)], [""] * 10, question_vectors)
+    corpus = Corpus([f"c{i:02d}" for i in range(50)], [""] * 50, corpus_vectors)
+    full = question_vectors @ corpus_vectors.T
+    expected = plain_run(full, questions.qids, corpus.chunk_ids, depth, np.ones(full.shape, dtype=bool))
+    assert as_plain(retrieve(settings("dense", depth=depth), questions, corpus)) == expected
+    assert any(len(members) > depth for members in expected.values())
 
 
 def test_run_files_trec_and_jsonl(tmp_path):

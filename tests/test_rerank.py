@@ -164,7 +164,7 @@ def test_rerank_through_dvc_keeps_its_cache(project, tiny_cross_encoder):
     assert len(cache.read_text().splitlines()) == 20 * n_questions
     assert "rerank_cache.jsonl" in (project / "dvc.lock").read_text()
     # A new depth re-runs retrieve, which scores nothing: the persistent cache survived the rerun.
-    set_params(project, **{"retrieval.depth": 10})
+    set_params(project, **{"retrieval.depth": 10, "score.k": [1, 5, 10]})  # no k beyond the depth
     second = dvc("repro", "retrieve", cwd=project)
     assert f"rerank: {20 * n_questions} pairs, 0 scored by the cross-encoder" in second.stderr + second.stdout
     assert len(cache.read_text().splitlines()) == 20 * n_questions

@@ -221,6 +221,10 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     if params["retrieval"]["rrf_k"] < 0:
         raise InputError(f"{path}: retrieval.rrf_k must be >= 0")
     _check_retrieval(params["retrieval"], path)
+    depth = params["retrieval"]["depth"]
+    if depth != "all" and max(ks) > depth:  # recall@k beyond the run would silently count only `depth` chunks
+        raise InputError(f"{path}: score.k {max(ks)} is beyond retrieval.depth {depth}: recall@{max(ks)} would count only "
+                         f"the run's {depth} chunks; raise retrieval.depth to at least {max(ks)} or drop k {max(ks)}")
     for key, allowed in (("stemmer", ("english", "none")), ("stopwords", ("en", "none"))):
         if params["retrieval"]["bm25"][key] not in allowed:
             raise InputError(f"{path}: retrieval.bm25.{key} must be one of {', '.join(allowed)}, got {params['retrieval']['bm25'][key]!r}")

@@ -170,9 +170,21 @@ def judged_summary(per_question: pd.DataFrame, ks: list[int], duplicates: pd.Dat
         n_questions_gaining_duplicate=int((per_question["n_duplicate_relevant"] > 0).sum()),
         judge_pooled=int(per_question["n_pooled"].sum()),
         judge_judged=pooled_judged,
+        judge_unjudged=int(per_question["n_pooled"].sum()) - pooled_judged,  # counted as not relevant: see unjudged_warning
         judge_relevant=pooled_relevant,
         judge_relevant_share=round(pooled_relevant / pooled_judged, 4) if pooled_judged else None,
         n_questions_gaining_judged=int((per_question["n_judge_relevant"] > 0).sum()),
         n_questions_ambiguous=int(per_question["ambiguous"].sum()),
     )
     return summary
+
+
+def unjudged_warning(per_question: pd.DataFrame) -> str | None:
+    """A warning when pooled pairs have no grade (the judge refused them every time): the judged
+    metrics count them as not relevant, so they are a lower bound, not the judged value."""
+    pooled, judged = int(per_question["n_pooled"].sum()), int(per_question["n_pooled_judged"].sum())
+    if pooled == judged:
+        return None
+    questions = int((per_question["n_pooled"] > per_question["n_pooled_judged"]).sum())
+    return (f"{pooled - judged} of {pooled} pooled pairs are unjudged ({questions} questions): the {PREFIX}* metrics count "
+            "them as not relevant (a lower bound; judge_unjudged in metrics.json); see metrics/judge.json's rejected_by_reason")

@@ -85,7 +85,10 @@ def dry_run_from_env() -> bool:
 
 def read_prompt(data: bytes, path: str) -> tuple[str, str]:
     """(template, sha256 of its bytes) of the judge prompt; the sha256 is part of every cache key."""
-    template = data.decode("utf-8")
+    try:
+        template = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
     for placeholder in (JUDGE.query_placeholder, JUDGE.placeholder):
         if placeholder not in template:
             raise InputError(f"{path}: the judge prompt has no {placeholder} placeholder")
@@ -148,24 +151,26 @@ def pool_pairs(golden: list[dict], chunks: pd.DataFrame, runs: dict[str, pd.Data
 
 
 def _status(pairs: list[Pair], cache: dict[str, dict], meta: Meta, template: str, max_attempts: int
-            ) -> tuple[dict[int, dict], list[Job], Counter]:
-    """Per pair (by position) its accepted record, the jobs still to ask (one per distinct key) and
-    the rejected replies by reason."""
+            ) -> tuple[dict[int, dict], list[Job], Counter, int]:
+    """Per pair (by position) its accepted record, the jobs still to ask (one per distinct key),
+    the rejected replies by reason and how many pairs wait for a reply."""
     accepted: dict[int, dict] = {}
     misses: dict[str, Job] = {}
     rejected: Counter = Counter()
+    waiting = 0
     for position, pair in enumerate(pairs):
         for attempt in range(max_attempts):
             job = JUDGE.pair_job(meta, template, pair.question, pair.text, pair.text_sha256, attempt)
             record = cache.get(job.key)
             if record is None:
                 misses.setdefault(job.key, job)
+                waiting += 1
                 break
             if record.get("rejected") is None and record.get("grade") is not None:
                 accepted[position] = record
                 break
             rejected[record.get("rejected") or "no_grade"] += 1
-    return accepted, list(misses.values()), rejected
+    return accepted, list(misses.values()), rejected, waiting
 
 
 def judge_pool(params: dict, pairs: list[Pair], template: str, prompt_sha256: str, cache_path: str,
@@ -186,9 +191,9 @@ def judge_pool(params: dict, pairs: list[Pair], template: str, prompt_sha256: st
         if (pending or intents) and can_resume(settings) and not dry_run:
             log(f"{len(pending) + len(intents)} judging batches from an earlier run were not collected; resuming them")
             spent += resume_batches(task, pending, settings, cache_path, intents).cost
-        before, _, _ = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
+        before, _, _, _ = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
         for _ in range(params["max_attempts"] + 1):
-            accepted, jobs, rejected = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
+            accepted, jobs, rejected, _ = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
             in_flight = {r["key"] for e in pending_batch_events(cache_path) + pending_intent_events(cache_path) for r in e["requests"]}
             jobs = [job for job in jobs if job.key not in in_flight]
             if not jobs:
@@ -209,11 +214,12 @@ def judge_pool(params: dict, pairs: list[Pair], template: str, prompt_sha256: st
                 break
         if dry_run:
             raise JudgeDryRun(f"dry run: all {len(pairs)} pooled pairs are graded or in flight already; nothing to ask")
-        accepted, _, rejected = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
+        accepted, _, rejected, waiting = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
     if failed:
         reasons = "; ".join(f"{n}x {r}" for r, n in Counter(failed).most_common(3))
         raise StopGeneration(f"{len(failed)} judging requests failed ({reasons}); every grade received is kept in "
                              f"{cache_path}; rerun to ask for the missing ones again")
+    _check_all_answered(pairs, waiting, cache_path)
     rows = [{"qid": p.qid, "chunk_id": p.chunk_id, "runs": p.runs, "grade": accepted[i]["grade"] if i in accepted else None,
              "key": accepted[i]["key"] if i in accepted else None} for i, p in enumerate(pairs)]
     grades = Counter(row["grade"] for row in rows if row["grade"] is not None)
@@ -225,6 +231,18 @@ def judge_pool(params: dict, pairs: list[Pair], template: str, prompt_sha256: st
         "relevant": sum(n for g, n in grades.items() if g >= params["min_grade"]),
     }
     return Judged(rows, report)
+
+
+def _check_all_answered(pairs: list[Pair], waiting: int, cache_path: str) -> None:
+    """Every pooled pair has an accepted grade or used all its attempts on rejected replies; a pair
+    still waiting for a reply (its batch vanished: gone, expired, results deleted) stops the stage,
+    so judged metrics never pass unjudged pairs off as judged."""
+    if waiting:
+        raise StopGeneration(
+            f"{waiting} of {len(pairs)} pooled pairs are unjudged: no reply came back for them (their batch is gone, "
+            f"expired or its results were deleted); every grade received is kept in {cache_path}: rerun to resubmit "
+            "only these, nothing graded is paid for twice"
+        )
 
 
 def _check_cost(est, settings: Settings, spent: float) -> None:

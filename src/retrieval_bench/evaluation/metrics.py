@@ -3,8 +3,14 @@
 Two kinds of label, two recall variants:
 
 - chunk labels (real qrels, or chunk ids): every definition equals a trec_eval measure (checked
-  against pytrec_eval in tests/test_metrics.py); ranks are 1-based positions in the full ranking
-  of the corpus; a relevant chunk has gain > 0.
+  against pytrec_eval in tests/test_metrics.py); a relevant chunk has gain > 0.
+
+Ranks are 1-based positions in the run (retrieval.retrieval.run: retrieval.depth deep, with the
+whole tie group at the cut), which are the full ranking's for every rank <= depth, so every
+metric at k <= depth is the full ranking's. A relevant chunk beyond the run is not retrieved
+(rank inf, trec_eval's convention): `mrr` (reciprocal_rank) counts 0 for a question whose first
+relevant chunk lies beyond the depth, so it is the full ranking's MRR less at most 1 / (depth + 1)
+per question, and exactly it with retrieval.depth all.
 - evidence spans (synthetic and hand-written questions): relevance and gain come from
   retrieval_bench.evaluation.relevance (coverage of the evidence); recall@k is instead the share of the
   evidence covered by the top k chunks together (our extension; equal to trec_eval's recall when

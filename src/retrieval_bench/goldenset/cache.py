@@ -63,7 +63,12 @@ def _read_append_log(path: str | Path, what: str, required: tuple[str, ...]) -> 
     if not path.exists():
         return []
     records = []
-    text = path.read_text(encoding="utf-8")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line_number = data[:error.start].count(b"\n") + 1
+        raise InputError(f"{path}:{line_number}: not UTF-8 text in the {what}") from None
     # Split on "\n" alone: str.splitlines() would also split inside a record at U+0085 or U+2028.
     lines = text.split("\n")
     for line_number, line in enumerate(lines, 1):

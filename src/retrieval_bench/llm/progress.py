@@ -30,8 +30,9 @@ class Outcome:
 class Meter:
     """The progress bar: replies received of those asked for, failures, tokens and spend so far."""
 
-    def __init__(self, total: int, settings: Settings, desc: str, batch: bool | None = None) -> None:
+    def __init__(self, total: int, settings: Settings, desc: str, stage: str, batch: bool | None = None) -> None:
         self.settings = settings
+        self.stage = stage  # what the lines written beside the bar start with
         self.batch = settings.batch if batch is None else batch
         self.outcome = Outcome()
         self.bar = progress(total, desc, unit="q")
@@ -59,7 +60,7 @@ class Meter:
         self.bar.refresh()
 
     def write(self, message: str) -> None:
-        self.bar.write(f"generate_goldenset: {message}", file=sys.stderr)
+        self.bar.write(f"{self.stage}: {message}", file=sys.stderr)
 
     def close(self) -> None:
         self.bar.close()

@@ -34,7 +34,7 @@ def run(task: Task, jobs: list[Job], meta: Meta, settings: Settings, cache_path:
     lock (retrieval_bench.locking) and has reconciled the journal (resume_batches)."""
     provider = settings.api
     preflight(provider, settings)
-    meter = Meter(len(jobs), settings, f"generate ({settings.provider})")
+    meter = Meter(len(jobs), settings, f"{task.stage} ({settings.provider})", task.stage)
     writer = CacheWriter(cache_path)
     try:
         if isinstance(provider, BatchProvider):
@@ -80,7 +80,7 @@ def resume_batches(task: Task, events: list[dict], settings: Settings, cache_pat
     total = sum(len(event["requests"]) for event in events) + sum(len(i["requests"]) for i in intents)
     api = batch_api(settings.family)
     preflight(api, settings)
-    meter = Meter(total, settings, "resume batches", batch=True)
+    meter = Meter(total, settings, f"{task.stage}: resume batches", task.stage, batch=True)
     writer = CacheWriter(cache_path)
     try:
         outcome = asyncio.run(run_batches(api, task, [], None, settings, cache_path, writer, meter, events, intents))
@@ -97,5 +97,6 @@ def _raise_on_stop(outcome: Outcome, cache_path: str | Path) -> None:
     if outcome.stop:
         raise StopGeneration(
             f"{outcome.stop}; {outcome.succeeded} replies from this run are kept in {cache_path} "
-            f"({usd(outcome.cost)} spent); rerun to generate the rest: only missing questions are requested"
+            f"({usd(outcome.cost)} spent); rerun to ask for the rest: only what is missing is requested "
+            "(nothing received is paid for twice)"
         )

@@ -49,6 +49,7 @@ class Task:
     parse: Callable[[str, str | None], dict]  # (reply text, stop reason) -> the task's fields of the cache record
     query_placeholder: str | None = None  # a second text in the prompt (the question of a judged pair)
     context: Mapping[str, dict] = field(default_factory=dict)  # cache key -> fields saying what was asked
+    stage: str = "generate_goldenset"  # the stage that asks: it names the progress bar and the lines beside it
 
     def with_context(self, context: Mapping[str, dict]) -> "Task":
         """This task, its records carrying `context[key]` (e.g. the question and chunk id judged)."""
@@ -124,4 +125,4 @@ def _grade_fields(text: str, stop_reason: str | None) -> dict:
     return {"question": None, "grade": graded.grade, "rejected": graded.rejected}
 
 
-JUDGE = Task("judge", "{passage}", escape_judged, _grade_fields, query_placeholder="{query}")
+JUDGE = Task("judge", "{passage}", escape_judged, _grade_fields, query_placeholder="{query}", stage="judge")

@@ -62,23 +62,28 @@ def numba_threads() -> int:
 
 def top(questions, corpus, settings: dict, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sparse top-k through bm25s' own retrieval (no dense score row per question): per question
-    the `depth` best chunk indices and scores, best first, and which were retrieved. A chunk that
-    shares no word with the question is not retrieved, as in Lucene, so no zero-score chunk
-    enters a run for its position in the corpus."""
+    the `depth` best chunk indices and scores, best first (equal scores by chunk index), and which
+    were retrieved, plus the whole tie group straddling the cut (run.whole_ties: bm25s' choice
+    among equal scores never decides what is in). A chunk that shares no word with the question
+    is not retrieved, as in Lucene, so no zero-score chunk enters a run for its position in the
+    corpus."""
+    from retrieval_bench.retrieval.run import whole_ties
+
     options = settings["bm25"]
     backend = backend_for(len(corpus.texts))
     index = bm25s.BM25(backend=backend)
     index.index(tokenize(corpus.texts, **options), show_progress=False)
     tokens = tokenize(questions.texts, **options)
-    k = min(depth, len(corpus.texts))
+    k = min(depth + 1, len(corpus.texts))  # one more: does a tie group straddle the cut?
     indices = np.zeros((len(tokens), k), dtype=np.int64)
     scores = np.zeros((len(tokens), k), dtype=np.float32)
     asking = [i for i, words in enumerate(tokens) if words]  # only stop words: nothing is retrieved
     if asking:
         threads = numba_threads() if backend == "numba" else 1  # numpy's threads only contend for the GIL
         found, found_scores = index.retrieve([tokens[i] for i in asking], k=k, show_progress=False, n_threads=threads)
-        indices[asking], scores[asking] = found, found_scores
-    return indices, scores, scores > 0
+        order = np.lexsort((found, -found_scores), axis=1)  # best first, equal scores by chunk index
+        indices[asking], scores[asking] = np.take_along_axis(found, order, 1), np.take_along_axis(found_scores, order, 1)
+    return whole_ties(indices, scores, scores > 0, depth, lambda row: index.get_scores(tokens[row]))
 
 
 def retrieve(questions, corpus, settings: dict, depth: int, progress=None):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.retrieval.run import Corpus, Questions, from_top, top_k_blocked
+from retrieval_bench.retrieval.run import Corpus, Questions, from_top, top_k_blocked, whole_ties
 
 
 def top(questions: Questions, corpus: Corpus, depth: int, progress=None) -> tuple[np.ndarray, np.ndarray]:
@@ -15,4 +15,9 @@ def top(questions: Questions, corpus: Corpus, depth: int, progress=None) -> tupl
 
 
 def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
-    return from_top(questions.qids, corpus.chunk_ids, *top(questions, corpus, depth, progress))
+    """The run: each question's `depth` best chunks and the whole tie group at the cut."""
+    q, c = questions.vectors, corpus.vectors
+    indices, scores = top(questions, corpus, min(depth + 1, len(corpus.chunk_ids)), progress)
+    indices, scores, kept = whole_ties(indices, scores, np.ones(indices.shape, dtype=bool), depth,
+                                       lambda row: (q[row:row + 1] @ c.T)[0])
+    return from_top(questions.qids, corpus.chunk_ids, indices, scores, keep=kept)

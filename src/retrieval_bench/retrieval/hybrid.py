@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.retrieval import bm25, dense
-from retrieval_bench.retrieval.run import from_top
+from retrieval_bench.retrieval.run import cut_to_depth, from_top
 
 
 class Top(NamedTuple):
@@ -52,7 +52,7 @@ def contributions(top: Top, weight: float, fusion: str, rrf_k: float) -> np.ndar
 class Fused(NamedTuple):
     """The fused run as arrays (questions x width), rows in chunk-index order, not best first:
     from_top ranks them. `kept` marks each question's chunks at or above its depth-th best fused
-    score (ties at the cut included; the run contract orders them by chunk id and cuts to depth)."""
+    score (ties at the cut included, as the run contract keeps them)."""
 
     indices: np.ndarray
     scores: np.ndarray
@@ -94,4 +94,4 @@ def retrieve(questions, corpus, settings: dict, depth: int, progress=None) -> pd
     run = from_top(questions.qids, corpus.chunk_ids, fused.indices, fused.scores, keep=fused.kept)
     if progress is not None:
         progress.update(len(questions.qids))
-    return run[run["rank"] <= depth].reset_index(drop=True)
+    return cut_to_depth(run, depth)

@@ -1,8 +1,11 @@
 """The run: the contract between retrieval and scoring, whatever produced it.
 
 A run lists, for each question, the chunks a method retrieved with their scores, best first:
-columns qid, chunk_id, rank (1-based, by score then chunk id), score; at most `retrieval.depth`
-rows per question. It is stored as data/run.parquet and exported as a TREC run on request.
+columns qid, chunk_id, rank (1-based, by score then chunk id), score; `retrieval.depth` rows per
+question, and beyond them the rest of a tie group that straddles the cut (chunks scoring the same
+as the depth-th): which of them made the cut is no chunk id's luck, so every metric at k <= depth
+(score.ties expected included) is that of the full ranking. It is stored as data/run.parquet and
+exported as a TREC run on request.
 Scoring reads a run and the judgements and never knows the method; a relevant chunk absent
 from the run is not retrieved (trec_eval's convention).
 """
@@ -108,6 +111,39 @@ def _merge_above(
     return np.take_along_axis(best_i, order, 1), np.take_along_axis(best_s, order, 1)
 
 
+def whole_ties(indices: np.ndarray, scores: np.ndarray, retrieved: np.ndarray, depth: int,
+               row_scores: Callable[[int], np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From each question's best `depth + 1` chunks (best first; `retrieved` a prefix of each row),
+    its best `depth` and, where the next one scores the same as the depth-th, every chunk of that
+    tie group, taken from the question's whole row of scores `row_scores(q)` (only such questions
+    are scored again). Rows come back best first, equal scores by chunk index, padded at the end
+    (retrieved False)."""
+    if indices.shape[1] <= depth:  # the whole corpus is in: no cut
+        return indices, scores, retrieved
+    straddling = np.flatnonzero(retrieved[:, depth] & (scores[:, depth] == scores[:, depth - 1]))
+    groups = {}
+    for question in straddling.tolist():
+        row = np.asarray(row_scores(question), dtype=scores.dtype)
+        members = np.flatnonzero(row >= np.partition(row, len(row) - depth)[len(row) - depth])
+        order = np.lexsort((members, -row[members]))
+        groups[question] = (members[order], row[members[order]])
+    width = max([depth] + [len(members) for members, _ in groups.values()])
+    out_i = np.zeros((len(indices), width), dtype=np.int64)
+    out_s = np.zeros((len(indices), width), dtype=scores.dtype)
+    out_r = np.zeros((len(indices), width), dtype=bool)
+    out_i[:, :depth], out_s[:, :depth], out_r[:, :depth] = indices[:, :depth], scores[:, :depth], retrieved[:, :depth]
+    for question, (members, values) in groups.items():
+        out_i[question, :len(members)], out_s[question, :len(members)], out_r[question, :len(members)] = members, values, True
+    return out_i, out_s, out_r
+
+
+def cut_to_depth(run: pd.DataFrame, depth: int) -> pd.DataFrame:
+    """A ranked run (from _ranked) cut to `depth` rows per question, keeping the whole tie group
+    that straddles the cut (the run contract)."""
+    at_cut = run.loc[run["rank"] == depth, ["qid", "score"]].set_index("qid")["score"]
+    return run[(run["rank"] <= depth) | (run["score"] >= run["qid"].map(at_cut))].reset_index(drop=True)
+
+
 def from_top(qids: list[str], chunk_ids: list[str], indices: np.ndarray, scores: np.ndarray, keep=None) -> pd.DataFrame:
     """A run from per-question chunk indices and scores (rows in any order: they are ranked here); `keep`, a boolean
     mask of the same shape, drops entries (e.g. BM25 chunks sharing no word with the question)."""
@@ -132,9 +168,10 @@ def _ranked(run: pd.DataFrame) -> pd.DataFrame:
 
 
 def from_records(records: Iterable[tuple[str, str, float]], depth: int | None = None) -> pd.DataFrame:
-    """A run from (qid, chunk_id, score) triples in any order, cut to `depth` per question."""
+    """A run from (qid, chunk_id, score) triples in any order, cut to `depth` per question (whole
+    tie groups at the cut)."""
     run = _ranked(pd.DataFrame(list(records), columns=["qid", "chunk_id", "score"]).astype({"qid": str, "chunk_id": str, "score": float}))
-    return run[run["rank"] <= depth].reset_index(drop=True) if depth is not None else run
+    return cut_to_depth(run, depth) if depth is not None else run
 
 
 def positions(run: pd.DataFrame, qids: list[str], judged_chunk_ids: list[list[str]]) -> list[Positions]:
