@@ -166,7 +166,7 @@ def _good_pipeline(root):
     for name in ("question_prompt.txt", "judge_prompt.txt"):
         shutil.copy(ROOT / "data" / name, root / "data")
     (root / "data" / "corpus.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in CHUNKS.items()))
-    set_params(root, **{"load.source": "data/corpus.jsonl", "retrieval.method": "dense", "retrieval.depth": 10})
+    set_params(root, **{"load.source": "data/corpus.jsonl", "retrieval.method": "dense", "retrieval.depth": 10, "score.k": [1, 5, 10]})
     assert stage("load_chunks", root).returncode == 0
     chunk_ids = pd.read_parquet(root / "data" / "chunks.parquet")["chunk_id"].tolist()
     golden = [{"qid": f"q{i}", "question": f"question {i}", "relevant": {chunk_id: 1}} for i, chunk_id in enumerate(chunk_ids)]

@@ -141,7 +141,8 @@ def cut_to_depth(run: pd.DataFrame, depth: int) -> pd.DataFrame:
     """A ranked run (from _ranked) cut to `depth` rows per question, keeping the whole tie group
     that straddles the cut (the run contract)."""
     at_cut = run.loc[run["rank"] == depth, ["qid", "score"]].set_index("qid")["score"]
-    return run[(run["rank"] <= depth) | (run["score"] >= run["qid"].map(at_cut))].reset_index(drop=True)
+    cut_score = run["qid"].map(at_cut).astype(np.float64)  # NaN where a question has fewer rows: none kept past depth
+    return run[(run["rank"] <= depth) | (run["score"] >= cut_score)].reset_index(drop=True)
 
 
 def from_top(qids: list[str], chunk_ids: list[str], indices: np.ndarray, scores: np.ndarray, keep=None) -> pd.DataFrame:
