@@ -63,7 +63,7 @@ def test_a_torn_tail_is_ignored_and_a_foreign_shard_skipped(tmp_path, capsys):
     keys_file = next(folder.glob("*.keys"))
     vec_file = keys_file.with_suffix(".vec")
     with open(keys_file, "r+b") as handle:  # the last key half-written
-        handle.truncate(5 * ec.KEY_BYTES + 7)
+        handle.truncate(5 * ec.RECORD_BYTES[ec.VERSION] + 7)
     with open(vec_file, "ab") as handle:  # rows written, their keys never were
         handle.write(vectors(2, seed=9).tobytes())
     (folder / "junk.keys").write_bytes(b"\0" * 64)
@@ -146,7 +146,7 @@ def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path
                                   (paths.QUESTION_EMBEDDING_CACHE, questions, settings["query_prompt"])):
         for i, key in enumerate(cache_keys(texts, settings, prompt, settings_fingerprint(settings))):  # one run per text: two shards
             with ec.EmbeddingCache(folder) as cache:
-                cache.put([key], vectors(1, seed=i))
+                cache.put([key], vectors(1, dim=384, seed=i))  # the model's dimension: prune checks it
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"embed": {}}))
     args = type("Args", (), {"params": str(params), "dry_run": False})()
@@ -166,8 +166,8 @@ def test_prune_waits_for_the_runs_using_the_cache_and_says_so(tmp_path, monkeypa
     with ec.EmbeddingCache(folder) as cache:
         cache.put(keys(2), vectors(2))
     monkeypatch.setenv("RETRIEVAL_BENCH_LOCK_WAIT", "0")
-    with ec.EmbeddingCache(folder), ec.EmbeddingCache(folder):  # runs share the folder
-        with pytest.raises(InputError, match=rf"another process is embedding into {re.escape(str(folder))} and holds its lock .*not waiting"):
+    with ec.EmbeddingCache(folder):
+        with pytest.raises(InputError, match=rf"another process is using the embedding cache {re.escape(str(folder))} .*and holds its lock .*not waiting"):
             ec.prune(folder, set())
     assert ec.prune(folder, set()).dropped == 2
 
