@@ -147,8 +147,8 @@ def test_bad_ann_params_are_one_line_naming_the_key(data, tmp_path):
     for body, message in (
         ("  ann: {index: flat}\n", "retrieval.ann.index must be one of hnsw, ivf-flat, ivf-pq, got 'flat'"),
         ("  ann: {nlist: 8, nprobe: 16}\n", r"retrieval.ann.nprobe \(16\) cannot exceed retrieval.ann.nlist \(8\)"),
-        ("  ann: {ef_search: 0}\n", "retrieval.ann.ef_search must be a positive integer"),
-        ("  ann: {pq_bits: 20}\n", "retrieval.ann.pq_bits must be between 1 and 16"),
+        ("  ann: {ef_search: 0}\n", "retrieval.ann.ef_search must be between 1 and 32768, got 0"),
+        ("  ann: {pq_bits: 20}\n", "retrieval.ann.pq_bits must be between 1 and 16, got 20"),
         ("  ann: {size: 3}\n", "unknown key params.retrieval.ann.size"),
     ):
         params.write_text("retrieval:\n  method: ann\n" + body)

@@ -11,6 +11,7 @@ import json
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -156,13 +157,23 @@ def test_without_ray_installed_the_ray_engine_is_one_line_naming_the_extra(tmp_p
 
 def test_an_address_that_cannot_work_fails_at_once_in_one_line(monkeypatch):
     with pytest.raises(InputError, match=r"^embed.ray.address '127.0.0.1:1': nothing answers at 127.0.0.1:1 \("):
-        embed_ray.check_address("127.0.0.1:1")
+        embed_ray.check_address("127.0.0.1:1", 5)
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
     with pytest.raises(InputError, match=r"^embed.ray.address 'auto': nothing answers at 127.0.0.1:1 \(RAY_ADDRESS\) \("):
-        embed_ray.check_address("auto")
+        embed_ray.check_address("auto", 5)
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")  # Ray Data fails over Ray Client: refused before connecting
     with pytest.raises(InputError, match=r"^embed.ray.address 'auto': ray://head:10001 \(RAY_ADDRESS\) is Ray Client"):
-        embed_ray.check_address("auto")
+        embed_ray.check_address("auto", 5)
+
+
+def test_an_address_that_accepts_and_never_answers_ends_after_embed_ray_timeout_s(tmp_path):
+    """A port whose listener never accepts nor replies (the kernel completes the connection): the
+    stage's embed_texts ends with one line naming the address and embed.ray.timeout_s."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        ray_settings = {**settings("ray")["ray"], "address": address, "timeout_s": 0.3}
+        with pytest.raises(InputError, match=rf"^embed.ray.address '{address}': {address} did not answer within 0.3s \(embed.ray.timeout_s\)"):
+            embed_texts(["a text"], {**settings("ray"), "ray": ray_settings}, "", tmp_path / "cache", progress=False)
 
 
 STAGE = """

@@ -195,7 +195,7 @@ def _connected(ray, options: dict) -> Iterator[bool]:
         if address is None:
             start_local(ray, options)
         else:
-            check_address(address)
+            check_address(address, options["timeout_s"])
             ray.init(address=address, runtime_env=_runtime_env(remote=True), log_to_driver=False, logging_level="ERROR")
     except (ray.exceptions.RayError, ConnectionError, ValueError, RuntimeError) as error:
         ray.shutdown()
@@ -208,10 +208,15 @@ def _connected(ray, options: dict) -> Iterator[bool]:
         ray.shutdown()
 
 
-def check_address(address: str) -> None:
+# An HTTP/2 client preface and an empty SETTINGS frame: a Ray GCS (a gRPC server) answers at once.
+GRPC_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def check_address(address: str, timeout: float) -> None:
     """A one-line InputError at once for an address this engine cannot use: Ray Client (ray://),
-    which Ray Data does not run over (Ray 2.60 fails inside its executor), or one where nothing
-    answers (Ray itself retries for minutes). `auto` is checked as RAY_ADDRESS when set."""
+    which Ray Data does not run over (Ray 2.60 fails inside its executor), one where nothing
+    answers, or one that accepts a connection and says nothing within `timeout` seconds
+    (embed.ray.timeout_s; Ray itself would wait for minutes). `auto` is checked as RAY_ADDRESS when set."""
     target = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address
     via = " (RAY_ADDRESS)" if target != address else ""
     if target.startswith("ray://"):
@@ -221,11 +226,23 @@ def check_address(address: str) -> None:
     found = re.fullmatch(r"\[?([^\]]+?)\]?:(\d+)", target)
     if not found:
         return
+    silent = (f"embed.ray.address {address!r}: {target}{via} did not answer within {timeout:g}s (embed.ray.timeout_s); "
+              "is it the cluster's GCS address (head:6379), and is the head node up?")
     try:
-        socket.create_connection((found[1], int(found[2])), timeout=5).close()
+        connection = socket.create_connection((found[1], int(found[2])), timeout=timeout)
+    except TimeoutError:
+        raise InputError(silent) from None
     except OSError as error:
         raise InputError(f"embed.ray.address {address!r}: nothing answers at {target}{via} ({error.strerror or error}); "
                          "start the cluster or fix the address") from None
+    with connection:
+        try:
+            connection.sendall(GRPC_HELLO)
+            connection.recv(9)
+        except TimeoutError:
+            raise InputError(silent) from None
+        except OSError:  # reset or closed: something answered (a TLS cluster may refuse the plain hello); Ray says the rest
+            pass
 
 
 def start_local(ray, options: dict) -> None:
