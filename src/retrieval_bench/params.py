@@ -229,7 +229,7 @@ def _check_bounds(section: dict[str, Any], bounds: dict[str, tuple[float, float]
         group, _, name = key.rpartition(".")
         value = section[group][name] if group else section[name]
         if not lowest <= value <= highest:  # NaN is refused too
-            raise InputError(f"{path}: {where}.{key} must be between {lowest:g} and {highest:g}, got {value!r}")
+            raise InputError(f"{path}: {where}.{key} must be between {lowest} and {highest}, got {value!r}")
 
 
 def _check_embed(embed: dict[str, Any], path: Path) -> None:
