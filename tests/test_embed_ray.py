@@ -290,3 +290,47 @@ def test_dvc_repro_with_the_ray_engine_gives_the_local_engines_vectors_and_metri
         assert vectors.shape == local_vectors.shape and np.abs(vectors - local_vectors).max() <= 1e-5, output.name
     assert read_metrics(project) == metrics_local
 
+
+
+KILLED_DRIVER = """
+import json, os, signal, sys
+from retrieval_bench.params import DEFAULTS
+from retrieval_bench.retrieval import embed_ray
+
+ray = embed_ray.import_ray()
+import psutil  # noqa: E402 - Ray's copy when no other is installed
+
+with embed_ray._connected(ray, DEFAULTS["embed"]["ray"]):
+    children = psutil.Process().children(recursive=True)
+    watchdogs = [p.pid for p in children if "the local Ray instance's watchdog" in " ".join(p.cmdline())]
+    ray_processes = [[p.pid, repr(p.create_time())] for p in children if p.pid not in watchdogs]
+    with open(sys.argv[1], "w") as handle:
+        json.dump({"ray": ray_processes, "watchdogs": watchdogs}, handle)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_local_ray_instance_ends_with_its_driver_even_one_killed_by_sigkill(tmp_path):
+    """The driver is SIGKILLed inside the block that holds its local Ray instance: its watchdog (one,
+    in its own session) ends, and by then every Ray process the driver had is gone (Ray's own agents
+    would outlive it by about a minute)."""
+    script, record = tmp_path / "driver.py", tmp_path / "processes.json"
+    script.write_text(KILLED_DRIVER)
+    driver = subprocess.run([sys.executable, str(script), str(record)], env={**tool_env(), "RAY_USAGE_STATS_ENABLED": "0"},
+                            capture_output=True, text=True)
+    assert driver.returncode == -signal.SIGKILL, driver.stderr
+    found = json.loads(record.read_text())
+    assert len(found["watchdogs"]) == 1 and found["ray"], found
+    try:
+        psutil.Process(found["watchdogs"][0]).wait()
+    except psutil.NoSuchProcess:
+        pass
+
+    def running(pid: int, started: str) -> bool:
+        try:
+            process = psutil.Process(pid)
+            return repr(process.create_time()) == started and process.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    assert [pid for pid, started in found["ray"] if running(pid, started)] == []

@@ -36,6 +36,8 @@ import contextlib
 import os
 import re
 import socket
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -201,11 +203,54 @@ def _connected(ray, options: dict) -> Iterator[bool]:
         ray.shutdown()
         raise InputError(f"embed.ray.address {address!r}: cannot join the Ray cluster ({_first_line(error)}); is it "
                          "running, and with token authentication, are RAY_AUTH_MODE=token and its token set here?") from None
-    try:
+    with contextlib.ExitStack() as cleanup:
+        if address is None:  # its exit comes last, after the shutdown
+            cleanup.enter_context(_tied_to_this_process())
+        cleanup.callback(ray.shutdown)
         _check_resources(ray, options, local=address is None)
         yield address is None
+
+
+WATCHDOG = """# retrieval-bench: the local Ray instance's watchdog
+import sys
+sys.path.insert(0, sys.argv[1])
+import psutil
+owned = []
+for line in sys.stdin:  # until the driver's end closes the pipe, however it ended (SIGKILL too)
+    pid, started = line.split()
+    try:
+        process = psutil.Process(int(pid))
+        if repr(process.create_time()) == started:  # not a process that reused the id
+            owned.append(process)
+    except psutil.Error:
+        pass
+for process in owned:
+    try:
+        process.kill()
+    except psutil.Error:
+        pass
+psutil.wait_procs(owned, timeout=10)
+"""
+
+
+@contextlib.contextmanager
+def _tied_to_this_process() -> Iterator[None]:
+    """The processes of the local Ray instance just started end with this process, even if it is
+    killed by SIGKILL (Ray's own agents would outlive it by a minute): a watchdog in a session of its
+    own is handed their ids and start times now, and kills those still running when this process's
+    end closes its pipe. (Workers Ray starts later end by themselves within seconds of the raylet.)"""
+    import psutil  # Ray's own copy (ray/thirdparty_files) when no other is installed
+
+    owned = psutil.Process().children(recursive=True)
+    watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(Path(psutil.__file__).parents[1])], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        watchdog.stdin.write("".join(f"{process.pid} {process.create_time()!r}\n" for process in owned))
+        watchdog.stdin.flush()
+        yield
     finally:
-        ray.shutdown()
+        watchdog.stdin.close()
+        watchdog.wait()
 
 
 # An HTTP/2 client preface and an empty SETTINGS frame: a Ray GCS (a gRPC server) answers at once.
