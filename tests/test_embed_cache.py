@@ -191,7 +191,7 @@ def test_sigkill_mid_embed_loses_only_the_batch_in_flight(tmp_path):
     texts = [f"Chunk {i}: the write-ahead log keeps page {i} until a checkpoint copies it back." for i in range(N_KILL)]
     pd.DataFrame({"chunk_id": [f"c{i}" for i in range(N_KILL)], "text": texts}).to_parquet(work / "data" / "chunks.parquet")
     cache = work / "data" / "embedding_cache" / "corpus"
-    env = {**tool_env(), "PYTHONPATH": str(ROOT)}
+    env = {**tool_env(), "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}  # this checkout's code
     command = [sys.executable, "-m", "stages.embed_corpus"]
     process = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120

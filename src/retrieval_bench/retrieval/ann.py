@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +101,10 @@ def build_index(vectors: np.ndarray, ann: dict, threads: int | None = None):
     return index  # FAISS's Python wrapper keeps the quantizer alive with the index
 
 
+def _say(line: str) -> None:
+    print(f"ann: {line}", file=sys.stderr)
+
+
 def _lock_path(index_path: Path) -> Path:
     return index_path.with_name(f".{index_path.name}.lock")
 
@@ -126,7 +131,7 @@ def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None):
     folder = folder or cache_dir()
     path = folder / f"{ann['index']}-{index_key(vectors_sha256(vectors), ann, faiss.__version__)}.faiss"
     folder.mkdir(parents=True, exist_ok=True)
-    with locking.exclusive(_lock_path(path), what=f"building the ANN index {path}"):
+    with locking.exclusive(_lock_path(path), log=_say, what=f"building the ANN index {path}"):
         remove_stale_temporaries(folder, path)
         if path.is_file():
             try:
