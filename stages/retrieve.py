@@ -1,29 +1,13 @@
 """Stage 4: run retrieval.method for every question -> data/run.parquet (qid, chunk_id, rank,
 score; retrieval.depth per question), and a TREC run file when retrieval.trec_export is set."""
-import json
-
-import numpy as np
 from tqdm import tqdm
 
 from retrieval_bench import paths
-from retrieval_bench.io import InputError, atomic_path, load_array, read_jsonl, read_table, run_stage, touch_jsonl, write_json
+from retrieval_bench.io import atomic_path, read_jsonl, read_table, run_stage, touch_jsonl, write_json
 from retrieval_bench.params import load_params
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve, run_info
 from retrieval_bench.retrieval.run import Corpus, Questions, check_trec_ids, write_trec
-
-
-def load_vectors(vectors: str, ids: str, expected_ids: list[str]) -> np.ndarray:
-    try:
-        with open(ids, encoding="utf-8") as handle:
-            same = json.load(handle) == expected_ids
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        same = False
-    if not same:
-        raise InputError(f"{vectors}: embeddings of other ids than the current data; rerun the embed stages")
-    array = load_array(vectors, mmap_mode="r")  # read as searched: the store method uses the corpus only for run_info
-    if len(array) != len(expected_ids):
-        raise InputError(f"{vectors}: {len(array)} vectors for {len(expected_ids)} ids in {ids}; rerun the embed stages")
-    return array
+from retrieval_bench.retrieval.saved_vectors import load_saved_vectors
 
 
 def main() -> None:
@@ -33,8 +17,8 @@ def main() -> None:
     questions = Questions([row["qid"] for row in golden], [row["question"] for row in golden])
     corpus = Corpus(chunks["chunk_id"].tolist(), chunks["text"].tolist())
     if needs_vectors(settings):
-        questions = Questions(questions.qids, questions.texts, load_vectors(paths.QUESTION_VECTORS, paths.QUESTION_IDS, questions.qids))
-        corpus = Corpus(corpus.chunk_ids, corpus.texts, load_vectors(paths.CORPUS_VECTORS, paths.CORPUS_IDS, corpus.chunk_ids))
+        questions = Questions(questions.qids, questions.texts, load_saved_vectors(paths.QUESTION_VECTORS, paths.QUESTION_IDS, questions.qids))
+        corpus = Corpus(corpus.chunk_ids, corpus.texts, load_saved_vectors(paths.CORPUS_VECTORS, paths.CORPUS_IDS, corpus.chunk_ids))
     with tqdm(total=len(golden), desc=f"retrieve ({settings['method']})", unit="q") as progress:
         run = retrieve(settings, questions, corpus, progress)
     if settings["trec_export"]:  # checked before anything is written: no run without its export

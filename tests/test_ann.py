@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import dvc, git, set_params
 
+from retrieval_bench import locking
 from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS, load_all_params
 from retrieval_bench.retrieval import ann
@@ -40,9 +41,9 @@ def cache(tmp_path, monkeypatch):
 
 
 def files(folder) -> dict[str, tuple[int, int]]:
-    """name -> (inode, mtime_ns) of each file in `folder`: a rewrite (even by an atomic rename of
-    the same bytes) changes the inode, an in-place write the time."""
-    return {path.name: (path.stat().st_ino, path.stat().st_mtime_ns) for path in sorted(folder.iterdir())}
+    """name -> (inode, mtime_ns) of each index in `folder` (not the locks beside them): a rewrite
+    (even by an atomic rename of the same bytes) changes the inode, an in-place write the time."""
+    return {path.name: (path.stat().st_ino, path.stat().st_mtime_ns) for path in sorted(folder.glob("*.faiss"))}
 
 
 @pytest.fixture
@@ -131,7 +132,7 @@ def test_exhaustive_hnsw_equals_exact_dense(data):
 def test_a_damaged_cached_index_is_rebuilt(data, cache):
     questions, corpus = data
     first = retrieve(settings(), questions, corpus)
-    path = next(cache.iterdir())
+    path = next(cache.glob("*.faiss"))
     path.write_bytes(b"not an index")
     assert retrieve(settings(), questions, corpus).equals(first)
     assert path.stat().st_size > 1000
@@ -147,8 +148,8 @@ def test_bad_ann_params_are_one_line_naming_the_key(data, tmp_path):
     for body, message in (
         ("  ann: {index: flat}\n", "retrieval.ann.index must be one of hnsw, ivf-flat, ivf-pq, got 'flat'"),
         ("  ann: {nlist: 8, nprobe: 16}\n", r"retrieval.ann.nprobe \(16\) cannot exceed retrieval.ann.nlist \(8\)"),
-        ("  ann: {ef_search: 0}\n", "retrieval.ann.ef_search must be a positive integer"),
-        ("  ann: {pq_bits: 20}\n", "retrieval.ann.pq_bits must be between 1 and 16"),
+        ("  ann: {ef_search: 0}\n", "retrieval.ann.ef_search must be between 1 and 32768, got 0"),
+        ("  ann: {pq_bits: 20}\n", "retrieval.ann.pq_bits must be between 1 and 16, got 20"),
         ("  ann: {size: 3}\n", "unknown key params.retrieval.ann.size"),
     ):
         params.write_text("retrieval:\n  method: ann\n" + body)
@@ -184,3 +185,21 @@ def test_hnsw_builds_are_deterministic(data, tmp_path):
     one, _, _ = ann.load_or_build(corpus.vectors, settings()["ann"], tmp_path / "one")
     two, _, _ = ann.load_or_build(corpus.vectors, settings()["ann"], tmp_path / "two")
     assert (faiss.serialize_index(one) == faiss.serialize_index(two)).all()  # one build thread: the same graph every time
+
+
+def test_a_killed_index_write_leaves_nothing_a_rerun_does_not_remove(data, cache):
+    """Temporary files of index writes that died (SIGKILL mid-write) are deleted by the next build
+    or load, this index's and another's; a live writer's (its lock held) is kept."""
+    questions, corpus = data
+    first = retrieve(settings(), questions, corpus)
+    index = next(cache.glob("*.faiss"))
+    own = cache / f".{index.name}.k1ll3d.tmp"
+    other = cache / ".ivf-flat-0123456789abcdef.faiss.d34d.tmp"
+    live = cache / ".hnsw-fedcba9876543210.faiss.l1ve.tmp"
+    for leftover in (own, other, live):
+        leftover.write_bytes(b"half an index")
+    with locking.exclusive(cache / f".{live.name.split('.faiss.')[0][1:]}.faiss.lock"):  # that writer is alive
+        assert retrieve(settings(), questions, corpus).equals(first)
+    assert not own.exists() and not other.exists() and live.exists()
+    assert retrieve(settings(), questions, corpus).equals(first)  # its writer is gone now
+    assert sorted(p.name for p in cache.iterdir() if p.suffix == ".tmp") == []

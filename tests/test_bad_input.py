@@ -473,9 +473,9 @@ BROKEN_FILES = [
     ("retrieve", "data/embeddings/questions.npy", lambda p: _truncate(p, 0.9), "data/embeddings/questions.npy: not a readable .npy array"),
     ("retrieve", "data/embeddings/questions.npy", lambda p: _truncate(p, 0.05), "data/embeddings/questions.npy: not a readable .npy array"),
     ("retrieve", CORPUS_NPY, lambda p: _rewrite_vectors(p, lambda v: v.ravel()), "corpus.npy: expected a 2-d float array, got shape"),
-    ("retrieve", CORPUS_NPY, lambda p: _rewrite_vectors(p, lambda v: v[:-1]), "corpus.npy: 2 vectors for 3 ids in data/embeddings/corpus_ids.json"),
+    ("retrieve", CORPUS_NPY, lambda p: _rewrite_vectors(p, lambda v: v[:-1]), "corpus.npy: a float32 array of shape (2, 8), expected float vectors of shape (3, dimension)"),
     ("retrieve", CORPUS_NPY, lambda p: _rewrite_vectors(p, lambda v: v.astype(object)), "data/embeddings/corpus.npy: not a readable .npy array"),
-    ("retrieve", "data/embeddings/corpus_ids.json", lambda p: p.write_text('["a", '), "corpus.npy: embeddings of other ids than the current data"),
+    ("retrieve", "data/embeddings/corpus_ids.json", lambda p: p.write_text('["a", '), "corpus_ids.json: unreadable ("),
 ]
 
 
@@ -504,10 +504,10 @@ def test_a_judge_pool_run_file_is_checked_like_a_run_file(piped, monkeypatch, ca
     assert_refused_and_kept(piped, "judge", monkeypatch, capsys, "runs/other.trec:2: score must be a finite number, got nan")
 
 
-def test_a_nan_score_from_a_method_is_refused_before_the_run_is_written(piped, monkeypatch, capsys):
-    """A NaN vector gives NaN scores; the retrieve stage checks every method's run before writing."""
+def test_a_nan_vector_is_refused_before_the_run_is_written(piped, monkeypatch, capsys):
+    """A NaN vector would give NaN scores: retrieve refuses it before any method runs or writes."""
     _rewrite_vectors(piped / "data/embeddings/questions.npy", lambda v: np.where(np.arange(v.shape[0])[:, None] == 0, np.nan, v).astype(np.float32))
-    assert_refused_and_kept(piped, "retrieve", monkeypatch, capsys, "retrieval.method dense: row 1 (question 'q0', chunk ", "has score nan")
+    assert_refused_and_kept(piped, "retrieve", monkeypatch, capsys, "questions.npy: the vector of 'q0' (row 0) is not finite")
 
 
 CHUNK_FILES = [

@@ -140,9 +140,9 @@ def test_bad_store_input_is_one_line_and_keeps_the_last_good_outputs(case, store
 
 
 @pytest.mark.parametrize("table, fragments", [
-    ("nan", ["?collection=nan: the stored vector of chunk c2 holds NaN or infinity (1 such vectors; expected finite numbers)"]),
-    ("inf", ["?collection=inf: the stored vector of chunk c4 holds NaN or infinity"]),
-    ("zero", ["?collection=zero: a stored vector is all zeros (chunk c1): it cannot be compared by cosine"]),
+    ("nan", ["embed.corpus_vectors stored: the vector of chunk 'c2' in sqlite-vec:", "is not finite (NaN or infinite values)"]),
+    ("inf", ["embed.corpus_vectors stored: the vector of chunk 'c4' in sqlite-vec:", "is not finite"]),
+    ("zero", ["the vector of chunk 'c1' in sqlite-vec:", "?collection=zero is all zeros; it cannot be compared by cosine"]),
 ])
 def test_bad_stored_vectors_are_one_line_and_write_nothing(table, fragments, stores, workdir, monkeypatch, capsys):
     set_params(workdir, **{"load.source": f"sqlite-vec:{stores}/store.db?table={table}"})

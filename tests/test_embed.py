@@ -81,7 +81,7 @@ def test_the_model_is_resolved_once_per_call_and_each_engine_gets_only_what_the_
 
     def batches(items):  # what either engine yields: (keys, vectors), here without a model
         asked.append((engine, sorted(text for _, text in items)))
-        yield [key for key, _ in items], np.ones((len(items), 3), np.float32)
+        yield [key for key, _ in items], np.ones((len(items), 384), np.float32)
 
     class FakeEncoder:
         description = "fake encoder"
@@ -95,7 +95,7 @@ def test_the_model_is_resolved_once_per_call_and_each_engine_gets_only_what_the_
     settings = {**DEFAULTS["embed"], "engine": engine}
     vectors, stats = embed.embed_texts(["a", "bb", "a"], settings, "", tmp_path / "cache", progress=False)
     assert resolved == [settings["model"]] and asked == [(engine, ["a", "bb"])]  # the engine settings name, each text once
-    assert vectors.shape == (3, 3) and (stats.unique, stats.embedded) == (2, 2)
+    assert vectors.shape == (3, 384) and (stats.unique, stats.embedded) == (2, 2)
     assert stats.encoder == ("fake encoder" if engine == "local" else embed_ray.describe(settings, 2))
     _, stats = embed.embed_texts(["a", "bb", "ccc"], settings, "", tmp_path / "cache", progress=False)
     assert stats.cached == 2 and asked[1:] == [(engine, ["ccc"])]  # only what the cache lacks

@@ -63,7 +63,7 @@ def test_a_torn_tail_is_ignored_and_a_foreign_shard_skipped(tmp_path, capsys):
     keys_file = next(folder.glob("*.keys"))
     vec_file = keys_file.with_suffix(".vec")
     with open(keys_file, "r+b") as handle:  # the last key half-written
-        handle.truncate(5 * ec.KEY_BYTES + 7)
+        handle.truncate(5 * ec.RECORD_BYTES[ec.VERSION] + 7)
     with open(vec_file, "ab") as handle:  # rows written, their keys never were
         handle.write(vectors(2, seed=9).tobytes())
     (folder / "junk.keys").write_bytes(b"\0" * 64)
@@ -146,7 +146,7 @@ def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path
                                   (paths.QUESTION_EMBEDDING_CACHE, questions, settings["query_prompt"])):
         for i, key in enumerate(cache_keys(texts, settings, prompt, settings_fingerprint(settings))):  # one run per text: two shards
             with ec.EmbeddingCache(folder) as cache:
-                cache.put([key], vectors(1, seed=i))
+                cache.put([key], vectors(1, dim=384, seed=i))  # the model's dimension: prune checks it
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"embed": {}}))
     args = type("Args", (), {"params": str(params), "dry_run": False})()
@@ -166,8 +166,8 @@ def test_prune_waits_for_the_runs_using_the_cache_and_says_so(tmp_path, monkeypa
     with ec.EmbeddingCache(folder) as cache:
         cache.put(keys(2), vectors(2))
     monkeypatch.setenv("RETRIEVAL_BENCH_LOCK_WAIT", "0")
-    with ec.EmbeddingCache(folder), ec.EmbeddingCache(folder):  # runs share the folder
-        with pytest.raises(InputError, match=rf"another process is embedding into {re.escape(str(folder))} and holds its lock .*not waiting"):
+    with ec.EmbeddingCache(folder):
+        with pytest.raises(InputError, match=rf"another process is using the embedding cache {re.escape(str(folder))} .*and holds its lock .*not waiting"):
             ec.prune(folder, set())
     assert ec.prune(folder, set()).dropped == 2
 
@@ -191,7 +191,7 @@ def test_sigkill_mid_embed_loses_only_the_batch_in_flight(tmp_path):
     texts = [f"Chunk {i}: the write-ahead log keeps page {i} until a checkpoint copies it back." for i in range(N_KILL)]
     pd.DataFrame({"chunk_id": [f"c{i}" for i in range(N_KILL)], "text": texts}).to_parquet(work / "data" / "chunks.parquet")
     cache = work / "data" / "embedding_cache" / "corpus"
-    env = {**tool_env(), "PYTHONPATH": str(ROOT)}
+    env = {**tool_env(), "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}  # this checkout's code
     command = [sys.executable, "-m", "stages.embed_corpus"]
     process = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -210,3 +210,164 @@ def test_sigkill_mid_embed_loses_only_the_batch_in_flight(tmp_path):
     assert json.loads((work / "data" / "embeddings" / "corpus_ids.json").read_text()) == [f"c{i}" for i in range(N_KILL)]
     plain = load_model(params["embed"]["model"]).encode(texts, batch_size=32, normalize_embeddings=True)
     np.testing.assert_allclose(np.load(work / "data" / "embeddings" / "corpus.npy"), plain, atol=1e-6)
+
+
+def unit_vectors(n: int, dim: int = 8, seed: int = 0) -> np.ndarray:
+    rows = vectors(n, dim, seed)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def write_format1_shard(folder: Path, shard_keys: list[bytes], rows: np.ndarray, dim: int | None = None) -> Path:
+    """A shard as format 1 wrote it (before checksums): no header CRC, 32-byte key records."""
+    folder.mkdir(parents=True, exist_ok=True)
+    header = json.dumps({"format": ec.FORMAT, "version": 1, "dtype": "<f4", "dim": dim or rows.shape[1]}).encode()
+    vec = folder / "00000000000000000001-legacy.vec"
+    vec.write_bytes(header + b" " * (ec.HEADER_BYTES - 1 - len(header)) + b"\n" + rows.astype("<f4").tobytes())
+    vec.with_suffix(".keys").write_bytes(b"".join(shard_keys))
+    return vec
+
+
+def damage_row(vec: Path, row: int, dim: int, value: float | None = None, flip_exponent: bool = False) -> None:
+    data = bytearray(vec.read_bytes())
+    at = ec.HEADER_BYTES + row * dim * 4
+    if flip_exponent:  # the top exponent bit of the first float: 0.3 becomes ~1e38
+        data[at + 3] ^= 0x40
+    else:
+        data[at:at + dim * 4] = np.full(dim, value, dtype="<f4").tobytes()
+    vec.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["flipped exponent bit", "nan", "zeros", "inf"])
+def test_a_damaged_row_is_never_served_and_said_once_naming_the_shard(tmp_path, capsys, damage):
+    folder = tmp_path / "cache"
+    data = unit_vectors(4)
+    with ec.EmbeddingCache(folder, dim=8) as cache:
+        cache.put(keys(4), data)
+    vec = next(folder.glob("*.vec"))
+    value = {"nan": np.nan, "zeros": 0.0, "inf": np.inf}.get(damage)
+    damage_row(vec, 1, 8, value, flip_exponent=damage == "flipped exponent bit")
+    capsys.readouterr()
+    with ec.EmbeddingCache(folder, dim=8) as cache:
+        found = cache.get(keys(4))
+        assert set(found) == {keys(4)[i] for i in (0, 2, 3)}
+        cache.put([keys(4)[1]], data[1:2])  # what embed_texts does: embed it again, into the run's new shard
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"embedding cache: {vec}: 1 vectors fail their checksum or are not finite vectors (a damaged shard); embedding them again"]
+    with ec.EmbeddingCache(folder, dim=8) as cache:  # the newest copy wins: nothing damaged is read again
+        found = cache.get(keys(4))
+    np.testing.assert_array_equal(np.stack([found[k] for k in keys(4)]), data)
+    assert capsys.readouterr().err == ""
+    report = ec.prune(folder, set(keys(4)), dim=8)  # prune keeps the sound copy, never the damaged one
+    assert (report.kept, report.dropped) == (4, 1)
+    with ec.EmbeddingCache(folder, dim=8) as cache:
+        np.testing.assert_array_equal(np.stack([cache.get([k])[k] for k in keys(4)]), data)
+
+
+def test_a_header_whose_dimension_was_edited_is_ignored(tmp_path, capsys):
+    folder = tmp_path / "cache"
+    with ec.EmbeddingCache(folder, dim=8) as cache:
+        cache.put(keys(9), unit_vectors(9))
+    vec = next(folder.glob("*.vec"))
+    vec.write_bytes(vec.read_bytes().replace(b'"dim": 8', b'"dim": 7'))
+    capsys.readouterr()
+    with ec.EmbeddingCache(folder) as cache:  # even without the model's dimension: the header's CRC fails
+        assert cache.get(keys(9)) == {}
+    assert f"ignoring {vec.with_suffix('.keys').name} (its .vec header fails its checksum)" in capsys.readouterr().err
+
+
+def test_format1_shards_are_served_checked_by_value_and_prune_adds_checksums(tmp_path, capsys):
+    folder = tmp_path / "cache"
+    data = unit_vectors(5)
+    vec = write_format1_shard(folder, keys(5), data)
+    damage_row(vec, 3, 8, flip_exponent=True)
+    with ec.EmbeddingCache(folder, dim=8) as cache:
+        found = cache.get(keys(5))
+    assert set(found) == {keys(5)[i] for i in (0, 1, 2, 4)}
+    err = capsys.readouterr().err
+    assert "is a format-1 shard, without checksums" in err and "1 vectors fail their checksum or are not finite unit vectors" in err
+    with ec.EmbeddingCache(folder, dim=7) as cache:  # another dimension than the model's: ignored
+        assert cache.get(keys(5)) == {}
+    assert "its vectors have 8 dimensions, embed.model makes 7" in capsys.readouterr().err
+    report = ec.prune(folder, set(keys(5)), dim=8)
+    assert report.rewritten and (report.kept, report.dropped) == (4, 1)
+    assert not vec.exists() and all(shard.sums is not None for shard in ec.read_shards(folder))
+    with ec.EmbeddingCache(folder, dim=8) as cache:
+        found = cache.get(keys(5))
+    np.testing.assert_array_equal(np.stack([found[keys(5)[i]] for i in (0, 1, 2, 4)]), data[[0, 1, 2, 4]])
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, 0.0])
+def test_a_non_finite_or_zero_vector_is_never_cached(tmp_path, value):
+    data = unit_vectors(3)
+    data[2] = value
+    with ec.EmbeddingCache(tmp_path / "cache") as cache:
+        with pytest.raises(InputError, match="the encoder returned 1 vectors of 3 that are not finite or all zeros; they were not cached"):
+            cache.put(keys(3), data)
+    assert ec.read_shards(tmp_path / "cache") == []
+
+
+def test_a_damaged_cached_vector_is_embedded_again_by_embed_texts(tmp_path, capsys):
+    from retrieval_bench.retrieval.embed import embed_texts
+
+    texts = ["the write-ahead log", "a checkpoint copies pages back", "readers and writers"]
+    settings = {**DEFAULTS["embed"], "batch_size": 2}
+    fresh, _ = embed_texts(texts, settings, "", tmp_path / "cache", progress=False)
+    vec = next((tmp_path / "cache").glob("*.vec"))
+    damage_row(vec, 1, 384, flip_exponent=True)
+    again, stats = embed_texts(texts, settings, "", tmp_path / "cache", progress=False)
+    assert (stats.cached, stats.embedded) == (2, 1) and np.isfinite(again).all()
+    np.testing.assert_allclose(again, fresh, atol=1e-6)
+    assert f"{vec}: 1 vectors fail their checksum" in capsys.readouterr().err
+    _, stats = embed_texts(texts, settings, "", tmp_path / "cache", progress=False)
+    assert (stats.cached, stats.embedded) == (3, 0)
+
+
+EMBED_CHILD = """
+import sys, time
+from pathlib import Path
+from retrieval_bench.params import DEFAULTS
+from retrieval_bench.retrieval import embedding_cache
+from retrieval_bench.retrieval.embed import embed_texts
+
+folder, signals, pause = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "pause"
+put = embedding_cache.EmbeddingCache.put
+
+def put_then_wait(self, keys, vectors):  # the first batch is in the cache: say so, then wait for "go"
+    put(self, keys, vectors)
+    if pause and not (signals / "started").exists():
+        (signals / "started").touch()
+        while not (signals / "go").exists():
+            time.sleep(0.02)
+
+embedding_cache.EmbeddingCache.put = put_then_wait
+texts = [f"Chunk {i}: the write-ahead log keeps page {i} until a checkpoint." for i in range(24)]
+_, stats = embed_texts(texts, {**DEFAULTS["embed"], "batch_size": 4}, "", folder, progress=False)
+print(stats.line("chunk"))
+"""
+
+
+def test_a_second_run_on_the_same_cache_waits_and_embeds_nothing_twice(tmp_path):
+    """Two processes embed the same texts into one cache: the second waits for the first (its
+    wait line is the signal, not a timer) and then embeds only what is missing: rows == keys."""
+    script, folder, signals = tmp_path / "child.py", tmp_path / "cache", tmp_path / "signals"
+    script.write_text(EMBED_CHILD)
+    signals.mkdir()
+    env = {**tool_env(), "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    first = subprocess.Popen([sys.executable, str(script), str(folder), str(signals), "pause"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not (signals / "started").exists():
+        assert first.poll() is None, first.communicate()
+        time.sleep(0.02)
+    log = tmp_path / "second.err"
+    with open(log, "w") as err:
+        second = subprocess.Popen([sys.executable, str(script), str(folder), str(signals), "run"], env=env,
+                                  stdout=subprocess.PIPE, stderr=err, text=True)
+        while "waiting for it to finish" not in log.read_text() and second.poll() is None:
+            time.sleep(0.02)
+    (signals / "go").touch()
+    first_out, first_err = first.communicate()
+    second_out, _ = second.communicate()
+    assert first.returncode == 0 and second.returncode == 0, first_err + log.read_text()
+    assert "another process is using the embedding cache" in log.read_text()
+    assert _embedded(first_out) == (0, 24) and _embedded(second_out) == (24, 0)
+    assert _cache_entries(folder) == 24  # one row per key

@@ -11,6 +11,7 @@ import json
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -156,13 +157,23 @@ def test_without_ray_installed_the_ray_engine_is_one_line_naming_the_extra(tmp_p
 
 def test_an_address_that_cannot_work_fails_at_once_in_one_line(monkeypatch):
     with pytest.raises(InputError, match=r"^embed.ray.address '127.0.0.1:1': nothing answers at 127.0.0.1:1 \("):
-        embed_ray.check_address("127.0.0.1:1")
+        embed_ray.check_address("127.0.0.1:1", 5)
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
     with pytest.raises(InputError, match=r"^embed.ray.address 'auto': nothing answers at 127.0.0.1:1 \(RAY_ADDRESS\) \("):
-        embed_ray.check_address("auto")
+        embed_ray.check_address("auto", 5)
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")  # Ray Data fails over Ray Client: refused before connecting
     with pytest.raises(InputError, match=r"^embed.ray.address 'auto': ray://head:10001 \(RAY_ADDRESS\) is Ray Client"):
-        embed_ray.check_address("auto")
+        embed_ray.check_address("auto", 5)
+
+
+def test_an_address_that_accepts_and_never_answers_ends_after_embed_ray_timeout_s(tmp_path):
+    """A port whose listener never accepts nor replies (the kernel completes the connection): the
+    stage's embed_texts ends with one line naming the address and embed.ray.timeout_s."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        ray_settings = {**settings("ray")["ray"], "address": address, "timeout_s": 0.3}
+        with pytest.raises(InputError, match=rf"^embed.ray.address '{address}': {address} did not answer within 0.3s \(embed.ray.timeout_s\)"):
+            embed_texts(["a text"], {**settings("ray"), "ray": ray_settings}, "", tmp_path / "cache", progress=False)
 
 
 STAGE = """
@@ -279,3 +290,47 @@ def test_dvc_repro_with_the_ray_engine_gives_the_local_engines_vectors_and_metri
         assert vectors.shape == local_vectors.shape and np.abs(vectors - local_vectors).max() <= 1e-5, output.name
     assert read_metrics(project) == metrics_local
 
+
+
+KILLED_DRIVER = """
+import json, os, signal, sys
+from retrieval_bench.params import DEFAULTS
+from retrieval_bench.retrieval import embed_ray
+
+ray = embed_ray.import_ray()
+import psutil  # noqa: E402 - Ray's copy when no other is installed
+
+with embed_ray._connected(ray, DEFAULTS["embed"]["ray"]):
+    children = psutil.Process().children(recursive=True)
+    watchdogs = [p.pid for p in children if "the local Ray instance's watchdog" in " ".join(p.cmdline())]
+    ray_processes = [[p.pid, repr(p.create_time())] for p in children if p.pid not in watchdogs]
+    with open(sys.argv[1], "w") as handle:
+        json.dump({"ray": ray_processes, "watchdogs": watchdogs}, handle)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_local_ray_instance_ends_with_its_driver_even_one_killed_by_sigkill(tmp_path):
+    """The driver is SIGKILLed inside the block that holds its local Ray instance: its watchdog (one,
+    in its own session) ends, and by then every Ray process the driver had is gone (Ray's own agents
+    would outlive it by about a minute)."""
+    script, record = tmp_path / "driver.py", tmp_path / "processes.json"
+    script.write_text(KILLED_DRIVER)
+    driver = subprocess.run([sys.executable, str(script), str(record)], env={**tool_env(), "RAY_USAGE_STATS_ENABLED": "0"},
+                            capture_output=True, text=True)
+    assert driver.returncode == -signal.SIGKILL, driver.stderr
+    found = json.loads(record.read_text())
+    assert len(found["watchdogs"]) == 1 and found["ray"], found
+    try:
+        psutil.Process(found["watchdogs"][0]).wait()
+    except psutil.NoSuchProcess:
+        pass
+
+    def running(pid: int, started: str) -> bool:
+        try:
+            process = psutil.Process(pid)
+            return repr(process.create_time()) == started and process.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    assert [pid for pid, started in found["ray"] if running(pid, started)] == []

@@ -197,7 +197,7 @@ def test_the_offline_recipe_reranks_with_a_cross_encoder_from_a_copied_hf_cache(
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     set_params(project, **{"retrieval.method": "rerank", "retrieval.rerank.model": RERANK_DEFAULT_MODEL,
-                           "retrieval.rerank.candidates": 10, "retrieval.depth": 10})
+                           "retrieval.rerank.candidates": 10, "retrieval.depth": 10, "score.k": [1, 5, 10]})
     result = dvc("repro", "retrieve", cwd=project)
     n_questions = dense["qid"].nunique()
     assert f"rerank: {10 * n_questions} pairs, {10 * n_questions} scored by the cross-encoder" in result.stderr + result.stdout

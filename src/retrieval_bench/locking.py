@@ -87,6 +87,17 @@ def shared(path: str | Path, log: Callable[[str], None] | None = None, what: str
         yield
 
 
+@contextmanager
+def try_exclusive(path: str | Path) -> Iterator[bool]:
+    """The exclusive lock on the file `path` (created if missing) if no other holder has it: True,
+    and held for the block; else False at once. To tell a live writer's leftovers from a dead one's."""
+    fd = _open(Path(path))
+    try:
+        yield _try_lock(fd)
+    finally:
+        os.close(fd)
+
+
 def build_once(target: str | Path, build: Callable[[Path], None], valid: Callable[[Path], bool], what: str,
                log: Callable[[str], None] | None = None) -> bool:
     """Make the folder `target` once, whole or not at all, unless it is `valid` already (then it is

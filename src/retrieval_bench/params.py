@@ -54,7 +54,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "precision": "fp32",
         "device": None,
         "engine": "local",
-        "ray": {"address": None, "num_actors": 2, "num_cpus_per_actor": 1.0, "num_gpus_per_actor": 0.0, "batch_size": 256},
+        "ray": {"address": None, "num_actors": 2, "num_cpus_per_actor": 1.0, "num_gpus_per_actor": 0.0, "batch_size": 256,
+                "timeout_s": 30.0},
         "corpus_vectors": "embed",
     },
     "retrieval": {
@@ -230,9 +231,23 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
             raise InputError(f"{path}: retrieval.bm25.{key} must be one of {', '.join(allowed)}, got {params['retrieval']['bm25'][key]!r}")
 
 
+# (lowest, highest) of numeric params: beyond the upper bound a value only costs time or memory
+# (retrieval.ann.ef_search 1e8 searched for hours), so it is refused, as NaN is.
+EMBED_BOUNDS = {"batch_size": (1, 65_536), "ray.num_actors": (1, 1024), "ray.batch_size": (1, 1 << 20),
+                "ray.num_cpus_per_actor": (0, 1024), "ray.num_gpus_per_actor": (0, 64), "ray.timeout_s": (0.1, 600)}
+ANN_BOUNDS = {"hnsw_m": (2, 256), "ef_construction": (1, 4096), "ef_search": (1, 32_768), "nlist": (1, 1 << 20),
+              "nprobe": (1, 1 << 20), "pq_m": (1, 1024), "pq_bits": (1, 16)}
+
+
+def _check_bounds(section: dict[str, Any], bounds: dict[str, tuple[float, float]], where: str, path: Path) -> None:
+    for key, (lowest, highest) in bounds.items():
+        group, _, name = key.rpartition(".")
+        value = section[group][name] if group else section[name]
+        if not lowest <= value <= highest:  # NaN is refused too
+            raise InputError(f"{path}: {where}.{key} must be between {lowest} and {highest}, got {value!r}")
+
+
 def _check_embed(embed: dict[str, Any], path: Path) -> None:
-    if embed["batch_size"] <= 0:
-        raise InputError(f"{path}: embed.batch_size must be positive")
     device = embed["device"]
     if device is not None and not (isinstance(device, str) and re.fullmatch(r"cpu|mps|cuda(:\d+)?", device)):
         raise InputError(f"{path}: embed.device must be null (auto), cpu, cuda, cuda:N or mps, got {device!r}")
@@ -247,12 +262,7 @@ def _check_embed(embed: dict[str, Any], path: Path) -> None:
     address = ray["address"]
     if address is not None and not (isinstance(address, str) and address.strip()):
         raise InputError(f"{path}: embed.ray.address must be null (start a local Ray), auto or host:port, got {address!r}")
-    for key in ("num_actors", "batch_size"):
-        if ray[key] <= 0:
-            raise InputError(f"{path}: embed.ray.{key} must be a positive integer, got {ray[key]!r}")
-    for key in ("num_cpus_per_actor", "num_gpus_per_actor"):
-        if ray[key] < 0:
-            raise InputError(f"{path}: embed.ray.{key} must be >= 0, got {ray[key]!r}")
+    _check_bounds(embed, EMBED_BOUNDS, "embed", path)
     if embed["engine"] == "ray" and ray["num_gpus_per_actor"] > 0 and (embed["backend"] != "torch" or device not in (None, "cuda")):
         raise InputError(f"{path}: embed.ray.num_gpus_per_actor > 0 needs embed.backend torch and embed.device null or cuda "
                          f"(got backend {embed['backend']}, device {device})")
@@ -400,13 +410,9 @@ def _check_rerank_and_ann(retrieval: dict[str, Any], path: Path) -> None:
         group, key = where.split(".")
         if retrieval[group][key] not in allowed:
             raise InputError(f"{path}: retrieval.{where} must be one of {', '.join(allowed)}, got {retrieval[group][key]!r}")
-    for where in ("rerank.candidates", "rerank.batch_size", "ann.ef_construction", "ann.ef_search", "ann.nlist", "ann.nprobe", "ann.pq_m"):
-        group, key = where.split(".")
-        if retrieval[group][key] <= 0:
-            raise InputError(f"{path}: retrieval.{where} must be a positive integer, got {retrieval[group][key]!r}")
-    if ann["hnsw_m"] < 2:
-        raise InputError(f"{path}: retrieval.ann.hnsw_m must be at least 2, got {ann['hnsw_m']!r}")
-    if not 1 <= ann["pq_bits"] <= 16:
-        raise InputError(f"{path}: retrieval.ann.pq_bits must be between 1 and 16, got {ann['pq_bits']!r}")
+    for key in ("candidates", "batch_size"):
+        if rerank[key] <= 0:
+            raise InputError(f"{path}: retrieval.rerank.{key} must be a positive integer, got {rerank[key]!r}")
+    _check_bounds(ann, ANN_BOUNDS, "retrieval.ann", path)
     if ann["nprobe"] > ann["nlist"]:
         raise InputError(f"{path}: retrieval.ann.nprobe ({ann['nprobe']}) cannot exceed retrieval.ann.nlist ({ann['nlist']})")

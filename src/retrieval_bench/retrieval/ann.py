@@ -20,11 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from retrieval_bench import locking
 from retrieval_bench.io import InputError, atomic_path, cache_root
 from retrieval_bench.retrieval.run import Corpus, Questions, from_top, resolve_depth
 from retrieval_bench.retrieval.run_info import recall_against_exact
@@ -99,21 +101,47 @@ def build_index(vectors: np.ndarray, ann: dict, threads: int | None = None):
     return index  # FAISS's Python wrapper keeps the quantizer alive with the index
 
 
+def _say(line: str) -> None:
+    print(f"ann: {line}", file=sys.stderr)
+
+
+def _lock_path(index_path: Path) -> Path:
+    return index_path.with_name(f".{index_path.name}.lock")
+
+
+def remove_stale_temporaries(folder: Path, building: Path) -> None:
+    """Delete the temporary files (.<index>.faiss.<random>.tmp) of index writes that died (SIGKILL,
+    power loss): those of `building`, whose lock this process holds, and any other whose index's
+    lock nobody holds; a live writer holds its lock, so its temporary file is kept."""
+    for tmp in folder.glob(".*.faiss.*.tmp"):
+        target = folder / tmp.name[1:].removesuffix(".tmp").rsplit(".", 1)[0]
+        if target == building:
+            tmp.unlink(missing_ok=True)
+            continue
+        with locking.try_exclusive(_lock_path(target)) as nobody_writes:
+            if nobody_writes:
+                tmp.unlink(missing_ok=True)
+
+
 def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None):
-    """The cached index for these vectors and build parameters, built (and cached) on a miss.
+    """The cached index for these vectors and build parameters, built (and cached) on a miss, under
+    the index's lock: a second process waits for the first's index instead of building it again.
     Returns (index, path, built)."""
     faiss = import_faiss()
     folder = folder or cache_dir()
     path = folder / f"{ann['index']}-{index_key(vectors_sha256(vectors), ann, faiss.__version__)}.faiss"
-    if path.is_file():
-        try:
-            return faiss.read_index(str(path)), path, False
-        except RuntimeError:  # unreadable (a foreign or damaged file): rebuild over it
-            pass
-    index = build_index(vectors, ann, build_threads())
-    with atomic_path(path) as tmp:  # a half-written index is never read
-        faiss.write_index(index, str(tmp))
-    return index, path, True
+    folder.mkdir(parents=True, exist_ok=True)
+    with locking.exclusive(_lock_path(path), log=_say, what=f"building the ANN index {path}"):
+        remove_stale_temporaries(folder, path)
+        if path.is_file():
+            try:
+                return faiss.read_index(str(path)), path, False
+            except RuntimeError:  # unreadable (a foreign or damaged file): rebuild over it
+                pass
+        index = build_index(vectors, ann, build_threads())
+        with atomic_path(path) as tmp:  # a half-written index is never read
+            faiss.write_index(index, str(tmp))
+        return index, path, True
 
 
 def search(index, queries: np.ndarray, ann: dict, k: int, progress=None) -> tuple[np.ndarray, np.ndarray]:

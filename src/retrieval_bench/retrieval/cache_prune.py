@@ -12,8 +12,9 @@ import pandas as pd
 from retrieval_bench import paths
 from retrieval_bench.io import InputError, read_jsonl
 from retrieval_bench.params import load_params
-from retrieval_bench.retrieval.embed import cache_keys, settings_fingerprint
+from retrieval_bench.retrieval.embed import cache_keys, embedding_dimension, settings_fingerprint
 from retrieval_bench.retrieval.embedding_cache import prune
+from retrieval_bench.retrieval.model_source import resolve_model
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,11 +38,12 @@ def run_prune(args: argparse.Namespace) -> int:
         (paths.QUESTION_EMBEDDING_CACHE, paths.GOLDENSET, lambda p: [row["question"] for row in read_jsonl(p)], settings["query_prompt"]),
     )
     changed, fingerprint = False, settings_fingerprint(settings)
+    dim = embedding_dimension(resolve_model(settings["model"]))
     for folder, source, read, prompt in caches:
         if not Path(folder).is_dir():
             print(f"{folder}: no cache")
             continue
-        report = prune(folder, set(cache_keys(_current(source, read), settings, prompt, fingerprint)), dry_run=args.dry_run)
+        report = prune(folder, set(cache_keys(_current(source, read), settings, prompt, fingerprint)), dry_run=args.dry_run, dim=dim)
         print(report.line(args.dry_run))
         changed |= report.rewritten  # vectors dropped, or only shards merged: the DVC output changed either way
     if changed:

@@ -2,6 +2,7 @@
 once: `embed_texts` serves what the embedding cache holds and embeds the rest."""
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval_bench.io import atomic_open, write_json
+from retrieval_bench.io import InputError, atomic_open, write_json
 from retrieval_bench.retrieval.backends import load_encoder, runtime_version, st_dimension
 from retrieval_bench.retrieval.embedding_cache import EmbeddingCache, space_digest, text_keys
 from retrieval_bench.retrieval.model_source import model_fingerprint, resolve_model
@@ -88,10 +89,42 @@ def cache_keys(texts: list[str], settings: dict, prompt: str, fingerprint: str) 
 
 
 def embedding_dimension(model_path: str) -> int:
-    """The dimension of the model's vectors (the model loaded on the CPU, no encoder built)."""
+    """The dimension of the model's vectors: from its sentence-transformers files when they say it
+    (modules.json, then the last Dense's out_features or the Pooling's width), else from the model
+    loaded on the CPU (no encoder built)."""
+    declared = _declared_dimension(Path(model_path))
+    if declared is not None:
+        return declared
     from sentence_transformers import SentenceTransformer
 
     return st_dimension(SentenceTransformer(model_path, device="cpu", local_files_only=True))
+
+
+def _declared_dimension(root: Path) -> int | None:
+    try:
+        if json.loads((root / "config_sentence_transformers.json").read_text(encoding="utf-8")).get("truncate_dim"):
+            return None  # a Matryoshka truncation: the loaded model knows its width
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, AttributeError):
+        return None
+    try:
+        modules = json.loads((root / "modules.json").read_text(encoding="utf-8"))
+        dimension = None
+        for module in modules:
+            kind = module["type"].rsplit(".", 1)[-1]
+            if kind not in ("Pooling", "Dense"):
+                continue
+            config = json.loads((root / module["path"] / "config.json").read_text(encoding="utf-8"))
+            if kind == "Dense":
+                dimension = config["out_features"]
+            elif sum(bool(value) for key, value in config.items() if key.startswith("pooling_mode_")) == 1:
+                dimension = config["word_embedding_dimension"]
+            else:  # several pooling modes concatenated, or a mode this reading does not know: load the model
+                return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return dimension if isinstance(dimension, int) and dimension > 0 else None
 
 
 Batches = Iterator[tuple[list[bytes], np.ndarray]]
@@ -126,7 +159,8 @@ def embed_texts(texts: list[str], settings: dict, prompt: str, cache_dir: str | 
     keys = cache_keys(texts, settings, prompt, fingerprint)
     unique = dict(zip(keys, texts))
     description, seconds = None, 0.0
-    with EmbeddingCache(cache_dir) as cache:
+    dim = embedding_dimension(model_path)
+    with EmbeddingCache(cache_dir, dim) as cache:
         found = cache.get(list(unique))
         missing = [key for key in unique if key not in found]
         if missing:
@@ -136,6 +170,9 @@ def embed_texts(texts: list[str], settings: dict, prompt: str, cache_dir: str | 
             description, batches = embedding_engine(items, model_path, fingerprint, settings, log)
             with closing(batches), tqdm(total=len(items), unit=unit, desc=f"embed ({description})", disable=not progress) as bar:
                 for batch, vectors in batches:
+                    if vectors.shape[1:] != (dim,):
+                        raise InputError(f"embed.model {settings['model']}: its files declare {dim}-dimensional vectors, "
+                                         f"the encoder returned {vectors.shape[1:]}; nothing of this batch was cached")
                     cache.put(batch, vectors)
                     found.update(zip(batch, vectors))
                     bar.update(len(batch))

@@ -36,6 +36,8 @@ import contextlib
 import os
 import re
 import socket
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,23 +197,71 @@ def _connected(ray, options: dict) -> Iterator[bool]:
         if address is None:
             start_local(ray, options)
         else:
-            check_address(address)
+            check_address(address, options["timeout_s"])
             ray.init(address=address, runtime_env=_runtime_env(remote=True), log_to_driver=False, logging_level="ERROR")
     except (ray.exceptions.RayError, ConnectionError, ValueError, RuntimeError) as error:
         ray.shutdown()
         raise InputError(f"embed.ray.address {address!r}: cannot join the Ray cluster ({_first_line(error)}); is it "
                          "running, and with token authentication, are RAY_AUTH_MODE=token and its token set here?") from None
-    try:
+    with contextlib.ExitStack() as cleanup:
+        if address is None:  # its exit comes last, after the shutdown
+            cleanup.enter_context(_tied_to_this_process())
+        cleanup.callback(ray.shutdown)
         _check_resources(ray, options, local=address is None)
         yield address is None
+
+
+WATCHDOG = """# retrieval-bench: the local Ray instance's watchdog
+import sys
+sys.path.insert(0, sys.argv[1])
+import psutil
+owned = []
+for line in sys.stdin:  # until the driver's end closes the pipe, however it ended (SIGKILL too)
+    pid, started = line.split()
+    try:
+        process = psutil.Process(int(pid))
+        if repr(process.create_time()) == started:  # not a process that reused the id
+            owned.append(process)
+    except psutil.Error:
+        pass
+for process in owned:
+    try:
+        process.kill()
+    except psutil.Error:
+        pass
+psutil.wait_procs(owned, timeout=10)
+"""
+
+
+@contextlib.contextmanager
+def _tied_to_this_process() -> Iterator[None]:
+    """The processes of the local Ray instance just started end with this process, even if it is
+    killed by SIGKILL (Ray's own agents would outlive it by a minute): a watchdog in a session of its
+    own is handed their ids and start times now, and kills those still running when this process's
+    end closes its pipe. (Workers Ray starts later end by themselves within seconds of the raylet.)"""
+    import psutil  # Ray's own copy (ray/thirdparty_files) when no other is installed
+
+    owned = psutil.Process().children(recursive=True)
+    watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(Path(psutil.__file__).parents[1])], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        watchdog.stdin.write("".join(f"{process.pid} {process.create_time()!r}\n" for process in owned))
+        watchdog.stdin.flush()
+        yield
     finally:
-        ray.shutdown()
+        watchdog.stdin.close()
+        watchdog.wait()
 
 
-def check_address(address: str) -> None:
+# An HTTP/2 client preface and an empty SETTINGS frame: a Ray GCS (a gRPC server) answers at once.
+GRPC_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def check_address(address: str, timeout: float) -> None:
     """A one-line InputError at once for an address this engine cannot use: Ray Client (ray://),
-    which Ray Data does not run over (Ray 2.60 fails inside its executor), or one where nothing
-    answers (Ray itself retries for minutes). `auto` is checked as RAY_ADDRESS when set."""
+    which Ray Data does not run over (Ray 2.60 fails inside its executor), one where nothing
+    answers, or one that accepts a connection and says nothing within `timeout` seconds
+    (embed.ray.timeout_s; Ray itself would wait for minutes). `auto` is checked as RAY_ADDRESS when set."""
     target = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address
     via = " (RAY_ADDRESS)" if target != address else ""
     if target.startswith("ray://"):
@@ -221,11 +271,23 @@ def check_address(address: str) -> None:
     found = re.fullmatch(r"\[?([^\]]+?)\]?:(\d+)", target)
     if not found:
         return
+    silent = (f"embed.ray.address {address!r}: {target}{via} did not answer within {timeout:g}s (embed.ray.timeout_s); "
+              "is it the cluster's GCS address (head:6379), and is the head node up?")
     try:
-        socket.create_connection((found[1], int(found[2])), timeout=5).close()
+        connection = socket.create_connection((found[1], int(found[2])), timeout=timeout)
+    except TimeoutError:
+        raise InputError(silent) from None
     except OSError as error:
         raise InputError(f"embed.ray.address {address!r}: nothing answers at {target}{via} ({error.strerror or error}); "
                          "start the cluster or fix the address") from None
+    with connection:
+        try:
+            connection.sendall(GRPC_HELLO)
+            connection.recv(9)
+        except TimeoutError:
+            raise InputError(silent) from None
+        except OSError:  # reset or closed: something answered (a TLS cluster may refuse the plain hello); Ray says the rest
+            pass
 
 
 def start_local(ray, options: dict) -> None:

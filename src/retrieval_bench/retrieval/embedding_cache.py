@@ -4,13 +4,24 @@ A cache is one folder (a persistent DVC output). Each run that embeds something 
 *shard* and never touches an existing one, so a DVC cache of hardlinks or symlinks is never
 written through, and unchanged shards deduplicate in DVC's cache and remote:
 
-    <name>.vec    a 128-byte JSON header (dtype, dim), then float32 rows, one per vector
-    <name>.keys   32-byte keys, one per row, in row order (key i names row i)
+    <name>.vec    a 128-byte JSON header (dtype, dim, the header's own CRC-32), then float32
+                  rows, one per vector
+    <name>.keys   36-byte records, one per row, in row order: the 32-byte key of row i, then the
+                  CRC-32 (little-endian) of that key and the row's bytes
 
 A batch is appended to the .vec file and fsynced before its keys are appended and fsynced, so
 a key always names a row that is on disk. A run killed at any point (SIGKILL, power loss) leaves
 at most a torn tail: rows without keys, or a partial key; readers ignore both, so only the
 batch in flight is lost. No pickle, no per-vector files.
+
+Integrity: a row is served only if its CRC-32 matches and it is finite and not all zeros; a shard
+whose header fails its CRC, or whose dimension is not embed.model's, is ignored. Either is said in
+one line naming the shard, and its vectors are embedded again (into the run's new shard, which
+the index prefers: the newest copy of a key wins). Format-1 shards (before checksums) are read,
+unverified, with their rows checked by value (finite unit vectors, the model's dimension), and
+`prune` rewrites them with checksums. Runs hold the folder's lock exclusively from reading the
+cache to their last append, so a second run on the same cache waits and then embeds only what the
+first did not.
 
 Keys are sha256(space digest + sha256(text)): the space (model weights hash, backend, precision,
 quantization, max_seq_length, prompt) is inside every key, so a vector computed under other
@@ -24,6 +35,7 @@ import os
 import secrets
 import sys
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,12 +44,16 @@ from pathlib import Path
 import numpy as np
 
 from retrieval_bench import locking
+from retrieval_bench.io import InputError
 
 HEADER_BYTES = 128
 KEY_BYTES = 32
 DTYPE = np.dtype("<f4")
 FORMAT = "retrieval-bench embedding shard"
-VERSION = 1
+VERSION = 2
+RECORD_BYTES = {1: KEY_BYTES, 2: KEY_BYTES + 4}  # by format version: the key, then (from 2) its row's CRC-32
+SUM = np.dtype("<u4")
+UNIT_TOLERANCE = 1e-3  # format-1 rows, unverified: every vector is normalized in float32, so |norm - 1| is ~1e-7
 
 
 def space_digest(space: dict) -> bytes:
@@ -50,27 +66,37 @@ def text_keys(space: bytes, texts: Iterable[str]) -> list[bytes]:
     return [hashlib.sha256(space + hashlib.sha256(text.encode("utf-8")).digest()).digest() for text in texts]
 
 
+def _header_crc(meta: dict) -> int:
+    return zlib.crc32(json.dumps(meta, sort_keys=True).encode())
+
+
 def _header(dim: int) -> bytes:
-    raw = json.dumps({"format": FORMAT, "version": VERSION, "dtype": DTYPE.str, "dim": dim}).encode()
+    meta = {"format": FORMAT, "version": VERSION, "dtype": DTYPE.str, "dim": dim}
+    raw = json.dumps({**meta, "crc32": _header_crc(meta)}).encode()
     if len(raw) >= HEADER_BYTES:
         raise ValueError("embedding shard header too long")
     return raw + b" " * (HEADER_BYTES - 1 - len(raw)) + b"\n"
 
 
-def _read_dim(vec_path: Path) -> int | None:
-    """The vector dimension in a shard's header, or None if the header is torn or foreign."""
+def _read_header(vec_path: Path) -> tuple[int, int] | str:
+    """(dim, format version) from a shard's header, or why it cannot be used."""
     try:
         with open(vec_path, "rb") as handle:
             head = handle.read(HEADER_BYTES)
         meta = json.loads(head.decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
+        return "its .vec header is missing or unreadable"
     if len(head) != HEADER_BYTES or not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        return None
-    if meta.get("version") != VERSION or meta.get("dtype") != DTYPE.str:
-        return None
+        return "its .vec header is missing or unreadable"
+    version = meta.get("version")
+    if version not in RECORD_BYTES or meta.get("dtype") != DTYPE.str:
+        return f"its .vec header names format version {version!r}, dtype {meta.get('dtype')!r}; this version reads 1-{VERSION}, {DTYPE.str}"
+    if version >= 2 and meta.pop("crc32", None) != _header_crc(meta):
+        return "its .vec header fails its checksum"
     dim = meta.get("dim")
-    return dim if isinstance(dim, int) and dim > 0 else None
+    if not (isinstance(dim, int) and not isinstance(dim, bool) and dim > 0):
+        return "its .vec header has no valid dimension"
+    return dim, version
 
 
 @dataclass(frozen=True)
@@ -79,10 +105,22 @@ class Shard:
     vec_path: Path
     dim: int
     keys: np.ndarray  # (n, 32) uint8: the readable keys, in row order
+    sums: np.ndarray | None  # (n,) CRC-32 of each key and row; None in a format-1 shard
 
-    def rows(self, indices: np.ndarray) -> np.ndarray:
-        rows = np.memmap(self.vec_path, dtype=DTYPE, mode="r", offset=HEADER_BYTES, shape=(len(self.keys), self.dim))
-        return np.array(rows[indices])
+    def rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows at `indices`, and which of them are sound: their CRC-32 matches (format 1: they
+        are unit vectors), they are finite and not all zeros."""
+        stored = np.memmap(self.vec_path, dtype=DTYPE, mode="r", offset=HEADER_BYTES, shape=(len(self.keys), self.dim))
+        rows = np.array(stored[indices])
+        with np.errstate(all="ignore"):
+            norms = np.linalg.norm(rows.astype(np.float64), axis=1)
+        sound = np.isfinite(rows).all(axis=1) & (norms > 0)
+        if self.sums is None:
+            sound &= np.abs(norms - 1.0) <= UNIT_TOLERANCE
+        else:
+            sound &= np.array([zlib.crc32(self.keys[i].tobytes() + rows[at].tobytes()) == self.sums[i]
+                               for at, i in enumerate(indices)], dtype=bool)
+        return rows, sound
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -98,20 +136,29 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def read_shards(folder: Path) -> list[Shard]:
-    """Every readable shard, oldest first; torn tails and unreadable shards are left out."""
+def read_shards(folder: Path, dim: int | None = None) -> list[Shard]:
+    """Every readable shard, oldest first; torn tails, unreadable shards and (given `dim`, the
+    model's) shards of another dimension are left out, each said in one line."""
     shards = []
     for keys_path in sorted(folder.glob("*.keys")):
         vec_path = keys_path.with_suffix(".vec")
-        dim = _read_dim(vec_path)
-        if dim is None:
-            print(f"embedding cache: ignoring {keys_path.name} (its .vec header is missing or unreadable)", file=sys.stderr)
+        header = _read_header(vec_path)
+        if isinstance(header, tuple) and dim is not None and header[0] != dim:
+            header = f"its vectors have {header[0]} dimensions, embed.model makes {dim}"
+        if isinstance(header, str):
+            _say(f"ignoring {keys_path.name} ({header}); its vectors are embedded again")
             continue
-        rows = max(0, (vec_path.stat().st_size - HEADER_BYTES) // (dim * DTYPE.itemsize))
+        shard_dim, version = header
+        record = RECORD_BYTES[version]
+        rows = max(0, (vec_path.stat().st_size - HEADER_BYTES) // (shard_dim * DTYPE.itemsize))
         raw = keys_path.read_bytes()
-        n = min(len(raw) // KEY_BYTES, rows)
-        keys = np.frombuffer(raw[: n * KEY_BYTES], dtype=np.uint8).reshape(n, KEY_BYTES)
-        shards.append(Shard(keys_path.stem, vec_path, dim, keys))
+        n = min(len(raw) // record, rows)
+        records = np.frombuffer(raw[: n * record], dtype=np.uint8).reshape(n, record)
+        sums = records[:, KEY_BYTES:].copy().view(SUM).reshape(n) if version >= 2 else None
+        if sums is None:
+            _say(f"{keys_path.name} is a format-1 shard, without checksums: its vectors are served only if they are "
+                 "finite unit vectors; `retrieval-bench cache prune` rewrites it with checksums")
+        shards.append(Shard(keys_path.stem, vec_path, shard_dim, records[:, :KEY_BYTES], sums))
     return shards
 
 
@@ -130,6 +177,11 @@ class ShardWriter:
             raise ValueError("one 32-byte key per vector row")
         if not keys:
             return
+        with np.errstate(all="ignore"):
+            unsound = ~np.isfinite(vectors).all(axis=1) | ~(np.abs(vectors).max(axis=1) > 0)
+        if unsound.any():
+            raise InputError(f"{self.folder}: the encoder returned {int(unsound.sum())} vectors of {len(vectors)} that are "
+                             "not finite or all zeros; they were not cached (check embed.backend, precision and device)")
         if self._vec is None:
             self.dim = vectors.shape[1]
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -142,7 +194,8 @@ class ShardWriter:
         self._vec.write(vectors.tobytes())
         self._vec.flush()
         os.fsync(self._vec.fileno())  # the rows are on disk before any key names them
-        self._keys.write(b"".join(keys))
+        sums = [zlib.crc32(key + row.tobytes()).to_bytes(4, "little") for key, row in zip(keys, vectors)]
+        self._keys.write(b"".join(key + crc for key, crc in zip(keys, sums)))
         self._keys.flush()
         os.fsync(self._keys.fileno())
 
@@ -154,12 +207,12 @@ class ShardWriter:
 
 
 @contextmanager
-def _folder_lock(folder: Path, exclusive: bool) -> Iterator[None]:
-    """Runs share the folder (each writes its own shard); prune holds it alone. A run waits for a
-    prune and a prune for the runs, saying so (RETRIEVAL_BENCH_LOCK_WAIT applies, see locking)."""
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """One run or prune at a time on the folder: a run holds it from reading the cache to its last
+    append, so a second run waits, then reads the cache afresh and embeds only what the first did
+    not; saying so (RETRIEVAL_BENCH_LOCK_WAIT applies, see locking)."""
     folder.mkdir(parents=True, exist_ok=True)
-    hold = locking.exclusive if exclusive else locking.shared
-    with hold(folder, log=_say, what=f"{'embedding into' if exclusive else 'pruning'} {folder}"):
+    with locking.exclusive(folder, log=_say, what=f"using the embedding cache {folder} (embedding into it or pruning it)"):
         yield
 
 
@@ -168,22 +221,24 @@ def _say(line: str) -> None:
 
 
 class EmbeddingCache:
-    """Look vectors up by key and append new ones; use as a context manager."""
+    """Look vectors up by key and append new ones; use as a context manager. `dim`: the model's
+    dimension (shards of another are ignored)."""
 
-    def __init__(self, folder: str | Path):
+    def __init__(self, folder: str | Path, dim: int | None = None):
         self.folder = Path(folder)
+        self.dim = dim
         self._lock = None
         self._index: dict[bytes, tuple[int, int]] = {}
         self._shards: list[Shard] = []
         self.writer = ShardWriter(self.folder)
 
     def __enter__(self) -> "EmbeddingCache":
-        self._lock = _folder_lock(self.folder, exclusive=False)
+        self._lock = _folder_lock(self.folder)
         self._lock.__enter__()
-        self._shards = read_shards(self.folder)
-        for number, shard in enumerate(self._shards):
+        self._shards = read_shards(self.folder, self.dim)
+        for number, shard in enumerate(self._shards):  # the newest copy of a key wins: it replaced a damaged one
             for row, key in enumerate(shard.keys):
-                self._index.setdefault(key.tobytes(), (number, row))
+                self._index[key.tobytes()] = (number, row)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -191,7 +246,8 @@ class EmbeddingCache:
         self._lock.__exit__(*exc)
 
     def get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
-        """The cached vectors among `keys` (others are absent from the result)."""
+        """The sound cached vectors among `keys` (others are absent from the result: a damaged one
+        is said, once per shard, and embedded again)."""
         wanted: dict[int, list[tuple[bytes, int]]] = {}
         for key in dict.fromkeys(keys):
             where = self._index.get(key)
@@ -199,12 +255,16 @@ class EmbeddingCache:
                 wanted.setdefault(where[0], []).append((key, where[1]))
         found = {}
         for number, pairs in wanted.items():
-            rows = self._shards[number].rows(np.array([row for _, row in pairs]))
-            found.update({key: rows[i] for i, (key, _) in enumerate(pairs)})
+            shard = self._shards[number]
+            rows, sound = shard.rows(np.array([row for _, row in pairs]))
+            found.update({key: rows[i] for i, (key, _) in enumerate(pairs) if sound[i]})
+            if not sound.all():
+                _say(f"{shard.vec_path}: {int((~sound).sum())} vectors fail their checksum or are not finite "
+                     f"{'unit ' if shard.sums is None else ''}vectors (a damaged shard); embedding them again")
         return found
 
     def put(self, keys: list[bytes], vectors: np.ndarray) -> None:
-        """Append one batch durably (vectors fsynced, then keys)."""
+        """Append one batch durably (vectors fsynced, then keys); non-finite or zero vectors are refused."""
         self.writer.append(keys, vectors)
 
 
@@ -230,35 +290,45 @@ def _size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.iterdir() if p.suffix in {".vec", ".keys"})
 
 
-def prune(folder: str | Path, keep: set[bytes], dry_run: bool = False) -> PruneReport:
-    """Keep only the vectors whose key is in `keep`, rewritten as one shard; the old shards are
-    deleted only after the new one is fsynced, so a crash leaves duplicates, never a loss."""
+BLOCK_ROWS = 65_536  # rows read (and checked) at a time by prune
+
+
+def _sound_picks(shard: Shard, keep: set[bytes], seen: set[bytes]) -> tuple[list[int], list[bytes]]:
+    """The rows of `shard` to keep: a key in `keep` not `seen` yet, a sound row (added to `seen`)."""
+    wanted = [(row, raw.tobytes()) for row, raw in enumerate(shard.keys)]
+    wanted = [(row, key) for row, key in wanted if key in keep and key not in seen]
+    rows, keys = [], []
+    for start in range(0, len(wanted), BLOCK_ROWS):
+        block = wanted[start:start + BLOCK_ROWS]
+        _, sound = shard.rows(np.array([row for row, _ in block], dtype=np.int64))
+        for (row, key), ok in zip(block, sound):
+            if ok and key not in seen:
+                seen.add(key)
+                rows.append(row)
+                keys.append(key)
+    return rows, keys
+
+
+def prune(folder: str | Path, keep: set[bytes], dry_run: bool = False, dim: int | None = None) -> PruneReport:
+    """Keep only the sound vectors whose key is in `keep` (the newest copy of each; given `dim`, of
+    that dimension), rewritten as one shard with checksums; the old shards are deleted only after
+    the new one is fsynced, so a crash leaves duplicates, never a loss."""
     folder = Path(folder)
-    with _folder_lock(folder, exclusive=True):
+    with _folder_lock(folder):
         before = _size(folder)
-        shards = read_shards(folder)
+        shards = read_shards(folder, dim)
         seen: set[bytes] = set()
-        picked: list[tuple[int, list[int], list[bytes]]] = []
-        total = 0
-        for number, shard in enumerate(shards):
-            rows, keys = [], []
-            for row, raw in enumerate(shard.keys):
-                key = raw.tobytes()
-                total += 1
-                if key in keep and key not in seen:
-                    seen.add(key)
-                    rows.append(row)
-                    keys.append(key)
-            picked.append((number, rows, keys))
-        dropped = total - len(seen)
+        picked = [(shard, *_sound_picks(shard, keep, seen)) for shard in reversed(shards)]
+        dropped = sum(len(shard.keys) for shard in shards) - len(seen)
         stale = [p for p in folder.iterdir() if p.suffix in {".vec", ".keys"}]
-        if dry_run or (dropped == 0 and len(shards) <= 1 and len(stale) == 2 * len(shards)):
+        current = all(shard.sums is not None for shard in shards)  # a format-1 shard is rewritten with checksums
+        if dry_run or (dropped == 0 and current and len(shards) <= 1 and len(stale) == 2 * len(shards)):
             return PruneReport(folder, len(seen), dropped, before, before if dry_run else _size(folder), rewritten=False)
         writer = ShardWriter(folder)
         try:
-            for number, rows, keys in picked:
-                for start in range(0, len(rows), 65_536):
-                    writer.append(keys[start:start + 65_536], shards[number].rows(np.array(rows[start:start + 65_536])))
+            for shard, rows, keys in picked:
+                for start in range(0, len(rows), BLOCK_ROWS):
+                    writer.append(keys[start:start + BLOCK_ROWS], shard.rows(np.array(rows[start:start + BLOCK_ROWS]))[0])
         finally:
             writer.close()
         _fsync_dir(folder)

@@ -50,21 +50,21 @@ def read_vectors(address: StoreAddress, chunk_ids: list[str]) -> np.ndarray:
         missing = [chunk_ids[row] for row in np.flatnonzero(~filled)[:3]]
         raise InputError(f"{address}: {int((~filled).sum())} chunks of {paths.CHUNKS} have no vector there (e.g. {', '.join(missing)}); "
                          "the store changed since load_chunks read it: rerun `dvc repro`")
-    return _unit_rows(vectors, chunk_ids, address)
+    return _unit_rows(vectors, address, chunk_ids)
 
 
-def _unit_rows(vectors: np.ndarray, chunk_ids: list[str], address: StoreAddress) -> np.ndarray:
-    """The vectors at unit length; one that holds NaN or infinity, or is all zeros, is an InputError."""
-    finite = np.isfinite(vectors).all(axis=1)
-    if not finite.all():
-        raise InputError(f"{address}: the stored vector of chunk {chunk_ids[int(np.flatnonzero(~finite)[0])]} holds NaN or infinity "
-                         f"({int((~finite).sum())} such vectors; expected finite numbers)")
-    norms = np.linalg.norm(vectors, axis=1)
-    if np.any(norms == 0):
-        raise InputError(f"{address}: a stored vector is all zeros (chunk {chunk_ids[int(np.flatnonzero(norms == 0)[0])]}): "
-                         "it cannot be compared by cosine")
+def _unit_rows(vectors: np.ndarray, address: StoreAddress, chunk_ids: list[str]) -> np.ndarray:
+    """The rows normalized to unit length; a non-finite or all-zero stored vector is a one-line
+    InputError naming the store and the chunk (it would break dense search later)."""
+    with np.errstate(all="ignore"):
+        norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+    for bad, what in ((~np.isfinite(vectors).all(axis=1), "not finite (NaN or infinite values)"), (norms == 0, "all zeros")):
+        if bad.any():
+            raise InputError(f"embed.corpus_vectors stored: the vector of chunk {chunk_ids[int(np.flatnonzero(bad)[0])]!r} in {address} "
+                             f"is {what}{f' (and {int(bad.sum()) - 1} more)' if bad.sum() > 1 else ''}; it cannot be compared "
+                             "by cosine: fix it in the store, or set embed.corpus_vectors: embed")
     off = np.abs(norms - 1.0) > UNIT_TOLERANCE
-    vectors[off] /= norms[off, None]
+    vectors[off] /= norms[off, None].astype(np.float32)
     return vectors
 
 

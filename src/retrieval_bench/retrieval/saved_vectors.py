@@ -1,0 +1,32 @@
+"""The embed stages' saved vectors (data/embeddings/*.npy and their ids, written by
+embed.save_embeddings) as retrieve reads them: checked, so that a truncated, foreign or non-finite
+file is one line, not a traceback or a silently wrong search."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from retrieval_bench.io import InputError, load_array
+
+
+def load_saved_vectors(vectors: str, ids: str, expected_ids: list[str]) -> np.ndarray:
+    """The embed stage's vectors for `expected_ids`, in their order: a 2-D float array, one finite
+    row per id, else one line saying to rerun the embed stages."""
+    rerun = "rerun the embed stages (dvc repro -f embed_corpus embed_questions)"
+    try:
+        with open(ids, encoding="utf-8") as handle:
+            same = json.load(handle) == expected_ids
+    except ValueError as error:  # not JSON, not UTF-8
+        raise InputError(f"{ids}: unreadable ({error}); {rerun}") from None
+    if not same:
+        raise InputError(f"{vectors}: embeddings of other ids than the current data; {rerun}")
+    matrix = load_array(vectors, mmap_mode="r")  # read as searched: the store method uses the corpus only for run_info
+    if matrix.ndim != 2 or matrix.shape[0] != len(expected_ids) or matrix.shape[1] == 0 or matrix.dtype.kind != "f":
+        raise InputError(f"{vectors}: a {matrix.dtype} array of shape {matrix.shape}, expected float vectors of shape "
+                         f"({len(expected_ids)}, dimension) for {ids}; {rerun}")
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        raise InputError(f"{vectors}: the vector of {expected_ids[int(np.flatnonzero(~finite)[0])]!r} (row "
+                         f"{int(np.flatnonzero(~finite)[0])}) is not finite; {rerun}")
+    return matrix
