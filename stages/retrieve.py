@@ -1,35 +1,19 @@
 """Stage 4: run retrieval.method for every question -> data/run.parquet (qid, chunk_id, rank,
 score; retrieval.depth per question), and a TREC run file when retrieval.trec_export is set."""
-import json
-
-import numpy as np
-import pandas as pd
 from tqdm import tqdm
 
 from retrieval_bench import paths
-from retrieval_bench.io import InputError, atomic_path, read_jsonl, run_stage, touch_jsonl, write_json
+from retrieval_bench.io import atomic_path, run_stage, touch_jsonl, write_json
 from retrieval_bench.params import load_params
-from retrieval_bench.retrieval.methods import needs_vectors, retrieve, run_info
-from retrieval_bench.retrieval.run import Corpus, Questions, write_trec
-
-
-def load_vectors(vectors: str, ids: str, expected_ids: list[str]) -> np.ndarray:
-    with open(ids, encoding="utf-8") as handle:
-        if json.load(handle) != expected_ids:
-            raise InputError(f"{vectors}: embeddings of other ids than the current data; rerun the embed stages")
-    return np.load(vectors, mmap_mode="r")  # read as searched: the store method uses the corpus only for run_info
+from retrieval_bench.retrieval.inputs import questions_and_corpus
+from retrieval_bench.retrieval.methods import retrieve, run_info
+from retrieval_bench.retrieval.run import write_trec
 
 
 def main() -> None:
     settings = load_params("retrieval")
-    chunks = pd.read_parquet(paths.CHUNKS, columns=["chunk_id", "text"])
-    golden = read_jsonl(paths.GOLDENSET)
-    questions = Questions([row["qid"] for row in golden], [row["question"] for row in golden])
-    corpus = Corpus(chunks["chunk_id"].tolist(), chunks["text"].tolist())
-    if needs_vectors(settings):
-        questions = Questions(questions.qids, questions.texts, load_vectors(paths.QUESTION_VECTORS, paths.QUESTION_IDS, questions.qids))
-        corpus = Corpus(corpus.chunk_ids, corpus.texts, load_vectors(paths.CORPUS_VECTORS, paths.CORPUS_IDS, corpus.chunk_ids))
-    with tqdm(total=len(golden), desc=f"retrieve ({settings['method']})", unit="q") as progress:
+    questions, corpus = questions_and_corpus(settings)
+    with tqdm(total=len(questions.qids), desc=f"retrieve ({settings['method']})", unit="q") as progress:
         run = retrieve(settings, questions, corpus, progress)
     with atomic_path(paths.RUN) as tmp:
         run.to_parquet(tmp, index=False)
@@ -37,7 +21,7 @@ def main() -> None:
     touch_jsonl(paths.RERANK_CACHE)  # a persistent output of this stage, whatever the method
     if settings["trec_export"]:
         write_trec(run, settings["trec_export"], settings["method"])
-    print(f"retrieve: {len(run)} results for {run['qid'].nunique()} of {len(golden)} questions ({settings['method']}, depth {settings['depth']})")
+    print(f"retrieve: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions ({settings['method']}, depth {settings['depth']})")
 
 
 if __name__ == "__main__":
