@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.evaluation.corrections import BH, HOLM, bh_adjust, holm_adjust
-from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS
+from retrieval_bench.evaluation.corrections import BH, HOLM, holm_adjust
+from retrieval_bench.evaluation.segments import regressions, segment_tests
 from retrieval_bench.evaluation.stats import paired_bootstrap_ci, randomization_p_value
 
 ALPHA = 0.05
@@ -95,20 +95,13 @@ def segment_regressions(aligned: dict[str, pd.DataFrame], permutations: int = 10
     the baseline (the first system), significantly after Benjamini-Hochberg over every test."""
     names = list(aligned)
     baseline, column = names[0], HEADLINE[1]
-    tests = []
     base = aligned[baseline]
+    tests = []
     for system in names[1:]:
         diffs = aligned[system][column].to_numpy(dtype=float) - base[column].to_numpy(dtype=float)
-        for segment in (c for c in SEGMENT_COLUMNS if c in base):
-            for value, index in base.groupby(segment, sort=True).indices.items():
-                if len(index) >= 2:
-                    tests.append((system, segment, str(value), diffs[index]))
-    adjusted = bh_adjust([randomization_p_value(d, permutations, seed) for *_, d in tests])
-    regressed = [
-        {"system": system, "segment": segment, "value": value, "n_questions": len(d), "delta": float(d.mean()), "p_bh": float(p)}
-        for (system, segment, value, d), p in zip(tests, adjusted) if p < ALPHA and d.mean() < 0
-    ]
-    return {"baseline": baseline, "metric": HEADLINE[0], "tests": len(tests), "correction": f"{BH}, alpha {ALPHA}", "regressed": regressed}
+        tests += [{"system": system, **test} for test in segment_tests(diffs, base, permutations, seed)]
+    return {"baseline": baseline, "metric": HEADLINE[0], "tests": len(tests), "correction": f"{BH}, alpha {ALPHA}",
+            "regressed": regressions(tests, ALPHA)}
 
 
 def _cell(row: dict) -> str:
