@@ -57,7 +57,7 @@ def test_the_leaderboard_marks_who_differs_from_the_best_with_holm():
         assert row["mean"] == pytest.approx(tables[name]["reciprocal_rank"].mean()) and row["ci_low"] < row["mean"] < row["ci_high"]
     text = markdown(board)
     assert "### generated (20 questions)" in text and " *" in text and "Holm" in text
-    assert "Segments that regressed against best on mrr" in text and "- bad: document = a.md (40 questions): -0.300" in text
+    assert "Segments that regressed against best on mrr" in text and "- bad: question_set = generated (20 questions): -0.300" in text
     assert all(r["system"] == "bad" for r in board["segment_regressions"]["regressed"])
 
 
@@ -68,7 +68,7 @@ def test_a_segment_that_regressed_against_the_baseline_is_reported_with_bh():
     base = table(np.full(n, 0.5), sets, documents)
     candidate = table(np.array([1.0] * 40 + [0.05] * 20), sets, documents)
     regressions = leaderboard({"base": base, "new": candidate}, resamples=2000)["segment_regressions"]
-    assert regressions["baseline"] == "base" and regressions["tests"] == 2 + 1 + 1 + 1
+    assert regressions["baseline"] == "base" and regressions["tests"] == 2  # the two documents; one folder, set, length: no segment
     assert [(r["system"], r["segment"], r["value"]) for r in regressions["regressed"]] == [("new", "document", "bad.md")]
     assert "new: document = bad.md (20 questions): -0.450" in markdown(leaderboard({"base": base, "new": candidate}, resamples=500))
 

@@ -59,6 +59,7 @@ def render(metrics: dict, before: dict | None, health: dict | None, revision: st
 
 
 LEADERBOARD_METRICS = ["mrr", "ndcg@10", "recall@10"]
+CELL = 30  # "0.123 [0.100, 0.150] (best)" and a gap
 
 
 def leaderboard_lines(board: dict) -> list[str]:
@@ -70,14 +71,14 @@ def leaderboard_lines(board: dict) -> list[str]:
     names = [name for name in LEADERBOARD_METRICS if name in entry["metrics"]]
     width = max(len(system) for system in board["systems"]) + 2
     out = [f"panel leaderboard ({entry['n_questions']} questions; {paths.LEADERBOARD_TABLE} has every question set and metric):",
-           "  " + " " * width + "".join(f"{name:<26}" for name in names)]
+           "  " + " " * width + "".join(f"{name:<{CELL}}" for name in names)]
     for system in board["systems"]:
         cells = []
         for name in names:
             ranked = entry["metrics"][name]
             row = ranked["systems"][system]
             mark = " (best)" if system == ranked["best"] else " *" if row.get("differs_from_best") else ""
-            cells.append(f"{row['mean']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]{mark}".ljust(26))
+            cells.append(f"{row['mean']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]{mark}".ljust(CELL))
         out.append(f"  {system:<{width}}" + "".join(cells).rstrip())
     out.append(f"  *: significantly worse than the best ({board['correction']})")
     return out

@@ -55,6 +55,11 @@ def below_threshold_line(cert: dict) -> str | None:
             f"Kendall tau {taus} < validity.threshold {cert['threshold']}")
 
 
+def _pair_text(pair: dict, reference: str, synthetic: str) -> str:
+    flip = ", flipped" if pair["flip"] else ""
+    return f"{pair['b']} vs {pair['a']}: {pair[reference]} ({reference}) / {pair[synthetic]} ({synthetic}){flip}"
+
+
 def certificate_lines(cert: dict) -> list[str]:
     """The certificate as markdown lines."""
     if not cert["available"]:
@@ -65,6 +70,6 @@ def certificate_lines(cert: dict) -> list[str]:
              "| metric | Kendall tau | tau_AP | pair agreement | differing pairs |", "|---|---|---|---|---|"]
     for name, m in cert["metrics"].items():
         cells = [f"{m[key]['value']:.2f} [{m[key]['ci_low']:.2f}, {m[key]['ci_high']:.2f}]" for key in ("kendall_tau", "tau_ap", "pair_agreement")]
-        pairs = "; ".join(f"{p['a']} vs {p['b']}: {p[cert['reference']]} / {p[cert['synthetic']]}" for p in m["differing_pairs"]) or "none"
+        pairs = "; ".join(_pair_text(p, cert["reference"], cert["synthetic"]) for p in m["differing_pairs"]) or "none"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {pairs} |")
     return lines
