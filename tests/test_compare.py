@@ -410,3 +410,17 @@ def test_a_regressed_segment_is_named_in_the_verdict():
     assert regressed[0]["delta"] == pytest.approx(1 / 20 - 1 / 3) and regressed[0]["p_bh"] < 0.05
     assert result.segments["tests"] == 2 + 2 and "Benjamini-Hochberg" in result.segments["correction"]  # documents, lengths
     assert "; 1 segment regressed: document=bad.md (-0.283); " in compare.format_text(result).split("\n")[0]
+
+
+def test_a_panel_system_is_compared_across_revisions(repo, monkeypatch, capsys):
+    panel_table = repo / "metrics" / "panel" / "bm25" / "per_question.csv"
+    panel_table.parent.mkdir(parents=True)
+    per_question([4, 4, 4, 4]).to_csv(panel_table, index=False)
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "panel", cwd=repo)
+    per_question([1, 1, 1, 1]).to_csv(panel_table, index=False)
+    code, out, _ = run_compare(repo, monkeypatch, capsys, "HEAD", "workspace", "--system", "bm25", "--json", "--resamples", "200")
+    data = json.loads(out)
+    assert code == 0 and data["metrics"]["mrr"]["a"] == 0.25 and data["metrics"]["mrr"]["b"] == 1.0
+    with pytest.raises(InputError, match="HEAD: no metrics/panel/hybrid/per_question.csv committed there"):
+        run_compare(repo, monkeypatch, capsys, "HEAD", "workspace", "--system", "hybrid")

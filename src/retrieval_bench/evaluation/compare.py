@@ -36,7 +36,7 @@ from retrieval_bench.evaluation.stats import (
 )
 from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text, verdict_line
 from retrieval_bench.evaluation.corrections import BH
-from retrieval_bench.evaluation.compare_runs import question_context, read_run
+from retrieval_bench.evaluation.compare_runs import per_question_path, question_context, read_run
 from retrieval_bench.evaluation.revisions import WORKSPACE
 from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS, regressions, segment_tests
 from retrieval_bench.io import InputError
@@ -316,14 +316,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples and sign-flip permutations (default: 10000)")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap and the permutations (default: 0)")
     parser.add_argument("--show", type=int, default=10, help="flipped questions listed per direction in text and Markdown (default: 10)")
+    parser.add_argument("--system", default=None, help="a panel system: compare its results (metrics/panel/SYSTEM/per_question.csv) at A and B")
     parser.add_argument("--k", type=int, default=None, help="cutoff for flipped questions (default: the smallest k >= 5 with a hit@k column)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
-    a_df, a_commit = read_run(args.a, cwd)
-    b_df, b_commit = read_run(args.b, cwd)
+    table = per_question_path(args.system)
+    a_df, a_commit = read_run(args.a, cwd, table)
+    b_df, b_commit = read_run(args.b, cwd, table)
     comparison = compare_tables(a_df, b_df, args.a, args.b, resamples=args.resamples, seed=args.seed, k=args.k)
     comparison.a_commit, comparison.b_commit = a_commit, b_commit
     if comparison.flipped:

@@ -10,21 +10,27 @@ import pandas as pd
 
 from retrieval_bench.evaluation.revisions import WORKSPACE, _git, read_artefact, resolve_revision
 from retrieval_bench.io import InputError
-from retrieval_bench.paths import CHUNKS, DOCUMENTS, GOLDENSET, PER_QUESTION
+from retrieval_bench.paths import CHUNKS, DOCUMENTS, GOLDENSET, PANEL_METRICS, PER_QUESTION, panel_file
 
 
-def read_run(rev: str, cwd: Path) -> tuple[pd.DataFrame, str | None]:
-    """metrics/per_question.csv at a revision/experiment (or the working tree) and its commit."""
+def per_question_path(system: str | None) -> str:
+    """The per-question results compared: the single system's, or panel system `system`'s."""
+    return panel_file(PANEL_METRICS, system, "per_question.csv") if system else PER_QUESTION
+
+
+def read_run(rev: str, cwd: Path, table: str = PER_QUESTION) -> tuple[pd.DataFrame, str | None]:
+    """The per-question results `table` (metrics/per_question.csv, or a panel system's) at a
+    revision/experiment (or the working tree) and its commit."""
     if rev == WORKSPACE:
-        path = cwd / PER_QUESTION
+        path = cwd / table
         if not path.is_file():
-            raise InputError(f"{PER_QUESTION} not found in the workspace; run `dvc repro` first")
-        return _read_csv(path.read_text(encoding="utf-8"), f"{WORKSPACE}:{PER_QUESTION}"), None
+            raise InputError(f"{table} not found in the workspace; run `dvc repro` first")
+        return _read_csv(path.read_text(encoding="utf-8"), f"{WORKSPACE}:{table}"), None
     commit = resolve_revision(rev, cwd)
-    shown = _git(["show", f"{commit}:./{PER_QUESTION}"], cwd)
+    shown = _git(["show", f"{commit}:./{table}"], cwd)
     if shown.returncode != 0:
-        raise InputError(f"{rev}: no {PER_QUESTION} committed there (run `dvc repro` and commit its outputs)")
-    return _read_csv(shown.stdout, f"{rev}:{PER_QUESTION}"), commit
+        raise InputError(f"{rev}: no {table} committed there (run `dvc repro` and commit its outputs)")
+    return _read_csv(shown.stdout, f"{rev}:{table}"), commit
 
 
 def _read_csv(text: str, label: str) -> pd.DataFrame:
