@@ -15,6 +15,9 @@ def main() -> None:
         handle.write("params.yaml passed validation\n")
     for path, stamp in zip((paths.SOURCE_STAMP, paths.STORE_STAMP, paths.STORED_VECTORS_STAMP), stamps(params, paths.SOURCE_DIGEST_MEMO)):
         write_json(path, stamp)
+    # The panel's names: the leaderboard depends on the folder holding this file and the systems'
+    # scores, which then exists even without a panel (DVC needs every dep to exist).
+    write_json(paths.PANEL_SYSTEMS, list(params["panel"]))
 
 
 if __name__ == "__main__":

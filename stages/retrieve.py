@@ -3,23 +3,17 @@ score; retrieval.depth per question), and a TREC run file when retrieval.trec_ex
 from tqdm import tqdm
 
 from retrieval_bench import paths
-from retrieval_bench.io import atomic_path, read_jsonl, read_table, run_stage, touch_jsonl, write_json
+from retrieval_bench.io import atomic_path, run_stage, touch_jsonl, write_json
 from retrieval_bench.params import load_params
-from retrieval_bench.retrieval.methods import needs_vectors, retrieve, run_info
-from retrieval_bench.retrieval.run import Corpus, Questions, check_trec_ids, write_trec
-from retrieval_bench.retrieval.saved_vectors import load_saved_vectors
+from retrieval_bench.retrieval.inputs import questions_and_corpus
+from retrieval_bench.retrieval.methods import retrieve, run_info
+from retrieval_bench.retrieval.run import check_trec_ids, write_trec
 
 
 def main() -> None:
     settings = load_params("retrieval")
-    chunks = read_table(paths.CHUNKS, ["chunk_id", "text"])
-    golden = read_jsonl(paths.GOLDENSET)
-    questions = Questions([row["qid"] for row in golden], [row["question"] for row in golden])
-    corpus = Corpus(chunks["chunk_id"].tolist(), chunks["text"].tolist())
-    if needs_vectors(settings):
-        questions = Questions(questions.qids, questions.texts, load_saved_vectors(paths.QUESTION_VECTORS, paths.QUESTION_IDS, questions.qids))
-        corpus = Corpus(corpus.chunk_ids, corpus.texts, load_saved_vectors(paths.CORPUS_VECTORS, paths.CORPUS_IDS, corpus.chunk_ids))
-    with tqdm(total=len(golden), desc=f"retrieve ({settings['method']})", unit="q") as progress:
+    questions, corpus = questions_and_corpus(settings)
+    with tqdm(total=len(questions.qids), desc=f"retrieve ({settings['method']})", unit="q") as progress:
         run = retrieve(settings, questions, corpus, progress)
     if settings["trec_export"]:  # checked before anything is written: no run without its export
         check_trec_ids(run, f"retrieval.trec_export {settings['trec_export']}")
@@ -29,7 +23,7 @@ def main() -> None:
     touch_jsonl(paths.RERANK_CACHE)  # a persistent output of this stage, whatever the method
     if settings["trec_export"]:
         write_trec(run, settings["trec_export"], settings["method"])
-    print(f"retrieve: {len(run)} results for {run['qid'].nunique()} of {len(golden)} questions ({settings['method']}, depth {settings['depth']})")
+    print(f"retrieve: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions ({settings['method']}, depth {settings['depth']})")
 
 
 if __name__ == "__main__":

@@ -41,9 +41,10 @@ def git(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return run(["git", *args], cwd=cwd)
 
 
-def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS) -> Path:
+def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS, panel: bool = False) -> Path:
     """Copy the tracked project files (a slice of the sample when `docs` is given) into `dest`,
-    then `git init`, `dvc init` and commit, as a user's fresh clone would be."""
+    then `git init`, `dvc init` and commit, as a user's fresh clone would be. Without `panel` the
+    sample's panel is emptied: a single-system project (and no panel stages to wait for)."""
     tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     for name in filter(None, tracked.split("\0")):
         if not (ROOT / name).is_file():  # deleted in the working tree, not yet in git
@@ -57,6 +58,8 @@ def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS) -> Path:
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, target)
+    if not panel:
+        set_params(dest, panel={})
     git("init", "-q", "-b", "main", cwd=dest)
     dvc("init", "-q", cwd=dest)
     dvc("config", "core.analytics", "false", cwd=dest)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from conftest import dvc, git, run, set_params
 
-from retrieval_bench.evaluation import compare
+from retrieval_bench.evaluation import compare, compare_report
 from retrieval_bench.evaluation.compare import choose_flip_k, compare_tables
 from retrieval_bench.evaluation.stats import min_detectable_delta, paired_bootstrap_ci, randomization_p_value
 from retrieval_bench.io import InputError
@@ -203,7 +203,7 @@ def test_reports_render():
     b = per_question([1, 9, 2, 4, 3, 2])
     result = compare_tables(a, b, "main", "workspace", resamples=500)
     text = compare.format_text(result)
-    assert "p" in text.split("\n")[4].split() and "2.8 x sd(paired differences) / sqrt(n)" in text
+    assert "p" in text.split("\n")[6].split() and "2.8 x sd(paired differences) / sqrt(n)" in text
     assert "recall@20" in text and "Flipped questions" in text
     markdown = compare.format_markdown(result)
     assert "| metric |" in markdown and "\n|---|" in markdown
@@ -319,9 +319,9 @@ def test_compare_two_commits_end_to_end(project, monkeypatch, capsys):
 
 def test_text_and_markdown_list_the_worst_losses_and_largest_gains():
     flipped = [{"qid": f"l{i}", "change": "lost"} for i in range(5)] + [{"qid": f"g{i}", "change": "gained"} for i in range(4)]
-    shown, left_out = compare.shown_flips(flipped, 2)
+    shown, left_out = compare_report.shown_flips(flipped, 2)
     assert [row["qid"] for row in shown] == ["l0", "l1", "g2", "g3"] and left_out == 5
-    assert compare.shown_flips(flipped, 10) == (flipped, 0)
+    assert compare_report.shown_flips(flipped, 10) == (flipped, 0)
 
 
 # --- strict and judged side by side ------------------------------------------------------------
@@ -357,3 +357,70 @@ def test_runs_without_the_judged_view_report_as_before():
     a, b = per_question([1, 2, 3, 4]), with_judged(per_question([1, 1, 1, 1]), [1, 1, 1, 1])
     result = compare_tables(a, b, resamples=200)
     assert result.judged == {} and "side by side" not in compare.format_text(result)
+
+
+# --- the verdict line, one table when the views coincide, segments ------------------------------
+
+def test_the_report_begins_with_one_verdict_line():
+    rng = np.random.default_rng(4)
+    a = per_question(rng.integers(2, 6, 80).astype(float))
+    b = per_question(np.ones(80))  # B puts every gold chunk first
+    result = compare_tables(a, b, "main", "workspace", resamples=1000)
+    first = compare.format_text(result).split("\n")[0]
+    m = result.metrics["mrr"]
+    assert first.startswith(f"B is better on mrr ({m['delta']:+.4f}, 95% CI [{m['ci_low']:+.4f}, {m['ci_high']:+.4f}], p=")
+    assert first.endswith(f"segments not compared (per_question.csv without segment columns); smallest detectable change {m['min_detectable_delta']:.2g}")
+    assert compare.format_text(compare_tables(b, a, resamples=200)).startswith("B is worse on mrr (")
+    same = compare.format_text(compare_tables(a, a.copy(), resamples=200)).split("\n")[0]
+    assert same.startswith("No significant difference on mrr (+0.0000,") and same.endswith("smallest detectable change n/a")
+    assert f"**{first}**" in compare.format_markdown(result) and json.loads(compare.format_json(result))["verdict"] == first
+
+
+def test_judge_off_prints_one_table_and_no_legend():
+    """With the judge off the judged columns equal the strict ones: one table, no "views disagree"."""
+    a = with_judged(per_question([2, 3, 1, 4, 2, 5]), [2, 3, 1, 4, 2, 5])
+    b = with_judged(per_question([1, 3, 1, 2, 2, 1]), [1, 3, 1, 2, 2, 1])
+    result = compare_tables(a, b, resamples=200)
+    text, markdown = compare.format_text(result), compare.format_markdown(result)
+    assert result.views_coincide and text.count("metric ") == 1 and "views disagree" not in text and "side by side" not in text
+    assert "one table" in text and "views disagree" not in markdown and markdown.count("| metric |") == 1
+
+
+def test_views_that_differ_without_a_disagreement_carry_no_legend():
+    a = with_judged(per_question([2] * 30), [2] * 30)
+    b = with_judged(per_question([2] * 30), [2] * 29 + [1])  # judged: one question better; no verdict changes
+    text = compare.format_text(compare_tables(a, b, resamples=200))
+    assert "side by side" in text and "views disagree" not in text
+
+
+def test_a_regressed_segment_is_named_in_the_verdict():
+    """B is better overall but loses every question of one document: that segment is reported,
+    with Benjamini-Hochberg over every segment tested; the others are not."""
+    n = 60
+    a = per_question([3.0] * n)
+    b = per_question([1.0] * 40 + [20.0] * 20)
+    for table in (a, b):
+        table["question_set"] = "hand-written"
+        table["document"] = ["good.md"] * 40 + ["bad.md"] * 20
+        table["folder"] = "."
+        table["length_bucket"] = ["short (<= 8 words)", "medium (9-15 words)"] * 30
+    result = compare_tables(a, b, resamples=2000)
+    regressed = result.segments["regressed"]
+    assert [(r["segment"], r["value"]) for r in regressed] == [("document", "bad.md")]
+    assert regressed[0]["delta"] == pytest.approx(1 / 20 - 1 / 3) and regressed[0]["p_bh"] < 0.05
+    assert result.segments["tests"] == 2 + 2 and "Benjamini-Hochberg" in result.segments["correction"]  # documents, lengths
+    assert "; 1 segment regressed: document=bad.md (-0.283); " in compare.format_text(result).split("\n")[0]
+
+
+def test_a_panel_system_is_compared_across_revisions(repo, monkeypatch, capsys):
+    panel_table = repo / "metrics" / "panel" / "bm25" / "per_question.csv"
+    panel_table.parent.mkdir(parents=True)
+    per_question([4, 4, 4, 4]).to_csv(panel_table, index=False)
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "panel", cwd=repo)
+    per_question([1, 1, 1, 1]).to_csv(panel_table, index=False)
+    code, out, _ = run_compare(repo, monkeypatch, capsys, "HEAD", "workspace", "--system", "bm25", "--json", "--resamples", "200")
+    data = json.loads(out)
+    assert code == 0 and data["metrics"]["mrr"]["a"] == 0.25 and data["metrics"]["mrr"]["b"] == 1.0
+    with pytest.raises(InputError, match="HEAD: no metrics/panel/hybrid/per_question.csv committed there"):
+        run_compare(repo, monkeypatch, capsys, "HEAD", "workspace", "--system", "hybrid")

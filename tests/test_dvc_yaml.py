@@ -43,10 +43,15 @@ def closure(script: Path) -> set[str]:
 
 def test_every_stage_depends_on_all_the_code_it_runs():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    assert set(stages) == {"check_params", "load_chunks", "generate_goldenset", "embed_corpus", "embed_questions", "retrieve", "judge", "score"}
+    assert set(stages) == {"check_params", "load_chunks", "generate_goldenset", "embed_corpus", "embed_questions", "retrieve", "judge", "score",
+                           "retrieve_panel", "score_panel", "leaderboard"}
     for name, stage in stages.items():
         script = f"stages/{name}.py"
-        assert stage["cmd"] == f"python -m stages.{name}"
+        if "foreach" in stage:  # one stage per panel system, named on the command line
+            stage = stage["do"]
+            assert stage["cmd"] == f"python -m stages.{name} ${{key}}"
+        else:
+            assert stage["cmd"] == f"python -m stages.{name}"
         deps = {dep if isinstance(dep, str) else next(iter(dep)) for dep in stage["deps"]}
         assert script in deps
         needed = {f"src/retrieval_bench/{module.replace('.', '/')}.py" for module in closure(ROOT / script)}

@@ -29,9 +29,13 @@ def test_no_param_key_is_one_dvc_leaves_out_of_its_run_cache(tree):
 def test_the_bundled_params_are_valid_and_complete():
     params = load_all_params(ROOT / "params.yaml")
     assert set(params) == set(DEFAULTS)
-    written = {".".join(p) for p in leaves(yaml.safe_load((ROOT / "params.yaml").read_text()))}
+    # The panel is the sample's own (no panel by default): its systems are retrieval overrides.
+    written = {".".join(p) for p in leaves(yaml.safe_load((ROOT / "params.yaml").read_text())) if p[0] != "panel" or len(p) == 1}
     assert written == {".".join(p) for p in leaves(DEFAULTS)}  # every default is visible to the user
-    assert params == DEFAULTS  # and params.yaml states the defaults, not other values
+    panel = params.pop("panel")
+    assert params == {key: value for key, value in DEFAULTS.items() if key != "panel"}  # and params.yaml states the defaults
+    assert list(panel) == ["dense", "bm25", "hybrid", "ann-ef16"] and panel["ann-ef16"]["ann"]["ef_search"] == 16
+    assert panel["bm25"] == {**DEFAULTS["retrieval"], "method": "bm25"}
 
 
 def write(tmp_path: Path, tree: dict) -> Path:
@@ -50,6 +54,12 @@ def write(tmp_path: Path, tree: dict) -> Path:
         ({"retrieval": {"bm25": {"stemmer": "porter"}}}, "retrieval.bm25.stemmer must be one of english, none"),
         ({"load": {"chunking": {"chars": 400, "overlap": 400}}}, "load.chunking needs chars > 0 and 0 <= overlap < chars"),
         ({"load": {"chunking": {"chars": "800"}}}, "params.load.chunking.chars must be int, got '800'"),
+        ({"panel": {"bm25": {"method": "bm42"}}}, "panel.bm25.method must be one of"),
+        ({"panel": {"ann": {"ann": {"ef_serch": 8}}}}, "unknown key params.panel.ann.ann.ef_serch; did you mean params.panel.ann.ann.ef_search?"),
+        ({"panel": {"bad name": {"method": "bm25"}}}, "panel.bad name is not a usable system name"),
+        ({"panel": {"x": {"depth": 0}}}, "panel.x.depth must be a positive number of chunks"),
+        ({"panel": ["dense"]}, "panel must be a mapping of system names to retrieval settings"),
+        ({"validity": {"threshold": 2}}, "validity.threshold must be a Kendall tau in [-1, 1]"),
         ({"embed": {"engine": "ray", "device": "cpu", "ray": {"num_gpus_per_actor": 1}}},
          "embed.ray.num_gpus_per_actor > 0 needs embed.backend torch and embed.device null or cuda (got backend torch, device cpu)"),
     ],

@@ -17,7 +17,8 @@ def ran_stages(output: str) -> set[str]:
 
 def test_repro_caches_and_reruns_only_what_changed(project):
     first = dvc("repro", cwd=project)
-    assert ran_stages(first.stdout) == {"load_chunks", "generate_goldenset", "embed_corpus", "embed_questions", "retrieve", "judge", "score"}
+    assert ran_stages(first.stdout) == {"load_chunks", "generate_goldenset", "embed_corpus", "embed_questions", "retrieve", "judge", "score",
+                                        "leaderboard"}  # without a panel: a one-line note
     metrics = read_metrics(project)
     expected = {f"recall@{k}" for k in (1, 3, 5, 10, 20)} | {"mrr", "ndcg@10", "n_questions", "n_chunks"}
     assert expected <= set(metrics)

@@ -95,6 +95,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "price": None,  # as generate.price: null = the price table by judge.model
         "batch_poll_seconds": 30.0,
     },
+    "panel": {},  # several systems, by name: each a retrieval override (checked in _check_panel)
+    "validity": {"threshold": 0.8, "fail_below": False},  # the agreement certificate's Kendall tau bar
 }
 
 CHOICES = {
@@ -187,6 +189,7 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
         raise InputError(f"{path}: not found (run from the project root)") from None
     except yaml.YAMLError as error:
         raise InputError(f"{path}: invalid YAML ({str(error).splitlines()[0]})") from None
+    raw_panel = raw.pop("panel", None) if isinstance(raw, dict) else None
     params = _check(raw, DEFAULTS, "params", path) if isinstance(raw, dict) else None
     if params is None:
         raise InputError(f"{path}: expected a mapping of sections {', '.join(DEFAULTS)}")
@@ -198,6 +201,9 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool) or value <= 0):
             raise InputError(f"{path}: {name}.{key} must be a positive {kind.__name__} or null, got {value!r}")
     _check_values(params, path)
+    params["panel"] = _check_panel(raw_panel, params["retrieval"], path)
+    if not -1 <= params["validity"]["threshold"] <= 1:
+        raise InputError(f"{path}: validity.threshold must be a Kendall tau in [-1, 1], got {params['validity']['threshold']!r}")
     return params
 
 
@@ -390,6 +396,47 @@ def _check_inside(target: str | None, where: str, path: Path) -> None:
     resolved = (root / target).resolve()
     if not resolved.is_relative_to(root) or resolved == root:
         raise InputError(f"{path}: {where} {target!r} is outside the project ({root}); give a path inside it, e.g. data/run.trec")
+
+
+PANEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # a DVC stage name suffix and a folder name
+
+
+def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    return {key: _merged(base[key], override[key]) if isinstance(base.get(key), dict) and isinstance(override.get(key), dict)
+            else override.get(key, base.get(key)) for key in {**base, **override}}
+
+
+def _check_panel(panel: Any, retrieval: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
+    """Each panel system's retrieval settings: the retrieval section with the system's keys over it,
+    checked as the retrieval section is."""
+    if panel is None:
+        return {}
+    if not isinstance(panel, dict):
+        raise InputError(f"{path}: panel must be a mapping of system names to retrieval settings, got {panel!r}")
+    systems = {}
+    for name, override in panel.items():
+        if not isinstance(name, str) or not PANEL_NAME.fullmatch(name):
+            raise InputError(f"{path}: panel.{name} is not a usable system name (letters, digits, - and _, starting with a letter or digit)")
+        if not isinstance(override, dict):
+            raise InputError(f"{path}: panel.{name} must be a mapping of retrieval keys (e.g. {{method: bm25}}), got {override!r}")
+        where = f"params.panel.{name}"
+        settings = _check(_merged(retrieval, override), DEFAULTS["retrieval"], where, path)
+        for key in ("method", "fusion"):
+            if settings[key] not in CHOICES[("retrieval", key)]:
+                raise InputError(f"{path}: panel.{name}.{key} must be one of {', '.join(sorted(CHOICES[('retrieval', key)]))}, got {settings[key]!r}")
+        try:
+            _check_retrieval(settings, path)
+        except InputError as error:
+            raise InputError(str(error).replace("retrieval.", f"panel.{name}.")) from None
+        systems[name] = settings
+    return systems
+
+
+def panel_system(panel: dict[str, dict[str, Any]], system: str, path: str | Path = "params.yaml") -> dict[str, Any]:
+    """The retrieval settings of panel system `system` (a panel stage's command-line argument)."""
+    if system not in panel:
+        raise InputError(f"{path}: panel has no system {system!r} (have: {', '.join(panel) or 'none'})")
+    return panel[system]
 
 
 RERANK_DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"  # the usual choice, named in the error below

@@ -57,3 +57,17 @@ RANK_HISTOGRAM = "metrics/plots/first_relevant_rank_histogram.csv"
 
 # retrieval-bench gauge
 GAUGE = "metrics/gauge.csv"
+
+# panel (params panel: several retrieval systems, one folder each) and its leaderboard
+PANEL_RUNS = "data/panel"  # <system>/run.parquet, <system>/run_info.json (stage retrieve_panel@<system>)
+PANEL_METRICS = "metrics/panel"  # <system>/metrics.json, <system>/per_question.csv (stage score_panel@<system>)
+PANEL_SYSTEMS = f"{PANEL_METRICS}/systems.json"  # the panel's names, by check_params: the folder exists without a panel
+LEADERBOARD = "metrics/leaderboard.json"
+LEADERBOARD_TABLE = "metrics/leaderboard.md"
+LEADERBOARD_CSV = "metrics/leaderboard.csv"
+CERTIFICATE = "metrics/certificate.json"  # agreement of question sets on the panel, and the style gap
+
+
+def panel_file(folder: str, system: str, name: str) -> str:
+    """A panel system's artefact, e.g. panel_file(PANEL_RUNS, "bm25", "run.parquet")."""
+    return f"{folder}/{system}/{name}"

@@ -58,6 +58,32 @@ def render(metrics: dict, before: dict | None, health: dict | None, revision: st
     return "\n".join(out) + "\n"
 
 
+LEADERBOARD_METRICS = ["mrr", "ndcg@10", "recall@10"]
+CELL = 30  # "0.123 [0.100, 0.150] (best)" and a gap
+
+
+def leaderboard_lines(board: dict) -> list[str]:
+    """The panel's leaderboard on all questions: each system's mean [CI] on the headline metrics,
+    * where it differs significantly from the best (Holm)."""
+    entry = board.get("question_sets", {}).get("all")
+    if not board.get("systems") or not entry:
+        return []
+    names = [name for name in LEADERBOARD_METRICS if name in entry["metrics"]]
+    width = max(len(system) for system in board["systems"]) + 2
+    out = [f"panel leaderboard ({entry['n_questions']} questions; {paths.LEADERBOARD_TABLE} has every question set and metric):",
+           "  " + " " * width + "".join(f"{name:<{CELL}}" for name in names)]
+    for system in board["systems"]:
+        cells = []
+        for name in names:
+            ranked = entry["metrics"][name]
+            row = ranked["systems"][system]
+            mark = " (best)" if system == ranked["best"] else " *" if row.get("differs_from_best") else ""
+            cells.append(f"{row['mean']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]{mark}".ljust(CELL))
+        out.append(f"  {system:<{width}}" + "".join(cells).rstrip())
+    out.append(f"  *: significantly worse than the best ({board['correction']})")
+    return out
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0]
     parser.add_argument("--against", default="HEAD", help="revision to show the change against (default: %(default)s)")
@@ -71,4 +97,7 @@ def run(args: argparse.Namespace) -> int:
     metrics = json.loads((cwd / paths.METRICS).read_text(encoding="utf-8"))
     health = json.loads((cwd / paths.GOLDENSET_REPORT).read_text(encoding="utf-8")) if (cwd / paths.GOLDENSET_REPORT).is_file() else None
     print(render(metrics, committed(paths.METRICS, args.against, cwd), health, args.against), end="")
+    board = json.loads((cwd / paths.LEADERBOARD).read_text(encoding="utf-8")) if (cwd / paths.LEADERBOARD).is_file() else {}
+    for line in leaderboard_lines(board):
+        print(line)
     return 0

@@ -10,14 +10,12 @@ When both runs carry the judged view (judged_<metric> columns: duplicates and po
 grades, evaluation.judged), the same statistics of the judged metrics, over the same paired
 questions, are shown beside the strict ones, and the metrics whose verdict differs are marked.
 
-The statistics live in retrieval_bench.evaluation.stats; pairing and formatting here are pure
-(compare_tables); only the functions at the bottom touch git and files.
+The statistics live in retrieval_bench.evaluation.stats; pairing here is pure (compare_tables),
+the report's formats are in evaluation.compare_report, reading runs from git in compare_runs.
 """
 from __future__ import annotations
 
 import argparse
-import io
-import json
 import math
 import re
 import sys
@@ -36,9 +34,13 @@ from retrieval_bench.evaluation.stats import (
     randomization_p_value,
     win_tie_loss,
 )
-from retrieval_bench.evaluation.revisions import WORKSPACE, _git, read_artefact, resolve_revision
+from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text, verdict_line
+from retrieval_bench.evaluation.corrections import BH
+from retrieval_bench.evaluation.compare_runs import per_question_path, question_context, read_run
+from retrieval_bench.evaluation.revisions import WORKSPACE
+from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS, regressions, segment_tests
 from retrieval_bench.io import InputError
-from retrieval_bench.paths import CHUNKS, DOCUMENTS, GOLDENSET, PER_QUESTION
+from retrieval_bench.paths import PER_QUESTION
 
 
 # ---------------------------------------------------------------------------------------------
@@ -61,6 +63,8 @@ class Comparison:
     b_commit: str | None = None
     n_unscorable_dropped: int = 0  # paired questions left out: no relevant chunk under one run or both
     judged: dict[str, dict] = field(default_factory=dict)  # the judged view's statistics, by metric (strict name)
+    views_coincide: bool = False  # every judged column equals its strict one (no duplicates, no judgements)
+    segments: dict | None = None  # segment regressions on the headline metric; None: the runs carry no segments
 
     def to_dict(self) -> dict:
         return {
@@ -80,6 +84,9 @@ class Comparison:
             "min_detectable_delta": {name: m["min_detectable_delta"] for name, m in self.metrics.items()},
             "min_detectable_delta_formula": MDD_FORMULA,
             "warnings": self.warnings,
+            "views_coincide": self.views_coincide,
+            "segment_regressions": self.segments,
+            "verdict": verdict_line(self),
         }
 
 
@@ -192,10 +199,28 @@ def compare_tables(
     judged = _statistics(a, b, judged_names, resamples, seed, level, warnings, JUDGED) if judged_names else {}
     flip_k = choose_flip_k(set(a.columns) & set(b.columns), k)
     flipped = flipped_questions(a, b, flip_k) if flip_k is not None else []
+    coincide = bool(judged) and all(_same(t[column], t[judged_column]) for _, column in names
+                                    for judged_column in [JUDGED + column] if judged_column in a for t in (a, b))
     return Comparison(
         a=a_label, b=b_label, n_questions=len(common), metrics=metrics, flip_k=flip_k, flipped=flipped,
         warnings=warnings, resamples=resamples, seed=seed, level=level, n_unscorable_dropped=dropped, judged=judged,
+        views_coincide=coincide, segments=_segment_regressions(a, b, names[0][1], resamples, seed),
     )
+
+
+def _same(first: pd.Series, second: pd.Series) -> bool:
+    x, y = pd.to_numeric(first, errors="coerce").to_numpy(dtype=float), pd.to_numeric(second, errors="coerce").to_numpy(dtype=float)
+    return bool(np.all((np.abs(x - y) <= 1e-12) | (np.isnan(x) & np.isnan(y))))
+
+
+def _segment_regressions(a: pd.DataFrame, b: pd.DataFrame, column: str, permutations: int, seed: int) -> dict | None:
+    """Segments (of B's per-question rows) where B regressed on `column`, Benjamini-Hochberg over
+    every segment tested; None when B's rows carry no segment columns (runs scored before them)."""
+    if not any(c in b for c in SEGMENT_COLUMNS):
+        return None
+    diffs = pd.to_numeric(b[column], errors="coerce").to_numpy(dtype=float) - pd.to_numeric(a[column], errors="coerce").to_numpy(dtype=float)
+    tests = segment_tests(np.nan_to_num(diffs), b, permutations, seed)
+    return {"column": column, "tests": len(tests), "correction": f"{BH}, alpha 0.05", "regressed": regressions(tests)}
 
 
 def metric_stream_seed(seed: int, name: str) -> int:
@@ -278,283 +303,6 @@ def attach_question_text(flipped: list[dict], golden: list[dict] | None, gold_te
 
 
 # ---------------------------------------------------------------------------------------------
-# Formatting (pure)
-# ---------------------------------------------------------------------------------------------
-
-def _num(value: float, sign: bool = False) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:+.4f}" if sign else f"{value:.4f}"
-
-
-def _p(value: float) -> str:
-    if value is None or math.isnan(value):
-        return "n/a"
-    return f"{value:.4f}" if value >= 0.001 else f"{value:.1e}"
-
-
-def _rank_text(rank: float | None) -> str:
-    return "none" if rank is None else str(int(rank))
-
-
-def _shorten(text: str, width: int = 100) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _run_label(name: str, commit: str | None) -> str:
-    return f"{name} ({commit[:7]})" if commit and not commit.startswith(name) else name
-
-
-def _rows(comparison: Comparison) -> list[list[str]]:
-    level = f"{comparison.level:.0%}"
-    header = ["metric", "A", "B", "delta", f"{level} CI", "p", "wins/ties/losses", "min detectable"]
-    rows = [header]
-    for name, m in comparison.metrics.items():
-        rows.append([
-            name, _num(m["a"]), _num(m["b"]), _num(m["delta"], sign=True),
-            f"[{_num(m['ci_low'], True)}, {_num(m['ci_high'], True)}]",
-            _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
-            f"{m['wins']}/{m['ties']}/{m['losses']}",
-            _num(m["min_detectable_delta"]),
-        ])
-    return rows
-
-
-def _verdict(m: dict) -> int:
-    """+1 / -1: B significantly better / worse (p < 0.05); 0: no significant difference."""
-    return 0 if not m["p_value"] < 0.05 else (1 if m["delta"] > 0 else -1)
-
-
-def _side_by_side_rows(comparison: Comparison) -> list[list[str]]:
-    """The strict and judged deltas side by side, one row per metric with both views."""
-    level = f"{comparison.level:.0%}"
-    rows = [["metric", "strict A", "strict B", "strict delta", "p", "judged A", "judged B", "judged delta", f"{level} CI", "p", ""]]
-    for name, j in comparison.judged.items():
-        m = comparison.metrics[name]
-        rows.append([
-            name, _num(m["a"]), _num(m["b"]), _num(m["delta"], sign=True), _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
-            _num(j["a"]), _num(j["b"]), _num(j["delta"], sign=True), f"[{_num(j['ci_low'], True)}, {_num(j['ci_high'], True)}]",
-            _p(j["p_value"]) + ("*" if j["p_value"] < 0.05 else ""), "<- views disagree" if _verdict(m) != _verdict(j) else "",
-        ])
-    return rows
-
-
-SIDE_BY_SIDE_TITLE = ("Strict (the golden set's labels) and judged (+ chunks duplicating a relevant one, + pooled LLM "
-                      "grades >= judge.min_grade; unjudged = not relevant) side by side, same paired questions:")
-SIDE_BY_SIDE_NOTE = ("views disagree: B is significantly better or worse (p < 0.05) in one view and not in the other, or in "
-                     "opposite directions; read the README's \"Strict and judged\" before trusting either.")
-
-
-def _footnotes(comparison: Comparison) -> list[str]:
-    level = f"{comparison.level:.0%}"
-    return [
-        f"delta = mean(B - A) over the paired questions; {level} CI: paired bootstrap, "
-        f"{comparison.resamples} resamples, seed {comparison.seed}.",
-        f"p: p-value of a two-sided paired randomization (sign-flip) test, {comparison.resamples} permutations; "
-        "* p < 0.05 (not corrected for testing several metrics).",
-        f"min detectable: smallest true delta detected with 80% power at alpha 0.05 = {MDD_FORMULA.split('  ')[0]}.",
-        "wins/ties/losses: questions where B scored higher / the same / lower than A.",
-    ]
-
-
-def shown_flips(flipped: list[dict], limit: int) -> tuple[list[dict], int]:
-    """The `limit` worst losses and the `limit` largest gains (already sorted worst first), and
-    how many flipped questions that leaves out."""
-    lost = [row for row in flipped if row["change"] == "lost"][:limit]
-    gained = [row for row in flipped if row["change"] != "lost"][::-1][:limit][::-1]
-    return lost + gained, len(flipped) - len(lost) - len(gained)
-
-
-def _aligned(rows: list[list[str]]) -> list[str]:
-    """A table as aligned lines: the first column left-aligned, the others right-aligned."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    out = []
-    for index, row in enumerate(rows):
-        cells = [cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)]
-        out.append("  ".join(cells).rstrip())
-        if index == 0:
-            out.append("  ".join("-" * width for width in widths if width).rstrip())
-    return out
-
-
-def format_text(comparison: Comparison, limit: int = 10) -> str:
-    """The report as an aligned plain-text table for a terminal."""
-    out = [
-        f"A: {_run_label(comparison.a, comparison.a_commit)}",
-        f"B: {_run_label(comparison.b, comparison.b_commit)}",
-        f"{comparison.n_questions} questions paired by qid",
-        "",
-    ]
-    out += [f"WARNING: {warning}" for warning in comparison.warnings]
-    if comparison.warnings:
-        out.append("")
-    out += _aligned(_rows(comparison))
-    out.append("")
-    if comparison.judged:
-        out += [SIDE_BY_SIDE_TITLE, ""]
-        out += _aligned(_side_by_side_rows(comparison))
-        out += ["", SIDE_BY_SIDE_NOTE, ""]
-    out += _footnotes(comparison)
-    out.append("")
-    if comparison.flip_k is None:
-        out.append("Flipped questions: no hit@k column to judge them by.")
-    elif not comparison.flipped:
-        out.append(f"Flipped questions (first relevant chunk in the top {comparison.flip_k} under one run only): none.")
-    else:
-        lost = sum(row["change"] == "lost" for row in comparison.flipped)
-        out.append(
-            f"Flipped questions (first relevant chunk in the top {comparison.flip_k} under one run only): "
-            f"{lost} lost, {len(comparison.flipped) - lost} gained by B; worst first"
-        )
-        shown, left_out = shown_flips(comparison.flipped, limit)
-        for row in shown:
-            ranks = f"rank {_rank_text(row['a_rank'])} -> {_rank_text(row['b_rank'])}"
-            out.append(f"  {row['change']:<6} {row['qid']}  {ranks}")
-            if row.get("question"):
-                out.append(f"         Q: {_shorten(row['question'])}")
-            if row.get("gold_first_line") is not None:
-                out.append(f"         gold {row.get('gold_chunk_id', '')}: {_shorten(row['gold_first_line'])}")
-        if left_out:
-            out.append(f"  ... and {left_out} more (--show N lists more; --json lists all)")
-    return "\n".join(out) + "\n"
-
-
-def _md_escape(text: str) -> str:
-    return _shorten(text, 200).replace("|", "\\|").replace("`", "'")
-
-
-def format_markdown(comparison: Comparison, limit: int = 10) -> str:
-    """The report as Markdown for a pull-request comment: a table and the flipped questions."""
-    a = _run_label(comparison.a, comparison.a_commit)
-    b = _run_label(comparison.b, comparison.b_commit)
-    out = [
-        f"### Retrieval comparison: `{a}` (A) vs `{b}` (B)",
-        "",
-        f"{comparison.n_questions} questions paired by qid.",
-        "",
-    ]
-    out += [f"> **Warning:** {warning}" for warning in comparison.warnings]
-    if comparison.warnings:
-        out.append("")
-    rows = _rows(comparison)
-    out.append("| " + " | ".join(rows[0]) + " |")
-    out.append("|" + "|".join(["---"] + ["---:"] * (len(rows[0]) - 1)) + "|")
-    for row in rows[1:]:
-        out.append("| " + " | ".join(row) + " |")
-    out.append("")
-    if comparison.judged:
-        side = _side_by_side_rows(comparison)
-        side[0][-1] = "verdict"
-        out += [f"**{SIDE_BY_SIDE_TITLE}**", "", "| " + " | ".join(side[0]) + " |", "|" + "|".join(["---"] + ["---:"] * (len(side[0]) - 1)) + "|"]
-        out += ["| " + " | ".join(cell.replace("<- ", "") for cell in row) + " |" for row in side[1:]]
-        out += ["", SIDE_BY_SIDE_NOTE, ""]
-    out += [f"- {note}" for note in _footnotes(comparison)]
-    out.append("")
-    if comparison.flip_k is None:
-        out.append("No hit@k column to find flipped questions by.")
-    else:
-        out.append(f"#### Flipped questions (first relevant chunk in the top {comparison.flip_k} under one run only)")
-        out.append("")
-        if not comparison.flipped:
-            out.append("None.")
-        shown, left_out = shown_flips(comparison.flipped, limit)
-        for row in shown:
-            mark = "lost" if row["change"] == "lost" else "gained"
-            line = f"- **{mark}** `{row['qid']}` rank {_rank_text(row['a_rank'])} → {_rank_text(row['b_rank'])}"
-            if row.get("question"):
-                line += f": {_md_escape(row['question'])}"
-            out.append(line)
-            if row.get("gold_first_line") is not None:
-                out.append(f"  - gold `{row.get('gold_chunk_id', '')}`: {_md_escape(row['gold_first_line'])}")
-        if left_out:
-            out.append(f"- … and {left_out} more")
-    return "\n".join(out) + "\n"
-
-
-def _json_safe(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(item) for item in value]
-    return value
-
-
-def format_json(comparison: Comparison) -> str:
-    """The report as JSON (NaN written as null)."""
-    return json.dumps(_json_safe(comparison.to_dict()), indent=2, ensure_ascii=False) + "\n"
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading runs from git, DVC experiments and the working tree
-# ---------------------------------------------------------------------------------------------
-
-def read_run(rev: str, cwd: Path) -> tuple[pd.DataFrame, str | None]:
-    """metrics/per_question.csv at a revision/experiment (or the working tree) and its commit."""
-    if rev == WORKSPACE:
-        path = cwd / PER_QUESTION
-        if not path.is_file():
-            raise InputError(f"{PER_QUESTION} not found in the workspace; run `dvc repro` first")
-        return _read_csv(path.read_text(encoding="utf-8"), f"{WORKSPACE}:{PER_QUESTION}"), None
-    commit = resolve_revision(rev, cwd)
-    shown = _git(["show", f"{commit}:./{PER_QUESTION}"], cwd)
-    if shown.returncode != 0:
-        raise InputError(f"{rev}: no {PER_QUESTION} committed there (run `dvc repro` and commit its outputs)")
-    return _read_csv(shown.stdout, f"{rev}:{PER_QUESTION}"), commit
-
-
-def _read_csv(text: str, label: str) -> pd.DataFrame:
-    try:
-        df = pd.read_csv(io.StringIO(text), dtype={"qid": str})
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise InputError(f"{label}: not a readable CSV ({str(error).splitlines()[0] if str(error) else 'empty'})") from None
-    return df
-
-
-def question_context(cwd: Path, commits: list[str | None]) -> tuple[list[dict] | None, dict[str, str] | None]:
-    """The golden set and each question's gold text (the evidence span of a span-anchored question,
-    else its gold chunk) as they were in the compared runs (`commits`, None = the working tree;
-    the later run wins where both know a question); None where unavailable."""
-    golden: list[dict] = []
-    gold_text: dict[str, str] = {}
-    for commit in commits:
-        try:
-            rows, texts = _context_at(cwd, commit)
-        except Exception:  # a missing column or a broken file only costs the context lines
-            continue
-        golden += rows
-        gold_text.update(texts)
-    return golden or None, gold_text or None
-
-
-def _context_at(cwd: Path, commit: str | None) -> tuple[list[dict], dict[str, str]]:
-    raw = read_artefact(GOLDENSET, commit, cwd)
-    if raw is None:
-        return [], {}
-    golden = [json.loads(line) for line in raw.decode("utf-8").split("\n") if line.strip()]
-    gold_text: dict[str, str] = {}
-    spans = [row for row in golden if row.get("doc_id") is not None and row.get("start") is not None]
-    documents_raw = read_artefact(DOCUMENTS, commit, cwd) if spans else None
-    if documents_raw is not None:
-        documents = pd.read_parquet(io.BytesIO(documents_raw), columns=["doc_id", "text"])
-        texts = dict(zip(documents["doc_id"].astype(str), documents["text"]))
-        for row in spans:
-            if str(row["doc_id"]) in texts:
-                gold_text[str(row["qid"])] = texts[str(row["doc_id"])][int(row["start"]):int(row["end"])]
-    chunks_raw = read_artefact(CHUNKS, commit, cwd) if len(gold_text) < len(golden) else None
-    if chunks_raw is not None:
-        chunks = pd.read_parquet(io.BytesIO(chunks_raw), columns=["chunk_id", "text"])
-        chunk_text = dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str)))
-        for row in golden:
-            qid, gold = str(row.get("qid")), str(row.get("gold_chunk_id"))
-            if qid not in gold_text and gold in chunk_text:
-                gold_text[qid] = chunk_text[gold]
-    return golden, gold_text
-
-
-# ---------------------------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------------------------
 
@@ -568,14 +316,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples and sign-flip permutations (default: 10000)")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap and the permutations (default: 0)")
     parser.add_argument("--show", type=int, default=10, help="flipped questions listed per direction in text and Markdown (default: 10)")
+    parser.add_argument("--system", default=None, help="a panel system: compare its results (metrics/panel/SYSTEM/per_question.csv) at A and B")
     parser.add_argument("--k", type=int, default=None, help="cutoff for flipped questions (default: the smallest k >= 5 with a hit@k column)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
-    a_df, a_commit = read_run(args.a, cwd)
-    b_df, b_commit = read_run(args.b, cwd)
+    table = per_question_path(args.system)
+    a_df, a_commit = read_run(args.a, cwd, table)
+    b_df, b_commit = read_run(args.b, cwd, table)
     comparison = compare_tables(a_df, b_df, args.a, args.b, resamples=args.resamples, seed=args.seed, k=args.k)
     comparison.a_commit, comparison.b_commit = a_commit, b_commit
     if comparison.flipped:

@@ -1,0 +1,262 @@
+"""The report of `retrieval-bench compare` (evaluation.compare.Comparison) as aligned text, Markdown
+and JSON: one verdict line first, the paired statistics, the judged view beside the strict one
+where the two differ, and the flipped questions. Pure functions."""
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING
+
+from retrieval_bench.evaluation.stats import MDD_FORMULA
+
+if TYPE_CHECKING:
+    from retrieval_bench.evaluation.compare import Comparison
+
+
+def _num(value: float, sign: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:+.4f}" if sign else f"{value:.4f}"
+
+
+def _p(value: float) -> str:
+    if value is None or math.isnan(value):
+        return "n/a"
+    return f"{value:.4f}" if value >= 0.001 else f"{value:.1e}"
+
+
+def _rank_text(rank: float | None) -> str:
+    return "none" if rank is None else str(int(rank))
+
+
+def _shorten(text: str, width: int = 100) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _run_label(name: str, commit: str | None) -> str:
+    return f"{name} ({commit[:7]})" if commit and not commit.startswith(name) else name
+
+
+def _rows(comparison: Comparison) -> list[list[str]]:
+    level = f"{comparison.level:.0%}"
+    header = ["metric", "A", "B", "delta", f"{level} CI", "p", "wins/ties/losses", "min detectable"]
+    rows = [header]
+    for name, m in comparison.metrics.items():
+        rows.append([
+            name, _num(m["a"]), _num(m["b"]), _num(m["delta"], sign=True),
+            f"[{_num(m['ci_low'], True)}, {_num(m['ci_high'], True)}]",
+            _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
+            f"{m['wins']}/{m['ties']}/{m['losses']}",
+            _num(m["min_detectable_delta"]),
+        ])
+    return rows
+
+
+def _verdict(m: dict) -> int:
+    """+1 / -1: B significantly better / worse (p < 0.05); 0: no significant difference."""
+    return 0 if not m["p_value"] < 0.05 else (1 if m["delta"] > 0 else -1)
+
+
+def _side_by_side_rows(comparison: Comparison) -> list[list[str]]:
+    """The strict and judged deltas side by side, one row per metric with both views."""
+    level = f"{comparison.level:.0%}"
+    rows = [["metric", "strict A", "strict B", "strict delta", "p", "judged A", "judged B", "judged delta", f"{level} CI", "p", ""]]
+    for name, j in comparison.judged.items():
+        m = comparison.metrics[name]
+        rows.append([
+            name, _num(m["a"]), _num(m["b"]), _num(m["delta"], sign=True), _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
+            _num(j["a"]), _num(j["b"]), _num(j["delta"], sign=True), f"[{_num(j['ci_low'], True)}, {_num(j['ci_high'], True)}]",
+            _p(j["p_value"]) + ("*" if j["p_value"] < 0.05 else ""), "<- views disagree" if _verdict(m) != _verdict(j) else "",
+        ])
+    return rows
+
+
+SIDE_BY_SIDE_TITLE = ("Strict (the golden set's labels) and judged (+ chunks duplicating a relevant one, + pooled LLM "
+                      "grades >= judge.min_grade; unjudged = not relevant) side by side, same paired questions:")
+SIDE_BY_SIDE_NOTE = ("views disagree: B is significantly better or worse (p < 0.05) in one view and not in the other, or in "
+                     "opposite directions; read the README's \"Strict and judged\" before trusting either.")
+
+
+def _p_short(value: float) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.2g}" if value >= 0.001 else f"{value:.0e}"
+
+
+def _segment_clause(segments: dict | None) -> str:
+    if segments is None:
+        return "segments not compared (per_question.csv without segment columns)"
+    regressed = segments["regressed"]
+    if not regressed:
+        return "no segment regressed"
+    worst = ", ".join(f"{r['segment']}={r['value']} ({r['delta']:+.3f})" for r in sorted(regressed, key=lambda r: r["delta"])[:3])
+    more = f" and {len(regressed) - 3} more" if len(regressed) > 3 else ""
+    return f"{len(regressed)} segment{'s' if len(regressed) > 1 else ''} regressed: {worst}{more}"
+
+
+def verdict_line(comparison: Comparison) -> str:
+    """One line: is B better or worse on the headline metric (first compared), did any segment
+    regress (Benjamini-Hochberg), and the smallest change this many questions can detect."""
+    name, m = next(iter(comparison.metrics.items()))
+    figures = (f"{_num(m['delta'], True)}, {comparison.level:.0%} CI [{_num(m['ci_low'], True)}, {_num(m['ci_high'], True)}], "
+               f"p={_p_short(m['p_value'])}")
+    verdict = _verdict(m)
+    head = f"B is {'better' if verdict > 0 else 'worse'} on {name}" if verdict else f"No significant difference on {name}"
+    mdd = m["min_detectable_delta"]
+    detectable = "n/a" if mdd is None or math.isnan(mdd) else f"{mdd:.2g}"
+    return f"{head} ({figures}); {_segment_clause(comparison.segments)}; smallest detectable change {detectable}"
+
+
+def _judged_lines(comparison: Comparison) -> list[str]:
+    """The side-by-side table of the two views, only where they differ; its legend only when a row
+    is marked."""
+    if not comparison.judged:
+        return []
+    if comparison.views_coincide:
+        return ["The judged view equals the strict one here (no duplicate chunks, no LLM grades): one table.", ""]
+    rows = _side_by_side_rows(comparison)
+    marked = any(row[-1] for row in rows[1:])
+    return [SIDE_BY_SIDE_TITLE, "", *_aligned(rows), "", *([SIDE_BY_SIDE_NOTE, ""] if marked else [])]
+
+
+def _footnotes(comparison: Comparison) -> list[str]:
+    level = f"{comparison.level:.0%}"
+    return [
+        f"delta = mean(B - A) over the paired questions; {level} CI: paired bootstrap, "
+        f"{comparison.resamples} resamples, seed {comparison.seed}.",
+        f"p: p-value of a two-sided paired randomization (sign-flip) test, {comparison.resamples} permutations; "
+        "* p < 0.05 (not corrected for testing several metrics).",
+        f"min detectable: smallest true delta detected with 80% power at alpha 0.05 = {MDD_FORMULA.split('  ')[0]}.",
+        "wins/ties/losses: questions where B scored higher / the same / lower than A.",
+    ]
+
+
+def shown_flips(flipped: list[dict], limit: int) -> tuple[list[dict], int]:
+    """The `limit` worst losses and the `limit` largest gains (already sorted worst first), and
+    how many flipped questions that leaves out."""
+    lost = [row for row in flipped if row["change"] == "lost"][:limit]
+    gained = [row for row in flipped if row["change"] != "lost"][::-1][:limit][::-1]
+    return lost + gained, len(flipped) - len(lost) - len(gained)
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    """A table as aligned lines: the first column left-aligned, the others right-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = []
+    for index, row in enumerate(rows):
+        cells = [cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)]
+        out.append("  ".join(cells).rstrip())
+        if index == 0:
+            out.append("  ".join("-" * width for width in widths if width).rstrip())
+    return out
+
+
+def format_text(comparison: Comparison, limit: int = 10) -> str:
+    """The report as an aligned plain-text table for a terminal."""
+    out = [
+        verdict_line(comparison),
+        "",
+        f"A: {_run_label(comparison.a, comparison.a_commit)}",
+        f"B: {_run_label(comparison.b, comparison.b_commit)}",
+        f"{comparison.n_questions} questions paired by qid",
+        "",
+    ]
+    out += [f"WARNING: {warning}" for warning in comparison.warnings]
+    if comparison.warnings:
+        out.append("")
+    out += _aligned(_rows(comparison))
+    out.append("")
+    out += _judged_lines(comparison)
+    out += _footnotes(comparison)
+    out.append("")
+    if comparison.flip_k is None:
+        out.append("Flipped questions: no hit@k column to judge them by.")
+    elif not comparison.flipped:
+        out.append(f"Flipped questions (first relevant chunk in the top {comparison.flip_k} under one run only): none.")
+    else:
+        lost = sum(row["change"] == "lost" for row in comparison.flipped)
+        out.append(
+            f"Flipped questions (first relevant chunk in the top {comparison.flip_k} under one run only): "
+            f"{lost} lost, {len(comparison.flipped) - lost} gained by B; worst first"
+        )
+        shown, left_out = shown_flips(comparison.flipped, limit)
+        for row in shown:
+            ranks = f"rank {_rank_text(row['a_rank'])} -> {_rank_text(row['b_rank'])}"
+            out.append(f"  {row['change']:<6} {row['qid']}  {ranks}")
+            if row.get("question"):
+                out.append(f"         Q: {_shorten(row['question'])}")
+            if row.get("gold_first_line") is not None:
+                out.append(f"         gold {row.get('gold_chunk_id', '')}: {_shorten(row['gold_first_line'])}")
+        if left_out:
+            out.append(f"  ... and {left_out} more (--show N lists more; --json lists all)")
+    return "\n".join(out) + "\n"
+
+
+def _md_escape(text: str) -> str:
+    return _shorten(text, 200).replace("|", "\\|").replace("`", "'")
+
+
+def format_markdown(comparison: Comparison, limit: int = 10) -> str:
+    """The report as Markdown for a pull-request comment: a table and the flipped questions."""
+    a = _run_label(comparison.a, comparison.a_commit)
+    b = _run_label(comparison.b, comparison.b_commit)
+    out = [
+        f"### Retrieval comparison: `{a}` (A) vs `{b}` (B)",
+        "",
+        f"**{verdict_line(comparison)}**",
+        "",
+        f"{comparison.n_questions} questions paired by qid.",
+        "",
+    ]
+    out += [f"> **Warning:** {warning}" for warning in comparison.warnings]
+    if comparison.warnings:
+        out.append("")
+    rows = _rows(comparison)
+    out.append("| " + " | ".join(rows[0]) + " |")
+    out.append("|" + "|".join(["---"] + ["---:"] * (len(rows[0]) - 1)) + "|")
+    for row in rows[1:]:
+        out.append("| " + " | ".join(row) + " |")
+    out.append("")
+    if comparison.judged and comparison.views_coincide:
+        out += ["The judged view equals the strict one here (no duplicate chunks, no LLM grades): one table.", ""]
+    elif comparison.judged:
+        side = _side_by_side_rows(comparison)
+        side[0][-1] = "verdict"
+        out += [f"**{SIDE_BY_SIDE_TITLE}**", "", "| " + " | ".join(side[0]) + " |", "|" + "|".join(["---"] + ["---:"] * (len(side[0]) - 1)) + "|"]
+        out += ["| " + " | ".join(cell.replace("<- ", "") for cell in row) + " |" for row in side[1:]]
+        out += ["", *([SIDE_BY_SIDE_NOTE, ""] if any(row[-1] for row in side[1:]) else [])]
+    out += [f"- {note}" for note in _footnotes(comparison)]
+    out.append("")
+    if comparison.flip_k is None:
+        out.append("No hit@k column to find flipped questions by.")
+    else:
+        out.append(f"#### Flipped questions (first relevant chunk in the top {comparison.flip_k} under one run only)")
+        out.append("")
+        if not comparison.flipped:
+            out.append("None.")
+        shown, left_out = shown_flips(comparison.flipped, limit)
+        for row in shown:
+            mark = "lost" if row["change"] == "lost" else "gained"
+            line = f"- **{mark}** `{row['qid']}` rank {_rank_text(row['a_rank'])} → {_rank_text(row['b_rank'])}"
+            if row.get("question"):
+                line += f": {_md_escape(row['question'])}"
+            out.append(line)
+            if row.get("gold_first_line") is not None:
+                out.append(f"  - gold `{row.get('gold_chunk_id', '')}`: {_md_escape(row['gold_first_line'])}")
+        if left_out:
+            out.append(f"- … and {left_out} more")
+    return "\n".join(out) + "\n"
+
+
+def _json_safe(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def format_json(comparison: Comparison) -> str:
+    """The report as JSON (NaN written as null)."""
+    return json.dumps(_json_safe(comparison.to_dict()), indent=2, ensure_ascii=False) + "\n"

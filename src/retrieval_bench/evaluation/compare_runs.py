@@ -1,0 +1,82 @@
+"""The runs `retrieval-bench compare` reads: metrics/per_question.csv at a git revision, a DVC
+experiment or the working tree, and the golden set and gold texts of the compared runs."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from retrieval_bench.evaluation.revisions import WORKSPACE, _git, read_artefact, resolve_revision
+from retrieval_bench.io import InputError
+from retrieval_bench.paths import CHUNKS, DOCUMENTS, GOLDENSET, PANEL_METRICS, PER_QUESTION, panel_file
+
+
+def per_question_path(system: str | None) -> str:
+    """The per-question results compared: the single system's, or panel system `system`'s."""
+    return panel_file(PANEL_METRICS, system, "per_question.csv") if system else PER_QUESTION
+
+
+def read_run(rev: str, cwd: Path, table: str = PER_QUESTION) -> tuple[pd.DataFrame, str | None]:
+    """The per-question results `table` (metrics/per_question.csv, or a panel system's) at a
+    revision/experiment (or the working tree) and its commit."""
+    if rev == WORKSPACE:
+        path = cwd / table
+        if not path.is_file():
+            raise InputError(f"{table} not found in the workspace; run `dvc repro` first")
+        return _read_csv(path.read_text(encoding="utf-8"), f"{WORKSPACE}:{table}"), None
+    commit = resolve_revision(rev, cwd)
+    shown = _git(["show", f"{commit}:./{table}"], cwd)
+    if shown.returncode != 0:
+        raise InputError(f"{rev}: no {table} committed there (run `dvc repro` and commit its outputs)")
+    return _read_csv(shown.stdout, f"{rev}:{table}"), commit
+
+
+def _read_csv(text: str, label: str) -> pd.DataFrame:
+    try:
+        df = pd.read_csv(io.StringIO(text), dtype={"qid": str})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise InputError(f"{label}: not a readable CSV ({str(error).splitlines()[0] if str(error) else 'empty'})") from None
+    return df
+
+
+def question_context(cwd: Path, commits: list[str | None]) -> tuple[list[dict] | None, dict[str, str] | None]:
+    """The golden set and each question's gold text (the evidence span of a span-anchored question,
+    else its gold chunk) as they were in the compared runs (`commits`, None = the working tree;
+    the later run wins where both know a question); None where unavailable."""
+    golden: list[dict] = []
+    gold_text: dict[str, str] = {}
+    for commit in commits:
+        try:
+            rows, texts = _context_at(cwd, commit)
+        except Exception:  # a missing column or a broken file only costs the context lines
+            continue
+        golden += rows
+        gold_text.update(texts)
+    return golden or None, gold_text or None
+
+
+def _context_at(cwd: Path, commit: str | None) -> tuple[list[dict], dict[str, str]]:
+    raw = read_artefact(GOLDENSET, commit, cwd)
+    if raw is None:
+        return [], {}
+    golden = [json.loads(line) for line in raw.decode("utf-8").split("\n") if line.strip()]
+    gold_text: dict[str, str] = {}
+    spans = [row for row in golden if row.get("doc_id") is not None and row.get("start") is not None]
+    documents_raw = read_artefact(DOCUMENTS, commit, cwd) if spans else None
+    if documents_raw is not None:
+        documents = pd.read_parquet(io.BytesIO(documents_raw), columns=["doc_id", "text"])
+        texts = dict(zip(documents["doc_id"].astype(str), documents["text"]))
+        for row in spans:
+            if str(row["doc_id"]) in texts:
+                gold_text[str(row["qid"])] = texts[str(row["doc_id"])][int(row["start"]):int(row["end"])]
+    chunks_raw = read_artefact(CHUNKS, commit, cwd) if len(gold_text) < len(golden) else None
+    if chunks_raw is not None:
+        chunks = pd.read_parquet(io.BytesIO(chunks_raw), columns=["chunk_id", "text"])
+        chunk_text = dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str)))
+        for row in golden:
+            qid, gold = str(row.get("qid")), str(row.get("gold_chunk_id"))
+            if qid not in gold_text and gold in chunk_text:
+                gold_text[qid] = chunk_text[gold]
+    return golden, gold_text

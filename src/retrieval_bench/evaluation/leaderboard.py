@@ -1,0 +1,152 @@
+"""One leaderboard for a panel of systems scored on the same questions: per question set and
+metric, each system's mean with its bootstrap interval, and which systems differ significantly
+from the best (paired randomization tests, Holm-corrected over the systems compared with it).
+Segments where a system regressed against the panel's first system (the baseline) are found with
+Benjamini-Hochberg false-discovery-rate control. Pure functions of per-question tables."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from retrieval_bench.evaluation.corrections import BH, HOLM, holm_adjust
+from retrieval_bench.evaluation.segments import regressions, segment_tests
+from retrieval_bench.evaluation.stats import paired_bootstrap_ci, randomization_p_value
+
+ALPHA = 0.05
+ALL = "all"  # the question set of every question
+HEADLINE = ("mrr", "reciprocal_rank")
+CUTOFF_METRICS = (("ndcg@10", "ndcg@10"),)
+
+
+def leaderboard_metrics(columns) -> list[tuple[str, str]]:
+    """(name, per-question column): mrr, ndcg@10, then recall@k by increasing k, those present."""
+    names = [pair for pair in (HEADLINE, *CUTOFF_METRICS) if pair[1] in columns]
+    ks = sorted(int(m.group(1)) for c in columns if (m := re.fullmatch(r"recall@(\d+)", str(c))))
+    return names + [(f"recall@{k}", f"recall@{k}") for k in ks]
+
+
+def scorable(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The systems' tables on the questions every system can be scored on (a relevant chunk
+    exists), aligned by qid in the first table's order."""
+    first = next(iter(tables.values()))
+    keep = first["qid"].astype(str)
+    if "n_relevant" in first:
+        keep = keep[first["n_relevant"].to_numpy() > 0]
+    for table in tables.values():
+        keep = keep[keep.isin(set(table["qid"].astype(str)))]
+    return {name: table.assign(qid=table["qid"].astype(str)).set_index("qid").loc[keep.tolist()] for name, table in tables.items()}
+
+
+def question_sets(table: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Row masks by question set: all, then each set present (hand-written, real, generated)."""
+    sets = {ALL: np.ones(len(table), dtype=bool)}
+    if "question_set" in table:
+        for name in sorted(table["question_set"].dropna().unique()):
+            sets[str(name)] = (table["question_set"] == name).to_numpy()
+    return sets
+
+
+def rank_systems(scores: dict[str, np.ndarray], resamples: int, seed: int, level: float) -> dict:
+    """One metric on one question set: each system's mean and interval, the best system, and each
+    other system's p-value against it, raw and Holm-adjusted."""
+    means = {name: float(values.mean()) for name, values in scores.items()}
+    best = max(means, key=lambda name: (means[name], -list(means).index(name)))
+    others = [name for name in scores if name != best]
+    raw = [randomization_p_value(scores[name] - scores[best], resamples, seed) for name in others]
+    adjusted = dict(zip(others, holm_adjust(raw))) if others else {}
+    rows = {}
+    for name, values in scores.items():
+        low, high = paired_bootstrap_ci(values, resamples, seed, level)
+        row = {"mean": means[name], "ci_low": low, "ci_high": high}
+        if name != best:
+            p_raw = raw[others.index(name)]
+            row.update(p_vs_best=p_raw, p_holm=float(adjusted[name]), differs_from_best=bool(adjusted[name] < ALPHA))
+        rows[name] = row
+    return {"best": best, "systems": rows}
+
+
+def leaderboard(tables: dict[str, pd.DataFrame], resamples: int = 10_000, seed: int = 0, level: float = 0.95) -> dict:
+    """The leaderboard of `tables` (per-question tables by system, in panel order)."""
+    aligned = scorable(tables)
+    first = next(iter(aligned.values()))
+    metrics = leaderboard_metrics(first.columns)
+    sets = {}
+    for set_name, mask in question_sets(first).items():
+        if mask.sum() == 0:
+            continue
+        sets[set_name] = {"n_questions": int(mask.sum()), "metrics": {
+            name: rank_systems({s: t[column].to_numpy(dtype=float)[mask] for s, t in aligned.items()}, resamples, seed, level)
+            for name, column in metrics
+        }}
+    return {
+        "systems": list(tables),
+        "ci_level": level,
+        "correction": f"{HOLM}: each system against the best, per question set and metric, alpha {ALPHA}",
+        "question_sets": sets,
+        "segment_regressions": segment_regressions(aligned, resamples, seed),
+    }
+
+
+def segment_regressions(aligned: dict[str, pd.DataFrame], permutations: int = 10_000, seed: int = 0) -> dict:
+    """Segments (SEGMENT_COLUMNS values with 2+ questions) where a system scores lower on mrr than
+    the baseline (the first system), significantly after Benjamini-Hochberg over every test."""
+    names = list(aligned)
+    baseline, column = names[0], HEADLINE[1]
+    base = aligned[baseline]
+    tests = []
+    for system in names[1:]:
+        diffs = aligned[system][column].to_numpy(dtype=float) - base[column].to_numpy(dtype=float)
+        tests += [{"system": system, **test} for test in segment_tests(diffs, base, permutations, seed)]
+    return {"baseline": baseline, "metric": HEADLINE[0], "tests": len(tests), "correction": f"{BH}, alpha {ALPHA}",
+            "regressed": regressions(tests, ALPHA)}
+
+
+def _cell(row: dict) -> str:
+    text = f"{row['mean']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+    return text + (" *" if row.get("differs_from_best") else "")
+
+
+def flat_rows(board: dict) -> list[dict]:
+    """metrics/leaderboard.csv: one row per question set, metric and system."""
+    rows = []
+    for set_name, entry in board["question_sets"].items():
+        for metric, ranked in entry["metrics"].items():
+            for system, row in ranked["systems"].items():
+                rows.append({"question_set": set_name, "metric": metric, "system": system, "best": system == ranked["best"],
+                             **{key: row.get(key, math.nan) for key in ("mean", "ci_low", "ci_high", "p_vs_best", "p_holm")},
+                             "differs_from_best": row.get("differs_from_best", False)})
+    return rows
+
+
+def markdown(board: dict) -> str:
+    """metrics/leaderboard.md: a table per question set, systems by rows, metrics by columns."""
+    lines = []
+    for set_name, entry in board["question_sets"].items():
+        metrics = list(entry["metrics"])
+        lines += [f"### {set_name} ({entry['n_questions']} questions)", "",
+                  "| system | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
+        for system in board["systems"]:
+            cells = []
+            for metric in metrics:
+                ranked = entry["metrics"][metric]
+                cell = _cell(ranked["systems"][system])
+                cells.append(f"**{cell}**" if system == ranked["best"] else cell)
+            lines.append(f"| {system} | " + " | ".join(cells) + " |")
+        lines.append("")
+    level = round(board["ci_level"] * 100)
+    lines.append(f"Mean [{level}% bootstrap CI]; bold: the best; *: differs significantly from the best ({board['correction']}).")
+    lines += ["", *segment_lines(board["segment_regressions"])]
+    return "\n".join(lines) + "\n"
+
+
+def segment_lines(regressions: dict) -> list[str]:
+    if not regressions["regressed"]:
+        return [f"No segment regressed against {regressions['baseline']} on {regressions['metric']} "
+                f"({regressions['tests']} segment tests, {regressions['correction']})."]
+    lines = [f"Segments that regressed against {regressions['baseline']} on {regressions['metric']} ({regressions['correction']}):"]
+    lines += [f"- {r['system']}: {r['segment']} = {r['value']} ({r['n_questions']} questions): {r['delta']:+.3f}, p(BH) = {r['p_bh']:.3g}"
+              for r in regressions["regressed"]]
+    return lines

@@ -1,0 +1,38 @@
+"""Agreement of two orderings of the same systems: Kendall's tau-b and tau_AP (Yilmaz, Aslam and
+Robertson 2008, "A new rank correlation coefficient for information retrieval"), which weighs
+swaps near the top more. Inputs are the systems' scores (higher is better), aligned by system."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def kendall_tau(x, y) -> float:
+    """Kendall's tau-b of two score vectors (ties corrected, as scipy.stats.kendalltau's default):
+    (concordant - discordant) / sqrt((pairs - ties in x) (pairs - ties in y)); NaN when either
+    vector is constant or there are fewer than 2 systems."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    upper = np.triu_indices(len(x), k=1)
+    dx = np.sign(x[:, None] - x[None, :])[upper]
+    dy = np.sign(y[:, None] - y[None, :])[upper]
+    untied_x, untied_y = np.count_nonzero(dx), np.count_nonzero(dy)
+    if untied_x == 0 or untied_y == 0:
+        return math.nan
+    return float(np.sum(dx * dy) / math.sqrt(untied_x * untied_y))
+
+
+def tau_ap(estimated, actual) -> float:
+    """tau_AP of the ordering by `estimated` scores against the true ordering by `actual` scores:
+    2 / (N - 1) x sum over ranks i = 2..N of C(i) / (i - 1), minus 1, where C(i) counts the systems
+    ranked above the i-th system of the estimated ordering that the true ordering also ranks
+    strictly above it. Ties in `estimated` are broken by position (the definition has none);
+    1 = the same ordering, -1 = reversed; NaN for fewer than 2 systems."""
+    estimated, actual = np.asarray(estimated, dtype=np.float64), np.asarray(actual, dtype=np.float64)
+    n = len(estimated)
+    if n < 2:
+        return math.nan
+    order = np.argsort(-estimated, kind="stable")
+    ranked_actual = actual[order]
+    total = sum(np.count_nonzero(ranked_actual[:i] > ranked_actual[i]) / i for i in range(1, n))
+    return float(2 * total / (n - 1) - 1)

@@ -1,0 +1,71 @@
+"""The segments a question belongs to, carried by every per-question row so that a verdict can be
+broken down: its question set (origin), source document, the document's folder, and its length;
+and the segments where a change regressed (Benjamini-Hochberg over every segment tested)."""
+from __future__ import annotations
+
+import posixpath
+
+import numpy as np
+import pandas as pd
+
+from retrieval_bench.evaluation.corrections import bh_adjust
+from retrieval_bench.evaluation.stats import randomization_p_value
+
+SEGMENT_COLUMNS = ["question_set", "document", "folder", "length_bucket"]
+# The golden set's `source` of a row -> its question set; any other source was generated.
+QUESTION_SETS = {"hand-written": "hand-written", "qrels": "real"}
+GENERATED = "generated"
+LENGTH_BUCKETS = ((8, "short (<= 8 words)"), (15, "medium (9-15 words)"))
+LONG = "long (16+ words)"
+
+
+def question_set(row: dict) -> str:
+    """hand-written (the user's own questions), real (labelled queries: qrels, BEIR) or generated."""
+    return QUESTION_SETS.get(row.get("source"), GENERATED)
+
+
+def length_bucket(question: str) -> str:
+    n = len(question.split())
+    return next((name for limit, name in LENGTH_BUCKETS if n <= limit), LONG)
+
+
+def segments(golden: list[dict]) -> pd.DataFrame:
+    """One row per golden row, in order: the SEGMENT_COLUMNS (document and folder empty when the
+    row names no document, e.g. a labelled query with several relevant chunks)."""
+    rows = []
+    for row in golden:
+        document = str(row.get("doc_id") or "")
+        rows.append({
+            "question_set": question_set(row), "document": document,
+            "folder": posixpath.dirname(document) or ".", "length_bucket": length_bucket(row["question"]),
+        })
+    return pd.DataFrame(rows, columns=SEGMENT_COLUMNS)
+
+
+def segment_groups(frame: pd.DataFrame, min_questions: int = 2) -> list[tuple[str, str, np.ndarray]]:
+    """(segment column, value, row positions) of every segment value with `min_questions` or more
+    questions, for the SEGMENT_COLUMNS present in `frame`; a value every question shares (one
+    folder, one question set) is the whole comparison, not a segment, and is left out."""
+    groups = []
+    for column in (c for c in SEGMENT_COLUMNS if c in frame):
+        for value, index in frame.reset_index(drop=True).groupby(column, sort=True).indices.items():
+            if min_questions <= len(index) < len(frame):
+                groups.append((column, str(value), index))
+    return groups
+
+
+def regressions(tests: list[dict], alpha: float = 0.05) -> list[dict]:
+    """The tests (dicts with delta and p) whose mean change is negative and significant after
+    Benjamini-Hochberg over all of them, each with p_bh added."""
+    adjusted = bh_adjust([test["p"] for test in tests])
+    return [{**test, "p_bh": float(p)} for test, p in zip(tests, adjusted) if p < alpha and test["delta"] < 0]
+
+
+def segment_tests(diffs: np.ndarray, frame: pd.DataFrame, permutations: int = 10_000, seed: int = 0) -> list[dict]:
+    """A paired randomization test of the per-question differences `diffs` (aligned with `frame`'s
+    rows) within every segment: {segment, value, n_questions, delta, p}."""
+    return [
+        {"segment": column, "value": value, "n_questions": len(index), "delta": float(diffs[index].mean()),
+         "p": randomization_p_value(diffs[index], permutations, seed)}
+        for column, value, index in segment_groups(frame)
+    ]

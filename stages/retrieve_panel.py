@@ -1,0 +1,29 @@
+"""Stage 4 for one panel system (`python -m stages.retrieve_panel <system>`): params panel.<system>
+over the retrieval section -> data/panel/<system>/run.parquet and run_info.json."""
+import sys
+
+from tqdm import tqdm
+
+from retrieval_bench import paths
+from retrieval_bench.io import atomic_path, run_stage, stage_parser, write_json
+from retrieval_bench.params import load_params, panel_system
+from retrieval_bench.retrieval.inputs import questions_and_corpus
+from retrieval_bench.retrieval.methods import retrieve, run_info
+
+
+def main(argv: list[str]) -> None:
+    parser = stage_parser("retrieve_panel", __doc__)
+    parser.add_argument("system", help="a system named under panel in params.yaml")
+    system = parser.parse_args(argv).system
+    settings = panel_system(load_params("panel"), system)
+    questions, corpus = questions_and_corpus(settings)
+    with tqdm(total=len(questions.qids), desc=f"retrieve {system} ({settings['method']})", unit="q") as progress:
+        run = retrieve(settings, questions, corpus, progress)
+    with atomic_path(paths.panel_file(paths.PANEL_RUNS, system, "run.parquet")) as tmp:
+        run.to_parquet(tmp, index=False)
+    write_json(paths.panel_file(paths.PANEL_RUNS, system, "run_info.json"), run_info(settings, questions, corpus, run))
+    print(f"retrieve {system}: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions ({settings['method']})")
+
+
+if __name__ == "__main__":
+    run_stage(lambda: main(sys.argv[1:]), own_arguments=True)

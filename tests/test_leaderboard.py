@@ -1,0 +1,164 @@
+"""The leaderboard of a panel (means, intervals, Holm against the best, BH segment regressions),
+question sets and segments, the style gap, and the leaderboard stage's threshold line."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from scipy.stats import mannwhitneyu
+from statsmodels.stats.multitest import multipletests
+
+from retrieval_bench.evaluation.leaderboard import leaderboard, markdown
+from retrieval_bench.evaluation.segments import segments
+from retrieval_bench.evaluation.style_gap import rank_auc, style_gap
+from retrieval_bench.evaluation.stats import randomization_p_value
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def table(rr: np.ndarray, sets: list[str], documents: list[str] | None = None) -> pd.DataFrame:
+    n = len(rr)
+    return pd.DataFrame({
+        "qid": [f"q{i}" for i in range(n)], "n_relevant": 1, "reciprocal_rank": rr, "ndcg@10": rr, "recall@10": (rr > 0.2).astype(float),
+        "question_set": sets, "document": documents or ["a.md"] * n, "folder": ".", "length_bucket": "short (<= 8 words)",
+    })
+
+
+def panel(n: int = 40, seed: int = 0) -> dict[str, pd.DataFrame]:
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.2, 0.8, n)
+    sets = ["hand-written"] * (n // 2) + ["generated"] * (n - n // 2)
+    return {
+        "best": table(np.clip(base + 0.15, 0, 1), sets),
+        "close": table(np.clip(base + 0.15 + rng.normal(0, 0.01, n), 0, 1), sets),
+        "bad": table(np.clip(base - 0.15, 0, 1), sets),
+    }
+
+
+def test_the_leaderboard_marks_who_differs_from_the_best_with_holm():
+    tables = panel()
+    board = leaderboard(tables, resamples=2000)
+    assert board["systems"] == ["best", "close", "bad"] and board["correction"].startswith("Holm")
+    assert set(board["question_sets"]) == {"all", "hand-written", "generated"}
+    mrr = board["question_sets"]["all"]["metrics"]["mrr"]
+    best = mrr["best"]
+    others = [name for name in tables if name != best]
+    raw = [randomization_p_value(tables[o]["reciprocal_rank"].to_numpy() - tables[best]["reciprocal_rank"].to_numpy(), 2000, 0) for o in others]
+    assert [mrr["systems"][o]["p_holm"] for o in others] == pytest.approx(list(multipletests(raw, method="holm")[1]))
+    assert mrr["systems"]["bad"]["differs_from_best"] and not mrr["systems"][others[0] if others[0] != "bad" else others[1]]["differs_from_best"]
+    for name, row in mrr["systems"].items():
+        assert row["mean"] == pytest.approx(tables[name]["reciprocal_rank"].mean()) and row["ci_low"] < row["mean"] < row["ci_high"]
+    text = markdown(board)
+    assert "### generated (20 questions)" in text and " *" in text and "Holm" in text
+    assert "Segments that regressed against best on mrr" in text and "- bad: question_set = generated (20 questions): -0.300" in text
+    assert all(r["system"] == "bad" for r in board["segment_regressions"]["regressed"])
+
+
+def test_a_segment_that_regressed_against_the_baseline_is_reported_with_bh():
+    n = 60
+    documents = ["good.md"] * 40 + ["bad.md"] * 20
+    sets = ["hand-written"] * n
+    base = table(np.full(n, 0.5), sets, documents)
+    candidate = table(np.array([1.0] * 40 + [0.05] * 20), sets, documents)
+    regressions = leaderboard({"base": base, "new": candidate}, resamples=2000)["segment_regressions"]
+    assert regressions["baseline"] == "base" and regressions["tests"] == 2  # the two documents; one folder, set, length: no segment
+    assert [(r["system"], r["segment"], r["value"]) for r in regressions["regressed"]] == [("new", "document", "bad.md")]
+    assert "new: document = bad.md (20 questions): -0.450" in markdown(leaderboard({"base": base, "new": candidate}, resamples=500))
+
+
+def test_segments_name_the_question_set_document_folder_and_length():
+    golden = [
+        {"question": "What is WAL?", "source": "hand-written", "doc_id": "guides/wal.md"},
+        {"question": "how do i " + "x " * 10, "source": "qrels", "doc_id": None},
+        {"question": " ".join(["word"] * 20), "source": "claude-haiku-4-5", "doc_id": "faq.md"},
+    ]
+    frame = segments(golden)
+    assert frame.to_dict("records") == [
+        {"question_set": "hand-written", "document": "guides/wal.md", "folder": "guides", "length_bucket": "short (<= 8 words)"},
+        {"question_set": "real", "document": "", "folder": ".", "length_bucket": "medium (9-15 words)"},
+        {"question_set": "generated", "document": "faq.md", "folder": ".", "length_bucket": "long (16+ words)"},
+    ]
+
+
+def test_rank_auc_is_the_mann_whitney_statistic():
+    rng = np.random.default_rng(2)
+    scores, labels = np.round(rng.normal(size=50), 1), np.array([0, 1] * 25)  # rounded: ties
+    expected = mannwhitneyu(scores[labels == 1], scores[labels == 0]).statistic / (25 * 25)
+    assert rank_auc(scores, labels) == pytest.approx(expected)
+
+
+def rows(questions: list[str], share: float, prefix: str) -> list[dict]:
+    return [{"qid": f"{prefix}{i}", "question": q, "echo_content_share": share, "echo_longest_ngram": 2} for i, q in enumerate(questions)]
+
+
+def test_the_style_gap_tells_template_questions_from_real_ones():
+    rng = np.random.default_rng(5)
+    words = ["index", "journal", "page", "commit", "lock", "reader", "writer", "checkpoint", "table", "row"]
+    real = [f"how does {' '.join(rng.choice(words, rng.integers(2, 8)))} work?" for _ in range(40)]
+    alike = [f"how does {' '.join(rng.choice(words, rng.integers(2, 8)))} work?" for _ in range(40)]
+    template = [f"The documentation states that {' '.join(rng.choice(words, 14))}" for _ in range(40)]
+    same = style_gap(rows(real, 0.5, "r"), rows(alike, 0.5, "a"))
+    gap = style_gap(rows(real, 0.5, "r"), rows(template, 1.0, "t"))
+    assert 0.3 <= same["classifier_auc"] <= 0.7  # indistinguishable: about 0.5
+    assert gap["classifier_auc"] > 0.95
+    assert gap["reference"]["question_form_share"] == 1.0 and gap["synthetic"]["question_form_share"] == 0.0
+    assert gap["synthetic"]["echo_content_share"] == 1.0 and len(gap["most_distinguishable"]) == 5
+    assert style_gap(rows(real[:3], 0.5, "r"), rows(template, 1.0, "t"))["classifier_auc"] is None  # too few to cross-validate
+
+
+def leaderboard_project(tmp_path: Path, synthetic_rr: dict[str, float], validity: dict) -> Path:
+    """A folder holding what the leaderboard stage reads: a panel of three systems whose mean mrr
+    on the hand-written questions is dense > hybrid > bm25, and on the generated ones `synthetic_rr`."""
+    shutil.copytree(ROOT / "stages", tmp_path / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["panel"] = {"dense": {"method": "dense"}, "bm25": {"method": "bm25"}, "hybrid": {"method": "hybrid"}}
+    params["validity"] = validity
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    rng = np.random.default_rng(1)
+    n = 30
+    golden = [{"qid": f"h{i}", "question": f"How does feature {i} work?", "source": "hand-written", "doc_id": "a.md"} for i in range(n)]
+    golden += [{"qid": f"g{i}", "question": f"What does passage {i} say about topic {i}?", "source": "generated", "doc_id": "a.md"} for i in range(n)]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "goldenset.jsonl").write_text("".join(json.dumps(row) + "\n" for row in golden))
+    real_rr = {"dense": 0.8, "hybrid": 0.5, "bm25": 0.2}
+    for system in params["panel"]:
+        rr = np.clip(np.concatenate([real_rr[system] + rng.normal(0, 0.05, n), synthetic_rr[system] + rng.normal(0, 0.05, n)]), 0, 1)
+        frame = pd.concat([table(rr, ["hand-written"] * n + ["generated"] * n)]).assign(qid=[row["qid"] for row in golden])
+        (tmp_path / "metrics" / "panel" / system).mkdir(parents=True)
+        frame.to_csv(tmp_path / "metrics" / "panel" / system / "per_question.csv", index=False)
+    return tmp_path
+
+
+def run_leaderboard(project: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stages.leaderboard"], cwd=project, capture_output=True, text=True)
+
+
+def test_the_leaderboard_stage_says_in_one_line_when_the_golden_set_orders_the_panel_differently(tmp_path):
+    reversed_ = {"dense": 0.2, "hybrid": 0.5, "bm25": 0.8}
+    project = leaderboard_project(tmp_path / "warn", reversed_, {"threshold": 0.8, "fail_below": False})
+    result = run_leaderboard(project)
+    assert result.returncode == 0, result.stderr
+    warning = [line for line in result.stderr.splitlines() if "validity.threshold" in line]
+    assert warning == [warning[0]] and warning[0].startswith("leaderboard: warning: the generated questions order the panel unlike the hand-written ones: Kendall tau mrr -1.00")
+    certificate = json.loads((project / "metrics" / "certificate.json").read_text())
+    assert certificate["reference"] == "hand-written" and certificate["metrics"]["mrr"]["kendall_tau"]["value"] == -1.0
+    assert certificate["metrics"]["mrr"]["pair_agreement"]["value"] == 0.0 and len(certificate["metrics"]["mrr"]["differing_pairs"]) == 3
+    assert certificate["style_gap"]["classifier_auc"] is not None
+    assert "Agreement certificate" in (project / "metrics" / "leaderboard.md").read_text()
+
+    failing = leaderboard_project(tmp_path / "fail", reversed_, {"threshold": 0.8, "fail_below": True})
+    result = run_leaderboard(failing)
+    assert result.returncode == 1 and result.stderr.strip().count("\n") == 0
+    assert result.stderr.startswith("error: validity: the generated questions order the panel unlike") and "fail_below is true" in result.stderr
+
+    agreeing = leaderboard_project(tmp_path / "agree", {"dense": 0.7, "hybrid": 0.45, "bm25": 0.15}, {"threshold": 0.8, "fail_below": True})
+    result = run_leaderboard(agreeing)
+    assert result.returncode == 0 and "validity" not in result.stderr
+    assert json.loads((agreeing / "metrics" / "certificate.json").read_text())["metrics"]["mrr"]["pair_agreement"]["value"] == 1.0

@@ -1,0 +1,55 @@
+"""A panel of systems under the real `dvc repro`: every system retrieved and scored by its own
+stages, one leaderboard, and editing one system reruns only its stages (not served from the
+run-cache: it is emptied first)."""
+import json
+import shutil
+
+import pandas as pd
+import pytest
+from conftest import copy_project, dvc, git, read_metrics, run, set_params
+
+pytestmark = pytest.mark.pipeline
+
+SYSTEMS = ["dense", "bm25", "hybrid", "ann-ef16"]
+
+
+def ran_stages(output: str) -> set[str]:
+    return {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")} - {"check_params"}
+
+
+def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_path):
+    project = copy_project(tmp_path / "project", panel=True)
+    first = dvc("repro", cwd=project)
+    panel_stages = {f"{stage}@{system}" for stage in ("retrieve_panel", "score_panel") for system in SYSTEMS}
+    assert panel_stages | {"leaderboard", "retrieve", "score"} <= ran_stages(first.stdout)
+    assert "leaderboard: best on mrr: " in first.stdout
+
+    board = json.loads((project / "metrics" / "leaderboard.json").read_text())
+    assert board["systems"] == SYSTEMS and board["correction"].startswith("Holm")
+    assert set(board["question_sets"]) == {"all", "hand-written"}  # the slice's golden set is hand-written only
+    mrr = board["question_sets"]["all"]["metrics"]["mrr"]
+    for system in SYSTEMS:
+        row = mrr["systems"][system]
+        assert row["ci_low"] <= row["mean"] <= row["ci_high"]
+        own = json.loads((project / "metrics" / "panel" / system / "metrics.json").read_text())
+        assert row["mean"] == pytest.approx(own["mrr"])
+        assert system == mrr["best"] or {"p_vs_best", "p_holm", "differs_from_best"} <= set(row)
+    assert mrr["systems"]["dense"]["mean"] == pytest.approx(read_metrics(project)["mrr"])  # the single system is the dense one
+    table = pd.read_csv(project / "metrics" / "leaderboard.csv")
+    assert set(table["system"]) == set(SYSTEMS) and "p_holm" in table
+    assert "Holm" in (project / "metrics" / "leaderboard.md").read_text()
+    per_question = pd.read_csv(project / "metrics" / "panel" / "bm25" / "per_question.csv")
+    assert {"question_set", "document", "folder", "length_bucket"} <= set(per_question.columns)
+    certificate = json.loads((project / "metrics" / "certificate.json").read_text())
+    assert certificate["available"] is False and "generated" in certificate["reason"]
+    shown = run(["retrieval-bench", "show"], cwd=project).stdout
+    assert "panel leaderboard" in shown and all(system in shown for system in SYSTEMS)
+
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "panel", cwd=project)
+    shutil.rmtree(project / ".dvc" / "cache" / "runs", ignore_errors=True)  # nothing may be restored from the run-cache
+    set_params(project, **{"panel.bm25": {"method": "bm25", "depth": 5}})
+    again = dvc("repro", cwd=project)
+    assert ran_stages(again.stdout) == {"retrieve_panel@bm25", "score_panel@bm25", "leaderboard"}
+    assert "is cached - skipping run" not in again.stdout
+    assert pd.read_parquet(project / "data" / "panel" / "bm25" / "run.parquet").groupby("qid").size().max() == 5

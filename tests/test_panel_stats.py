@@ -1,0 +1,101 @@
+"""The panel statistics: Holm and Benjamini-Hochberg against statsmodels' multipletests, Kendall
+tau against scipy.stats.kendalltau, tau_AP and pair agreement against hand computations."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import kendalltau
+from statsmodels.stats.multitest import multipletests
+
+from retrieval_bench.evaluation.agreement import certificate, differing_pairs, pair_verdicts, verdict_agreement
+from retrieval_bench.evaluation.corrections import bh_adjust, holm_adjust
+from retrieval_bench.evaluation.ordering import kendall_tau, tau_ap
+
+P_VALUE_SETS = [
+    [0.01, 0.04, 0.03, 0.005, 0.5],
+    [0.2, 0.2, 0.01, 0.01, 0.04, 0.9, 0.001],  # ties
+    [0.5],
+    [0.04, 0.04, 0.04],
+    list(np.random.default_rng(3).uniform(0, 0.2, 40)),
+]
+
+
+@pytest.mark.parametrize("p_values", P_VALUE_SETS)
+def test_holm_and_bh_match_statsmodels(p_values):
+    np.testing.assert_allclose(holm_adjust(p_values), multipletests(p_values, method="holm")[1], atol=1e-12)
+    np.testing.assert_allclose(bh_adjust(p_values), multipletests(p_values, method="fdr_bh")[1], atol=1e-12)
+
+
+def test_corrections_of_nothing_are_empty():
+    assert len(holm_adjust([])) == 0 and len(bh_adjust([])) == 0
+
+
+SCORE_PAIRS = [
+    ([0.3, 0.5, 0.1, 0.9], [0.2, 0.6, 0.3, 0.8]),
+    ([1, 2, 3, 4, 5], [5, 4, 3, 2, 1]),
+    ([1, 2, 2, 3, 4], [1, 3, 2, 2, 5]),  # ties in both
+    list(np.random.default_rng(1).normal(size=(2, 9))),
+]
+
+
+@pytest.mark.parametrize(("x", "y"), SCORE_PAIRS)
+def test_kendall_tau_matches_scipy(x, y):
+    assert kendall_tau(x, y) == pytest.approx(kendalltau(x, y).statistic, abs=1e-12)
+
+
+def test_kendall_tau_of_a_constant_is_nan():
+    assert math.isnan(kendall_tau([1, 1, 1], [1, 2, 3]))
+
+
+def test_tau_ap_by_hand():
+    """Yilmaz et al. 2008: tau_AP = 2/(N-1) sum_{i=2..N} C(i)/(i-1) - 1, C(i) = systems above the
+    i-th of the estimated ordering that the true ordering also puts above it."""
+    actual = [4, 3, 2, 1]  # true order: A B C D
+    assert tau_ap([4, 3, 2, 1], actual) == pytest.approx(1.0)
+    assert tau_ap([1, 2, 3, 4], actual) == pytest.approx(-1.0)
+    # estimated B A C D: i=2 (A): above it B, truly below A -> C=0; i=3 (C): B, A both truly above -> 2/2;
+    # i=4 (D): 3/3. tau_AP = 2/3 (0 + 1 + 1) - 1 = 1/3, while Kendall tau = (5 - 1)/6 = 2/3.
+    assert tau_ap([3, 4, 2, 1], actual) == pytest.approx(1 / 3)
+    # estimated A B D C: i=2: 1/1, i=3 (D): A, B above -> 2/2, i=4 (C): A, B above, D not -> 2/3.
+    # tau_AP = 2/3 (1 + 1 + 2/3) - 1 = 7/9: a swap at the bottom costs less than one at the top.
+    assert tau_ap([4, 3, 1, 2], actual) == pytest.approx(7 / 9)
+    assert kendall_tau([3, 4, 2, 1], actual) == kendall_tau([4, 3, 1, 2], actual) == pytest.approx(2 / 3)
+
+
+def test_pair_verdicts_and_agreement_by_hand():
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0, 1, 60)
+    # three systems: s1 = s0 + 0.3 (clearly better), s2 = s0 + tiny noise (no difference)
+    scores = np.vstack([base, base + 0.3, base + rng.normal(0, 1e-3, 60)])
+    verdicts = pair_verdicts(scores)
+    assert list(verdicts) == [1, 0, -1]  # (s0,s1): s1 better; (s0,s2): none; (s1,s2): s2 worse
+    other = np.array([1, -1, 0], dtype=np.int8)
+    assert verdict_agreement(verdicts, other) == pytest.approx(1 / 3)
+    rows = differing_pairs(verdicts, other, ["s0", "s1", "s2"], ("real", "synthetic"))
+    assert rows == [
+        {"a": "s0", "b": "s2", "real": "no significant difference", "synthetic": "worse", "flip": False},
+        {"a": "s1", "b": "s2", "real": "worse", "synthetic": "no significant difference", "flip": False},
+    ]
+
+
+def _panel(n: int, means: list[float], rng) -> np.ndarray:
+    difficulty = rng.uniform(0, 1, n)
+    return np.vstack([np.clip(difficulty * 0.5 + m + rng.normal(0, 0.05, n), 0, 1) for m in means])
+
+
+def test_certificate_separates_agreeing_from_disagreeing_sets():
+    rng = np.random.default_rng(7)
+    systems = ["a", "b", "c", "d"]
+    real = _panel(80, [0.1, 0.2, 0.3, 0.4], rng)
+    agreeing = _panel(80, [0.12, 0.21, 0.33, 0.41], rng)
+    reversed_ = _panel(80, [0.4, 0.3, 0.2, 0.1], rng)
+    good = certificate(real, agreeing, systems, ("real", "synthetic"), resamples=50, permutations=500)
+    bad = certificate(real, reversed_, systems, ("real", "synthetic"), resamples=50, permutations=500)
+    assert good["kendall_tau"]["value"] == 1.0 and good["pair_agreement"]["value"] == 1.0 and good["differing_pairs"] == []
+    assert bad["kendall_tau"]["value"] == -1.0 and bad["tau_ap"]["value"] == -1.0 and bad["pair_agreement"]["value"] == 0.0
+    assert all(row["flip"] for row in bad["differing_pairs"]) and len(bad["differing_pairs"]) == len(list(itertools.combinations(systems, 2)))
+    assert good["kendall_tau"]["ci_low"] <= 1.0 <= good["kendall_tau"]["ci_high"]
+    assert bad["kendall_tau"]["ci_high"] < good["kendall_tau"]["ci_low"]
