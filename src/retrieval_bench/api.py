@@ -24,6 +24,7 @@ from retrieval_bench.evaluation import compare as _compare
 from retrieval_bench.evaluation.judged import judged_summary
 from retrieval_bench.evaluation.metrics import TIE_POLICIES, summarize
 from retrieval_bench.evaluation.scoring import score_run, score_run_both_views
+from retrieval_bench.evaluation.segments import segments
 from retrieval_bench.io import InputError, checked_id, read_jsonl
 from retrieval_bench.retrieval.run import from_records, read_run_file
 
@@ -178,11 +179,19 @@ def score(
     table = _chunk_table(chunks, golden, run_frame)
     if duplicates is None:
         per_question = score_run(golden, table, run_frame, ks, min_coverage, ties)
-        return Scores(summarize(per_question, ks, len(table)), per_question)
+        return Scores(summarize(per_question, ks, len(table)), _with_segments(per_question, golden))
     copies = _read_table(duplicates, ["group", "chunk_id"], "duplicates")
     pool = read_jsonl(judged_pool) if isinstance(judged_pool, (str, Path)) else list(judged_pool or [])
     per_question = score_run_both_views(golden, table, run_frame, ks, min_coverage, ties, copies, pool, min_grade, ambiguous_at)
-    return Scores({**summarize(per_question, ks, len(table)), **judged_summary(per_question, ks, copies)}, per_question)
+    return Scores({**summarize(per_question, ks, len(table)), **judged_summary(per_question, ks, copies)}, _with_segments(per_question, golden))
+
+
+def _with_segments(per_question: pd.DataFrame, golden: list[dict]) -> pd.DataFrame:
+    """The per-question rows with their segments (question set, document, folder, length bucket),
+    as the score stage writes them; labels without question texts (bare qrels) have none."""
+    if not all(isinstance(row.get("question"), str) for row in golden):
+        return per_question
+    return pd.concat([per_question, segments(golden)], axis=1)
 
 
 def _checked_ks(k: Sequence[int]) -> list[int]:
