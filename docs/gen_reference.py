@@ -136,7 +136,8 @@ def cli_page() -> str:
         "`ERROR: failed to reproduce '<stage>'` and `dvc repro` exits 255. While generating, the Ctrl-C",
         "line says how many replies are kept and that a rerun asks only for the rest. Progress bars count",
         "finished work (failed requests appear beside the bar) and end at n/n. An empty JSON Lines output",
-        "holds one blank line, so DVC never warns that it is empty.",
+        "holds one blank line, so DVC never warns that it is empty. `retrieval-bench --help` imports no",
+        "command's code, so it answers at once.",
     ]
     lines += ["", "## retrieval-bench", ""]
     for name in CLI_COMMANDS:
