@@ -24,7 +24,12 @@ from retrieval_bench.params import CHOICES, DEFAULTS, MIXED, NULLABLE, OPTIONAL_
 PARAMS_PAGE = ROOT / "docs" / "reference" / "params.md"
 CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
 CLI_COMMANDS = ["compare", "show", "gauge", "export-beir", "export-questions", "cache prune"]
-STAGES = ["check_params", "load_chunks", "generate_goldenset", "embed_corpus", "embed_questions", "retrieve", "judge", "score"]
+STAGES = ["check_params", "load_chunks", "generate_goldenset", "embed_corpus", "embed_questions", "retrieve", "judge", "score",
+          "retrieve_panel", "score_panel", "leaderboard"]
+# Sections whose keys are the user's own names (no defaults to list): one row for the name.
+FREE_SECTIONS = {"panel": ("panel.NAME", "{}", "mapping: a retrieval override",
+                           "a retrieval system of the panel, e.g. `bm25: {method: bm25}` (NAME: letters, digits, - and _); "
+                           "see [Compare many systems at once](../how-to/panels.md)")}
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w-]*):(?P<value>[^#]*)(?:#\s?(?P<comment>.*))?$")
 COMMENT_LINE = re.compile(r"^ *#\s?(?P<comment>.*)$")
 
@@ -89,12 +94,17 @@ def params_page() -> str:
         "",
         "Every key `params.yaml` may hold, with its default. A key not listed here is an error naming the",
         "closest valid key; a value must have the type shown (an int is accepted for a number). Each stage",
-        "reads its own section; `check_params` validates the whole file on every `dvc repro`.",
+        "reads its own section; `check_params` validates the whole file on every `dvc repro`. Every number",
+        "must be finite (`.nan` and `.inf` are refused in one line naming the key), and a value outside a",
+        "key's bounds is one line naming them.",
         "Set a key for one experiment with `dvc exp run -S <section>.<key>=<value>`",
         "([Compare configurations](../how-to/experiments.md)).",
     ]
     for section, keys in DEFAULTS.items():
         lines += ["", f"## {section}", "", "| key | default | type | description |", "|---|---|---|---|"]
+        if section in FREE_SECTIONS:
+            key, shown, kind, description = FREE_SECTIONS[section]
+            lines.append(f"| `{key}` | `{shown}` | {kind} | {description} |")
         for key, default, is_group in flatten(keys):
             dotted = f"{section}.{key}"
             shown = json.dumps(default, ensure_ascii=False) if default is not None else "null"
@@ -126,7 +136,8 @@ def cli_page() -> str:
         "`ERROR: failed to reproduce '<stage>'` and `dvc repro` exits 255. While generating, the Ctrl-C",
         "line says how many replies are kept and that a rerun asks only for the rest. Progress bars count",
         "finished work (failed requests appear beside the bar) and end at n/n. An empty JSON Lines output",
-        "holds one blank line, so DVC never warns that it is empty.",
+        "holds one blank line, so DVC never warns that it is empty. `retrieval-bench --help` imports no",
+        "command's code, so it answers at once.",
     ]
     lines += ["", "## retrieval-bench", ""]
     for name in CLI_COMMANDS:

@@ -101,9 +101,13 @@ def wrong_commands(code: str, known: dict[str, set[str]]) -> list[str]:
 
 def key_exists(key: str) -> bool:
     """A dotted params key (`*` for any child) exists in DEFAULTS; below a key whose default is null
-    (an engine's own mapping: retrieval.store.search, generate.price) anything goes."""
+    (an engine's own mapping: retrieval.store.search, generate.price) anything goes. A panel
+    system's name is the user's own: panel.<name>.<key> is checked as retrieval.<key>."""
+    parts = key.split(".")
+    if parts[0] == "panel" and len(parts) > 1:
+        parts = ["retrieval", *parts[2:]]
     node: object = DEFAULTS
-    for part in key.split("."):
+    for part in parts:
         if node is None:
             return True
         if not isinstance(node, dict):
@@ -165,6 +169,7 @@ def test_the_checks_catch_a_wrong_flag_command_and_key(known):
     assert unknown_keys("span", "embed.py") == []
     assert unknown_keys("block:bash", "dvc exp run -S load.chunking.size=400") == ["load.chunking.size"]
     assert unknown_keys("block:yaml", "embed:\n  ray:\n    adress: auto\n") == ["embed.ray.adress"]
+    assert unknown_keys("block:yaml", "panel:\n  weak: {method: ann, ann: {ef_serch: 8}}\n") == ["panel.weak.ann.ef_serch"]
 
 
 def test_the_docs_show_commands_and_keys():

@@ -75,7 +75,7 @@ def _side_by_side_rows(comparison: Comparison) -> list[list[str]]:
 SIDE_BY_SIDE_TITLE = ("Strict (the golden set's labels) and judged (+ chunks duplicating a relevant one, + pooled LLM "
                       "grades >= judge.min_grade; unjudged = not relevant) side by side, same paired questions:")
 SIDE_BY_SIDE_NOTE = ("views disagree: B is significantly better or worse (p < 0.05) in one view and not in the other, or in "
-                     "opposite directions; read the README's \"Strict and judged\" before trusting either.")
+                     "opposite directions; read docs/explanation/strict-vs-judged.md before trusting either.")
 
 
 def _p_short(value: float) -> str:

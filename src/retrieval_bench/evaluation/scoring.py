@@ -76,6 +76,6 @@ def unscorable_warning(per_question: pd.DataFrame) -> str | None:
     examples = ", ".join(unscorable[:UNSCORABLE_EXAMPLES]) + (", ..." if len(unscorable) > UNSCORABLE_EXAMPLES else "")
     return (
         f"{len(unscorable)} of {len(per_question)} questions have no relevant chunk in this chunking ({examples}): "
-        "they score 0 on every metric; see score.min_coverage and the README's relevance rule"
+        "they score 0 on every metric; see score.min_coverage in docs/reference/metrics.md"
     )
 

@@ -122,7 +122,7 @@ def assemble(
                    "(with ready chunks each chunk is its own document: doc_id must be a chunk id)") if skipped else ""
             raise InputError(
                 f"no usable question for any passage of this corpus in {cache_path} or {params['handwritten']}{why}; "
-                "set generate.provider to generate them, or bring real queries (see README)"
+                "set generate.provider to generate them, or bring real queries (docs/how-to/your-corpus.md)"
             )
         log_synthetic(rows, counts, params, log)
     return GoldenSet(rows, rejects, report(rows, rejects, counts, gauge))

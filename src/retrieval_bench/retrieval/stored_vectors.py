@@ -24,7 +24,7 @@ from retrieval_bench.stores.base import PAGE_ROWS, StoreAddress, parse_address
 from retrieval_bench.stores.registry import open_store
 
 SAMPLE = 32  # chunks embedded again to check the model
-MIN_COSINE = 0.999  # bf16 or another backend of the same model stays above it (README backends table); int8 does not
+MIN_COSINE = 0.999  # bf16 or another backend of the same model stays above it (docs/benchmarks.md, Embedding backends); int8 does not
 UNIT_TOLERANCE = 1e-4
 
 
