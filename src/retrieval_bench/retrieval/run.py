@@ -73,10 +73,7 @@ def top_k_blocked(
                 continue
             keep = min(depth, block.shape[1])
             if keep < block.shape[1]:
-                # The keep-th best score of each row (a partition of values, twice as fast as of
-                # indices); every chunk at or above it is a candidate.
-                kth = np.partition(block, block.shape[1] - keep, axis=1)[:, block.shape[1] - keep, None]
-                best_i, best_s = _merge_above(best_i, best_s, block, c0, depth, kth, strict=False)
+                best_i, best_s = _merge_above(best_i, best_s, block, c0, depth, _floor_of_best(block, keep), strict=False)
                 continue
             part = np.tile(np.arange(block.shape[1]), (block.shape[0], 1))
             best_i = np.concatenate([best_i, part + c0], axis=1)
@@ -90,6 +87,17 @@ def top_k_blocked(
         if progress is not None:
             progress.update(rows.stop - q0)
     return indices, scores
+
+
+def _floor_of_best(block: np.ndarray, keep: int) -> np.ndarray:
+    """Per row, a score that at least `keep` of its entries reach, so its `keep` best are all at or
+    above it: the keep-th best of the maxima of 4 x keep disjoint groups of columns (each maximum
+    is another entry). Two passes over the block, where a partition copies it first and costs
+    over half its product; the margin leaves ~15% more candidates than `keep` to merge."""
+    groups = min(4 * keep, block.shape[1])
+    width = block.shape[1] // groups * groups
+    maxima = block[:, :width].reshape(block.shape[0], groups, -1).max(axis=2)
+    return np.partition(maxima, groups - keep, axis=1)[:, groups - keep, None]
 
 
 def _merge_above(
