@@ -140,3 +140,31 @@ def test_without_numba_the_numpy_backend_gives_the_same_runs(cache, tmp_path, mo
     assert child.stderr.count("numba is not installed") == 1  # one note, however many searches
     for run, wanted in zip(runs, expected):
         pd.testing.assert_frame_equal(run, wanted)
+
+
+NUMBA_CHILD = """
+import sys, pickle
+from bm25s.numba import retrieve_utils
+from retrieval_bench.retrieval import bm25
+from retrieval_bench.retrieval.methods import retrieve
+from retrieval_bench.params import DEFAULTS
+questions, corpus = pickle.load(open(sys.argv[1], "rb"))
+bm25.NUMBA_FROM_CHUNKS = 1  # a large corpus: numba searches
+retrieve({**DEFAULTS["retrieval"], "method": "bm25", "depth": 5}, questions, corpus)
+stats = retrieve_utils._retrieve_internal_jitted_serial.stats  # the search on one thread
+print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
+"""
+
+
+def test_the_numba_search_is_compiled_once_per_machine_not_per_process(cache, tmp_path):
+    import pickle
+
+    data = tmp_path / "in.pickle"
+    data.write_bytes(pickle.dumps(make()))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "NUMBA_NUM_THREADS": "1"}
+    counts = []
+    for _ in range(2):
+        child = subprocess.run([sys.executable, "-c", NUMBA_CHILD, str(data)], capture_output=True, text=True, env=env)
+        assert child.returncode == 0, child.stderr
+        counts.append(tuple(map(int, child.stdout.split())))
+    assert counts == [(0, 1), (1, 0)]  # compiled and cached, then loaded from numba's cache
