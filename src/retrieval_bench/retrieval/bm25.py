@@ -143,17 +143,16 @@ def load_or_build(texts: list[str], stemmer: str, stopwords: str, backend: str, 
     return bm25s.BM25.load(entry, backend=backend, load_corpus=False), built
 
 
-def cache_numba_code(index) -> None:
-    """bm25s compiles its numba functions anew in every process (10-20 s, most of a search of
-    100,000 chunks) and leaves numba's cache off: turn it on for those a search with `index` runs,
-    so that only a machine's first search compiles them (numba keeps the code beside bm25s in
-    __pycache__, or in NUMBA_CACHE_DIR, and compiles again when bm25s or numba change). The same
-    machine code: the same scores."""
+@lru_cache(maxsize=None)
+def cache_numba_code() -> None:
+    """bm25s compiles its numba search anew in every process (10-20 s, most of a search of 100,000
+    chunks) and leaves numba's cache off: turn it on, so that only a machine's first search
+    compiles it (numba keeps the code beside bm25s in __pycache__, or in NUMBA_CACHE_DIR, and
+    compiles again when bm25s or numba change). The same machine code: the same scores."""
     from bm25s.numba import retrieve_utils
 
-    for dispatcher in (retrieve_utils._retrieve_internal_jitted_serial, retrieve_utils._retrieve_internal_jitted_parallel,
-                       index._compute_relevance_from_scores):  # the last: whole_ties' row scores
-        dispatcher.enable_caching()
+    retrieve_utils._retrieve_internal_jitted_serial.enable_caching()
+    retrieve_utils._retrieve_internal_jitted_parallel.enable_caching()
 
 
 def numba_threads() -> int:
@@ -178,7 +177,7 @@ def top(questions, corpus, settings: dict, depth: int) -> tuple[np.ndarray, np.n
     backend = backend_for(len(corpus.texts))
     index, _ = load_or_build(corpus.texts, options["stemmer"], options["stopwords"], backend)
     if backend == "numba":
-        cache_numba_code(index)
+        cache_numba_code()
     tokens = [index.get_tokens_ids(words) for words in tokenize(questions.texts, **options)]
     k = min(depth + 1, len(corpus.texts))  # one more: does a tie group straddle the cut?
     indices = np.zeros((len(tokens), k), dtype=np.int64)
