@@ -127,20 +127,24 @@ def _intact(folder: Path) -> bool:
 
 
 def load_or_build(texts: list[str], stemmer: str, stopwords: str, backend: str, folder: Path | None = None):
-    """The BM25 index of `texts` from the cache, built (tokenized to ids) and cached on a miss.
-    Returns (index, built)."""
+    """The BM25 index of `texts` searching with `backend`: from the cache, or built (tokenized to
+    ids) and cached on a miss. Returns (index, built)."""
     entry = (folder or cache_dir()) / index_key(texts, stemmer, stopwords)
+    built_here = []
 
     def build(staging: Path) -> None:
-        index = bm25s.BM25()
+        index = bm25s.BM25(backend=backend)
         index.index(_tokenize(texts, stemmer, stopwords, return_ids=True), show_progress=False)
         index.save(staging, show_progress=False)
         (staging / MANIFEST).write_text(json.dumps(_file_digests(staging)), encoding="utf-8")
+        built_here.append(index)
 
     entry.parent.mkdir(parents=True, exist_ok=True)
     built = locking.build_once(entry, build, _intact, what=f"building the BM25 index {entry}",
                                log=lambda line: print(f"bm25: {line}", file=sys.stderr))
-    return bm25s.BM25.load(entry, backend=backend, load_corpus=False), built
+    if built:  # what was just saved, without reading it back
+        return built_here[0], True
+    return bm25s.BM25.load(entry, backend=backend, load_corpus=False, show_progress=False), False
 
 
 @lru_cache(maxsize=None)
@@ -151,8 +155,11 @@ def cache_numba_code() -> None:
     compiles again when bm25s or numba change). The same machine code: the same scores."""
     from bm25s.numba import retrieve_utils
 
-    retrieve_utils._retrieve_internal_jitted_serial.enable_caching()
-    retrieve_utils._retrieve_internal_jitted_parallel.enable_caching()
+    try:
+        retrieve_utils._retrieve_internal_jitted_serial.enable_caching()
+        retrieve_utils._retrieve_internal_jitted_parallel.enable_caching()
+    except RuntimeError:  # nowhere numba may write (a read-only install, no user cache): compile as before
+        pass
 
 
 def numba_threads() -> int:
