@@ -35,7 +35,7 @@ def plain_run(questions: np.ndarray, chunks: np.ndarray, qids, chunk_ids, depth:
     return pd.DataFrame(rows, columns=["qid", "chunk_id", "rank", "score"])
 
 
-@pytest.mark.parametrize("blocks", [(256, 65_536), (8, 64), (5, 333)])
+@pytest.mark.parametrize("blocks", [(1024, 16_384), (8, 64), (5, 333)])
 @pytest.mark.parametrize("depth", [1, 10, 150])
 def test_dense_runs_are_the_plain_definitions_with_ties(monkeypatch, blocks, depth):
     monkeypatch.setattr(runs, "QUESTION_BLOCK", blocks[0])
