@@ -1,13 +1,17 @@
 """What the benchmark scripts share: the import path (importing this module puts src/ and bench/
-first on sys.path), the peak RSS of a process, the child-process protocol the per-method benches
-use, SciFact's abstracts, and a throwaway copy of the project for `dvc repro`."""
+first on sys.path), the peak RSS of a process, equal threads for compared engines and the machine
+they ran on, interleaved rounds, the child-process protocol the per-method benches use, SciFact's
+abstracts, and a throwaway copy of the project for `dvc repro`."""
 from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
+import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,6 +27,85 @@ def peak_rss_gib() -> float:
     the parent's peak, and a bench's parent may hold the model and the data)."""
     status = Path("/proc/self/status").read_text()
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) / 2**20  # kB
+
+
+# Equal threads, and the machine beside each figure.
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """A child's environment that pins every engine (BLAS, OpenMP as FAISS uses it, numba) to
+    `threads`: they read these variables when they start, so they go in before the child does."""
+    return {name: str(threads) for name in THREAD_VARIABLES}
+
+
+def pin_threads(threads: int) -> None:
+    """In a child: pin the engines already loaded, or that ignore the variables, to `threads` too."""
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+    try:
+        import faiss
+
+        faiss.omp_set_num_threads(threads)
+    except ImportError:
+        pass
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(threads)  # numpy's BLAS, whatever it read at start
+    except ImportError:
+        pass
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def blas_kernel() -> str:
+    """numpy's BLAS: library, version, the kernel it picked for this CPU and its threads
+    (threadpoolctl where installed; else numpy's build configuration)."""
+    import numpy as np
+
+    try:
+        from threadpoolctl import threadpool_info
+
+        blas = [pool for pool in threadpool_info() if pool.get("user_api") == "blas"]
+        if blas:  # numpy's own, where other libraries (scipy, faiss) bring theirs
+            pool = next((pool for pool in blas if "numpy" in pool.get("filepath", "")), blas[0])
+            return f"{pool['internal_api']} {pool.get('version')} ({pool.get('architecture', '?')} kernel, {pool['num_threads']} threads)"
+    except ImportError:
+        pass
+    info = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    return f"{info.get('name')} {info.get('version')}"
+
+
+def machine(threads: int) -> str:
+    """One line for the top of a table: where the figures come from."""
+    return (f"CPU {cpu_model()}, {os.cpu_count()} cores (usable {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'}); "
+            f"BLAS {blas_kernel()}; every engine pinned to {threads} thread(s); load average {os.getloadavg()[0]:.2f} at the start")
+
+
+def interleaved(names: list[str], rounds: int, measure: Callable[[str, int], dict | None]) -> dict[str, list[dict]]:
+    """measure(name, round) for each round A, B, A, B, ... (a load that comes and goes falls on
+    every engine alike); None (a failure) is left out."""
+    reports: dict[str, list[dict]] = {name: [] for name in names}
+    for round_ in range(rounds):
+        for name in names:
+            report = measure(name, round_)
+            if report is not None:
+                reports[name].append(report)
+    return reports
+
+
+def median(reports: list[dict], key: str) -> float:
+    return statistics.median(report[key] for report in reports)
 
 
 # The child-process protocol: the parent reruns its own script with its own arguments plus
@@ -55,8 +138,9 @@ def run_child(script: str, name: str, *extra: str, env: dict[str, str] | None = 
 
 
 def report_to_parent(**fields) -> None:
-    """The child's side: its report, with its peak RSS (`peak_gib`), as the last line of stdout."""
-    print(json.dumps({**fields, "peak_gib": peak_rss_gib()}), flush=True)
+    """The child's side: its report, with its peak RSS (`peak_gib`) and the load average as it
+    ends (`load`), as the last line of stdout."""
+    print(json.dumps({**fields, "peak_gib": peak_rss_gib(), "load": os.getloadavg()[0]}), flush=True)
 
 
 def failed_row(cells: list[str], failure: ChildFailed, columns: int) -> str:

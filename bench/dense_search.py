@@ -1,7 +1,9 @@
 """Exact dense top-k at scale, side by side: the project's blocked search (retrieval.run.top_k_blocked;
-`blocked-gold` also counts the exact rank of each question's planted gold chunk in the same pass), FAISS
-IndexFlatIP, the seed's per-question argsort loop (timed on a subset, extrapolated linearly), and
-FAISS HNSW (build, search, recall@10 against exact).
+`blocked-gold` also counts the exact rank of each question's planted gold chunk in the same pass), the
+bare matrix products of the same blocks (`gemm`: the floor), FAISS IndexFlatIP, the seed's
+per-question argsort loop (timed on a subset, extrapolated linearly), and FAISS HNSW (build, search,
+recall@10 against exact). Every engine runs on --threads threads (BLAS, OpenMP, FAISS), in
+interleaved rounds (each method once per round); the table gives each one's median.
 
 Synthetic data (make_data): seeded unit vectors with a low-dimensional structure, as real
 embeddings have; each question is its gold chunk plus a random chunk-like vector of random weight,
@@ -9,7 +11,7 @@ so gold ranks spread from 1 to thousands. Each method
 runs in its own process (same seed, same data) so its peak RSS is its own; the time excludes
 making the data.
 
-    .venv/bin/python bench/dense_search.py --chunks 1000000 --questions 20000
+    .venv/bin/python bench/dense_search.py --chunks 1000000 --questions 2000 --methods blocked,gemm,faiss-flat --threads 1 --rounds 3
 """
 from __future__ import annotations
 
@@ -20,9 +22,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import ChildFailed, failed_row, report_to_parent, run_child
+from common import ChildFailed, failed_row, interleaved, machine, median, pin_threads, report_to_parent, run_child, thread_env
 
-METHODS = ["blocked", "blocked-gold", "faiss-flat", "argsort-loop", "hnsw"]
+METHODS = ["blocked", "blocked-gold", "gemm", "faiss-flat", "argsort-loop", "hnsw"]
 
 
 def make_data(n_chunks: int, n_questions: int, dim: int, seed: int = 0, latent: int = 48):
@@ -59,6 +61,17 @@ def blocked(chunks, questions, gold, args):
     seconds = time.perf_counter() - start
     np.save(Path(args.workdir) / "exact.npy", indices)
     return seconds, len(questions), "retrieval.run.top_k_blocked: the run only"
+
+
+def gemm(chunks, questions, gold, args):
+    """The matrix products top_k_blocked computes, and nothing else: what exact search cannot beat."""
+    from retrieval_bench.retrieval.run import CHUNK_BLOCK, QUESTION_BLOCK
+
+    start = time.perf_counter()
+    for q0 in range(0, len(questions), QUESTION_BLOCK):
+        for c0 in range(0, len(chunks), CHUNK_BLOCK):
+            questions[q0:q0 + QUESTION_BLOCK] @ chunks[c0:c0 + CHUNK_BLOCK].T
+    return time.perf_counter() - start, len(questions), f"{QUESTION_BLOCK} x {CHUNK_BLOCK} blocks, products only"
 
 
 def blocked_gold(chunks, questions, gold, args):
@@ -98,7 +111,7 @@ def faiss_flat(chunks, questions, gold, args):
     seconds = time.perf_counter() - start
     exact = np.load(Path(args.workdir) / "exact.npy")
     same = float((indices == exact).mean())
-    return seconds, len(questions), f"same chunk at the same rank as blocked: {same:.5f} (index.add not timed: {faiss.omp_get_max_threads()} threads)"
+    return seconds, len(questions), f"same chunk at the same rank as blocked: {same:.5f} (index.add not timed; {faiss.omp_get_max_threads()} threads)"
 
 
 def argsort_loop(chunks, questions, gold, args):
@@ -136,6 +149,7 @@ def hnsw(chunks, questions, gold, args):
 
 
 def child(args) -> None:
+    pin_threads(args.threads)
     chunks, questions, gold = make_data(args.chunks, args.questions, args.dim)
     data_gib = (chunks.nbytes + questions.nbytes) / 2**30
     seconds, timed, note = globals()[args.child.replace("-", "_")](chunks, questions, gold, args)
@@ -150,6 +164,8 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--argsort-questions", type=int, default=256, help="questions the argsort loop is timed on")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, from {','.join(METHODS)} (blocked first: the others compare to it)")
+    parser.add_argument("--threads", type=int, default=1, help="threads of every engine (BLAS, OpenMP, FAISS)")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds; the table gives medians")
     parser.add_argument("--hnsw-m", type=int, default=32)
     parser.add_argument("--ef-construction", type=int, default=200)
     parser.add_argument("--ef-search", type=int, default=64)
@@ -158,23 +174,31 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return child(args)
-    print(f"{args.chunks:,} chunks x {args.questions:,} questions, {args.dim}-d, depth {args.depth}, {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.1f} at the start; data (both matrices) {(args.chunks + args.questions) * args.dim * 4 / 2**30:.2f} GiB\n")
-    print("| method | search time (s) | x blocked | questions/s | peak RSS (GiB) | peak - data (GiB) | notes |")
-    print("|---|---:|---:|---:|---:|---:|---|", flush=True)
-    base = None
+    pin_threads(args.threads)
+    print(f"{args.chunks:,} chunks x {args.questions:,} questions, {args.dim}-d, depth {args.depth}, {args.rounds} interleaved rounds; "
+          f"data (both matrices) {(args.chunks + args.questions) * args.dim * 4 / 2**30:.2f} GiB\n{machine(args.threads)}\n")
     with tempfile.TemporaryDirectory() as workdir:
-        for method in args.methods.split(","):
+        def measure(method: str, round_: int) -> dict | None:
             try:
-                report = run_child(__file__, method, "--workdir", workdir)
+                return run_child(__file__, method, "--workdir", workdir, env=thread_env(args.threads))
             except ChildFailed as failure:
-                print(failed_row([method], failure, 7), flush=True)
-                continue
-            total = report["seconds"] * args.questions / report["timed"]
-            base = total if method == "blocked" else base
-            ratio = f"{total / base:.2f}" if base else "-"
-            print(f"| {method} | {total:,.1f} | {ratio} | {args.questions / total:,.0f} | {report['peak_gib']:.2f} | "
-                  f"{report['peak_gib'] - report['data_gib']:.2f} | {report['note']} |", flush=True)
+                print(failed_row([method, f"round {round_ + 1}"], failure, 9), flush=True)
+                return None
+
+        reports = interleaved(args.methods.split(","), args.rounds, measure)
+    totals = {method: median(runs, "seconds") * args.questions / runs[0]["timed"] for method, runs in reports.items() if runs}
+    print("| method | search time (s) | x blocked | x faiss-flat | each round (s) | questions/s | peak RSS (GiB) | peak - data (GiB) | load average | notes |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|---|---|")
+    for method, runs in reports.items():
+        if not runs:
+            continue
+        total = totals[method]
+        ratios = [f"{total / totals[base]:.2f}" if base in totals else "-" for base in ("blocked", "faiss-flat")]
+        each = ", ".join(f"{run['seconds'] * args.questions / run['timed']:,.1f}" for run in runs)
+        loads = ", ".join(f"{run['load']:.1f}" for run in runs)
+        peak = max(run["peak_gib"] for run in runs)
+        print(f"| {method} | {total:,.2f} | {ratios[0]} | {ratios[1]} | {each} | {args.questions / total:,.0f} | {peak:.2f} | "
+              f"{peak - runs[0]['data_gib']:.2f} | {loads} | {runs[0]['note']} |", flush=True)
 
 
 if __name__ == "__main__":

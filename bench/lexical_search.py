@@ -1,28 +1,36 @@
-"""BM25 and hybrid retrieval at scale through the project's own methods (retrieval.methods.retrieve
-with the default params: BM25 with English stemming and stop words, hybrid = RRF of dense and BM25
-runs fusion_depth deep), on synthetic texts with planted gold chunks.
+"""BM25 at scale, side by side: bm25s called directly (its README's way: tokenize to ids, index,
+retrieve), the project's BM25 (retrieval.methods.retrieve with the default params) on cold
+caches (it tokenizes and indexes, and numba compiles bm25s' search) and on warm ones (a second
+run on the same corpus: it loads the index and the compiled search), and hybrid (RRF of dense and BM25 runs fusion_depth deep, BM25 index cached),
+on synthetic texts with planted gold chunks.
 
 Texts: words from a 50,000-word vocabulary with Zipf frequencies less the head (as text is after
-stop-word removal), 120 words per chunk; each
-question is 4 words of its gold chunk and 4 random words. Vectors: bench/dense_search.make_data.
-Each method runs in its own process (peak RSS is its own). The time is split into the corpus
-side (tokenizing and indexing the chunks: paid once per corpus, whatever the questions) and the
+stop-word removal), 120 words per chunk; each question is 4 words of its gold chunk and 4 random
+words. Vectors: bench/dense_search.make_data. Each measurement runs in its own process (its
+numba compile and peak RSS are its own), every engine on --threads threads, in interleaved rounds
+(bm25s, bm25, bm25-cached, ..., again): the table gives each one's median. The time is split
+into the corpus side (tokenizing and indexing the chunks, or loading the cached index) and the
 question side (everything else: it grows linearly with the questions), so a run on fewer
 questions extrapolates to --target-questions as corpus + question side x target / questions.
+The project's top 10 is checked against bm25s' (the same chunks and scores; among equal scores
+at the 10th the project keeps the whole tie group, so bm25s' pick must be in it).
 
-    .venv/bin/python bench/lexical_search.py --chunks 1000000 --questions 2000 --target-questions 20000
+    .venv/bin/python bench/lexical_search.py --chunks 100000 --questions 2000 --threads 1 --rounds 3
 """
 from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
-from common import ChildFailed, failed_row, report_to_parent, run_child
+from common import ChildFailed, failed_row, interleaved, machine, median, pin_threads, report_to_parent, run_child, thread_env
 
 VOCABULARY = 50_000
 WORDS_PER_CHUNK = 120
+METHODS = ["bm25s", "bm25", "bm25-cached", "hybrid"]
 
 
 def make_texts(n_chunks: int, n_questions: int, gold: np.ndarray, seed: int = 1):
@@ -52,7 +60,27 @@ def make_texts(n_chunks: int, n_questions: int, gold: np.ndarray, seed: int = 1)
     return texts, questions
 
 
-def child(args) -> None:
+def bm25s_direct(texts: list[str], question_texts: list[str], depth: int, threads: int) -> tuple[dict, np.ndarray, np.ndarray]:
+    """bm25s as its README calls it, with the project's tokenizer settings and backend."""
+    import bm25s
+    import Stemmer
+
+    from retrieval_bench.retrieval.bm25 import backend_for
+
+    stemmer = Stemmer.Stemmer("english")
+    start = time.perf_counter()
+    retriever = bm25s.BM25(backend=backend_for(len(texts)))
+    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    corpus_side = time.perf_counter() - start
+    query_tokens = bm25s.tokenize(question_texts, stopwords="en", stemmer=stemmer, show_progress=False)
+    found, scores = retriever.retrieve(query_tokens, k=depth, show_progress=False, n_threads=threads)
+    total = time.perf_counter() - start
+    rows = np.broadcast_to(np.arange(len(found))[:, None], found.shape)
+    kept = scores > 0  # bm25s also returns chunks sharing no word with the question (score 0)
+    return {"total": total, "corpus_side": corpus_side, "built": True}, rows[kept], np.stack([found[kept], scores[kept]])
+
+
+def project(args, texts, question_texts) -> tuple[dict, np.ndarray, np.ndarray]:
     from dense_search import make_data
 
     from retrieval_bench.params import DEFAULTS
@@ -60,64 +88,111 @@ def child(args) -> None:
     from retrieval_bench.retrieval.methods import retrieve
     from retrieval_bench.retrieval.run import Corpus, Questions
 
-    vectors, question_vectors, gold = (None, None, None)
-    if args.child == "hybrid":
-        vectors, question_vectors, gold = make_data(args.chunks, args.questions, args.dim)
-    else:
-        gold = np.random.default_rng(0).integers(0, args.chunks, size=args.questions)
-    texts, question_texts = make_texts(args.chunks, args.questions, gold)
+    vectors, question_vectors = make_data(args.chunks, args.questions, args.dim)[:2] if args.child == "hybrid" else (None, None)
     corpus = Corpus([f"doc{i}:0-800" for i in range(args.chunks)], texts, vectors)
     questions = Questions([f"q{i}" for i in range(args.questions)], question_texts, question_vectors)
-    corpus_side = 0.0
+    load_or_build, timing = bm25.load_or_build, {"corpus_side": 0.0, "built": False}
 
-    def timed(fn, corpus_call=lambda *_, **__: True):
-        """fn, adding its time to the corpus side when corpus_call(its arguments) says so."""
-        def wrapper(*rest, **options):
-            nonlocal corpus_side
-            start = time.perf_counter()
-            try:
-                return fn(*rest, **options)
-            finally:
-                if corpus_call(*rest, **options):
-                    corpus_side += time.perf_counter() - start
-        return wrapper
+    def timed(*rest, **options):
+        start = time.perf_counter()
+        index, built = load_or_build(*rest, **options)
+        timing["corpus_side"] += time.perf_counter() - start
+        timing["built"] |= built
+        return index, built
 
-    # Tokenizing the chunks (the very list the corpus holds; not the questions, even as many) and indexing.
-    bm25.tokenize = timed(bm25.tokenize, lambda texts_, *_, **__: texts_ is corpus.texts)
-    bm25.bm25s.BM25.index = timed(bm25.bm25s.BM25.index)
-    settings = {**DEFAULTS["retrieval"], "method": args.child}
+    bm25.load_or_build = timed
     start = time.perf_counter()
-    run = retrieve(settings, questions, corpus)
-    total = time.perf_counter() - start
-    top = run[run["rank"] <= 10]
-    hit = top["chunk_id"].to_numpy() == np.array([f"doc{g}:0-800" for g in gold], dtype=object)[top["qid"].str[1:].astype(int).to_numpy()]
-    report_to_parent(total=total, corpus_side=corpus_side, rows=len(run), recall10=float(hit.sum() / args.questions))
+    run = retrieve({**DEFAULTS["retrieval"], "method": "hybrid" if args.child == "hybrid" else "bm25"}, questions, corpus)
+    timing["total"] = time.perf_counter() - start
+    rows = run["qid"].str[1:].astype(int).to_numpy()
+    chunks = run["chunk_id"].str[3:-6].astype(int).to_numpy()
+    return timing, rows, np.stack([chunks, run["score"].to_numpy()])
+
+
+def child(args) -> None:
+    pin_threads(args.threads)
+    gold = np.random.default_rng(0).integers(0, args.chunks, size=args.questions)
+    texts, question_texts = make_texts(args.chunks, args.questions, gold)
+    if args.child == "bm25s":
+        timing, rows, found = bm25s_direct(texts, question_texts, 100, args.threads)
+    else:
+        timing, rows, found = project(args, texts, question_texts)
+    np.savez(Path(args.workdir) / f"{args.child}.npz", rows=rows, found=found)
+    first = np.r_[True, rows[1:] != rows[:-1]]
+    rank = np.arange(len(rows)) - np.maximum.accumulate(np.where(first, np.arange(len(rows)), 0))
+    hit = (rank < 10) & (found[0] == gold[rows])
+    report_to_parent(**timing, rows=len(rows), recall10=float(hit.sum() / args.questions))
+
+
+def top10_as_bm25s(workdir: Path, n_questions: int) -> str:
+    """Questions whose project top 10 is bm25s': the same scores at ranks 1-10, the same chunks
+    above the 10th score, and bm25s' chunks at the 10th score inside the project's tie group."""
+    def by_question(name: str) -> list[tuple[np.ndarray, np.ndarray]]:
+        data = np.load(workdir / f"{name}.npz")
+        rows, (chunks, scores) = data["rows"], data["found"]
+        bounds = np.searchsorted(rows, np.arange(n_questions + 1))
+        return [(chunks[a:b].astype(np.int64), scores[a:b].astype(np.float32)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    same = 0
+    for (theirs, their_scores), (ours, our_scores) in zip(by_question("bm25s"), by_question("bm25")):
+        theirs, their_scores = theirs[:10], their_scores[:10]
+        if len(theirs) == 0:
+            same += len(ours) == 0
+            continue
+        cut = their_scores[-1]
+        same += bool(np.array_equal(their_scores, our_scores[:10])
+                     and set(theirs[their_scores > cut]) == set(ours[:10][our_scores[:10] > cut])
+                     and set(theirs[their_scores == cut]) <= set(ours[our_scores == cut]))
+    return f"{same}/{n_questions}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--chunks", type=int, default=1_000_000)
+    parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--questions", type=int, default=2_000)
     parser.add_argument("--target-questions", type=int, default=20_000)
     parser.add_argument("--dim", type=int, default=384)
-    parser.add_argument("--methods", default="bm25,hybrid")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--methods", default="bm25s,bm25,bm25-cached", help=f"comma-separated, from {','.join(METHODS)}")
+    parser.add_argument("--threads", type=int, default=1, help="threads of every engine (numba, BLAS, OpenMP)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the table gives medians")
+    parser.add_argument("--child", choices=METHODS, help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args)
-    print(f"{args.chunks:,} chunks (~{WORDS_PER_CHUNK} words) x {args.questions:,} questions measured, "
-          f"extrapolated to {args.target_questions:,} questions; {os.cpu_count()} cores\n")
-    print(f"| method | corpus side (s) | question side (s) | total (s) | total at {args.target_questions:,} questions (min) | peak RSS (GiB) | recall@10 of the planted chunk |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for method in args.methods.split(","):
-        try:
-            r = run_child(__file__, method)
-        except ChildFailed as failure:
-            print(failed_row([method], failure, 7), flush=True)
+    methods = args.methods.split(",")
+    pin_threads(args.threads)
+    print(f"{args.chunks:,} chunks (~{WORDS_PER_CHUNK} words) x {args.questions:,} questions, {args.rounds} interleaved rounds, "
+          f"extrapolated to {args.target_questions:,} questions\n{machine(args.threads)}\n")
+    with tempfile.TemporaryDirectory() as workdir:
+        def measure(method: str, round_: int) -> dict | None:
+            # bm25: caches of its own each round (it indexes, numba compiles), but the first round's are
+            # the warm ones the others load (a second run on the corpus); bm25s compiles every time.
+            cache = Path(workdir) / ("warm" if method != "bm25" or round_ == 0 else f"cold-{round_}")
+            env = {**thread_env(args.threads), "RETRIEVAL_BENCH_CACHE": str(cache), "NUMBA_CACHE_DIR": str(cache / "numba")}
+            try:
+                return run_child(__file__, method, "--workdir", workdir, env=env)
+            except ChildFailed as failure:
+                print(failed_row([method, f"round {round_ + 1}"], failure, 12), flush=True)
+                return None
+
+        reports = interleaved(methods, args.rounds, measure)
+        agreement = top10_as_bm25s(Path(workdir), args.questions) if {"bm25s", "bm25"} <= set(methods) else "-"
+    print(f"| method | median total (s) | x bm25s | each round (s) | corpus side (s) | question side (s) | total at {args.target_questions:,} questions (min) "
+          "| index | top 10 as bm25s' | recall@10 of the planted chunk | peak RSS (GiB) | load average |")
+    print("|---|---:|---:|---|---:|---:|---:|---|---|---:|---:|---|")
+    base = median(reports["bm25s"], "total") if reports.get("bm25s") else None
+    for method, runs in reports.items():
+        if not runs:
             continue
-        question_side = r["total"] - r["corpus_side"]
-        target = r["corpus_side"] + question_side * args.target_questions / args.questions
-        print(f"| {method} | {r['corpus_side']:.1f} | {question_side:.1f} | {r['total']:.1f} | {target / 60:.1f} | {r['peak_gib']:.2f} | {r['recall10']:.3f} |", flush=True)
+        total, corpus_side = median(runs, "total"), median(runs, "corpus_side")
+        target = corpus_side + (total - corpus_side) * args.target_questions / args.questions
+        built = sum(run["built"] for run in runs)
+        each, loads = ", ".join(f"{run['total']:.2f}" for run in runs), ", ".join(f"{run['load']:.1f}" for run in runs)
+        index = "built" if built == len(runs) else "loaded from the cache" if not built else f"built {built}/{len(runs)}"
+        print(f"| {method} | {total:.2f} | {f'{total / base:.2f}' if base else '-'} | {each} "
+              f"| {corpus_side:.2f} | {total - corpus_side:.2f} | {target / 60:.1f} | {index} | {agreement if method == 'bm25' else '-'} "
+              f"| {median(runs, 'recall10'):.3f} | {max(run['peak_gib'] for run in runs):.2f} | {loads} |", flush=True)
 
 
 if __name__ == "__main__":

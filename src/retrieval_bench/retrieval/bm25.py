@@ -1,25 +1,61 @@
 """BM25 over the chunks (the bm25s library): lowercased, English stop words removed and Snowball
 English stemming (PyStemmer) by default (retrieval.bm25: stemmer english | none, stopwords
-en | none), bm25s's default Lucene variant with k1=1.5, b=0.75."""
+en | none), bm25s's default Lucene variant with k1=1.5, b=0.75.
+
+The index of a corpus is built once and kept in the user cache (bm25/ under io.cache_root), named
+by the digest of the chunk texts, the tokenizer settings and the library versions: a later run on
+the same chunks (another method, hybrid, rerank, a rerun) loads it instead of tokenizing and
+indexing again. An entry is written whole or not at all, under a lock, with a manifest of its
+files' digests; an entry that does not match its manifest is rebuilt, never read."""
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import sys
 from collections.abc import Callable
 from functools import lru_cache
+from importlib.metadata import version
+from pathlib import Path
 
 import bm25s
 import numpy as np
 import Stemmer
 
+from retrieval_bench import locking
+from retrieval_bench.io import cache_root
 
 # bm25s' numba backend retrieves ~30x faster than its numpy one at 200,000 chunks (the same
 # scores; equal scores may come out in another order, which score.ties makes irrelevant), but
 # compiling it costs ~10 s per process: it pays from this corpus size on.
 NUMBA_FROM_CHUNKS = 100_000
+INDEX_FORMAT = 1  # bump when what is cached, or how, changes
+MANIFEST = "manifest.json"
+
+
+@lru_cache(maxsize=None)
+def numba_installed() -> bool:
+    """numba is optional (the bm25-fast extra): without it bm25s' numpy backend retrieves."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=None)
+def _say_numba_missing(n_chunks: int) -> None:
+    print(f"bm25: numba is not installed: searching {n_chunks:,} chunks with bm25s' numpy backend, about 30x slower "
+          "at this size; pip install 'retrieval-bench[bm25-fast]' for the fast one", file=sys.stderr)
 
 
 def backend_for(n_chunks: int) -> str:
-    return "numba" if n_chunks >= NUMBA_FROM_CHUNKS else "numpy"
+    if n_chunks < NUMBA_FROM_CHUNKS:
+        return "numpy"
+    if numba_installed():
+        return "numba"
+    _say_numba_missing(n_chunks)
+    return "numpy"
 
 
 @lru_cache(maxsize=None)
@@ -27,11 +63,15 @@ def _stemmer(name: str):
     return None if name == "none" else Stemmer.Stemmer(name)
 
 
-def tokenize(texts: list[str], stemmer: str = "english", stopwords: str = "en") -> list[list[str]]:
+def _tokenize(texts: list[str], stemmer: str, stopwords: str, return_ids: bool):
     return bm25s.tokenize(
         texts, lower=True, stopwords=None if stopwords == "none" else stopwords, stemmer=_stemmer(stemmer),
-        return_ids=False, show_progress=False,
+        return_ids=return_ids, show_progress=False,
     )
+
+
+def tokenize(texts: list[str], stemmer: str = "english", stopwords: str = "en") -> list[list[str]]:
+    return _tokenize(texts, stemmer, stopwords, return_ids=False)
 
 
 def bm25_scores(
@@ -49,6 +89,77 @@ def bm25_scores(
         ).astype(np.float32)
 
     return scores
+
+
+def cache_dir() -> Path:
+    return cache_root() / "bm25"
+
+
+def index_key(texts: list[str], stemmer: str, stopwords: str) -> str:
+    """The cache entry's name: what the index depends on (every text, in order, and its length,
+    so no two corpora join into one digest)."""
+    digest = hashlib.sha256(json.dumps([INDEX_FORMAT, version("bm25s"), version("PyStemmer"), stemmer, stopwords]).encode())
+    for text in texts:
+        encoded = text.encode("utf-8", "surrogatepass")
+        digest.update(len(encoded).to_bytes(8, "little"))
+        digest.update(encoded)
+    return digest.hexdigest()[:32]
+
+
+def _file_digests(folder: Path) -> dict[str, str]:
+    digests = {}
+    for path in sorted(folder.iterdir()):
+        if path.name != MANIFEST and path.is_file():
+            digest = hashlib.sha256()
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            digests[path.name] = digest.hexdigest()
+    return digests
+
+
+def _intact(folder: Path) -> bool:
+    """The entry is whole: its manifest lists exactly its files with their digests."""
+    try:
+        return json.loads((folder / MANIFEST).read_text(encoding="utf-8")) == _file_digests(folder)
+    except (OSError, ValueError):
+        return False
+
+
+def load_or_build(texts: list[str], stemmer: str, stopwords: str, backend: str, folder: Path | None = None):
+    """The BM25 index of `texts` searching with `backend`: from the cache, or built (tokenized to
+    ids) and cached on a miss. Returns (index, built)."""
+    entry = (folder or cache_dir()) / index_key(texts, stemmer, stopwords)
+    built_here = []
+
+    def build(staging: Path) -> None:
+        index = bm25s.BM25(backend=backend)
+        index.index(_tokenize(texts, stemmer, stopwords, return_ids=True), show_progress=False)
+        index.save(staging, show_progress=False)
+        (staging / MANIFEST).write_text(json.dumps(_file_digests(staging)), encoding="utf-8")
+        built_here.append(index)
+
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    built = locking.build_once(entry, build, _intact, what=f"building the BM25 index {entry}",
+                               log=lambda line: print(f"bm25: {line}", file=sys.stderr))
+    if built:  # what was just saved, without reading it back
+        return built_here[0], True
+    return bm25s.BM25.load(entry, backend=backend, load_corpus=False, show_progress=False), False
+
+
+@lru_cache(maxsize=None)
+def cache_numba_code() -> None:
+    """bm25s compiles its numba search anew in every process (10-20 s, most of a search of 100,000
+    chunks) and leaves numba's cache off: turn it on, so that only a machine's first search
+    compiles it (numba keeps the code beside bm25s in __pycache__, or in NUMBA_CACHE_DIR, and
+    compiles again when bm25s or numba change). The same machine code: the same scores."""
+    from bm25s.numba import retrieve_utils
+
+    try:
+        retrieve_utils._retrieve_internal_jitted_serial.enable_caching()
+        retrieve_utils._retrieve_internal_jitted_parallel.enable_caching()
+    except RuntimeError:  # nowhere numba may write (a read-only install, no user cache): compile as before
+        pass
 
 
 def numba_threads() -> int:
@@ -71,13 +182,14 @@ def top(questions, corpus, settings: dict, depth: int) -> tuple[np.ndarray, np.n
 
     options = settings["bm25"]
     backend = backend_for(len(corpus.texts))
-    index = bm25s.BM25(backend=backend)
-    index.index(tokenize(corpus.texts, **options), show_progress=False)
-    tokens = tokenize(questions.texts, **options)
+    index, _ = load_or_build(corpus.texts, options["stemmer"], options["stopwords"], backend)
+    if backend == "numba":
+        cache_numba_code()
+    tokens = [index.get_tokens_ids(words) for words in tokenize(questions.texts, **options)]
     k = min(depth + 1, len(corpus.texts))  # one more: does a tie group straddle the cut?
     indices = np.zeros((len(tokens), k), dtype=np.int64)
     scores = np.zeros((len(tokens), k), dtype=np.float32)
-    asking = [i for i, words in enumerate(tokens) if words]  # only stop words: nothing is retrieved
+    asking = [i for i, ids in enumerate(tokens) if ids]  # no indexed word: nothing is retrieved
     if asking:
         threads = numba_threads() if backend == "numba" else 1  # numpy's threads only contend for the GIL
         found, found_scores = index.retrieve([tokens[i] for i in asking], k=k, show_progress=False, n_threads=threads)
