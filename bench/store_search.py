@@ -63,7 +63,7 @@ def prepare(args, workdir: Path) -> list[str]:
     from retrieval_bench.retrieval.embed import embed_texts
     from retrieval_bench.retrieval.stored_vectors import sample_rows
     from retrieval_bench.stores import registry
-    from retrieval_bench.stores.base import parse_address
+    from retrieval_bench.store_address import parse_address
 
     chunks = make_chunks(args.chunks).sort_values(["doc_id", "start"], ignore_index=True)
     vectors, questions, gold = make_data(args.chunks, args.questions, 384)
@@ -106,7 +106,7 @@ def stored(engine: str, workdir: Path, args) -> tuple[float, str]:
     """embed_corpus with corpus_vectors stored: read every vector in chunk order, then the model check."""
     from retrieval_bench.params import DEFAULTS
     from retrieval_bench.retrieval.stored_vectors import check_model, read_vectors
-    from retrieval_bench.stores.base import parse_address
+    from retrieval_bench.store_address import parse_address
 
     chunks = pd.read_parquet(workdir / "chunks.parquet", columns=["chunk_id", "text"])
     start = time.perf_counter()
@@ -138,7 +138,7 @@ def search(engine: str, workdir: Path, args) -> tuple[float, str]:
     from retrieval_bench.retrieval.run import Corpus, Questions
     from retrieval_bench.retrieval.run_info import recall_against_exact
     from retrieval_bench.retrieval.stored_vectors import read_vectors
-    from retrieval_bench.stores.base import parse_address
+    from retrieval_bench.store_address import parse_address
 
     engine, _, query = engine.partition("+")
     chunk_ids = pd.read_parquet(workdir / "chunks.parquet", columns=["chunk_id"])["chunk_id"].tolist()

@@ -566,7 +566,7 @@ def test_a_trec_export_of_chunk_ids_with_whitespace_is_refused_before_anything_i
 @pytest.mark.parametrize("field,value", [("chunk_id", "tab\there"), ("qid", "q 0"), ("qid", "q\u00a00")])
 def test_ids_with_whitespace_are_refused_by_the_trec_writer(tmp_path, field, value):
     from retrieval_bench.io import InputError
-    from retrieval_bench.retrieval.run import write_trec
+    from retrieval_bench.run_contract import write_trec
 
     run = pd.DataFrame({"qid": ["q0"], "chunk_id": ["c0"], "rank": [1], "score": [1.0]}).assign(**{field: [value]})
     with pytest.raises(InputError, match=f"{field} {re.escape(repr(value))} holds whitespace"):
@@ -578,7 +578,7 @@ def test_the_trec_export_reads_back_as_the_same_run(piped, monkeypatch, capsys):
     name = _plugin(piped, "return [(q['qid'], c, 1.0 / (i + 1)) for q in questions for i, c in enumerate(CHUNKS) if ' ' not in c]")
     set_params(piped, **{"retrieval.method": "python", "retrieval.python": f"{name}:search", "retrieval.trec_export": "data/run.trec"})
     assert stage_in_process("retrieve", piped, monkeypatch, capsys).returncode == 0
-    from retrieval_bench.retrieval.run import read_run_file
+    from retrieval_bench.run_contract import read_run_file
 
     run = pd.read_parquet(piped / "data" / "run.parquet")
     pd.testing.assert_frame_equal(read_run_file(piped / "data" / "run.trec"), run)

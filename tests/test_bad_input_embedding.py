@@ -18,7 +18,7 @@ from test_bad_input import stage_in_process, workdir  # noqa: F401 - workdir is 
 
 from retrieval_bench.retrieval import embedding_cache as ec
 from retrieval_bench.stores import registry
-from retrieval_bench.stores.base import parse_address
+from retrieval_bench.store_address import parse_address
 
 QUESTIONS = ["what is a write-ahead log?", "how does a checkpoint work?", "can readers and writers run together?"]
 SENTINEL = b"the last good output"

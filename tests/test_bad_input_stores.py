@@ -14,7 +14,7 @@ from store_helpers import unit
 from test_bad_input import assert_one_line_error, stage_in_process, workdir  # noqa: F401  (workdir: a fixture)
 
 from retrieval_bench.stores import registry
-from retrieval_bench.stores.base import parse_address
+from retrieval_bench.store_address import parse_address
 
 ROWS, DIM = 6, 8
 

@@ -1,7 +1,7 @@
 """The question cache survives a crash mid-write: a torn last line is skipped and repaired."""
 import pytest
 
-from retrieval_bench.goldenset.cache import CacheWriter, cache_key, read_cache, read_journal
+from retrieval_bench.llm.cache import CacheWriter, cache_key, read_cache, read_journal
 from retrieval_bench.io import InputError
 
 

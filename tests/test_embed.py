@@ -5,7 +5,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from retrieval_bench.retrieval import embed, model_source
+from retrieval_bench import model_source
+from retrieval_bench.retrieval import embed
 from retrieval_bench.io import InputError
 
 

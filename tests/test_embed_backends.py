@@ -107,7 +107,7 @@ def test_a_vector_cached_under_other_settings_is_never_served(exports, tmp_path)
         vectors, stats = embed_texts(TEXTS, settings(**changes), prompt, cache, progress=False, log=lambda line: None)
         assert (stats.cached, stats.embedded) == (0, len(TEXTS)), (changes, prompt)
     # another model: the same files with one changed byte in its config
-    from retrieval_bench.retrieval.model_source import resolve_model
+    from retrieval_bench.model_source import resolve_model
 
     other = tmp_path / "other-model"
     source = Path(resolve_model(DEFAULTS["embed"]["model"]))

@@ -28,7 +28,7 @@ from retrieval_bench.io import InputError, read_jsonl
 from retrieval_bench.params import DEFAULTS
 from retrieval_bench.retrieval import embed_ray
 from retrieval_bench.retrieval.embed import cache_keys, embed_texts, settings_fingerprint
-from retrieval_bench.retrieval.model_source import model_fingerprint, resolve_model
+from retrieval_bench.model_source import model_fingerprint, resolve_model
 from retrieval_bench.retrieval.embedding_cache import EmbeddingCache, read_shards
 
 WORDS = ("page cache journal index btree vacuum checkpoint writer reader lock schema table column row query "

@@ -22,7 +22,8 @@ from retrieval_bench.retrieval import store_search
 from retrieval_bench.retrieval.run import Corpus, Questions
 from retrieval_bench.retrieval.stored_vectors import read_vectors
 from retrieval_bench.stores import registry
-from retrieval_bench.stores.base import STORE_URL_ENV, parse_address
+from retrieval_bench.stores.base import STORE_URL_ENV
+from retrieval_bench.store_address import parse_address
 
 SECRET = "sk-store-secret-for-the-collector"
 KEYS = {"chroma": ("CHROMA_API_KEY", "x-chroma-token"), "qdrant": ("QDRANT_API_KEY", "api-key")}

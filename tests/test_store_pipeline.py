@@ -21,7 +21,7 @@ from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS
 from retrieval_bench.retrieval.stored_vectors import stored_corpus_vectors
 from retrieval_bench.stores import registry
-from retrieval_bench.stores.base import parse_address
+from retrieval_bench.store_address import parse_address
 
 pytestmark = pytest.mark.pipeline
 

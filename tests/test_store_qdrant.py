@@ -13,7 +13,7 @@ from store_helpers import DEPTH, DIM, N, assert_same_ranking, exact_top_k, opene
 
 from retrieval_bench.io import InputError
 from retrieval_bench.stores import registry
-from retrieval_bench.stores.base import parse_address
+from retrieval_bench.store_address import parse_address
 
 
 @pytest.fixture(scope="module")

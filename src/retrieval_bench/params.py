@@ -276,7 +276,7 @@ def _check_embed(embed: dict[str, Any], path: Path) -> None:
 
 def _check_stores(params: dict[str, Any], path: Path) -> None:
     """Store addresses parse (engine, location, collection) without importing any store."""
-    from retrieval_bench.stores.base import check_search, is_store_address, parse_address
+    from retrieval_bench.store_address import check_search, is_store_address, parse_address
 
     source, store = params["load"]["source"], params["retrieval"]["store"]
     if is_store_address(source):

@@ -20,7 +20,6 @@ import math
 import re
 import sys
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,13 +27,13 @@ import pandas as pd
 
 from retrieval_bench.evaluation.metrics import CUTOFF
 from retrieval_bench.evaluation.stats import (
-    MDD_FORMULA,
     min_detectable_delta,
     paired_bootstrap_ci,
     randomization_p_value,
     win_tie_loss,
 )
-from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text, verdict_line
+from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text
+from retrieval_bench.evaluation.comparison import Comparison
 from retrieval_bench.evaluation.corrections import BH
 from retrieval_bench.evaluation.compare_runs import per_question_path, question_context, read_run
 from retrieval_bench.evaluation.revisions import WORKSPACE
@@ -46,48 +45,6 @@ from retrieval_bench.paths import PER_QUESTION
 # ---------------------------------------------------------------------------------------------
 # Comparing two per-question tables (pure)
 # ---------------------------------------------------------------------------------------------
-
-@dataclass
-class Comparison:
-    a: str
-    b: str
-    n_questions: int
-    metrics: dict[str, dict]
-    flip_k: int | None
-    flipped: list[dict]
-    warnings: list[str] = field(default_factory=list)
-    resamples: int = 10_000
-    seed: int = 0
-    level: float = 0.95
-    a_commit: str | None = None
-    b_commit: str | None = None
-    n_unscorable_dropped: int = 0  # paired questions left out: no relevant chunk under one run or both
-    judged: dict[str, dict] = field(default_factory=dict)  # the judged view's statistics, by metric (strict name)
-    views_coincide: bool = False  # every judged column equals its strict one (no duplicates, no judgements)
-    segments: dict | None = None  # segment regressions on the headline metric; None: the runs carry no segments
-
-    def to_dict(self) -> dict:
-        return {
-            "a": self.a,
-            "b": self.b,
-            "a_commit": self.a_commit,
-            "b_commit": self.b_commit,
-            "n_questions": self.n_questions,
-            "n_unscorable_dropped": self.n_unscorable_dropped,
-            "resamples": self.resamples,
-            "seed": self.seed,
-            "ci_level": self.level,
-            "metrics": self.metrics,
-            "judged_metrics": self.judged,
-            "flip_k": self.flip_k,
-            "flipped": self.flipped,
-            "min_detectable_delta": {name: m["min_detectable_delta"] for name, m in self.metrics.items()},
-            "min_detectable_delta_formula": MDD_FORMULA,
-            "warnings": self.warnings,
-            "views_coincide": self.views_coincide,
-            "segment_regressions": self.segments,
-            "verdict": verdict_line(self),
-        }
 
 
 def metric_columns(columns) -> list[tuple[str, str]]:

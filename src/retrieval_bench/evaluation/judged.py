@@ -29,9 +29,9 @@ import pandas as pd
 
 from retrieval_bench.corpus.duplicates import group_members
 from retrieval_bench.evaluation.metrics import score_question, summary_names
-from retrieval_bench.evaluation.relevance import Judgement
+from retrieval_bench.spans import Judgement
 from retrieval_bench.io import InputError, quoted
-from retrieval_bench.retrieval.run import positions
+from retrieval_bench.run_contract import positions
 
 PREFIX = "judged_"
 MAX_GRADE = 3

@@ -31,8 +31,8 @@ import pandas as pd
 
 from retrieval_bench.corpus.duplicates import group_members
 from retrieval_bench.evaluation.revisions import read_artefact, resolve_revision
-from retrieval_bench.evaluation.relevance import judge as strict_judgements
-from retrieval_bench.goldenset.cache import read_cache
+from retrieval_bench.spans import judge as strict_judgements
+from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.io import InputError
 from retrieval_bench.llm.batch import pending_batch_events, pending_intent_events
 from retrieval_bench.llm.cost import check_finite_cost, estimate
@@ -45,7 +45,7 @@ from retrieval_bench.llm.tasks import JUDGE, Job
 from retrieval_bench.locking import exclusive
 from retrieval_bench.params import JUDGE_POOL_REVISION
 from retrieval_bench.paths import RUN
-from retrieval_bench.retrieval.run import read_run_file, read_run_table
+from retrieval_bench.run_contract import read_run_file, read_run_table
 
 Log = Callable[[str], None]
 DRY_RUN_ENV = "RETRIEVAL_BENCH_DRY_RUN"

@@ -32,7 +32,7 @@ from retrieval_bench.goldenset.build import (
     read_handwritten,
     sample_rows,
 )
-from retrieval_bench.goldenset.cache import read_cache
+from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.goldenset.selection import (
     REJECT_REASONS,
     CacheIndex,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from retrieval_bench.goldenset.cache import read_cache
+from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.io import InputError
 from retrieval_bench.locking import exclusive
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 from retrieval_bench.goldenset import echo
 from retrieval_bench.goldenset.build import Hygiene
-from retrieval_bench.goldenset.cache import read_cache
+from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.goldenset.evidence import evidence_in_passage, evidence_text
 from retrieval_bench.llm import hygiene
 from retrieval_bench.llm.batch import journal_path_for, pending_batch_events, pending_intent_events

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from retrieval_bench.goldenset.cache import (
+from retrieval_bench.llm.cache import (
     CacheWriteError,
     CacheWriter,
     free_bytes,

@@ -1,9 +1,7 @@
 """What a run will cost before it starts, and the guard that refuses to start above
 generate.max_cost_usd.
 
-Claude's tokenizer gives about 3.5-4 characters per token on English prose and fewer on code, so
-ceil(chars / 3.5) + a small per-message overhead is a slightly pessimistic count of input
-tokens. A reply (a JSON object with a question and a short excerpt) is about 60-100 tokens: the
+Input tokens are counted as llm.tokens does (about 3.5 characters per token). A reply (a JSON object with a question and a short excerpt) is about 60-100 tokens: the
 estimate assumes EXPECTED_OUTPUT_TOKENS, the upper bound assumes generate.max_tokens.
 """
 from __future__ import annotations
@@ -15,12 +13,11 @@ from typing import TYPE_CHECKING
 
 from retrieval_bench.io import InputError
 from retrieval_bench.llm.prices import usd
+from retrieval_bench.llm.tokens import estimate_input_tokens
 
 if TYPE_CHECKING:
     from retrieval_bench.llm.settings import Settings
 
-CHARS_PER_TOKEN = 3.5
-MESSAGE_OVERHEAD_TOKENS = 10
 EXPECTED_OUTPUT_TOKENS = 100
 
 
@@ -45,12 +42,8 @@ class Estimate:
         )
 
 
-def estimate_input_tokens(prompt: str) -> int:
-    return math.ceil(len(prompt) / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS
-
-
 def estimate(prompts: Iterable[str], settings: Settings, batch: bool | None = None) -> Estimate:
-    """Estimated tokens and USD for sending `prompts` (see CHARS_PER_TOKEN for the method)."""
+    """Estimated tokens and USD for sending `prompts` (llm.tokens: the method)."""
     batch = settings.batch if batch is None else batch
     prompts = list(prompts)
     n = len(prompts)

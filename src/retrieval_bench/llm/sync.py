@@ -11,15 +11,15 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from retrieval_bench.goldenset.cache import CacheWriteError, CacheWriter, free_bytes
+from retrieval_bench.llm.cache import CacheWriteError, CacheWriter, free_bytes
 from retrieval_bench.llm.connection import EndpointUnreachable
-from retrieval_bench.llm.cost import estimate_input_tokens
 from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.progress import Meter, Outcome
 from retrieval_bench.llm.provider import Provider, Reply
 from retrieval_bench.llm.ratelimit import SharedPause
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import Job, Task
+from retrieval_bench.llm.tokens import estimate_input_tokens
 
 MALFORMED_TRIES = 3  # a reply that cannot be decoded (a proxy hiccup) is asked again this often
 # Free space kept on the cache's disk for the replies in flight: a sync run stops before paying

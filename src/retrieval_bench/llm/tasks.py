@@ -6,7 +6,7 @@ beyond Job (a rendered prompt and its cache key) and Task.record (a reply as a c
 a new task (relevance judging, say) is a new Task here and its parser, and no provider code.
 
 QUESTIONS writes one search question a passage answers: the passage goes between the prompt's
-<passage> tags escaped (goldenset.evidence.escape_passage), the reply is read by
+<passage> tags escaped (passage_escape.escape_passage), the reply is read by
 hygiene.clean_reply.
 
 JUDGE grades how well a chunk answers a question, 0-3 (UMBRELA, Upadhyay et al. 2024, after
@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from retrieval_bench.goldenset.cache import cache_key
-from retrieval_bench.goldenset.evidence import _INVISIBLE_CHARS, escape_passage
+from retrieval_bench.llm.cache import cache_key
+from retrieval_bench.passage_escape import INVISIBLE_CHARS, escape_passage
 from retrieval_bench.llm.grades import parse_grade
 from retrieval_bench.llm.hygiene import clean_reply
 from retrieval_bench.llm.provider import Reply
@@ -76,7 +76,7 @@ class Task:
         return Job(key, text_sha256, attempt, re.sub(pattern, lambda m: fields[m.group()], template))
 
     def record(self, meta: Meta, key: str, passage_sha256: str, attempt: int, reply: Reply, provider: str | None = None) -> dict:
-        """The cache record of one reply (goldenset.cache describes its fields)."""
+        """The cache record of one reply (llm.cache describes its fields)."""
         return {
             "key": key,
             "family": meta.family,
@@ -103,8 +103,8 @@ def _question_fields(text: str, stop_reason: str | None) -> dict:
 QUESTIONS = Task("questions", "{passage}", escape_passage, _question_fields)
 
 
-_IGNORABLE = f"[{_INVISIBLE_CHARS}]*"
-_GAP = f"[\\s{_INVISIBLE_CHARS}]*"
+_IGNORABLE = f"[{INVISIBLE_CHARS}]*"
+_GAP = f"[\\s{INVISIBLE_CHARS}]*"
 # An opening or closing <query> tag however spaced, cased or interleaved with invisible characters
 # (escape_passage does the same for <passage>).
 _QUERY_DELIMITER = re.compile(
@@ -121,7 +121,7 @@ def escape_judged(text: str) -> str:
 
 def _grade_fields(text: str, stop_reason: str | None) -> dict:
     graded = parse_grade(text, stop_reason)
-    # `question` (null here, set from the task's context) keeps the record readable by goldenset.cache.read_cache.
+    # `question` (null here, set from the task's context) keeps the record readable by llm.cache.read_cache.
     return {"question": None, "grade": graded.grade, "rejected": graded.rejected}
 
 

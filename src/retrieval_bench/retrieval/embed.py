@@ -14,7 +14,7 @@ import numpy as np
 from retrieval_bench.io import InputError, atomic_open, write_json
 from retrieval_bench.retrieval.backends import load_encoder, runtime_version, st_dimension
 from retrieval_bench.retrieval.embedding_cache import EmbeddingCache, space_digest, text_keys
-from retrieval_bench.retrieval.model_source import model_fingerprint, resolve_model
+from retrieval_bench.model_source import model_fingerprint, resolve_model
 
 
 def load_model(model: str, max_seq_length: int | None = None):

@@ -26,8 +26,10 @@ import pandas as pd
 
 from retrieval_bench import paths
 from retrieval_bench.io import InputError
-from retrieval_bench.retrieval import bm25, dense, hybrid, model_source
-from retrieval_bench.retrieval.run import Corpus, Questions, from_records
+from retrieval_bench import model_source
+from retrieval_bench.retrieval import bm25, dense, hybrid
+from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.run_contract import from_records
 
 FIRST_STAGES = {"dense": dense.retrieve, "bm25": bm25.retrieve, "hybrid": hybrid.retrieve}
 
