@@ -268,13 +268,12 @@ def _settings(**changes):
 @pytest.mark.parametrize("guard", ["generate", "judge"])
 def test_the_cost_guards_refuse_what_is_not_finite(changes, guard):
     """The guards' own check, behind params.yaml's: NaN > limit is false, so NaN passed and paid."""
-    from retrieval_bench.evaluation.judging import _check_cost
     from retrieval_bench.io import InputError
-    from retrieval_bench.llm.cost import check_cost, estimate
+    from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, check_cost, estimate
 
     settings = _settings(**changes)
     with pytest.raises(InputError, match=f"both must be finite numbers of US dollars .*{guard}.max_cost_usd"):
-        (check_cost if guard == "generate" else _check_cost)(estimate(["a prompt"] * 3, settings), settings, 0.0)
+        check_cost(estimate(["a prompt"] * 3, settings), settings, 0.0, QUESTIONS_WORDING if guard == "generate" else JUDGE_WORDING)
 
 
 @pytest.mark.parametrize("price", [{"input_per_mtok": math.nan, "output_per_mtok": 1.0}, {"input_per_mtok": 1.0, "output_per_mtok": math.inf},

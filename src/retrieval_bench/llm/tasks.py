@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from retrieval_bench.llm.cache import cache_key
+from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, Wording
 from retrieval_bench.passage_escape import INVISIBLE_CHARS, escape_passage
 from retrieval_bench.llm.grades import parse_grade
 from retrieval_bench.llm.hygiene import clean_reply
@@ -50,6 +51,7 @@ class Task:
     query_placeholder: str | None = None  # a second text in the prompt (the question of a judged pair)
     context: Mapping[str, dict] = field(default_factory=dict)  # cache key -> fields saying what was asked
     stage: str = "generate_goldenset"  # the stage that asks: it names the progress bar and the lines beside it
+    wording: Wording = QUESTIONS_WORDING  # how its work is named in the cost guard's and the run's lines
 
     def with_context(self, context: Mapping[str, dict]) -> "Task":
         """This task, its records carrying `context[key]` (e.g. the question and chunk id judged)."""
@@ -125,4 +127,5 @@ def _grade_fields(text: str, stop_reason: str | None) -> dict:
     return {"question": None, "grade": graded.grade, "rejected": graded.rejected}
 
 
-JUDGE = Task("judge", "{passage}", escape_judged, _grade_fields, query_placeholder="{query}", stage="judge")
+JUDGE = Task("judge", "{passage}", escape_judged, _grade_fields, query_placeholder="{query}", stage="judge",
+             wording=JUDGE_WORDING)
