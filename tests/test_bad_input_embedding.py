@@ -16,7 +16,7 @@ from conftest import set_params
 from store_helpers import unit
 from test_bad_input import stage_in_process, workdir  # noqa: F401 - workdir is a fixture
 
-from retrieval_bench.retrieval import embedding_cache as ec
+from retrieval_bench.embedding import embedding_cache as ec
 from retrieval_bench.stores import registry
 from retrieval_bench.store_address import parse_address
 

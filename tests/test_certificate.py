@@ -17,7 +17,7 @@ from retrieval_bench.evaluation.leaderboard import scorable
 from retrieval_bench.evaluation.scoring import score_run
 from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
 from retrieval_bench.params import DEFAULTS
-from retrieval_bench.retrieval.embed import encode, load_model
+from retrieval_bench.embedding.embed import encode, load_model
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
 

@@ -15,8 +15,8 @@ from conftest import tool_env
 
 from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS, load_all_params
-from retrieval_bench.retrieval import onnx_export
-from retrieval_bench.retrieval.embed import embed_texts, load_model
+from retrieval_bench.embedding import onnx_export
+from retrieval_bench.embedding.embed import embed_texts, load_model
 
 TEXTS = [
     "How do I enable WAL mode?",
@@ -132,7 +132,7 @@ def test_onnx_and_openvino_send_no_telemetry_and_write_nothing_in_home(exports, 
     script = (
         "import os, sys\n"
         "from retrieval_bench.params import DEFAULTS\n"
-        "from retrieval_bench.retrieval.embed import embed_texts\n"
+        "from retrieval_bench.embedding.embed import embed_texts\n"
         "for backend in ('onnx', 'openvino'):\n"
         "    v, stats = embed_texts(['a text'], {**DEFAULTS['embed'], 'backend': backend}, '', sys.argv[1] + backend, progress=False)\n"
         "    print(stats.embedded)\n"

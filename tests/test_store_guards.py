@@ -20,7 +20,7 @@ from retrieval_bench.endpoints import is_loopback
 from retrieval_bench.io import InputError
 from retrieval_bench.retrieval import store_search
 from retrieval_bench.retrieval.run import Corpus, Questions
-from retrieval_bench.retrieval.stored_vectors import read_vectors
+from retrieval_bench.embedding.stored_vectors import read_vectors
 from retrieval_bench.stores import registry
 from retrieval_bench.stores.base import STORE_URL_ENV
 from retrieval_bench.store_address import parse_address

@@ -19,7 +19,7 @@ from conftest import copy_project, dvc, git, read_metrics, run, set_params, tool
 from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS
-from retrieval_bench.retrieval.stored_vectors import stored_corpus_vectors
+from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
 from retrieval_bench.stores import registry
 from retrieval_bench.store_address import parse_address
 

@@ -241,7 +241,7 @@ def test_stored_vectors_come_in_chunk_order_at_unit_length_and_a_gap_is_one_line
     """read_vectors: rows in the order of the chunk ids asked for, store chunks not asked for
     skipped, vectors off unit length renormalised; a chunk the store lacks, or an all-zero vector,
     is one line."""
-    from retrieval_bench.retrieval.stored_vectors import read_vectors
+    from retrieval_bench.embedding.stored_vectors import read_vectors
 
     rng = np.random.default_rng(5)
     ids = [f"c{i}" for i in range(40)]

@@ -11,7 +11,7 @@ from conftest import ROOT, tool_env
 
 from retrieval_bench import paths
 from retrieval_bench.params import DEFAULTS
-from retrieval_bench.retrieval import backends
+from retrieval_bench.embedding import backends
 from retrieval_bench.model_source import model_fingerprint, resolve_model
 
 HEAVY = ("torch", "pandas", "numpy", "scipy", "dvc", "sentence_transformers", "pyarrow")
