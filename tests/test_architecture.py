@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "retrieval_bench"
 STAGES = ROOT / "stages"
 MAX_STAGE_LINES = 60
+MAX_FUNCTION_LINES = 60  # a function a reader holds in view at once
+MAX_MODULE_LINES = 450  # a module read in one sitting
 # The golden-set build and relevance judging are the clients of the LLM layer (remote.py completes its reply cache).
 MAY_IMPORT_LLM = {"goldenset/selection.py", "goldenset/assemble.py", "goldenset/remote.py", "evaluation/judging.py"}
 ARTEFACT = re.compile(r"^(data|metrics)/\S+$")
@@ -148,3 +150,16 @@ def test_the_cycle_finder_finds_a_circle_through_a_type_hint(tmp_path):
     hinted = tmp_path / "x.py"
     hinted.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from retrieval_bench.llm.settings import Settings\n")
     assert "retrieval_bench.llm.settings" in imports(hinted)
+
+
+def test_functions_and_modules_stay_short():
+    """Every function (methods and nested ones too, def line to last line) and every module of the package."""
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{label(path)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+                too_long.append(f"{label(path)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert too_long == []

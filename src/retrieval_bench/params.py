@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from retrieval_bench.io import InputError
+from retrieval_bench.store_address import check_store_params
 
 # The defaults double as the schema: a key not listed here is a typo, and a value must have
 # the type of its default (an int is accepted where a float is expected; None means optional).
@@ -224,7 +225,7 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     _check_hygiene_and_duplicates(params, path)
     _check_judge(params["judge"], path)
     _check_embed(params["embed"], path)
-    _check_stores(params, path)
+    check_store_params(params, path)
     if params["retrieval"]["rrf_k"] < 0:
         raise InputError(f"{path}: retrieval.rrf_k must be >= 0")
     _check_retrieval(params["retrieval"], path)
@@ -272,31 +273,6 @@ def _check_embed(embed: dict[str, Any], path: Path) -> None:
     if embed["engine"] == "ray" and ray["num_gpus_per_actor"] > 0 and (embed["backend"] != "torch" or device not in (None, "cuda")):
         raise InputError(f"{path}: embed.ray.num_gpus_per_actor > 0 needs embed.backend torch and embed.device null or cuda "
                          f"(got backend {embed['backend']}, device {device})")
-
-
-def _check_stores(params: dict[str, Any], path: Path) -> None:
-    """Store addresses parse (engine, location, collection) without importing any store."""
-    from retrieval_bench.store_address import check_search, is_store_address, parse_address
-
-    source, store = params["load"]["source"], params["retrieval"]["store"]
-    if is_store_address(source):
-        parse_address(source, f"{path}: load.source")
-    elif params["embed"]["corpus_vectors"] == "stored":
-        raise InputError(f"{path}: embed.corpus_vectors stored needs load.source to be a vector store address "
-                         f"(e.g. lancedb:data/store.lancedb?table=chunks), got {source!r}")
-    address = store["address"]
-    if address is not None:
-        if not isinstance(address, str):
-            raise InputError(f"{path}: retrieval.store.address must be a store address or null (= load.source), got {address!r}")
-        parse_address(address, f"{path}: retrieval.store.address")
-    if params["retrieval"]["method"] == "store" and address is None and not is_store_address(source):
-        raise InputError(f"{path}: retrieval.method store needs retrieval.store.address, or load.source a store address")
-    if address is None and is_store_address(source):
-        store["address"] = source  # null = load.source, resolved here once for every reader
-    if store["search"] is not None and not isinstance(store["search"], dict):
-        raise InputError(f"{path}: retrieval.store.search must be a mapping of the engine's query parameters or null, got {store['search']!r}")
-    if store["address"] is not None:
-        check_search(parse_address(store["address"]).engine, store["search"], f"{path}: retrieval.store.search")
 
 
 def _check_generate(generate: dict[str, Any], path: Path) -> None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl
 
 from retrieval_bench.io import InputError
@@ -128,3 +130,27 @@ def check_search(engine: str, search: dict | None, where: str = "retrieval.store
         if (kind == "bool" and not isinstance(value, bool)) or (kind == "int" and not (is_int and value > 0)):
             expected = "true or false" if kind == "bool" else "a positive integer"
             raise InputError(f"{where}.{key} must be {expected}, got {value!r}")
+
+
+def check_store_params(params: dict[str, Any], path: Path) -> None:
+    """params.yaml's store addresses (load.source, retrieval.store) parse and fit the method; a null
+    retrieval.store.address is resolved to load.source here, once for every reader."""
+    source, store = params["load"]["source"], params["retrieval"]["store"]
+    if is_store_address(source):
+        parse_address(source, f"{path}: load.source")
+    elif params["embed"]["corpus_vectors"] == "stored":
+        raise InputError(f"{path}: embed.corpus_vectors stored needs load.source to be a vector store address "
+                         f"(e.g. lancedb:data/store.lancedb?table=chunks), got {source!r}")
+    address = store["address"]
+    if address is not None:
+        if not isinstance(address, str):
+            raise InputError(f"{path}: retrieval.store.address must be a store address or null (= load.source), got {address!r}")
+        parse_address(address, f"{path}: retrieval.store.address")
+    if params["retrieval"]["method"] == "store" and address is None and not is_store_address(source):
+        raise InputError(f"{path}: retrieval.method store needs retrieval.store.address, or load.source a store address")
+    if address is None and is_store_address(source):
+        store["address"] = source  # null = load.source, resolved here once for every reader
+    if store["search"] is not None and not isinstance(store["search"], dict):
+        raise InputError(f"{path}: retrieval.store.search must be a mapping of the engine's query parameters or null, got {store['search']!r}")
+    if store["address"] is not None:
+        check_search(parse_address(store["address"]).engine, store["search"], f"{path}: retrieval.store.search")
