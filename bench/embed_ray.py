@@ -86,8 +86,8 @@ def main() -> int:
     if scifact is None:
         return 0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
     import sentence_transformers  # noqa: F401 - imported before timing: the local engine's process has it already
+    import torch
 
     texts = abstracts(scifact, args.texts)
     rows, reference = [], None

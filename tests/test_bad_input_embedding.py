@@ -17,8 +17,8 @@ from store_helpers import unit
 from test_bad_input import stage_in_process, workdir  # noqa: F401 - workdir is a fixture
 
 from retrieval_bench.embedding import embedding_cache as ec
-from retrieval_bench.stores import registry
 from retrieval_bench.store_address import parse_address
+from retrieval_bench.stores import registry
 
 QUESTIONS = ["what is a write-ahead log?", "how does a checkpoint work?", "can readers and writers run together?"]
 SENTINEL = b"the last good output"

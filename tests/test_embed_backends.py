@@ -13,10 +13,10 @@ import pytest
 import yaml
 from conftest import tool_env
 
-from retrieval_bench.io import InputError
-from retrieval_bench.params import DEFAULTS, load_all_params
 from retrieval_bench.embedding import onnx_export
 from retrieval_bench.embedding.embed import embed_texts, load_model
+from retrieval_bench.io import InputError
+from retrieval_bench.params import DEFAULTS, load_all_params
 
 TEXTS = [
     "How do I enable WAL mode?",

@@ -18,10 +18,10 @@ import pytest
 import yaml
 from conftest import ROOT, tool_env
 
-from retrieval_bench.io import InputError
-from retrieval_bench.params import DEFAULTS
 from retrieval_bench.embedding import embedding_cache as ec
 from retrieval_bench.embedding.embed import embedding_space, load_model
+from retrieval_bench.io import InputError
+from retrieval_bench.params import DEFAULTS
 
 N_KILL = 160  # chunks embedded in batches of 4 by the stage that is killed
 

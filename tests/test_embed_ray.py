@@ -24,12 +24,12 @@ import psutil
 import pytest
 from conftest import copy_project, dvc, read_metrics, set_params, tool_env
 
-from retrieval_bench.io import InputError, read_jsonl
-from retrieval_bench.params import DEFAULTS
 from retrieval_bench.embedding import embed_ray
 from retrieval_bench.embedding.embed import cache_keys, embed_texts, settings_fingerprint
-from retrieval_bench.model_source import model_fingerprint, resolve_model
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, read_shards
+from retrieval_bench.io import InputError, read_jsonl
+from retrieval_bench.model_source import model_fingerprint, resolve_model
+from retrieval_bench.params import DEFAULTS
 
 WORDS = ("page cache journal index btree vacuum checkpoint writer reader lock schema table column row query "
          "planner statistics trigger view transaction savepoint rollback commit pragma wal").split()

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from retrieval_bench import run_contract
 from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS
-from retrieval_bench import run_contract
 from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.bm25 import bm25_scores
 from retrieval_bench.retrieval.hybrid import Top, fuse

@@ -14,9 +14,9 @@ from store_helpers import assert_same_ranking, exact_top_k, opened, unit
 
 import retrieval_bench.stores as stores_package
 from retrieval_bench.io import InputError
+from retrieval_bench.store_address import ENGINES, StoreAddress, parse_address
 from retrieval_bench.stores import registry
 from retrieval_bench.stores.base import similarity
-from retrieval_bench.store_address import ENGINES, StoreAddress, parse_address
 
 N, DIM, DEPTH, ROWS = 250, 16, 10, 64
 ALL = ["chroma", "chroma-server", "lancedb", "qdrant", "sqlite-vec"]

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import pytrec_eval
 
-from retrieval_bench.evaluation.metrics import concrete_ranks, question_metrics, score_question, span_recall
-from retrieval_bench.run_contract import Positions
 from retrieval_bench import run_contract
+from retrieval_bench.evaluation.metrics import concrete_ranks, question_metrics, score_question, span_recall
 from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.hybrid import Top, fuse
 from retrieval_bench.retrieval.rank import judged_positions
+from retrieval_bench.run_contract import Positions
 from retrieval_bench.spans import Judgement
 
 KS = [1, 2, 3, 5]

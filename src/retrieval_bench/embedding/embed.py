@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval_bench.io import InputError, atomic_open, write_json
 from retrieval_bench.embedding.backends import load_encoder, runtime_version, st_dimension
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, space_digest, text_keys
+from retrieval_bench.io import InputError, atomic_open, write_json
 from retrieval_bench.model_source import model_fingerprint, resolve_model
 
 

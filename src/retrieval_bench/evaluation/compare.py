@@ -25,22 +25,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text
+from retrieval_bench.evaluation.compare_runs import per_question_path, question_context, read_run
+from retrieval_bench.evaluation.comparison import Comparison
+from retrieval_bench.evaluation.corrections import BH
 from retrieval_bench.evaluation.metrics import CUTOFF
+from retrieval_bench.evaluation.revisions import WORKSPACE
+from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS, regressions, segment_tests
 from retrieval_bench.evaluation.stats import (
     min_detectable_delta,
     paired_bootstrap_ci,
     randomization_p_value,
     win_tie_loss,
 )
-from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text
-from retrieval_bench.evaluation.comparison import Comparison
-from retrieval_bench.evaluation.corrections import BH
-from retrieval_bench.evaluation.compare_runs import per_question_path, question_context, read_run
-from retrieval_bench.evaluation.revisions import WORKSPACE
-from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS, regressions, segment_tests
 from retrieval_bench.io import InputError
 from retrieval_bench.paths import PER_QUESTION
-
 
 # ---------------------------------------------------------------------------------------------
 # Comparing two per-question tables (pure)

@@ -29,9 +29,9 @@ import pandas as pd
 
 from retrieval_bench.corpus.duplicates import group_members
 from retrieval_bench.evaluation.metrics import score_question, summary_names
-from retrieval_bench.spans import Judgement
 from retrieval_bench.io import InputError, quoted
 from retrieval_bench.run_contract import positions
+from retrieval_bench.spans import Judgement
 
 PREFIX = "judged_"
 MAX_GRADE = 3

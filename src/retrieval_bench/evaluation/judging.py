@@ -30,9 +30,8 @@ import pandas as pd
 
 from retrieval_bench.corpus.duplicates import group_members
 from retrieval_bench.evaluation.revisions import read_artefact, resolve_revision
-from retrieval_bench.spans import judge as strict_judgements
-from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.io import InputError
+from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.paid import PaidWork, pay_for
 from retrieval_bench.llm.prices import usd
@@ -41,6 +40,7 @@ from retrieval_bench.llm.tasks import JUDGE, Job
 from retrieval_bench.params import JUDGE_POOL_REVISION
 from retrieval_bench.paths import RUN
 from retrieval_bench.run_contract import read_run_file, read_run_table
+from retrieval_bench.spans import judge as strict_judgements
 
 Log = Callable[[str], None]
 DRY_RUN_ENV = "RETRIEVAL_BENCH_DRY_RUN"

@@ -32,7 +32,6 @@ from retrieval_bench.goldenset.build import (
     read_handwritten,
     sample_rows,
 )
-from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.goldenset.selection import (
     REJECT_REASONS,
     CacheIndex,
@@ -42,6 +41,7 @@ from retrieval_bench.goldenset.selection import (
     walk,
 )
 from retrieval_bench.io import InputError
+from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import QUESTIONS
 

@@ -17,8 +17,8 @@ import pandas as pd
 from retrieval_bench import paths
 from retrieval_bench.goldenset import echo
 from retrieval_bench.goldenset.build import locate_anywhere
-from retrieval_bench.io import InputError, atomic_open
 from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
+from retrieval_bench.io import InputError, atomic_open
 from retrieval_bench.spans import judge
 
 COLUMNS = ["qid", "question", "echo", "echo_longest_ngram", "echo_content_share", "bm25_rank", "n_relevant_chunks"]

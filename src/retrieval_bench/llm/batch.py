@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
+from retrieval_bench.io import InputError
 from retrieval_bench.llm.cache import (
     CacheWriteError,
     CacheWriter,
@@ -31,7 +32,6 @@ from retrieval_bench.llm.cache import (
     read_cache,
     read_journal,
 )
-from retrieval_bench.io import InputError
 from retrieval_bench.llm.connection import EndpointUnreachable
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.progress import Meter, Outcome

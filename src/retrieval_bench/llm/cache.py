@@ -32,7 +32,6 @@ from pathlib import Path
 
 from retrieval_bench.io import InputError
 
-
 # Hashed into the key of a passage whose text had to be escaped to stay inside the prompt's
 # <passage> delimiters (retrieval_bench.goldenset.evidence.escape_passage): such a passage is sent
 # differently from before, so it must not be served a reply cached for the unescaped prompt.

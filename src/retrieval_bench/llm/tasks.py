@@ -27,11 +27,11 @@ from datetime import datetime, timezone
 
 from retrieval_bench.llm.cache import cache_key
 from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, Wording
-from retrieval_bench.passage_escape import INVISIBLE_CHARS, escape_passage
 from retrieval_bench.llm.grades import parse_grade
 from retrieval_bench.llm.hygiene import clean_reply
 from retrieval_bench.llm.provider import Reply
 from retrieval_bench.llm.settings import Meta
+from retrieval_bench.passage_escape import INVISIBLE_CHARS, escape_passage
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ import bm25s
 import numpy as np
 import Stemmer
 
-
 # bm25s' numba backend retrieves ~30x faster than its numpy one at 200,000 chunks (the same
 # scores; equal scores may come out in another order, which score.ties makes irrelevant), but
 # compiling it costs ~10 s per process: it pays from this corpus size on.

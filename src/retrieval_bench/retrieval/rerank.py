@@ -24,9 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench import paths
+from retrieval_bench import model_source, paths
 from retrieval_bench.io import InputError
-from retrieval_bench import model_source
 from retrieval_bench.retrieval import bm25, dense, hybrid
 from retrieval_bench.retrieval.run import Corpus, Questions
 from retrieval_bench.run_contract import from_records
