@@ -21,7 +21,7 @@ ARTEFACT = re.compile(r"^(data|metrics)/\S+$")
 GROUND, SERVICES, DOMAIN, EVALUATION, FACES = range(5)
 LAYERS = {
     "io": GROUND, "paths": GROUND, "params": GROUND, "locking": GROUND, "endpoints": GROUND, "spans": GROUND,
-    "run_contract": GROUND, "model_source": GROUND, "store_address": GROUND, "passage_escape": GROUND,
+    "run_contract": GROUND, "model_source": GROUND, "store_address": GROUND, "passage_escape": GROUND, "params_sections": GROUND,
     "stores": SERVICES, "llm": SERVICES, "embedding": SERVICES,
     "corpus": DOMAIN, "goldenset": DOMAIN, "retrieval": DOMAIN,
     "evaluation": EVALUATION,

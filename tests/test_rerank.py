@@ -16,7 +16,8 @@ from conftest import dvc, set_params
 
 from retrieval_bench.io import InputError, sha256_file
 from retrieval_bench.model_source import folder_fingerprint
-from retrieval_bench.params import DEFAULTS, RERANK_DEFAULT_MODEL, load_all_params
+from retrieval_bench.params import DEFAULTS, load_all_params
+from retrieval_bench.params_sections import RERANK_DEFAULT_MODEL
 from retrieval_bench.retrieval import rerank
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions

@@ -129,24 +129,9 @@ def compare_tables(
     sets differ) and compute every metric's statistics and the flipped questions."""
     if resamples < 1:
         raise InputError(f"--resamples must be at least 1, got {resamples}")
-    a = _check_table(a_df, a_label)
-    b = _check_table(b_df, b_label)
-    warnings = []
-    only_a = a.index.difference(b.index)
-    only_b = b.index.difference(a.index)
-    common = [qid for qid in a.index if qid in b.index]  # A's order
-    if len(only_a) or len(only_b):
-        warnings.append(
-            f"the question sets differ: {len(only_a)} only in {a_label}, {len(only_b)} only in {b_label}; "
-            f"comparing the {len(common)} in both"
-        )
-    if not common:
-        raise InputError(f"{a_label} and {b_label} have no question (qid) in common")
-    a, b = a.loc[common], b.loc[common]
-    common, dropped = _scorable_in_both(a, b, a_label, b_label, warnings)
-    if not common:
-        raise InputError(f"no question is scorable (has a relevant chunk) under both {a_label} and {b_label}")
-    a, b = a.loc[common], b.loc[common]
+    warnings: list[str] = []
+    a, b, dropped = _paired(_check_table(a_df, a_label), _check_table(b_df, b_label), a_label, b_label, warnings)
+    common = list(a.index)
     names = metric_columns(set(a.columns) & set(b.columns))
     if not names:
         raise InputError(f"{a_label} and {b_label} share no metric column (reciprocal_rank, ndcg@10, recall@k, hit@k)")
@@ -162,6 +147,26 @@ def compare_tables(
         warnings=warnings, resamples=resamples, seed=seed, level=level, n_unscorable_dropped=dropped, judged=judged,
         views_coincide=coincide, segments=_segment_regressions(a, b, names[0][1], resamples, seed),
     )
+
+
+def _paired(a: pd.DataFrame, b: pd.DataFrame, a_label: str, b_label: str, warnings: list[str]
+            ) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """The questions of both tables (A's order) scorable under both, and how many were dropped as
+    unscorable; a warning in `warnings` when the question sets differ."""
+    only_a = a.index.difference(b.index)
+    only_b = b.index.difference(a.index)
+    common = [qid for qid in a.index if qid in b.index]  # A's order
+    if len(only_a) or len(only_b):
+        warnings.append(
+            f"the question sets differ: {len(only_a)} only in {a_label}, {len(only_b)} only in {b_label}; "
+            f"comparing the {len(common)} in both"
+        )
+    if not common:
+        raise InputError(f"{a_label} and {b_label} have no question (qid) in common")
+    common, dropped = _scorable_in_both(a.loc[common], b.loc[common], a_label, b_label, warnings)
+    if not common:
+        raise InputError(f"no question is scorable (has a relevant chunk) under both {a_label} and {b_label}")
+    return a.loc[common], b.loc[common], dropped
 
 
 def _same(first: pd.Series, second: pd.Series) -> bool:

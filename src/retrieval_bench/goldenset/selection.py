@@ -106,15 +106,7 @@ def walk(
                 else:
                     plan.uncached += 1
                 break
-            reason = record.get("rejected")
-            evidence = record.get("evidence") or ""
-            if reason is None and evidence and not evidence_in_passage(evidence, passage["text"]):
-                reason = "evidence_not_in_passage"  # an empty excerpt anchors the question to the whole passage
-            if reason is None:
-                reason = hygiene.reason(record["question"], seen)
-            # The echo gauge measures against the evidence (the whole passage when there is none).
-            if reason is None and drop_echo and echo.is_echo(record["question"], evidence_text(evidence, passage["text"])):
-                reason = "echo"
+            reason = _reject_reason(record, passage, hygiene, seen, drop_echo)
             if reason is None:
                 plan.accepted.append((passage, record))
                 seen.add(record["question"])
@@ -127,6 +119,21 @@ def walk(
         else:
             plan.exhausted += 1
     return plan
+
+
+def _reject_reason(record: dict, passage: dict, hygiene: Hygiene, seen, drop_echo: bool) -> str | None:
+    """Why a cached reply is not used for `passage` (None: it is): its own reject reason, evidence
+    not in the passage sent, the golden set's hygiene given the questions `seen`, or an echo."""
+    reason = record.get("rejected")
+    evidence = record.get("evidence") or ""
+    if reason is None and evidence and not evidence_in_passage(evidence, passage["text"]):
+        reason = "evidence_not_in_passage"  # an empty excerpt anchors the question to the whole passage
+    if reason is None:
+        reason = hygiene.reason(record["question"], seen)
+    # The echo gauge measures against the evidence (the whole passage when there is none).
+    if reason is None and drop_echo and echo.is_echo(record["question"], evidence_text(evidence, passage["text"])):
+        reason = "echo"
+    return reason
 
 
 def generate_missing(

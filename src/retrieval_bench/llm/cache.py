@@ -121,6 +121,22 @@ def pending_intents(events: list[dict]) -> list[dict]:
     return list(pending.values())
 
 
+def journal_path_for(cache_path: str | Path) -> Path:
+    """The batch journal lives next to the cache: data/question_cache.batches.jsonl."""
+    cache_path = Path(cache_path)
+    return cache_path.with_name(cache_path.stem + ".batches.jsonl")
+
+
+def pending_batch_events(cache_path: str | Path) -> list[dict]:
+    """Batches submitted (journalled) and not yet collected."""
+    return pending_batches(read_journal(journal_path_for(cache_path)))
+
+
+def pending_intent_events(cache_path: str | Path) -> list[dict]:
+    """Batch intents with no known outcome: a batch may or may not exist for each."""
+    return pending_intents(read_journal(journal_path_for(cache_path)))
+
+
 class CacheWriteError(Exception):
     """An append that could not be written (disk full, quota, I/O error). The file was cut back to
     its last complete record, so it stays consistent."""

@@ -15,8 +15,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 
-from retrieval_bench.llm.batch import journal_path_for, pending_batch_events, pending_intent_events
-from retrieval_bench.llm.cache import read_cache
+from retrieval_bench.llm.cache import journal_path_for, pending_batch_events, pending_intent_events, read_cache
 from retrieval_bench.llm.cost import check_cost, estimate
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.prices import usd

@@ -35,7 +35,7 @@ FIRST_STAGES = {"dense": dense.retrieve, "bm25": bm25.retrieve, "hybrid": hybrid
 
 def resolve_model(model: str) -> str:
     """Where to load the cross-encoder from; anything unavailable is a one-line InputError (an
-    unset model is refused earlier, by params.py, naming params.RERANK_DEFAULT_MODEL)."""
+    unset model is refused earlier, by params.py, naming params_sections.RERANK_DEFAULT_MODEL)."""
     return model_source.resolve_model(model, what="retrieval.rerank.model", bundled=False)
 
 
