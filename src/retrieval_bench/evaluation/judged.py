@@ -123,6 +123,7 @@ def judged_table(
         qid = row["qid"]
         question_grades = grades.get(qid, {})
         items = _items(strict, question_grades, index_of, members, chunk_ids, min_grade, set(row.get("relevant") or {}))
+        gained_by_copy = sum(item.gain > 0 and item.source == "duplicate" for item in items.values())  # before _collapse
         drop.extend((qid, chunk_id) for chunk_id in _collapse(items, members, chunk_ids, index_of, ranks.get(qid, {})))
         order = sorted(items)
         judged.append(Judgement(
@@ -130,7 +131,7 @@ def judged_table(
             np.array([items[i].start for i in order], dtype=np.int64) if strict.span is not None else None,
             np.array([items[i].end for i in order], dtype=np.int64) if strict.span is not None else None,
         ))
-        extras.append(_question_counts(items, question_grades, min_grade, ambiguous_at))
+        extras.append(_question_counts(items, question_grades, gained_by_copy, min_grade, ambiguous_at))
     if drop:
         left_out = pd.MultiIndex.from_tuples(drop)
         run = run[~pd.MultiIndex.from_frame(run[["qid", "chunk_id"]]).isin(left_out)]
@@ -145,12 +146,14 @@ def judged_table(
     return pd.DataFrame(rows)
 
 
-def _question_counts(items: dict, question_grades: dict[str, int | None], min_grade: int, ambiguous_at: int) -> dict[str, int]:
-    """What one question's judged view gained: relevant copies and judge grades, the pooled pairs."""
+def _question_counts(items: dict, question_grades: dict[str, int | None], gained_by_copy: int, min_grade: int,
+                     ambiguous_at: int) -> dict[str, int]:
+    """What one question's judged view gained (`gained_by_copy`: relevant copies, counted before
+    _collapse; judge grades) and its pooled pairs."""
     n_judge = sum(item.gain > 0 and item.source == "judge" for item in items.values())
     values = [g for g in question_grades.values() if g is not None]
     return {
-        "n_duplicate_relevant": int(sum(item.gain > 0 and item.source == "duplicate" for item in items.values())),
+        "n_duplicate_relevant": int(gained_by_copy),
         "n_judge_relevant": int(n_judge),
         "n_pooled": len(question_grades),
         "n_pooled_judged": len(values),
