@@ -16,19 +16,6 @@ from conftest import ROOT, run, set_params
 from retrieval_bench.params import DEFAULTS, PRICE_KEYS
 
 
-@pytest.fixture
-def workdir(tmp_path):
-    """The stage scripts, params and a two-document corpus, without git or DVC."""
-    shutil.copytree(ROOT / "stages", tmp_path / "stages")
-    shutil.copy(ROOT / "params.yaml", tmp_path)
-    (tmp_path / "data" / "docs").mkdir(parents=True)
-    for name in ("question_prompt.txt", "handwritten_questions.jsonl"):
-        shutil.copy(ROOT / "data" / name, tmp_path / "data")
-    (tmp_path / "data" / "docs" / "a.md").write_text("SQLite is a library. " * 30)
-    set_params(tmp_path, **{"load.source": "data/docs"})
-    return tmp_path
-
-
 def stage(name, cwd):
     """A stage as a subprocess: the wiring (exit status, stderr) is what these tests check."""
     return run([sys.executable, "-m", f"stages.{name}"], cwd=cwd, check=False)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import set_params
 from store_helpers import unit
-from test_bad_input import assert_one_line_error, stage_in_process, workdir  # noqa: F401  (workdir: a fixture)
+from test_bad_input import assert_one_line_error, stage_in_process
 
 from retrieval_bench.store_address import parse_address
 from retrieval_bench.stores import registry
@@ -118,7 +118,7 @@ def assert_one_error(result: subprocess.CompletedProcess, *fragments: str) -> No
 
 
 @pytest.fixture
-def last_good(workdir, monkeypatch, capsys) -> dict[str, bytes]:  # noqa: F811 - the imported fixture
+def last_good(workdir, monkeypatch, capsys) -> dict[str, bytes]:
     """load_chunks run once on the folder corpus: the outputs a bad run must leave as they are."""
     assert stage_in_process("load_chunks", workdir, monkeypatch, capsys).returncode == 0
     return {path.name: path.read_bytes() for path in (workdir / "data").glob("*.parquet")}
@@ -131,7 +131,7 @@ def _formatted(value, stores: Path):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_bad_store_input_is_one_line_and_keeps_the_last_good_outputs(case, stores, workdir, last_good, monkeypatch, capsys):  # noqa: F811 - the imported fixture
+def test_bad_store_input_is_one_line_and_keeps_the_last_good_outputs(case, stores, workdir, last_good, monkeypatch, capsys):
     changes, fragments = CASES[case]
     set_params(workdir, **{key: _formatted(value, stores) for key, value in changes.items()})
     result = stage_in_process("load_chunks", workdir, monkeypatch, capsys)
@@ -144,7 +144,7 @@ def test_bad_store_input_is_one_line_and_keeps_the_last_good_outputs(case, store
     ("inf", ["embed.corpus_vectors stored: the vector of chunk 'c4' in sqlite-vec:", "is not finite"]),
     ("zero", ["the vector of chunk 'c1' in sqlite-vec:", "?collection=zero is all zeros; it cannot be compared by cosine"]),
 ])
-def test_bad_stored_vectors_are_one_line_and_write_nothing(table, fragments, stores, workdir, monkeypatch, capsys):  # noqa: F811 - the imported fixture
+def test_bad_stored_vectors_are_one_line_and_write_nothing(table, fragments, stores, workdir, monkeypatch, capsys):
     set_params(workdir, **{"load.source": f"sqlite-vec:{stores}/store.db?table={table}"})
     assert stage_in_process("load_chunks", workdir, monkeypatch, capsys).returncode == 0
     set_params(workdir, **{"embed.corpus_vectors": "stored"})

@@ -231,7 +231,10 @@ def test_two_concurrent_runs_pay_once(tmp_path):
             with open(log, "w") as handle:
                 processes.append(subprocess.Popen([sys.executable, "-m", "stages.generate_goldenset"], cwd=project,
                                                   env=stage_env(stub), stdout=handle, stderr=subprocess.STDOUT))
-        waiting = lambda: stub.generation_requests() and any("waiting for it to finish" in log.read_text() for log in logs)  # noqa: E731
+
+        def waiting() -> bool:
+            return stub.generation_requests() and any("waiting for it to finish" in log.read_text() for log in logs)
+
         for process in processes:
             wait_for(waiting, process)
         stub.gate.set()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import set_params
 from store_helpers import random_chunks
-from test_bad_input import assert_one_line_error, stage, stage_in_process, workdir  # noqa: F401  (workdir: a fixture)
+from test_bad_input import assert_one_line_error, stage, stage_in_process
 
 from retrieval_bench.embedding.stored_vectors import read_vectors
 from retrieval_bench.endpoints import is_loopback
@@ -99,7 +99,7 @@ def clean_env(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("engine", sorted(KEYS))
-def test_a_store_key_is_not_sent_to_a_host_params_yaml_chose(workdir, collector, elsewhere, clean_env, engine, monkeypatch, capsys):  # noqa: F811 - the imported fixture
+def test_a_store_key_is_not_sent_to_a_host_params_yaml_chose(workdir, collector, elsewhere, clean_env, engine, monkeypatch, capsys):
     variable, header = KEYS[engine]
     monkeypatch.setenv(variable, SECRET)
     source = f"{engine}:{elsewhere}?collection=docs"
@@ -160,7 +160,7 @@ def silent_server() -> Iterator[str]:
 
 
 @pytest.mark.parametrize("engine", ["chroma", "qdrant"])
-def test_a_server_that_never_answers_is_one_line_after_the_timeout(workdir, silent_server, engine):  # noqa: F811 - the imported fixture
+def test_a_server_that_never_answers_is_one_line_after_the_timeout(workdir, silent_server, engine):
     source = f"{engine}:{silent_server}?collection=docs&timeout=0.5"
     set_params(workdir, **{"load.source": source})
     result = stage("load_chunks", workdir)  # a subprocess: exit status and stderr as a user sees them
@@ -170,7 +170,7 @@ def test_a_server_that_never_answers_is_one_line_after_the_timeout(workdir, sile
     assert f"{waited} (for a slow server, raise ?timeout=<seconds> in the address)" in result.stderr
 
 
-def test_the_readme_relative_chroma_path_passes_check_params(workdir, monkeypatch, capsys):  # noqa: F811 - the imported fixture
+def test_the_readme_relative_chroma_path_passes_check_params(workdir, monkeypatch, capsys):
     ids, texts, metadata, vectors, _ = random_chunks(1)
     documents = [{"doc_id": record["doc_id"]} for record in metadata]  # no offsets: each chunk stands in its document alone
     registry.create_collection(parse_address(f"chroma:{workdir}/stores/chroma?collection=docs"), ids, texts, documents, vectors, None)
