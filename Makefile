@@ -40,9 +40,12 @@ repro: $(INSTALLED)
 	fi && \
 	retrieval-bench show
 
-# The suite; tests/test_docs.py builds the docs site with `mkdocs build --strict` (a broken link, a
-# missing page or a page left out of the nav fails) and checks every documented flag and params key.
+# Lint and format checks (ruff, configured in pyproject.toml), then the suite; tests/test_docs.py
+# builds the docs site with `mkdocs build --strict` (a broken link, a missing page or a page left out
+# of the nav fails) and checks every documented flag and params key.
 test: $(INSTALLED_TEST)
+	$(PYTHON) -m ruff check src stages tests bench docs
+	$(PYTHON) -m ruff format --check src stages tests bench docs
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) -m pytest -n 2 --dist loadfile --durations=10 -q
 
 docs: $(INSTALLED_TEST)   # the site into site/ (git-ignored); `.venv/bin/mkdocs serve` to browse it

@@ -54,7 +54,7 @@ def configurations(device: str) -> list[tuple[str, dict]]:
 
 def timed_embed(texts: list[str], settings: dict) -> tuple[float, np.ndarray, str]:
     """Wall seconds, vectors and the stats line of one `embed_texts` from an empty cache."""
-    from retrieval_bench.retrieval.embed import embed_texts
+    from retrieval_bench.embedding.embed import embed_texts
 
     with tempfile.TemporaryDirectory(prefix="bench-embed-ray-") as cache:
         started = time.perf_counter()
@@ -66,7 +66,7 @@ def timed_embed(texts: list[str], settings: dict) -> tuple[float, np.ndarray, st
 
 def ray_init_seconds(settings: dict) -> float:
     """`ray.init` of a local instance sized for these actors, and its shutdown."""
-    from retrieval_bench.retrieval import embed_ray
+    from retrieval_bench.embedding import embed_ray
 
     ray = embed_ray.import_ray()
     started = time.perf_counter()
@@ -86,8 +86,8 @@ def main() -> int:
     if scifact is None:
         return 0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
     import sentence_transformers  # noqa: F401 - imported before timing: the local engine's process has it already
+    import torch
 
     texts = abstracts(scifact, args.texts)
     rows, reference = [], None

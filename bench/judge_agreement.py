@@ -66,8 +66,8 @@ def kendall_tau(x: list[float], y: list[float]) -> float:
 
 def runs_for(chunks, labels, systems: tuple[str, ...], depth: int, max_seq_length: int = 256) -> dict:
     """The pipeline's retrieval methods on the sliced corpus: {system: run}."""
+    from retrieval_bench.embedding.embed import encode, load_model
     from retrieval_bench.params import DEFAULTS
-    from retrieval_bench.retrieval.embed import encode, load_model
     from retrieval_bench.retrieval.methods import needs_vectors, retrieve
     from retrieval_bench.retrieval.run import Corpus, Questions
 

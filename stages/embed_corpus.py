@@ -5,10 +5,10 @@ embedded, each batch appended to the cache as soon as it is computed. With
 `embed.corpus_vectors: stored` they are read from the vector store at load.source instead, after a
 sample of chunks embedded again shows that embed.model made them."""
 from retrieval_bench import paths
+from retrieval_bench.embedding.embed import embed_texts, save_embeddings
+from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
 from retrieval_bench.io import read_table, run_stage
 from retrieval_bench.params import load_params
-from retrieval_bench.retrieval.embed import embed_texts, save_embeddings
-from retrieval_bench.retrieval.stored_vectors import stored_corpus_vectors
 
 
 def main() -> None:

@@ -9,7 +9,6 @@ its cost for the sync and the batch API; it needs no API key, calls nothing, wri
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from retrieval_bench import paths
 from retrieval_bench.goldenset.assemble import DryRunDone, assemble, dry_run_requested_by_env, read_prompt
 from retrieval_bench.goldenset.remote import fetch_shared_cache
 from retrieval_bench.io import read_jsonl, read_table, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
-from retrieval_bench.locking import WAIT_ENV
+from retrieval_bench.locking import paid_stage_arguments
 from retrieval_bench.params import load_params
 
 
@@ -27,12 +26,8 @@ def log(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = stage_parser("generate_goldenset", __doc__)
-    parser.add_argument("--dry-run", action="store_true", help="print what would be generated and its cost; write nothing")
-    parser.add_argument("--no-wait", action="store_true", help="exit with one line if another run holds the question cache, instead of waiting")
-    args = parser.parse_args(argv)
-    if args.no_wait:
-        os.environ[WAIT_ENV] = "0"
-    dry_run = args.dry_run or dry_run_requested_by_env()
+    asked = paid_stage_arguments(parser, argv, "print what would be generated and its cost; write nothing", "question cache")
+    dry_run = asked or dry_run_requested_by_env()
     params = load_params("generate")
     documents = read_table(paths.DOCUMENTS)
     labels = read_jsonl(paths.LABELS)

@@ -6,14 +6,13 @@ metrics/judge.json. Off by default (judge.enabled: false): then it writes an emp
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from retrieval_bench import paths
-from retrieval_bench.evaluation.judging import JudgeDryRun, dry_run_from_env, is_on, judge_pool, off, pool_pairs, read_pool, read_prompt
+from retrieval_bench.evaluation import judging
 from retrieval_bench.io import read_jsonl, read_table, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
-from retrieval_bench.locking import WAIT_ENV
+from retrieval_bench.locking import paid_stage_arguments
 from retrieval_bench.params import load_all_params
 
 
@@ -23,27 +22,25 @@ def log(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = stage_parser("judge", __doc__)
-    parser.add_argument("--dry-run", action="store_true", help="print what judging would cost; write nothing")
-    parser.add_argument("--no-wait", action="store_true", help="exit with one line if another run holds the judgement cache")
-    args = parser.parse_args(argv)
-    os.environ.update({WAIT_ENV: "0"} if args.no_wait else {})
-    dry_run = args.dry_run or dry_run_from_env()
+    asked = paid_stage_arguments(parser, argv, "print what judging would cost; write nothing", "judgement cache")
+    dry_run = asked or judging.dry_run_from_env()
     params = load_all_params()
     settings = params["judge"]
     for path in () if dry_run else (paths.JUDGEMENTS, paths.JUDGE_BATCH_JOURNAL):  # persistent outputs: they must exist
         touch_jsonl(path)
+    # A dry run exits 0 from the command line, 3 under `dvc repro` (the switch): DVC records nothing.
     try:
-        if not is_on(settings):
-            judged = off(settings, dry_run)
+        if not judging.is_on(settings):
+            judged = judging.off(settings, dry_run)
         else:
-            template, prompt_sha256 = read_prompt(Path(paths.JUDGE_PROMPT).read_bytes(), paths.JUDGE_PROMPT)
+            template, prompt_sha256 = judging.read_prompt(Path(paths.JUDGE_PROMPT).read_bytes(), paths.JUDGE_PROMPT)
             chunks = read_table(paths.CHUNKS, ["chunk_id", "doc_id", "start", "end", "text", "text_sha256"])
-            pairs = pool_pairs(read_jsonl(paths.GOLDENSET), chunks, read_pool(settings["pool"]), settings["depth"],
-                               read_table(paths.DUPLICATES), params["score"]["min_coverage"], log)
-            judged = judge_pool(settings, pairs, template, prompt_sha256, paths.JUDGEMENTS, dry_run, log)
-    except JudgeDryRun as done:  # exit 0 from the command line, 3 under `dvc repro` (the switch): DVC records nothing
+            golden, runs, duplicates = read_jsonl(paths.GOLDENSET), judging.read_pool(settings["pool"]), read_table(paths.DUPLICATES)
+            pairs = judging.pool_pairs(golden, chunks, runs, settings["depth"], duplicates, params["score"]["min_coverage"], log)
+            judged = judging.judge_pool(settings, pairs, template, prompt_sha256, paths.JUDGEMENTS, dry_run, log)
+    except judging.JudgeDryRun as done:
         log(str(done))
-        raise SystemExit(3 if dry_run_from_env() else 0) from None
+        raise SystemExit(3 if judging.dry_run_from_env() else 0) from None
     write_jsonl(paths.JUDGED_POOL, judged.rows)
     write_json(paths.JUDGE_REPORT, judged.report)
     log(judged.summary(paths.JUDGED_POOL))

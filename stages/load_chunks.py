@@ -7,7 +7,7 @@ from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.corpus.store_source import load_store_corpus
 from retrieval_bench.io import atomic_path, run_stage, write_jsonl
 from retrieval_bench.params import load_params
-from retrieval_bench.stores.base import is_store_address
+from retrieval_bench.store_address import is_store_address
 
 
 def main() -> None:

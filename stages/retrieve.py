@@ -7,7 +7,7 @@ from retrieval_bench.io import atomic_path, run_stage, touch_jsonl, write_json
 from retrieval_bench.params import load_params
 from retrieval_bench.retrieval.inputs import questions_and_corpus
 from retrieval_bench.retrieval.methods import retrieve, run_info
-from retrieval_bench.retrieval.run import check_trec_ids, write_trec
+from retrieval_bench.run_contract import check_trec_ids, write_trec
 
 
 def main() -> None:

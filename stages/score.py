@@ -7,7 +7,7 @@ from retrieval_bench.evaluation.metrics import rank_histogram
 from retrieval_bench.evaluation.system_score import score_system
 from retrieval_bench.io import atomic_open, read_jsonl, read_table, run_stage, write_json
 from retrieval_bench.params import load_all_params
-from retrieval_bench.retrieval.run import read_run_table
+from retrieval_bench.run_contract import read_run_table
 
 
 def main() -> None:

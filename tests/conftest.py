@@ -88,6 +88,19 @@ def read_metrics(project: Path) -> dict:
 
 
 @pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """The stage scripts, params and a two-document corpus, without git or DVC."""
+    shutil.copytree(ROOT / "stages", tmp_path / "stages")
+    shutil.copy(ROOT / "params.yaml", tmp_path)
+    (tmp_path / "data" / "docs").mkdir(parents=True)
+    for name in ("question_prompt.txt", "handwritten_questions.jsonl"):
+        shutil.copy(ROOT / "data" / name, tmp_path / "data")
+    (tmp_path / "data" / "docs" / "a.md").write_text("SQLite is a library. " * 30)
+    set_params(tmp_path, **{"load.source": "data/docs"})
+    return tmp_path
+
+
+@pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A fresh repository holding the project with a slice of the bundled sample."""
     return copy_project(tmp_path / "project")

@@ -1,5 +1,6 @@
-"""The house rules a newcomer relies on, checked on the source: the LLM layer is imported only by
-the golden-set build, stages are thin I/O shells, every artefact path is spelled once."""
+"""The house rules a newcomer relies on, checked on the source: imports run one way through the
+layers and in no circle, the LLM layer is imported only by the golden-set build and the judge,
+stages are thin I/O shells, every artefact path is spelled once."""
 from __future__ import annotations
 
 import ast
@@ -10,9 +11,22 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "retrieval_bench"
 STAGES = ROOT / "stages"
 MAX_STAGE_LINES = 60
-# The golden-set build and relevance judging are the clients of the LLM layer.
-MAY_IMPORT_LLM = {"goldenset/selection.py", "goldenset/assemble.py", "evaluation/judging.py"}
+MAX_FUNCTION_LINES = 60  # a function a reader holds in view at once
+MAX_MODULE_LINES = 450  # a module read in one sitting
+# The golden-set build and relevance judging are the clients of the LLM layer (remote.py completes its reply cache).
+MAY_IMPORT_LLM = {"goldenset/selection.py", "goldenset/assemble.py", "goldenset/remote.py", "evaluation/judging.py"}
 ARTEFACT = re.compile(r"^(data|metrics)/\S+$")
+# Every module of the package, by package or module (the longest prefix wins), in a layer; a module
+# imports only from its own layer or lower ones. A new module must be placed here.
+GROUND, SERVICES, DOMAIN, EVALUATION, FACES = range(5)
+LAYERS = {
+    "io": GROUND, "paths": GROUND, "params": GROUND, "locking": GROUND, "endpoints": GROUND, "spans": GROUND,
+    "run_contract": GROUND, "model_source": GROUND, "store_address": GROUND, "passage_escape": GROUND, "params_sections": GROUND,
+    "stores": SERVICES, "llm": SERVICES, "embedding": SERVICES,
+    "corpus": DOMAIN, "goldenset": DOMAIN, "retrieval": DOMAIN,
+    "evaluation": EVALUATION,
+    "api": FACES, "cli": FACES, "show": FACES, "__init__": FACES,
+}
 
 
 def python_files() -> list[Path]:
@@ -28,6 +42,32 @@ def imports(path: Path) -> set[str]:
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
     return found
+
+
+def module_name(path: Path) -> str:
+    """`llm.cache` for src/retrieval_bench/llm/cache.py; `llm` for its __init__.py; `__init__` for the package's."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (lazy and TYPE_CHECKING imports too: a circle
+    through a type hint is still two modules that cannot be read, or split, one without the other)."""
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for imported in imports(path):
+            dotted = imported.removeprefix("retrieval_bench").lstrip(".")
+            if imported.startswith("retrieval_bench") and dotted in modules:
+                found.add(dotted)
+        graph[name] = found - {name} - {name.rpartition(".")[0]}  # `from pkg.x import y` also names pkg
+    return graph
+
+
+def layer_of(module: str) -> int | None:
+    prefixes = [p for p in LAYERS if module == p or module.startswith(p + ".")]
+    return LAYERS[max(prefixes, key=len)] if prefixes else None
 
 
 def label(path: Path) -> str:
@@ -59,3 +99,67 @@ def test_every_artefact_path_is_spelled_once_in_paths_py():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and ARTEFACT.match(node.value):
                 spelled.append(f"{label(path)}: {node.value}")
     assert spelled == []
+
+
+def test_every_module_has_a_layer():
+    assert sorted(m for m in package_graph() if layer_of(m) is None) == []
+
+
+def test_imports_run_down_the_layers_only():
+    """ground < services < domain < evaluation < faces: editing a metric reruns what scores, not what
+    retrieves; editing a store adapter reruns what reads stores, not every stage."""
+    upward = [f"{m} -> {d}" for m, deps in package_graph().items() for d in deps if layer_of(d) > layer_of(m)]
+    assert sorted(upward) == []
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in graph[module]:
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_import_cycles():
+    assert import_cycles(package_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_circle_through_a_type_hint(tmp_path):
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    hinted = tmp_path / "x.py"
+    hinted.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from retrieval_bench.llm.settings import Settings\n")
+    assert "retrieval_bench.llm.settings" in imports(hinted)
+
+
+def test_functions_and_modules_stay_short():
+    """Every function (methods and nested ones too, def line to last line) and every module of the package."""
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{label(path)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+                too_long.append(f"{label(path)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert too_long == []

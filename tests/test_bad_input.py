@@ -16,19 +16,6 @@ from conftest import ROOT, run, set_params
 from retrieval_bench.params import DEFAULTS, PRICE_KEYS
 
 
-@pytest.fixture
-def workdir(tmp_path):
-    """The stage scripts, params and a two-document corpus, without git or DVC."""
-    shutil.copytree(ROOT / "stages", tmp_path / "stages")
-    shutil.copy(ROOT / "params.yaml", tmp_path)
-    (tmp_path / "data" / "docs").mkdir(parents=True)
-    for name in ("question_prompt.txt", "handwritten_questions.jsonl"):
-        shutil.copy(ROOT / "data" / name, tmp_path / "data")
-    (tmp_path / "data" / "docs" / "a.md").write_text("SQLite is a library. " * 30)
-    set_params(tmp_path, **{"load.source": "data/docs"})
-    return tmp_path
-
-
 def stage(name, cwd):
     """A stage as a subprocess: the wiring (exit status, stderr) is what these tests check."""
     return run([sys.executable, "-m", f"stages.{name}"], cwd=cwd, check=False)
@@ -268,13 +255,12 @@ def _settings(**changes):
 @pytest.mark.parametrize("guard", ["generate", "judge"])
 def test_the_cost_guards_refuse_what_is_not_finite(changes, guard):
     """The guards' own check, behind params.yaml's: NaN > limit is false, so NaN passed and paid."""
-    from retrieval_bench.evaluation.judging import _check_cost
     from retrieval_bench.io import InputError
-    from retrieval_bench.llm.cost import check_cost, estimate
+    from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, check_cost, estimate
 
     settings = _settings(**changes)
     with pytest.raises(InputError, match=f"both must be finite numbers of US dollars .*{guard}.max_cost_usd"):
-        (check_cost if guard == "generate" else _check_cost)(estimate(["a prompt"] * 3, settings), settings, 0.0)
+        check_cost(estimate(["a prompt"] * 3, settings), settings, 0.0, QUESTIONS_WORDING if guard == "generate" else JUDGE_WORDING)
 
 
 @pytest.mark.parametrize("price", [{"input_per_mtok": math.nan, "output_per_mtok": 1.0}, {"input_per_mtok": 1.0, "output_per_mtok": math.inf},
@@ -566,7 +552,7 @@ def test_a_trec_export_of_chunk_ids_with_whitespace_is_refused_before_anything_i
 @pytest.mark.parametrize("field,value", [("chunk_id", "tab\there"), ("qid", "q 0"), ("qid", "q\u00a00")])
 def test_ids_with_whitespace_are_refused_by_the_trec_writer(tmp_path, field, value):
     from retrieval_bench.io import InputError
-    from retrieval_bench.retrieval.run import write_trec
+    from retrieval_bench.run_contract import write_trec
 
     run = pd.DataFrame({"qid": ["q0"], "chunk_id": ["c0"], "rank": [1], "score": [1.0]}).assign(**{field: [value]})
     with pytest.raises(InputError, match=f"{field} {re.escape(repr(value))} holds whitespace"):
@@ -578,7 +564,7 @@ def test_the_trec_export_reads_back_as_the_same_run(piped, monkeypatch, capsys):
     name = _plugin(piped, "return [(q['qid'], c, 1.0 / (i + 1)) for q in questions for i, c in enumerate(CHUNKS) if ' ' not in c]")
     set_params(piped, **{"retrieval.method": "python", "retrieval.python": f"{name}:search", "retrieval.trec_export": "data/run.trec"})
     assert stage_in_process("retrieve", piped, monkeypatch, capsys).returncode == 0
-    from retrieval_bench.retrieval.run import read_run_file
+    from retrieval_bench.run_contract import read_run_file
 
     run = pd.read_parquet(piped / "data" / "run.parquet")
     pd.testing.assert_frame_equal(read_run_file(piped / "data" / "run.trec"), run)

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 from conftest import set_params
 from store_helpers import unit
-from test_bad_input import stage_in_process, workdir  # noqa: F401 - workdir is a fixture
+from test_bad_input import stage_in_process
 
-from retrieval_bench.retrieval import embedding_cache as ec
+from retrieval_bench.embedding import embedding_cache as ec
+from retrieval_bench.store_address import parse_address
 from retrieval_bench.stores import registry
-from retrieval_bench.stores.base import parse_address
 
 QUESTIONS = ["what is a write-ahead log?", "how does a checkpoint work?", "can readers and writers run together?"]
 SENTINEL = b"the last good output"
@@ -42,7 +42,7 @@ def _golden(folder: Path) -> None:
 
 
 @pytest.fixture
-def embedding(workdir):  # noqa: F811 - the imported fixture
+def embedding(workdir):
     """The workdir with a golden set and a stand-in for the last good questions.npy."""
     _golden(workdir)
     (workdir / "data" / "embeddings").mkdir(parents=True)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from conftest import set_params
 from store_helpers import unit
-from test_bad_input import assert_one_line_error, stage_in_process, workdir  # noqa: F401  (workdir: a fixture)
+from test_bad_input import assert_one_line_error, stage_in_process
 
+from retrieval_bench.store_address import parse_address
 from retrieval_bench.stores import registry
-from retrieval_bench.stores.base import parse_address
 
 ROWS, DIM = 6, 8
 

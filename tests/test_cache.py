@@ -1,8 +1,8 @@
 """The question cache survives a crash mid-write: a torn last line is skipped and repaired."""
 import pytest
 
-from retrieval_bench.goldenset.cache import CacheWriter, cache_key, read_cache, read_journal
 from retrieval_bench.io import InputError
+from retrieval_bench.llm.cache import CacheWriter, cache_key, read_cache, read_journal
 
 
 def test_torn_last_line_is_skipped_then_cut_before_the_next_append(tmp_path):

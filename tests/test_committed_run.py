@@ -9,7 +9,6 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import ROOT, dvc
 
 pytestmark = pytest.mark.pipeline

@@ -1,6 +1,6 @@
 """Exact dense top-k and the run it makes are those of the plain definition (every score, a full
 stable sort by score then chunk index, the whole tie group at the cut), whatever the block sizes,
-on data full of exact ties; and from_top ranks as _ranked does (score, then chunk id as text)."""
+on data full of exact ties; and from_top ranks as run_contract.ranked does (score, then chunk id as text)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +10,7 @@ import pytest
 from retrieval_bench.retrieval import dense
 from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.run_contract import ranked
 
 
 def tied_data(seed: int, n_chunks: int, n_questions: int):
@@ -59,7 +60,7 @@ def test_from_top_ranks_as_ranked_does():
     keep = rng.random((40, 30)) < 0.8
     keep[3] = False  # a question with nothing retrieved
     qids = [f"q{i}" for i in rng.permutation(40)]
-    expected = runs._ranked(pd.DataFrame({
+    expected = ranked(pd.DataFrame({
         "qid": np.repeat(np.asarray(qids, dtype=object), keep.sum(axis=1)),
         "chunk_id": np.asarray(chunk_ids, dtype=object)[indices[keep]],
         "score": scores[keep].astype(np.float64),

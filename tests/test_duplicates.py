@@ -17,7 +17,7 @@ from retrieval_bench.evaluation.judged import judged_summary
 from retrieval_bench.evaluation.metrics import summarize
 from retrieval_bench.evaluation.scoring import score_run_both_views
 from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
-from retrieval_bench.retrieval.run import from_records
+from retrieval_bench.run_contract import from_records
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample" / "sqlite"

@@ -5,7 +5,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from retrieval_bench.retrieval import embed, model_source
+from retrieval_bench import model_source
+from retrieval_bench.embedding import embed
 from retrieval_bench.io import InputError
 
 
@@ -68,8 +69,8 @@ def test_an_empty_text_list_loads_no_encoder(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("engine", ["local", "ray"])
 def test_the_model_is_resolved_once_per_call_and_each_engine_gets_only_what_the_cache_lacks(engine, tmp_path, monkeypatch):
+    from retrieval_bench.embedding import embed_ray
     from retrieval_bench.params import DEFAULTS
-    from retrieval_bench.retrieval import embed_ray
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     resolved, asked = [], []

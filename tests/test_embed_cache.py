@@ -18,10 +18,10 @@ import pytest
 import yaml
 from conftest import ROOT, tool_env
 
+from retrieval_bench.embedding import embedding_cache as ec
+from retrieval_bench.embedding.embed import embedding_space, load_model
 from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS
-from retrieval_bench.retrieval import embedding_cache as ec
-from retrieval_bench.retrieval.embed import embedding_space, load_model
 
 N_KILL = 160  # chunks embedded in batches of 4 by the stage that is killed
 
@@ -132,8 +132,8 @@ def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path
     """`retrieval-bench cache prune` on caches that hold only needed vectors, in two shards each:
     nothing dropped, yet the DVC outputs were rewritten, so it says to record them."""
     from retrieval_bench import paths
-    from retrieval_bench.retrieval.cache_prune import run_prune
-    from retrieval_bench.retrieval.embed import cache_keys, settings_fingerprint
+    from retrieval_bench.embedding.cache_prune import run_prune
+    from retrieval_bench.embedding.embed import cache_keys, settings_fingerprint
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -307,7 +307,7 @@ def test_a_non_finite_or_zero_vector_is_never_cached(tmp_path, value):
 
 
 def test_a_damaged_cached_vector_is_embedded_again_by_embed_texts(tmp_path, capsys):
-    from retrieval_bench.retrieval.embed import embed_texts
+    from retrieval_bench.embedding.embed import embed_texts
 
     texts = ["the write-ahead log", "a checkpoint copies pages back", "readers and writers"]
     settings = {**DEFAULTS["embed"], "batch_size": 2}
@@ -326,8 +326,8 @@ EMBED_CHILD = """
 import sys, time
 from pathlib import Path
 from retrieval_bench.params import DEFAULTS
-from retrieval_bench.retrieval import embedding_cache
-from retrieval_bench.retrieval.embed import embed_texts
+from retrieval_bench.embedding import embedding_cache
+from retrieval_bench.embedding.embed import embed_texts
 
 folder, signals, pause = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "pause"
 put = embedding_cache.EmbeddingCache.put

@@ -24,12 +24,12 @@ import psutil
 import pytest
 from conftest import copy_project, dvc, read_metrics, set_params, tool_env
 
+from retrieval_bench.embedding import embed_ray
+from retrieval_bench.embedding.embed import cache_keys, embed_texts, settings_fingerprint
+from retrieval_bench.embedding.embedding_cache import EmbeddingCache, read_shards
 from retrieval_bench.io import InputError, read_jsonl
+from retrieval_bench.model_source import model_fingerprint, resolve_model
 from retrieval_bench.params import DEFAULTS
-from retrieval_bench.retrieval import embed_ray
-from retrieval_bench.retrieval.embed import cache_keys, embed_texts, settings_fingerprint
-from retrieval_bench.retrieval.model_source import model_fingerprint, resolve_model
-from retrieval_bench.retrieval.embedding_cache import EmbeddingCache, read_shards
 
 WORDS = ("page cache journal index btree vacuum checkpoint writer reader lock schema table column row query "
          "planner statistics trigger view transaction savepoint rollback commit pragma wal").split()
@@ -179,7 +179,7 @@ def test_an_address_that_accepts_and_never_answers_ends_after_embed_ray_timeout_
 STAGE = """
 import json, sys
 from retrieval_bench.io import run_stage
-from retrieval_bench.retrieval.embed import embed_texts
+from retrieval_bench.embedding.embed import embed_texts
 job = json.loads(open(sys.argv[1]).read())
 def main():
     _, stats = embed_texts(job["texts"], job["settings"], "", job["cache"], progress=False)
@@ -295,7 +295,7 @@ def test_dvc_repro_with_the_ray_engine_gives_the_local_engines_vectors_and_metri
 KILLED_DRIVER = """
 import json, os, signal, sys
 from retrieval_bench.params import DEFAULTS
-from retrieval_bench.retrieval import embed_ray
+from retrieval_bench.embedding import embed_ray
 
 ray = embed_ray.import_ray()
 import psutil  # noqa: E402 - Ray's copy when no other is installed

@@ -2,8 +2,8 @@
 import pandas as pd
 
 from retrieval_bench.cli import main
-from retrieval_bench.io import write_jsonl
 from retrieval_bench.corpus.load import load_corpus
+from retrieval_bench.io import write_jsonl
 
 CHUNKS = pd.DataFrame({
     "chunk_id": ["d:0-20", "d:15-40", "e:0-30"], "doc_id": ["d", "d", "e"],

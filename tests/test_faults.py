@@ -41,12 +41,13 @@ from stub_llm import (
 )
 
 from retrieval_bench.corpus.load import load_corpus
-from retrieval_bench.goldenset.cache import CacheWriter, cache_key, read_cache, read_journal
 from retrieval_bench.goldenset.evidence import evidence_in_passage, locate_in_passage
 from retrieval_bench.goldenset.selection import REJECT_REASONS, CacheIndex, walk
-from retrieval_bench.io import InputError, run_stage as run_stage_main
+from retrieval_bench.io import InputError
+from retrieval_bench.io import run_stage as run_stage_main
 from retrieval_bench.llm import sync
 from retrieval_bench.llm.batch import GRACE_ENV
+from retrieval_bench.llm.cache import CacheWriter, cache_key, read_cache, read_journal
 from retrieval_bench.llm.credentials import openai_endpoint
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.hygiene import clean_reply
@@ -230,7 +231,10 @@ def test_two_concurrent_runs_pay_once(tmp_path):
             with open(log, "w") as handle:
                 processes.append(subprocess.Popen([sys.executable, "-m", "stages.generate_goldenset"], cwd=project,
                                                   env=stage_env(stub), stdout=handle, stderr=subprocess.STDOUT))
-        waiting = lambda: stub.generation_requests() and any("waiting for it to finish" in log.read_text() for log in logs)  # noqa: E731
+
+        def waiting() -> bool:
+            return stub.generation_requests() and any("waiting for it to finish" in log.read_text() for log in logs)
+
         for process in processes:
             wait_for(waiting, process)
         stub.gate.set()

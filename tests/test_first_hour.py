@@ -28,8 +28,9 @@ from conftest import ROOT, set_params
 from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_project, start_stage
 
 from retrieval_bench.goldenset import remote
-from retrieval_bench.goldenset.cache import read_cache
-from retrieval_bench.io import InputError, Interrupted, progress, read_jsonl as read_rows, run_stage, touch_jsonl, write_jsonl
+from retrieval_bench.io import InputError, Interrupted, progress, run_stage, touch_jsonl, write_jsonl
+from retrieval_bench.io import read_jsonl as read_rows
+from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.llm.cost import check_cost, estimate
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.prices import usd

@@ -9,9 +9,9 @@ import pytest
 from stub_llm import StubLLM, read_jsonl
 
 from retrieval_bench.goldenset.build import normalise_question
-from retrieval_bench.goldenset.cache import cache_key, read_cache
 from retrieval_bench.io import InputError
 from retrieval_bench.llm.anthropic_batch import MESSAGE_BATCHES
+from retrieval_bench.llm.cache import cache_key, read_cache
 from retrieval_bench.llm.cost import check_cost, estimate
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.hygiene import clean_reply

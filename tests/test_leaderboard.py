@@ -17,8 +17,8 @@ from statsmodels.stats.multitest import multipletests
 
 from retrieval_bench.evaluation.leaderboard import leaderboard, markdown
 from retrieval_bench.evaluation.segments import segments
-from retrieval_bench.evaluation.style_gap import rank_auc, style_gap
 from retrieval_bench.evaluation.stats import randomization_p_value
+from retrieval_bench.evaluation.style_gap import rank_auc, style_gap
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -43,6 +43,27 @@ def test_repro_caches_and_reruns_only_what_changed(project):
     assert ran_stages(dvc("repro", cwd=project).stdout) == set()
 
 
+def stages_to_rerun(project) -> set[str]:
+    """The stages `dvc status` finds changed (their own deps or params), besides check_params."""
+    return set(json.loads(dvc("status", "--json", cwd=project).stdout)) - {"check_params"}
+
+
+def test_editing_a_metric_definition_reruns_only_score(project):
+    dvc("repro", cwd=project)
+    assert stages_to_rerun(project) == set()
+    store_base = project / "src" / "retrieval_bench" / "stores" / "base.py"
+    original = store_base.read_text()
+    store_base.write_text(original + "# an edit to the store adapters' shared part\n")
+    assert stages_to_rerun(project) == {"load_chunks", "embed_corpus", "retrieve"}  # those that may read a vector store
+    store_base.write_text(original)
+
+    metrics = project / "src" / "retrieval_bench" / "evaluation" / "metrics.py"
+    metrics.write_text(metrics.read_text() + "# a metric definition edited\n")
+    assert stages_to_rerun(project) == {"score"}
+    output = dvc("repro", "--no-run-cache", cwd=project).stdout  # a stage whose deps changed runs, never restored
+    assert ran_stages(output) == {"score"}  # not the golden set, not retrieve (minutes at scale), not judge
+
+
 def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable(project):
     # Hand-written questions whose evidence is a whole 800-character chunk: at 400 characters no
     # chunk holds half of it, but every chunk inside it is wholly evidence, so each stays scorable.

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from retrieval_bench import run_contract
 from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS
 from retrieval_bench.retrieval import run as runs
@@ -90,7 +91,7 @@ def reference_fusion(component_runs: dict, weights: dict, fusion: str, rrf_k: fl
             contribution = weights[name] * ((run["score"] - low) / (high - low).where(high > low, 1.0))
         parts.append(pd.DataFrame({"qid": run["qid"], "chunk_id": run["chunk_id"], "score": contribution}))
     fused = pd.concat(parts).groupby(["qid", "chunk_id"], sort=False, as_index=False)["score"].sum()
-    return runs.from_records(fused.itertuples(index=False, name=None), depth)
+    return run_contract.from_records(fused.itertuples(index=False, name=None), depth)
 
 
 def as_run(indices: np.ndarray, scores: np.ndarray, keep: np.ndarray, qids: list[str], chunk_ids: list[str]) -> pd.DataFrame:
@@ -111,7 +112,7 @@ def test_array_fusion_equals_the_plain_definition_on_random_tied_runs(fusion):
     component_runs = {"dense": as_run(*tops[0], qids, chunk_ids), "bm25": as_run(*tops[1], qids, chunk_ids)}
     expected = reference_fusion(component_runs, {"dense": 1.0, "bm25": 0.5}, fusion, 60, depth)
     got = as_run(*fuse(tops, [1.0, 0.5], fusion, 60, n_chunks, depth), qids, chunk_ids)
-    got = runs.cut_to_depth(got, depth)
+    got = run_contract.cut_to_depth(got, depth)
     expected = expected.iloc[expected["qid"].map(qids.index).argsort(kind="stable")].reset_index(drop=True)
     pd.testing.assert_frame_equal(got, expected)
 
@@ -190,24 +191,24 @@ def test_dense_keeps_whole_tie_groups_at_the_cut(depth):
 def test_run_files_trec_and_jsonl(tmp_path):
     trec = tmp_path / "engine.trec"
     trec.write_text("q1 Q0 b 1 0.9 engine\nq1 Q0 a 2 0.5 engine\nq2 Q0 c 1 0.7 engine\n")
-    run = runs.read_run_file(trec, depth=1)
+    run = run_contract.read_run_file(trec, depth=1)
     assert run[["qid", "chunk_id", "rank"]].values.tolist() == [["q1", "b", 1], ["q2", "c", 1]]
-    runs.write_trec(run, tmp_path / "back.trec", "ours")
-    assert runs.read_run_file(tmp_path / "back.trec").equals(run)
+    run_contract.write_trec(run, tmp_path / "back.trec", "ours")
+    assert run_contract.read_run_file(tmp_path / "back.trec").equals(run)
     jsonl = tmp_path / "engine.jsonl"
     jsonl.write_text('{"qid": "q1", "chunk_id": "a", "score": 1}\n{"qid": "q1", "chunk_id": "b"}\n')
     with pytest.raises(InputError, match="engine.jsonl:2: expected a JSON object with qid, chunk_id and a numeric score"):
-        runs.read_run_file(jsonl)
+        run_contract.read_run_file(jsonl)
     (tmp_path / "bad.trec").write_text("q1 b 0.9\n")
     with pytest.raises(InputError, match="bad.trec:1: expected a TREC run line"):
-        runs.read_run_file(tmp_path / "bad.trec")
+        run_contract.read_run_file(tmp_path / "bad.trec")
     with pytest.raises(InputError, match="1 chunk ids are not in the chunk table, e.g. 'zz'"):
-        runs.check_run(runs.from_records([("q1", "zz", 1.0)]), ["q1"], {"a"}, "x.trec")
+        run_contract.check_run(run_contract.from_records([("q1", "zz", 1.0)]), ["q1"], {"a"}, "x.trec")
 
 
 def test_positions_in_a_run_count_only_retrieved_chunks():
-    run = runs.from_records([("q1", "a", 0.9), ("q1", "b", 0.5), ("q1", "c", 0.5)])
-    placed = runs.positions(run, ["q1", "q2"], [["c", "zz"], ["a"]])
+    run = run_contract.from_records([("q1", "a", 0.9), ("q1", "b", 0.5), ("q1", "c", 0.5)])
+    placed = run_contract.positions(run, ["q1", "q2"], [["c", "zz"], ["a"]])
     assert placed[0].better.tolist() == [1, math.inf] and placed[0].tied.tolist() == [2, 1]
     assert placed[1].better.tolist() == [math.inf]  # a question the run does not list
 

@@ -3,17 +3,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from retrieval_bench.corpus.load import chunk_documents
+from retrieval_bench.evaluation.metrics import question_metrics, span_recall
 from retrieval_bench.goldenset.build import (
     deduplicate,
     handwritten_rows,
     locate_evidence,
     sample_rows,
 )
-from retrieval_bench.corpus.load import chunk_documents
-from retrieval_bench.evaluation.metrics import question_metrics
 from retrieval_bench.retrieval.rank import pessimistic_ranks
-from retrieval_bench.evaluation.metrics import span_recall
-from retrieval_bench.evaluation.relevance import coverage, judge, union_coverage
+from retrieval_bench.spans import coverage, judge, union_coverage
 
 DOC = "SQLite stores data in one file.\nWAL mode lets readers   and writers run at the same time. Vacuum rebuilds it."
 

@@ -6,8 +6,8 @@ import os
 import time
 
 import pytest
-
 from conftest import copy_project, dvc
+
 from retrieval_bench.corpus.source_stamp import source_stamp
 
 

@@ -12,8 +12,8 @@ from qdrant_client import QdrantClient, models
 from store_helpers import DEPTH, DIM, N, assert_same_ranking, exact_top_k, opened, random_chunks
 
 from retrieval_bench.io import InputError
+from retrieval_bench.store_address import parse_address
 from retrieval_bench.stores import registry
-from retrieval_bench.stores.base import parse_address
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,9 @@ from store_helpers import assert_same_ranking, exact_top_k, opened, unit
 
 import retrieval_bench.stores as stores_package
 from retrieval_bench.io import InputError
+from retrieval_bench.store_address import ENGINES, StoreAddress, parse_address
 from retrieval_bench.stores import registry
-from retrieval_bench.stores.base import ENGINES, StoreAddress, parse_address, similarity
+from retrieval_bench.stores.base import similarity
 
 N, DIM, DEPTH, ROWS = 250, 16, 10, 64
 ALL = ["chroma", "chroma-server", "lancedb", "qdrant", "sqlite-vec"]
@@ -152,7 +153,7 @@ def test_reading_a_store_keeps_its_stamp_and_a_rebuild_changes_it(engine, data, 
     registry.create_collection(address, ids, texts, metadata, vectors, EXACT_INDEX.get(engine))
     first = source_stamp(str(address))
     assert first["kind"] == "local store" and "md5" in first
-    reader = ("import sys, numpy as np; from retrieval_bench.stores import registry; from retrieval_bench.stores.base import parse_address\n"
+    reader = ("import sys, numpy as np; from retrieval_bench.stores import registry; from retrieval_bench.store_address import parse_address\n"
               "store = registry.open_store(parse_address(sys.argv[1]))\n"
               "print(sum(len(page.ids) for page in store.pages(64, with_vectors=True)))\n"
               "dim = int(sys.argv[2]); store.search(np.ones((1, dim), dtype=np.float32) / dim ** 0.5, 10, None, None)\n"
@@ -240,7 +241,7 @@ def test_stored_vectors_come_in_chunk_order_at_unit_length_and_a_gap_is_one_line
     """read_vectors: rows in the order of the chunk ids asked for, store chunks not asked for
     skipped, vectors off unit length renormalised; a chunk the store lacks, or an all-zero vector,
     is one line."""
-    from retrieval_bench.retrieval.stored_vectors import read_vectors
+    from retrieval_bench.embedding.stored_vectors import read_vectors
 
     rng = np.random.default_rng(5)
     ids = [f"c{i}" for i in range(40)]

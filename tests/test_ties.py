@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 import pytrec_eval
 
-from retrieval_bench.evaluation.metrics import Positions, concrete_ranks, question_metrics, score_question, span_recall
+from retrieval_bench import run_contract
+from retrieval_bench.evaluation.metrics import concrete_ranks, question_metrics, score_question, span_recall
 from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.hybrid import Top, fuse
 from retrieval_bench.retrieval.rank import judged_positions
-from retrieval_bench.evaluation.relevance import Judgement
+from retrieval_bench.run_contract import Positions
+from retrieval_bench.spans import Judgement
 
 KS = [1, 2, 3, 5]
 METRICS = ["reciprocal_rank", "reciprocal_rank@10", "ndcg@10", "map@10", "first_relevant_rank"] + [
@@ -125,7 +127,7 @@ def test_hybrid_mirror_ties_do_not_depend_on_who_came_first():
     fused = runs.from_top(["q"], ["a", "b", "c"], fused_top.indices, fused_top.scores, keep=fused_top.kept)
     for gold in ("a", "b"):
         judgement = Judgement(np.array([0]), np.array([1.0]))
-        row = score_question(judgement, runs.positions(fused, ["q"], [[gold]])[0], [1], "expected")
+        row = score_question(judgement, run_contract.positions(fused, ["q"], [[gold]])[0], [1], "expected")
         assert row["reciprocal_rank"] == pytest.approx(0.75) and row["hit@1"] == pytest.approx(0.5)
 
 
@@ -138,8 +140,8 @@ def test_a_run_cut_at_depth_scores_every_k_up_to_depth_as_the_full_ranking(seed,
     scores, judgement = random_tied_case(rng, span)
     chunk_ids = [f"c{i}" for i in range(len(scores))]
     depth = int(rng.integers(1, len(scores) + 1))
-    run = runs.from_records([("q", chunk_ids[i], float(s)) for i, s in enumerate(scores)], depth)
-    placed = runs.positions(run, ["q"], [[chunk_ids[i] for i in judgement.indices]])[0]
+    run = run_contract.from_records([("q", chunk_ids[i], float(s)) for i, s in enumerate(scores)], depth)
+    placed = run_contract.positions(run, ["q"], [[chunk_ids[i] for i in judgement.indices]])[0]
     ks = list(range(1, depth + 1))
     cut = score_question(judgement, placed, ks, "expected")
     full = score_question(judgement, judged_positions(scores, judgement.indices), ks, "expected")

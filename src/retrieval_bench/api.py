@@ -26,7 +26,7 @@ from retrieval_bench.evaluation.metrics import TIE_POLICIES, summarize
 from retrieval_bench.evaluation.scoring import score_run, score_run_both_views
 from retrieval_bench.evaluation.segments import segments
 from retrieval_bench.io import InputError, checked_id, read_jsonl
-from retrieval_bench.retrieval.run import from_records, read_run_file
+from retrieval_bench.run_contract import from_records, read_run_file
 
 Comparison = _compare.Comparison
 Labels = Union[str, Path, Sequence[Mapping[str, Any]], Mapping[str, Mapping[str, int]]]

@@ -14,7 +14,7 @@ COMMANDS = {
     "gauge": ("retrieval_bench.goldenset.gauge", "add_arguments", "echo rate and BM25 ease of any question set against the chunks"),
     "show": ("retrieval_bench.show", "add_arguments", "the current run's headline metrics, the change since HEAD, golden-set health"),
     "export-questions": ("retrieval_bench.retrieval.external", "add_export_arguments", "write the questions for an external system to run"),
-    "cache": ("retrieval_bench.retrieval.cache_prune", "add_arguments", "the embedding caches: `cache prune` keeps what the current data needs"),
+    "cache": ("retrieval_bench.embedding.cache_prune", "add_arguments", "the embedding caches: `cache prune` keeps what the current data needs"),
 }
 
 

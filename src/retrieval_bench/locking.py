@@ -16,6 +16,7 @@ locked again.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import tempfile
@@ -33,6 +34,17 @@ except ImportError:  # pragma: no cover - Windows
 
 WAIT_ENV = "RETRIEVAL_BENCH_LOCK_WAIT"
 POLL_S = 0.2
+
+
+def paid_stage_arguments(parser: argparse.ArgumentParser, argv: list[str] | None, dry_run_help: str, cache: str) -> bool:
+    """A paying stage's command line: --dry-run (whether it was given is returned) and --no-wait
+    (one line instead of a wait when another run holds `cache`: WAIT_ENV 0 for this process)."""
+    parser.add_argument("--dry-run", action="store_true", help=dry_run_help)
+    parser.add_argument("--no-wait", action="store_true", help=f"exit with one line if another run holds the {cache}, instead of waiting")
+    args = parser.parse_args(argv)
+    if args.no_wait:
+        os.environ[WAIT_ENV] = "0"
+    return args.dry_run
 
 
 def _wait_limit() -> float | None:

@@ -10,6 +10,8 @@ from typing import Any
 import yaml
 
 from retrieval_bench.io import InputError
+from retrieval_bench.params_sections import check_embed, check_rerank_and_ann
+from retrieval_bench.store_address import check_store_params
 
 # The defaults double as the schema: a key not listed here is a typo, and a value must have
 # the type of its default (an int is accepted where a float is expected; None means optional).
@@ -223,8 +225,8 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     _check_generate(params["generate"], path)
     _check_hygiene_and_duplicates(params, path)
     _check_judge(params["judge"], path)
-    _check_embed(params["embed"], path)
-    _check_stores(params, path)
+    check_embed(params["embed"], path)
+    check_store_params(params, path)
     if params["retrieval"]["rrf_k"] < 0:
         raise InputError(f"{path}: retrieval.rrf_k must be >= 0")
     _check_retrieval(params["retrieval"], path)
@@ -235,68 +237,6 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     for key, allowed in (("stemmer", ("english", "none")), ("stopwords", ("en", "none"))):
         if params["retrieval"]["bm25"][key] not in allowed:
             raise InputError(f"{path}: retrieval.bm25.{key} must be one of {', '.join(allowed)}, got {params['retrieval']['bm25'][key]!r}")
-
-
-# (lowest, highest) of numeric params: beyond the upper bound a value only costs time or memory
-# (retrieval.ann.ef_search 1e8 searched for hours), so it is refused, as NaN is.
-EMBED_BOUNDS = {"batch_size": (1, 65_536), "ray.num_actors": (1, 1024), "ray.batch_size": (1, 1 << 20),
-                "ray.num_cpus_per_actor": (0, 1024), "ray.num_gpus_per_actor": (0, 64), "ray.timeout_s": (0.1, 600)}
-ANN_BOUNDS = {"hnsw_m": (2, 256), "ef_construction": (1, 4096), "ef_search": (1, 32_768), "nlist": (1, 1 << 20),
-              "nprobe": (1, 1 << 20), "pq_m": (1, 1024), "pq_bits": (1, 16)}
-
-
-def _check_bounds(section: dict[str, Any], bounds: dict[str, tuple[float, float]], where: str, path: Path) -> None:
-    for key, (lowest, highest) in bounds.items():
-        group, _, name = key.rpartition(".")
-        value = section[group][name] if group else section[name]
-        if not lowest <= value <= highest:  # NaN is refused too
-            raise InputError(f"{path}: {where}.{key} must be between {lowest} and {highest}, got {value!r}")
-
-
-def _check_embed(embed: dict[str, Any], path: Path) -> None:
-    device = embed["device"]
-    if device is not None and not (isinstance(device, str) and re.fullmatch(r"cpu|mps|cuda(:\d+)?", device)):
-        raise InputError(f"{path}: embed.device must be null (auto), cpu, cuda, cuda:N or mps, got {device!r}")
-    if embed["quantize"] == "int8" and embed["backend"] != "onnx":
-        raise InputError(f"{path}: embed.quantize int8 needs embed.backend onnx, got {embed['backend']!r}")
-    if embed["backend"] == "onnx" and embed["precision"] != "fp32":
-        raise InputError(f"{path}: embed.precision {embed['precision']} is not available with embed.backend onnx "
-                         "(fp32 only; bf16/fp16: openvino or torch)")
-    if embed["backend"] != "torch" and device not in (None, "cpu"):
-        raise InputError(f"{path}: embed.device {device!r} needs embed.backend torch ({embed['backend']} runs on the CPU here)")
-    ray = embed["ray"]
-    address = ray["address"]
-    if address is not None and not (isinstance(address, str) and address.strip()):
-        raise InputError(f"{path}: embed.ray.address must be null (start a local Ray), auto or host:port, got {address!r}")
-    _check_bounds(embed, EMBED_BOUNDS, "embed", path)
-    if embed["engine"] == "ray" and ray["num_gpus_per_actor"] > 0 and (embed["backend"] != "torch" or device not in (None, "cuda")):
-        raise InputError(f"{path}: embed.ray.num_gpus_per_actor > 0 needs embed.backend torch and embed.device null or cuda "
-                         f"(got backend {embed['backend']}, device {device})")
-
-
-def _check_stores(params: dict[str, Any], path: Path) -> None:
-    """Store addresses parse (engine, location, collection) without importing any store."""
-    from retrieval_bench.stores.base import check_search, is_store_address, parse_address
-
-    source, store = params["load"]["source"], params["retrieval"]["store"]
-    if is_store_address(source):
-        parse_address(source, f"{path}: load.source")
-    elif params["embed"]["corpus_vectors"] == "stored":
-        raise InputError(f"{path}: embed.corpus_vectors stored needs load.source to be a vector store address "
-                         f"(e.g. lancedb:data/store.lancedb?table=chunks), got {source!r}")
-    address = store["address"]
-    if address is not None:
-        if not isinstance(address, str):
-            raise InputError(f"{path}: retrieval.store.address must be a store address or null (= load.source), got {address!r}")
-        parse_address(address, f"{path}: retrieval.store.address")
-    if params["retrieval"]["method"] == "store" and address is None and not is_store_address(source):
-        raise InputError(f"{path}: retrieval.method store needs retrieval.store.address, or load.source a store address")
-    if address is None and is_store_address(source):
-        store["address"] = source  # null = load.source, resolved here once for every reader
-    if store["search"] is not None and not isinstance(store["search"], dict):
-        raise InputError(f"{path}: retrieval.store.search must be a mapping of the engine's query parameters or null, got {store['search']!r}")
-    if store["address"] is not None:
-        check_search(parse_address(store["address"]).engine, store["search"], f"{path}: retrieval.store.search")
 
 
 def _check_generate(generate: dict[str, Any], path: Path) -> None:
@@ -384,7 +324,7 @@ def _check_retrieval(retrieval: dict[str, Any], path: Path) -> None:
     for method, key in (("run-file", "run_file"), ("python", "python")):
         if retrieval["method"] == method and not retrieval[key]:
             raise InputError(f"{path}: retrieval.method {method} needs retrieval.{key}")
-    _check_rerank_and_ann(retrieval, path)
+    check_rerank_and_ann(retrieval, path)
 
 
 def _check_inside(target: str | None, where: str, path: Path) -> None:
@@ -439,27 +379,3 @@ def panel_system(panel: dict[str, dict[str, Any]], system: str, path: str | Path
     return panel[system]
 
 
-RERANK_DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"  # the usual choice, named in the error below
-
-
-def _check_rerank_and_ann(retrieval: dict[str, Any], path: Path) -> None:
-    rerank, ann = retrieval["rerank"], retrieval["ann"]
-    model = rerank["model"]
-    if model is not None and not (isinstance(model, str) and model.strip()):
-        raise InputError(f"{path}: retrieval.rerank.model must be a cross-encoder id or local path, or null, got {model!r}")
-    if retrieval["method"] == "rerank" and model is None:
-        raise InputError(
-            f"{path}: retrieval.method rerank needs retrieval.rerank.model, a cross-encoder id or local path "
-            f"(usually {RERANK_DEFAULT_MODEL}; offline, a local copy of it)"
-        )
-    choices = {"rerank.first_stage": ("dense", "bm25", "hybrid"), "ann.index": ("hnsw", "ivf-flat", "ivf-pq")}
-    for where, allowed in choices.items():
-        group, key = where.split(".")
-        if retrieval[group][key] not in allowed:
-            raise InputError(f"{path}: retrieval.{where} must be one of {', '.join(allowed)}, got {retrieval[group][key]!r}")
-    for key in ("candidates", "batch_size"):
-        if rerank[key] <= 0:
-            raise InputError(f"{path}: retrieval.rerank.{key} must be a positive integer, got {rerank[key]!r}")
-    _check_bounds(ann, ANN_BOUNDS, "retrieval.ann", path)
-    if ann["nprobe"] > ann["nlist"]:
-        raise InputError(f"{path}: retrieval.ann.nprobe ({ann['nprobe']}) cannot exceed retrieval.ann.nlist ({ann['nlist']})")

@@ -45,7 +45,7 @@ EXPORTED_QUESTIONS = "data/questions.jsonl"  # retrieval-bench export-questions,
 # judge
 JUDGE_PROMPT = "data/judge_prompt.txt"
 JUDGEMENTS = "data/judgements.jsonl"  # the judge's replies by (model, prompt, question, chunk text): persistent, append-only
-JUDGE_BATCH_JOURNAL = "data/judgements.batches.jsonl"  # journal of submitted judging batches (llm.batch.journal_path_for)
+JUDGE_BATCH_JOURNAL = "data/judgements.batches.jsonl"  # journal of submitted judging batches (llm.cache.journal_path_for)
 JUDGED_POOL = "data/judged_pool.jsonl"  # this run's pooled (question, chunk) pairs and their grades, read by score
 JUDGE_REPORT = "metrics/judge.json"
 

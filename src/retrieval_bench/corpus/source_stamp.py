@@ -26,7 +26,7 @@ from contextlib import closing
 from pathlib import Path
 
 from retrieval_bench.io import hash_file, write_json
-from retrieval_bench.stores.base import is_store_address, parse_address
+from retrieval_bench.store_address import is_store_address, parse_address
 
 
 def _files(root: Path) -> list[Path]:

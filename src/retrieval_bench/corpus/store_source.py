@@ -14,7 +14,8 @@ import pandas as pd
 
 from retrieval_bench.corpus.load import DOCUMENT_FIELDS, Corpus, note_repeated_texts, ready_chunks_corpus
 from retrieval_bench.io import InputError, progress
-from retrieval_bench.stores.base import PAGE_ROWS, StoreAddress, parse_address
+from retrieval_bench.store_address import StoreAddress, parse_address
+from retrieval_bench.stores.base import PAGE_ROWS
 from retrieval_bench.stores.registry import open_store
 
 DOCUMENT_OPTIONS = {"doc_id": "document", "start": "start", "end": "end"}  # chunk field -> the address option naming it

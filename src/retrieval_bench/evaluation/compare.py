@@ -20,74 +20,30 @@ import math
 import re
 import sys
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text
+from retrieval_bench.evaluation.compare_runs import per_question_path, question_context, read_run
+from retrieval_bench.evaluation.comparison import Comparison
+from retrieval_bench.evaluation.corrections import BH
 from retrieval_bench.evaluation.metrics import CUTOFF
+from retrieval_bench.evaluation.revisions import WORKSPACE
+from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS, regressions, segment_tests
 from retrieval_bench.evaluation.stats import (
-    MDD_FORMULA,
     min_detectable_delta,
     paired_bootstrap_ci,
     randomization_p_value,
     win_tie_loss,
 )
-from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text, verdict_line
-from retrieval_bench.evaluation.corrections import BH
-from retrieval_bench.evaluation.compare_runs import per_question_path, question_context, read_run
-from retrieval_bench.evaluation.revisions import WORKSPACE
-from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS, regressions, segment_tests
 from retrieval_bench.io import InputError
 from retrieval_bench.paths import PER_QUESTION
-
 
 # ---------------------------------------------------------------------------------------------
 # Comparing two per-question tables (pure)
 # ---------------------------------------------------------------------------------------------
-
-@dataclass
-class Comparison:
-    a: str
-    b: str
-    n_questions: int
-    metrics: dict[str, dict]
-    flip_k: int | None
-    flipped: list[dict]
-    warnings: list[str] = field(default_factory=list)
-    resamples: int = 10_000
-    seed: int = 0
-    level: float = 0.95
-    a_commit: str | None = None
-    b_commit: str | None = None
-    n_unscorable_dropped: int = 0  # paired questions left out: no relevant chunk under one run or both
-    judged: dict[str, dict] = field(default_factory=dict)  # the judged view's statistics, by metric (strict name)
-    views_coincide: bool = False  # every judged column equals its strict one (no duplicates, no judgements)
-    segments: dict | None = None  # segment regressions on the headline metric; None: the runs carry no segments
-
-    def to_dict(self) -> dict:
-        return {
-            "a": self.a,
-            "b": self.b,
-            "a_commit": self.a_commit,
-            "b_commit": self.b_commit,
-            "n_questions": self.n_questions,
-            "n_unscorable_dropped": self.n_unscorable_dropped,
-            "resamples": self.resamples,
-            "seed": self.seed,
-            "ci_level": self.level,
-            "metrics": self.metrics,
-            "judged_metrics": self.judged,
-            "flip_k": self.flip_k,
-            "flipped": self.flipped,
-            "min_detectable_delta": {name: m["min_detectable_delta"] for name, m in self.metrics.items()},
-            "min_detectable_delta_formula": MDD_FORMULA,
-            "warnings": self.warnings,
-            "views_coincide": self.views_coincide,
-            "segment_regressions": self.segments,
-            "verdict": verdict_line(self),
-        }
 
 
 def metric_columns(columns) -> list[tuple[str, str]]:
@@ -173,24 +129,9 @@ def compare_tables(
     sets differ) and compute every metric's statistics and the flipped questions."""
     if resamples < 1:
         raise InputError(f"--resamples must be at least 1, got {resamples}")
-    a = _check_table(a_df, a_label)
-    b = _check_table(b_df, b_label)
-    warnings = []
-    only_a = a.index.difference(b.index)
-    only_b = b.index.difference(a.index)
-    common = [qid for qid in a.index if qid in b.index]  # A's order
-    if len(only_a) or len(only_b):
-        warnings.append(
-            f"the question sets differ: {len(only_a)} only in {a_label}, {len(only_b)} only in {b_label}; "
-            f"comparing the {len(common)} in both"
-        )
-    if not common:
-        raise InputError(f"{a_label} and {b_label} have no question (qid) in common")
-    a, b = a.loc[common], b.loc[common]
-    common, dropped = _scorable_in_both(a, b, a_label, b_label, warnings)
-    if not common:
-        raise InputError(f"no question is scorable (has a relevant chunk) under both {a_label} and {b_label}")
-    a, b = a.loc[common], b.loc[common]
+    warnings: list[str] = []
+    a, b, dropped = _paired(_check_table(a_df, a_label), _check_table(b_df, b_label), a_label, b_label, warnings)
+    common = list(a.index)
     names = metric_columns(set(a.columns) & set(b.columns))
     if not names:
         raise InputError(f"{a_label} and {b_label} share no metric column (reciprocal_rank, ndcg@10, recall@k, hit@k)")
@@ -206,6 +147,26 @@ def compare_tables(
         warnings=warnings, resamples=resamples, seed=seed, level=level, n_unscorable_dropped=dropped, judged=judged,
         views_coincide=coincide, segments=_segment_regressions(a, b, names[0][1], resamples, seed),
     )
+
+
+def _paired(a: pd.DataFrame, b: pd.DataFrame, a_label: str, b_label: str, warnings: list[str]
+            ) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """The questions of both tables (A's order) scorable under both, and how many were dropped as
+    unscorable; a warning in `warnings` when the question sets differ."""
+    only_a = a.index.difference(b.index)
+    only_b = b.index.difference(a.index)
+    common = [qid for qid in a.index if qid in b.index]  # A's order
+    if len(only_a) or len(only_b):
+        warnings.append(
+            f"the question sets differ: {len(only_a)} only in {a_label}, {len(only_b)} only in {b_label}; "
+            f"comparing the {len(common)} in both"
+        )
+    if not common:
+        raise InputError(f"{a_label} and {b_label} have no question (qid) in common")
+    common, dropped = _scorable_in_both(a.loc[common], b.loc[common], a_label, b_label, warnings)
+    if not common:
+        raise InputError(f"no question is scorable (has a relevant chunk) under both {a_label} and {b_label}")
+    return a.loc[common], b.loc[common], dropped
 
 
 def _same(first: pd.Series, second: pd.Series) -> bool:

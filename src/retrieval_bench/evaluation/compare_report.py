@@ -1,22 +1,13 @@
-"""The report of `retrieval-bench compare` (evaluation.compare.Comparison) as aligned text, Markdown
+"""The report of `retrieval-bench compare` (evaluation.comparison.Comparison) as aligned text, Markdown
 and JSON: one verdict line first, the paired statistics, the judged view beside the strict one
 where the two differ, and the flipped questions. Pure functions."""
 from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING
 
+from retrieval_bench.evaluation.comparison import Comparison, direction, num, verdict_line
 from retrieval_bench.evaluation.stats import MDD_FORMULA
-
-if TYPE_CHECKING:
-    from retrieval_bench.evaluation.compare import Comparison
-
-
-def _num(value: float, sign: bool = False) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:+.4f}" if sign else f"{value:.4f}"
 
 
 def _p(value: float) -> str:
@@ -44,18 +35,13 @@ def _rows(comparison: Comparison) -> list[list[str]]:
     rows = [header]
     for name, m in comparison.metrics.items():
         rows.append([
-            name, _num(m["a"]), _num(m["b"]), _num(m["delta"], sign=True),
-            f"[{_num(m['ci_low'], True)}, {_num(m['ci_high'], True)}]",
+            name, num(m["a"]), num(m["b"]), num(m["delta"], sign=True),
+            f"[{num(m['ci_low'], True)}, {num(m['ci_high'], True)}]",
             _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
             f"{m['wins']}/{m['ties']}/{m['losses']}",
-            _num(m["min_detectable_delta"]),
+            num(m["min_detectable_delta"]),
         ])
     return rows
-
-
-def _verdict(m: dict) -> int:
-    """+1 / -1: B significantly better / worse (p < 0.05); 0: no significant difference."""
-    return 0 if not m["p_value"] < 0.05 else (1 if m["delta"] > 0 else -1)
 
 
 def _side_by_side_rows(comparison: Comparison) -> list[list[str]]:
@@ -65,9 +51,9 @@ def _side_by_side_rows(comparison: Comparison) -> list[list[str]]:
     for name, j in comparison.judged.items():
         m = comparison.metrics[name]
         rows.append([
-            name, _num(m["a"]), _num(m["b"]), _num(m["delta"], sign=True), _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
-            _num(j["a"]), _num(j["b"]), _num(j["delta"], sign=True), f"[{_num(j['ci_low'], True)}, {_num(j['ci_high'], True)}]",
-            _p(j["p_value"]) + ("*" if j["p_value"] < 0.05 else ""), "<- views disagree" if _verdict(m) != _verdict(j) else "",
+            name, num(m["a"]), num(m["b"]), num(m["delta"], sign=True), _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
+            num(j["a"]), num(j["b"]), num(j["delta"], sign=True), f"[{num(j['ci_low'], True)}, {num(j['ci_high'], True)}]",
+            _p(j["p_value"]) + ("*" if j["p_value"] < 0.05 else ""), "<- views disagree" if direction(m) != direction(j) else "",
         ])
     return rows
 
@@ -76,34 +62,6 @@ SIDE_BY_SIDE_TITLE = ("Strict (the golden set's labels) and judged (+ chunks dup
                       "grades >= judge.min_grade; unjudged = not relevant) side by side, same paired questions:")
 SIDE_BY_SIDE_NOTE = ("views disagree: B is significantly better or worse (p < 0.05) in one view and not in the other, or in "
                      "opposite directions; read docs/explanation/strict-vs-judged.md before trusting either.")
-
-
-def _p_short(value: float) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:.2g}" if value >= 0.001 else f"{value:.0e}"
-
-
-def _segment_clause(segments: dict | None) -> str:
-    if segments is None:
-        return "segments not compared (per_question.csv without segment columns)"
-    regressed = segments["regressed"]
-    if not regressed:
-        return "no segment regressed"
-    worst = ", ".join(f"{r['segment']}={r['value']} ({r['delta']:+.3f})" for r in sorted(regressed, key=lambda r: r["delta"])[:3])
-    more = f" and {len(regressed) - 3} more" if len(regressed) > 3 else ""
-    return f"{len(regressed)} segment{'s' if len(regressed) > 1 else ''} regressed: {worst}{more}"
-
-
-def verdict_line(comparison: Comparison) -> str:
-    """One line: is B better or worse on the headline metric (first compared), did any segment
-    regress (Benjamini-Hochberg), and the smallest change this many questions can detect."""
-    name, m = next(iter(comparison.metrics.items()))
-    figures = (f"{_num(m['delta'], True)}, {comparison.level:.0%} CI [{_num(m['ci_low'], True)}, {_num(m['ci_high'], True)}], "
-               f"p={_p_short(m['p_value'])}")
-    verdict = _verdict(m)
-    head = f"B is {'better' if verdict > 0 else 'worse'} on {name}" if verdict else f"No significant difference on {name}"
-    mdd = m["min_detectable_delta"]
-    detectable = "n/a" if mdd is None or math.isnan(mdd) else f"{mdd:.2g}"
-    return f"{head} ({figures}); {_segment_clause(comparison.segments)}; smallest detectable change {detectable}"
 
 
 def _judged_lines(comparison: Comparison) -> list[str]:

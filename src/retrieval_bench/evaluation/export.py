@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from retrieval_bench import paths
-from retrieval_bench.evaluation.relevance import judge
 from retrieval_bench.io import InputError, atomic_open, read_jsonl, read_table
 from retrieval_bench.params import load_params
+from retrieval_bench.spans import judge
 
 
 def export_beir(chunks: pd.DataFrame, golden: list[dict], out: Path, min_coverage: float) -> int:

@@ -29,9 +29,9 @@ import pandas as pd
 
 from retrieval_bench.corpus.duplicates import group_members
 from retrieval_bench.evaluation.metrics import score_question, summary_names
-from retrieval_bench.evaluation.relevance import Judgement
 from retrieval_bench.io import InputError, quoted
-from retrieval_bench.retrieval.run import positions
+from retrieval_bench.run_contract import positions
+from retrieval_bench.spans import Judgement
 
 PREFIX = "judged_"
 MAX_GRADE = 3
@@ -123,26 +123,15 @@ def judged_table(
         qid = row["qid"]
         question_grades = grades.get(qid, {})
         items = _items(strict, question_grades, index_of, members, chunk_ids, min_grade, set(row.get("relevant") or {}))
-        gained_by_copy = sum(item.gain > 0 and item.source == "duplicate" for item in items.values())
+        gained_by_copy = sum(item.gain > 0 and item.source == "duplicate" for item in items.values())  # before _collapse
         drop.extend((qid, chunk_id) for chunk_id in _collapse(items, members, chunk_ids, index_of, ranks.get(qid, {})))
         order = sorted(items)
-        indices = np.array(order, dtype=np.int64)
-        judgement = Judgement(
-            indices, np.array([items[i].gain for i in order], dtype=np.float64), strict.span,
+        judged.append(Judgement(
+            np.array(order, dtype=np.int64), np.array([items[i].gain for i in order], dtype=np.float64), strict.span,
             np.array([items[i].start for i in order], dtype=np.int64) if strict.span is not None else None,
             np.array([items[i].end for i in order], dtype=np.int64) if strict.span is not None else None,
-        )
-        judged.append(judgement)
-        n_judge = sum(item.gain > 0 and item.source == "judge" for item in items.values())
-        values = [g for g in question_grades.values() if g is not None]
-        extras.append({
-            "n_duplicate_relevant": int(gained_by_copy),
-            "n_judge_relevant": int(n_judge),
-            "n_pooled": len(question_grades),
-            "n_pooled_judged": len(values),
-            "n_pooled_relevant": sum(g >= min_grade for g in values),
-            "ambiguous": int(n_judge >= ambiguous_at),
-        })
+        ))
+        extras.append(_question_counts(items, question_grades, gained_by_copy, min_grade, ambiguous_at))
     if drop:
         left_out = pd.MultiIndex.from_tuples(drop)
         run = run[~pd.MultiIndex.from_frame(run[["qid", "chunk_id"]]).isin(left_out)]
@@ -155,6 +144,22 @@ def judged_table(
             metrics.pop(column)
         rows.append({f"{PREFIX}{name}": value for name, value in metrics.items()} | {f"{PREFIX}n_relevant": n_relevant, **extra})
     return pd.DataFrame(rows)
+
+
+def _question_counts(items: dict, question_grades: dict[str, int | None], gained_by_copy: int, min_grade: int,
+                     ambiguous_at: int) -> dict[str, int]:
+    """What one question's judged view gained (`gained_by_copy`: relevant copies, counted before
+    _collapse; judge grades) and its pooled pairs."""
+    n_judge = sum(item.gain > 0 and item.source == "judge" for item in items.values())
+    values = [g for g in question_grades.values() if g is not None]
+    return {
+        "n_duplicate_relevant": int(gained_by_copy),
+        "n_judge_relevant": int(n_judge),
+        "n_pooled": len(question_grades),
+        "n_pooled_judged": len(values),
+        "n_pooled_relevant": sum(g >= min_grade for g in values),
+        "ambiguous": int(n_judge >= ambiguous_at),
+    }
 
 
 def judged_summary(per_question: pd.DataFrame, ks: list[int], duplicates: pd.DataFrame) -> dict[str, float | int | None]:

@@ -7,8 +7,8 @@ out (they are relevant already), as are chunks that real labels (qrels) judge, w
 (a person's judgement stands), and every other pooled (question, chunk) pair is graded 0-3 by
 the judge model with data/judge_prompt.txt (llm.tasks.JUDGE).
 
-Everything paid for goes through the LLM layer as the golden set's questions do: the same
-providers, the batch API and its journal (data/judgements.batches.jsonl), the cost estimate and
+Everything paid for goes through the LLM layer's one entry point (llm.paid), as the golden set's
+questions do: the same providers, the batch API and its journal (data/judgements.batches.jsonl), the cost estimate and
 the guard at judge.max_cost_usd, the reply hygiene (llm.grades; a rejected reply is asked again
 up to judge.max_attempts times), and an append-only content-addressed cache
 (data/judgements.jsonl, keyed by provider family, model, prompt, question and chunk text), held
@@ -23,7 +23,6 @@ import io
 import os
 from collections import Counter
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,21 +30,17 @@ import pandas as pd
 
 from retrieval_bench.corpus.duplicates import group_members
 from retrieval_bench.evaluation.revisions import read_artefact, resolve_revision
-from retrieval_bench.evaluation.relevance import judge as strict_judgements
-from retrieval_bench.goldenset.cache import read_cache
 from retrieval_bench.io import InputError
-from retrieval_bench.llm.batch import pending_batch_events, pending_intent_events
-from retrieval_bench.llm.cost import check_finite_cost, estimate
+from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.llm.errors import StopGeneration
+from retrieval_bench.llm.paid import PaidWork, pay_for
 from retrieval_bench.llm.prices import usd
-from retrieval_bench.llm.registry import counterpart
-from retrieval_bench.llm.runner import can_resume, resume_batches, run
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import JUDGE, Job
-from retrieval_bench.locking import exclusive
 from retrieval_bench.params import JUDGE_POOL_REVISION
 from retrieval_bench.paths import RUN
-from retrieval_bench.retrieval.run import read_run_file, read_run_table
+from retrieval_bench.run_contract import read_run_file, read_run_table
+from retrieval_bench.spans import judge as strict_judgements
 
 Log = Callable[[str], None]
 DRY_RUN_ENV = "RETRIEVAL_BENCH_DRY_RUN"
@@ -184,48 +179,27 @@ def judge_pool(params: dict, pairs: list[Pair], template: str, prompt_sha256: st
         for attempt in range(params["max_attempts"]):
             key = JUDGE.pair_job(meta, template, pair.question, pair.text, pair.text_sha256, attempt).key
             context.setdefault(key, {"qid": pair.qid, "chunk_id": pair.chunk_id, "question": pair.question})
-    task = JUDGE.with_context(context)
-    spent, failed, asked = 0.0, [], 0
-    with nullcontext() if dry_run else exclusive(cache_path, log):
-        pending, intents = pending_batch_events(cache_path), pending_intent_events(cache_path)
-        if (pending or intents) and can_resume(settings) and not dry_run:
-            log(f"{len(pending) + len(intents)} judging batches from an earlier run were not collected; resuming them")
-            spent += resume_batches(task, pending, settings, cache_path, intents).cost
-        before, _, _, _ = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
-        for _ in range(params["max_attempts"] + 1):
-            accepted, jobs, rejected, _ = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
-            in_flight = {r["key"] for e in pending_batch_events(cache_path) + pending_intent_events(cache_path) for r in e["requests"]}
-            jobs = [job for job in jobs if job.key not in in_flight]
-            if not jobs:
-                break
-            est = estimate([job.prompt for job in jobs], settings)
-            log(f"{len(jobs)} pairs to grade, {len(accepted)} graded already; {est.describe(settings)}")
-            if dry_run:
-                other = counterpart(settings.provider)
-                if other is not None:
-                    alt = estimate([job.prompt for job in jobs], settings, batch=other.batch)
-                    log(f"with {other.name} instead: ~{usd(alt.usd)} (at most {usd(alt.usd_max)})")
-                raise JudgeDryRun("dry run: nothing was asked or written")
-            _check_cost(est, settings, spent)
-            outcome = run(task, jobs, meta, settings, cache_path)
-            spent, asked = spent + outcome.cost, asked + outcome.succeeded + len(outcome.failed)
-            failed.extend(outcome.failed)
-            if outcome.failed or outcome.succeeded == 0:
-                break
-        if dry_run:
-            raise JudgeDryRun(f"dry run: all {len(pairs)} pooled pairs are graded or in flight already; nothing to ask")
-        accepted, _, rejected, waiting = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
-    if failed:
-        reasons = "; ".join(f"{n}x {r}" for r, n in Counter(failed).most_common(3))
-        raise StopGeneration(f"{len(failed)} judging requests failed ({reasons}); every grade received is kept in "
-                             f"{cache_path}; rerun to ask for the missing ones again")
+    graded_before: list[int] = []  # pairs graded when the first round looks (after resuming batches)
+
+    def missing(cache: dict[str, dict], round_number: int) -> tuple[list[Job], int]:
+        accepted, jobs, _, _ = _status(pairs, cache, meta, template, params["max_attempts"])
+        if round_number == 0:
+            graded_before.append(len(accepted))
+        return jobs, len(accepted)
+
+    work = PaidWork(JUDGE.with_context(context), meta, settings, cache_path, params["max_attempts"])
+    paid = pay_for(work, missing, params["max_attempts"] + 1, dry_run, log)
+    if dry_run:
+        raise JudgeDryRun("dry run: nothing was asked or written" if paid.planned else
+                          f"dry run: all {len(pairs)} pooled pairs are graded or in flight already; nothing to ask")
+    accepted, _, rejected, waiting = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
     _check_all_answered(pairs, waiting, cache_path)
     rows = [{"qid": p.qid, "chunk_id": p.chunk_id, "runs": p.runs, "grade": accepted[i]["grade"] if i in accepted else None,
              "key": accepted[i]["key"] if i in accepted else None} for i, p in enumerate(pairs)]
     grades = Counter(row["grade"] for row in rows if row["grade"] is not None)
     report = {
         "enabled": True, "pooled": len(pairs), "judged": sum(grades.values()), "unjudged": len(pairs) - sum(grades.values()),
-        "judged_before_this_run": len(before), "requests": asked, "cost_usd": round(spent, 6),
+        "judged_before_this_run": graded_before[0] if graded_before else 0, "requests": paid.asked, "cost_usd": round(paid.spent, 6),
         "rejected_replies": sum(rejected.values()), "rejected_by_reason": dict(sorted(rejected.items())),
         "grades": {str(g): grades.get(g, 0) for g in range(4)},
         "relevant": sum(n for g, n in grades.items() if g >= params["min_grade"]),
@@ -242,20 +216,6 @@ def _check_all_answered(pairs: list[Pair], waiting: int, cache_path: str) -> Non
             f"{waiting} of {len(pairs)} pooled pairs are unjudged: no reply came back for them (their batch is gone, "
             f"expired or its results were deleted); every grade received is kept in {cache_path}: rerun to resubmit "
             "only these, nothing graded is paid for twice"
-        )
-
-
-def _check_cost(est, settings: Settings, spent: float) -> None:
-    limit = settings.max_cost_usd
-    planned = est.usd_max if est.batch else est.usd
-    if limit is not None:
-        check_finite_cost(spent + planned, limit, "judge")
-    if limit is not None and spent + planned > limit:
-        what = "upper bound" if est.batch else "estimate"
-        raise InputError(
-            f"the cost {what} {usd(spent + planned, against=limit)} for {est.requests} judgements is above judge.max_cost_usd "
-            f"{usd(limit, against=spent + planned)}; "
-            "raise judge.max_cost_usd, lower judge.depth" + ("" if est.batch else ", or use judge.provider anthropic-batch (half price)")
         )
 
 

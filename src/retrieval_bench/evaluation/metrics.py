@@ -5,14 +5,14 @@ Two kinds of label, two recall variants:
 - chunk labels (real qrels, or chunk ids): every definition equals a trec_eval measure (checked
   against pytrec_eval in tests/test_metrics.py); a relevant chunk has gain > 0.
 
-Ranks are 1-based positions in the run (retrieval.retrieval.run: retrieval.depth deep, with the
+Ranks are 1-based positions in the run (retrieval_bench.run_contract: retrieval.depth deep, with the
 whole tie group at the cut), which are the full ranking's for every rank <= depth, so every
 metric at k <= depth is the full ranking's. A relevant chunk beyond the run is not retrieved
 (rank inf, trec_eval's convention): `mrr` (reciprocal_rank) counts 0 for a question whose first
 relevant chunk lies beyond the depth, so it is the full ranking's MRR less at most 1 / (depth + 1)
 per question, and exactly it with retrieval.depth all.
 - evidence spans (synthetic and hand-written questions): relevance and gain come from
-  retrieval_bench.evaluation.relevance (coverage of the evidence); recall@k is instead the share of the
+  retrieval_bench.spans (coverage of the evidence); recall@k is instead the share of the
   evidence covered by the top k chunks together (our extension; equal to trec_eval's recall when
   the evidence is exactly one chunk of the same chunking).
 
@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.evaluation.relevance import Judgement, union_coverage
+from retrieval_bench.run_contract import Positions
+from retrieval_bench.spans import Judgement, union_coverage
 
 CUTOFF = 10  # mrr@10, ndcg@10, map@10
 TIE_POLICIES = ("expected", "pessimistic", "optimistic")
@@ -86,16 +86,6 @@ def question_metrics(
             row[f"recall@{k}"] = float(np.mean(ranks <= k)) if len(ranks) else 0.0
         row[f"hit@{k}"] = float(first <= k)
     return row
-
-
-@dataclass(frozen=True)
-class Positions:
-    """Where one question's judged chunks stand in a ranking: for each, how many chunks scored
-    strictly higher (`better`; inf for a chunk the run did not return) and how many scored the
-    same, itself included (`tied`, >= 1)."""
-
-    better: np.ndarray
-    tied: np.ndarray
 
 
 def concrete_ranks(positions: Positions, gains: np.ndarray, policy: str) -> np.ndarray:

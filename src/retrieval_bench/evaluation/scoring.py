@@ -11,9 +11,9 @@ import pandas as pd
 
 from retrieval_bench.evaluation.judged import judged_table, pool_grades
 from retrieval_bench.evaluation.metrics import score_question
-from retrieval_bench.evaluation.relevance import judge
 from retrieval_bench.retrieval.rank import judged_ranks
-from retrieval_bench.retrieval.run import positions
+from retrieval_bench.run_contract import positions
+from retrieval_bench.spans import judge
 
 UNSCORABLE_EXAMPLES = 5
 

@@ -32,7 +32,6 @@ from retrieval_bench.goldenset.build import (
     read_handwritten,
     sample_rows,
 )
-from retrieval_bench.goldenset.cache import read_cache
 from retrieval_bench.goldenset.selection import (
     REJECT_REASONS,
     CacheIndex,
@@ -42,6 +41,7 @@ from retrieval_bench.goldenset.selection import (
     walk,
 )
 from retrieval_bench.io import InputError
+from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import QUESTIONS
 
@@ -150,11 +150,7 @@ def synthetic(
         if dry_run:
             raise DryRunDone("dry run: nothing was generated or written")
     elif dry_run:
-        index = CacheIndex(read_cache(cache_path), meta, by_key=False)
-        plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False,
-                    hygiene=hygiene)
-        log(f"provider none: nothing is generated; {plan.uncached} chosen passages have no cached question")
-        raise DryRunDone("dry run: nothing was written")
+        _dry_run_without_provider(params, meta, template, ranked, budget, seen, cache_path, log)
     index = CacheIndex(read_cache(cache_path), meta, by_key=family is not None)
     plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False,
                 hygiene=hygiene)
@@ -167,6 +163,16 @@ def synthetic(
     covered = {row["chunk_sha256"] for row in hw_rows + generated}
     counts["passages_without_question"] = int((~passages["text_sha256"].isin(covered)).sum())
     return hw_rows + generated, hw_rejects + plan.rejects, counts
+
+
+def _dry_run_without_provider(params: dict, meta: Meta, template: str, ranked: list[dict], budget: int | None,
+                              seen: set[str], cache_path: str, log: Log) -> None:
+    """Provider none: nothing is generated; how many chosen passages the cache leaves without a question."""
+    index = CacheIndex(read_cache(cache_path), meta, by_key=False)
+    plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False,
+                hygiene=Hygiene.from_params(params))
+    log(f"provider none: nothing is generated; {plan.uncached} chosen passages have no cached question")
+    raise DryRunDone("dry run: nothing was written")
 
 
 def log_synthetic(rows: list[dict], counts: dict, params: dict, log: Log) -> None:

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.evaluation.relevance import coverage
 from retrieval_bench.goldenset.echo import words
 from retrieval_bench.goldenset.evidence import locate_evidence, locate_in_passage
 from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
 from retrieval_bench.io import InputError, read_jsonl
 from retrieval_bench.retrieval.bm25 import tokenize
+from retrieval_bench.spans import coverage
 
 
 def question_id(doc_id: str, question: str) -> str:

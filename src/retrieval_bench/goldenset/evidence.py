@@ -1,48 +1,18 @@
 """Where a question's evidence lies: an excerpt in a document (hand-written questions) or in the
-passage a model was shown (generated ones), and the passage tags that keep a passage data.
+passage a model was shown (generated ones).
 
 A generated question's evidence is looked for only in the passage that was sent, never elsewhere
-in its document, where a chunk's text could steer it. A passage goes into the prompt between
-<passage> and </passage>; escape_passage keeps any text in it from reading as one of those tags,
-and an excerpt a model quotes back from the escaped text still matches the original.
+in its document, where a chunk's text could steer it. An excerpt a model quotes back from the
+escaped passage (retrieval_bench.passage_escape) still matches the original.
 """
 from __future__ import annotations
 
 import re
 
-# --------------------------------------------------------------------------------------------
-# The passage inside the prompt: data, never instructions or delimiters
-# --------------------------------------------------------------------------------------------
-# Characters that render as nothing (zero-width, soft hyphen, bidi controls, BOM): text that hides
-# them inside a tag name still reads as that tag to a model.
-_INVISIBLE_CHARS = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
-_IGNORABLE = f"[{_INVISIBLE_CHARS}]*"
-_GAP = f"[\\s{_INVISIBLE_CHARS}]*"
-_TAG_TAIL = _GAP + "/?" + _GAP + _IGNORABLE.join("passage") + r"(?![A-Za-z0-9_\-])"
-# An opening or closing <passage> tag, however spaced, cased or interleaved with invisible characters.
-_DELIMITER = re.compile(r"[<\uff1c\ufe64](?=" + _TAG_TAIL + ")", re.IGNORECASE)
-_ESCAPED_DELIMITER = re.compile(r"&(lt|#x[0-9a-f]{4});(?=" + _TAG_TAIL + ")", re.IGNORECASE)
+from retrieval_bench.passage_escape import INVISIBLE_CHARS, unescape_passage
 
-
-def escape_passage(passage: str) -> str:
-    """The passage as it is put between the prompt's <passage> and </passage>: every '<' (or
-    full-width look-alike) that starts something a model could read as one of those tags becomes
-    an HTML entity ('&lt;'), so no chunk can close the block (its text would stand outside it, as
-    instructions) or open a fake one. Any other passage is returned unchanged, so its prompt and
-    cache key are what they always were."""
-    return _DELIMITER.sub(lambda m: "&lt;" if m.group() == "<" else f"&#x{ord(m.group()):04x};", passage)
-
-
-def unescape_passage(text: str) -> str:
-    """Undo escape_passage (for text a model quotes back from an escaped passage)."""
-    return _ESCAPED_DELIMITER.sub(lambda m: "<" if m.group(1).lower() == "lt" else chr(int(m.group(1)[2:], 16)), text)
-
-
-# --------------------------------------------------------------------------------------------
-# Evidence in the passage that was sent
-# --------------------------------------------------------------------------------------------
 _MATCH_QUOTES = {ord(c): '"' for c in "“”„‟«»″〝〞＂"} | {ord(c): "'" for c in "‘’‚‛′‹›`´＇"}
-_INVISIBLE = re.compile(f"[{_INVISIBLE_CHARS}\u200c\u200d]")
+_INVISIBLE = re.compile(f"[{INVISIBLE_CHARS}\u200c\u200d]")
 _ELLIPSIS = re.compile(r"\s*(?:\.\.\.+|…|\[\.\.\.\]|\[…\])\s*")
 
 

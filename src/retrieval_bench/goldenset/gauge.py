@@ -4,7 +4,7 @@ and how easy are they for BM25 over the chunks being scored?
 FILE is this project's golden set, hand-written questions, a BEIR folder, a ragas testset
 (CSV/JSONL) or a LlamaIndex EmbeddingQAFinetuneDataset (JSON): see retrieval_bench.goldenset.formats.
 Each question is measured against its evidence texts (retrieval_bench.goldenset.echo); its relevant chunks in
-the chunk table follow the scoring's relevance rule (retrieval_bench.evaluation.relevance).
+the chunk table follow the scoring's relevance rule (retrieval_bench.spans).
 """
 from __future__ import annotations
 
@@ -17,15 +17,15 @@ import pandas as pd
 from retrieval_bench import paths
 from retrieval_bench.goldenset import echo
 from retrieval_bench.goldenset.build import locate_anywhere
-from retrieval_bench.io import InputError, atomic_open
 from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
-from retrieval_bench.evaluation.relevance import judge
+from retrieval_bench.io import InputError, atomic_open
+from retrieval_bench.spans import judge
 
 COLUMNS = ["qid", "question", "echo", "echo_longest_ngram", "echo_content_share", "bm25_rank", "n_relevant_chunks"]
 
 
 def _relevance_rows(question: dict, kind: str, texts: dict[str, str], chunk_ids: set[str]) -> tuple[list[dict], list[str]]:
-    """Rows retrieval_bench.evaluation.relevance can judge (spans or chunk labels) and the evidence texts."""
+    """Rows retrieval_bench.spans can judge (spans or chunk labels) and the evidence texts."""
     if question.get("relevant") is not None:
         relevant = {c: g for c, g in question["relevant"].items() if c in chunk_ids}
         return [{"relevant": relevant}], [texts[c] for c, g in relevant.items() if g > 0 and c in texts]

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import yaml
 
-from retrieval_bench.goldenset.cache import read_cache
 from retrieval_bench.io import InputError
+from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.locking import exclusive
 
 PULL_ENV = "RETRIEVAL_BENCH_PULL"

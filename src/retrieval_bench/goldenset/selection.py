@@ -10,33 +10,25 @@ times, then the next passage in the ranking takes its place. A reply whose quote
 in the passage that was sent is such a reject (evidence_not_in_passage): an excerpt found
 elsewhere would move the gold span to text the passage never held.
 
-Generation holds the question cache's lock (retrieval_bench.locking) from the first look at the
-cache and journal to the last reply written, so two runs never ask for the same question.
+Generation goes through the LLM layer's entry point for paid work (llm.paid), which holds the
+question cache's lock from the first look at the cache and journal to the last reply written, so
+two runs never ask for the same question.
 """
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from retrieval_bench.goldenset import echo
 from retrieval_bench.goldenset.build import Hygiene
-from retrieval_bench.goldenset.cache import read_cache
 from retrieval_bench.goldenset.evidence import evidence_in_passage, evidence_text
 from retrieval_bench.llm import hygiene
-from retrieval_bench.llm.batch import journal_path_for, pending_batch_events, pending_intent_events
-from retrieval_bench.llm.cost import check_cost, estimate
-from retrieval_bench.llm.errors import StopGeneration
-from retrieval_bench.llm.registry import counterpart
-from retrieval_bench.llm.runner import can_resume, resume_batches, run
+from retrieval_bench.llm.paid import PaidWork, pay_for
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import QUESTIONS, Job
-from retrieval_bench.llm.prices import usd
-from retrieval_bench.locking import exclusive
 
 # Why a reply was not used: the reply hygiene's reasons, and the golden set's own.
 REJECT_REASONS = {
@@ -114,15 +106,7 @@ def walk(
                 else:
                     plan.uncached += 1
                 break
-            reason = record.get("rejected")
-            evidence = record.get("evidence") or ""
-            if reason is None and evidence and not evidence_in_passage(evidence, passage["text"]):
-                reason = "evidence_not_in_passage"  # an empty excerpt anchors the question to the whole passage
-            if reason is None:
-                reason = hygiene.reason(record["question"], seen)
-            # The echo gauge measures against the evidence (the whole passage when there is none).
-            if reason is None and drop_echo and echo.is_echo(record["question"], evidence_text(evidence, passage["text"])):
-                reason = "echo"
+            reason = _reject_reason(record, passage, hygiene, seen, drop_echo)
             if reason is None:
                 plan.accepted.append((passage, record))
                 seen.add(record["question"])
@@ -137,74 +121,38 @@ def walk(
     return plan
 
 
+def _reject_reason(record: dict, passage: dict, hygiene: Hygiene, seen, drop_echo: bool) -> str | None:
+    """Why a cached reply is not used for `passage` (None: it is): its own reject reason, evidence
+    not in the passage sent, the golden set's hygiene given the questions `seen`, or an echo."""
+    reason = record.get("rejected")
+    evidence = record.get("evidence") or ""
+    if reason is None and evidence and not evidence_in_passage(evidence, passage["text"]):
+        reason = "evidence_not_in_passage"  # an empty excerpt anchors the question to the whole passage
+    if reason is None:
+        reason = hygiene.reason(record["question"], seen)
+    # The echo gauge measures against the evidence (the whole passage when there is none).
+    if reason is None and drop_echo and echo.is_echo(record["question"], evidence_text(evidence, passage["text"])):
+        reason = "echo"
+    return reason
+
+
 def generate_missing(
     params: dict, settings: Settings, meta: Meta, template: str, ranked: list[dict], budget: int | None,
     seen: set[str], cache_path: str, dry_run: bool, log: Callable[[str], None],
 ) -> None:
     """Generate until every chosen passage has a usable question or is out of attempts, appending
     each reply to the cache at `cache_path`. With `dry_run`, log the plan and its cost only.
-    Everything but a dry run happens under the cache's lock: a second run waits (or, with
+    Everything but a dry run happens under the cache's lock (llm.paid): a second run waits (or, with
     RETRIEVAL_BENCH_LOCK_WAIT=0, stops with one line) and then asks only for what is still missing."""
-    with nullcontext() if dry_run else exclusive(cache_path, log):
-        _generate_missing(params, settings, meta, template, ranked, budget, seen, cache_path, dry_run, log)
+    hygiene = Hygiene.from_params(params)
 
+    def missing(cache: dict[str, dict], round_number: int) -> tuple[list[Job], int]:
+        plan = walk(ranked, CacheIndex(cache, meta, by_key=True), budget, params["max_attempts"], params["drop_echo"], seen,
+                    template, generating=True, hygiene=hygiene)
+        return plan.misses, len(plan.accepted)
 
-def _generate_missing(
-    params: dict, settings: Settings, meta: Meta, template: str, ranked: list[dict], budget: int | None,
-    seen: set[str], cache_path: str, dry_run: bool, log: Callable[[str], None],
-) -> None:
-    pending = pending_batch_events(cache_path)
-    intents = pending_intent_events(cache_path)
-    if (pending or intents) and can_resume(settings) and not dry_run:
-        if intents:
-            log(f"{len(intents)} batches were being created when an earlier run stopped; reconciling them with the "
-                "account's batches before submitting anything")
-        if pending:
-            log(f"{len(pending)} batches from an earlier run were not collected; resuming them (no new submission)")
-        resume_batches(QUESTIONS, pending, settings, cache_path, intents)
-    elif pending or intents:
-        log(f"{len(pending) + len(intents)} journalled batches are not collected yet ({journal_path_for(cache_path)}); "
-            "provider anthropic-batch collects them")
-    failed: list[str] = []
-    spent = 0.0
-    for round_number in range(max_rounds(params)):
-        index = CacheIndex(read_cache(cache_path), meta, by_key=True)
-        plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=True,
-                    hygiene=Hygiene.from_params(params))
-        # A batch in flight (or that may exist) for one of these keys is not submitted again.
-        in_flight = {r["key"] for e in pending_batch_events(cache_path) + pending_intent_events(cache_path) for r in e["requests"]}
-        jobs = [job for job in plan.misses if job.key not in in_flight]
-        if not jobs:
-            break
-        est = estimate([job.prompt for job in jobs], settings)
-        cached = len(plan.accepted)
-        what = "questions to generate" if round_number == 0 else "more questions to replace rejected replies"
-        log(f"{len(jobs)} {what}, {cached} cached; {est.describe(settings)}")
-        if settings.max_cost_usd is not None:
-            log(f"cost limit generate.max_cost_usd {usd(settings.max_cost_usd)}")
-        if dry_run:
-            other_provider = counterpart(settings.provider)
-            if other_provider is not None:
-                other = estimate([job.prompt for job in jobs], settings, batch=other_provider.batch)
-                log(f"with {other_provider.name} instead: ~{usd(other.usd)} (at most {usd(other.usd_max)})")
-            log(f"rejected replies are asked again (generate.max_attempts {params['max_attempts']}), which adds a little")
-            return
-        check_cost(est, settings, spent)
-        outcome = run(QUESTIONS, jobs, meta, settings, cache_path)
-        spent += outcome.cost
-        failed.extend(outcome.failed)
-        log(
-            f"{outcome.succeeded} replies ({outcome.rejected} rejected), {len(outcome.failed)} failed; "
-            f"{outcome.input_tokens:,} input + {outcome.output_tokens:,} output tokens, {usd(outcome.cost)}"
-        )
-        if outcome.failed or outcome.succeeded == 0:
-            break
-    if failed:
-        reasons = Counter(failed).most_common(3)
-        raise StopGeneration(
-            f"{len(failed)} requests failed ({'; '.join(f'{n}x {r}' for r, n in reasons)}); every reply received is "
-            f"kept in {cache_path}; rerun to ask for the missing questions again"
-        )
+    work = PaidWork(QUESTIONS, meta, settings, cache_path, params["max_attempts"])
+    pay_for(work, missing, max_rounds(params), dry_run, log)
 
 
 def max_rounds(params: dict) -> int:

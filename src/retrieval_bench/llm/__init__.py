@@ -18,11 +18,13 @@ a task (tasks.QUESTIONS.job), settings come from params (settings.Settings.from_
     tasks.py              Task (template placeholder, escaping, reply parser), Job, QUESTIONS, JUDGE
     hygiene.py            the question task's reply parser: clean_reply and its reject reasons
     grades.py             the judging task's reply parser: parse_grade (0-3) and its reject reasons
+    tokens.py             input tokens counted without a tokenizer
     cost.py               the estimate and the guard at generate.max_cost_usd
     progress.py           Outcome and the progress bar
     sync.py               the sync runner
     batch.py              the batch runner: intent journal, reconciliation, collection
     runner.py             run / resume_batches: which runner, one-line stops
+    cache.py              the reply cache (JSONL, append-only): cache_key, CacheWriter, read_cache
 
 API keys come only from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY) and are never
 written anywhere.

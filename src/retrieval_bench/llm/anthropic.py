@@ -10,24 +10,23 @@ from typing import TYPE_CHECKING, Any
 
 from retrieval_bench.llm.connection import REQUEST_TIMEOUT_S, ConnectionGuard, guarded_http_client
 from retrieval_bench.llm.credentials import anthropic_endpoint
-from retrieval_bench.llm.provider import Provider, Reply
+from retrieval_bench.llm.provider import CallSettings, Provider, Reply
 
 if TYPE_CHECKING:
     from retrieval_bench.llm.ratelimit import SharedPause
-    from retrieval_bench.llm.settings import Settings
 
 
 class Messages(Provider):
     name = "anthropic"
     family = "anthropic"  # the Message Batches API returns the same replies: one family, one cache
 
-    def client(self, settings: Settings, pause: SharedPause, max_retries: int | None = None) -> Any:
+    def client(self, settings: CallSettings, pause: SharedPause, max_retries: int | None = None) -> Any:
         import anthropic
         import httpx2
 
         endpoint = anthropic_endpoint(settings.provider)
         http = guarded_http_client(
-            anthropic, anthropic.AnthropicError, pause, ConnectionGuard(endpoint),
+            anthropic, anthropic.AnthropicError, pause.hooks(), ConnectionGuard(endpoint),
             limits=httpx2.Limits(max_connections=max(settings.concurrency * 2, 10), max_keepalive_connections=settings.concurrency + 2),
         )
         # api_key given: no profile on disk is read.
@@ -36,7 +35,7 @@ class Messages(Provider):
             max_retries=settings.max_retries if max_retries is None else max_retries,
         )
 
-    async def send(self, client: Any, settings: Settings, prompt: str) -> Reply:
+    async def send(self, client: Any, settings: CallSettings, prompt: str) -> Reply:
         message = await client.messages.create(
             model=settings.model, max_tokens=settings.max_tokens, messages=[{"role": "user", "content": prompt}]
         )

@@ -22,20 +22,19 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from retrieval_bench.goldenset.cache import (
+from retrieval_bench.io import InputError
+from retrieval_bench.llm.cache import (
     CacheWriteError,
     CacheWriter,
     free_bytes,
-    pending_batches,
-    pending_intents,
+    journal_path_for,
     read_cache,
     read_journal,
 )
-from retrieval_bench.io import InputError
 from retrieval_bench.llm.connection import EndpointUnreachable
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.progress import Meter, Outcome
-from retrieval_bench.llm.provider import BatchProvider
+from retrieval_bench.llm.provider import BatchProvider, BatchResult
 from retrieval_bench.llm.ratelimit import SharedPause
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.sync import SPACE_RESERVE_BYTES
@@ -51,22 +50,6 @@ GRACE_ENV = "RETRIEVAL_BENCH_RECONCILE_GRACE_S"
 RECONCILE_LIST_LIMIT = 10_000  # batches examined per listing, at most
 CREATE_TRIES = 3  # creates of one request set, when the API says it created nothing (429, connection refused)
 RESULT_BYTES_PER_REQUEST = 8 << 10  # room kept on the disk for each result of a batch
-
-
-def journal_path_for(cache_path: str | Path) -> Path:
-    """The batch journal lives next to the cache: data/question_cache.batches.jsonl."""
-    cache_path = Path(cache_path)
-    return cache_path.with_name(cache_path.stem + ".batches.jsonl")
-
-
-def pending_batch_events(cache_path: str | Path) -> list[dict]:
-    """Batches submitted (journalled) and not yet collected."""
-    return pending_batches(read_journal(journal_path_for(cache_path)))
-
-
-def pending_intent_events(cache_path: str | Path) -> list[dict]:
-    """Batch intents with no known outcome: a batch may or may not exist for each."""
-    return pending_intents(read_journal(journal_path_for(cache_path)))
 
 
 def intent_id(keys: Iterable[str]) -> str:
@@ -291,14 +274,7 @@ class BatchRunner:
         by_key = {request["key"]: request for request in event["requests"]}
         meta = Meta(event.get("provider", self.api.name), event["family"], event["model"], event["prompt_sha256"], event["max_tokens"])
         cached = set(read_cache(self.cache_path))
-        need = SPACE_RESERVE_BYTES + len(by_key) * RESULT_BYTES_PER_REQUEST
-        free = free_bytes(self.cache_path)
-        if free < need:
-            raise StopGeneration(
-                f"only {free / 1e6:.1f} MB free on the disk holding {self.cache_path}, below the {need / 1e6:.1f} MB needed "
-                f"to keep the results of batch {event['batch_id']}: nothing paid was lost, its results stay on the server "
-                "(29 days); free some space and rerun to collect them"
-            )
+        self._check_room(event, len(by_key))
         counts: Counter[str] = Counter()
         try:
             async for item in self.api.results(self.client, event["batch_id"]):
@@ -312,18 +288,8 @@ class BatchRunner:
                 if request["key"] in cached:
                     self.meter.bar.update(1)
                     continue
-                reply = self.api.reply(item.answer, "")
-                record = self.task.record(meta, request["key"], request["passage_sha256"], request["attempt"], reply, self.api.name)
-                try:
-                    self.writer.append(record)
-                except CacheWriteError as error:
-                    raise StopGeneration(
-                        f"{error}: the cache is consistent and nothing paid was lost, the results of batch "
-                        f"{event['batch_id']} stay on the server (29 days); free some space and rerun to collect them"
-                    ) from None
+                self._keep(event, meta, request, item)
                 cached.add(request["key"])
-                self.meter.outcome.kept += 1
-                self.meter.add(reply, rejected=record["rejected"] is not None)
         except StopGeneration:
             raise
         except Exception as error:  # noqa: BLE001
@@ -344,6 +310,31 @@ class BatchRunner:
             for _ in range(missing):
                 self.meter.fail("missing from the results")
         self._collected(event, dict(counts))
+
+    def _check_room(self, event: dict, n_requests: int) -> None:
+        """Room on the cache's disk for a batch's results before they are read."""
+        need = SPACE_RESERVE_BYTES + n_requests * RESULT_BYTES_PER_REQUEST
+        free = free_bytes(self.cache_path)
+        if free < need:
+            raise StopGeneration(
+                f"only {free / 1e6:.1f} MB free on the disk holding {self.cache_path}, below the {need / 1e6:.1f} MB needed "
+                f"to keep the results of batch {event['batch_id']}: nothing paid was lost, its results stay on the server "
+                "(29 days); free some space and rerun to collect them"
+            )
+
+    def _keep(self, event: dict, meta: Meta, request: dict, item: BatchResult) -> None:
+        """One succeeded result appended to the cache."""
+        reply = self.api.reply(item.answer, "")
+        record = self.task.record(meta, request["key"], request["passage_sha256"], request["attempt"], reply, self.api.name)
+        try:
+            self.writer.append(record)
+        except CacheWriteError as error:
+            raise StopGeneration(
+                f"{error}: the cache is consistent and nothing paid was lost, the results of batch "
+                f"{event['batch_id']} stay on the server (29 days); free some space and rerun to collect them"
+            ) from None
+        self.meter.outcome.kept += 1
+        self.meter.add(reply, rejected=record["rejected"] is not None)
 
     def _collected(self, event: dict, counts: dict, note: str | None = None) -> None:
         record = {"event": "collected", "batch_id": event["batch_id"], "counts": counts,

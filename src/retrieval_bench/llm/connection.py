@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from retrieval_bench.llm.credentials import Endpoint
-
-if TYPE_CHECKING:
-    from retrieval_bench.llm.ratelimit import SharedPause
 
 REQUEST_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_S = 3.0
@@ -85,8 +82,8 @@ class ConnectionGuard:
         self.failures = 0
 
 
-def guarded_http_client(sdk: Any, sdk_error: type, pause: SharedPause, guard: ConnectionGuard, **kwargs: Any) -> Any:
-    """The SDK's default async HTTP client, with the shared pause's hooks, a short connect timeout,
+def guarded_http_client(sdk: Any, sdk_error: type, event_hooks: dict[str, list], guard: ConnectionGuard, **kwargs: Any) -> Any:
+    """The SDK's default async HTTP client, with `event_hooks` (ratelimit.SharedPause.hooks), a short connect timeout,
     and `guard` watching connection failures."""
     import httpx2
 
@@ -105,5 +102,5 @@ def guarded_http_client(sdk: Any, sdk_error: type, pause: SharedPause, guard: Co
             return response
 
     return GuardedHttpClient(
-        event_hooks=pause.hooks(), timeout=httpx2.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S), **kwargs
+        event_hooks=event_hooks, timeout=httpx2.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S), **kwargs
     )

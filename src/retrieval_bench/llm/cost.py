@@ -1,9 +1,7 @@
 """What a run will cost before it starts, and the guard that refuses to start above
 generate.max_cost_usd.
 
-Claude's tokenizer gives about 3.5-4 characters per token on English prose and fewer on code, so
-ceil(chars / 3.5) + a small per-message overhead is a slightly pessimistic count of input
-tokens. A reply (a JSON object with a question and a short excerpt) is about 60-100 tokens: the
+Input tokens are counted as llm.tokens does (about 3.5 characters per token). A reply (a JSON object with a question and a short excerpt) is about 60-100 tokens: the
 estimate assumes EXPECTED_OUTPUT_TOKENS, the upper bound assumes generate.max_tokens.
 """
 from __future__ import annotations
@@ -15,13 +13,30 @@ from typing import TYPE_CHECKING
 
 from retrieval_bench.io import InputError
 from retrieval_bench.llm.prices import usd
+from retrieval_bench.llm.tokens import estimate_input_tokens
 
 if TYPE_CHECKING:
     from retrieval_bench.llm.settings import Settings
 
-CHARS_PER_TOKEN = 3.5
-MESSAGE_OVERHEAD_TOKENS = 10
 EXPECTED_OUTPUT_TOKENS = 100
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How one kind of paid work is named in the guard's and the run's lines."""
+
+    section: str  # its params.yaml section: <section>.max_cost_usd, .provider, .max_attempts
+    noun: str  # what its requests make ("questions")
+    fewer: str  # the setting that asks for fewer of them
+    requests: str  # its requests, in the line a failed run ends with
+    to_do: str  # the first round's missing work ("questions to generate")
+    to_redo: str  # a later round's (replacements for rejected replies)
+    done: str  # work the cache holds already ("cached")
+
+
+QUESTIONS_WORDING = Wording("generate", "questions", "generate.max_questions", "requests", "questions to generate",
+                            "more questions to replace rejected replies", "cached")
+JUDGE_WORDING = Wording("judge", "judgements", "judge.depth", "judging requests", "pairs to grade", "pairs to grade", "graded already")
 
 
 @dataclass(frozen=True)
@@ -45,12 +60,8 @@ class Estimate:
         )
 
 
-def estimate_input_tokens(prompt: str) -> int:
-    return math.ceil(len(prompt) / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS
-
-
 def estimate(prompts: Iterable[str], settings: Settings, batch: bool | None = None) -> Estimate:
-    """Estimated tokens and USD for sending `prompts` (see CHARS_PER_TOKEN for the method)."""
+    """Estimated tokens and USD for sending `prompts` (llm.tokens: the method)."""
     batch = settings.batch if batch is None else batch
     prompts = list(prompts)
     n = len(prompts)
@@ -72,19 +83,20 @@ def check_finite_cost(planned: float, limit: float, section: str) -> None:
                          f"both must be finite numbers of US dollars (check {section}.price and {section}.max_cost_usd)")
 
 
-def check_cost(est: Estimate, settings: Settings, spent: float = 0.0) -> None:
-    """Refuse to start above generate.max_cost_usd. Sync runs are checked on the estimate and
+def check_cost(est: Estimate, settings: Settings, spent: float = 0.0, wording: Wording = QUESTIONS_WORDING) -> None:
+    """Refuse to start above <section>.max_cost_usd. Sync runs are checked on the estimate and
     then stopped at the limit while they run; a batch cannot be stopped once submitted, so it is
     checked on its upper bound (every reply at max_tokens)."""
     limit = settings.max_cost_usd
     if limit is None:
         return
     planned = est.usd_max if est.batch else est.usd
-    check_finite_cost(spent + planned, limit, "generate")
+    section = wording.section
+    check_finite_cost(spent + planned, limit, section)
     if spent + planned > limit:
         what = "upper bound" if est.batch else "estimate"
         raise InputError(
-            f"the cost {what} {usd(spent + planned, against=limit)} for {est.requests} questions is above "
-            f"generate.max_cost_usd {usd(limit, against=spent + planned)}; raise generate.max_cost_usd, lower generate.max_questions"
-            + ("" if est.batch else ", or use generate.provider anthropic-batch (half price)")
+            f"the cost {what} {usd(spent + planned, against=limit)} for {est.requests} {wording.noun} is above "
+            f"{section}.max_cost_usd {usd(limit, against=spent + planned)}; raise {section}.max_cost_usd, lower {wording.fewer}"
+            + ("" if est.batch else f", or use {section}.provider anthropic-batch (half price)")
         )

@@ -151,34 +151,48 @@ def clean_reply(raw: str, stop_reason: str | None = None) -> Cleaned:
     items: list[Any] = []
     for value in values:
         items.extend([value] if isinstance(value, dict) else [v for v in value if v])
-    evidence = ""
     if len(items) > 1:
         return Cleaned("", "", "several_questions")
     if items:
-        item = items[0]
-        if isinstance(item, dict):
-            if isinstance(item.get("questions"), list):
-                if len(item["questions"]) > 1:
-                    return Cleaned("", "", "several_questions")
-                item = {"question": (item["questions"] or [""])[0], "evidence": item.get("evidence", "")}
-            question = item.get("question") or item.get("query") or ""
-            if isinstance(question, list):
-                if len(question) > 1:
-                    return Cleaned("", "", "several_questions")
-                question = question[0] if question else ""
-            if not isinstance(question, str):
-                return Cleaned("", "", "malformed_json")
-            evidence = item.get("evidence") or ""
-            evidence = evidence if isinstance(evidence, str) else ""
-        else:
-            question = item
-        prose = _FENCE_MARK.sub("", outside)
-        if "?" in prose:  # a question outside the object as well
-            return Cleaned("", "", "several_questions")
+        found = _question_in(items[0], outside)
+        if isinstance(found, Cleaned):
+            return found
+        question, evidence = found
     elif _JSON_LOOKALIKE.search(text) or text.startswith("{"):
         return Cleaned("", "", "malformed_json")
     else:
-        question = text
+        question, evidence = text, ""
+    return _checked(question, evidence, text)
+
+
+def _question_in(item: Any, outside: str) -> tuple[str, str] | Cleaned:
+    """(question, evidence) of the one JSON value a reply holds (`outside`: the reply's text
+    around it), or the reason to reject the reply."""
+    evidence = ""
+    if isinstance(item, dict):
+        if isinstance(item.get("questions"), list):
+            if len(item["questions"]) > 1:
+                return Cleaned("", "", "several_questions")
+            item = {"question": (item["questions"] or [""])[0], "evidence": item.get("evidence", "")}
+        question = item.get("question") or item.get("query") or ""
+        if isinstance(question, list):
+            if len(question) > 1:
+                return Cleaned("", "", "several_questions")
+            question = question[0] if question else ""
+        if not isinstance(question, str):
+            return Cleaned("", "", "malformed_json")
+        evidence = item.get("evidence") or ""
+        evidence = evidence if isinstance(evidence, str) else ""
+    else:
+        question = item
+    prose = _FENCE_MARK.sub("", outside)
+    if "?" in prose:  # a question outside the object as well
+        return Cleaned("", "", "several_questions")
+    return question, evidence
+
+
+def _checked(question: str, evidence: str, text: str) -> Cleaned:
+    """The question's wrappers stripped and its shape checked (one plausible search question)."""
     question = _QUESTION_INVISIBLE.sub("", question)
     lines = [_strip_wrappers(line) for line in question.splitlines()]
     lines = [line for line in lines if line]

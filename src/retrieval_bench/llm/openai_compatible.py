@@ -10,13 +10,12 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from retrieval_bench.llm.connection import REQUEST_TIMEOUT_S, ConnectionGuard, guarded_http_client
-from retrieval_bench.llm.cost import CHARS_PER_TOKEN, estimate_input_tokens
 from retrieval_bench.llm.credentials import openai_endpoint
-from retrieval_bench.llm.provider import Provider, Reply
+from retrieval_bench.llm.provider import CallSettings, Provider, Reply
+from retrieval_bench.llm.tokens import CHARS_PER_TOKEN, estimate_input_tokens
 
 if TYPE_CHECKING:
     from retrieval_bench.llm.ratelimit import SharedPause
-    from retrieval_bench.llm.settings import Settings
 
 # finish_reason in Anthropic's stop_reason names (what the reply hygiene reads).
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal", "tool_calls": "tool_use"}
@@ -26,19 +25,19 @@ class ChatCompletions(Provider):
     name = "openai-compatible"
     family = "openai-compatible"
 
-    def client(self, settings: Settings, pause: SharedPause, max_retries: int | None = None) -> Any:
+    def client(self, settings: CallSettings, pause: SharedPause, max_retries: int | None = None) -> Any:
         import openai
 
         # Refuses a params.yaml base_url the user did not vouch for while OPENAI_API_KEY is set.
         endpoint = openai_endpoint(settings.base_url)
-        http = guarded_http_client(openai, openai.OpenAIError, pause, ConnectionGuard(endpoint))
+        http = guarded_http_client(openai, openai.OpenAIError, pause.hooks(), ConnectionGuard(endpoint))
         # Local servers take any key; a placeholder is sent when OPENAI_API_KEY is not set.
         return openai.AsyncOpenAI(
             api_key=endpoint.key, base_url=endpoint.url, http_client=http, timeout=REQUEST_TIMEOUT_S,
             max_retries=settings.max_retries if max_retries is None else max_retries,
         )
 
-    async def send(self, client: Any, settings: Settings, prompt: str) -> Reply:
+    async def send(self, client: Any, settings: CallSettings, prompt: str) -> Reply:
         completion = await client.chat.completions.create(
             model=settings.model, max_tokens=settings.max_tokens, messages=[{"role": "user", "content": prompt}]
         )

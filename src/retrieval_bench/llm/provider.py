@@ -6,7 +6,7 @@ SDK's answer into a Reply, and names its SDK's error types so that errors.classi
 tell a spend limit, a refused request and a passing fault apart. A BatchProvider adds an API
 that takes many requests at once (runs by batch.BatchRunner, which journals every batch).
 
-`family` goes into every cache key (retrieval_bench.goldenset.cache.cache_key): providers whose
+`family` goes into every cache key (retrieval_bench.llm.cache.cache_key): providers whose
 replies are interchangeable (Anthropic's Messages and Message Batches APIs) share one, so a
 question paid for through either is never asked again through the other.
 """
@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_bench.llm.errors import classify_error
 
 if TYPE_CHECKING:
     from retrieval_bench.llm.ratelimit import SharedPause
-    from retrieval_bench.llm.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -31,6 +30,24 @@ class Reply:
     output_tokens: int
 
 
+class CallSettings(Protocol):
+    """What a provider reads of llm.settings.Settings (which looks providers up in the registry, so
+    providers name only this)."""
+
+    @property
+    def provider(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def max_retries(self) -> int: ...
+    @property
+    def base_url(self) -> str | None: ...
+
+
 class Provider:
     """One API behind `generate.provider`: `name` is that setting's value."""
 
@@ -38,12 +55,12 @@ class Provider:
     family: str  # in the cache key: providers with interchangeable replies share one
     batch = False  # a BatchProvider: submitted in batches, half price
 
-    def client(self, settings: Settings, pause: SharedPause, max_retries: int | None = None) -> Any:
+    def client(self, settings: CallSettings, pause: SharedPause, max_retries: int | None = None) -> Any:
         """The SDK's async client (it has `close()`), its HTTP client from connection.guarded_http_client
         with `pause`'s hooks; the SDK retries settings.max_retries times unless `max_retries` is given."""
         raise NotImplementedError
 
-    async def send(self, client: Any, settings: Settings, prompt: str) -> Reply:
+    async def send(self, client: Any, settings: CallSettings, prompt: str) -> Reply:
         """One request: `prompt` as the user message, settings.model and settings.max_tokens. A
         ValueError means an undecodable answer (it is asked again); SDK errors pass through."""
         raise NotImplementedError

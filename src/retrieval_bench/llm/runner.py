@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from retrieval_bench.goldenset.cache import CacheWriter
 from retrieval_bench.io import Interrupted
-from retrieval_bench.llm.batch import journal_path_for, run_batches
+from retrieval_bench.llm.batch import run_batches
+from retrieval_bench.llm.cache import CacheWriter, journal_path_for
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.progress import Meter, Outcome

@@ -11,15 +11,15 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from retrieval_bench.goldenset.cache import CacheWriteError, CacheWriter, free_bytes
+from retrieval_bench.llm.cache import CacheWriteError, CacheWriter, free_bytes
 from retrieval_bench.llm.connection import EndpointUnreachable
-from retrieval_bench.llm.cost import estimate_input_tokens
 from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.progress import Meter, Outcome
 from retrieval_bench.llm.provider import Provider, Reply
 from retrieval_bench.llm.ratelimit import SharedPause
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import Job, Task
+from retrieval_bench.llm.tokens import estimate_input_tokens
 
 MALFORMED_TRIES = 3  # a reply that cannot be decoded (a proxy hiccup) is asked again this often
 # Free space kept on the cache's disk for the replies in flight: a sync run stops before paying
@@ -31,88 +31,114 @@ SPACE_PER_REPLY_BYTES = 64 << 10
 
 async def run_sync(provider: Provider, task: Task, jobs: list[Job], meta: Meta, settings: Settings,
                    writer: CacheWriter, meter: Meter) -> Outcome:
-    pause = SharedPause(on_pause=meter.write)
-    client = provider.client(settings, pause)
-    outcome = meter.outcome
-    semaphore = asyncio.Semaphore(settings.concurrency)
-    worst_case = settings.cost(
-        max((estimate_input_tokens(j.prompt) for j in jobs), default=0), settings.max_tokens, batch=False
-    )
-    state = {"in_flight": 0, "consecutive_failures": 0}
-    breaker = max(10, 2 * settings.concurrency)
-    unsaved: list[tuple[dict, Reply]] = []
-    space_needed = SPACE_RESERVE_BYTES + settings.concurrency * SPACE_PER_REPLY_BYTES
-    kept_lock = threading.Lock()
+    return await _SyncRun(provider, task, meta, settings, writer, meter).run(jobs)
 
-    def keep(record: dict) -> None:  # in a worker thread: counted once written, even if Ctrl-C cancels the wait
-        writer.append(record)
-        with kept_lock:
-            outcome.kept += 1
 
-    async def one(job: Job) -> None:
-        async with semaphore:
-            if outcome.stop:
-                return
-            free = free_bytes(writer.path)
-            if free < space_needed:
-                outcome.stop = outcome.stop or (
-                    f"only {free / 1e6:.1f} MB free on the disk holding {writer.path}, below the {space_needed / 1e6:.1f} MB "
-                    "kept for the replies in flight: stopped before paying for more, so nothing paid was lost"
-                )
-                return
-            limit = settings.max_cost_usd
-            if limit is not None and outcome.cost + (state["in_flight"] + 1) * worst_case > limit:
-                outcome.stop = outcome.stop or (
-                    f"stopped at generate.max_cost_usd {usd(limit)} (spent {usd(outcome.cost, against=limit)})"
-                )
-                return
-            state["in_flight"] += 1
+class _SyncRun:
+    """One sync run's shared state: the client, the pause, the in-flight count, the breaker."""
+
+    def __init__(self, provider: Provider, task: Task, meta: Meta, settings: Settings, writer: CacheWriter, meter: Meter) -> None:
+        self.provider, self.task, self.meta, self.settings, self.writer, self.meter = provider, task, meta, settings, writer, meter
+        self.pause = SharedPause(on_pause=meter.write)
+        self.client = provider.client(settings, self.pause)
+        self.outcome = meter.outcome
+        self.semaphore = asyncio.Semaphore(settings.concurrency)
+        self.worst_case = 0.0
+        self.in_flight = 0
+        self.consecutive_failures = 0
+        self.breaker = max(10, 2 * settings.concurrency)
+        self.unsaved: list[tuple[dict, Reply]] = []
+        self.space_needed = SPACE_RESERVE_BYTES + settings.concurrency * SPACE_PER_REPLY_BYTES
+        self.kept_lock = threading.Lock()
+
+    async def run(self, jobs: list[Job]) -> Outcome:
+        self.worst_case = self.settings.cost(
+            max((estimate_input_tokens(j.prompt) for j in jobs), default=0), self.settings.max_tokens, batch=False
+        )
+        try:
+            await asyncio.gather(*(self.one(job) for job in jobs))
+        finally:
+            await self.client.close()
+            summary = self.pause.summary()
+            if summary:
+                self.meter.write(summary)
+        if self.unsaved:
+            _save_late(self.unsaved, self.writer, self.meter)
+        return self.outcome
+
+    def stop(self, reason: str) -> None:
+        """The first reason to stop wins: later ones follow from it."""
+        self.outcome.stop = self.outcome.stop or reason
+
+    def keep(self, record: dict) -> None:  # in a worker thread: counted once written, even if Ctrl-C cancels the wait
+        self.writer.append(record)
+        with self.kept_lock:
+            self.outcome.kept += 1
+
+    def may_pay(self) -> bool:
+        """Room on the disk for the replies in flight, and the cost limit not reached counting
+        them at their worst case; else the run stops before paying for more."""
+        free = free_bytes(self.writer.path)
+        if free < self.space_needed:
+            self.stop(f"only {free / 1e6:.1f} MB free on the disk holding {self.writer.path}, below the "
+                      f"{self.space_needed / 1e6:.1f} MB kept for the replies in flight: stopped before paying for more, "
+                      "so nothing paid was lost")
+            return False
+        limit = self.settings.max_cost_usd
+        if limit is not None and self.outcome.cost + (self.in_flight + 1) * self.worst_case > limit:
+            self.stop(f"stopped at generate.max_cost_usd {usd(limit)} (spent {usd(self.outcome.cost, against=limit)})")
+            return False
+        return True
+
+    async def send(self, job: Job) -> Reply:
+        """One request; an undecodable reply is asked again up to MALFORMED_TRIES times."""
+        tries = 1
+        while True:
             try:
-                for tries in range(1, MALFORMED_TRIES + 1):
-                    try:
-                        reply = await provider.send(client, settings, job.prompt)
-                        break
-                    except ValueError as error:  # an undecodable body: JSON or schema errors
-                        if tries == MALFORMED_TRIES:
-                            raise
-                        meter.write(f"malformed reply ({type(error).__name__}); asking again")
-                        await asyncio.sleep(0.2 * tries)
+                return await self.provider.send(self.client, self.settings, job.prompt)
+            except ValueError as error:  # an undecodable body: JSON or schema errors
+                if tries == MALFORMED_TRIES:
+                    raise
+                self.meter.write(f"malformed reply ({type(error).__name__}); asking again")
+                await asyncio.sleep(0.2 * tries)
+                tries += 1
+
+    def failed(self, error: Exception) -> None:
+        """A request that failed after the SDK's retries: a clean stop, or one failure more."""
+        kind, message = self.provider.classify(error)
+        if kind == "spend_limit" or self.pause.spend_limited:
+            self.stop(f"the API's spend limit or credit is exhausted ({message})")
+        elif isinstance(error, EndpointUnreachable):
+            self.stop(message)
+        elif kind == "fatal":
+            self.stop(f"the API refused the request: {message}")
+        else:
+            self.meter.fail(message)
+            self.consecutive_failures += 1
+            if self.consecutive_failures >= self.breaker:
+                self.stop(f"{self.breaker} requests in a row failed after retries (last: {message})")
+
+    async def one(self, job: Job) -> None:
+        async with self.semaphore:
+            if self.outcome.stop or not self.may_pay():
+                return
+            self.in_flight += 1
+            try:
+                reply = await self.send(job)
             except Exception as error:  # noqa: BLE001 - every failure is classified and reported
-                kind, message = provider.classify(error)
-                if kind == "spend_limit" or pause.spend_limited:
-                    outcome.stop = outcome.stop or f"the API's spend limit or credit is exhausted ({message})"
-                elif isinstance(error, EndpointUnreachable):
-                    outcome.stop = outcome.stop or message
-                elif kind == "fatal":
-                    outcome.stop = outcome.stop or f"the API refused the request: {message}"
-                else:
-                    meter.fail(message)
-                    state["consecutive_failures"] += 1
-                    if state["consecutive_failures"] >= breaker:
-                        outcome.stop = outcome.stop or f"{breaker} requests in a row failed after retries (last: {message})"
+                self.failed(error)
                 return
             finally:
-                state["in_flight"] -= 1
-            state["consecutive_failures"] = 0
-            record = task.record(meta, job.key, job.passage_sha256, job.attempt, reply)
+                self.in_flight -= 1
+            self.consecutive_failures = 0
+            record = self.task.record(self.meta, job.key, job.passage_sha256, job.attempt, reply)
             try:
-                await asyncio.to_thread(keep, record)  # fsync off the event loop; appends are serialised
+                await asyncio.to_thread(self.keep, record)  # fsync off the event loop; appends are serialised
             except CacheWriteError as error:
-                unsaved.append((record, reply))
-                outcome.stop = outcome.stop or str(error)
+                self.unsaved.append((record, reply))
+                self.stop(str(error))
                 return
-            meter.add(reply, rejected=record["rejected"] is not None)
-
-    try:
-        await asyncio.gather(*(one(job) for job in jobs))
-    finally:
-        await client.close()
-        summary = pause.summary()
-        if summary:
-            meter.write(summary)
-    if unsaved:
-        _save_late(unsaved, writer, meter)
-    return outcome
+            self.meter.add(reply, rejected=record["rejected"] is not None)
 
 
 def _save_late(unsaved: list[tuple[dict, Reply]], writer: CacheWriter, meter: Meter) -> None:

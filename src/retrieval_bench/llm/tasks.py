@@ -6,7 +6,7 @@ beyond Job (a rendered prompt and its cache key) and Task.record (a reply as a c
 a new task (relevance judging, say) is a new Task here and its parser, and no provider code.
 
 QUESTIONS writes one search question a passage answers: the passage goes between the prompt's
-<passage> tags escaped (goldenset.evidence.escape_passage), the reply is read by
+<passage> tags escaped (passage_escape.escape_passage), the reply is read by
 hygiene.clean_reply.
 
 JUDGE grades how well a chunk answers a question, 0-3 (UMBRELA, Upadhyay et al. 2024, after
@@ -25,12 +25,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from retrieval_bench.goldenset.cache import cache_key
-from retrieval_bench.goldenset.evidence import _INVISIBLE_CHARS, escape_passage
+from retrieval_bench.llm.cache import cache_key
+from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, Wording
 from retrieval_bench.llm.grades import parse_grade
 from retrieval_bench.llm.hygiene import clean_reply
 from retrieval_bench.llm.provider import Reply
 from retrieval_bench.llm.settings import Meta
+from retrieval_bench.passage_escape import INVISIBLE_CHARS, escape_passage
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class Task:
     query_placeholder: str | None = None  # a second text in the prompt (the question of a judged pair)
     context: Mapping[str, dict] = field(default_factory=dict)  # cache key -> fields saying what was asked
     stage: str = "generate_goldenset"  # the stage that asks: it names the progress bar and the lines beside it
+    wording: Wording = QUESTIONS_WORDING  # how its work is named in the cost guard's and the run's lines
 
     def with_context(self, context: Mapping[str, dict]) -> "Task":
         """This task, its records carrying `context[key]` (e.g. the question and chunk id judged)."""
@@ -76,7 +78,7 @@ class Task:
         return Job(key, text_sha256, attempt, re.sub(pattern, lambda m: fields[m.group()], template))
 
     def record(self, meta: Meta, key: str, passage_sha256: str, attempt: int, reply: Reply, provider: str | None = None) -> dict:
-        """The cache record of one reply (goldenset.cache describes its fields)."""
+        """The cache record of one reply (llm.cache describes its fields)."""
         return {
             "key": key,
             "family": meta.family,
@@ -103,8 +105,8 @@ def _question_fields(text: str, stop_reason: str | None) -> dict:
 QUESTIONS = Task("questions", "{passage}", escape_passage, _question_fields)
 
 
-_IGNORABLE = f"[{_INVISIBLE_CHARS}]*"
-_GAP = f"[\\s{_INVISIBLE_CHARS}]*"
+_IGNORABLE = f"[{INVISIBLE_CHARS}]*"
+_GAP = f"[\\s{INVISIBLE_CHARS}]*"
 # An opening or closing <query> tag however spaced, cased or interleaved with invisible characters
 # (escape_passage does the same for <passage>).
 _QUERY_DELIMITER = re.compile(
@@ -121,8 +123,9 @@ def escape_judged(text: str) -> str:
 
 def _grade_fields(text: str, stop_reason: str | None) -> dict:
     graded = parse_grade(text, stop_reason)
-    # `question` (null here, set from the task's context) keeps the record readable by goldenset.cache.read_cache.
+    # `question` (null here, set from the task's context) keeps the record readable by llm.cache.read_cache.
     return {"question": None, "grade": graded.grade, "rejected": graded.rejected}
 
 
-JUDGE = Task("judge", "{passage}", escape_judged, _grade_fields, query_placeholder="{query}", stage="judge")
+JUDGE = Task("judge", "{passage}", escape_judged, _grade_fields, query_placeholder="{query}", stage="judge",
+             wording=JUDGE_WORDING)

@@ -1,1 +1,1 @@
-"""Embed corpus and questions, and rank chunks by each retrieval method."""
+"""Rank chunks for each question by each retrieval method (the vectors come from retrieval_bench.embedding)."""

@@ -21,7 +21,7 @@ import pandas as pd
 
 from retrieval_bench import paths
 from retrieval_bench.io import InputError, atomic_open, checked_id, first_line, quoted, read_jsonl
-from retrieval_bench.retrieval.run import check_run, from_records, read_run_file
+from retrieval_bench.run_contract import check_run, from_records, read_run_file
 
 
 def retrieve_run_file(questions, corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.retrieval import bm25, dense
-from retrieval_bench.retrieval.run import cut_to_depth, from_top
+from retrieval_bench.retrieval.run import from_top
+from retrieval_bench.run_contract import cut_to_depth
 
 
 class Top(NamedTuple):

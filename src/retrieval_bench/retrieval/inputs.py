@@ -3,10 +3,10 @@ vectors when the method searches vectors (checked to be the current data's)."""
 from __future__ import annotations
 
 from retrieval_bench import paths
+from retrieval_bench.embedding.saved_vectors import load_saved_vectors
 from retrieval_bench.io import read_jsonl, read_table
 from retrieval_bench.retrieval.methods import needs_vectors
 from retrieval_bench.retrieval.run import Corpus, Questions
-from retrieval_bench.retrieval.saved_vectors import load_saved_vectors
 
 
 def questions_and_corpus(settings: dict) -> tuple[Questions, Corpus]:

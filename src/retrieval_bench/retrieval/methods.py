@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from retrieval_bench.retrieval import ann, bm25, dense, external, hybrid, rerank, store_search
-from retrieval_bench.retrieval.run import Corpus, Questions, check_scores, resolve_depth
+from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
+from retrieval_bench.run_contract import check_scores
 
 METHODS = {
     "dense": dense.retrieve,

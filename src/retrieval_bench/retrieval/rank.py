@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
-from retrieval_bench.evaluation.metrics import Positions
+
+from retrieval_bench.run_contract import Positions
 
 QUERY_BATCH = 256  # questions scored at once: bounds memory at QUERY_BATCH x n_chunks floats
 

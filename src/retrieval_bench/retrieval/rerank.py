@@ -24,17 +24,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench import paths
+from retrieval_bench import model_source, paths
 from retrieval_bench.io import InputError
-from retrieval_bench.retrieval import bm25, dense, hybrid, model_source
-from retrieval_bench.retrieval.run import Corpus, Questions, from_records
+from retrieval_bench.retrieval import bm25, dense, hybrid
+from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.run_contract import from_records
 
 FIRST_STAGES = {"dense": dense.retrieve, "bm25": bm25.retrieve, "hybrid": hybrid.retrieve}
 
 
 def resolve_model(model: str) -> str:
     """Where to load the cross-encoder from; anything unavailable is a one-line InputError (an
-    unset model is refused earlier, by params.py, naming params.RERANK_DEFAULT_MODEL)."""
+    unset model is refused earlier, by params.py, naming params_sections.RERANK_DEFAULT_MODEL)."""
     return model_source.resolve_model(model, what="retrieval.rerank.model", bundled=False)
 
 

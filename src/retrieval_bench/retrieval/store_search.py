@@ -16,9 +16,11 @@ import sys
 
 import pandas as pd
 
-from retrieval_bench.retrieval.run import Corpus, Questions, check_run, from_records, resolve_depth
+from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
 from retrieval_bench.retrieval.run_info import recall_against_exact
-from retrieval_bench.stores.base import NONDETERMINISTIC_SEARCH, parse_address
+from retrieval_bench.run_contract import check_run, from_records
+from retrieval_bench.store_address import parse_address
+from retrieval_bench.stores.base import NONDETERMINISTIC_SEARCH
 from retrieval_bench.stores.registry import open_store
 
 QUERY_BLOCK = 256  # questions per request to the store

@@ -34,7 +34,8 @@ from chromadb.errors import ChromaError, NotFoundError  # noqa: E402
 from overrides import override  # noqa: E402  (chromadb's components must mark what they override)
 
 from retrieval_bench.io import InputError  # noqa: E402
-from retrieval_bench.stores.base import DEFAULT_TIMEOUT, StoreAddress, StorePage, api_key, id_text, no_collection, reason, similarity  # noqa: E402
+from retrieval_bench.store_address import DEFAULT_TIMEOUT, StoreAddress  # noqa: E402
+from retrieval_bench.stores.base import StorePage, api_key, id_text, no_collection, reason, similarity
 
 TOKEN_HEADER = "x-chroma-token"
 PERSISTENT_MARKER = "chroma.sqlite3"  # what a PersistentClient folder holds; its absence means no store

@@ -36,7 +36,8 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ApiException, ResponseHandlingException
 
 from retrieval_bench.io import InputError
-from retrieval_bench.stores.base import StoreAddress, api_key, StorePage, id_text, no_collection, plain, reason, similarity
+from retrieval_bench.store_address import StoreAddress
+from retrieval_bench.stores.base import StorePage, api_key, id_text, no_collection, plain, reason, similarity
 
 QUERY_BATCH = 64  # query vectors per request to a server
 UPLOAD_BATCH = 512  # points per upsert

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from retrieval_bench.io import InputError
-from retrieval_bench.stores.base import ENGINES, Store, StoreAddress
+from retrieval_bench.store_address import ENGINES, StoreAddress
+from retrieval_bench.stores.base import Store
 
 
 def adapter(engine: str) -> ModuleType:

@@ -34,7 +34,8 @@ import pysqlite3.dbapi2 as sqlite3
 import sqlite_vec
 
 from retrieval_bench.io import InputError
-from retrieval_bench.stores.base import StoreAddress, StorePage, id_text, plain, reason, similarity
+from retrieval_bench.store_address import StoreAddress
+from retrieval_bench.stores.base import StorePage, id_text, plain, reason, similarity
 
 K_MAX = 4096  # sqlite-vec's limit on k in a k-nearest query
 # vec0's distance_metric -> base.similarity's name for it (vec0's l2 is not squared)

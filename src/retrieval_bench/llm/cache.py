@@ -32,7 +32,6 @@ from pathlib import Path
 
 from retrieval_bench.io import InputError
 
-
 # Hashed into the key of a passage whose text had to be escaped to stay inside the prompt's
 # <passage> delimiters (retrieval_bench.goldenset.evidence.escape_passage): such a passage is sent
 # differently from before, so it must not be served a reply cached for the unescaped prompt.
@@ -120,6 +119,22 @@ def pending_intents(events: list[dict]) -> list[dict]:
         elif event["event"] in ("submitted", "abandoned"):
             pending.pop(intent, None)
     return list(pending.values())
+
+
+def journal_path_for(cache_path: str | Path) -> Path:
+    """The batch journal lives next to the cache: data/question_cache.batches.jsonl."""
+    cache_path = Path(cache_path)
+    return cache_path.with_name(cache_path.stem + ".batches.jsonl")
+
+
+def pending_batch_events(cache_path: str | Path) -> list[dict]:
+    """Batches submitted (journalled) and not yet collected."""
+    return pending_batches(read_journal(journal_path_for(cache_path)))
+
+
+def pending_intent_events(cache_path: str | Path) -> list[dict]:
+    """Batch intents with no known outcome: a batch may or may not exist for each."""
+    return pending_intents(read_journal(journal_path_for(cache_path)))
 
 
 class CacheWriteError(Exception):

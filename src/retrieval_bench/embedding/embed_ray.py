@@ -44,10 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval_bench.embedding.backends import encoder_label, load_encoder
 from retrieval_bench.io import InputError, cache_root
 from retrieval_bench.locking import build_once
-from retrieval_bench.retrieval.backends import encoder_label, load_encoder
-from retrieval_bench.retrieval.model_source import folder_fingerprint, model_files, model_fingerprint
+from retrieval_bench.model_source import folder_fingerprint, model_files, model_fingerprint
 
 INSTALL_HINT = "pip install -e '.[ray]'"
 # A local instance holds the texts and vectors in flight, nothing more (Ray spills beyond it to

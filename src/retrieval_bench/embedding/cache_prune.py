@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 
 from retrieval_bench import paths
+from retrieval_bench.embedding.embed import cache_keys, embedding_dimension, settings_fingerprint
+from retrieval_bench.embedding.embedding_cache import prune
 from retrieval_bench.io import InputError, read_jsonl
+from retrieval_bench.model_source import resolve_model
 from retrieval_bench.params import load_params
-from retrieval_bench.retrieval.embed import cache_keys, embedding_dimension, settings_fingerprint
-from retrieval_bench.retrieval.embedding_cache import prune
-from retrieval_bench.retrieval.model_source import resolve_model
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval_bench.embedding.backends import load_encoder, runtime_version, st_dimension
+from retrieval_bench.embedding.embedding_cache import EmbeddingCache, space_digest, text_keys
 from retrieval_bench.io import InputError, atomic_open, write_json
-from retrieval_bench.retrieval.backends import load_encoder, runtime_version, st_dimension
-from retrieval_bench.retrieval.embedding_cache import EmbeddingCache, space_digest, text_keys
-from retrieval_bench.retrieval.model_source import model_fingerprint, resolve_model
+from retrieval_bench.model_source import model_fingerprint, resolve_model
 
 
 def load_model(model: str, max_seq_length: int | None = None):
@@ -136,7 +136,7 @@ def embedding_engine(items: list[tuple[bytes, str]], model_path: str, fingerprin
     `settings["engine"]`, and the (keys, vectors) batches it yields: the encoder loaded here, or
     Ray's actors (Ray is imported only then: it is an optional extra)."""
     if settings["engine"] == "ray":
-        from retrieval_bench.retrieval.embed_ray import describe, embed_batches
+        from retrieval_bench.embedding.embed_ray import describe, embed_batches
 
         return describe(settings, len(items)), embed_batches(items, model_path, fingerprint, settings)
     encoder = load_encoder(model_path, fingerprint, settings, log=log)

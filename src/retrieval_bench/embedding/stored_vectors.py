@@ -18,9 +18,10 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench import paths
+from retrieval_bench.embedding.embed import embed_texts
 from retrieval_bench.io import InputError, progress
-from retrieval_bench.retrieval.embed import embed_texts
-from retrieval_bench.stores.base import PAGE_ROWS, StoreAddress, parse_address
+from retrieval_bench.store_address import StoreAddress, parse_address
+from retrieval_bench.stores.base import PAGE_ROWS
 from retrieval_bench.stores.registry import open_store
 
 SAMPLE = 32  # chunks embedded again to check the model

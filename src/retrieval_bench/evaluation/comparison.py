@@ -1,0 +1,90 @@
+"""The outcome of `retrieval-bench compare`: Comparison (what the report and the API return) and its
+one-line verdict, which its dict carries; evaluation.compare_report renders the rest."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from retrieval_bench.evaluation.stats import MDD_FORMULA
+
+
+@dataclass
+class Comparison:
+    a: str
+    b: str
+    n_questions: int
+    metrics: dict[str, dict]
+    flip_k: int | None
+    flipped: list[dict]
+    warnings: list[str] = field(default_factory=list)
+    resamples: int = 10_000
+    seed: int = 0
+    level: float = 0.95
+    a_commit: str | None = None
+    b_commit: str | None = None
+    n_unscorable_dropped: int = 0  # paired questions left out: no relevant chunk under one run or both
+    judged: dict[str, dict] = field(default_factory=dict)  # the judged view's statistics, by metric (strict name)
+    views_coincide: bool = False  # every judged column equals its strict one (no duplicates, no judgements)
+    segments: dict | None = None  # segment regressions on the headline metric; None: the runs carry no segments
+
+    def to_dict(self) -> dict:
+        return {
+            "a": self.a,
+            "b": self.b,
+            "a_commit": self.a_commit,
+            "b_commit": self.b_commit,
+            "n_questions": self.n_questions,
+            "n_unscorable_dropped": self.n_unscorable_dropped,
+            "resamples": self.resamples,
+            "seed": self.seed,
+            "ci_level": self.level,
+            "metrics": self.metrics,
+            "judged_metrics": self.judged,
+            "flip_k": self.flip_k,
+            "flipped": self.flipped,
+            "min_detectable_delta": {name: m["min_detectable_delta"] for name, m in self.metrics.items()},
+            "min_detectable_delta_formula": MDD_FORMULA,
+            "warnings": self.warnings,
+            "views_coincide": self.views_coincide,
+            "segment_regressions": self.segments,
+            "verdict": verdict_line(self),
+        }
+
+
+def num(value: float, sign: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:+.4f}" if sign else f"{value:.4f}"
+
+
+def _p_short(value: float) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.2g}" if value >= 0.001 else f"{value:.0e}"
+
+
+def direction(m: dict) -> int:
+    """+1 / -1: B significantly better / worse (p < 0.05); 0: no significant difference."""
+    return 0 if not m["p_value"] < 0.05 else (1 if m["delta"] > 0 else -1)
+
+
+def _segment_clause(segments: dict | None) -> str:
+    if segments is None:
+        return "segments not compared (per_question.csv without segment columns)"
+    regressed = segments["regressed"]
+    if not regressed:
+        return "no segment regressed"
+    worst = ", ".join(f"{r['segment']}={r['value']} ({r['delta']:+.3f})" for r in sorted(regressed, key=lambda r: r["delta"])[:3])
+    more = f" and {len(regressed) - 3} more" if len(regressed) > 3 else ""
+    return f"{len(regressed)} segment{'s' if len(regressed) > 1 else ''} regressed: {worst}{more}"
+
+
+def verdict_line(comparison: Comparison) -> str:
+    """One line: is B better or worse on the headline metric (first compared), did any segment
+    regress (Benjamini-Hochberg), and the smallest change this many questions can detect."""
+    name, m = next(iter(comparison.metrics.items()))
+    figures = (f"{num(m['delta'], True)}, {comparison.level:.0%} CI [{num(m['ci_low'], True)}, {num(m['ci_high'], True)}], "
+               f"p={_p_short(m['p_value'])}")
+    verdict = direction(m)
+    head = f"B is {'better' if verdict > 0 else 'worse'} on {name}" if verdict else f"No significant difference on {name}"
+    mdd = m["min_detectable_delta"]
+    detectable = "n/a" if mdd is None or math.isnan(mdd) else f"{mdd:.2g}"
+    return f"{head} ({figures}); {_segment_clause(comparison.segments)}; smallest detectable change {detectable}"

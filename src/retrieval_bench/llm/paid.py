@@ -1,0 +1,117 @@
+"""The one entry point for paid LLM work (the golden set's questions, the judge's grades).
+
+Under the cache's lock (retrieval_bench.locking; none for a dry run): journalled batches of an
+earlier run are reconciled and collected first, then round by round the caller says what is
+still missing given the cache, batches in flight are left out, the estimate is logged, a dry run
+stops there, the cost guard checks the round against <section>.max_cost_usd (counting what this
+run spent), and the jobs run (runner.run: sync or batch, with its progress bar). A round that
+fails requests or gets no reply ends the rounds; failed requests end the work in one line
+(StopGeneration), every reply received being kept.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+from retrieval_bench.llm.cache import journal_path_for, pending_batch_events, pending_intent_events, read_cache
+from retrieval_bench.llm.cost import check_cost, estimate
+from retrieval_bench.llm.errors import StopGeneration
+from retrieval_bench.llm.prices import usd
+from retrieval_bench.llm.registry import counterpart
+from retrieval_bench.llm.runner import can_resume, resume_batches, run
+from retrieval_bench.llm.settings import Meta, Settings
+from retrieval_bench.llm.tasks import Job, Task
+from retrieval_bench.locking import exclusive
+
+Log = Callable[[str], None]
+# The cache's records by key and the round's number -> (the jobs still to ask, how many are done).
+Missing = Callable[[dict[str, dict], int], tuple[list[Job], int]]
+
+
+@dataclass(frozen=True)
+class PaidWork:
+    """What is paid for: the task, how its records are made, the settings and the cache."""
+
+    task: Task
+    meta: Meta
+    settings: Settings
+    cache_path: str
+    max_attempts: int  # replies a rejected one may be asked again for (the dry run says so)
+
+
+@dataclass
+class Paid:
+    spent: float = 0.0  # USD, resumed batches included
+    asked: int = 0  # requests sent this run (succeeded or failed)
+    planned: bool = False  # a dry run found work to do (and logged its cost)
+
+
+def pay_for(work: PaidWork, missing: Missing, rounds: int, dry_run: bool, log: Log) -> Paid:
+    """Ask for what `missing` names, up to `rounds` rounds (see the module's docstring)."""
+    with nullcontext() if dry_run else exclusive(work.cache_path, log):
+        paid = Paid(spent=_resume(work, dry_run, log))
+        failed: list[str] = []
+        for round_number in range(rounds):
+            jobs, done = missing(read_cache(work.cache_path), round_number)
+            in_flight = {r["key"] for e in _journalled(work.cache_path) for r in e["requests"]}
+            jobs = [job for job in jobs if job.key not in in_flight]
+            if not jobs:
+                break
+            if not _round(work, jobs, done, round_number, paid, failed, dry_run, log):
+                break
+    if failed:
+        reasons = "; ".join(f"{n}x {r}" for r, n in Counter(failed).most_common(3))
+        raise StopGeneration(
+            f"{len(failed)} {work.task.wording.requests} failed ({reasons}); every reply received is kept in "
+            f"{work.cache_path}; rerun to ask for the missing {work.task.wording.noun} again"
+        )
+    return paid
+
+
+def _journalled(cache_path: str) -> list[dict]:
+    return pending_batch_events(cache_path) + pending_intent_events(cache_path)
+
+
+def _resume(work: PaidWork, dry_run: bool, log: Log) -> float:
+    """Collect the batches an earlier run journalled (none in a dry run); what they cost."""
+    pending, intents = pending_batch_events(work.cache_path), pending_intent_events(work.cache_path)
+    if not (pending or intents):
+        return 0.0
+    if dry_run or not can_resume(work.settings):
+        log(f"{len(pending) + len(intents)} journalled batches are not collected yet ({journal_path_for(work.cache_path)}); "
+            "provider anthropic-batch collects them")
+        return 0.0
+    if intents:
+        log(f"{len(intents)} batches were being created when an earlier run stopped; reconciling them with the "
+            "account's batches before submitting anything")
+    if pending:
+        log(f"{len(pending)} batches from an earlier run were not collected; resuming them (no new submission)")
+    return resume_batches(work.task, pending, work.settings, work.cache_path, intents).cost
+
+
+def _round(work: PaidWork, jobs: list[Job], done: int, round_number: int, paid: Paid, failed: list[str],
+           dry_run: bool, log: Log) -> bool:
+    """One round: the estimate, a dry run's plan or the guard and the run; whether to go on."""
+    settings, wording = work.settings, work.task.wording
+    est = estimate([job.prompt for job in jobs], settings)
+    log(f"{len(jobs)} {wording.to_do if round_number == 0 else wording.to_redo}, {done} {wording.done}; {est.describe(settings)}")
+    if settings.max_cost_usd is not None:
+        log(f"cost limit {wording.section}.max_cost_usd {usd(settings.max_cost_usd)}")
+    if dry_run:
+        other_provider = counterpart(settings.provider)
+        if other_provider is not None:
+            other = estimate([job.prompt for job in jobs], settings, batch=other_provider.batch)
+            log(f"with {other_provider.name} instead: ~{usd(other.usd)} (at most {usd(other.usd_max)})")
+        log(f"rejected replies are asked again ({wording.section}.max_attempts {work.max_attempts}), which adds a little")
+        paid.planned = True
+        return False
+    check_cost(est, settings, paid.spent, wording)
+    outcome = run(work.task, jobs, work.meta, settings, work.cache_path)
+    paid.spent += outcome.cost
+    paid.asked += outcome.succeeded + len(outcome.failed)
+    failed.extend(outcome.failed)
+    log(f"{outcome.succeeded} replies ({outcome.rejected} rejected), {len(outcome.failed)} failed; "
+        f"{outcome.input_tokens:,} input + {outcome.output_tokens:,} output tokens, {usd(outcome.cost)}")
+    return not (outcome.failed or outcome.succeeded == 0)

@@ -1,0 +1,32 @@
+"""The passage inside a prompt is data, never instructions or delimiters: a passage goes between
+<passage> and </passage>, and escape_passage keeps any text in it from reading as one of those
+tags; unescape_passage undoes it for an excerpt a model quotes back from the escaped text.
+
+Used by the LLM tasks (the prompt) and by the golden set (matching evidence in the passage sent)."""
+from __future__ import annotations
+
+import re
+
+# Characters that render as nothing (zero-width, soft hyphen, bidi controls, BOM): text that hides
+# them inside a tag name still reads as that tag to a model.
+INVISIBLE_CHARS = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+_IGNORABLE = f"[{INVISIBLE_CHARS}]*"
+_GAP = f"[\\s{INVISIBLE_CHARS}]*"
+_TAG_TAIL = _GAP + "/?" + _GAP + _IGNORABLE.join("passage") + r"(?![A-Za-z0-9_\-])"
+# An opening or closing <passage> tag, however spaced, cased or interleaved with invisible characters.
+_DELIMITER = re.compile(r"[<\uff1c\ufe64](?=" + _TAG_TAIL + ")", re.IGNORECASE)
+_ESCAPED_DELIMITER = re.compile(r"&(lt|#x[0-9a-f]{4});(?=" + _TAG_TAIL + ")", re.IGNORECASE)
+
+
+def escape_passage(passage: str) -> str:
+    """The passage as it is put between the prompt's <passage> and </passage>: every '<' (or
+    full-width look-alike) that starts something a model could read as one of those tags becomes
+    an HTML entity ('&lt;'), so no chunk can close the block (its text would stand outside it, as
+    instructions) or open a fake one. Any other passage is returned unchanged, so its prompt and
+    cache key are what they always were."""
+    return _DELIMITER.sub(lambda m: "&lt;" if m.group() == "<" else f"&#x{ord(m.group()):04x};", passage)
+
+
+def unescape_passage(text: str) -> str:
+    """Undo escape_passage (for text a model quotes back from an escaped passage)."""
+    return _ESCAPED_DELIMITER.sub(lambda m: "<" if m.group(1).lower() == "lt" else chr(int(m.group(1)[2:], 16)), text)
