@@ -15,6 +15,7 @@ leaderboard: metrics/leaderboard.md of that run, the leaderboard stage's warning
 short summary. `dvc repro` took 154 s and 379 s on 2 CPU cores shared with other jobs (load
 average about 4 and 8), most of it embedding the corpus.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,7 @@ from stub_llm import StubLLM, stage_env  # noqa: E402  (tests/ holds the stub se
 def template_reply(passage: str) -> str:
     """A careless generator's reply: 10 words from the middle of the passage, as question and evidence."""
     words = passage.split()
-    middle = " ".join(words[len(words) // 3: len(words) // 3 + 10])
+    middle = " ".join(words[len(words) // 3 : len(words) // 3 + 10])
     return json.dumps({"question": f"What does the documentation say about {middle}?", "evidence": middle})
 
 
@@ -62,11 +63,15 @@ def summary(project: Path) -> list[str]:
     for name in ("mrr", "ndcg@10"):
         m = cert["metrics"][name]
         flipped = [f"{p['b']} vs {p['a']}" for p in m["differing_pairs"] if p["flip"]]
-        lines.append(f"{name}: tau {estimate(m, 'kendall_tau')}, tau_AP {estimate(m, 'tau_ap')}, "
-                     f"pair agreement {estimate(m, 'pair_agreement')}; flipped: {', '.join(flipped) or 'none'}")
+        lines.append(
+            f"{name}: tau {estimate(m, 'kendall_tau')}, tau_AP {estimate(m, 'tau_ap')}, "
+            f"pair agreement {estimate(m, 'pair_agreement')}; flipped: {', '.join(flipped) or 'none'}"
+        )
     gap = cert["style_gap"]
-    lines.append(f"style gap: classifier AUC {gap['classifier_auc']:.2f}; echo share {gap['reference']['echo_content_share']:.2f} "
-                 f"({cert['reference']}) vs {gap['synthetic']['echo_content_share']:.2f} ({cert['synthetic']})")
+    lines.append(
+        f"style gap: classifier AUC {gap['classifier_auc']:.2f}; echo share {gap['reference']['echo_content_share']:.2f} "
+        f"({cert['reference']}) vs {gap['synthetic']['echo_content_share']:.2f} ({cert['synthetic']})"
+    )
     return lines
 
 
@@ -83,12 +88,18 @@ def main() -> None:
             env.update({k: v for k, v in stage_env(stub).items() if k.startswith("ANTHROPIC_")})
             prepare(project, env)
             started = time.monotonic()
-            result = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=project, env=env, capture_output=True, text=True)
+            result = subprocess.run(
+                [sys.executable, "-m", "dvc", "repro"], cwd=project, env=env, capture_output=True, text=True
+            )
             seconds = time.monotonic() - started
         if result.returncode:
-            sys.exit(f"certificate_sample: dvc repro exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+            sys.exit(
+                f"certificate_sample: dvc repro exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+            )
         print((project / "metrics" / "leaderboard.md").read_text())
-        print("\n".join(line for line in (result.stdout + result.stderr).splitlines() if line.startswith("leaderboard:")))
+        print(
+            "\n".join(line for line in (result.stdout + result.stderr).splitlines() if line.startswith("leaderboard:"))
+        )
         print(f"dvc repro: {seconds:.0f} s")
         print("\n".join(summary(project)))
     finally:

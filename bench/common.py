@@ -2,6 +2,7 @@
 first on sys.path), the peak RSS of a process, equal threads for compared engines and the machine
 they ran on, interleaved rounds, the child-process protocol the per-method benches use, SciFact's
 abstracts, and a throwaway copy of the project for `dvc repro`."""
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,13 @@ def peak_rss_gib() -> float:
 
 # Equal threads, and the machine beside each figure.
 
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
 
 
 def thread_env(threads: int) -> dict[str, str]:
@@ -88,8 +95,10 @@ def blas_kernel() -> str:
 
 def machine(threads: int) -> str:
     """One line for the top of a table: where the figures come from."""
-    return (f"CPU {cpu_model()}, {os.cpu_count()} cores (usable {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'}); "
-            f"BLAS {blas_kernel()}; every engine pinned to {threads} thread(s); load average {os.getloadavg()[0]:.2f} at the start")
+    return (
+        f"CPU {cpu_model()}, {os.cpu_count()} cores (usable {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'}); "
+        f"BLAS {blas_kernel()}; every engine pinned to {threads} thread(s); load average {os.getloadavg()[0]:.2f} at the start"
+    )
 
 
 def interleaved(names: list[str], rounds: int, measure: Callable[[str, int], dict | None]) -> dict[str, list[dict]]:
@@ -113,6 +122,7 @@ def median(reports: list[dict], key: str) -> float:
 # as one JSON line, the last on its stdout. Each measurement in its own process: its peak RSS is
 # its own, and one that fails (or is killed: -9 is the OOM killer) is a row, not the end.
 
+
 class ChildFailed(Exception):
     """A child that exited non-zero; str() is the table cell: `failed (rc): <stderr tail>`."""
 
@@ -134,7 +144,9 @@ def run_child(script: str, name: str, *extra: str, env: dict[str, str] | None = 
     try:
         return json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError):
-        raise ChildFailed(result.returncode, f"no JSON report on stdout: {result.stdout[-200:]!r} {result.stderr}") from None
+        raise ChildFailed(
+            result.returncode, f"no JSON report on stdout: {result.stdout[-200:]!r} {result.stderr}"
+        ) from None
 
 
 def report_to_parent(**fields) -> None:
@@ -149,6 +161,7 @@ def failed_row(cells: list[str], failure: ChildFailed, columns: int) -> str:
 
 
 # SciFact.
+
 
 def scifact_folder(path: str | Path, script: str) -> Path | None:
     """The BEIR SciFact folder, resolved; None, after printing the one-line skip, when it has no
@@ -173,6 +186,7 @@ def abstracts(scifact: Path, n: int | None = None) -> list[str]:
 
 # A throwaway copy of the project, for benches that run the real `dvc repro`.
 
+
 def project_env(**extra: str) -> dict[str, str]:
     """This environment with this interpreter's bin/ first on PATH (so `dvc repro`'s `python -m
     stages.…` runs in the same venv), plus `extra`."""
@@ -183,10 +197,18 @@ def copy_project(dest: Path, env: dict[str, str]) -> None:
     """Copy the project's files (tracked, and untracked but not ignored; without tests/, bench/,
     the sample corpus, metrics/ and DVC's state) into `dest`, then `git init` and `dvc init` there.
     The caller writes its own params.yaml and data."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     for name in filter(None, listed.split("\0")):
-        if name.startswith((".dvc/", "tests/", "bench/", "data/sample/", "metrics/")) or name in {"dvc.lock", ".dvcignore"}:
+        if name.startswith((".dvc/", "tests/", "bench/", "data/sample/", "metrics/")) or name in {
+            "dvc.lock",
+            ".dvcignore",
+        }:
             continue
         if not (ROOT / name).is_file():  # deleted in the working tree, not yet in git
             continue

@@ -13,16 +13,26 @@ making the data.
 
     .venv/bin/python bench/dense_search.py --chunks 1000000 --questions 2000 --methods blocked,gemm,faiss-flat --threads 1 --rounds 3
 """
+
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from common import ChildFailed, failed_row, interleaved, machine, median, pin_threads, report_to_parent, run_child, thread_env
+from common import (
+    ChildFailed,
+    failed_row,
+    interleaved,
+    machine,
+    median,
+    pin_threads,
+    report_to_parent,
+    run_child,
+    thread_env,
+)
 
 METHODS = ["blocked", "blocked-gold", "gemm", "faiss-flat", "argsort-loop", "hnsw"]
 
@@ -40,7 +50,7 @@ def make_data(n_chunks: int, n_questions: int, dim: int, seed: int = 0, latent: 
 
     chunks = np.empty((n_chunks, dim), dtype=np.float32)
     for start in range(0, n_chunks, 65_536):  # in place, in blocks: no full-size temporaries
-        block = chunks[start:start + 65_536]
+        block = chunks[start : start + 65_536]
         sample(block)
         block /= np.linalg.norm(block, axis=1, keepdims=True)
     gold = rng.integers(0, n_chunks, size=n_questions)
@@ -57,7 +67,9 @@ def blocked(chunks, questions, gold, args):
     from retrieval_bench.retrieval.run import top_k_blocked
 
     start = time.perf_counter()
-    indices, _ = top_k_blocked(lambda rows, cols: questions[rows] @ chunks[cols].T, len(questions), len(chunks), args.depth)
+    indices, _ = top_k_blocked(
+        lambda rows, cols: questions[rows] @ chunks[cols].T, len(questions), len(chunks), args.depth
+    )
     seconds = time.perf_counter() - start
     np.save(Path(args.workdir) / "exact.npy", indices)
     return seconds, len(questions), "retrieval.run.top_k_blocked: the run only"
@@ -70,7 +82,7 @@ def gemm(chunks, questions, gold, args):
     start = time.perf_counter()
     for q0 in range(0, len(questions), QUESTION_BLOCK):
         for c0 in range(0, len(chunks), CHUNK_BLOCK):
-            questions[q0:q0 + QUESTION_BLOCK] @ chunks[c0:c0 + CHUNK_BLOCK].T
+            questions[q0 : q0 + QUESTION_BLOCK] @ chunks[c0 : c0 + CHUNK_BLOCK].T
     return time.perf_counter() - start, len(questions), f"{QUESTION_BLOCK} x {CHUNK_BLOCK} blocks, products only"
 
 
@@ -96,8 +108,10 @@ def blocked_gold(chunks, questions, gold, args):
     rank_in_run = np.argmax(indices == gold[:, None], axis=1) + 1
     in_run = (indices == gold[:, None]).any(axis=1)
     agree = int(((above + 1)[in_run] == rank_in_run[in_run]).sum())
-    note = (f"gold rank: median {int(np.median(above + 1))}, in top {args.depth} for {in_run.sum()}/{len(gold)}; "
-            f"equals its rank in the run for {agree}/{in_run.sum()}; run same as blocked: {same:.5f}")
+    note = (
+        f"gold rank: median {int(np.median(above + 1))}, in top {args.depth} for {in_run.sum()}/{len(gold)}; "
+        f"equals its rank in the run for {agree}/{in_run.sum()}; run same as blocked: {same:.5f}"
+    )
     return seconds, len(questions), note
 
 
@@ -111,7 +125,11 @@ def faiss_flat(chunks, questions, gold, args):
     seconds = time.perf_counter() - start
     exact = np.load(Path(args.workdir) / "exact.npy")
     same = float((indices == exact).mean())
-    return seconds, len(questions), f"same chunk at the same rank as blocked: {same:.5f} (index.add not timed; {faiss.omp_get_max_threads()} threads)"
+    return (
+        seconds,
+        len(questions),
+        f"same chunk at the same rank as blocked: {same:.5f} (index.add not timed; {faiss.omp_get_max_threads()} threads)",
+    )
 
 
 def argsort_loop(chunks, questions, gold, args):
@@ -120,9 +138,9 @@ def argsort_loop(chunks, questions, gold, args):
     start = time.perf_counter()
     top = []
     for q0 in range(0, n, 256):
-        scores = questions[q0:min(q0 + 256, n)] @ chunks.T
+        scores = questions[q0 : min(q0 + 256, n)] @ chunks.T
         for row in scores:
-            top.append(np.argsort(-row, kind="stable")[:args.depth])
+            top.append(np.argsort(-row, kind="stable")[: args.depth])
     seconds = time.perf_counter() - start
     exact = np.load(Path(args.workdir) / "exact.npy")[:n]
     same = float((np.array(top) == exact).mean())
@@ -143,8 +161,10 @@ def hnsw(chunks, questions, gold, args):
     _, indices = index.search(questions, args.depth, params=faiss.SearchParametersHNSW(efSearch=args.ef_search))
     seconds = time.perf_counter() - start
     curve = recall_curve(indices, np.load(Path(args.workdir) / "exact.npy"))
-    note = (f"build {build:.0f} s ({faiss.omp_get_max_threads()} threads, M={args.hnsw_m}, efConstruction={args.ef_construction}); "
-            f"efSearch={args.ef_search}: recall@10 {curve[9]:.4f}, recall@{args.depth} {curve[-1]:.4f} against exact")
+    note = (
+        f"build {build:.0f} s ({faiss.omp_get_max_threads()} threads, M={args.hnsw_m}, efConstruction={args.ef_construction}); "
+        f"efSearch={args.ef_search}: recall@10 {curve[9]:.4f}, recall@{args.depth} {curve[-1]:.4f} against exact"
+    )
     return seconds, len(questions), note
 
 
@@ -163,7 +183,11 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--argsort-questions", type=int, default=256, help="questions the argsort loop is timed on")
-    parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, from {','.join(METHODS)} (blocked first: the others compare to it)")
+    parser.add_argument(
+        "--methods",
+        default=",".join(METHODS),
+        help=f"comma-separated, from {','.join(METHODS)} (blocked first: the others compare to it)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="threads of every engine (BLAS, OpenMP, FAISS)")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds; the table gives medians")
     parser.add_argument("--hnsw-m", type=int, default=32)
@@ -175,9 +199,12 @@ def main() -> None:
     if args.child:
         return child(args)
     pin_threads(args.threads)
-    print(f"{args.chunks:,} chunks x {args.questions:,} questions, {args.dim}-d, depth {args.depth}, {args.rounds} interleaved rounds; "
-          f"data (both matrices) {(args.chunks + args.questions) * args.dim * 4 / 2**30:.2f} GiB\n{machine(args.threads)}\n")
+    print(
+        f"{args.chunks:,} chunks x {args.questions:,} questions, {args.dim}-d, depth {args.depth}, {args.rounds} interleaved rounds; "
+        f"data (both matrices) {(args.chunks + args.questions) * args.dim * 4 / 2**30:.2f} GiB\n{machine(args.threads)}\n"
+    )
     with tempfile.TemporaryDirectory() as workdir:
+
         def measure(method: str, round_: int) -> dict | None:
             try:
                 return run_child(__file__, method, "--workdir", workdir, env=thread_env(args.threads))
@@ -186,8 +213,12 @@ def main() -> None:
                 return None
 
         reports = interleaved(args.methods.split(","), args.rounds, measure)
-    totals = {method: median(runs, "seconds") * args.questions / runs[0]["timed"] for method, runs in reports.items() if runs}
-    print("| method | search time (s) | x blocked | x faiss-flat | each round (s) | questions/s | peak RSS (GiB) | peak - data (GiB) | load average | notes |")
+    totals = {
+        method: median(runs, "seconds") * args.questions / runs[0]["timed"] for method, runs in reports.items() if runs
+    }
+    print(
+        "| method | search time (s) | x blocked | x faiss-flat | each round (s) | questions/s | peak RSS (GiB) | peak - data (GiB) | load average | notes |"
+    )
     print("|---|---:|---:|---:|---|---:|---:|---:|---|---|")
     for method, runs in reports.items():
         if not runs:
@@ -197,8 +228,11 @@ def main() -> None:
         each = ", ".join(f"{run['seconds'] * args.questions / run['timed']:,.1f}" for run in runs)
         loads = ", ".join(f"{run['load']:.1f}" for run in runs)
         peak = max(run["peak_gib"] for run in runs)
-        print(f"| {method} | {total:,.2f} | {ratios[0]} | {ratios[1]} | {each} | {args.questions / total:,.0f} | {peak:.2f} | "
-              f"{peak - runs[0]['data_gib']:.2f} | {loads} | {runs[0]['note']} |", flush=True)
+        print(
+            f"| {method} | {total:,.2f} | {ratios[0]} | {ratios[1]} | {each} | {args.questions / total:,.0f} | {peak:.2f} | "
+            f"{peak - runs[0]['data_gib']:.2f} | {loads} | {runs[0]['note']} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ nDCG@10: the real pipeline on all 5,183 abstracts and 300 test queries with
 bench/reproduce_scifact.py's params (max_seq_length 256, exact dense search), once per backend,
 each with an empty embedding cache; the metric is the score stage's own.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,13 +54,15 @@ def speed(texts: list[str], rounds: int) -> None:
     plain.to("cpu")
     encoders = {"plain ST (torch fp32)": lambda batch: plain.encode(batch, batch_size=BATCH, normalize_embeddings=True)}
     for label, backend, precision, quantize in CONFIGS:
-        encoder = load_encoder(path, model_fingerprint(path), {**base, "backend": backend, "precision": precision, "quantize": quantize})
+        encoder = load_encoder(
+            path, model_fingerprint(path), {**base, "backend": backend, "precision": precision, "quantize": quantize}
+        )
 
         def run(batch, encoder=encoder):
             order = np.argsort([-len(t) for t in batch])  # as embed_texts batches its misses
             out = np.zeros((len(batch), encoder.dim), dtype=np.float32)
             for start in range(0, len(batch), BATCH):
-                rows = order[start:start + BATCH]
+                rows = order[start : start + BATCH]
                 out[rows] = encoder([batch[i] for i in rows])
             return out
 
@@ -75,17 +78,25 @@ def speed(texts: list[str], rounds: int) -> None:
             started = time.perf_counter()
             vectors[label].append(run(batch))
             seconds[label] += time.perf_counter() - started
-        print(f"round {number}/{rounds}: " + ", ".join(f"{label} {len(batch) * number / seconds[label]:.1f}/s" for label in encoders), file=sys.stderr)
+        print(
+            f"round {number}/{rounds}: "
+            + ", ".join(f"{label} {len(batch) * number / seconds[label]:.1f}/s" for label in encoders),
+            file=sys.stderr,
+        )
     reference = np.concatenate(vectors["plain ST (torch fp32)"])
-    print(f"\nP1 speed: {len(texts)} SciFact abstracts, max_seq_length {MAX_SEQ_LENGTH}, batch {BATCH}, {rounds} interleaved rounds, "
-          f"{os.cpu_count()} CPUs (torch threads {__import__('torch').get_num_threads()})")
+    print(
+        f"\nP1 speed: {len(texts)} SciFact abstracts, max_seq_length {MAX_SEQ_LENGTH}, batch {BATCH}, {rounds} interleaved rounds, "
+        f"{os.cpu_count()} CPUs (torch threads {__import__('torch').get_num_threads()})"
+    )
     print("| backend | texts/s | × plain ST | max abs diff | min cosine |")
     print("|---|---:|---:|---:|---:|")
     base_rate = len(texts) / seconds["plain ST (torch fp32)"]
     for label in encoders:
         found = np.concatenate(vectors[label])
         rate = len(texts) / seconds[label]
-        print(f"| {label} | {rate:.1f} | {rate / base_rate:.2f} | {np.abs(found - reference).max():.1e} | {(found * reference).sum(1).min():.5f} |")
+        print(
+            f"| {label} | {rate:.1f} | {rate / base_rate:.2f} | {np.abs(found - reference).max():.1e} | {(found * reference).sum(1).min():.5f} |"
+        )
 
 
 def ndcg(scifact: Path) -> None:
@@ -104,7 +115,9 @@ def ndcg(scifact: Path) -> None:
             params["embed"].update(batch_size=BATCH, backend=backend, precision=precision, quantize=quantize)
             (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
             shutil.rmtree(project / "data" / "embedding_cache", ignore_errors=True)  # every backend embeds everything
-            result = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=project, env=env, capture_output=True, text=True)
+            result = subprocess.run(
+                [sys.executable, "-m", "dvc", "repro"], cwd=project, env=env, capture_output=True, text=True
+            )
             if result.returncode != 0:
                 print(f"| {label} | failed: {result.stderr.strip().splitlines()[-1:]} | | |")
                 continue

@@ -10,6 +10,7 @@ Copies the project into a temporary git + DVC repository with a synthetic corpus
 For each run it reports the texts each stage embedded (the stages' own count) and the seconds
 spent embedding, beside the wall time of the whole `dvc repro`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,10 +27,14 @@ from pathlib import Path
 import yaml
 from common import copy_project, project_env
 
-WORDS = ("page cache journal index btree vacuum checkpoint writer reader lock schema table column row query planner "
-         "statistics trigger view transaction savepoint rollback commit pragma wal blob collation virtual module "
-         "extension backup restore integrity foreign key constraint").split()
-STAGE_LINE = re.compile(r"^(embed_corpus|embed_questions): .*?(\d+) from the cache, (\d+) embedded(?: in ([\d.]+)s)?", re.MULTILINE)
+WORDS = (
+    "page cache journal index btree vacuum checkpoint writer reader lock schema table column row query planner "
+    "statistics trigger view transaction savepoint rollback commit pragma wal blob collation virtual module "
+    "extension backup restore integrity foreign key constraint"
+).split()
+STAGE_LINE = re.compile(
+    r"^(embed_corpus|embed_questions): .*?(\d+) from the cache, (\d+) embedded(?: in ([\d.]+)s)?", re.MULTILINE
+)
 
 
 def write_corpus(folder: Path, chunks: dict[str, str], queries: dict[str, str]) -> None:
@@ -42,8 +47,14 @@ def write_corpus(folder: Path, chunks: dict[str, str], queries: dict[str, str]) 
 
 def repro(project: Path, env: dict) -> tuple[dict, float]:
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "dvc", "repro", "embed_corpus", "embed_questions"], cwd=project, env=env,
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "dvc", "repro", "embed_corpus", "embed_questions"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     wall = time.monotonic() - started
     stages = {m.group(1): (int(m.group(3)), float(m.group(4) or 0)) for m in STAGE_LINE.finditer(result.stdout)}
     return stages, wall
@@ -57,9 +68,13 @@ def main() -> int:
     parser.add_argument("--add-questions", type=int, default=10)
     args = parser.parse_args()
     rng = random.Random(0)
-    chunks = {f"c{i:06d}": f"Note {i}: " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(15, 30))) + "."
-              for i in range(args.chunks)}
-    queries = {f"q{i}": f"what does note {i * 7919 % args.chunks} say about {rng.choice(WORDS)}" for i in range(args.questions)}
+    chunks = {
+        f"c{i:06d}": f"Note {i}: " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(15, 30))) + "."
+        for i in range(args.chunks)
+    }
+    queries = {
+        f"q{i}": f"what does note {i * 7919 % args.chunks} say about {rng.choice(WORDS)}" for i in range(args.questions)
+    }
     env = project_env(HF_HUB_OFFLINE="1")
     rows = []
     with tempfile.TemporaryDirectory(prefix="embed-incremental-") as tmp:
@@ -85,8 +100,12 @@ def main() -> int:
         cache_mb = sum(p.stat().st_size for p in (project / "data" / "embedding_cache").rglob("*") if p.is_file()) / 1e6
 
     full_texts, full_seconds = rows[0][1]["embed_corpus"]
-    print(f"P2: {args.chunks} synthetic chunks, {args.questions} questions, torch fp32, {os.cpu_count()} CPUs; cache {cache_mb:.1f} MB after the runs")
-    print("| change | embed_corpus: texts embedded | embed_corpus: embedding s | embed_questions: texts embedded | `dvc repro` wall s |")
+    print(
+        f"P2: {args.chunks} synthetic chunks, {args.questions} questions, torch fp32, {os.cpu_count()} CPUs; cache {cache_mb:.1f} MB after the runs"
+    )
+    print(
+        "| change | embed_corpus: texts embedded | embed_corpus: embedding s | embed_questions: texts embedded | `dvc repro` wall s |"
+    )
     print("|---|---:|---:|---:|---:|")
     for label, stages, wall in rows:
         corpus = stages.get("embed_corpus")

@@ -18,6 +18,7 @@ alone is timed too. Vectors are compared with the local engine's (max abs differ
 moves the figures more than anything else. max_seq_length 256 and batch 64 as in
 bench/embed_backends.py; Ray batches of 256 texts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,21 +93,29 @@ def main() -> int:
     texts = abstracts(scifact, args.texts)
     rows, reference = [], None
     for label, settings in configurations(args.device):
-        small, _, _ = timed_embed(texts[:args.small], settings)
+        small, _, _ = timed_embed(texts[: args.small], settings)
         seconds, vectors, line = timed_embed(texts, settings)
         reference = vectors if reference is None else reference
         steady = (len(texts) - args.small) / max(seconds - small, 1e-9)
-        rows.append((label, seconds, len(texts) / seconds, small, steady, np.abs(vectors - reference).max(), os.getloadavg()[0]))
+        rows.append(
+            (label, seconds, len(texts) / seconds, small, steady, np.abs(vectors - reference).max(), os.getloadavg()[0])
+        )
         print(f"{label}: {line}; {args.small} texts: {small:.1f}s", file=sys.stderr, flush=True)
     init = ray_init_seconds(configurations(args.device)[-1][1])
 
-    print(f"\nRay engine: {len(texts)} SciFact abstracts, max_seq_length {MAX_SEQ_LENGTH}, batch {BATCH}, Ray batches of 256, "
-          f"device {args.device}, {os.cpu_count()} CPUs (local engine: {torch.get_num_threads()} torch threads; a Ray actor: as many as its CPUs)")
-    print(f"| engine | wall, {len(texts)} texts | chunks/s | fixed cost (wall, {args.small} texts) | steady chunks/s | max abs diff vs local | load avg after |")
+    print(
+        f"\nRay engine: {len(texts)} SciFact abstracts, max_seq_length {MAX_SEQ_LENGTH}, batch {BATCH}, Ray batches of 256, "
+        f"device {args.device}, {os.cpu_count()} CPUs (local engine: {torch.get_num_threads()} torch threads; a Ray actor: as many as its CPUs)"
+    )
+    print(
+        f"| engine | wall, {len(texts)} texts | chunks/s | fixed cost (wall, {args.small} texts) | steady chunks/s | max abs diff vs local | load avg after |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for label, seconds, rate, small, steady, diff, load in rows:
         print(f"| {label} | {seconds:.1f} s | {rate:.1f} | {small:.1f} s | {steady:.1f} | {diff:.1e} | {load:.1f} |")
-    print(f"`ray.init` of the local instance + `ray.shutdown`, alone: {init:.1f} s (part of every Ray fixed cost above)")
+    print(
+        f"`ray.init` of the local instance + `ray.shutdown`, alone: {init:.1f} s (part of every Ray fixed cost above)"
+    )
     return 0
 
 

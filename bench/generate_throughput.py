@@ -7,6 +7,7 @@ rendered prompts of sample passages, the cache appended and fsynced per reply. T
 each request after `latency` seconds, so the ideal is concurrency / latency questions per
 second (40 at 8 and 200 ms). Prints one JSON line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,12 +55,21 @@ def main() -> None:
         outcome = run(QUESTIONS, jobs, meta, settings, Path(tmp) / "cache.jsonl")
         elapsed = time.perf_counter() - start
         requests = len(stub.generation_requests())
-    print(json.dumps({
-        "benchmark": "generate_throughput", "provider": "anthropic (stub)", "questions": outcome.succeeded,
-        "requests": requests, "concurrency": args.concurrency, "latency_s": args.latency,
-        "seconds": round(elapsed, 3), "questions_per_s": round(outcome.succeeded / elapsed, 2),
-        "ideal_questions_per_s": round(args.concurrency / args.latency, 2) if args.latency else None,
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "generate_throughput",
+                "provider": "anthropic (stub)",
+                "questions": outcome.succeeded,
+                "requests": requests,
+                "concurrency": args.concurrency,
+                "latency_s": args.latency,
+                "seconds": round(elapsed, 3),
+                "questions_per_s": round(outcome.succeeded / elapsed, 2),
+                "ideal_questions_per_s": round(args.concurrency / args.latency, 2) if args.latency else None,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ It reports:
 Skips (exit 0, one line) when the SciFact folder is absent. Needs an API key for a real provider;
 tests/test_judge_agreement.py runs it against the stub server on a small slice.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,7 +74,9 @@ def runs_for(chunks, labels, systems: tuple[str, ...], depth: int, max_seq_lengt
 
     questions = Questions([label["qid"] for label in labels], [label["question"] for label in labels])
     corpus = Corpus(chunks["chunk_id"].tolist(), chunks["text"].tolist())
-    settings = {system: {**copy.deepcopy(DEFAULTS["retrieval"]), "method": system, "depth": depth} for system in systems}
+    settings = {
+        system: {**copy.deepcopy(DEFAULTS["retrieval"]), "method": system, "depth": depth} for system in systems
+    }
     if any(needs_vectors(s) for s in settings.values()):
         model = load_model(DEFAULTS["embed"]["model"], max_seq_length)
         questions = Questions(questions.qids, questions.texts, encode(model, questions.texts, 32, progress=False))
@@ -85,11 +88,16 @@ def ndcg10(labels: list[dict], relevant: dict[str, dict[str, int]], chunks, run)
     """Mean nDCG@10 of `run` over the queries with a relevant abstract under `relevant`."""
     from retrieval_bench.evaluation.scoring import score_run
 
-    golden = [{"qid": label["qid"], "question": label["question"], "relevant": relevant[label["qid"]]}
-              for label in labels if any(g > 0 for g in relevant.get(label["qid"], {}).values())]
+    golden = [
+        {"qid": label["qid"], "question": label["question"], "relevant": relevant[label["qid"]]}
+        for label in labels
+        if any(g > 0 for g in relevant.get(label["qid"], {}).values())
+    ]
     if not golden:
         return float("nan")
-    return float(score_run(golden, chunks[["chunk_id", "doc_id", "start", "end"]], run, [10], 0.5, "expected")["ndcg@10"].mean())
+    return float(
+        score_run(golden, chunks[["chunk_id", "doc_id", "start", "end"]], run, [10], 0.5, "expected")["ndcg@10"].mean()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,12 +105,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("scifact", nargs="?", default=str(SCIFACT))
     parser.add_argument("--queries", type=int, default=50, help="test queries judged (default 50)")
     parser.add_argument("--depth", type=int, default=10, help="top abstracts of each system pooled (default 10)")
-    parser.add_argument("--corpus-limit", type=int, default=0, help="keep only the judged abstracts and this many others (0: all)")
+    parser.add_argument(
+        "--corpus-limit", type=int, default=0, help="keep only the judged abstracts and this many others (0: all)"
+    )
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
-    parser.add_argument("--max-seq-length", type=int, default=256, help="dense: tokens embedded per abstract (MTEB's 256)")
+    parser.add_argument(
+        "--max-seq-length", type=int, default=256, help="dense: tokens embedded per abstract (MTEB's 256)"
+    )
     parser.add_argument("--provider", help="judge provider (default: judge.provider of params.yaml)")
     parser.add_argument("--model", help="judge model (default: judge.model)")
-    parser.add_argument("--max-cost-usd", type=float, help="refuse to start above this estimate (default: judge.max_cost_usd)")
+    parser.add_argument(
+        "--max-cost-usd", type=float, help="refuse to start above this estimate (default: judge.max_cost_usd)"
+    )
     parser.add_argument("--cache", default=str(ROOT / "bench" / "judge_agreement.judgements.jsonl"))
     parser.add_argument("--json", action="store_true", help="print the report as JSON only")
     args = parser.parse_args(argv)
@@ -116,30 +130,52 @@ def main(argv: list[str] | None = None) -> int:
     from retrieval_bench.params import load_params
 
     params = dict(load_params("judge", ROOT / "params.yaml"))
-    params.update({k: v for k, v in (("provider", args.provider), ("model", args.model), ("max_cost_usd", args.max_cost_usd)) if v is not None})
+    params.update(
+        {
+            k: v
+            for k, v in (("provider", args.provider), ("model", args.model), ("max_cost_usd", args.max_cost_usd))
+            if v is not None
+        }
+    )
     if params["provider"] == "none":
-        print("error: judge.provider is none: set --provider (anthropic, anthropic-batch, openai-compatible)", file=sys.stderr)
+        print(
+            "error: judge.provider is none: set --provider (anthropic, anthropic-batch, openai-compatible)",
+            file=sys.stderr,
+        )
         return 1
     corpus = load_corpus(scifact, split="test")
-    labels = corpus.labels[:args.queries]
+    labels = corpus.labels[: args.queries]
     chunks = corpus.chunks
     if args.corpus_limit:
         judged = {c for label in labels for c in label["relevant"]}
-        others = [c for c in chunks["chunk_id"] if c not in judged][:args.corpus_limit]
+        others = [c for c in chunks["chunk_id"] if c not in judged][: args.corpus_limit]
         chunks = chunks[chunks["chunk_id"].isin(judged | set(others))].reset_index(drop=True)
     runs = runs_for(chunks, labels, tuple(args.systems), args.depth, args.max_seq_length)
-    text_of, sha_of = dict(zip(chunks["chunk_id"], chunks["text"])), dict(zip(chunks["chunk_id"], chunks["text_sha256"]))
+    text_of, sha_of = (
+        dict(zip(chunks["chunk_id"], chunks["text"])),
+        dict(zip(chunks["chunk_id"], chunks["text_sha256"])),
+    )
     pairs: dict[tuple[str, str], Pair] = {}
     for system, run in runs.items():
         for row in run[run["rank"] <= args.depth].itertuples():
             label = next(label for label in labels if label["qid"] == row.qid)
-            pair = pairs.setdefault((row.qid, row.chunk_id), Pair(row.qid, row.chunk_id, [], label["question"], text_of[row.chunk_id], sha_of[row.chunk_id]))
+            pair = pairs.setdefault(
+                (row.qid, row.chunk_id),
+                Pair(row.qid, row.chunk_id, [], label["question"], text_of[row.chunk_id], sha_of[row.chunk_id]),
+            )
             pair.runs.append(system)
     template, prompt_sha256 = read_prompt((ROOT / "data" / "judge_prompt.txt").read_bytes(), "data/judge_prompt.txt")
     Path(args.cache).parent.mkdir(parents=True, exist_ok=True)
     try:
-        judged = judge_pool(params, list(pairs.values()), template, prompt_sha256, args.cache, False,
-                            lambda message: print(f"judge_agreement: {message}", file=sys.stderr))
+        judged = judge_pool(
+            params,
+            list(pairs.values()),
+            template,
+            prompt_sha256,
+            args.cache,
+            False,
+            lambda message: print(f"judge_agreement: {message}", file=sys.stderr),
+        )
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -156,15 +192,22 @@ def main(argv: list[str] | None = None) -> int:
     judge_ndcg = {system: ndcg10(labels, llm_qrels, chunks, run) for system, run in runs.items()}
     systems = list(runs)
     report = {
-        "queries": len(labels), "abstracts": len(chunks), "depth": args.depth, "systems": systems,
+        "queries": len(labels),
+        "abstracts": len(chunks),
+        "depth": args.depth,
+        "systems": systems,
         "judge": {"provider": params["provider"], "model": params["model"], "min_grade": params["min_grade"]},
-        "pooled_pairs": len(pairs), "graded_pairs": len(graded), "requests": judged.report["requests"],
+        "pooled_pairs": len(pairs),
+        "graded_pairs": len(graded),
+        "requests": judged.report["requests"],
         "cost_usd": judged.report["cost_usd"],
         "cohen_kappa": round(cohen_kappa(human_bits, judge_bits), 4),
-        "confusion": {"human_relevant_judge_relevant": sum(h and j for h, j in zip(human_bits, judge_bits)),
-                      "human_relevant_judge_not": sum(h and not j for h, j in zip(human_bits, judge_bits)),
-                      "human_not_judge_relevant": sum(j and not h for h, j in zip(human_bits, judge_bits)),
-                      "human_not_judge_not": sum(not h and not j for h, j in zip(human_bits, judge_bits))},
+        "confusion": {
+            "human_relevant_judge_relevant": sum(h and j for h, j in zip(human_bits, judge_bits)),
+            "human_relevant_judge_not": sum(h and not j for h, j in zip(human_bits, judge_bits)),
+            "human_not_judge_relevant": sum(j and not h for h, j in zip(human_bits, judge_bits)),
+            "human_not_judge_not": sum(not h and not j for h, j in zip(human_bits, judge_bits)),
+        },
         "grades_of_human_relevant": dict(sorted(Counter(r["grade"] for r, h in zip(graded, human_bits) if h).items())),
         "grades_of_others": dict(sorted(Counter(r["grade"] for r, h in zip(graded, human_bits) if not h).items())),
         "ndcg@10_human": {s: round(v, 4) for s, v in human_ndcg.items()},
@@ -178,15 +221,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
-    print(f"{report['queries']} SciFact queries, top {args.depth} of {', '.join(systems)} pooled: {len(pairs)} pairs, "
-          f"{len(graded)} graded by {params['provider']} {params['model']} ({report['requests']} requests, ${report['cost_usd']:.4f})")
-    print(f"agreement with the human labels (grade >= {params['min_grade']} vs qrels > 0): Cohen's kappa {report['cohen_kappa']}; "
-          f"confusion {report['confusion']}")
+    print(
+        f"{report['queries']} SciFact queries, top {args.depth} of {', '.join(systems)} pooled: {len(pairs)} pairs, "
+        f"{len(graded)} graded by {params['provider']} {params['model']} ({report['requests']} requests, ${report['cost_usd']:.4f})"
+    )
+    print(
+        f"agreement with the human labels (grade >= {params['min_grade']} vs qrels > 0): Cohen's kappa {report['cohen_kappa']}; "
+        f"confusion {report['confusion']}"
+    )
     for system in systems:
         print(f"  {system:<7} nDCG@10 human {human_ndcg[system]:.4f}  judge {judge_ndcg[system]:.4f}")
-    print(f"system ranking human {' > '.join(report['ranking_human'])}, judge {' > '.join(report['ranking_judge'])}: "
-          f"Kendall's tau {'n/a' if report['kendall_tau'] is None else format(report['kendall_tau'], '.2f')} "
-          f"({'preserved' if report['ranking_preserved'] else 'NOT preserved'})")
+    print(
+        f"system ranking human {' > '.join(report['ranking_human'])}, judge {' > '.join(report['ranking_judge'])}: "
+        f"Kendall's tau {'n/a' if report['kendall_tau'] is None else format(report['kendall_tau'], '.2f')} "
+        f"({'preserved' if report['ranking_preserved'] else 'NOT preserved'})"
+    )
     print(json.dumps(report))
     return 0
 

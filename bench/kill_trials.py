@@ -19,6 +19,7 @@ Counted per trial:
 
     .venv/bin/python bench/kill_trials.py --trials 12        # about 2 minutes on 2 cores
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,14 @@ CONCURRENCY = 8
 def configure(project: Path, provider: str) -> None:
     path = project / "params.yaml"
     params = yaml.safe_load(path.read_text())
-    params["generate"].update(provider=provider, max_questions=QUESTIONS, concurrency=CONCURRENCY, max_retries=5,
-                              batch_poll_seconds=0.2, max_cost_usd=None)
+    params["generate"].update(
+        provider=provider,
+        max_questions=QUESTIONS,
+        concurrency=CONCURRENCY,
+        max_retries=5,
+        batch_poll_seconds=0.2,
+        max_cost_usd=None,
+    )
     path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
@@ -116,10 +123,22 @@ def trial(number: int, mode: str, rng: random.Random, workdir: Path) -> dict:
     golden = len(read_jsonl(project / GOLDEN))
     rejects = Counter(r["reason"] for r in read_jsonl(project / "metrics/generate_rejects.jsonl"))
     return {
-        "trial": number, "mode": mode, "kill_s": f"{delay:.2f}" if killed else "finished first", "phase": phase,
-        "cached_at_kill": len(at_kill), "in_flight": in_flight, "paid": len(paid), "keys": len(set(paid)),
-        "repeats": len(paid) - len(set(paid)), "lost": len(at_kill - final), "batches": batches, "twice": twice,
-        "reruns": reruns, "status": status, "golden": golden, "cache": len(final),
+        "trial": number,
+        "mode": mode,
+        "kill_s": f"{delay:.2f}" if killed else "finished first",
+        "phase": phase,
+        "cached_at_kill": len(at_kill),
+        "in_flight": in_flight,
+        "paid": len(paid),
+        "keys": len(set(paid)),
+        "repeats": len(paid) - len(set(paid)),
+        "lost": len(at_kill - final),
+        "batches": batches,
+        "twice": twice,
+        "reruns": reruns,
+        "status": status,
+        "golden": golden,
+        "cache": len(final),
         "rejected": ",".join(f"{k}:{v}" for k, v in rejects.items()) or "-",
     }
 
@@ -139,18 +158,43 @@ def main() -> None:
             mode = "sync" if number % 2 else "batch"
             rows.append(trial(number, mode, rng, workdir))
             print(" ".join(f"{k}={v}" for k, v in rows[-1].items()), file=sys.stderr, flush=True)
-    columns = ["trial", "mode", "kill_s", "phase", "cached_at_kill", "in_flight", "paid", "keys", "repeats", "lost",
-               "batches", "twice", "reruns", "status", "golden", "rejected"]
+    columns = [
+        "trial",
+        "mode",
+        "kill_s",
+        "phase",
+        "cached_at_kill",
+        "in_flight",
+        "paid",
+        "keys",
+        "repeats",
+        "lost",
+        "batches",
+        "twice",
+        "reruns",
+        "status",
+        "golden",
+        "rejected",
+    ]
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for row in rows:
         print("| " + " | ".join(str(row[c]) for c in columns) + " |")
-    bad = [r for r in rows if r["lost"] or r["twice"] or r["repeats"] > max(r["in_flight"], 0) or r["status"] != 0
-           or r["golden"] != QUESTIONS]
-    print(f"\n{len(rows)} trials: {sum(r['lost'] for r in rows)} finished questions lost, "
-          f"{sum(r['twice'] for r in rows)} requests in a batch created twice, "
-          f"repeats <= in flight in {sum(r['repeats'] <= max(r['in_flight'], 0) for r in rows)} of {len(rows)}; "
-          + ("all good" if not bad else f"PROBLEMS in trials {[r['trial'] for r in bad]}"))
+    bad = [
+        r
+        for r in rows
+        if r["lost"]
+        or r["twice"]
+        or r["repeats"] > max(r["in_flight"], 0)
+        or r["status"] != 0
+        or r["golden"] != QUESTIONS
+    ]
+    print(
+        f"\n{len(rows)} trials: {sum(r['lost'] for r in rows)} finished questions lost, "
+        f"{sum(r['twice'] for r in rows)} requests in a batch created twice, "
+        f"repeats <= in flight in {sum(r['repeats'] <= max(r['in_flight'], 0) for r in rows)} of {len(rows)}; "
+        + ("all good" if not bad else f"PROBLEMS in trials {[r['trial'] for r in bad]}")
+    )
     sys.exit(1 if bad else 0)
 
 

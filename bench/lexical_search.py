@@ -17,16 +17,26 @@ at the 10th the project keeps the whole tie group, so bm25s' pick must be in it)
 
     .venv/bin/python bench/lexical_search.py --chunks 100000 --questions 2000 --threads 1 --rounds 3
 """
+
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from common import ChildFailed, failed_row, interleaved, machine, median, pin_threads, report_to_parent, run_child, thread_env
+from common import (
+    ChildFailed,
+    failed_row,
+    interleaved,
+    machine,
+    median,
+    pin_threads,
+    report_to_parent,
+    run_child,
+    thread_env,
+)
 
 VOCABULARY = 50_000
 WORDS_PER_CHUNK = 120
@@ -60,7 +70,9 @@ def make_texts(n_chunks: int, n_questions: int, gold: np.ndarray, seed: int = 1)
     return texts, questions
 
 
-def bm25s_direct(texts: list[str], question_texts: list[str], depth: int, threads: int) -> tuple[dict, np.ndarray, np.ndarray]:
+def bm25s_direct(
+    texts: list[str], question_texts: list[str], depth: int, threads: int
+) -> tuple[dict, np.ndarray, np.ndarray]:
     """bm25s as its README calls it, with the project's tokenizer settings and backend."""
     import bm25s
     import Stemmer
@@ -77,7 +89,11 @@ def bm25s_direct(texts: list[str], question_texts: list[str], depth: int, thread
     total = time.perf_counter() - start
     rows = np.broadcast_to(np.arange(len(found))[:, None], found.shape)
     kept = scores > 0  # bm25s also returns chunks sharing no word with the question (score 0)
-    return {"total": total, "corpus_side": corpus_side, "built": True}, rows[kept], np.stack([found[kept], scores[kept]])
+    return (
+        {"total": total, "corpus_side": corpus_side, "built": True},
+        rows[kept],
+        np.stack([found[kept], scores[kept]]),
+    )
 
 
 def project(args, texts, question_texts) -> tuple[dict, np.ndarray, np.ndarray]:
@@ -88,7 +104,9 @@ def project(args, texts, question_texts) -> tuple[dict, np.ndarray, np.ndarray]:
     from retrieval_bench.retrieval.methods import retrieve
     from retrieval_bench.retrieval.run import Corpus, Questions
 
-    vectors, question_vectors = make_data(args.chunks, args.questions, args.dim)[:2] if args.child == "hybrid" else (None, None)
+    vectors, question_vectors = (
+        make_data(args.chunks, args.questions, args.dim)[:2] if args.child == "hybrid" else (None, None)
+    )
     corpus = Corpus([f"doc{i}:0-800" for i in range(args.chunks)], texts, vectors)
     questions = Questions([f"q{i}" for i in range(args.questions)], question_texts, question_vectors)
     load_or_build, timing = bm25.load_or_build, {"corpus_side": 0.0, "built": False}
@@ -102,7 +120,9 @@ def project(args, texts, question_texts) -> tuple[dict, np.ndarray, np.ndarray]:
 
     bm25.load_or_build = timed
     start = time.perf_counter()
-    run = retrieve({**DEFAULTS["retrieval"], "method": "hybrid" if args.child == "hybrid" else "bm25"}, questions, corpus)
+    run = retrieve(
+        {**DEFAULTS["retrieval"], "method": "hybrid" if args.child == "hybrid" else "bm25"}, questions, corpus
+    )
     timing["total"] = time.perf_counter() - start
     rows = run["qid"].str[1:].astype(int).to_numpy()
     chunks = run["chunk_id"].str[3:-6].astype(int).to_numpy()
@@ -127,6 +147,7 @@ def child(args) -> None:
 def top10_as_bm25s(workdir: Path, n_questions: int) -> str:
     """Questions whose project top 10 is bm25s': the same scores at ranks 1-10, the same chunks
     above the 10th score, and bm25s' chunks at the 10th score inside the project's tie group."""
+
     def by_question(name: str) -> list[tuple[np.ndarray, np.ndarray]]:
         data = np.load(workdir / f"{name}.npz")
         rows, (chunks, scores) = data["rows"], data["found"]
@@ -140,9 +161,11 @@ def top10_as_bm25s(workdir: Path, n_questions: int) -> str:
             same += len(ours) == 0
             continue
         cut = their_scores[-1]
-        same += bool(np.array_equal(their_scores, our_scores[:10])
-                     and set(theirs[their_scores > cut]) == set(ours[:10][our_scores[:10] > cut])
-                     and set(theirs[their_scores == cut]) <= set(ours[our_scores == cut]))
+        same += bool(
+            np.array_equal(their_scores, our_scores[:10])
+            and set(theirs[their_scores > cut]) == set(ours[:10][our_scores[:10] > cut])
+            and set(theirs[their_scores == cut]) <= set(ours[our_scores == cut])
+        )
     return f"{same}/{n_questions}"
 
 
@@ -152,7 +175,9 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=2_000)
     parser.add_argument("--target-questions", type=int, default=20_000)
     parser.add_argument("--dim", type=int, default=384)
-    parser.add_argument("--methods", default="bm25s,bm25,bm25-cached", help=f"comma-separated, from {','.join(METHODS)}")
+    parser.add_argument(
+        "--methods", default="bm25s,bm25,bm25-cached", help=f"comma-separated, from {','.join(METHODS)}"
+    )
     parser.add_argument("--threads", type=int, default=1, help="threads of every engine (numba, BLAS, OpenMP)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the table gives medians")
     parser.add_argument("--child", choices=METHODS, help=argparse.SUPPRESS)
@@ -162,14 +187,21 @@ def main() -> None:
         return child(args)
     methods = args.methods.split(",")
     pin_threads(args.threads)
-    print(f"{args.chunks:,} chunks (~{WORDS_PER_CHUNK} words) x {args.questions:,} questions, {args.rounds} interleaved rounds, "
-          f"extrapolated to {args.target_questions:,} questions\n{machine(args.threads)}\n")
+    print(
+        f"{args.chunks:,} chunks (~{WORDS_PER_CHUNK} words) x {args.questions:,} questions, {args.rounds} interleaved rounds, "
+        f"extrapolated to {args.target_questions:,} questions\n{machine(args.threads)}\n"
+    )
     with tempfile.TemporaryDirectory() as workdir:
+
         def measure(method: str, round_: int) -> dict | None:
             # bm25: caches of its own each round (it indexes, numba compiles), but the first round's are
             # the warm ones the others load (a second run on the corpus); bm25s compiles every time.
             cache = Path(workdir) / ("warm" if method != "bm25" or round_ == 0 else f"cold-{round_}")
-            env = {**thread_env(args.threads), "RETRIEVAL_BENCH_CACHE": str(cache), "NUMBA_CACHE_DIR": str(cache / "numba")}
+            env = {
+                **thread_env(args.threads),
+                "RETRIEVAL_BENCH_CACHE": str(cache),
+                "NUMBA_CACHE_DIR": str(cache / "numba"),
+            }
             try:
                 return run_child(__file__, method, "--workdir", workdir, env=env)
             except ChildFailed as failure:
@@ -178,8 +210,10 @@ def main() -> None:
 
         reports = interleaved(methods, args.rounds, measure)
         agreement = top10_as_bm25s(Path(workdir), args.questions) if {"bm25s", "bm25"} <= set(methods) else "-"
-    print(f"| method | median total (s) | x bm25s | each round (s) | corpus side (s) | question side (s) | total at {args.target_questions:,} questions (min) "
-          "| index | top 10 as bm25s' | recall@10 of the planted chunk | peak RSS (GiB) | load average |")
+    print(
+        f"| method | median total (s) | x bm25s | each round (s) | corpus side (s) | question side (s) | total at {args.target_questions:,} questions (min) "
+        "| index | top 10 as bm25s' | recall@10 of the planted chunk | peak RSS (GiB) | load average |"
+    )
     print("|---|---:|---:|---|---:|---:|---:|---|---|---:|---:|---|")
     base = median(reports["bm25s"], "total") if reports.get("bm25s") else None
     for method, runs in reports.items():
@@ -189,10 +223,15 @@ def main() -> None:
         target = corpus_side + (total - corpus_side) * args.target_questions / args.questions
         built = sum(run["built"] for run in runs)
         each, loads = ", ".join(f"{run['total']:.2f}" for run in runs), ", ".join(f"{run['load']:.1f}" for run in runs)
-        index = "built" if built == len(runs) else "loaded from the cache" if not built else f"built {built}/{len(runs)}"
-        print(f"| {method} | {total:.2f} | {f'{total / base:.2f}' if base else '-'} | {each} "
-              f"| {corpus_side:.2f} | {total - corpus_side:.2f} | {target / 60:.1f} | {index} | {agreement if method == 'bm25' else '-'} "
-              f"| {median(runs, 'recall10'):.3f} | {max(run['peak_gib'] for run in runs):.2f} | {loads} |", flush=True)
+        index = (
+            "built" if built == len(runs) else "loaded from the cache" if not built else f"built {built}/{len(runs)}"
+        )
+        print(
+            f"| {method} | {total:.2f} | {f'{total / base:.2f}' if base else '-'} | {each} "
+            f"| {corpus_side:.2f} | {total - corpus_side:.2f} | {target / 60:.1f} | {index} | {agreement if method == 'bm25' else '-'} "
+            f"| {median(runs, 'recall10'):.3f} | {max(run['peak_gib'] for run in runs):.2f} | {loads} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

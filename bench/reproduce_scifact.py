@@ -10,6 +10,7 @@ Its params are its own (scifact_params: the code's defaults plus PINNED), never 
 params.yaml, so an experiment left in the workspace (another embed.model, score.k without 10)
 cannot change what is reproduced.
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,8 +30,13 @@ MTEB_NDCG_AT_10 = 0.6451
 PINNED = {
     "load": {"split": "test", "missing_relevant": "error"},
     "generate": {"provider": "none", "max_questions": 0},
-    "embed": {"model": "sentence-transformers/all-MiniLM-L6-v2", "max_seq_length": 256, "query_prompt": "",
-              "document_prompt": "", "batch_size": 32},
+    "embed": {
+        "model": "sentence-transformers/all-MiniLM-L6-v2",
+        "max_seq_length": 256,
+        "query_prompt": "",
+        "document_prompt": "",
+        "batch_size": 32,
+    },
     "retrieval": {"method": "dense", "depth": 100},
     "score": {"k": [1, 3, 5, 10, 100], "min_coverage": 0.5, "ties": "expected"},
 }
@@ -64,7 +70,10 @@ def main() -> int:
         metrics = json.loads((project / "metrics" / "metrics.json").read_text())
     print(json.dumps(metrics))
     delta = metrics["ndcg@10"] - MTEB_NDCG_AT_10
-    print(f"ndcg@10 {metrics['ndcg@10']:.4f} vs MTEB {MTEB_NDCG_AT_10} (difference {delta:+.4f}); dvc repro took {wall:.0f} s", file=sys.stderr)
+    print(
+        f"ndcg@10 {metrics['ndcg@10']:.4f} vs MTEB {MTEB_NDCG_AT_10} (difference {delta:+.4f}); dvc repro took {wall:.0f} s",
+        file=sys.stderr,
+    )
     return 0 if abs(delta) <= 0.001 else 2
 
 

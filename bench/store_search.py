@@ -12,6 +12,7 @@ Every measurement runs in its own process, so its peak RSS is its own.
 
     .venv/bin/python bench/store_search.py --chunks 100000 --questions 1000 --engines lancedb,chroma
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,12 +30,18 @@ from dense_search import make_data
 CHUNKS_PER_DOCUMENT = 25
 VOCABULARY = 5000
 # The index each engine is built with, and the query settings each search row uses.
-INDEX = {"lancedb": {"type": "IVF_PQ"}, "chroma": None}  # LanceDB's default IVF_PQ; Chroma's default HNSW (M 16, ef 100)
+INDEX = {
+    "lancedb": {"type": "IVF_PQ"},
+    "chroma": None,
+}  # LanceDB's default IVF_PQ; Chroma's default HNSW (M 16, ef 100)
 SEARCHES = {"lancedb": [None, {"nprobes": 40, "refine_factor": 10}], "chroma": [None]}
 
 
 def address(engine: str, workdir: Path) -> str:
-    return {"lancedb": f"lancedb:{workdir}/store.lancedb?table=chunks", "chroma": f"chroma:{workdir}/chroma?collection=chunks"}[engine]
+    return {
+        "lancedb": f"lancedb:{workdir}/store.lancedb?table=chunks",
+        "chroma": f"chroma:{workdir}/chroma?collection=chunks",
+    }[engine]
 
 
 def make_chunks(n: int, seed: int = 0) -> pd.DataFrame:
@@ -44,7 +51,7 @@ def make_chunks(n: int, seed: int = 0) -> pd.DataFrame:
     lengths = rng.integers(80, 110, size=n)
     picks = rng.integers(0, VOCABULARY, size=int(lengths.sum()))
     ends = np.cumsum(lengths)
-    texts = [" ".join(words[picks[end - length:end]]) for end, length in zip(ends, lengths)]
+    texts = [" ".join(words[picks[end - length : end]]) for end, length in zip(ends, lengths)]
     doc_ids = [f"doc{i // CHUNKS_PER_DOCUMENT:05d}.md" for i in range(n)]
     starts, position = [], 0
     for i, text in enumerate(texts):
@@ -68,17 +75,36 @@ def prepare(args, workdir: Path) -> list[str]:
     chunks = make_chunks(args.chunks).sort_values(["doc_id", "start"], ignore_index=True)
     vectors, questions, gold = make_data(args.chunks, args.questions, 384)
     rows = sample_rows(chunks["chunk_id"].tolist())
-    vectors[rows], _ = embed_texts(chunks["text"].iloc[rows].tolist(), DEFAULTS["embed"], "", workdir / "cache", progress=False, log=lambda *_: None)
+    vectors[rows], _ = embed_texts(
+        chunks["text"].iloc[rows].tolist(),
+        DEFAULTS["embed"],
+        "",
+        workdir / "cache",
+        progress=False,
+        log=lambda *_: None,
+    )
     chunks.to_parquet(workdir / "chunks.parquet", index=False)
     np.save(workdir / "vectors.npy", vectors)
     np.save(workdir / "questions.npy", questions)
     lines = []
     for engine in args.engines.split(","):
         start = time.perf_counter()
-        registry.create_collection(parse_address(address(engine, workdir)), chunks["chunk_id"].tolist(), chunks["text"].tolist(),
-                                   chunks[["doc_id", "start", "end"]].to_dict("records"), vectors, INDEX[engine])
-        size = sum(p.stat().st_size for p in (workdir / ("store.lancedb" if engine == "lancedb" else "chroma")).rglob("*") if p.is_file())
-        lines.append(f"{engine}: built in {time.perf_counter() - start:.0f} s with index {INDEX[engine] or 'default HNSW'}, {size / 2**20:.0f} MiB on disk")
+        registry.create_collection(
+            parse_address(address(engine, workdir)),
+            chunks["chunk_id"].tolist(),
+            chunks["text"].tolist(),
+            chunks[["doc_id", "start", "end"]].to_dict("records"),
+            vectors,
+            INDEX[engine],
+        )
+        size = sum(
+            p.stat().st_size
+            for p in (workdir / ("store.lancedb" if engine == "lancedb" else "chroma")).rglob("*")
+            if p.is_file()
+        )
+        lines.append(
+            f"{engine}: built in {time.perf_counter() - start:.0f} s with index {INDEX[engine] or 'default HNSW'}, {size / 2**20:.0f} MiB on disk"
+        )
     return lines
 
 
@@ -88,12 +114,21 @@ def load(engine: str, workdir: Path, args) -> tuple[float, str]:
     from retrieval_bench.corpus.store_source import load_store_corpus
 
     start = time.perf_counter()
-    corpus = load_corpus(workdir / "chunks.parquet", id_field="chunk_id") if engine == "parquet" else load_store_corpus(address(engine, workdir))
+    corpus = (
+        load_corpus(workdir / "chunks.parquet", id_field="chunk_id")
+        if engine == "parquet"
+        else load_store_corpus(address(engine, workdir))
+    )
     corpus.chunks.to_parquet(workdir / f"loaded-{engine}.parquet", index=False)
     corpus.documents.to_parquet(workdir / f"documents-{engine}.parquet", index=False)
     seconds = time.perf_counter() - start
-    same = pd.read_parquet(workdir / f"loaded-{engine}.parquet").equals(pd.read_parquet(workdir / "chunks.parquet").pipe(_with_sha))
-    return seconds, f"{len(corpus.chunks):,} chunks, {len(corpus.documents):,} documents; chunks equal the Parquet file's: {same}"
+    same = pd.read_parquet(workdir / f"loaded-{engine}.parquet").equals(
+        pd.read_parquet(workdir / "chunks.parquet").pipe(_with_sha)
+    )
+    return (
+        seconds,
+        f"{len(corpus.chunks):,} chunks, {len(corpus.documents):,} documents; chunks equal the Parquet file's: {same}",
+    )
 
 
 def _with_sha(frame: pd.DataFrame) -> pd.DataFrame:
@@ -113,10 +148,15 @@ def stored(engine: str, workdir: Path, args) -> tuple[float, str]:
     vectors = read_vectors(parse_address(address(engine, workdir)), chunks["chunk_id"].tolist())
     read = time.perf_counter() - start
     # A fresh cache: the first run's cost (a later one finds the sample's vectors in the corpus cache).
-    lowest = check_model(parse_address(address(engine, workdir)), vectors, chunks, DEFAULTS["embed"], workdir / f"check-cache-{engine}")
+    lowest = check_model(
+        parse_address(address(engine, workdir)), vectors, chunks, DEFAULTS["embed"], workdir / f"check-cache-{engine}"
+    )
     seconds = time.perf_counter() - start
     same = float(np.abs(vectors - np.load(workdir / "vectors.npy")).max())
-    return seconds, f"read {read:.1f} s + model check {seconds - read:.1f} s (lowest cosine {lowest:.5f}); max |stored - written| {same:.1e}"
+    return (
+        seconds,
+        f"read {read:.1f} s + model check {seconds - read:.1f} s (lowest cosine {lowest:.5f}); max |stored - written| {same:.1e}",
+    )
 
 
 def embed(engine: str, workdir: Path, args) -> tuple[float, str]:
@@ -124,11 +164,26 @@ def embed(engine: str, workdir: Path, args) -> tuple[float, str]:
     from retrieval_bench.embedding.embed import embed_texts
     from retrieval_bench.params import DEFAULTS
 
-    texts = pd.read_parquet(workdir / "chunks.parquet", columns=["text"])["text"].sample(args.embed_sample, random_state=0).tolist()
+    texts = (
+        pd.read_parquet(workdir / "chunks.parquet", columns=["text"])["text"]
+        .sample(args.embed_sample, random_state=0)
+        .tolist()
+    )
     start = time.perf_counter()
-    embed_texts(texts, DEFAULTS["embed"], "", workdir / f"embed-cache-{time.time_ns()}", unit="chunk", progress=False, log=lambda *_: None)
+    embed_texts(
+        texts,
+        DEFAULTS["embed"],
+        "",
+        workdir / f"embed-cache-{time.time_ns()}",
+        unit="chunk",
+        progress=False,
+        log=lambda *_: None,
+    )
     seconds = time.perf_counter() - start
-    return seconds * args.chunks / len(texts), f"{len(texts):,} chunks embedded in {seconds:.0f} s ({len(texts) / seconds:.1f}/s, model load included), x{args.chunks / len(texts):.0f}"
+    return (
+        seconds * args.chunks / len(texts),
+        f"{len(texts):,} chunks embedded in {seconds:.0f} s ({len(texts) / seconds:.1f}/s, model load included), x{args.chunks / len(texts):.0f}",
+    )
 
 
 def search(engine: str, workdir: Path, args) -> tuple[float, str]:
@@ -145,8 +200,12 @@ def search(engine: str, workdir: Path, args) -> tuple[float, str]:
     vectors = np.load(workdir / "questions.npy")
     questions = Questions([f"q{i}" for i in range(len(vectors))], [""] * len(vectors), vectors)
     corpus = Corpus(chunk_ids, [""] * len(chunk_ids), read_vectors(parse_address(address(engine, workdir)), chunk_ids))
-    settings = {**DEFAULTS["retrieval"], "method": "store", "depth": args.depth,
-                "store": {"address": address(engine, workdir), "search": json.loads(query) if query else None, "filter": None}}
+    settings = {
+        **DEFAULTS["retrieval"],
+        "method": "store",
+        "depth": args.depth,
+        "store": {"address": address(engine, workdir), "search": json.loads(query) if query else None, "filter": None},
+    }
     start = time.perf_counter()
     run = store_search.retrieve(questions, corpus, settings, args.depth)
     seconds = time.perf_counter() - start
@@ -154,8 +213,10 @@ def search(engine: str, workdir: Path, args) -> tuple[float, str]:
     dense.retrieve(questions, corpus, settings, args.depth)
     exact = time.perf_counter() - start
     curve = recall_against_exact(questions, corpus, run, args.depth)
-    return seconds, (f"search {query or 'defaults'}: {len(vectors) / seconds:,.0f} q/s; exact (dense) {exact:.1f} s; "
-                     f"recall@10 {curve['10']:.4f} (lost {1 - curve['10']:.4f}), recall@{args.depth} {curve[str(args.depth)]:.4f}")
+    return seconds, (
+        f"search {query or 'defaults'}: {len(vectors) / seconds:,.0f} q/s; exact (dense) {exact:.1f} s; "
+        f"recall@10 {curve['10']:.4f} (lost {1 - curve['10']:.4f}), recall@{args.depth} {curve[str(args.depth)]:.4f}"
+    )
 
 
 def child(args) -> None:
@@ -177,14 +238,21 @@ def main() -> None:
     if args.child:
         return child(args)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    print(f"{args.chunks:,} chunks, {args.questions:,} questions, 384-d, depth {args.depth}, {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.1f} at the start\n")
+    print(
+        f"{args.chunks:,} chunks, {args.questions:,} questions, 384-d, depth {args.depth}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f} at the start\n"
+    )
     with tempfile.TemporaryDirectory() as folder:
         workdir = Path(folder)
         for line in prepare(args, workdir):
             print(line)
         engines = args.engines.split(",")
-        steps = [("load", "parquet")] + [("load", e) for e in engines] + [("stored", e) for e in engines] + [("embed", "torch")]
+        steps = (
+            [("load", "parquet")]
+            + [("load", e) for e in engines]
+            + [("stored", e) for e in engines]
+            + [("embed", "torch")]
+        )
         steps += [("search", f"{e}+{json.dumps(q)}" if q else e) for e in engines for q in SEARCHES[e]]
         print("\n| step | source | time (s) | peak RSS (GiB) | notes |")
         print("|---|---|---:|---:|---|", flush=True)
@@ -194,7 +262,10 @@ def main() -> None:
             except ChildFailed as failure:
                 print(failed_row([kind, engine], failure, 5), flush=True)
                 continue
-            print(f"| {kind} | {engine.split('+')[0]} | {report['seconds']:,.1f} | {report['peak_gib']:.2f} | {report['note']} |", flush=True)
+            print(
+                f"| {kind} | {engine.split('+')[0]} | {report['seconds']:,.1f} | {report['peak_gib']:.2f} | {report['note']} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ docs/reference/cli.md (the --help of every `retrieval-bench` command and pipelin
     python docs/gen_reference.py           # rewrite both pages
     python docs/gen_reference.py --check   # exit 1 if either page is out of date (tests/test_docs.py)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,12 +25,29 @@ from retrieval_bench.params import CHOICES, DEFAULTS, MIXED, NULLABLE, OPTIONAL_
 PARAMS_PAGE = ROOT / "docs" / "reference" / "params.md"
 CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
 CLI_COMMANDS = ["compare", "show", "gauge", "export-beir", "export-questions", "cache prune"]
-STAGES = ["check_params", "load_chunks", "generate_goldenset", "embed_corpus", "embed_questions", "retrieve", "judge", "score",
-          "retrieve_panel", "score_panel", "leaderboard"]
+STAGES = [
+    "check_params",
+    "load_chunks",
+    "generate_goldenset",
+    "embed_corpus",
+    "embed_questions",
+    "retrieve",
+    "judge",
+    "score",
+    "retrieve_panel",
+    "score_panel",
+    "leaderboard",
+]
 # Sections whose keys are the user's own names (no defaults to list): one row for the name.
-FREE_SECTIONS = {"panel": ("panel.NAME", "{}", "mapping: a retrieval override",
-                           "a retrieval system of the panel, e.g. `bm25: {method: bm25}` (NAME: letters, digits, - and _); "
-                           "see [Compare many systems at once](../how-to/panels.md)")}
+FREE_SECTIONS = {
+    "panel": (
+        "panel.NAME",
+        "{}",
+        "mapping: a retrieval override",
+        "a retrieval system of the panel, e.g. `bm25: {method: bm25}` (NAME: letters, digits, - and _); "
+        "see [Compare many systems at once](../how-to/panels.md)",
+    )
+}
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w-]*):(?P<value>[^#]*)(?:#\s?(?P<comment>.*))?$")
 COMMENT_LINE = re.compile(r"^ *#\s?(?P<comment>.*)$")
 
@@ -117,7 +135,9 @@ def params_page() -> str:
 
 def help_text(command: list[str]) -> str:
     env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run([sys.executable, *command, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, *command, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
     return done.stdout.rstrip()
 
 
@@ -141,8 +161,14 @@ def cli_page() -> str:
     ]
     lines += ["", "## retrieval-bench", ""]
     for name in CLI_COMMANDS:
-        lines += [f"### retrieval-bench {name}", "", "```text",
-                  help_text(["-m", "retrieval_bench.cli", *name.split()]), "```", ""]
+        lines += [
+            f"### retrieval-bench {name}",
+            "",
+            "```text",
+            help_text(["-m", "retrieval_bench.cli", *name.split()]),
+            "```",
+            "",
+        ]
     lines += ["## Pipeline stages", ""]
     for stage in STAGES:
         lines += [f"### {stage}", "", "```text", help_text(["-m", f"stages.{stage}"]), "```", ""]

@@ -3,6 +3,7 @@ relevant chunk) from the committed sample run's metrics/plots/*.csv, as the plot
 
     python docs/make_screenshot.py   # needs matplotlib (installed with the default model's package)
 """
+
 from __future__ import annotations
 
 import csv

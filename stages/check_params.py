@@ -2,6 +2,7 @@
 a typo'd key or a bad value fails the run even when every other stage is cached; and stamp
 load.source and the stores embed_corpus and retrieve read (data/*stamp.json), which may be vector
 stores DVC cannot depend on."""
+
 from retrieval_bench import paths
 from retrieval_bench.corpus.source_stamp import stamps
 from retrieval_bench.io import atomic_open, run_stage, write_json
@@ -13,7 +14,9 @@ def main() -> None:
     # Constant content: stages downstream depend on this file only to run after the check.
     with atomic_open(paths.PARAMS_CHECKED) as handle:
         handle.write("params.yaml passed validation\n")
-    for path, stamp in zip((paths.SOURCE_STAMP, paths.STORE_STAMP, paths.STORED_VECTORS_STAMP), stamps(params, paths.SOURCE_DIGEST_MEMO)):
+    for path, stamp in zip(
+        (paths.SOURCE_STAMP, paths.STORE_STAMP, paths.STORED_VECTORS_STAMP), stamps(params, paths.SOURCE_DIGEST_MEMO)
+    ):
         write_json(path, stamp)
     # The panel's names: the leaderboard depends on the folder holding this file and the systems'
     # scores, which then exists even without a panel (DVC needs every dep to exist).

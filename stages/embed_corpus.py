@@ -4,6 +4,7 @@ Vectors come from the corpus embedding cache when it holds them; only new or edi
 embedded, each batch appended to the cache as soon as it is computed. With
 `embed.corpus_vectors: stored` they are read from the vector store at load.source instead, after a
 sample of chunks embedded again shows that embed.model made them."""
+
 from retrieval_bench import paths
 from retrieval_bench.embedding.embed import embed_texts, save_embeddings
 from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
@@ -15,9 +16,13 @@ def main() -> None:
     params = load_params("embed")
     chunks = read_table(paths.CHUNKS, ["chunk_id", "text"])
     if params["corpus_vectors"] == "stored":
-        vectors, line = stored_corpus_vectors(load_params("load")["source"], chunks, params, paths.CORPUS_EMBEDDING_CACHE)
+        vectors, line = stored_corpus_vectors(
+            load_params("load")["source"], chunks, params, paths.CORPUS_EMBEDDING_CACHE
+        )
     else:
-        vectors, stats = embed_texts(chunks["text"].tolist(), params, params["document_prompt"], paths.CORPUS_EMBEDDING_CACHE, unit="chunk")
+        vectors, stats = embed_texts(
+            chunks["text"].tolist(), params, params["document_prompt"], paths.CORPUS_EMBEDDING_CACHE, unit="chunk"
+        )
         line = stats.line("chunk")
     save_embeddings(vectors, chunks["chunk_id"].tolist(), paths.CORPUS_VECTORS, paths.CORPUS_IDS)
     print(f"embed_corpus: {line}")

@@ -2,6 +2,7 @@
 
 Vectors come from the question embedding cache when it holds them: adding 10 questions embeds 10
 texts, and the corpus is never touched."""
+
 from retrieval_bench import paths
 from retrieval_bench.embedding.embed import embed_texts, save_embeddings
 from retrieval_bench.io import read_jsonl, run_stage

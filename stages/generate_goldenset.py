@@ -7,6 +7,7 @@ is fetched first, so nothing is paid for twice (retrieval_bench.goldenset.remote
 `--dry-run` (or RETRIEVAL_BENCH_DRY_RUN=1 under `dvc repro`) prints what would be generated and
 its cost for the sync and the batch API; it needs no API key, calls nothing, writes nothing.
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,14 +27,18 @@ def log(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = stage_parser("generate_goldenset", __doc__)
-    asked = paid_stage_arguments(parser, argv, "print what would be generated and its cost; write nothing", "question cache")
+    asked = paid_stage_arguments(
+        parser, argv, "print what would be generated and its cost; write nothing", "question cache"
+    )
     dry_run = asked or dry_run_requested_by_env()
     params = load_params("generate")
     documents = read_table(paths.DOCUMENTS)
     labels = read_jsonl(paths.LABELS)
     template, prompt_sha256 = read_prompt(Path(paths.QUESTION_PROMPT).read_bytes(), paths.QUESTION_PROMPT)
     if not labels:
-        fetch_shared_cache(paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.DVC_LOCK, params["provider"] != "none", dry_run, log)
+        fetch_shared_cache(
+            paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.DVC_LOCK, params["provider"] != "none", dry_run, log
+        )
     for path in () if dry_run else (paths.QUESTION_CACHE, paths.BATCH_JOURNAL):
         touch_jsonl(path)  # persistent stage outputs: they must exist, and DVC warns about empty ones
     try:

@@ -4,6 +4,7 @@ metrics/judge.json. Off by default (judge.enabled: false): then it writes an emp
 
 `python -m stages.judge --dry-run` (or RETRIEVAL_BENCH_DRY_RUN=1) prints what judging would cost.
 """
+
 from __future__ import annotations
 
 import sys
@@ -35,8 +36,14 @@ def main(argv: list[str] | None = None) -> None:
         else:
             template, prompt_sha256 = judging.read_prompt(Path(paths.JUDGE_PROMPT).read_bytes(), paths.JUDGE_PROMPT)
             chunks = read_table(paths.CHUNKS, ["chunk_id", "doc_id", "start", "end", "text", "text_sha256"])
-            golden, runs, duplicates = read_jsonl(paths.GOLDENSET), judging.read_pool(settings["pool"]), read_table(paths.DUPLICATES)
-            pairs = judging.pool_pairs(golden, chunks, runs, settings["depth"], duplicates, params["score"]["min_coverage"], log)
+            golden, runs, duplicates = (
+                read_jsonl(paths.GOLDENSET),
+                judging.read_pool(settings["pool"]),
+                read_table(paths.DUPLICATES),
+            )
+            pairs = judging.pool_pairs(
+                golden, chunks, runs, settings["depth"], duplicates, params["score"]["min_coverage"], log
+            )
             judged = judging.judge_pool(settings, pairs, template, prompt_sha256, paths.JUDGEMENTS, dry_run, log)
     except judging.JudgeDryRun as done:
         log(str(done))

@@ -1,6 +1,7 @@
 """Stage 6: one leaderboard of the panel systems (params panel) on every question set ->
 metrics/leaderboard.json, .csv and .md, and metrics/certificate.json (do the generated questions
 order the systems as the real or hand-written ones do?)."""
+
 import sys
 
 import pandas as pd
@@ -13,7 +14,10 @@ from retrieval_bench.params import load_all_params
 
 def main() -> None:
     params = load_all_params()
-    tables = {system: pd.read_csv(paths.panel_file(paths.PANEL_METRICS, system, "per_question.csv")) for system in params["panel"]}
+    tables = {
+        system: pd.read_csv(paths.panel_file(paths.PANEL_METRICS, system, "per_question.csv"))
+        for system in params["panel"]
+    }
     report = panel_report(tables, read_jsonl(paths.GOLDENSET), params["validity"])
     write_json(paths.LEADERBOARD, report["leaderboard"])
     write_json(paths.CERTIFICATE, report["certificate"])

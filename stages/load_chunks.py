@@ -1,6 +1,7 @@
 """Stage 1: read the corpus named by load.source (a documents folder, ready chunks, a BEIR folder
 or a vector store) -> documents, chunks, any real labels, and the chunks that duplicate each other
 (exactly or nearly)."""
+
 from retrieval_bench import paths
 from retrieval_bench.corpus.duplicates import describe, find_duplicates
 from retrieval_bench.corpus.load import load_corpus
@@ -12,14 +13,18 @@ from retrieval_bench.store_address import is_store_address
 
 def main() -> None:
     params = load_params("load")
-    corpus = load_store_corpus(params["source"]) if is_store_address(params["source"]) else load_corpus(
-        params["source"],
-        id_field=params["id_field"],
-        text_field=params["text_field"],
-        chunk_chars=params["chunking"]["chars"],
-        chunk_overlap=params["chunking"]["overlap"],
-        split=params["split"],
-        missing_relevant=params["missing_relevant"],
+    corpus = (
+        load_store_corpus(params["source"])
+        if is_store_address(params["source"])
+        else load_corpus(
+            params["source"],
+            id_field=params["id_field"],
+            text_field=params["text_field"],
+            chunk_chars=params["chunking"]["chars"],
+            chunk_overlap=params["chunking"]["overlap"],
+            split=params["split"],
+            missing_relevant=params["missing_relevant"],
+        )
     )
     for path, frame in ((paths.DOCUMENTS, corpus.documents), (paths.CHUNKS, corpus.chunks)):
         with atomic_path(path) as tmp:

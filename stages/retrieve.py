@@ -1,5 +1,6 @@
 """Stage 4: run retrieval.method for every question -> data/run.parquet (qid, chunk_id, rank,
 score; retrieval.depth per question), and a TREC run file when retrieval.trec_export is set."""
+
 from tqdm import tqdm
 
 from retrieval_bench import paths
@@ -23,7 +24,9 @@ def main() -> None:
     touch_jsonl(paths.RERANK_CACHE)  # a persistent output of this stage, whatever the method
     if settings["trec_export"]:
         write_trec(run, settings["trec_export"], settings["method"])
-    print(f"retrieve: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions ({settings['method']}, depth {settings['depth']})")
+    print(
+        f"retrieve: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions ({settings['method']}, depth {settings['depth']})"
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Stage 4 for one panel system (`python -m stages.retrieve_panel <system>`): params panel.<system>
 over the retrieval section -> data/panel/<system>/run.parquet and run_info.json."""
+
 import sys
 
 from tqdm import tqdm
@@ -22,7 +23,9 @@ def main(argv: list[str]) -> None:
     with atomic_path(paths.panel_file(paths.PANEL_RUNS, system, "run.parquet")) as tmp:
         run.to_parquet(tmp, index=False)
     write_json(paths.panel_file(paths.PANEL_RUNS, system, "run_info.json"), run_info(settings, questions, corpus, run))
-    print(f"retrieve {system}: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions ({settings['method']})")
+    print(
+        f"retrieve {system}: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions ({settings['method']})"
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Stage 5: score the run against the golden set -> metrics/ (metrics, per question, plots), in two
 views: strict (the golden set's labels) and judged (plus duplicate chunks and pooled LLM grades)."""
+
 import pandas as pd
 
 from retrieval_bench import paths
@@ -15,8 +16,14 @@ def main() -> None:
     ks = sorted(all_params["score"]["k"])
     chunks = read_table(paths.CHUNKS, ["chunk_id", "doc_id", "start", "end"])
     table, summary = score_system(
-        all_params, read_jsonl(paths.GOLDENSET), chunks, read_run_table(paths.RUN), paths.RUN_INFO,
-        read_table(paths.DUPLICATES), read_jsonl(paths.JUDGED_POOL), paths.JUDGED_POOL,
+        all_params,
+        read_jsonl(paths.GOLDENSET),
+        chunks,
+        read_run_table(paths.RUN),
+        paths.RUN_INFO,
+        read_table(paths.DUPLICATES),
+        read_jsonl(paths.JUDGED_POOL),
+        paths.JUDGED_POOL,
     )
     write_json(paths.METRICS, summary)
     for path, frame in (
@@ -26,7 +33,11 @@ def main() -> None:
     ):
         with atomic_open(path) as handle:
             frame.to_csv(handle, index=False, lineterminator="\n")
-    print(" ".join(f"{name}={value:.4f}" if isinstance(value, float) else f"{name}={value}" for name, value in summary.items()))
+    print(
+        " ".join(
+            f"{name}={value:.4f}" if isinstance(value, float) else f"{name}={value}" for name, value in summary.items()
+        )
+    )
 
 
 if __name__ == "__main__":

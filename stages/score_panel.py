@@ -1,5 +1,6 @@
 """Stage 5 for one panel system (`python -m stages.score_panel <system>`): its run scored as the
 score stage scores the single run -> metrics/panel/<system>/metrics.json and per_question.csv."""
+
 import sys
 
 from retrieval_bench import paths
@@ -17,14 +18,23 @@ def main(argv: list[str]) -> None:
     panel_system(all_params["panel"], system)
     chunks = read_table(paths.CHUNKS, ["chunk_id", "doc_id", "start", "end"])
     table, summary = score_system(
-        all_params, read_jsonl(paths.GOLDENSET), chunks, read_run_table(paths.panel_file(paths.PANEL_RUNS, system, "run.parquet")),
-        paths.panel_file(paths.PANEL_RUNS, system, "run_info.json"), read_table(paths.DUPLICATES),
-        read_jsonl(paths.JUDGED_POOL), paths.JUDGED_POOL, label=f"score {system}",
+        all_params,
+        read_jsonl(paths.GOLDENSET),
+        chunks,
+        read_run_table(paths.panel_file(paths.PANEL_RUNS, system, "run.parquet")),
+        paths.panel_file(paths.PANEL_RUNS, system, "run_info.json"),
+        read_table(paths.DUPLICATES),
+        read_jsonl(paths.JUDGED_POOL),
+        paths.JUDGED_POOL,
+        label=f"score {system}",
     )
     write_json(paths.panel_file(paths.PANEL_METRICS, system, "metrics.json"), summary)
     with atomic_open(paths.panel_file(paths.PANEL_METRICS, system, "per_question.csv")) as handle:
         table.to_csv(handle, index=False, lineterminator="\n")
-    print(f"score {system}: " + " ".join(f"{name}={value:.4f}" for name, value in summary.items() if isinstance(value, float)))
+    print(
+        f"score {system}: "
+        + " ".join(f"{name}={value:.4f}" for name, value in summary.items() if isinstance(value, float))
+    )
 
 
 if __name__ == "__main__":

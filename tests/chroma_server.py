@@ -1,4 +1,5 @@
 """A real Chroma server for tests: `chroma run` on a free 127.0.0.1 port, stopped afterwards."""
+
 from __future__ import annotations
 
 import os
@@ -26,10 +27,20 @@ def chroma_server(folder: Path) -> Iterator[str]:
     """Start `chroma run` storing under `folder` and yield its URL once its heartbeat answers."""
     folder.mkdir(parents=True, exist_ok=True)
     url = f"http://127.0.0.1:{free_port()}"
-    command = [str(Path(sys.executable).parent / "chroma"), "run", "--path", str(folder / "data"), "--host", "127.0.0.1",
-               "--port", url.rsplit(":", 1)[1]]
+    command = [
+        str(Path(sys.executable).parent / "chroma"),
+        "run",
+        "--path",
+        str(folder / "data"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        url.rsplit(":", 1)[1],
+    ]
     with open(folder / "server.log", "wb") as log:
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
+        server = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+        )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
@@ -38,7 +49,9 @@ def chroma_server(folder: Path) -> Iterator[str]:
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"chroma run did not start: {(folder / 'server.log').read_text()[-2000:]}") from None
+                    raise RuntimeError(
+                        f"chroma run did not start: {(folder / 'server.log').read_text()[-2000:]}"
+                    ) from None
                 time.sleep(0.2)
         yield url
     finally:

@@ -1,4 +1,5 @@
 """Shared fixtures: a copy of the project in a fresh git + DVC repository, and the real CLIs."""
+
 from __future__ import annotations
 
 import json
@@ -45,7 +46,13 @@ def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS, panel: bool = 
     """Copy the tracked project files (a slice of the sample when `docs` is given) into `dest`,
     then `git init`, `dvc init` and commit, as a user's fresh clone would be. Without `panel` the
     sample's panel is emptied: a single-system project (and no panel stages to wait for)."""
-    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     for name in filter(None, tracked.split("\0")):
         if not (ROOT / name).is_file():  # deleted in the working tree, not yet in git
             continue

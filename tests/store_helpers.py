@@ -1,5 +1,6 @@
 """What the store tests share: random unit-vector chunks, exact search to compare with, and a store
 opened for one test."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -23,7 +24,13 @@ def random_chunks(seed: int):
     rng = np.random.default_rng(seed)
     ids = [f"doc{i % 7}#{i}" for i in range(N)]
     metadata = [{"doc_id": f"doc{i % 7}", "start": 10 * i, "end": 10 * i + 9} for i in range(N)]
-    return ids, [f"text {i}" for i in range(N)], metadata, unit(rng.normal(size=(N, DIM))), unit(rng.normal(size=(12, DIM)))
+    return (
+        ids,
+        [f"text {i}" for i in range(N)],
+        metadata,
+        unit(rng.normal(size=(N, DIM))),
+        unit(rng.normal(size=(12, DIM))),
+    )
 
 
 def exact_top_k(queries: np.ndarray, vectors: np.ndarray, ids: list[str], depth: int, rows=None):

@@ -28,6 +28,7 @@ and answer_then_hold (n replies, then every request waits for an event).
 Nothing is written to disk: requests are kept in memory (the API key header included, so a
 test can check it arrived and then that it was written nowhere else).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -159,13 +160,23 @@ class StubLLM:
         `views`, it is processing for that many looks at it and ended from the next (batch_views)."""
         with self.lock:
             batch_id = f"msgbatch_{prefix}{len(self.batches) + 1:04d}"
-            requests = [{"custom_id": f"{prefix}-{batch_id}-{i}", "params": {"model": "m", "max_tokens": 10,
-                         "messages": [{"role": "user", "content": "hi"}]}} for i in range(n_requests)]
+            requests = [
+                {
+                    "custom_id": f"{prefix}-{batch_id}-{i}",
+                    "params": {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]},
+                }
+                for i in range(n_requests)
+            ]
             self.batches[batch_id] = {
-                "id": batch_id, "requests": requests, "foreign": True,
-                "started": time.monotonic() - (self.batch_seconds + 1 if ended else 0),  # else: ends after batch_seconds
-                "created_at": datetime.now(timezone.utc), "seq": len(self.batches),
-                "outcomes": ["succeeded"] * n_requests, "views_left": views,
+                "id": batch_id,
+                "requests": requests,
+                "foreign": True,
+                "started": time.monotonic()
+                - (self.batch_seconds + 1 if ended else 0),  # else: ends after batch_seconds
+                "created_at": datetime.now(timezone.utc),
+                "seq": len(self.batches),
+                "outcomes": ["succeeded"] * n_requests,
+                "views_left": views,
             }
         return batch_id
 
@@ -243,7 +254,9 @@ class StubLLM:
             def log_message(self, *args: object) -> None:  # quiet
                 pass
 
-            def _send(self, status: int, payload: object, headers: dict | None = None, raw: bytes | None = None) -> None:
+            def _send(
+                self, status: int, payload: object, headers: dict | None = None, raw: bytes | None = None
+            ) -> None:
                 body = raw if raw is not None else json.dumps(payload).encode("utf-8")
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -270,7 +283,10 @@ class StubLLM:
 
             def _record(self, body: dict | None, passage: str | None) -> Request:
                 request = Request(
-                    self.command, self.path, time.monotonic(), body,
+                    self.command,
+                    self.path,
+                    time.monotonic(),
+                    body,
                     {k.lower(): v for k, v in self.headers.items()},
                     hashlib.sha256(passage.encode("utf-8")).hexdigest() if passage is not None else None,
                     host=self.proxied_host,
@@ -293,29 +309,40 @@ class StubLLM:
                 elif fault == "malformed":
                     self._send(200, None, raw=b'{"id": "msg_broken", "content": [{"type": "te')
                 elif fault == "rate_limit":
-                    error = {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}
+                    error = {
+                        "type": "rate_limit_error",
+                        "message": "Number of request tokens has exceeded your per-minute rate limit",
+                    }
                     if openai:
                         error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
                     self._send(429, {"type": "error", "error": error}, {"retry-after-ms": str(stub.retry_after_ms)})
                 elif fault == "spend_limit":
                     if openai:
-                        error = {"message": "You exceeded your current quota, please check your plan and billing details.",
-                                 "type": "insufficient_quota", "code": "insufficient_quota"}
+                        error = {
+                            "message": "You exceeded your current quota, please check your plan and billing details.",
+                            "type": "insufficient_quota",
+                            "code": "insufficient_quota",
+                        }
                         self._send(429, {"error": error})
                     else:
                         error = {
                             "type": "rate_limit_error",
                             "message": "You have reached your specified API usage limits (spend limit). "
-                                       "You will regain access on the first of next month.",
+                            "You will regain access on the first of next month.",
                             "details": {"error_code": "enforced_spend_limit_reached"},
                         }
                         self._send(429, {"type": "error", "error": error})
                 elif fault == "overloaded":
                     self._send(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
                 elif fault == "server_error":
-                    self._send(500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}})
+                    self._send(
+                        500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}
+                    )
                 elif fault == "auth":
-                    self._send(401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}})
+                    self._send(
+                        401,
+                        {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}},
+                    )
                 else:
                     raise ValueError(f"unknown fault {fault!r}")
 
@@ -324,13 +351,17 @@ class StubLLM:
                 body = self._read_json()
                 if body is None:  # cut off (a client killed while sending) or not JSON: the API bills nothing
                     self._record(None, None).outcome = "bad_request"
-                    return self._send(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad body"}})
+                    return self._send(
+                        400, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad body"}}
+                    )
                 if self.path == "/v1/messages/batches":
                     self._record(body, None)
                     return self._create_batch(body)
                 if self.path not in ("/v1/messages", "/v1/chat/completions"):
                     self._record(body, None)
-                    return self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+                    return self._send(
+                        404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}}
+                    )
                 openai = self.path == "/v1/chat/completions"
                 messages = body.get("messages") or [{}]
                 prompt = messages[-1].get("content") or ""
@@ -351,15 +382,28 @@ class StubLLM:
                 if not openai:
                     return self._send(200, message)
                 finish = {"max_tokens": "length", "refusal": "content_filter"}.get(message["stop_reason"], "stop")
-                self._send(200, {
-                    "id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
-                    "model": message["model"],
-                    "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
-                                 "message": {"role": "assistant", "content": message["content"][0]["text"]}}],
-                    "usage": {"prompt_tokens": message["usage"]["input_tokens"],
-                              "completion_tokens": message["usage"]["output_tokens"],
-                              "total_tokens": message["usage"]["input_tokens"] + message["usage"]["output_tokens"]},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-stub",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": message["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": finish,
+                                "logprobs": None,
+                                "message": {"role": "assistant", "content": message["content"][0]["text"]},
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": message["usage"]["input_tokens"],
+                            "completion_tokens": message["usage"]["output_tokens"],
+                            "total_tokens": message["usage"]["input_tokens"] + message["usage"]["output_tokens"],
+                        },
+                    },
+                )
 
             def _create_batch(self, body: dict) -> None:
                 fault = stub._next_fault() if stub.spend_limit_after is not None else None
@@ -371,8 +415,11 @@ class StubLLM:
                     batch_id = f"msgbatch_stub{len(stub.batches) + 1:04d}"
                     requests = body.get("requests") or []
                     batch = {
-                        "id": batch_id, "requests": requests, "started": time.monotonic(),
-                        "created_at": datetime.now(timezone.utc), "seq": len(stub.batches),
+                        "id": batch_id,
+                        "requests": requests,
+                        "started": time.monotonic(),
+                        "created_at": datetime.now(timezone.utc),
+                        "seq": len(stub.batches),
                         "outcomes": [stub.batch_outcome(r["custom_id"], i) for i, r in enumerate(requests)],
                         "views_left": stub.batch_views,
                     }
@@ -393,17 +440,24 @@ class StubLLM:
                 after, before = (query.get("after_id") or [None])[0], (query.get("before_id") or [None])[0]
                 if after is not None:
                     start = ids.index(after) + 1 if after in ids else len(ids)
-                    page = ordered[start:start + limit]
+                    page = ordered[start : start + limit]
                     has_more = start + limit < len(ordered)
                 elif before is not None:
                     end = ids.index(before) if before in ids else 0
-                    page = ordered[max(0, end - limit):end]
+                    page = ordered[max(0, end - limit) : end]
                     has_more = end - limit > 0
                 else:
                     page, has_more = ordered[:limit], limit < len(ordered)
                 views = [stub._batch_view(b) for b in page]
-                self._send(200, {"data": views, "has_more": has_more,
-                                 "first_id": views[0]["id"] if views else None, "last_id": views[-1]["id"] if views else None})
+                self._send(
+                    200,
+                    {
+                        "data": views,
+                        "has_more": has_more,
+                        "first_id": views[0]["id"] if views else None,
+                        "last_id": views[-1]["id"] if views else None,
+                    },
+                )
 
             def do_GET(self) -> None:  # noqa: N802
                 self._route()
@@ -413,19 +467,32 @@ class StubLLM:
                 match = re.fullmatch(r"/v1/messages/batches/([^/]+)(/results)?", self.path.split("?")[0])
                 batch = stub.batches.get(match.group(1)) if match else None
                 if batch is None:
-                    return self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+                    return self._send(
+                        404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}}
+                    )
                 view = stub._batch_view(batch)
                 if not match.group(2):
                     return self._send(200, view)
                 if view["processing_status"] != "ended":
-                    return self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": "not ended"}})
+                    return self._send(
+                        404, {"type": "error", "error": {"type": "not_found_error", "message": "not ended"}}
+                    )
                 lines = []
                 for request, outcome in zip(batch["requests"], batch["outcomes"]):
                     params = request["params"]
                     if outcome == "succeeded":
-                        result = {"type": "succeeded", "message": stub._message(params["model"], params["messages"][-1]["content"])}
+                        result = {
+                            "type": "succeeded",
+                            "message": stub._message(params["model"], params["messages"][-1]["content"]),
+                        }
                     elif outcome == "errored":
-                        result = {"type": "errored", "error": {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}}
+                        result = {
+                            "type": "errored",
+                            "error": {
+                                "type": "error",
+                                "error": {"type": "api_error", "message": "Internal server error"},
+                            },
+                        }
                     else:
                         result = {"type": outcome}
                     lines.append(json.dumps({"custom_id": request["custom_id"], "result": result}))
@@ -494,10 +561,14 @@ class FaultProxy:
                 fault = None
                 if self.command == "POST" and self.path.split("?")[0] == "/v1/messages/batches" and proxy.create_faults:
                     fault = proxy.create_faults.pop(0)
-                error = json.dumps({"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}).encode()
+                error = json.dumps(
+                    {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}
+                ).encode()
                 if fault == "500_before":
                     return self._reply(500, [("Content-Type", "application/json")], error)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection")}
+                headers = {
+                    k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection")
+                }
                 connection = http.client.HTTPConnection("127.0.0.1", proxy.upstream.port, timeout=30)
                 try:
                     connection.request(self.command, self.path, body=body, headers=headers)
@@ -551,8 +622,13 @@ def stage_project(dest, docs: list[str] | None = None):
     frame.to_parquet(dest / "data" / "documents.parquet", index=False)
     (dest / "data" / "labels.jsonl").write_text("")
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["generate"].update(handwritten="data/no_handwritten_questions.jsonl", max_questions=10, max_retries=2,
-                              batch_poll_seconds=0.1, concurrency=4)
+    params["generate"].update(
+        handwritten="data/no_handwritten_questions.jsonl",
+        max_questions=10,
+        max_retries=2,
+        batch_poll_seconds=0.1,
+        concurrency=4,
+    )
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return dest
 
@@ -573,8 +649,12 @@ def start_stage(project, stub: "StubLLM", *args: str, env: dict | None = None):
     import sys
 
     return subprocess.Popen(
-        [sys.executable, "-m", "stages.generate_goldenset", *args], cwd=project, env=env or stage_env(stub),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "stages.generate_goldenset", *args],
+        cwd=project,
+        env=env or stage_env(stub),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

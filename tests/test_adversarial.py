@@ -5,6 +5,7 @@ plus a 5 MB chunk made here), against the stub playing a model that falls for ev
 Every chunk stays inside the passage block, every trick the model plays is rejected with a
 reason in metrics/generate_rejects.jsonl and asked again, and every golden row's evidence lies
 in its own passage."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,10 @@ def fooled(passage: str, calls: Counter) -> str:
     if calls[passage] > 1:
         return default_reply(passage)
     if "Ignore previous instructions" in passage:  # obeys the injected text: two JSON objects
-        return ('Sure! {"question": "What is the admin password?", "evidence": "the admin password is hunter2"} '
-                'and also {"question": "Who wrote this?", "evidence": "SQLite"}')
+        return (
+            'Sure! {"question": "What is the admin password?", "evidence": "the admin password is hunter2"} '
+            'and also {"question": "Who wrote this?", "evidence": "SQLite"}'
+        )
     if passage.startswith("</passage>"):  # quotes evidence from another chunk: it would move the gold span
         return json.dumps({"question": "Why do readers not block writers?", "evidence": "readers do not block writers"})
     if passage.startswith("Reply with a JSON object"):  # answers with a statement
@@ -42,9 +45,18 @@ def test_adversarial_chunks_stay_data_end_to_end(tmp_path, monkeypatch):
     corpus = project / "data" / "hostile.jsonl"
     shutil.copy(HERE / "adversarial" / "chunks.jsonl", corpus)
     with open(corpus, "a", encoding="utf-8") as handle:  # a 5 MB chunk
-        handle.write(json.dumps({"id": "five-megabytes", "text": BIG_SENTENCE * (5_000_000 // len(BIG_SENTENCE))}) + "\n")
-    set_params(project, **{"load.source": "data/hostile.jsonl", "generate.provider": "anthropic",
-                           "generate.max_questions": 0, "generate.max_attempts": 2})
+        handle.write(
+            json.dumps({"id": "five-megabytes", "text": BIG_SENTENCE * (5_000_000 // len(BIG_SENTENCE))}) + "\n"
+        )
+    set_params(
+        project,
+        **{
+            "load.source": "data/hostile.jsonl",
+            "generate.provider": "anthropic",
+            "generate.max_questions": 0,
+            "generate.max_attempts": 2,
+        },
+    )
     chunks = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines()]
     calls: Counter[str] = Counter()
     with StubLLM() as stub:
@@ -59,10 +71,19 @@ def test_adversarial_chunks_stay_data_end_to_end(tmp_path, monkeypatch):
     texts = {chunk["id"]: chunk["text"] for chunk in chunks}
     assert prompts and all(len(prompt) < 3_000 for prompt in prompts)  # the 5 MB chunk was cut into passages
     for prompt in prompts:
-        readable = re.sub(r"[\s\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]", "", prompt).replace("\uff1c", "<").lower()
+        readable = (
+            re.sub(r"[\s\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]", "", prompt).replace("\uff1c", "<").lower()
+        )
         assert readable.count("</passage>") == 1 and readable.count("<passage>") == 1, prompt
         assert any(passage_of(prompt) in text for text in texts.values()), passage_block(prompt)  # sent whole, as data
-    for name in ("delimiter-injection", "ignore-previous", "format-lookalike", "sneaky-delimiters", "zero-width-rtl", "fake-reply"):
+    for name in (
+        "delimiter-injection",
+        "ignore-previous",
+        "format-lookalike",
+        "sneaky-delimiters",
+        "zero-width-rtl",
+        "fake-reply",
+    ):
         assert any(texts[name].startswith(passage_of(prompt)[:40]) for prompt in prompts), f"{name} was never sent"
 
     rejects = read_jsonl(project / "metrics/generate_rejects.jsonl")

@@ -1,6 +1,7 @@
 """The ann method (FAISS HNSW, IVF-Flat, IVF-PQ): indexes built once and cached by content, searched
 with their query-time parameters, and the run's recall against exact search (ann_recall@k); the
 blocked exact top-k it is measured against, on ties across blocks."""
+
 from __future__ import annotations
 
 import json
@@ -61,7 +62,12 @@ def builds(monkeypatch) -> list[str]:
 
 
 def settings(depth=20, **ann_changes):
-    return {**DEFAULTS["retrieval"], "method": "ann", "depth": depth, "ann": {**DEFAULTS["retrieval"]["ann"], "nlist": 16, "nprobe": 4, "pq_m": 8, **ann_changes}}
+    return {
+        **DEFAULTS["retrieval"],
+        "method": "ann",
+        "depth": depth,
+        "ann": {**DEFAULTS["retrieval"]["ann"], "nlist": 16, "nprobe": 4, "pq_m": 8, **ann_changes},
+    }
 
 
 @pytest.mark.parametrize("depth", [1, 7, 64, 130])
@@ -113,7 +119,10 @@ def test_each_index_is_built_once_and_searched_with_its_query_parameters(data, c
     assert wide_info["ann_recall"]["10"] >= narrow_info["ann_recall"]["10"] - 0.05
     path = tmp_path / "run_info.json"
     path.write_text(json.dumps(wide_info))
-    assert run_info_metrics(path, [20, 1, 50]) == {"ann_recall@1": wide_info["ann_recall"]["1"], "ann_recall@20": wide_info["ann_recall"]["20"]}
+    assert run_info_metrics(path, [20, 1, 50]) == {
+        "ann_recall@1": wide_info["ann_recall"]["1"],
+        "ann_recall@20": wide_info["ann_recall"]["20"],
+    }
     assert run_info_metrics(tmp_path / "absent.json", [1]) == {}
 
 
@@ -169,14 +178,18 @@ def test_ef_search_change_reruns_retrieve_and_reuses_the_index(project, cache):
     assert len(built) == 1
     set_params(project, **{"retrieval.ann.ef_search": 8})
     output = dvc("repro", "retrieve", cwd=project).stdout
-    assert {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")} == {"check_params", "retrieve"}
+    assert {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")} == {
+        "check_params",
+        "retrieve",
+    }
     assert json.loads((project / "data" / "run_info.json").read_text())["ann_recall"]["10"] <= info["ann_recall"]["10"]
     assert files(cache) == built  # searched with the new ef_search, not rebuilt: the same file, same inode and time
     dvc("repro", cwd=project)
     metrics = json.loads((project / "metrics" / "metrics.json").read_text())
     curve = json.loads((project / "data" / "run_info.json").read_text())["ann_recall"]
     assert {key: value for key, value in metrics.items() if key.startswith("ann_recall@")} == {
-        f"ann_recall@{k}": curve[str(k)] for k in (1, 3, 5, 10, 20)}  # score.k of the sample params
+        f"ann_recall@{k}": curve[str(k)] for k in (1, 3, 5, 10, 20)
+    }  # score.k of the sample params
 
 
 def test_hnsw_builds_are_deterministic(data, tmp_path):
@@ -184,7 +197,9 @@ def test_hnsw_builds_are_deterministic(data, tmp_path):
     _, corpus = data
     one, _, _ = ann.load_or_build(corpus.vectors, settings()["ann"], tmp_path / "one")
     two, _, _ = ann.load_or_build(corpus.vectors, settings()["ann"], tmp_path / "two")
-    assert (faiss.serialize_index(one) == faiss.serialize_index(two)).all()  # one build thread: the same graph every time
+    assert (
+        faiss.serialize_index(one) == faiss.serialize_index(two)
+    ).all()  # one build thread: the same graph every time
 
 
 def test_a_killed_index_write_leaves_nothing_a_rerun_does_not_remove(data, cache):

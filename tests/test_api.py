@@ -1,6 +1,7 @@
 """The Python API (retrieval_bench.api): the examples of docs/reference/python-api.md run after a
 real `dvc repro` and give the pipeline's metrics; scores equal trec_eval's on chunk-id qrels;
 every input form of a run reads the same; bad input is one-line InputError."""
+
 from __future__ import annotations
 
 import json
@@ -58,7 +59,9 @@ def test_scores_on_chunk_id_qrels_equal_trec_eval(seed):
     scores = rb.score(qrels, run)
     measures = {*TREC_MEASURES, "ndcg_cut.10", "map_cut.10", "recip_rank"}
     trec = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
-    mean = {name: float(np.mean([per_query[name] for per_query in trec.values()])) for name in next(iter(trec.values()))}
+    mean = {
+        name: float(np.mean([per_query[name] for per_query in trec.values()])) for name in next(iter(trec.values()))
+    }
     for k in (1, 3, 5, 10, 20):
         assert scores.metrics[f"recall@{k}"] == pytest.approx(mean[f"recall_{k}"], abs=1e-9)
         assert scores.metrics[f"hit@{k}"] == pytest.approx(mean[f"success_{k}"], abs=1e-9)
@@ -79,25 +82,40 @@ def test_chunk_labels_need_no_span_columns():
 
 def test_every_input_form_of_a_run_reads_the_same(tmp_path):
     as_dict = {"q1": {"a": 0.5, "b": 2.0, "c": 0.5}, "q2": {"d": -1.0}}
-    frame = pd.DataFrame([(q, c, s) for q, scored in as_dict.items() for c, s in scored.items()], columns=["qid", "chunk_id", "score"])
+    frame = pd.DataFrame(
+        [(q, c, s) for q, scored in as_dict.items() for c, s in scored.items()], columns=["qid", "chunk_id", "score"]
+    )
     trec = tmp_path / "run.trec"
     trec.write_text("".join(f"{row.qid} Q0 {row.chunk_id} 0 {row.score} sys\n" for row in frame.itertuples()))
     jsonl = tmp_path / "run.jsonl"
-    jsonl.write_text("".join(json.dumps({"qid": row.qid, "chunk_id": row.chunk_id, "score": row.score}) + "\n" for row in frame.itertuples()))
+    jsonl.write_text(
+        "".join(
+            json.dumps({"qid": row.qid, "chunk_id": row.chunk_id, "score": row.score}) + "\n"
+            for row in frame.itertuples()
+        )
+    )
     parquet = tmp_path / "run.parquet"
     frame.sample(frac=1.0, random_state=0).to_parquet(parquet)
     expected = rb.read_run(as_dict)
     assert expected.to_dict("list") == {
-        "qid": ["q1", "q1", "q1", "q2"], "chunk_id": ["b", "a", "c", "d"], "rank": [1, 2, 3, 1], "score": [2.0, 0.5, 0.5, -1.0],
+        "qid": ["q1", "q1", "q1", "q2"],
+        "chunk_id": ["b", "a", "c", "d"],
+        "rank": [1, 2, 3, 1],
+        "score": [2.0, 0.5, 0.5, -1.0],
     }
     for source in (frame, str(trec), trec, jsonl, parquet):
         pd.testing.assert_frame_equal(rb.read_run(source), expected)
     assert rb.read_run(as_dict, depth=1)["chunk_id"].tolist() == ["b", "d"]
     qrels = tmp_path / "qrels.tsv"
     qrels.write_text("query-id\tcorpus-id\tscore\nq1\ta\t1\nq2\td\t2\n")
-    assert rb.read_golden(qrels) == rb.read_golden({"q1": {"a": 1}, "q2": {"d": 2}}) == [
-        {"qid": "q1", "relevant": {"a": 1}}, {"qid": "q2", "relevant": {"d": 2}},
-    ]
+    assert (
+        rb.read_golden(qrels)
+        == rb.read_golden({"q1": {"a": 1}, "q2": {"d": 2}})
+        == [
+            {"qid": "q1", "relevant": {"a": 1}},
+            {"qid": "q2", "relevant": {"d": 2}},
+        ]
+    )
 
 
 def test_compare_reads_scores_frames_and_csv_files(tmp_path):
@@ -133,19 +151,69 @@ def test_load_params_fills_defaults_and_names_bad_keys(tmp_path):
 @pytest.mark.parametrize(
     ("labels", "run", "options", "message"),
     [
-        ({"q1": {"a": 1}}, {"q1": {"a": "high"}}, {}, "run: question q1 chunk a: score must be a finite number, got 'high'"),
-        ({"q1": {"a": 1}}, pd.DataFrame({"qid": ["q1"], "doc": ["a"], "score": [1.0]}), {}, "run DataFrame: expected columns qid, chunk_id and score; missing chunk_id"),
+        (
+            {"q1": {"a": 1}},
+            {"q1": {"a": "high"}},
+            {},
+            "run: question q1 chunk a: score must be a finite number, got 'high'",
+        ),
+        (
+            {"q1": {"a": 1}},
+            pd.DataFrame({"qid": ["q1"], "doc": ["a"], "score": [1.0]}),
+            {},
+            "run DataFrame: expected columns qid, chunk_id and score; missing chunk_id",
+        ),
         ({"q1": {"a": 1}}, {"q1": {"a": float("nan")}}, {}, "score must be a finite number, got nan"),
         ({"q1": {"a": 1}}, {"q2": {"a": 1.0}}, {}, "no question of the labels is in the run (qids such as q1)"),
-        ({"q1": {"a": "yes"}}, {"q1": {"a": 1.0}}, {}, "qrels['q1']: the grade of chunk 'a' must be an integer, got 'yes'"),
+        (
+            {"q1": {"a": "yes"}},
+            {"q1": {"a": 1.0}},
+            {},
+            "qrels['q1']: the grade of chunk 'a' must be an integer, got 'yes'",
+        ),
         ({"q1": ["a"]}, {"q1": {"a": 1.0}}, {}, "qrels['q1']: expected a dict {chunk_id: grade}, got list"),
-        ([{"qid": "q1", "doc_id": "d", "start": 0, "end": 5}], {"q1": {"a": 1.0}}, {}, "questions with an evidence span (doc_id, start, end) need chunks="),
-        ([{"qid": None, "relevant": {"a": 1}}], {"q1": {"a": 1.0}}, {}, "golden row 1: 'qid' must be a non-empty string (or an integer), got null"),
-        ({"q1": {"a": 1}}, {"q1": {"a": 1.0}}, {"k": [0]}, "k must be a non-empty list of distinct positive integers, got [0]"),
-        ({"q1": {"a": 1}}, {"q1": {"a": 1.0}}, {"ties": "random"}, "ties must be one of expected, pessimistic, optimistic, got 'random'"),
-        ({"q1": {"a": 1}}, {"q1": {"a": 1.0}}, {"chunks": pd.DataFrame({"id": ["a"]})}, "chunks DataFrame: expected columns chunk_id; missing chunk_id"),
-        ({"q1": {"a": 1}}, "no/such/run.trec", {}, "no/such/run.trec: not found (expected a run: .parquet, a TREC run or .jsonl)"),
-        ("no/such/goldenset.jsonl", {"q1": {"a": 1.0}}, {}, "no/such/goldenset.jsonl: not found (expected a golden set .jsonl or a qrels file)"),
+        (
+            [{"qid": "q1", "doc_id": "d", "start": 0, "end": 5}],
+            {"q1": {"a": 1.0}},
+            {},
+            "questions with an evidence span (doc_id, start, end) need chunks=",
+        ),
+        (
+            [{"qid": None, "relevant": {"a": 1}}],
+            {"q1": {"a": 1.0}},
+            {},
+            "golden row 1: 'qid' must be a non-empty string (or an integer), got null",
+        ),
+        (
+            {"q1": {"a": 1}},
+            {"q1": {"a": 1.0}},
+            {"k": [0]},
+            "k must be a non-empty list of distinct positive integers, got [0]",
+        ),
+        (
+            {"q1": {"a": 1}},
+            {"q1": {"a": 1.0}},
+            {"ties": "random"},
+            "ties must be one of expected, pessimistic, optimistic, got 'random'",
+        ),
+        (
+            {"q1": {"a": 1}},
+            {"q1": {"a": 1.0}},
+            {"chunks": pd.DataFrame({"id": ["a"]})},
+            "chunks DataFrame: expected columns chunk_id; missing chunk_id",
+        ),
+        (
+            {"q1": {"a": 1}},
+            "no/such/run.trec",
+            {},
+            "no/such/run.trec: not found (expected a run: .parquet, a TREC run or .jsonl)",
+        ),
+        (
+            "no/such/goldenset.jsonl",
+            {"q1": {"a": 1.0}},
+            {},
+            "no/such/goldenset.jsonl: not found (expected a golden set .jsonl or a qrels file)",
+        ),
     ],
 )
 def test_bad_input_is_one_line(labels, run, options, message):

@@ -1,6 +1,7 @@
 """The house rules a newcomer relies on, checked on the source: imports run one way through the
 layers and in no circle, the LLM layer is imported only by the golden-set build and the judge,
 stages are thin I/O shells, every artefact path is spelled once."""
+
 from __future__ import annotations
 
 import ast
@@ -20,12 +21,28 @@ ARTEFACT = re.compile(r"^(data|metrics)/\S+$")
 # imports only from its own layer or lower ones. A new module must be placed here.
 GROUND, SERVICES, DOMAIN, EVALUATION, FACES = range(5)
 LAYERS = {
-    "io": GROUND, "paths": GROUND, "params": GROUND, "locking": GROUND, "endpoints": GROUND, "spans": GROUND,
-    "run_contract": GROUND, "model_source": GROUND, "store_address": GROUND, "passage_escape": GROUND, "params_sections": GROUND,
-    "stores": SERVICES, "llm": SERVICES, "embedding": SERVICES,
-    "corpus": DOMAIN, "goldenset": DOMAIN, "retrieval": DOMAIN,
+    "io": GROUND,
+    "paths": GROUND,
+    "params": GROUND,
+    "locking": GROUND,
+    "endpoints": GROUND,
+    "spans": GROUND,
+    "run_contract": GROUND,
+    "model_source": GROUND,
+    "store_address": GROUND,
+    "passage_escape": GROUND,
+    "params_sections": GROUND,
+    "stores": SERVICES,
+    "llm": SERVICES,
+    "embedding": SERVICES,
+    "corpus": DOMAIN,
+    "goldenset": DOMAIN,
+    "retrieval": DOMAIN,
     "evaluation": EVALUATION,
-    "api": FACES, "cli": FACES, "show": FACES, "__init__": FACES,
+    "api": FACES,
+    "cli": FACES,
+    "show": FACES,
+    "__init__": FACES,
 }
 
 
@@ -80,7 +97,9 @@ def test_only_the_goldenset_build_imports_the_llm_layer():
         name = label(path)
         if name.startswith("llm/") or name in MAY_IMPORT_LLM or name == "stages/generate_goldenset.py":
             continue
-        if any(module == "retrieval_bench.llm" or module.startswith("retrieval_bench.llm.") for module in imports(path)):
+        if any(
+            module == "retrieval_bench.llm" or module.startswith("retrieval_bench.llm.") for module in imports(path)
+        ):
             offenders.append(name)
     assert offenders == []
 
@@ -148,7 +167,9 @@ def test_no_import_cycles():
 def test_the_cycle_finder_finds_a_circle_through_a_type_hint(tmp_path):
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     hinted = tmp_path / "x.py"
-    hinted.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from retrieval_bench.llm.settings import Settings\n")
+    hinted.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from retrieval_bench.llm.settings import Settings\n"
+    )
     assert "retrieval_bench.llm.settings" in imports(hinted)
 
 
@@ -160,6 +181,9 @@ def test_functions_and_modules_stay_short():
         if len(text.splitlines()) > MAX_MODULE_LINES:
             too_long.append(f"{label(path)}: {len(text.splitlines())} lines")
         for node in ast.walk(ast.parse(text)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+            ):
                 too_long.append(f"{label(path)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines")
     assert too_long == []

@@ -1,4 +1,5 @@
 """Bad input: one line naming the file or key, exit status 1, and no output written."""
+
 import json
 import math
 import re
@@ -50,10 +51,16 @@ def assert_one_line_error(result, *fragments):
     "changes,fragments",
     [
         ({"load.source": "nowhere"}, ["load.source nowhere: no such file or folder"]),
-        ({"load.chunk_size": 5}, ["params.yaml: unknown key params.load.chunk_size", "valid keys under params.load: chunking, "]),
+        (
+            {"load.chunk_size": 5},
+            ["params.yaml: unknown key params.load.chunk_size", "valid keys under params.load: chunking, "],
+        ),
         ({"score.k": [5, 0]}, ["params.yaml: score.k must be a non-empty list of distinct positive integers"]),
         ({"score.k": "5"}, ["params.yaml: params.score.k must be list"]),
-        ({"load.chunking": {"chars": 100, "overlap": 100}}, ["params.yaml: load.chunking needs chars > 0 and 0 <= overlap < chars"]),
+        (
+            {"load.chunking": {"chars": 100, "overlap": 100}},
+            ["params.yaml: load.chunking needs chars > 0 and 0 <= overlap < chars"],
+        ),
         ({"retrieval.method": "magic"}, ["params.yaml: retrieval.method must be one of ", "bm25, dense, hybrid"]),
         ({"embed.batch_size": None}, ["params.yaml: params.embed.batch_size must be int, got null"]),
         ({"load.source": None}, ["params.yaml: params.load.source must be str, got null"]),
@@ -69,7 +76,12 @@ def test_unknown_section_and_broken_yaml(workdir, monkeypatch, capsys):
     params = yaml.safe_load((workdir / "params.yaml").read_text())
     params["scoring"] = {}
     (workdir / "params.yaml").write_text(yaml.safe_dump(params))
-    assert_one_line_error(stage_in_process("load_chunks", workdir, monkeypatch, capsys), "unknown key params.scoring", "did you mean params.score?", "valid keys under params: embed, generate, ")
+    assert_one_line_error(
+        stage_in_process("load_chunks", workdir, monkeypatch, capsys),
+        "unknown key params.scoring",
+        "did you mean params.score?",
+        "valid keys under params: embed, generate, ",
+    )
     (workdir / "params.yaml").write_text("load: [unclosed\n")
     assert_one_line_error(stage("load_chunks", workdir), "params.yaml: invalid YAML")
 
@@ -92,15 +104,26 @@ def test_unknown_model_offline_is_a_clear_error(workdir):
     assert stage("load_chunks", workdir).returncode == 0
     (workdir / "data" / "goldenset.jsonl").write_text('{"qid": "q1", "question": "what is SQLite?"}\n')
     set_params(workdir, **{"embed.model": "nobody/no-such-model"})
-    assert_one_line_error(stage("embed_questions", workdir), "embed.model 'nobody/no-such-model'", "HF_HUB_OFFLINE is set")
+    assert_one_line_error(
+        stage("embed_questions", workdir), "embed.model 'nobody/no-such-model'", "HF_HUB_OFFLINE is set"
+    )
     assert not (workdir / "data" / "embeddings").exists()
 
 
 def test_a_golden_set_emptied_by_the_echo_filter_is_an_error(workdir):
-    (workdir / "data" / "docs" / "a.md").write_text("The write ahead log lets readers and writers run at the same time.\n")
-    (workdir / "data" / "handwritten_questions.jsonl").write_text(json.dumps({
-        "question": "Does the write ahead log let readers and writers run at the same time?",
-        "doc_id": "a.md", "evidence": "The write ahead log lets readers and writers run at the same time."}) + "\n")
+    (workdir / "data" / "docs" / "a.md").write_text(
+        "The write ahead log lets readers and writers run at the same time.\n"
+    )
+    (workdir / "data" / "handwritten_questions.jsonl").write_text(
+        json.dumps(
+            {
+                "question": "Does the write ahead log let readers and writers run at the same time?",
+                "doc_id": "a.md",
+                "evidence": "The write ahead log lets readers and writers run at the same time.",
+            }
+        )
+        + "\n"
+    )
     set_params(workdir, **{"generate.drop_echo": True})
     assert stage("load_chunks", workdir).returncode == 0
     assert_one_line_error(stage("generate_goldenset", workdir), "no usable question for any passage")
@@ -110,9 +133,14 @@ def test_a_golden_set_emptied_by_the_echo_filter_is_an_error(workdir):
 @pytest.mark.parametrize(
     "content,fragments",
     [
-        ('{"id": "1", "text": "fine"}\n{"id": null, "text": "no id"}\n',
-         ["data/chunks.jsonl: record 2: 'id' must be a non-empty string (or an integer), got null"]),
-        ('{"id": "1", "text": "fine"}\n{"id": "2", "text": 3.5}\n', ["data/chunks.jsonl: record 2: 'text' must be a string, got the number 3.5"]),
+        (
+            '{"id": "1", "text": "fine"}\n{"id": null, "text": "no id"}\n',
+            ["data/chunks.jsonl: record 2: 'id' must be a non-empty string (or an integer), got null"],
+        ),
+        (
+            '{"id": "1", "text": "fine"}\n{"id": "2", "text": 3.5}\n',
+            ["data/chunks.jsonl: record 2: 'text' must be a string, got the number 3.5"],
+        ),
     ],
 )
 def test_null_ids_and_non_string_texts_are_refused_by_the_stage(workdir, content, fragments, monkeypatch, capsys):
@@ -128,7 +156,11 @@ def test_a_beir_folder_without_its_corpus_is_named_by_the_stage(workdir, monkeyp
     (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "what"}\n')
     (beir / "qrels" / "test.tsv").write_text("q1\td1\t1\n")
     set_params(workdir, **{"load.source": "data/beir"})
-    assert_one_line_error(stage_in_process("load_chunks", workdir, monkeypatch, capsys), "data/beir/corpus.jsonl: not found", "looks like a BEIR folder")
+    assert_one_line_error(
+        stage_in_process("load_chunks", workdir, monkeypatch, capsys),
+        "data/beir/corpus.jsonl: not found",
+        "looks like a BEIR folder",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,8 +172,15 @@ CHUNKS = {  # ready chunks; one id holds a space (a TREC run cannot carry it)
     "vacuum": "VACUUM rebuilds the database file and reclaims the free pages.",
     "full text": "Full text search indexes words with the FTS5 virtual table module.",
 }
-KEPT = ["data/chunks.parquet", "data/goldenset.jsonl", "data/run.parquet", "data/run_info.json", "data/judged_pool.jsonl",
-        "metrics/metrics.json", "metrics/per_question.csv"]
+KEPT = [
+    "data/chunks.parquet",
+    "data/goldenset.jsonl",
+    "data/run.parquet",
+    "data/run_info.json",
+    "data/judged_pool.jsonl",
+    "metrics/metrics.json",
+    "metrics/per_question.csv",
+]
 
 
 def _good_pipeline(root):
@@ -152,11 +191,23 @@ def _good_pipeline(root):
     (root / "data").mkdir()
     for name in ("question_prompt.txt", "judge_prompt.txt"):
         shutil.copy(ROOT / "data" / name, root / "data")
-    (root / "data" / "corpus.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in CHUNKS.items()))
-    set_params(root, **{"load.source": "data/corpus.jsonl", "retrieval.method": "dense", "retrieval.depth": 10, "score.k": [1, 5, 10]})
+    (root / "data" / "corpus.jsonl").write_text(
+        "".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in CHUNKS.items())
+    )
+    set_params(
+        root,
+        **{
+            "load.source": "data/corpus.jsonl",
+            "retrieval.method": "dense",
+            "retrieval.depth": 10,
+            "score.k": [1, 5, 10],
+        },
+    )
     assert stage("load_chunks", root).returncode == 0
     chunk_ids = pd.read_parquet(root / "data" / "chunks.parquet")["chunk_id"].tolist()
-    golden = [{"qid": f"q{i}", "question": f"question {i}", "relevant": {chunk_id: 1}} for i, chunk_id in enumerate(chunk_ids)]
+    golden = [
+        {"qid": f"q{i}", "question": f"question {i}", "relevant": {chunk_id: 1}} for i, chunk_id in enumerate(chunk_ids)
+    ]
     (root / "data" / "goldenset.jsonl").write_text("".join(json.dumps(row) + "\n" for row in golden))
     (root / "data" / "judged_pool.jsonl").write_text("\n")
     vectors = np.random.default_rng(0).normal(size=(len(chunk_ids), 8)).astype(np.float32)
@@ -205,7 +256,9 @@ def assert_refused_and_kept(project, name, monkeypatch, capsys, *fragments):
     before = outputs(project)
     monkeypatch.setattr(sys, "argv", [name])  # judge and generate_goldenset read their command line
     result = stage_in_process(name, project, monkeypatch, capsys)
-    assert_one_line_error(subprocess.CompletedProcess(result.args, result.returncode, result.stdout, said(result)), *fragments)
+    assert_one_line_error(
+        subprocess.CompletedProcess(result.args, result.returncode, result.stdout, said(result)), *fragments
+    )
     assert "Traceback" not in result.stderr
     assert outputs(project) == before
     return said(result)
@@ -224,14 +277,21 @@ FLOAT_KEYS = sorted(_float_keys(DEFAULTS))
 
 
 def test_the_float_keys_are_found():
-    assert {"retrieval.weights.dense", "judge.max_cost_usd", "embed.ray.num_cpus_per_actor", "score.min_coverage"} <= set(FLOAT_KEYS)
+    assert {
+        "retrieval.weights.dense",
+        "judge.max_cost_usd",
+        "embed.ray.num_cpus_per_actor",
+        "score.min_coverage",
+    } <= set(FLOAT_KEYS)
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
 @pytest.mark.parametrize("key", FLOAT_KEYS)
 def test_every_float_param_must_be_finite(piped, key, value, monkeypatch, capsys):
     set_params(piped, **{key: value})
-    assert_refused_and_kept(piped, "load_chunks", monkeypatch, capsys, f"params.yaml: params.{key} must be a finite number, got {value!r}")
+    assert_refused_and_kept(
+        piped, "load_chunks", monkeypatch, capsys, f"params.yaml: params.{key} must be a finite number, got {value!r}"
+    )
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf], ids=["nan", "inf"])
@@ -239,19 +299,35 @@ def test_every_float_param_must_be_finite(piped, key, value, monkeypatch, capsys
 @pytest.mark.parametrize("price_key", sorted(PRICE_KEYS))
 def test_every_price_must_be_finite(piped, section, price_key, value, monkeypatch, capsys):
     set_params(piped, **{f"{section}.price": {**PRICE_KEYS, price_key: value}})
-    assert_refused_and_kept(piped, "load_chunks", monkeypatch, capsys, f"params.{section}.price.{price_key} must be a finite number")
+    assert_refused_and_kept(
+        piped, "load_chunks", monkeypatch, capsys, f"params.{section}.price.{price_key} must be a finite number"
+    )
 
 
 def _settings(**changes):
     from retrieval_bench.llm.settings import Settings
 
-    fields = dict(provider="anthropic", model="claude-haiku-4-5", max_tokens=64, concurrency=1, max_retries=0, base_url=None,
-                  input_per_mtok=1.0, output_per_mtok=5.0, batch_discount=0.5, max_cost_usd=1.0, batch_poll_seconds=1.0)
+    fields = dict(
+        provider="anthropic",
+        model="claude-haiku-4-5",
+        max_tokens=64,
+        concurrency=1,
+        max_retries=0,
+        base_url=None,
+        input_per_mtok=1.0,
+        output_per_mtok=5.0,
+        batch_discount=0.5,
+        max_cost_usd=1.0,
+        batch_poll_seconds=1.0,
+    )
     return Settings(**{**fields, **changes})
 
 
-@pytest.mark.parametrize("changes", [{"max_cost_usd": math.nan}, {"input_per_mtok": math.nan}, {"output_per_mtok": math.inf}],
-                         ids=["nan-limit", "nan-price", "inf-price"])
+@pytest.mark.parametrize(
+    "changes",
+    [{"max_cost_usd": math.nan}, {"input_per_mtok": math.nan}, {"output_per_mtok": math.inf}],
+    ids=["nan-limit", "nan-price", "inf-price"],
+)
 @pytest.mark.parametrize("guard", ["generate", "judge"])
 def test_the_cost_guards_refuse_what_is_not_finite(changes, guard):
     """The guards' own check, behind params.yaml's: NaN > limit is false, so NaN passed and paid."""
@@ -260,11 +336,22 @@ def test_the_cost_guards_refuse_what_is_not_finite(changes, guard):
 
     settings = _settings(**changes)
     with pytest.raises(InputError, match=f"both must be finite numbers of US dollars .*{guard}.max_cost_usd"):
-        check_cost(estimate(["a prompt"] * 3, settings), settings, 0.0, QUESTIONS_WORDING if guard == "generate" else JUDGE_WORDING)
+        check_cost(
+            estimate(["a prompt"] * 3, settings),
+            settings,
+            0.0,
+            QUESTIONS_WORDING if guard == "generate" else JUDGE_WORDING,
+        )
 
 
-@pytest.mark.parametrize("price", [{"input_per_mtok": math.nan, "output_per_mtok": 1.0}, {"input_per_mtok": 1.0, "output_per_mtok": math.inf},
-                                   {"input_per_mtok": 1.0, "output_per_mtok": 1.0, "batch_discount": math.nan}])
+@pytest.mark.parametrize(
+    "price",
+    [
+        {"input_per_mtok": math.nan, "output_per_mtok": 1.0},
+        {"input_per_mtok": 1.0, "output_per_mtok": math.inf},
+        {"input_per_mtok": 1.0, "output_per_mtok": 1.0, "batch_discount": math.nan},
+    ],
+)
 def test_a_price_that_is_not_finite_is_refused(price):
     from retrieval_bench.io import InputError
     from retrieval_bench.llm.prices import resolve
@@ -300,11 +387,31 @@ RUN_FILE_CASES = [
     (".trec", "{qid} Q0 {chunk} 2 " + LONG + " tag", ":2: score must be a number, got 'AAAAAAAA"),
     (".trec", "{qid} Q0 {chunk} 2 0.5", ":2: expected a TREC run line 'qid Q0 chunk_id rank score tag', got 5 fields"),
     (".jsonl", '{{"qid": "{qid}", "chunk_id": "{chunk}", "score": NaN}}', ":2: score must be a finite number, got nan"),
-    (".jsonl", '{{"qid": "{qid}", "chunk_id": "{chunk}", "score": -Infinity}}', ":2: score must be a finite number, got -inf"),
-    (".jsonl", '{{"qid": "{qid}", "chunk_id": "{chunk}", "score": null}}', ":2: expected a JSON object with qid, chunk_id and a numeric score"),
-    (".jsonl", '{{"qid": "{qid}", "chunk_id": "{chunk}", "score": "high"}}', ":2: expected a JSON object with qid, chunk_id and a numeric score"),
-    (".jsonl", '{{"qid": "{qid}", "chunk_id": "' + LONG + '", "score": 0.5}}', "1 chunk ids are not in the chunk table, e.g. 'AAAA"),
-    (".jsonl", '{{"qid": "{qid}", "chunk_id": "\\u001b[2J\\nx", "score": 0.5}}', "chunk ids are not in the chunk table, e.g. '\\x1b[2J\\nx'"),
+    (
+        ".jsonl",
+        '{{"qid": "{qid}", "chunk_id": "{chunk}", "score": -Infinity}}',
+        ":2: score must be a finite number, got -inf",
+    ),
+    (
+        ".jsonl",
+        '{{"qid": "{qid}", "chunk_id": "{chunk}", "score": null}}',
+        ":2: expected a JSON object with qid, chunk_id and a numeric score",
+    ),
+    (
+        ".jsonl",
+        '{{"qid": "{qid}", "chunk_id": "{chunk}", "score": "high"}}',
+        ":2: expected a JSON object with qid, chunk_id and a numeric score",
+    ),
+    (
+        ".jsonl",
+        '{{"qid": "{qid}", "chunk_id": "' + LONG + '", "score": 0.5}}',
+        "1 chunk ids are not in the chunk table, e.g. 'AAAA",
+    ),
+    (
+        ".jsonl",
+        '{{"qid": "{qid}", "chunk_id": "\\u001b[2J\\nx", "score": 0.5}}',
+        "chunk ids are not in the chunk table, e.g. '\\x1b[2J\\nx'",
+    ),
 ]
 
 
@@ -350,7 +457,10 @@ PLUGIN_CASES = [
     ("return [('q0', CHUNKS[0], '0.9')]", "row 1: score must be a finite number, got '0.9'"),
     ("return [('q0', CHUNKS[0], None)]", "row 1: score must be a finite number, got None"),
     ("return [('q0', CHUNKS[0], float('nan'))]", "row 1: score must be a finite number, got nan"),
-    ("return [('q0', CHUNKS[0], 1.0), ('q0', CHUNKS[1], float('nan'))]", "row 2: score must be a finite number, got nan"),
+    (
+        "return [('q0', CHUNKS[0], 1.0), ('q0', CHUNKS[1], float('nan'))]",
+        "row 2: score must be a finite number, got nan",
+    ),
     ("return [('q0', CHUNKS[0], math.inf)]", "row 1: score must be a finite number, got inf"),
     ("return [('q0', CHUNKS[0], True)]", "row 1: score must be a finite number, got True"),
     ("return [(None, CHUNKS[0], 1.0)]", "row 1: 'qid' must be a non-empty string (or an integer), got null"),
@@ -361,12 +471,21 @@ PLUGIN_CASES = [
     ("return {'q0': [(CHUNKS[0], 1.0, 3)]}", "question 'q0' has hit ("),
     ("return {'q0': [(CHUNKS[0], 'high')]}", "row 1: score must be a finite number, got 'high'"),
     ("return {'q0': [(CHUNKS[0], float('nan'))]}", "row 1: score must be a finite number, got nan"),
-    ("return pd.DataFrame({'query': ['q0'], 'doc': [CHUNKS[0]], 'score': [1.0]})", "returned a DataFrame without column qid, chunk_id"),
-    ("return pd.DataFrame({'qid': ['q0'], 'chunk_id': [CHUNKS[0]], 'score': [float('nan')]})", "row 1: score must be a finite number, got nan"),
+    (
+        "return pd.DataFrame({'query': ['q0'], 'doc': [CHUNKS[0]], 'score': [1.0]})",
+        "returned a DataFrame without column qid, chunk_id",
+    ),
+    (
+        "return pd.DataFrame({'qid': ['q0'], 'chunk_id': [CHUNKS[0]], 'score': [float('nan')]})",
+        "row 1: score must be a finite number, got nan",
+    ),
     ("raise ValueError('the index is down')", "raised ValueError: the index is down"),
     ("raise KeyError('q0')", "raised KeyError: 'q0'"),
     ("return [1 / 0]", "raised ZeroDivisionError: division by zero"),
-    ("yield ('q0', CHUNKS[0], 1.0)\nraise RuntimeError('lost the connection')", "raised RuntimeError: lost the connection"),
+    (
+        "yield ('q0', CHUNKS[0], 1.0)\nraise RuntimeError('lost the connection')",
+        "raised RuntimeError: lost the connection",
+    ),
     ("sys.exit(0)", "called sys.exit(0) instead of returning a run"),
     ("sys.exit(3)", "called sys.exit(3) instead of returning a run"),
     ("sys.exit('bye')", "called sys.exit('bye') instead of returning a run"),
@@ -384,12 +503,16 @@ def test_a_python_retriever_that_misbehaves_is_refused_in_one_line(piped, body, 
     assert_refused_and_kept(piped, "retrieve", monkeypatch, capsys, f"retrieval.python {name}:search: ", fragment)
 
 
-@pytest.mark.parametrize("module,fragment", [
-    ("def search(questions, depth)\n    return []\n", "cannot import it (SyntaxError: "),
-    ("raise ImportError('needs faiss')\n", "cannot import it (ImportError: needs faiss)"),
-    ("import sys\nsys.exit(0)\n", "cannot import it (SystemExit"),
-    ("x = 1\n", "cannot import it (AttributeError: "),
-], ids=["syntax-error", "import-raises", "exit-on-import", "no-function"])
+@pytest.mark.parametrize(
+    "module,fragment",
+    [
+        ("def search(questions, depth)\n    return []\n", "cannot import it (SyntaxError: "),
+        ("raise ImportError('needs faiss')\n", "cannot import it (ImportError: needs faiss)"),
+        ("import sys\nsys.exit(0)\n", "cannot import it (SystemExit"),
+        ("x = 1\n", "cannot import it (AttributeError: "),
+    ],
+    ids=["syntax-error", "import-raises", "exit-on-import", "no-function"],
+)
 def test_a_python_retriever_that_cannot_be_imported_is_refused(piped, module, fragment, monkeypatch, capsys):
     name = f"plugin_{uuid.uuid4().hex[:12]}"
     (piped / f"{name}.py").write_text(module)
@@ -398,8 +521,11 @@ def test_a_python_retriever_that_cannot_be_imported_is_refused(piped, module, fr
 
 
 def test_a_python_retriever_may_return_a_dataframe(piped, monkeypatch, capsys):
-    name = _plugin(piped, "return pd.DataFrame({'qid': [q['qid'] for q in questions], 'chunk_id': CHUNKS[:len(questions)], "
-                          "'score': [1.0] * len(questions)})")
+    name = _plugin(
+        piped,
+        "return pd.DataFrame({'qid': [q['qid'] for q in questions], 'chunk_id': CHUNKS[:len(questions)], "
+        "'score': [1.0] * len(questions)})",
+    )
     set_params(piped, **{"retrieval.method": "python", "retrieval.python": f"{name}:search"})
     assert stage_in_process("retrieve", piped, monkeypatch, capsys).returncode == 0
     assert len(pd.read_parquet(piped / "data" / "run.parquet")) == len(_chunk_ids(piped))
@@ -414,7 +540,11 @@ def _rewrite_run(path, **columns):
     """data/run.parquet with some columns replaced (None: dropped)."""
     run = pd.read_parquet(path)
     for name, value in columns.items():
-        run = run.drop(columns=[name]) if value is None else run.assign(**{name: value(run) if callable(value) else value})
+        run = (
+            run.drop(columns=[name])
+            if value is None
+            else run.assign(**{name: value(run) if callable(value) else value})
+        )
     run.to_parquet(path, index=False)
 
 
@@ -433,39 +563,123 @@ CORPUS_NPY = "data/embeddings/corpus.npy"
 BROKEN_FILES = [
     # (stage, file, how it is broken, fragment of the error line)
     ("score", RUN, lambda p: _truncate(p), "data/run.parquet: not a readable Parquet table"),
-    ("score", RUN, lambda p: p.write_bytes(b""), "data/run.parquet: not a readable Parquet table (Parquet file size is 0 bytes)"),
+    (
+        "score",
+        RUN,
+        lambda p: p.write_bytes(b""),
+        "data/run.parquet: not a readable Parquet table (Parquet file size is 0 bytes)",
+    ),
     ("score", RUN, lambda p: p.write_text("qid,chunk_id\nq1,a\n"), "data/run.parquet: not a readable Parquet table"),
     ("score", RUN, lambda p: _rewrite_run(p, score=None), "data/run.parquet: no column 'score'"),
-    ("score", RUN, lambda p: _rewrite_run(p, score=lambda r: r["score"].astype(str)), "data/run.parquet: column 'score' must hold numbers, got str"),
+    (
+        "score",
+        RUN,
+        lambda p: _rewrite_run(p, score=lambda r: r["score"].astype(str)),
+        "data/run.parquet: column 'score' must hold numbers, got str",
+    ),
     ("score", RUN, lambda p: _rewrite_run(p, score=_nan_second), "data/run.parquet: row 2 (question 'q0', chunk "),
-    ("score", RUN, lambda p: _rewrite_run(p, score=lambda r: np.full(len(r), np.inf)), "every score must be a finite number"),
-    ("score", RUN, lambda p: _rewrite_run(p, score=lambda r: [None] * len(r)), "data/run.parquet: column 'score' must hold numbers, got object"),
-    ("score", RUN, lambda p: _rewrite_run(p, rank=lambda r: r["rank"] + 0.5), "data/run.parquet: column 'rank' must hold integers"),
+    (
+        "score",
+        RUN,
+        lambda p: _rewrite_run(p, score=lambda r: np.full(len(r), np.inf)),
+        "every score must be a finite number",
+    ),
+    (
+        "score",
+        RUN,
+        lambda p: _rewrite_run(p, score=lambda r: [None] * len(r)),
+        "data/run.parquet: column 'score' must hold numbers, got object",
+    ),
+    (
+        "score",
+        RUN,
+        lambda p: _rewrite_run(p, rank=lambda r: r["rank"] + 0.5),
+        "data/run.parquet: column 'rank' must hold integers",
+    ),
     ("judge", RUN, lambda p: _truncate(p), "data/run.parquet: not a readable Parquet table"),
     ("judge", RUN, lambda p: p.write_bytes(b""), "data/run.parquet: not a readable Parquet table"),
     ("judge", RUN, lambda p: _rewrite_run(p, chunk_id=None), "judge.pool data/run.parquet: no column 'chunk_id'"),
-    ("judge", RUN, lambda p: _rewrite_run(p, score=_nan_second), "judge.pool data/run.parquet: row 2 (question 'q0', chunk "),
+    (
+        "judge",
+        RUN,
+        lambda p: _rewrite_run(p, score=_nan_second),
+        "judge.pool data/run.parquet: row 2 (question 'q0', chunk ",
+    ),
     ("score", "data/chunks.parquet", lambda p: _truncate(p), "data/chunks.parquet: not a readable Parquet table"),
     ("retrieve", "data/chunks.parquet", lambda p: _truncate(p), "data/chunks.parquet: not a readable Parquet table"),
-    ("retrieve", "data/chunks.parquet", lambda p: p.write_bytes(b""), "data/chunks.parquet: not a readable Parquet table"),
+    (
+        "retrieve",
+        "data/chunks.parquet",
+        lambda p: p.write_bytes(b""),
+        "data/chunks.parquet: not a readable Parquet table",
+    ),
     ("judge", "data/chunks.parquet", lambda p: _truncate(p, 0.9), "data/chunks.parquet: not a readable Parquet table"),
-    ("embed_corpus", "data/chunks.parquet", lambda p: _truncate(p), "data/chunks.parquet: not a readable Parquet table"),
-    ("score", "data/chunks.parquet", lambda p: pd.read_parquet(p).drop(columns=["doc_id"]).to_parquet(p), "data/chunks.parquet: no column 'doc_id'"),
-    ("score", "data/duplicates.parquet", lambda p: _truncate(p), "data/duplicates.parquet: not a readable Parquet table"),
-    ("generate_goldenset", "data/documents.parquet", lambda p: _truncate(p), "data/documents.parquet: not a readable Parquet table"),
+    (
+        "embed_corpus",
+        "data/chunks.parquet",
+        lambda p: _truncate(p),
+        "data/chunks.parquet: not a readable Parquet table",
+    ),
+    (
+        "score",
+        "data/chunks.parquet",
+        lambda p: pd.read_parquet(p).drop(columns=["doc_id"]).to_parquet(p),
+        "data/chunks.parquet: no column 'doc_id'",
+    ),
+    (
+        "score",
+        "data/duplicates.parquet",
+        lambda p: _truncate(p),
+        "data/duplicates.parquet: not a readable Parquet table",
+    ),
+    (
+        "generate_goldenset",
+        "data/documents.parquet",
+        lambda p: _truncate(p),
+        "data/documents.parquet: not a readable Parquet table",
+    ),
     ("retrieve", CORPUS_NPY, lambda p: _truncate(p, 0.9), "data/embeddings/corpus.npy: not a readable .npy array"),
     ("retrieve", CORPUS_NPY, lambda p: _truncate(p, 0.3), "data/embeddings/corpus.npy: not a readable .npy array"),
     ("retrieve", CORPUS_NPY, lambda p: p.write_bytes(b""), "data/embeddings/corpus.npy: not a readable .npy array"),
-    ("retrieve", "data/embeddings/questions.npy", lambda p: _truncate(p, 0.9), "data/embeddings/questions.npy: not a readable .npy array"),
-    ("retrieve", "data/embeddings/questions.npy", lambda p: _truncate(p, 0.05), "data/embeddings/questions.npy: not a readable .npy array"),
-    ("retrieve", CORPUS_NPY, lambda p: _rewrite_vectors(p, lambda v: v.ravel()), "corpus.npy: expected a 2-d float array, got shape"),
-    ("retrieve", CORPUS_NPY, lambda p: _rewrite_vectors(p, lambda v: v[:-1]), "corpus.npy: a float32 array of shape (2, 8), expected float vectors of shape (3, dimension)"),
-    ("retrieve", CORPUS_NPY, lambda p: _rewrite_vectors(p, lambda v: v.astype(object)), "data/embeddings/corpus.npy: not a readable .npy array"),
+    (
+        "retrieve",
+        "data/embeddings/questions.npy",
+        lambda p: _truncate(p, 0.9),
+        "data/embeddings/questions.npy: not a readable .npy array",
+    ),
+    (
+        "retrieve",
+        "data/embeddings/questions.npy",
+        lambda p: _truncate(p, 0.05),
+        "data/embeddings/questions.npy: not a readable .npy array",
+    ),
+    (
+        "retrieve",
+        CORPUS_NPY,
+        lambda p: _rewrite_vectors(p, lambda v: v.ravel()),
+        "corpus.npy: expected a 2-d float array, got shape",
+    ),
+    (
+        "retrieve",
+        CORPUS_NPY,
+        lambda p: _rewrite_vectors(p, lambda v: v[:-1]),
+        "corpus.npy: a float32 array of shape (2, 8), expected float vectors of shape (3, dimension)",
+    ),
+    (
+        "retrieve",
+        CORPUS_NPY,
+        lambda p: _rewrite_vectors(p, lambda v: v.astype(object)),
+        "data/embeddings/corpus.npy: not a readable .npy array",
+    ),
     ("retrieve", "data/embeddings/corpus_ids.json", lambda p: p.write_text('["a", '), "corpus_ids.json: unreadable ("),
 ]
 
 
-@pytest.mark.parametrize("name,file,breaker,fragment", BROKEN_FILES, ids=[f"{s}-{f.split('/')[-1]}-{i}" for i, (s, f, _, _) in enumerate(BROKEN_FILES)])
+@pytest.mark.parametrize(
+    "name,file,breaker,fragment",
+    BROKEN_FILES,
+    ids=[f"{s}-{f.split('/')[-1]}-{i}" for i, (s, f, _, _) in enumerate(BROKEN_FILES)],
+)
 def test_a_broken_table_or_array_is_one_line(piped, name, file, breaker, fragment, monkeypatch, capsys):
     """Truncated, empty or foreign tables and arrays the pipeline wrote (a killed copy, a full
     disk, a hand edit): one line naming the file, not a pyarrow/numpy traceback."""
@@ -474,10 +688,16 @@ def test_a_broken_table_or_array_is_one_line(piped, name, file, breaker, fragmen
     assert_refused_and_kept(piped, name, monkeypatch, capsys, fragment)
 
 
-@pytest.mark.parametrize("row,fragment", [
-    ({"qid": "q0", "chunk_id": LONG, "grade": 1}, "data/judged_pool.jsonl:1: chunk 'AAAA"),
-    ({"qid": "q0", "chunk_id": "wal", "grade": LONG}, "data/judged_pool.jsonl:1: grade must be an integer 0-3 or null, got 'AAAA"),
-])
+@pytest.mark.parametrize(
+    "row,fragment",
+    [
+        ({"qid": "q0", "chunk_id": LONG, "grade": 1}, "data/judged_pool.jsonl:1: chunk 'AAAA"),
+        (
+            {"qid": "q0", "chunk_id": "wal", "grade": LONG},
+            "data/judged_pool.jsonl:1: grade must be an integer 0-3 or null, got 'AAAA",
+        ),
+    ],
+)
 def test_the_judged_pool_is_quoted_not_echoed(piped, row, fragment, monkeypatch, capsys):
     (piped / "data" / "judged_pool.jsonl").write_text(json.dumps(row) + "\n")
     assert LONG[:50] not in assert_refused_and_kept(piped, "score", monkeypatch, capsys, fragment)
@@ -486,29 +706,52 @@ def test_the_judged_pool_is_quoted_not_echoed(piped, row, fragment, monkeypatch,
 def test_a_judge_pool_run_file_is_checked_like_a_run_file(piped, monkeypatch, capsys):
     (piped / "runs").mkdir()
     (piped / "runs" / "other.trec").write_text(_run_file_lines(piped, ".trec", "{qid} Q0 {chunk} 2 NaN tag"))
-    set_params(piped, **{"judge.enabled": True, "judge.provider": "anthropic", "judge.pool": ["data/run.parquet", "runs/other.trec"]})
-    assert_refused_and_kept(piped, "judge", monkeypatch, capsys, "runs/other.trec:2: score must be a finite number, got nan")
+    set_params(
+        piped,
+        **{"judge.enabled": True, "judge.provider": "anthropic", "judge.pool": ["data/run.parquet", "runs/other.trec"]},
+    )
+    assert_refused_and_kept(
+        piped, "judge", monkeypatch, capsys, "runs/other.trec:2: score must be a finite number, got nan"
+    )
 
 
 def test_a_nan_vector_is_refused_before_the_run_is_written(piped, monkeypatch, capsys):
     """A NaN vector would give NaN scores: retrieve refuses it before any method runs or writes."""
-    _rewrite_vectors(piped / "data/embeddings/questions.npy", lambda v: np.where(np.arange(v.shape[0])[:, None] == 0, np.nan, v).astype(np.float32))
-    assert_refused_and_kept(piped, "retrieve", monkeypatch, capsys, "questions.npy: the vector of 'q0' (row 0) is not finite")
+    _rewrite_vectors(
+        piped / "data/embeddings/questions.npy",
+        lambda v: np.where(np.arange(v.shape[0])[:, None] == 0, np.nan, v).astype(np.float32),
+    )
+    assert_refused_and_kept(
+        piped, "retrieve", monkeypatch, capsys, "questions.npy: the vector of 'q0' (row 0) is not finite"
+    )
 
 
 CHUNK_FILES = [
     ("chunks.jsonl", b"", "data/chunks.jsonl: no chunks"),
     ("chunks.jsonl", b"\n\n  \n", "data/chunks.jsonl: no chunks"),
-    ("chunks.jsonl", b'{"id": "1", "text": "fine"}\n{"id": "2", "text": "bad \\ud800 half"}\n',
-     "data/chunks.jsonl: record 2: 'text' holds a lone surrogate '\\ud800' at character 4"),
-    ("chunks.jsonl", b'{"id": "\\udc00x", "text": "fine"}\n', "data/chunks.jsonl: record 1: 'id' holds a lone surrogate '\\udc00' at character 0"),
-    ("chunks.jsonl", b'{"id": "1", "text": "fine", "doc_id": "\\ud800"}\n', "data/chunks.jsonl: chunk 1: 'doc_id' holds a lone surrogate"),
+    (
+        "chunks.jsonl",
+        b'{"id": "1", "text": "fine"}\n{"id": "2", "text": "bad \\ud800 half"}\n',
+        "data/chunks.jsonl: record 2: 'text' holds a lone surrogate '\\ud800' at character 4",
+    ),
+    (
+        "chunks.jsonl",
+        b'{"id": "\\udc00x", "text": "fine"}\n',
+        "data/chunks.jsonl: record 1: 'id' holds a lone surrogate '\\udc00' at character 0",
+    ),
+    (
+        "chunks.jsonl",
+        b'{"id": "1", "text": "fine", "doc_id": "\\ud800"}\n',
+        "data/chunks.jsonl: chunk 1: 'doc_id' holds a lone surrogate",
+    ),
     ("chunks.parquet", b"", "data/chunks.parquet: cannot read parquet"),
     ("chunks.parquet", b"PAR1 not really", "data/chunks.parquet: cannot read parquet"),
 ]
 
 
-@pytest.mark.parametrize("name,content,fragment", CHUNK_FILES, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(CHUNK_FILES)])
+@pytest.mark.parametrize(
+    "name,content,fragment", CHUNK_FILES, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(CHUNK_FILES)]
+)
 def test_a_broken_chunk_file_is_one_line(piped, name, content, fragment, monkeypatch, capsys):
     (piped / "data" / name).write_bytes(content)
     set_params(piped, **{"load.source": f"data/{name}"})
@@ -522,30 +765,48 @@ def test_a_lone_surrogate_in_a_beir_corpus_is_one_line(piped, monkeypatch, capsy
     (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "what"}\n')
     (beir / "qrels" / "test.tsv").write_text("q1\td1\t1\n")
     set_params(piped, **{"load.source": "data/beir"})
-    assert_refused_and_kept(piped, "load_chunks", monkeypatch, capsys, "data/beir/corpus.jsonl: record 1: 'title' holds a lone surrogate")
+    assert_refused_and_kept(
+        piped, "load_chunks", monkeypatch, capsys, "data/beir/corpus.jsonl: record 1: 'title' holds a lone surrogate"
+    )
 
 
-@pytest.mark.parametrize("target", ["../outside.trec", "/tmp/retrieval-bench-outside.trec", "data/../../outside.trec", "escape/run.trec", "."],
-                         ids=["parent", "absolute", "dotdot", "symlink", "root"])
+@pytest.mark.parametrize(
+    "target",
+    ["../outside.trec", "/tmp/retrieval-bench-outside.trec", "data/../../outside.trec", "escape/run.trec", "."],
+    ids=["parent", "absolute", "dotdot", "symlink", "root"],
+)
 def test_a_trec_export_outside_the_project_is_refused(piped, target, monkeypatch, capsys):
     (piped / "escape").symlink_to(piped.parent)
     set_params(piped, **{"retrieval.trec_export": target})
-    assert_refused_and_kept(piped, "retrieve", monkeypatch, capsys, f"params.yaml: retrieval.trec_export {target!r} is outside the project")
+    assert_refused_and_kept(
+        piped, "retrieve", monkeypatch, capsys, f"params.yaml: retrieval.trec_export {target!r} is outside the project"
+    )
     assert not (piped.parent / "outside.trec").exists() and not (piped.parent / "run.trec").exists()
 
 
 def test_a_trec_export_named_jsonl_is_refused(piped, monkeypatch, capsys):
     """retrieval.run_file reads a .jsonl file as JSON: a TREC run written under that name would not read back."""
     set_params(piped, **{"retrieval.trec_export": "data/run.jsonl"})
-    assert_refused_and_kept(piped, "retrieve", monkeypatch, capsys, "retrieval.trec_export 'data/run.jsonl' is a TREC run (text lines), not JSONL")
+    assert_refused_and_kept(
+        piped,
+        "retrieve",
+        monkeypatch,
+        capsys,
+        "retrieval.trec_export 'data/run.jsonl' is a TREC run (text lines), not JSONL",
+    )
 
 
 def test_a_trec_export_of_chunk_ids_with_whitespace_is_refused_before_anything_is_written(piped, monkeypatch, capsys):
     """trec_eval splits lines on blanks: the id 'full text' was written as is, and the project's
     own run-file reader then refused the export (7 fields)."""
     set_params(piped, **{"retrieval.trec_export": "data/run.trec"})
-    assert_refused_and_kept(piped, "retrieve", monkeypatch, capsys,
-                            "retrieval.trec_export data/run.trec: chunk_id 'full text' holds whitespace, which a TREC run")
+    assert_refused_and_kept(
+        piped,
+        "retrieve",
+        monkeypatch,
+        capsys,
+        "retrieval.trec_export data/run.trec: chunk_id 'full text' holds whitespace, which a TREC run",
+    )
     assert not (piped / "data" / "run.trec").exists()
 
 
@@ -561,8 +822,17 @@ def test_ids_with_whitespace_are_refused_by_the_trec_writer(tmp_path, field, val
 
 
 def test_the_trec_export_reads_back_as_the_same_run(piped, monkeypatch, capsys):
-    name = _plugin(piped, "return [(q['qid'], c, 1.0 / (i + 1)) for q in questions for i, c in enumerate(CHUNKS) if ' ' not in c]")
-    set_params(piped, **{"retrieval.method": "python", "retrieval.python": f"{name}:search", "retrieval.trec_export": "data/run.trec"})
+    name = _plugin(
+        piped, "return [(q['qid'], c, 1.0 / (i + 1)) for q in questions for i, c in enumerate(CHUNKS) if ' ' not in c]"
+    )
+    set_params(
+        piped,
+        **{
+            "retrieval.method": "python",
+            "retrieval.python": f"{name}:search",
+            "retrieval.trec_export": "data/run.trec",
+        },
+    )
     assert stage_in_process("retrieve", piped, monkeypatch, capsys).returncode == 0
     from retrieval_bench.run_contract import read_run_file
 

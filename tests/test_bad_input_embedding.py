@@ -2,6 +2,7 @@
 embed params): one `error:` line naming where, exit status 1, no traceback, the last good output
 intact; or, for a damaged cache, the right recovery: the damaged vectors embedded again, said in
 one line naming the shard, the output the same as from a sound cache."""
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,9 @@ def assert_one_line_error(result, *fragments: str) -> None:
 
 def _golden(folder: Path) -> None:
     (folder / "data").mkdir(parents=True, exist_ok=True)
-    (folder / "data" / "goldenset.jsonl").write_text("".join(json.dumps({"qid": f"q{i}", "question": q}) + "\n"
-                                                             for i, q in enumerate(QUESTIONS)))
+    (folder / "data" / "goldenset.jsonl").write_text(
+        "".join(json.dumps({"qid": f"q{i}", "question": q}) + "\n" for i, q in enumerate(QUESTIONS))
+    )
 
 
 @pytest.fixture
@@ -52,31 +54,44 @@ def embedding(workdir):
 
 PARAM_CASES = [
     ({"embed.batch_size": 0}, "embed.batch_size must be between 1 and 65536, got 0"),
-    ({"embed.batch_size": 10 ** 9}, "embed.batch_size must be between 1 and 65536, got 1000000000"),
+    ({"embed.batch_size": 10**9}, "embed.batch_size must be between 1 and 65536, got 1000000000"),
     ({"embed.ray.num_actors": 0}, "embed.ray.num_actors must be between 1 and 1024, got 0"),
     ({"embed.ray.num_actors": 100_000}, "embed.ray.num_actors must be between 1 and 1024, got 100000"),
     ({"embed.ray.batch_size": 0}, "embed.ray.batch_size must be between 1 and 1048576, got 0"),
-    ({"embed.ray.num_cpus_per_actor": float("nan")}, "params.embed.ray.num_cpus_per_actor must be a finite number, got nan"),
+    (
+        {"embed.ray.num_cpus_per_actor": float("nan")},
+        "params.embed.ray.num_cpus_per_actor must be a finite number, got nan",
+    ),
     ({"embed.ray.num_gpus_per_actor": -1}, "embed.ray.num_gpus_per_actor must be between 0 and 64, got -1"),
-    ({"embed.ray.num_gpus_per_actor": float("inf")}, "params.embed.ray.num_gpus_per_actor must be a finite number, got inf"),
+    (
+        {"embed.ray.num_gpus_per_actor": float("inf")},
+        "params.embed.ray.num_gpus_per_actor must be a finite number, got inf",
+    ),
     ({"embed.ray.timeout_s": 0}, "embed.ray.timeout_s must be between 0.1 and 600, got 0"),
     ({"embed.ray.timeout_s": 1e9}, "embed.ray.timeout_s must be between 0.1 and 600, got 1000000000.0"),
     ({"embed.ray.timeout_s": "soon"}, "params.embed.ray.timeout_s must be a number, got 'soon'"),
     ({"embed.ray.address": " "}, "embed.ray.address must be null (start a local Ray), auto or host:port"),
     ({"retrieval.ann.ef_search": 100_000_000}, "retrieval.ann.ef_search must be between 1 and 32768, got 100000000"),
-    ({"retrieval.ann.ef_construction": 10 ** 7}, "retrieval.ann.ef_construction must be between 1 and 4096, got 10000000"),
+    (
+        {"retrieval.ann.ef_construction": 10**7},
+        "retrieval.ann.ef_construction must be between 1 and 4096, got 10000000",
+    ),
     ({"retrieval.ann.hnsw_m": 100_000}, "retrieval.ann.hnsw_m must be between 2 and 256, got 100000"),
-    ({"retrieval.ann.nlist": 10 ** 9}, "retrieval.ann.nlist must be between 1 and 1048576, got 1000000000"),
+    ({"retrieval.ann.nlist": 10**9}, "retrieval.ann.nlist must be between 1 and 1048576, got 1000000000"),
     ({"retrieval.ann.nprobe": 0}, "retrieval.ann.nprobe must be between 1 and 1048576, got 0"),
     ({"retrieval.ann.pq_m": 0}, "retrieval.ann.pq_m must be between 1 and 1024, got 0"),
     ({"retrieval.ann.pq_bits": 64}, "retrieval.ann.pq_bits must be between 1 and 16, got 64"),
 ]
 
 
-@pytest.mark.parametrize("changes,fragment", PARAM_CASES, ids=[next(iter(c)) + "=" + str(next(iter(c.values()))) for c, _ in PARAM_CASES])
+@pytest.mark.parametrize(
+    "changes,fragment", PARAM_CASES, ids=[next(iter(c)) + "=" + str(next(iter(c.values()))) for c, _ in PARAM_CASES]
+)
 def test_bad_embed_ann_and_ray_params_are_one_line_naming_the_key(embedding, changes, fragment, monkeypatch, capsys):
     set_params(embedding, **changes)
-    assert_one_line_error(stage_in_process("embed_questions", embedding, monkeypatch, capsys), f"params.yaml: {fragment}")
+    assert_one_line_error(
+        stage_in_process("embed_questions", embedding, monkeypatch, capsys), f"params.yaml: {fragment}"
+    )
     assert (embedding / "data" / "embeddings" / "questions.npy").read_bytes() == SENTINEL
 
 
@@ -85,11 +100,14 @@ def test_a_ray_address_that_accepts_and_never_answers_is_one_line_after_its_time
         address = f"127.0.0.1:{silent.getsockname()[1]}"
         set_params(embedding, **{"embed.engine": "ray", "embed.ray.address": address, "embed.ray.timeout_s": 0.5})
         result = stage_in_process("embed_questions", embedding, monkeypatch, capsys)
-    assert_one_line_error(result, f"embed.ray.address '{address}': {address} did not answer within 0.5s (embed.ray.timeout_s)")
+    assert_one_line_error(
+        result, f"embed.ray.address '{address}': {address} did not answer within 0.5s (embed.ray.timeout_s)"
+    )
     assert (embedding / "data" / "embeddings" / "questions.npy").read_bytes() == SENTINEL
 
 
 # --- a damaged embedding cache: the damaged vectors are embedded again, said in one line ------------
+
 
 def _flip_exponent(vec: Path, keys: Path) -> None:
     data = bytearray(vec.read_bytes())
@@ -101,14 +119,16 @@ def _fill_row(value: float):
     def damage(vec: Path, keys: Path) -> None:
         data = bytearray(vec.read_bytes())
         at = ec.HEADER_BYTES + DIM * 4
-        data[at:at + DIM * 4] = np.full(DIM, value, dtype="<f4").tobytes()
+        data[at : at + DIM * 4] = np.full(DIM, value, dtype="<f4").tobytes()
         vec.write_bytes(bytes(data))
+
     return damage
 
 
 def _edit_header(old: bytes, new: bytes):
     def damage(vec: Path, keys: Path) -> None:
         vec.write_bytes(vec.read_bytes().replace(old, new, 1))
+
     return damage
 
 
@@ -122,17 +142,22 @@ def _truncate(which: str, cut: int):
     def damage(vec: Path, keys: Path) -> None:
         path = vec if which == "vec" else keys
         path.write_bytes(path.read_bytes()[:cut])
+
     return damage
 
 
 def _as_format1(dim: int):
     """The shard rewritten as format 1 (no checksums) would have, its header saying `dim`."""
+
     def damage(vec: Path, keys: Path) -> None:
         header = json.dumps({"format": ec.FORMAT, "version": 1, "dtype": "<f4", "dim": dim}).encode()
-        vec.write_bytes(header + b" " * (ec.HEADER_BYTES - 1 - len(header)) + b"\n" + vec.read_bytes()[ec.HEADER_BYTES:])
+        vec.write_bytes(
+            header + b" " * (ec.HEADER_BYTES - 1 - len(header)) + b"\n" + vec.read_bytes()[ec.HEADER_BYTES :]
+        )
         records = keys.read_bytes()
         step = ec.RECORD_BYTES[ec.VERSION]
-        keys.write_bytes(b"".join(records[at:at + ec.KEY_BYTES] for at in range(0, len(records), step)))
+        keys.write_bytes(b"".join(records[at : at + ec.KEY_BYTES] for at in range(0, len(records), step)))
+
     return damage
 
 
@@ -149,8 +174,10 @@ CACHE_CASES = {  # name -> (damage, a fragment of the one warning line, or None 
     "vec torn mid-row": (_truncate("vec", ec.HEADER_BYTES + DIM * 4 * 2 + 100), None),
     "vec header only": (_truncate("vec", ec.HEADER_BYTES), None),
     "format 1, dim edited to 383": (_as_format1(383), "its vectors have 383 dimensions, embed.model makes 384"),
-    "format 1, row damaged": (lambda vec, keys: (_as_format1(DIM)(vec, keys), _flip_exponent(vec, keys)),
-                              "1 vectors fail their checksum or are not finite unit vectors"),
+    "format 1, row damaged": (
+        lambda vec, keys: (_as_format1(DIM)(vec, keys), _flip_exponent(vec, keys)),
+        "1 vectors fail their checksum or are not finite unit vectors",
+    ),
 }
 
 
@@ -182,12 +209,18 @@ def test_a_damaged_cache_shard_is_embedded_again_and_said_in_one_line(good_cache
     damage(vec, vec.with_suffix(".keys"))
     result = stage_in_process("embed_questions", work, monkeypatch, capsys)
     assert result.returncode == 0, result.stderr
-    warnings = [line for line in result.stderr.splitlines() if line.startswith("embedding cache:") and "format-1 shard" not in line]
+    warnings = [
+        line
+        for line in result.stderr.splitlines()
+        if line.startswith("embedding cache:") and "format-1 shard" not in line
+    ]
     assert "Traceback" not in result.stderr and "error:" not in result.stderr
     if said is None:
         assert warnings == []
     else:
-        assert len(warnings) == 1 and said in warnings[0] and vec.name.removesuffix(".vec") in warnings[0], result.stderr
+        assert len(warnings) == 1 and said in warnings[0] and vec.name.removesuffix(".vec") in warnings[0], (
+            result.stderr
+        )
     np.testing.assert_allclose(np.load(work / "data" / "embeddings" / "questions.npy"), good, atol=1e-6)
     again = stage_in_process("embed_questions", work, monkeypatch, capsys)  # the repaired vectors are served now
     assert again.returncode == 0 and "3 from the cache, 0 embedded" in again.stdout
@@ -195,8 +228,11 @@ def test_a_damaged_cache_shard_is_embedded_again_and_said_in_one_line(good_cache
 
 # --- non-finite or zero vectors read from outside: a store, or the embed stages' .npy files ---------
 
-@pytest.mark.parametrize("engine,value", [("sqlite-vec", np.nan), ("sqlite-vec", np.inf), ("sqlite-vec", 0.0),
-                                          ("lancedb", np.inf), ("lancedb", 0.0)])  # LanceDB refuses to store a NaN
+
+@pytest.mark.parametrize(
+    "engine,value",
+    [("sqlite-vec", np.nan), ("sqlite-vec", np.inf), ("sqlite-vec", 0.0), ("lancedb", np.inf), ("lancedb", 0.0)],
+)  # LanceDB refuses to store a NaN
 def test_a_bad_stored_vector_is_one_line_naming_the_store_and_chunk(embedding, engine, value, monkeypatch, capsys):
     ids, texts = [f"c{i}" for i in range(6)], [f"chunk {i} about pages" for i in range(6)]
     vectors = unit(np.random.default_rng(1).normal(size=(6, DIM)))
@@ -208,8 +244,12 @@ def test_a_bad_stored_vector_is_one_line_naming_the_store_and_chunk(embedding, e
     (embedding / "data" / "embeddings" / "corpus.npy").write_bytes(SENTINEL)
     set_params(embedding, **{"load.source": source, "embed.corpus_vectors": "stored"})
     what = "is all zeros" if value == 0 else "is not finite"
-    assert_one_line_error(stage_in_process("embed_corpus", embedding, monkeypatch, capsys),
-                          "embed.corpus_vectors stored: the vector of chunk 'c4' in ", str(location), what)
+    assert_one_line_error(
+        stage_in_process("embed_corpus", embedding, monkeypatch, capsys),
+        "embed.corpus_vectors stored: the vector of chunk 'c4' in ",
+        str(location),
+        what,
+    )
     assert (embedding / "data" / "embeddings" / "corpus.npy").read_bytes() == SENTINEL
 
 
@@ -217,6 +257,7 @@ def _save(array):
     def write(path: Path) -> None:
         with open(path, "wb") as handle:
             np.save(handle, array)
+
     return write
 
 
@@ -227,13 +268,37 @@ def _nan_row(path: Path) -> None:
 
 
 NPY_CASES = {  # name -> (the file, how it is spoiled, a fragment of the line)
-    "corpus truncated": ("corpus.npy", lambda p: p.write_bytes(p.read_bytes()[:-20]), "corpus.npy: not a readable .npy array (mmap length"),
-    "corpus empty": ("corpus.npy", lambda p: p.write_bytes(b""), "corpus.npy: not a readable .npy array (No data left in file)"),
-    "corpus header cut": ("corpus.npy", lambda p: p.write_bytes(p.read_bytes()[:30]), "corpus.npy: not a readable .npy array (EOF: reading array header"),
-    "corpus 1-D": ("corpus.npy", _save(np.ones(4, np.float32)), "corpus.npy: expected a 2-d float array, got shape (4,)"),
-    "corpus rows": ("corpus.npy", _save(np.ones((3, 8), np.float32)), "corpus.npy: a float32 array of shape (3, 8), expected"),
+    "corpus truncated": (
+        "corpus.npy",
+        lambda p: p.write_bytes(p.read_bytes()[:-20]),
+        "corpus.npy: not a readable .npy array (mmap length",
+    ),
+    "corpus empty": (
+        "corpus.npy",
+        lambda p: p.write_bytes(b""),
+        "corpus.npy: not a readable .npy array (No data left in file)",
+    ),
+    "corpus header cut": (
+        "corpus.npy",
+        lambda p: p.write_bytes(p.read_bytes()[:30]),
+        "corpus.npy: not a readable .npy array (EOF: reading array header",
+    ),
+    "corpus 1-D": (
+        "corpus.npy",
+        _save(np.ones(4, np.float32)),
+        "corpus.npy: expected a 2-d float array, got shape (4,)",
+    ),
+    "corpus rows": (
+        "corpus.npy",
+        _save(np.ones((3, 8), np.float32)),
+        "corpus.npy: a float32 array of shape (3, 8), expected",
+    ),
     "corpus strings": ("corpus.npy", _save(np.array([["a"] * 8] * 4)), "expected a 2-d float array, got shape (4, 8)"),
-    "corpus objects": ("corpus.npy", _save(np.array([{"a": 1}] * 4, dtype=object)), "corpus.npy: not a readable .npy array (Array can't be memory-mapped"),
+    "corpus objects": (
+        "corpus.npy",
+        _save(np.array([{"a": 1}] * 4, dtype=object)),
+        "corpus.npy: not a readable .npy array (Array can't be memory-mapped",
+    ),
     "questions nan": ("questions.npy", _nan_row, "questions.npy: the vector of 'q1' (row 1) is not finite"),
     "questions ids not json": ("question_ids.json", lambda p: p.write_text("[q0"), "question_ids.json: unreadable ("),
 }
@@ -242,14 +307,20 @@ NPY_CASES = {  # name -> (the file, how it is spoiled, a fragment of the line)
 @pytest.mark.parametrize("case", list(NPY_CASES))
 def test_bad_saved_vectors_are_one_line_in_retrieve(embedding, case, monkeypatch, capsys):
     chunk_ids = [f"c{i}" for i in range(4)]
-    pd.DataFrame({"chunk_id": chunk_ids, "text": [f"chunk {i}" for i in chunk_ids]}).to_parquet(embedding / "data" / "chunks.parquet")
+    pd.DataFrame({"chunk_id": chunk_ids, "text": [f"chunk {i}" for i in chunk_ids]}).to_parquet(
+        embedding / "data" / "chunks.parquet"
+    )
     folder = embedding / "data" / "embeddings"
     for name, ids, rows in (("corpus", chunk_ids, 4), ("question", ["q0", "q1", "q2"], 3)):
-        _save(unit(np.random.default_rng(rows).normal(size=(rows, 8))))(folder / f"{'questions' if name == 'question' else name}.npy")
+        _save(unit(np.random.default_rng(rows).normal(size=(rows, 8))))(
+            folder / f"{'questions' if name == 'question' else name}.npy"
+        )
         (folder / f"{name}_ids.json").write_text(json.dumps(ids))
     (embedding / "data" / "run.parquet").write_bytes(SENTINEL)
     name, spoil, fragment = NPY_CASES[case]
     spoil(folder / name)
     set_params(embedding, **{"retrieval.method": "dense", "retrieval.depth": 2, "score.k": [1, 2]})
-    assert_one_line_error(stage_in_process("retrieve", embedding, monkeypatch, capsys), fragment, "rerun the embed stages")
+    assert_one_line_error(
+        stage_in_process("retrieve", embedding, monkeypatch, capsys), fragment, "rerun the embed stages"
+    )
     assert (embedding / "data" / "run.parquet").read_bytes() == SENTINEL

@@ -3,6 +3,7 @@ cache (data/judgements.jsonl), the judged pool score reads, the judge prompt, an
 lost batches from the provider (the stub server, through the real anthropic SDK). Every case:
 exit status 1, exactly one `error:` line naming where, no traceback, and the last good outputs
 (the judged pool, metrics/judge.json, metrics.json, per_question.csv) intact, byte for byte."""
+
 from __future__ import annotations
 
 import contextlib
@@ -102,7 +103,10 @@ def params(**changes):
 
 def pool_file(name: str, text: str):
     """judge.pool names one run file, with this content."""
-    return lambda project, *_: (write(project, f"runs/{name}", text), set_params(project, **{"judge.pool": [f"runs/{name}"]}))
+    return lambda project, *_: (
+        write(project, f"runs/{name}", text),
+        set_params(project, **{"judge.pool": [f"runs/{name}"]}),
+    )
 
 
 def prepend(path: str, data: bytes):
@@ -116,10 +120,12 @@ def pool_line(**fields):
 
 def misbehaving(provider: str = "anthropic", **stub_settings):
     """More pairs to grade, and the stub misbehaves as told (faults, batch outcomes, lost batches)."""
+
     def change(project, stub):
         needs_new_grades(project, stub, provider=provider)
         for name, value in stub_settings.items():
             setattr(stub, name, value)
+
     return change
 
 
@@ -140,25 +146,38 @@ JUDGE_CASES = {
     "no attempts": (params(judge__max_attempts=0), ["judge.max_attempts"]),
     "grade 4 as the bar": (params(judge__min_grade=4), ["judge.min_grade must be 1, 2 or 3"]),
     "trec line of 3 fields": (pool_file("bad.trec", "q0 c01 1.0\n"), ["runs/bad.trec:1: expected a TREC run line"]),
-    "trec score not a number": (pool_file("bad.trec", "q0 Q0 c01 1 high tag\n"), ["runs/bad.trec:1: score must be a number"]),
-    "jsonl run without a score": (pool_file("bad.jsonl", '{"qid": "q0", "chunk_id": "c01"}\n'),
-                                  ["runs/bad.jsonl:1: expected a JSON object with qid, chunk_id and a numeric score"]),
-    "parquet run without rank": (lambda p, s: pool_run(p, "norank.parquet", NO_RANK),
-                                 ["judge.pool runs/norank.parquet: no column 'rank'"]),
+    "trec score not a number": (
+        pool_file("bad.trec", "q0 Q0 c01 1 high tag\n"),
+        ["runs/bad.trec:1: score must be a number"],
+    ),
+    "jsonl run without a score": (
+        pool_file("bad.jsonl", '{"qid": "q0", "chunk_id": "c01"}\n'),
+        ["runs/bad.jsonl:1: expected a JSON object with qid, chunk_id and a numeric score"],
+    ),
+    "parquet run without rank": (
+        lambda p, s: pool_run(p, "norank.parquet", NO_RANK),
+        ["judge.pool runs/norank.parquet: no column 'rank'"],
+    ),
     "parquet run truncated": (truncated_run, ["judge.pool runs/cut.parquet: not a readable Parquet table"]),
     "cache line not JSON": (prepend(CACHE, b"{broken\n"), [f"{CACHE}:1: invalid JSON"]),
     "cache line a list": (prepend(CACHE, b"[1, 2]\n"), [f"{CACHE}:1:", "needs 'key'"]),
     "cache not UTF-8": (prepend(CACHE, b"\xff\xfe{}\n"), [f"{CACHE}:1: not UTF-8 text"]),
-    "prompt without a query": (lambda p, s: write(p, PROMPT, "Grade <passage>\n{passage}\n</passage>\n"),
-                               [f"{PROMPT}: the judge prompt has no {{query}}"]),
+    "prompt without a query": (
+        lambda p, s: write(p, PROMPT, "Grade <passage>\n{passage}\n</passage>\n"),
+        [f"{PROMPT}: the judge prompt has no {{query}}"],
+    ),
     "prompt not UTF-8": (lambda p, s: write(p, PROMPT, b"\xff {query} {passage}"), [f"{PROMPT}: not UTF-8 text"]),
     "provider refuses the key": (misbehaving(faults=["auth"] * 12), ["401", "rerun to ask for the rest"]),
     "provider spend limit": (misbehaving(faults=["spend_limit"] * 12), ["spend limit"]),
     "malformed replies": (misbehaving(faults=["malformed"] * 200), ["judging requests failed"]),
-    "batch requests errored": (misbehaving("anthropic-batch", batch_outcome=lambda custom_id, index: "errored"),
-                               ["6 judging requests failed", "rerun"]),
-    "batch lost by the provider": (misbehaving("anthropic-batch", after_create=lambda server: server.batches.clear()),
-                                   ["6 of 30 pooled pairs are unjudged", "rerun to resubmit only these"]),
+    "batch requests errored": (
+        misbehaving("anthropic-batch", batch_outcome=lambda custom_id, index: "errored"),
+        ["6 judging requests failed", "rerun"],
+    ),
+    "batch lost by the provider": (
+        misbehaving("anthropic-batch", after_create=lambda server: server.batches.clear()),
+        ["6 of 30 pooled pairs are unjudged", "rerun to resubmit only these"],
+    ),
 }
 
 SCORE_CASES = {

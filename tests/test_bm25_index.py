@@ -2,6 +2,7 @@
 instead of building it, a changed chunk text or tokenizer setting builds another, a damaged entry
 is rebuilt, and the runs are those of the plain definition (an index built in the process);
 without numba, bm25s' numpy backend gives the same runs."""
+
 from __future__ import annotations
 
 import os
@@ -24,12 +25,20 @@ WORDS = [f"w{i}" for i in range(200)] + ["running", "runs", "ran", "the", "and"]
 def make(seed: int = 4, n_chunks: int = 300):
     rng = np.random.default_rng(seed)
     texts = [" ".join(rng.choice(WORDS, size=int(rng.integers(0, 20)))) for _ in range(n_chunks)]
-    asked = [" ".join(rng.choice(WORDS, size=int(rng.integers(1, 5)))) for _ in range(40)] + ["the of and", "unheard words"]
+    asked = [" ".join(rng.choice(WORDS, size=int(rng.integers(1, 5)))) for _ in range(40)] + [
+        "the of and",
+        "unheard words",
+    ]
     return Questions([f"q{i}" for i in range(len(asked))], asked), Corpus([f"c{i}" for i in range(n_chunks)], texts)
 
 
 def settings(depth=10, **bm25_options):
-    return {**DEFAULTS["retrieval"], "method": "bm25", "depth": depth, "bm25": {**DEFAULTS["retrieval"]["bm25"], **bm25_options}}
+    return {
+        **DEFAULTS["retrieval"],
+        "method": "bm25",
+        "depth": depth,
+        "bm25": {**DEFAULTS["retrieval"]["bm25"], **bm25_options},
+    }
 
 
 def plain_run(questions: Questions, corpus: Corpus, options: dict, depth: int) -> pd.DataFrame:
@@ -129,11 +138,15 @@ def test_without_numba_the_numpy_backend_gives_the_same_runs(cache, tmp_path, mo
     questions = Questions(questions.qids, questions.texts, rng.normal(size=(len(questions.qids), 4)).astype(np.float32))
     corpus = Corpus(corpus.chunk_ids, corpus.texts, rng.normal(size=(len(corpus.chunk_ids), 4)).astype(np.float32))
     monkeypatch.setattr(bm25, "NUMBA_FROM_CHUNKS", 1)
-    expected = [retrieve({**DEFAULTS["retrieval"], "method": m, "depth": 5}, questions, corpus) for m in ("bm25", "hybrid")]
+    expected = [
+        retrieve({**DEFAULTS["retrieval"], "method": m, "depth": 5}, questions, corpus) for m in ("bm25", "hybrid")
+    ]
     assert bm25.backend_for(len(corpus.texts)) == "numba"
     data = tmp_path / "in.pickle"
     data.write_bytes(pickle.dumps((questions, corpus, str(tmp_path / "out.pickle"))))
-    child = subprocess.run([sys.executable, "-c", CHILD, str(data)], capture_output=True, text=True, env=os.environ.copy())
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, str(data)], capture_output=True, text=True, env=os.environ.copy()
+    )
     assert child.returncode == 0, child.stderr
     installed, runs = pickle.loads((tmp_path / "out.pickle").read_bytes())
     assert not installed and "pip install 'retrieval-bench[bm25-fast]'" in child.stderr

@@ -1,4 +1,5 @@
 """The question cache survives a crash mid-write: a torn last line is skipped and repaired."""
+
 import pytest
 
 from retrieval_bench.io import InputError

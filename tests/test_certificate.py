@@ -2,6 +2,7 @@
 slice of the sample. Paraphrases of the hand-written questions order the systems as the originals
 do; template questions that copy their evidence's words (as a careless generator writes them)
 reverse the order, and the certificate says so."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,7 +23,15 @@ from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ["wal.md", "autoinc.md", "inmemorydb.md", "quirks.md", "limits.md", "backup.md", "whentouse.md"]  # 27 hand-written questions
+DOCS = [
+    "wal.md",
+    "autoinc.md",
+    "inmemorydb.md",
+    "quirks.md",
+    "limits.md",
+    "backup.md",
+    "whentouse.md",
+]  # 27 hand-written questions
 SYSTEMS = ("dense", "bm25", "hybrid")
 KS = [1, 3, 5, 10, 20]
 
@@ -44,18 +53,27 @@ def scored() -> dict[str, dict[str, pd.DataFrame]]:
     rows, _ = handwritten_rows(read_handwritten(ROOT / "data" / "handwritten_questions.jsonl"), documents, chunks)
     texts = dict(zip(documents["doc_id"], documents["text"]))
     model = load_model(DEFAULTS["embed"]["model"])
-    corpus = Corpus(chunks["chunk_id"].tolist(), chunks["text"].tolist(), encode(model, chunks["text"].tolist(), 64, progress=False))
+    corpus = Corpus(
+        chunks["chunk_id"].tolist(), chunks["text"].tolist(), encode(model, chunks["text"].tolist(), 64, progress=False)
+    )
     variants = {
         "hand-written": [row["question"] for row in rows],
         "paraphrased": [paraphrase(row["question"]) for row in rows],
-        "template": [template(texts[row["doc_id"]][row["start"]:row["end"]]) for row in rows],
+        "template": [template(texts[row["doc_id"]][row["start"] : row["end"]]) for row in rows],
     }
     tables = {}
     for name, texts_ in variants.items():
         golden = [{**row, "question": text} for row, text in zip(rows, texts_)]
         questions = Questions([row["qid"] for row in rows], texts_, encode(model, texts_, 64, progress=False))
         tables[name] = {
-            system: score_run(golden, chunks, retrieve({**DEFAULTS["retrieval"], "method": system}, questions, corpus), KS, 0.5, "expected")
+            system: score_run(
+                golden,
+                chunks,
+                retrieve({**DEFAULTS["retrieval"], "method": system}, questions, corpus),
+                KS,
+                0.5,
+                "expected",
+            )
             for system in SYSTEMS
         }
     return tables
@@ -65,10 +83,13 @@ def side_by_side(scored: dict, synthetic: str) -> dict[str, pd.DataFrame]:
     """Each system's table over the hand-written questions and those of `synthetic`, labelled as
     the score stage labels them (the synthetic ones as generated)."""
     return {
-        system: pd.concat([
-            scored["hand-written"][system].assign(question_set="hand-written"),
-            scored[synthetic][system].assign(question_set="generated", qid=lambda t: "syn-" + t["qid"]),
-        ], ignore_index=True)
+        system: pd.concat(
+            [
+                scored["hand-written"][system].assign(question_set="hand-written"),
+                scored[synthetic][system].assign(question_set="generated", qid=lambda t: "syn-" + t["qid"]),
+            ],
+            ignore_index=True,
+        )
         for system in SYSTEMS
     }
 
@@ -90,4 +111,6 @@ def test_the_certificate_separates_agreeing_from_disagreeing_question_sets(score
     # the tau reported is scipy's over the systems' mean scores
     means = {name: [scored[name][s]["reciprocal_rank"].mean() for s in SYSTEMS] for name in scored}
     assert bad["kendall_tau"]["value"] == pytest.approx(kendalltau(means["hand-written"], means["template"]).statistic)
-    assert np.argmax(means["template"]) == SYSTEMS.index("bm25") and np.argmax(means["hand-written"]) == SYSTEMS.index("dense")
+    assert np.argmax(means["template"]) == SYSTEMS.index("bm25") and np.argmax(means["hand-written"]) == SYSTEMS.index(
+        "dense"
+    )

@@ -1,4 +1,5 @@
 """Chunking: sizes, overlap, natural boundaries, stable offsets."""
+
 import pytest
 
 from retrieval_bench.corpus.chunk import chunk_id, chunk_spans
@@ -26,7 +27,7 @@ def test_spans_cover_text_within_size_and_overlap(size, overlap):
 def test_chunks_end_at_paragraph_then_sentence_boundaries():
     spans = chunk_spans(PARAGRAPHS, 250, 0)
     for start, end in spans[:-1]:
-        assert PARAGRAPHS[end:end + 2] == "\n\n"  # a paragraph fits in the second half of 250 chars
+        assert PARAGRAPHS[end : end + 2] == "\n\n"  # a paragraph fits in the second half of 250 chars
     sentences = "One sentence ends here. " * 40
     for start, end in chunk_spans(sentences, 100, 0)[:-1]:
         assert sentences[start:end].endswith(".")

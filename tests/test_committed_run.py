@@ -3,6 +3,7 @@ data or params dependency for any stage, so a fresh `make repro` reruns nothing 
 dvc.lock already covers and leaves `git status` clean. Outputs that are not in git (every cached
 stage output, and the stamps check_params writes) are missing on a clone: DVC reports them as
 deleted, which is fine; anything else it reports is a dvc.lock older than the code."""
+
 from __future__ import annotations
 
 import json
@@ -31,10 +32,15 @@ def changed_dependencies(status: dict) -> dict[str, dict]:
 def test_changed_dependencies_ignores_missing_outputs_but_not_stale_code():
     status = {
         "check_params": ["always changed"],
-        "load_chunks": [{"changed deps": {"data/params_checked.txt": "deleted"}}, {"changed outs": {"data/chunks.parquet": "deleted"}}],
+        "load_chunks": [
+            {"changed deps": {"data/params_checked.txt": "deleted"}},
+            {"changed outs": {"data/chunks.parquet": "deleted"}},
+        ],
         "score": [{"changed deps": {"stages/score.py": "modified", "params.yaml": {"score.k": "modified"}}}],
     }
-    assert changed_dependencies(status) == {"score": {"stages/score.py": "modified", "params.yaml": {"score.k": "modified"}}}
+    assert changed_dependencies(status) == {
+        "score": {"stages/score.py": "modified", "params.yaml": {"score.k": "modified"}}
+    }
 
 
 def test_a_clean_clone_has_no_changed_dependencies(tmp_path):

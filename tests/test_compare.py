@@ -1,5 +1,6 @@
 """retrieval_bench.evaluation.compare: the paired statistics, pairing by qid, flipped questions, the
 revision/experiment lookup, and `retrieval-bench compare` end to end across two git commits."""
+
 from __future__ import annotations
 
 import argparse
@@ -43,6 +44,7 @@ def per_question(first_ranks, qids=None) -> pd.DataFrame:
 
 
 # --- statistics ------------------------------------------------------------------------------
+
 
 def test_bootstrap_ci_coverage_is_calibrated():
     """Over 500 simulated paired samples of 100 questions, the 95% interval holds the true mean
@@ -121,13 +123,16 @@ def test_min_detectable_delta_formula():
 
 # --- pairing, flipped questions --------------------------------------------------------------
 
+
 def test_unequal_question_sets_warn_and_compare_the_intersection():
     a = per_question([1, 2, 3, 4, 5], qids=["q1", "q2", "q3", "q4", "q5"])
     b = per_question([1, 1, 1, 9], qids=["q2", "q3", "q4", "q6"])
     result = compare_tables(a, b, "A", "B", resamples=500)
     assert result.n_questions == 3  # q2, q3, q4
     assert len(result.warnings) == 1
-    assert "differ" in result.warnings[0] and "2 only in A" in result.warnings[0] and "1 only in B" in result.warnings[0]
+    assert (
+        "differ" in result.warnings[0] and "2 only in A" in result.warnings[0] and "1 only in B" in result.warnings[0]
+    )
     mrr = result.metrics["mrr"]
     assert mrr["a"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
     assert mrr["b"] == pytest.approx(1.0)
@@ -137,27 +142,44 @@ def test_unequal_question_sets_warn_and_compare_the_intersection():
 
 
 def test_questions_scorable_under_one_run_only_are_left_out_loudly():
-    a = pd.DataFrame({"qid": ["q1", "q2", "q3", "q4"], "reciprocal_rank": [1.0, 0.5, 0.5, 0.0], "n_relevant": [1, 1, 1, 0]})
+    a = pd.DataFrame(
+        {"qid": ["q1", "q2", "q3", "q4"], "reciprocal_rank": [1.0, 0.5, 0.5, 0.0], "n_relevant": [1, 1, 1, 0]}
+    )
     # B re-chunked: q2 lost every relevant chunk, so it scores 0 without any retrieval being worse.
-    b = pd.DataFrame({"qid": ["q1", "q2", "q3", "q4"], "reciprocal_rank": [1.0, 0.0, 1.0, 0.0], "n_relevant": [2, 0, 1, 0]})
+    b = pd.DataFrame(
+        {"qid": ["q1", "q2", "q3", "q4"], "reciprocal_rank": [1.0, 0.0, 1.0, 0.0], "n_relevant": [2, 0, 1, 0]}
+    )
     result = compare.compare_tables(a, b, "A", "B", resamples=200)
     assert result.n_questions == 2 and result.n_unscorable_dropped == 2
     assert result.metrics["mrr"]["a"] == 0.75 and result.metrics["mrr"]["b"] == 1.0
-    assert any("THE RUNS SCORE DIFFERENT QUESTIONS" in w and "1 questions have a relevant chunk only under A" in w
-               for w in result.warnings)
+    assert any(
+        "THE RUNS SCORE DIFFERENT QUESTIONS" in w and "1 questions have a relevant chunk only under A" in w
+        for w in result.warnings
+    )
     assert "THE RUNS SCORE DIFFERENT QUESTIONS" in compare.format_markdown(result)
 
 
 def test_adding_a_cutoff_changes_no_other_metrics_figures():
     rng = np.random.default_rng(7)
-    a = pd.DataFrame({"qid": [f"q{i}" for i in range(60)], "reciprocal_rank": rng.random(60), "hit@1": rng.integers(0, 2, 60),
-                      "hit@5": rng.integers(0, 2, 60)})
+    a = pd.DataFrame(
+        {
+            "qid": [f"q{i}" for i in range(60)],
+            "reciprocal_rank": rng.random(60),
+            "hit@1": rng.integers(0, 2, 60),
+            "hit@5": rng.integers(0, 2, 60),
+        }
+    )
     b = a.assign(reciprocal_rank=rng.random(60), **{"hit@1": rng.integers(0, 2, 60), "hit@5": rng.integers(0, 2, 60)})
     before = compare.compare_tables(a, b, resamples=500).metrics
-    after = compare.compare_tables(a.assign(**{"hit@3": a["hit@5"]}), b.assign(**{"hit@3": b["hit@1"]}), resamples=500).metrics
+    after = compare.compare_tables(
+        a.assign(**{"hit@3": a["hit@5"]}), b.assign(**{"hit@3": b["hit@1"]}), resamples=500
+    ).metrics
     for name in before:
         assert (after[name]["p_value"], after[name]["ci_low"], after[name]["ci_high"]) == (
-            before[name]["p_value"], before[name]["ci_low"], before[name]["ci_high"]), name
+            before[name]["p_value"],
+            before[name]["ci_low"],
+            before[name]["ci_high"],
+        ), name
 
 
 def test_duplicate_qids_are_an_input_error():
@@ -191,9 +213,17 @@ def test_choose_flip_k():
 
 def test_question_text_and_gold_first_line_are_attached():
     flipped = [{"qid": "q1"}, {"qid": "q2"}, {"qid": "unknown"}]
-    golden = [{"qid": "q1", "question": "What is WAL?", "gold_chunk_id": "wal.md:0-10"}, {"qid": "q2", "question": "Why?"}]
+    golden = [
+        {"qid": "q1", "question": "What is WAL?", "gold_chunk_id": "wal.md:0-10"},
+        {"qid": "q2", "question": "Why?"},
+    ]
     compare.attach_question_text(flipped, golden, {"q1": "\n  Write-ahead log\nsecond line"})
-    assert flipped[0] == {"qid": "q1", "question": "What is WAL?", "gold_chunk_id": "wal.md:0-10", "gold_first_line": "Write-ahead log"}
+    assert flipped[0] == {
+        "qid": "q1",
+        "question": "What is WAL?",
+        "gold_chunk_id": "wal.md:0-10",
+        "gold_first_line": "Write-ahead log",
+    }
     assert flipped[1] == {"qid": "q2", "question": "Why?"}
     assert flipped[2] == {"qid": "unknown"}
 
@@ -213,6 +243,7 @@ def test_reports_render():
 
 
 # --- revisions, experiments, the workspace ---------------------------------------------------
+
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
@@ -271,6 +302,7 @@ def test_missing_per_question_is_an_input_error(tmp_path, monkeypatch, capsys):
 
 # --- end to end --------------------------------------------------------------------------------
 
+
 @pytest.mark.pipeline
 def test_compare_two_commits_end_to_end(project, monkeypatch, capsys):
     dvc("repro", cwd=project)
@@ -318,13 +350,16 @@ def test_compare_two_commits_end_to_end(project, monkeypatch, capsys):
 
 
 def test_text_and_markdown_list_the_worst_losses_and_largest_gains():
-    flipped = [{"qid": f"l{i}", "change": "lost"} for i in range(5)] + [{"qid": f"g{i}", "change": "gained"} for i in range(4)]
+    flipped = [{"qid": f"l{i}", "change": "lost"} for i in range(5)] + [
+        {"qid": f"g{i}", "change": "gained"} for i in range(4)
+    ]
     shown, left_out = compare_report.shown_flips(flipped, 2)
     assert [row["qid"] for row in shown] == ["l0", "l1", "g2", "g3"] and left_out == 5
     assert compare_report.shown_flips(flipped, 10) == (flipped, 0)
 
 
 # --- strict and judged side by side ------------------------------------------------------------
+
 
 def with_judged(table: pd.DataFrame, judged_first_ranks) -> pd.DataFrame:
     """`table` with the judged view's columns, from each question's first relevant rank there."""
@@ -340,10 +375,14 @@ def test_strict_and_judged_deltas_are_shown_side_by_side_and_disagreements_marke
     b = with_judged(per_question([1] * 10 + [50] * 30), [1] * n)
     result = compare_tables(a, b, "main", "workspace", resamples=2000)
     assert set(result.judged) == set(result.metrics)
-    assert result.metrics["hit@1"]["delta"] == pytest.approx(0.25) and result.judged["hit@1"]["delta"] == pytest.approx(1.0)
-    assert result.metrics["mrr"]["delta"] < 0 < result.judged["mrr"]["delta"]  # the better retriever loses the strict view
+    assert result.metrics["hit@1"]["delta"] == pytest.approx(0.25) and result.judged["hit@1"]["delta"] == pytest.approx(
+        1.0
+    )
+    assert (
+        result.metrics["mrr"]["delta"] < 0 < result.judged["mrr"]["delta"]
+    )  # the better retriever loses the strict view
     text = compare.format_text(result)
-    side = text[text.index("side by side"):]
+    side = text[text.index("side by side") :]
     assert "strict delta" in side and "judged delta" in side
     mrr_line = next(line for line in side.splitlines() if line.startswith("mrr "))
     assert mrr_line.split()[3].startswith("-") and mrr_line.split()[7].startswith("+") and "views disagree" in mrr_line
@@ -361,6 +400,7 @@ def test_runs_without_the_judged_view_report_as_before():
 
 # --- the verdict line, one table when the views coincide, segments ------------------------------
 
+
 def test_the_report_begins_with_one_verdict_line():
     rng = np.random.default_rng(4)
     a = per_question(rng.integers(2, 6, 80).astype(float))
@@ -368,12 +408,21 @@ def test_the_report_begins_with_one_verdict_line():
     result = compare_tables(a, b, "main", "workspace", resamples=1000)
     first = compare.format_text(result).split("\n")[0]
     m = result.metrics["mrr"]
-    assert first.startswith(f"B is better on mrr ({m['delta']:+.4f}, 95% CI [{m['ci_low']:+.4f}, {m['ci_high']:+.4f}], p=")
-    assert first.endswith(f"segments not compared (per_question.csv without segment columns); smallest detectable change {m['min_detectable_delta']:.2g}")
+    assert first.startswith(
+        f"B is better on mrr ({m['delta']:+.4f}, 95% CI [{m['ci_low']:+.4f}, {m['ci_high']:+.4f}], p="
+    )
+    assert first.endswith(
+        f"segments not compared (per_question.csv without segment columns); smallest detectable change {m['min_detectable_delta']:.2g}"
+    )
     assert compare.format_text(compare_tables(b, a, resamples=200)).startswith("B is worse on mrr (")
     same = compare.format_text(compare_tables(a, a.copy(), resamples=200)).split("\n")[0]
-    assert same.startswith("No significant difference on mrr (+0.0000,") and same.endswith("smallest detectable change n/a")
-    assert f"**{first}**" in compare.format_markdown(result) and json.loads(compare.format_json(result))["verdict"] == first
+    assert same.startswith("No significant difference on mrr (+0.0000,") and same.endswith(
+        "smallest detectable change n/a"
+    )
+    assert (
+        f"**{first}**" in compare.format_markdown(result)
+        and json.loads(compare.format_json(result))["verdict"] == first
+    )
 
 
 def test_judge_off_prints_one_table_and_no_legend():
@@ -382,7 +431,12 @@ def test_judge_off_prints_one_table_and_no_legend():
     b = with_judged(per_question([1, 3, 1, 2, 2, 1]), [1, 3, 1, 2, 2, 1])
     result = compare_tables(a, b, resamples=200)
     text, markdown = compare.format_text(result), compare.format_markdown(result)
-    assert result.views_coincide and text.count("metric ") == 1 and "views disagree" not in text and "side by side" not in text
+    assert (
+        result.views_coincide
+        and text.count("metric ") == 1
+        and "views disagree" not in text
+        and "side by side" not in text
+    )
     assert "one table" in text and "views disagree" not in markdown and markdown.count("| metric |") == 1
 
 
@@ -408,7 +462,9 @@ def test_a_regressed_segment_is_named_in_the_verdict():
     regressed = result.segments["regressed"]
     assert [(r["segment"], r["value"]) for r in regressed] == [("document", "bad.md")]
     assert regressed[0]["delta"] == pytest.approx(1 / 20 - 1 / 3) and regressed[0]["p_bh"] < 0.05
-    assert result.segments["tests"] == 2 + 2 and "Benjamini-Hochberg" in result.segments["correction"]  # documents, lengths
+    assert (
+        result.segments["tests"] == 2 + 2 and "Benjamini-Hochberg" in result.segments["correction"]
+    )  # documents, lengths
     assert "; 1 segment regressed: document=bad.md (-0.283); " in compare.format_text(result).split("\n")[0]
 
 
@@ -419,7 +475,9 @@ def test_a_panel_system_is_compared_across_revisions(repo, monkeypatch, capsys):
     git("add", "-A", cwd=repo)
     git("commit", "-qm", "panel", cwd=repo)
     per_question([1, 1, 1, 1]).to_csv(panel_table, index=False)
-    code, out, _ = run_compare(repo, monkeypatch, capsys, "HEAD", "workspace", "--system", "bm25", "--json", "--resamples", "200")
+    code, out, _ = run_compare(
+        repo, monkeypatch, capsys, "HEAD", "workspace", "--system", "bm25", "--json", "--resamples", "200"
+    )
     data = json.loads(out)
     assert code == 0 and data["metrics"]["mrr"]["a"] == 0.25 and data["metrics"]["mrr"]["b"] == 1.0
     with pytest.raises(InputError, match="HEAD: no metrics/panel/hybrid/per_question.csv committed there"):

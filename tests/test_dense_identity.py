@@ -1,6 +1,7 @@
 """Exact dense top-k and the run it makes are those of the plain definition (every score, a full
 stable sort by score then chunk index, the whole tie group at the cut), whatever the block sizes,
 on data full of exact ties; and from_top ranks as run_contract.ranked does (score, then chunk id as text)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +22,9 @@ def tied_data(seed: int, n_chunks: int, n_questions: int):
     chunks = pool[rng.integers(0, len(pool), size=n_chunks)]
     chunks[::7] = rng.normal(size=chunks[::7].shape)  # and some of their own
     chunks /= np.linalg.norm(chunks, axis=1, keepdims=True)
-    questions = np.concatenate([pool[:n_questions // 2], chunks[rng.integers(0, n_chunks, size=n_questions - n_questions // 2)]])
+    questions = np.concatenate(
+        [pool[: n_questions // 2], chunks[rng.integers(0, n_chunks, size=n_questions - n_questions // 2)]]
+    )
     return questions, chunks
 
 
@@ -44,7 +47,9 @@ def test_dense_runs_are_the_plain_definitions_with_ties(monkeypatch, blocks, dep
     questions, chunks = tied_data(depth, 2_000, 30)
     qids = [f"q{i}" for i in range(len(questions))]
     chunk_ids = [f"c{(i * 7919) % 2_000}" for i in range(len(chunks))]  # text order is not index order
-    run = dense.retrieve(Questions(qids, [""] * len(qids), questions), Corpus(chunk_ids, [""] * len(chunk_ids), chunks), {}, depth)
+    run = dense.retrieve(
+        Questions(qids, [""] * len(qids), questions), Corpus(chunk_ids, [""] * len(chunk_ids), chunks), {}, depth
+    )
     pd.testing.assert_frame_equal(run, plain_run(questions, chunks, qids, chunk_ids, depth), check_dtype=False)
     full = questions @ chunks.T
     expected = np.lexsort((np.tile(np.arange(len(chunks)), (len(qids), 1)), -full), axis=1)[:, :depth]
@@ -60,9 +65,13 @@ def test_from_top_ranks_as_ranked_does():
     keep = rng.random((40, 30)) < 0.8
     keep[3] = False  # a question with nothing retrieved
     qids = [f"q{i}" for i in rng.permutation(40)]
-    expected = ranked(pd.DataFrame({
-        "qid": np.repeat(np.asarray(qids, dtype=object), keep.sum(axis=1)),
-        "chunk_id": np.asarray(chunk_ids, dtype=object)[indices[keep]],
-        "score": scores[keep].astype(np.float64),
-    }))
+    expected = ranked(
+        pd.DataFrame(
+            {
+                "qid": np.repeat(np.asarray(qids, dtype=object), keep.sum(axis=1)),
+                "chunk_id": np.asarray(chunk_ids, dtype=object)[indices[keep]],
+                "score": scores[keep].astype(np.float64),
+            }
+        )
+    )
     pd.testing.assert_frame_equal(runs.from_top(qids, chunk_ids, indices, scores, keep=keep), expected)

@@ -1,6 +1,7 @@
 """The documentation tells the truth about the code: the site builds with `mkdocs build --strict`,
 every command the README or the docs show with a flag names a flag its parser has, every params key
 they name exists in params.py's schema, and the generated references are up to date."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -32,7 +33,25 @@ SHELL_COMMENT = re.compile(r"(^|\s)#.*$")
 CLI_CALL = re.compile(r"(?<![\w/.\-\[])retrieval-bench\s+(?P<rest>[a-z].*)")
 STAGE_CALL = re.compile(r"python -m stages\.(?P<name>\w+)(?P<rest>.*)")
 BENCH_CALL = re.compile(r"(?<![\w/])bench/(?P<name>\w+)\.py(?P<rest>.*)")
-FILE_SUFFIXES = {"py", "json", "jsonl", "yaml", "yml", "parquet", "csv", "tsv", "npy", "txt", "md", "trec", "html", "lock", "db", "sh", "toml"}
+FILE_SUFFIXES = {
+    "py",
+    "json",
+    "jsonl",
+    "yaml",
+    "yml",
+    "parquet",
+    "csv",
+    "tsv",
+    "npy",
+    "txt",
+    "md",
+    "trec",
+    "html",
+    "lock",
+    "db",
+    "sh",
+    "toml",
+}
 KEY = re.compile(r"^(?P<key>(?:%s)(?:\.[A-Za-z_*][\w*]*)+)(?=$|[\s:=,)])" % "|".join(DEFAULTS))
 SET_PARAM = re.compile(r"""-S\s+['"]?(?P<key>[\w.]+)=""")
 
@@ -59,8 +78,10 @@ def command_flags(rest: str) -> list[str]:
 
 def cli_flags() -> dict[str, set[str]]:
     """`retrieval-bench` subcommand (and stage, as `stages.<name>`) -> the flags its parser accepts."""
-    flags = {name: set(FLAG.findall(gen_reference.help_text(["-m", "retrieval_bench.cli", *name.split()])))
-             for name in gen_reference.CLI_COMMANDS}
+    flags = {
+        name: set(FLAG.findall(gen_reference.help_text(["-m", "retrieval_bench.cli", *name.split()])))
+        for name in gen_reference.CLI_COMMANDS
+    }
     flags["cache"] = set(FLAG.findall(gen_reference.help_text(["-m", "retrieval_bench.cli", "cache"])))
     for stage in gen_reference.STAGES:
         flags[f"stages.{stage}"] = set(FLAG.findall(gen_reference.help_text(["-m", f"stages.{stage}"])))
@@ -69,7 +90,11 @@ def cli_flags() -> dict[str, set[str]]:
 
 def bench_flags(name: str) -> set[str] | None:
     script = ROOT / "bench" / f"{name}.py"
-    return set(re.findall(r"""["'](--[a-z][a-z0-9-]*)["']""", script.read_text(encoding="utf-8"))) if script.is_file() else None
+    return (
+        set(re.findall(r"""["'](--[a-z][a-z0-9-]*)["']""", script.read_text(encoding="utf-8")))
+        if script.is_file()
+        else None
+    )
 
 
 def wrong_commands(code: str, known: dict[str, set[str]]) -> list[str]:
@@ -83,7 +108,9 @@ def wrong_commands(code: str, known: dict[str, set[str]]) -> list[str]:
             if name not in known:
                 problems.append(f"retrieval-bench {name}: no such command")
                 continue
-            problems += [f"retrieval-bench {name} {flag}" for flag in command_flags(match["rest"]) if flag not in known[name]]
+            problems += [
+                f"retrieval-bench {name} {flag}" for flag in command_flags(match["rest"]) if flag not in known[name]
+            ]
         for match in STAGE_CALL.finditer(line):
             name = f"stages.{match['name']}"
             if name not in known:
@@ -95,7 +122,9 @@ def wrong_commands(code: str, known: dict[str, set[str]]) -> list[str]:
             if accepted is None:
                 problems.append(f"bench/{match['name']}.py: no such script")
                 continue
-            problems += [f"bench/{match['name']}.py {flag}" for flag in command_flags(match["rest"]) if flag not in accepted]
+            problems += [
+                f"bench/{match['name']}.py {flag}" for flag in command_flags(match["rest"]) if flag not in accepted
+            ]
     return problems
 
 
@@ -149,27 +178,39 @@ def known() -> dict[str, set[str]]:
 
 
 def test_every_documented_command_flag_exists(known):
-    problems = [f"{path.relative_to(ROOT)}: {problem}" for path, _, code in doc_code() for problem in wrong_commands(code, known)]
+    problems = [
+        f"{path.relative_to(ROOT)}: {problem}"
+        for path, _, code in doc_code()
+        for problem in wrong_commands(code, known)
+    ]
     assert problems == []
 
 
 def test_every_documented_params_key_exists():
-    problems = [f"{path.relative_to(ROOT)}: {key}" for path, kind, code in doc_code() for key in unknown_keys(kind, code)]
+    problems = [
+        f"{path.relative_to(ROOT)}: {key}" for path, kind, code in doc_code() for key in unknown_keys(kind, code)
+    ]
     assert problems == []
 
 
 def test_the_checks_catch_a_wrong_flag_command_and_key(known):
-    assert wrong_commands("retrieval-bench compare main --md --sede 1 > out.md", known) == ["retrieval-bench compare --sede"]
+    assert wrong_commands("retrieval-bench compare main --md --sede 1 > out.md", known) == [
+        "retrieval-bench compare --sede"
+    ]
     assert wrong_commands("retrieval-bench comapre main", known) == ["retrieval-bench comapre: no such command"]
     assert wrong_commands("python -m stages.judge --dry-run --dryrun", known) == ["python -m stages.judge --dryrun"]
-    assert wrong_commands(".venv/bin/python bench/store_search.py --chunks 10 --engine x", known) == ["bench/store_search.py --engine"]
+    assert wrong_commands(".venv/bin/python bench/store_search.py --chunks 10 --engine x", known) == [
+        "bench/store_search.py --engine"
+    ]
     assert wrong_commands("retrieval-bench cache prune --dry-run  # --not-a-flag in a comment", known) == []
     assert unknown_keys("span", "retrieval.ann.ef_serch") == ["retrieval.ann.ef_serch"]
     assert unknown_keys("span", "retrieval.store.search.nprobes") == []
     assert unknown_keys("span", "embed.py") == []
     assert unknown_keys("block:bash", "dvc exp run -S load.chunking.size=400") == ["load.chunking.size"]
     assert unknown_keys("block:yaml", "embed:\n  ray:\n    adress: auto\n") == ["embed.ray.adress"]
-    assert unknown_keys("block:yaml", "panel:\n  weak: {method: ann, ann: {ef_serch: 8}}\n") == ["panel.weak.ann.ef_serch"]
+    assert unknown_keys("block:yaml", "panel:\n  weak: {method: ann, ann: {ef_serch: 8}}\n") == [
+        "panel.weak.ann.ef_serch"
+    ]
 
 
 def test_the_docs_show_commands_and_keys():
@@ -207,8 +248,15 @@ def test_readme_is_short_and_keeps_the_two_commands_and_its_links():
 
 
 def test_docs_site_builds_strict(tmp_path):
-    pytest.importorskip("mkdocs", reason="the docs tooling is in the docs extra: pip install -e '.[docs]' (make test installs it)")
+    pytest.importorskip(
+        "mkdocs", reason="the docs tooling is in the docs extra: pip install -e '.[docs]' (make test installs it)"
+    )
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,6 +1,7 @@
 """Duplicate chunks: exact (normalised text) and near (MinHash over word shingles) detection at
 load, and the judged view counting a copy of a relevant chunk as relevant: a planted copy of a
 gold chunk is a miss in the strict view and a hit in the judged one."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,10 @@ from retrieval_bench.run_contract import from_records
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample" / "sqlite"
 KS = [1, 3, 5, 10]
-WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon "
-         "phi chi psi omega one two three four five six seven eight nine ten").split()
+WORDS = (
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon "
+    "phi chi psi omega one two three four five six seven eight nine ten"
+).split()
 
 
 def text(seed: int, n: int = 60) -> str:
@@ -35,7 +38,9 @@ def table(texts: dict[str, str]) -> pd.DataFrame:
 
 
 def test_exact_duplicates_ignore_case_spacing_and_unicode_forms():
-    chunks = table({"a": "Hello  World.\nSame text", "b": "hello world. same\u00a0TEXT ", "c": "Hello World. Other text"})
+    chunks = table(
+        {"a": "Hello  World.\nSame text", "b": "hello world. same\u00a0TEXT ", "c": "Hello World. Other text"}
+    )
     found = find_duplicates(chunks, near=False)
     assert found.to_dict("records") == [
         {"chunk_id": "a", "group": "a", "kind": "exact", "similarity": 1.0},
@@ -54,13 +59,17 @@ def test_near_duplicates_are_found_at_the_threshold_and_distinct_texts_are_not()
     assert set(found.index) == {"base", "edit", "copy"} and set(found["group"]) == {"base"}
     assert found.loc["copy", "kind"] == "exact" and found.loc["edit", "kind"] == "near"
     assert 0.8 <= found.loc["edit", "similarity"] < 1
-    assert find_duplicates(chunks, near=True, min_jaccard=0.8).equals(find_duplicates(chunks, near=True, min_jaccard=0.8))
+    assert find_duplicates(chunks, near=True, min_jaccard=0.8).equals(
+        find_duplicates(chunks, near=True, min_jaccard=0.8)
+    )
     assert set(find_duplicates(chunks, near=False)["chunk_id"]) == {"base", "copy"}
 
 
 def test_overlapping_chunks_of_one_document_are_not_duplicates():
     documents = read_documents_folder(SAMPLE)
-    chunks = chunk_documents(documents[documents["doc_id"].isin(["wal.md", "lockingv3.md", "howtocorrupt.md"])], 800, 100)
+    chunks = chunk_documents(
+        documents[documents["doc_id"].isin(["wal.md", "lockingv3.md", "howtocorrupt.md"])], 800, 100
+    )
     assert find_duplicates(chunks).empty
 
 
@@ -81,8 +90,12 @@ def planted():
     chunks = chunk_documents(documents, 800, 100)
     golden, _ = handwritten_rows(read_handwritten(ROOT / "data" / "handwritten_questions.jsonl"), documents, chunks)
     # A question whose evidence one chunk holds whole.
-    row = next(r for r in golden if any(s <= r["start"] and r["end"] <= e for s, e in zip(chunks["start"], chunks["end"])))
-    gold = chunks[(chunks["start"] <= row["start"]) & (chunks["end"] >= row["end"]) & (chunks["doc_id"] == row["doc_id"])].iloc[0]
+    row = next(
+        r for r in golden if any(s <= r["start"] and r["end"] <= e for s, e in zip(chunks["start"], chunks["end"]))
+    )
+    gold = chunks[
+        (chunks["start"] <= row["start"]) & (chunks["end"] >= row["end"]) & (chunks["doc_id"] == row["doc_id"])
+    ].iloc[0]
     copy = gold["text"]
     assert chunk_spans(copy, 800, 100) == [(0, len(copy))]  # the copy is one chunk of its own
     documents = pd.concat([documents, pd.DataFrame({"doc_id": ["faq.md"], "text": [copy]})], ignore_index=True)
@@ -103,11 +116,15 @@ def test_a_copy_of_the_gold_chunk_is_a_strict_miss_and_a_judged_hit(planted):
     records = []
     for r in golden:  # every other question: its gold first; the planted question: the copy first, no gold
         first = copy_id if r["qid"] == row["qid"] else r["gold_chunk_id"]
-        records += [(r["qid"], first, 100.0)] + [(r["qid"], c, 50.0 - i) for i, c in enumerate(others[:9]) if c != first]
+        records += [(r["qid"], first, 100.0)] + [
+            (r["qid"], c, 50.0 - i) for i, c in enumerate(others[:9]) if c != first
+        ]
     run = from_records(records, 10)
     per_question, summary = scores(golden, chunks, run)
     planted_row = per_question.loc[row["qid"]]
-    assert planted_row["hit@1"] == 0 and planted_row["hit@10"] == 0 and planted_row["reciprocal_rank"] == 0  # strict: a miss
+    assert (
+        planted_row["hit@1"] == 0 and planted_row["hit@10"] == 0 and planted_row["reciprocal_rank"] == 0
+    )  # strict: a miss
     assert planted_row["judged_hit@1"] == 1 and planted_row["judged_reciprocal_rank"] == 1  # judged: a hit
     assert planted_row["judged_recall@1"] == 1.0 and planted_row["judged_ndcg@10"] == 1.0
     assert planted_row["n_duplicate_relevant"] == 1 and planted_row["judged_n_relevant"] == 1
@@ -137,7 +154,9 @@ def test_copies_count_once_the_best_placed_one(planted):
 
 
 def test_a_chunk_real_labels_judge_keeps_its_label_whatever_the_llm_says():
-    chunks = pd.DataFrame({"chunk_id": ["a", "b", "c"], "doc_id": ["a", "b", "c"], "start": 0, "end": 5, "text": ["x y", "z w", "u v"]})
+    chunks = pd.DataFrame(
+        {"chunk_id": ["a", "b", "c"], "doc_id": ["a", "b", "c"], "start": 0, "end": 5, "text": ["x y", "z w", "u v"]}
+    )
     golden = [{"qid": "q", "question": "?", "relevant": {"a": 1, "b": 0}}]
     run = from_records([("q", "b", 3.0), ("q", "c", 2.0), ("q", "a", 1.0)])
     pool = [{"qid": "q", "chunk_id": "b", "grade": 3}, {"qid": "q", "chunk_id": "c", "grade": 3}]

@@ -1,5 +1,6 @@
 """dvc.yaml lists every library module each stage imports (directly or not) under its deps, so
 editing any code a stage runs re-runs that stage."""
+
 import ast
 from pathlib import Path
 
@@ -23,7 +24,9 @@ def imported_modules(path: Path) -> set[str]:
                 elif base:
                     found.add(base)
         elif isinstance(node, ast.Import):
-            found.update(a.name.removeprefix("retrieval_bench.") for a in node.names if a.name.startswith("retrieval_bench."))
+            found.update(
+                a.name.removeprefix("retrieval_bench.") for a in node.names if a.name.startswith("retrieval_bench.")
+            )
     return found
 
 
@@ -43,8 +46,19 @@ def closure(script: Path) -> set[str]:
 
 def test_every_stage_depends_on_all_the_code_it_runs():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    assert set(stages) == {"check_params", "load_chunks", "generate_goldenset", "embed_corpus", "embed_questions", "retrieve", "judge", "score",
-                           "retrieve_panel", "score_panel", "leaderboard"}
+    assert set(stages) == {
+        "check_params",
+        "load_chunks",
+        "generate_goldenset",
+        "embed_corpus",
+        "embed_questions",
+        "retrieve",
+        "judge",
+        "score",
+        "retrieve_panel",
+        "score_panel",
+        "leaderboard",
+    }
     for name, stage in stages.items():
         script = f"stages/{name}.py"
         if "foreach" in stage:  # one stage per panel system, named on the command line

@@ -1,4 +1,5 @@
 """The echo gauge: copied questions are flagged, paraphrases pass, BM25 ranks the gold passage."""
+
 from __future__ import annotations
 
 import csv
@@ -25,7 +26,9 @@ PASSAGE = (
 
 def test_longest_shared_run_counts_consecutive_words_ignoring_case_and_punctuation():
     assert longest_shared_run("Do READERS block writers?", PASSAGE) == 2  # "block writers"
-    assert longest_shared_run("when the WAL reaches 1000 pages, what happens?", PASSAGE) == 6  # "when the wal reaches 1000 pages"
+    assert (
+        longest_shared_run("when the WAL reaches 1000 pages, what happens?", PASSAGE) == 6
+    )  # "when the wal reaches 1000 pages"
     assert longest_shared_run("", PASSAGE) == 0
 
 
@@ -76,18 +79,23 @@ def planted_echo(record: dict, offset: int) -> str:
     start, the middle, the very end: where a passage-based gauge missed them)."""
     evidence_words = record["evidence"].split()
     start = [0, max(0, len(evidence_words) // 2 - 3), max(0, len(evidence_words) - 7)][offset % 3]
-    return f"Why does {' '.join(evidence_words[start:start + 7])} matter here?"
+    return f"Why does {' '.join(evidence_words[start : start + 7])} matter here?"
 
 
 def write_sets(tmp_path: Path) -> tuple[Path, Path]:
     records = read_jsonl(ROOT / "data" / "handwritten_questions.jsonl")
     paraphrased = tmp_path / "paraphrased.jsonl"
     echoed = tmp_path / "echoed.jsonl"
-    paraphrased.write_text("".join(json.dumps({**r, "qid": f"para-{i}", "author": "me"}) + "\n" for i, r in enumerate(records)))
-    echoed.write_text("".join(
-        json.dumps({**r, "qid": f"echo-{i}", "question": planted_echo(r, i)}) + "\n" for i, r in enumerate(records)
-        if len(r["evidence"].split()) >= 7
-    ))
+    paraphrased.write_text(
+        "".join(json.dumps({**r, "qid": f"para-{i}", "author": "me"}) + "\n" for i, r in enumerate(records))
+    )
+    echoed.write_text(
+        "".join(
+            json.dumps({**r, "qid": f"echo-{i}", "question": planted_echo(r, i)}) + "\n"
+            for i, r in enumerate(records)
+            if len(r["evidence"].split()) >= 7
+        )
+    )
     return paraphrased, echoed
 
 
@@ -113,12 +121,16 @@ def test_gauge_reads_ragas_and_llamaindex_sets_with_their_ids(tmp_path):
         for r in records:
             writer.writerow([r["question"], repr([r["evidence"]]), "an answer", "single_hop"])
     llama = tmp_path / "qa.json"
-    llama.write_text(json.dumps({
-        "queries": {f"li-{i}": r["question"] for i, r in enumerate(records)},
-        "corpus": {f"node-{i}": r["evidence"] for i, r in enumerate(records)},
-        "relevant_docs": {f"li-{i}": [f"node-{i}"] for i in range(len(records))},
-        "mode": "text",
-    }))
+    llama.write_text(
+        json.dumps(
+            {
+                "queries": {f"li-{i}": r["question"] for i, r in enumerate(records)},
+                "corpus": {f"node-{i}": r["evidence"] for i, r in enumerate(records)},
+                "relevant_docs": {f"li-{i}": [f"node-{i}"] for i in range(len(records))},
+                "mode": "text",
+            }
+        )
+    )
     kind, ragas_table, ragas_summary = gauge_question_set(ragas_csv, chunks, documents)
     assert kind == "ragas" and len(ragas_table) == 20 and ragas_summary["echo_rate"] == 0.0
     assert (ragas_table["n_relevant_chunks"] >= 1).all()
@@ -153,8 +165,23 @@ def test_gauge_command_prints_rate_and_offenders(tmp_path, capsys):
     chunks.to_parquet(tmp_path / "chunks.parquet")
     _, echoed = write_sets(tmp_path)
     out = tmp_path / "gauge.csv"
-    assert main(["gauge", str(echoed), "--chunks", str(tmp_path / "chunks.parquet"),
-                 "--documents", str(tmp_path / "documents.parquet"), "--out", str(out), "--show", "3"]) == 0
+    assert (
+        main(
+            [
+                "gauge",
+                str(echoed),
+                "--chunks",
+                str(tmp_path / "chunks.parquet"),
+                "--documents",
+                str(tmp_path / "documents.parquet"),
+                "--out",
+                str(out),
+                "--show",
+                "3",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "echo rate 100.0%" in printed and printed.count("ECHO ") == 3
     assert set(pd.read_csv(out)["echo"]) == {True}
@@ -171,8 +198,14 @@ def test_a_quote_from_evidence_outside_the_best_passage_is_flagged(tmp_path):
         start, end = chunk.start + 300, min(len(document), chunk.start + 1500)
         if end - start >= 1100 and len(records) < 40:
             words_ = document[start:end].split()
-            records.append({"qid": f"s{number}", "question": f"Why does {' '.join(words_[-8:-1])} matter here?",
-                            "doc_id": chunk.doc_id, "evidence": document[start:end]})
+            records.append(
+                {
+                    "qid": f"s{number}",
+                    "question": f"Why does {' '.join(words_[-8:-1])} matter here?",
+                    "doc_id": chunk.doc_id,
+                    "evidence": document[start:end],
+                }
+            )
     path = tmp_path / "straddling.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     _, table, summary = gauge_question_set(path, chunks, documents)

@@ -1,4 +1,5 @@
 """Model resolution offline (bundled weights verified by sha256) and embedding shapes."""
+
 import hashlib
 import zipfile
 
@@ -16,10 +17,15 @@ def test_bundled_model_is_verified_and_embeds(tmp_path, monkeypatch):
     path = model_source.resolve_model("sentence-transformers/all-MiniLM-L6-v2")
     weights = (tmp_path / "models").glob("*/model.safetensors")
     assert str(next(weights).parent) == path
-    assert hashlib.sha256((tmp_path / "models" / path.split("/")[-1] / "model.safetensors").read_bytes()).hexdigest() == model_source.BUNDLED_SHA256
+    assert (
+        hashlib.sha256((tmp_path / "models" / path.split("/")[-1] / "model.safetensors").read_bytes()).hexdigest()
+        == model_source.BUNDLED_SHA256
+    )
     model = embed.load_model("sentence-transformers/all-MiniLM-L6-v2", max_seq_length=128)
     assert model.max_seq_length == 128
-    vectors = embed.encode(model, ["How do I enable WAL mode?", "PRAGMA journal_mode=WAL", "bananas"], 2, progress=False)
+    vectors = embed.encode(
+        model, ["How do I enable WAL mode?", "PRAGMA journal_mode=WAL", "bananas"], 2, progress=False
+    )
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     similarity = vectors @ vectors.T
@@ -61,14 +67,18 @@ def test_an_empty_text_list_loads_no_encoder(tmp_path, monkeypatch):
 
     monkeypatch.setattr(embed, "load_encoder", no_encoder)
     for backend in ("torch", "onnx"):
-        vectors, stats = embed.embed_texts([], {**DEFAULTS["embed"], "backend": backend}, "", tmp_path / backend, progress=False)
+        vectors, stats = embed.embed_texts(
+            [], {**DEFAULTS["embed"], "backend": backend}, "", tmp_path / backend, progress=False
+        )
         assert vectors.shape == (0, 384) and vectors.dtype == np.float32
         assert (stats.texts, stats.embedded, stats.encoder) == (0, 0, None) and (tmp_path / backend).is_dir()
     assert embed.embedding_dimension(model_source.resolve_model(DEFAULTS["embed"]["model"])) == 384
 
 
 @pytest.mark.parametrize("engine", ["local", "ray"])
-def test_the_model_is_resolved_once_per_call_and_each_engine_gets_only_what_the_cache_lacks(engine, tmp_path, monkeypatch):
+def test_the_model_is_resolved_once_per_call_and_each_engine_gets_only_what_the_cache_lacks(
+    engine, tmp_path, monkeypatch
+):
     from retrieval_bench.embedding import embed_ray
     from retrieval_bench.params import DEFAULTS
 
@@ -95,7 +105,9 @@ def test_the_model_is_resolved_once_per_call_and_each_engine_gets_only_what_the_
     monkeypatch.setattr(embed_ray, "embed_batches", lambda items, *args: batches(items))
     settings = {**DEFAULTS["embed"], "engine": engine}
     vectors, stats = embed.embed_texts(["a", "bb", "a"], settings, "", tmp_path / "cache", progress=False)
-    assert resolved == [settings["model"]] and asked == [(engine, ["a", "bb"])]  # the engine settings name, each text once
+    assert resolved == [settings["model"]] and asked == [
+        (engine, ["a", "bb"])
+    ]  # the engine settings name, each text once
     assert vectors.shape == (3, 384) and (stats.unique, stats.embedded) == (2, 2)
     assert stats.encoder == ("fake encoder" if engine == "local" else embed_ray.describe(settings, 2))
     _, stats = embed.embed_texts(["a", "bb", "ccc"], settings, "", tmp_path / "cache", progress=False)
@@ -136,12 +148,16 @@ def test_a_folder_built_by_racing_processes_is_built_once_and_never_deleted(tmp_
         thread.join()
     assert len(built) == 1 and sorted(results) == [False] * 7 + [True]
     inode = target.stat().st_ino
-    assert build_once(target, build, valid, what="building") is False and target.stat().st_ino == inode  # kept, not rebuilt
+    assert (
+        build_once(target, build, valid, what="building") is False and target.stat().st_ino == inode
+    )  # kept, not rebuilt
     assert sorted(p.name for p in target.parent.iterdir()) == [".a-model.lock", "a-model"]  # no staging left
 
     (target / "weights").unlink()  # damaged: replaced whole
     (target / "junk").write_text("j")
-    assert build_once(target, build, valid, what="building") is True and sorted(p.name for p in target.iterdir()) == ["weights"]
+    assert build_once(target, build, valid, what="building") is True and sorted(p.name for p in target.iterdir()) == [
+        "weights"
+    ]
     assert sorted(p.name for p in target.parent.iterdir()) == [".a-model.lock", "a-model"]
 
     def fails(staging):
@@ -151,4 +167,7 @@ def test_a_folder_built_by_racing_processes_is_built_once_and_never_deleted(tmp_
     (target / "weights").unlink()
     with pytest.raises(InputError, match="refused"):
         build_once(target, fails, valid, what="building")
-    assert sorted(p.name for p in target.parent.iterdir()) == [".a-model.lock", "a-model"]  # nothing half-built in place
+    assert sorted(p.name for p in target.parent.iterdir()) == [
+        ".a-model.lock",
+        "a-model",
+    ]  # nothing half-built in place

@@ -1,6 +1,7 @@
 """The onnx and openvino backends against plain sentence-transformers: the same vectors in fp32,
 close ones in bf16/int8; the export built once, reused, rebuilt when corrupt; no OpenVINO
 telemetry; a cached vector is never served to another backend; bad settings name their key."""
+
 from __future__ import annotations
 
 import json
@@ -48,7 +49,9 @@ def settings(**changes) -> dict:
 
 
 def embed(tmp_path, log=None, **changes):
-    return embed_texts(TEXTS, settings(**changes), "", tmp_path / "cache", progress=False, log=log or (lambda line: None))
+    return embed_texts(
+        TEXTS, settings(**changes), "", tmp_path / "cache", progress=False, log=log or (lambda line: None)
+    )
 
 
 def test_torch_fp32_gives_plain_sentence_transformers_vectors(exports, plain, tmp_path):
@@ -103,7 +106,12 @@ def test_a_vector_cached_under_other_settings_is_never_served(exports, tmp_path)
     cache = tmp_path / "shared-cache"
     first, stats = embed_texts(TEXTS, settings(), "", cache, progress=False)
     assert stats.embedded == len(TEXTS)
-    for changes, prompt in (({"backend": "onnx"}, ""), ({}, "query: "), ({"max_seq_length": 8}, ""), ({"precision": "bf16"}, "")):
+    for changes, prompt in (
+        ({"backend": "onnx"}, ""),
+        ({}, "query: "),
+        ({"max_seq_length": 8}, ""),
+        ({"precision": "bf16"}, ""),
+    ):
         vectors, stats = embed_texts(TEXTS, settings(**changes), prompt, cache, progress=False, log=lambda line: None)
         assert (stats.cached, stats.embedded) == (0, len(TEXTS)), (changes, prompt)
     # another model: the same files with one changed byte in its config
@@ -141,7 +149,9 @@ def test_onnx_and_openvino_send_no_telemetry_and_write_nothing_in_home(exports, 
     )
     env = {**tool_env(), "HOME": str(home), "RETRIEVAL_BENCH_CACHE": str(exports.parent)}
     env.pop("ORT_DISABLE_TELEMETRY", None)
-    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "cache-")], env=env, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "cache-")], env=env, capture_output=True, text=True, check=True
+    )
     printed = " ".join(line for line in result.stdout.splitlines() if not line.startswith("embed: exporting"))
     assert printed.split() == ["1", "1", "openvino.tools.ovc.telemetry_stub", "False", "1"]
     assert list(home.rglob("*")) == []

@@ -1,6 +1,7 @@
 """The embedding cache: durable append-only shards, torn tails ignored, keys that never mix
 settings, prune; and a SIGKILL in the middle of the real embed_corpus stage loses only the batch
 in flight."""
+
 from __future__ import annotations
 
 import json
@@ -100,7 +101,7 @@ def test_prune_keeps_what_is_needed_in_one_shard(tmp_path):
     data = vectors(10)
     for start in (0, 4, 7):  # three runs, three shards
         with ec.EmbeddingCache(folder) as cache:
-            cache.put(keys(10)[start:start + 3 if start < 7 else 10], data[start:start + 3 if start < 7 else 10])
+            cache.put(keys(10)[start : start + 3 if start < 7 else 10], data[start : start + 3 if start < 7 else 10])
     keep = set(keys(10)[::2])
     dry = ec.prune(folder, keep, dry_run=True)
     assert (dry.kept, dry.dropped) == (5, 4) and len(list(folder.glob("*.keys"))) == 3  # text 3 was never cached
@@ -119,7 +120,7 @@ def test_a_prune_that_only_merges_shards_says_it_rewrote_the_cache(tmp_path):
     data = vectors(6)
     for start in (0, 3):  # two runs, two shards, every vector still needed
         with ec.EmbeddingCache(folder) as cache:
-            cache.put(keys(6)[start:start + 3], data[start:start + 3])
+            cache.put(keys(6)[start : start + 3], data[start : start + 3])
     report = ec.prune(folder, set(keys(6)))
     assert (report.kept, report.dropped, report.rewritten) == (6, 0, True) and len(list(folder.glob("*.keys"))) == 1
     assert "dropped 0, in one shard" in report.line()
@@ -141,10 +142,16 @@ def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path
     chunks, questions = ["chunk one", "chunk two"], ["question one?", "question two?"]
     Path(paths.CHUNKS).parent.mkdir(parents=True)
     pd.DataFrame({"chunk_id": ["c1", "c2"], "text": chunks}).to_parquet(paths.CHUNKS)
-    Path(paths.GOLDENSET).write_text("".join(json.dumps({"qid": f"q{i}", "question": q}) + "\n" for i, q in enumerate(questions)))
-    for folder, texts, prompt in ((paths.CORPUS_EMBEDDING_CACHE, chunks, settings["document_prompt"]),
-                                  (paths.QUESTION_EMBEDDING_CACHE, questions, settings["query_prompt"])):
-        for i, key in enumerate(cache_keys(texts, settings, prompt, settings_fingerprint(settings))):  # one run per text: two shards
+    Path(paths.GOLDENSET).write_text(
+        "".join(json.dumps({"qid": f"q{i}", "question": q}) + "\n" for i, q in enumerate(questions))
+    )
+    for folder, texts, prompt in (
+        (paths.CORPUS_EMBEDDING_CACHE, chunks, settings["document_prompt"]),
+        (paths.QUESTION_EMBEDDING_CACHE, questions, settings["query_prompt"]),
+    ):
+        for i, key in enumerate(
+            cache_keys(texts, settings, prompt, settings_fingerprint(settings))
+        ):  # one run per text: two shards
             with ec.EmbeddingCache(folder) as cache:
                 cache.put([key], vectors(1, dim=384, seed=i))  # the model's dimension: prune checks it
     params = tmp_path / "params.yaml"
@@ -167,7 +174,10 @@ def test_prune_waits_for_the_runs_using_the_cache_and_says_so(tmp_path, monkeypa
         cache.put(keys(2), vectors(2))
     monkeypatch.setenv("RETRIEVAL_BENCH_LOCK_WAIT", "0")
     with ec.EmbeddingCache(folder):
-        with pytest.raises(InputError, match=rf"another process is using the embedding cache {re.escape(str(folder))} .*and holds its lock .*not waiting"):
+        with pytest.raises(
+            InputError,
+            match=rf"another process is using the embedding cache {re.escape(str(folder))} .*and holds its lock .*not waiting",
+        ):
             ec.prune(folder, set())
     assert ec.prune(folder, set()).dropped == 2
 
@@ -189,7 +199,9 @@ def test_sigkill_mid_embed_loses_only_the_batch_in_flight(tmp_path):
     params["embed"]["batch_size"] = 4
     (work / "params.yaml").write_text(yaml.safe_dump(params))
     texts = [f"Chunk {i}: the write-ahead log keeps page {i} until a checkpoint copies it back." for i in range(N_KILL)]
-    pd.DataFrame({"chunk_id": [f"c{i}" for i in range(N_KILL)], "text": texts}).to_parquet(work / "data" / "chunks.parquet")
+    pd.DataFrame({"chunk_id": [f"c{i}" for i in range(N_KILL)], "text": texts}).to_parquet(
+        work / "data" / "chunks.parquet"
+    )
     cache = work / "data" / "embedding_cache" / "corpus"
     env = {**tool_env(), "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}  # this checkout's code
     command = [sys.executable, "-m", "stages.embed_corpus"]
@@ -207,7 +219,9 @@ def test_sigkill_mid_embed_loses_only_the_batch_in_flight(tmp_path):
 
     rerun = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, check=True)
     assert _embedded(rerun.stdout) == (after, N_KILL - after)
-    assert json.loads((work / "data" / "embeddings" / "corpus_ids.json").read_text()) == [f"c{i}" for i in range(N_KILL)]
+    assert json.loads((work / "data" / "embeddings" / "corpus_ids.json").read_text()) == [
+        f"c{i}" for i in range(N_KILL)
+    ]
     plain = load_model(params["embed"]["model"]).encode(texts, batch_size=32, normalize_embeddings=True)
     np.testing.assert_allclose(np.load(work / "data" / "embeddings" / "corpus.npy"), plain, atol=1e-6)
 
@@ -233,7 +247,7 @@ def damage_row(vec: Path, row: int, dim: int, value: float | None = None, flip_e
     if flip_exponent:  # the top exponent bit of the first float: 0.3 becomes ~1e38
         data[at + 3] ^= 0x40
     else:
-        data[at:at + dim * 4] = np.full(dim, value, dtype="<f4").tobytes()
+        data[at : at + dim * 4] = np.full(dim, value, dtype="<f4").tobytes()
     vec.write_bytes(bytes(data))
 
 
@@ -252,7 +266,9 @@ def test_a_damaged_row_is_never_served_and_said_once_naming_the_shard(tmp_path, 
         assert set(found) == {keys(4)[i] for i in (0, 2, 3)}
         cache.put([keys(4)[1]], data[1:2])  # what embed_texts does: embed it again, into the run's new shard
     lines = capsys.readouterr().err.splitlines()
-    assert lines == [f"embedding cache: {vec}: 1 vectors fail their checksum or are not finite vectors (a damaged shard); embedding them again"]
+    assert lines == [
+        f"embedding cache: {vec}: 1 vectors fail their checksum or are not finite vectors (a damaged shard); embedding them again"
+    ]
     with ec.EmbeddingCache(folder, dim=8) as cache:  # the newest copy wins: nothing damaged is read again
         found = cache.get(keys(4))
     np.testing.assert_array_equal(np.stack([found[k] for k in keys(4)]), data)
@@ -284,7 +300,10 @@ def test_format1_shards_are_served_checked_by_value_and_prune_adds_checksums(tmp
         found = cache.get(keys(5))
     assert set(found) == {keys(5)[i] for i in (0, 1, 2, 4)}
     err = capsys.readouterr().err
-    assert "is a format-1 shard, without checksums" in err and "1 vectors fail their checksum or are not finite unit vectors" in err
+    assert (
+        "is a format-1 shard, without checksums" in err
+        and "1 vectors fail their checksum or are not finite unit vectors" in err
+    )
     with ec.EmbeddingCache(folder, dim=7) as cache:  # another dimension than the model's: ignored
         assert cache.get(keys(5)) == {}
     assert "its vectors have 8 dimensions, embed.model makes 7" in capsys.readouterr().err
@@ -301,7 +320,10 @@ def test_a_non_finite_or_zero_vector_is_never_cached(tmp_path, value):
     data = unit_vectors(3)
     data[2] = value
     with ec.EmbeddingCache(tmp_path / "cache") as cache:
-        with pytest.raises(InputError, match="the encoder returned 1 vectors of 3 that are not finite or all zeros; they were not cached"):
+        with pytest.raises(
+            InputError,
+            match="the encoder returned 1 vectors of 3 that are not finite or all zeros; they were not cached",
+        ):
             cache.put(keys(3), data)
     assert ec.read_shards(tmp_path / "cache") == []
 
@@ -353,15 +375,25 @@ def test_a_second_run_on_the_same_cache_waits_and_embeds_nothing_twice(tmp_path)
     script.write_text(EMBED_CHILD)
     signals.mkdir()
     env = {**tool_env(), "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    first = subprocess.Popen([sys.executable, str(script), str(folder), str(signals), "pause"], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, str(script), str(folder), str(signals), "pause"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     while not (signals / "started").exists():
         assert first.poll() is None, first.communicate()
         time.sleep(0.02)
     log = tmp_path / "second.err"
     with open(log, "w") as err:
-        second = subprocess.Popen([sys.executable, str(script), str(folder), str(signals), "run"], env=env,
-                                  stdout=subprocess.PIPE, stderr=err, text=True)
+        second = subprocess.Popen(
+            [sys.executable, str(script), str(folder), str(signals), "run"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
         while "waiting for it to finish" not in log.read_text() and second.poll() is None:
             time.sleep(0.02)
     (signals / "go").touch()

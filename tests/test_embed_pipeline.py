@@ -1,6 +1,7 @@
 """The two embed stages under the real `dvc repro`: each embeds only what changed (counted, from
 the stages' own output), the caches prune to what the data needs, and a fresh clone that pulls
 from a local DVC remote embeds nothing it did not change."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,10 @@ from conftest import copy_project, dvc, git, run, set_params
 
 pytestmark = pytest.mark.pipeline
 N_CHUNKS, N_QUESTIONS = 400, 30
-WORDS = ("page cache journal index btree vacuum checkpoint writer reader lock schema table column row "
-         "query planner statistics trigger view transaction savepoint rollback commit pragma wal").split()
+WORDS = (
+    "page cache journal index btree vacuum checkpoint writer reader lock schema table column row "
+    "query planner statistics trigger view transaction savepoint rollback commit pragma wal"
+).split()
 
 
 def synthetic_text(rng: random.Random, i: int) -> str:
@@ -42,7 +45,9 @@ def repro(project, *extra: str) -> str:
 def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_path):
     rng = random.Random(12)
     chunks = {f"c{i:04d}": synthetic_text(rng, i) for i in range(N_CHUNKS)}
-    queries = {f"q{i}": f"what does note {i * 7 % N_CHUNKS} say about the " + rng.choice(WORDS) for i in range(N_QUESTIONS)}
+    queries = {
+        f"q{i}": f"what does note {i * 7 % N_CHUNKS} say about the " + rng.choice(WORDS) for i in range(N_QUESTIONS)
+    }
     project = copy_project(tmp_path / "project", docs=[])
     source = project / "data" / "synthetic"
     write_corpus(source, chunks, queries)
@@ -96,7 +101,9 @@ def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_pat
     assert embedded(output, "embed_corpus") in (None, (N_CHUNKS, 0))
     assert embedded(output, "embed_questions") in (None, (len(queries), 0))
     for name in ("corpus.npy", "questions.npy"):
-        np.testing.assert_array_equal(np.load(clone / "data/embeddings" / name), np.load(project / "data/embeddings" / name))
+        np.testing.assert_array_equal(
+            np.load(clone / "data/embeddings" / name), np.load(project / "data/embeddings" / name)
+        )
 
     # The pulled cache serves the teammate's next run too: one chunk edited, one embedded.
     chunks["c0005"] += " Edited on the clone."

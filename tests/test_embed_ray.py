@@ -3,6 +3,7 @@ model, Ray Data actors. It gives the local engine's vectors, sends Ray only what
 ships the model to a worker that lacks it, ends in one line when an actor is killed mid-run or
 raises, with the cache intact (and a rerun embeds only the rest), and `dvc repro` with it gives
 the local engine's vectors and metrics."""
+
 from __future__ import annotations
 
 import copy
@@ -31,8 +32,10 @@ from retrieval_bench.io import InputError, read_jsonl
 from retrieval_bench.model_source import model_fingerprint, resolve_model
 from retrieval_bench.params import DEFAULTS
 
-WORDS = ("page cache journal index btree vacuum checkpoint writer reader lock schema table column row query "
-         "planner statistics trigger view transaction savepoint rollback commit pragma wal").split()
+WORDS = (
+    "page cache journal index btree vacuum checkpoint writer reader lock schema table column row query "
+    "planner statistics trigger view transaction savepoint rollback commit pragma wal"
+).split()
 
 
 def corpus(n: int, words: tuple[int, int], seed: int) -> list[str]:
@@ -78,9 +81,14 @@ def test_ray_embeds_only_what_the_cache_lacks_and_gives_the_local_engines_vector
 
     vectors, stats = embed_texts(texts, settings("ray"), "", cache, progress=False)
 
-    assert (stats.cached, stats.embedded) == (len(keys[::2]), len(keys[1::2])) and "on ray, 2 actors x 1 CPU" in stats.encoder
+    assert (stats.cached, stats.embedded) == (
+        len(keys[::2]),
+        len(keys[1::2]),
+    ) and "on ray, 2 actors x 1 CPU" in stats.encoder
     new = [shard for shard in read_shards(cache) if shard.name not in before]
-    assert len(new) == 1 and {key.tobytes() for key in new[0].keys} == set(keys[1::2])  # what Ray returned, nothing more
+    assert len(new) == 1 and {key.tobytes() for key in new[0].keys} == set(
+        keys[1::2]
+    )  # what Ray returned, nothing more
     assert np.abs(vectors - local).max() <= 1e-5
     again, stats = embed_texts(texts, settings("ray"), "", cache, progress=False)
     assert stats.embedded == 0 and np.array_equal(again, vectors)  # all cached now: nothing goes to Ray
@@ -97,13 +105,19 @@ def test_a_worker_without_the_model_gets_the_drivers_files_and_nothing_else(ray_
 
     path = embed_ray.worker_model_path(str(tmp_path / "not-on-this-worker"), fingerprint, (ray.put(files),))
     assert Path(path).parent == tmp_path / "models" and model_fingerprint(path) == fingerprint
-    assert embed_ray.worker_model_path(model, fingerprint, None) == model  # the same files at the driver's path: used as they are
+    assert (
+        embed_ray.worker_model_path(model, fingerprint, None) == model
+    )  # the same files at the driver's path: used as they are
 
     tampered = {**files, "config.json": files["config.json"] + b" "}
-    with pytest.raises(InputError, match=r"files shipped to this Ray worker .* have fingerprint sha256:\w+, expected sha256:0+$"):
+    with pytest.raises(
+        InputError, match=r"files shipped to this Ray worker .* have fingerprint sha256:\w+, expected sha256:0+$"
+    ):
         embed_ray.worker_model_path(str(tmp_path / "absent"), "sha256:" + "0" * 64, (ray.put(tampered),))
     # The refused copy never reached its place (only the lock files of the two targets are beside the good copy).
-    assert sorted(folder.name for folder in (tmp_path / "models").iterdir() if folder.suffix != ".lock") == [Path(path).name]
+    assert sorted(folder.name for folder in (tmp_path / "models").iterdir() if folder.suffix != ".lock") == [
+        Path(path).name
+    ]
     with pytest.raises(InputError, match="is missing on this Ray worker or differs from the driver's"):
         embed_ray.worker_model_path(str(tmp_path / "absent"), "sha256:" + "1" * 64, None)
 
@@ -112,7 +126,9 @@ def test_an_actor_that_cannot_have_the_drivers_model_fails_in_one_line(ray_clust
     """In a real actor: the files differ from the fingerprint the driver asks for, so the actor
     refuses them, and its InputError reaches the driver as the one line, with nothing embedded."""
     model = resolve_model(DEFAULTS["embed"]["model"])
-    batches = embed_ray.embed_batches([(b"k" * 32, "a text")], model, "sha256:" + "0" * 64, settings("ray", num_actors=1))
+    batches = embed_ray.embed_batches(
+        [(b"k" * 32, "a text")], model, "sha256:" + "0" * 64, settings("ray", num_actors=1)
+    )
     with pytest.raises(InputError) as failed:
         next(batches)
     assert str(failed.value).startswith("embed.model: the files shipped to this Ray worker")
@@ -131,12 +147,19 @@ def test_an_exception_raised_in_an_actors_call_is_one_line_and_the_cache_stays_i
     before = {path.name: path.read_bytes() for path in cache.iterdir()}
 
     with pytest.raises(InputError) as failed:
-        embed_texts(short + ["word " * 700], {**long_enough, "engine": "ray", "ray": {**long_enough["ray"], "num_actors": 1}},
-                    "", cache, progress=False)
+        embed_texts(
+            short + ["word " * 700],
+            {**long_enough, "engine": "ray", "ray": {**long_enough["ray"], "num_actors": 1}},
+            "",
+            cache,
+            progress=False,
+        )
     line = str(failed.value)
     assert "\n" not in line and "UserCodeException" not in line, line
     assert line.startswith("embed.engine ray: an actor failed: RuntimeError: "), line
-    assert line.endswith("; the 0 of 1 vectors returned before are in the embedding cache, and a rerun embeds only the rest")
+    assert line.endswith(
+        "; the 0 of 1 vectors returned before are in the embedding cache, and a rerun embeds only the rest"
+    )
     assert {path.name: path.read_bytes() for path in cache.iterdir()} == before
     again, stats = embed_texts(short, long_enough, "", cache, progress=False, log=quiet)
     assert stats.embedded == 0 and np.array_equal(again, cached)
@@ -151,7 +174,9 @@ def test_an_exception_raised_in_an_actors_call_is_one_line_and_the_cache_stays_i
 
 def test_without_ray_installed_the_ray_engine_is_one_line_naming_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
-    with pytest.raises(InputError, match=r"^embed.engine ray needs Ray, which is not installed: pip install -e '\.\[ray\]'$"):
+    with pytest.raises(
+        InputError, match=r"^embed.engine ray needs Ray, which is not installed: pip install -e '\.\[ray\]'$"
+    ):
         embed_texts(["a text"], settings("ray"), "", tmp_path / "cache", progress=False)
 
 
@@ -159,7 +184,9 @@ def test_an_address_that_cannot_work_fails_at_once_in_one_line(monkeypatch):
     with pytest.raises(InputError, match=r"^embed.ray.address '127.0.0.1:1': nothing answers at 127.0.0.1:1 \("):
         embed_ray.check_address("127.0.0.1:1", 5)
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
-    with pytest.raises(InputError, match=r"^embed.ray.address 'auto': nothing answers at 127.0.0.1:1 \(RAY_ADDRESS\) \("):
+    with pytest.raises(
+        InputError, match=r"^embed.ray.address 'auto': nothing answers at 127.0.0.1:1 \(RAY_ADDRESS\) \("
+    ):
         embed_ray.check_address("auto", 5)
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")  # Ray Data fails over Ray Client: refused before connecting
     with pytest.raises(InputError, match=r"^embed.ray.address 'auto': ray://head:10001 \(RAY_ADDRESS\) is Ray Client"):
@@ -172,7 +199,10 @@ def test_an_address_that_accepts_and_never_answers_ends_after_embed_ray_timeout_
     with socket.create_server(("127.0.0.1", 0)) as silent:
         address = f"127.0.0.1:{silent.getsockname()[1]}"
         ray_settings = {**settings("ray")["ray"], "address": address, "timeout_s": 0.3}
-        with pytest.raises(InputError, match=rf"^embed.ray.address '{address}': {address} did not answer within 0.3s \(embed.ray.timeout_s\)"):
+        with pytest.raises(
+            InputError,
+            match=rf"^embed.ray.address '{address}': {address} did not answer within 0.3s \(embed.ray.timeout_s\)",
+        ):
             embed_texts(["a text"], {**settings("ray"), "ray": ray_settings}, "", tmp_path / "cache", progress=False)
 
 
@@ -230,10 +260,17 @@ def test_an_actor_killed_mid_run_ends_in_one_line_and_the_rerun_embeds_only_the_
     job.write_text(json.dumps({"texts": texts, "settings": settings("ray", address=ray_cluster), "cache": str(cache)}))
     killed: list[int] = []
     spared = {process.pid for process in actor_processes()}  # left by an earlier test: not this stage's
-    killer = threading.Thread(target=kill_an_actor_when_cached, args=(cache, FAULT_BATCHES * 8, killed, spared), daemon=True)
+    killer = threading.Thread(
+        target=kill_an_actor_when_cached, args=(cache, FAULT_BATCHES * 8, killed, spared), daemon=True
+    )
     killer.start()
-    stage = subprocess.run([sys.executable, "-c", STAGE, str(job)], env={**tool_env(), "RAY_AUTH_MODE": "token"},
-                           capture_output=True, text=True, timeout=STAGE_TIMEOUT)
+    stage = subprocess.run(
+        [sys.executable, "-c", STAGE, str(job)],
+        env={**tool_env(), "RAY_AUTH_MODE": "token"},
+        capture_output=True,
+        text=True,
+        timeout=STAGE_TIMEOUT,
+    )
     killer.join(timeout=1)
 
     assert killed, f"no actor was killed: {stage.stdout}{stage.stderr}"
@@ -259,7 +296,11 @@ def test_an_actor_killed_mid_run_ends_in_one_line_and_the_rerun_embeds_only_the_
 
 def embed_lines(output: str) -> dict[str, tuple[int, int, str]]:
     """stage -> (from the cache, embedded, encoder) as the embed stages printed them."""
-    found = re.findall(r"^(embed_\w+): .*: (\d+) from the cache, (\d+) embedded in [\d.]+s \([\d.]+ \w+/s; (.+)\)$", output, re.MULTILINE)
+    found = re.findall(
+        r"^(embed_\w+): .*: (\d+) from the cache, (\d+) embedded in [\d.]+s \([\d.]+ \w+/s; (.+)\)$",
+        output,
+        re.MULTILINE,
+    )
     return {stage: (int(cached), int(embedded), encoder) for stage, cached, embedded, encoder in found}
 
 
@@ -273,7 +314,10 @@ def test_dvc_repro_with_the_ray_engine_gives_the_local_engines_vectors_and_metri
     # Each distinct text is embedded once.
     chunks = pd.read_parquet(project / "data" / "chunks.parquet", columns=["text"])["text"].nunique()
     questions = len({row["question"] for row in read_jsonl(project / "data" / "goldenset.jsonl")})
-    assert local == {"embed_corpus": (0, chunks, "torch fp32 on cpu"), "embed_questions": (0, questions, "torch fp32 on cpu")}
+    assert local == {
+        "embed_corpus": (0, chunks, "torch fp32 on cpu"),
+        "embed_questions": (0, questions, "torch fp32 on cpu"),
+    }
     metrics_local = read_metrics(project)
     outputs = [project / "data" / "embeddings" / name for name in ("corpus.npy", "questions.npy")]
     vectors_local = [np.load(output) for output in outputs]
@@ -283,13 +327,14 @@ def test_dvc_repro_with_the_ray_engine_gives_the_local_engines_vectors_and_metri
     for output in [*outputs, *(project / "data/embedding_cache").glob("*/*")]:
         output.unlink()  # nothing served from the cache: Ray embeds every text
     on_ray = embed_lines(dvc("repro", cwd=project).stdout)
-    assert on_ray == {"embed_corpus": (0, chunks, "torch fp32 on ray, 1 actor x 1 CPU"),
-                      "embed_questions": (0, questions, "torch fp32 on ray, 1 actor x 1 CPU")}
+    assert on_ray == {
+        "embed_corpus": (0, chunks, "torch fp32 on ray, 1 actor x 1 CPU"),
+        "embed_questions": (0, questions, "torch fp32 on ray, 1 actor x 1 CPU"),
+    }
     for output, local_vectors in zip(outputs, vectors_local):
         vectors = np.load(output)
         assert vectors.shape == local_vectors.shape and np.abs(vectors - local_vectors).max() <= 1e-5, output.name
     assert read_metrics(project) == metrics_local
-
 
 
 KILLED_DRIVER = """
@@ -316,8 +361,12 @@ def test_a_local_ray_instance_ends_with_its_driver_even_one_killed_by_sigkill(tm
     would outlive it by about a minute)."""
     script, record = tmp_path / "driver.py", tmp_path / "processes.json"
     script.write_text(KILLED_DRIVER)
-    driver = subprocess.run([sys.executable, str(script), str(record)], env={**tool_env(), "RAY_USAGE_STATS_ENABLED": "0"},
-                            capture_output=True, text=True)
+    driver = subprocess.run(
+        [sys.executable, str(script), str(record)],
+        env={**tool_env(), "RAY_USAGE_STATS_ENABLED": "0"},
+        capture_output=True,
+        text=True,
+    )
     assert driver.returncode == -signal.SIGKILL, driver.stderr
     found = json.loads(record.read_text())
     assert len(found["watchdogs"]) == 1 and found["ray"], found

@@ -1,15 +1,20 @@
 """A golden set exported as a BEIR folder reads back through our own BEIR loader."""
+
 import pandas as pd
 
 from retrieval_bench.cli import main
 from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.io import write_jsonl
 
-CHUNKS = pd.DataFrame({
-    "chunk_id": ["d:0-20", "d:15-40", "e:0-30"], "doc_id": ["d", "d", "e"],
-    "start": [0, 15, 0], "end": [20, 40, 30],
-    "text": ["first twenty chars..", "overlapping chunk text...", "another document of thirty ch."],
-})
+CHUNKS = pd.DataFrame(
+    {
+        "chunk_id": ["d:0-20", "d:15-40", "e:0-30"],
+        "doc_id": ["d", "d", "e"],
+        "start": [0, 15, 0],
+        "end": [20, 40, 30],
+        "text": ["first twenty chars..", "overlapping chunk text...", "another document of thirty ch."],
+    }
+)
 GOLDEN = [
     {"qid": "q1", "question": "span question?", "doc_id": "d", "start": 16, "end": 20},  # inside both d chunks
     {"qid": "q2", "question": "label question?", "relevant": {"e:0-30": 3, "d:0-20": 0}},
@@ -22,8 +27,18 @@ GOLDEN = [
 def test_export_then_import_round_trip(tmp_path, capsys):
     CHUNKS.to_parquet(tmp_path / "chunks.parquet")
     write_jsonl(tmp_path / "golden.jsonl", GOLDEN)
-    status = main(["export-beir", str(tmp_path / "beir"), "--chunks", str(tmp_path / "chunks.parquet"),
-                   "--goldenset", str(tmp_path / "golden.jsonl"), "--min-coverage", "0.7"])
+    status = main(
+        [
+            "export-beir",
+            str(tmp_path / "beir"),
+            "--chunks",
+            str(tmp_path / "chunks.parquet"),
+            "--goldenset",
+            str(tmp_path / "golden.jsonl"),
+            "--min-coverage",
+            "0.7",
+        ]
+    )
     assert status == 0 and "wrote 3 of 4 queries" in capsys.readouterr().out
     corpus = load_corpus(tmp_path / "beir")
     assert corpus.chunks["chunk_id"].tolist() == CHUNKS["chunk_id"].tolist()

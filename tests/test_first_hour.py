@@ -8,6 +8,7 @@ C  money printed true; the price of the model actually used, or a refusal
 D  `python -m stages.<name> --help` on every stage; the reason behind "no usable question"
 E  the SciFact reproduction's own params; no empty outputs for DVC to warn about; duplicate qrels
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -82,7 +83,9 @@ def dvc_repo(tmp_path: Path, pushed: bytes, remote_has_it: bool = True) -> tuple
     root, store = tmp_path / "repo", tmp_path / "remote"
     root.mkdir()
     Repo.init(str(root), no_scm=True).close()
-    (root / ".dvc" / "config").write_text(f"[core]\n    no_scm = true\n    remote = store\n['remote \"store\"']\n    url = {store}\n")
+    (root / ".dvc" / "config").write_text(
+        f"[core]\n    no_scm = true\n    remote = store\n['remote \"store\"']\n    url = {store}\n"
+    )
     md5 = hashlib.md5(pushed).hexdigest()
     store.mkdir()
     if remote_has_it:
@@ -96,8 +99,15 @@ def dvc_repo(tmp_path: Path, pushed: bytes, remote_has_it: bool = True) -> tuple
 
 def fetch(root: Path, paying: bool = True, dry_run: bool = False) -> list[str]:
     said: list[str] = []
-    remote.fetch_shared_cache("data/question_cache.jsonl", "data/question_cache.batches.jsonl", "dvc.lock",
-                              paying, dry_run, said.append, root=root)
+    remote.fetch_shared_cache(
+        "data/question_cache.jsonl",
+        "data/question_cache.batches.jsonl",
+        "dvc.lock",
+        paying,
+        dry_run,
+        said.append,
+        root=root,
+    )
     return said
 
 
@@ -161,8 +171,13 @@ def test_a_server_that_is_down_shows_no_progress(stub, capsys, tmp_path):
         port = probe.getsockname()[1]
     meta, jobs = jobs_for(6, provider="openai-compatible")
     with pytest.raises(StopGeneration, match="refused"):
-        run(QUESTIONS, jobs, meta, settings("openai-compatible", base_url=f"http://127.0.0.1:{port}/v1", concurrency=2,
-                                            max_retries=3), tmp_path / "c.jsonl")
+        run(
+            QUESTIONS,
+            jobs,
+            meta,
+            settings("openai-compatible", base_url=f"http://127.0.0.1:{port}/v1", concurrency=2, max_retries=3),
+            tmp_path / "c.jsonl",
+        )
     assert set(bar_counts(capsys.readouterr().err, 6)) == {0}
 
 
@@ -188,11 +203,16 @@ def test_ctrl_c_in_any_stage_is_one_line(capsys):
     assert len(err) == 1 and err[0].startswith("interrupted; no output was half-written")
 
     def generating():
-        raise Interrupted("interrupted; 3 replies are kept in data/question_cache.jsonl, a rerun asks only for the rest")
+        raise Interrupted(
+            "interrupted; 3 replies are kept in data/question_cache.jsonl, a rerun asks only for the rest"
+        )
 
     with pytest.raises(SystemExit):
         run_stage(generating)
-    assert capsys.readouterr().err.strip() == "interrupted; 3 replies are kept in data/question_cache.jsonl, a rerun asks only for the rest"
+    assert (
+        capsys.readouterr().err.strip()
+        == "interrupted; 3 replies are kept in data/question_cache.jsonl, a rerun asks only for the rest"
+    )
 
 
 def test_ctrl_c_while_generating_says_what_is_kept_and_the_rerun_asks_only_for_the_rest(tmp_path):
@@ -210,8 +230,11 @@ def test_ctrl_c_while_generating_says_what_is_kept_and_the_rerun_asks_only_for_t
         _, err = process.communicate(timeout=60)
         assert process.returncode == 130 and "Traceback" not in err, err
         kept = len(read_jsonl(cache))
-        assert err.strip().splitlines()[-1].startswith(
-            f"interrupted; {kept} replies are kept in data/question_cache.jsonl ($"), err
+        assert (
+            err.strip()
+            .splitlines()[-1]
+            .startswith(f"interrupted; {kept} replies are kept in data/question_cache.jsonl ($")
+        ), err
         assert "a rerun asks only for the rest" in err
         stub.reset_counts()
         status, _, err = run_stage_here(project, stub)
@@ -220,10 +243,18 @@ def test_ctrl_c_while_generating_says_what_is_kept_and_the_rerun_asks_only_for_t
 
 
 # --- C: money and prices ----------------------------------------------------------------------------------
-@pytest.mark.parametrize(("amount", "shown"), [
-    (0.001, "$0.001"), (5.0, "$5.00"), (0.0094, "$0.0094"), (19.1845, "$19.18"), (1234.5, "$1,234.50"), (0.0, "$0.00"),
-    (0.00104, "$0.00104"),
-])
+@pytest.mark.parametrize(
+    ("amount", "shown"),
+    [
+        (0.001, "$0.001"),
+        (5.0, "$5.00"),
+        (0.0094, "$0.0094"),
+        (19.1845, "$19.18"),
+        (1234.5, "$1,234.50"),
+        (0.0, "$0.00"),
+        (0.00104, "$0.00104"),
+    ],
+)
 def test_money_is_printed_with_the_digits_it_takes_to_be_true(amount, shown):
     assert usd(amount) == shown
 
@@ -237,14 +268,17 @@ def test_a_limit_of_a_tenth_of_a_cent_is_not_printed_as_zero():
     assert usd(5.001, against=5.0) == "$5.001"  # two amounts compared never print alike
 
 
-@pytest.mark.parametrize(("provider", "model", "base_url", "prices"), [
-    ("anthropic", "claude-haiku-4-5", None, (1, 5)),
-    ("anthropic", "claude-sonnet-4-5", None, (3, 15)),
-    ("anthropic-batch", "claude-opus-4-1", None, (15, 75)),
-    ("anthropic", "claude-sonnet-4-5-20250929", None, (3, 15)),
-    ("openai-compatible", "qwen2.5:7b", "http://localhost:11434/v1", (0, 0)),
-    ("openai-compatible", "qwen2.5:7b", "http://127.0.0.1:8000/v1", (0, 0)),
-])
+@pytest.mark.parametrize(
+    ("provider", "model", "base_url", "prices"),
+    [
+        ("anthropic", "claude-haiku-4-5", None, (1, 5)),
+        ("anthropic", "claude-sonnet-4-5", None, (3, 15)),
+        ("anthropic-batch", "claude-opus-4-1", None, (15, 75)),
+        ("anthropic", "claude-sonnet-4-5-20250929", None, (3, 15)),
+        ("openai-compatible", "qwen2.5:7b", "http://localhost:11434/v1", (0, 0)),
+        ("openai-compatible", "qwen2.5:7b", "http://127.0.0.1:8000/v1", (0, 0)),
+    ],
+)
 def test_the_price_is_the_model_in_uses(provider, model, base_url, prices):
     """Observed: Haiku's prices were applied silently to claude-sonnet-4-5, claude-opus-4-1 and qwen2.5:7b."""
     chosen = settings(provider, model=model, base_url=base_url)
@@ -255,32 +289,48 @@ def test_the_price_is_the_model_in_uses(provider, model, base_url, prices):
     assert ("local server" if not prices[0] else f"price table for {model}") in line
 
 
-@pytest.mark.parametrize(("provider", "model", "base_url"), [
-    ("anthropic", "claude-3-7-sonnet-latest", None),
-    ("openai-compatible", "gpt-4o", None),
-    ("openai-compatible", "qwen2.5:7b", "http://gpu-box.internal:8000/v1"),
-])
+@pytest.mark.parametrize(
+    ("provider", "model", "base_url"),
+    [
+        ("anthropic", "claude-3-7-sonnet-latest", None),
+        ("openai-compatible", "gpt-4o", None),
+        ("openai-compatible", "qwen2.5:7b", "http://gpu-box.internal:8000/v1"),
+    ],
+)
 def test_an_unknown_paid_model_needs_an_explicit_price(provider, model, base_url):
     with pytest.raises(InputError) as refused:
         settings(provider, model=model, base_url=base_url)
     assert "set generate.price" in str(refused.value) and model in str(refused.value)
     chosen = settings(provider, model=model, base_url=base_url, price={"input_per_mtok": 2.5, "output_per_mtok": 10})
-    assert (chosen.input_per_mtok, chosen.output_per_mtok, chosen.batch_discount, chosen.price_source) == (2.5, 10, 0.5, "generate.price")
+    assert (chosen.input_per_mtok, chosen.output_per_mtok, chosen.batch_discount, chosen.price_source) == (
+        2.5,
+        10,
+        0.5,
+        "generate.price",
+    )
 
 
 def test_an_explicit_price_wins_over_the_table():
-    chosen = settings(model="claude-sonnet-4-5", price={"input_per_mtok": 2.0, "output_per_mtok": 8.0, "batch_discount": 0.4})
+    chosen = settings(
+        model="claude-sonnet-4-5", price={"input_per_mtok": 2.0, "output_per_mtok": 8.0, "batch_discount": 0.4}
+    )
     assert (chosen.input_per_mtok, chosen.output_per_mtok, chosen.batch_discount) == (2.0, 8.0, 0.4)
 
 
-@pytest.mark.parametrize(("price", "message"), [
-    (None, None),
-    ({"input_per_mtok": 3, "output_per_mtok": 15}, None),
-    ({"input": 3, "output_per_mtok": 15}, "unknown key params.generate.price.input; did you mean params.generate.price.input_per_mtok?"),
-    ({"input_per_mtok": 3}, "params.generate.price needs output_per_mtok"),
-    ("cheap", "params.generate.price must be null (the price table) or a mapping"),
-    ({"input_per_mtok": -1, "output_per_mtok": 1}, "generate.price needs prices >= 0"),
-])
+@pytest.mark.parametrize(
+    ("price", "message"),
+    [
+        (None, None),
+        ({"input_per_mtok": 3, "output_per_mtok": 15}, None),
+        (
+            {"input": 3, "output_per_mtok": 15},
+            "unknown key params.generate.price.input; did you mean params.generate.price.input_per_mtok?",
+        ),
+        ({"input_per_mtok": 3}, "params.generate.price needs output_per_mtok"),
+        ("cheap", "params.generate.price must be null (the price table) or a mapping"),
+        ({"input_per_mtok": -1, "output_per_mtok": 1}, "generate.price needs prices >= 0"),
+    ],
+)
 def test_generate_price_is_null_or_a_price(tmp_path, price, message):
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump({"generate": {"price": price}}))
@@ -315,7 +365,9 @@ def test_a_stage_run_as_a_command_prints_help_and_refuses_unknown_arguments_in_o
     assert shown.returncode == 0 and "Stage 0" in shown.stdout
     refused = subprocess.run([*command, "--bogus"], cwd=ROOT, capture_output=True, text=True)
     assert refused.returncode == 2
-    assert refused.stderr.strip() == "error: python -m stages.check_params: unrecognized arguments: --bogus (see --help)"
+    assert (
+        refused.stderr.strip() == "error: python -m stages.check_params: unrecognized arguments: --bogus (see --help)"
+    )
 
 
 def test_export_beir_documents_its_options(capsys):
@@ -328,7 +380,9 @@ def test_export_beir_documents_its_options(capsys):
     assert "--goldenset GOLDENSET golden set (default: data/goldenset.jsonl)" in out
 
 
-def test_no_usable_question_with_ready_chunks_says_the_hand_written_ones_were_for_other_ids(tmp_path, monkeypatch, capsys):
+def test_no_usable_question_with_ready_chunks_says_the_hand_written_ones_were_for_other_ids(
+    tmp_path, monkeypatch, capsys
+):
     """Observed: with ready chunks, "no usable question" without saying that the 180 hand-written
     questions were skipped because their doc_id was not a chunk id."""
     import shutil
@@ -357,13 +411,22 @@ def test_reproduce_scifact_pins_its_own_params(tmp_path, monkeypatch):
     spec = importlib.util.spec_from_file_location("reproduce_scifact", ROOT / "bench" / "reproduce_scifact.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"embed": {"model": "BAAI/bge-small-en-v1.5"}, "score": {"k": [1, 5]}}))
+    (tmp_path / "params.yaml").write_text(
+        yaml.safe_dump({"embed": {"model": "BAAI/bge-small-en-v1.5"}, "score": {"k": [1, 5]}})
+    )
     monkeypatch.chdir(tmp_path)  # a workspace with an experiment left in it, wherever the script looks for it
     monkeypatch.setattr(sys.modules["common"], "ROOT", tmp_path)
     monkeypatch.setattr(script, "ROOT", tmp_path, raising=False)
     params = script.scifact_params(Path("/data/scifact"))
-    assert params["embed"]["model"] == "sentence-transformers/all-MiniLM-L6-v2" and params["embed"]["max_seq_length"] == 256
-    assert 10 in params["score"]["k"] and params["retrieval"]["method"] == "dense" and params["generate"]["max_questions"] == 0
+    assert (
+        params["embed"]["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+        and params["embed"]["max_seq_length"] == 256
+    )
+    assert (
+        10 in params["score"]["k"]
+        and params["retrieval"]["method"] == "dense"
+        and params["generate"]["max_questions"] == 0
+    )
     assert params["load"]["source"] == "/data/scifact"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     assert load_all_params(tmp_path / "params.yaml") == params  # complete and valid
@@ -374,7 +437,9 @@ def test_jsonl_outputs_are_never_empty_files(tmp_path):
     write_jsonl(tmp_path / "labels.jsonl", [])
     assert (tmp_path / "labels.jsonl").stat().st_size > 0 and read_rows(tmp_path / "labels.jsonl") == []
     touch_jsonl(tmp_path / "data" / "cache.jsonl")
-    assert (tmp_path / "data" / "cache.jsonl").read_text() == "\n" and read_cache(tmp_path / "data" / "cache.jsonl") == {}
+    assert (tmp_path / "data" / "cache.jsonl").read_text() == "\n" and read_cache(
+        tmp_path / "data" / "cache.jsonl"
+    ) == {}
     (tmp_path / "kept.jsonl").write_text('{"key": "k", "question": "q?"}\n')
     touch_jsonl(tmp_path / "kept.jsonl")
     assert (tmp_path / "kept.jsonl").read_text() == '{"key": "k", "question": "q?"}\n'

@@ -1,6 +1,7 @@
 """The first hour of a new user (issue 16), through the real dvc and make: a teammate's clean clone
 with a default remote pays for nothing even without `--pull`, `make repro` pulls where a remote
 exists, and a run prints no warning about empty outputs and no push hint without a remote."""
+
 from __future__ import annotations
 
 import shutil
@@ -17,8 +18,12 @@ pytestmark = pytest.mark.pipeline
 VENV = Path(sys.executable).parent.parent
 DVC = [sys.executable, "-m", "dvc"]
 # What every run printed (DVC warns about each empty output and dependency, with no switch to turn it off).
-EMPTY_BEFORE = ["data/labels.jsonl", "data/question_cache.jsonl", "data/question_cache.batches.jsonl",
-                "metrics/generate_rejects.jsonl"]
+EMPTY_BEFORE = [
+    "data/labels.jsonl",
+    "data/question_cache.jsonl",
+    "data/question_cache.batches.jsonl",
+    "metrics/generate_rejects.jsonl",
+]
 
 
 def make_repro(project: Path, env: dict):

@@ -1,5 +1,6 @@
 """The LLM layer in-process: output hygiene, cost estimate, the provider registry, and every provider
 driven through its real SDK against the stub server (retries, shared pause, spend limit, malformed bodies)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -97,9 +98,14 @@ def test_duplicates_compare_case_spacing_and_end_punctuation():
 def test_cache_key_is_a_valid_custom_id_and_first_attempts_keep_their_key():
     key = cache_key("anthropic", "m", "p", "text", 300)
     assert len(key) == 64 and key == cache_key("anthropic", "m", "p", "text", 300, 0)
-    changed = {cache_key("anthropic", "m", "p", "text", 300, 1), cache_key("anthropic", "m2", "p", "text", 300),
-               cache_key("anthropic", "m", "p2", "text", 300), cache_key("anthropic", "m", "p", "text!", 300),
-               cache_key("anthropic", "m", "p", "text", 200), cache_key("openai-compatible", "m", "p", "text", 300)}
+    changed = {
+        cache_key("anthropic", "m", "p", "text", 300, 1),
+        cache_key("anthropic", "m2", "p", "text", 300),
+        cache_key("anthropic", "m", "p2", "text", 300),
+        cache_key("anthropic", "m", "p", "text!", 300),
+        cache_key("anthropic", "m", "p", "text", 200),
+        cache_key("openai-compatible", "m", "p", "text", 300),
+    }
     assert key not in changed and len(changed) == 6
 
 
@@ -107,8 +113,17 @@ def test_cache_key_is_a_valid_custom_id_and_first_attempts_keep_their_key():
 def test_every_provider_params_yaml_may_name_is_registered_and_families_keep_their_cache_keys():
     assert set(PROVIDERS) | {"none"} == CHOICES[("generate", "provider")]
     families = {name: settings(name).family for name in CHOICES[("generate", "provider")]}
-    assert families == {"none": None, "anthropic": "anthropic", "anthropic-batch": "anthropic", "openai-compatible": "openai-compatible"}
-    assert [settings(name).batch for name in ("anthropic", "anthropic-batch", "openai-compatible")] == [False, True, False]
+    assert families == {
+        "none": None,
+        "anthropic": "anthropic",
+        "anthropic-batch": "anthropic",
+        "openai-compatible": "openai-compatible",
+    }
+    assert [settings(name).batch for name in ("anthropic", "anthropic-batch", "openai-compatible")] == [
+        False,
+        True,
+        False,
+    ]
     assert counterpart("anthropic").name == "anthropic-batch" and counterpart("anthropic-batch").name == "anthropic"
     assert counterpart("openai-compatible") is None
 
@@ -256,7 +271,13 @@ def test_missing_api_key_is_a_one_line_error(stub, tmp_path, monkeypatch):
 def test_openai_compatible_with_base_url_and_no_key(stub, tmp_path):
     stub.faults = ["rate_limit"]
     meta, jobs = jobs_for(5, provider="openai-compatible", model="llama3.1:8b")
-    outcome = run(QUESTIONS, jobs, meta, settings("openai-compatible", model="llama3.1:8b", base_url=f"{stub.url}/v1"), tmp_path / "c.jsonl")
+    outcome = run(
+        QUESTIONS,
+        jobs,
+        meta,
+        settings("openai-compatible", model="llama3.1:8b", base_url=f"{stub.url}/v1"),
+        tmp_path / "c.jsonl",
+    )
     assert outcome.succeeded == 5
     assert stub.count("POST", "/v1/chat/completions") == 6
     assert {r["family"] for r in read_cache(tmp_path / "c.jsonl").values()} == {"openai-compatible"}
@@ -266,7 +287,13 @@ def test_openai_insufficient_quota_is_a_spend_limit(stub, tmp_path):
     stub.spend_limit_after = 2
     meta, jobs = jobs_for(6, provider="openai-compatible")
     with pytest.raises(StopGeneration, match="spend limit"):
-        run(QUESTIONS, jobs, meta, settings("openai-compatible", concurrency=1, base_url=f"{stub.url}/v1"), tmp_path / "c.jsonl")
+        run(
+            QUESTIONS,
+            jobs,
+            meta,
+            settings("openai-compatible", concurrency=1, base_url=f"{stub.url}/v1"),
+            tmp_path / "c.jsonl",
+        )
     assert len(read_cache(tmp_path / "c.jsonl")) == 2
     assert stub.count("POST", "/v1/chat/completions") == 3
 

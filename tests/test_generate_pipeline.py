@@ -1,5 +1,6 @@
 """The question cache shared through a DVC remote: generate on one machine, `dvc push`; a fresh
 clone's `dvc repro --pull` makes no LLM call, not even when the stage has to run again."""
+
 from __future__ import annotations
 
 import json

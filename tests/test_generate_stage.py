@@ -2,6 +2,7 @@
 resume, spend limit, cost guard and dry run, cache reuse, hygiene and echo reports, and that an
 API key is never written anywhere. A process where the process is what is tested (a kill, the
 exit status DVC sees, what the process writes); in this process (run_stage_here) otherwise."""
+
 from __future__ import annotations
 
 import json
@@ -68,7 +69,7 @@ def test_sigkill_mid_run_keeps_finished_questions_and_repeats_no_request(tmp_pat
         assert not finished & set(asked), "a finished passage was asked again"
         assert len(asked) == 16 - len(before) == len(set(asked))
         after = read_jsonl(project / CACHE)
-        assert after[:len(before)] == before  # append-only: every finished question kept
+        assert after[: len(before)] == before  # append-only: every finished question kept
         assert len(read_jsonl(project / GOLDEN)) == 16
 
 
@@ -98,7 +99,9 @@ def test_batch_errored_expired_and_canceled_requests_stay_uncached_and_are_resub
     project = stage_project(tmp_path / "p")
     set_params(project, **{"generate.provider": "anthropic-batch", "generate.max_questions": 12})
     with StubLLM() as stub:
-        stub.batch_outcome = lambda custom_id, index: {0: "errored", 1: "expired", 2: "canceled"}.get(index, "succeeded")
+        stub.batch_outcome = lambda custom_id, index: {0: "errored", 1: "expired", 2: "canceled"}.get(
+            index, "succeeded"
+        )
         status, out, err = run_stage_here(project, stub)
         assert status == 1 and "3 requests failed" in err and "rerun" in err
         assert len(read_jsonl(project / CACHE)) == 9
@@ -158,7 +161,9 @@ def test_api_key_is_never_written_to_any_file_or_output(tmp_path):
 
 def test_cost_guard_refuses_and_dry_run_estimates_without_calls(tmp_path):
     project = stage_project(tmp_path / "p")
-    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 12, "generate.max_cost_usd": 0.001})
+    set_params(
+        project, **{"generate.provider": "anthropic", "generate.max_questions": 12, "generate.max_cost_usd": 0.001}
+    )
     with StubLLM() as stub:
         status, out, err = run_stage_here(project, stub)
         assert status == 1 and err.strip().splitlines() == [err.strip()] and err.startswith("error:")
@@ -254,7 +259,9 @@ def test_hygiene_rejects_duplicates_and_replacement_are_reported(tmp_path):
 
     with StubLLM() as stub:
         stub.reply = reply
-        stub.stop_reason = lambda passage: "max_tokens" if len(order) > 3 and passage == order[3] and calls[passage] == 1 else "end_turn"
+        stub.stop_reason = lambda passage: (
+            "max_tokens" if len(order) > 3 and passage == order[3] and calls[passage] == 1 else "end_turn"
+        )
         status, out, err = run_stage_here(project, stub)
         assert status == 0, err
     golden = read_jsonl(project / GOLDEN)
@@ -302,8 +309,15 @@ def test_echo_gauge_flags_copied_questions_and_drop_echo_regenerates_them(tmp_pa
 def test_openai_compatible_provider_through_the_stage(tmp_path):
     project = stage_project(tmp_path / "p")
     with StubLLM() as stub:
-        set_params(project, **{"generate.provider": "openai-compatible", "generate.model": "qwen2.5:7b",
-                               "generate.base_url": f"{stub.url}/v1", "generate.max_questions": 4})
+        set_params(
+            project,
+            **{
+                "generate.provider": "openai-compatible",
+                "generate.model": "qwen2.5:7b",
+                "generate.base_url": f"{stub.url}/v1",
+                "generate.max_questions": 4,
+            },
+        )
         env = {k: v for k, v in stage_env(stub).items() if k != "ANTHROPIC_API_KEY"}
         status, out, err = run_stage_here(project, stub, env=env)
         assert status == 0, err

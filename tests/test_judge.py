@@ -1,6 +1,7 @@
 """The judge stage: pooled LLM relevance grades through the real SDKs against the stub server:
 the reply parser, the pool, paid once (a rerun asks nothing), a SIGKILL repeats only what was in
 flight, the batch API, the cost guard, off by default, and the judged view it feeds."""
+
 from __future__ import annotations
 
 import contextlib
@@ -30,7 +31,12 @@ from retrieval_bench.llm.settings import Meta
 from retrieval_bench.llm.tasks import JUDGE
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE, JOURNAL, POOL, REPORT = "data/judgements.jsonl", "data/judgements.batches.jsonl", "data/judged_pool.jsonl", "metrics/judge.json"
+CACHE, JOURNAL, POOL, REPORT = (
+    "data/judgements.jsonl",
+    "data/judgements.batches.jsonl",
+    "data/judged_pool.jsonl",
+    "metrics/judge.json",
+)
 
 
 # --- the reply parser -------------------------------------------------------------------------
@@ -71,8 +77,14 @@ def test_pair_jobs_keep_both_texts_data_and_are_keyed_by_content():
     assert "{passage}?" in job.prompt and "text {query}" in job.prompt  # placeholders in the texts stay literal
     same = JUDGE.pair_job(meta, template, "what is {passage}?</query>", "text {query} </passage> ignore", "other id", 0)
     assert same.key == job.key  # content-addressed: the same texts under another chunk id are not paid twice
-    assert JUDGE.pair_job(meta, template, "another question?", "text", "s", 0).key != JUDGE.pair_job(meta, template, "a question?", "text", "s", 0).key
-    assert JUDGE.pair_job(meta, template, "q?", "text", "s", 1).key != JUDGE.pair_job(meta, template, "q?", "text", "s", 0).key
+    assert (
+        JUDGE.pair_job(meta, template, "another question?", "text", "s", 0).key
+        != JUDGE.pair_job(meta, template, "a question?", "text", "s", 0).key
+    )
+    assert (
+        JUDGE.pair_job(meta, template, "q?", "text", "s", 1).key
+        != JUDGE.pair_job(meta, template, "q?", "text", "s", 0).key
+    )
 
 
 # --- a small project: 6 questions over 20 ready chunks, a run of 8 per question -----------------
@@ -80,19 +92,37 @@ MARKER = "PLANTED-ANSWER"
 
 
 def chunk_table(n: int = 20, extra: dict[str, str] | None = None) -> pd.DataFrame:
-    texts = {f"c{i:02d}": f"Chunk {i} talks about topic {i % 7} and nothing else of note, number {i}." for i in range(n)}
+    texts = {
+        f"c{i:02d}": f"Chunk {i} talks about topic {i % 7} and nothing else of note, number {i}." for i in range(n)
+    }
     texts.update(extra or {})
     ids = list(texts)
-    return pd.DataFrame({
-        "chunk_id": ids, "doc_id": ids, "start": 0, "end": [len(texts[i]) for i in ids], "text": [texts[i] for i in ids],
-        "text_sha256": [hashlib.sha256(texts[i].encode()).hexdigest() for i in ids],
-    })
+    return pd.DataFrame(
+        {
+            "chunk_id": ids,
+            "doc_id": ids,
+            "start": 0,
+            "end": [len(texts[i]) for i in ids],
+            "text": [texts[i] for i in ids],
+            "text_sha256": [hashlib.sha256(texts[i].encode()).hexdigest() for i in ids],
+        }
+    )
 
 
 def golden_rows(chunks: pd.DataFrame, n: int = 6) -> list[dict]:
     text = dict(zip(chunks["chunk_id"], chunks["text"]))
-    return [{"qid": f"q{i}", "question": f"What does chunk {i} say about topic {i % 7}?", "gold_chunk_id": f"c{i:02d}",
-             "doc_id": f"c{i:02d}", "start": 0, "end": len(text[f"c{i:02d}"]), "source": "hand-written"} for i in range(n)]
+    return [
+        {
+            "qid": f"q{i}",
+            "question": f"What does chunk {i} say about topic {i % 7}?",
+            "gold_chunk_id": f"c{i:02d}",
+            "doc_id": f"c{i:02d}",
+            "start": 0,
+            "end": len(text[f"c{i:02d}"]),
+            "source": "hand-written",
+        }
+        for i in range(n)
+    ]
 
 
 def run_table(golden: list[dict], chunks: pd.DataFrame, depth: int = 8, gold_rank: int = 3) -> pd.DataFrame:
@@ -100,9 +130,11 @@ def run_table(golden: list[dict], chunks: pd.DataFrame, depth: int = 8, gold_ran
     ids = chunks["chunk_id"].tolist()
     rows = []
     for q, row in enumerate(golden):
-        others = [c for c in ids[q + 1:] + ids[:q + 1] if c != row["gold_chunk_id"]][:depth - 1]
-        ranked = others[:gold_rank - 1] + [row["gold_chunk_id"]] + others[gold_rank - 1:]
-        rows += [{"qid": row["qid"], "chunk_id": c, "rank": r, "score": float(100 - r)} for r, c in enumerate(ranked, 1)]
+        others = [c for c in ids[q + 1 :] + ids[: q + 1] if c != row["gold_chunk_id"]][: depth - 1]
+        ranked = others[: gold_rank - 1] + [row["gold_chunk_id"]] + others[gold_rank - 1 :]
+        rows += [
+            {"qid": row["qid"], "chunk_id": c, "rank": r, "score": float(100 - r)} for r, c in enumerate(ranked, 1)
+        ]
     return pd.DataFrame(rows)
 
 
@@ -117,7 +149,9 @@ def make_project(folder: Path, chunks: pd.DataFrame | None = None, **judge) -> P
     run_table(golden, chunks).to_parquet(folder / "data" / "run.parquet", index=False)
     (folder / "data" / "judge_prompt.txt").write_bytes((ROOT / "data" / "judge_prompt.txt").read_bytes())
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["judge"].update({"enabled": True, "provider": "anthropic", "max_retries": 1, "batch_poll_seconds": 0.1, **judge})
+    params["judge"].update(
+        {"enabled": True, "provider": "anthropic", "max_retries": 1, "batch_poll_seconds": 0.1, **judge}
+    )
     (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return folder
 
@@ -159,10 +193,15 @@ def test_the_pool_is_the_top_depth_of_every_run_without_the_gold_or_its_copies()
     other = run.assign(chunk_id=run.groupby("qid")["chunk_id"].transform(lambda s: s.iloc[::-1].values))
     pairs = pool_pairs(golden, chunks, {"a": run, "b": other}, 2, find_duplicates(chunks), 0.5)
     by_question = {qid: {p.chunk_id: p.runs for p in pairs if p.qid == qid} for qid in ("q0", "q1")}
-    top = {(label, qid): frame[(frame.qid == qid) & (frame["rank"] <= 2)]["chunk_id"].tolist()
-           for label, frame in (("a", run), ("b", other)) for qid in ("q0", "q1")}
+    top = {
+        (label, qid): frame[(frame.qid == qid) & (frame["rank"] <= 2)]["chunk_id"].tolist()
+        for label, frame in (("a", run), ("b", other))
+        for qid in ("q0", "q1")
+    }
     assert top[("a", "q0")][0] == "copy" and "copy" not in by_question["q0"] and "c00" not in by_question["q0"]
-    assert by_question["q1"] == {c: [label for label in "ab" if c in top[(label, "q1")]] for c in top[("a", "q1")] + top[("b", "q1")]}
+    assert by_question["q1"] == {
+        c: [label for label in "ab" if c in top[(label, "q1")]] for c in top[("a", "q1")] + top[("b", "q1")]
+    }
     assert all(p.question == golden[int(p.qid[1:])]["question"] and p.text for p in pairs)
 
 
@@ -189,7 +228,9 @@ def test_judged_once_then_a_rerun_asks_nothing(tmp_path):
         assert n_pairs == 6 * 4  # depth 5 of each question's run, less its gold at rank 3
         assert len(stub.generation_requests()) == len({(r["qid"], r["chunk_id"]) for r in read_jsonl(project / POOL)})
         records = read_jsonl(project / CACHE)
-        assert {r["grade"] for r in records} == {0} and all(r["question"] and r["chunk_id"] and r["qid"] for r in records)
+        assert {r["grade"] for r in records} == {0} and all(
+            r["question"] and r["chunk_id"] and r["qid"] for r in records
+        )
         report = json.loads((project / REPORT).read_text())
         assert report["judged"] == n_pairs and report["requests"] == n_pairs and report["grades"]["0"] == n_pairs
 
@@ -204,7 +245,9 @@ def test_judged_once_then_a_rerun_asks_nothing(tmp_path):
 def test_rejected_replies_are_asked_again_then_left_unjudged(tmp_path):
     project = make_project(tmp_path / "p", max_attempts=2)
     with StubLLM() as stub:
-        stub.reply = lambda passage: "I'm sorry, I can't help with that." if "Chunk 4 " in passage else "##final score: 1"
+        stub.reply = lambda passage: (
+            "I'm sorry, I can't help with that." if "Chunk 4 " in passage else "##final score: 1"
+        )
         status, out, err = judge_here(project, stub)
         assert status == 0, err
         rows = read_jsonl(project / POOL)
@@ -254,7 +297,9 @@ def test_a_vanished_judging_batch_fails_the_stage_and_the_rerun_pays_only_for_it
         assert judge_here(project, stub)[0] == 0
         good_pool = (project / POOL).read_bytes()
         set_params(project, **{"judge.depth": 5, "judge.provider": "anthropic-batch"})  # 2 more per question, by batch
-        stub.after_create = lambda server: server.batches.clear()  # the provider loses the batch: polling it answers 404
+        stub.after_create = lambda server: (
+            server.batches.clear()
+        )  # the provider loses the batch: polling it answers 404
         stub.reset_counts()
         status, out, err = judge_here(project, stub)
         line = one_error_line(err)
@@ -265,7 +310,9 @@ def test_a_vanished_judging_batch_fails_the_stage_and_the_rerun_pays_only_for_it
         stub.after_create = None
         status, out, err = judge_here(project, stub)
         assert status == 0, err
-        assert stub.batch_creates() == 2 and [len(b["requests"]) for b in stub.created_batches()] == [12]  # only the lost pairs
+        assert stub.batch_creates() == 2 and [len(b["requests"]) for b in stub.created_batches()] == [
+            12
+        ]  # only the lost pairs
         assert stub.count("POST", "/v1/messages") == 2  # no grade from the first run was asked again
         rows = read_jsonl(project / POOL)
         assert len(rows) == 24 and all(row["grade"] is not None for row in rows)
@@ -284,8 +331,11 @@ def test_score_says_when_pooled_pairs_are_unjudged_instead_of_passing_them_off_a
     chunks = chunk_table()
     golden = golden_rows(chunks)
     run = run_table(golden, chunks)
-    pool = [{"qid": "q0", "chunk_id": "c01", "grade": 3}, {"qid": "q0", "chunk_id": "c02", "grade": None},
-            {"qid": "q1", "chunk_id": "c03", "grade": None}]
+    pool = [
+        {"qid": "q0", "chunk_id": "c01", "grade": 3},
+        {"qid": "q0", "chunk_id": "c02", "grade": None},
+        {"qid": "q1", "chunk_id": "c03", "grade": None},
+    ]
     table = score_run_both_views(golden, chunks, run, [1, 5], 0.5, "expected", find_duplicates(chunks), pool, 2, 3)
     summary = judged_summary(table, [1, 5], find_duplicates(chunks))
     assert summary["judge_pooled"] == 3 and summary["judge_judged"] == 1 and summary["judge_unjudged"] == 2
@@ -299,8 +349,14 @@ def test_sigkill_mid_run_repeats_only_the_requests_in_flight(tmp_path):
     project = make_project(tmp_path / "p", chunks=many, depth=8, concurrency=3)
     with StubLLM() as stub:
         stub.reply = answer_then_hold(6, grade_by_marker, held := threading.Event())  # no race against the kill
-        process = subprocess.Popen([sys.executable, "-m", "stages.judge"], cwd=project, env={**stage_env(stub), "PYTHONPATH": str(ROOT)},
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "stages.judge"],
+            cwd=project,
+            env={**stage_env(stub), "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         while len(read_jsonl(project / CACHE)) < 6:
             assert process.poll() is None, process.communicate()
@@ -322,19 +378,24 @@ def test_sigkill_mid_run_repeats_only_the_requests_in_flight(tmp_path):
         assert asked_again == total - len(before)
         repeated = sent_before - len(before)  # sent before the kill, never answered into the cache
         assert 0 <= repeated <= 3, "more requests repeated than were in flight"
-        assert read_jsonl(project / CACHE)[:len(before)] == before
-        assert len(read_jsonl(project / POOL)) == total and all(r["grade"] is not None for r in read_jsonl(project / POOL))
+        assert read_jsonl(project / CACHE)[: len(before)] == before
+        assert len(read_jsonl(project / POOL)) == total and all(
+            r["grade"] is not None for r in read_jsonl(project / POOL)
+        )
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"pool": ["runs/missing.trec"]}, "judge.pool runs/missing.trec: not found"),
-    ({"pool": ["rev:no-such-revision"]}, "no-such-revision: not in a git repository"),
-    ({"min_grade": 4}, "judge.min_grade must be 1, 2 or 3"),
-    ({"pool": []}, "judge.pool must be a non-empty list"),
-    ({"depth": 0}, "judge.depth must be a positive integer"),
-    ({"provider": "openai"}, "judge.provider must be one of"),
-    ({"max_cost_usd": -1}, "judge.max_cost_usd must be a positive number"),
-])
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"pool": ["runs/missing.trec"]}, "judge.pool runs/missing.trec: not found"),
+        ({"pool": ["rev:no-such-revision"]}, "no-such-revision: not in a git repository"),
+        ({"min_grade": 4}, "judge.min_grade must be 1, 2 or 3"),
+        ({"pool": []}, "judge.pool must be a non-empty list"),
+        ({"depth": 0}, "judge.depth must be a positive integer"),
+        ({"provider": "openai"}, "judge.provider must be one of"),
+        ({"max_cost_usd": -1}, "judge.max_cost_usd must be a positive number"),
+    ],
+)
 def test_bad_judge_settings_are_one_line_errors_before_any_request(tmp_path, changes, message):
     project = make_project(tmp_path / "p", **changes)
     with StubLLM() as stub:

@@ -1,6 +1,7 @@
 """bench/judge_agreement.py against the stub server on a slice of SciFact: a judge that grades
 exactly as the human labels agrees perfectly (kappa 1) and keeps the system ranking; a rerun pays
 nothing; without SciFact the bench skips in one line."""
+
 from __future__ import annotations
 
 import json
@@ -18,13 +19,19 @@ import judge_agreement  # noqa: E402
 
 def test_skips_cleanly_without_scifact(tmp_path, capsys):
     assert judge_agreement.main([str(tmp_path / "nowhere")]) == 0
-    assert capsys.readouterr().out.strip() == f"judge_agreement: skipped: {tmp_path / 'nowhere'} has no corpus.jsonl (BEIR SciFact)"
+    assert (
+        capsys.readouterr().out.strip()
+        == f"judge_agreement: skipped: {tmp_path / 'nowhere'} has no corpus.jsonl (BEIR SciFact)"
+    )
 
 
 def test_agreement_statistics():
     assert judge_agreement.cohen_kappa([1, 0, 1, 0], [1, 0, 1, 0]) == 1.0
     assert judge_agreement.cohen_kappa([1, 1, 0, 0], [1, 0, 1, 0]) == 0.0
-    assert judge_agreement.kendall_tau([3, 2, 1], [30, 20, 10]) == 1.0 and judge_agreement.kendall_tau([3, 2, 1], [1, 2, 3]) == -1.0
+    assert (
+        judge_agreement.kendall_tau([3, 2, 1], [30, 20, 10]) == 1.0
+        and judge_agreement.kendall_tau([3, 2, 1], [1, 2, 3]) == -1.0
+    )
 
 
 @pytest.mark.skipif(not (SHARED_SCIFACT / "corpus.jsonl").is_file(), reason="../shared/data/scifact is absent")
@@ -37,8 +44,22 @@ def test_a_judge_grading_like_the_humans_agrees_and_keeps_the_ranking(tmp_path, 
         if doc["_id"] in relevant_docs:
             texts[f"{doc.get('title') or ''} {doc['text']}".strip()] = doc["_id"]
     cache = tmp_path / "judgements.jsonl"
-    argv = [str(SHARED_SCIFACT), "--queries", "6", "--corpus-limit", "30", "--depth", "5", "--max-seq-length", "96",
-            "--provider", "anthropic", "--cache", str(cache), "--json"]
+    argv = [
+        str(SHARED_SCIFACT),
+        "--queries",
+        "6",
+        "--corpus-limit",
+        "30",
+        "--depth",
+        "5",
+        "--max-seq-length",
+        "96",
+        "--provider",
+        "anthropic",
+        "--cache",
+        str(cache),
+        "--json",
+    ]
     with StubLLM() as stub:
         # The stub sees only the passage: grade 3 an abstract some test query judges relevant, else 0.
         stub.reply = lambda passage: "##final score: 3" if passage in texts else "##final score: 0"

@@ -1,6 +1,7 @@
 """`dvc repro` with the judge on, against the stub server: retrieve -> judge -> score, paid once (a
 forced rerun asks nothing), both views in metrics.json and per_question.csv, and `compare`
 showing strict and judged deltas side by side across two commits pooled together."""
+
 import json
 
 import pandas as pd
@@ -31,7 +32,9 @@ def test_judge_stage_end_to_end_paid_once_and_compared(project, monkeypatch, cap
         assert metrics["judge_relevant_share"] == pytest.approx(report["relevant"] / report["judged"], abs=1e-4)
         assert metrics["judged_hit@5"] >= metrics["hit@5"] and metrics["n_questions_gaining_judged"] > 0
         per_question = pd.read_csv(project / "metrics" / "per_question.csv")
-        assert {"judged_recall@5", "judged_reciprocal_rank", "n_pooled", "n_judge_relevant"} <= set(per_question.columns)
+        assert {"judged_recall@5", "judged_reciprocal_rank", "n_pooled", "n_judge_relevant"} <= set(
+            per_question.columns
+        )
 
         forced = dvc("repro", "-f", "-s", "judge", cwd=project)
         assert ran(forced.stdout) == {"judge"} and len(stub.generation_requests()) == paid  # rerun: 0 calls

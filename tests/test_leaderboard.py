@@ -1,5 +1,6 @@
 """The leaderboard of a panel (means, intervals, Holm against the best, BH segment regressions),
 question sets and segments, the style gap, and the leaderboard stage's threshold line."""
+
 from __future__ import annotations
 
 import json
@@ -25,10 +26,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def table(rr: np.ndarray, sets: list[str], documents: list[str] | None = None) -> pd.DataFrame:
     n = len(rr)
-    return pd.DataFrame({
-        "qid": [f"q{i}" for i in range(n)], "n_relevant": 1, "reciprocal_rank": rr, "ndcg@10": rr, "recall@10": (rr > 0.2).astype(float),
-        "question_set": sets, "document": documents or ["a.md"] * n, "folder": ".", "length_bucket": "short (<= 8 words)",
-    })
+    return pd.DataFrame(
+        {
+            "qid": [f"q{i}" for i in range(n)],
+            "n_relevant": 1,
+            "reciprocal_rank": rr,
+            "ndcg@10": rr,
+            "recall@10": (rr > 0.2).astype(float),
+            "question_set": sets,
+            "document": documents or ["a.md"] * n,
+            "folder": ".",
+            "length_bucket": "short (<= 8 words)",
+        }
+    )
 
 
 def panel(n: int = 40, seed: int = 0) -> dict[str, pd.DataFrame]:
@@ -50,14 +60,28 @@ def test_the_leaderboard_marks_who_differs_from_the_best_with_holm():
     mrr = board["question_sets"]["all"]["metrics"]["mrr"]
     best = mrr["best"]
     others = [name for name in tables if name != best]
-    raw = [randomization_p_value(tables[o]["reciprocal_rank"].to_numpy() - tables[best]["reciprocal_rank"].to_numpy(), 2000, 0) for o in others]
+    raw = [
+        randomization_p_value(
+            tables[o]["reciprocal_rank"].to_numpy() - tables[best]["reciprocal_rank"].to_numpy(), 2000, 0
+        )
+        for o in others
+    ]
     assert [mrr["systems"][o]["p_holm"] for o in others] == pytest.approx(list(multipletests(raw, method="holm")[1]))
-    assert mrr["systems"]["bad"]["differs_from_best"] and not mrr["systems"][others[0] if others[0] != "bad" else others[1]]["differs_from_best"]
+    assert (
+        mrr["systems"]["bad"]["differs_from_best"]
+        and not mrr["systems"][others[0] if others[0] != "bad" else others[1]]["differs_from_best"]
+    )
     for name, row in mrr["systems"].items():
-        assert row["mean"] == pytest.approx(tables[name]["reciprocal_rank"].mean()) and row["ci_low"] < row["mean"] < row["ci_high"]
+        assert (
+            row["mean"] == pytest.approx(tables[name]["reciprocal_rank"].mean())
+            and row["ci_low"] < row["mean"] < row["ci_high"]
+        )
     text = markdown(board)
     assert "### generated (20 questions)" in text and " *" in text and "Holm" in text
-    assert "Segments that regressed against best on mrr" in text and "- bad: question_set = generated (20 questions): -0.300" in text
+    assert (
+        "Segments that regressed against best on mrr" in text
+        and "- bad: question_set = generated (20 questions): -0.300" in text
+    )
     assert all(r["system"] == "bad" for r in board["segment_regressions"]["regressed"])
 
 
@@ -68,9 +92,15 @@ def test_a_segment_that_regressed_against_the_baseline_is_reported_with_bh():
     base = table(np.full(n, 0.5), sets, documents)
     candidate = table(np.array([1.0] * 40 + [0.05] * 20), sets, documents)
     regressions = leaderboard({"base": base, "new": candidate}, resamples=2000)["segment_regressions"]
-    assert regressions["baseline"] == "base" and regressions["tests"] == 2  # the two documents; one folder, set, length: no segment
-    assert [(r["system"], r["segment"], r["value"]) for r in regressions["regressed"]] == [("new", "document", "bad.md")]
-    assert "new: document = bad.md (20 questions): -0.450" in markdown(leaderboard({"base": base, "new": candidate}, resamples=500))
+    assert (
+        regressions["baseline"] == "base" and regressions["tests"] == 2
+    )  # the two documents; one folder, set, length: no segment
+    assert [(r["system"], r["segment"], r["value"]) for r in regressions["regressed"]] == [
+        ("new", "document", "bad.md")
+    ]
+    assert "new: document = bad.md (20 questions): -0.450" in markdown(
+        leaderboard({"base": base, "new": candidate}, resamples=500)
+    )
 
 
 def test_segments_name_the_question_set_document_folder_and_length():
@@ -81,7 +111,12 @@ def test_segments_name_the_question_set_document_folder_and_length():
     ]
     frame = segments(golden)
     assert frame.to_dict("records") == [
-        {"question_set": "hand-written", "document": "guides/wal.md", "folder": "guides", "length_bucket": "short (<= 8 words)"},
+        {
+            "question_set": "hand-written",
+            "document": "guides/wal.md",
+            "folder": "guides",
+            "length_bucket": "short (<= 8 words)",
+        },
         {"question_set": "real", "document": "", "folder": ".", "length_bucket": "medium (9-15 words)"},
         {"question_set": "generated", "document": "faq.md", "folder": ".", "length_bucket": "long (16+ words)"},
     ]
@@ -95,7 +130,10 @@ def test_rank_auc_is_the_mann_whitney_statistic():
 
 
 def rows(questions: list[str], share: float, prefix: str) -> list[dict]:
-    return [{"qid": f"{prefix}{i}", "question": q, "echo_content_share": share, "echo_longest_ngram": 2} for i, q in enumerate(questions)]
+    return [
+        {"qid": f"{prefix}{i}", "question": q, "echo_content_share": share, "echo_longest_ngram": 2}
+        for i, q in enumerate(questions)
+    ]
 
 
 def test_the_style_gap_tells_template_questions_from_real_ones():
@@ -110,7 +148,9 @@ def test_the_style_gap_tells_template_questions_from_real_ones():
     assert gap["classifier_auc"] > 0.95
     assert gap["reference"]["question_form_share"] == 1.0 and gap["synthetic"]["question_form_share"] == 0.0
     assert gap["synthetic"]["echo_content_share"] == 1.0 and len(gap["most_distinguishable"]) == 5
-    assert style_gap(rows(real[:3], 0.5, "r"), rows(template, 1.0, "t"))["classifier_auc"] is None  # too few to cross-validate
+    assert (
+        style_gap(rows(real[:3], 0.5, "r"), rows(template, 1.0, "t"))["classifier_auc"] is None
+    )  # too few to cross-validate
 
 
 def leaderboard_project(tmp_path: Path, synthetic_rr: dict[str, float], validity: dict) -> Path:
@@ -123,14 +163,31 @@ def leaderboard_project(tmp_path: Path, synthetic_rr: dict[str, float], validity
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     rng = np.random.default_rng(1)
     n = 30
-    golden = [{"qid": f"h{i}", "question": f"How does feature {i} work?", "source": "hand-written", "doc_id": "a.md"} for i in range(n)]
-    golden += [{"qid": f"g{i}", "question": f"What does passage {i} say about topic {i}?", "source": "generated", "doc_id": "a.md"} for i in range(n)]
+    golden = [
+        {"qid": f"h{i}", "question": f"How does feature {i} work?", "source": "hand-written", "doc_id": "a.md"}
+        for i in range(n)
+    ]
+    golden += [
+        {
+            "qid": f"g{i}",
+            "question": f"What does passage {i} say about topic {i}?",
+            "source": "generated",
+            "doc_id": "a.md",
+        }
+        for i in range(n)
+    ]
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "goldenset.jsonl").write_text("".join(json.dumps(row) + "\n" for row in golden))
     real_rr = {"dense": 0.8, "hybrid": 0.5, "bm25": 0.2}
     for system in params["panel"]:
-        rr = np.clip(np.concatenate([real_rr[system] + rng.normal(0, 0.05, n), synthetic_rr[system] + rng.normal(0, 0.05, n)]), 0, 1)
-        frame = pd.concat([table(rr, ["hand-written"] * n + ["generated"] * n)]).assign(qid=[row["qid"] for row in golden])
+        rr = np.clip(
+            np.concatenate([real_rr[system] + rng.normal(0, 0.05, n), synthetic_rr[system] + rng.normal(0, 0.05, n)]),
+            0,
+            1,
+        )
+        frame = pd.concat([table(rr, ["hand-written"] * n + ["generated"] * n)]).assign(
+            qid=[row["qid"] for row in golden]
+        )
         (tmp_path / "metrics" / "panel" / system).mkdir(parents=True)
         frame.to_csv(tmp_path / "metrics" / "panel" / system / "per_question.csv", index=False)
     return tmp_path
@@ -146,19 +203,32 @@ def test_the_leaderboard_stage_says_in_one_line_when_the_golden_set_orders_the_p
     result = run_leaderboard(project)
     assert result.returncode == 0, result.stderr
     warning = [line for line in result.stderr.splitlines() if "validity.threshold" in line]
-    assert warning == [warning[0]] and warning[0].startswith("leaderboard: warning: the generated questions order the panel unlike the hand-written ones: Kendall tau mrr -1.00")
+    assert warning == [warning[0]] and warning[0].startswith(
+        "leaderboard: warning: the generated questions order the panel unlike the hand-written ones: Kendall tau mrr -1.00"
+    )
     certificate = json.loads((project / "metrics" / "certificate.json").read_text())
     assert certificate["reference"] == "hand-written" and certificate["metrics"]["mrr"]["kendall_tau"]["value"] == -1.0
-    assert certificate["metrics"]["mrr"]["pair_agreement"]["value"] == 0.0 and len(certificate["metrics"]["mrr"]["differing_pairs"]) == 3
+    assert (
+        certificate["metrics"]["mrr"]["pair_agreement"]["value"] == 0.0
+        and len(certificate["metrics"]["mrr"]["differing_pairs"]) == 3
+    )
     assert certificate["style_gap"]["classifier_auc"] is not None
     assert "Agreement certificate" in (project / "metrics" / "leaderboard.md").read_text()
 
     failing = leaderboard_project(tmp_path / "fail", reversed_, {"threshold": 0.8, "fail_below": True})
     result = run_leaderboard(failing)
     assert result.returncode == 1 and result.stderr.strip().count("\n") == 0
-    assert result.stderr.startswith("error: validity: the generated questions order the panel unlike") and "fail_below is true" in result.stderr
+    assert (
+        result.stderr.startswith("error: validity: the generated questions order the panel unlike")
+        and "fail_below is true" in result.stderr
+    )
 
-    agreeing = leaderboard_project(tmp_path / "agree", {"dense": 0.7, "hybrid": 0.45, "bm25": 0.15}, {"threshold": 0.8, "fail_below": True})
+    agreeing = leaderboard_project(
+        tmp_path / "agree", {"dense": 0.7, "hybrid": 0.45, "bm25": 0.15}, {"threshold": 0.8, "fail_below": True}
+    )
     result = run_leaderboard(agreeing)
     assert result.returncode == 0 and "validity" not in result.stderr
-    assert json.loads((agreeing / "metrics" / "certificate.json").read_text())["metrics"]["mrr"]["pair_agreement"]["value"] == 1.0
+    assert (
+        json.loads((agreeing / "metrics" / "certificate.json").read_text())["metrics"]["mrr"]["pair_agreement"]["value"]
+        == 1.0
+    )

@@ -1,4 +1,5 @@
 """Loaders: documents, ready chunks in three formats, BEIR folders and plain qrels, bad input."""
+
 import json
 
 import pandas as pd
@@ -43,7 +44,7 @@ def test_documents_folder_is_chunked_with_offsets(tmp_path):
     assert corpus.documents["doc_id"].tolist() == ["one.md", "sub/two.txt"]
     for row in corpus.chunks.itertuples():
         document = corpus.documents.set_index("doc_id").loc[row.doc_id, "text"]
-        assert document[row.start:row.end] == row.text
+        assert document[row.start : row.end] == row.text
         assert row.chunk_id == f"{row.doc_id}:{row.start}-{row.end}"
     assert load_corpus(tmp_path / "docs", chunk_chars=100, chunk_overlap=20).chunks.equals(corpus.chunks)
 
@@ -61,9 +62,18 @@ def test_duplicate_texts_are_reported_and_duplicate_ids_refused(tmp_path):
     [
         (lambda p: p / "missing", r"load.source .*missing: no such file or folder"),
         (lambda p: (p / "empty").mkdir() or p / "empty", r"empty: no \.md or \.txt documents found"),
-        (lambda p: (p / "bad.jsonl").write_text('{"id": "1", "text": "ok"}\n{"id": 2,\n') and p / "bad.jsonl", r"bad\.jsonl:2: invalid JSON"),
-        (lambda p: write_jsonl(p / "f.jsonl", [{"id": "1", "body": "x"}]), r"record 1 has no field 'text'; fields found: id, body"),
-        (lambda p: pd.DataFrame({"id": ["1"], "body": ["x"]}).to_csv(p / "f.csv", index=False) or p / "f.csv", r"no column 'text'; columns found: id, body"),
+        (
+            lambda p: (p / "bad.jsonl").write_text('{"id": "1", "text": "ok"}\n{"id": 2,\n') and p / "bad.jsonl",
+            r"bad\.jsonl:2: invalid JSON",
+        ),
+        (
+            lambda p: write_jsonl(p / "f.jsonl", [{"id": "1", "body": "x"}]),
+            r"record 1 has no field 'text'; fields found: id, body",
+        ),
+        (
+            lambda p: pd.DataFrame({"id": ["1"], "body": ["x"]}).to_csv(p / "f.csv", index=False) or p / "f.csv",
+            r"no column 'text'; columns found: id, body",
+        ),
         (lambda p: write_jsonl(p / "f.jsonl", [{"id": "1", "text": " "}]), r"every text is empty"),
         (lambda p: (p / "f.xml").write_text("<x/>") and p / "f.xml", r"expected a folder or a"),
     ],
@@ -76,14 +86,26 @@ def test_bad_sources_give_one_line_errors(tmp_path, setup, message):
 
 def make_beir(folder, qrels_lines):
     folder.mkdir()
-    write_jsonl(folder / "corpus.jsonl", [
-        {"_id": "d1", "title": "Aspirin", "text": "Aspirin thins blood."},
-        {"_id": "d2", "title": "", "text": "Coffee wakes you up."},
-        {"_id": "d3", "title": "Sleep", "text": "Sleep matters."},
-    ])
-    write_jsonl(folder / "queries.jsonl", [{"_id": "q1", "text": "does aspirin thin blood"}, {"_id": "q2", "text": "coffee"}, {"_id": "q3", "text": "unjudged"}])
+    write_jsonl(
+        folder / "corpus.jsonl",
+        [
+            {"_id": "d1", "title": "Aspirin", "text": "Aspirin thins blood."},
+            {"_id": "d2", "title": "", "text": "Coffee wakes you up."},
+            {"_id": "d3", "title": "Sleep", "text": "Sleep matters."},
+        ],
+    )
+    write_jsonl(
+        folder / "queries.jsonl",
+        [
+            {"_id": "q1", "text": "does aspirin thin blood"},
+            {"_id": "q2", "text": "coffee"},
+            {"_id": "q3", "text": "unjudged"},
+        ],
+    )
     (folder / "qrels").mkdir()
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(line + "\n" for line in qrels_lines))
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(line + "\n" for line in qrels_lines)
+    )
     return folder
 
 
@@ -101,7 +123,9 @@ def test_beir_folder_gives_graded_multi_relevant_labels(tmp_path):
 
 def test_relevant_ids_missing_from_corpus_error_or_drop(tmp_path):
     folder = make_beir(tmp_path / "beir", ["q1\td1\t1", "q1\tgone\t1", "q2\tgone2\t1"])
-    with pytest.raises(InputError, match=r"2 queries judge chunk ids that are not in the corpus \(q1 -> gone; q2 -> gone2\)"):
+    with pytest.raises(
+        InputError, match=r"2 queries judge chunk ids that are not in the corpus \(q1 -> gone; q2 -> gone2\)"
+    ):
         load_corpus(folder)
     corpus = load_corpus(folder, missing_relevant="drop")
     assert [label["qid"] for label in corpus.labels] == ["q1"]
@@ -137,7 +161,9 @@ def test_ids_with_spaces_and_quoted_queries_survive(tmp_path):
     write_jsonl(folder / "chunks.jsonl", [{"id": "my notes.md:0-9", "text": "some text"}, {"id": "b", "text": "other"}])
     (folder / "queries.tsv").write_text('q 1\t"NULL" versus empty string\n')
     (folder / "qrels.tsv").write_text("q 1\tmy notes.md:0-9\t2\n")
-    assert load_corpus(folder).labels == [{"qid": "q 1", "question": '"NULL" versus empty string', "relevant": {"my notes.md:0-9": 2}}]
+    assert load_corpus(folder).labels == [
+        {"qid": "q 1", "question": '"NULL" versus empty string', "relevant": {"my notes.md:0-9": 2}}
+    ]
 
 
 def test_encodings_byte_order_mark_accepted_latin1_refused(tmp_path):
@@ -157,31 +183,52 @@ SPANS = [(0, 16), (18, 36), (27, 66)]  # the last two overlap on "one file."
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet", "csv"])
 def test_ready_chunks_with_documents_and_offsets_rebuild_the_documents(tmp_path, fmt):
-    rows = [{"cid": f"c{i}", "text": DOCUMENT[s:e], "doc_id": "a.md", "start": s, "end": e} for i, (s, e) in enumerate(SPANS)]
+    rows = [
+        {"cid": f"c{i}", "text": DOCUMENT[s:e], "doc_id": "a.md", "start": s, "end": e}
+        for i, (s, e) in enumerate(SPANS)
+    ]
     rows.insert(0, {"cid": "solo", "text": "Alone.", "doc_id": "b.md", "start": 3, "end": 9})
     path = tmp_path / f"chunks.{fmt}"
     write_jsonl(path, rows) if fmt == "jsonl" else getattr(pd.DataFrame(rows), f"to_{fmt}")(path, index=False)
     corpus = load_corpus(path, id_field="cid")
-    assert corpus.documents.values.tolist() == [["a.md", DOCUMENT], ["b.md", "\n\n\nAlone."]]  # uncovered characters read as line breaks
+    assert corpus.documents.values.tolist() == [
+        ["a.md", DOCUMENT],
+        ["b.md", "\n\n\nAlone."],
+    ]  # uncovered characters read as line breaks
     assert corpus.chunks[["chunk_id", "doc_id", "start", "end"]].values.tolist() == [
-        ["c0", "a.md", 0, 16], ["c1", "a.md", 18, 36], ["c2", "a.md", 27, 66], ["solo", "b.md", 3, 9]]
+        ["c0", "a.md", 0, 16],
+        ["c1", "a.md", 18, 36],
+        ["c2", "a.md", 27, 66],
+        ["solo", "b.md", 3, 9],
+    ]
 
 
 def test_ready_chunks_without_offsets_follow_each_other_in_their_document(tmp_path):
-    path = write_jsonl(tmp_path / "c.jsonl", [{"id": "x2", "text": "Second.", "doc_id": "d"}, {"id": "x1", "text": "First.", "doc_id": "d"}])
+    path = write_jsonl(
+        tmp_path / "c.jsonl",
+        [{"id": "x2", "text": "Second.", "doc_id": "d"}, {"id": "x1", "text": "First.", "doc_id": "d"}],
+    )
     corpus = load_corpus(path)
     assert corpus.documents.values.tolist() == [["d", "Second.\n\nFirst."]]
     assert corpus.chunks[["chunk_id", "start", "end"]].values.tolist() == [["x2", 0, 7], ["x1", 9, 15]]
 
 
-@pytest.mark.parametrize("change,message", [
-    ({"text": "It keeps ONE file."}, r"chunk c2 of document a\.md disagrees with an overlapping chunk before it \(last: c1\)"),
-    ({"end": 40}, r"chunk c1: start 18 and end 40 span 22 characters but its text has 18"),
-    ({"start": -1}, r"chunk c1: 'start' must be a character offset \(an integer >= 0\), got the number -1"),
-    ({"doc_id": None}, r"chunk c1 has no 'doc_id' while other chunks have one"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (
+            {"text": "It keeps ONE file."},
+            r"chunk c2 of document a\.md disagrees with an overlapping chunk before it \(last: c1\)",
+        ),
+        ({"end": 40}, r"chunk c1: start 18 and end 40 span 22 characters but its text has 18"),
+        ({"start": -1}, r"chunk c1: 'start' must be a character offset \(an integer >= 0\), got the number -1"),
+        ({"doc_id": None}, r"chunk c1 has no 'doc_id' while other chunks have one"),
+    ],
+)
 def test_inconsistent_documents_or_offsets_are_one_line_errors(tmp_path, change, message):
-    rows = [{"id": f"c{i}", "text": DOCUMENT[s:e], "doc_id": "a.md", "start": s, "end": e} for i, (s, e) in enumerate(SPANS)]
+    rows = [
+        {"id": f"c{i}", "text": DOCUMENT[s:e], "doc_id": "a.md", "start": s, "end": e} for i, (s, e) in enumerate(SPANS)
+    ]
     rows[1].update(change)
     with pytest.raises(InputError, match=message) as error:
         load_corpus(write_jsonl(tmp_path / "c.jsonl", rows))

@@ -1,5 +1,6 @@
 """Metric definitions: hand-computed cases, the tie policy, and a randomized cross-check of every
 metric against trec_eval (pytrec_eval) to 1e-9."""
+
 import math
 
 import numpy as np
@@ -92,8 +93,13 @@ def test_every_metric_equals_trec_eval(seed):
     gains = np.array([grades[d] for d in relevant], dtype=float)
     ours = question_metrics(ranks, gains, ks)
 
-    measures = {f"recall.{','.join(map(str, ks))}", f"success.{','.join(map(str, ks))}",
-                f"ndcg_cut.{','.join(map(str, ks))}", "map_cut.10", "recip_rank"}
+    measures = {
+        f"recall.{','.join(map(str, ks))}",
+        f"success.{','.join(map(str, ks))}",
+        f"ndcg_cut.{','.join(map(str, ks))}",
+        "map_cut.10",
+        "recip_rank",
+    }
     qrels = {"q": grades}
     trec = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate({"q": run or {"none": 0.0}})["q"]
     top10 = dict(sorted(run.items(), key=lambda item: -item[1])[:10]) or {"none": 0.0}
@@ -111,20 +117,32 @@ def test_every_metric_equals_trec_eval(seed):
 
 
 def test_summary_and_rank_histogram():
-    table = pd.DataFrame([
-        question_metrics(np.array([1]), np.array([1.0]), [1, 5]),
-        question_metrics(np.array([4, 30]), np.array([1.0, 1.0]), [1, 5]),
-        question_metrics(np.array([250]), np.array([1.0]), [1, 5]),
-        question_metrics(np.array([]), np.array([]), [1, 5]),  # no chunk held enough of the evidence
-    ])
+    table = pd.DataFrame(
+        [
+            question_metrics(np.array([1]), np.array([1.0]), [1, 5]),
+            question_metrics(np.array([4, 30]), np.array([1.0, 1.0]), [1, 5]),
+            question_metrics(np.array([250]), np.array([1.0]), [1, 5]),
+            question_metrics(np.array([]), np.array([]), [1, 5]),  # no chunk held enough of the evidence
+        ]
+    )
     summary = summarize(table, [1, 5], n_chunks=300)
     assert summary["recall@5"] == pytest.approx((1 + 0.5 + 0 + 0) / 4)
     assert summary["hit@5"] == 0.5 and summary["mrr"] == pytest.approx((1 + 1 / 4 + 1 / 250) / 4)
     assert summary["n_questions"] == 4 and summary["n_chunks"] == 300
     assert summary["n_questions_without_relevant_chunk"] == 1
     histogram = rank_histogram(table["first_relevant_rank"]).set_index("first_relevant_rank")["questions"]
-    assert histogram.to_dict() == {"01": 1, "02": 0, "03": 0, "04-05": 1, "06-10": 0, "11-20": 0, "21-50": 0,
-                                   "51-100": 0, ">100": 1, "none": 1}
+    assert histogram.to_dict() == {
+        "01": 1,
+        "02": 0,
+        "03": 0,
+        "04-05": 1,
+        "06-10": 0,
+        "11-20": 0,
+        "21-50": 0,
+        "51-100": 0,
+        ">100": 1,
+        "none": 1,
+    }
     labels = list(histogram.index)
     assert sorted(labels) == labels  # dvc plots sorts the bars as text: that must be rank order
 
@@ -138,12 +156,20 @@ def test_metrics_on_a_run_equal_trec_eval_on_that_run(seed):
     rng = np.random.default_rng(1000 + seed)
     docs, grades, run = random_case(rng)
     depth = int(rng.integers(1, len(docs) + 2))
-    run_frame = from_records([("q", d, s) for d, s in run.items()], depth) if run else from_records([("q", docs[0], 0.0)], 0)
+    run_frame = (
+        from_records([("q", d, s) for d, s in run.items()], depth) if run else from_records([("q", docs[0], 0.0)], 0)
+    )
     chunks = pd.DataFrame({"chunk_id": docs, "doc_id": docs, "start": 0, "end": 10})
     ks = [1, 3, 5, 10]
     ours = score_run([{"qid": "q", "relevant": grades}], chunks, run_frame, ks, 0.5, "expected").iloc[0]
     cut = {row.chunk_id: row.score for row in run_frame.itertuples()} or {"none": 0.0}
-    measures = {f"recall.{','.join(map(str, ks))}", f"success.{','.join(map(str, ks))}", "ndcg_cut.10", "map_cut.10", "recip_rank"}
+    measures = {
+        f"recall.{','.join(map(str, ks))}",
+        f"success.{','.join(map(str, ks))}",
+        "ndcg_cut.10",
+        "map_cut.10",
+        "recip_rank",
+    }
     trec = pytrec_eval.RelevanceEvaluator({"q": grades}, measures).evaluate({"q": cut})["q"]
     for k in ks:
         assert ours[f"recall@{k}"] == pytest.approx(trec[f"recall_{k}"], abs=1e-9)
@@ -152,14 +178,23 @@ def test_metrics_on_a_run_equal_trec_eval_on_that_run(seed):
     assert ours["map@10"] == pytest.approx(trec["map_cut_10"], abs=1e-9)
     assert ours["reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
     # The documented bound: the full ranking's MRR less at most 1 / (depth + 1); every k <= depth exact.
-    full = score_run([{"qid": "q", "relevant": grades}], chunks, from_records([("q", d, s) for d, s in run.items()])
-                     if run else run_frame, ks, 0.5, "expected").iloc[0]
-    assert full["reciprocal_rank"] - 1 / (depth + 1) - 1e-12 <= ours["reciprocal_rank"] <= full["reciprocal_rank"] + 1e-12
+    full = score_run(
+        [{"qid": "q", "relevant": grades}],
+        chunks,
+        from_records([("q", d, s) for d, s in run.items()]) if run else run_frame,
+        ks,
+        0.5,
+        "expected",
+    ).iloc[0]
+    assert (
+        full["reciprocal_rank"] - 1 / (depth + 1) - 1e-12 <= ours["reciprocal_rank"] <= full["reciprocal_rank"] + 1e-12
+    )
     for k in (k for k in ks if k <= depth):
         assert ours[f"recall@{k}"] == pytest.approx(full[f"recall@{k}"], abs=1e-12)
 
 
 # --- the judged view ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("seed", range(60))
 def test_judged_view_equals_trec_eval_on_the_labels_plus_the_llm_grades(seed):
@@ -174,18 +209,29 @@ def test_judged_view_equals_trec_eval_on_the_labels_plus_the_llm_grades(seed):
     best = max(grades.values())
     grades[next(d for d, g in grades.items() if g == best)] = 3  # the best label is 3: LLM gains are the grades
     unlabelled = [d for d in docs if d not in grades]  # a labelled chunk (grade 0 too) keeps its label
-    pooled = {d: int(rng.integers(0, 4)) for d in rng.permutation(unlabelled)[: int(rng.integers(0, len(unlabelled) + 1))]}
+    pooled = {
+        d: int(rng.integers(0, 4)) for d in rng.permutation(unlabelled)[: int(rng.integers(0, len(unlabelled) + 1))]
+    }
     depth = int(rng.integers(1, len(docs) + 2))
-    run_frame = from_records([("q", d, s) for d, s in run.items()], depth) if run else from_records([("q", docs[0], 0.0)], 0)
+    run_frame = (
+        from_records([("q", d, s) for d, s in run.items()], depth) if run else from_records([("q", docs[0], 0.0)], 0)
+    )
     chunks = pd.DataFrame({"chunk_id": docs, "doc_id": docs, "start": 0, "end": 10})
     no_duplicates = pd.DataFrame(columns=["chunk_id", "group", "kind", "similarity"])
     pool = [{"qid": "q", "chunk_id": d, "grade": g} for d, g in pooled.items()]
     ks = [1, 3, 5, 10]
-    row = score_run_both_views([{"qid": "q", "relevant": grades}], chunks, run_frame, ks, 0.5, "expected",
-                               no_duplicates, pool, 2, 3).iloc[0]
+    row = score_run_both_views(
+        [{"qid": "q", "relevant": grades}], chunks, run_frame, ks, 0.5, "expected", no_duplicates, pool, 2, 3
+    ).iloc[0]
     augmented = {**grades, **{d: g for d, g in pooled.items() if g >= 2}}
     cut = {r.chunk_id: r.score for r in run_frame.itertuples()} or {"none": 0.0}
-    measures = {f"recall.{','.join(map(str, ks))}", f"success.{','.join(map(str, ks))}", "ndcg_cut.10", "map_cut.10", "recip_rank"}
+    measures = {
+        f"recall.{','.join(map(str, ks))}",
+        f"success.{','.join(map(str, ks))}",
+        "ndcg_cut.10",
+        "map_cut.10",
+        "recip_rank",
+    }
     trec = pytrec_eval.RelevanceEvaluator({"q": augmented}, measures).evaluate({"q": cut})["q"]
     for k in ks:
         assert row[f"judged_recall@{k}"] == pytest.approx(trec[f"recall_{k}"], abs=1e-9)
@@ -203,20 +249,34 @@ def test_without_duplicates_or_judgements_the_judged_view_is_the_strict_one():
     from retrieval_bench.run_contract import from_records
 
     rng = np.random.default_rng(7)
-    chunks = pd.DataFrame({"chunk_id": [f"doc:{i * 50}-{i * 50 + 80}" for i in range(30)], "doc_id": "doc",
-                           "start": [i * 50 for i in range(30)], "end": [i * 50 + 80 for i in range(30)]})
-    golden = [{"qid": f"q{i}", "doc_id": "doc", "start": int(s), "end": int(s + rng.integers(20, 200))}
-              for i, s in enumerate(rng.integers(0, 1300, 12))]
-    run = from_records([(row["qid"], c, float(rng.integers(0, 5))) for row in golden for c in chunks["chunk_id"]], 15)  # ties
+    chunks = pd.DataFrame(
+        {
+            "chunk_id": [f"doc:{i * 50}-{i * 50 + 80}" for i in range(30)],
+            "doc_id": "doc",
+            "start": [i * 50 for i in range(30)],
+            "end": [i * 50 + 80 for i in range(30)],
+        }
+    )
+    golden = [
+        {"qid": f"q{i}", "doc_id": "doc", "start": int(s), "end": int(s + rng.integers(20, 200))}
+        for i, s in enumerate(rng.integers(0, 1300, 12))
+    ]
+    run = from_records(
+        [(row["qid"], c, float(rng.integers(0, 5))) for row in golden for c in chunks["chunk_id"]], 15
+    )  # ties
     empty = pd.DataFrame(columns=["chunk_id", "group", "kind", "similarity"])
     for ties in ("expected", "pessimistic", "optimistic"):
         both = score_run_both_views(golden, chunks, run, KS, 0.5, ties, empty, [], 2, 3)
         strict = score_run(golden, chunks, run, KS, 0.5, ties)
         pd.testing.assert_frame_equal(both[strict.columns], strict)  # the strict columns, unchanged and first
-        assert list(both.columns[:len(strict.columns)]) == list(strict.columns)
+        assert list(both.columns[: len(strict.columns)]) == list(strict.columns)
         for column in [c for c in both.columns if c.startswith("judged_") and c != "judged_n_relevant"]:
             np.testing.assert_array_equal(both[column].to_numpy(), both[column.removeprefix("judged_")].to_numpy())
     summary = {**summarize(both, KS, len(chunks)), **judged_summary(both, KS, empty)}
-    assert list(summary)[:len(summarize(both, KS, len(chunks)))] == list(summarize(strict, KS, len(chunks)))
+    assert list(summary)[: len(summarize(both, KS, len(chunks)))] == list(summarize(strict, KS, len(chunks)))
     assert all(summary[f"judged_{name}"] == summary[name] for name in ("mrr", "ndcg@10", "recall@5", "hit@1", "map@10"))
-    assert summary["judge_pooled"] == 0 and summary["judge_relevant_share"] is None and summary["n_questions_gaining_duplicate"] == 0
+    assert (
+        summary["judge_pooled"] == 0
+        and summary["judge_relevant_share"] is None
+        and summary["n_questions_gaining_duplicate"] == 0
+    )

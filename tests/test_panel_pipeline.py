@@ -1,6 +1,7 @@
 """A panel of systems under the real `dvc repro`: every system retrieved and scored by its own
 stages, one leaderboard, and editing one system reruns only its stages (not served from the
 run-cache: it is emptied first)."""
+
 import json
 import shutil
 
@@ -34,7 +35,9 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
         own = json.loads((project / "metrics" / "panel" / system / "metrics.json").read_text())
         assert row["mean"] == pytest.approx(own["mrr"])
         assert system == mrr["best"] or {"p_vs_best", "p_holm", "differs_from_best"} <= set(row)
-    assert mrr["systems"]["dense"]["mean"] == pytest.approx(read_metrics(project)["mrr"])  # the single system is the dense one
+    assert mrr["systems"]["dense"]["mean"] == pytest.approx(
+        read_metrics(project)["mrr"]
+    )  # the single system is the dense one
     table = pd.read_csv(project / "metrics" / "leaderboard.csv")
     assert set(table["system"]) == set(SYSTEMS) and "p_holm" in table
     assert "Holm" in (project / "metrics" / "leaderboard.md").read_text()

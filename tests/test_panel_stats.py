@@ -1,5 +1,6 @@
 """The panel statistics: Holm and Benjamini-Hochberg against statsmodels' multipletests, Kendall
 tau against scipy.stats.kendalltau, tau_AP and pair agreement against hand computations."""
+
 from __future__ import annotations
 
 import itertools
@@ -94,8 +95,14 @@ def test_certificate_separates_agreeing_from_disagreeing_sets():
     reversed_ = _panel(80, [0.4, 0.3, 0.2, 0.1], rng)
     good = certificate(real, agreeing, systems, ("real", "synthetic"), resamples=50, permutations=500)
     bad = certificate(real, reversed_, systems, ("real", "synthetic"), resamples=50, permutations=500)
-    assert good["kendall_tau"]["value"] == 1.0 and good["pair_agreement"]["value"] == 1.0 and good["differing_pairs"] == []
-    assert bad["kendall_tau"]["value"] == -1.0 and bad["tau_ap"]["value"] == -1.0 and bad["pair_agreement"]["value"] == 0.0
-    assert all(row["flip"] for row in bad["differing_pairs"]) and len(bad["differing_pairs"]) == len(list(itertools.combinations(systems, 2)))
+    assert (
+        good["kendall_tau"]["value"] == 1.0 and good["pair_agreement"]["value"] == 1.0 and good["differing_pairs"] == []
+    )
+    assert (
+        bad["kendall_tau"]["value"] == -1.0 and bad["tau_ap"]["value"] == -1.0 and bad["pair_agreement"]["value"] == 0.0
+    )
+    assert all(row["flip"] for row in bad["differing_pairs"]) and len(bad["differing_pairs"]) == len(
+        list(itertools.combinations(systems, 2))
+    )
     assert good["kendall_tau"]["ci_low"] <= 1.0 <= good["kendall_tau"]["ci_high"]
     assert bad["kendall_tau"]["ci_high"] < good["kendall_tau"]["ci_low"]

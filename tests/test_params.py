@@ -1,4 +1,5 @@
 """params.yaml: no key DVC would misread, every key checked, typos told the closest valid key."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,7 +20,9 @@ def leaves(tree, path=()):
             yield from leaves(value, (*path, key))
 
 
-@pytest.mark.parametrize("tree", [DEFAULTS, yaml.safe_load((ROOT / "params.yaml").read_text())], ids=["defaults", "params.yaml"])
+@pytest.mark.parametrize(
+    "tree", [DEFAULTS, yaml.safe_load((ROOT / "params.yaml").read_text())], ids=["defaults", "params.yaml"]
+)
 def test_no_param_key_is_one_dvc_leaves_out_of_its_run_cache(tree):
     # treeverse/dvc#10296: a key named size or nfiles, at any depth, is dropped from the run-cache key.
     named = [".".join(path) for path in leaves(tree) if path[-1] in DVC_IGNORED_KEYS]
@@ -30,10 +33,16 @@ def test_the_bundled_params_are_valid_and_complete():
     params = load_all_params(ROOT / "params.yaml")
     assert set(params) == set(DEFAULTS)
     # The panel is the sample's own (no panel by default): its systems are retrieval overrides.
-    written = {".".join(p) for p in leaves(yaml.safe_load((ROOT / "params.yaml").read_text())) if p[0] != "panel" or len(p) == 1}
+    written = {
+        ".".join(p)
+        for p in leaves(yaml.safe_load((ROOT / "params.yaml").read_text()))
+        if p[0] != "panel" or len(p) == 1
+    }
     assert written == {".".join(p) for p in leaves(DEFAULTS)}  # every default is visible to the user
     panel = params.pop("panel")
-    assert params == {key: value for key, value in DEFAULTS.items() if key != "panel"}  # and params.yaml states the defaults
+    assert params == {
+        key: value for key, value in DEFAULTS.items() if key != "panel"
+    }  # and params.yaml states the defaults
     assert list(panel) == ["dense", "bm25", "hybrid", "ann-ef16"] and panel["ann-ef16"]["ann"]["ef_search"] == 16
     assert panel["bm25"] == {**DEFAULTS["retrieval"], "method": "bm25"}
 
@@ -49,19 +58,30 @@ def write(tmp_path: Path, tree: dict) -> Path:
     [
         ({"load": {"chunk_size": 500}}, "unknown key params.load.chunk_size; did you mean params.load.chunking?"),
         ({"scoring": {"k": [1]}}, "unknown key params.scoring; did you mean params.score?"),
-        ({"load": {"chunking": {"size": 400}}}, "it is called params.load.chunking.chars now (DVC ignores param keys named nfiles/size: treeverse/dvc#10296)"),
+        (
+            {"load": {"chunking": {"size": 400}}},
+            "it is called params.load.chunking.chars now (DVC ignores param keys named nfiles/size: treeverse/dvc#10296)",
+        ),
         ({"score": {"ties": "random"}}, "score.ties must be one of expected, optimistic, pessimistic, got 'random'"),
         ({"retrieval": {"bm25": {"stemmer": "porter"}}}, "retrieval.bm25.stemmer must be one of english, none"),
-        ({"load": {"chunking": {"chars": 400, "overlap": 400}}}, "load.chunking needs chars > 0 and 0 <= overlap < chars"),
+        (
+            {"load": {"chunking": {"chars": 400, "overlap": 400}}},
+            "load.chunking needs chars > 0 and 0 <= overlap < chars",
+        ),
         ({"load": {"chunking": {"chars": "800"}}}, "params.load.chunking.chars must be int, got '800'"),
         ({"panel": {"bm25": {"method": "bm42"}}}, "panel.bm25.method must be one of"),
-        ({"panel": {"ann": {"ann": {"ef_serch": 8}}}}, "unknown key params.panel.ann.ann.ef_serch; did you mean params.panel.ann.ann.ef_search?"),
+        (
+            {"panel": {"ann": {"ann": {"ef_serch": 8}}}},
+            "unknown key params.panel.ann.ann.ef_serch; did you mean params.panel.ann.ann.ef_search?",
+        ),
         ({"panel": {"bad name": {"method": "bm25"}}}, "panel.bad name is not a usable system name"),
         ({"panel": {"x": {"depth": 0}}}, "panel.x.depth must be a positive number of chunks"),
         ({"panel": ["dense"]}, "panel must be a mapping of system names to retrieval settings"),
         ({"validity": {"threshold": 2}}, "validity.threshold must be a Kendall tau in [-1, 1]"),
-        ({"embed": {"engine": "ray", "device": "cpu", "ray": {"num_gpus_per_actor": 1}}},
-         "embed.ray.num_gpus_per_actor > 0 needs embed.backend torch and embed.device null or cuda (got backend torch, device cpu)"),
+        (
+            {"embed": {"engine": "ray", "device": "cpu", "ray": {"num_gpus_per_actor": 1}}},
+            "embed.ray.num_gpus_per_actor > 0 needs embed.backend torch and embed.device null or cuda (got backend torch, device cpu)",
+        ),
     ],
 )
 def test_bad_params_name_the_key_and_what_was_expected(tmp_path, tree, message):

@@ -1,4 +1,5 @@
 """The real `dvc repro` in a fresh repository: metrics, caching, and re-running only what changed."""
+
 import json
 
 import pandas as pd
@@ -17,8 +18,16 @@ def ran_stages(output: str) -> set[str]:
 
 def test_repro_caches_and_reruns_only_what_changed(project):
     first = dvc("repro", cwd=project)
-    assert ran_stages(first.stdout) == {"load_chunks", "generate_goldenset", "embed_corpus", "embed_questions", "retrieve", "judge", "score",
-                                        "leaderboard"}  # without a panel: a one-line note
+    assert ran_stages(first.stdout) == {
+        "load_chunks",
+        "generate_goldenset",
+        "embed_corpus",
+        "embed_questions",
+        "retrieve",
+        "judge",
+        "score",
+        "leaderboard",
+    }  # without a panel: a one-line note
     metrics = read_metrics(project)
     expected = {f"recall@{k}" for k in (1, 3, 5, 10, 20)} | {"mrr", "ndcg@10", "n_questions", "n_chunks"}
     assert expected <= set(metrics)
@@ -72,8 +81,15 @@ def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable
     documents = read_documents_folder(project / "data" / "sample" / "sqlite")
     chunks = chunk_documents(documents, 800, 100)
     picked = chunks.iloc[::4]
-    records = [{"qid": f"whole-{i}", "question": f"What does passage {i} of {row.doc_id} explain?", "doc_id": row.doc_id,
-                "evidence": row.text} for i, row in enumerate(picked.itertuples())]
+    records = [
+        {
+            "qid": f"whole-{i}",
+            "question": f"What does passage {i} of {row.doc_id} explain?",
+            "doc_id": row.doc_id,
+            "evidence": row.text,
+        }
+        for i, row in enumerate(picked.itertuples())
+    ]
     (project / "data" / "whole_chunks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     set_params(project, **{"generate.handwritten": "data/whole_chunks.jsonl", "generate.max_questions": len(records)})
     dvc("repro", cwd=project)
@@ -87,7 +103,13 @@ def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable
     status = dvc("status", cwd=project).stdout
     assert "load_chunks" in status and "generate_goldenset" not in status
     output = dvc("repro", cwd=project)
-    assert ran_stages(output.stdout) == {"load_chunks", "embed_corpus", "retrieve", "judge", "score"}  # no new questions, no LLM bill
+    assert ran_stages(output.stdout) == {
+        "load_chunks",
+        "embed_corpus",
+        "retrieve",
+        "judge",
+        "score",
+    }  # no new questions, no LLM bill
     after = pd.read_csv(project / "metrics" / "per_question.csv")
     assert set(after["qid"]) == set(before["qid"]) == {r["qid"] for r in records}  # the user's own ids
     metrics_after = read_metrics(project)

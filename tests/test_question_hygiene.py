@@ -1,6 +1,7 @@
 """Question hygiene: questions that only make sense with their passage in view, and near-duplicate
 questions, flagged and counted in metrics/goldenset.json, and regenerated (generated ones) or
 dropped (hand-written ones) with generate.drop_context_dependent / drop_near_duplicates."""
+
 from __future__ import annotations
 
 import json
@@ -16,38 +17,47 @@ from retrieval_bench.goldenset.build import Hygiene, QuestionIndex, context_depe
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("question", [
-    "According to the passage, when is a checkpoint run?",
-    "What does the above example print?",
-    "In this section, which pragma turns WAL on?",
-    "Which of the following journal modes is the default?",
-    "What is the limit described above?",
-    "What does it return when the database is busy?",
-    "How does this work with several connections?",
-    "Does it support foreign keys?",
-    "What are these settings for?",
-    "Why did they change the default page size?",
-    "What does this table store for each row?",
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "According to the passage, when is a checkpoint run?",
+        "What does the above example print?",
+        "In this section, which pragma turns WAL on?",
+        "Which of the following journal modes is the default?",
+        "What is the limit described above?",
+        "What does it return when the database is busy?",
+        "How does this work with several connections?",
+        "Does it support foreign keys?",
+        "What are these settings for?",
+        "Why did they change the default page size?",
+        "What does this table store for each row?",
+    ],
+)
 def test_questions_that_need_their_passage_are_flagged(question):
     assert context_dependent(question)
 
 
-@pytest.mark.parametrize("question", [
-    "Is it safe to copy a database file while it is open?",
-    "Why is it bad for performance when a transaction spills the cache?",
-    "How long does it take to vacuum a large database?",
-    "Does it matter whether I call sqlite3_close before exiting?",
-    "How do I count the rows in a table?",
-    "Can I store a JSON document in a column?",
-    "What happens to readers while a checkpoint runs?",
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Is it safe to copy a database file while it is open?",
+        "Why is it bad for performance when a transaction spills the cache?",
+        "How long does it take to vacuum a large database?",
+        "Does it matter whether I call sqlite3_close before exiting?",
+        "How do I count the rows in a table?",
+        "Can I store a JSON document in a column?",
+        "What happens to readers while a checkpoint runs?",
+    ],
+)
 def test_self_contained_questions_are_not(question):
     assert context_dependent(question) is None
 
 
 def test_none_of_the_bundled_questions_is_flagged():
-    questions = [json.loads(line)["question"] for line in (ROOT / "data" / "handwritten_questions.jsonl").read_text().splitlines()]
+    questions = [
+        json.loads(line)["question"]
+        for line in (ROOT / "data" / "handwritten_questions.jsonl").read_text().splitlines()
+    ]
     index = QuestionIndex(0.7)
     near = []
     for question in questions:
@@ -64,8 +74,13 @@ def test_near_duplicates_by_content_words_not_by_question_words():
     assert index.near("What is the default page size?") is None
     assert "how do i enable wal mode" in index and QuestionIndex(None).near("anything") is None
     hygiene = Hygiene(drop_near_duplicates=True, near_jaccard=0.7)
-    assert hygiene.reason("How can I enable WAL mode in SQLite?", hygiene.index(["How do I enable WAL mode?"])) == "near_duplicate_question"
-    assert Hygiene().reason("How can I enable WAL mode in SQLite?", Hygiene().index(["How do I enable WAL mode?"])) is None
+    assert (
+        hygiene.reason("How can I enable WAL mode in SQLite?", hygiene.index(["How do I enable WAL mode?"]))
+        == "near_duplicate_question"
+    )
+    assert (
+        Hygiene().reason("How can I enable WAL mode in SQLite?", Hygiene().index(["How do I enable WAL mode?"])) is None
+    )
 
 
 # --- through the generate stage (stub LLM) ------------------------------------------------------
@@ -78,8 +93,11 @@ def replies_first_context_dependent():
         asked[passage] += 1
         tag = abs(hash(passage)) % 10**8
         evidence = " ".join(passage.split()[:8])
-        question = (f"According to the passage, what is topic {tag}?" if asked[passage] == 1
-                    else f"Where is topic {tag} explained?")
+        question = (
+            f"According to the passage, what is topic {tag}?"
+            if asked[passage] == 1
+            else f"Where is topic {tag} explained?"
+        )
         return json.dumps({"question": question, "evidence": evidence})
 
     return reply
@@ -87,7 +105,10 @@ def replies_first_context_dependent():
 
 def test_generated_context_dependent_questions_are_regenerated_when_asked(tmp_path):
     project = stage_project(tmp_path / "p")
-    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 6, "generate.drop_context_dependent": True})
+    set_params(
+        project,
+        **{"generate.provider": "anthropic", "generate.max_questions": 6, "generate.drop_context_dependent": True},
+    )
     with StubLLM() as stub:
         stub.reply = replies_first_context_dependent()
         status, out, err = run_stage_here(project, stub)
@@ -109,23 +130,41 @@ def test_without_the_drop_they_are_kept_flagged_and_counted(tmp_path):
         assert status == 0, err
     golden = read_jsonl(project / "data" / "goldenset.jsonl")
     report = json.loads((project / "metrics" / "goldenset.json").read_text())
-    assert report["context_dependent_flagged"] == 6 and all(row["context_dependent"] == "According to the passage" for row in golden)
+    assert report["context_dependent_flagged"] == 6 and all(
+        row["context_dependent"] == "According to the passage" for row in golden
+    )
 
 
 def test_hand_written_ones_are_dropped_and_listed(tmp_path):
     project = stage_project(tmp_path / "p")
     records = [
         {"question": "How does WAL mode let readers and a writer work at once?", "doc_id": "wal.md", "evidence": "WAL"},
-        {"question": "How can WAL mode let readers and writers work at once in SQLite?", "doc_id": "wal.md", "evidence": "WAL"},
-        {"question": "According to the passage, what is an in-memory database?", "doc_id": "inmemorydb.md", "evidence": "memory"},
-        {"question": "How do I open a database that lives only in RAM?", "doc_id": "inmemorydb.md", "evidence": "memory"},
+        {
+            "question": "How can WAL mode let readers and writers work at once in SQLite?",
+            "doc_id": "wal.md",
+            "evidence": "WAL",
+        },
+        {
+            "question": "According to the passage, what is an in-memory database?",
+            "doc_id": "inmemorydb.md",
+            "evidence": "memory",
+        },
+        {
+            "question": "How do I open a database that lives only in RAM?",
+            "doc_id": "inmemorydb.md",
+            "evidence": "memory",
+        },
     ]
     (project / "data" / "hw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     set_params(project, **{"generate.handwritten": "data/hw.jsonl", "generate.max_questions": 4})
     with StubLLM() as stub:
         assert run_stage_here(project, stub)[0] == 0
         report = json.loads((project / "metrics" / "goldenset.json").read_text())
-        assert report["n_questions"] == 4 and report["context_dependent_flagged"] == 1 and report["near_duplicate_flagged"] == 1
+        assert (
+            report["n_questions"] == 4
+            and report["context_dependent_flagged"] == 1
+            and report["near_duplicate_flagged"] == 1
+        )
         set_params(project, **{"generate.drop_context_dependent": True, "generate.drop_near_duplicates": True})
         assert run_stage_here(project, stub)[0] == 0
         assert stub.requests == []

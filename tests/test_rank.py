@@ -1,6 +1,7 @@
 """Retrieval methods and the run contract on small hand-checked examples: exact dense top-k in
 blocks, BM25 through bm25s' retrieval, fusion, runs from files and from Python code, and where
 judged chunks stand in a run or a full ranking."""
+
 from __future__ import annotations
 
 import math
@@ -94,7 +95,9 @@ def reference_fusion(component_runs: dict, weights: dict, fusion: str, rrf_k: fl
     return run_contract.from_records(fused.itertuples(index=False, name=None), depth)
 
 
-def as_run(indices: np.ndarray, scores: np.ndarray, keep: np.ndarray, qids: list[str], chunk_ids: list[str]) -> pd.DataFrame:
+def as_run(
+    indices: np.ndarray, scores: np.ndarray, keep: np.ndarray, qids: list[str], chunk_ids: list[str]
+) -> pd.DataFrame:
     return runs.from_top(qids, chunk_ids, indices, scores, keep=keep)
 
 
@@ -118,20 +121,27 @@ def test_array_fusion_equals_the_plain_definition_on_random_tied_runs(fusion):
 
 
 @pytest.mark.parametrize("fusion", ["rrf", "weighted"])
-@pytest.mark.parametrize("weights", [{"dense": 1.0, "bm25": 0.3}, {"dense": 0.0, "bm25": 1.0}])  # the second: ties at the cut
+@pytest.mark.parametrize(
+    "weights", [{"dense": 1.0, "bm25": 0.3}, {"dense": 0.0, "bm25": 1.0}]
+)  # the second: ties at the cut
 def test_the_hybrid_method_is_the_fusion_of_its_component_runs(fusion, weights):
     """methods.retrieve with method hybrid: the dense and BM25 runs fusion_depth deep, each with its
     own weight, fused and cut to the depth (whole tie groups at the cut), as the plain definition says."""
     rng = np.random.default_rng(11)
     words = [f"w{i}" for i in range(40)]
     texts = [" ".join(rng.choice(words, size=int(rng.integers(2, 8)))) for _ in range(80)]
-    questions = Questions([f"q{i}" for i in range(20)], [" ".join(rng.choice(words, size=3)) for _ in range(20)],
-                          unit(rng.normal(size=(20, 6))))
+    questions = Questions(
+        [f"q{i}" for i in range(20)],
+        [" ".join(rng.choice(words, size=3)) for _ in range(20)],
+        unit(rng.normal(size=(20, 6))),
+    )
     corpus = Corpus([f"c{i:02d}" for i in range(80)], texts, unit(rng.normal(size=(80, 6))))
     fusion_depth, depth = 25, 10
     components = {name: retrieve(settings(name, depth=fusion_depth), questions, corpus) for name in weights}
     expected = reference_fusion(components, weights, fusion, 60, depth)
-    got = retrieve(settings("hybrid", depth=depth, fusion=fusion, fusion_depth=fusion_depth, weights=weights), questions, corpus)
+    got = retrieve(
+        settings("hybrid", depth=depth, fusion=fusion, fusion_depth=fusion_depth, weights=weights), questions, corpus
+    )
     beyond = got[got["rank"] > depth]
     at_cut = got[got["rank"] == depth].set_index("qid")["score"]
     assert (beyond["score"].to_numpy() == beyond["qid"].map(at_cut).to_numpy()).all()  # only the tie at the cut
@@ -148,7 +158,9 @@ def plain_run(full: np.ndarray, qids: list[str], chunk_ids: list[str], depth: in
         if len(inside):
             cut = np.sort(row[inside])[::-1][min(depth, len(inside)) - 1]
             members = [i for i in inside if row[i] >= cut]
-            run[qids[q]] = sorted(((chunk_ids[i], round(float(row[i]), 4)) for i in members), key=lambda m: (-m[1], m[0]))
+            run[qids[q]] = sorted(
+                ((chunk_ids[i], round(float(row[i]), 4)) for i in members), key=lambda m: (-m[1], m[0])
+            )
     return run
 
 
@@ -197,7 +209,9 @@ def test_run_files_trec_and_jsonl(tmp_path):
     assert run_contract.read_run_file(tmp_path / "back.trec").equals(run)
     jsonl = tmp_path / "engine.jsonl"
     jsonl.write_text('{"qid": "q1", "chunk_id": "a", "score": 1}\n{"qid": "q1", "chunk_id": "b"}\n')
-    with pytest.raises(InputError, match="engine.jsonl:2: expected a JSON object with qid, chunk_id and a numeric score"):
+    with pytest.raises(
+        InputError, match="engine.jsonl:2: expected a JSON object with qid, chunk_id and a numeric score"
+    ):
         run_contract.read_run_file(jsonl)
     (tmp_path / "bad.trec").write_text("q1 b 0.9\n")
     with pytest.raises(InputError, match="bad.trec:1: expected a TREC run line"):
@@ -223,15 +237,18 @@ def test_pessimistic_ranks_and_judged_ranks_in_a_full_ranking():
 
 
 def test_bm25_scores_rank_the_chunk_sharing_a_rare_word_first():
-    chunks = ["The database stores each table in a B-tree.", "The zeppelin checkpoint copies pages back.", "Indexes make queries faster."]
+    chunks = [
+        "The database stores each table in a B-tree.",
+        "The zeppelin checkpoint copies pages back.",
+        "Indexes make queries faster.",
+    ]
     batch = bm25_scores(chunks, ["When does a zeppelin happen?", "how are indexes used", "the of and"])(slice(0, 3))
     assert int(np.argmax(batch[0])) == 1 and int(np.argmax(batch[1])) == 2 and batch[2].tolist() == [0.0, 0.0, 0.0]
 
 
 def test_python_method_calls_the_users_code(tmp_path, monkeypatch):
     (tmp_path / "my_engine.py").write_text(
-        "def search(questions, depth):\n"
-        "    return {q['qid']: [('b', 2.0), ('a', 1.0)][:depth] for q in questions}\n"
+        "def search(questions, depth):\n    return {q['qid']: [('b', 2.0), ('a', 1.0)][:depth] for q in questions}\n"
     )
     monkeypatch.chdir(tmp_path)
     questions, corpus = Questions(["q1"], ["x"]), Corpus(["a", "b"], ["", ""])

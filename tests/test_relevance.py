@@ -1,4 +1,5 @@
 """Evidence spans: locating excerpts, coverage relevance, and the reduction to chunk-id metrics."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -30,11 +31,11 @@ def test_locate_exact_fuzzy_and_missing():
 @pytest.mark.parametrize(
     "chunk,expected",
     [
-        ((10, 20), 0.5),   # chunk inside the span: it holds 10 of 20 evidence characters
-        ((0, 100), 1.0),   # span inside the chunk
-        ((0, 15), 0.25),   # span split across two chunks: the first part
+        ((10, 20), 0.5),  # chunk inside the span: it holds 10 of 20 evidence characters
+        ((0, 100), 1.0),  # span inside the chunk
+        ((0, 15), 0.25),  # span split across two chunks: the first part
         ((15, 40), 0.75),  # ... and the rest
-        ((30, 50), 0.0),   # touching the end, no overlap
+        ((30, 50), 0.0),  # touching the end, no overlap
     ],
 )
 def test_coverage_hand_computed(chunk, expected):
@@ -48,16 +49,23 @@ def test_union_coverage_counts_overlapping_chunks_once():
 
 
 def test_span_judgement_and_recall_over_split_evidence():
-    chunks = pd.DataFrame({"chunk_id": ["a", "b", "c", "x"], "doc_id": ["d", "d", "d", "other"],
-                           "start": [0, 15, 40, 0], "end": [15, 40, 60, 100]})
+    chunks = pd.DataFrame(
+        {
+            "chunk_id": ["a", "b", "c", "x"],
+            "doc_id": ["d", "d", "d", "other"],
+            "start": [0, 15, 40, 0],
+            "end": [15, 40, 60, 100],
+        }
+    )
     golden = [{"qid": "q", "doc_id": "d", "start": 10, "end": 30}]
     (judgement,) = judge(golden, chunks, min_coverage=0.5)
     assert judgement.indices.tolist() == [0, 1]  # only chunks of the same document that overlap
     assert judgement.gains.tolist() == [0.0, 0.75]  # chunk a holds 25% < min_coverage: not relevant
     ranks = np.array([1, 3])
     assert span_recall(judgement, ranks, [1, 2, 3]) == {1: 0.25, 2: 0.25, 3: 1.0}
-    row = question_metrics(ranks[judgement.gains > 0], judgement.gains[judgement.gains > 0], [1, 3],
-                           span_recall(judgement, ranks, [1, 3]))
+    row = question_metrics(
+        ranks[judgement.gains > 0], judgement.gains[judgement.gains > 0], [1, 3], span_recall(judgement, ranks, [1, 3])
+    )
     assert row["hit@1"] == 0 and row["hit@3"] == 1 and row["reciprocal_rank"] == pytest.approx(1 / 3)
     assert row["recall@1"] == 0.25  # the non-relevant top chunk still covers part of the evidence
 
@@ -65,8 +73,14 @@ def test_span_judgement_and_recall_over_split_evidence():
 def test_pre_chunked_spans_reduce_exactly_to_chunk_id_metrics():
     rng = np.random.default_rng(7)
     texts = [f"chunk number {i} " * 3 for i in range(30)]
-    chunks = pd.DataFrame({"chunk_id": [f"c{i}" for i in range(30)], "doc_id": [f"c{i}" for i in range(30)],
-                           "start": 0, "end": [len(t) for t in texts]})
+    chunks = pd.DataFrame(
+        {
+            "chunk_id": [f"c{i}" for i in range(30)],
+            "doc_id": [f"c{i}" for i in range(30)],
+            "start": 0,
+            "end": [len(t) for t in texts],
+        }
+    )
     ks = [1, 3, 5, 10]
     for _ in range(50):
         gold = int(rng.integers(30))
@@ -95,7 +109,7 @@ def test_handwritten_rows_follow_the_evidence_not_the_chunking():
     assert small[1] == large[1] == {"other_corpus": 1, "not_located": 1}
     for rows in (small[0], large[0]):
         (row,) = rows
-        assert DOC[row["start"]:row["end"]] == "WAL mode lets readers"
+        assert DOC[row["start"] : row["end"]] == "WAL mode lets readers"
         assert row["source"] == "hand-written" and row["doc_id"] == "d.md"
     assert small[0][0]["qid"] == large[0][0]["qid"]  # same question, same id, whatever the chunking
 

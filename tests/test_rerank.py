@@ -2,6 +2,7 @@
 bundled model's vocabulary, so nothing is downloaded) over a first stage's candidates, and its
 score cache: a second run scores no pair, a torn line from a crash is ignored and cut; and the
 offline recipe (docs/how-to/offline-reranker.md): a model folder, or a copied Hugging Face cache."""
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,13 @@ from retrieval_bench.retrieval import rerank
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
 
-CHUNKS = ["apples and pears", "write ahead logging in sqlite", "vacuum rebuilds the file", "sqlite logs every write", "pears are green"]
+CHUNKS = [
+    "apples and pears",
+    "write ahead logging in sqlite",
+    "vacuum rebuilds the file",
+    "sqlite logs every write",
+    "pears are green",
+]
 QUESTIONS = ["how does sqlite logging work", "which fruit is green"]
 
 
@@ -39,8 +46,13 @@ def tiny_cross_encoder(tmp_path_factory) -> str:
     tokenizer = AutoTokenizer.from_pretrained(str(bundled_model_path()))
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=512, num_labels=1,
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        num_labels=1,
     )
     BertForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -54,12 +66,25 @@ def unit(rows):
 
 def example():
     questions = Questions(["q1", "q2"], QUESTIONS, unit([[0.0, 1.0], [1.0, 0.0]]))
-    corpus = Corpus(["a", "b", "c", "d", "e"], CHUNKS, unit([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0], [0.8, 0.6], [0.9, 0.1]]))
+    corpus = Corpus(
+        ["a", "b", "c", "d", "e"], CHUNKS, unit([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0], [0.8, 0.6], [0.9, 0.1]])
+    )
     return questions, corpus
 
 
 def settings(model, **rerank_changes):
-    return {**DEFAULTS["retrieval"], "method": "rerank", "depth": 3, "rerank": {**DEFAULTS["retrieval"]["rerank"], "model": model, "candidates": 4, "batch_size": 3, **rerank_changes}}
+    return {
+        **DEFAULTS["retrieval"],
+        "method": "rerank",
+        "depth": 3,
+        "rerank": {
+            **DEFAULTS["retrieval"]["rerank"],
+            "model": model,
+            "candidates": 4,
+            "batch_size": 3,
+            **rerank_changes,
+        },
+    }
 
 
 @pytest.fixture
@@ -78,7 +103,9 @@ def counted(monkeypatch):
     return pairs
 
 
-def test_rerank_scores_candidates_with_the_cross_encoder_and_caches_them(tiny_cross_encoder, tmp_path, monkeypatch, counted):
+def test_rerank_scores_candidates_with_the_cross_encoder_and_caches_them(
+    tiny_cross_encoder, tmp_path, monkeypatch, counted
+):
     monkeypatch.chdir(tmp_path)
     questions, corpus = example()
     run = retrieve(settings(tiny_cross_encoder), questions, corpus)
@@ -92,7 +119,9 @@ def test_rerank_scores_candidates_with_the_cross_encoder_and_caches_them(tiny_cr
     expected = model.predict([(QUESTIONS[0], CHUNKS["abcde".index(c)]) for c in q1["chunk_id"]])
     np.testing.assert_allclose(q1["score"], expected, rtol=1e-5)
     assert q1["score"].is_monotonic_decreasing
-    dense_candidates = set(retrieve({**settings(None), "method": "dense", "depth": 4}, questions, corpus).query("qid == 'q1'")["chunk_id"])
+    dense_candidates = set(
+        retrieve({**settings(None), "method": "dense", "depth": 4}, questions, corpus).query("qid == 'q1'")["chunk_id"]
+    )
     assert set(q1["chunk_id"]) <= dense_candidates
     lines = (tmp_path / "data" / "rerank_cache.jsonl").read_text().splitlines()
     assert len(lines) == 8 and set(json.loads(lines[0])) == {"key", "score"}
@@ -107,7 +136,11 @@ def test_rerank_scores_candidates_with_the_cross_encoder_and_caches_them(tiny_cr
     # BM25 first stage: no vectors needed.
     assert not needs_vectors(settings(tiny_cross_encoder, first_stage="bm25"))
     assert needs_vectors(settings(tiny_cross_encoder, first_stage="hybrid"))
-    bm25_first = retrieve(settings(tiny_cross_encoder, first_stage="bm25"), Questions(questions.qids, QUESTIONS), Corpus(corpus.chunk_ids, CHUNKS))
+    bm25_first = retrieve(
+        settings(tiny_cross_encoder, first_stage="bm25"),
+        Questions(questions.qids, QUESTIONS),
+        Corpus(corpus.chunk_ids, CHUNKS),
+    )
     assert set(bm25_first.query("qid == 'q1'")["chunk_id"]) == {"b", "d"}  # the chunks sharing a word, no other
 
 
@@ -139,7 +172,9 @@ def test_score_keys_follow_the_model_files(tiny_cross_encoder, tmp_path):
 def test_missing_model_is_one_line_naming_the_key(tmp_path, monkeypatch):
     params = tmp_path / "params.yaml"
     params.write_text("retrieval:\n  method: rerank\n")
-    with pytest.raises(InputError, match=r"retrieval.method rerank needs retrieval.rerank.model.*cross-encoder/ms-marco-MiniLM-L6-v2"):
+    with pytest.raises(
+        InputError, match=r"retrieval.method rerank needs retrieval.rerank.model.*cross-encoder/ms-marco-MiniLM-L6-v2"
+    ):
         load_all_params(params)
     for body, message in (
         ("  rerank: {first_stage: ann}\n", "retrieval.rerank.first_stage must be one of dense, bm25, hybrid"),
@@ -151,13 +186,23 @@ def test_missing_model_is_one_line_naming_the_key(tmp_path, monkeypatch):
             load_all_params(params)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    with pytest.raises(InputError, match=r"retrieval.rerank.model 'nobody/no-such-cross-encoder': not a local path, not in the Hugging Face cache, and HF_HUB_OFFLINE is set"):
+    with pytest.raises(
+        InputError,
+        match=r"retrieval.rerank.model 'nobody/no-such-cross-encoder': not a local path, not in the Hugging Face cache, and HF_HUB_OFFLINE is set",
+    ):
         rerank.resolve_model("nobody/no-such-cross-encoder")
 
 
 @pytest.mark.pipeline
 def test_rerank_through_dvc_keeps_its_cache(project, tiny_cross_encoder):
-    set_params(project, **{"retrieval.method": "rerank", "retrieval.rerank.model": tiny_cross_encoder, "retrieval.rerank.candidates": 20})
+    set_params(
+        project,
+        **{
+            "retrieval.method": "rerank",
+            "retrieval.rerank.model": tiny_cross_encoder,
+            "retrieval.rerank.candidates": 20,
+        },
+    )
     first = dvc("repro", "retrieve", cwd=project)
     n_questions = len((project / "data" / "goldenset.jsonl").read_text().splitlines())
     assert f"rerank: {20 * n_questions} pairs, {20 * n_questions} scored" in first.stderr + first.stdout
@@ -190,18 +235,31 @@ def copy_into_hf_cache(model_folder: str, hf_home: Path, repo_id: str) -> None:
 
 
 @pytest.mark.pipeline
-def test_the_offline_recipe_reranks_with_a_cross_encoder_from_a_copied_hf_cache(project, tiny_cross_encoder, tmp_path, monkeypatch):
+def test_the_offline_recipe_reranks_with_a_cross_encoder_from_a_copied_hf_cache(
+    project, tiny_cross_encoder, tmp_path, monkeypatch
+):
     dvc("repro", cwd=project)
     dense = pd.read_parquet(project / "data" / "run.parquet")
     copy_into_hf_cache(tiny_cross_encoder, tmp_path / "hf", RERANK_DEFAULT_MODEL)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    set_params(project, **{"retrieval.method": "rerank", "retrieval.rerank.model": RERANK_DEFAULT_MODEL,
-                           "retrieval.rerank.candidates": 10, "retrieval.depth": 10, "score.k": [1, 5, 10]})
+    set_params(
+        project,
+        **{
+            "retrieval.method": "rerank",
+            "retrieval.rerank.model": RERANK_DEFAULT_MODEL,
+            "retrieval.rerank.candidates": 10,
+            "retrieval.depth": 10,
+            "score.k": [1, 5, 10],
+        },
+    )
     result = dvc("repro", "retrieve", cwd=project)
     n_questions = dense["qid"].nunique()
-    assert f"rerank: {10 * n_questions} pairs, {10 * n_questions} scored by the cross-encoder" in result.stderr + result.stdout
+    assert (
+        f"rerank: {10 * n_questions} pairs, {10 * n_questions} scored by the cross-encoder"
+        in result.stderr + result.stdout
+    )
     before = dense[dense["rank"] <= 10].groupby("qid")["chunk_id"].agg(list)
     after = pd.read_parquet(project / "data" / "run.parquet").groupby("qid")["chunk_id"].agg(list)
     assert (before.map(sorted) == after.map(sorted)).all()  # the dense top 10 of every question ...

@@ -1,5 +1,6 @@
 """The run contract through the real `dvc repro`: switching methods re-runs retrieve and score
 only, an external engine's run file and the same engine as Python code score identically."""
+
 import json
 import sys
 
@@ -33,9 +34,14 @@ def test_methods_external_runs_and_python_retrievers(project):
     assert 0 < from_file["mrr"] < 1
 
     # The same engine called as Python code gives the same metrics.
-    set_params(project, **{"retrieval.method": "python", "retrieval.python": "runs.sqlite_fts:search", "retrieval.run_file": None})
+    set_params(
+        project,
+        **{"retrieval.method": "python", "retrieval.python": "runs.sqlite_fts:search", "retrieval.run_file": None},
+    )
     dvc("repro", cwd=project)
     from_code = read_metrics(project)
     assert from_code == from_file
-    compared = json.loads(run([sys.executable, "-m", "retrieval_bench.cli", "compare", "HEAD", "workspace", "--json"], cwd=project).stdout)
+    compared = json.loads(
+        run([sys.executable, "-m", "retrieval_bench.cli", "compare", "HEAD", "workspace", "--json"], cwd=project).stdout
+    )
     assert compared["n_questions"] == from_code["n_questions"] and "mrr" in compared["metrics"]

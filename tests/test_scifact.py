@@ -3,6 +3,7 @@
 The full reproduction (nDCG@10 = 0.6451 as published by MTEB) is `make reproduce-scifact`;
 this runs the same path on 150 abstracts. Skipped where ../shared is absent (a user's clone).
 """
+
 import json
 
 import numpy as np
@@ -51,7 +52,9 @@ def test_scifact_slice_matches_trec_eval(tmp_path):
     doc_ids = json.loads((embeddings / "corpus_ids.json").read_text())
     run = {row["qid"]: {d: float(s) for d, s in zip(doc_ids, scores[i])} for i, row in enumerate(golden)}
     qrels = {row["qid"]: row["relevant"] for row in golden}
-    trec = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.1,5,10", "recip_rank", "map_cut.10"}).evaluate(run)
+    trec = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.1,5,10", "recip_rank", "map_cut.10"}).evaluate(
+        run
+    )
 
     per_question = pd.read_csv(project / "metrics" / "per_question.csv", dtype={"qid": str}).set_index("qid")
     for qid, expected in trec.items():

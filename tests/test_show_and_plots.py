@@ -1,4 +1,5 @@
 """What a new user sees: `retrieval-bench show` after a run, and the plots page working offline."""
+
 from __future__ import annotations
 
 import json
@@ -56,10 +57,23 @@ def test_dvc_plots_show_writes_an_offline_page_that_renders(tmp_path):
         pytest.skip("no headless Chromium here to render the page (apt-get install chromium)")
     shot = tmp_path / "plots.png"
     subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=900,1400", "--virtual-time-budget=5000",
-         f"--screenshot={shot}", (project / "dvc_plots" / "index.html").as_uri()],
-        check=True, capture_output=True, timeout=120,
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=900,1400",
+            "--virtual-time-budget=5000",
+            f"--screenshot={shot}",
+            (project / "dvc_plots" / "index.html").as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     # A page whose scripts failed to load is blank: the rendered charts leave many distinct colours.
     from PIL import Image

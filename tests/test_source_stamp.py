@@ -1,6 +1,7 @@
 """load_chunks depends on data/source_stamp.json, which stands for load.source (a path DVC could
 hash, or a vector store it cannot): an edit re-runs load_chunks, a touch does not, a store server
 is re-read on every repro."""
+
 import json
 import os
 import time

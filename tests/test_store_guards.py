@@ -2,6 +2,7 @@
 (a header collector on this machine, reached under its non-loopback address, never sees it); a
 server that accepts and never answers is one line after the address's timeout; the README's
 relative Chroma path passes check_params; Chroma's search says a run is one draw of it."""
+
 from __future__ import annotations
 
 import json
@@ -99,14 +100,20 @@ def clean_env(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("engine", sorted(KEYS))
-def test_a_store_key_is_not_sent_to_a_host_params_yaml_chose(workdir, collector, elsewhere, clean_env, engine, monkeypatch, capsys):
+def test_a_store_key_is_not_sent_to_a_host_params_yaml_chose(
+    workdir, collector, elsewhere, clean_env, engine, monkeypatch, capsys
+):
     variable, header = KEYS[engine]
     monkeypatch.setenv(variable, SECRET)
     source = f"{engine}:{elsewhere}?collection=docs"
     set_params(workdir, **{"load.source": source})
     result = stage_in_process("load_chunks", workdir, monkeypatch, capsys)
-    assert_one_line_error(result, f"error: {source}: {variable} is set, and a key from your environment is only sent to a loopback host",
-                          f"export {STORE_URL_ENV}={elsewhere} (or add it to {clean_env})", f"or unset {variable}")
+    assert_one_line_error(
+        result,
+        f"error: {source}: {variable} is set, and a key from your environment is only sent to a loopback host",
+        f"export {STORE_URL_ENV}={elsewhere} (or add it to {clean_env})",
+        f"or unset {variable}",
+    )
     assert collector.received(header) == [] and SECRET not in json.dumps(collector.headers)
     assert SECRET not in result.stdout + result.stderr
     assert not (workdir / "data" / "chunks.parquet").exists()
@@ -116,24 +123,33 @@ SURFACES = {
     "load.source": lambda address: registry.open_store(address),
     "embed stored vectors": lambda address: read_vectors(address, ["c0"]),
     "retrieval.store.address": lambda address: store_search.retrieve(
-        Questions(["q1"], ["what"], np.ones((1, 8), dtype=np.float32)), Corpus(["c0"], ["text"]),
-        {"store": {"address": str(address), "search": None, "filter": None}}, 10),
+        Questions(["q1"], ["what"], np.ones((1, 8), dtype=np.float32)),
+        Corpus(["c0"], ["text"]),
+        {"store": {"address": str(address), "search": None, "filter": None}},
+        10,
+    ),
 }
 
 
 @pytest.mark.parametrize("surface", sorted(SURFACES))
 @pytest.mark.parametrize("engine", sorted(KEYS))
-def test_every_store_surface_keeps_the_key_from_an_unvouched_host(collector, elsewhere, clean_env, engine, surface, monkeypatch):
+def test_every_store_surface_keeps_the_key_from_an_unvouched_host(
+    collector, elsewhere, clean_env, engine, surface, monkeypatch
+):
     variable, header = KEYS[engine]
     monkeypatch.setenv(variable, SECRET)
-    with pytest.raises(InputError, match=f"{variable} is set, and a key from your environment is only sent to a loopback host"):
+    with pytest.raises(
+        InputError, match=f"{variable} is set, and a key from your environment is only sent to a loopback host"
+    ):
         SURFACES[surface](parse_address(f"{engine}:{elsewhere}?collection=docs"))
     assert collector.received(header) == []
 
 
 @pytest.mark.parametrize("vouched", ["loopback", "environment", "config file"])
 @pytest.mark.parametrize("engine", sorted(KEYS))
-def test_the_key_still_goes_where_the_user_vouched_for_it(collector, elsewhere, clean_env, engine, vouched, monkeypatch):
+def test_the_key_still_goes_where_the_user_vouched_for_it(
+    collector, elsewhere, clean_env, engine, vouched, monkeypatch
+):
     variable, header = KEYS[engine]
     monkeypatch.setenv(variable, SECRET)
     url = elsewhere
@@ -166,14 +182,21 @@ def test_a_server_that_never_answers_is_one_line_after_the_timeout(workdir, sile
     result = stage("load_chunks", workdir)  # a subprocess: exit status and stderr as a user sees them
     assert_one_line_error(result, f"error: {parse_address(source)}: ")
     assert "Traceback" not in result.stderr and not (workdir / "data" / "chunks.parquet").exists()
-    waited = {"chroma": "the Chroma server did not answer within 0.5 s", "qdrant": "the Qdrant server did not answer within 1 s"}[engine]
+    waited = {
+        "chroma": "the Chroma server did not answer within 0.5 s",
+        "qdrant": "the Qdrant server did not answer within 1 s",
+    }[engine]
     assert f"{waited} (for a slow server, raise ?timeout=<seconds> in the address)" in result.stderr
 
 
 def test_the_readme_relative_chroma_path_passes_check_params(workdir, monkeypatch, capsys):
     ids, texts, metadata, vectors, _ = random_chunks(1)
-    documents = [{"doc_id": record["doc_id"]} for record in metadata]  # no offsets: each chunk stands in its document alone
-    registry.create_collection(parse_address(f"chroma:{workdir}/stores/chroma?collection=docs"), ids, texts, documents, vectors, None)
+    documents = [
+        {"doc_id": record["doc_id"]} for record in metadata
+    ]  # no offsets: each chunk stands in its document alone
+    registry.create_collection(
+        parse_address(f"chroma:{workdir}/stores/chroma?collection=docs"), ids, texts, documents, vectors, None
+    )
     set_params(workdir, **{"load.source": "chroma:stores/chroma?collection=docs"})
     for name in ("check_params", "load_chunks"):
         result = stage_in_process(name, workdir, monkeypatch, capsys)
@@ -189,13 +212,18 @@ def test_a_chroma_store_run_says_it_is_one_draw(engine, tmp_path, capsys):
     address = f"{engine}:{tmp_path / engine}?{key}=docs"
     registry.create_collection(parse_address(address), ids, texts, metadata, vectors, None)
     settings = {"store": {"address": address, "search": None, "filter": None}, "depth": 10}
-    questions, corpus = Questions([f"q{i}" for i in range(len(queries))], ["?"] * len(queries), queries), Corpus(ids, texts, vectors)
+    questions, corpus = (
+        Questions([f"q{i}" for i in range(len(queries))], ["?"] * len(queries), queries),
+        Corpus(ids, texts, vectors),
+    )
     capsys.readouterr()
     run = store_search.retrieve(questions, corpus, settings, 10)
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     info = store_search.run_info(settings, questions, corpus, run)
     if engine == "chroma":
-        assert len(warnings) == 1 and "differs between processes" in warnings[0] and "this run is one draw" in warnings[0]
+        assert (
+            len(warnings) == 1 and "differs between processes" in warnings[0] and "this run is one draw" in warnings[0]
+        )
         assert "this run is one draw" in info["one_draw"]
     else:
         assert warnings == [] and "one_draw" not in info

@@ -3,6 +3,7 @@ sample's chunks and vectors scores exactly like the same chunks as a Parquet fil
 the stored vectors); the `store` method searches the store's own index and `compare` reads it; a
 collection whose vectors another model made is refused in one line; a Chroma server started here
 serves the same pipeline through its URL; an API key never reaches an error message."""
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,11 @@ def address_text(engine: str, location: Path | str, name: str = "sample") -> str
 
 
 def store_location(project: Path, engine: str) -> Path:
-    return project / "stores" / {"chroma": "chroma", "lancedb": "sample.lancedb", "qdrant": "qdrant", "sqlite-vec": "sample.db"}[engine]
+    return (
+        project
+        / "stores"
+        / {"chroma": "chroma", "lancedb": "sample.lancedb", "qdrant": "qdrant", "sqlite-vec": "sample.db"}[engine]
+    )
 
 
 @dataclass
@@ -49,12 +54,20 @@ class Routes:
     outputs: dict[str, bytes]  # data/chunks.parquet and data/documents.parquet of the Parquet route
     metrics: dict  # metrics.json of the Parquet route
 
-    def build(self, engine: str, vectors: np.ndarray | None = None, name: str = "sample", index: dict | None = None) -> str:
+    def build(
+        self, engine: str, vectors: np.ndarray | None = None, name: str = "sample", index: dict | None = None
+    ) -> str:
         """A collection of the sample's chunks (doc_id, start, end as metadata) and `vectors`."""
         text = address_text(engine, store_location(self.project, engine), name)
         metadata = self.chunks[["doc_id", "start", "end"]].to_dict("records")
-        registry.create_collection(parse_address(text), self.chunks["chunk_id"].tolist(), self.chunks["text"].tolist(), metadata,
-                                   self.vectors if vectors is None else vectors, index)
+        registry.create_collection(
+            parse_address(text),
+            self.chunks["chunk_id"].tolist(),
+            self.chunks["text"].tolist(),
+            metadata,
+            self.vectors if vectors is None else vectors,
+            index,
+        )
         return text
 
 
@@ -65,7 +78,9 @@ def routes(tmp_path_factory) -> Routes:
     project = copy_project(tmp_path_factory.mktemp("stores") / "project")
     documents = load_corpus(project / "data" / "sample" / "sqlite")
     (project / "exports").mkdir()
-    documents.chunks[["chunk_id", "doc_id", "start", "end", "text"]].to_parquet(project / "exports" / "chunks.parquet", index=False)
+    documents.chunks[["chunk_id", "doc_id", "start", "end", "text"]].to_parquet(
+        project / "exports" / "chunks.parquet", index=False
+    )
     set_params(project, **{"load.source": "exports/chunks.parquet", "load.id_field": "chunk_id"})
     dvc("repro", cwd=project)
     git("add", "-A", cwd=project)
@@ -77,21 +92,32 @@ def routes(tmp_path_factory) -> Routes:
     assert pd.read_parquet(project / "data" / "chunks.parquet").equals(documents.chunks)
     assert rebuilt["doc_id"].tolist() == documents.documents["doc_id"].tolist()
     assert [text.rstrip() for text in rebuilt["text"]] == [text.rstrip() for text in documents.documents["text"]]
-    return Routes(project, documents.chunks, np.load(project / "data" / "embeddings" / "corpus.npy"), outputs, read_metrics(project))
+    return Routes(
+        project,
+        documents.chunks,
+        np.load(project / "data" / "embeddings" / "corpus.npy"),
+        outputs,
+        read_metrics(project),
+    )
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_store_built_from_the_sample_scores_like_the_parquet_route(engine, routes):
     project = routes.project
     source = routes.build(engine)
-    set_params(project, **{"load.source": source, "load.id_field": "id", "embed.corpus_vectors": "stored", "retrieval.method": "dense"})
+    set_params(
+        project,
+        **{"load.source": source, "load.id_field": "id", "embed.corpus_vectors": "stored", "retrieval.method": "dense"},
+    )
     output = dvc("repro", cwd=project).stdout
     assert {"load_chunks", "embed_corpus"} <= ran_stages(output) and "embed_questions" not in ran_stages(output)
     assert "chunk vectors read from" in output and "checked on 32 of them" in output
     for name, expected in routes.outputs.items():
         assert (project / "data" / name).read_bytes() == expected, name  # the same chunks and documents, byte for byte
     stored = np.load(project / "data" / "embeddings" / "corpus.npy")
-    assert np.allclose(stored, routes.vectors, rtol=0, atol=1e-6)  # cosine collections normalize again: the last bit may move
+    assert np.allclose(
+        stored, routes.vectors, rtol=0, atol=1e-6
+    )  # cosine collections normalize again: the last bit may move
     assert json.loads((project / "data" / "source_stamp.json").read_text())["kind"] == "local store"
     assert read_metrics(project) == routes.metrics
 
@@ -103,15 +129,22 @@ def test_the_store_method_reports_what_its_index_costs_and_runs_through_compare(
     dense = read_metrics(project)
     # A table of the same chunks with an IVF index, one partition probed: the index costs recall.
     ivf = routes.build("lancedb", name="ivf", index={"type": "IVF_FLAT", "num_partitions": 8})
-    set_params(project, **{"retrieval.method": "store", "retrieval.store.address": ivf, "retrieval.store.search": {"nprobes": 1}})
+    set_params(
+        project,
+        **{"retrieval.method": "store", "retrieval.store.address": ivf, "retrieval.store.search": {"nprobes": 1}},
+    )
     assert ran_stages(dvc("repro", cwd=project).stdout) == {"retrieve", "judge", "score"}
     narrow = read_metrics(project)
     info = json.loads((project / "data" / "run_info.json").read_text())
     assert info["method"] == "store" and info["store"] == str(parse_address(ivf)) and info["search"] == {"nprobes": 1}
     assert 0 < narrow["ann_recall@10"] < 1.0 and narrow["ann_recall@10"] == pytest.approx(info["ann_recall"]["10"])
-    compared = json.loads(run([sys.executable, "-m", "retrieval_bench.cli", "compare", "HEAD", "workspace", "--json"], cwd=project).stdout)
+    compared = json.loads(
+        run([sys.executable, "-m", "retrieval_bench.cli", "compare", "HEAD", "workspace", "--json"], cwd=project).stdout
+    )
     assert compared["n_questions"] == dense["n_questions"] and "recall@10" in compared["metrics"]
-    set_params(project, **{"retrieval.method": "dense", "retrieval.store.address": None, "retrieval.store.search": None})
+    set_params(
+        project, **{"retrieval.method": "dense", "retrieval.store.address": None, "retrieval.store.search": None}
+    )
 
 
 def test_vectors_another_model_made_are_refused_in_one_line(routes, tmp_path):
@@ -123,12 +156,19 @@ def test_vectors_another_model_made_are_refused_in_one_line(routes, tmp_path):
     failed = dvc("repro", cwd=project, check=False)
     errors = [line for line in (failed.stdout + failed.stderr).splitlines() if line.startswith("error:")]
     assert failed.returncode != 0 and len(errors) == 1, failed.stderr
-    assert f"the vectors in {parse_address(source)} were not made by embed.model sentence-transformers/all-MiniLM-L6-v2" in errors[0]
+    assert (
+        f"the vectors in {parse_address(source)} were not made by embed.model sentence-transformers/all-MiniLM-L6-v2"
+        in errors[0]
+    )
     assert "which model made them is unknown" in errors[0] and "embed.corpus_vectors: embed" in errors[0]
 
     # Another dimension is refused the same way, before any cosine is taken.
-    narrow = routes.build("lancedb", vectors=foreign[:, :64] / np.linalg.norm(foreign[:, :64], axis=1, keepdims=True), name="narrow")
-    with pytest.raises(InputError, match=r"have 64 dimensions and embed.model sentence-transformers/all-MiniLM-L6-v2 makes 384"):
+    narrow = routes.build(
+        "lancedb", vectors=foreign[:, :64] / np.linalg.norm(foreign[:, :64], axis=1, keepdims=True), name="narrow"
+    )
+    with pytest.raises(
+        InputError, match=r"have 64 dimensions and embed.model sentence-transformers/all-MiniLM-L6-v2 makes 384"
+    ):
         stored_corpus_vectors(narrow, routes.chunks[["chunk_id", "text"]], DEFAULTS["embed"], tmp_path / "cache")
 
 
@@ -136,13 +176,21 @@ def test_a_chroma_server_started_here_serves_the_pipeline_through_its_url(routes
     project = routes.project
     with chroma_server(tmp_path / "chroma-server") as url:
         source = address_text("chroma", url)
-        registry.create_collection(parse_address(source), routes.chunks["chunk_id"].tolist(), routes.chunks["text"].tolist(),
-                                   routes.chunks[["doc_id", "start", "end"]].to_dict("records"), routes.vectors, None)
+        registry.create_collection(
+            parse_address(source),
+            routes.chunks["chunk_id"].tolist(),
+            routes.chunks["text"].tolist(),
+            routes.chunks[["doc_id", "start", "end"]].to_dict("records"),
+            routes.vectors,
+            None,
+        )
         set_params(project, **{"load.source": source, "embed.corpus_vectors": "stored", "retrieval.method": "store"})
         output = dvc("repro", cwd=project).stdout
     assert {"load_chunks", "embed_corpus", "retrieve"} <= ran_stages(output)
     assert (project / "data" / "chunks.parquet").read_bytes() == routes.outputs["chunks.parquet"]
-    assert json.loads((project / "data" / "source_stamp.json").read_text())["kind"] == "store server"  # re-read on every repro
+    assert (
+        json.loads((project / "data" / "source_stamp.json").read_text())["kind"] == "store server"
+    )  # re-read on every repro
     assert read_metrics(project)["ann_recall@10"] >= 0.99  # HNSW with ef_search 100 over ~60 chunks visits them all
 
 
@@ -150,7 +198,12 @@ def test_an_api_key_never_reaches_the_one_line_error(routes):
     project = routes.project
     source = address_text("chroma", f"http://127.0.0.1:{free_port()}")  # nothing listens there
     set_params(project, **{"load.source": source, "embed.corpus_vectors": "embed", "retrieval.method": "dense"})
-    failed = run([sys.executable, "-m", "stages.load_chunks"], cwd=project, check=False, env={**tool_env(), "CHROMA_API_KEY": SECRET})
+    failed = run(
+        [sys.executable, "-m", "stages.load_chunks"],
+        cwd=project,
+        check=False,
+        env={**tool_env(), "CHROMA_API_KEY": SECRET},
+    )
     assert failed.returncode == 1
     lines = failed.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {parse_address(source)}: cannot reach the Chroma server")

@@ -2,6 +2,7 @@
 (test_stores.py checks what they share): exact page sizes, Qdrant's search parameters, a collection
 written by hand as a user would, field names, files left as they were, and errors that name the
 address and never the API key."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -58,8 +59,14 @@ def test_bad_search_parameters_or_filter_are_one_line(store):
 
 def test_reading_and_searching_never_change_the_files(address, chunks):
     """load_chunks' source stamp is the files' sizes and times: reading must leave them as they are."""
+
     def files():
-        return sorted((str(path), path.stat().st_size, path.stat().st_mtime_ns) for path in Path(address.location).rglob("*") if path.is_file())
+        return sorted(
+            (str(path), path.stat().st_size, path.stat().st_mtime_ns)
+            for path in Path(address.location).rglob("*")
+            if path.is_file()
+        )
+
     before = files()
     with opened(address) as store:
         list(store.pages(100, with_vectors=True))
@@ -73,18 +80,34 @@ def test_a_collection_written_by_hand_with_its_own_field_names(tmp_path, chunks)
     _, _, _, vectors, queries = chunks
     vectors = vectors[:100] * 3  # Euclid keeps lengths; local mode commits point by point, so fewer
     client = QdrantClient(path=str(tmp_path))
-    client.create_collection("notes", vectors_config={"dense": models.VectorParams(size=DIM, distance=models.Distance.EUCLID)})
-    client.upsert("notes", points=[models.PointStruct(id=i, vector={"dense": vectors[i].tolist()}, payload={"body": f"note {i}", "source": f"s{i % 3}"})
-                                   for i in range(len(vectors))])
+    client.create_collection(
+        "notes", vectors_config={"dense": models.VectorParams(size=DIM, distance=models.Distance.EUCLID)}
+    )
+    client.upsert(
+        "notes",
+        points=[
+            models.PointStruct(
+                id=i, vector={"dense": vectors[i].tolist()}, payload={"body": f"note {i}", "source": f"s{i % 3}"}
+            )
+            for i in range(len(vectors))
+        ],
+    )
     client.close()
     for options in ("text=body&vector=dense", "text=body"):  # the only named vector needs no naming
         with opened(parse_address(f"qdrant:{tmp_path}?collection=notes&{options}")) as store:
             page = next(store.pages(50, with_vectors=True))
-            assert page.ids == [str(i) for i in range(50)] and page.texts[7] == "note 7" and page.metadata[7] == {"source": "s1"}
+            assert (
+                page.ids == [str(i) for i in range(50)]
+                and page.texts[7] == "note 7"
+                and page.metadata[7] == {"source": "s1"}
+            )
             assert np.abs(page.vectors - vectors[:50]).max() <= 1e-6
             found = store.search(queries[:4], DEPTH, {"exact": True}, None)
             distances = np.linalg.norm(queries[:4, None] - vectors[None], axis=2)
-            expected = [[(str(j), 1 - float(distances[q, j]) ** 2 / 2) for j in np.argsort(distances[q])[:DEPTH]] for q in range(4)]
+            expected = [
+                [(str(j), 1 - float(distances[q, j]) ** 2 / 2) for j in np.argsort(distances[q])[:DEPTH]]
+                for q in range(4)
+            ]
             assert_same_ranking(found, expected)
     for options, message in (("vector=sparse", "no vector 'sparse'"), ("", "no text in payload field 'text'")):
         with pytest.raises(InputError, match=message):
@@ -102,7 +125,9 @@ def test_create_collection_honours_field_names(tmp_path, chunks):
     assert set(record.payload) == {"key", "body", "doc_id", "start", "end"} and set(record.vector) == {"v"}
     with opened(address) as store:
         page = next(store.pages(100, with_vectors=False))
-        assert sorted(zip(page.ids, page.texts, page.metadata), key=str) == sorted(zip(ids[:40], texts[:40], metadata[:40]), key=str)
+        assert sorted(zip(page.ids, page.texts, page.metadata), key=str) == sorted(
+            zip(ids[:40], texts[:40], metadata[:40]), key=str
+        )
         assert_same_ranking(store.search(queries, 5, None, None), exact_top_k(queries, vectors[:40], ids[:40], 5))
 
 

@@ -2,6 +2,7 @@
 (test_stores.py checks what they share): pages in rowid order, filters vec0 applies inside its search
 and ones SQLite applies after it, a vec0 table written by hand as a user would, column names, and a
 file never written to."""
+
 from __future__ import annotations
 
 import hashlib
@@ -52,12 +53,18 @@ def test_pages_are_bounded_and_in_rowid_order(chunks, store):
     assert np.array_equal(np.concatenate([page.vectors for page in pages]), vectors)  # the float32 bits as written
 
 
-@pytest.mark.parametrize("where, keep", [
-    ("doc_id IN ('doc1', 'doc2') AND start >= 1000", lambda m: m["doc_id"] in ("doc1", "doc2") and m["start"] >= 1000),
-    # vec0 cannot apply these inside its search; SQLite applies them to the k results after it
-    ("lower(doc_id) = 'doc3'", lambda m: m["doc_id"] == "doc3"),
-    ("start % 3 = 0", lambda m: m["start"] % 3 == 0),
-])
+@pytest.mark.parametrize(
+    "where, keep",
+    [
+        (
+            "doc_id IN ('doc1', 'doc2') AND start >= 1000",
+            lambda m: m["doc_id"] in ("doc1", "doc2") and m["start"] >= 1000,
+        ),
+        # vec0 cannot apply these inside its search; SQLite applies them to the k results after it
+        ("lower(doc_id) = 'doc3'", lambda m: m["doc_id"] == "doc3"),
+        ("start % 3 = 0", lambda m: m["start"] % 3 == 0),
+    ],
+)
 def test_a_filter_restricts_the_search(chunks, store, where, keep):
     ids, _, metadata, vectors, queries = chunks
     rows = [i for i, m in enumerate(metadata) if keep(m)]
@@ -89,12 +96,15 @@ def test_a_filter_that_leaves_too_few_is_an_error_not_a_short_ranking(monkeypatc
         store.search(query, 30, None, None)
 
 
-@pytest.mark.parametrize("search, where, message", [
-    ({"ef": 10}, None, "no search parameters"),
-    (None, {"doc_id": "doc3"}, "SQL condition"),
-    (None, "text = 'text 3'", "auxiliary column"),  # vec0 refuses it in a k-nearest query
-    (None, "nonsense = 1", "no such column"),
-])
+@pytest.mark.parametrize(
+    "search, where, message",
+    [
+        ({"ef": 10}, None, "no search parameters"),
+        (None, {"doc_id": "doc3"}, "SQL condition"),
+        (None, "text = 'text 3'", "auxiliary column"),  # vec0 refuses it in a k-nearest query
+        (None, "nonsense = 1", "no such column"),
+    ],
+)
 def test_bad_search_parameters_or_filter_are_one_line(store, search, where, message):
     with pytest.raises(InputError, match=message) as error:
         store.search(np.ones((1, DIM), dtype=np.float32), DEPTH, search, where)
@@ -122,17 +132,31 @@ def test_a_table_written_by_hand_with_its_own_column_names(tmp_path, chunks):
     connection = sqlite3.connect(tmp_path / "notes.db")
     connection.enable_load_extension(True)
     sqlite_vec.load(connection)
-    connection.execute(f"CREATE VIRTUAL TABLE notes USING vec0(small float[2], emb float[{DIM}] distance_metric=l2, paper text, +body text, +tags text)")
-    connection.executemany("INSERT INTO notes(rowid, small, emb, paper, body, tags) VALUES (?, ?, ?, ?, ?, ?)",
-                           [(i + 100, np.zeros(2, np.float32).tobytes(), vectors[i].tobytes(), f"p{i % 3}", f"note {i}", None) for i in range(N)])
+    connection.execute(
+        f"CREATE VIRTUAL TABLE notes USING vec0(small float[2], emb float[{DIM}] distance_metric=l2, paper text, +body text, +tags text)"
+    )
+    connection.executemany(
+        "INSERT INTO notes(rowid, small, emb, paper, body, tags) VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (i + 100, np.zeros(2, np.float32).tobytes(), vectors[i].tobytes(), f"p{i % 3}", f"note {i}", None)
+            for i in range(N)
+        ],
+    )
     connection.commit()
     connection.close()
     with opened(parse_address(f"sqlite-vec:{tmp_path / 'notes.db'}?table=notes&text=body&vector=emb")) as store:
         page = next(store.pages(50, with_vectors=True))
-        assert page.ids[:2] == ["100", "101"] and page.texts[7] == "note 7" and page.metadata[7] == {"paper": "p1", "tags": None}
+        assert (
+            page.ids[:2] == ["100", "101"]
+            and page.texts[7] == "note 7"
+            and page.metadata[7] == {"paper": "p1", "tags": None}
+        )
         assert np.array_equal(page.vectors, vectors[:50])
         distances = np.linalg.norm(queries[:, None] - vectors[None], axis=2)
-        expected = [[(str(j + 100), 1 - float(distances[q, j]) ** 2 / 2) for j in np.argsort(distances[q])[:DEPTH]] for q in range(len(queries))]
+        expected = [
+            [(str(j + 100), 1 - float(distances[q, j]) ** 2 / 2) for j in np.argsort(distances[q])[:DEPTH]]
+            for q in range(len(queries))
+        ]
         assert_same_ranking(store.search(queries, DEPTH, None, None), expected)
     with pytest.raises(InputError, match=r"vector columns: small, emb; choose one with \?vector="):
         registry.open_store(parse_address(f"sqlite-vec:{tmp_path / 'notes.db'}?table=notes&text=body"))
@@ -148,13 +172,18 @@ def test_create_collection_honours_column_names(tmp_path, chunks):
     connection = sqlite3.connect(tmp_path / "x.db")
     sql = connection.execute("SELECT sql FROM sqlite_master WHERE name = 'c'").fetchone()[0]
     connection.close()
-    assert f"emb float[{DIM}] distance_metric=cosine, doc_id text, start integer, end integer, +note text, +key text, +body text" in sql
+    assert (
+        f"emb float[{DIM}] distance_metric=cosine, doc_id text, start integer, end integer, +note text, +key text, +body text"
+        in sql
+    )
     with opened(address) as store:
         page = next(store.pages(100, with_vectors=False))
         assert page.ids == ids[:40] and page.texts == texts[:40]
         assert page.metadata == [{**m, "note": m.get("note")} for m in records]
-        assert_same_ranking(store.search(queries, 5, None, "doc_id = 'doc2'"),
-                            exact_top_k(queries, vectors[:40], ids[:40], 5, [i for i in range(40) if i % 7 == 2]))
+        assert_same_ranking(
+            store.search(queries, 5, None, "doc_id = 'doc2'"),
+            exact_top_k(queries, vectors[:40], ids[:40], 5, [i for i in range(40) if i % 7 == 2]),
+        )
 
 
 def test_a_table_that_is_not_vec0_is_one_line_naming_the_address(tmp_path):

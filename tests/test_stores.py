@@ -2,6 +2,7 @@
 create_collection and read back by open_store — count, paging, vectors, the engine's own search
 against exact numpy top-k, filters, one-line errors, a missing extra. Embedded engines run in
 process; Chroma also as a server (`chroma run` on 127.0.0.1)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -24,10 +25,15 @@ EMBEDDED = ["chroma", "lancedb", "qdrant", "sqlite-vec"]
 # Build settings that make each engine's search exhaustive on N chunks (Chroma is always HNSW: an
 # ef of N visits every node); the others search exactly without an index (Qdrant's local mode,
 # sqlite-vec's vec0) or have none unless asked (LanceDB).
-EXACT_INDEX = {"chroma": {"ef_search": N, "ef_construction": N}, "chroma-server": {"ef_search": N, "ef_construction": N}}
+EXACT_INDEX = {
+    "chroma": {"ef_search": N, "ef_construction": N},
+    "chroma-server": {"ef_search": N, "ef_construction": N},
+}
 # One document's chunks, in each engine's filter syntax.
 FILTER = {
-    "chroma": {"doc_id": "d3.md"}, "lancedb": "doc_id = 'd3.md'", "sqlite-vec": "doc_id = 'd3.md'",
+    "chroma": {"doc_id": "d3.md"},
+    "lancedb": "doc_id = 'd3.md'",
+    "sqlite-vec": "doc_id = 'd3.md'",
     "qdrant": {"must": [{"key": "doc_id", "match": {"value": "d3.md"}}]},
 }
 NOWHERE = "127.0.0.1:1"  # a port nothing listens on (a free port may be another test worker's server by now)
@@ -49,8 +55,13 @@ def server(tmp_path_factory):
 
 
 def address_of(engine: str, folder, name: str = "chunks", server_url: str | None = None) -> StoreAddress:
-    location = {"chroma": folder / "chroma", "chroma-server": server_url, "lancedb": folder / "store.lancedb",
-                "qdrant": folder / "qdrant", "sqlite-vec": folder / "store.db"}[engine]
+    location = {
+        "chroma": folder / "chroma",
+        "chroma-server": server_url,
+        "lancedb": folder / "store.lancedb",
+        "qdrant": folder / "qdrant",
+        "sqlite-vec": folder / "store.db",
+    }[engine]
     key = "table" if engine in ("lancedb", "sqlite-vec") else "collection"
     return parse_address(f"{engine.removesuffix('-server')}:{location}?{key}={name}")
 
@@ -68,6 +79,7 @@ def built(request, data, tmp_path_factory):
             registry.create_collection(address, ids, texts, metadata, vectors, EXACT_INDEX.get(engine))
             made[engine] = address
         return made[engine]
+
     return build
 
 
@@ -83,8 +95,11 @@ def test_count_pages_and_vectors_give_back_what_was_written(store, data):
     assert store.count() == N
     pages = list(store.pages(ROWS, with_vectors=True))
     assert len(pages) >= N // ROWS and all(len(page.ids) <= ROWS for page in pages)
-    read = {chunk_id: (text, fields, vector) for page in pages
-            for chunk_id, text, fields, vector in zip(page.ids, page.texts, page.metadata, page.vectors)}
+    read = {
+        chunk_id: (text, fields, vector)
+        for page in pages
+        for chunk_id, text, fields, vector in zip(page.ids, page.texts, page.metadata, page.vectors)
+    }
     assert sorted(read) == sorted(ids)
     for chunk_id, text, fields, vector in zip(ids, texts, metadata, vectors):
         assert read[chunk_id][0] == text
@@ -102,7 +117,9 @@ def test_search_is_exact_top_k_as_similarities(store, data):
 def test_filters_in_the_engines_own_syntax(store, data):
     ids, _, metadata, vectors, queries = data
     found = store.search(queries, DEPTH, None, FILTER[store.address.engine])
-    assert_same_ranking(found, exact_top_k(queries, vectors, ids, DEPTH, [i for i, m in enumerate(metadata) if m["doc_id"] == "d3.md"]))
+    assert_same_ranking(
+        found, exact_top_k(queries, vectors, ids, DEPTH, [i for i, m in enumerate(metadata) if m["doc_id"] == "d3.md"])
+    )
 
 
 # Engines whose in-process mode has a real ANN index (Qdrant's local mode and sqlite-vec search exactly).
@@ -123,10 +140,14 @@ def test_ann_index_loses_some_recall_and_search_params_apply(engine, tmp_path):
     registry.create_collection(address, ids, [f"t{i}" for i in range(n)], [{"doc_id": "d"}] * n, vectors, index)
     truth = [{chunk for chunk, _ in row} for row in exact_top_k(queries, vectors, ids, DEPTH)]
     with opened(address) as store:
+
         def recall(search):
             found = store.search(queries, DEPTH, search, None)
-            assert all(len(row) == DEPTH and [s for _, s in row] == sorted((s for _, s in row), reverse=True) for row in found)
+            assert all(
+                len(row) == DEPTH and [s for _, s in row] == sorted((s for _, s in row), reverse=True) for row in found
+            )
             return np.mean([len({chunk for chunk, _ in row} & best) / DEPTH for row, best in zip(found, truth)])
+
         approximate = recall(narrow)
         assert 0.05 < approximate < 1.0  # an index that loses recall, measurably
         if engine == "lancedb":
@@ -153,13 +174,17 @@ def test_reading_a_store_keeps_its_stamp_and_a_rebuild_changes_it(engine, data, 
     registry.create_collection(address, ids, texts, metadata, vectors, EXACT_INDEX.get(engine))
     first = source_stamp(str(address))
     assert first["kind"] == "local store" and "md5" in first
-    reader = ("import sys, numpy as np; from retrieval_bench.stores import registry; from retrieval_bench.store_address import parse_address\n"
-              "store = registry.open_store(parse_address(sys.argv[1]))\n"
-              "print(sum(len(page.ids) for page in store.pages(64, with_vectors=True)))\n"
-              "dim = int(sys.argv[2]); store.search(np.ones((1, dim), dtype=np.float32) / dim ** 0.5, 10, None, None)\n"
-              "store.close()")
+    reader = (
+        "import sys, numpy as np; from retrieval_bench.stores import registry; from retrieval_bench.store_address import parse_address\n"
+        "store = registry.open_store(parse_address(sys.argv[1]))\n"
+        "print(sum(len(page.ids) for page in store.pages(64, with_vectors=True)))\n"
+        "dim = int(sys.argv[2]); store.search(np.ones((1, dim), dtype=np.float32) / dim ** 0.5, 10, None, None)\n"
+        "store.close()"
+    )
     for _ in range(2):  # as load_chunks, embed_corpus and retrieve do: each its own process, ended as a stage ends
-        read = subprocess.run([sys.executable, "-c", reader, str(address), str(DIM)], capture_output=True, text=True, check=True)
+        read = subprocess.run(
+            [sys.executable, "-c", reader, str(address), str(DIM)], capture_output=True, text=True, check=True
+        )
         assert int(read.stdout) == N and source_stamp(str(address)) == first
     registry.create_collection(address, ids[1:], texts[1:], metadata[1:], vectors[1:], EXACT_INDEX.get(engine))
     assert source_stamp(str(address))["md5"] != first["md5"]
@@ -201,7 +226,9 @@ def test_an_address_error_never_prints_its_options():
     """A secret put in an address by mistake (keys belong in the environment) stays out of the error."""
     message = one_line_error(lambda: parse_address("qdrant:https://h?collection=c&api_key=SECRET123"))
     assert "SECRET123" not in message and "qdrant:https://h" in message and "api_key" in message
-    message = one_line_error(lambda: parse_address("qdrant:https://user:SECRET123@h?collection=c&body=x", "retrieval.store.address"))
+    message = one_line_error(
+        lambda: parse_address("qdrant:https://user:SECRET123@h?collection=c&body=x", "retrieval.store.address")
+    )
     assert "SECRET123" not in message and message.startswith("retrieval.store.address")
 
 
@@ -213,9 +240,16 @@ def test_a_lancedb_index_of_another_distance_is_one_line_when_searched(tmp_path)
     from lancedb.index import IvfFlat
 
     bits = np.random.default_rng(2).integers(0, 256, size=(256, 8), dtype=np.uint8)
-    table = lancedb.connect(tmp_path).create_table("bits", pa.table({
-        "id": [f"c{i}" for i in range(len(bits))], "text": ["t"] * len(bits),
-        "vector": pa.FixedSizeListArray.from_arrays(pa.array(bits.ravel()), bits.shape[1])}))
+    table = lancedb.connect(tmp_path).create_table(
+        "bits",
+        pa.table(
+            {
+                "id": [f"c{i}" for i in range(len(bits))],
+                "text": ["t"] * len(bits),
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(bits.ravel()), bits.shape[1]),
+            }
+        ),
+    )
     table.create_index("vector", config=IvfFlat(distance_type="hamming", num_partitions=2))
     address = parse_address(f"lancedb:{tmp_path}?table=bits")
     with opened(address) as store:
@@ -224,10 +258,17 @@ def test_a_lancedb_index_of_another_distance_is_one_line_when_searched(tmp_path)
     assert str(address) in message and "hamming" in message
 
 
-@pytest.mark.parametrize("metric, distance", [
-    ("cosine", lambda c: 1 - c), ("ip", lambda c: 1 - c), ("dot", lambda c: 1 - c), ("score", lambda c: c),
-    ("l2", lambda c: 2 - 2 * c), ("euclid", lambda c: np.sqrt(2 - 2 * c)),  # squared and plain L2 of unit vectors
-])
+@pytest.mark.parametrize(
+    "metric, distance",
+    [
+        ("cosine", lambda c: 1 - c),
+        ("ip", lambda c: 1 - c),
+        ("dot", lambda c: 1 - c),
+        ("score", lambda c: c),
+        ("l2", lambda c: 2 - 2 * c),
+        ("euclid", lambda c: np.sqrt(2 - 2 * c)),  # squared and plain L2 of unit vectors
+    ],
+)
 def test_similarity_of_each_distance_is_the_cosine_of_unit_vectors(metric, distance):
     cosines = np.array([0.9, 0.3, -0.5])
     assert np.allclose(similarity(distance(cosines), metric), cosines)
@@ -257,5 +298,7 @@ def test_stored_vectors_come_in_chunk_order_at_unit_length_and_a_gap_is_one_line
         read_vectors(address, [*asked, "elsewhere"])
     vectors[0] = 0.0
     registry.create_collection(address, ids, [f"text {i}" for i in ids], [{} for _ in ids], vectors)
-    with pytest.raises(InputError, match=r"the vector of chunk 'c0' in .* is all zeros; it cannot be compared by cosine"):
+    with pytest.raises(
+        InputError, match=r"the vector of chunk 'c0' in .* is all zeros; it cannot be compared by cosine"
+    ):
         read_vectors(address, ids)

@@ -1,6 +1,7 @@
 """score.ties: `expected` equals the mean over every order of each tied group (brute force), the
 concrete policies equal trec_eval on the order they stand for, and hybrid's mirror ties are
 scored the same whichever chunk came first."""
+
 from __future__ import annotations
 
 import itertools
@@ -87,7 +88,13 @@ def test_concrete_policies_equal_trec_eval_on_the_order_they_stand_for(seed, pol
     rank_of.update({c: next(free) for c in others})
     run = {f"d{c}": float(len(scores) - rank) for c, rank in rank_of.items()}  # distinct scores in that order
     qrels = {"q": {f"d{c}": int(g) for c, g in zip(judgement.indices, judgement.gains)}}
-    measures = {"recip_rank", "ndcg_cut.10", "map_cut.10", f"recall.{','.join(map(str, KS))}", f"success.{','.join(map(str, KS))}"}
+    measures = {
+        "recip_rank",
+        "ndcg_cut.10",
+        "map_cut.10",
+        f"recall.{','.join(map(str, KS))}",
+        f"success.{','.join(map(str, KS))}",
+    }
     trec = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate({"q": run})["q"]
     assert ours["reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
     assert ours["ndcg@10"] == pytest.approx(trec["ndcg_cut_10"], abs=1e-9)
@@ -102,14 +109,20 @@ def test_policies_bracket_expected_and_agree_without_ties():
     judgement = Judgement(np.array([2]), np.array([1.0]))
     positions = judged_positions(scores, judgement.indices)
     assert positions.better.tolist() == [1] and positions.tied.tolist() == [3]
-    rows = {policy: score_question(judgement, positions, [1, 2, 3, 4], policy) for policy in ("pessimistic", "expected", "optimistic")}
+    rows = {
+        policy: score_question(judgement, positions, [1, 2, 3, 4], policy)
+        for policy in ("pessimistic", "expected", "optimistic")
+    }
     assert rows["pessimistic"]["first_relevant_rank"] == 4 and rows["optimistic"]["first_relevant_rank"] == 2
     assert rows["expected"]["first_relevant_rank"] == 3
     assert rows["expected"]["reciprocal_rank"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
     assert rows["expected"]["hit@2"] == pytest.approx(1 / 3) and rows["expected"]["hit@3"] == pytest.approx(2 / 3)
     assert rows["expected"]["tie_group_size"] == 3 and rows["expected"]["n_relevant_tied"] == 1
     distinct = np.array([0.9, 0.7, 0.5, 0.3])
-    same = [score_question(judgement, judged_positions(distinct, judgement.indices), [1, 3], p) for p in ("pessimistic", "expected", "optimistic")]
+    same = [
+        score_question(judgement, judged_positions(distinct, judgement.indices), [1, 3], p)
+        for p in ("pessimistic", "expected", "optimistic")
+    ]
     assert same[0] == same[1] == same[2]
 
 
@@ -149,4 +162,6 @@ def test_a_run_cut_at_depth_scores_every_k_up_to_depth_as_the_full_ranking(seed,
     names = [f"{name}@{k}" for name in ("recall", "hit") for k in ks]
     names += ["reciprocal_rank@10", "ndcg@10", "map@10"] if depth >= 10 else []
     for name in names:
-        assert cut[name] == pytest.approx(full[name], abs=1e-12) and cut[name] == pytest.approx(truth[name], abs=1e-12), name
+        assert cut[name] == pytest.approx(full[name], abs=1e-12) and cut[name] == pytest.approx(
+            truth[name], abs=1e-12
+        ), name

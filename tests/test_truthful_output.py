@@ -1,6 +1,7 @@
 """Output that tells the truth (issue 23): bf16 on a CPU without native bf16 says so, `gauge` and
 vector stores leave git clean, and `retrieval-bench --help` imports none of the heavy libraries
 (what made it take seconds)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -22,7 +23,9 @@ X86_WITH_AMX = "processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 amx_
 def imported_by(code: str) -> set[str]:
     """The top-level modules a fresh interpreter has imported after running `code`."""
     probe = f"import sys\n{code}\nprint(' '.join(sorted({{name.split('.')[0] for name in sys.modules}})))"
-    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=tool_env(), capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=tool_env(), capture_output=True, text=True, check=True
+    )
     return set(result.stdout.split())
 
 
@@ -65,7 +68,9 @@ def test_bf16_on_a_cpu_without_native_bf16_warns_in_one_line(tmp_path, monkeypat
     backends.load_encoder(folder, model_fingerprint(folder), {**DEFAULTS["embed"], **settings})
     lines = [line for line in capsys.readouterr().err.splitlines() if "bf16" in line]
     if warned:
-        assert len(lines) == 1 and lines[0].startswith("embed: warning: embed.precision bf16, but this CPU has no native bf16")
+        assert len(lines) == 1 and lines[0].startswith(
+            "embed: warning: embed.precision bf16, but this CPU has no native bf16"
+        )
         assert "no speed-up over fp32" in lines[0]
     else:
         assert lines == []

@@ -6,6 +6,7 @@ The Python API (retrieval_bench.api) is loaded on first use, so `import retrieva
     import retrieval_bench as rb
     scores = rb.score("data/goldenset.jsonl", "data/run.parquet", chunks="data/chunks.parquet")
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,17 @@ if TYPE_CHECKING:
     from retrieval_bench.api import Comparison, Scores, compare, load_params, read_golden, read_run, score
     from retrieval_bench.io import InputError
 
-__all__ = ["Comparison", "InputError", "Scores", "__version__", "compare", "load_params", "read_golden", "read_run", "score"]
+__all__ = [
+    "Comparison",
+    "InputError",
+    "Scores",
+    "__version__",
+    "compare",
+    "load_params",
+    "read_golden",
+    "read_run",
+    "score",
+]
 _API = {"Comparison", "Scores", "compare", "load_params", "read_golden", "read_run", "score"}
 
 

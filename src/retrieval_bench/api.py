@@ -9,6 +9,7 @@ scored runs, read the inputs, load params.yaml; the pipeline's own code, one imp
 
 Bad input raises retrieval_bench.io.InputError with the one-line message the command line prints.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -71,7 +72,9 @@ def read_golden(source: Labels) -> list[dict]:
         return _qrels_rows(source, "qrels")
     if isinstance(source, Sequence):
         return [_golden_row(row, f"golden row {number}") for number, row in enumerate(source, 1)]
-    raise InputError(f"labels: expected a path, a list of golden-set rows or a dict {{qid: {{chunk_id: grade}}}}, got {type(source).__name__}")
+    raise InputError(
+        f"labels: expected a path, a list of golden-set rows or a dict {{qid: {{chunk_id: grade}}}}, got {type(source).__name__}"
+    )
 
 
 def _qrels_rows(qrels: Mapping, where: str) -> list[dict]:
@@ -88,7 +91,9 @@ def _qrels_rows(qrels: Mapping, where: str) -> list[dict]:
 def _golden_row(row: Any, where: str) -> dict:
     """A golden-set row with text ids and integer grades, or an InputError naming `where`."""
     if not isinstance(row, Mapping):
-        raise InputError(f"{where}: expected a mapping with qid and relevant (or doc_id, start, end), got {type(row).__name__}")
+        raise InputError(
+            f"{where}: expected a mapping with qid and relevant (or doc_id, start, end), got {type(row).__name__}"
+        )
     checked = {**row, "qid": checked_id(row.get("qid"), where, "qid")}
     relevant = row.get("relevant")
     if relevant is not None:
@@ -128,7 +133,9 @@ def read_run(source: RunInput, depth: int | None = None) -> pd.DataFrame:
     elif isinstance(source, pd.DataFrame):
         where = "run DataFrame"
     else:
-        raise InputError(f"run: expected a DataFrame, a run file path or a dict {{qid: {{chunk_id: score}}}}, got {type(source).__name__}")
+        raise InputError(
+            f"run: expected a DataFrame, a run file path or a dict {{qid: {{chunk_id: score}}}}, got {type(source).__name__}"
+        )
     return _checked_run(_run_from_frame(source, where, depth), where)
 
 
@@ -141,7 +148,9 @@ def _run_from_frame(frame: pd.DataFrame, where: str, depth: int | None) -> pd.Da
     if len(bad):
         row = frame.iloc[bad[0]]
         value = row["score"].item() if isinstance(row["score"], np.generic) else row["score"]
-        raise InputError(f"{where}: question {row['qid']} chunk {row['chunk_id']}: score must be a finite number, got {value!r}")
+        raise InputError(
+            f"{where}: question {row['qid']} chunk {row['chunk_id']}: score must be a finite number, got {value!r}"
+        )
     for column in ("qid", "chunk_id"):
         for value in frame[column].drop_duplicates():
             checked_id(value, where, column)
@@ -153,14 +162,23 @@ def _checked_run(run: pd.DataFrame, where: str) -> pd.DataFrame:
         raise InputError(f"{where}: the run is empty")
     duplicated = run[run.duplicated(["qid", "chunk_id"])]
     if len(duplicated):
-        raise InputError(f"{where}: question {duplicated['qid'].iloc[0]} lists chunk {duplicated['chunk_id'].iloc[0]} twice")
+        raise InputError(
+            f"{where}: question {duplicated['qid'].iloc[0]} lists chunk {duplicated['chunk_id'].iloc[0]} twice"
+        )
     return run
 
 
 def score(
-    labels: Labels, run: RunInput, chunks: TableInput | None = None, k: Sequence[int] = DEFAULT_K, ties: str = "expected",
-    min_coverage: float = DEFAULT_MIN_COVERAGE, duplicates: TableInput | None = None,
-    judged_pool: str | Path | Sequence[Mapping] | None = None, min_grade: int = 2, ambiguous_at: int = 3,
+    labels: Labels,
+    run: RunInput,
+    chunks: TableInput | None = None,
+    k: Sequence[int] = DEFAULT_K,
+    ties: str = "expected",
+    min_coverage: float = DEFAULT_MIN_COVERAGE,
+    duplicates: TableInput | None = None,
+    judged_pool: str | Path | Sequence[Mapping] | None = None,
+    min_grade: int = 2,
+    ambiguous_at: int = 3,
 ) -> Scores:
     """Score `run` against `labels` as the score stage does (score.k, score.ties,
     score.min_coverage). `chunks` (data/chunks.parquet or a DataFrame) is needed for evidence spans;
@@ -182,8 +200,13 @@ def score(
         return Scores(summarize(per_question, ks, len(table)), _with_segments(per_question, golden))
     copies = _read_table(duplicates, ["group", "chunk_id"], "duplicates")
     pool = read_jsonl(judged_pool) if isinstance(judged_pool, (str, Path)) else list(judged_pool or [])
-    per_question = score_run_both_views(golden, table, run_frame, ks, min_coverage, ties, copies, pool, min_grade, ambiguous_at)
-    return Scores({**summarize(per_question, ks, len(table)), **judged_summary(per_question, ks, copies)}, _with_segments(per_question, golden))
+    per_question = score_run_both_views(
+        golden, table, run_frame, ks, min_coverage, ties, copies, pool, min_grade, ambiguous_at
+    )
+    return Scores(
+        {**summarize(per_question, ks, len(table)), **judged_summary(per_question, ks, copies)},
+        _with_segments(per_question, golden),
+    )
 
 
 def _with_segments(per_question: pd.DataFrame, golden: list[dict]) -> pd.DataFrame:
@@ -196,7 +219,11 @@ def _with_segments(per_question: pd.DataFrame, golden: list[dict]) -> pd.DataFra
 
 def _checked_ks(k: Sequence[int]) -> list[int]:
     ks = [k] if isinstance(k, int) else list(k)
-    if not ks or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in ks) or len(set(ks)) != len(ks):
+    if (
+        not ks
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in ks)
+        or len(set(ks)) != len(ks)
+    ):
         raise InputError(f"k must be a non-empty list of distinct positive integers, got {k!r}")
     return sorted(ks)
 
@@ -207,8 +234,10 @@ def _chunk_table(chunks: TableInput | None, golden: list[dict], run: pd.DataFram
     spans = any(row.get("relevant") is None for row in golden)
     if chunks is None:
         if spans:
-            raise InputError("questions with an evidence span (doc_id, start, end) need chunks= (data/chunks.parquet) "
-                             "to judge which chunks hold the evidence")
+            raise InputError(
+                "questions with an evidence span (doc_id, start, end) need chunks= (data/chunks.parquet) "
+                "to judge which chunks hold the evidence"
+            )
         labelled = {chunk_id for row in golden for chunk_id in row["relevant"]}
         return pd.DataFrame({"chunk_id": sorted(labelled | set(run["chunk_id"]))})
     table = _read_table(chunks, ["chunk_id", *SPAN_COLUMNS] if spans else ["chunk_id"], "chunks")
@@ -234,15 +263,28 @@ def _read_table(source: TableInput, columns: list[str], what: str) -> pd.DataFra
 
 
 def compare(
-    a: Scores | TableInput, b: Scores | TableInput, a_label: str = "A", b_label: str = "B", resamples: int = 10_000,
-    seed: int = 0, level: float = 0.95, k: int | None = None,
+    a: Scores | TableInput,
+    b: Scores | TableInput,
+    a_label: str = "A",
+    b_label: str = "B",
+    resamples: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+    k: int | None = None,
 ) -> Comparison:
     """Did B retrieve better than A, question by question: what `retrieval-bench compare` computes
     (paired deltas, bootstrap CI, randomization p-values, wins/ties/losses, flipped questions), from
     two Scores, per-question DataFrames or per_question.csv paths. `comparison.metrics` holds each
     metric's figures; `comparison.to_dict()` is the command's --json report."""
     return _compare.compare_tables(
-        _per_question(a, a_label), _per_question(b, b_label), a_label, b_label, resamples=resamples, seed=seed, level=level, k=k,
+        _per_question(a, a_label),
+        _per_question(b, b_label),
+        a_label,
+        b_label,
+        resamples=resamples,
+        seed=seed,
+        level=level,
+        k=k,
     )
 
 
@@ -257,6 +299,9 @@ def _per_question(side: Scores | TableInput, label: str) -> pd.DataFrame:
         try:
             return pd.read_csv(side, dtype={"qid": str})
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-            raise InputError(f"{label} {side}: not a readable per_question.csv ({str(error).splitlines()[0]})") from None
-    raise InputError(f"{label}: expected Scores, a per-question DataFrame or a per_question.csv path, got {type(side).__name__}")
-
+            raise InputError(
+                f"{label} {side}: not a readable per_question.csv ({str(error).splitlines()[0]})"
+            ) from None
+    raise InputError(
+        f"{label}: expected Scores, a per-question DataFrame or a per_question.csv path, got {type(side).__name__}"
+    )

@@ -1,4 +1,5 @@
 """The `retrieval-bench` command: compare two runs, gauge a question set, export a golden set or its questions."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,12 +10,32 @@ import sys
 # name: (module, its function that adds the command's arguments, help). A command's module (pandas,
 # scipy, DVC behind it) is imported only when that command runs: `retrieval-bench --help` imports none.
 COMMANDS = {
-    "compare": ("retrieval_bench.evaluation.compare", "add_arguments", "did B retrieve better than A? paired statistics per question"),
+    "compare": (
+        "retrieval_bench.evaluation.compare",
+        "add_arguments",
+        "did B retrieve better than A? paired statistics per question",
+    ),
     "export-beir": ("retrieval_bench.evaluation.export", "add_arguments", "write the golden set as a BEIR folder"),
-    "gauge": ("retrieval_bench.goldenset.gauge", "add_arguments", "echo rate and BM25 ease of any question set against the chunks"),
-    "show": ("retrieval_bench.show", "add_arguments", "the current run's headline metrics, the change since HEAD, golden-set health"),
-    "export-questions": ("retrieval_bench.retrieval.external", "add_export_arguments", "write the questions for an external system to run"),
-    "cache": ("retrieval_bench.embedding.cache_prune", "add_arguments", "the embedding caches: `cache prune` keeps what the current data needs"),
+    "gauge": (
+        "retrieval_bench.goldenset.gauge",
+        "add_arguments",
+        "echo rate and BM25 ease of any question set against the chunks",
+    ),
+    "show": (
+        "retrieval_bench.show",
+        "add_arguments",
+        "the current run's headline metrics, the change since HEAD, golden-set health",
+    ),
+    "export-questions": (
+        "retrieval_bench.retrieval.external",
+        "add_export_arguments",
+        "write the questions for an external system to run",
+    ),
+    "cache": (
+        "retrieval_bench.embedding.cache_prune",
+        "add_arguments",
+        "the embedding caches: `cache prune` keeps what the current data needs",
+    ),
 }
 
 

@@ -8,6 +8,7 @@ or to an endpoint the same user named outside git: an environment variable, or a
 user's config file ($XDG_CONFIG_HOME/retrieval-bench/endpoints, default
 ~/.config/retrieval-bench/endpoints: one URL per line, # comments), compared by scheme, host and port.
 """
+
 from __future__ import annotations
 
 import ipaddress

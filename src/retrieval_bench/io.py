@@ -1,5 +1,6 @@
 """What every stage shares: one-line input errors, all-or-nothing writes, the command line
 (`python -m stages.<name> --help`), Ctrl-C in one line, and progress bars."""
+
 from __future__ import annotations
 
 import argparse
@@ -81,7 +82,7 @@ def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
     """A value from a file, for an error line: its repr (control characters escaped, so it stays
     one line), cut to `limit` characters; no more of an arbitrary file is echoed."""
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def _unicode(value: str, where: str, field: str) -> str:
@@ -90,8 +91,10 @@ def _unicode(value: str, where: str, field: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
-        raise InputError(f"{where}: {field!r} holds a lone surrogate {quoted(value[error.start])} at character "
-                         f"{error.start}, which is not text (an escape such as \\ud800 without its pair)") from None
+        raise InputError(
+            f"{where}: {field!r} holds a lone surrogate {quoted(value[error.start])} at character "
+            f"{error.start}, which is not text (an escape such as \\ud800 without its pair)"
+        ) from None
     return value
 
 
@@ -120,7 +123,7 @@ def hash_file(source: str | Path | IO[bytes], digest: Any = None) -> Any:
     """`digest` (a hashlib object; a new sha256 when None) updated with the bytes of a file, read in
     blocks: `source` is a path or a binary handle open for reading. Returns the digest."""
     digest = hashlib.sha256() if digest is None else digest
-    with (open(source, "rb") if isinstance(source, (str, os.PathLike)) else nullcontext(source)) as handle:
+    with open(source, "rb") if isinstance(source, (str, os.PathLike)) else nullcontext(source) as handle:
         for block in iter(lambda: handle.read(HASH_BLOCK), b""):
             digest.update(block)
     return digest
@@ -190,14 +193,17 @@ def read_table(source: str | Path | IO[bytes], columns: list[str] | None = None,
         found = pyarrow.parquet.read_schema(source).names
         missing = [column for column in columns or () if column not in found]
         if missing:
-            raise InputError(f"{name}: no column {', '.join(map(repr, missing))} (columns: {quoted(found, 120)}); "
-                             "a table of another kind: rerun the stage that writes it (`dvc repro`)")
+            raise InputError(
+                f"{name}: no column {', '.join(map(repr, missing))} (columns: {quoted(found, 120)}); "
+                "a table of another kind: rerun the stage that writes it (`dvc repro`)"
+            )
         if hasattr(source, "seek"):
             source.seek(0)
         return pd.read_parquet(source, columns=columns)
     except (pyarrow.ArrowException, ValueError, EOFError) as error:
-        raise InputError(f"{name}: not a readable Parquet table ({first_line(error)}); "
-                         "rerun the stage that writes it (`dvc repro`)") from None
+        raise InputError(
+            f"{name}: not a readable Parquet table ({first_line(error)}); rerun the stage that writes it (`dvc repro`)"
+        ) from None
 
 
 def load_array(path: str | Path, mmap_mode: str | None = None) -> np.ndarray:
@@ -206,16 +212,20 @@ def load_array(path: str | Path, mmap_mode: str | None = None) -> np.ndarray:
     try:
         array = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
     except (ValueError, EOFError) as error:
-        raise InputError(f"{path}: not a readable .npy array ({first_line(error)}); rerun the embed stages (`dvc repro`)") from None
+        raise InputError(
+            f"{path}: not a readable .npy array ({first_line(error)}); rerun the embed stages (`dvc repro`)"
+        ) from None
     if array.ndim != 2 or not np.issubdtype(array.dtype, np.floating):
-        raise InputError(f"{path}: expected a 2-d float array, got shape {array.shape} of {array.dtype}; rerun the embed stages")
+        raise InputError(
+            f"{path}: expected a 2-d float array, got shape {array.shape} of {array.dtype}; rerun the embed stages"
+        )
     return array
 
 
 def first_line(error: BaseException, limit: int = 120) -> str:
     """The first line of an exception's message, cut to `limit` characters."""
     text = (str(error).splitlines() or [type(error).__name__])[0]
-    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
@@ -247,7 +257,9 @@ def read_text_lines(path: str | Path) -> Iterator[str]:
 
 def describe_os_error(error: OSError) -> str:
     """One line for a failure of the operating system (disk full, permission, missing file)."""
-    what = "no space left on the device" if error.errno in (errno.ENOSPC, errno.EDQUOT) else (error.strerror or str(error))
+    what = (
+        "no space left on the device" if error.errno in (errno.ENOSPC, errno.EDQUOT) else (error.strerror or str(error))
+    )
     where = f" ({error.filename})" if error.filename else ""
     return f"{what}{where}"
 
@@ -262,9 +274,14 @@ def stage_parser(name: str, doc: str | None) -> argparse.ArgumentParser:
     """The command line of `python -m stages.<name>`: --help prints the stage's whole docstring and
     exits 0 without running anything; a stage with options adds them."""
     return _StageArguments(
-        prog=f"python -m stages.{name}", description=(doc or "").strip(), formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=textwrap.fill(f"`dvc repro` runs it as stage {name} of dvc.yaml; its settings are in params.yaml. Bad "
-                             "input ends in one `error:` line and exit status 1, Ctrl-C in one line and exit status 130.", 96),
+        prog=f"python -m stages.{name}",
+        description=(doc or "").strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=textwrap.fill(
+            f"`dvc repro` runs it as stage {name} of dvc.yaml; its settings are in params.yaml. Bad "
+            "input ends in one `error:` line and exit status 1, Ctrl-C in one line and exit status 130.",
+            96,
+        ),
     )
 
 
@@ -277,7 +294,9 @@ def run_stage(main: Callable[[], None], own_arguments: bool = False) -> None:
     script = sys.modules.get("__main__")
     if not own_arguments and getattr(main, "__module__", None) == "__main__" and script is not None:
         spec = getattr(script, "__spec__", None)
-        stage_parser((spec.name if spec else Path(sys.argv[0]).stem).rsplit(".", 1)[-1], script.__doc__).parse_args(sys.argv[1:])
+        stage_parser((spec.name if spec else Path(sys.argv[0]).stem).rsplit(".", 1)[-1], script.__doc__).parse_args(
+            sys.argv[1:]
+        )
     try:
         main()
     except InputError as error:
@@ -287,8 +306,10 @@ def run_stage(main: Callable[[], None], own_arguments: bool = False) -> None:
         print(f"error: {describe_os_error(error)}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt as error:
-        said = str(error) if isinstance(error, Interrupted) else (
-            "interrupted; no output was half-written (each is replaced whole or not at all): rerun to finish"
+        said = (
+            str(error)
+            if isinstance(error, Interrupted)
+            else ("interrupted; no output was half-written (each is replaced whole or not at all): rerun to finish")
         )
         print(f"\n{said}", file=sys.stderr)
         sys.exit(INTERRUPTED_EXIT)
@@ -318,5 +339,11 @@ def progress(total: int, desc: str, unit: str = "q"):
                 self.update(self.total - self.n)
             super().__exit__(kind, value, traceback)
 
-    return Bar(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True,
-               mininterval=0.5 if sys.stderr.isatty() else 15.0)
+    return Bar(
+        total=total,
+        desc=desc,
+        unit=unit,
+        file=sys.stderr,
+        dynamic_ncols=True,
+        mininterval=0.5 if sys.stderr.isatty() else 15.0,
+    )

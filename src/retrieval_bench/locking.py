@@ -14,6 +14,7 @@ After the lock is taken the path is checked to still name the locked file: a fil
 meanwhile (`dvc checkout`, a `dvc commit` that moved it into the DVC cache) is opened and
 locked again.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,11 +37,17 @@ WAIT_ENV = "RETRIEVAL_BENCH_LOCK_WAIT"
 POLL_S = 0.2
 
 
-def paid_stage_arguments(parser: argparse.ArgumentParser, argv: list[str] | None, dry_run_help: str, cache: str) -> bool:
+def paid_stage_arguments(
+    parser: argparse.ArgumentParser, argv: list[str] | None, dry_run_help: str, cache: str
+) -> bool:
     """A paying stage's command line: --dry-run (whether it was given is returned) and --no-wait
     (one line instead of a wait when another run holds `cache`: WAIT_ENV 0 for this process)."""
     parser.add_argument("--dry-run", action="store_true", help=dry_run_help)
-    parser.add_argument("--no-wait", action="store_true", help=f"exit with one line if another run holds the {cache}, instead of waiting")
+    parser.add_argument(
+        "--no-wait",
+        action="store_true",
+        help=f"exit with one line if another run holds the {cache}, instead of waiting",
+    )
     args = parser.parse_args(argv)
     if args.no_wait:
         os.environ[WAIT_ENV] = "0"
@@ -110,8 +117,13 @@ def try_exclusive(path: str | Path) -> Iterator[bool]:
         os.close(fd)
 
 
-def build_once(target: str | Path, build: Callable[[Path], None], valid: Callable[[Path], bool], what: str,
-               log: Callable[[str], None] | None = None) -> bool:
+def build_once(
+    target: str | Path,
+    build: Callable[[Path], None],
+    valid: Callable[[Path], bool],
+    what: str,
+    log: Callable[[str], None] | None = None,
+) -> bool:
     """Make the folder `target` once, whole or not at all, unless it is `valid` already (then it is
     kept as it is). Under an exclusive lock on `.<name>.lock` beside it, `build(staging)` fills a
     new temporary folder there, which is renamed to `target`: a half-built folder is never seen,
@@ -146,8 +158,9 @@ def _open(path: Path) -> int:
 
 
 @contextmanager
-def _locked(path: str | Path, log: Callable[[str], None] | None, what: str | None, shared: bool,
-            limited: bool = True) -> Iterator[None]:
+def _locked(
+    path: str | Path, log: Callable[[str], None] | None, what: str | None, shared: bool, limited: bool = True
+) -> Iterator[None]:
     path = Path(path)
     if fcntl is None and (shared or path.is_dir()):  # pragma: no cover - Windows locks bytes of files only
         yield
@@ -166,15 +179,17 @@ def _locked(path: str | Path, log: Callable[[str], None] | None, what: str | Non
                     raise InputError(
                         f"another run is generating into {path} and holds its lock; {how} ({WAIT_ENV}={limit:g}); "
                         "rerun when it has finished: it asks only for the questions that run did not get"
-                        if what is None else
-                        f"another process is {what} and holds its lock ({path}); {how} ({WAIT_ENV}={limit:g}); "
+                        if what is None
+                        else f"another process is {what} and holds its lock ({path}); {how} ({WAIT_ENV}={limit:g}); "
                         "rerun when it has finished"
                     )
                 if not told and log is not None:
-                    log(f"another run is generating into {path}; waiting for it to finish "
+                    log(
+                        f"another run is generating into {path}; waiting for it to finish "
                         f"(then only what it did not get is asked for; {WAIT_ENV}=0 exits instead)"
-                        if what is None else
-                        f"another process is {what}; waiting for it to finish{f' ({WAIT_ENV}=0 exits instead)' if limited else ''}")
+                        if what is None
+                        else f"another process is {what}; waiting for it to finish{f' ({WAIT_ENV}=0 exits instead)' if limited else ''}"
+                    )
                     told = True
                 time.sleep(POLL_S)
         except BaseException:
@@ -184,7 +199,9 @@ def _locked(path: str | Path, log: Callable[[str], None] | None, what: str | Non
             break
         os.close(fd)  # the path was replaced while we waited: lock the file it names now
     if told and log is not None:
-        log(f"the other {'run' if what is None else 'process'} finished after {time.monotonic() - started:.1f}s; continuing")
+        log(
+            f"the other {'run' if what is None else 'process'} finished after {time.monotonic() - started:.1f}s; continuing"
+        )
     try:
         yield
     finally:

@@ -2,6 +2,7 @@
 cross-encoder model offline first (a local path, the Hugging Face cache, the bundled
 all-MiniLM-L6-v2, then the hub unless HF_HUB_OFFLINE is set), and `model_fingerprint` names it by
 the sha256 of the files that decide its outputs, for cache keys."""
+
 from __future__ import annotations
 
 import functools
@@ -47,11 +48,18 @@ def bundled_model_path() -> Path | None:
             with archive.open("model.safetensors") as weights:
                 found = sha256_file(weights)
             if found != BUNDLED_SHA256:
-                raise InputError(f"{zip_path}: model.safetensors has sha256 {found}, expected {BUNDLED_SHA256}; refusing to use it")
+                raise InputError(
+                    f"{zip_path}: model.safetensors has sha256 {found}, expected {BUNDLED_SHA256}; refusing to use it"
+                )
             archive.extractall(staging)
 
-    build_once(target, extract, lambda folder: (folder / "model.safetensors").is_file(),
-               what=f"extracting the bundled model to {target}", log=_say)
+    build_once(
+        target,
+        extract,
+        lambda folder: (folder / "model.safetensors").is_file(),
+        what=f"extracting the bundled model to {target}",
+        log=_say,
+    )
     return target
 
 
@@ -90,8 +98,13 @@ def model_files(model_path: str) -> list[Path]:
     """The files of a model folder that decide its vectors, sorted: what the fingerprint covers and
     what the Ray engine ships to workers that lack the model."""
     root = Path(model_path)
-    return [path for path in sorted(root.rglob("*")) if path.is_file() and path.suffix not in FINGERPRINT_SKIP_SUFFIXES
-            and not FINGERPRINT_SKIP_DIRS & set(path.relative_to(root).parts[:-1])]
+    return [
+        path
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+        and path.suffix not in FINGERPRINT_SKIP_SUFFIXES
+        and not FINGERPRINT_SKIP_DIRS & set(path.relative_to(root).parts[:-1])
+    ]
 
 
 def folder_fingerprint(model_path: str) -> str:

@@ -1,4 +1,5 @@
 """Read and validate params.yaml: every key is known, every value has the expected type."""
+
 from __future__ import annotations
 
 import difflib
@@ -56,8 +57,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "precision": "fp32",
         "device": None,
         "engine": "local",
-        "ray": {"address": None, "num_actors": 2, "num_cpus_per_actor": 1.0, "num_gpus_per_actor": 0.0, "batch_size": 256,
-                "timeout_s": 30.0},
+        "ray": {
+            "address": None,
+            "num_actors": 2,
+            "num_cpus_per_actor": 1.0,
+            "num_gpus_per_actor": 0.0,
+            "batch_size": 256,
+            "timeout_s": 30.0,
+        },
         "corpus_vectors": "embed",
     },
     "retrieval": {
@@ -72,7 +79,16 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "python": None,
         "trec_export": None,
         "rerank": {"model": None, "first_stage": "dense", "candidates": 50, "batch_size": 32},
-        "ann": {"index": "hnsw", "hnsw_m": 32, "ef_construction": 200, "ef_search": 64, "nlist": 256, "nprobe": 16, "pq_m": 48, "pq_bits": 8},
+        "ann": {
+            "index": "hnsw",
+            "hnsw_m": 32,
+            "ef_construction": 200,
+            "ef_search": 64,
+            "nlist": 256,
+            "nprobe": 16,
+            "pq_m": 48,
+            "pq_bits": 8,
+        },
         "store": {"address": None, "search": None, "filter": None},
     },
     "score": {
@@ -133,8 +149,10 @@ def _unknown_key(key: Any, where: str, valid: list[str]) -> str:
     """The one-line message for a key that is not in the schema, with the closest valid key."""
     message = f"unknown key {where}.{key}"
     if key in RENAMED and RENAMED[key] in valid:
-        message += (f"; it is called {where}.{RENAMED[key]} now (DVC ignores param keys named "
-                    f"{'/'.join(sorted(DVC_IGNORED_KEYS))}: treeverse/dvc#10296)")
+        message += (
+            f"; it is called {where}.{RENAMED[key]} now (DVC ignores param keys named "
+            f"{'/'.join(sorted(DVC_IGNORED_KEYS))}: treeverse/dvc#10296)"
+        )
     else:
         close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
         if close:
@@ -197,7 +215,9 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
         raise InputError(f"{path}: expected a mapping of sections {', '.join(DEFAULTS)}")
     for (name, key), allowed in CHOICES.items():
         if params[name][key] not in allowed:
-            raise InputError(f"{path}: {name}.{key} must be one of {', '.join(sorted(allowed))}, got {params[name][key]!r}")
+            raise InputError(
+                f"{path}: {name}.{key} must be one of {', '.join(sorted(allowed))}, got {params[name][key]!r}"
+            )
     for (name, key), kind in OPTIONAL_TYPES.items():
         value = params[name][key]
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool) or value <= 0):
@@ -205,13 +225,19 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
     _check_values(params, path)
     params["panel"] = _check_panel(raw_panel, params["retrieval"], path)
     if not -1 <= params["validity"]["threshold"] <= 1:
-        raise InputError(f"{path}: validity.threshold must be a Kendall tau in [-1, 1], got {params['validity']['threshold']!r}")
+        raise InputError(
+            f"{path}: validity.threshold must be a Kendall tau in [-1, 1], got {params['validity']['threshold']!r}"
+        )
     return params
 
 
 def _check_values(params: dict[str, Any], path: Path) -> None:
     ks = params["score"]["k"]
-    if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in ks) or len(set(ks)) != len(ks):
+    if (
+        not ks
+        or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in ks)
+        or len(set(ks)) != len(ks)
+    ):
         raise InputError(f"{path}: score.k must be a non-empty list of distinct positive integers, got {ks!r}")
     if not 0 < params["score"]["min_coverage"] <= 1:
         raise InputError(f"{path}: score.min_coverage must be in (0, 1], got {params['score']['min_coverage']!r}")
@@ -219,7 +245,9 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
         name, key = where.split(".")
         chars, overlap = params[name][key]["chars"], params[name][key]["overlap"]
         if chars <= 0 or not 0 <= overlap < chars:
-            raise InputError(f"{path}: {where} needs chars > 0 and 0 <= overlap < chars, got chars={chars}, overlap={overlap}")
+            raise InputError(
+                f"{path}: {where} needs chars > 0 and 0 <= overlap < chars, got chars={chars}, overlap={overlap}"
+            )
     if params["generate"]["max_questions"] < 0:
         raise InputError(f"{path}: generate.max_questions must be >= 0 (0 = no limit)")
     _check_generate(params["generate"], path)
@@ -232,11 +260,15 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     _check_retrieval(params["retrieval"], path)
     depth = params["retrieval"]["depth"]
     if depth != "all" and max(ks) > depth:  # recall@k beyond the run would silently count only `depth` chunks
-        raise InputError(f"{path}: score.k {max(ks)} is beyond retrieval.depth {depth}: recall@{max(ks)} would count only "
-                         f"the run's {depth} chunks; raise retrieval.depth to at least {max(ks)} or drop k {max(ks)}")
+        raise InputError(
+            f"{path}: score.k {max(ks)} is beyond retrieval.depth {depth}: recall@{max(ks)} would count only "
+            f"the run's {depth} chunks; raise retrieval.depth to at least {max(ks)} or drop k {max(ks)}"
+        )
     for key, allowed in (("stemmer", ("english", "none")), ("stopwords", ("en", "none"))):
         if params["retrieval"]["bm25"][key] not in allowed:
-            raise InputError(f"{path}: retrieval.bm25.{key} must be one of {', '.join(allowed)}, got {params['retrieval']['bm25'][key]!r}")
+            raise InputError(
+                f"{path}: retrieval.bm25.{key} must be one of {', '.join(allowed)}, got {params['retrieval']['bm25'][key]!r}"
+            )
 
 
 def _check_generate(generate: dict[str, Any], path: Path) -> None:
@@ -246,13 +278,17 @@ def _check_generate(generate: dict[str, Any], path: Path) -> None:
     if generate["max_retries"] < 0:
         raise InputError(f"{path}: generate.max_retries must be >= 0, got {generate['max_retries']!r}")
     if generate["batch_poll_seconds"] <= 0:
-        raise InputError(f"{path}: generate.batch_poll_seconds must be positive, got {generate['batch_poll_seconds']!r}")
+        raise InputError(
+            f"{path}: generate.batch_poll_seconds must be positive, got {generate['batch_poll_seconds']!r}"
+        )
     base_url = generate["base_url"]
     if base_url is not None and (not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))):
         raise InputError(f"{path}: generate.base_url must be an http(s) URL or null, got {base_url!r}")
     limit = generate["max_cost_usd"]
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
-        raise InputError(f"{path}: generate.max_cost_usd must be a positive number of US dollars or null (no limit), got {limit!r}")
+        raise InputError(
+            f"{path}: generate.max_cost_usd must be a positive number of US dollars or null (no limit), got {limit!r}"
+        )
     _check_price(generate["price"], path)
 
 
@@ -265,7 +301,9 @@ def _check_price(price: Any, path: Path) -> None:
         return
     where = "params.generate.price"
     if not isinstance(price, dict):
-        raise InputError(f"{path}: {where} must be null (the price table) or a mapping with keys {', '.join(PRICE_KEYS)}, got {price!r}")
+        raise InputError(
+            f"{path}: {where} must be null (the price table) or a mapping with keys {', '.join(PRICE_KEYS)}, got {price!r}"
+        )
     unknown = sorted(set(price) - set(PRICE_KEYS), key=str)
     if unknown:
         raise InputError(f"{path}: {_unknown_key(unknown[0], where, sorted(PRICE_KEYS))}")
@@ -298,7 +336,9 @@ def _check_judge(judge: dict[str, Any], path: Path) -> None:
         raise InputError(f"{path}: judge.min_grade must be 1, 2 or 3 (grades run 0-3), got {judge['min_grade']!r}")
     pool = judge["pool"]
     if not pool or not all(isinstance(entry, str) and entry.strip() and entry != JUDGE_POOL_REVISION for entry in pool):
-        raise InputError(f"{path}: judge.pool must be a non-empty list of run files or {JUDGE_POOL_REVISION}<git revision>, got {pool!r}")
+        raise InputError(
+            f"{path}: judge.pool must be a non-empty list of run files or {JUDGE_POOL_REVISION}<git revision>, got {pool!r}"
+        )
     if len(set(pool)) != len(pool):
         raise InputError(f"{path}: judge.pool lists {next(e for e in pool if pool.count(e) > 1)!r} twice")
     # The API settings are the generate section's, checked the same way under their own names.
@@ -319,8 +359,10 @@ def _check_retrieval(retrieval: dict[str, Any], path: Path) -> None:
             raise InputError(f"{path}: retrieval.{key} must be a non-empty string or null, got {retrieval[key]!r}")
     _check_inside(retrieval["trec_export"], "retrieval.trec_export", path)
     if str(retrieval["trec_export"]).lower().endswith(".jsonl"):  # run files named .jsonl are read as JSON
-        raise InputError(f"{path}: retrieval.trec_export {retrieval['trec_export']!r} is a TREC run (text lines), not JSONL: "
-                         "name it .trec or .txt so that retrieval.run_file reads it back")
+        raise InputError(
+            f"{path}: retrieval.trec_export {retrieval['trec_export']!r} is a TREC run (text lines), not JSONL: "
+            "name it .trec or .txt so that retrieval.run_file reads it back"
+        )
     for method, key in (("run-file", "run_file"), ("python", "python")):
         if retrieval["method"] == method and not retrieval[key]:
             raise InputError(f"{path}: retrieval.method {method} needs retrieval.{key}")
@@ -335,15 +377,21 @@ def _check_inside(target: str | None, where: str, path: Path) -> None:
     root = path.resolve().parent
     resolved = (root / target).resolve()
     if not resolved.is_relative_to(root) or resolved == root:
-        raise InputError(f"{path}: {where} {target!r} is outside the project ({root}); give a path inside it, e.g. data/run.trec")
+        raise InputError(
+            f"{path}: {where} {target!r} is outside the project ({root}); give a path inside it, e.g. data/run.trec"
+        )
 
 
 PANEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # a DVC stage name suffix and a folder name
 
 
 def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    return {key: _merged(base[key], override[key]) if isinstance(base.get(key), dict) and isinstance(override.get(key), dict)
-            else override.get(key, base.get(key)) for key in {**base, **override}}
+    return {
+        key: _merged(base[key], override[key])
+        if isinstance(base.get(key), dict) and isinstance(override.get(key), dict)
+        else override.get(key, base.get(key))
+        for key in {**base, **override}
+    }
 
 
 def _check_panel(panel: Any, retrieval: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
@@ -356,14 +404,20 @@ def _check_panel(panel: Any, retrieval: dict[str, Any], path: Path) -> dict[str,
     systems = {}
     for name, override in panel.items():
         if not isinstance(name, str) or not PANEL_NAME.fullmatch(name):
-            raise InputError(f"{path}: panel.{name} is not a usable system name (letters, digits, - and _, starting with a letter or digit)")
+            raise InputError(
+                f"{path}: panel.{name} is not a usable system name (letters, digits, - and _, starting with a letter or digit)"
+            )
         if not isinstance(override, dict):
-            raise InputError(f"{path}: panel.{name} must be a mapping of retrieval keys (e.g. {{method: bm25}}), got {override!r}")
+            raise InputError(
+                f"{path}: panel.{name} must be a mapping of retrieval keys (e.g. {{method: bm25}}), got {override!r}"
+            )
         where = f"params.panel.{name}"
         settings = _check(_merged(retrieval, override), DEFAULTS["retrieval"], where, path)
         for key in ("method", "fusion"):
             if settings[key] not in CHOICES[("retrieval", key)]:
-                raise InputError(f"{path}: panel.{name}.{key} must be one of {', '.join(sorted(CHOICES[('retrieval', key)]))}, got {settings[key]!r}")
+                raise InputError(
+                    f"{path}: panel.{name}.{key} must be one of {', '.join(sorted(CHOICES[('retrieval', key)]))}, got {settings[key]!r}"
+                )
         try:
             _check_retrieval(settings, path)
         except InputError as error:
@@ -377,5 +431,3 @@ def panel_system(panel: dict[str, dict[str, Any]], system: str, path: str | Path
     if system not in panel:
         raise InputError(f"{path}: panel has no system {system!r} (have: {', '.join(panel) or 'none'})")
     return panel[system]
-
-

@@ -3,6 +3,7 @@
 tags; unescape_passage undoes it for an excerpt a model quotes back from the escaped text.
 
 Used by the LLM tasks (the prompt) and by the golden set (matching evidence in the passage sent)."""
+
 from __future__ import annotations
 
 import re

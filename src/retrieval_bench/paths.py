@@ -1,5 +1,6 @@
 """Every artefact path of the pipeline, spelled once (relative to the project root, where stages
 and commands run). dvc.yaml names the same files: tests/test_dvc_yaml.py checks they agree."""
+
 from __future__ import annotations
 
 PARAMS = "params.yaml"
@@ -44,8 +45,12 @@ EXPORTED_QUESTIONS = "data/questions.jsonl"  # retrieval-bench export-questions,
 
 # judge
 JUDGE_PROMPT = "data/judge_prompt.txt"
-JUDGEMENTS = "data/judgements.jsonl"  # the judge's replies by (model, prompt, question, chunk text): persistent, append-only
-JUDGE_BATCH_JOURNAL = "data/judgements.batches.jsonl"  # journal of submitted judging batches (llm.cache.journal_path_for)
+JUDGEMENTS = (
+    "data/judgements.jsonl"  # the judge's replies by (model, prompt, question, chunk text): persistent, append-only
+)
+JUDGE_BATCH_JOURNAL = (
+    "data/judgements.batches.jsonl"  # journal of submitted judging batches (llm.cache.journal_path_for)
+)
 JUDGED_POOL = "data/judged_pool.jsonl"  # this run's pooled (question, chunk) pairs and their grades, read by score
 JUDGE_REPORT = "metrics/judge.json"
 

@@ -9,6 +9,7 @@ exported as a TREC run on request.
 Scoring reads a run and the judgements and never knows the method; a relevant chunk absent
 from the run is not retrieved (trec_eval's convention).
 """
+
 from __future__ import annotations
 
 import json
@@ -48,7 +49,9 @@ def ranked(run: pd.DataFrame) -> pd.DataFrame:
     """Sort each question's rows by score (then chunk id) and number them 1, 2, ...; the question
     order of the input is kept."""
     order = {qid: i for i, qid in enumerate(dict.fromkeys(run["qid"]))}
-    run = run.assign(_q=run["qid"].map(order)).sort_values(["_q", "score", "chunk_id"], ascending=[True, False, True], kind="stable")
+    run = run.assign(_q=run["qid"].map(order)).sort_values(
+        ["_q", "score", "chunk_id"], ascending=[True, False, True], kind="stable"
+    )
     run["rank"] = run.groupby("_q").cumcount() + 1
     return run[RUN_COLUMNS].reset_index(drop=True)
 
@@ -56,7 +59,11 @@ def ranked(run: pd.DataFrame) -> pd.DataFrame:
 def from_records(records: Iterable[tuple[str, str, float]], depth: int | None = None) -> pd.DataFrame:
     """A run from (qid, chunk_id, score) triples in any order, cut to `depth` per question (whole
     tie groups at the cut)."""
-    run = ranked(pd.DataFrame(list(records), columns=["qid", "chunk_id", "score"]).astype({"qid": str, "chunk_id": str, "score": float}))
+    run = ranked(
+        pd.DataFrame(list(records), columns=["qid", "chunk_id", "score"]).astype(
+            {"qid": str, "chunk_id": str, "score": float}
+        )
+    )
     return cut_to_depth(run, depth) if depth is not None else run
 
 
@@ -93,8 +100,10 @@ def check_trec_ids(run: pd.DataFrame, where: str) -> None:
         ids = pd.Series(run[column].unique(), dtype=object).astype(str)
         blank = ids[ids.str.contains(r"\s", regex=True) | (ids == "")]
         if len(blank):
-            raise InputError(f"{where}: {column} {quoted(blank.iloc[0])} holds whitespace, which a TREC run (whitespace-separated "
-                             "fields) cannot carry; use ids without spaces, or leave retrieval.trec_export null")
+            raise InputError(
+                f"{where}: {column} {quoted(blank.iloc[0])} holds whitespace, which a TREC run (whitespace-separated "
+                "fields) cannot carry; use ids without spaces, or leave retrieval.trec_export null"
+            )
 
 
 def write_trec(run: pd.DataFrame, path: str | Path, tag: str) -> None:
@@ -122,11 +131,15 @@ def read_run_file(path: str | Path, depth: int | None = None) -> pd.DataFrame:
                 row = json.loads(line)
                 records.append((str(row["qid"]), str(row["chunk_id"]), float(row["score"])))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                raise InputError(f"{path}:{number}: expected a JSON object with qid, chunk_id and a numeric score") from None
+                raise InputError(
+                    f"{path}:{number}: expected a JSON object with qid, chunk_id and a numeric score"
+                ) from None
         else:
             fields = line.split()
             if len(fields) != 6:
-                raise InputError(f"{path}:{number}: expected a TREC run line 'qid Q0 chunk_id rank score tag', got {len(fields)} fields")
+                raise InputError(
+                    f"{path}:{number}: expected a TREC run line 'qid Q0 chunk_id rank score tag', got {len(fields)} fields"
+                )
             try:
                 records.append((fields[0], fields[2], float(fields[4])))
             except ValueError:
@@ -142,14 +155,20 @@ def check_run(run: pd.DataFrame, qids: list[str], chunk_ids: set[str], source: s
     """A run from outside names only known questions and chunks, each chunk once per question."""
     unknown_chunks = sorted(set(run["chunk_id"]) - chunk_ids)
     if unknown_chunks:
-        raise InputError(f"{source}: {len(unknown_chunks)} chunk ids are not in the chunk table, e.g. {', '.join(map(quoted, unknown_chunks[:3]))}")
+        raise InputError(
+            f"{source}: {len(unknown_chunks)} chunk ids are not in the chunk table, e.g. {', '.join(map(quoted, unknown_chunks[:3]))}"
+        )
     duplicated = run[run.duplicated(["qid", "chunk_id"])]
     if len(duplicated):
-        raise InputError(f"{source}: question {quoted(duplicated['qid'].iloc[0])} lists chunk {quoted(duplicated['chunk_id'].iloc[0])} twice")
+        raise InputError(
+            f"{source}: question {quoted(duplicated['qid'].iloc[0])} lists chunk {quoted(duplicated['chunk_id'].iloc[0])} twice"
+        )
     present = set(run["qid"])  # once: a set per question made this quadratic (minutes at 1,000 questions x depth 100)
     missing = [qid for qid in qids if qid not in present]
     if len(missing) == len(qids):
-        raise InputError(f"{source}: no question of the golden set is in the run (qids such as {', '.join(map(quoted, qids[:3]))})")
+        raise InputError(
+            f"{source}: no question of the golden set is in the run (qids such as {', '.join(map(quoted, qids[:3]))})"
+        )
 
 
 def check_scores(run: pd.DataFrame, source: str) -> None:
@@ -161,8 +180,10 @@ def check_scores(run: pd.DataFrame, source: str) -> None:
         i = int(bad[0])
         score = run["score"].iloc[i]
         score = score.item() if isinstance(score, np.generic) else score  # nan, not np.float64(nan)
-        raise InputError(f"{source}: row {i + 1} (question {quoted(run['qid'].iloc[i])}, chunk {quoted(run['chunk_id'].iloc[i])}) "
-                         f"has score {quoted(score)}; every score must be a finite number ({len(bad)} are not)")
+        raise InputError(
+            f"{source}: row {i + 1} (question {quoted(run['qid'].iloc[i])}, chunk {quoted(run['chunk_id'].iloc[i])}) "
+            f"has score {quoted(score)}; every score must be a finite number ({len(bad)} are not)"
+        )
 
 
 def read_run_table(source: str | Path | IO[bytes], name: str | None = None) -> pd.DataFrame:
@@ -170,8 +191,13 @@ def read_run_table(source: str | Path | IO[bytes], name: str | None = None) -> p
     it): readable, with RUN_COLUMNS, integer ranks and finite scores, else an InputError naming it."""
     name = name or str(source)
     run = read_table(source, RUN_COLUMNS, name)
-    for column, kind, test in (("rank", "integers", pd.api.types.is_integer_dtype), ("score", "numbers", pd.api.types.is_numeric_dtype)):
+    for column, kind, test in (
+        ("rank", "integers", pd.api.types.is_integer_dtype),
+        ("score", "numbers", pd.api.types.is_numeric_dtype),
+    ):
         if not test(run[column]) or pd.api.types.is_bool_dtype(run[column]):
-            raise InputError(f"{name}: column {column!r} must hold {kind}, got {run[column].dtype}; rerun the retrieve stage")
+            raise InputError(
+                f"{name}: column {column!r} must hold {kind}, got {run[column].dtype}; rerun the retrieve stage"
+            )
     check_scores(run, name)
     return run.astype({"qid": str, "chunk_id": str, "score": np.float64})

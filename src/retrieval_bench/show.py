@@ -1,5 +1,6 @@
 """`retrieval-bench show`: the current run's headline metrics, with the change against the last
 committed run, and the golden set's health; what `make repro` prints at the end."""
+
 from __future__ import annotations
 
 import argparse
@@ -42,9 +43,19 @@ def table(current: dict, before: dict | None, names: list[str]) -> list[str]:
         if name not in current:
             continue
         change = ""
-        if before is not None and isinstance(before.get(name), (int, float)) and isinstance(current[name], (int, float)):
+        if (
+            before is not None
+            and isinstance(before.get(name), (int, float))
+            and isinstance(current[name], (int, float))
+        ):
             delta = current[name] - before[name]
-            change = "  (unchanged)" if abs(delta) < 1e-12 else f"  ({delta:+.4f})" if isinstance(delta, float) else f"  ({delta:+d})"
+            change = (
+                "  (unchanged)"
+                if abs(delta) < 1e-12
+                else f"  ({delta:+.4f})"
+                if isinstance(delta, float)
+                else f"  ({delta:+d})"
+            )
         rows.append(f"  {name:<38}{_number(current[name]):>10}{change}")
     return rows
 
@@ -70,8 +81,10 @@ def leaderboard_lines(board: dict) -> list[str]:
         return []
     names = [name for name in LEADERBOARD_METRICS if name in entry["metrics"]]
     width = max(len(system) for system in board["systems"]) + 2
-    out = [f"panel leaderboard ({entry['n_questions']} questions; {paths.LEADERBOARD_TABLE} has every question set and metric):",
-           "  " + " " * width + "".join(f"{name:<{CELL}}" for name in names)]
+    out = [
+        f"panel leaderboard ({entry['n_questions']} questions; {paths.LEADERBOARD_TABLE} has every question set and metric):",
+        "  " + " " * width + "".join(f"{name:<{CELL}}" for name in names),
+    ]
     for system in board["systems"]:
         cells = []
         for name in names:
@@ -95,9 +108,15 @@ def run(args: argparse.Namespace) -> int:
     if not (cwd / paths.METRICS).is_file():
         raise InputError(f"{paths.METRICS} not found; run `dvc repro` first")
     metrics = json.loads((cwd / paths.METRICS).read_text(encoding="utf-8"))
-    health = json.loads((cwd / paths.GOLDENSET_REPORT).read_text(encoding="utf-8")) if (cwd / paths.GOLDENSET_REPORT).is_file() else None
+    health = (
+        json.loads((cwd / paths.GOLDENSET_REPORT).read_text(encoding="utf-8"))
+        if (cwd / paths.GOLDENSET_REPORT).is_file()
+        else None
+    )
     print(render(metrics, committed(paths.METRICS, args.against, cwd), health, args.against), end="")
-    board = json.loads((cwd / paths.LEADERBOARD).read_text(encoding="utf-8")) if (cwd / paths.LEADERBOARD).is_file() else {}
+    board = (
+        json.loads((cwd / paths.LEADERBOARD).read_text(encoding="utf-8")) if (cwd / paths.LEADERBOARD).is_file() else {}
+    )
     for line in leaderboard_lines(board):
         print(line)
     return 0

@@ -6,6 +6,7 @@ at least min_coverage of the evidence, or when at least min_coverage of the chun
 evidence (a small chunk inside a long evidence span); its gain is the share of the evidence it
 holds. So a re-chunking finer than the evidence still leaves every question a relevant chunk.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,7 +44,9 @@ def chunk_evidence_share(chunk_start: np.ndarray, chunk_end: np.ndarray, span_st
 
 def union_coverage(starts: np.ndarray, ends: np.ndarray, span_start: int, span_end: int) -> float:
     """Share of the span covered by the union of the given chunks (they may overlap each other)."""
-    clipped = sorted((max(s, span_start), min(e, span_end)) for s, e in zip(starts, ends) if min(e, span_end) > max(s, span_start))
+    clipped = sorted(
+        (max(s, span_start), min(e, span_end)) for s, e in zip(starts, ends) if min(e, span_end) > max(s, span_start)
+    )
     covered, reach = 0, span_start
     for start, end in clipped:
         start = max(start, reach)
@@ -75,6 +78,7 @@ def judge(golden: list[dict], chunks: pd.DataFrame, min_coverage: float) -> list
         candidates, share = candidates[overlapping], share[overlapping]
         chunk_share = chunk_evidence_share(starts[candidates], ends[candidates], row["start"], row["end"])
         gains = np.where((share >= min_coverage) | (chunk_share >= min_coverage), share, 0.0)
-        judgements.append(Judgement(candidates, gains, (row["start"], row["end"]), starts[candidates], ends[candidates]))
+        judgements.append(
+            Judgement(candidates, gains, (row["start"], row["end"]), starts[candidates], ends[candidates])
+        )
     return judgements
-

@@ -16,6 +16,7 @@ a chunk belongs to; default "doc_id"), `start` / `end` (character offsets in tha
 (the vector column; default "vector"), `timeout` (seconds any one request to a store server may
 wait; default 30). Credentials never appear in an address (retrieval_bench.stores.base.api_key).
 """
+
 from __future__ import annotations
 
 import math
@@ -35,7 +36,9 @@ ENGINES = {
     "sqlite-vec": ("sqlite-vec", "sqlite_vec"),
 }
 OPTIONS = {"collection", "table", "text", "id", "document", "start", "end", "vector", "timeout"}
-DEFAULT_TIMEOUT = 30.0  # seconds a request to a store server may wait (connect, send, each read) unless ?timeout= says otherwise
+DEFAULT_TIMEOUT = (
+    30.0  # seconds a request to a store server may wait (connect, send, each read) unless ?timeout= says otherwise
+)
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,9 @@ def parse_address(text: str, where: str = "load.source") -> StoreAddress:
     engine:location (never the options, which may hold a misplaced secret)."""
     if not is_store_address(text):
         shown = f" {_shown(text)!r}" if isinstance(text, str) else ""
-        raise InputError(f"{where}{shown}: not a store address (expected {'|'.join(ENGINES)}:<path or URL>?collection=<name>)")
+        raise InputError(
+            f"{where}{shown}: not a store address (expected {'|'.join(ENGINES)}:<path or URL>?collection=<name>)"
+        )
     shown = _shown(text)
     engine, rest = text.split(":", 1)
     location, _, query = rest.partition("?")
@@ -95,7 +100,9 @@ def parse_address(text: str, where: str = "load.source") -> StoreAddress:
     if "@" in location.split("//", 1)[-1].split("/", 1)[0]:
         raise InputError(f"{where}: credentials do not belong in a store address; put the API key in the environment")
     if "timeout" in options and not _is_positive_number(options["timeout"]):
-        raise InputError(f"{where} {shown!r}: ?timeout= must be a positive number of seconds, got {options['timeout']!r}")
+        raise InputError(
+            f"{where} {shown!r}: ?timeout= must be a positive number of seconds, got {options['timeout']!r}"
+        )
     return StoreAddress(engine, location, collection, options)
 
 
@@ -109,9 +116,17 @@ def _is_positive_number(text: str) -> bool:
 # engine -> retrieval.store.search keys it takes -> "int" (a positive integer) or "bool" (a switch);
 # Qdrant's SearchParams are checked by its own model when the store opens.
 SEARCH_PARAMETERS: dict[str, dict[str, str]] = {
-    "lancedb": {"nprobes": "int", "minimum_nprobes": "int", "maximum_nprobes": "int", "refine_factor": "int", "ef": "int",
-                "bypass_vector_index": "bool", "fast_search": "bool"},
-    "chroma": {}, "sqlite-vec": {},
+    "lancedb": {
+        "nprobes": "int",
+        "minimum_nprobes": "int",
+        "maximum_nprobes": "int",
+        "refine_factor": "int",
+        "ef": "int",
+        "bypass_vector_index": "bool",
+        "fast_search": "bool",
+    },
+    "chroma": {},
+    "sqlite-vec": {},
 }
 
 
@@ -121,7 +136,9 @@ def check_search(engine: str, search: dict | None, where: str = "retrieval.store
     if not search or known is None:
         return
     if not known:
-        raise InputError(f"{where}: {engine} takes no query parameters (its index is searched as built); set it to null, got {search!r}")
+        raise InputError(
+            f"{where}: {engine} takes no query parameters (its index is searched as built); set it to null, got {search!r}"
+        )
     for key, value in search.items():
         kind = known.get(key)
         if kind is None:
@@ -139,18 +156,26 @@ def check_store_params(params: dict[str, Any], path: Path) -> None:
     if is_store_address(source):
         parse_address(source, f"{path}: load.source")
     elif params["embed"]["corpus_vectors"] == "stored":
-        raise InputError(f"{path}: embed.corpus_vectors stored needs load.source to be a vector store address "
-                         f"(e.g. lancedb:data/store.lancedb?table=chunks), got {source!r}")
+        raise InputError(
+            f"{path}: embed.corpus_vectors stored needs load.source to be a vector store address "
+            f"(e.g. lancedb:data/store.lancedb?table=chunks), got {source!r}"
+        )
     address = store["address"]
     if address is not None:
         if not isinstance(address, str):
-            raise InputError(f"{path}: retrieval.store.address must be a store address or null (= load.source), got {address!r}")
+            raise InputError(
+                f"{path}: retrieval.store.address must be a store address or null (= load.source), got {address!r}"
+            )
         parse_address(address, f"{path}: retrieval.store.address")
     if params["retrieval"]["method"] == "store" and address is None and not is_store_address(source):
-        raise InputError(f"{path}: retrieval.method store needs retrieval.store.address, or load.source a store address")
+        raise InputError(
+            f"{path}: retrieval.method store needs retrieval.store.address, or load.source a store address"
+        )
     if address is None and is_store_address(source):
         store["address"] = source  # null = load.source, resolved here once for every reader
     if store["search"] is not None and not isinstance(store["search"], dict):
-        raise InputError(f"{path}: retrieval.store.search must be a mapping of the engine's query parameters or null, got {store['search']!r}")
+        raise InputError(
+            f"{path}: retrieval.store.search must be a mapping of the engine's query parameters or null, got {store['search']!r}"
+        )
     if store["address"] is not None:
         check_search(parse_address(store["address"]).engine, store["search"], f"{path}: retrieval.store.search")

@@ -1,4 +1,5 @@
 """Cut documents into overlapping character windows that end at natural boundaries."""
+
 from __future__ import annotations
 
 import re

@@ -19,6 +19,7 @@ Groups are the connected components of the duplicate pairs (so a near-duplicate 
 near-duplicate is in the group too); the group id is the chunk id of its first member in table
 order. The result (data/duplicates.parquet) lists only chunks in a group of two or more.
 """
+
 from __future__ import annotations
 
 import re
@@ -47,7 +48,7 @@ def shingles(text: str, width: int = SHINGLE_WORDS) -> frozenset[str]:
     words = _WORD.findall(normalise(text))
     if len(words) <= width:
         return frozenset([" ".join(words)]) if words else frozenset()
-    return frozenset(" ".join(words[i:i + width]) for i in range(len(words) - width + 1))
+    return frozenset(" ".join(words[i : i + width]) for i in range(len(words) - width + 1))
 
 
 def jaccard(a: frozenset, b: frozenset) -> float:
@@ -62,7 +63,9 @@ def _signatures(sets: list[frozenset[str]]) -> np.ndarray:
     for row, shingle_set in enumerate(sets):
         if not shingle_set:
             continue
-        hashed = np.fromiter((zlib.crc32(s.encode("utf-8")) for s in shingle_set), dtype=np.uint64, count=len(shingle_set))
+        hashed = np.fromiter(
+            (zlib.crc32(s.encode("utf-8")) for s in shingle_set), dtype=np.uint64, count=len(shingle_set)
+        )
         # (a x + b) mod p, x < 2^32 and a, b < 2^29: no uint64 overflow.
         signatures[row] = ((hashed[:, None] * a[None, :] + b[None, :]) % np.uint64(_PRIME)).min(axis=0)
     return signatures
@@ -72,12 +75,12 @@ def _candidate_pairs(signatures: np.ndarray) -> set[tuple[int, int]]:
     pairs: set[tuple[int, int]] = set()
     for band in range(BANDS):
         buckets: dict[bytes, list[int]] = defaultdict(list)
-        block = np.ascontiguousarray(signatures[:, band * ROWS:(band + 1) * ROWS])
+        block = np.ascontiguousarray(signatures[:, band * ROWS : (band + 1) * ROWS])
         for row in range(len(block)):
             buckets[block[row].tobytes()].append(row)
         for members in buckets.values():
             for i, first in enumerate(members):
-                pairs.update((first, other) for other in members[i + 1:])
+                pairs.update((first, other) for other in members[i + 1 :])
     return pairs
 
 
@@ -123,8 +126,14 @@ def find_duplicates(chunks: pd.DataFrame, near: bool = True, min_jaccard: float 
     roots = [root(i) for i in range(len(ids))]
     sizes = pd.Series(roots).value_counts()
     rows = [
-        {"chunk_id": ids[i], "group": ids[r], "kind": "exact" if exact[i] else "near", "similarity": round(float(best[i]), 4)}
-        for i, r in enumerate(roots) if sizes[r] > 1
+        {
+            "chunk_id": ids[i],
+            "group": ids[r],
+            "kind": "exact" if exact[i] else "near",
+            "similarity": round(float(best[i]), 4),
+        }
+        for i, r in enumerate(roots)
+        if sizes[r] > 1
     ]
     return pd.DataFrame(rows, columns=DUPLICATE_COLUMNS)
 

@@ -1,4 +1,5 @@
 """Read a corpus (documents, ready chunks or a BEIR folder) and any real relevance labels."""
+
 from __future__ import annotations
 
 import hashlib
@@ -64,9 +65,13 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
         for line_number, row in enumerate(rows, 1):
             for key in (id_field, text_field):
                 if key not in row:
-                    raise InputError(f"{path}: record {line_number} has no field {key!r}; fields found: {', '.join(row)}")
+                    raise InputError(
+                        f"{path}: record {line_number} has no field {key!r}; fields found: {', '.join(row)}"
+                    )
         found = {key for row in rows for key in row}
-        columns = {key: [row.get(key) for row in rows] for key in (id_field, text_field, *DOCUMENT_FIELDS) if key in found}
+        columns = {
+            key: [row.get(key) for row in rows] for key in (id_field, text_field, *DOCUMENT_FIELDS) if key in found
+        }
     else:
         try:
             raw = pd.read_parquet(path) if suffix == ".parquet" else pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -79,10 +84,12 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
     ids, texts = columns[id_field], columns[text_field]
     if not ids:
         raise InputError(f"{path}: no chunks")
-    records = pd.DataFrame({
-        "chunk_id": [checked_id(v, f"{path}: record {n}", id_field) for n, v in enumerate(ids, 1)],
-        "text": [checked_text(v, f"{path}: record {n}", text_field) for n, v in enumerate(texts, 1)],
-    })
+    records = pd.DataFrame(
+        {
+            "chunk_id": [checked_id(v, f"{path}: record {n}", id_field) for n, v in enumerate(ids, 1)],
+            "text": [checked_text(v, f"{path}: record {n}", text_field) for n, v in enumerate(texts, 1)],
+        }
+    )
     for key in DOCUMENT_FIELDS:
         if key in columns and key not in (id_field, text_field):  # a column named doc_id holding the chunk id is the id
             records[key] = pd.Series(columns[key], dtype=object)
@@ -125,7 +132,9 @@ def read_queries(path: Path) -> dict[str, str]:
             continue
         fields = line.split("\t")  # no CSV quoting: a query's quotes are part of its text
         if len(fields) != 2:
-            raise InputError(f"{path}:{line_number}: expected 2 tab-separated fields (query id, text), got {len(fields)}")
+            raise InputError(
+                f"{path}:{line_number}: expected 2 tab-separated fields (query id, text), got {len(fields)}"
+            )
         queries[fields[0]] = fields[1]
     return queries
 
@@ -141,8 +150,12 @@ def read_qrels(path: Path) -> list[tuple[str, str, int]]:
         if not line.strip():
             continue
         if len(fields) not in (3, 4):
-            raise InputError(f"{path}:{line_number}: expected 'query chunk grade' or TREC 'query 0 chunk grade', got {len(fields)} fields")
-        query_id, corpus_id, grade = (fields[0], fields[1], fields[2]) if len(fields) == 3 else (fields[0], fields[2], fields[3])
+            raise InputError(
+                f"{path}:{line_number}: expected 'query chunk grade' or TREC 'query 0 chunk grade', got {len(fields)} fields"
+            )
+        query_id, corpus_id, grade = (
+            (fields[0], fields[1], fields[2]) if len(fields) == 3 else (fields[0], fields[2], fields[3])
+        )
         try:
             value = int(grade)
         except ValueError:
@@ -151,8 +164,10 @@ def read_qrels(path: Path) -> list[tuple[str, str, int]]:
             raise InputError(f"{path}:{line_number}: grade must be an integer, got {grade!r}") from None
         if (query_id, corpus_id) in seen:
             first_line, first_grade = seen[(query_id, corpus_id)]
-            raise InputError(f"{path}:{line_number}: query {query_id} judges chunk {corpus_id} a second time "
-                             f"(grade {value}; line {first_line} gave {first_grade}); keep one line per query and chunk")
+            raise InputError(
+                f"{path}:{line_number}: query {query_id} judges chunk {corpus_id} a second time "
+                f"(grade {value}; line {first_line} gave {first_grade}); keep one line per query and chunk"
+            )
         seen[(query_id, corpus_id)] = (line_number, value)
         judgements.append((query_id, corpus_id, value))
     if not judgements:
@@ -173,7 +188,9 @@ def build_labels(
         relevant.setdefault(query_id, {})[corpus_id] = grade
     no_text = [q for q in relevant if q not in queries]
     if no_text:
-        raise InputError(f"{qrels_path}: {len(no_text)} judged queries have no text in the queries file, e.g. {', '.join(no_text[:5])}")
+        raise InputError(
+            f"{qrels_path}: {len(no_text)} judged queries have no text in the queries file, e.g. {', '.join(no_text[:5])}"
+        )
     notes = []
     missing = {q: sorted(c for c in grades if c not in chunk_ids) for q, grades in relevant.items()}
     missing = {q: ids for q, ids in missing.items() if ids}
@@ -216,7 +233,9 @@ def _with_sha(chunks: pd.DataFrame) -> pd.DataFrame:
     return chunks[CHUNK_COLUMNS]
 
 
-def _drop_empty_and_check_ids(frame: pd.DataFrame, source: object, notes: list[str], id_column: str = "doc_id") -> pd.DataFrame:
+def _drop_empty_and_check_ids(
+    frame: pd.DataFrame, source: object, notes: list[str], id_column: str = "doc_id"
+) -> pd.DataFrame:
     empty = frame["text"].str.strip() == ""
     if empty.any():
         notes.append(f"dropped {int(empty.sum())} empty texts")
@@ -235,7 +254,9 @@ def checked_offset(value: object, where: str, field: str) -> int:
         return int(value)
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= 0:
         return int(value)
-    if isinstance(value, (float, np.floating)) and value.is_integer() and value >= 0:  # Parquet/pandas integers with a null beside them
+    if (
+        isinstance(value, (float, np.floating)) and value.is_integer() and value >= 0
+    ):  # Parquet/pandas integers with a null beside them
         return int(value)
     raise InputError(f"{where}: {field!r} must be a character offset (an integer >= 0), got {json_kind(value)}")
 
@@ -249,11 +270,17 @@ def _document_fields(records: pd.DataFrame, source: object) -> pd.DataFrame:
     for key in present:
         missing = records[key].isna()
         if missing.any():
-            raise InputError(f"{source}: chunk {records['chunk_id'][missing].iloc[0]} has no {key!r} while other chunks have one")
+            raise InputError(
+                f"{source}: chunk {records['chunk_id'][missing].iloc[0]} has no {key!r} while other chunks have one"
+            )
     where = [f"{source}: chunk {chunk_id}" for chunk_id in records["chunk_id"]]
     doc_ids = [checked_id(value, at, "doc_id") for value, at in zip(records["doc_id"], where)]
     lengths = records["text"].str.len().to_numpy()
-    starts = [checked_offset(value, at, "start") for value, at in zip(records["start"], where)] if "start" in present else None
+    starts = (
+        [checked_offset(value, at, "start") for value, at in zip(records["start"], where)]
+        if "start" in present
+        else None
+    )
     ends = [checked_offset(value, at, "end") for value, at in zip(records["end"], where)] if "end" in present else None
     if starts is None and ends is None:
         starts, next_start = [], {}
@@ -265,9 +292,19 @@ def _document_fields(records: pd.DataFrame, source: object) -> pd.DataFrame:
     wrong = np.flatnonzero((ends - starts != lengths) | (starts < 0))
     if len(wrong):
         i = wrong[0]
-        raise InputError(f"{where[i]}: start {starts[i]} and end {ends[i]} span {ends[i] - starts[i]} characters but its text has "
-                         f"{lengths[i]}; offsets must be character offsets of the chunk's text in its document")
-    return pd.DataFrame({"chunk_id": records["chunk_id"].tolist(), "doc_id": doc_ids, "start": starts, "end": ends, "text": records["text"].tolist()})
+        raise InputError(
+            f"{where[i]}: start {starts[i]} and end {ends[i]} span {ends[i] - starts[i]} characters but its text has "
+            f"{lengths[i]}; offsets must be character offsets of the chunk's text in its document"
+        )
+    return pd.DataFrame(
+        {
+            "chunk_id": records["chunk_id"].tolist(),
+            "doc_id": doc_ids,
+            "start": starts,
+            "end": ends,
+            "text": records["text"].tolist(),
+        }
+    )
 
 
 def rebuild_documents(chunks: pd.DataFrame, source: object) -> pd.DataFrame:
@@ -284,11 +321,13 @@ def rebuild_documents(chunks: pd.DataFrame, source: object) -> pd.DataFrame:
                 pieces.append(UNCOVERED * (start - covered))
                 tail, covered = tail + pieces[-1], start
             shared = min(end, covered) - start
-            if shared > 0 and tail[len(tail) - (covered - start):][:shared] != text[:shared]:
-                raise InputError(f"{source}: chunk {this_chunk_id} of document {doc_id} disagrees with an overlapping chunk before it "
-                                 f"(last: {previous}) on the characters they share; offsets must be character offsets in the document")
+            if shared > 0 and tail[len(tail) - (covered - start) :][:shared] != text[:shared]:
+                raise InputError(
+                    f"{source}: chunk {this_chunk_id} of document {doc_id} disagrees with an overlapping chunk before it "
+                    f"(last: {previous}) on the characters they share; offsets must be character offsets in the document"
+                )
             if end > covered:
-                pieces.append(text[covered - start:])
+                pieces.append(text[covered - start :])
                 tail, covered = tail + pieces[-1], end
             tail, previous = tail[-longest:], this_chunk_id
         rows.append((doc_id, "".join(pieces)))
@@ -303,8 +342,12 @@ def ready_chunks_corpus(records: pd.DataFrame, source: object, notes: list[str])
     records = _drop_empty_and_check_ids(records, source, notes, id_column="chunk_id")
     if "doc_id" not in records.columns:
         documents = pd.DataFrame({"doc_id": records["chunk_id"], "text": records["text"]})
-        return documents, _with_sha(documents.assign(chunk_id=documents["doc_id"], start=0, end=documents["text"].str.len()))
-    chunks = _document_fields(records, source).sort_values(["doc_id", "start", "end", "chunk_id"], kind="stable", ignore_index=True)
+        return documents, _with_sha(
+            documents.assign(chunk_id=documents["doc_id"], start=0, end=documents["text"].str.len())
+        )
+    chunks = _document_fields(records, source).sort_values(
+        ["doc_id", "start", "end", "chunk_id"], kind="stable", ignore_index=True
+    )
     return rebuild_documents(chunks, source), _with_sha(chunks)
 
 
@@ -331,7 +374,9 @@ def _beir_parts(folder: Path) -> list[str]:
 
 def _looks_like_beir(folder: Path) -> bool:
     """A folder with BEIR's queries.jsonl or qrels/ folder (but no corpus.jsonl)."""
-    return (folder / "qrels").is_dir() or ((folder / "queries.jsonl").is_file() and not (folder / "qrels.tsv").is_file())
+    return (folder / "qrels").is_dir() or (
+        (folder / "queries.jsonl").is_file() and not (folder / "qrels.tsv").is_file()
+    )
 
 
 def _check_beir_split(folder: Path, split: str) -> None:

@@ -16,6 +16,7 @@ on stamps of their own that are constant unless they use a store.
   taken and load_chunks, embed_corpus and retrieve re-run on every repro; generate_goldenset,
   embed_questions and score re-run only when their inputs came out different.
 """
+
 from __future__ import annotations
 
 import hashlib

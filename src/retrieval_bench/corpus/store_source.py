@@ -8,6 +8,7 @@ spans are scored as on the documents themselves; without them each chunk is its 
 chunks come out in document and offset order (else chunk id order), whatever order the engine
 keeps, so an unchanged collection always gives the same data/chunks.parquet.
 """
+
 from __future__ import annotations
 
 import pandas as pd

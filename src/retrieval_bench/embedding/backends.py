@@ -12,6 +12,7 @@ to its own no-op stub (openvino.tools.ovc.telemetry_stub): nothing is sent, noth
 under ~. The model is read from the exported ONNX file (`Core.read_model`), never through
 `convert_model`. onnxruntime's own telemetry is turned off too (onnx_export.import_onnxruntime).
 """
+
 from __future__ import annotations
 
 import sys
@@ -91,9 +92,14 @@ def warn_without_bf16(settings: dict, device: str) -> None:
     flags = cpu_flags()
     if flags is None or flags & BF16_FLAGS:
         return
-    emulated = "OpenVINO computes in fp32: the fp32 vectors" if settings["backend"] == "openvino" else "torch emulates it"
-    print(f"embed: warning: embed.precision bf16, but this CPU has no native bf16 (no {'/'.join(sorted(BF16_FLAGS))} flag in "
-          f"{CPUINFO}): {emulated}, with no speed-up over fp32", file=sys.stderr)
+    emulated = (
+        "OpenVINO computes in fp32: the fp32 vectors" if settings["backend"] == "openvino" else "torch emulates it"
+    )
+    print(
+        f"embed: warning: embed.precision bf16, but this CPU has no native bf16 (no {'/'.join(sorted(BF16_FLAGS))} flag in "
+        f"{CPUINFO}): {emulated}, with no speed-up over fp32",
+        file=sys.stderr,
+    )
 
 
 def encoder_label(settings: dict) -> str:
@@ -133,7 +139,7 @@ class Encoder:
         """(keys, vectors) for `items` ((key, text) pairs), embedded in order in batches of
         `batch_size`: the local engine appends each to the cache, a Ray actor joins them."""
         for start in range(0, len(items), batch_size):
-            batch = items[start:start + batch_size]
+            batch = items[start : start + batch_size]
             yield [key for key, _ in batch], self([text for _, text in batch])
 
 
@@ -205,7 +211,9 @@ def _openvino_first(path, names: list[str], hint: str) -> Callable[[dict], dict]
 
     def run(features: dict) -> dict:
         hidden = request.infer(_feed(features, names))[0]
-        features["token_embeddings"] = torch.from_numpy(np.array(hidden, dtype=np.float32))  # a copy: the buffer is reused
+        features["token_embeddings"] = torch.from_numpy(
+            np.array(hidden, dtype=np.float32)
+        )  # a copy: the buffer is reused
         return features
 
     return run

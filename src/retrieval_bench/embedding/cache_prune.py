@@ -2,6 +2,7 @@
 needs (the chunks in data/chunks.parquet and the questions in data/goldenset.jsonl, under the
 embed settings in params.yaml); everything else — old models, prompts, backends, edited-away
 texts — is dropped and the rest rewritten as one shard."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,15 +28,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _current(source: str, read) -> list[str]:
     if not Path(source).is_file():
-        raise InputError(f"{source}: not found; run `dvc repro` (or `dvc pull`) first so that prune knows what the current data needs")
+        raise InputError(
+            f"{source}: not found; run `dvc repro` (or `dvc pull`) first so that prune knows what the current data needs"
+        )
     return read(source)
 
 
 def run_prune(args: argparse.Namespace) -> int:
     settings = load_params("embed", args.params)
     caches = (
-        (paths.CORPUS_EMBEDDING_CACHE, paths.CHUNKS, lambda p: pd.read_parquet(p, columns=["text"])["text"].tolist(), settings["document_prompt"]),
-        (paths.QUESTION_EMBEDDING_CACHE, paths.GOLDENSET, lambda p: [row["question"] for row in read_jsonl(p)], settings["query_prompt"]),
+        (
+            paths.CORPUS_EMBEDDING_CACHE,
+            paths.CHUNKS,
+            lambda p: pd.read_parquet(p, columns=["text"])["text"].tolist(),
+            settings["document_prompt"],
+        ),
+        (
+            paths.QUESTION_EMBEDDING_CACHE,
+            paths.GOLDENSET,
+            lambda p: [row["question"] for row in read_jsonl(p)],
+            settings["query_prompt"],
+        ),
     )
     changed, fingerprint = False, settings_fingerprint(settings)
     dim = embedding_dimension(resolve_model(settings["model"]))
@@ -43,9 +56,16 @@ def run_prune(args: argparse.Namespace) -> int:
         if not Path(folder).is_dir():
             print(f"{folder}: no cache")
             continue
-        report = prune(folder, set(cache_keys(_current(source, read), settings, prompt, fingerprint)), dry_run=args.dry_run, dim=dim)
+        report = prune(
+            folder,
+            set(cache_keys(_current(source, read), settings, prompt, fingerprint)),
+            dry_run=args.dry_run,
+            dim=dim,
+        )
         print(report.line(args.dry_run))
         changed |= report.rewritten  # vectors dropped, or only shards merged: the DVC output changed either way
     if changed:
-        print("record the pruned caches with `dvc commit -f embed_corpus embed_questions` (or let the next `dvc repro` do it: it embeds nothing)")
+        print(
+            "record the pruned caches with `dvc commit -f embed_corpus embed_questions` (or let the next `dvc repro` do it: it embeds nothing)"
+        )
     return 0

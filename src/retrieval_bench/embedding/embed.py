@@ -1,5 +1,6 @@
 """Embed texts with a sentence-transformers model as unit-length float32 vectors, each text
 once: `embed_texts` serves what the embedding cache holds and embeds the rest."""
+
 from __future__ import annotations
 
 import json
@@ -130,8 +131,9 @@ def _declared_dimension(root: Path) -> int | None:
 Batches = Iterator[tuple[list[bytes], np.ndarray]]
 
 
-def embedding_engine(items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: dict,
-                     log=print) -> tuple[str, Batches]:
+def embedding_engine(
+    items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: dict, log=print
+) -> tuple[str, Batches]:
     """What embeds `items` ((cache key, text) pairs, in the order to embed them) under
     `settings["engine"]`, and the (keys, vectors) batches it yields: the encoder loaded here, or
     Ray's actors (Ray is imported only then: it is an optional extra)."""
@@ -143,8 +145,15 @@ def embedding_engine(items: list[tuple[bytes, str]], model_path: str, fingerprin
     return encoder.description, encoder.batches(items, settings["batch_size"])
 
 
-def embed_texts(texts: list[str], settings: dict, prompt: str, cache_dir: str | Path, unit: str = "text",
-                progress: bool = True, log=print) -> tuple[np.ndarray, EmbedStats]:
+def embed_texts(
+    texts: list[str],
+    settings: dict,
+    prompt: str,
+    cache_dir: str | Path,
+    unit: str = "text",
+    progress: bool = True,
+    log=print,
+) -> tuple[np.ndarray, EmbedStats]:
     """Unit-length float32 vectors for `texts` (one row each, in order), `prompt` prefixed.
     Vectors in the cache are served; the others are embedded, longest first in batches, by
     `settings["engine"]` (here, or on Ray), and each batch is durably appended to the cache as it
@@ -168,11 +177,16 @@ def embed_texts(texts: list[str], settings: dict, prompt: str, cache_dir: str | 
             items = [(missing[i], prompt + unique[missing[i]]) for i in order]
             started = time.monotonic()  # start-up (model load, export, Ray actors) counts, for either engine
             description, batches = embedding_engine(items, model_path, fingerprint, settings, log)
-            with closing(batches), tqdm(total=len(items), unit=unit, desc=f"embed ({description})", disable=not progress) as bar:
+            with (
+                closing(batches),
+                tqdm(total=len(items), unit=unit, desc=f"embed ({description})", disable=not progress) as bar,
+            ):
                 for batch, vectors in batches:
                     if vectors.shape[1:] != (dim,):
-                        raise InputError(f"embed.model {settings['model']}: its files declare {dim}-dimensional vectors, "
-                                         f"the encoder returned {vectors.shape[1:]}; nothing of this batch was cached")
+                        raise InputError(
+                            f"embed.model {settings['model']}: its files declare {dim}-dimensional vectors, "
+                            f"the encoder returned {vectors.shape[1:]}; nothing of this batch was cached"
+                        )
                     cache.put(batch, vectors)
                     found.update(zip(batch, vectors))
                     bar.update(len(batch))

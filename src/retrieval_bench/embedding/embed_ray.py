@@ -30,6 +30,7 @@ the cache, and a rerun, with either engine, embeds only the rest. A driver that 
 GCS is ended by Ray itself, after its 60 s reconnect window, with Ray's one line and exit status 1;
 the cache is intact then too.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -58,7 +59,9 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 def import_ray():
     """`import ray`, or a one-line InputError naming the extra to install."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report to Ray's servers (a value the user set is kept)
+    os.environ.setdefault(
+        "RAY_USAGE_STATS_ENABLED", "0"
+    )  # no usage report to Ray's servers (a value the user set is kept)
     try:
         import ray
         import ray.data
@@ -75,7 +78,11 @@ def actor_count(settings: dict, texts: int) -> int:
 def describe(settings: dict, texts: int) -> str:
     """What embeds `texts` texts, for the progress bar and the stage's summary line."""
     options = settings["ray"]
-    each = f"{options['num_gpus_per_actor']:g} GPU" if options["num_gpus_per_actor"] else f"{options['num_cpus_per_actor']:g} CPU"
+    each = (
+        f"{options['num_gpus_per_actor']:g} GPU"
+        if options["num_gpus_per_actor"]
+        else f"{options['num_cpus_per_actor']:g} CPU"
+    )
     actors = actor_count(settings, texts)
     return f"{encoder_label(settings)} on ray, {actors} actor{'s' if actors > 1 else ''} x {each}"
 
@@ -107,8 +114,10 @@ def worker_model_path(model_path: str, fingerprint: str, shipped: tuple | None) 
     if holds_the_model(target):  # the usual case after the first run on this node: one hash
         return str(target)
     if shipped is None:
-        raise InputError(f"embed.model: {model_path} is missing on this Ray worker or differs from the driver's "
-                         f"({fingerprint}); install the same model there, or join the cluster by embed.ray.address")
+        raise InputError(
+            f"embed.model: {model_path} is missing on this Ray worker or differs from the driver's "
+            f"({fingerprint}); install the same model there, or join the cluster by embed.ray.address"
+        )
 
     def write(staging: Path) -> None:
         for name, data in import_ray().get(shipped[0]).items():
@@ -116,7 +125,9 @@ def worker_model_path(model_path: str, fingerprint: str, shipped: tuple | None) 
             (staging / name).write_bytes(data)
         found = folder_fingerprint(str(staging))
         if found != fingerprint:  # never put in place for a later run to find
-            raise InputError(f"embed.model: the files shipped to this Ray worker ({target}) have fingerprint {found}, expected {fingerprint}")
+            raise InputError(
+                f"embed.model: the files shipped to this Ray worker ({target}) have fingerprint {found}, expected {fingerprint}"
+            )
 
     build_once(target, write, holds_the_model, what=f"writing the shipped model to {target}")
     return str(target)
@@ -128,7 +139,9 @@ class EmbedActor:
 
     def __init__(self, model_path: str, fingerprint: str, settings: dict, shipped: tuple | None):
         path = worker_model_path(model_path, fingerprint, shipped)
-        self.encoder = load_encoder(path, fingerprint, {**settings, "device": actor_device(settings)}, log=lambda line: None)
+        self.encoder = load_encoder(
+            path, fingerprint, {**settings, "device": actor_device(settings)}, log=lambda line: None
+        )
         self.batch_size = settings["batch_size"]
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -136,8 +149,9 @@ class EmbedActor:
         return {"key": batch["key"], "vector": np.concatenate([vectors for _, vectors in pieces])}
 
 
-def embed_batches(items: list[tuple[bytes, str]], model_path: str, fingerprint: str,
-                  settings: dict) -> Iterator[tuple[list[bytes], np.ndarray]]:
+def embed_batches(
+    items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: dict
+) -> Iterator[tuple[list[bytes], np.ndarray]]:
     """(keys, vectors) for `items` ((cache key, text) pairs, in the order to embed them) as Ray's
     actors return them. A dead actor, an exception raised in one, or a lost cluster is a one-line
     InputError."""
@@ -148,7 +162,9 @@ def embed_batches(items: list[tuple[bytes, str]], model_path: str, fingerprint: 
         # A local instance we started runs on this machine, where model_path is; a cluster may not have it.
         shipped = None if started else (ray.put(read_model_files(model_path)),)
         try:
-            for batch in _dataset(ray, items, model_path, fingerprint, settings, shipped).iter_batches(batch_size=None, batch_format="numpy"):
+            for batch in _dataset(ray, items, model_path, fingerprint, settings, shipped).iter_batches(
+                batch_size=None, batch_format="numpy"
+            ):
                 keys = [bytes(key) for key in batch["key"]]
                 yield keys, np.asarray(batch["vector"], dtype=np.float32)
                 done += len(keys)
@@ -161,26 +177,43 @@ def embed_batches(items: list[tuple[bytes, str]], model_path: str, fingerprint: 
             raise InputError(failure_line(error, done, len(items))) from None
 
 
-def _dataset(ray, items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: dict, shipped: tuple | None):
+def _dataset(
+    ray, items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: dict, shipped: tuple | None
+):
     import pyarrow as pa
 
     options = settings["ray"]
     size = options["batch_size"]
     # One block per Ray batch: the actors share the work batch by batch, and each result streams
     # back to the driver as soon as its batch is done.
-    blocks = [pa.table({"key": pa.array([key for key, _ in items[start:start + size]], pa.binary(32)),
-                        "text": pa.array([text for _, text in items[start:start + size]], pa.string())})
-              for start in range(0, len(items), size)]
+    blocks = [
+        pa.table(
+            {
+                "key": pa.array([key for key, _ in items[start : start + size]], pa.binary(32)),
+                "text": pa.array([text for _, text in items[start : start + size]], pa.string()),
+            }
+        )
+        for start in range(0, len(items), size)
+    ]
     with warnings.catch_warnings():
         # max_restarts goes through map_batches' **ray_remote_args, deprecated from Ray 2.60 (removal
         # announced for 2.64; the extra pins 2.60.0) and the only way to turn the restarts off.
         warnings.filterwarnings("ignore", message=".*ray_remote_args.* is deprecated")
         return ray.data.from_arrow(blocks).map_batches(
-            EmbedActor, fn_constructor_kwargs={"model_path": model_path, "fingerprint": fingerprint,
-                                               "settings": settings, "shipped": shipped},
-            compute=ray.data.ActorPoolStrategy(size=actor_count(settings, len(items))), batch_size=size, batch_format="numpy",
-            num_cpus=options["num_cpus_per_actor"], num_gpus=options["num_gpus_per_actor"] or None,
-            max_restarts=0, max_task_retries=0,
+            EmbedActor,
+            fn_constructor_kwargs={
+                "model_path": model_path,
+                "fingerprint": fingerprint,
+                "settings": settings,
+                "shipped": shipped,
+            },
+            compute=ray.data.ActorPoolStrategy(size=actor_count(settings, len(items))),
+            batch_size=size,
+            batch_format="numpy",
+            num_cpus=options["num_cpus_per_actor"],
+            num_gpus=options["num_gpus_per_actor"] or None,
+            max_restarts=0,
+            max_task_retries=0,
         )
 
 
@@ -201,8 +234,10 @@ def _connected(ray, options: dict) -> Iterator[bool]:
             ray.init(address=address, runtime_env=_runtime_env(remote=True), log_to_driver=False, logging_level="ERROR")
     except (ray.exceptions.RayError, ConnectionError, ValueError, RuntimeError) as error:
         ray.shutdown()
-        raise InputError(f"embed.ray.address {address!r}: cannot join the Ray cluster ({_first_line(error)}); is it "
-                         "running, and with token authentication, are RAY_AUTH_MODE=token and its token set here?") from None
+        raise InputError(
+            f"embed.ray.address {address!r}: cannot join the Ray cluster ({_first_line(error)}); is it "
+            "running, and with token authentication, are RAY_AUTH_MODE=token and its token set here?"
+        ) from None
     with contextlib.ExitStack() as cleanup:
         if address is None:  # its exit comes last, after the shutdown
             cleanup.enter_context(_tied_to_this_process())
@@ -242,8 +277,14 @@ def _tied_to_this_process() -> Iterator[None]:
     import psutil  # Ray's own copy (ray/thirdparty_files) when no other is installed
 
     owned = psutil.Process().children(recursive=True)
-    watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(Path(psutil.__file__).parents[1])], stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    watchdog = subprocess.Popen(
+        [sys.executable, "-c", WATCHDOG, str(Path(psutil.__file__).parents[1])],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     try:
         watchdog.stdin.write("".join(f"{process.pid} {process.create_time()!r}\n" for process in owned))
         watchdog.stdin.flush()
@@ -265,37 +306,51 @@ def check_address(address: str, timeout: float) -> None:
     target = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address
     via = " (RAY_ADDRESS)" if target != address else ""
     if target.startswith("ray://"):
-        raise InputError(f"embed.ray.address {address!r}: {target}{via} is Ray Client, which Ray Data does not run over; "
-                         "run the stage on a node of the cluster with address auto, or give the cluster's GCS address "
-                         "(head:6379) from a machine on its network")
+        raise InputError(
+            f"embed.ray.address {address!r}: {target}{via} is Ray Client, which Ray Data does not run over; "
+            "run the stage on a node of the cluster with address auto, or give the cluster's GCS address "
+            "(head:6379) from a machine on its network"
+        )
     found = re.fullmatch(r"\[?([^\]]+?)\]?:(\d+)", target)
     if not found:
         return
-    silent = (f"embed.ray.address {address!r}: {target}{via} did not answer within {timeout:g}s (embed.ray.timeout_s); "
-              "is it the cluster's GCS address (head:6379), and is the head node up?")
+    silent = (
+        f"embed.ray.address {address!r}: {target}{via} did not answer within {timeout:g}s (embed.ray.timeout_s); "
+        "is it the cluster's GCS address (head:6379), and is the head node up?"
+    )
     try:
         connection = socket.create_connection((found[1], int(found[2])), timeout=timeout)
     except TimeoutError:
         raise InputError(silent) from None
     except OSError as error:
-        raise InputError(f"embed.ray.address {address!r}: nothing answers at {target}{via} ({error.strerror or error}); "
-                         "start the cluster or fix the address") from None
+        raise InputError(
+            f"embed.ray.address {address!r}: nothing answers at {target}{via} ({error.strerror or error}); "
+            "start the cluster or fix the address"
+        ) from None
     with connection:
         try:
             connection.sendall(GRPC_HELLO)
             connection.recv(9)
         except TimeoutError:
             raise InputError(silent) from None
-        except OSError:  # reset or closed: something answered (a TLS cluster may refuse the plain hello); Ray says the rest
+        except (
+            OSError
+        ):  # reset or closed: something answered (a TLS cluster may refuse the plain hello); Ray says the rest
             pass
 
 
 def start_local(ray, options: dict) -> None:
     """A private local Ray instance sized to the actors (`address: local` never joins a running
     cluster nor RAY_ADDRESS); no dashboard, no worker logs on the driver's terminal."""
-    ray.init(address="local", num_cpus=max(1, int(np.ceil(options["num_actors"] * options["num_cpus_per_actor"]))),
-             object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False, log_to_driver=False,
-             logging_level="ERROR", runtime_env=_runtime_env(remote=False))
+    ray.init(
+        address="local",
+        num_cpus=max(1, int(np.ceil(options["num_actors"] * options["num_cpus_per_actor"]))),
+        object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+        runtime_env=_runtime_env(remote=False),
+    )
 
 
 def _runtime_env(remote: bool) -> dict:
@@ -311,8 +366,10 @@ def _check_resources(ray, options: dict, local: bool) -> None:
     may be autoscaling, so there Ray Data waits for the nodes.)"""
     gpus = options["num_gpus_per_actor"]
     if local and gpus > ray.cluster_resources().get("GPU", 0):
-        raise InputError(f"embed.ray.num_gpus_per_actor {gpus:g}: this machine has "
-                         f"{ray.cluster_resources().get('GPU', 0):g} GPUs for a local Ray; set it to 0 or join a cluster with GPUs")
+        raise InputError(
+            f"embed.ray.num_gpus_per_actor {gpus:g}: this machine has "
+            f"{ray.cluster_resources().get('GPU', 0):g} GPUs for a local Ray; set it to 0 or join a cluster with GPUs"
+        )
 
 
 @contextlib.contextmanager
@@ -347,24 +404,36 @@ def failure_line(error: BaseException, done: int, total: int) -> str:
     # An exception raised in an actor comes back as text: its traceback inside an ActorDiedError
     # (raised in __init__) or a RayTaskError(UserCodeException) (raised in __call__), followed
     # there by Ray's own "ray.exceptions.UserCodeException: UDF failed ..." line.
-    raised = [(name, message) for name, message in re.findall(r"^([\w.]*(?:Error|Exception)): (.+)$", text, re.MULTILINE)
-              if not name.startswith("ray.")]
-    own = [str(link) for link in chain if isinstance(link, InputError)] + \
-        [message for name, message in raised if name.endswith("InputError")]
+    raised = [
+        (name, message)
+        for name, message in re.findall(r"^([\w.]*(?:Error|Exception)): (.+)$", text, re.MULTILINE)
+        if not name.startswith("ray.")
+    ]
+    own = [str(link) for link in chain if isinstance(link, InputError)] + [
+        message for name, message in raised if name.endswith("InputError")
+    ]
     if own:
         return own[-1]
     told = [link for link in chain if str(link).strip()] or chain
     if raised:
         what = f"an actor failed: {raised[-1][0].rsplit('.', 1)[-1]}: {raised[-1][1]}"
     elif any(isinstance(link, RayActorError) for link in chain):
-        facts = [f"{name} {found[1]}" for name, pattern in (("pid", r"\bpid: (\d+)"), ("node", r"\bip: (\S+)"),
-                                                            ("exit", r"Worker exit type: (\w+)"))
-                 if (found := re.search(pattern, text))]
+        facts = [
+            f"{name} {found[1]}"
+            for name, pattern in (
+                ("pid", r"\bpid: (\d+)"),
+                ("node", r"\bip: (\S+)"),
+                ("exit", r"Worker exit type: (\w+)"),
+            )
+            if (found := re.search(pattern, text))
+        ]
         what = f"a Ray actor died ({', '.join(facts) or _first_line(told[-1])}; its node's Ray logs say why)"
     else:
         what = f"{type(told[-1]).__name__}: {_first_line(told[-1])}"
-    return (f"embed.engine ray: {what}; the {done} of {total} vectors returned before are in the embedding "
-            "cache, and a rerun embeds only the rest")
+    return (
+        f"embed.engine ray: {what}; the {done} of {total} vectors returned before are in the embedding "
+        "cache, and a rerun embeds only the rest"
+    )
 
 
 def _chain(error: BaseException) -> list[BaseException]:

@@ -27,6 +27,7 @@ Keys are sha256(space digest + sha256(text)): the space (model weights hash, bac
 quantization, max_seq_length, prompt) is inside every key, so a vector computed under other
 settings is never served. `prune` keeps the keys the current data needs, in one new shard.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -118,8 +119,13 @@ class Shard:
         if self.sums is None:
             sound &= np.abs(norms - 1.0) <= UNIT_TOLERANCE
         else:
-            sound &= np.array([zlib.crc32(self.keys[i].tobytes() + rows[at].tobytes()) == self.sums[i]
-                               for at, i in enumerate(indices)], dtype=bool)
+            sound &= np.array(
+                [
+                    zlib.crc32(self.keys[i].tobytes() + rows[at].tobytes()) == self.sums[i]
+                    for at, i in enumerate(indices)
+                ],
+                dtype=bool,
+            )
         return rows, sound
 
 
@@ -156,8 +162,10 @@ def read_shards(folder: Path, dim: int | None = None) -> list[Shard]:
         records = np.frombuffer(raw[: n * record], dtype=np.uint8).reshape(n, record)
         sums = records[:, KEY_BYTES:].copy().view(SUM).reshape(n) if version >= 2 else None
         if sums is None:
-            _say(f"{keys_path.name} is a format-1 shard, without checksums: its vectors are served only if they are "
-                 "finite unit vectors; `retrieval-bench cache prune` rewrites it with checksums")
+            _say(
+                f"{keys_path.name} is a format-1 shard, without checksums: its vectors are served only if they are "
+                "finite unit vectors; `retrieval-bench cache prune` rewrites it with checksums"
+            )
         shards.append(Shard(keys_path.stem, vec_path, shard_dim, records[:, :KEY_BYTES], sums))
     return shards
 
@@ -180,8 +188,10 @@ class ShardWriter:
         with np.errstate(all="ignore"):
             unsound = ~np.isfinite(vectors).all(axis=1) | ~(np.abs(vectors).max(axis=1) > 0)
         if unsound.any():
-            raise InputError(f"{self.folder}: the encoder returned {int(unsound.sum())} vectors of {len(vectors)} that are "
-                             "not finite or all zeros; they were not cached (check embed.backend, precision and device)")
+            raise InputError(
+                f"{self.folder}: the encoder returned {int(unsound.sum())} vectors of {len(vectors)} that are "
+                "not finite or all zeros; they were not cached (check embed.backend, precision and device)"
+            )
         if self._vec is None:
             self.dim = vectors.shape[1]
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -212,7 +222,9 @@ def _folder_lock(folder: Path) -> Iterator[None]:
     append, so a second run waits, then reads the cache afresh and embeds only what the first did
     not; saying so (RETRIEVAL_BENCH_LOCK_WAIT applies, see locking)."""
     folder.mkdir(parents=True, exist_ok=True)
-    with locking.exclusive(folder, log=_say, what=f"using the embedding cache {folder} (embedding into it or pruning it)"):
+    with locking.exclusive(
+        folder, log=_say, what=f"using the embedding cache {folder} (embedding into it or pruning it)"
+    ):
         yield
 
 
@@ -259,8 +271,10 @@ class EmbeddingCache:
             rows, sound = shard.rows(np.array([row for _, row in pairs]))
             found.update({key: rows[i] for i, (key, _) in enumerate(pairs) if sound[i]})
             if not sound.all():
-                _say(f"{shard.vec_path}: {int((~sound).sum())} vectors fail their checksum or are not finite "
-                     f"{'unit ' if shard.sums is None else ''}vectors (a damaged shard); embedding them again")
+                _say(
+                    f"{shard.vec_path}: {int((~sound).sum())} vectors fail their checksum or are not finite "
+                    f"{'unit ' if shard.sums is None else ''}vectors (a damaged shard); embedding them again"
+                )
         return found
 
     def put(self, keys: list[bytes], vectors: np.ndarray) -> None:
@@ -282,8 +296,10 @@ class PruneReport:
             return f"{self.folder}: would keep {self.kept} vectors and drop {self.dropped} ({self.bytes_before / 1e6:.1f} MB now)"
         if not self.rewritten:
             return f"{self.folder}: kept {self.kept} vectors, dropped 0 (unchanged, {self.bytes_after / 1e6:.1f} MB)"
-        return (f"{self.folder}: kept {self.kept} vectors, dropped {self.dropped}, in one shard "
-                f"({self.bytes_before / 1e6:.1f} MB -> {self.bytes_after / 1e6:.1f} MB)")
+        return (
+            f"{self.folder}: kept {self.kept} vectors, dropped {self.dropped}, in one shard "
+            f"({self.bytes_before / 1e6:.1f} MB -> {self.bytes_after / 1e6:.1f} MB)"
+        )
 
 
 def _size(folder: Path) -> int:
@@ -299,7 +315,7 @@ def _sound_picks(shard: Shard, keep: set[bytes], seen: set[bytes]) -> tuple[list
     wanted = [(row, key) for row, key in wanted if key in keep and key not in seen]
     rows, keys = [], []
     for start in range(0, len(wanted), BLOCK_ROWS):
-        block = wanted[start:start + BLOCK_ROWS]
+        block = wanted[start : start + BLOCK_ROWS]
         _, sound = shard.rows(np.array([row for row, _ in block], dtype=np.int64))
         for (row, key), ok in zip(block, sound):
             if ok and key not in seen:
@@ -323,12 +339,16 @@ def prune(folder: str | Path, keep: set[bytes], dry_run: bool = False, dim: int 
         stale = [p for p in folder.iterdir() if p.suffix in {".vec", ".keys"}]
         current = all(shard.sums is not None for shard in shards)  # a format-1 shard is rewritten with checksums
         if dry_run or (dropped == 0 and current and len(shards) <= 1 and len(stale) == 2 * len(shards)):
-            return PruneReport(folder, len(seen), dropped, before, before if dry_run else _size(folder), rewritten=False)
+            return PruneReport(
+                folder, len(seen), dropped, before, before if dry_run else _size(folder), rewritten=False
+            )
         writer = ShardWriter(folder)
         try:
             for shard, rows, keys in picked:
                 for start in range(0, len(rows), BLOCK_ROWS):
-                    writer.append(keys[start:start + BLOCK_ROWS], shard.rows(np.array(rows[start:start + BLOCK_ROWS]))[0])
+                    writer.append(
+                        keys[start : start + BLOCK_ROWS], shard.rows(np.array(rows[start : start + BLOCK_ROWS]))[0]
+                    )
         finally:
             writer.close()
         _fsync_dir(folder)

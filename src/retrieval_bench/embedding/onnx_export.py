@@ -22,6 +22,7 @@ when imported and keeps ~/.cache/Microsoft/DeveloperTools/.onnxruntime/{deviceid
 `import_onnxruntime` sets ORT_DISABLE_TELEMETRY=1 before the import (a value the user set is
 kept), which stops both.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -162,8 +163,14 @@ def _build(st, variant: str, folder: Path) -> None:
             module = _wrap(auto_model.eval().float().cpu(), names)
             reference = module(*example).numpy()
             torch.onnx.export(
-                module, example, str(base), input_names=names, output_names=["last_hidden_state"],
-                dynamic_axes=axes, opset_version=OPSET, dynamo=False,
+                module,
+                example,
+                str(base),
+                input_names=names,
+                output_names=["last_hidden_state"],
+                dynamic_axes=axes,
+                opset_version=OPSET,
+                dynamo=False,
             )
     finally:
         if previous not in (None, "eager"):
@@ -178,7 +185,9 @@ def _build(st, variant: str, folder: Path) -> None:
     if variant == "onnx-int8":
         _quantize(target)
     elif _max_diff(target, names, example, reference) > 1e-3:  # never serve a broken export
-        raise InputError(f"embed.backend: the ONNX export of this model differs from torch by more than 1e-3 ({variant})")
+        raise InputError(
+            f"embed.backend: the ONNX export of this model differs from torch by more than 1e-3 ({variant})"
+        )
 
 
 def _session(path: Path):
@@ -190,7 +199,11 @@ def _max_diff(path: Path, names, example, reference) -> float:
     out = _session(path).run(None, {name: t.numpy().astype(np.int64) for name, t in zip(names, example)})[0]
     if out.shape != reference.shape:
         return float("inf")
-    mask = example[names.index("attention_mask")].numpy().astype(bool) if "attention_mask" in names else np.ones(out.shape[:2], bool)
+    mask = (
+        example[names.index("attention_mask")].numpy().astype(bool)
+        if "attention_mask" in names
+        else np.ones(out.shape[:2], bool)
+    )
     return float(np.abs(out - reference)[mask].max())
 
 
@@ -205,7 +218,9 @@ def _optimize(config, base: Path, target: Path, reference, names, example) -> No
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            optimized = optimizer.optimize_model(str(base), model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=1)
+            optimized = optimizer.optimize_model(
+                str(base), model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=1
+            )
             optimized.save_model_to_file(str(target))
         if _max_diff(target, names, example, reference) <= 1e-4:
             return
@@ -227,8 +242,13 @@ def _quantize(path: Path) -> None:
     level = root.level
     root.setLevel(logging.ERROR)  # the quantizer's "consider pre-processing" advice
     try:
-        quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8, per_channel=True,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        quantize_dynamic(
+            str(path),
+            str(quantized),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
     finally:
         root.setLevel(level)
     os.replace(quantized, path)

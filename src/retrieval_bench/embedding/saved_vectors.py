@@ -1,6 +1,7 @@
 """The embed stages' saved vectors (data/embeddings/*.npy and their ids, written by
 embed.save_embeddings) as retrieve reads them: checked, so that a truncated, foreign or non-finite
 file is one line, not a traceback or a silently wrong search."""
+
 from __future__ import annotations
 
 import json
@@ -23,10 +24,14 @@ def load_saved_vectors(vectors: str, ids: str, expected_ids: list[str]) -> np.nd
         raise InputError(f"{vectors}: embeddings of other ids than the current data; {rerun}")
     matrix = load_array(vectors, mmap_mode="r")  # read as searched: the store method uses the corpus only for run_info
     if matrix.ndim != 2 or matrix.shape[0] != len(expected_ids) or matrix.shape[1] == 0 or matrix.dtype.kind != "f":
-        raise InputError(f"{vectors}: a {matrix.dtype} array of shape {matrix.shape}, expected float vectors of shape "
-                         f"({len(expected_ids)}, dimension) for {ids}; {rerun}")
+        raise InputError(
+            f"{vectors}: a {matrix.dtype} array of shape {matrix.shape}, expected float vectors of shape "
+            f"({len(expected_ids)}, dimension) for {ids}; {rerun}"
+        )
     finite = np.isfinite(matrix).all(axis=1)
     if not finite.all():
-        raise InputError(f"{vectors}: the vector of {expected_ids[int(np.flatnonzero(~finite)[0])]!r} (row "
-                         f"{int(np.flatnonzero(~finite)[0])}) is not finite; {rerun}")
+        raise InputError(
+            f"{vectors}: the vector of {expected_ids[int(np.flatnonzero(~finite)[0])]!r} (row "
+            f"{int(np.flatnonzero(~finite)[0])}) is not finite; {rerun}"
+        )
     return matrix

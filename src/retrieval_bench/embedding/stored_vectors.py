@@ -8,6 +8,7 @@ stored vector; another dimension or a lower cosine is a one-line refusal. Stored
 unit length (within UNIT_TOLERANCE) are kept bit for bit, others are normalized as embed.model's own
 are, so dense search stays cosine.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,8 +50,10 @@ def read_vectors(address: StoreAddress, chunk_ids: list[str]) -> np.ndarray:
         store.close()
     if not filled.all():
         missing = [chunk_ids[row] for row in np.flatnonzero(~filled)[:3]]
-        raise InputError(f"{address}: {int((~filled).sum())} chunks of {paths.CHUNKS} have no vector there (e.g. {', '.join(missing)}); "
-                         "the store changed since load_chunks read it: rerun `dvc repro`")
+        raise InputError(
+            f"{address}: {int((~filled).sum())} chunks of {paths.CHUNKS} have no vector there (e.g. {', '.join(missing)}); "
+            "the store changed since load_chunks read it: rerun `dvc repro`"
+        )
     return _unit_rows(vectors, address, chunk_ids)
 
 
@@ -59,11 +62,16 @@ def _unit_rows(vectors: np.ndarray, address: StoreAddress, chunk_ids: list[str])
     InputError naming the store and the chunk (it would break dense search later)."""
     with np.errstate(all="ignore"):
         norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
-    for bad, what in ((~np.isfinite(vectors).all(axis=1), "not finite (NaN or infinite values)"), (norms == 0, "all zeros")):
+    for bad, what in (
+        (~np.isfinite(vectors).all(axis=1), "not finite (NaN or infinite values)"),
+        (norms == 0, "all zeros"),
+    ):
         if bad.any():
-            raise InputError(f"embed.corpus_vectors stored: the vector of chunk {chunk_ids[int(np.flatnonzero(bad)[0])]!r} in {address} "
-                             f"is {what}{f' (and {int(bad.sum()) - 1} more)' if bad.sum() > 1 else ''}; it cannot be compared "
-                             "by cosine: fix it in the store, or set embed.corpus_vectors: embed")
+            raise InputError(
+                f"embed.corpus_vectors stored: the vector of chunk {chunk_ids[int(np.flatnonzero(bad)[0])]!r} in {address} "
+                f"is {what}{f' (and {int(bad.sum()) - 1} more)' if bad.sum() > 1 else ''}; it cannot be compared "
+                "by cosine: fix it in the store, or set embed.corpus_vectors: embed"
+            )
     off = np.abs(norms - 1.0) > UNIT_TOLERANCE
     vectors[off] /= norms[off, None].astype(np.float32)
     return vectors
@@ -71,36 +79,52 @@ def _unit_rows(vectors: np.ndarray, address: StoreAddress, chunk_ids: list[str])
 
 def sample_rows(chunk_ids: list[str], size: int = SAMPLE) -> list[int]:
     """`size` rows chosen by a hash of their chunk ids: the same chunks whatever their order."""
-    return sorted(heapq.nsmallest(size, range(len(chunk_ids)), key=lambda row: hashlib.sha256(chunk_ids[row].encode()).digest()))
+    return sorted(
+        heapq.nsmallest(size, range(len(chunk_ids)), key=lambda row: hashlib.sha256(chunk_ids[row].encode()).digest())
+    )
 
 
-def check_model(address: StoreAddress, stored: np.ndarray, chunks: pd.DataFrame, settings: dict, cache_dir: str | Path) -> float:
+def check_model(
+    address: StoreAddress, stored: np.ndarray, chunks: pd.DataFrame, settings: dict, cache_dir: str | Path
+) -> float:
     """The lowest cosine between stored vectors and embed.model's own for the sample; a dimension or
     cosine that shows another model made them is a one-line InputError saying how to go on."""
     rows = sample_rows(chunks["chunk_id"].tolist())
     texts = chunks["text"].iloc[rows].tolist()
     # Here, not on Ray (embed.engine): a Ray cluster gives the same vectors, and 32 texts do not pay for starting one.
-    embedded, _ = embed_texts(texts, {**settings, "engine": "local"}, settings["document_prompt"], cache_dir, unit="chunk", progress=False)
+    embedded, _ = embed_texts(
+        texts, {**settings, "engine": "local"}, settings["document_prompt"], cache_dir, unit="chunk", progress=False
+    )
     model = f"embed.model {settings['model']}"
-    how = (f"set embed.model (and its document_prompt, max_seq_length, backend) to the model that made the vectors in {address}, "
-           "or embed.corpus_vectors: embed to embed the chunks again")
+    how = (
+        f"set embed.model (and its document_prompt, max_seq_length, backend) to the model that made the vectors in {address}, "
+        "or embed.corpus_vectors: embed to embed the chunks again"
+    )
     if embedded.shape[1] != stored.shape[1]:
-        raise InputError(f"embed.corpus_vectors stored: the vectors in {address} have {stored.shape[1]} dimensions and {model} "
-                         f"makes {embedded.shape[1]}: another model made them, which one is unknown; {how}")
+        raise InputError(
+            f"embed.corpus_vectors stored: the vectors in {address} have {stored.shape[1]} dimensions and {model} "
+            f"makes {embedded.shape[1]}: another model made them, which one is unknown; {how}"
+        )
     cosines = np.sum(embedded * stored[rows], axis=1)
     lowest = float(cosines.min())
     if lowest < MIN_COSINE:
-        raise InputError(f"embed.corpus_vectors stored: the vectors in {address} were not made by {model} as configured (cosine with "
-                         f"its own vectors as low as {lowest:.4f} on {len(rows)} chunks, {MIN_COSINE} needed); which model made them "
-                         f"is unknown; {how}")
+        raise InputError(
+            f"embed.corpus_vectors stored: the vectors in {address} were not made by {model} as configured (cosine with "
+            f"its own vectors as low as {lowest:.4f} on {len(rows)} chunks, {MIN_COSINE} needed); which model made them "
+            f"is unknown; {how}"
+        )
     return lowest
 
 
-def stored_corpus_vectors(source: str, chunks: pd.DataFrame, settings: dict, cache_dir: str | Path) -> tuple[np.ndarray, str]:
+def stored_corpus_vectors(
+    source: str, chunks: pd.DataFrame, settings: dict, cache_dir: str | Path
+) -> tuple[np.ndarray, str]:
     """The stored vectors of `chunks` (chunk_id, text) in their order, checked against embed.model,
     and the line the stage prints."""
     address = parse_address(source)
     vectors = read_vectors(address, chunks["chunk_id"].tolist())
     lowest = check_model(address, vectors, chunks, settings, cache_dir)
-    return vectors, (f"{len(chunks)} chunk vectors read from {address}; embed.model {settings['model']} checked on "
-                     f"{min(SAMPLE, len(chunks))} of them (lowest cosine {lowest:.5f})")
+    return vectors, (
+        f"{len(chunks)} chunk vectors read from {address}; embed.model {settings['model']} checked on "
+        f"{min(SAMPLE, len(chunks))} of them (lowest cosine {lowest:.5f})"
+    )

@@ -3,6 +3,7 @@ Kendall tau and tau_AP of the orderings by mean score, the share of system pairs
 (B better / worse / no significant difference) is the same on both sets, each with a bootstrap
 interval over questions, and the pairs whose verdicts differ. Pure functions of score matrices:
 one row per system (same order in both sets), one column per question of that set."""
+
 from __future__ import annotations
 
 import itertools
@@ -41,7 +42,15 @@ def differing_pairs(first: np.ndarray, second: np.ndarray, systems: list[str], n
     rows = []
     for (a, b), v1, v2 in zip(itertools.combinations(systems, 2), first, second):
         if v1 != v2:
-            rows.append({"a": a, "b": b, names[0]: VERDICT_WORDS[int(v1)], names[1]: VERDICT_WORDS[int(v2)], "flip": bool(v1 * v2 < 0)})
+            rows.append(
+                {
+                    "a": a,
+                    "b": b,
+                    names[0]: VERDICT_WORDS[int(v1)],
+                    names[1]: VERDICT_WORDS[int(v2)],
+                    "flip": bool(v1 * v2 < 0),
+                }
+            )
     return rows
 
 
@@ -55,13 +64,19 @@ class Estimate:
         return {"value": self.value, "ci_low": self.low, "ci_high": self.high}
 
 
-def _statistics(reference: np.ndarray, synthetic: np.ndarray, verdicts: tuple[np.ndarray, np.ndarray]) -> tuple[float, float, float]:
+def _statistics(
+    reference: np.ndarray, synthetic: np.ndarray, verdicts: tuple[np.ndarray, np.ndarray]
+) -> tuple[float, float, float]:
     means_ref, means_syn = reference.mean(axis=1), synthetic.mean(axis=1)
     return kendall_tau(means_ref, means_syn), tau_ap(means_syn, means_ref), verdict_agreement(*verdicts)
 
 
-def _both_verdicts(reference: np.ndarray, synthetic: np.ndarray, permutations: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    return pair_verdicts(reference, permutations=permutations, seed=seed), pair_verdicts(synthetic, permutations=permutations, seed=seed)
+def _both_verdicts(
+    reference: np.ndarray, synthetic: np.ndarray, permutations: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    return pair_verdicts(reference, permutations=permutations, seed=seed), pair_verdicts(
+        synthetic, permutations=permutations, seed=seed
+    )
 
 
 def _interval(values: list[float], level: float) -> tuple[float, float]:
@@ -72,8 +87,16 @@ def _interval(values: list[float], level: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def certificate(reference: np.ndarray, synthetic: np.ndarray, systems: list[str], names: tuple[str, str] = ("reference", "synthetic"),
-                resamples: int = 200, permutations: int = 10_000, seed: int = 0, level: float = 0.95) -> dict:
+def certificate(
+    reference: np.ndarray,
+    synthetic: np.ndarray,
+    systems: list[str],
+    names: tuple[str, str] = ("reference", "synthetic"),
+    resamples: int = 200,
+    permutations: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict:
     """Kendall tau (tau-b) and tau_AP of the synthetic set's ordering against the reference set's,
     and the verdict agreement, each with a percentile bootstrap interval (`resamples` draws of each
     set's questions with replacement, independently; the verdicts inside a draw use fewer

@@ -2,6 +2,7 @@
 real (or, without real ones, the hand-written) questions do? Per leaderboard metric, Kendall tau,
 tau_AP and the pair-verdict agreement with bootstrap intervals (evaluation.agreement), checked
 against validity.threshold."""
+
 from __future__ import annotations
 
 import math
@@ -30,19 +31,33 @@ def panel_certificate(aligned: dict[str, pd.DataFrame], threshold: float, resamp
     first = next(iter(aligned.values()))
     sets = choose_sets(first)
     if sets is None or len(systems) < 3:
-        reason = ("needs 3 or more panel systems" if sets else
-                  "needs generated questions and real or hand-written ones in the golden set")
+        reason = (
+            "needs 3 or more panel systems"
+            if sets
+            else "needs generated questions and real or hand-written ones in the golden set"
+        )
         return {"available": False, "reason": reason, "threshold": threshold}
     masks = [(first["question_set"] == name).to_numpy() for name in sets]
     metrics = {}
     for name, column in leaderboard_metrics(first.columns):
         matrix = np.vstack([aligned[s][column].to_numpy(dtype=float) for s in systems])
-        metrics[name] = certificate(matrix[:, masks[0]], matrix[:, masks[1]], systems, sets, resamples=resamples, seed=seed)
-    below = [name for name, m in metrics.items() if math.isnan(m["kendall_tau"]["value"]) or m["kendall_tau"]["value"] < threshold]
+        metrics[name] = certificate(
+            matrix[:, masks[0]], matrix[:, masks[1]], systems, sets, resamples=resamples, seed=seed
+        )
+    below = [
+        name
+        for name, m in metrics.items()
+        if math.isnan(m["kendall_tau"]["value"]) or m["kendall_tau"]["value"] < threshold
+    ]
     return {
-        "available": True, "reference": sets[0], "synthetic": sets[1], "systems": systems,
+        "available": True,
+        "reference": sets[0],
+        "synthetic": sets[1],
+        "systems": systems,
         "n_questions": {name: int(mask.sum()) for name, mask in zip(sets, masks)},
-        "threshold": threshold, "below_threshold": below, "metrics": metrics,
+        "threshold": threshold,
+        "below_threshold": below,
+        "metrics": metrics,
     }
 
 
@@ -51,8 +66,10 @@ def below_threshold_line(cert: dict) -> str | None:
     if not cert["available"] or not cert["below_threshold"]:
         return None
     taus = ", ".join(f"{name} {cert['metrics'][name]['kendall_tau']['value']:.2f}" for name in cert["below_threshold"])
-    return (f"the {cert['synthetic']} questions order the panel unlike the {cert['reference']} ones: "
-            f"Kendall tau {taus} < validity.threshold {cert['threshold']}")
+    return (
+        f"the {cert['synthetic']} questions order the panel unlike the {cert['reference']} ones: "
+        f"Kendall tau {taus} < validity.threshold {cert['threshold']}"
+    )
 
 
 def _pair_text(pair: dict, reference: str, synthetic: str) -> str:
@@ -65,11 +82,18 @@ def certificate_lines(cert: dict) -> list[str]:
     if not cert["available"]:
         return [f"Agreement certificate: not available ({cert['reason']})."]
     n = cert["n_questions"]
-    lines = [f"Agreement certificate: {cert['synthetic']} ({n[cert['synthetic']]} questions) against {cert['reference']} "
-             f"({n[cert['reference']]} questions), {len(cert['systems'])} systems; 95% bootstrap CI over questions", "",
-             "| metric | Kendall tau | tau_AP | pair agreement | differing pairs |", "|---|---|---|---|---|"]
+    lines = [
+        f"Agreement certificate: {cert['synthetic']} ({n[cert['synthetic']]} questions) against {cert['reference']} "
+        f"({n[cert['reference']]} questions), {len(cert['systems'])} systems; 95% bootstrap CI over questions",
+        "",
+        "| metric | Kendall tau | tau_AP | pair agreement | differing pairs |",
+        "|---|---|---|---|---|",
+    ]
     for name, m in cert["metrics"].items():
-        cells = [f"{m[key]['value']:.2f} [{m[key]['ci_low']:.2f}, {m[key]['ci_high']:.2f}]" for key in ("kendall_tau", "tau_ap", "pair_agreement")]
+        cells = [
+            f"{m[key]['value']:.2f} [{m[key]['ci_low']:.2f}, {m[key]['ci_high']:.2f}]"
+            for key in ("kendall_tau", "tau_ap", "pair_agreement")
+        ]
         pairs = "; ".join(_pair_text(p, cert["reference"], cert["synthetic"]) for p in m["differing_pairs"]) or "none"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {pairs} |")
     return lines

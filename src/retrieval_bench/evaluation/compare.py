@@ -13,6 +13,7 @@ questions, are shown beside the strict ones, and the metrics whose verdict diffe
 The statistics live in retrieval_bench.evaluation.stats; pairing here is pure (compare_tables),
 the report's formats are in evaluation.compare_report, reading runs from git in compare_runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -96,19 +97,25 @@ def flipped_questions(a: pd.DataFrame, b: pd.DataFrame, k: int) -> list[dict]:
     column = f"hit@{k}"
     hit_a = a[column].to_numpy(dtype=np.float64) > 0.5
     hit_b = b[column].to_numpy(dtype=np.float64) > 0.5
-    rank_a = a["first_relevant_rank"].to_numpy(dtype=np.float64) if "first_relevant_rank" in a else np.full(len(a), np.nan)
-    rank_b = b["first_relevant_rank"].to_numpy(dtype=np.float64) if "first_relevant_rank" in b else np.full(len(b), np.nan)
+    rank_a = (
+        a["first_relevant_rank"].to_numpy(dtype=np.float64) if "first_relevant_rank" in a else np.full(len(a), np.nan)
+    )
+    rank_b = (
+        b["first_relevant_rank"].to_numpy(dtype=np.float64) if "first_relevant_rank" in b else np.full(len(b), np.nan)
+    )
     rows = []
     for index in np.flatnonzero(hit_a != hit_b):
         ra, rb = rank_a[index], rank_b[index]
         loss = np.nan_to_num(rb, nan=np.inf) - np.nan_to_num(ra, nan=np.inf)
-        rows.append({
-            "qid": str(a.index[index]),
-            "change": "lost" if hit_a[index] else "gained",
-            "a_rank": _rank(ra),
-            "b_rank": _rank(rb),
-            "_loss": 0.0 if np.isnan(loss) else float(loss),
-        })
+        rows.append(
+            {
+                "qid": str(a.index[index]),
+                "change": "lost" if hit_a[index] else "gained",
+                "a_rank": _rank(ra),
+                "b_rank": _rank(rb),
+                "_loss": 0.0 if np.isnan(loss) else float(loss),
+            }
+        )
     rows.sort(key=lambda row: (row["change"] != "lost", -row["_loss"], row["qid"]))
     for row in rows:
         del row["_loss"]
@@ -136,21 +143,42 @@ def compare_tables(
     if not names:
         raise InputError(f"{a_label} and {b_label} share no metric column (reciprocal_rank, ndcg@10, recall@k, hit@k)")
     metrics = _statistics(a, b, names, resamples, seed, level, warnings)
-    judged_names = [(name, JUDGED + column) for name, column in names if JUDGED + column in a.columns and JUDGED + column in b.columns]
+    judged_names = [
+        (name, JUDGED + column)
+        for name, column in names
+        if JUDGED + column in a.columns and JUDGED + column in b.columns
+    ]
     judged = _statistics(a, b, judged_names, resamples, seed, level, warnings, JUDGED) if judged_names else {}
     flip_k = choose_flip_k(set(a.columns) & set(b.columns), k)
     flipped = flipped_questions(a, b, flip_k) if flip_k is not None else []
-    coincide = bool(judged) and all(_same(t[column], t[judged_column]) for _, column in names
-                                    for judged_column in [JUDGED + column] if judged_column in a for t in (a, b))
+    coincide = bool(judged) and all(
+        _same(t[column], t[judged_column])
+        for _, column in names
+        for judged_column in [JUDGED + column]
+        if judged_column in a
+        for t in (a, b)
+    )
     return Comparison(
-        a=a_label, b=b_label, n_questions=len(common), metrics=metrics, flip_k=flip_k, flipped=flipped,
-        warnings=warnings, resamples=resamples, seed=seed, level=level, n_unscorable_dropped=dropped, judged=judged,
-        views_coincide=coincide, segments=_segment_regressions(a, b, names[0][1], resamples, seed),
+        a=a_label,
+        b=b_label,
+        n_questions=len(common),
+        metrics=metrics,
+        flip_k=flip_k,
+        flipped=flipped,
+        warnings=warnings,
+        resamples=resamples,
+        seed=seed,
+        level=level,
+        n_unscorable_dropped=dropped,
+        judged=judged,
+        views_coincide=coincide,
+        segments=_segment_regressions(a, b, names[0][1], resamples, seed),
     )
 
 
-def _paired(a: pd.DataFrame, b: pd.DataFrame, a_label: str, b_label: str, warnings: list[str]
-            ) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+def _paired(
+    a: pd.DataFrame, b: pd.DataFrame, a_label: str, b_label: str, warnings: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     """The questions of both tables (A's order) scorable under both, and how many were dropped as
     unscorable; a warning in `warnings` when the question sets differ."""
     only_a = a.index.difference(b.index)
@@ -170,7 +198,10 @@ def _paired(a: pd.DataFrame, b: pd.DataFrame, a_label: str, b_label: str, warnin
 
 
 def _same(first: pd.Series, second: pd.Series) -> bool:
-    x, y = pd.to_numeric(first, errors="coerce").to_numpy(dtype=float), pd.to_numeric(second, errors="coerce").to_numpy(dtype=float)
+    x, y = (
+        pd.to_numeric(first, errors="coerce").to_numpy(dtype=float),
+        pd.to_numeric(second, errors="coerce").to_numpy(dtype=float),
+    )
     return bool(np.all((np.abs(x - y) <= 1e-12) | (np.isnan(x) & np.isnan(y))))
 
 
@@ -179,7 +210,9 @@ def _segment_regressions(a: pd.DataFrame, b: pd.DataFrame, column: str, permutat
     every segment tested; None when B's rows carry no segment columns (runs scored before them)."""
     if not any(c in b for c in SEGMENT_COLUMNS):
         return None
-    diffs = pd.to_numeric(b[column], errors="coerce").to_numpy(dtype=float) - pd.to_numeric(a[column], errors="coerce").to_numpy(dtype=float)
+    diffs = pd.to_numeric(b[column], errors="coerce").to_numpy(dtype=float) - pd.to_numeric(
+        a[column], errors="coerce"
+    ).to_numpy(dtype=float)
     tests = segment_tests(np.nan_to_num(diffs), b, permutations, seed)
     return {"column": column, "tests": len(tests), "correction": f"{BH}, alpha 0.05", "regressed": regressions(tests)}
 
@@ -193,8 +226,16 @@ def metric_stream_seed(seed: int, name: str) -> int:
 JUDGED = "judged_"  # per_question.csv's prefix of the judged view (evaluation.judged.PREFIX)
 
 
-def _statistics(a: pd.DataFrame, b: pd.DataFrame, names: list[tuple[str, str]], resamples: int, seed: int, level: float,
-                warnings: list[str], view: str = "") -> dict[str, dict]:
+def _statistics(
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    names: list[tuple[str, str]],
+    resamples: int,
+    seed: int,
+    level: float,
+    warnings: list[str],
+    view: str = "",
+) -> dict[str, dict]:
     """Every metric's paired statistics over the questions of `a` and `b` (same qids, same order)."""
     metrics = {}
     for name, column in names:
@@ -226,12 +267,18 @@ def _statistics(a: pd.DataFrame, b: pd.DataFrame, names: list[tuple[str, str]], 
     return metrics
 
 
-def _scorable_in_both(a: pd.DataFrame, b: pd.DataFrame, a_label: str, b_label: str, warnings: list[str]) -> tuple[list[str], int]:
+def _scorable_in_both(
+    a: pd.DataFrame, b: pd.DataFrame, a_label: str, b_label: str, warnings: list[str]
+) -> tuple[list[str], int]:
     """The paired qids with a relevant chunk under both runs, and how many were dropped. A
     question that lost its relevant chunk (e.g. to a re-chunking) would otherwise count as a
     retrieval loss; runs written before n_relevant existed count every question as scorable."""
-    scorable_a = pd.to_numeric(a["n_relevant"], errors="coerce").fillna(1) > 0 if "n_relevant" in a else pd.Series(True, a.index)
-    scorable_b = pd.to_numeric(b["n_relevant"], errors="coerce").fillna(1) > 0 if "n_relevant" in b else pd.Series(True, b.index)
+    scorable_a = (
+        pd.to_numeric(a["n_relevant"], errors="coerce").fillna(1) > 0 if "n_relevant" in a else pd.Series(True, a.index)
+    )
+    scorable_b = (
+        pd.to_numeric(b["n_relevant"], errors="coerce").fillna(1) > 0 if "n_relevant" in b else pd.Series(True, b.index)
+    )
     both = scorable_a & scorable_b
     only_a, only_b = int((scorable_a & ~scorable_b).sum()), int((scorable_b & ~scorable_a).sum())
     neither = int((~scorable_a & ~scorable_b).sum())
@@ -267,18 +314,41 @@ def attach_question_text(flipped: list[dict], golden: list[dict] | None, gold_te
 # Command line
 # ---------------------------------------------------------------------------------------------
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0]
-    parser.add_argument("a", nargs="?", default="main", help="baseline: git revision, DVC experiment or 'workspace' (default: main)")
-    parser.add_argument("b", nargs="?", default=WORKSPACE, help="candidate: git revision, DVC experiment or 'workspace' (default: workspace)")
+    parser.add_argument(
+        "a", nargs="?", default="main", help="baseline: git revision, DVC experiment or 'workspace' (default: main)"
+    )
+    parser.add_argument(
+        "b",
+        nargs="?",
+        default=WORKSPACE,
+        help="candidate: git revision, DVC experiment or 'workspace' (default: workspace)",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--md", action="store_true", help="print a Markdown report (for a pull-request comment)")
     output.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples and sign-flip permutations (default: 10000)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap and the permutations (default: 0)")
-    parser.add_argument("--show", type=int, default=10, help="flipped questions listed per direction in text and Markdown (default: 10)")
-    parser.add_argument("--system", default=None, help="a panel system: compare its results (metrics/panel/SYSTEM/per_question.csv) at A and B")
-    parser.add_argument("--k", type=int, default=None, help="cutoff for flipped questions (default: the smallest k >= 5 with a hit@k column)")
+    parser.add_argument(
+        "--resamples", type=int, default=10_000, help="bootstrap resamples and sign-flip permutations (default: 10000)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="random seed of the bootstrap and the permutations (default: 0)"
+    )
+    parser.add_argument(
+        "--show", type=int, default=10, help="flipped questions listed per direction in text and Markdown (default: 10)"
+    )
+    parser.add_argument(
+        "--system",
+        default=None,
+        help="a panel system: compare its results (metrics/panel/SYSTEM/per_question.csv) at A and B",
+    )
+    parser.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help="cutoff for flipped questions (default: the smallest k >= 5 with a hit@k column)",
+    )
     parser.set_defaults(run=run)
 
 

@@ -1,6 +1,7 @@
 """The report of `retrieval-bench compare` (evaluation.comparison.Comparison) as aligned text, Markdown
 and JSON: one verdict line first, the paired statistics, the judged view beside the strict one
 where the two differ, and the flipped questions. Pure functions."""
+
 from __future__ import annotations
 
 import json
@@ -34,34 +35,67 @@ def _rows(comparison: Comparison) -> list[list[str]]:
     header = ["metric", "A", "B", "delta", f"{level} CI", "p", "wins/ties/losses", "min detectable"]
     rows = [header]
     for name, m in comparison.metrics.items():
-        rows.append([
-            name, num(m["a"]), num(m["b"]), num(m["delta"], sign=True),
-            f"[{num(m['ci_low'], True)}, {num(m['ci_high'], True)}]",
-            _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
-            f"{m['wins']}/{m['ties']}/{m['losses']}",
-            num(m["min_detectable_delta"]),
-        ])
+        rows.append(
+            [
+                name,
+                num(m["a"]),
+                num(m["b"]),
+                num(m["delta"], sign=True),
+                f"[{num(m['ci_low'], True)}, {num(m['ci_high'], True)}]",
+                _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
+                f"{m['wins']}/{m['ties']}/{m['losses']}",
+                num(m["min_detectable_delta"]),
+            ]
+        )
     return rows
 
 
 def _side_by_side_rows(comparison: Comparison) -> list[list[str]]:
     """The strict and judged deltas side by side, one row per metric with both views."""
     level = f"{comparison.level:.0%}"
-    rows = [["metric", "strict A", "strict B", "strict delta", "p", "judged A", "judged B", "judged delta", f"{level} CI", "p", ""]]
+    rows = [
+        [
+            "metric",
+            "strict A",
+            "strict B",
+            "strict delta",
+            "p",
+            "judged A",
+            "judged B",
+            "judged delta",
+            f"{level} CI",
+            "p",
+            "",
+        ]
+    ]
     for name, j in comparison.judged.items():
         m = comparison.metrics[name]
-        rows.append([
-            name, num(m["a"]), num(m["b"]), num(m["delta"], sign=True), _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
-            num(j["a"]), num(j["b"]), num(j["delta"], sign=True), f"[{num(j['ci_low'], True)}, {num(j['ci_high'], True)}]",
-            _p(j["p_value"]) + ("*" if j["p_value"] < 0.05 else ""), "<- views disagree" if direction(m) != direction(j) else "",
-        ])
+        rows.append(
+            [
+                name,
+                num(m["a"]),
+                num(m["b"]),
+                num(m["delta"], sign=True),
+                _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
+                num(j["a"]),
+                num(j["b"]),
+                num(j["delta"], sign=True),
+                f"[{num(j['ci_low'], True)}, {num(j['ci_high'], True)}]",
+                _p(j["p_value"]) + ("*" if j["p_value"] < 0.05 else ""),
+                "<- views disagree" if direction(m) != direction(j) else "",
+            ]
+        )
     return rows
 
 
-SIDE_BY_SIDE_TITLE = ("Strict (the golden set's labels) and judged (+ chunks duplicating a relevant one, + pooled LLM "
-                      "grades >= judge.min_grade; unjudged = not relevant) side by side, same paired questions:")
-SIDE_BY_SIDE_NOTE = ("views disagree: B is significantly better or worse (p < 0.05) in one view and not in the other, or in "
-                     "opposite directions; read docs/explanation/strict-vs-judged.md before trusting either.")
+SIDE_BY_SIDE_TITLE = (
+    "Strict (the golden set's labels) and judged (+ chunks duplicating a relevant one, + pooled LLM "
+    "grades >= judge.min_grade; unjudged = not relevant) side by side, same paired questions:"
+)
+SIDE_BY_SIDE_NOTE = (
+    "views disagree: B is significantly better or worse (p < 0.05) in one view and not in the other, or in "
+    "opposite directions; read docs/explanation/strict-vs-judged.md before trusting either."
+)
 
 
 def _judged_lines(comparison: Comparison) -> list[str]:
@@ -179,7 +213,12 @@ def format_markdown(comparison: Comparison, limit: int = 10) -> str:
     elif comparison.judged:
         side = _side_by_side_rows(comparison)
         side[0][-1] = "verdict"
-        out += [f"**{SIDE_BY_SIDE_TITLE}**", "", "| " + " | ".join(side[0]) + " |", "|" + "|".join(["---"] + ["---:"] * (len(side[0]) - 1)) + "|"]
+        out += [
+            f"**{SIDE_BY_SIDE_TITLE}**",
+            "",
+            "| " + " | ".join(side[0]) + " |",
+            "|" + "|".join(["---"] + ["---:"] * (len(side[0]) - 1)) + "|",
+        ]
         out += ["| " + " | ".join(cell.replace("<- ", "") for cell in row) + " |" for row in side[1:]]
         out += ["", *([SIDE_BY_SIDE_NOTE, ""] if any(row[-1] for row in side[1:]) else [])]
     out += [f"- {note}" for note in _footnotes(comparison)]

@@ -1,5 +1,6 @@
 """The runs `retrieval-bench compare` reads: metrics/per_question.csv at a git revision, a DVC
 experiment or the working tree, and the golden set and gold texts of the compared runs."""
+
 from __future__ import annotations
 
 import io
@@ -37,7 +38,9 @@ def _read_csv(text: str, label: str) -> pd.DataFrame:
     try:
         df = pd.read_csv(io.StringIO(text), dtype={"qid": str})
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise InputError(f"{label}: not a readable CSV ({str(error).splitlines()[0] if str(error) else 'empty'})") from None
+        raise InputError(
+            f"{label}: not a readable CSV ({str(error).splitlines()[0] if str(error) else 'empty'})"
+        ) from None
     return df
 
 
@@ -70,7 +73,7 @@ def _context_at(cwd: Path, commit: str | None) -> tuple[list[dict], dict[str, st
         texts = dict(zip(documents["doc_id"].astype(str), documents["text"]))
         for row in spans:
             if str(row["doc_id"]) in texts:
-                gold_text[str(row["qid"])] = texts[str(row["doc_id"])][int(row["start"]):int(row["end"])]
+                gold_text[str(row["qid"])] = texts[str(row["doc_id"])][int(row["start"]) : int(row["end"])]
     chunks_raw = read_artefact(CHUNKS, commit, cwd) if len(gold_text) < len(golden) else None
     if chunks_raw is not None:
         chunks = pd.read_parquet(io.BytesIO(chunks_raw), columns=["chunk_id", "text"])

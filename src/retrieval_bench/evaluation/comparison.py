@@ -1,5 +1,6 @@
 """The outcome of `retrieval-bench compare`: Comparison (what the report and the API return) and its
 one-line verdict, which its dict carries; evaluation.compare_report renders the rest."""
+
 from __future__ import annotations
 
 import math
@@ -72,7 +73,9 @@ def _segment_clause(segments: dict | None) -> str:
     regressed = segments["regressed"]
     if not regressed:
         return "no segment regressed"
-    worst = ", ".join(f"{r['segment']}={r['value']} ({r['delta']:+.3f})" for r in sorted(regressed, key=lambda r: r["delta"])[:3])
+    worst = ", ".join(
+        f"{r['segment']}={r['value']} ({r['delta']:+.3f})" for r in sorted(regressed, key=lambda r: r["delta"])[:3]
+    )
     more = f" and {len(regressed) - 3} more" if len(regressed) > 3 else ""
     return f"{len(regressed)} segment{'s' if len(regressed) > 1 else ''} regressed: {worst}{more}"
 
@@ -81,10 +84,14 @@ def verdict_line(comparison: Comparison) -> str:
     """One line: is B better or worse on the headline metric (first compared), did any segment
     regress (Benjamini-Hochberg), and the smallest change this many questions can detect."""
     name, m = next(iter(comparison.metrics.items()))
-    figures = (f"{num(m['delta'], True)}, {comparison.level:.0%} CI [{num(m['ci_low'], True)}, {num(m['ci_high'], True)}], "
-               f"p={_p_short(m['p_value'])}")
+    figures = (
+        f"{num(m['delta'], True)}, {comparison.level:.0%} CI [{num(m['ci_low'], True)}, {num(m['ci_high'], True)}], "
+        f"p={_p_short(m['p_value'])}"
+    )
     verdict = direction(m)
-    head = f"B is {'better' if verdict > 0 else 'worse'} on {name}" if verdict else f"No significant difference on {name}"
+    head = (
+        f"B is {'better' if verdict > 0 else 'worse'} on {name}" if verdict else f"No significant difference on {name}"
+    )
     mdd = m["min_detectable_delta"]
     detectable = "n/a" if mdd is None or math.isnan(mdd) else f"{mdd:.2g}"
     return f"{head} ({figures}); {_segment_clause(comparison.segments)}; smallest detectable change {detectable}"

@@ -1,6 +1,7 @@
 """Multiple-comparison corrections of p-values: Holm (family-wise error) and Benjamini-Hochberg
 (false discovery rate). Pure functions; adjusted p-values, so that "adjusted p < alpha" is the
 corrected test at level alpha (as statsmodels' multipletests reports them)."""
+
 from __future__ import annotations
 
 import numpy as np

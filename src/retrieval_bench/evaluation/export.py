@@ -1,6 +1,7 @@
 """Write a golden set as a BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) for BEIR,
 MTEB or ranx. Span-anchored questions become binary qrels: every chunk holding at least
 min_coverage of the evidence is relevant (grade 1); imported labels keep their grades."""
+
 from __future__ import annotations
 
 import argparse
@@ -43,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{path}: not found; run `dvc repro` first")
     min_coverage = args.min_coverage if args.min_coverage is not None else load_params("score")["min_coverage"]
     golden = read_jsonl(args.goldenset)
-    written = export_beir(read_table(args.chunks, ["chunk_id", "text", "doc_id", "start", "end"]), golden, Path(args.out), min_coverage)
+    written = export_beir(
+        read_table(args.chunks, ["chunk_id", "text", "doc_id", "start", "end"]), golden, Path(args.out), min_coverage
+    )
     print(f"wrote {written} of {len(golden)} queries to {args.out} (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
     return 0
 

@@ -19,6 +19,7 @@ same text twice neither earns twice nor inflates an ideal ranking. Then every me
 exactly as in the strict view (evaluation.metrics: same tie policy, same recall variants). With
 no duplicate of a judged chunk and no judgement, the judged view equals the strict one.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,7 +52,9 @@ def pool_grades(rows: list[dict], qids: set[str], chunk_ids: set[str], where: st
     for number, row in enumerate(rows, 1):
         qid, chunk_id, grade = str(row.get("qid")), str(row.get("chunk_id")), row.get("grade")
         if chunk_id not in chunk_ids:
-            raise InputError(f"{where}:{number}: chunk {quoted(chunk_id)} is not in the chunk table; rerun the judge stage")
+            raise InputError(
+                f"{where}:{number}: chunk {quoted(chunk_id)} is not in the chunk table; rerun the judge stage"
+            )
         if grade is not None and (isinstance(grade, bool) or not isinstance(grade, int) or not 0 <= grade <= MAX_GRADE):
             raise InputError(f"{where}:{number}: grade must be an integer 0-{MAX_GRADE} or null, got {quoted(grade)}")
         if qid in qids:
@@ -59,8 +62,15 @@ def pool_grades(rows: list[dict], qids: set[str], chunk_ids: set[str], where: st
     return grades
 
 
-def _items(judgement: Judgement, grades: dict[str, int | None], index_of: dict[str, int], members: dict[str, list[str]],
-           chunk_ids: np.ndarray, min_grade: int, labelled: set[str]) -> dict[int, Item]:
+def _items(
+    judgement: Judgement,
+    grades: dict[str, int | None],
+    index_of: dict[str, int],
+    members: dict[str, list[str]],
+    chunk_ids: np.ndarray,
+    min_grade: int,
+    labelled: set[str],
+) -> dict[int, Item]:
     span = judgement.span
     items: dict[int, Item] = {}
     for position, index in enumerate(judgement.indices.tolist()):
@@ -81,12 +91,19 @@ def _items(judgement: Judgement, grades: dict[str, int | None], index_of: dict[s
             other = index_of[member]
             if other not in items or items[other].gain < item.gain:
                 relevant_before = other in items and items[other].gain > 0
-                items[other] = Item(item.gain, item.start, item.end, items[other].source if relevant_before else "duplicate")
+                items[other] = Item(
+                    item.gain, item.start, item.end, items[other].source if relevant_before else "duplicate"
+                )
     return items
 
 
-def _collapse(items: dict[int, Item], members: dict[str, list[str]], chunk_ids: np.ndarray, index_of: dict[str, int],
-              rank_of: dict[str, int]) -> list[str]:
+def _collapse(
+    items: dict[int, Item],
+    members: dict[str, list[str]],
+    chunk_ids: np.ndarray,
+    index_of: dict[str, int],
+    rank_of: dict[str, int],
+) -> list[str]:
     """Keep one member of each duplicate group among `items` (in place): the best-placed in the run,
     with the group's best gain and that member's stretch of the evidence. Returns the chunk ids of
     the copies left out."""
@@ -108,8 +125,16 @@ def _collapse(items: dict[int, Item], members: dict[str, list[str]], chunk_ids: 
 
 
 def judged_table(
-    golden: list[dict], judgements: list[Judgement], chunks: pd.DataFrame, run: pd.DataFrame, ks: list[int], ties: str,
-    duplicates: pd.DataFrame, grades: dict[str, dict[str, int | None]], min_grade: int, ambiguous_at: int,
+    golden: list[dict],
+    judgements: list[Judgement],
+    chunks: pd.DataFrame,
+    run: pd.DataFrame,
+    ks: list[int],
+    ties: str,
+    duplicates: pd.DataFrame,
+    grades: dict[str, dict[str, int | None]],
+    min_grade: int,
+    ambiguous_at: int,
 ) -> pd.DataFrame:
     """The judged view's per-question columns (judged_<metric>, judged_n_relevant,
     n_duplicate_relevant, n_judge_relevant, n_pooled, n_pooled_judged, n_pooled_relevant,
@@ -123,14 +148,20 @@ def judged_table(
         qid = row["qid"]
         question_grades = grades.get(qid, {})
         items = _items(strict, question_grades, index_of, members, chunk_ids, min_grade, set(row.get("relevant") or {}))
-        gained_by_copy = sum(item.gain > 0 and item.source == "duplicate" for item in items.values())  # before _collapse
+        gained_by_copy = sum(
+            item.gain > 0 and item.source == "duplicate" for item in items.values()
+        )  # before _collapse
         drop.extend((qid, chunk_id) for chunk_id in _collapse(items, members, chunk_ids, index_of, ranks.get(qid, {})))
         order = sorted(items)
-        judged.append(Judgement(
-            np.array(order, dtype=np.int64), np.array([items[i].gain for i in order], dtype=np.float64), strict.span,
-            np.array([items[i].start for i in order], dtype=np.int64) if strict.span is not None else None,
-            np.array([items[i].end for i in order], dtype=np.int64) if strict.span is not None else None,
-        ))
+        judged.append(
+            Judgement(
+                np.array(order, dtype=np.int64),
+                np.array([items[i].gain for i in order], dtype=np.float64),
+                strict.span,
+                np.array([items[i].start for i in order], dtype=np.int64) if strict.span is not None else None,
+                np.array([items[i].end for i in order], dtype=np.int64) if strict.span is not None else None,
+            )
+        )
         extras.append(_question_counts(items, question_grades, gained_by_copy, min_grade, ambiguous_at))
     if drop:
         left_out = pd.MultiIndex.from_tuples(drop)
@@ -142,12 +173,15 @@ def judged_table(
         n_relevant = metrics.pop("n_relevant")
         for column in ("n_relevant_tied", "tie_group_size"):
             metrics.pop(column)
-        rows.append({f"{PREFIX}{name}": value for name, value in metrics.items()} | {f"{PREFIX}n_relevant": n_relevant, **extra})
+        rows.append(
+            {f"{PREFIX}{name}": value for name, value in metrics.items()} | {f"{PREFIX}n_relevant": n_relevant, **extra}
+        )
     return pd.DataFrame(rows)
 
 
-def _question_counts(items: dict, question_grades: dict[str, int | None], gained_by_copy: int, min_grade: int,
-                     ambiguous_at: int) -> dict[str, int]:
+def _question_counts(
+    items: dict, question_grades: dict[str, int | None], gained_by_copy: int, min_grade: int, ambiguous_at: int
+) -> dict[str, int]:
     """What one question's judged view gained (`gained_by_copy`: relevant copies, counted before
     _collapse; judge grades) and its pooled pairs."""
     n_judge = sum(item.gain > 0 and item.source == "judge" for item in items.values())
@@ -162,7 +196,9 @@ def _question_counts(items: dict, question_grades: dict[str, int | None], gained
     }
 
 
-def judged_summary(per_question: pd.DataFrame, ks: list[int], duplicates: pd.DataFrame) -> dict[str, float | int | None]:
+def judged_summary(
+    per_question: pd.DataFrame, ks: list[int], duplicates: pd.DataFrame
+) -> dict[str, float | int | None]:
     """The judged view's keys of metrics.json, after the strict ones: judged_<metric> for every
     metric, then what the golden set could not see."""
     summary: dict[str, float | int | None] = {
@@ -175,7 +211,8 @@ def judged_summary(per_question: pd.DataFrame, ks: list[int], duplicates: pd.Dat
         n_questions_gaining_duplicate=int((per_question["n_duplicate_relevant"] > 0).sum()),
         judge_pooled=int(per_question["n_pooled"].sum()),
         judge_judged=pooled_judged,
-        judge_unjudged=int(per_question["n_pooled"].sum()) - pooled_judged,  # counted as not relevant: see unjudged_warning
+        judge_unjudged=int(per_question["n_pooled"].sum())
+        - pooled_judged,  # counted as not relevant: see unjudged_warning
         judge_relevant=pooled_relevant,
         judge_relevant_share=round(pooled_relevant / pooled_judged, 4) if pooled_judged else None,
         n_questions_gaining_judged=int((per_question["n_judge_relevant"] > 0).sum()),
@@ -191,5 +228,7 @@ def unjudged_warning(per_question: pd.DataFrame) -> str | None:
     if pooled == judged:
         return None
     questions = int((per_question["n_pooled"] > per_question["n_pooled_judged"]).sum())
-    return (f"{pooled - judged} of {pooled} pooled pairs are unjudged ({questions} questions): the {PREFIX}* metrics count "
-            "them as not relevant (a lower bound; judge_unjudged in metrics.json); see metrics/judge.json's rejected_by_reason")
+    return (
+        f"{pooled - judged} of {pooled} pooled pairs are unjudged ({questions} questions): the {PREFIX}* metrics count "
+        "them as not relevant (a lower bound; judge_unjudged in metrics.json); see metrics/judge.json's rejected_by_reason"
+    )

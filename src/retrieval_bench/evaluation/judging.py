@@ -16,6 +16,7 @@ under the cache's lock (retrieval_bench.locking) from the first look to the last
 loses only the requests in flight; a rerun pays only for pairs never graded. Off
 (judge.enabled false, or provider none) nothing is read from the runs and nothing is asked.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -69,8 +70,10 @@ class Judged:
         r = self.report
         if not r["enabled"]:
             return f"off ({r['why']}): nothing judged, nothing paid; the judged view counts duplicate chunks only"
-        return (f"{r['judged']} of {r['pooled']} pooled pairs graded ({r['relevant']} relevant, {r['unjudged']} unjudged), "
-                f"{r['requests']} requests this run, {usd(r['cost_usd'])}; written to {pool_path}")
+        return (
+            f"{r['judged']} of {r['pooled']} pooled pairs graded ({r['relevant']} relevant, {r['unjudged']} unjudged), "
+            f"{r['requests']} requests this run, {usd(r['cost_usd'])}; written to {pool_path}"
+        )
 
 
 def dry_run_from_env() -> bool:
@@ -96,10 +99,12 @@ def read_pool(pool: list[str], cwd: Path = Path(".")) -> dict[str, pd.DataFrame]
     runs = {}
     for entry in pool:
         if entry.startswith(JUDGE_POOL_REVISION):
-            revision = entry[len(JUDGE_POOL_REVISION):]
+            revision = entry[len(JUDGE_POOL_REVISION) :]
             data = read_artefact(RUN, resolve_revision(revision, cwd), cwd)
             if data is None:
-                raise InputError(f"judge.pool {entry}: {RUN} is not in git or the DVC cache at {revision}; `dvc pull` it first")
+                raise InputError(
+                    f"judge.pool {entry}: {RUN} is not in git or the DVC cache at {revision}; `dvc pull` it first"
+                )
             run = read_run_table(io.BytesIO(data), f"judge.pool {entry}: {RUN} at {revision}")
         elif not (cwd / entry).is_file():
             raise InputError(f"judge.pool {entry}: not found (a run file, or {JUDGE_POOL_REVISION}<git revision>)")
@@ -111,16 +116,28 @@ def read_pool(pool: list[str], cwd: Path = Path(".")) -> dict[str, pd.DataFrame]
     return runs
 
 
-def pool_pairs(golden: list[dict], chunks: pd.DataFrame, runs: dict[str, pd.DataFrame], depth: int,
-               duplicates: pd.DataFrame, min_coverage: float, log: Log | None = None) -> list[Pair]:
+def pool_pairs(
+    golden: list[dict],
+    chunks: pd.DataFrame,
+    runs: dict[str, pd.DataFrame],
+    depth: int,
+    duplicates: pd.DataFrame,
+    min_coverage: float,
+    log: Log | None = None,
+) -> list[Pair]:
     """The pooled pairs, question by question in golden-set order, chunks in order of first
     appearance; the gold (the strict judgement's relevant chunks) and its copies are left out."""
     members = group_members(duplicates)
     chunk_ids = chunks["chunk_id"].to_numpy()
     text_of = dict(zip(chunks["chunk_id"], chunks["text"]))
     sha_of = dict(zip(chunks["chunk_id"], chunks["text_sha256"]))
-    tops = {label: {qid: group.sort_values("rank")["chunk_id"].tolist()
-                    for qid, group in run[run["rank"] <= depth].groupby("qid", sort=False)} for label, run in runs.items()}
+    tops = {
+        label: {
+            qid: group.sort_values("rank")["chunk_id"].tolist()
+            for qid, group in run[run["rank"] <= depth].groupby("qid", sort=False)
+        }
+        for label, run in runs.items()
+    }
     pairs: list[Pair] = []
     counts = Counter()
     for row, strict in zip(golden, strict_judgements(golden, chunks, min_coverage)):
@@ -137,16 +154,22 @@ def pool_pairs(golden: list[dict], chunks: pd.DataFrame, runs: dict[str, pd.Data
                 elif chunk_id in found:
                     found[chunk_id].runs.append(label)
                 else:
-                    found[chunk_id] = Pair(str(row["qid"]), chunk_id, [label], row["question"], text_of[chunk_id], sha_of[chunk_id])
+                    found[chunk_id] = Pair(
+                        str(row["qid"]), chunk_id, [label], row["question"], text_of[chunk_id], sha_of[chunk_id]
+                    )
         pairs.extend(found.values())
     if log is not None:
-        log(f"{len(pairs)} pooled pairs from the top {depth} of {', '.join(runs)}; {counts['skipped_gold']} gold chunks "
-            "or their copies left out" + (f", {counts['unknown_chunks']} chunk ids not in the chunk table" if counts["unknown_chunks"] else ""))
+        log(
+            f"{len(pairs)} pooled pairs from the top {depth} of {', '.join(runs)}; {counts['skipped_gold']} gold chunks "
+            "or their copies left out"
+            + (f", {counts['unknown_chunks']} chunk ids not in the chunk table" if counts["unknown_chunks"] else "")
+        )
     return pairs
 
 
-def _status(pairs: list[Pair], cache: dict[str, dict], meta: Meta, template: str, max_attempts: int
-            ) -> tuple[dict[int, dict], list[Job], Counter, int]:
+def _status(
+    pairs: list[Pair], cache: dict[str, dict], meta: Meta, template: str, max_attempts: int
+) -> tuple[dict[int, dict], list[Job], Counter, int]:
     """Per pair (by position) its accepted record, the jobs still to ask (one per distinct key),
     the rejected replies by reason and how many pairs wait for a reply."""
     accepted: dict[int, dict] = {}
@@ -168,8 +191,9 @@ def _status(pairs: list[Pair], cache: dict[str, dict], meta: Meta, template: str
     return accepted, list(misses.values()), rejected, waiting
 
 
-def judge_pool(params: dict, pairs: list[Pair], template: str, prompt_sha256: str, cache_path: str,
-               dry_run: bool, log: Log) -> Judged:
+def judge_pool(
+    params: dict, pairs: list[Pair], template: str, prompt_sha256: str, cache_path: str, dry_run: bool, log: Log
+) -> Judged:
     """Grade every pooled pair the cache lacks (see the module's docstring); the judged pool and
     the report. Raises JudgeDryRun after a dry run, StopGeneration on a clean stop."""
     settings = Settings.from_params(params)
@@ -190,17 +214,34 @@ def judge_pool(params: dict, pairs: list[Pair], template: str, prompt_sha256: st
     work = PaidWork(JUDGE.with_context(context), meta, settings, cache_path, params["max_attempts"])
     paid = pay_for(work, missing, params["max_attempts"] + 1, dry_run, log)
     if dry_run:
-        raise JudgeDryRun("dry run: nothing was asked or written" if paid.planned else
-                          f"dry run: all {len(pairs)} pooled pairs are graded or in flight already; nothing to ask")
+        raise JudgeDryRun(
+            "dry run: nothing was asked or written"
+            if paid.planned
+            else f"dry run: all {len(pairs)} pooled pairs are graded or in flight already; nothing to ask"
+        )
     accepted, _, rejected, waiting = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
     _check_all_answered(pairs, waiting, cache_path)
-    rows = [{"qid": p.qid, "chunk_id": p.chunk_id, "runs": p.runs, "grade": accepted[i]["grade"] if i in accepted else None,
-             "key": accepted[i]["key"] if i in accepted else None} for i, p in enumerate(pairs)]
+    rows = [
+        {
+            "qid": p.qid,
+            "chunk_id": p.chunk_id,
+            "runs": p.runs,
+            "grade": accepted[i]["grade"] if i in accepted else None,
+            "key": accepted[i]["key"] if i in accepted else None,
+        }
+        for i, p in enumerate(pairs)
+    ]
     grades = Counter(row["grade"] for row in rows if row["grade"] is not None)
     report = {
-        "enabled": True, "pooled": len(pairs), "judged": sum(grades.values()), "unjudged": len(pairs) - sum(grades.values()),
-        "judged_before_this_run": graded_before[0] if graded_before else 0, "requests": paid.asked, "cost_usd": round(paid.spent, 6),
-        "rejected_replies": sum(rejected.values()), "rejected_by_reason": dict(sorted(rejected.items())),
+        "enabled": True,
+        "pooled": len(pairs),
+        "judged": sum(grades.values()),
+        "unjudged": len(pairs) - sum(grades.values()),
+        "judged_before_this_run": graded_before[0] if graded_before else 0,
+        "requests": paid.asked,
+        "cost_usd": round(paid.spent, 6),
+        "rejected_replies": sum(rejected.values()),
+        "rejected_by_reason": dict(sorted(rejected.items())),
         "grades": {str(g): grades.get(g, 0) for g in range(4)},
         "relevant": sum(n for g, n in grades.items() if g >= params["min_grade"]),
     }
@@ -224,8 +265,20 @@ def off(params: dict, dry_run: bool) -> Judged:
     why = "judge.enabled is false" if not params["enabled"] else "judge.provider is none"
     if dry_run:
         raise JudgeDryRun(f"dry run: judging is off ({why}); nothing would be asked")
-    report = {"enabled": False, "why": why, "pooled": 0, "judged": 0, "unjudged": 0, "judged_before_this_run": 0, "requests": 0,
-              "cost_usd": 0.0, "rejected_replies": 0, "rejected_by_reason": {}, "grades": {str(g): 0 for g in range(4)}, "relevant": 0}
+    report = {
+        "enabled": False,
+        "why": why,
+        "pooled": 0,
+        "judged": 0,
+        "unjudged": 0,
+        "judged_before_this_run": 0,
+        "requests": 0,
+        "cost_usd": 0.0,
+        "rejected_replies": 0,
+        "rejected_by_reason": {},
+        "grades": {str(g): 0 for g in range(4)},
+        "relevant": 0,
+    }
     return Judged([], report)
 
 

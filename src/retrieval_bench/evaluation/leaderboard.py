@@ -3,6 +3,7 @@ metric, each system's mean with its bootstrap interval, and which systems differ
 from the best (paired randomization tests, Holm-corrected over the systems compared with it).
 Segments where a system regressed against the panel's first system (the baseline) are found with
 Benjamini-Hochberg false-discovery-rate control. Pure functions of per-question tables."""
+
 from __future__ import annotations
 
 import math
@@ -37,7 +38,10 @@ def scorable(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
         keep = keep[first["n_relevant"].to_numpy() > 0]
     for table in tables.values():
         keep = keep[keep.isin(set(table["qid"].astype(str)))]
-    return {name: table.assign(qid=table["qid"].astype(str)).set_index("qid").loc[keep.tolist()] for name, table in tables.items()}
+    return {
+        name: table.assign(qid=table["qid"].astype(str)).set_index("qid").loc[keep.tolist()]
+        for name, table in tables.items()
+    }
 
 
 def question_sets(table: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -77,10 +81,15 @@ def leaderboard(tables: dict[str, pd.DataFrame], resamples: int = 10_000, seed: 
     for set_name, mask in question_sets(first).items():
         if mask.sum() == 0:
             continue
-        sets[set_name] = {"n_questions": int(mask.sum()), "metrics": {
-            name: rank_systems({s: t[column].to_numpy(dtype=float)[mask] for s, t in aligned.items()}, resamples, seed, level)
-            for name, column in metrics
-        }}
+        sets[set_name] = {
+            "n_questions": int(mask.sum()),
+            "metrics": {
+                name: rank_systems(
+                    {s: t[column].to_numpy(dtype=float)[mask] for s, t in aligned.items()}, resamples, seed, level
+                )
+                for name, column in metrics
+            },
+        }
     return {
         "systems": list(tables),
         "ci_level": level,
@@ -100,8 +109,13 @@ def segment_regressions(aligned: dict[str, pd.DataFrame], permutations: int = 10
     for system in names[1:]:
         diffs = aligned[system][column].to_numpy(dtype=float) - base[column].to_numpy(dtype=float)
         tests += [{"system": system, **test} for test in segment_tests(diffs, base, permutations, seed)]
-    return {"baseline": baseline, "metric": HEADLINE[0], "tests": len(tests), "correction": f"{BH}, alpha {ALPHA}",
-            "regressed": regressions(tests, ALPHA)}
+    return {
+        "baseline": baseline,
+        "metric": HEADLINE[0],
+        "tests": len(tests),
+        "correction": f"{BH}, alpha {ALPHA}",
+        "regressed": regressions(tests, ALPHA),
+    }
 
 
 def _cell(row: dict) -> str:
@@ -115,9 +129,16 @@ def flat_rows(board: dict) -> list[dict]:
     for set_name, entry in board["question_sets"].items():
         for metric, ranked in entry["metrics"].items():
             for system, row in ranked["systems"].items():
-                rows.append({"question_set": set_name, "metric": metric, "system": system, "best": system == ranked["best"],
-                             **{key: row.get(key, math.nan) for key in ("mean", "ci_low", "ci_high", "p_vs_best", "p_holm")},
-                             "differs_from_best": row.get("differs_from_best", False)})
+                rows.append(
+                    {
+                        "question_set": set_name,
+                        "metric": metric,
+                        "system": system,
+                        "best": system == ranked["best"],
+                        **{key: row.get(key, math.nan) for key in ("mean", "ci_low", "ci_high", "p_vs_best", "p_holm")},
+                        "differs_from_best": row.get("differs_from_best", False),
+                    }
+                )
     return rows
 
 
@@ -126,8 +147,12 @@ def markdown(board: dict) -> str:
     lines = []
     for set_name, entry in board["question_sets"].items():
         metrics = list(entry["metrics"])
-        lines += [f"### {set_name} ({entry['n_questions']} questions)", "",
-                  "| system | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
+        lines += [
+            f"### {set_name} ({entry['n_questions']} questions)",
+            "",
+            "| system | " + " | ".join(metrics) + " |",
+            "|---" * (len(metrics) + 1) + "|",
+        ]
         for system in board["systems"]:
             cells = []
             for metric in metrics:
@@ -137,16 +162,24 @@ def markdown(board: dict) -> str:
             lines.append(f"| {system} | " + " | ".join(cells) + " |")
         lines.append("")
     level = round(board["ci_level"] * 100)
-    lines.append(f"Mean [{level}% bootstrap CI]; bold: the best; *: differs significantly from the best ({board['correction']}).")
+    lines.append(
+        f"Mean [{level}% bootstrap CI]; bold: the best; *: differs significantly from the best ({board['correction']})."
+    )
     lines += ["", *segment_lines(board["segment_regressions"])]
     return "\n".join(lines) + "\n"
 
 
 def segment_lines(regressions: dict) -> list[str]:
     if not regressions["regressed"]:
-        return [f"No segment regressed against {regressions['baseline']} on {regressions['metric']} "
-                f"({regressions['tests']} segment tests, {regressions['correction']})."]
-    lines = [f"Segments that regressed against {regressions['baseline']} on {regressions['metric']} ({regressions['correction']}):"]
-    lines += [f"- {r['system']}: {r['segment']} = {r['value']} ({r['n_questions']} questions): {r['delta']:+.3f}, p(BH) = {r['p_bh']:.3g}"
-              for r in regressions["regressed"]]
+        return [
+            f"No segment regressed against {regressions['baseline']} on {regressions['metric']} "
+            f"({regressions['tests']} segment tests, {regressions['correction']})."
+        ]
+    lines = [
+        f"Segments that regressed against {regressions['baseline']} on {regressions['metric']} ({regressions['correction']}):"
+    ]
+    lines += [
+        f"- {r['system']}: {r['segment']} = {r['value']} ({r['n_questions']} questions): {r['delta']:+.3f}, p(BH) = {r['p_bh']:.3g}"
+        for r in regressions["regressed"]
+    ]
     return lines

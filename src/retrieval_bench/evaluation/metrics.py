@@ -21,6 +21,7 @@ Ties (chunks with equal scores) follow score.ties, decided in `score_question`:
 (McSherry & Najork, ECIR 2008), `pessimistic`/`optimistic` put the judged chunks last/first in
 their tied group and use the rank formulas below.
 """
+
 from __future__ import annotations
 
 import math
@@ -233,10 +234,7 @@ def score_question(judgement: Judgement, positions: Positions, ks: list[int], ti
 
 def span_recall(judgement: Judgement, ranks: np.ndarray, ks: list[int]) -> dict[int, float]:
     """recall@k for a span question: share of the evidence covered by the top-k chunks together."""
-    return {
-        k: union_coverage(judgement.starts[ranks <= k], judgement.ends[ranks <= k], *judgement.span)
-        for k in ks
-    }
+    return {k: union_coverage(judgement.starts[ranks <= k], judgement.ends[ranks <= k], *judgement.span) for k in ks}
 
 
 def summary_names(ks: list[int]) -> list[tuple[str, str]]:
@@ -258,7 +256,8 @@ def summarize(per_question: pd.DataFrame, ks: list[int], n_chunks: int) -> dict[
         n_questions=len(per_question),
         n_chunks=n_chunks,
         n_questions_without_relevant_chunk=int((per_question["n_relevant"] == 0).sum())
-        if "n_relevant" in per_question else int(per_question["first_relevant_rank"].isna().sum()),
+        if "n_relevant" in per_question
+        else int(per_question["first_relevant_rank"].isna().sum()),
     )
     if "n_relevant_tied" in per_question:
         summary["n_questions_judged_tied"] = int((per_question["n_relevant_tied"] > 0).sum())

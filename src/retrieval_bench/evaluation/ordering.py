@@ -1,6 +1,7 @@
 """Agreement of two orderings of the same systems: Kendall's tau-b and tau_AP (Yilmaz, Aslam and
 Robertson 2008, "A new rank correlation coefficient for information retrieval"), which weighs
 swaps near the top more. Inputs are the systems' scores (higher is better), aligned by system."""
+
 from __future__ import annotations
 
 import math

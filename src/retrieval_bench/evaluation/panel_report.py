@@ -1,5 +1,6 @@
 """Everything the leaderboard stage writes, from the panel systems' per-question tables and the
 golden set: the leaderboard, the agreement certificate with the style gap, and their markdown."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -17,17 +18,30 @@ def panel_report(tables: dict[str, pd.DataFrame], golden: list[dict], validity: 
     the certificate is below validity.threshold, or None."""
     if not tables:
         empty = {"systems": [], "question_sets": {}}
-        return {"leaderboard": empty, "certificate": {"available": False, "reason": "no panel"}, "rows": [],
-                "markdown": NO_PANEL + "\n", "warning": None}
+        return {
+            "leaderboard": empty,
+            "certificate": {"available": False, "reason": "no panel"},
+            "rows": [],
+            "markdown": NO_PANEL + "\n",
+            "warning": None,
+        }
     board = leaderboard(tables)
     cert = panel_certificate(scorable(tables), validity["threshold"])
     lines = certificate_lines(cert)
     if cert["available"]:
-        by_set = {name: [row for row in golden if question_set(row) == name] for name in (cert["reference"], cert["synthetic"])}
+        by_set = {
+            name: [row for row in golden if question_set(row) == name]
+            for name in (cert["reference"], cert["synthetic"])
+        }
         cert["style_gap"] = style_gap(by_set[cert["reference"]], by_set[cert["synthetic"]])
         lines += ["", *style_lines(cert["style_gap"], (cert["reference"], cert["synthetic"]))]
-    return {"leaderboard": board, "certificate": cert, "rows": flat_rows(board),
-            "markdown": markdown(board) + "\n" + "\n".join(lines) + "\n", "warning": below_threshold_line(cert)}
+    return {
+        "leaderboard": board,
+        "certificate": cert,
+        "rows": flat_rows(board),
+        "markdown": markdown(board) + "\n" + "\n".join(lines) + "\n",
+        "warning": below_threshold_line(cert),
+    }
 
 
 def summary_line(board: dict) -> str:
@@ -37,5 +51,7 @@ def summary_line(board: dict) -> str:
         return "leaderboard: no panel"
     ranked = entry["metrics"]["mrr"]
     tied = [name for name, row in ranked["systems"].items() if name != ranked["best"] and not row["differs_from_best"]]
-    also = f"; not significantly different: {', '.join(tied)}" if tied else "; every other system is significantly worse"
+    also = (
+        f"; not significantly different: {', '.join(tied)}" if tied else "; every other system is significantly worse"
+    )
     return f"leaderboard: best on mrr: {ranked['best']} ({ranked['systems'][ranked['best']]['mean']:.3f}){also} (Holm)"

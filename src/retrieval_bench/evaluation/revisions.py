@@ -1,5 +1,6 @@
 """Pipeline outputs as they were at a git revision or DVC experiment (for `retrieval-bench compare`
 and the judge stage's `rev:` pool entries): from git, or else from the DVC cache through dvc.api."""
+
 from __future__ import annotations
 
 import subprocess
@@ -24,8 +25,10 @@ def experiment_ref(name: str, cwd: Path) -> str | None:
     if listing.returncode != 0:
         return None
     matches = sorted(
-        ref for ref in listing.stdout.split()
-        if ref.rsplit("/", 1)[-1] == name and not ref.startswith((f"{EXPERIMENT_REFS}/exec/", f"{EXPERIMENT_REFS}/celery/"))
+        ref
+        for ref in listing.stdout.split()
+        if ref.rsplit("/", 1)[-1] == name
+        and not ref.startswith((f"{EXPERIMENT_REFS}/exec/", f"{EXPERIMENT_REFS}/celery/"))
     )
     if len(matches) > 1:
         raise InputError(f"{name}: several DVC experiments have this name ({', '.join(matches)}); give the full ref")

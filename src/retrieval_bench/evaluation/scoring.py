@@ -2,6 +2,7 @@
 metric per question (retrieval_bench.evaluation.metrics) and the summary for metrics.json; in
 two views, strict (the golden set's labels) and judged (plus duplicates and pooled LLM
 judgements: retrieval_bench.evaluation.judged)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -46,8 +47,17 @@ def score_run(
 
 
 def score_run_both_views(
-    golden: list[dict], chunks: pd.DataFrame, run: pd.DataFrame, ks: list[int], min_coverage: float, ties: str,
-    duplicates: pd.DataFrame, pool_rows: list[dict], min_grade: int, ambiguous_at: int, pool_path: str = "judged pool",
+    golden: list[dict],
+    chunks: pd.DataFrame,
+    run: pd.DataFrame,
+    ks: list[int],
+    min_coverage: float,
+    ties: str,
+    duplicates: pd.DataFrame,
+    pool_rows: list[dict],
+    min_grade: int,
+    ambiguous_at: int,
+    pool_path: str = "judged pool",
 ) -> pd.DataFrame:
     """per_question.csv: the strict columns of score_run, unchanged and first, then the judged
     view's (duplicates of judged chunks from `duplicates`, LLM grades from `pool_rows`, the rows
@@ -62,10 +72,12 @@ def score_run_both_views(
 
 
 def _table(golden, judgements, placed, ks, ties) -> pd.DataFrame:
-    return pd.DataFrame([
-        {"qid": row["qid"], **score_question(judgement, where, ks, ties)}
-        for row, judgement, where in zip(golden, judgements, placed)
-    ])
+    return pd.DataFrame(
+        [
+            {"qid": row["qid"], **score_question(judgement, where, ks, ties)}
+            for row, judgement, where in zip(golden, judgements, placed)
+        ]
+    )
 
 
 def unscorable_warning(per_question: pd.DataFrame) -> str | None:
@@ -78,4 +90,3 @@ def unscorable_warning(per_question: pd.DataFrame) -> str | None:
         f"{len(unscorable)} of {len(per_question)} questions have no relevant chunk in this chunking ({examples}): "
         "they score 0 on every metric; see score.min_coverage in docs/reference/metrics.md"
     )
-

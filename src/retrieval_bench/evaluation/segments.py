@@ -1,6 +1,7 @@
 """The segments a question belongs to, carried by every per-question row so that a verdict can be
 broken down: its question set (origin), source document, the document's folder, and its length;
 and the segments where a change regressed (Benjamini-Hochberg over every segment tested)."""
+
 from __future__ import annotations
 
 import posixpath
@@ -35,10 +36,14 @@ def segments(golden: list[dict]) -> pd.DataFrame:
     rows = []
     for row in golden:
         document = str(row.get("doc_id") or "")
-        rows.append({
-            "question_set": question_set(row), "document": document,
-            "folder": posixpath.dirname(document) or ".", "length_bucket": length_bucket(row["question"]),
-        })
+        rows.append(
+            {
+                "question_set": question_set(row),
+                "document": document,
+                "folder": posixpath.dirname(document) or ".",
+                "length_bucket": length_bucket(row["question"]),
+            }
+        )
     return pd.DataFrame(rows, columns=SEGMENT_COLUMNS)
 
 
@@ -65,7 +70,12 @@ def segment_tests(diffs: np.ndarray, frame: pd.DataFrame, permutations: int = 10
     """A paired randomization test of the per-question differences `diffs` (aligned with `frame`'s
     rows) within every segment: {segment, value, n_questions, delta, p}."""
     return [
-        {"segment": column, "value": value, "n_questions": len(index), "delta": float(diffs[index].mean()),
-         "p": randomization_p_value(diffs[index], permutations, seed)}
+        {
+            "segment": column,
+            "value": value,
+            "n_questions": len(index),
+            "delta": float(diffs[index].mean()),
+            "p": randomization_p_value(diffs[index], permutations, seed),
+        }
         for column, value, index in segment_groups(frame)
     ]

@@ -8,6 +8,7 @@ coverage); the p-value counts flips whose |mean| reaches the observed |mean| (th
 two-sided sign-flip test), where scipy doubles the smaller one-sided p; and both draw their
 resamples in memory-bounded batches.
 """
+
 from __future__ import annotations
 
 import math

@@ -3,6 +3,7 @@ phrased as questions, lexical overlap with their evidence (the echo gauge's cont
 stored on each golden row), and how well a classifier on those features tells the two apart
 (cross-validated AUC: 0.5 = indistinguishable, 1.0 = always told apart), with the generated
 questions it finds most obviously generated."""
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,11 @@ import re
 
 import numpy as np
 
-FORM = re.compile(r"^(what|which|who|whom|whose|when|where|why|how|is|are|was|were|do|does|did|can|could|should|would|will|"
-                  r"has|have|had|may|might|must|shall)\b", re.IGNORECASE)
+FORM = re.compile(
+    r"^(what|which|who|whom|whose|when|where|why|how|is|are|was|were|do|does|did|can|could|should|would|will|"
+    r"has|have|had|may|might|must|shall)\b",
+    re.IGNORECASE,
+)
 FEATURES = ("words", "question_form", "echo_content_share", "echo_longest_ngram")
 FOLDS = 5
 WORST = 5
@@ -24,8 +28,12 @@ def is_question_form(question: str) -> bool:
 
 def features(row: dict) -> list[float]:
     """The classifier's features of one golden row (a missing echo measure counts as 0)."""
-    return [float(len(row["question"].split())), float(is_question_form(row["question"])),
-            float(row.get("echo_content_share") or 0.0), float(row.get("echo_longest_ngram") or 0.0)]
+    return [
+        float(len(row["question"].split())),
+        float(is_question_form(row["question"])),
+        float(row.get("echo_content_share") or 0.0),
+        float(row.get("echo_longest_ngram") or 0.0),
+    ]
 
 
 def rank_auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -80,8 +88,12 @@ def _describe(rows: list[dict]) -> dict:
     shares = [row["echo_content_share"] for row in rows if row.get("echo_content_share") is not None]
     return {
         "n_questions": len(rows),
-        "words": {"mean": float(lengths.mean()), "p25": float(np.percentile(lengths, 25)),
-                  "median": float(np.median(lengths)), "p75": float(np.percentile(lengths, 75))},
+        "words": {
+            "mean": float(lengths.mean()),
+            "p25": float(np.percentile(lengths, 25)),
+            "median": float(np.median(lengths)),
+            "p75": float(np.percentile(lengths, 75)),
+        },
         "question_form_share": float(np.mean([is_question_form(row["question"]) for row in rows])),
         "echo_content_share": float(np.mean(shares)) if shares else None,
     }
@@ -90,17 +102,27 @@ def _describe(rows: list[dict]) -> dict:
 def style_gap(reference: list[dict], synthetic: list[dict], seed: int = 0) -> dict:
     """The style gap of `synthetic` golden rows from `reference` ones; the classifier needs
     FOLDS or more of each."""
-    gap = {"features": list(FEATURES), "reference": _describe(reference), "synthetic": _describe(synthetic),
-           "classifier_auc": None, "most_distinguishable": []}
+    gap = {
+        "features": list(FEATURES),
+        "reference": _describe(reference),
+        "synthetic": _describe(synthetic),
+        "classifier_auc": None,
+        "most_distinguishable": [],
+    }
     if min(len(reference), len(synthetic)) < FOLDS:
         return gap
     x = np.array([features(row) for row in reference + synthetic])
     y = np.array([0] * len(reference) + [1] * len(synthetic))
     scores = cross_validated_scores(x, y, seed)
     gap["classifier_auc"] = rank_auc(scores, y)
-    order = np.argsort(-scores[len(reference):], kind="stable")[:WORST]
+    order = np.argsort(-scores[len(reference) :], kind="stable")[:WORST]
     gap["most_distinguishable"] = [
-        {"qid": synthetic[i]["qid"], "question": synthetic[i]["question"], **dict(zip(FEATURES, features(synthetic[i])))} for i in order
+        {
+            "qid": synthetic[i]["qid"],
+            "question": synthetic[i]["question"],
+            **dict(zip(FEATURES, features(synthetic[i]))),
+        }
+        for i in order
     ]
     return gap
 
@@ -113,12 +135,16 @@ def style_lines(gap: dict, names: tuple[str, str]) -> list[str]:
     """The style gap as markdown lines."""
     ref, syn = gap["reference"], gap["synthetic"]
     auc = "n/a (too few questions)" if gap["classifier_auc"] is None else f"{gap['classifier_auc']:.2f}"
-    lines = [f"Style gap, {names[1]} against {names[0]}: classifier AUC {auc} (0.5 = indistinguishable)", "",
-             f"| | {names[0]} | {names[1]} |", "|---|---|---|",
-             f"| words (median [p25, p75]) | {ref['words']['median']:.0f} [{ref['words']['p25']:.0f}, {ref['words']['p75']:.0f}] | "
-             f"{syn['words']['median']:.0f} [{syn['words']['p25']:.0f}, {syn['words']['p75']:.0f}] |",
-             f"| phrased as a question | {ref['question_form_share']:.0%} | {syn['question_form_share']:.0%} |",
-             f"| content words found in the evidence (echo) | {_share(ref['echo_content_share'])} | {_share(syn['echo_content_share'])} |"]
+    lines = [
+        f"Style gap, {names[1]} against {names[0]}: classifier AUC {auc} (0.5 = indistinguishable)",
+        "",
+        f"| | {names[0]} | {names[1]} |",
+        "|---|---|---|",
+        f"| words (median [p25, p75]) | {ref['words']['median']:.0f} [{ref['words']['p25']:.0f}, {ref['words']['p75']:.0f}] | "
+        f"{syn['words']['median']:.0f} [{syn['words']['p25']:.0f}, {syn['words']['p75']:.0f}] |",
+        f"| phrased as a question | {ref['question_form_share']:.0%} | {syn['question_form_share']:.0%} |",
+        f"| content words found in the evidence (echo) | {_share(ref['echo_content_share'])} | {_share(syn['echo_content_share'])} |",
+    ]
     if gap["most_distinguishable"]:
         lines += ["", f"Most obviously {names[1]}:"] + [f"- {row['question']}" for row in gap["most_distinguishable"]]
     return lines

@@ -6,6 +6,7 @@ Which passages get a question is decided before anything is paid for (goldenset.
 dry run logs what would be generated and its estimated cost, then raises DryRunDone: nothing is
 generated or written.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -89,8 +90,14 @@ class GoldenSet:
 
 
 def assemble(
-    params: dict, documents: pd.DataFrame, labels: list[dict], template: str, prompt_sha256: str, cache_path: str,
-    dry_run: bool, log: Log,
+    params: dict,
+    documents: pd.DataFrame,
+    labels: list[dict],
+    template: str,
+    prompt_sha256: str,
+    cache_path: str,
+    dry_run: bool,
+    log: Log,
 ) -> GoldenSet:
     """The golden set for the generate section `params`: real `labels` when there are any, else
     hand-written and generated questions (generating what the cache lacks unless the provider is
@@ -111,15 +118,29 @@ def assemble(
             # Generated echoes were already regenerated or replaced; hand-written ones are dropped.
             for row in rows:
                 if row.get("echo"):
-                    rejects.append({"reason": "echo", "source": row["source"], "chunk_id": row["gold_chunk_id"],
-                                    "doc_id": row["doc_id"], "question": row["question"], "regenerated": False})
+                    rejects.append(
+                        {
+                            "reason": "echo",
+                            "source": row["source"],
+                            "chunk_id": row["gold_chunk_id"],
+                            "doc_id": row["doc_id"],
+                            "question": row["question"],
+                            "regenerated": False,
+                        }
+                    )
             rows = [row for row in rows if not row.get("echo")]
         mark_hygiene(rows, Hygiene.from_params(params).near_jaccard)
         rows = sample_rows(rows, params["max_questions"], params["seed"])
         if not rows:
             skipped = counts.get("other_corpus", 0)
-            why = (f"; {skipped} hand-written questions were skipped because their doc_id is not a document id of this corpus "
-                   "(with ready chunks each chunk is its own document: doc_id must be a chunk id)") if skipped else ""
+            why = (
+                (
+                    f"; {skipped} hand-written questions were skipped because their doc_id is not a document id of this corpus "
+                    "(with ready chunks each chunk is its own document: doc_id must be a chunk id)"
+                )
+                if skipped
+                else ""
+            )
             raise InputError(
                 f"no usable question for any passage of this corpus in {cache_path} or {params['handwritten']}{why}; "
                 "set generate.provider to generate them, or bring real queries (docs/how-to/your-corpus.md)"
@@ -129,7 +150,13 @@ def assemble(
 
 
 def synthetic(
-    params: dict, documents: pd.DataFrame, template: str, prompt_sha256: str, cache_path: str, dry_run: bool, log: Log,
+    params: dict,
+    documents: pd.DataFrame,
+    template: str,
+    prompt_sha256: str,
+    cache_path: str,
+    dry_run: bool,
+    log: Log,
 ) -> tuple[list[dict], list[dict], dict]:
     """Hand-written questions located in the documents, then generated ones for the chosen
     passages (generating what the cache lacks): (rows, rejected replies, counts)."""
@@ -152,12 +179,24 @@ def synthetic(
     elif dry_run:
         _dry_run_without_provider(params, meta, template, ranked, budget, seen, cache_path, log)
     index = CacheIndex(read_cache(cache_path), meta, by_key=family is not None)
-    plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False,
-                hygiene=hygiene)
+    plan = walk(
+        ranked,
+        index,
+        budget,
+        params["max_attempts"],
+        params["drop_echo"],
+        seen,
+        template,
+        generating=False,
+        hygiene=hygiene,
+    )
     texts = dict(zip(documents["doc_id"], documents["text"]))
     generated = [generated_row(record, passage, texts[passage["doc_id"]]) for passage, record in plan.accepted]
     counts.update(
-        passages=len(passages), uncached=plan.uncached, exhausted=plan.exhausted, cache_matches=len(index.by_passage),
+        passages=len(passages),
+        uncached=plan.uncached,
+        exhausted=plan.exhausted,
+        cache_matches=len(index.by_passage),
         evidence_not_located=sum(not row["evidence_located"] for row in generated),
     )
     covered = {row["chunk_sha256"] for row in hw_rows + generated}
@@ -165,12 +204,29 @@ def synthetic(
     return hw_rows + generated, hw_rejects + plan.rejects, counts
 
 
-def _dry_run_without_provider(params: dict, meta: Meta, template: str, ranked: list[dict], budget: int | None,
-                              seen: set[str], cache_path: str, log: Log) -> None:
+def _dry_run_without_provider(
+    params: dict,
+    meta: Meta,
+    template: str,
+    ranked: list[dict],
+    budget: int | None,
+    seen: set[str],
+    cache_path: str,
+    log: Log,
+) -> None:
     """Provider none: nothing is generated; how many chosen passages the cache leaves without a question."""
     index = CacheIndex(read_cache(cache_path), meta, by_key=False)
-    plan = walk(ranked, index, budget, params["max_attempts"], params["drop_echo"], seen, template, generating=False,
-                hygiene=Hygiene.from_params(params))
+    plan = walk(
+        ranked,
+        index,
+        budget,
+        params["max_attempts"],
+        params["drop_echo"],
+        seen,
+        template,
+        generating=False,
+        hygiene=Hygiene.from_params(params),
+    )
     log(f"provider none: nothing is generated; {plan.uncached} chosen passages have no cached question")
     raise DryRunDone("dry run: nothing was written")
 
@@ -183,17 +239,24 @@ def log_synthetic(rows: list[dict], counts: dict, params: dict, log: Log) -> Non
         f"{counts['passages_without_question']} of {counts['passages']} passages have no question"
     )
     if counts["uncached"] and params["provider"] == "none" and counts["cache_matches"]:
-        log(f"{counts['uncached']} chosen passages have no cached question; set generate.provider (e.g. anthropic) "
-            "to generate them, or `dvc pull` a shared question cache")
+        log(
+            f"{counts['uncached']} chosen passages have no cached question; set generate.provider (e.g. anthropic) "
+            "to generate them, or `dvc pull` a shared question cache"
+        )
     elif params["provider"] == "none":
         # Nothing was asked and nothing rejected: say so, and what would add questions.
-        more = (f": set generate.provider (e.g. anthropic) to generate questions for {counts['uncached']} more passages"
-                if counts["uncached"] else "")
+        more = (
+            f": set generate.provider (e.g. anthropic) to generate questions for {counts['uncached']} more passages"
+            if counts["uncached"]
+            else ""
+        )
         cached = f" and {n_generated} from the question cache" if n_generated else ""
         log(f"{len(rows) - n_generated} hand-written questions{cached}; generation off (provider none){more}")
     elif counts["uncached"]:
-        log(f"{counts['uncached']} chosen passages still have no question after {max_rounds(params)} rounds "
-            "of replacing rejected replies; rerun to continue")
+        log(
+            f"{counts['uncached']} chosen passages still have no question after {max_rounds(params)} rounds "
+            "of replacing rejected replies; rerun to continue"
+        )
 
 
 def report(rows: list[dict], rejects: list[dict], counts: dict, gauge: dict) -> dict:
@@ -207,10 +270,18 @@ def report(rows: list[dict], rejects: list[dict], counts: dict, gauge: dict) -> 
         "echo_flagged": sum(bool(row.get("echo")) for row in rows),
         "rejected": len(rejects),
         "rejected_by_reason": dict(sorted(reasons.items())),
-        **{key: counts[key] for key in (
-            "duplicate_questions_dropped", "passages", "passages_without_question", "uncached", "exhausted",
-            "evidence_not_located",
-        ) if key in counts},
+        **{
+            key: counts[key]
+            for key in (
+                "duplicate_questions_dropped",
+                "passages",
+                "passages_without_question",
+                "uncached",
+                "exhausted",
+                "evidence_not_located",
+            )
+            if key in counts
+        },
         "context_dependent_flagged": sum("context_dependent" in row for row in rows),
         "near_duplicate_flagged": sum("near_duplicate_of" in row for row in rows),
         "handwritten_other_corpus": counts.get("other_corpus", 0),

@@ -4,6 +4,7 @@ and sampling (retrieval_bench.goldenset.assemble puts them together).
 A synthetic question is anchored to the evidence it was written from (a span of its document),
 not to a chunk, so the same golden set scores any chunking of the corpus.
 """
+
 from __future__ import annotations
 
 import re
@@ -50,15 +51,21 @@ def read_handwritten(path: str | Path) -> list[dict]:
                 raise InputError(f"{path}: record {number} lacks {', '.join(sorted(missing))}")
     kind, questions = read_question_set(path)
     if kind not in ("handwritten", "ragas", "llamaindex"):
-        raise InputError(f"{path}: generate.handwritten takes hand-written JSONL, a ragas testset or a LlamaIndex dataset, not a {kind} set")
+        raise InputError(
+            f"{path}: generate.handwritten takes hand-written JSONL, a ragas testset or a LlamaIndex dataset, not a {kind} set"
+        )
     records = []
     for question in questions:
         evidence = question["evidence"][0] if question["evidence"] else ""
-        records.append({
-            "qid": question["qid"],  # None: derived from document and question, as it always was
-            "question": question["question"], "evidence": evidence,
-            "doc_id": question.get("doc_id"), "extra": question["extra"],
-        })
+        records.append(
+            {
+                "qid": question["qid"],  # None: derived from document and question, as it always was
+                "question": question["question"],
+                "evidence": evidence,
+                "doc_id": question.get("doc_id"),
+                "extra": question["extra"],
+            }
+        )
     return records
 
 
@@ -67,7 +74,9 @@ def normalise_question(question: str) -> str:
     return " ".join(re.sub(r"[\s?.!]+$", "", question.lower()).split())
 
 
-def handwritten_rows(records: list[dict], documents: pd.DataFrame, passages: pd.DataFrame) -> tuple[list[dict], dict[str, int]]:
+def handwritten_rows(
+    records: list[dict], documents: pd.DataFrame, passages: pd.DataFrame
+) -> tuple[list[dict], dict[str, int]]:
     """Golden rows for hand-written questions (question, doc_id, evidence) found in this corpus."""
     texts = dict(zip(documents["doc_id"], documents["text"]))
     counts = {"other_corpus": 0, "not_located": 0}
@@ -105,7 +114,7 @@ def generated_row(record: dict, passage: Mapping, document: str) -> dict:
     """A golden row for a cached generated question over `passage`; the evidence excerpt is looked
     for in the passage that was sent only (never elsewhere in the document, where a chunk's text
     could steer it), else the whole passage is the evidence."""
-    passage_text = document[passage["start"]:passage["end"]]
+    passage_text = document[passage["start"] : passage["end"]]
     span = locate_in_passage(record.get("evidence") or "", passage_text)
     if span is not None:
         span = (span[0] + int(passage["start"]), span[1] + int(passage["start"]))
@@ -115,7 +124,9 @@ def generated_row(record: dict, passage: Mapping, document: str) -> dict:
     return _row(record["question"], passage, span, record["model"], record["prompt_sha256"], located)
 
 
-def _row(question: str, passage: Mapping, span: tuple[int, int], source: str, prompt_sha256: str | None, located: bool) -> dict:
+def _row(
+    question: str, passage: Mapping, span: tuple[int, int], source: str, prompt_sha256: str | None, located: bool
+) -> dict:
     return {
         "qid": question_id(passage["doc_id"], question),
         "question": question,
@@ -138,7 +149,7 @@ def evidence_texts(rows: list[dict], texts: Mapping[str, str]) -> list[list[str]
         if row.get("relevant") is not None:
             evidence.append([texts[c] for c, grade in row["relevant"].items() if grade > 0 and c in texts])
         elif row.get("doc_id") in texts and row.get("start") is not None:
-            evidence.append([texts[row["doc_id"]][int(row["start"]):int(row["end"])]])
+            evidence.append([texts[row["doc_id"]][int(row["start"]) : int(row["end"])]])
         else:
             evidence.append([])
     return evidence
@@ -151,9 +162,17 @@ def label_rows(labels: list[dict]) -> list[dict]:
         graded = sorted(label["relevant"].items(), key=lambda item: -item[1])
         rows.append(
             {
-                "qid": label["qid"], "question": label["question"], "gold_chunk_id": graded[0][0],
-                "doc_id": None, "start": None, "end": None, "chunk_sha256": None, "source": "qrels",
-                "prompt_sha256": None, "evidence_located": None, "relevant": label["relevant"],
+                "qid": label["qid"],
+                "question": label["question"],
+                "gold_chunk_id": graded[0][0],
+                "doc_id": None,
+                "start": None,
+                "end": None,
+                "chunk_sha256": None,
+                "source": "qrels",
+                "prompt_sha256": None,
+                "evidence_located": None,
+                "relevant": label["relevant"],
             }
         )
     return rows
@@ -185,7 +204,9 @@ def sample_rows(rows: list[dict], max_questions: int, seed: int) -> list[dict]:
 # --------------------------------------------------------------------------------------------
 # Question hygiene: questions that need their passage in view, and near-duplicate questions
 # --------------------------------------------------------------------------------------------
-_DOCUMENT_PART = r"(?:passage|text|excerpt|snippet|paragraph|section|document|article|page|chapter|context|chunk|extract)s?"
+_DOCUMENT_PART = (
+    r"(?:passage|text|excerpt|snippet|paragraph|section|document|article|page|chapter|context|chunk|extract)s?"
+)
 _POINTED_THING = r"(?:passage|excerpt|snippet|chunk|example|table|figure|diagram|code|listing|list|section|paragraph|statement|command)s?"
 _CONTEXT_PHRASE = re.compile(
     rf"""\b(?:
@@ -198,9 +219,47 @@ _CONTEXT_PHRASE = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 _LEAD = {
-    "how", "what", "why", "when", "where", "which", "who", "whom", "whose", "of", "long", "much", "many", "often",
-    "is", "are", "was", "were", "do", "does", "did", "can", "could", "should", "would", "will", "shall", "may", "might",
-    "must", "has", "have", "had", "isn't", "aren't", "doesn't", "don't", "can't", "won't", "didn't", "wasn't",
+    "how",
+    "what",
+    "why",
+    "when",
+    "where",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "of",
+    "long",
+    "much",
+    "many",
+    "often",
+    "is",
+    "are",
+    "was",
+    "were",
+    "do",
+    "does",
+    "did",
+    "can",
+    "could",
+    "should",
+    "would",
+    "will",
+    "shall",
+    "may",
+    "might",
+    "must",
+    "has",
+    "have",
+    "had",
+    "isn't",
+    "aren't",
+    "doesn't",
+    "don't",
+    "can't",
+    "won't",
+    "didn't",
+    "wasn't",
 }
 _POINTING = {"it", "this", "that", "these", "those", "they", "them", "its", "their", "he", "she", "his", "her"}
 _BE = {"is", "was", "isn't", "wasn't", "would", "will"}
@@ -223,12 +282,12 @@ def context_dependent(question: str) -> str | None:
         lead += 1
     if lead >= len(tokens) or tokens[lead] not in _POINTING:
         return None
-    after = tokens[lead + 1:lead + 6]
+    after = tokens[lead + 1 : lead + 6]
     if tokens[lead] == "it" and (
         (lead and tokens[lead - 1] in _BE and _EXPLETIVE_TAIL & set(after)) or (after and after[0] in _IDIOMS)
     ):
         return None
-    return " ".join(tokens[:lead + 1])
+    return " ".join(tokens[: lead + 1])
 
 
 _QUESTION_WORDS: frozenset[str] | None = None
@@ -292,8 +351,11 @@ class Hygiene:
 
     @classmethod
     def from_params(cls, params: Mapping) -> "Hygiene":
-        return cls(bool(params.get("drop_context_dependent", False)), bool(params.get("drop_near_duplicates", False)),
-                   float(params.get("near_duplicate_jaccard", cls.near_jaccard)))
+        return cls(
+            bool(params.get("drop_context_dependent", False)),
+            bool(params.get("drop_near_duplicates", False)),
+            float(params.get("near_duplicate_jaccard", cls.near_jaccard)),
+        )
 
     def reason(self, question: str, seen: "QuestionIndex") -> str | None:
         """Why `question` is not used given the questions `seen` (exact duplicates always), or None."""
@@ -323,8 +385,16 @@ def drop_unhygienic(rows: list[dict], hygiene: Hygiene) -> tuple[list[dict], lis
             kept.append(row)
             index.add(row["question"], row["qid"])
         else:
-            rejects.append({"reason": reason, "source": row["source"], "chunk_id": row["gold_chunk_id"], "doc_id": row["doc_id"],
-                            "question": row["question"], "regenerated": False})
+            rejects.append(
+                {
+                    "reason": reason,
+                    "source": row["source"],
+                    "chunk_id": row["gold_chunk_id"],
+                    "doc_id": row["doc_id"],
+                    "question": row["question"],
+                    "regenerated": False,
+                }
+            )
     return kept, rejects
 
 

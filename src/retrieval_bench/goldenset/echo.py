@@ -17,6 +17,7 @@ it has at least ECHO_MIN_CONTENT_WORDS (3) of them (a two-word question naming i
 an echo). `bm25_ranks` adds the lexical view: the rank BM25 gives a question's first relevant
 chunk among the chunks being scored (retrieval-bench gauge).
 """
+
 from __future__ import annotations
 
 import re
@@ -93,7 +94,11 @@ def mark(rows: list[dict], evidence: list[list[str]]) -> dict:
         row.update(echo=echo.flagged, echo_content_share=echo.content_share, echo_longest_ngram=echo.longest_ngram)
         measured += 1
         flagged += echo.flagged
-    return {"echo_rate": round(flagged / measured, 4) if measured else None, "echo_flagged": flagged, "n_measured": measured}
+    return {
+        "echo_rate": round(flagged / measured, 4) if measured else None,
+        "echo_flagged": flagged,
+        "n_measured": measured,
+    }
 
 
 def bm25_ranks(chunk_texts: list[str], questions: list[str], relevant: list[np.ndarray]) -> list[int | None]:

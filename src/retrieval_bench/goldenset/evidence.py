@@ -5,6 +5,7 @@ A generated question's evidence is looked for only in the passage that was sent,
 in its document, where a chunk's text could steer it. An excerpt a model quotes back from the
 escaped passage (retrieval_bench.passage_escape) still matches the original.
 """
+
 from __future__ import annotations
 
 import re
@@ -65,7 +66,7 @@ def evidence_in_passage(evidence: str, passage: str) -> bool:
 def evidence_text(evidence: str, passage_text: str) -> str:
     """The part of `passage_text` a generated reply quotes as its evidence, else the whole passage."""
     span = locate_in_passage(evidence, passage_text)
-    return passage_text[span[0]:span[1]] if span else passage_text
+    return passage_text[span[0] : span[1]] if span else passage_text
 
 
 # --------------------------------------------------------------------------------------------
@@ -87,4 +88,3 @@ def locate_evidence(document: str, excerpt: str, near: int = 0) -> tuple[int, in
         match = min(loose, key=lambda m: abs(m.start() - near))
         return match.start(), match.end()
     return None
-

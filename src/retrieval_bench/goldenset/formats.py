@@ -9,6 +9,7 @@ Formats (detected from the file):
 - a LlamaIndex EmbeddingQAFinetuneDataset (JSON): queries, corpus, relevant_docs;
 - a BEIR folder (queries.jsonl, qrels/<split>.tsv) with its corpus.
 """
+
 from __future__ import annotations
 
 import ast
@@ -93,18 +94,27 @@ def read_llamaindex(path: Path) -> list[dict]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise InputError(f"{path}:{error.lineno}: invalid JSON ({error.msg})") from None
-    if not isinstance(data, dict) or not all(isinstance(data.get(key), dict) for key in ("queries", "corpus", "relevant_docs")):
-        raise InputError(f"{path}: a LlamaIndex EmbeddingQAFinetuneDataset needs the mappings queries, corpus and relevant_docs")
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(key), dict) for key in ("queries", "corpus", "relevant_docs")
+    ):
+        raise InputError(
+            f"{path}: a LlamaIndex EmbeddingQAFinetuneDataset needs the mappings queries, corpus and relevant_docs"
+        )
     questions = []
     for qid, question in data["queries"].items():
         node_ids = data["relevant_docs"].get(qid) or []
         unknown = [node for node in node_ids if node not in data["corpus"]]
         if unknown:
             raise InputError(f"{path}: relevant_docs[{qid!r}] names {unknown[0]!r}, which is not in corpus")
-        questions.append({
-            "qid": str(qid), "question": str(question), "evidence": [data["corpus"][node] for node in node_ids],
-            "node_ids": list(node_ids), "extra": {},
-        })
+        questions.append(
+            {
+                "qid": str(qid),
+                "question": str(question),
+                "evidence": [data["corpus"][node] for node in node_ids],
+                "node_ids": list(node_ids),
+                "extra": {},
+            }
+        )
     return questions
 
 
@@ -128,7 +138,11 @@ def read_question_set(path: str | Path, split: str = "test") -> tuple[str, list[
         relevant: dict[str, dict[str, int]] = {}
         for qid, chunk_id, grade in read_qrels(qrels_path):
             relevant.setdefault(qid, {})[chunk_id] = grade
-        return kind, [{"qid": q, "question": queries[q], "evidence": [], "relevant": r, "extra": {}} for q, r in relevant.items() if q in queries]
+        return kind, [
+            {"qid": q, "question": queries[q], "evidence": [], "relevant": r, "extra": {}}
+            for q, r in relevant.items()
+            if q in queries
+        ]
     rows = read_jsonl(path)
     if kind == "goldenset":
         return kind, [{**row, "evidence": []} for row in rows]
@@ -136,10 +150,14 @@ def read_question_set(path: str | Path, split: str = "test") -> tuple[str, list[
     for number, row in enumerate(rows, 1):
         if not isinstance(row.get("question"), str) or not isinstance(row.get("evidence"), str):
             raise InputError(f"{path}: record {number} needs a question and an evidence text")
-        questions.append({
-            # No qid given: None here; the golden set derives one from document and question.
-            "qid": None if row.get("qid") is None else str(row["qid"]),
-            "question": row["question"], "doc_id": row.get("doc_id"), "evidence": [row["evidence"]],
-            "extra": {k: v for k, v in row.items() if k not in ("qid", "question", "doc_id", "evidence")},
-        })
+        questions.append(
+            {
+                # No qid given: None here; the golden set derives one from document and question.
+                "qid": None if row.get("qid") is None else str(row["qid"]),
+                "question": row["question"],
+                "doc_id": row.get("doc_id"),
+                "evidence": [row["evidence"]],
+                "extra": {k: v for k, v in row.items() if k not in ("qid", "question", "doc_id", "evidence")},
+            }
+        )
     return kind, questions

@@ -6,6 +6,7 @@ FILE is this project's golden set, hand-written questions, a BEIR folder, a raga
 Each question is measured against its evidence texts (retrieval_bench.goldenset.echo); its relevant chunks in
 the chunk table follow the scoring's relevance rule (retrieval_bench.spans).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,9 @@ from retrieval_bench.spans import judge
 COLUMNS = ["qid", "question", "echo", "echo_longest_ngram", "echo_content_share", "bm25_rank", "n_relevant_chunks"]
 
 
-def _relevance_rows(question: dict, kind: str, texts: dict[str, str], chunk_ids: set[str]) -> tuple[list[dict], list[str]]:
+def _relevance_rows(
+    question: dict, kind: str, texts: dict[str, str], chunk_ids: set[str]
+) -> tuple[list[dict], list[str]]:
     """Rows retrieval_bench.spans can judge (spans or chunk labels) and the evidence texts."""
     if question.get("relevant") is not None:
         relevant = {c: g for c, g in question["relevant"].items() if c in chunk_ids}
@@ -32,13 +35,17 @@ def _relevance_rows(question: dict, kind: str, texts: dict[str, str], chunk_ids:
     if kind == "goldenset":
         if question.get("doc_id") not in texts:
             return [], []
-        return [question], [texts[question["doc_id"]][int(question["start"]):int(question["end"])]]
+        return [question], [texts[question["doc_id"]][int(question["start"]) : int(question["end"])]]
     if question.get("node_ids") and all(node in chunk_ids for node in question["node_ids"]):
         return [{"relevant": {node: 1 for node in question["node_ids"]}}], question["evidence"]
     rows = []
     for evidence in question["evidence"]:
         doc_id = question.get("doc_id")
-        found = locate_anywhere(texts, evidence, doc_id if doc_id in texts else None) if doc_id is None or doc_id in texts else None
+        found = (
+            locate_anywhere(texts, evidence, doc_id if doc_id in texts else None)
+            if doc_id is None or doc_id in texts
+            else None
+        )
         if found is not None:
             rows.append({"doc_id": found[0], "start": found[1][0], "end": found[1][1]})
     return rows, question["evidence"]
@@ -78,15 +85,28 @@ def gauge_question_set(
 def worst_offenders(table: pd.DataFrame, limit: int) -> pd.DataFrame:
     """The questions closest to their evidence: flagged first, then the longest shared run."""
     measured = table[table["echo"].notna()]
-    return measured.sort_values(["echo", "echo_longest_ngram", "echo_content_share"], ascending=False, kind="stable").head(limit)
+    return measured.sort_values(
+        ["echo", "echo_longest_ngram", "echo_content_share"], ascending=False, kind="stable"
+    ).head(limit)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0]
-    parser.add_argument("file", help="question set: golden set, hand-written JSONL, BEIR folder, ragas CSV/JSONL, LlamaIndex JSON")
-    parser.add_argument("--chunks", default=paths.CHUNKS, help="chunk table to judge and rank against (default: %(default)s)")
-    parser.add_argument("--documents", default=paths.DOCUMENTS, help="documents the evidence is found in (default: %(default)s)")
-    parser.add_argument("--min-coverage", type=float, default=0.5, help="relevance threshold, as score.min_coverage (default: %(default)s)")
+    parser.add_argument(
+        "file", help="question set: golden set, hand-written JSONL, BEIR folder, ragas CSV/JSONL, LlamaIndex JSON"
+    )
+    parser.add_argument(
+        "--chunks", default=paths.CHUNKS, help="chunk table to judge and rank against (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--documents", default=paths.DOCUMENTS, help="documents the evidence is found in (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--min-coverage",
+        type=float,
+        default=0.5,
+        help="relevance threshold, as score.min_coverage (default: %(default)s)",
+    )
     parser.add_argument("--split", default="test", help="BEIR folders: qrels/<split>.tsv (default: %(default)s)")
     parser.add_argument("--out", default=paths.GAUGE, help="per-question results (default: %(default)s)")
     parser.add_argument("--show", type=int, default=10, help="worst offenders listed (default: %(default)s)")
@@ -108,13 +128,17 @@ def run(args: argparse.Namespace) -> int:
     rate = "n/a" if summary["echo_rate"] is None else f"{summary['echo_rate']:.1%}"
     print(f"{args.file} ({kind}): {summary['n_questions']} questions, {summary['n_measured']} with evidence")
     print(f"echo rate {rate} ({summary['echo_flagged']} flagged; rule: {echo.ECHO_RULE})")
-    print(f"BM25 over {len(chunks)} chunks: MRR {summary['bm25_mrr']}, recall@1 {summary['bm25_recall_at_1']}; "
-          f"{summary['n_without_relevant_chunk']} questions have no relevant chunk")
+    print(
+        f"BM25 over {len(chunks)} chunks: MRR {summary['bm25_mrr']}, recall@1 {summary['bm25_recall_at_1']}; "
+        f"{summary['n_without_relevant_chunk']} questions have no relevant chunk"
+    )
     offenders = worst_offenders(table, args.show)
     if len(offenders):
         print("closest to their evidence:")
         for row in offenders.itertuples():
             mark = "ECHO" if row.echo else "    "
-            print(f"  {mark} {row.qid}  run {row.echo_longest_ngram}, share {row.echo_content_share:.2f}: {row.question[:100]}")
+            print(
+                f"  {mark} {row.qid}  run {row.echo_longest_ngram}, share {row.echo_content_share:.2f}: {row.question[:100]}"
+            )
     print(f"per-question results: {args.out}")
     return 0

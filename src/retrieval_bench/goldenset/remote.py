@@ -15,6 +15,7 @@ cannot be read (the remote is unreachable, or nobody pushed it) a run that would
 one line saying to run `dvc repro --pull`; RETRIEVAL_BENCH_PULL=0 skips the check. Without a
 default remote nothing is asked of any remote and nothing is refused.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -63,8 +64,11 @@ def stale_versions(root: str | Path, lock_path: str, outs: tuple[str, ...]) -> d
     if os.environ.get(PULL_ENV, "").strip().lower() in ("0", "false", "no") or not (Path(root) / ".dvc").is_dir():
         return {}
     recorded = recorded_versions(Path(root) / lock_path, outs)
-    return {path: entry for path, entry in recorded.items()
-            if int(entry.get("size") or 0) > 0 and _md5(Path(root) / path) != entry["md5"]}
+    return {
+        path: entry
+        for path, entry in recorded.items()
+        if int(entry.get("size") or 0) > 0 and _md5(Path(root) / path) != entry["md5"]
+    }
 
 
 def read_version(root: str | Path, md5: str) -> tuple[bytes, str] | None:
@@ -130,8 +134,15 @@ def _key(line: bytes) -> str | None:
         return None
 
 
-def fetch_shared_cache(cache_path: str, journal_path: str, lock_path: str, paying: bool, dry_run: bool,
-                       log: Callable[[str], None], root: str | Path = ".") -> None:
+def fetch_shared_cache(
+    cache_path: str,
+    journal_path: str,
+    lock_path: str,
+    paying: bool,
+    dry_run: bool,
+    log: Callable[[str], None],
+    root: str | Path = ".",
+) -> None:
     """Complete the question cache and batch journal from the versions dvc.lock records (see the
     module docstring) before anything is paid for. Raises InputError when `paying` and a version
     a default remote should hold cannot be read."""
@@ -139,8 +150,10 @@ def fetch_shared_cache(cache_path: str, journal_path: str, lock_path: str, payin
     if not stale:
         return
     if dry_run:
-        log(f"{', '.join(stale)} differ from the version dvc.lock records; a real run first fetches what they lack "
-            "(DVC cache or default remote), so this estimate may count questions already paid for")
+        log(
+            f"{', '.join(stale)} differ from the version dvc.lock records; a real run first fetches what they lack "
+            "(DVC cache or default remote), so this estimate may count questions already paid for"
+        )
         return
     fetched = {}
     for path in sorted(stale, key=lambda p: p != cache_path):

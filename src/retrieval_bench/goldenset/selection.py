@@ -14,6 +14,7 @@ Generation goes through the LLM layer's entry point for paid work (llm.paid), wh
 question cache's lock from the first look at the cache and journal to the last reply written, so
 two runs never ask for the same question.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,7 +54,9 @@ def rank_passages(passages: pd.DataFrame, seed: int, covered: set[str]) -> list[
             continue
         seen.add(passage["text_sha256"])
         eligible.append(passage)
-    return sorted(eligible, key=lambda p: (hashlib.sha256(f"{seed}\0{p['text_sha256']}".encode()).hexdigest(), p["chunk_id"]))
+    return sorted(
+        eligible, key=lambda p: (hashlib.sha256(f"{seed}\0{p['text_sha256']}".encode()).hexdigest(), p["chunk_id"])
+    )
 
 
 class CacheIndex:
@@ -66,7 +69,11 @@ class CacheIndex:
         self.records = records
         self.by_passage: dict[tuple[str, int], dict] = {}
         if not by_key:
-            matching = [r for r in records.values() if r.get("model") == meta.model and r.get("prompt_sha256") == meta.prompt_sha256]
+            matching = [
+                r
+                for r in records.values()
+                if r.get("model") == meta.model and r.get("prompt_sha256") == meta.prompt_sha256
+            ]
             # Records with the configured max_tokens win over others for the same passage and attempt.
             for record in sorted(matching, key=lambda r: r.get("max_tokens") == meta.max_tokens):
                 self.by_passage[(record.get("passage_sha256"), int(record.get("attempt") or 0))] = record
@@ -87,8 +94,15 @@ class Plan:
 
 
 def walk(
-    ranked: list[dict], index: CacheIndex, budget: int | None, max_attempts: int, drop_echo: bool,
-    seen_questions: set[str], template: str, generating: bool, hygiene: Hygiene = Hygiene(),
+    ranked: list[dict],
+    index: CacheIndex,
+    budget: int | None,
+    max_attempts: int,
+    drop_echo: bool,
+    seen_questions: set[str],
+    template: str,
+    generating: bool,
+    hygiene: Hygiene = Hygiene(),
 ) -> Plan:
     """Go down the ranking until `budget` passages have a usable question or are waiting for one.
     Deterministic for a given cache: a duplicate is the later passage's question in this order."""
@@ -98,7 +112,11 @@ def walk(
         if budget is not None and len(plan.accepted) + len(plan.misses) + plan.uncached >= budget:
             break
         for attempt in range(max_attempts):
-            job = QUESTIONS.job(index.meta, template, passage["text"], passage["text_sha256"], attempt) if index.by_key else None
+            job = (
+                QUESTIONS.job(index.meta, template, passage["text"], passage["text_sha256"], attempt)
+                if index.by_key
+                else None
+            )
             record = index.lookup(passage, attempt, job)
             if record is None:
                 if generating:
@@ -111,11 +129,19 @@ def walk(
                 plan.accepted.append((passage, record))
                 seen.add(record["question"])
                 break
-            plan.rejects.append({
-                "reason": reason, "source": "generated", "chunk_id": passage["chunk_id"], "doc_id": passage["doc_id"],
-                "attempt": attempt, "question": record.get("question") or "", "raw": record.get("raw"),
-                "regenerated": attempt + 1 < max_attempts, "key": record.get("key"),
-            })
+            plan.rejects.append(
+                {
+                    "reason": reason,
+                    "source": "generated",
+                    "chunk_id": passage["chunk_id"],
+                    "doc_id": passage["doc_id"],
+                    "attempt": attempt,
+                    "question": record.get("question") or "",
+                    "raw": record.get("raw"),
+                    "regenerated": attempt + 1 < max_attempts,
+                    "key": record.get("key"),
+                }
+            )
         else:
             plan.exhausted += 1
     return plan
@@ -137,8 +163,16 @@ def _reject_reason(record: dict, passage: dict, hygiene: Hygiene, seen, drop_ech
 
 
 def generate_missing(
-    params: dict, settings: Settings, meta: Meta, template: str, ranked: list[dict], budget: int | None,
-    seen: set[str], cache_path: str, dry_run: bool, log: Callable[[str], None],
+    params: dict,
+    settings: Settings,
+    meta: Meta,
+    template: str,
+    ranked: list[dict],
+    budget: int | None,
+    seen: set[str],
+    cache_path: str,
+    dry_run: bool,
+    log: Callable[[str], None],
 ) -> None:
     """Generate until every chosen passage has a usable question or is out of attempts, appending
     each reply to the cache at `cache_path`. With `dry_run`, log the plan and its cost only.
@@ -147,8 +181,17 @@ def generate_missing(
     hygiene = Hygiene.from_params(params)
 
     def missing(cache: dict[str, dict], round_number: int) -> tuple[list[Job], int]:
-        plan = walk(ranked, CacheIndex(cache, meta, by_key=True), budget, params["max_attempts"], params["drop_echo"], seen,
-                    template, generating=True, hygiene=hygiene)
+        plan = walk(
+            ranked,
+            CacheIndex(cache, meta, by_key=True),
+            budget,
+            params["max_attempts"],
+            params["drop_echo"],
+            seen,
+            template,
+            generating=True,
+            hygiene=hygiene,
+        )
         return plan.misses, len(plan.accepted)
 
     work = PaidWork(QUESTIONS, meta, settings, cache_path, params["max_attempts"])

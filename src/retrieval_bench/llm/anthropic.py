@@ -4,6 +4,7 @@ The SDK retries 429/5xx/connection errors generate.max_retries times and honours
 retry-after(-ms); the shared pause (ratelimit.py) holds back every worker on top of that. The key
 comes only from ANTHROPIC_API_KEY and the endpoint only from ANTHROPIC_BASE_URL (credentials.py).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -26,12 +27,20 @@ class Messages(Provider):
 
         endpoint = anthropic_endpoint(settings.provider)
         http = guarded_http_client(
-            anthropic, anthropic.AnthropicError, pause.hooks(), ConnectionGuard(endpoint),
-            limits=httpx2.Limits(max_connections=max(settings.concurrency * 2, 10), max_keepalive_connections=settings.concurrency + 2),
+            anthropic,
+            anthropic.AnthropicError,
+            pause.hooks(),
+            ConnectionGuard(endpoint),
+            limits=httpx2.Limits(
+                max_connections=max(settings.concurrency * 2, 10), max_keepalive_connections=settings.concurrency + 2
+            ),
         )
         # api_key given: no profile on disk is read.
         return anthropic.AsyncAnthropic(
-            api_key=endpoint.key, base_url=endpoint.url, http_client=http, timeout=REQUEST_TIMEOUT_S,
+            api_key=endpoint.key,
+            base_url=endpoint.url,
+            http_client=http,
+            timeout=REQUEST_TIMEOUT_S,
             max_retries=settings.max_retries if max_retries is None else max_retries,
         )
 

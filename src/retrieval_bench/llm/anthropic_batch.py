@@ -4,6 +4,7 @@ Requests go in batches of at most 10,000, custom_id = the cache key (a sha256 he
 characters, the API's maximum). The journal, reconciliation and collection are batch.py's; this
 module is the API's shape: the request, create, the listing, a batch's status, its results.
 """
+
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
@@ -18,7 +19,10 @@ class MessageBatches(BatchProvider, Messages):
     max_requests = 10_000
 
     def request(self, custom_id: str, model: str, max_tokens: int, prompt: str) -> dict:
-        return {"custom_id": custom_id, "params": {"model": model, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}]}}
+        return {
+            "custom_id": custom_id,
+            "params": {"model": model, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}]},
+        }
 
     async def create(self, client: Any, requests: list[dict]) -> str:
         # SDK retries off: a retried create after a lost answer is a second, paid batch.
@@ -33,7 +37,10 @@ class MessageBatches(BatchProvider, Messages):
 
     async def status(self, client: Any, batch_id: str) -> tuple[bool, str]:
         batch = await client.messages.batches.retrieve(batch_id)
-        return batch.processing_status == "ended", f"{batch.processing_status}, {batch.request_counts.processing} processing"
+        return (
+            batch.processing_status == "ended",
+            f"{batch.processing_status}, {batch.request_counts.processing} processing",
+        )
 
     async def results(self, client: Any, batch_id: str) -> AsyncIterator[BatchResult]:
         async for item in await client.messages.batches.results(batch_id):

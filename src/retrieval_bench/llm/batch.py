@@ -11,6 +11,7 @@ uncached and are submitted again by the next run.
 
 The API itself (request shape, create, listing, status, results) is the BatchProvider's.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -85,8 +86,15 @@ def _not_created(error: BaseException) -> bool:
 
 
 class BatchRunner:
-    def __init__(self, api: BatchProvider, task: Task, settings: Settings, cache_path: str | Path, writer: CacheWriter,
-                 meter: Meter) -> None:
+    def __init__(
+        self,
+        api: BatchProvider,
+        task: Task,
+        settings: Settings,
+        cache_path: str | Path,
+        writer: CacheWriter,
+        meter: Meter,
+    ) -> None:
         self.api = api
         self.task = task
         self.settings = settings
@@ -107,8 +115,10 @@ class BatchRunner:
         try:
             self.journal.append(event)
         except CacheWriteError as error:
-            raise StopGeneration(f"{error} ({what}); nothing was lost: the journal is consistent and a rerun "
-                                 "finds any batch already created instead of paying for it again") from None
+            raise StopGeneration(
+                f"{error} ({what}); nothing was lost: the journal is consistent and a rerun "
+                "finds any batch already created instead of paying for it again"
+            ) from None
 
     def _check_space(self, n_requests: int) -> None:
         need = SPACE_RESERVE_BYTES + n_requests * RESULT_BYTES_PER_REQUEST
@@ -124,7 +134,7 @@ class BatchRunner:
     async def submit(self, jobs: list[Job], meta: Meta) -> list[dict]:
         events = []
         for begin in range(0, len(jobs), self.api.max_requests):
-            chunk = jobs[begin:begin + self.api.max_requests]
+            chunk = jobs[begin : begin + self.api.max_requests]
             events.extend(await self._submit_one(chunk, meta, len(events)))
         return events
 
@@ -132,11 +142,20 @@ class BatchRunner:
         # custom_id = the cache key, a sha256 hex: 64 characters, the API's maximum; the batch's marker
         requests = [self.api.request(job.key, meta.model, meta.max_tokens, job.prompt) for job in chunk]
         intent = {
-            "event": "intent", "batch_id": None, "intent": intent_id(job.key for job in chunk),
-            "intent_at": _now(), "intent_unix": time.time(), "n_requests": len(chunk),
-            "family": meta.family, "provider": meta.provider, "model": meta.model,
-            "prompt_sha256": meta.prompt_sha256, "max_tokens": meta.max_tokens,
-            "requests": [{"key": job.key, "passage_sha256": job.passage_sha256, "attempt": job.attempt} for job in chunk],
+            "event": "intent",
+            "batch_id": None,
+            "intent": intent_id(job.key for job in chunk),
+            "intent_at": _now(),
+            "intent_unix": time.time(),
+            "n_requests": len(chunk),
+            "family": meta.family,
+            "provider": meta.provider,
+            "model": meta.model,
+            "prompt_sha256": meta.prompt_sha256,
+            "max_tokens": meta.max_tokens,
+            "requests": [
+                {"key": job.key, "passage_sha256": job.passage_sha256, "attempt": job.attempt} for job in chunk
+            ],
         }
         for tries in range(1, CREATE_TRIES + 1):
             self._check_space(len(chunk))
@@ -148,11 +167,15 @@ class BatchRunner:
                 kind, message = self.api.classify(error)
                 if kind == "spend_limit" or self.pause.spend_limited:
                     self._abandon(intent, message)
-                    raise StopGeneration(f"the API's spend limit or credit is exhausted ({message}); "
-                                         f"{submitted_before} batches were submitted before it") from None
+                    raise StopGeneration(
+                        f"the API's spend limit or credit is exhausted ({message}); "
+                        f"{submitted_before} batches were submitted before it"
+                    ) from None
                 if not _not_created(error):
-                    self.meter.write(f"creating a batch of {len(chunk)} requests ended in doubt ({message}); "
-                                     "looking for it among the account's batches before submitting anything again")
+                    self.meter.write(
+                        f"creating a batch of {len(chunk)} requests ended in doubt ({message}); "
+                        "looking for it among the account's batches before submitting anything again"
+                    )
                     adopted = await self.reconcile(intent)
                     if adopted:
                         return adopted
@@ -161,11 +184,13 @@ class BatchRunner:
                 if kind == "fatal" or tries == CREATE_TRIES:
                     raise StopGeneration(f"submitting a batch of {len(chunk)} requests failed: {message}") from None
                 self.meter.write(f"no batch was created ({message}); trying again")
-                await asyncio.sleep(min(8.0, 0.5 * 2 ** tries))
+                await asyncio.sleep(min(8.0, 0.5 * 2**tries))
                 continue
             event = self._submitted(intent, batch_id)
             self.meter.outcome.submitted_batches += 1
-            self.meter.write(f"submitted batch {batch_id} ({len(chunk)} requests); a rerun resumes it if this run stops")
+            self.meter.write(
+                f"submitted batch {batch_id} ({len(chunk)} requests); a rerun resumes it if this run stops"
+            )
             return [event]
         return []
 
@@ -178,8 +203,16 @@ class BatchRunner:
         return event
 
     def _abandon(self, intent: dict, reason: str) -> None:
-        self._journal({"event": "abandoned", "batch_id": None, "intent": intent["intent"], "reason": reason[:300],
-                       "abandoned": _now()}, "recording that no batch was created")
+        self._journal(
+            {
+                "event": "abandoned",
+                "batch_id": None,
+                "intent": intent["intent"],
+                "reason": reason[:300],
+                "abandoned": _now(),
+            },
+            "recording that no batch was created",
+        )
 
     async def reconcile(self, intent: dict) -> list[dict]:
         """Adopt the batch(es) that `intent` may have created, or declare it never created once the
@@ -194,7 +227,11 @@ class BatchRunner:
                     self.meter.outcome.adopted_batches += 1
                     self.meter.write(
                         f"adopted batch {batch_id} ({intent['n_requests']} requests"
-                        + (", the same custom_ids" if verified else ", created after the intent; its custom_ids are checked when it ends")
+                        + (
+                            ", the same custom_ids"
+                            if verified
+                            else ", created after the intent; its custom_ids are checked when it ends"
+                        )
                         + "): it is collected, not submitted again"
                     )
                 return events
@@ -259,7 +296,9 @@ class BatchRunner:
                         del pending[batch_id]
                         continue
                     if kind in ("fatal", "spend_limit"):
-                        raise StopGeneration(f"polling batch {batch_id} failed: {message}; rerun to resume it") from None
+                        raise StopGeneration(
+                            f"polling batch {batch_id} failed: {message}; rerun to resume it"
+                        ) from None
                     self.meter.write(f"polling batch {batch_id} failed ({message}); trying again")
                     continue
                 if ended:
@@ -272,7 +311,13 @@ class BatchRunner:
 
     async def _collect(self, event: dict) -> None:
         by_key = {request["key"]: request for request in event["requests"]}
-        meta = Meta(event.get("provider", self.api.name), event["family"], event["model"], event["prompt_sha256"], event["max_tokens"])
+        meta = Meta(
+            event.get("provider", self.api.name),
+            event["family"],
+            event["model"],
+            event["prompt_sha256"],
+            event["max_tokens"],
+        )
         cached = set(read_cache(self.cache_path))
         self._check_room(event, len(by_key))
         counts: Counter[str] = Counter()
@@ -296,9 +341,13 @@ class BatchRunner:
             kind, message = self.api.classify(error)
             if getattr(error, "status_code", None) == 404:
                 self._collected(event, dict(counts), note="results no longer available")
-                self.meter.write(f"the results of batch {event['batch_id']} are gone; missing requests will be submitted again")
+                self.meter.write(
+                    f"the results of batch {event['batch_id']} are gone; missing requests will be submitted again"
+                )
                 return
-            raise StopGeneration(f"reading the results of batch {event['batch_id']} failed: {message}; rerun to resume") from None
+            raise StopGeneration(
+                f"reading the results of batch {event['batch_id']} failed: {message}; rerun to resume"
+            ) from None
         if event.get("adopted") and not event.get("verified") and not counts:
             self._collected(event, {}, note="not ours: none of its custom_ids is one of the intent's requests")
             self.meter.write(f"adopted batch {event['batch_id']} held none of these requests; it was someone else's")
@@ -325,7 +374,9 @@ class BatchRunner:
     def _keep(self, event: dict, meta: Meta, request: dict, item: BatchResult) -> None:
         """One succeeded result appended to the cache."""
         reply = self.api.reply(item.answer, "")
-        record = self.task.record(meta, request["key"], request["passage_sha256"], request["attempt"], reply, self.api.name)
+        record = self.task.record(
+            meta, request["key"], request["passage_sha256"], request["attempt"], reply, self.api.name
+        )
         try:
             self.writer.append(record)
         except CacheWriteError as error:
@@ -337,24 +388,39 @@ class BatchRunner:
         self.meter.add(reply, rejected=record["rejected"] is not None)
 
     def _collected(self, event: dict, counts: dict, note: str | None = None) -> None:
-        record = {"event": "collected", "batch_id": event["batch_id"], "counts": counts,
-                  "collected": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        record = {
+            "event": "collected",
+            "batch_id": event["batch_id"],
+            "counts": counts,
+            "collected": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
         if note:
             record["note"] = note
         self._journal(record, f"after collecting batch {event['batch_id']}")
 
 
-async def run_batches(api: BatchProvider, task: Task, jobs: list[Job], meta: Meta | None, settings: Settings,
-                      cache_path: str | Path, writer: CacheWriter, meter: Meter, resume: list[dict],
-                      intents: list[dict]) -> Outcome:
+async def run_batches(
+    api: BatchProvider,
+    task: Task,
+    jobs: list[Job],
+    meta: Meta | None,
+    settings: Settings,
+    cache_path: str | Path,
+    writer: CacheWriter,
+    meter: Meter,
+    resume: list[dict],
+    intents: list[dict],
+) -> Outcome:
     """Reconcile `intents`, collect the journalled batches `resume`, then submit `jobs` (resubmitting
     those whose only adopted batch turned out to be a stranger's) and collect them."""
     runner = BatchRunner(api, task, settings, cache_path, writer, meter)
     try:
         resume = list(resume)
         for intent in intents:
-            meter.write(f"a batch of {intent['n_requests']} requests was being created when a run stopped; "
-                        "looking for it among the account's batches before submitting anything")
+            meter.write(
+                f"a batch of {intent['n_requests']} requests was being created when a run stopped; "
+                "looking for it among the account's batches before submitting anything"
+            )
             resume.extend(await runner.reconcile(intent))
         if resume:
             meter.write(f"resuming {len(resume)} journalled batches: {', '.join(e['batch_id'] for e in resume)}")

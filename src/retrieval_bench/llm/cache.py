@@ -20,6 +20,7 @@ anything.
 Appends are whole lines: a write or fsync that fails (a full disk) cuts the file back to its
 last complete record and raises CacheWriteError, so the cache stays consistent.
 """
+
 from __future__ import annotations
 
 import errno
@@ -39,7 +40,12 @@ ESCAPED_MARKER = "passage-delimiters-escaped"
 
 
 def cache_key(
-    family: str, model: str, prompt_sha256: str, passage_text: str, max_tokens: int, attempt: int = 0,
+    family: str,
+    model: str,
+    prompt_sha256: str,
+    passage_text: str,
+    max_tokens: int,
+    attempt: int = 0,
     escaped: bool = False,
 ) -> str:
     """A 64-character hex key (it doubles as a batch request's custom_id, at most 64 characters).
@@ -66,7 +72,7 @@ def _read_append_log(path: str | Path, what: str, required: tuple[str, ...]) -> 
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        line_number = data[:error.start].count(b"\n") + 1
+        line_number = data[: error.start].count(b"\n") + 1
         raise InputError(f"{path}:{line_number}: not UTF-8 text in the {what}") from None
     # Split on "\n" alone: str.splitlines() would also split inside a record at U+0085 or U+2028.
     lines = text.split("\n")

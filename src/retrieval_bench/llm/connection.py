@@ -1,6 +1,7 @@
 """The HTTP client under every SDK: short connect timeout, the shared rate-limit pause's hooks, and
 a guard that stops a run naming the endpoint once it refuses (or cannot be resolved or reached
 within CONNECT_TIMEOUT_S) a few connection attempts in a row."""
+
 from __future__ import annotations
 
 import os
@@ -71,7 +72,11 @@ class ConnectionGuard:
         self.failures += 1
         if self.failures >= CONNECT_FAILURES and now - self.first_failure >= CONNECT_FAILURE_SPAN_S:
             where = origin_of(getattr(request, "url", None)) if request is not None else self.endpoint.shown
-            reason = "no answer within the connect timeout" if "timeout" in type(error).__name__.lower() else os_reason(error)
+            reason = (
+                "no answer within the connect timeout"
+                if "timeout" in type(error).__name__.lower()
+                else os_reason(error)
+            )
             self.unreachable = (
                 f"cannot connect to {where} ({reason}; {self.failures} attempts in "
                 f"{now - self.first_failure:.1f}s); the endpoint comes from {self.endpoint.source}: "
@@ -82,7 +87,9 @@ class ConnectionGuard:
         self.failures = 0
 
 
-def guarded_http_client(sdk: Any, sdk_error: type, event_hooks: dict[str, list], guard: ConnectionGuard, **kwargs: Any) -> Any:
+def guarded_http_client(
+    sdk: Any, sdk_error: type, event_hooks: dict[str, list], guard: ConnectionGuard, **kwargs: Any
+) -> Any:
     """The SDK's default async HTTP client, with `event_hooks` (ratelimit.SharedPause.hooks), a short connect timeout,
     and `guard` watching connection failures."""
     import httpx2

@@ -4,6 +4,7 @@ generate.max_cost_usd.
 Input tokens are counted as llm.tokens does (about 3.5 characters per token). A reply (a JSON object with a question and a short excerpt) is about 60-100 tokens: the
 estimate assumes EXPECTED_OUTPUT_TOKENS, the upper bound assumes generate.max_tokens.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,9 +35,18 @@ class Wording:
     done: str  # work the cache holds already ("cached")
 
 
-QUESTIONS_WORDING = Wording("generate", "questions", "generate.max_questions", "requests", "questions to generate",
-                            "more questions to replace rejected replies", "cached")
-JUDGE_WORDING = Wording("judge", "judgements", "judge.depth", "judging requests", "pairs to grade", "pairs to grade", "graded already")
+QUESTIONS_WORDING = Wording(
+    "generate",
+    "questions",
+    "generate.max_questions",
+    "requests",
+    "questions to generate",
+    "more questions to replace rejected replies",
+    "cached",
+)
+JUDGE_WORDING = Wording(
+    "judge", "judgements", "judge.depth", "judging requests", "pairs to grade", "pairs to grade", "graded already"
+)
 
 
 @dataclass(frozen=True)
@@ -69,8 +79,13 @@ def estimate(prompts: Iterable[str], settings: Settings, batch: bool | None = No
     output_tokens = n * min(EXPECTED_OUTPUT_TOKENS, settings.max_tokens)
     output_max = n * settings.max_tokens
     return Estimate(
-        n, input_tokens, output_tokens, output_max,
-        settings.cost(input_tokens, output_tokens, batch), settings.cost(input_tokens, output_max, batch), batch,
+        n,
+        input_tokens,
+        output_tokens,
+        output_max,
+        settings.cost(input_tokens, output_tokens, batch),
+        settings.cost(input_tokens, output_max, batch),
+        batch,
     )
 
 
@@ -79,8 +94,10 @@ def check_finite_cost(planned: float, limit: float, section: str) -> None:
     a NaN price or limit would pass every guard and pay (params.yaml refuses them first; this is
     the guard's own check)."""
     if not (math.isfinite(planned) and math.isfinite(limit)):
-        raise InputError(f"the cost guard got a cost of {planned!r} against {section}.max_cost_usd {limit!r}: "
-                         f"both must be finite numbers of US dollars (check {section}.price and {section}.max_cost_usd)")
+        raise InputError(
+            f"the cost guard got a cost of {planned!r} against {section}.max_cost_usd {limit!r}: "
+            f"both must be finite numbers of US dollars (check {section}.price and {section}.max_cost_usd)"
+        )
 
 
 def check_cost(est: Estimate, settings: Settings, spent: float = 0.0, wording: Wording = QUESTIONS_WORDING) -> None:

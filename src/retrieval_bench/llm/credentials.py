@@ -14,6 +14,7 @@ A `generate.base_url` pointing anywhere else while a key is set is refused with 
 why and how to allow it. Without a key nothing secret is sent (a placeholder), so any URL is
 allowed. Anthropic's endpoint can only come from ANTHROPIC_BASE_URL, the user's environment.
 """
+
 from __future__ import annotations
 
 import os
@@ -80,4 +81,6 @@ def anthropic_endpoint(provider: str, env: Mapping[str, str] | None = None) -> E
     if not key:
         raise InputError(f"generate.provider {provider} needs ANTHROPIC_API_KEY in the environment")
     url = env.get("ANTHROPIC_BASE_URL") or None
-    return Endpoint(url, key, url or DEFAULT_URLS["anthropic"], "ANTHROPIC_BASE_URL" if url else "the Anthropic default")
+    return Endpoint(
+        url, key, url or DEFAULT_URLS["anthropic"], "ANTHROPIC_BASE_URL" if url else "the Anthropic default"
+    )

@@ -1,5 +1,6 @@
 """What a failed request means: a spend limit (stop, keep progress), a refused request (stop), or
 a passing fault (count it, go on); and StopGeneration, the clean stop that ends a run in one line."""
+
 from __future__ import annotations
 
 import re
@@ -8,11 +9,16 @@ from retrieval_bench.io import InputError
 from retrieval_bench.llm.connection import EndpointUnreachable, origin_of, os_reason
 
 SPEND_LIMIT_CODES = {
-    "enforced_spend_limit_reached", "contract_spend_limit_reached", "linked_organization_spend_limit_reached",
-    "linked_organization_billing_unavailable", "insufficient_quota", "billing_hard_limit_reached",
+    "enforced_spend_limit_reached",
+    "contract_spend_limit_reached",
+    "linked_organization_spend_limit_reached",
+    "linked_organization_billing_unavailable",
+    "insufficient_quota",
+    "billing_hard_limit_reached",
 }
 _SPEND_LIMIT_TEXT = re.compile(
-    r"credit balance|spend(?:ing)? limit|usage limits?\b|insufficient[_ ]quota|exceeded your current quota|billing", re.IGNORECASE
+    r"credit balance|spend(?:ing)? limit|usage limits?\b|insufficient[_ ]quota|exceeded your current quota|billing",
+    re.IGNORECASE,
 )
 
 
@@ -28,7 +34,11 @@ def error_body_fields(body: object) -> tuple[str | None, str]:
     if not isinstance(error, dict):
         return None, str(error)
     details = error.get("details") if isinstance(error.get("details"), dict) else {}
-    code = details.get("error_code") or error.get("code") or (error.get("type") if error.get("type") in SPEND_LIMIT_CODES else None)
+    code = (
+        details.get("error_code")
+        or error.get("code")
+        or (error.get("type") if error.get("type") in SPEND_LIMIT_CODES else None)
+    )
     return (code if isinstance(code, str) else None), str(error.get("message") or "")
 
 
@@ -41,7 +51,9 @@ def is_spend_limit(status: int, body: object) -> bool:
     return code in SPEND_LIMIT_CODES or bool(_SPEND_LIMIT_TEXT.search(message))
 
 
-def classify_error(error: BaseException, status_error: type | None = None, connection_error: type | None = None) -> tuple[str, str]:
+def classify_error(
+    error: BaseException, status_error: type | None = None, connection_error: type | None = None
+) -> tuple[str, str]:
     """('spend_limit' | 'fatal' | 'transient', a one-line description without secrets), for an
     error raised through an SDK whose HTTP status and connection errors are the given types."""
     if isinstance(error, EndpointUnreachable):
@@ -51,10 +63,16 @@ def classify_error(error: BaseException, status_error: type | None = None, conne
         code, message = error_body_fields(getattr(error, "body", None))
         message = message or str(getattr(error, "message", "")) or type(error).__name__
         message = " ".join(message.split())[:300]
-        if is_spend_limit(status, getattr(error, "body", None)) or getattr(error, "error_code", None) in SPEND_LIMIT_CODES:
+        if (
+            is_spend_limit(status, getattr(error, "body", None))
+            or getattr(error, "error_code", None) in SPEND_LIMIT_CODES
+        ):
             return "spend_limit", f"HTTP {status}: {message}"
         if status in (401, 403):
-            return "fatal", f"HTTP {status} authentication/permission error: {message} (check the API key in the environment)"
+            return (
+                "fatal",
+                f"HTTP {status} authentication/permission error: {message} (check the API key in the environment)",
+            )
         if status == 404:
             return "fatal", f"HTTP 404: {message} (check generate.model and the base URL)"
         if status in (400, 413, 422):
@@ -63,6 +81,10 @@ def classify_error(error: BaseException, status_error: type | None = None, conne
     if connection_error is not None and isinstance(error, connection_error):
         request = getattr(error, "request", None)
         where = origin_of(request.url) if request is not None else "the endpoint"
-        what = "timed out" if "timeout" in type(error).__name__.lower() else f"failed ({os_reason(error.__cause__ or error)})"
+        what = (
+            "timed out"
+            if "timeout" in type(error).__name__.lower()
+            else f"failed ({os_reason(error.__cause__ or error)})"
+        )
         return "transient", f"{type(error).__name__}: the connection to {where} {what}"
     return "transient", f"{type(error).__name__}: {str(error)[:200]}"

@@ -10,6 +10,7 @@ already there. Rejected (cached with the reason, so a refusal is not paid for on
 asked again up to judge.max_attempts times): no grade, several different final grades, a grade
 outside 0-3, a refusal, an empty reply.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,10 @@ _O_LINE = re.compile(r"^\s*\**O\**\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)", re.IGNOREC
 _BARE = re.compile(r"^\s*[\"'*`(\[]*\s*(-?\d+(?:\.\d+)?)\s*[\"'*`)\].]*\s*$")
 _JSON = re.compile(r"\{.*\}", re.DOTALL)
 _JSON_KEYS = ("O", "o", "final_score", "score", "grade", "relevance")
-_REFUSAL = re.compile(r"^\s*(?:i\s*(?:'m|am)\s+(?:sorry|unable)|i\s+(?:can(?:not|'t)|won't|will\s+not)\b|sorry\b|as\s+an\s+ai\b)", re.IGNORECASE)
+_REFUSAL = re.compile(
+    r"^\s*(?:i\s*(?:'m|am)\s+(?:sorry|unable)|i\s+(?:can(?:not|'t)|won't|will\s+not)\b|sorry\b|as\s+an\s+ai\b)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,9 @@ def parse_grade(text: str, stop_reason: str | None = None) -> Graded:
     body = _FENCE.sub("", body).strip()
     if not body:
         return Graded(None, "truncated" if stop_reason == "max_tokens" else "empty")
-    found = [_number(m) for m in _FINAL.findall(body)] or _from_json(body) or [_number(m) for m in _O_LINE.findall(body)]
+    found = (
+        [_number(m) for m in _FINAL.findall(body)] or _from_json(body) or [_number(m) for m in _O_LINE.findall(body)]
+    )
     if not found:
         bare = _BARE.match(body)
         found = [_number(bare.group(1))] if bare else []

@@ -4,6 +4,7 @@ reason the reply is rejected. The parser of the question-writing task (tasks.QUE
 A rejected reply is cached all the same (with its reason), so a refusal is not paid for on every
 run; the golden-set build asks the passage again or moves on (goldenset.selection).
 """
+
 from __future__ import annotations
 
 import json
@@ -55,10 +56,53 @@ _FENCE_MARK = re.compile(r"```[a-zA-Z]*")
 # Openings that make a question without a question mark ("how to enable WAL mode"); a statement
 # or a command ("Explain WAL mode.") is not a search question.
 _INTERROGATIVES = {
-    "how", "what", "what's", "whats", "why", "when", "where", "which", "who", "whom", "whose", "whether",
-    "is", "are", "am", "was", "were", "can", "could", "do", "does", "did", "should", "would", "will", "shall",
-    "may", "might", "must", "has", "have", "had", "isn't", "aren't", "can't", "cannot", "doesn't", "don't",
-    "didn't", "won't", "wouldn't", "shouldn't", "couldn't", "wasn't", "weren't", "hasn't", "haven't",
+    "how",
+    "what",
+    "what's",
+    "whats",
+    "why",
+    "when",
+    "where",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "whether",
+    "is",
+    "are",
+    "am",
+    "was",
+    "were",
+    "can",
+    "could",
+    "do",
+    "does",
+    "did",
+    "should",
+    "would",
+    "will",
+    "shall",
+    "may",
+    "might",
+    "must",
+    "has",
+    "have",
+    "had",
+    "isn't",
+    "aren't",
+    "can't",
+    "cannot",
+    "doesn't",
+    "don't",
+    "didn't",
+    "won't",
+    "wouldn't",
+    "shouldn't",
+    "couldn't",
+    "wasn't",
+    "weren't",
+    "hasn't",
+    "haven't",
 }
 _PREPOSITIONS = {"in", "on", "at", "for", "from", "to", "with", "by", "under", "after", "before", "during", "of"}
 # Invisible characters are dropped from questions (they can hide text or reverse its display);
@@ -74,7 +118,7 @@ def _strip_wrappers(text: str) -> str:
         text = _PREAMBLE.sub("", text, count=1).strip()
         for left, right in _QUOTES:
             if len(text) > len(left) + len(right) and text.startswith(left) and text.endswith(right):
-                inner = text[len(left):len(text) - len(right)]
+                inner = text[len(left) : len(text) - len(right)]
                 balanced = inner.count(left) % 2 == 0 if left == right else inner.count(left) == inner.count(right)
                 if balanced:
                     text = inner.strip()
@@ -96,7 +140,7 @@ def _json_values(text: str) -> tuple[list[Any], str]:
         try:
             value, end = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError:
-            outside.append(text[position:match.start() + 1])
+            outside.append(text[position : match.start() + 1])
             position = match.start() + 1
             continue
         usable = isinstance(value, dict) or (
@@ -104,7 +148,7 @@ def _json_values(text: str) -> tuple[list[Any], str]:
         )
         if usable:
             values.append(value)
-            outside.append(text[position:match.start()])
+            outside.append(text[position : match.start()])
         else:
             outside.append(text[position:end])
         position = end

@@ -4,6 +4,7 @@ generate.base_url (vLLM, Ollama, a llama.cpp server, or OpenAI itself).
 OPENAI_API_KEY goes only where its user pointed it (credentials.openai_endpoint); local servers
 take any key, so a placeholder is sent when none is set.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,7 +34,10 @@ class ChatCompletions(Provider):
         http = guarded_http_client(openai, openai.OpenAIError, pause.hooks(), ConnectionGuard(endpoint))
         # Local servers take any key; a placeholder is sent when OPENAI_API_KEY is not set.
         return openai.AsyncOpenAI(
-            api_key=endpoint.key, base_url=endpoint.url, http_client=http, timeout=REQUEST_TIMEOUT_S,
+            api_key=endpoint.key,
+            base_url=endpoint.url,
+            http_client=http,
+            timeout=REQUEST_TIMEOUT_S,
             max_retries=settings.max_retries if max_retries is None else max_retries,
         )
 
@@ -51,7 +55,12 @@ class ChatCompletions(Provider):
         usage = answer.usage
         input_tokens = usage.prompt_tokens if usage else estimate_input_tokens(prompt)
         output_tokens = usage.completion_tokens if usage else math.ceil(len(text) / CHARS_PER_TOKEN)
-        return Reply(text, _STOP_REASONS.get(choice.finish_reason or "", choice.finish_reason), int(input_tokens), int(output_tokens))
+        return Reply(
+            text,
+            _STOP_REASONS.get(choice.finish_reason or "", choice.finish_reason),
+            int(input_tokens),
+            int(output_tokens),
+        )
 
     def sdk_errors(self) -> tuple[type, type]:
         import openai

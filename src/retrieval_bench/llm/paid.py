@@ -8,6 +8,7 @@ run spent), and the jobs run (runner.run: sync or batch, with its progress bar).
 fails requests or gets no reply ends the rounds; failed requests end the work in one line
 (StopGeneration), every reply received being kept.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -80,23 +81,37 @@ def _resume(work: PaidWork, dry_run: bool, log: Log) -> float:
     if not (pending or intents):
         return 0.0
     if dry_run or not can_resume(work.settings):
-        log(f"{len(pending) + len(intents)} journalled batches are not collected yet ({journal_path_for(work.cache_path)}); "
-            "provider anthropic-batch collects them")
+        log(
+            f"{len(pending) + len(intents)} journalled batches are not collected yet ({journal_path_for(work.cache_path)}); "
+            "provider anthropic-batch collects them"
+        )
         return 0.0
     if intents:
-        log(f"{len(intents)} batches were being created when an earlier run stopped; reconciling them with the "
-            "account's batches before submitting anything")
+        log(
+            f"{len(intents)} batches were being created when an earlier run stopped; reconciling them with the "
+            "account's batches before submitting anything"
+        )
     if pending:
         log(f"{len(pending)} batches from an earlier run were not collected; resuming them (no new submission)")
     return resume_batches(work.task, pending, work.settings, work.cache_path, intents).cost
 
 
-def _round(work: PaidWork, jobs: list[Job], done: int, round_number: int, paid: Paid, failed: list[str],
-           dry_run: bool, log: Log) -> bool:
+def _round(
+    work: PaidWork,
+    jobs: list[Job],
+    done: int,
+    round_number: int,
+    paid: Paid,
+    failed: list[str],
+    dry_run: bool,
+    log: Log,
+) -> bool:
     """One round: the estimate, a dry run's plan or the guard and the run; whether to go on."""
     settings, wording = work.settings, work.task.wording
     est = estimate([job.prompt for job in jobs], settings)
-    log(f"{len(jobs)} {wording.to_do if round_number == 0 else wording.to_redo}, {done} {wording.done}; {est.describe(settings)}")
+    log(
+        f"{len(jobs)} {wording.to_do if round_number == 0 else wording.to_redo}, {done} {wording.done}; {est.describe(settings)}"
+    )
     if settings.max_cost_usd is not None:
         log(f"cost limit {wording.section}.max_cost_usd {usd(settings.max_cost_usd)}")
     if dry_run:
@@ -104,7 +119,9 @@ def _round(work: PaidWork, jobs: list[Job], done: int, round_number: int, paid: 
         if other_provider is not None:
             other = estimate([job.prompt for job in jobs], settings, batch=other_provider.batch)
             log(f"with {other_provider.name} instead: ~{usd(other.usd)} (at most {usd(other.usd_max)})")
-        log(f"rejected replies are asked again ({wording.section}.max_attempts {work.max_attempts}), which adds a little")
+        log(
+            f"rejected replies are asked again ({wording.section}.max_attempts {work.max_attempts}), which adds a little"
+        )
         paid.planned = True
         return False
     check_cost(est, settings, paid.spent, wording)
@@ -112,6 +129,8 @@ def _round(work: PaidWork, jobs: list[Job], done: int, round_number: int, paid: 
     paid.spent += outcome.cost
     paid.asked += outcome.succeeded + len(outcome.failed)
     failed.extend(outcome.failed)
-    log(f"{outcome.succeeded} replies ({outcome.rejected} rejected), {len(outcome.failed)} failed; "
-        f"{outcome.input_tokens:,} input + {outcome.output_tokens:,} output tokens, {usd(outcome.cost)}")
+    log(
+        f"{outcome.succeeded} replies ({outcome.rejected} rejected), {len(outcome.failed)} failed; "
+        f"{outcome.input_tokens:,} input + {outcome.output_tokens:,} output tokens, {usd(outcome.cost)}"
+    )
     return not (outcome.failed or outcome.succeeded == 0)

@@ -10,6 +10,7 @@ nothing. Any other model is refused until `generate.price` states its price, so 
 Every amount of money is printed by usd(), with as many decimals as it takes to be true: a limit
 of $0.001 prints as $0.001, never as $0.00.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,9 +43,13 @@ class Price:
 
     def __post_init__(self) -> None:
         # A NaN price makes every cost NaN, which no limit refuses (params.yaml refuses it first).
-        if not all(math.isfinite(v) and v >= 0 for v in (self.input_per_mtok, self.output_per_mtok, self.batch_discount)):
-            raise InputError(f"{self.source}: prices must be finite numbers >= 0, got input_per_mtok {self.input_per_mtok!r}, "
-                             f"output_per_mtok {self.output_per_mtok!r}, batch_discount {self.batch_discount!r}")
+        if not all(
+            math.isfinite(v) and v >= 0 for v in (self.input_per_mtok, self.output_per_mtok, self.batch_discount)
+        ):
+            raise InputError(
+                f"{self.source}: prices must be finite numbers >= 0, got input_per_mtok {self.input_per_mtok!r}, "
+                f"output_per_mtok {self.output_per_mtok!r}, batch_discount {self.batch_discount!r}"
+            )
 
 
 def usd(amount: float, against: float | None = None) -> str:
@@ -70,14 +75,19 @@ def describe_table() -> str:
     return ", ".join(f"{model} {usd(i)}/{usd(o)}" for model, (i, o) in PRICES.items())
 
 
-def resolve(family: str | None, model: str, base_url: str | None, price: Mapping | None,
-            env: Mapping[str, str] | None = None) -> Price:
+def resolve(
+    family: str | None, model: str, base_url: str | None, price: Mapping | None, env: Mapping[str, str] | None = None
+) -> Price:
     """The price a run is estimated and guarded with: generate.price when set, else the table,
     else $0 for an openai-compatible server on a loopback address; an unknown model is an
     InputError (before anything is asked or shown)."""
     if price is not None:
-        return Price(float(price["input_per_mtok"]), float(price["output_per_mtok"]),
-                     float(price.get("batch_discount", BATCH_DISCOUNT)), "generate.price")
+        return Price(
+            float(price["input_per_mtok"]),
+            float(price["output_per_mtok"]),
+            float(price.get("batch_discount", BATCH_DISCOUNT)),
+            "generate.price",
+        )
     if family is None:
         return Price(0.0, 0.0, BATCH_DISCOUNT, "provider none: no calls")
     known = table_price(model)

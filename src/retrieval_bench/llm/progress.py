@@ -1,6 +1,7 @@
 """What a run did (Outcome: replies, failures, tokens, spend, why it stopped) and the progress bar
 that counts it as it goes (Meter): replies received, never attempts, so a run whose requests all
 fail shows 0 done and its failures beside the bar."""
+
 from __future__ import annotations
 
 import sys
@@ -40,7 +41,9 @@ class Meter:
     def _postfix(self) -> None:
         o = self.outcome
         failed = f"{len(o.failed)} failed, " if o.failed else ""
-        self.bar.set_postfix_str(f"{failed}in {o.input_tokens:,} out {o.output_tokens:,} tok {usd(o.cost)}", refresh=False)
+        self.bar.set_postfix_str(
+            f"{failed}in {o.input_tokens:,} out {o.output_tokens:,} tok {usd(o.cost)}", refresh=False
+        )
 
     def add(self, reply: Reply, rejected: bool, saved: bool = True) -> None:
         o = self.outcome

@@ -10,6 +10,7 @@ that takes many requests at once (runs by batch.BatchRunner, which journals ever
 replies are interchangeable (Anthropic's Messages and Message Batches APIs) share one, so a
 question paid for through either is never asked again through the other.
 """
+
 from __future__ import annotations
 
 from collections.abc import AsyncIterator

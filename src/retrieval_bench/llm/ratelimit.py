@@ -1,5 +1,6 @@
 """One pause for all workers: after a 429, 529 or 503 every request of the client waits as long as
 the API asked, instead of each worker retrying into the limit."""
+
 from __future__ import annotations
 
 import asyncio

@@ -2,6 +2,7 @@
 
 A new API is one module implementing provider.Provider and one line here (params.py lists the
 names params.yaml may use; tests/test_generate.py checks the two agree)."""
+
 from __future__ import annotations
 
 from retrieval_bench.llm.anthropic import MESSAGES

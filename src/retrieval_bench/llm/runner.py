@@ -8,6 +8,7 @@ for on every run); a request the API failed is never cached and is asked again.
 Whatever needs no network (the API key and where it may be sent) is checked before the progress
 bar appears.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -71,8 +72,9 @@ def can_resume(settings: Settings) -> bool:
     return batch_api(settings.family) is not None
 
 
-def resume_batches(task: Task, events: list[dict], settings: Settings, cache_path: str | Path,
-                   intents: list[dict] | None = None) -> Outcome:
+def resume_batches(
+    task: Task, events: list[dict], settings: Settings, cache_path: str | Path, intents: list[dict] | None = None
+) -> Outcome:
     """Reconcile the journalled intents without an outcome (adopting any batch they created),
     then poll the journalled, uncollected batches `events` (and the adopted ones) until they end
     and cache their results, through the batch API of the configured provider's family."""

@@ -1,5 +1,6 @@
 """What a run is set up with: Settings (the API-call part of params.yaml's generate section,
 prices included) and Meta (what a cache record says about how it was made)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,11 +36,18 @@ class Settings:
         api = PROVIDERS.get(params["provider"])
         price = resolve(api.family if api else None, params["model"], params["base_url"], params["price"])
         return cls(
-            provider=params["provider"], model=params["model"], max_tokens=params["max_tokens"],
-            concurrency=params["concurrency"], max_retries=params["max_retries"], base_url=params["base_url"],
-            input_per_mtok=price.input_per_mtok, output_per_mtok=price.output_per_mtok,
-            batch_discount=price.batch_discount, max_cost_usd=params["max_cost_usd"],
-            batch_poll_seconds=float(params["batch_poll_seconds"]), price_source=price.source,
+            provider=params["provider"],
+            model=params["model"],
+            max_tokens=params["max_tokens"],
+            concurrency=params["concurrency"],
+            max_retries=params["max_retries"],
+            base_url=params["base_url"],
+            input_per_mtok=price.input_per_mtok,
+            output_per_mtok=price.output_per_mtok,
+            batch_discount=price.batch_discount,
+            max_cost_usd=params["max_cost_usd"],
+            batch_poll_seconds=float(params["batch_poll_seconds"]),
+            price_source=price.source,
         )
 
     @property

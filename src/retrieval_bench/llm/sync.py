@@ -6,6 +6,7 @@ generate.max_cost_usd (counting the requests in flight at their worst case), a d
 keep the replies in flight (before paying for more), or a run of failures; a failed request is
 never cached and is asked again by the next run.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,16 +30,26 @@ SPACE_RESERVE_BYTES = 1 << 20
 SPACE_PER_REPLY_BYTES = 64 << 10
 
 
-async def run_sync(provider: Provider, task: Task, jobs: list[Job], meta: Meta, settings: Settings,
-                   writer: CacheWriter, meter: Meter) -> Outcome:
+async def run_sync(
+    provider: Provider, task: Task, jobs: list[Job], meta: Meta, settings: Settings, writer: CacheWriter, meter: Meter
+) -> Outcome:
     return await _SyncRun(provider, task, meta, settings, writer, meter).run(jobs)
 
 
 class _SyncRun:
     """One sync run's shared state: the client, the pause, the in-flight count, the breaker."""
 
-    def __init__(self, provider: Provider, task: Task, meta: Meta, settings: Settings, writer: CacheWriter, meter: Meter) -> None:
-        self.provider, self.task, self.meta, self.settings, self.writer, self.meter = provider, task, meta, settings, writer, meter
+    def __init__(
+        self, provider: Provider, task: Task, meta: Meta, settings: Settings, writer: CacheWriter, meter: Meter
+    ) -> None:
+        self.provider, self.task, self.meta, self.settings, self.writer, self.meter = (
+            provider,
+            task,
+            meta,
+            settings,
+            writer,
+            meter,
+        )
         self.pause = SharedPause(on_pause=meter.write)
         self.client = provider.client(settings, self.pause)
         self.outcome = meter.outcome
@@ -80,9 +91,11 @@ class _SyncRun:
         them at their worst case; else the run stops before paying for more."""
         free = free_bytes(self.writer.path)
         if free < self.space_needed:
-            self.stop(f"only {free / 1e6:.1f} MB free on the disk holding {self.writer.path}, below the "
-                      f"{self.space_needed / 1e6:.1f} MB kept for the replies in flight: stopped before paying for more, "
-                      "so nothing paid was lost")
+            self.stop(
+                f"only {free / 1e6:.1f} MB free on the disk holding {self.writer.path}, below the "
+                f"{self.space_needed / 1e6:.1f} MB kept for the replies in flight: stopped before paying for more, "
+                "so nothing paid was lost"
+            )
             return False
         limit = self.settings.max_cost_usd
         if limit is not None and self.outcome.cost + (self.in_flight + 1) * self.worst_case > limit:
@@ -155,7 +168,9 @@ def _save_late(unsaved: list[tuple[dict, Reply]], writer: CacheWriter, meter: Me
             meter.add(reply, rejected=False, saved=False)
             lost += 1
     if lost:
-        outcome.stop = (f"{outcome.stop}; the cache is consistent (a torn line is never left), but {lost} replies "
-                        "received after that could not be saved and will be asked again")
+        outcome.stop = (
+            f"{outcome.stop}; the cache is consistent (a torn line is never left), but {lost} replies "
+            "received after that could not be saved and will be asked again"
+        )
     else:
         outcome.stop = f"{outcome.stop}; the cache is consistent and nothing paid was lost"

@@ -16,6 +16,7 @@ Thomas et al. 2023): two texts, the question between <query> tags and the chunk 
 revision asks for it; the reply is read by grades.parse_grade. Its records carry the question
 and the chunk's id (a task's `context`, by cache key) so the cache reads on its own.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -63,8 +64,9 @@ class Task:
 
     def job(self, meta: Meta, template: str, text: str, text_sha256: str, attempt: int) -> Job:
         escaped = self.escape(text)
-        key = cache_key(meta.family, meta.model, meta.prompt_sha256, text, meta.max_tokens, attempt,
-                        escaped=escaped != text)
+        key = cache_key(
+            meta.family, meta.model, meta.prompt_sha256, text, meta.max_tokens, attempt, escaped=escaped != text
+        )
         return Job(key, text_sha256, attempt, template.replace(self.placeholder, escaped))
 
     def pair_job(self, meta: Meta, template: str, query: str, text: str, text_sha256: str, attempt: int) -> Job:
@@ -77,7 +79,9 @@ class Task:
         pattern = "|".join(re.escape(name) for name in fields)
         return Job(key, text_sha256, attempt, re.sub(pattern, lambda m: fields[m.group()], template))
 
-    def record(self, meta: Meta, key: str, passage_sha256: str, attempt: int, reply: Reply, provider: str | None = None) -> dict:
+    def record(
+        self, meta: Meta, key: str, passage_sha256: str, attempt: int, reply: Reply, provider: str | None = None
+    ) -> dict:
         """The cache record of one reply (llm.cache describes its fields)."""
         return {
             "key": key,
@@ -127,5 +131,12 @@ def _grade_fields(text: str, stop_reason: str | None) -> dict:
     return {"question": None, "grade": graded.grade, "rejected": graded.rejected}
 
 
-JUDGE = Task("judge", "{passage}", escape_judged, _grade_fields, query_placeholder="{query}", stage="judge",
-             wording=JUDGE_WORDING)
+JUDGE = Task(
+    "judge",
+    "{passage}",
+    escape_judged,
+    _grade_fields,
+    query_placeholder="{query}",
+    stage="judge",
+    wording=JUDGE_WORDING,
+)

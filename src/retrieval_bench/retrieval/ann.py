@@ -15,6 +15,7 @@ later runs identical). Search threads are FAISS's (OpenMP) default: OMP_NUM_THRE
 
 The retrieve stage also reports the run's recall against exact dense search (run_info).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -86,7 +87,9 @@ def build_index(vectors: np.ndarray, ann: dict, threads: int | None = None):
             faiss.omp_set_num_threads(previous)
         return index
     if ann["nlist"] > n:
-        raise InputError(f"retrieval.ann.nlist {ann['nlist']} is more than the {n} chunks: lower it (about sqrt(chunks) to 4*sqrt(chunks) is usual)")
+        raise InputError(
+            f"retrieval.ann.nlist {ann['nlist']} is more than the {n} chunks: lower it (about sqrt(chunks) to 4*sqrt(chunks) is usual)"
+        )
     quantizer = faiss.IndexFlatIP(dim)
     if kind == "ivf-flat":
         index = faiss.IndexIVFFlat(quantizer, dim, ann["nlist"], faiss.METRIC_INNER_PRODUCT)
@@ -94,7 +97,9 @@ def build_index(vectors: np.ndarray, ann: dict, threads: int | None = None):
         if dim % ann["pq_m"]:
             raise InputError(f"retrieval.ann.pq_m {ann['pq_m']} must divide the vector dimension {dim}")
         if n < 2 ** ann["pq_bits"]:
-            raise InputError(f"retrieval.ann.pq_bits {ann['pq_bits']} needs at least {2 ** ann['pq_bits']} chunks to train on, there are {n}")
+            raise InputError(
+                f"retrieval.ann.pq_bits {ann['pq_bits']} needs at least {2 ** ann['pq_bits']} chunks to train on, there are {n}"
+            )
         index = faiss.IndexIVFPQ(quantizer, dim, ann["nlist"], ann["pq_m"], ann["pq_bits"], faiss.METRIC_INNER_PRODUCT)
     index.train(vectors)
     index.add(vectors)

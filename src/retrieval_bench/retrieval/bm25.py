@@ -7,6 +7,7 @@ by the digest of the chunk texts, the tokenizer settings and the library version
 the same chunks (another method, hybrid, rerank, a rerun) loads it instead of tokenizing and
 indexing again. An entry is written whole or not at all, under a lock, with a manifest of its
 files' digests; an entry that does not match its manifest is rebuilt, never read."""
+
 from __future__ import annotations
 
 import hashlib
@@ -45,8 +46,11 @@ def numba_installed() -> bool:
 
 @lru_cache(maxsize=None)
 def _say_numba_missing(n_chunks: int) -> None:
-    print(f"bm25: numba is not installed: searching {n_chunks:,} chunks with bm25s' numpy backend, about 30x slower "
-          "at this size; pip install 'retrieval-bench[bm25-fast]' for the fast one", file=sys.stderr)
+    print(
+        f"bm25: numba is not installed: searching {n_chunks:,} chunks with bm25s' numpy backend, about 30x slower "
+        "at this size; pip install 'retrieval-bench[bm25-fast]' for the fast one",
+        file=sys.stderr,
+    )
 
 
 def backend_for(n_chunks: int) -> str:
@@ -65,8 +69,12 @@ def _stemmer(name: str):
 
 def _tokenize(texts: list[str], stemmer: str, stopwords: str, return_ids: bool):
     return bm25s.tokenize(
-        texts, lower=True, stopwords=None if stopwords == "none" else stopwords, stemmer=_stemmer(stemmer),
-        return_ids=return_ids, show_progress=False,
+        texts,
+        lower=True,
+        stopwords=None if stopwords == "none" else stopwords,
+        stemmer=_stemmer(stemmer),
+        return_ids=return_ids,
+        show_progress=False,
     )
 
 
@@ -98,7 +106,9 @@ def cache_dir() -> Path:
 def index_key(texts: list[str], stemmer: str, stopwords: str) -> str:
     """The cache entry's name: what the index depends on (every text, in order, and its length,
     so no two corpora join into one digest)."""
-    digest = hashlib.sha256(json.dumps([INDEX_FORMAT, version("bm25s"), version("PyStemmer"), stemmer, stopwords]).encode())
+    digest = hashlib.sha256(
+        json.dumps([INDEX_FORMAT, version("bm25s"), version("PyStemmer"), stemmer, stopwords]).encode()
+    )
     for text in texts:
         encoded = text.encode("utf-8", "surrogatepass")
         digest.update(len(encoded).to_bytes(8, "little"))
@@ -140,8 +150,13 @@ def load_or_build(texts: list[str], stemmer: str, stopwords: str, backend: str, 
         built_here.append(index)
 
     entry.parent.mkdir(parents=True, exist_ok=True)
-    built = locking.build_once(entry, build, _intact, what=f"building the BM25 index {entry}",
-                               log=lambda line: print(f"bm25: {line}", file=sys.stderr))
+    built = locking.build_once(
+        entry,
+        build,
+        _intact,
+        what=f"building the BM25 index {entry}",
+        log=lambda line: print(f"bm25: {line}", file=sys.stderr),
+    )
     if built:  # what was just saved, without reading it back
         return built_here[0], True
     return bm25s.BM25.load(entry, backend=backend, load_corpus=False, show_progress=False), False
@@ -194,7 +209,10 @@ def top(questions, corpus, settings: dict, depth: int) -> tuple[np.ndarray, np.n
         threads = numba_threads() if backend == "numba" else 1  # numpy's threads only contend for the GIL
         found, found_scores = index.retrieve([tokens[i] for i in asking], k=k, show_progress=False, n_threads=threads)
         order = np.lexsort((found, -found_scores), axis=1)  # best first, equal scores by chunk index
-        indices[asking], scores[asking] = np.take_along_axis(found, order, 1), np.take_along_axis(found_scores, order, 1)
+        indices[asking], scores[asking] = (
+            np.take_along_axis(found, order, 1),
+            np.take_along_axis(found_scores, order, 1),
+        )
     return whole_ties(indices, scores, scores > 0, depth, lambda row: index.get_scores(tokens[row]))
 
 

@@ -1,5 +1,6 @@
 """Exact dense retrieval: cosine similarity of unit vectors, blocked matrix products and
 argpartition, so memory stays bounded at a million chunks."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,13 +12,16 @@ from retrieval_bench.retrieval.run import Corpus, Questions, from_top, top_k_blo
 def top(questions: Questions, corpus: Corpus, depth: int, progress=None) -> tuple[np.ndarray, np.ndarray]:
     """The `depth` best chunk indices and cosine scores per question, best first."""
     q, c = questions.vectors, corpus.vectors
-    return top_k_blocked(lambda rows, cols: q[rows] @ c[cols].T, len(questions.qids), len(corpus.chunk_ids), depth, progress)
+    return top_k_blocked(
+        lambda rows, cols: q[rows] @ c[cols].T, len(questions.qids), len(corpus.chunk_ids), depth, progress
+    )
 
 
 def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
     """The run: each question's `depth` best chunks and the whole tie group at the cut."""
     q, c = questions.vectors, corpus.vectors
     indices, scores = top(questions, corpus, min(depth + 1, len(corpus.chunk_ids)), progress)
-    indices, scores, kept = whole_ties(indices, scores, np.ones(indices.shape, dtype=bool), depth,
-                                       lambda row: (q[row:row + 1] @ c.T)[0])
+    indices, scores, kept = whole_ties(
+        indices, scores, np.ones(indices.shape, dtype=bool), depth, lambda row: (q[row : row + 1] @ c.T)[0]
+    )
     return from_top(questions.qids, corpus.chunk_ids, indices, scores, keep=kept)

@@ -7,6 +7,7 @@
   of {"qid", "question"} and the depth, and returns (qid, chunk_id, score) triples or
   {qid: [(chunk_id, score), ...]}. The module is imported from the project root.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -41,7 +42,10 @@ def retrieve_python(questions, corpus, settings: dict, depth: int, progress=None
     sys.path.insert(0, str(Path.cwd()))
     try:
         function = getattr(importlib.import_module(module_name), function_name)
-    except (Exception, SystemExit) as error:  # the user's module: a syntax error, anything its import raises or exits with
+    except (
+        Exception,
+        SystemExit,
+    ) as error:  # the user's module: a syntax error, anything its import raises or exits with
         raise InputError(f"{where}: cannot import it ({type(error).__name__}: {first_line(error)})") from None
     finally:
         sys.path.pop(0)
@@ -51,7 +55,9 @@ def retrieve_python(questions, corpus, settings: dict, depth: int, progress=None
     return run
 
 
-PLUGIN_SHAPES = "(qid, chunk_id, score) triples, {qid: [(chunk_id, score), ...]} or a DataFrame with columns qid, chunk_id, score"
+PLUGIN_SHAPES = (
+    "(qid, chunk_id, score) triples, {qid: [(chunk_id, score), ...]} or a DataFrame with columns qid, chunk_id, score"
+)
 
 
 def _plugin_records(call, where: str) -> list[tuple[str, str, float]]:
@@ -62,8 +68,10 @@ def _plugin_records(call, where: str) -> list[tuple[str, str, float]]:
         if isinstance(result, pd.DataFrame):
             missing = [c for c in ("qid", "chunk_id", "score") if c not in result.columns]
             if missing:
-                raise InputError(f"{where}: returned a DataFrame without column {', '.join(missing)} "
-                                 f"(columns: {quoted(list(result.columns))}); expected {PLUGIN_SHAPES}")
+                raise InputError(
+                    f"{where}: returned a DataFrame without column {', '.join(missing)} "
+                    f"(columns: {quoted(list(result.columns))}); expected {PLUGIN_SHAPES}"
+                )
             rows = list(zip(result["qid"], result["chunk_id"], result["score"]))
         elif isinstance(result, dict):
             rows = [(qid, *_pair(hit, where, qid)) for qid, hits in result.items() for hit in _hits(hits, where, qid)]
@@ -82,7 +90,9 @@ def _plugin_records(call, where: str) -> list[tuple[str, str, float]]:
 
 def _hits(hits: object, where: str, qid: object) -> list:
     if isinstance(hits, (str, bytes, dict)) or not isinstance(hits, Iterable):
-        raise InputError(f"{where}: question {quoted(qid)} maps to {quoted(hits)}; expected a list of (chunk_id, score) pairs")
+        raise InputError(
+            f"{where}: question {quoted(qid)} maps to {quoted(hits)}; expected a list of (chunk_id, score) pairs"
+        )
     return list(hits)
 
 
@@ -98,7 +108,11 @@ def _record(row: object, where: str, number: int) -> tuple[str, str, float]:
     if not isinstance(row, (tuple, list)) or len(row) != 3:
         raise InputError(f"{at} is {quoted(row)}; expected a (qid, chunk_id, score) triple")
     qid, chunk_id, score = row
-    if isinstance(score, (bool, np.bool_)) or not isinstance(score, (int, float, np.integer, np.floating)) or not math.isfinite(score):
+    if (
+        isinstance(score, (bool, np.bool_))
+        or not isinstance(score, (int, float, np.integer, np.floating))
+        or not math.isfinite(score)
+    ):
         raise InputError(f"{at}: score must be a finite number, got {quoted(score)}")
     return checked_id(qid, at, "qid"), checked_id(chunk_id, at, "chunk_id"), float(score)
 
@@ -119,8 +133,15 @@ def export_questions(golden: list[dict], out: str | Path) -> int:
 
 
 def add_export_arguments(parser) -> None:
-    parser.description = "Write the golden set's questions for an external system to run (then retrieval.method: run-file)."
-    parser.add_argument("out", nargs="?", default=paths.EXPORTED_QUESTIONS, help="a .jsonl, .tsv or queries.jsonl (BEIR) file (default: %(default)s)")
+    parser.description = (
+        "Write the golden set's questions for an external system to run (then retrieval.method: run-file)."
+    )
+    parser.add_argument(
+        "out",
+        nargs="?",
+        default=paths.EXPORTED_QUESTIONS,
+        help="a .jsonl, .tsv or queries.jsonl (BEIR) file (default: %(default)s)",
+    )
     parser.add_argument("--goldenset", default=paths.GOLDENSET, help="golden set (default: %(default)s)")
     parser.set_defaults(run=_run_export)
 

@@ -9,6 +9,7 @@ Each component run is retrieved `retrieval.fusion_depth` deep. Fusion works on t
 arrays, never on per-row strings: at 20,000 questions x 1,000 candidates x 2 runs that is the
 difference between seconds and tens of minutes.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -81,7 +82,7 @@ def fuse(tops: list[Top], weights: list[float], fusion: str, rrf_k: float, n_chu
     scores = np.full((n_questions, width), -np.inf)
     indices[question, slot], scores[question, slot] = chunk, fused_scores
     k = min(depth, width)
-    kth_best = -np.partition(-scores, k - 1, axis=1)[:, k - 1:k]
+    kth_best = -np.partition(-scores, k - 1, axis=1)[:, k - 1 : k]
     return Fused(indices, scores, (scores >= kth_best) & np.isfinite(scores))
 
 
@@ -89,7 +90,10 @@ def retrieve(questions, corpus, settings: dict, depth: int, progress=None) -> pd
     n_chunks = len(corpus.chunk_ids)
     candidates = max(depth, min(settings["fusion_depth"], n_chunks))
     dense_indices, dense_scores = dense.top(questions, corpus, candidates)
-    tops = [Top(dense_indices, dense_scores, np.ones(dense_indices.shape, dtype=bool)), Top(*bm25.top(questions, corpus, settings, candidates))]
+    tops = [
+        Top(dense_indices, dense_scores, np.ones(dense_indices.shape, dtype=bool)),
+        Top(*bm25.top(questions, corpus, settings, candidates)),
+    ]
     weights = [settings["weights"]["dense"], settings["weights"]["bm25"]]
     fused = fuse(tops, weights, settings["fusion"], settings["rrf_k"], n_chunks, depth)
     run = from_top(questions.qids, corpus.chunk_ids, fused.indices, fused.scores, keep=fused.kept)

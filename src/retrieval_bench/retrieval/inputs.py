@@ -1,5 +1,6 @@
 """What a retrieval stage reads: the golden set's questions and the corpus's chunks, with their
 vectors when the method searches vectors (checked to be the current data's)."""
+
 from __future__ import annotations
 
 from retrieval_bench import paths
@@ -17,6 +18,12 @@ def questions_and_corpus(settings: dict) -> tuple[Questions, Corpus]:
     questions = Questions([row["qid"] for row in golden], [row["question"] for row in golden])
     corpus = Corpus(chunks["chunk_id"].tolist(), chunks["text"].tolist())
     if needs_vectors(settings):
-        questions = Questions(questions.qids, questions.texts, load_saved_vectors(paths.QUESTION_VECTORS, paths.QUESTION_IDS, questions.qids))
-        corpus = Corpus(corpus.chunk_ids, corpus.texts, load_saved_vectors(paths.CORPUS_VECTORS, paths.CORPUS_IDS, corpus.chunk_ids))
+        questions = Questions(
+            questions.qids,
+            questions.texts,
+            load_saved_vectors(paths.QUESTION_VECTORS, paths.QUESTION_IDS, questions.qids),
+        )
+        corpus = Corpus(
+            corpus.chunk_ids, corpus.texts, load_saved_vectors(paths.CORPUS_VECTORS, paths.CORPUS_IDS, corpus.chunk_ids)
+        )
     return questions, corpus

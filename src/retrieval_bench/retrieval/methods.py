@@ -2,6 +2,7 @@
 
 A new method is one module with a `retrieve` function and one line here; `needs_vectors` says
 whether the retrieve stage must load the embeddings for it."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -33,7 +34,11 @@ def needs_vectors(settings: dict) -> bool:
 def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
     """data/run_info.json: the method, the depth, and what the method reports (ANN recall)."""
     report = RUN_INFO.get(settings["method"])
-    return {"method": settings["method"], "depth": settings["depth"], **(report(settings, questions, corpus, run) if report else {})}
+    return {
+        "method": settings["method"],
+        "depth": settings["depth"],
+        **(report(settings, questions, corpus, run) if report else {}),
+    }
 
 
 def retrieve(settings: dict, questions: Questions, corpus: Corpus, progress=None) -> pd.DataFrame:

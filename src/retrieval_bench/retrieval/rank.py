@@ -1,5 +1,6 @@
 """Where judged chunks stand in a full ranking of the corpus, from whole rows of scores (the echo
 gauge and tests; the pipeline scores runs: retrieval_bench.retrieval.run)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

@@ -14,6 +14,7 @@ crash mid-write) is ignored on reading and cut off before the next append.
 The model is found like the embedding model (model_source.resolve_model): a local path, the
 Hugging Face cache, then the hub (never with HF_HUB_OFFLINE set).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,7 +63,9 @@ class ScoreCache:
             except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError):
                 if number == len(lines):  # torn by a crash mid-write: no newline after it
                     continue
-                raise InputError(f"{self.path}:{number}: not a rerank cache record (delete the file to rebuild the cache)") from None
+                raise InputError(
+                    f"{self.path}:{number}: not a rerank cache record (delete the file to rebuild the cache)"
+                ) from None
         if data and not data.endswith(b"\n"):  # cut the torn line, so the next append starts a clean one
             with open(self.path, "r+b") as handle:
                 handle.truncate(data.rfind(b"\n") + 1)
@@ -71,7 +74,9 @@ class ScoreCache:
         """Add records as whole lines, flushed and fsynced."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "ab") as handle:
-            handle.write("".join(json.dumps({"key": key, "score": score}) + "\n" for key, score in scores.items()).encode())
+            handle.write(
+                "".join(json.dumps({"key": key, "score": score}) + "\n" for key, score in scores.items()).encode()
+            )
             handle.flush()
             os.fsync(handle.fileno())
         self.scores.update(scores)
@@ -101,16 +106,21 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
         score_pairs(todo, cache, load_cross_encoder(folder), options["batch_size"], len(questions.qids), progress)
     elif progress is not None:
         progress.update(len(questions.qids))
-    print(f"rerank: {len(keys)} pairs, {len(todo)} scored by the cross-encoder (the others from {paths.RERANK_CACHE}, or repeats)", file=sys.stderr)
+    print(
+        f"rerank: {len(keys)} pairs, {len(todo)} scored by the cross-encoder (the others from {paths.RERANK_CACHE}, or repeats)",
+        file=sys.stderr,
+    )
     return from_records(zip(first["qid"], first["chunk_id"], (cache.scores[key] for key in keys)), depth)
 
 
-def score_pairs(todo: dict[str, tuple[str, str]], cache: ScoreCache, model, batch_size: int, n_questions: int, progress=None) -> None:
+def score_pairs(
+    todo: dict[str, tuple[str, str]], cache: ScoreCache, model, batch_size: int, n_questions: int, progress=None
+) -> None:
     """Score the pairs in batches of similar length (less padding), caching each batch."""
     items = sorted(todo.items(), key=lambda item: len(item[1][0]) + len(item[1][1]))
     reported = 0
     for start in range(0, len(items), batch_size):
-        batch = items[start:start + batch_size]
+        batch = items[start : start + batch_size]
         scores = model.predict([pair for _, pair in batch], batch_size=batch_size, show_progress_bar=False)
         cache.append({key: float(score) for (key, _), score in zip(batch, scores)})
         if progress is not None:  # in questions, as the stage's bar counts them

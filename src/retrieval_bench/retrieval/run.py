@@ -1,5 +1,6 @@
 """What a method gets (Questions, Corpus) and the exact top-k it ranks with: scores computed block
 by block, whole tie groups at the cut, turned into a run (the contract: retrieval_bench.run_contract)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -90,13 +91,17 @@ def _above(block: np.ndarray, c0: int, threshold: np.ndarray, strict: bool) -> t
     hit_rows, hit_cols = np.divmod(np.flatnonzero(above), block.shape[1])  # 10x faster than a 2-d nonzero
     counts = np.bincount(hit_rows, minlength=block.shape[0])
     slot = np.arange(len(hit_rows)) - (np.cumsum(counts) - counts)[hit_rows]
-    new_i = np.full((block.shape[0], counts.max(initial=0)), np.iinfo(np.int64).max, dtype=np.int64)  # padding sorts last
+    new_i = np.full(
+        (block.shape[0], counts.max(initial=0)), np.iinfo(np.int64).max, dtype=np.int64
+    )  # padding sorts last
     new_s = np.full(new_i.shape, -np.inf, dtype=np.float32)
     new_i[hit_rows, slot], new_s[hit_rows, slot] = hit_cols + c0, block[hit_rows, hit_cols]
     return new_i, new_s
 
 
-def _append(best_i: np.ndarray, best_s: np.ndarray, new_i: np.ndarray, new_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _append(
+    best_i: np.ndarray, best_s: np.ndarray, new_i: np.ndarray, new_s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     if new_i.shape[1] == 0:
         return best_i, best_s
     return np.concatenate([best_i, new_i], axis=1), np.concatenate([best_s, new_s], axis=1)
@@ -108,8 +113,9 @@ def _best(best_i: np.ndarray, best_s: np.ndarray, depth: int) -> tuple[np.ndarra
     return np.take_along_axis(best_i, order, 1), np.take_along_axis(best_s, order, 1)
 
 
-def whole_ties(indices: np.ndarray, scores: np.ndarray, retrieved: np.ndarray, depth: int,
-               row_scores: Callable[[int], np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def whole_ties(
+    indices: np.ndarray, scores: np.ndarray, retrieved: np.ndarray, depth: int, row_scores: Callable[[int], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """From each question's best `depth + 1` chunks (best first; `retrieved` a prefix of each row),
     its best `depth` and, where the next one scores the same as the depth-th, every chunk of that
     tie group, taken from the question's whole row of scores `row_scores(q)` (only such questions
@@ -134,7 +140,11 @@ def whole_ties(indices: np.ndarray, scores: np.ndarray, retrieved: np.ndarray, d
     out_r = np.zeros((len(indices), width), dtype=bool)
     out_i[:, :depth], out_s[:, :depth], out_r[:, :depth] = indices[:, :depth], scores[:, :depth], retrieved[:, :depth]
     for question, (members, values) in groups.items():
-        out_i[question, :len(members)], out_s[question, :len(members)], out_r[question, :len(members)] = members, values, True
+        out_i[question, : len(members)], out_s[question, : len(members)], out_r[question, : len(members)] = (
+            members,
+            values,
+            True,
+        )
     return out_i, out_s, out_r
 
 
@@ -146,7 +156,9 @@ def from_top(qids: list[str], chunk_ids: list[str], indices: np.ndarray, scores:
     question, column = np.nonzero(keep)  # row by row, as run_contract.ranked would keep them
     chunk, score = indices[question, column], scores[question, column].astype(np.float64)
     if len(set(qids)) < len(qids) or np.isnan(score).any():  # what only ranked's pandas sort defines
-        return ranked(pd.DataFrame({"qid": np.asarray(qids, dtype=object)[question], "chunk_id": ids[chunk], "score": score}))
+        return ranked(
+            pd.DataFrame({"qid": np.asarray(qids, dtype=object)[question], "chunk_id": ids[chunk], "score": score})
+        )
     # ranked's order (question, score descending, chunk id) by integer keys: 10x faster than sorting the strings in pandas.
     used, position = np.unique(chunk, return_inverse=True)
     id_order = np.empty(len(used), dtype=np.int64)
@@ -154,9 +166,11 @@ def from_top(qids: list[str], chunk_ids: list[str], indices: np.ndarray, scores:
     order = np.lexsort((id_order[position.ravel()], -score, question))
     question = question[order]
     first = np.searchsorted(question, question)  # each row's question's first row (question is sorted)
-    return pd.DataFrame({
-        "qid": np.asarray(qids, dtype=object)[question],
-        "chunk_id": ids[chunk[order]],
-        "rank": np.arange(len(order), dtype=np.int64) - first + 1,
-        "score": score[order],
-    })
+    return pd.DataFrame(
+        {
+            "qid": np.asarray(qids, dtype=object)[question],
+            "chunk_id": ids[chunk[order]],
+            "rank": np.arange(len(order), dtype=np.int64) - first + 1,
+            "score": score[order],
+        }
+    )

@@ -4,6 +4,7 @@ score stage adds to metrics.json as `ann_recall@k` for each score.k.
 
 ann_recall@k = mean over questions of |approximate top-k ∩ exact top-k| / k.
 """
+
 from __future__ import annotations
 
 import json

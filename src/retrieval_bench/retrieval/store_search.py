@@ -10,6 +10,7 @@ a subset that exact search over every chunk does not, so no recall is reported t
 whose search is not repeatable (base.NONDETERMINISTIC_SEARCH: Chroma) gets a warning on stderr and
 `one_draw` in run_info: the run, and every metric of it, is one draw; repeat retrieve to see the spread.
 """
+
 from __future__ import annotations
 
 import sys
@@ -31,13 +32,21 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
     address = parse_address(store_settings["address"], "retrieval.store.address")
     records: list[tuple[str, str, float]] = []
     if address.engine in NONDETERMINISTIC_SEARCH:
-        print(f"warning: {address}: {NONDETERMINISTIC_SEARCH[address.engine]}; this run is one draw of it "
-              "(repeat retrieve to see the spread of its metrics)", file=sys.stderr)
+        print(
+            f"warning: {address}: {NONDETERMINISTIC_SEARCH[address.engine]}; this run is one draw of it "
+            "(repeat retrieve to see the spread of its metrics)",
+            file=sys.stderr,
+        )
     store = open_store(address)
     try:
         for start in range(0, len(questions.qids), QUERY_BLOCK):
-            qids = questions.qids[start:start + QUERY_BLOCK]
-            found = store.search(questions.vectors[start:start + QUERY_BLOCK], depth, store_settings["search"], store_settings["filter"])
+            qids = questions.qids[start : start + QUERY_BLOCK]
+            found = store.search(
+                questions.vectors[start : start + QUERY_BLOCK],
+                depth,
+                store_settings["search"],
+                store_settings["filter"],
+            )
             records.extend((qid, chunk_id, score) for qid, hits in zip(qids, found) for chunk_id, score in hits)
             if progress is not None:
                 progress.update(len(qids))
@@ -58,6 +67,9 @@ def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataF
     if address.engine in NONDETERMINISTIC_SEARCH:
         info["one_draw"] = f"{NONDETERMINISTIC_SEARCH[address.engine]}: this run is one draw of it"
     if store_settings["filter"]:
-        return {**info, "ann_recall_skipped": "retrieval.store.filter is set: the store searched a subset, exact search every chunk"}
+        return {
+            **info,
+            "ann_recall_skipped": "retrieval.store.filter is set: the store searched a subset, exact search every chunk",
+        }
     depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))
     return {**info, "ann_recall": recall_against_exact(questions, corpus, run, depth)}

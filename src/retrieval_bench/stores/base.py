@@ -5,6 +5,7 @@ keys come from the environment only (CHROMA_API_KEY, QDRANT_API_KEY), and are se
 retrieval_bench.endpoints allows: a loopback host, the server in RETRIEVAL_BENCH_STORE_URL, or one
 listed in the user's endpoints file.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,7 +47,8 @@ def api_key(address: StoreAddress) -> str | None:
             f"{address}: {name} is set, and a key from your environment is only sent to a loopback host or to a store "
             "server you chose outside the repository, because anyone who can change params.yaml could otherwise collect it; "
             f"to allow this server, export {STORE_URL_ENV}={address.location} (or add it to {config_path(os.environ)}), "
-            f"or unset {name} if the server needs no key")
+            f"or unset {name} if the server needs no key"
+        )
     return key
 
 
@@ -64,7 +66,9 @@ def reason(error: BaseException) -> str:
 
 def no_collection(address: StoreAddress, noun: str, names: Iterable[str]) -> InputError:
     """The one-line error for a collection (or table) the store does not hold, listing those it does."""
-    return InputError(f"{address}: no {noun} {address.collection!r} ({noun}s there: {', '.join(sorted(names)) or 'none'})")
+    return InputError(
+        f"{address}: no {noun} {address.collection!r} ({noun}s there: {', '.join(sorted(names)) or 'none'})"
+    )
 
 
 def plain(value: Any) -> Any:
@@ -119,7 +123,9 @@ class Store(Protocol):
     def pages(self, rows: int, with_vectors: bool) -> Iterator[StorePage]:
         """The whole collection, `rows` chunks at a time (bounded memory)."""
 
-    def search(self, vectors: np.ndarray, depth: int, search: dict | None, filter: Any) -> list[list[tuple[str, float]]]:
+    def search(
+        self, vectors: np.ndarray, depth: int, search: dict | None, filter: Any
+    ) -> list[list[tuple[str, float]]]:
         """For each query vector, the store's own top `depth` (chunk id, similarity), best first,
         through its configured index; `search` holds engine query parameters (e.g. hnsw_ef),
         `filter` a metadata filter in the engine's own syntax."""

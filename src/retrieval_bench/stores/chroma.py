@@ -14,6 +14,7 @@ turned into similarities for the collection's space (cosine, ip or l2). Filters 
 mappings. No embedding function is ever attached (Chroma's default downloads a model) and no
 telemetry is sent.
 """
+
 from __future__ import annotations
 
 import os
@@ -65,8 +66,10 @@ def _reported(address: StoreAddress) -> Iterator[None]:
     try:
         yield
     except httpx.TimeoutException:
-        raise InputError(f"{address}: the Chroma server did not answer within {address.timeout:g} s "
-                         "(for a slow server, raise ?timeout=<seconds> in the address)") from None
+        raise InputError(
+            f"{address}: the Chroma server did not answer within {address.timeout:g} s "
+            "(for a slow server, raise ?timeout=<seconds> in the address)"
+        ) from None
     except httpx.TransportError as error:
         raise InputError(f"{address}: cannot reach the Chroma server ({reason(error)})") from None
 
@@ -78,16 +81,25 @@ def _client(address: StoreAddress, create: bool):
     if not address.is_server:
         folder = Path(address.location)
         if not create and not (folder / PERSISTENT_MARKER).is_file():
-            raise InputError(f"{address}: no Chroma store in {folder} (expected a PersistentClient folder holding {PERSISTENT_MARKER})")
+            raise InputError(
+                f"{address}: no Chroma store in {folder} (expected a PersistentClient folder holding {PERSISTENT_MARKER})"
+            )
         # Resolved: Chroma keeps one client per path as written, so a relative one would outlive a chdir.
         return chromadb.PersistentClient(path=str(folder.resolve()), settings=settings)
     url, key = urlparse(address.location), api_key(address)
     try:
         with _reported(address):
-            return TimedClient(settings=TimedSettings(
-                anonymized_telemetry=False, chroma_api_impl="chromadb.api.fastapi.FastAPI", chroma_server_host=url.hostname or "",
-                chroma_server_http_port=url.port or (443 if url.scheme == "https" else 8000), chroma_server_ssl_enabled=url.scheme == "https",
-                chroma_server_headers={TOKEN_HEADER: key} if key else None, request_timeout_seconds=address.timeout))
+            return TimedClient(
+                settings=TimedSettings(
+                    anonymized_telemetry=False,
+                    chroma_api_impl="chromadb.api.fastapi.FastAPI",
+                    chroma_server_host=url.hostname or "",
+                    chroma_server_http_port=url.port or (443 if url.scheme == "https" else 8000),
+                    chroma_server_ssl_enabled=url.scheme == "https",
+                    chroma_server_headers={TOKEN_HEADER: key} if key else None,
+                    request_timeout_seconds=address.timeout,
+                )
+            )
     except InputError:
         raise
     except Exception as error:  # the client raises ValueError and auth errors alike: any means unreachable
@@ -124,27 +136,44 @@ class ChromaStore:
             if not got["ids"]:
                 return
             metadata = [dict(m) if m else {} for m in got["metadatas"]]
-            ids = [id_text(m.get(self.id_field) if self.id_field else i, self.address) for i, m in zip(got["ids"], metadata)]
+            ids = [
+                id_text(m.get(self.id_field) if self.id_field else i, self.address)
+                for i, m in zip(got["ids"], metadata)
+            ]
             texts = [m.get(self.text_field) if self.text_field else d for d, m in zip(got["documents"], metadata)]
             for chunk_id, text in zip(ids, texts):
                 if not isinstance(text, str):
-                    where = f"metadata field {self.text_field!r}" if self.text_field else "document (or name the metadata field holding the text: ?text=<field>)"
+                    where = (
+                        f"metadata field {self.text_field!r}"
+                        if self.text_field
+                        else "document (or name the metadata field holding the text: ?text=<field>)"
+                    )
                     raise InputError(f"{self.address}: chunk {chunk_id} has no text in its {where}")
             vectors = np.asarray(got["embeddings"], dtype=np.float32) if with_vectors else None
             yield StorePage(ids, texts, metadata, vectors)
             offset += len(got["ids"])
 
-    def search(self, vectors: np.ndarray, depth: int, search: dict | None, filter: Any) -> list[list[tuple[str, float]]]:
+    def search(
+        self, vectors: np.ndarray, depth: int, search: dict | None, filter: Any
+    ) -> list[list[tuple[str, float]]]:
         if search:
-            raise InputError(f"retrieval.store.search {search!r}: Chroma takes no query parameters (its HNSW ef_search is the "
-                             f"collection's configuration); set it to null, or point retrieval.store.address at a collection built otherwise")
+            raise InputError(
+                f"retrieval.store.search {search!r}: Chroma takes no query parameters (its HNSW ef_search is the "
+                f"collection's configuration); set it to null, or point retrieval.store.address at a collection built otherwise"
+            )
         include = ["distances"] + (["metadatas"] if self.id_field else [])
         try:
             with _reported(self.address):
-                got = self.collection.query(query_embeddings=np.asarray(vectors, dtype=np.float32), n_results=depth,
-                                            where=filter or None, include=include)
+                got = self.collection.query(
+                    query_embeddings=np.asarray(vectors, dtype=np.float32),
+                    n_results=depth,
+                    where=filter or None,
+                    include=include,
+                )
         except (ValueError, TypeError, ChromaError) as error:
-            raise InputError(f"{self.address}: the query was refused ({reason(error)}); check retrieval.store.filter (a Chroma where mapping)") from None
+            raise InputError(
+                f"{self.address}: the query was refused ({reason(error)}); check retrieval.store.filter (a Chroma where mapping)"
+            ) from None
         results = []
         for row, (ids, distances) in enumerate(zip(got["ids"], got["distances"])):
             if self.id_field:
@@ -164,15 +193,23 @@ def open_store(address: StoreAddress) -> ChromaStore:
             try:
                 return ChromaStore(address, client.get_collection(address.collection, embedding_function=None))
             except NotFoundError:
-                raise no_collection(address, "collection", (collection.name for collection in client.list_collections())) from None
+                raise no_collection(
+                    address, "collection", (collection.name for collection in client.list_collections())
+                ) from None
     except InputError:
         raise
     except Exception as error:  # a server that answered the heartbeat but refuses this (auth, tenant)
         raise InputError(f"{address}: cannot open the collection ({reason(error)})") from None
 
 
-def create_collection(address: StoreAddress, ids: list[str], texts: list[str], metadata: list[dict[str, Any]],
-                      vectors: np.ndarray, index: dict[str, Any] | None) -> None:
+def create_collection(
+    address: StoreAddress,
+    ids: list[str],
+    texts: list[str],
+    metadata: list[dict[str, Any]],
+    vectors: np.ndarray,
+    index: dict[str, Any] | None,
+) -> None:
     """A new collection (replacing one of that name): `index` holds Chroma HNSW settings (space,
     ef_construction, ef_search, max_neighbors, ...); the space is cosine unless it says otherwise.
     Fields the address names for the id or the text are also written into each record's metadata."""
@@ -181,8 +218,9 @@ def create_collection(address: StoreAddress, ids: list[str], texts: list[str], m
         client.delete_collection(address.collection)
     except NotFoundError:
         pass
-    collection = client.create_collection(address.collection, configuration={"hnsw": {"space": "cosine", **(index or {})}},
-                                          embedding_function=None)
+    collection = client.create_collection(
+        address.collection, configuration={"hnsw": {"space": "cosine", **(index or {})}}, embedding_function=None
+    )
     id_field, text_field = address.option("id"), address.option("text")
     records = []
     for chunk_id, text, fields in zip(ids, texts, metadata):
@@ -193,4 +231,9 @@ def create_collection(address: StoreAddress, ids: list[str], texts: list[str], m
     batch = client.get_max_batch_size()
     for start in range(0, len(ids), batch):
         rows = slice(start, start + batch)
-        collection.add(ids=ids[rows], embeddings=np.asarray(vectors[rows], dtype=np.float32), documents=texts[rows], metadatas=records[rows])
+        collection.add(
+            ids=ids[rows],
+            embeddings=np.asarray(vectors[rows], dtype=np.float32),
+            documents=texts[rows],
+            metadatas=records[rows],
+        )

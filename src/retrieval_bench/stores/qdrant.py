@@ -21,6 +21,7 @@ Local mode holds the whole collection in memory and searches it by brute force, 
 parameters (qdrant-client warns about both): it suits tests and small collections; the HNSW index,
 its build settings and hnsw_ef are real only on a server.
 """
+
 from __future__ import annotations
 
 import math
@@ -67,8 +68,10 @@ def _reported(address: StoreAddress, doing: str) -> Iterator[None]:
     except ResponseHandlingException as error:
         if not isinstance(error.source, httpx.TimeoutException):
             raise InputError(f"{address}: {doing}: {_one_line(error)}") from None
-        raise InputError(f"{address}: {doing}: the Qdrant server did not answer within {_timeout(address)} s "
-                         "(for a slow server, raise ?timeout=<seconds> in the address)") from None
+        raise InputError(
+            f"{address}: {doing}: the Qdrant server did not answer within {_timeout(address)} s "
+            "(for a slow server, raise ?timeout=<seconds> in the address)"
+        ) from None
     except (ApiException, ValidationError, ValueError, RuntimeError, OSError) as error:
         raise InputError(f"{address}: {doing}: {_one_line(error)}") from None
 
@@ -82,7 +85,9 @@ def _client(address: StoreAddress, create: bool = False) -> QdrantClient:
     if address.is_server:
         # No version check on connecting: it warns over several lines where the server is down, and the
         # first request reports that as one line anyway.
-        return QdrantClient(url=address.location, api_key=api_key(address), timeout=_timeout(address), check_compatibility=False)
+        return QdrantClient(
+            url=address.location, api_key=api_key(address), timeout=_timeout(address), check_compatibility=False
+        )
     if not create and not (Path(address.location) / LOCAL_STORAGE).is_file():
         raise InputError(f"{address}: no Qdrant local storage at {address.location} (no {LOCAL_STORAGE})")
     return QdrantClient(path=address.location)
@@ -100,7 +105,9 @@ class QdrantStore:
         try:
             with _reported(address, "cannot reach the collection"):
                 if not self.client.collection_exists(address.collection):
-                    raise no_collection(address, "collection", (c.name for c in self.client.get_collections().collections))
+                    raise no_collection(
+                        address, "collection", (c.name for c in self.client.get_collections().collections)
+                    )
                 vectors = self.client.get_collection(address.collection).config.params.vectors
             self._choose_vector(vectors)
         except InputError:
@@ -119,11 +126,15 @@ class QdrantStore:
             if wanted is None and len(vectors) == 1:
                 wanted = next(iter(vectors))
             if wanted not in vectors:
-                raise InputError(f"{self.address}: no vector {wanted!r} (named vectors: {', '.join(vectors)}; choose one with ?vector=)")
+                raise InputError(
+                    f"{self.address}: no vector {wanted!r} (named vectors: {', '.join(vectors)}; choose one with ?vector=)"
+                )
             self.vector, params = wanted, vectors[wanted]
         self.metric = DISTANCES.get(params.distance)
         if self.metric is None:
-            raise InputError(f"{self.address}: distance {params.distance} is not supported (Cosine, Dot, Euclid, Manhattan)")
+            raise InputError(
+                f"{self.address}: distance {params.distance} is not supported (Cosine, Dot, Euclid, Manhattan)"
+            )
 
     def count(self) -> int:
         with _reported(self.address, "count failed"):
@@ -136,26 +147,37 @@ class QdrantStore:
             ids.append(id_text(payload.pop(self.id, record.id), self.address))
             texts.append(payload.pop(self.text, None))
             if not isinstance(texts[-1], str):
-                raise InputError(f"{self.address}: point {record.id} has no text in payload field {self.text!r} "
-                                 f"(fields: {', '.join(payload) or 'none'}; name it with ?text=)")
+                raise InputError(
+                    f"{self.address}: point {record.id} has no text in payload field {self.text!r} "
+                    f"(fields: {', '.join(payload) or 'none'}; name it with ?text=)"
+                )
             metadata.append(payload)
         vectors = None
         if with_vectors:
-            vectors = np.asarray([r.vector[self.vector] if self.vector else r.vector for r in records], dtype=np.float32)
+            vectors = np.asarray(
+                [r.vector[self.vector] if self.vector else r.vector for r in records], dtype=np.float32
+            )
         return StorePage(ids, texts, metadata, vectors)
 
     def pages(self, rows: int, with_vectors: bool) -> Iterator[StorePage]:
         offset = None
         while True:
             with _reported(self.address, "reading the collection failed"):
-                records, offset = self.client.scroll(self.address.collection, limit=rows, offset=offset, with_payload=True,
-                                                     with_vectors=([self.vector] if self.vector else True) if with_vectors else False)
+                records, offset = self.client.scroll(
+                    self.address.collection,
+                    limit=rows,
+                    offset=offset,
+                    with_payload=True,
+                    with_vectors=([self.vector] if self.vector else True) if with_vectors else False,
+                )
             if records:
                 yield self._page(records, with_vectors)
             if offset is None:
                 return
 
-    def search(self, vectors: np.ndarray, depth: int, search: dict | None, filter: Any) -> list[list[tuple[str, float]]]:
+    def search(
+        self, vectors: np.ndarray, depth: int, search: dict | None, filter: Any
+    ) -> list[list[tuple[str, float]]]:
         with _reported(self.address, f"search parameters {search!r} are not Qdrant SearchParams"):
             params = models.SearchParams.model_validate(search) if search else None
         with _reported(self.address, f"filter {filter!r} is not a Qdrant Filter"):
@@ -163,14 +185,27 @@ class QdrantStore:
         queries = np.asarray(vectors, dtype=np.float32)
         results = []
         for start in range(0, len(queries), QUERY_BATCH):
-            requests = [models.QueryRequest(query=query.tolist(), using=self.vector, filter=condition, params=params, limit=depth,
-                                            with_payload=[self.id]) for query in queries[start:start + QUERY_BATCH]]
+            requests = [
+                models.QueryRequest(
+                    query=query.tolist(),
+                    using=self.vector,
+                    filter=condition,
+                    params=params,
+                    limit=depth,
+                    with_payload=[self.id],
+                )
+                for query in queries[start : start + QUERY_BATCH]
+            ]
             with _reported(self.address, "search failed"):
                 responses = self.client.query_batch_points(self.address.collection, requests=requests)
             for response in responses:
                 scores = similarity(np.array([point.score for point in response.points], dtype=np.float64), self.metric)
-                results.append([(id_text((point.payload or {}).get(self.id, point.id), self.address), score)
-                                for point, score in zip(response.points, scores.tolist())])
+                results.append(
+                    [
+                        (id_text((point.payload or {}).get(self.id, point.id), self.address), score)
+                        for point, score in zip(response.points, scores.tolist())
+                    ]
+                )
         return results
 
     def close(self) -> None:
@@ -181,8 +216,14 @@ def open_store(address: StoreAddress) -> QdrantStore:
     return QdrantStore(address)
 
 
-def create_collection(address: StoreAddress, ids: list[str], texts: list[str], metadata: list[dict[str, Any]],
-                      vectors: np.ndarray, index: dict[str, Any] | None = None) -> None:
+def create_collection(
+    address: StoreAddress,
+    ids: list[str],
+    texts: list[str],
+    metadata: list[dict[str, Any]],
+    vectors: np.ndarray,
+    index: dict[str, Any] | None = None,
+) -> None:
     """A Cosine collection in the layout above, replacing one of the same name. `index` is Qdrant's
     HNSW config (m, ef_construct, ...); asking for it on a server also lowers the indexing threshold
     so that a small collection gets its graph too (built in the background, as Qdrant does)."""
@@ -197,14 +238,27 @@ def create_collection(address: StoreAddress, ids: list[str], texts: list[str], m
         try:
             if client.collection_exists(name):
                 client.delete_collection(name)
-            client.create_collection(name, vectors_config={vector: params} if vector else params, hnsw_config=hnsw,
-                                     optimizers_config=models.OptimizersConfigDiff(indexing_threshold=1) if index and address.is_server else None)
+            client.create_collection(
+                name,
+                vectors_config={vector: params} if vector else params,
+                hnsw_config=hnsw,
+                optimizers_config=models.OptimizersConfigDiff(indexing_threshold=1)
+                if index and address.is_server
+                else None,
+            )
             for start in range(0, len(ids), UPLOAD_BATCH):
                 stop = start + UPLOAD_BATCH
-                client.upsert(name, wait=True, points=models.Batch(
-                    ids=[_point_id(chunk_id) for chunk_id in ids[start:stop]],
-                    vectors={vector: vectors[start:stop].tolist()} if vector else vectors[start:stop].tolist(),
-                    payloads=[{id_field: chunk_id, text_field: text, **{k: plain(v) for k, v in record.items()}}
-                              for chunk_id, text, record in zip(ids[start:stop], texts[start:stop], metadata[start:stop])]))
+                client.upsert(
+                    name,
+                    wait=True,
+                    points=models.Batch(
+                        ids=[_point_id(chunk_id) for chunk_id in ids[start:stop]],
+                        vectors={vector: vectors[start:stop].tolist()} if vector else vectors[start:stop].tolist(),
+                        payloads=[
+                            {id_field: chunk_id, text_field: text, **{k: plain(v) for k, v in record.items()}}
+                            for chunk_id, text, record in zip(ids[start:stop], texts[start:stop], metadata[start:stop])
+                        ],
+                    ),
+                )
         finally:
             client.close()

@@ -1,5 +1,6 @@
 """Open a store by its address: each engine is one adapter module, imported only when used, so a
 missing optional extra is a one-line error naming the `pip install` that brings it."""
+
 from __future__ import annotations
 
 from types import ModuleType
@@ -26,7 +27,9 @@ def adapter(engine: str) -> ModuleType:
             from retrieval_bench.stores import sqlite_vec as found
     except ImportError as error:
         if error.name and error.name.split(".")[0] in {module, "pysqlite3", "lance", "kubernetes"}:
-            raise InputError(f"a {engine} store needs its extra: pip install -e '.[{extra}]' ({error.name} is not installed)") from None
+            raise InputError(
+                f"a {engine} store needs its extra: pip install -e '.[{extra}]' ({error.name} is not installed)"
+            ) from None
         raise
     return found
 
@@ -36,8 +39,14 @@ def open_store(address: StoreAddress) -> Store:
     return adapter(address.engine).open_store(address)
 
 
-def create_collection(address: StoreAddress, ids: list[str], texts: list[str], metadata: list[dict[str, Any]],
-                      vectors: np.ndarray, index: dict[str, Any] | None = None) -> None:
+def create_collection(
+    address: StoreAddress,
+    ids: list[str],
+    texts: list[str],
+    metadata: list[dict[str, Any]],
+    vectors: np.ndarray,
+    index: dict[str, Any] | None = None,
+) -> None:
     """Write a new collection (replacing one of the same name) with the chunks and their vectors;
     `index` asks for the engine's ANN index with its build settings. For tests, benchmarks and
     users trying the store method on their Parquet chunks."""

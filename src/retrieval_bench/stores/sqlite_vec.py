@@ -23,6 +23,7 @@ the largest k and, if still short, says so rather than return a wrong ranking. T
 read-only, so an evaluation never writes into it. SQLite's own sqlite3 module often cannot load
 extensions, hence pysqlite3.
 """
+
 from __future__ import annotations
 
 import re
@@ -66,7 +67,9 @@ class SqliteVecStore:
             raise InputError(f"{address}: no SQLite file at {path}")
         self._count: int | None = None
         self._matching: dict[str, int] = {}  # filter -> the chunks it keeps (counted once per store)
-        self._after_knn: set[str] = set()  # filters SQLite applied after the k-nearest search: searched at the largest k
+        self._after_knn: set[str] = (
+            set()
+        )  # filters SQLite applied after the k-nearest search: searched at the largest k
         self.connection = _connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
             self._read_schema()
@@ -82,26 +85,43 @@ class SqliteVecStore:
 
     def _read_schema(self) -> None:
         table, options = self.address.collection, self.address.options
-        row = self.connection.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+        row = self.connection.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).fetchone()
         if row is None:
             raise InputError(f"{self.address}: no table {table!r} in the database")
         if not re.search(r"\busing\s+vec0\s*\(", row[0] or "", re.IGNORECASE):
-            raise InputError(f"{self.address}: table {table!r} is not a vec0 virtual table (CREATE VIRTUAL TABLE ... USING vec0(...))")
-        vectors = {m.group(1): (m.group(2).lower(), int(m.group(3)), m.group(4)) for m in VECTOR_COLUMN.finditer(row[0].split("(", 1)[1])}
+            raise InputError(
+                f"{self.address}: table {table!r} is not a vec0 virtual table (CREATE VIRTUAL TABLE ... USING vec0(...))"
+            )
+        vectors = {
+            m.group(1): (m.group(2).lower(), int(m.group(3)), m.group(4))
+            for m in VECTOR_COLUMN.finditer(row[0].split("(", 1)[1])
+        }
         self.vector = options.get("vector") or (next(iter(vectors)) if len(vectors) == 1 else "")
         if self.vector not in vectors:
-            raise InputError(f"{self.address}: no vector column {self.vector!r} (vector columns: {', '.join(vectors)}; choose one with ?vector=)")
+            raise InputError(
+                f"{self.address}: no vector column {self.vector!r} (vector columns: {', '.join(vectors)}; choose one with ?vector=)"
+            )
         kind, self.dim, tail = vectors[self.vector]
         metric = METRIC.search(tail)
         self.metric = metric.group(1).lower() if metric else "l2"  # vec0's default metric
         if kind not in ("float", "f32") or self.metric not in DISTANCES:
-            raise InputError(f"{self.address}: vector column {self.vector!r} is {kind}[{self.dim}] with distance {self.metric}; "
-                             f"supported: float[] with distance_metric cosine, l2 or l1")
-        columns = [name for _, name, *_, hidden in self.connection.execute(f"PRAGMA table_xinfo({_quoted(table)})") if not hidden]
+            raise InputError(
+                f"{self.address}: vector column {self.vector!r} is {kind}[{self.dim}] with distance {self.metric}; "
+                f"supported: float[] with distance_metric cosine, l2 or l1"
+            )
+        columns = [
+            name
+            for _, name, *_, hidden in self.connection.execute(f"PRAGMA table_xinfo({_quoted(table)})")
+            if not hidden
+        ]
         self.text = options.get("text", "text")
         self.id = options.get("id", "chunk_id")
         if self.text not in columns:
-            raise InputError(f"{self.address}: no text column {self.text!r} (columns: {', '.join(columns)}; name it with ?text=)")
+            raise InputError(
+                f"{self.address}: no text column {self.text!r} (columns: {', '.join(columns)}; name it with ?text=)"
+            )
         if self.id not in columns:
             if "id" in options:
                 raise InputError(f"{self.address}: no id column {self.id!r} (columns: {', '.join(columns)})")
@@ -110,14 +130,18 @@ class SqliteVecStore:
 
     def count(self) -> int:
         if self._count is None:
-            self._count = self.connection.execute(f"SELECT count(*) FROM {_quoted(self.address.collection)}").fetchone()[0]
+            self._count = self.connection.execute(
+                f"SELECT count(*) FROM {_quoted(self.address.collection)}"
+            ).fetchone()[0]
         return self._count
 
     def pages(self, rows: int, with_vectors: bool) -> Iterator[StorePage]:
         # One cursor read `rows` at a time: vec0 cannot seek to a rowid range (a `rowid > ?` page would
         # scan and sort the table each time), while its full scan streams in rowid order.
         columns = [self.id, self.text, *self.metadata, *([self.vector] if with_vectors else [])]
-        cursor = self.connection.execute(f"SELECT {', '.join(map(_quoted, columns))} FROM {_quoted(self.address.collection)}")
+        cursor = self.connection.execute(
+            f"SELECT {', '.join(map(_quoted, columns))} FROM {_quoted(self.address.collection)}"
+        )
         try:
             while batch := cursor.fetchmany(rows):
                 for row in batch:
@@ -126,8 +150,10 @@ class SqliteVecStore:
                 yield StorePage(
                     ids=[id_text(row[0], self.address) for row in batch],
                     texts=[row[1] for row in batch],
-                    metadata=[dict(zip(self.metadata, row[2:2 + len(self.metadata)])) for row in batch],
-                    vectors=np.stack([np.frombuffer(row[-1], dtype=np.float32) for row in batch]) if with_vectors else None,
+                    metadata=[dict(zip(self.metadata, row[2 : 2 + len(self.metadata)])) for row in batch],
+                    vectors=np.stack([np.frombuffer(row[-1], dtype=np.float32) for row in batch])
+                    if with_vectors
+                    else None,
                 )
         finally:
             cursor.close()
@@ -137,34 +163,55 @@ class SqliteVecStore:
         if not filter:
             return self.count()
         if filter not in self._matching:
-            self._matching[filter] = self.connection.execute(f"SELECT count(*) FROM {_quoted(self.address.collection)} WHERE ({filter})").fetchone()[0]
+            self._matching[filter] = self.connection.execute(
+                f"SELECT count(*) FROM {_quoted(self.address.collection)} WHERE ({filter})"
+            ).fetchone()[0]
         return self._matching[filter]
 
-    def search(self, vectors: np.ndarray, depth: int, search: dict | None, filter: Any) -> list[list[tuple[str, float]]]:
+    def search(
+        self, vectors: np.ndarray, depth: int, search: dict | None, filter: Any
+    ) -> list[list[tuple[str, float]]]:
         if search:
-            raise InputError(f"{self.address}: sqlite-vec takes no search parameters (vec0 searches exactly), got {search!r}")
+            raise InputError(
+                f"{self.address}: sqlite-vec takes no search parameters (vec0 searches exactly), got {search!r}"
+            )
         if filter is not None and not isinstance(filter, str):
-            raise InputError(f"{self.address}: a sqlite-vec filter is an SQL condition on the table's columns, got {filter!r}")
+            raise InputError(
+                f"{self.address}: a sqlite-vec filter is an SQL condition on the table's columns, got {filter!r}"
+            )
         table = _quoted(self.address.collection)
         condition = f" AND ({filter})" if filter else ""
-        sql = (f"SELECT {_quoted(self.id)}, distance FROM {table} WHERE {_quoted(self.vector)} MATCH ? AND k = ?{condition} "
-               f"ORDER BY distance")
+        sql = (
+            f"SELECT {_quoted(self.id)}, distance FROM {table} WHERE {_quoted(self.vector)} MATCH ? AND k = ?{condition} "
+            f"ORDER BY distance"
+        )
         try:
-            largest, expected = min(self.count(), K_MAX), min(depth, self._matching_count(filter))  # expected: what a correct ranking holds
+            largest, expected = (
+                min(self.count(), K_MAX),
+                min(depth, self._matching_count(filter)),
+            )  # expected: what a correct ranking holds
             if expected > K_MAX:
-                raise InputError(f"{self.address}: sqlite-vec returns at most {K_MAX} neighbours per query; asked for {depth} (lower retrieval.depth)")
+                raise InputError(
+                    f"{self.address}: sqlite-vec returns at most {K_MAX} neighbours per query; asked for {depth} (lower retrieval.depth)"
+                )
             metric, results = DISTANCES[self.metric], []
             for query in np.ascontiguousarray(vectors, dtype=np.float32):
                 k = largest if filter in self._after_knn else min(depth, largest)
                 found = self.connection.execute(sql, (query.tobytes(), k)).fetchall()[:depth]
-                if len(found) < expected and k < largest:  # SQLite applied (part of) the filter to the k results: widen k
+                if (
+                    len(found) < expected and k < largest
+                ):  # SQLite applied (part of) the filter to the k results: widen k
                     self._after_knn.add(filter)  # and from now on for every query with this filter
                     found = self.connection.execute(sql, (query.tobytes(), largest)).fetchall()[:depth]
                 if len(found) < expected:
-                    raise InputError(f"{self.address}: filter {filter!r} is applied after the k-nearest search, which found "
-                                     f"{len(found)} of {expected} chunks; filter metadata columns with =, !=, <, <=, >, >= or IN")
+                    raise InputError(
+                        f"{self.address}: filter {filter!r} is applied after the k-nearest search, which found "
+                        f"{len(found)} of {expected} chunks; filter metadata columns with =, !=, <, <=, >, >= or IN"
+                    )
                 scores = similarity(np.array([distance for _, distance in found], dtype=np.float64), metric)
-                results.append([(id_text(chunk_id, self.address), score) for (chunk_id, _), score in zip(found, scores.tolist())])
+                results.append(
+                    [(id_text(chunk_id, self.address), score) for (chunk_id, _), score in zip(found, scores.tolist())]
+                )
         except (sqlite3.Error, sqlite3.Warning) as error:  # Warning: more than one statement in the filter
             raise self._fail("search failed", error) from None
         return results
@@ -185,17 +232,29 @@ def _column_type(values: list[Any]) -> str:
     return "text"
 
 
-def create_collection(address: StoreAddress, ids: list[str], texts: list[str], metadata: list[dict[str, Any]],
-                      vectors: np.ndarray, index: dict[str, Any] | None = None) -> None:
+def create_collection(
+    address: StoreAddress,
+    ids: list[str],
+    texts: list[str],
+    metadata: list[dict[str, Any]],
+    vectors: np.ndarray,
+    index: dict[str, Any] | None = None,
+) -> None:
     """A vec0 table in the layout above (cosine distance), replacing one of the same name. A metadata
     field every chunk has becomes a metadata column (filterable), one some lack an auxiliary column."""
     if address.is_server:
         raise InputError(f"{address}: sqlite-vec has no server; give the path of an SQLite file")
     if index:
-        raise InputError(f"{address}: sqlite-vec 0.1.9 has no ANN index to configure (vec0 searches exactly), got {index!r}")
+        raise InputError(
+            f"{address}: sqlite-vec 0.1.9 has no ANN index to configure (vec0 searches exactly), got {index!r}"
+        )
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     keys = list(dict.fromkeys(key for record in metadata for key in record))
-    vector, id_column, text = address.option("vector", "embedding"), address.option("id", "chunk_id"), address.option("text", "text")
+    vector, id_column, text = (
+        address.option("vector", "embedding"),
+        address.option("id", "chunk_id"),
+        address.option("text", "text"),
+    )
     names = [vector, *keys, id_column, text]
     if bad := [name for name in names if not re.fullmatch(r"[A-Za-z_]\w*", name)]:  # vec0 takes no quoted names
         raise InputError(f"{address}: vec0 column names must be plain identifiers, got {bad[0]!r}")
@@ -213,7 +272,10 @@ def create_collection(address: StoreAddress, ids: list[str], texts: list[str], m
             connection.execute(f"CREATE VIRTUAL TABLE {table} USING vec0({', '.join(declared)})")
             connection.executemany(
                 f"INSERT INTO {table}(rowid, {', '.join(map(_quoted, names))}) VALUES ({', '.join('?' * (len(names) + 1))})",
-                ((row + 1, vectors[row].tobytes(), *(plain(record.get(key)) for key in keys), chunk_id, chunk_text)
-                 for row, (chunk_id, chunk_text, record) in enumerate(zip(ids, texts, metadata))))
+                (
+                    (row + 1, vectors[row].tobytes(), *(plain(record.get(key)) for key in keys), chunk_id, chunk_text)
+                    for row, (chunk_id, chunk_text, record) in enumerate(zip(ids, texts, metadata))
+                ),
+            )
     finally:
         connection.close()
