@@ -12,10 +12,10 @@ The model: the driver resolves it (`resolve_model`, which never downloads under 
 and fingerprints it. An actor uses the same path when it holds the same files on its node (the
 fingerprint is checked); otherwise, on a cluster joined through `embed.ray.address`, it writes
 the files the driver put in Ray's object store under its own cache root, once per node (the
-node's other actors wait for that copy, under a lock), checked against the same fingerprint. It loads with `local_files_only`: a worker never downloads. The
-retrieval_bench package travels to a joined cluster's workers too (runtime_env py_modules), so
-they run the driver's code; the dependencies (torch, sentence-transformers) must be installed
-there, in the versions of the driver's environment.
+node's other actors wait for that copy, under a lock), checked against the same fingerprint; it
+loads with `local_files_only`: a worker never downloads. The retrieval_bench package travels to a
+joined cluster's workers too (runtime_env py_modules), so they run the driver's code; torch and
+sentence-transformers must be installed there, in the versions of the driver's environment.
 
 Addresses: null starts a private local instance (and shuts it down); `auto` joins the cluster of
 RAY_ADDRESS or of this node (`ray start`); host:port joins the cluster whose GCS is there, from a
@@ -25,11 +25,10 @@ Faults: actors are never restarted and their tasks never retried (`max_restarts=
 default restarts a dead actor and retries forever), so an actor that dies (its process killed, its
 node lost) ends the run in one InputError line, as does an exception raised in an actor (Ray
 2.60 returns one raised in `__call__` as a RayTaskError(UserCodeException) whose text holds the
-actor's traceback; the line names the actor's own exception, not Ray's wrapper). Every batch that came back before is already in
-the cache, and a rerun, with either engine, embeds only the rest. A driver that loses the cluster's
+actor's traceback; the line names the actor's own exception). Every batch that came back before is
+already in the cache, and a rerun, with either engine, embeds only the rest. A driver that loses the cluster's
 GCS is ended by Ray itself, after its 60 s reconnect window, with Ray's one line and exit status 1;
-the cache is intact then too.
-"""
+the cache is intact then too."""
 
 from __future__ import annotations
 
@@ -342,6 +341,7 @@ def check_address(address: str, timeout: float) -> None:
 def start_local(ray, options: dict) -> None:
     """A private local Ray instance sized to the actors (`address: local` never joins a running
     cluster nor RAY_ADDRESS); no dashboard, no worker logs on the driver's terminal."""
+    os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "120")  # Ray's 20 s GCS wait fails on busy machines
     ray.init(
         address="local",
         num_cpus=max(1, int(np.ceil(options["num_actors"] * options["num_cpus_per_actor"]))),

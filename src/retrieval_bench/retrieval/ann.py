@@ -41,7 +41,9 @@ def import_faiss():
     try:
         import faiss
     except ImportError:
-        raise InputError("retrieval.method ann needs FAISS, a dependency of retrieval-bench: pip install faiss-cpu==1.15.1") from None
+        raise InputError(
+            "retrieval.method ann needs FAISS, a dependency of retrieval-bench: pip install faiss-cpu==1.15.1"
+        ) from None
     return faiss
 
 
