@@ -41,6 +41,7 @@ from retrieval_bench.goldenset.selection import (
     rank_passages,
     walk,
 )
+from retrieval_bench.goldenset.style_examples import render as style_examples_in
 from retrieval_bench.io import InputError
 from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.llm.settings import Meta, Settings
@@ -60,11 +61,12 @@ def dry_run_requested_by_env() -> bool:
     return os.environ.get(DRY_RUN_ENV, "").lower() in ("1", "true", "yes")
 
 
-def read_prompt(data: bytes, path: str | Path) -> tuple[str, str]:
-    """(template, sha256 of its bytes) of the question prompt read from `path`; the sha256 is part
-    of every cache key."""
-    prompt_sha256 = hashlib.sha256(data).hexdigest()
-    template = data.decode("utf-8")
+def read_prompt(data: bytes, path: str | Path, style_examples: list[str] | None = None) -> tuple[str, str]:
+    """(template, sha256 of its bytes) of the question prompt read from `path`, with the style
+    examples rendered in (goldenset.style_examples); the sha256 of the template as sent is part of
+    every cache key, so the examples are too (none: the file's own bytes, the keys as before)."""
+    template = style_examples_in(data.decode("utf-8"), style_examples or [])
+    prompt_sha256 = hashlib.sha256(template.encode("utf-8")).hexdigest()
     if QUESTIONS.placeholder not in template:
         raise InputError(f"{path}: the prompt has no {QUESTIONS.placeholder} placeholder")
     return template, prompt_sha256
