@@ -11,11 +11,9 @@ its cost for the sync and the batch API; it needs no API key, calls nothing, wri
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from retrieval_bench import paths
-from retrieval_bench.goldenset import style_examples
-from retrieval_bench.goldenset.assemble import DryRunDone, assemble, dry_run_requested_by_env, read_prompt
+from retrieval_bench.goldenset.assemble import DryRunDone, assemble, dry_run_requested_by_env, read_question_prompt
 from retrieval_bench.goldenset.remote import fetch_shared_cache
 from retrieval_bench.io import read_jsonl, read_table, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
 from retrieval_bench.locking import paid_stage_arguments
@@ -35,12 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     params = load_params("generate")
     documents = read_table(paths.DOCUMENTS)
     labels = read_jsonl(paths.LABELS)
-    examples = style_examples.load(params)
-    template, prompt_sha256 = read_prompt(
-        Path(paths.QUESTION_PROMPT).read_bytes(), paths.QUESTION_PROMPT, examples.questions
-    )
-    if examples.file is not None:
-        log(f"{len(examples.questions)} style examples from {examples.file} in every question prompt")
+    template, prompt_sha256, examples = read_question_prompt(paths.QUESTION_PROMPT, params, log)
     if not labels:
         fetch_shared_cache(
             paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.DVC_LOCK, params["provider"] != "none", dry_run, log

@@ -8,8 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 
-from conftest import set_params
+import pytest
+from conftest import copy_project, git, run, set_params, tool_env
 from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_env, stage_project
 
 from retrieval_bench.goldenset.style_examples import choose
@@ -114,3 +116,32 @@ def test_style_examples_are_counted_in_the_estimate(tmp_path):
     without = input_tokens()
     # 3 prompts, each longer by the four questions and their tags (3.5 characters a token).
     assert with_examples - without >= 3 * sum(len(q) + len("<example></example>") for q in HOSTILE) // 4
+
+
+@pytest.mark.pipeline
+def test_editing_the_style_examples_file_reruns_generate_goldenset_under_dvc(tmp_path):
+    project = copy_project(tmp_path / "project")
+    write_examples(project, HOSTILE)
+    set_params(
+        project,
+        **{"generate.provider": "anthropic", "generate.max_questions": 30, "generate.style_examples": EXAMPLES},
+    )
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "style examples", cwd=project)
+    repro = [sys.executable, "-m", "dvc", "repro", "generate_goldenset"]
+    with StubLLM() as stub:
+        env = {**tool_env(), "ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": stub.url}
+        run(repro, cwd=project, env=env)
+        generated = len(stub.generation_requests())
+        assert generated > 0 and "<example>" in prompts(stub)[0]
+
+        stub.reset_counts()
+        unchanged = run(repro, cwd=project, env=env)  # the same file: DVC skips the stage
+        assert "Running stage 'generate_goldenset'" not in unchanged.stdout and not stub.requests
+
+        write_examples(project, HOSTILE + ["is an in-memory db lost on close"])
+        edited = run(repro, cwd=project, env=env)  # an edited file: the stage runs, every question asked again
+        assert "Running stage 'generate_goldenset'" in edited.stdout
+        assert len(stub.generation_requests()) == generated
+    report = json.loads((project / "metrics/goldenset.json").read_text())
+    assert report["style_examples"]["n_examples"] == 5

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from retrieval_bench.goldenset.formats import read_question_set
 from retrieval_bench.io import InputError, describe_os_error, numbered_jsonl
-from retrieval_bench.llm.tasks import QUESTIONS
 from retrieval_bench.passage_escape import escape_tags
 
 PLACEHOLDER = "{style_examples}"
@@ -92,19 +91,20 @@ def load(params: dict) -> StyleExamples:
     return StyleExamples(file, questions, sha256)
 
 
-def escape_example(question: str) -> str:
-    """An example as it stands in the prompt: tags escaped as in a passage, and no {passage}
-    placeholder (Task.prompt would put the passage there)."""
+def escape_example(question: str, passage_placeholder: str) -> str:
+    """An example as it stands in the prompt: tags escaped as in a passage, and no passage
+    placeholder (the task would put the passage there)."""
     escaped = escape_tags(question, ("passage", "example"))
-    return escaped.replace(QUESTIONS.placeholder, "&#123;passage&#125;")
+    return escaped.replace(passage_placeholder, passage_placeholder.replace("{", "&#123;").replace("}", "&#125;"))
 
 
-def render(template: str, questions: list[str]) -> str:
+def render(template: str, questions: list[str], passage_placeholder: str) -> str:
     """The prompt template with the examples in: at its {style_examples} placeholder, else at its
     end. No examples: the template with the placeholder's line removed (without one, unchanged)."""
     if not questions:
         return template.replace(PLACEHOLDER + "\n", "").replace(PLACEHOLDER, "")
-    block = "\n".join([INTRODUCTION, *(f"<example>{escape_example(q)}</example>" for q in questions)])
+    examples = (f"<example>{escape_example(q, passage_placeholder)}</example>" for q in questions)
+    block = "\n".join([INTRODUCTION, *examples])
     if PLACEHOLDER in template:
         return template.replace(PLACEHOLDER, block)
     return f"{template.rstrip()}\n\n{block}\n"
