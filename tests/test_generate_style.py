@@ -14,7 +14,7 @@ import pytest
 from conftest import copy_project, git, run, set_params, tool_env
 from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_env, stage_project
 
-from retrieval_bench.goldenset.style_examples import choose
+from retrieval_bench.goldenset.style_examples import choose, render
 
 EXAMPLES = "data/real_questions.jsonl"
 GOLDEN = "data/goldenset.jsonl"
@@ -145,3 +145,14 @@ def test_editing_the_style_examples_file_reruns_generate_goldenset_under_dvc(tmp
         assert len(stub.generation_requests()) == generated
     report = json.loads((project / "metrics/goldenset.json").read_text())
     assert report["style_examples"]["n_examples"] == 5
+
+
+def test_examples_are_chosen_by_the_seed_and_placed_at_the_placeholder():
+    questions = [f"how do i do thing {i}" for i in range(20)]
+    assert choose(questions, 3, 0) == choose(list(reversed(questions)), 3, 0)  # the file's order does not matter
+    assert choose(questions, 3, 0) != choose(questions, 3, 1)
+    assert len(choose(questions + questions, 50, 0)) == 20  # distinct questions, at most count
+    template = "Rules.\n{style_examples}\nPassage:\n<passage>\n{passage}\n</passage>"
+    assert render(template, [], "{passage}") == "Rules.\nPassage:\n<passage>\n{passage}\n</passage>"
+    placed = render(template, ["why?"], "{passage}")
+    assert placed.index("<example>why?</example>") < placed.index("Passage:")

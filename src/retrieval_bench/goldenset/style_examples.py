@@ -6,7 +6,7 @@ distinct questions are chosen by a seeded hash of their text (generate.seed), so
 the same ones and adding a question to the file replaces at most one choice.
 
 The examples are rendered into the prompt template before anything is keyed: at a
-{style_examples} placeholder when the template has one, else after it. The template's sha256,
+{style_examples} placeholder when the template has one, else at its end. The template's sha256,
 part of every question's cache key and record, is then that of the template as sent, so a changed
 example file means new questions, an unchanged one cache hits, and no file the template as it
 always was (the same keys as before). Each example is escaped as a passage is
