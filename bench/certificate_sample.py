@@ -1,7 +1,7 @@
 """The bundled sample's agreement certificate and leaderboard (the README's "Can I trust the golden
 set?" and docs/explanation/golden-set-trust.md), reproduced.
 
-    python bench/certificate_sample.py [--keep DIR]
+    python bench/certificate_sample.py [--keep DIR] [--style-examples FILE]
 
 Copies the project with the whole bundled sample (48 documents, 1,140 chunks, 180 hand-written
 questions) into a temporary folder (--keep: into DIR, left in place), starts the stub LLM server of
@@ -12,7 +12,12 @@ machine, nothing is paid: the cost line is the price table's estimate), runs the
 with the sample's default 4-system panel, and prints the certificate (Kendall tau, tau_AP, pair
 agreement, each with its 95% bootstrap CI, the pairs that differ), the style gap and the
 leaderboard: metrics/leaderboard.md of that run, the leaderboard stage's warning line, then a
-short summary. `dvc repro` took 154 s and 379 s on 2 CPU cores shared with other jobs (load
+short summary. With --style-examples FILE (real questions: JSONL with a question field, or any question
+set) the generator's prompts carry them as few-shot style examples (generate.style_examples); run it
+with and without to see the style gap before/after. The stub ignores its prompt (its template
+questions are the same with examples or without), so with the stub the gap cannot move: the run
+says how many prompts carried the examples, and the measured change needs a real provider.
+`dvc repro` took 154 s and 379 s on 2 CPU cores shared with other jobs (load
 average about 4 and 8), most of it embedding the corpus.
 """
 
@@ -41,20 +46,37 @@ def template_reply(passage: str) -> str:
     return json.dumps({"question": f"What does the documentation say about {middle}?", "evidence": middle})
 
 
-def prepare(project: Path, env: dict[str, str]) -> None:
-    """The project copy with the whole sample and generation on (the stub answers)."""
+def prepare(project: Path, env: dict[str, str], style_examples: Path | None) -> None:
+    """The project copy with the whole sample and generation on (the stub answers), with the style
+    examples copied in when given."""
     copy_project(project, env)
     shutil.copytree(ROOT / "data" / "sample", project / "data" / "sample")
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["generate"]["provider"] = "anthropic"
+    if style_examples is not None:
+        copied = Path("data") / f"style_examples{style_examples.suffix}"
+        shutil.copy2(style_examples, project / copied)
+        params["generate"]["style_examples"] = copied.as_posix()
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
-def summary(project: Path) -> list[str]:
-    """The figures the README quotes: mrr's certificate, the flipped pairs, the style gap."""
+def style_examples_line(project: Path, prompts: list[str]) -> str:
+    """Which style examples generation used, and how many prompts the stub saw them in."""
+    used = json.loads((project / "metrics" / "goldenset.json").read_text()).get("style_examples") or {}
+    if used.get("file") is None:
+        return "style examples: none (generate.style_examples null)"
+    carried = sum("<example>" in prompt for prompt in prompts)
+    return (
+        f"style examples: {used['n_examples']} from {used['file']} in {carried} of {len(prompts)} generation prompts; "
+        "the stub ignores its prompt (the same template questions either way), so this style gap cannot move here"
+    )
+
+
+def summary(project: Path, prompts: list[str]) -> list[str]:
+    """The figures the README quotes: mrr's certificate, the flipped pairs, the style gap, the style examples."""
     cert = json.loads((project / "metrics" / "certificate.json").read_text())
     if not cert["available"]:
-        return [f"certificate not available: {cert['reason']}"]
+        return [f"certificate not available: {cert['reason']}", style_examples_line(project, prompts)]
 
     def estimate(m: dict, key: str) -> str:
         return f"{m[key]['value']:.2f} [{m[key]['ci_low']:.2f}, {m[key]['ci_high']:.2f}]"
@@ -72,12 +94,13 @@ def summary(project: Path) -> list[str]:
         f"style gap: classifier AUC {gap['classifier_auc']:.2f}; echo share {gap['reference']['echo_content_share']:.2f} "
         f"({cert['reference']}) vs {gap['synthetic']['echo_content_share']:.2f} ({cert['synthetic']})"
     )
-    return lines
+    return [*lines, style_examples_line(project, prompts)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", type=Path, help="build the project copy here and leave it")
+    parser.add_argument("--style-examples", type=Path, help="real questions as generation's few-shot style examples")
     args = parser.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="certificate-sample-"))
     project = folder / "project"
@@ -86,12 +109,13 @@ def main() -> None:
             stub.reply = template_reply
             env = project_env(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DVC_NO_ANALYTICS="1")
             env.update({k: v for k, v in stage_env(stub).items() if k.startswith("ANTHROPIC_")})
-            prepare(project, env)
+            prepare(project, env, args.style_examples and args.style_examples.resolve())
             started = time.monotonic()
             result = subprocess.run(
                 [sys.executable, "-m", "dvc", "repro"], cwd=project, env=env, capture_output=True, text=True
             )
             seconds = time.monotonic() - started
+            prompts = [request.body["messages"][-1]["content"] for request in stub.generation_requests()]
         if result.returncode:
             sys.exit(
                 f"certificate_sample: dvc repro exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
@@ -101,7 +125,7 @@ def main() -> None:
             "\n".join(line for line in (result.stdout + result.stderr).splitlines() if line.startswith("leaderboard:"))
         )
         print(f"dvc repro: {seconds:.0f} s")
-        print("\n".join(summary(project)))
+        print("\n".join(summary(project, prompts)))
     finally:
         if args.keep is None:
             shutil.rmtree(folder, ignore_errors=True)

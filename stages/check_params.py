@@ -1,12 +1,21 @@
 """Stage 0: validate the whole params.yaml on every `dvc repro` (the stage is always_changed), so
 a typo'd key or a bad value fails the run even when every other stage is cached; and stamp
 load.source and the stores embed_corpus and retrieve read (data/*stamp.json), which may be vector
-stores DVC cannot depend on."""
+stores DVC cannot depend on, and generate.style_examples, which may be null."""
+
+from pathlib import Path
 
 from retrieval_bench import paths
-from retrieval_bench.corpus.source_stamp import stamps
+from retrieval_bench.corpus.source_stamp import content_digest, stamps
 from retrieval_bench.io import atomic_open, run_stage, write_json
 from retrieval_bench.params import load_all_params
+
+
+def style_examples_stamp(file: str | None) -> dict:
+    """What generate_goldenset depends on for generate.style_examples, which may be null (DVC cannot
+    depend on a null path): the file's content digest; a missing one is generate_goldenset's error."""
+    exists = file is not None and Path(file).exists()
+    return {"file": file, "md5": content_digest(Path(file))[1] if exists else None}
 
 
 def main() -> None:
@@ -18,6 +27,7 @@ def main() -> None:
         (paths.SOURCE_STAMP, paths.STORE_STAMP, paths.STORED_VECTORS_STAMP), stamps(params, paths.SOURCE_DIGEST_MEMO)
     ):
         write_json(path, stamp)
+    write_json(paths.STYLE_EXAMPLES_STAMP, style_examples_stamp(params["generate"]["style_examples"]))
     # The panel's names: the leaderboard depends on the folder holding this file and the systems'
     # scores, which then exists even without a panel (DVC needs every dep to exist).
     write_json(paths.PANEL_SYSTEMS, list(params["panel"]))

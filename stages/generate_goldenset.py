@@ -11,10 +11,9 @@ its cost for the sync and the batch API; it needs no API key, calls nothing, wri
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from retrieval_bench import paths
-from retrieval_bench.goldenset.assemble import DryRunDone, assemble, dry_run_requested_by_env, read_prompt
+from retrieval_bench.goldenset.assemble import DryRunDone, assemble, dry_run_requested_by_env, read_question_prompt
 from retrieval_bench.goldenset.remote import fetch_shared_cache
 from retrieval_bench.io import read_jsonl, read_table, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
 from retrieval_bench.locking import paid_stage_arguments
@@ -34,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     params = load_params("generate")
     documents = read_table(paths.DOCUMENTS)
     labels = read_jsonl(paths.LABELS)
-    template, prompt_sha256 = read_prompt(Path(paths.QUESTION_PROMPT).read_bytes(), paths.QUESTION_PROMPT)
+    template, prompt_sha256, examples = read_question_prompt(paths.QUESTION_PROMPT, params, log)
     if not labels:
         fetch_shared_cache(
             paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.DVC_LOCK, params["provider"] != "none", dry_run, log
@@ -48,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(3 if dry_run_requested_by_env() else 0) from None
     write_jsonl(paths.GOLDENSET, golden.rows)
     write_jsonl(paths.GENERATE_REJECTS, golden.rejects)
-    write_json(paths.GOLDENSET_REPORT, golden.report)
+    write_json(paths.GOLDENSET_REPORT, {**golden.report, "style_examples": examples.report()})
     for line in golden.summary(paths.GOLDENSET, paths.GENERATE_REJECTS):
         log(line)
 

@@ -230,7 +230,11 @@ def first_line(error: BaseException, limit: int = 120) -> str:
 
 def read_jsonl(path: str | Path) -> list[dict]:
     """Read a JSON Lines file of objects; a bad line is an InputError naming file and line."""
-    rows = []
+    return [row for _, row in numbered_jsonl(path)]
+
+
+def numbered_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of a JSON Lines file, checked as read_jsonl does."""
     for line_number, line in enumerate(read_text_lines(path), 1):
         if not line.strip():
             continue
@@ -240,8 +244,7 @@ def read_jsonl(path: str | Path) -> list[dict]:
             raise InputError(f"{path}:{line_number}: invalid JSON ({error.msg})") from None
         if not isinstance(row, dict):
             raise InputError(f"{path}:{line_number}: expected a JSON object, got {type(row).__name__}")
-        rows.append(row)
-    return rows
+        yield line_number, row
 
 
 def read_text_lines(path: str | Path) -> Iterator[str]:

@@ -36,6 +36,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "seed": 0,
         "passages": {"chars": 800, "overlap": 100},
         "handwritten": "data/handwritten_questions.jsonl",
+        "style_examples": None,  # a question set whose questions are few-shot style examples (goldenset.style_examples)
+        "style_examples_count": 8,
         "drop_echo": False,
         "drop_context_dependent": False,
         "drop_near_duplicates": False,
@@ -251,6 +253,7 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     if params["generate"]["max_questions"] < 0:
         raise InputError(f"{path}: generate.max_questions must be >= 0 (0 = no limit)")
     _check_generate(params["generate"], path)
+    _check_style_examples(params["generate"], path)
     _check_hygiene_and_duplicates(params, path)
     _check_judge(params["judge"], path)
     check_embed(params["embed"], path)
@@ -291,6 +294,20 @@ def _check_generate(generate: dict[str, Any], path: Path) -> None:
         )
     _check_price(generate["price"], path)
 
+
+def _check_style_examples(generate: dict[str, Any], path: Path) -> None:
+    if generate["style_examples"] is not None and not isinstance(generate["style_examples"], str):
+        raise InputError(
+            f"{path}: generate.style_examples must be a file path or null, got {generate['style_examples']!r}"
+        )
+    if not 1 <= generate["style_examples_count"] <= STYLE_EXAMPLES_MAX:
+        raise InputError(
+            f"{path}: generate.style_examples_count must be 1-{STYLE_EXAMPLES_MAX} (each is sent in every request), "
+            f"got {generate['style_examples_count']!r}"
+        )
+
+
+STYLE_EXAMPLES_MAX = 50  # few-shot style examples per question prompt: each is paid for in every request
 
 # An explicit generate.price (null: the price table by model): USD per million tokens; batch_discount optional.
 PRICE_KEYS = {"input_per_mtok": 1.0, "output_per_mtok": 5.0, "batch_discount": 0.5}

@@ -13,9 +13,19 @@ import re
 INVISIBLE_CHARS = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
 _IGNORABLE = f"[{INVISIBLE_CHARS}]*"
 _GAP = f"[\\s{INVISIBLE_CHARS}]*"
-_TAG_TAIL = _GAP + "/?" + _GAP + _IGNORABLE.join("passage") + r"(?![A-Za-z0-9_\-])"
-# An opening or closing <passage> tag, however spaced, cased or interleaved with invisible characters.
-_DELIMITER = re.compile(r"[<\uff1c\ufe64](?=" + _TAG_TAIL + ")", re.IGNORECASE)
+
+
+def _tag_tail(name: str) -> str:
+    return _GAP + "/?" + _GAP + _IGNORABLE.join(name) + r"(?![A-Za-z0-9_\-])"
+
+
+def _delimiter(names: tuple[str, ...]) -> re.Pattern[str]:
+    """An opening or closing tag of any of `names`, however spaced, cased or interleaved with invisible characters."""
+    return re.compile(r"[<\uff1c\ufe64](?=(?:" + "|".join(_tag_tail(name) for name in names) + "))", re.IGNORECASE)
+
+
+_TAG_TAIL = _tag_tail("passage")
+_DELIMITER = _delimiter(("passage",))
 _ESCAPED_DELIMITER = re.compile(r"&(lt|#x[0-9a-f]{4});(?=" + _TAG_TAIL + ")", re.IGNORECASE)
 
 
@@ -25,7 +35,16 @@ def escape_passage(passage: str) -> str:
     an HTML entity ('&lt;'), so no chunk can close the block (its text would stand outside it, as
     instructions) or open a fake one. Any other passage is returned unchanged, so its prompt and
     cache key are what they always were."""
-    return _DELIMITER.sub(lambda m: "&lt;" if m.group() == "<" else f"&#x{ord(m.group()):04x};", passage)
+    return _DELIMITER.sub(_entity, passage)
+
+
+def escape_tags(text: str, names: tuple[str, ...]) -> str:
+    """`text` with every opening or closing tag of `names` escaped as escape_passage escapes <passage>."""
+    return _delimiter(names).sub(_entity, text)
+
+
+def _entity(match: re.Match[str]) -> str:
+    return "&lt;" if match.group() == "<" else f"&#x{ord(match.group()):04x};"
 
 
 def unescape_passage(text: str) -> str:

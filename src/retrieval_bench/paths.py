@@ -8,6 +8,9 @@ PARAMS_CHECKED = "data/params_checked.txt"
 SOURCE_STAMP = "data/source_stamp.json"  # what load_chunks depends on for load.source (corpus.source_stamp)
 STORE_STAMP = "data/store_stamp.json"  # what retrieve depends on for the store it searches (corpus.source_stamp)
 STORED_VECTORS_STAMP = "data/stored_vectors_stamp.json"  # what embed_corpus depends on for stored vectors
+STYLE_EXAMPLES_STAMP = (
+    "data/style_examples_stamp.json"  # what generate_goldenset depends on for generate.style_examples
+)
 SOURCE_DIGEST_MEMO = ".dvc/tmp/retrieval-bench-source-digests.json"  # content digests by file times (not tracked)
 DVC_LOCK = "dvc.lock"  # what the last `dvc repro` recorded: the question cache version a teammate pushed
 

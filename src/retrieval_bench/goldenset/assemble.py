@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from retrieval_bench.corpus.load import chunk_documents
-from retrieval_bench.goldenset import echo
+from retrieval_bench.goldenset import echo, style_examples
 from retrieval_bench.goldenset.build import (
     Hygiene,
     deduplicate,
@@ -60,14 +60,25 @@ def dry_run_requested_by_env() -> bool:
     return os.environ.get(DRY_RUN_ENV, "").lower() in ("1", "true", "yes")
 
 
-def read_prompt(data: bytes, path: str | Path) -> tuple[str, str]:
-    """(template, sha256 of its bytes) of the question prompt read from `path`; the sha256 is part
-    of every cache key."""
-    prompt_sha256 = hashlib.sha256(data).hexdigest()
-    template = data.decode("utf-8")
+def read_prompt(data: bytes, path: str | Path, examples: list[str] | None = None) -> tuple[str, str]:
+    """(template, sha256 of its bytes) of the question prompt read from `path`, with the style
+    examples rendered in (goldenset.style_examples); the sha256 of the template as sent is part of
+    every cache key, so the examples are too (none: the file's own bytes, the keys as before)."""
+    template = style_examples.render(data.decode("utf-8"), examples or [], QUESTIONS.placeholder)
+    prompt_sha256 = hashlib.sha256(template.encode("utf-8")).hexdigest()
     if QUESTIONS.placeholder not in template:
         raise InputError(f"{path}: the prompt has no {QUESTIONS.placeholder} placeholder")
     return template, prompt_sha256
+
+
+def read_question_prompt(path: str, params: dict, log: Log) -> tuple[str, str, style_examples.StyleExamples]:
+    """(template, sha256, style examples): read_prompt of the file at `path` with the examples
+    generate.style_examples names rendered in."""
+    examples = style_examples.load(params)
+    if examples.file is not None:
+        log(f"{len(examples.questions)} style examples from {examples.file} in every question prompt")
+    template, prompt_sha256 = read_prompt(Path(path).read_bytes(), path, examples.questions)
+    return template, prompt_sha256, examples
 
 
 @dataclass
