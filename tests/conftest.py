@@ -11,6 +11,11 @@ from pathlib import Path
 
 import pytest
 
+# Ray reads RAY_AUTH_MODE once, when it is first imported: every test process uses token mode (the
+# module Ray instance of test_embed_ray needs it for stage processes to join it), set before any
+# test imports Ray, so the order in which files run on a worker cannot matter.
+os.environ.setdefault("RAY_AUTH_MODE", "token")
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 # A small slice of the bundled sample keeps pipeline tests fast: about 60 chunks, 25 questions.
