@@ -171,3 +171,10 @@ def test_a_folder_built_by_racing_processes_is_built_once_and_never_deleted(tmp_
         ".a-model.lock",
         "a-model",
     ]  # nothing half-built in place
+
+    killed = target.parent / ".a-model.x1y2z3.tmp"  # the staging folder of a build killed by SIGKILL
+    (killed / "half").mkdir(parents=True)
+    other = target.parent / ".b-model.k.tmp"  # another target's: not this build's to remove
+    other.mkdir()
+    assert build_once(target, build, valid, what="building") is True
+    assert not killed.exists() and other.exists()

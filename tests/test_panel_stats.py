@@ -7,13 +7,17 @@ import itertools
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import kendalltau
 from statsmodels.stats.multitest import multipletests
 
 from retrieval_bench.evaluation.agreement import certificate, differing_pairs, pair_verdicts, verdict_agreement
+from retrieval_bench.evaluation.certify import panel_certificate
 from retrieval_bench.evaluation.corrections import bh_adjust, holm_adjust
 from retrieval_bench.evaluation.ordering import kendall_tau, tau_ap
+from retrieval_bench.evaluation.panel_report import summary_line
+from retrieval_bench.evaluation.stats import randomization_p_value
 
 P_VALUE_SETS = [
     [0.01, 0.04, 0.03, 0.005, 0.5],
@@ -106,3 +110,44 @@ def test_certificate_separates_agreeing_from_disagreeing_sets():
     )
     assert good["kendall_tau"]["ci_low"] <= 1.0 <= good["kendall_tau"]["ci_high"]
     assert bad["kendall_tau"]["ci_high"] < good["kendall_tau"]["ci_low"]
+
+
+def test_tau_ap_with_ties_never_depends_on_the_order_within_a_tie():
+    """The definition has no ties: a pair tied in both orderings agrees, one tied in one only
+    counts 1/2, and an ordering that ties every system orders nothing (NaN, as Kendall's tau)."""
+    assert tau_ap([2, 1, 1], [2, 1, 1]) == pytest.approx(1.0)
+    assert tau_ap([2, 1, 1], [2, 1, 0]) == tau_ap([2, 1, 1], [2, 0, 1])  # the tie in `estimated` is unordered
+    assert tau_ap([3, 2, 2, 1], [4, 3, 2, 1]) == pytest.approx(tau_ap([3, 2, 2, 1], [4, 2, 3, 1]))
+    assert math.isnan(tau_ap([3, 2, 1], [1, 1, 1])) and math.isnan(tau_ap([1, 1, 1], [3, 2, 1]))
+    rng = np.random.default_rng(5)
+    for _ in range(50):  # without ties it is the definition: C(i) counted strictly, as in test_tau_ap_by_hand
+        estimated, actual = rng.permutation(6).astype(float), rng.permutation(6).astype(float)
+        ranked = actual[np.argsort(-estimated)]
+        expected = 2 / 5 * sum(np.count_nonzero(ranked[:i] > ranked[i]) / i for i in range(1, 6)) - 1
+        assert tau_ap(estimated, actual) == pytest.approx(expected)
+
+
+def test_a_nan_difference_has_no_p_value():
+    """A NaN would make every sign flip look less extreme than the observed mean: p would be tiny."""
+    assert math.isnan(randomization_p_value(np.array([np.nan, 0.1, -0.1, 0.0])))
+
+
+def test_a_reference_that_ties_every_system_is_undetermined_not_below_the_threshold():
+    sets = ["hand-written"] * 6 + ["generated"] * 6
+    tables = {
+        name: pd.DataFrame(
+            {
+                "qid": [f"q{i}" for i in range(12)],
+                "question_set": sets,
+                "reciprocal_rank": [1.0] * 6 + [score] * 6,  # every system perfect on the hand-written questions
+            }
+        )
+        for name, score in (("dense", 0.9), ("bm25", 0.5), ("hybrid", 0.2))
+    }
+    cert = panel_certificate(tables, threshold=0.8, resamples=20)
+    assert cert["undetermined"] == ["mrr"] and cert["below_threshold"] == []
+
+
+def test_a_one_system_leaderboard_names_no_other_system():
+    board = {"question_sets": {"all": {"metrics": {"mrr": {"best": "only", "systems": {"only": {"mean": 0.5}}}}}}}
+    assert summary_line(board) == "leaderboard: one system: only (mrr 0.500)"

@@ -165,3 +165,31 @@ def test_a_run_cut_at_depth_scores_every_k_up_to_depth_as_the_full_ranking(seed,
         assert cut[name] == pytest.approx(full[name], abs=1e-12) and cut[name] == pytest.approx(
             truth[name], abs=1e-12
         ), name
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_hybrid_candidates_keep_the_dense_tie_group_at_the_fusion_cut(seed):
+    """Review: hybrid cut its dense candidates at fusion_depth by chunk position, so when dense
+    scores tied across that cut, the fused run changed with the order of the corpus."""
+    from retrieval_bench.params import DEFAULTS
+    from retrieval_bench.retrieval import hybrid
+    from retrieval_bench.retrieval.run import Corpus, Questions
+
+    rng = np.random.default_rng(seed)
+    # 30 chunks, 4 distinct vectors of halves and quarters: dot products are exact in float32 whatever
+    # the summation order, so the dense scores of equal vectors tie exactly
+    base = rng.integers(0, 3, size=(4, 8)).astype(np.float32) / 2
+    vectors = base[rng.integers(0, 4, size=30)]
+    texts = [f"chunk {i} words {' '.join(rng.choice(['alpha', 'beta', 'gamma', 'delta'], size=3))}" for i in range(30)]
+    chunk_ids = [f"c{i:02d}" for i in range(30)]
+    question_vectors = rng.integers(0, 3, size=(3, 8)).astype(np.float32) / 4
+    questions = Questions(["q0", "q1", "q2"], ["alpha beta", "gamma", "delta alpha"], question_vectors)
+    settings = {**DEFAULTS["retrieval"], "method": "hybrid", "fusion_depth": 5}
+    order = rng.permutation(30)
+    shuffled = Corpus([chunk_ids[i] for i in order], [texts[i] for i in order], vectors[order])
+    runs_ = [
+        hybrid.retrieve(questions, corpus, settings, depth=5)
+        for corpus in (Corpus(chunk_ids, texts, vectors), shuffled)
+    ]
+    as_sets = [set(zip(r["qid"], r["chunk_id"], r["score"].round(12))) for r in runs_]
+    assert as_sets[0] == as_sets[1]

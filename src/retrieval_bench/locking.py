@@ -6,9 +6,9 @@ by an flock(2) on the cache file itself, so no lock file is left in data/ and a 
 waits for it, saying so, and then reads the cache afresh, so it asks only for what the first run
 did not get; with RETRIEVAL_BENCH_LOCK_WAIT=0 it exits at once with one line instead
 (RETRIEVAL_BENCH_LOCK_WAIT=N: wait at most N seconds). The same lock, with a label (`what`) for
-its messages, guards an embedding cache folder (`shared` by the runs that append to it, exclusive
-for prune) and the folders built once in the user cache (`build_once`: the extracted model, ONNX
-exports, a model shipped to a Ray node).
+its messages, guards an embedding cache folder (exclusive: one run reads and appends at a time,
+so two never embed the same texts) and the folders built once in the user cache (`build_once`:
+the extracted model, ONNX exports, a model shipped to a Ray node, the BM25 index).
 
 After the lock is taken the path is checked to still name the locked file: a file replaced
 meanwhile (`dvc checkout`, a `dvc commit` that moved it into the DVC cache) is opened and
@@ -18,6 +18,7 @@ locked again.
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import shutil
 import tempfile
@@ -138,6 +139,8 @@ def build_once(
     with _locked(target.parent / f".{target.name}.lock", log, what, shared=False, limited=False):
         if valid(target):  # built by the process we waited for
             return False
+        for leftover in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):  # of builds that were killed:
+            shutil.rmtree(leftover, ignore_errors=True)  # while we hold the lock nobody else builds `target`
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
         stale = staging.with_suffix(".stale")
         try:

@@ -44,11 +44,9 @@ def panel_certificate(aligned: dict[str, pd.DataFrame], threshold: float, resamp
         metrics[name] = certificate(
             matrix[:, masks[0]], matrix[:, masks[1]], systems, sets, resamples=resamples, seed=seed
         )
-    below = [
-        name
-        for name, m in metrics.items()
-        if math.isnan(m["kendall_tau"]["value"]) or m["kendall_tau"]["value"] < threshold
-    ]
+    # NaN: the reference set ties every system on that metric, so it orders nothing to agree with
+    undetermined = [name for name, m in metrics.items() if math.isnan(m["kendall_tau"]["value"])]
+    below = [name for name, m in metrics.items() if m["kendall_tau"]["value"] < threshold]
     return {
         "available": True,
         "reference": sets[0],
@@ -57,6 +55,7 @@ def panel_certificate(aligned: dict[str, pd.DataFrame], threshold: float, resamp
         "n_questions": {name: int(mask.sum()) for name, mask in zip(sets, masks)},
         "threshold": threshold,
         "below_threshold": below,
+        "undetermined": undetermined,
         "metrics": metrics,
     }
 

@@ -50,6 +50,8 @@ def summary_line(board: dict) -> str:
     if not entry or "mrr" not in entry["metrics"]:
         return "leaderboard: no panel"
     ranked = entry["metrics"]["mrr"]
+    if len(ranked["systems"]) == 1:
+        return f"leaderboard: one system: {ranked['best']} (mrr {ranked['systems'][ranked['best']]['mean']:.3f})"
     tied = [name for name, row in ranked["systems"].items() if name != ranked["best"] and not row["differs_from_best"]]
     also = (
         f"; not significantly different: {', '.join(tied)}" if tied else "; every other system is significantly worse"

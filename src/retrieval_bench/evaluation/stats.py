@@ -66,7 +66,7 @@ def randomization_p_value(diffs: np.ndarray, permutations: int = 10_000, seed: i
     """
     diffs = np.asarray(diffs, dtype=np.float64)
     n = len(diffs)
-    if n == 0:
+    if n == 0 or np.isnan(diffs).any():  # a NaN difference would make every flip count as less extreme
         return math.nan
     if not np.any(np.abs(diffs) > EPS):
         return 1.0

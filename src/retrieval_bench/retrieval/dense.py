@@ -17,11 +17,19 @@ def top(questions: Questions, corpus: Corpus, depth: int, progress=None) -> tupl
     )
 
 
-def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
-    """The run: each question's `depth` best chunks and the whole tie group at the cut."""
+def top_with_ties(
+    questions: Questions, corpus: Corpus, depth: int, progress=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each question's `depth` best chunks and the whole tie group at the cut: (indices, scores,
+    kept), as whole_ties gives them, so which tied chunks make the cut never depends on their order."""
     q, c = questions.vectors, corpus.vectors
     indices, scores = top(questions, corpus, min(depth + 1, len(corpus.chunk_ids)), progress)
-    indices, scores, kept = whole_ties(
+    return whole_ties(
         indices, scores, np.ones(indices.shape, dtype=bool), depth, lambda row: (q[row : row + 1] @ c.T)[0]
     )
+
+
+def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
+    """The run: each question's `depth` best chunks and the whole tie group at the cut."""
+    indices, scores, kept = top_with_ties(questions, corpus, depth, progress)
     return from_top(questions.qids, corpus.chunk_ids, indices, scores, keep=kept)

@@ -89,9 +89,9 @@ def fuse(tops: list[Top], weights: list[float], fusion: str, rrf_k: float, n_chu
 def retrieve(questions, corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
     n_chunks = len(corpus.chunk_ids)
     candidates = max(depth, min(settings["fusion_depth"], n_chunks))
-    dense_indices, dense_scores = dense.top(questions, corpus, candidates)
+    # both candidate lists keep the whole tie group at their cut, so the fused run never depends on chunk order
     tops = [
-        Top(dense_indices, dense_scores, np.ones(dense_indices.shape, dtype=bool)),
+        Top(*dense.top_with_ties(questions, corpus, candidates)),
         Top(*bm25.top(questions, corpus, settings, candidates)),
     ]
     weights = [settings["weights"]["dense"], settings["weights"]["bm25"]]
