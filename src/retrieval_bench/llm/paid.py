@@ -4,7 +4,9 @@ Under the cache's lock (retrieval_bench.locking; none for a dry run): journalled
 earlier run are reconciled and collected first, then round by round the caller says what is
 still missing given the cache, batches in flight are left out, the estimate is logged, a dry run
 stops there, the cost guard checks the round against <section>.max_cost_usd (counting what this
-run spent), and the jobs run (runner.run: sync or batch, with its progress bar). A round that
+run spent), and the jobs run (runner.run: sync or batch, with its progress bar) with what is left
+of the limit, so that the sync run's own guard stops at the limit less the earlier rounds' and
+the collected batches' spend, never at the whole limit again. A round that
 fails requests or gets no reply ends the rounds; failed requests end the work in one line
 (StopGeneration), every reply received being kept.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from retrieval_bench.llm.cache import journal_path_for, pending_batch_events, pending_intent_events, read_cache
 from retrieval_bench.llm.cost import check_cost, estimate
@@ -125,7 +127,14 @@ def _round(
         paid.planned = True
         return False
     check_cost(est, settings, paid.spent, wording)
-    outcome = run(work.task, jobs, work.meta, settings, work.cache_path)
+    try:
+        outcome = run(work.task, jobs, work.meta, _remaining(settings, paid.spent), work.cache_path)
+    except StopGeneration as stop:
+        if not paid.spent:
+            raise
+        raise StopGeneration(
+            f"{stop}; {usd(paid.spent)} was spent before this round (earlier rounds, collected batches)"
+        ) from None
     paid.spent += outcome.cost
     paid.asked += outcome.succeeded + len(outcome.failed)
     failed.extend(outcome.failed)
@@ -134,3 +143,11 @@ def _round(
         f"{outcome.input_tokens:,} input + {outcome.output_tokens:,} output tokens, {usd(outcome.cost)}"
     )
     return not (outcome.failed or outcome.succeeded == 0)
+
+
+def _remaining(settings: Settings, spent: float) -> Settings:
+    """The settings a round runs with: max_cost_usd less what this run spent before it (earlier
+    rounds, collected batches), the budget the sync run's in-run guard stops at."""
+    if settings.max_cost_usd is None:
+        return settings
+    return replace(settings, max_cost_usd=max(0.0, settings.max_cost_usd - spent))

@@ -2,9 +2,10 @@
 appended to the cache as it arrives.
 
 It stops cleanly (Outcome.stop) at a spend limit, a refused request, an unreachable endpoint,
-generate.max_cost_usd (counting the requests in flight at their worst case), a disk too full to
-keep the replies in flight (before paying for more), or a run of failures; a failed request is
-never cached and is asked again by the next run.
+settings.max_cost_usd (what llm.paid left of <section>.max_cost_usd for this round; counting the
+requests in flight at their worst case), a disk too full to keep the replies in flight (before
+paying for more), or a run of failures; a failed request is never cached and is asked again by
+the next run.
 """
 
 from __future__ import annotations
@@ -99,7 +100,10 @@ class _SyncRun:
             return False
         limit = self.settings.max_cost_usd
         if limit is not None and self.outcome.cost + (self.in_flight + 1) * self.worst_case > limit:
-            self.stop(f"stopped at generate.max_cost_usd {usd(limit)} (spent {usd(self.outcome.cost, against=limit)})")
+            self.stop(
+                f"stopped before passing {self.task.wording.section}.max_cost_usd: this run spent "
+                f"{usd(self.outcome.cost, against=limit)} of the {usd(limit)} it had left"
+            )
             return False
         return True
 

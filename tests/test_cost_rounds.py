@@ -1,0 +1,98 @@
+"""The cost limit holds across rounds: llm.paid.pay_for runs each round with what is left of
+<section>.max_cost_usd, so the sync run's in-run guard counts what earlier rounds spent.
+
+The real anthropic SDK talks to the stub server on 127.0.0.1 (tests/stub_llm.py)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from stub_llm import StubLLM
+
+from retrieval_bench.io import InputError
+from retrieval_bench.llm.cache import read_cache
+from retrieval_bench.llm.cost import estimate
+from retrieval_bench.llm.errors import StopGeneration
+from retrieval_bench.llm.paid import PaidWork, pay_for
+from retrieval_bench.llm.settings import Meta, Settings
+from retrieval_bench.llm.tasks import QUESTIONS, Job
+
+TEMPLATE = "Write one question.\n<passage>\n{passage}\n</passage>\n"
+MAX_TOKENS = 1000
+LIMIT = 0.10
+
+
+@pytest.fixture
+def stub(monkeypatch):
+    with StubLLM() as server:
+        for name in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        yield server
+
+
+def jobs(meta: Meta, first: int, n: int, attempt: int) -> list[Job]:
+    texts = [
+        f"Passage {i}: the write-ahead log keeps page {i} until a checkpoint copies it back."
+        for i in range(first, first + n)
+    ]
+    return [QUESTIONS.job(meta, TEMPLATE, t, hashlib.sha256(t.encode()).hexdigest(), attempt) for t in texts]
+
+
+def test_a_later_round_spends_only_what_earlier_rounds_left_of_max_cost_usd(stub, tmp_path):
+    # Every reply is cut at max_tokens (rejected as truncated) and uses all 1000 output tokens:
+    # ~$0.0051 each at claude-haiku-4-5's $1/$5 per million, against an estimate of 100 tokens.
+    stub.reply = lambda passage: "x" * (4 * MAX_TOKENS)
+    stub.stop_reason = lambda passage: "max_tokens"
+    settings = Settings.from_params(
+        dict(provider="anthropic", model="claude-haiku-4-5", max_tokens=MAX_TOKENS, concurrency=1, max_cost_usd=LIMIT)
+    )
+    meta = Meta("anthropic", "anthropic", "claude-haiku-4-5", "p" * 64, MAX_TOKENS)
+    # Round 1 pays ~$0.051 for 10 rejected replies; round 2's 20 replacements are estimated at
+    # ~$0.012, so the guard lets it start, and only the in-run guard can keep it within the limit.
+    rounds = [jobs(meta, 0, 10, 0), jobs(meta, 0, 10, 1) + jobs(meta, 10, 10, 1)]
+    assert estimate([j.prompt for j in rounds[1]], settings).usd < LIMIT / 2
+    lines: list[str] = []
+    work = PaidWork(QUESTIONS, meta, settings, str(tmp_path / "cache.jsonl"), max_attempts=2)
+
+    with pytest.raises(StopGeneration, match="max_cost_usd") as stopped:
+        pay_for(work, lambda cache, round_number: (rounds[round_number], 0), 2, False, lines.append)
+
+    records = read_cache(tmp_path / "cache.jsonl").values()
+    spent = sum(settings.cost(r["usage"]["input_tokens"], r["usage"]["output_tokens"], batch=False) for r in records)
+    assert len(stub.generation_requests()) == len(records) > 10  # round 2 ran, and every paid reply is kept
+    assert all(r["rejected"] == "truncated" for r in records)
+    assert spent <= LIMIT, f"spent ${spent:.4f} against max_cost_usd ${LIMIT}"
+    assert "\n" not in str(stopped.value) and "spent before this round" in str(stopped.value)
+
+
+def test_a_later_batch_round_is_refused_when_its_upper_bound_passes_what_is_left(stub, tmp_path):
+    # A batch cannot be stopped once submitted: its round is checked on its upper bound against
+    # what the earlier rounds left. Round 1 pays ~$0.025 (half price) for 10 rejected replies;
+    # round 2's bound, ~$0.05, fits the $0.07 limit alone but not what is left of it.
+    stub.reply = lambda passage: "x" * (4 * MAX_TOKENS)
+    stub.stop_reason = lambda passage: "max_tokens"
+    limit = 0.07
+    settings = Settings.from_params(
+        dict(
+            provider="anthropic-batch",
+            model="claude-haiku-4-5",
+            max_tokens=MAX_TOKENS,
+            batch_poll_seconds=0.05,
+            max_cost_usd=limit,
+        )
+    )
+    meta = Meta("anthropic-batch", "anthropic", "claude-haiku-4-5", "p" * 64, MAX_TOKENS)
+    rounds = [jobs(meta, 0, 10, 0), jobs(meta, 0, 10, 1) + jobs(meta, 10, 10, 1)]
+    assert estimate([j.prompt for j in rounds[1]], settings).usd_max < limit
+    work = PaidWork(QUESTIONS, meta, settings, str(tmp_path / "cache.jsonl"), max_attempts=2)
+
+    with pytest.raises(InputError, match="cost upper bound .* is above generate.max_cost_usd") as refused:
+        pay_for(work, lambda cache, round_number: (rounds[round_number], 0), 2, False, lambda line: None)
+
+    records = read_cache(tmp_path / "cache.jsonl").values()
+    spent = sum(settings.cost(r["usage"]["input_tokens"], r["usage"]["output_tokens"], batch=True) for r in records)
+    assert stub.batch_creates() == 1 and len(records) == 10 and spent <= limit
+    assert "\n" not in str(refused.value)
