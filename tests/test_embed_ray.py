@@ -24,10 +24,12 @@ import pandas as pd
 import psutil
 import pytest
 from conftest import copy_project, dvc, read_metrics, set_params, tool_env
+from test_store_guards import own_address
 
 from retrieval_bench.embedding import embed_ray
 from retrieval_bench.embedding.embed import cache_keys, embed_texts, settings_fingerprint
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, read_shards
+from retrieval_bench.endpoints import RAY_ADDRESS_ENV
 from retrieval_bench.io import InputError, read_jsonl
 from retrieval_bench.model_source import model_fingerprint, resolve_model
 from retrieval_bench.params import DEFAULTS
@@ -65,7 +67,9 @@ def ray_cluster(tmp_path_factory):
         ray = embed_ray.import_ray()
         embed_ray.start_local(ray, settings("ray")["ray"])
         try:
-            yield ray.get_runtime_context().gcs_address
+            address = ray.get_runtime_context().gcs_address  # this machine's own IP, not loopback: vouched for
+            patch.setenv(RAY_ADDRESS_ENV, address)
+            yield address
         finally:
             ray.shutdown()
 
@@ -191,6 +195,44 @@ def test_an_address_that_cannot_work_fails_at_once_in_one_line(monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")  # Ray Data fails over Ray Client: refused before connecting
     with pytest.raises(InputError, match=r"^embed.ray.address 'auto': ray://head:10001 \(RAY_ADDRESS\) is Ray Client"):
         embed_ray.check_address("auto", 5)
+
+
+@pytest.mark.parametrize("vouched", ["environment", "config file", "auto"])
+def test_a_cluster_params_yaml_chose_must_be_vouched_for_outside_git(vouched, tmp_path, monkeypatch):
+    """A cluster would receive the corpus, the model and the Ray token: one off this machine's loopback
+    is refused in one line before anything connects to it, and accepted once the user named it
+    (a listener that never answers: accepted, the check connects and waits out embed.ray.timeout_s)."""
+    host = own_address()
+    if host is None:
+        pytest.skip("this machine has no non-loopback IPv4 address")
+    config = tmp_path / "config" / "retrieval-bench" / "endpoints"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    for name in (RAY_ADDRESS_ENV, "RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    with socket.create_server((host, 0)) as listener:
+        address = f"{host}:{listener.getsockname()[1]}"
+        with pytest.raises(InputError) as refused:
+            embed_ray.check_address(address, 5)
+        assert str(refused.value) == (
+            f"embed.ray.address '{address}': the Ray cluster there would receive your corpus, the model and any Ray "
+            "token, and anyone who can change params.yaml could otherwise point it at their own; to allow it, export "
+            f"{RAY_ADDRESS_ENV}={address} (or add tcp://{address} to {config}), or set RAY_ADDRESS and use address auto"
+        )
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):  # nothing connected
+            listener.accept()
+        if vouched == "environment":
+            monkeypatch.setenv(RAY_ADDRESS_ENV, address)
+        elif vouched == "config file":
+            config.parent.mkdir(parents=True)
+            config.write_text(f"# my cluster\ntcp://{address}\n")
+        else:
+            monkeypatch.setenv("RAY_ADDRESS", address)
+        named = "auto" if vouched == "auto" else address
+        via = " (RAY_ADDRESS)" if vouched == "auto" else ""
+        answered = f"embed.ray.address '{named}': {address}{via} did not answer within 0.2s"
+        with pytest.raises(InputError, match="^" + re.escape(answered)):
+            embed_ray.check_address(named, 0.2)
 
 
 def test_an_address_that_accepts_and_never_answers_ends_after_embed_ray_timeout_s(tmp_path):

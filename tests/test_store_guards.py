@@ -166,6 +166,57 @@ def test_the_key_still_goes_where_the_user_vouched_for_it(
     assert SECRET in collector.received(header)
 
 
+# Chroma's own client auth, read by its Settings from the environment or a .env file: a bearer token.
+CHROMA_AUTH = {
+    "CHROMA_CLIENT_AUTH_PROVIDER": "chromadb.auth.token_authn.TokenAuthClientProvider",
+    "CHROMA_CLIENT_AUTH_CREDENTIALS": SECRET,
+}
+
+
+@pytest.fixture
+def no_chroma_env(monkeypatch) -> None:
+    for name in ("CHROMA_API_KEY", *CHROMA_AUTH):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_chromas_own_auth_credentials_go_only_where_a_store_key_may(
+    collector, elsewhere, clean_env, no_chroma_env, monkeypatch
+):
+    for name, value in CHROMA_AUTH.items():
+        monkeypatch.setenv(name, value)
+    address = parse_address(f"chroma:{elsewhere}?collection=docs")
+    with pytest.raises(
+        InputError,
+        match="CHROMA_CLIENT_AUTH_CREDENTIALS is set, and a key from your environment is only sent to a loopback host",
+    ):
+        registry.open_store(address)
+    assert SECRET not in json.dumps(collector.headers)
+    monkeypatch.setenv(STORE_URL_ENV, elsewhere)
+    with pytest.raises(InputError) as refused:  # a collector is no store: it answers 404
+        registry.open_store(address)
+    assert SECRET not in str(refused.value) and f"Bearer {SECRET}" in collector.received("authorization")
+
+
+def test_a_dot_env_file_in_the_working_directory_reaches_no_chroma_client(
+    collector, elsewhere, clean_env, no_chroma_env, tmp_path, monkeypatch
+):
+    """A .env in the project (a pull request can add one) neither sends credentials to the server
+    params.yaml names nor turns a store written to a folder into one sent to a server."""
+    host, port = elsewhere.removeprefix("http://").split(":")
+    server = {"CHROMA_API_IMPL": "chromadb.api.fastapi.FastAPI", "CHROMA_SERVER_HOST": host}
+    lines = {**CHROMA_AUTH, **server, "CHROMA_SERVER_HTTP_PORT": port}
+    (tmp_path / ".env").write_text("".join(f"{name}={value}\n" for name, value in lines.items()))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError):  # a collector is no store: it answers 404
+        registry.open_store(parse_address(f"chroma:{elsewhere}?collection=docs"))
+    assert collector.headers and SECRET not in json.dumps(collector.headers)
+    collector.headers.clear()
+    ids, texts, metadata, vectors, _ = random_chunks(3)
+    folder = tmp_path / "store"
+    registry.create_collection(parse_address(f"chroma:{folder}?collection=docs"), ids, texts, metadata, vectors, None)
+    assert collector.headers == [] and (folder / "chroma.sqlite3").is_file()
+
+
 @pytest.fixture
 def silent_server() -> Iterator[str]:
     """A port that accepts connections (the kernel's backlog) and never answers a request."""

@@ -1,12 +1,13 @@
-"""Which hosts may receive a key from the user's environment: the one rule for LLM providers and
-vector stores alike.
+"""Which hosts may receive a key from the user's environment: the one rule for LLM providers,
+vector stores and Ray clusters alike.
 
-A key (OPENAI_API_KEY, QDRANT_API_KEY, ...) comes from the environment of whoever runs the pipeline;
-the URL it would be sent to may come from params.yaml, which anyone who can open a pull request can
-change. So a key is sent only to a host that cannot leave the machine (localhost, 127.0.0.0/8, ::1)
-or to an endpoint the same user named outside git: an environment variable, or a line of the
-user's config file ($XDG_CONFIG_HOME/retrieval-bench/endpoints, default
-~/.config/retrieval-bench/endpoints: one URL per line, # comments), compared by scheme, host and port.
+A key (OPENAI_API_KEY, QDRANT_API_KEY, a Ray token, ...) comes from the environment of whoever runs
+the pipeline; the URL it would be sent to may come from params.yaml, which anyone who can open a
+pull request can change. So a key is sent only to a host that cannot leave the machine (`localhost`
+itself, 127.0.0.0/8, ::1; not `*.localhost`, which a resolver may send to DNS) or to an endpoint
+the same user named outside git: an environment variable, or a line of the user's config file
+($XDG_CONFIG_HOME/retrieval-bench/endpoints, default ~/.config/retrieval-bench/endpoints: one URL
+per line, # comments), compared by scheme, host and port (a Ray cluster as tcp://host:port).
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from retrieval_bench.io import InputError
+
+RAY_ADDRESS_ENV = "RETRIEVAL_BENCH_RAY_ADDRESS"  # the Ray cluster (host:port) the user vouches for outside git
 
 
 def origin(url: str) -> tuple[str, str, int | None]:
@@ -29,8 +34,9 @@ def origin(url: str) -> tuple[str, str, int | None]:
 
 
 def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine whatever resolves names: `localhost` or a loopback IP literal."""
     host = host.lower().rstrip(".").strip("[]")
-    if host == "localhost" or host.endswith(".localhost"):
+    if host == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -58,3 +64,27 @@ def is_vouched(url: str, user_urls: Iterable[str]) -> bool:
     if is_loopback(host):
         return True
     return any(origin(allowed) == (scheme, host, port) for allowed in user_urls if allowed)
+
+
+def _host_port(address: str) -> tuple[str, str]:
+    """(host, port) of a host:port address as Ray splits it (an IPv6 host in brackets)."""
+    host, _, port = address.rpartition(":")
+    return host.lower().rstrip(".").removeprefix("[").removesuffix("]"), port
+
+
+def check_ray_address(address: str, env: Mapping[str, str]) -> None:
+    """A Ray cluster named by embed.ray.address (host:port) receives the corpus, the model and any Ray
+    token, and the driver unpickles what it returns: it must be on a loopback host or be the one the
+    user named outside git (RETRIEVAL_BENCH_RAY_ADDRESS, RAY_ADDRESS, or tcp://host:port in the
+    endpoints file), else one InputError. `auto` reads RAY_ADDRESS, the user's own choice."""
+    host, port = _host_port(address)
+    if address in ("auto", "local") or is_loopback(host):  # local: a new instance on this machine
+        return
+    named = [env.get(RAY_ADDRESS_ENV, ""), env.get("RAY_ADDRESS", ""), *user_endpoints(env)]
+    if (host, port) in [_host_port(url.strip().removeprefix("tcp://").rstrip("/")) for url in named if url]:
+        return
+    raise InputError(
+        f"embed.ray.address {address!r}: the Ray cluster there would receive your corpus, the model and any Ray "
+        "token, and anyone who can change params.yaml could otherwise point it at their own; to allow it, export "
+        f"{RAY_ADDRESS_ENV}={address} (or add tcp://{address} to {config_path(env)}), or set RAY_ADDRESS and use address auto"
+    )

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from retrieval_bench.embedding.backends import encoder_label, load_encoder
+from retrieval_bench.endpoints import check_ray_address
 from retrieval_bench.io import InputError, cache_root
 from retrieval_bench.locking import build_once
 from retrieval_bench.model_source import folder_fingerprint, model_files, model_fingerprint
@@ -299,8 +300,8 @@ GRPC_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x0
 
 def check_address(address: str, timeout: float) -> None:
     """A one-line InputError at once for an address this engine cannot use: Ray Client (ray://),
-    which Ray Data does not run over (Ray 2.60 fails inside its executor), one where nothing
-    answers, or one that accepts a connection and says nothing within `timeout` seconds
+    which Ray Data does not run over (Ray 2.60 fails inside its executor), one not vouched for
+    (endpoints.check_ray_address), one where nothing answers, or one silent for `timeout` seconds
     (embed.ray.timeout_s; Ray itself would wait for minutes). `auto` is checked as RAY_ADDRESS when set."""
     target = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address
     via = " (RAY_ADDRESS)" if target != address else ""
@@ -310,6 +311,7 @@ def check_address(address: str, timeout: float) -> None:
             "run the stage on a node of the cluster with address auto, or give the cluster's GCS address "
             "(head:6379) from a machine on its network"
         )
+    check_ray_address(address, os.environ)  # before anything is sent there
     found = re.fullmatch(r"\[?([^\]]+?)\]?:(\d+)", target)
     if not found:
         return
@@ -332,9 +334,7 @@ def check_address(address: str, timeout: float) -> None:
             connection.recv(9)
         except TimeoutError:
             raise InputError(silent) from None
-        except (
-            OSError
-        ):  # reset or closed: something answered (a TLS cluster may refuse the plain hello); Ray says the rest
+        except OSError:  # reset or closed: something answered (a TLS cluster may refuse the hello); Ray says the rest
             pass
 
 

@@ -1,7 +1,8 @@
 """The small interface every store adapter implements, and what they share (API keys, errors, ids).
 
 Addresses are parsed by retrieval_bench.store_address. Credentials never appear in an address: API
-keys come from the environment only (CHROMA_API_KEY, QDRANT_API_KEY), and are sent only where
+keys come from the environment only (CHROMA_API_KEY, QDRANT_API_KEY, and Chroma's own
+CHROMA_CLIENT_AUTH_CREDENTIALS), and are sent only where
 retrieval_bench.endpoints allows: a loopback host, the server in RETRIEVAL_BENCH_STORE_URL, or one
 listed in the user's endpoints file.
 """
@@ -28,17 +29,21 @@ def id_text(value: object, address: StoreAddress) -> str:
 
 # engine -> the environment variable holding its API key (the only place a key comes from).
 API_KEY_ENV = {"chroma": "CHROMA_API_KEY", "qdrant": "QDRANT_API_KEY"}
+# The secret Chroma's client would read for its auth provider: the same kind of key as CHROMA_API_KEY.
+CHROMA_CREDENTIALS_ENV = "CHROMA_CLIENT_AUTH_CREDENTIALS"
+SECRET_ENV = (*API_KEY_ENV.values(), CHROMA_CREDENTIALS_ENV)  # every variable whose value is never shown
 # Engines whose search of an unchanged collection differs between processes (Chroma's HNSW graph is
 # rebuilt in memory from its log, in an order that varies): a run is one draw of it.
 NONDETERMINISTIC_SEARCH = {"chroma": "Chroma's HNSW search of an unchanged collection differs between processes"}
 STORE_URL_ENV = "RETRIEVAL_BENCH_STORE_URL"  # the store server the user vouches for outside git
 
 
-def api_key(address: StoreAddress) -> str | None:
-    """The engine's API key from the environment, for a server it may be sent to (None: no key set).
-    An address comes from params.yaml, which a pull request can change: a key goes only to a host
-    the user named outside git (retrieval_bench.endpoints), else this is one InputError."""
-    name = API_KEY_ENV.get(address.engine)
+def api_key(address: StoreAddress, name: str | None = None) -> str | None:
+    """The key in environment variable `name` (default: the engine's API key), for a server it may
+    be sent to (None: no key set). An address comes from params.yaml, which a pull request can
+    change: a key goes only to a host the user named outside git (retrieval_bench.endpoints), else
+    this is one InputError."""
+    name = name or API_KEY_ENV.get(address.engine)
     key = os.environ.get(name) if name else None
     if not key or not address.is_server:
         return key or None
@@ -57,7 +62,7 @@ def reason(error: BaseException) -> str:
     any API key from the environment blanked out (a client may echo its headers)."""
     lines = str(error).strip().splitlines()
     text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
-    for name in API_KEY_ENV.values():
+    for name in SECRET_ENV:
         secret = os.environ.get(name)
         if secret:
             text = text.replace(secret, "***")

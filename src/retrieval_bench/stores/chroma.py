@@ -1,8 +1,10 @@
 """Chroma as a store: a persistent folder (`chroma:path/to/folder?collection=chunks`, read with
 PersistentClient) or a server (`chroma:http://host:8000?collection=chunks`; an API key comes from
-CHROMA_API_KEY only, is sent as the `x-chroma-token` header and only where base.api_key allows). Every
-request to a server waits at most the address's timeout (base.DEFAULT_TIMEOUT, or ?timeout=):
-Chroma's own HTTP client waits forever.
+CHROMA_API_KEY, sent as the `x-chroma-token` header, and credentials for Chroma's auth provider from
+CHROMA_CLIENT_AUTH_CREDENTIALS (with CHROMA_CLIENT_AUTH_PROVIDER), each sent only where base.api_key
+allows). Chroma's Settings would also read a `.env` file in the working directory, which may be in
+git: it never does here. Every request to a server waits at most the address's timeout
+(base.DEFAULT_TIMEOUT, or ?timeout=): Chroma's own HTTP client waits forever.
 
 A chunk's id is Chroma's id and its text Chroma's document, unless the address names metadata
 fields for them (`?id=...`, `?text=...`); everything in a record's metadata is passed on (the
@@ -36,7 +38,15 @@ from overrides import override  # noqa: E402  (chromadb's components must mark w
 
 from retrieval_bench.io import InputError  # noqa: E402
 from retrieval_bench.store_address import DEFAULT_TIMEOUT, StoreAddress  # noqa: E402
-from retrieval_bench.stores.base import StorePage, api_key, id_text, no_collection, reason, similarity
+from retrieval_bench.stores.base import (
+    CHROMA_CREDENTIALS_ENV,
+    StorePage,
+    api_key,
+    id_text,
+    no_collection,
+    reason,
+    similarity,
+)
 
 TOKEN_HEADER = "x-chroma-token"
 PERSISTENT_MARKER = "chroma.sqlite3"  # what a PersistentClient folder holds; its absence means no store
@@ -77,7 +87,9 @@ def _reported(address: StoreAddress) -> Iterator[None]:
 def _client(address: StoreAddress, create: bool):
     """A client for the address; a folder that holds no Chroma store (reading) or a server that does
     not answer is one InputError naming the address."""
-    settings = Settings(anonymized_telemetry=False)
+    # No .env: it sits in the working directory, where a pull request can put one (naming a server
+    # for a store this process writes, or credentials for Chroma's auth provider).
+    settings = Settings(_env_file=None, anonymized_telemetry=False)
     if not address.is_server:
         folder = Path(address.location)
         if not create and not (folder / PERSISTENT_MARKER).is_file():
@@ -86,17 +98,21 @@ def _client(address: StoreAddress, create: bool):
             )
         # Resolved: Chroma keeps one client per path as written, so a relative one would outlive a chdir.
         return chromadb.PersistentClient(path=str(folder.resolve()), settings=settings)
-    url, key = urlparse(address.location), api_key(address)
+    url, key, credentials = urlparse(address.location), api_key(address), api_key(address, CHROMA_CREDENTIALS_ENV)
     try:
         with _reported(address):
             return TimedClient(
                 settings=TimedSettings(
+                    _env_file=None,
                     anonymized_telemetry=False,
                     chroma_api_impl="chromadb.api.fastapi.FastAPI",
                     chroma_server_host=url.hostname or "",
                     chroma_server_http_port=url.port or (443 if url.scheme == "https" else 8000),
                     chroma_server_ssl_enabled=url.scheme == "https",
                     chroma_server_headers={TOKEN_HEADER: key} if key else None,
+                    # Explicit, so that Chroma reads neither from its environment unchecked.
+                    chroma_client_auth_provider=os.environ.get("CHROMA_CLIENT_AUTH_PROVIDER") if credentials else None,
+                    chroma_client_auth_credentials=credentials,
                     request_timeout_seconds=address.timeout,
                 )
             )
