@@ -1,6 +1,6 @@
-"""Exact dense top-k at scale, side by side: the project's blocked search (retrieval.run.top_k_blocked;
-`blocked-gold` also counts the exact rank of each question's planted gold chunk in the same pass), the
-bare matrix products of the same blocks (`gemm`: the floor), FAISS IndexFlatIP, the seed's
+"""Exact dense top-k at scale, side by side: the project's dense search (retrieval.flat.top_k: FAISS's
+flat kernels, always on BLAS, equal scores by chunk index, whole rows where FAISS's cut splits a tie),
+numpy's bare matrix products (`gemm`: the floor), FAISS IndexFlatIP called directly, the seed's
 per-question argsort loop (timed on a subset, extrapolated linearly), and FAISS HNSW (build, search,
 recall@10 against exact). Every engine runs on --threads threads (BLAS, OpenMP, FAISS), in
 interleaved rounds (each method once per round); the table gives each one's median.
@@ -11,7 +11,7 @@ so gold ranks spread from 1 to thousands. Each method
 runs in its own process (same seed, same data) so its peak RSS is its own; the time excludes
 making the data.
 
-    .venv/bin/python bench/dense_search.py --chunks 1000000 --questions 2000 --methods blocked,gemm,faiss-flat --threads 1 --rounds 3
+    .venv/bin/python bench/dense_search.py --chunks 1000000 --questions 2000 --methods dense,gemm,faiss-flat --threads 1 --rounds 3
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from common import (
     thread_env,
 )
 
-METHODS = ["blocked", "blocked-gold", "gemm", "faiss-flat", "argsort-loop", "hnsw"]
+METHODS = ["dense", "gemm", "faiss-flat", "argsort-loop", "hnsw"]
 
 
 def make_data(n_chunks: int, n_questions: int, dim: int, seed: int = 0, latent: int = 48):
@@ -63,56 +63,31 @@ def make_data(n_chunks: int, n_questions: int, dim: int, seed: int = 0, latent: 
     return chunks, questions, gold
 
 
-def blocked(chunks, questions, gold, args):
-    from retrieval_bench.retrieval.run import top_k_blocked
+def dense(chunks, questions, gold, args):
+    from retrieval_bench.retrieval.flat import top_k
 
     start = time.perf_counter()
-    indices, _ = top_k_blocked(
-        lambda rows, cols: questions[rows] @ chunks[cols].T, len(questions), len(chunks), args.depth
-    )
+    indices, _ = top_k(questions, chunks, args.depth)
     seconds = time.perf_counter() - start
     np.save(Path(args.workdir) / "exact.npy", indices)
-    return seconds, len(questions), "retrieval.run.top_k_blocked: the run only"
+    return seconds, len(questions), "retrieval.flat.top_k (the dense method's search): the run only"
+
+
+GEMM_BLOCK = (4096, 1024)  # questions x chunks per product: FAISS's own blocks
 
 
 def gemm(chunks, questions, gold, args):
-    """The matrix products top_k_blocked computes, and nothing else: what exact search cannot beat."""
-    from retrieval_bench.retrieval.run import CHUNK_BLOCK, QUESTION_BLOCK
-
+    """numpy's matrix products of every question with every chunk (written, never read): a floor
+    for any exact search that scores every chunk."""
+    rows, cols = GEMM_BLOCK
+    out = np.empty((rows, cols), dtype=np.float32)
     start = time.perf_counter()
-    for q0 in range(0, len(questions), QUESTION_BLOCK):
-        for c0 in range(0, len(chunks), CHUNK_BLOCK):
-            questions[q0 : q0 + QUESTION_BLOCK] @ chunks[c0 : c0 + CHUNK_BLOCK].T
-    return time.perf_counter() - start, len(questions), f"{QUESTION_BLOCK} x {CHUNK_BLOCK} blocks, products only"
-
-
-def blocked_gold(chunks, questions, gold, args):
-    from retrieval_bench.retrieval.run import top_k_blocked
-
-    gold_scores = np.einsum("ij,ij->i", questions, chunks[gold])
-    above = np.zeros(len(questions), dtype=np.int64)
-
-    def score_block(rows, cols):
-        block = questions[rows] @ chunks[cols].T
-        # The gold rank in the same pass: chunks scoring above the question's gold chunk.
-        above[rows] += np.count_nonzero(block > gold_scores[rows, None], axis=1)
-        inside = (gold[rows] >= cols.start) & (gold[rows] < cols.stop)
-        local = np.flatnonzero(inside)
-        above[rows.start + local] -= block[local, gold[rows][local] - cols.start] > gold_scores[rows][local]
-        return block
-
-    start = time.perf_counter()
-    indices, _ = top_k_blocked(score_block, len(questions), len(chunks), args.depth)
-    seconds = time.perf_counter() - start
-    same = float((indices == np.load(Path(args.workdir) / "exact.npy")).mean())
-    rank_in_run = np.argmax(indices == gold[:, None], axis=1) + 1
-    in_run = (indices == gold[:, None]).any(axis=1)
-    agree = int(((above + 1)[in_run] == rank_in_run[in_run]).sum())
-    note = (
-        f"gold rank: median {int(np.median(above + 1))}, in top {args.depth} for {in_run.sum()}/{len(gold)}; "
-        f"equals its rank in the run for {agree}/{in_run.sum()}; run same as blocked: {same:.5f}"
-    )
-    return seconds, len(questions), note
+    for q0 in range(0, len(questions), rows):
+        block = questions[q0 : q0 + rows]
+        for c0 in range(0, len(chunks), cols):
+            part = chunks[c0 : c0 + cols]
+            np.matmul(block, part.T, out=out[: len(block), : len(part)])
+    return time.perf_counter() - start, len(questions), f"{rows} x {cols} blocks, products only"
 
 
 def faiss_flat(chunks, questions, gold, args):
@@ -128,7 +103,7 @@ def faiss_flat(chunks, questions, gold, args):
     return (
         seconds,
         len(questions),
-        f"same chunk at the same rank as blocked: {same:.5f} (index.add not timed; {faiss.omp_get_max_threads()} threads)",
+        f"same chunk at the same rank as dense: {same:.5f} (index.add not timed; {faiss.omp_get_max_threads()} threads)",
     )
 
 
@@ -144,7 +119,7 @@ def argsort_loop(chunks, questions, gold, args):
     seconds = time.perf_counter() - start
     exact = np.load(Path(args.workdir) / "exact.npy")[:n]
     same = float((np.array(top) == exact).mean())
-    return seconds, n, f"timed on {n} questions, x{len(questions) / n:.1f} for all; same as blocked: {same:.5f}"
+    return seconds, n, f"timed on {n} questions, x{len(questions) / n:.1f} for all; same as dense: {same:.5f}"
 
 
 def hnsw(chunks, questions, gold, args):
@@ -186,7 +161,7 @@ def main() -> None:
     parser.add_argument(
         "--methods",
         default=",".join(METHODS),
-        help=f"comma-separated, from {','.join(METHODS)} (blocked first: the others compare to it)",
+        help=f"comma-separated, from {','.join(METHODS)} (dense first: the others compare to it)",
     )
     parser.add_argument("--threads", type=int, default=1, help="threads of every engine (BLAS, OpenMP, FAISS)")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds; the table gives medians")
@@ -217,14 +192,14 @@ def main() -> None:
         method: median(runs, "seconds") * args.questions / runs[0]["timed"] for method, runs in reports.items() if runs
     }
     print(
-        "| method | search time (s) | x blocked | x faiss-flat | each round (s) | questions/s | peak RSS (GiB) | peak - data (GiB) | load average | notes |"
+        "| method | search time (s) | x dense | x faiss-flat | each round (s) | questions/s | peak RSS (GiB) | peak - data (GiB) | load average | notes |"
     )
     print("|---|---:|---:|---:|---|---:|---:|---:|---|---|")
     for method, runs in reports.items():
         if not runs:
             continue
         total = totals[method]
-        ratios = [f"{total / totals[base]:.2f}" if base in totals else "-" for base in ("blocked", "faiss-flat")]
+        ratios = [f"{total / totals[base]:.2f}" if base in totals else "-" for base in ("dense", "faiss-flat")]
         each = ", ".join(f"{run['seconds'] * args.questions / run['timed']:,.1f}" for run in runs)
         loads = ", ".join(f"{run['load']:.1f}" for run in runs)
         peak = max(run["peak_gib"] for run in runs)

@@ -13,8 +13,7 @@ from conftest import dvc, git, set_params
 from retrieval_bench import locking
 from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS, load_all_params
-from retrieval_bench.retrieval import ann
-from retrieval_bench.retrieval import run as runs
+from retrieval_bench.retrieval import ann, flat
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve, run_info
 from retrieval_bench.retrieval.run import Corpus, Questions
 from retrieval_bench.retrieval.run_info import recall_curve, run_info_metrics
@@ -71,13 +70,15 @@ def settings(depth=20, **ann_changes):
 
 
 @pytest.mark.parametrize("depth", [1, 7, 64, 130])
-@pytest.mark.parametrize("blocks", [(8, 64), (5, 100), (256, 65_536)])
-def test_blocked_top_k_with_many_ties_equals_a_full_sort(monkeypatch, depth, blocks):
+@pytest.mark.parametrize("block", [8, 5, 4096])
+def test_exact_top_k_with_many_ties_equals_a_full_sort(monkeypatch, depth, block):
     rng = np.random.default_rng(depth)
-    full = rng.integers(0, 12, size=(23, 700)).astype(np.float32)  # scores from 12 values: ties everywhere
-    monkeypatch.setattr(runs, "QUESTION_BLOCK", blocks[0])
-    monkeypatch.setattr(runs, "CHUNK_BLOCK", blocks[1])
-    indices, scores = runs.top_k_blocked(lambda rows, cols: full[rows, cols], 23, 700, depth)
+    # Small whole numbers: every product is exact in any order of sums, and ties are everywhere.
+    q = rng.integers(0, 3, size=(23, 4)).astype(np.float32)
+    c = rng.integers(0, 3, size=(700, 4)).astype(np.float32)
+    full = q @ c.T
+    monkeypatch.setattr(flat, "SEARCH_BLOCK", block)
+    indices, scores = flat.top_k(q, c, depth)
     expected = np.lexsort((np.tile(np.arange(700), (23, 1)), -full), axis=1)[:, :depth]
     assert (indices == expected).all()
     assert (scores == np.take_along_axis(full, expected, 1)).all()

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from retrieval_bench.retrieval import dense
+from retrieval_bench.retrieval import dense, flat
 from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.run import Corpus, Questions
 from retrieval_bench.run_contract import ranked
@@ -39,11 +39,10 @@ def plain_run(questions: np.ndarray, chunks: np.ndarray, qids, chunk_ids, depth:
     return pd.DataFrame(rows, columns=["qid", "chunk_id", "rank", "score"])
 
 
-@pytest.mark.parametrize("blocks", [(1024, 16_384), (8, 64), (5, 333)])
+@pytest.mark.parametrize("block", [4096, 8, 5])
 @pytest.mark.parametrize("depth", [1, 10, 150])
-def test_dense_runs_are_the_plain_definitions_with_ties(monkeypatch, blocks, depth):
-    monkeypatch.setattr(runs, "QUESTION_BLOCK", blocks[0])
-    monkeypatch.setattr(runs, "CHUNK_BLOCK", blocks[1])
+def test_dense_runs_are_the_plain_definitions_with_ties(monkeypatch, block, depth):
+    monkeypatch.setattr(flat, "SEARCH_BLOCK", block)
     questions, chunks = tied_data(depth, 2_000, 30)
     qids = [f"q{i}" for i in range(len(questions))]
     chunk_ids = [f"c{(i * 7919) % 2_000}" for i in range(len(chunks))]  # text order is not index order

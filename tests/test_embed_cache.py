@@ -55,6 +55,24 @@ def test_vectors_round_trip_and_old_shards_are_never_rewritten(tmp_path):
         np.testing.assert_array_equal(np.stack([cache.get([k])[k] for k in keys(3, "other")]), second)
 
 
+def test_the_same_runs_write_the_same_files_so_dvc_lock_stays_put(tmp_path):
+    """Shard names come from a sequence number and the first key, never a clock or random bits:
+    two folders filled by the same runs are byte-identical, names included (a fresh clone's
+    `dvc repro` then leaves dvc.lock as committed); the order of names is still the order of age."""
+
+    def fill(folder: Path) -> dict[str, bytes]:
+        for salt in ("a", "b", "c"):
+            with ec.EmbeddingCache(folder) as cache:
+                cache.put(keys(4, salt), vectors(4, seed=len(salt)))
+        return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.suffix in {".keys", ".vec"}}
+
+    first, second = fill(tmp_path / "one"), fill(tmp_path / "two")
+    assert first == second and len(first) == 6
+    stems = sorted({Path(name).stem for name in first})
+    assert [stem.split("-")[1] for stem in stems] == [keys(4, salt)[0].hex()[:8] for salt in ("a", "b", "c")]
+    assert [shard.name for shard in ec.read_shards(tmp_path / "one")] == stems  # oldest first
+
+
 def test_a_torn_tail_is_ignored_and_a_foreign_shard_skipped(tmp_path, capsys):
     folder = tmp_path / "cache"
     data = vectors(6)

@@ -13,6 +13,7 @@ import pytest
 from retrieval_bench import run_contract
 from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS
+from retrieval_bench.retrieval import flat
 from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.bm25 import bm25_scores
 from retrieval_bench.retrieval.hybrid import Top, fuse
@@ -33,17 +34,32 @@ def unit(rows):
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-def test_blocked_top_k_equals_a_full_sort_whatever_the_block_sizes(monkeypatch):
+def test_exact_top_k_equals_a_full_sort_whatever_the_question_block(monkeypatch):
     rng = np.random.default_rng(0)
     q, c = unit(rng.normal(size=(37, 8))), unit(rng.normal(size=(1000, 8)))
     c[500] = c[10]  # an exact tie: broken by chunk index
     full = q @ c.T
     expected = np.lexsort((np.tile(np.arange(1000), (37, 1)), -full), axis=1)[:, :25]
-    monkeypatch.setattr(runs, "QUESTION_BLOCK", 8)
-    monkeypatch.setattr(runs, "CHUNK_BLOCK", 64)
-    indices, scores = runs.top_k_blocked(lambda r, k: q[r] @ c[k].T, 37, 1000, 25)
+    monkeypatch.setattr(flat, "SEARCH_BLOCK", 8)
+    indices, scores = flat.top_k(q, c, 25)
     assert (indices == expected).all()
     np.testing.assert_allclose(scores, np.take_along_axis(full, expected, 1), rtol=1e-6)
+
+
+def test_a_questions_scores_never_depend_on_its_block(monkeypatch):
+    """FAISS scores fewer than its BLAS threshold of questions with its own SIMD sums, which differ
+    in the last bits from BLAS's: top_k always takes the BLAS products (q @ c.T's, bit for bit where
+    both BLAS builds pick the same kernel, as here; within a float32 rounding anywhere)."""
+    rng = np.random.default_rng(1)
+    q, c = unit(rng.normal(size=(40, 384))), unit(rng.normal(size=(3000, 384)))
+    alone = []
+    for block in (1, 7, 4096):
+        monkeypatch.setattr(flat, "SEARCH_BLOCK", block)
+        alone.append(flat.top_k(q, c, 30))
+    full = q @ c.T
+    for indices, scores in alone:
+        assert (indices == alone[-1][0]).all() and (scores == alone[-1][1]).all()
+        np.testing.assert_allclose(scores, np.take_along_axis(full, indices, 1), rtol=1e-6)
 
 
 def test_dense_bm25_and_hybrid_runs():

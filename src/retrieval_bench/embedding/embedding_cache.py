@@ -33,9 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 import sys
-import time
 import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -170,12 +168,21 @@ def read_shards(folder: Path, dim: int | None = None) -> list[Shard]:
     return shards
 
 
+def _next_shard_name(folder: Path, first_key: bytes) -> str:
+    """The next shard's name: a sequence number one past every name in the folder (so names sort
+    oldest first), then the start of its first key. Deterministic, unlike a clock or random name,
+    so the same run writes the same folder and dvc.lock does not change on a rerun; unique because
+    the folder lock admits one writer at a time."""
+    numbers = [int(p.name.split("-", 1)[0]) for p in folder.iterdir() if p.name.split("-", 1)[0].isdigit()]
+    return f"{max(numbers, default=0) + 1:020d}-{first_key.hex()[:8]}"
+
+
 class ShardWriter:
-    """Appends batches to one new shard, created on the first batch."""
+    """Appends batches to one new shard, created (and named) on the first batch."""
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self.name = f"{time.time_ns():020d}-{secrets.token_hex(4)}"
+        self.name: str | None = None
         self._vec = self._keys = None
         self.dim: int | None = None
 
@@ -195,6 +202,7 @@ class ShardWriter:
         if self._vec is None:
             self.dim = vectors.shape[1]
             self.folder.mkdir(parents=True, exist_ok=True)
+            self.name = _next_shard_name(self.folder, keys[0])
             self._vec = open(self.folder / f"{self.name}.vec", "xb")
             self._vec.write(_header(self.dim))
             self._keys = open(self.folder / f"{self.name}.keys", "xb")

@@ -187,8 +187,6 @@ def synthetic(
         generate_missing(params, settings, meta, template, ranked, budget, seen, cache_path, dry_run, log)
         if dry_run:
             raise DryRunDone("dry run: nothing was generated or written")
-    elif dry_run:
-        _dry_run_without_provider(params, meta, template, ranked, budget, seen, cache_path, log)
     index = CacheIndex(read_cache(cache_path), meta, by_key=family is not None)
     plan = walk(
         ranked,
@@ -201,6 +199,9 @@ def synthetic(
         generating=False,
         hygiene=hygiene,
     )
+    if dry_run:  # provider none: nothing is generated; what the cache leaves without a question
+        log(f"provider none: nothing is generated; {plan.uncached} chosen passages have no cached question")
+        raise DryRunDone("dry run: nothing was written")
     texts = dict(zip(documents["doc_id"], documents["text"]))
     generated = [generated_row(record, passage, texts[passage["doc_id"]]) for passage, record in plan.accepted]
     counts.update(
@@ -213,33 +214,6 @@ def synthetic(
     covered = {row["chunk_sha256"] for row in hw_rows + generated}
     counts["passages_without_question"] = int((~passages["text_sha256"].isin(covered)).sum())
     return hw_rows + generated, hw_rejects + plan.rejects, counts
-
-
-def _dry_run_without_provider(
-    params: dict,
-    meta: Meta,
-    template: str,
-    ranked: list[dict],
-    budget: int | None,
-    seen: set[str],
-    cache_path: str,
-    log: Log,
-) -> None:
-    """Provider none: nothing is generated; how many chosen passages the cache leaves without a question."""
-    index = CacheIndex(read_cache(cache_path), meta, by_key=False)
-    plan = walk(
-        ranked,
-        index,
-        budget,
-        params["max_attempts"],
-        params["drop_echo"],
-        seen,
-        template,
-        generating=False,
-        hygiene=Hygiene.from_params(params),
-    )
-    log(f"provider none: nothing is generated; {plan.uncached} chosen passages have no cached question")
-    raise DryRunDone("dry run: nothing was written")
 
 
 def log_synthetic(rows: list[dict], counts: dict, params: dict, log: Log) -> None:

@@ -1,20 +1,18 @@
-"""Exact dense retrieval: cosine similarity of unit vectors, blocked matrix products and
-argpartition, so memory stays bounded at a million chunks."""
+"""Exact dense retrieval: cosine similarity of unit vectors, every chunk scored (FAISS's flat
+kernels, in blocks of questions, so memory stays bounded at a million chunks)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.retrieval.run import Corpus, Questions, from_top, top_k_blocked, whole_ties
+from retrieval_bench.retrieval import flat
+from retrieval_bench.retrieval.run import Corpus, Questions, from_top, whole_ties
 
 
 def top(questions: Questions, corpus: Corpus, depth: int, progress=None) -> tuple[np.ndarray, np.ndarray]:
     """The `depth` best chunk indices and cosine scores per question, best first."""
-    q, c = questions.vectors, corpus.vectors
-    return top_k_blocked(
-        lambda rows, cols: q[rows] @ c[cols].T, len(questions.qids), len(corpus.chunk_ids), depth, progress
-    )
+    return flat.top_k(questions.vectors, corpus.vectors, depth, progress)
 
 
 def top_with_ties(
@@ -25,7 +23,7 @@ def top_with_ties(
     q, c = questions.vectors, corpus.vectors
     indices, scores = top(questions, corpus, min(depth + 1, len(corpus.chunk_ids)), progress)
     return whole_ties(
-        indices, scores, np.ones(indices.shape, dtype=bool), depth, lambda row: (q[row : row + 1] @ c.T)[0]
+        indices, scores, np.ones(indices.shape, dtype=bool), depth, lambda row: flat.row_scores(q, c, row)
     )
 
 
