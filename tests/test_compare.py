@@ -425,6 +425,24 @@ def test_the_report_begins_with_one_verdict_line():
     )
 
 
+def test_the_verdict_and_the_stars_follow_the_ci_level():
+    """--level 0.90: a delta with p 0.065, whose 90% CI excludes 0, is significant (p < 0.10), in
+    the verdict, the star and the footnote alike; at 0.95 the same delta is not."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(1, 4, 40).astype(float)
+    b = a.copy()
+    b[rng.choice(40, 6, replace=False)] = 1
+    loose = compare_tables(per_question(a), per_question(b), resamples=2000, level=0.9)
+    m = loose.metrics["mrr"]
+    assert 0.05 < m["p_value"] < 0.1 and m["ci_low"] > 0
+    text = compare.format_text(loose)
+    assert text.startswith("B is better on mrr (") and "90% CI" in text.split("\n")[0]
+    assert f"{m['p_value']:.4f}*" in text and "* p < 0.1, 1 - the CI's level" in text
+    strict = compare.format_text(compare_tables(per_question(a), per_question(b), resamples=2000, level=0.95))
+    assert strict.startswith("No significant difference on mrr (") and "* p < 0.05, 1 - the CI's level" in strict
+    assert f"{m['p_value']:.4f}*" not in strict
+
+
 def test_judge_off_prints_one_table_and_no_legend():
     """With the judge off the judged columns equal the strict ones: one table, no "views disagree"."""
     a = with_judged(per_question([2, 3, 1, 4, 2, 5]), [2, 3, 1, 4, 2, 5])

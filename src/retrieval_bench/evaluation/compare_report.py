@@ -7,14 +7,15 @@ from __future__ import annotations
 import json
 import math
 
-from retrieval_bench.evaluation.comparison import Comparison, direction, num, verdict_line
+from retrieval_bench.evaluation.comparison import Comparison, alpha, direction, num, verdict_line
 from retrieval_bench.evaluation.stats import MDD_FORMULA
 
 
-def _p(value: float) -> str:
+def _p(value: float, alpha: float | None = None) -> str:
+    """A p-value, starred when below `alpha`."""
     if value is None or math.isnan(value):
         return "n/a"
-    return f"{value:.4f}" if value >= 0.001 else f"{value:.1e}"
+    return (f"{value:.4f}" if value >= 0.001 else f"{value:.1e}") + ("*" if alpha and value < alpha else "")
 
 
 def _rank_text(rank: float | None) -> str:
@@ -42,7 +43,7 @@ def _rows(comparison: Comparison) -> list[list[str]]:
                 num(m["b"]),
                 num(m["delta"], sign=True),
                 f"[{num(m['ci_low'], True)}, {num(m['ci_high'], True)}]",
-                _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
+                _p(m["p_value"], alpha(comparison)),
                 f"{m['wins']}/{m['ties']}/{m['losses']}",
                 num(m["min_detectable_delta"]),
             ]
@@ -76,13 +77,13 @@ def _side_by_side_rows(comparison: Comparison) -> list[list[str]]:
                 num(m["a"]),
                 num(m["b"]),
                 num(m["delta"], sign=True),
-                _p(m["p_value"]) + ("*" if m["p_value"] < 0.05 else ""),
+                _p(m["p_value"], alpha(comparison)),
                 num(j["a"]),
                 num(j["b"]),
                 num(j["delta"], sign=True),
                 f"[{num(j['ci_low'], True)}, {num(j['ci_high'], True)}]",
-                _p(j["p_value"]) + ("*" if j["p_value"] < 0.05 else ""),
-                "<- views disagree" if direction(m) != direction(j) else "",
+                _p(j["p_value"], alpha(comparison)),
+                "<- views disagree" if direction(m, alpha(comparison)) != direction(j, alpha(comparison)) else "",
             ]
         )
     return rows
@@ -93,7 +94,7 @@ SIDE_BY_SIDE_TITLE = (
     "grades >= judge.min_grade; unjudged = not relevant) side by side, same paired questions:"
 )
 SIDE_BY_SIDE_NOTE = (
-    "views disagree: B is significantly better or worse (p < 0.05) in one view and not in the other, or in "
+    "views disagree: B is significantly better or worse (p < {alpha:g}) in one view and not in the other, or in "
     "opposite directions; read docs/explanation/strict-vs-judged.md before trusting either."
 )
 
@@ -107,7 +108,13 @@ def _judged_lines(comparison: Comparison) -> list[str]:
         return ["The judged view equals the strict one here (no duplicate chunks, no LLM grades): one table.", ""]
     rows = _side_by_side_rows(comparison)
     marked = any(row[-1] for row in rows[1:])
-    return [SIDE_BY_SIDE_TITLE, "", *_aligned(rows), "", *([SIDE_BY_SIDE_NOTE, ""] if marked else [])]
+    return [
+        SIDE_BY_SIDE_TITLE,
+        "",
+        *_aligned(rows),
+        "",
+        *([SIDE_BY_SIDE_NOTE.format(alpha=alpha(comparison)), ""] if marked else []),
+    ]
 
 
 def _footnotes(comparison: Comparison) -> list[str]:
@@ -116,7 +123,7 @@ def _footnotes(comparison: Comparison) -> list[str]:
         f"delta = mean(B - A) over the paired questions; {level} CI: paired bootstrap, "
         f"{comparison.resamples} resamples, seed {comparison.seed}.",
         f"p: p-value of a two-sided paired randomization (sign-flip) test, {comparison.resamples} permutations; "
-        "* p < 0.05 (not corrected for testing several metrics).",
+        f"* p < {alpha(comparison):g}, 1 - the CI's level (not corrected for testing several metrics).",
         f"min detectable: smallest true delta detected with 80% power at alpha 0.05 = {MDD_FORMULA.split('  ')[0]}.",
         "wins/ties/losses: questions where B scored higher / the same / lower than A.",
     ]
@@ -220,7 +227,8 @@ def format_markdown(comparison: Comparison, limit: int = 10) -> str:
             "|" + "|".join(["---"] + ["---:"] * (len(side[0]) - 1)) + "|",
         ]
         out += ["| " + " | ".join(cell.replace("<- ", "") for cell in row) + " |" for row in side[1:]]
-        out += ["", *([SIDE_BY_SIDE_NOTE, ""] if any(row[-1] for row in side[1:]) else [])]
+        marked = any(row[-1] for row in side[1:])
+        out += ["", *([SIDE_BY_SIDE_NOTE.format(alpha=alpha(comparison)), ""] if marked else [])]
     out += [f"- {note}" for note in _footnotes(comparison)]
     out.append("")
     if comparison.flip_k is None:

@@ -62,9 +62,15 @@ def _p_short(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.2g}" if value >= 0.001 else f"{value:.0e}"
 
 
-def direction(m: dict) -> int:
-    """+1 / -1: B significantly better / worse (p < 0.05); 0: no significant difference."""
-    return 0 if not m["p_value"] < 0.05 else (1 if m["delta"] > 0 else -1)
+def alpha(comparison: Comparison) -> float:
+    """The significance level that goes with the confidence level (--level 0.95: p < 0.05), so a
+    starred delta is one whose CI excludes 0, as near as a bootstrap and a permutation test agree."""
+    return round(1 - comparison.level, 10)
+
+
+def direction(m: dict, alpha: float = 0.05) -> int:
+    """+1 / -1: B significantly better / worse (p < alpha); 0: no significant difference."""
+    return 0 if not m["p_value"] < alpha else (1 if m["delta"] > 0 else -1)
 
 
 def _segment_clause(segments: dict | None) -> str:
@@ -88,7 +94,7 @@ def verdict_line(comparison: Comparison) -> str:
         f"{num(m['delta'], True)}, {comparison.level:.0%} CI [{num(m['ci_low'], True)}, {num(m['ci_high'], True)}], "
         f"p={_p_short(m['p_value'])}"
     )
-    verdict = direction(m)
+    verdict = direction(m, alpha(comparison))
     head = (
         f"B is {'better' if verdict > 0 else 'worse'} on {name}" if verdict else f"No significant difference on {name}"
     )
