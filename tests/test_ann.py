@@ -203,6 +203,21 @@ def test_hnsw_builds_are_deterministic(data, tmp_path):
     ).all()  # one build thread: the same graph every time
 
 
+def test_readers_of_a_cached_index_share_its_lock_and_a_build_holds_it_alone(data, cache, monkeypatch, builds):
+    """Two runs reading one cached index never wait for each other, even with
+    RETRIEVAL_BENCH_LOCK_WAIT=0; a run finding the index being built (its lock held alone) says so
+    in one line and exits rather than wait."""
+    questions, corpus = data
+    first = retrieve(settings(), questions, corpus)
+    lock = cache / f".{next(cache.glob('*.faiss')).name}.lock"
+    monkeypatch.setenv("RETRIEVAL_BENCH_LOCK_WAIT", "0")
+    with locking.shared(lock):  # another run reading the index
+        assert retrieve(settings(), questions, corpus).equals(first)
+    with locking.exclusive(lock), pytest.raises(InputError, match="building the ANN index") as refused:
+        retrieve(settings(), questions, corpus)
+    assert "\n" not in str(refused.value) and builds == ["hnsw"]
+
+
 def test_a_killed_index_write_leaves_nothing_a_rerun_does_not_remove(data, cache):
     """Temporary files of index writes that died (SIGKILL mid-write) are deleted by the next build
     or load, this index's and another's; a live writer's (its lock held) is kept."""

@@ -121,21 +121,37 @@ def remove_stale_temporaries(folder: Path, building: Path) -> None:
                 tmp.unlink(missing_ok=True)
 
 
+def _read(faiss, path: Path):
+    """The index at `path`, or None where there is none or it is unreadable (a foreign or damaged file)."""
+    if not path.is_file():
+        return None
+    try:
+        return faiss.read_index(str(path))
+    except RuntimeError:
+        return None
+
+
 def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None):
-    """The cached index for these vectors and build parameters, built (and cached) on a miss, under
-    the index's lock: a second process waits for the first's index instead of building it again.
-    Returns (index, path, built)."""
+    """The cached index for these vectors and build parameters, built (and cached) on a miss.
+    Readers of a cached index share its lock, so two runs on it never wait for each other (nor
+    fail under RETRIEVAL_BENCH_LOCK_WAIT=0); a build holds it alone, so a second process waits for
+    the first's index instead of building it again. Returns (index, path, built)."""
     faiss = import_faiss()
     folder = folder or cache_dir()
     path = folder / f"{ann['index']}-{index_key(vectors_sha256(vectors), ann, faiss.__version__)}.faiss"
     folder.mkdir(parents=True, exist_ok=True)
-    with locking.exclusive(_lock_path(path), log=_say, what=f"building the ANN index {path}"):
+    what = f"building the ANN index {path}"
+    if path.is_file():
+        with locking.shared(_lock_path(path), log=_say, what=what):
+            remove_stale_temporaries(folder, path)  # no writer of this index is alive while we hold its lock
+            index = _read(faiss, path)
+        if index is not None:
+            return index, path, False
+    with locking.exclusive(_lock_path(path), log=_say, what=what):
         remove_stale_temporaries(folder, path)
-        if path.is_file():
-            try:
-                return faiss.read_index(str(path)), path, False
-            except RuntimeError:  # unreadable (a foreign or damaged file): rebuild over it
-                pass
+        index = _read(faiss, path)
+        if index is not None:
+            return index, path, False
         index = build_index(vectors, ann, build_threads())
         with atomic_path(path) as tmp:  # a half-written index is never read
             faiss.write_index(index, str(tmp))
