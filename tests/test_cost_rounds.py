@@ -6,11 +6,13 @@ The real anthropic SDK talks to the stub server on 127.0.0.1 (tests/stub_llm.py)
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 
 import pytest
 from stub_llm import StubLLM
 
-from retrieval_bench.io import InputError
+from retrieval_bench.io import InputError, Interrupted
 from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.llm.cost import estimate
 from retrieval_bench.llm.errors import StopGeneration
@@ -66,6 +68,32 @@ def test_a_later_round_spends_only_what_earlier_rounds_left_of_max_cost_usd(stub
     assert all(r["rejected"] == "truncated" for r in records)
     assert spent <= LIMIT, f"spent ${spent:.4f} against max_cost_usd ${LIMIT}"
     assert "\n" not in str(stopped.value) and "spent before this round" in str(stopped.value)
+
+
+def test_ctrl_c_in_a_later_round_tells_what_earlier_rounds_spent(stub, tmp_path):
+    """Ctrl-C during round 2 ends in one line that counts round 1's spend too (the round's own
+    line knows only its own)."""
+    calls = []
+
+    def reply(passage: str) -> str:
+        calls.append(passage)
+        if len(calls) == 11:  # the first request of round 2: a real SIGINT, as a terminal sends it
+            os.kill(os.getpid(), signal.SIGINT)
+        return "x" * (4 * MAX_TOKENS)
+
+    stub.reply = reply
+    stub.stop_reason = lambda passage: "max_tokens"
+    settings = Settings.from_params(
+        dict(provider="anthropic", model="claude-haiku-4-5", max_tokens=MAX_TOKENS, concurrency=1, max_cost_usd=1.0)
+    )
+    meta = Meta("anthropic", "anthropic", "claude-haiku-4-5", "p" * 64, MAX_TOKENS)
+    rounds = [jobs(meta, 0, 10, 0), jobs(meta, 0, 10, 1)]
+    work = PaidWork(QUESTIONS, meta, settings, str(tmp_path / "cache.jsonl"), max_attempts=2)
+    with pytest.raises(Interrupted) as stopped:
+        pay_for(work, lambda cache, round_number: (rounds[round_number], 0), 2, False, lambda line: None)
+    line = str(stopped.value)
+    assert line.startswith("interrupted; ") and "\n" not in line
+    assert "was spent before this round (earlier rounds, collected batches)" in line and "$0.05" in line
 
 
 def test_a_later_batch_round_is_refused_when_its_upper_bound_passes_what_is_left(stub, tmp_path):

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
+from retrieval_bench.io import Interrupted
 from retrieval_bench.llm.cache import journal_path_for, pending_batch_events, pending_intent_events, read_cache
 from retrieval_bench.llm.cost import check_cost, estimate
 from retrieval_bench.llm.errors import StopGeneration
@@ -129,10 +130,10 @@ def _round(
     check_cost(est, settings, paid.spent, wording)
     try:
         outcome = run(work.task, jobs, work.meta, _remaining(settings, paid.spent), work.cache_path)
-    except StopGeneration as stop:
+    except (StopGeneration, Interrupted) as stop:  # a limit, a refusal or Ctrl-C: the line tells the whole spend
         if not paid.spent:
             raise
-        raise StopGeneration(
+        raise type(stop)(
             f"{stop}; {usd(paid.spent)} was spent before this round (earlier rounds, collected batches)"
         ) from None
     paid.spent += outcome.cost
