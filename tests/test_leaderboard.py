@@ -17,7 +17,7 @@ from scipy.stats import mannwhitneyu
 from statsmodels.stats.multitest import multipletests
 
 from retrieval_bench.evaluation.leaderboard import leaderboard, markdown
-from retrieval_bench.evaluation.segments import segments
+from retrieval_bench.evaluation.segments import segment_groups, segments
 from retrieval_bench.evaluation.stats import randomization_p_value
 from retrieval_bench.evaluation.style_gap import rank_auc, style_gap
 
@@ -119,6 +119,22 @@ def test_segments_name_the_question_set_document_folder_and_length():
         },
         {"question_set": "real", "document": "", "folder": ".", "length_bucket": "medium (9-15 words)"},
         {"question_set": "generated", "document": "faq.md", "folder": ".", "length_bucket": "long (16+ words)"},
+    ]
+
+
+def test_a_folder_of_one_document_is_not_tested_twice():
+    """guides/ holds one document: its folder segment has the same questions as that document's,
+    so it is one test, not two (a duplicate would weigh twice in Benjamini-Hochberg)."""
+    golden = [
+        {"question": f"q {i}", "source": "hand-written", "doc_id": doc}
+        for i, doc in enumerate(["guides/wal.md"] * 3 + ["ref/a.md"] * 3 + ["ref/b.md"] * 3)
+    ]
+    groups = [(column, value) for column, value, _ in segment_groups(segments(golden))]
+    assert groups == [
+        ("document", "guides/wal.md"),
+        ("document", "ref/a.md"),
+        ("document", "ref/b.md"),
+        ("folder", "ref"),
     ]
 
 

@@ -50,11 +50,14 @@ def segments(golden: list[dict]) -> pd.DataFrame:
 def segment_groups(frame: pd.DataFrame, min_questions: int = 2) -> list[tuple[str, str, np.ndarray]]:
     """(segment column, value, row positions) of every segment value with `min_questions` or more
     questions, for the SEGMENT_COLUMNS present in `frame`; a value every question shares (one
-    folder, one question set) is the whole comparison, not a segment, and is left out."""
-    groups = []
+    folder, one question set) is the whole comparison, not a segment, and is left out; so is one
+    with the same questions as an earlier segment (a folder of one document), which would be the
+    same test counted twice in the correction."""
+    groups, seen = [], set()
     for column in (c for c in SEGMENT_COLUMNS if c in frame):
         for value, index in frame.reset_index(drop=True).groupby(column, sort=True).indices.items():
-            if min_questions <= len(index) < len(frame):
+            if min_questions <= len(index) < len(frame) and tuple(index) not in seen:
+                seen.add(tuple(index))
                 groups.append((column, str(value), index))
     return groups
 
