@@ -7,10 +7,13 @@ deleted, which is fine; anything else it reports is a dvc.lock older than the co
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import sys
 
 import pytest
-from conftest import ROOT, dvc
+from conftest import ROOT, copy_project, dvc, git, run, tool_env
+from test_first_hour_pipeline import make_repro
 
 pytestmark = pytest.mark.pipeline
 
@@ -51,3 +54,26 @@ def test_a_clean_clone_has_no_changed_dependencies(tmp_path):
         "the committed dvc.lock does not match the committed code: run `dvc repro` and commit dvc.lock "
         f"(stages with changed deps or params: {json.dumps(changed_dependencies(status), sort_keys=True)})"
     )
+
+
+def test_a_run_from_scratch_is_reproducible_and_a_clone_with_its_remote_reruns_nothing(tmp_path):
+    """Two copies of one project run from scratch write the same dvc.lock (no clock or random
+    name in any output, the embedding-cache shards included), so a fresh clone's run leaves the
+    committed dvc.lock as it is; and a clone whose default remote holds the outputs runs no stage
+    in `make repro` (check_params, which always runs, aside) and leaves `git status` clean."""
+    env = tool_env()
+    one, two = copy_project(tmp_path / "one"), copy_project(tmp_path / "two")
+    for project in (one, two):
+        run([sys.executable, "-m", "dvc", "repro"], cwd=project, env=env)
+    assert (one / "dvc.lock").read_text() == (two / "dvc.lock").read_text()
+
+    dvc("remote", "add", "-d", "store", str(tmp_path / "remote"), cwd=one)
+    git("add", "-A", cwd=one)
+    git("commit", "-qm", "the run and its remote", cwd=one)
+    dvc("push", "-q", cwd=one)
+    clone = tmp_path / "clone"
+    git("clone", "-q", str(one), str(clone), cwd=tmp_path)
+    result = make_repro(clone, env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.findall(r"Running stage '([^']+)'", result.stdout) == ["check_params"]
+    assert git("status", "--porcelain", cwd=clone).stdout == ""
