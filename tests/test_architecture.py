@@ -32,6 +32,7 @@ LAYERS = {
     "store_address": GROUND,
     "passage_escape": GROUND,
     "params_sections": GROUND,
+    "question_form": GROUND,
     "stores": SERVICES,
     "llm": SERVICES,
     "embedding": SERVICES,

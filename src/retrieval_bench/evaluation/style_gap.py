@@ -7,30 +7,21 @@ questions it finds most obviously generated."""
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
-FORM = re.compile(
-    r"^(what|which|who|whom|whose|when|where|why|how|is|are|was|were|do|does|did|can|could|should|would|will|"
-    r"has|have|had|may|might|must|shall)\b",
-    re.IGNORECASE,
-)
+from retrieval_bench.question_form import reads_as_question
+
 FEATURES = ("words", "question_form", "echo_content_share", "echo_longest_ngram")
 FOLDS = 5
 WORST = 5
-
-
-def is_question_form(question: str) -> bool:
-    """Phrased as a question: ends with '?' or opens with a question word or auxiliary verb."""
-    return question.rstrip().endswith("?") or bool(FORM.match(question.strip()))
 
 
 def features(row: dict) -> list[float]:
     """The classifier's features of one golden row (a missing echo measure counts as 0)."""
     return [
         float(len(row["question"].split())),
-        float(is_question_form(row["question"])),
+        float(reads_as_question(row["question"])),
         float(row.get("echo_content_share") or 0.0),
         float(row.get("echo_longest_ngram") or 0.0),
     ]
@@ -94,7 +85,7 @@ def _describe(rows: list[dict]) -> dict:
             "median": float(np.median(lengths)),
             "p75": float(np.percentile(lengths, 75)),
         },
-        "question_form_share": float(np.mean([is_question_form(row["question"]) for row in rows])),
+        "question_form_share": float(np.mean([reads_as_question(row["question"]) for row in rows])),
         "echo_content_share": float(np.mean(shares)) if shares else None,
     }
 

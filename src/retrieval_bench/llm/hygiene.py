@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from retrieval_bench.question_form import reads_as_question
+
 
 @dataclass(frozen=True)
 class Cleaned:
@@ -53,58 +55,6 @@ _REFUSAL = re.compile(
 _JSON_START = re.compile(r"[\[{]")
 _JSON_LOOKALIKE = re.compile(r"""[{\[]\s*["'](?:question|questions|query|evidence)["']\s*:""", re.IGNORECASE)
 _FENCE_MARK = re.compile(r"```[a-zA-Z]*")
-# Openings that make a question without a question mark ("how to enable WAL mode"); a statement
-# or a command ("Explain WAL mode.") is not a search question.
-_INTERROGATIVES = {
-    "how",
-    "what",
-    "what's",
-    "whats",
-    "why",
-    "when",
-    "where",
-    "which",
-    "who",
-    "whom",
-    "whose",
-    "whether",
-    "is",
-    "are",
-    "am",
-    "was",
-    "were",
-    "can",
-    "could",
-    "do",
-    "does",
-    "did",
-    "should",
-    "would",
-    "will",
-    "shall",
-    "may",
-    "might",
-    "must",
-    "has",
-    "have",
-    "had",
-    "isn't",
-    "aren't",
-    "can't",
-    "cannot",
-    "doesn't",
-    "don't",
-    "didn't",
-    "won't",
-    "wouldn't",
-    "shouldn't",
-    "couldn't",
-    "wasn't",
-    "weren't",
-    "hasn't",
-    "haven't",
-}
-_PREPOSITIONS = {"in", "on", "at", "for", "from", "to", "with", "by", "under", "after", "before", "during", "of"}
 # Invisible characters are dropped from questions (they can hide text or reverse its display);
 # zero-width joiners stay, some scripts need them.
 _QUESTION_INVISIBLE = re.compile("[\u00ad\u180e\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
@@ -160,18 +110,6 @@ def _split_questions(text: str) -> list[str]:
     """Question sentences: split after '?' where the next text starts a new sentence."""
     parts = [p.strip() for p in re.split(r"(?<=\?)\s+(?=[\"'“(]?[A-Z0-9])", text) if p.strip()]
     return [p for p in parts if len(p.split()) >= 3] or parts
-
-
-def reads_as_question(question: str) -> bool:
-    """Ends with a question mark, or opens like a question ("how to ...", "in which file ...")."""
-    if question.rstrip(" \"'”’)»*").endswith(("?", "？")):
-        return True
-    words = [w.strip("\"'“”‘’(*").replace("’", "'").lower() for w in question.split()[:2]]
-    if not words:
-        return False
-    return words[0] in _INTERROGATIVES or (
-        len(words) > 1 and words[0] in _PREPOSITIONS and words[1] in {"what", "which", "whom", "whose", "how"}
-    )
 
 
 def clean_reply(raw: str, stop_reason: str | None = None) -> Cleaned:
