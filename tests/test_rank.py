@@ -46,6 +46,17 @@ def test_exact_top_k_equals_a_full_sort_whatever_the_question_block(monkeypatch)
     np.testing.assert_allclose(scores, np.take_along_axis(full, expected, 1), rtol=1e-6)
 
 
+def test_a_run_as_deep_as_the_corpus_is_a_full_sort_in_bounded_blocks(monkeypatch):
+    rng = np.random.default_rng(3)
+    q, c = unit(rng.normal(size=(30, 8))), unit(rng.normal(size=(500, 8)))
+    c[400] = c[7]  # a tie
+    monkeypatch.setattr(flat, "BLOCK_ENTRIES", 1200)  # two questions' whole rows per FAISS call
+    indices, scores = flat.top_k(q, c, 500)
+    full = q @ c.T
+    assert (indices == np.lexsort((np.tile(np.arange(500), (30, 1)), -full), axis=1)).all()
+    np.testing.assert_allclose(scores, np.take_along_axis(full, indices, 1), rtol=1e-6)
+
+
 def test_a_questions_scores_never_depend_on_its_block(monkeypatch):
     """FAISS scores fewer than its BLAS threshold of questions with its own SIMD sums, which differ
     in the last bits from BLAS's: top_k always takes the BLAS products (q @ c.T's, bit for bit where

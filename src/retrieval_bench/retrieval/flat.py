@@ -12,6 +12,7 @@ import numpy as np
 from retrieval_bench.io import InputError
 
 SEARCH_BLOCK = 4096  # questions per FAISS call (progress is reported between calls)
+BLOCK_ENTRIES = 1 << 26  # at most this many (index, score) results per call (768 MB): a deep run takes fewer questions
 
 
 def import_faiss():
@@ -67,8 +68,9 @@ def top_k(questions: np.ndarray, chunks: np.ndarray, depth: int, progress=None) 
     fetch = min(depth + 1, len(chunks))
     indices = np.empty((len(questions), depth), dtype=np.int64)
     scores = np.empty((len(questions), depth), dtype=np.float32)
-    for q0 in range(0, len(questions), SEARCH_BLOCK):
-        rows = slice(q0, min(q0 + SEARCH_BLOCK, len(questions)))
+    block = max(1, min(SEARCH_BLOCK, BLOCK_ENTRIES // fetch))
+    for q0 in range(0, len(questions), block):
+        rows = slice(q0, min(q0 + block, len(questions)))
         block_i, block_s = _in_contract_order(*_knn(faiss, questions[rows], chunks, fetch))
         if fetch > depth:
             for row in np.flatnonzero(block_s[:, depth] == block_s[:, depth - 1]).tolist():
