@@ -5,6 +5,7 @@ abstracts, and a throwaway copy of the project for `dvc repro`."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -131,6 +132,19 @@ class ChildFailed(Exception):
         tail = " ".join(" ".join(lines).split())[-300:].replace("|", "\\|")  # one line, safe in a Markdown cell
         super().__init__(f"failed ({returncode}): {tail}")
         self.returncode = returncode
+
+
+def add_child_arguments(parser, choices: list[str] | None = None) -> None:
+    """The hidden arguments run_child passes: which method the child measures, and its work folder."""
+    parser.add_argument("--child", choices=choices, help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+
+
+def add_side_by_side_arguments(parser, methods: list[str], rounds: int, engines: str) -> None:
+    """Threads pinned for every engine, interleaved rounds, and the child hooks (run_child)."""
+    parser.add_argument("--threads", type=int, default=1, help=f"threads of every engine ({engines})")
+    parser.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds; the table gives medians")
+    add_child_arguments(parser, methods)
 
 
 def run_child(script: str, name: str, *extra: str, env: dict[str, str] | None = None) -> dict:

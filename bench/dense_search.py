@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from common import (
     ChildFailed,
+    add_side_by_side_arguments,
     failed_row,
     interleaved,
     machine,
@@ -163,13 +164,10 @@ def main() -> None:
         default=",".join(METHODS),
         help=f"comma-separated, from {','.join(METHODS)} (dense first: the others compare to it)",
     )
-    parser.add_argument("--threads", type=int, default=1, help="threads of every engine (BLAS, OpenMP, FAISS)")
-    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds; the table gives medians")
+    add_side_by_side_arguments(parser, METHODS, rounds=1, engines="BLAS, OpenMP, FAISS")
     parser.add_argument("--hnsw-m", type=int, default=32)
     parser.add_argument("--ef-construction", type=int, default=200)
     parser.add_argument("--ef-search", type=int, default=64)
-    parser.add_argument("--child", choices=METHODS, help=argparse.SUPPRESS)
-    parser.add_argument("--workdir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args)

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from common import (
     ChildFailed,
+    add_side_by_side_arguments,
     failed_row,
     interleaved,
     machine,
@@ -178,10 +179,7 @@ def main() -> None:
     parser.add_argument(
         "--methods", default="bm25s,bm25,bm25-cached", help=f"comma-separated, from {','.join(METHODS)}"
     )
-    parser.add_argument("--threads", type=int, default=1, help="threads of every engine (numba, BLAS, OpenMP)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the table gives medians")
-    parser.add_argument("--child", choices=METHODS, help=argparse.SUPPRESS)
-    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    add_side_by_side_arguments(parser, METHODS, rounds=3, engines="numba, BLAS, OpenMP")
     args = parser.parse_args()
     if args.child:
         return child(args)

@@ -13,6 +13,7 @@ cannot change what is reproduced.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import subprocess
@@ -55,7 +56,11 @@ def scifact_params(scifact: Path) -> dict:
 
 
 def main() -> int:
-    scifact = Path(sys.argv[1] if len(sys.argv) > 1 else SCIFACT).resolve()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "scifact", nargs="?", default=str(SCIFACT), help=f"the BEIR SciFact folder (default: {SCIFACT})"
+    )
+    scifact = Path(parser.parse_args().scifact).resolve()
     if not (scifact / "corpus.jsonl").is_file():
         print(f"error: {scifact}: not a BEIR folder (no corpus.jsonl)", file=sys.stderr)
         return 1

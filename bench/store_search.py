@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from common import ChildFailed, failed_row, report_to_parent, run_child
+from common import ChildFailed, add_child_arguments, failed_row, report_to_parent, run_child
 from dense_search import make_data
 
 CHUNKS_PER_DOCUMENT = 25
@@ -232,8 +232,7 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--engines", default="lancedb,chroma")
     parser.add_argument("--embed-sample", type=int, default=2000, help="chunks re-embedding is timed on")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    add_child_arguments(parser)
     args = parser.parse_args()
     if args.child:
         return child(args)

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
@@ -25,19 +27,6 @@ from retrieval_bench.params import CHOICES, DEFAULTS, MIXED, NULLABLE, OPTIONAL_
 PARAMS_PAGE = ROOT / "docs" / "reference" / "params.md"
 CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
 CLI_COMMANDS = ["compare", "show", "gauge", "export-beir", "export-questions", "cache prune"]
-STAGES = [
-    "check_params",
-    "load_chunks",
-    "generate_goldenset",
-    "embed_corpus",
-    "embed_questions",
-    "retrieve",
-    "judge",
-    "score",
-    "retrieve_panel",
-    "score_panel",
-    "leaderboard",
-]
 # Sections whose keys are the user's own names (no defaults to list): one row for the name.
 FREE_SECTIONS = {
     "panel": (
@@ -170,9 +159,14 @@ def cli_page() -> str:
             "",
         ]
     lines += ["## Pipeline stages", ""]
-    for stage in STAGES:
+    for stage in stages():
         lines += [f"### {stage}", "", "```text", help_text(["-m", f"stages.{stage}"]), "```", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def stages() -> list[str]:
+    """The pipeline's stages, in dvc.yaml's order."""
+    return list(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
 
 
 def pages() -> dict[Path, str]:

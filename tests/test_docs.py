@@ -4,6 +4,7 @@ they name exists in params.py's schema, and the generated references are up to d
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -83,18 +84,16 @@ def cli_flags() -> dict[str, set[str]]:
         for name in gen_reference.CLI_COMMANDS
     }
     flags["cache"] = set(FLAG.findall(gen_reference.help_text(["-m", "retrieval_bench.cli", "cache"])))
-    for stage in gen_reference.STAGES:
+    for stage in gen_reference.stages():
         flags[f"stages.{stage}"] = set(FLAG.findall(gen_reference.help_text(["-m", f"stages.{stage}"])))
     return flags
 
 
+@functools.cache
 def bench_flags(name: str) -> set[str] | None:
+    """The flags a bench script's parser accepts (its --help: flags may come from bench/common.py)."""
     script = ROOT / "bench" / f"{name}.py"
-    return (
-        set(re.findall(r"""["'](--[a-z][a-z0-9-]*)["']""", script.read_text(encoding="utf-8")))
-        if script.is_file()
-        else None
-    )
+    return set(FLAG.findall(gen_reference.help_text([str(script)]))) if script.is_file() else None
 
 
 def wrong_commands(code: str, known: dict[str, set[str]]) -> list[str]:

@@ -46,7 +46,7 @@ from retrieval_bench.goldenset.evidence import evidence_in_passage, locate_in_pa
 from retrieval_bench.goldenset.selection import REJECT_REASONS, CacheIndex, walk
 from retrieval_bench.io import InputError
 from retrieval_bench.io import run_stage as run_stage_main
-from retrieval_bench.llm import sync
+from retrieval_bench.llm import batch, sync
 from retrieval_bench.llm.batch import GRACE_ENV
 from retrieval_bench.llm.cache import CacheWriter, cache_key, read_cache, read_journal
 from retrieval_bench.llm.credentials import openai_endpoint
@@ -462,6 +462,18 @@ def test_a_nearly_full_disk_stops_before_paying_and_loses_nothing(stub, tmp_path
         run(QUESTIONS, jobs, meta, settings(concurrency=1), cache)
     assert "\n" not in str(stopped.value) and str(cache) in str(stopped.value)
     assert len(stub.generation_requests()) == len(read_cache(cache)) == 5  # every paid reply was kept
+
+
+def test_a_nearly_full_disk_stops_a_batch_before_submitting_it(stub, tmp_path, monkeypatch):
+    """The batch path checks the same room (llm.batch._check_space): no batch is created, nothing
+    is journalled as submitted, one line says so."""
+    monkeypatch.setattr(batch, "free_bytes", lambda path: 200 << 10)
+    cache = tmp_path / "cache.jsonl"
+    meta, jobs = jobs_for(5, provider="anthropic-batch")
+    with pytest.raises(StopGeneration, match="nothing was submitted, nothing paid was lost") as stopped:
+        run(QUESTIONS, jobs, meta, settings("anthropic-batch"), cache)
+    assert "\n" not in str(stopped.value) and str(cache) in str(stopped.value)
+    assert stub.created_batches() == [] and read_cache(cache) == {}
 
 
 def test_an_os_error_in_a_stage_is_one_line(capsys):

@@ -120,14 +120,15 @@ class BatchRunner:
                 "finds any batch already created instead of paying for it again"
             ) from None
 
-    def _check_space(self, n_requests: int) -> None:
+    def _check_space(self, n_requests: int, outcome: str) -> None:
+        """Room on the cache's disk for `n_requests` results, before submitting or reading them;
+        `outcome`: what stopping here means, for the one line."""
         need = SPACE_RESERVE_BYTES + n_requests * RESULT_BYTES_PER_REQUEST
         free = free_bytes(self.cache_path)
         if free < need:
             raise StopGeneration(
                 f"only {free / 1e6:.1f} MB free on the disk holding {self.cache_path}, below the {need / 1e6:.1f} MB "
-                f"needed for the results of {n_requests} requests: nothing was submitted, nothing paid was lost; "
-                "free some space and rerun"
+                f"needed {outcome}"
             )
 
     # --- submission: intent first, create once, reconcile anything ambiguous ---------------------
@@ -158,7 +159,11 @@ class BatchRunner:
             ],
         }
         for tries in range(1, CREATE_TRIES + 1):
-            self._check_space(len(chunk))
+            self._check_space(
+                len(chunk),
+                f"for the results of {len(chunk)} requests: nothing was submitted, nothing paid was lost; "
+                "free some space and rerun",
+            )
             intent = {**intent, "intent_at": _now(), "intent_unix": time.time()}
             self._journal(intent, "before creating a batch; nothing was submitted")  # durable before create
             try:
@@ -319,7 +324,11 @@ class BatchRunner:
             event["max_tokens"],
         )
         cached = set(read_cache(self.cache_path))
-        self._check_room(event, len(by_key))
+        self._check_space(
+            len(by_key),
+            f"to keep the results of batch {event['batch_id']}: nothing paid was lost, its results stay on the "
+            "server (29 days); free some space and rerun to collect them",
+        )
         counts: Counter[str] = Counter()
         try:
             async for item in self.api.results(self.client, event["batch_id"]):
@@ -359,17 +368,6 @@ class BatchRunner:
             for _ in range(missing):
                 self.meter.fail("missing from the results")
         self._collected(event, dict(counts))
-
-    def _check_room(self, event: dict, n_requests: int) -> None:
-        """Room on the cache's disk for a batch's results before they are read."""
-        need = SPACE_RESERVE_BYTES + n_requests * RESULT_BYTES_PER_REQUEST
-        free = free_bytes(self.cache_path)
-        if free < need:
-            raise StopGeneration(
-                f"only {free / 1e6:.1f} MB free on the disk holding {self.cache_path}, below the {need / 1e6:.1f} MB needed "
-                f"to keep the results of batch {event['batch_id']}: nothing paid was lost, its results stay on the server "
-                "(29 days); free some space and rerun to collect them"
-            )
 
     def _keep(self, event: dict, meta: Meta, request: dict, item: BatchResult) -> None:
         """One succeeded result appended to the cache."""
