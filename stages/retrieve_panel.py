@@ -1,12 +1,13 @@
 """Stage 4 for one panel system (`python -m stages.retrieve_panel <system>`): params panel.<system>
-over the retrieval section -> data/panel/<system>/run.parquet and run_info.json."""
+over the retrieval section -> data/panel/<system>/run.parquet and run_info.json (and, for method
+rerank, the system's own cross-encoder score cache rerank_cache.jsonl)."""
 
 import sys
 
 from tqdm import tqdm
 
 from retrieval_bench import paths
-from retrieval_bench.io import atomic_path, run_stage, stage_parser, write_json
+from retrieval_bench.io import atomic_path, run_stage, stage_parser, touch_jsonl, write_json
 from retrieval_bench.params import load_params, panel_system
 from retrieval_bench.retrieval.inputs import questions_and_corpus
 from retrieval_bench.retrieval.methods import retrieve, run_info
@@ -18,11 +19,13 @@ def main(argv: list[str]) -> None:
     system = parser.parse_args(argv).system
     settings = panel_system(load_params("panel"), system)
     questions, corpus = questions_and_corpus(settings)
+    rerank_cache = paths.panel_file(paths.PANEL_RUNS, system, "rerank_cache.jsonl")
     with tqdm(total=len(questions.qids), desc=f"retrieve {system} ({settings['method']})", unit="q") as progress:
-        run = retrieve(settings, questions, corpus, progress)
+        run = retrieve(settings, questions, corpus, progress, rerank_cache=rerank_cache)
     with atomic_path(paths.panel_file(paths.PANEL_RUNS, system, "run.parquet")) as tmp:
         run.to_parquet(tmp, index=False)
     write_json(paths.panel_file(paths.PANEL_RUNS, system, "run_info.json"), run_info(settings, questions, corpus, run))
+    touch_jsonl(rerank_cache)  # a persistent output of this stage, whatever the method
     print(
         f"retrieve {system}: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions ({settings['method']})"
     )

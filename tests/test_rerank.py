@@ -218,6 +218,20 @@ def test_rerank_through_dvc_keeps_its_cache(project, tiny_cross_encoder):
     assert info == {"method": "rerank", "depth": 10}
 
 
+@pytest.mark.pipeline
+def test_a_rerank_panel_system_keeps_its_own_cache(project, tiny_cross_encoder):
+    """Observed: a panel system with method rerank appended to data/rerank_cache.jsonl, an output
+    of the retrieve stage, so DVC saw retrieve's output changed behind its back."""
+    set_params(project, panel={"rr": {"method": "rerank", "rerank": {"model": tiny_cross_encoder, "candidates": 20}}})
+    dvc("repro", cwd=project)
+    n_questions = len((project / "data" / "goldenset.jsonl").read_text().splitlines())
+    own = project / "data" / "panel" / "rr" / "rerank_cache.jsonl"
+    assert len(own.read_text().splitlines()) == 20 * n_questions
+    assert (project / "data" / "rerank_cache.jsonl").read_text().strip() == ""  # retrieve's (dense): no score
+    status = json.loads(dvc("status", "--json", cwd=project).stdout or "{}")
+    assert set(status) <= {"check_params"}, status  # nothing changed behind DVC's back
+
+
 def copy_into_hf_cache(model_folder: str, hf_home: Path, repo_id: str) -> None:
     """What `hf download <repo_id>` leaves under $HF_HOME/hub, as copied to an offline machine
     (docs/how-to/offline-reranker.md): the files in blobs/ by sha256, a snapshot folder of

@@ -29,13 +29,12 @@ import pandas as pd
 
 from retrieval_bench import locking
 from retrieval_bench.io import InputError, atomic_path, cache_root
-from retrieval_bench.retrieval.flat import import_faiss
+from retrieval_bench.retrieval.flat import SEARCH_BLOCK, import_faiss
 from retrieval_bench.retrieval.run import Corpus, Questions, from_top, resolve_depth
 from retrieval_bench.retrieval.run_info import recall_against_exact
 
 BUILD_PARAMS = {"hnsw": ("hnsw_m", "ef_construction"), "ivf-flat": ("nlist",), "ivf-pq": ("nlist", "pq_m", "pq_bits")}
 BUILD_THREADS_ENV = "RETRIEVAL_BENCH_ANN_BUILD_THREADS"
-SEARCH_BLOCK = 4096  # questions per FAISS search call (progress is reported between calls)
 
 
 def cache_dir() -> Path:

@@ -25,6 +25,7 @@ import Stemmer
 
 from retrieval_bench import locking
 from retrieval_bench.io import cache_root
+from retrieval_bench.retrieval.run import from_top, whole_ties
 
 # bm25s' numba backend retrieves ~30x faster than its numpy one at 200,000 chunks (the same
 # scores; equal scores may come out in another order, which score.ties makes irrelevant), but
@@ -193,8 +194,6 @@ def top(questions, corpus, settings: dict, depth: int) -> tuple[np.ndarray, np.n
     among equal scores never decides what is in). A chunk that shares no word with the question
     is not retrieved, as in Lucene, so no zero-score chunk enters a run for its position in the
     corpus."""
-    from retrieval_bench.retrieval.run import whole_ties
-
     options = settings["bm25"]
     backend = backend_for(len(corpus.texts))
     index, _ = load_or_build(corpus.texts, options["stemmer"], options["stopwords"], backend)
@@ -217,8 +216,6 @@ def top(questions, corpus, settings: dict, depth: int) -> tuple[np.ndarray, np.n
 
 
 def retrieve(questions, corpus, settings: dict, depth: int, progress=None):
-    from retrieval_bench.retrieval.run import from_top
-
     indices, scores, retrieved = top(questions, corpus, settings, depth)
     if progress is not None:
         progress.update(len(questions.qids))

@@ -21,7 +21,7 @@ def top_with_ties(
     """Each question's `depth` best chunks and the whole tie group at the cut: (indices, scores,
     kept), as whole_ties gives them, so which tied chunks make the cut never depends on their order."""
     q, c = questions.vectors, corpus.vectors
-    indices, scores = top(questions, corpus, min(depth + 1, len(corpus.chunk_ids)), progress)
+    indices, scores = flat.search(q, c, depth + 1, progress)
     return whole_ties(
         indices, scores, np.ones(indices.shape, dtype=bool), depth, lambda row: flat.row_scores(q, c, row)
     )

@@ -1,6 +1,6 @@
-"""Exact inner-product top-k on FAISS's flat kernels: its BLAS products (the same sums, bit for bit,
-as `q @ c.T`) with a top-k fused into the scan, so exact search costs little more than the products;
-FAISS's arbitrary order among equal scores is replaced by the contract's (chunk index)."""
+"""Exact inner-product search on FAISS's flat kernels: its BLAS products (the same sums, bit for bit,
+as `q @ c.T`) with a top-k fused into the scan, so exact search costs little more than the products.
+FAISS orders equal scores arbitrarily: run.whole_ties and the contract's order (chunk index) fix that."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from retrieval_bench.io import InputError
+from retrieval_bench.retrieval.run import whole_ties
 
 SEARCH_BLOCK = 4096  # questions per FAISS call (progress is reported between calls)
 BLOCK_ENTRIES = 1 << 26  # at most this many (index, score) results per call (768 MB): a deep run takes fewer questions
@@ -57,27 +58,31 @@ def _in_contract_order(indices: np.ndarray, scores: np.ndarray) -> tuple[np.ndar
     return np.take_along_axis(indices, order, 1), np.take_along_axis(scores, order, 1)
 
 
-def top_k(questions: np.ndarray, chunks: np.ndarray, depth: int, progress=None) -> tuple[np.ndarray, np.ndarray]:
-    """The `depth` best chunk indices and scores per question (best first; equal scores by chunk
-    index). FAISS is asked for one more: where that one ties with the depth-th, FAISS may have cut
-    the tie group anywhere, so that question is ranked from its whole row of scores."""
+def search(questions: np.ndarray, chunks: np.ndarray, k: int, progress=None) -> tuple[np.ndarray, np.ndarray]:
+    """Each question's `k` best chunk indices and scores, best first; equal scores in FAISS's
+    order (whole_ties and from_top put them in the contract's)."""
     faiss = import_faiss()
     questions = np.ascontiguousarray(questions, dtype=np.float32)
     chunks = np.ascontiguousarray(chunks, dtype=np.float32)
-    depth = min(depth, len(chunks))
-    fetch = min(depth + 1, len(chunks))
-    indices = np.empty((len(questions), depth), dtype=np.int64)
-    scores = np.empty((len(questions), depth), dtype=np.float32)
-    block = max(1, min(SEARCH_BLOCK, BLOCK_ENTRIES // fetch))
+    k = min(k, len(chunks))
+    indices = np.empty((len(questions), k), dtype=np.int64)
+    scores = np.empty((len(questions), k), dtype=np.float32)
+    block = max(1, min(SEARCH_BLOCK, BLOCK_ENTRIES // max(k, 1)))
     for q0 in range(0, len(questions), block):
         rows = slice(q0, min(q0 + block, len(questions)))
-        block_i, block_s = _in_contract_order(*_knn(faiss, questions[rows], chunks, fetch))
-        if fetch > depth:
-            for row in np.flatnonzero(block_s[:, depth] == block_s[:, depth - 1]).tolist():
-                full = row_scores(questions, chunks, q0 + row)
-                order = np.lexsort((np.arange(len(chunks)), -full))[:fetch]
-                block_i[row], block_s[row] = order, full[order]
-        indices[rows], scores[rows] = block_i[:, :depth], block_s[:, :depth]
+        indices[rows], scores[rows] = _knn(faiss, questions[rows], chunks, k)
         if progress is not None:
             progress.update(rows.stop - q0)
     return indices, scores
+
+
+def top_k(questions: np.ndarray, chunks: np.ndarray, depth: int, progress=None) -> tuple[np.ndarray, np.ndarray]:
+    """The `depth` best chunk indices and scores per question, best first, equal scores by chunk
+    index: one more than `depth` searched, and a tie group FAISS may have cut ranked from its
+    question's whole row (run.whole_ties)."""
+    depth = min(depth, len(chunks))
+    indices, scores = search(questions, chunks, depth + 1, progress)
+    indices, scores, _ = whole_ties(
+        indices, scores, np.ones(indices.shape, dtype=bool), depth, lambda row: row_scores(questions, chunks, row)
+    )
+    return _in_contract_order(indices[:, :depth], scores[:, :depth])

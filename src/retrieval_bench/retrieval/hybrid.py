@@ -19,7 +19,6 @@ import pandas as pd
 
 from retrieval_bench.retrieval import bm25, dense
 from retrieval_bench.retrieval.run import from_top
-from retrieval_bench.run_contract import cut_to_depth
 
 
 class Top(NamedTuple):
@@ -96,7 +95,6 @@ def retrieve(questions, corpus, settings: dict, depth: int, progress=None) -> pd
     ]
     weights = [settings["weights"]["dense"], settings["weights"]["bm25"]]
     fused = fuse(tops, weights, settings["fusion"], settings["rrf_k"], n_chunks, depth)
-    run = from_top(questions.qids, corpus.chunk_ids, fused.indices, fused.scores, keep=fused.kept)
     if progress is not None:
         progress.update(len(questions.qids))
-    return cut_to_depth(run, depth)
+    return from_top(questions.qids, corpus.chunk_ids, fused.indices, fused.scores, keep=fused.kept)

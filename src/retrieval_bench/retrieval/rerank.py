@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench import model_source, paths
+from retrieval_bench import model_source
 from retrieval_bench.io import InputError
 from retrieval_bench.retrieval import bm25, dense, hybrid
 from retrieval_bench.retrieval.run import Corpus, Questions
@@ -91,6 +91,8 @@ def load_cross_encoder(folder: str):
 
 
 def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
+    """The first stage's candidates rescored by the cross-encoder. Scores are cached in the calling
+    stage's own output, settings["rerank"]["cache"] (set by methods.retrieve)."""
     options = settings["rerank"]
     folder = resolve_model(options["model"])
     identity = model_source.model_fingerprint(folder)  # the model in every score key
@@ -100,14 +102,14 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
     chunk_text = dict(zip(corpus.chunk_ids, corpus.texts))
     pairs = [(question_text[qid], chunk_text[chunk_id]) for qid, chunk_id in zip(first["qid"], first["chunk_id"])]
     keys = [pair_key(identity, question, chunk) for question, chunk in pairs]
-    cache = ScoreCache(paths.RERANK_CACHE)
+    cache = ScoreCache(options["cache"])
     todo = {key: pair for key, pair in zip(keys, pairs) if key not in cache.scores}  # each distinct pair once
     if todo:
         score_pairs(todo, cache, load_cross_encoder(folder), options["batch_size"], len(questions.qids), progress)
     elif progress is not None:
         progress.update(len(questions.qids))
     print(
-        f"rerank: {len(keys)} pairs, {len(todo)} scored by the cross-encoder (the others from {paths.RERANK_CACHE}, or repeats)",
+        f"rerank: {len(keys)} pairs, {len(todo)} scored by the cross-encoder (the others from {options['cache']}, or repeats)",
         file=sys.stderr,
     )
     return from_records(zip(first["qid"], first["chunk_id"], (cache.scores[key] for key in keys)), depth)
