@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -259,3 +260,48 @@ def test_docs_site_builds_strict(tmp_path):
         text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def sample_figures() -> Iterator[tuple[str, str, str, str]]:
+    """(page, row label, metric, figure as written) for every table row of the docs that shows a
+    committed run's metric: a table of metric columns alone (the sample's run), or a row named
+    after a panel system or "dense (exact)" (its run)."""
+    for path in DOC_FILES:
+        for table in re.findall(r"(?:^\|.*\|\n)+", path.read_text(encoding="utf-8"), flags=re.M):
+            rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()]
+            if len(rows) < 3:
+                continue
+            header, body = rows[0], rows[2:]
+            labelled = header[0] not in SAMPLE_METRICS
+            metrics = header[1:] if labelled else header
+            if not metrics or not set(metrics) <= SAMPLE_METRICS:
+                continue
+            for row in body:
+                label = row[0].strip("`") if labelled else "sample"
+                for metric, figure in zip(metrics, row[1:] if labelled else row):
+                    yield str(path.relative_to(ROOT)), label, metric, figure
+
+
+SAMPLE_METRICS = set(json.loads((ROOT / "metrics" / "metrics.json").read_text()))
+
+
+def committed_metrics(label: str) -> dict | None:
+    """The committed metrics.json a row label names, or None (an experiment's row: not committed)."""
+    if label in {"sample", "dense (exact)"}:
+        return json.loads((ROOT / "metrics" / "metrics.json").read_text())
+    panel = ROOT / "metrics" / "panel" / label / "metrics.json"
+    return json.loads(panel.read_text()) if panel.is_file() else None
+
+
+def test_every_sample_figure_in_the_docs_is_the_committed_runs():
+    """A figure typed into a page drifts when the pipeline changes: each must equal the committed
+    run's metric to its 3 decimals."""
+    checked, wrong = 0, []
+    for page, label, metric, figure in sample_figures():
+        metrics = committed_metrics(label)
+        if metrics is None:
+            continue
+        checked += 1
+        if figure != f"{metrics[metric]:.3f}":
+            wrong.append(f"{page}: {label} {metric} {figure}, the committed run has {metrics[metric]:.3f}")
+    assert wrong == [] and checked >= 3 * 6 + 3 * 5
