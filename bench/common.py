@@ -114,6 +114,22 @@ def interleaved(names: list[str], rounds: int, measure: Callable[[str, int], dic
     return reports
 
 
+def interleaved_children(
+    script: str, names: list[str], rounds: int, workdir: str, columns: int, env_for: Callable[[str, int], dict]
+) -> dict[str, list[dict]]:
+    """interleaved() over child processes (run_child, env_for(name, round) set for each): a child
+    that fails prints its table row of `columns` cells and is left out."""
+
+    def measure(name: str, round_: int) -> dict | None:
+        try:
+            return run_child(script, name, "--workdir", workdir, env=env_for(name, round_))
+        except ChildFailed as failure:
+            print(failed_row([name, f"round {round_ + 1}"], failure, columns), flush=True)
+            return None
+
+    return interleaved(names, rounds, measure)
+
+
 def median(reports: list[dict], key: str) -> float:
     return statistics.median(report[key] for report in reports)
 

@@ -23,15 +23,12 @@ from pathlib import Path
 
 import numpy as np
 from common import (
-    ChildFailed,
     add_side_by_side_arguments,
-    failed_row,
-    interleaved,
+    interleaved_children,
     machine,
     median,
     pin_threads,
     report_to_parent,
-    run_child,
     thread_env,
 )
 
@@ -124,17 +121,18 @@ def argsort_loop(chunks, questions, gold, args):
 
 
 def hnsw(chunks, questions, gold, args):
+    """The project's ann method (retrieval.ann's build_index and search), timed apart."""
     import faiss
 
+    from retrieval_bench.retrieval import ann
     from retrieval_bench.retrieval.run_info import recall_curve
 
-    index = faiss.IndexHNSWFlat(chunks.shape[1], args.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.efConstruction = args.ef_construction
+    settings = {"index": "hnsw", "hnsw_m": args.hnsw_m, "ef_construction": args.ef_construction}
     start = time.perf_counter()
-    index.add(chunks)
+    index = ann.build_index(chunks, settings, threads=args.threads)
     build = time.perf_counter() - start
     start = time.perf_counter()
-    _, indices = index.search(questions, args.depth, params=faiss.SearchParametersHNSW(efSearch=args.ef_search))
+    _, indices = ann.search(index, questions, {**settings, "ef_search": args.ef_search}, args.depth)
     seconds = time.perf_counter() - start
     curve = recall_curve(indices, np.load(Path(args.workdir) / "exact.npy"))
     note = (
@@ -177,15 +175,9 @@ def main() -> None:
         f"data (both matrices) {(args.chunks + args.questions) * args.dim * 4 / 2**30:.2f} GiB\n{machine(args.threads)}\n"
     )
     with tempfile.TemporaryDirectory() as workdir:
-
-        def measure(method: str, round_: int) -> dict | None:
-            try:
-                return run_child(__file__, method, "--workdir", workdir, env=thread_env(args.threads))
-            except ChildFailed as failure:
-                print(failed_row([method, f"round {round_ + 1}"], failure, 9), flush=True)
-                return None
-
-        reports = interleaved(args.methods.split(","), args.rounds, measure)
+        reports = interleaved_children(
+            __file__, args.methods.split(","), args.rounds, workdir, 10, lambda method, round_: thread_env(args.threads)
+        )
     totals = {
         method: median(runs, "seconds") * args.questions / runs[0]["timed"] for method, runs in reports.items() if runs
     }

@@ -27,15 +27,12 @@ from pathlib import Path
 
 import numpy as np
 from common import (
-    ChildFailed,
     add_side_by_side_arguments,
-    failed_row,
-    interleaved,
+    interleaved_children,
     machine,
     median,
     pin_threads,
     report_to_parent,
-    run_child,
     thread_env,
 )
 
@@ -191,22 +188,17 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as workdir:
 
-        def measure(method: str, round_: int) -> dict | None:
+        def env_for(method: str, round_: int) -> dict:
             # bm25: caches of its own each round (it indexes, numba compiles), but the first round's are
             # the warm ones the others load (a second run on the corpus); bm25s compiles every time.
             cache = Path(workdir) / ("warm" if method != "bm25" or round_ == 0 else f"cold-{round_}")
-            env = {
+            return {
                 **thread_env(args.threads),
                 "RETRIEVAL_BENCH_CACHE": str(cache),
                 "NUMBA_CACHE_DIR": str(cache / "numba"),
             }
-            try:
-                return run_child(__file__, method, "--workdir", workdir, env=env)
-            except ChildFailed as failure:
-                print(failed_row([method, f"round {round_ + 1}"], failure, 12), flush=True)
-                return None
 
-        reports = interleaved(methods, args.rounds, measure)
+        reports = interleaved_children(__file__, methods, args.rounds, workdir, 12, env_for)
         agreement = top10_as_bm25s(Path(workdir), args.questions) if {"bm25s", "bm25"} <= set(methods) else "-"
     print(
         f"| method | median total (s) | x bm25s | each round (s) | corpus side (s) | question side (s) | total at {args.target_questions:,} questions (min) "
