@@ -190,7 +190,7 @@ def search(engine: str, workdir: Path, args) -> tuple[float, str]:
     """retrieval.method store against dense over the same (stored) vectors, depth args.depth."""
     from retrieval_bench.embedding.stored_vectors import read_vectors
     from retrieval_bench.params import DEFAULTS
-    from retrieval_bench.retrieval import dense, store_search
+    from retrieval_bench.retrieval import store_search
     from retrieval_bench.retrieval.run import Corpus, Questions
     from retrieval_bench.retrieval.run_info import recall_against_exact
     from retrieval_bench.store_address import parse_address
@@ -210,9 +210,8 @@ def search(engine: str, workdir: Path, args) -> tuple[float, str]:
     run = store_search.retrieve(questions, corpus, settings, args.depth)
     seconds = time.perf_counter() - start
     start = time.perf_counter()
-    dense.retrieve(questions, corpus, settings, args.depth)
+    curve = recall_against_exact(questions, corpus, run, args.depth)  # exact dense top-k, then the recall
     exact = time.perf_counter() - start
-    curve = recall_against_exact(questions, corpus, run, args.depth)
     return seconds, (
         f"search {query or 'defaults'}: {len(vectors) / seconds:,.0f} q/s; exact (dense) {exact:.1f} s; "
         f"recall@10 {curve['10']:.4f} (lost {1 - curve['10']:.4f}), recall@{args.depth} {curve[str(args.depth)]:.4f}"
