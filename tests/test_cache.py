@@ -47,3 +47,23 @@ def test_line_separator_characters_inside_a_record_do_not_split_it(tmp_path):
         writer.append({"key": "k1", "question": odd})
         writer.append({"key": "k2", "question": "plain?"})
     assert [record["question"] for record in read_cache(path).values()] == [odd, "plain?"]
+
+
+def test_a_last_line_torn_inside_a_multibyte_character_is_skipped(tmp_path):
+    path = tmp_path / "cache.jsonl"
+    with CacheWriter(path) as writer:
+        writer.append({"key": "k1", "question": "first?"})
+    torn = '{"key": "k2", "question": "café?"}'.encode("utf-8")
+    with open(path, "ab") as handle:
+        handle.write(torn[: torn.index("é".encode("utf-8")) + 1])  # died between the two bytes of é
+    assert list(read_cache(path)) == ["k1"]
+    with CacheWriter(path) as writer:
+        writer.append({"key": "k3", "question": "third?"})
+    assert list(read_cache(path)) == ["k1", "k3"]
+
+
+def test_bytes_that_are_not_utf8_before_the_end_are_an_error_naming_the_line(tmp_path):
+    path = tmp_path / "cache.jsonl"
+    path.write_bytes(b'{"key": "k1", "question": "q?"}\n{"key": "k2", "question": "\xff?"}\n')
+    with pytest.raises(InputError, match=r"cache.jsonl:2: not UTF-8 text in the question cache"):
+        read_cache(path)

@@ -63,26 +63,29 @@ def cache_key(
 
 def _read_append_log(path: str | Path, what: str, required: tuple[str, ...]) -> list[dict]:
     """The records of an append-only JSONL file, in order; a missing file is empty and a torn
-    last line (a crash mid-write) is skipped, while a bad line elsewhere is an InputError."""
+    last line (a crash mid-write, perhaps inside a multi-byte character) is skipped, while a bad
+    line elsewhere is an InputError."""
     path = Path(path)
     if not path.exists():
         return []
     records = []
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line_number = data[: error.start].count(b"\n") + 1
-        raise InputError(f"{path}:{line_number}: not UTF-8 text in the {what}") from None
-    # Split on "\n" alone: str.splitlines() would also split inside a record at U+0085 or U+2028.
-    lines = text.split("\n")
-    for line_number, line in enumerate(lines, 1):
-        if not line.strip():
+    # Split the bytes on b"\n" alone, then decode each line: str.splitlines() would also split
+    # inside a record at U+0085 or U+2028, and decoding the whole file would fail on a torn tail.
+    lines = path.read_bytes().split(b"\n")
+    for line_number, raw in enumerate(lines, 1):
+        if not raw.strip():
             continue
+        torn = line_number == len(lines)  # no newline after it: cut by a crash mid-write
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if torn:
+                continue
+            raise InputError(f"{path}:{line_number}: not UTF-8 text in the {what}") from None
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
-            if line_number == len(lines) and not text.endswith("\n"):  # torn by a crash mid-write
+            if torn:
                 continue
             raise InputError(f"{path}:{line_number}: invalid JSON in the {what}") from None
         if not isinstance(record, dict) or any(key not in record for key in required):
