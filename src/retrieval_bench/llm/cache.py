@@ -180,13 +180,19 @@ class CacheWriter:
         self._lock = threading.Lock()
 
     def _repair_torn_tail(self) -> None:
-        if not self.path.exists() or self.path.stat().st_size == 0:
+        """Cut a partial last record (a crash mid-write) so the next append starts a clean line;
+        only the last byte is read when the file ends whole, as it almost always does."""
+        if not self.path.exists():
             return
-        data = self.path.read_bytes()
-        if not data.endswith(b"\n"):
-            # A crash mid-write left a partial record: cut it so the next append starts a clean line.
-            with open(self.path, "r+b") as handle:
-                handle.truncate(data.rfind(b"\n") + 1)
+        with open(self.path, "r+b") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            handle.seek(size - 1)
+            if handle.read(1) == b"\n":
+                return
+            handle.seek(0)
+            handle.truncate(handle.read().rfind(b"\n") + 1)
 
     def append(self, record: dict) -> None:
         """Append one record as one line, durably; on failure cut the file back and raise
