@@ -196,7 +196,7 @@ def judge_pool(
 ) -> Judged:
     """Grade every pooled pair the cache lacks (see the module's docstring); the judged pool and
     the report. Raises JudgeDryRun after a dry run, StopGeneration on a clean stop."""
-    settings = Settings.from_params(params)
+    settings = Settings.from_params(params, section="judge")
     meta = Meta(params["provider"], settings.family or "", params["model"], prompt_sha256, params["max_tokens"])
     context = {}
     for pair in pairs:

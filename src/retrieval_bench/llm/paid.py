@@ -86,7 +86,7 @@ def _resume(work: PaidWork, dry_run: bool, log: Log) -> float:
     if dry_run or not can_resume(work.settings):
         log(
             f"{len(pending) + len(intents)} journalled batches are not collected yet ({journal_path_for(work.cache_path)}); "
-            "provider anthropic-batch collects them"
+            f"{work.settings.section}.provider anthropic-batch collects them"
         )
         return 0.0
     if intents:
@@ -116,14 +116,14 @@ def _round(
         f"{len(jobs)} {wording.to_do if round_number == 0 else wording.to_redo}, {done} {wording.done}; {est.describe(settings)}"
     )
     if settings.max_cost_usd is not None:
-        log(f"cost limit {wording.section}.max_cost_usd {usd(settings.max_cost_usd)}")
+        log(f"cost limit {settings.section}.max_cost_usd {usd(settings.max_cost_usd)}")
     if dry_run:
         other_provider = counterpart(settings.provider)
         if other_provider is not None:
             other = estimate([job.prompt for job in jobs], settings, batch=other_provider.batch)
             log(f"with {other_provider.name} instead: ~{usd(other.usd)} (at most {usd(other.usd_max)})")
         log(
-            f"rejected replies are asked again ({wording.section}.max_attempts {work.max_attempts}), which adds a little"
+            f"rejected replies are asked again ({settings.section}.max_attempts {work.max_attempts}), which adds a little"
         )
         paid.planned = True
         return False
