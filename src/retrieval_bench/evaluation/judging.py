@@ -37,7 +37,7 @@ from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.paid import PaidWork, pay_for
 from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.settings import Meta, Settings
-from retrieval_bench.llm.tasks import JUDGE, Job
+from retrieval_bench.llm.tasks import JUDGE, Job, prompt_text
 from retrieval_bench.params import JUDGE_POOL_REVISION
 from retrieval_bench.paths import RUN
 from retrieval_bench.run_contract import read_run_file, read_run_table
@@ -83,10 +83,7 @@ def dry_run_from_env() -> bool:
 
 def read_prompt(data: bytes, path: str) -> tuple[str, str]:
     """(template, sha256 of its bytes) of the judge prompt; the sha256 is part of every cache key."""
-    try:
-        template = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    template = prompt_text(data, path)
     for placeholder in (JUDGE.query_placeholder, JUDGE.placeholder):
         if placeholder not in template:
             raise InputError(f"{path}: the judge prompt has no {placeholder} placeholder")

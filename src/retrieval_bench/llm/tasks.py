@@ -25,7 +25,9 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
+from retrieval_bench.io import InputError
 from retrieval_bench.llm.cache import cache_key
 from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, Wording
 from retrieval_bench.llm.grades import parse_grade
@@ -33,6 +35,15 @@ from retrieval_bench.llm.hygiene import clean_reply
 from retrieval_bench.llm.provider import Reply
 from retrieval_bench.llm.settings import Meta
 from retrieval_bench.passage_escape import INVISIBLE_CHARS, escape_passage
+
+
+def prompt_text(data: bytes, path: str | Path) -> str:
+    """A prompt file's text (the question or the judge prompt); bytes that are not UTF-8 are a
+    one-line InputError naming the file."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
 
 
 @dataclass(frozen=True)
