@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,7 +43,6 @@ from retrieval_bench.run_contract import read_run_file, read_run_table
 from retrieval_bench.spans import judge as strict_judgements
 
 Log = Callable[[str], None]
-DRY_RUN_ENV = "RETRIEVAL_BENCH_DRY_RUN"
 
 
 class JudgeDryRun(Exception):
@@ -74,11 +72,6 @@ class Judged:
             f"{r['judged']} of {r['pooled']} pooled pairs graded ({r['relevant']} relevant, {r['unjudged']} unjudged), "
             f"{r['requests']} requests this run, {usd(r['cost_usd'])}; written to {pool_path}"
         )
-
-
-def dry_run_from_env() -> bool:
-    """RETRIEVAL_BENCH_DRY_RUN=1: a dry run under `dvc repro` (the stage then exits 3, so DVC records nothing)."""
-    return os.environ.get(DRY_RUN_ENV, "").lower() in ("1", "true", "yes")
 
 
 def read_prompt(data: bytes, path: str) -> tuple[str, str]:

@@ -10,7 +10,6 @@ generated or written.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,18 +45,12 @@ from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import QUESTIONS, prompt_text
 
-DRY_RUN_ENV = "RETRIEVAL_BENCH_DRY_RUN"
 Log = Callable[[str], None]
 
 
 class DryRunDone(Exception):
     """A dry run has said what it would do; its message is the last line to print. Nothing was
     generated or written."""
-
-
-def dry_run_requested_by_env() -> bool:
-    """RETRIEVAL_BENCH_DRY_RUN=1: a dry run under `dvc repro` (which then exits 3, so DVC records nothing)."""
-    return os.environ.get(DRY_RUN_ENV, "").lower() in ("1", "true", "yes")
 
 
 def read_prompt(data: bytes, path: str | Path, examples: list[str] | None = None) -> tuple[str, str]:
