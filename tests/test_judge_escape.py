@@ -32,7 +32,14 @@ PIECES = [
 
 def test_escaping_is_unchanged_on_adversarial_texts():
     rng = random.Random(0)
-    texts = ["", "plain text", "<query>who?</query>", "< / Q\u200bUERY >", "\uff1cpassage>\ufe64/query>", "<query<passage>"]
+    texts = [
+        "",
+        "plain text",
+        "<query>who?</query>",
+        "< / Q\u200bUERY >",
+        "\uff1cpassage>\ufe64/query>",
+        "<query<passage>",
+    ]
     texts += ["".join(rng.choice(PIECES) for _ in range(rng.randint(1, 12))) for _ in range(20000)]
     changed = [text for text in texts if escape_judged(text) != old_escape_judged(text)]
     assert changed == []

@@ -136,14 +136,11 @@ def journal_path_for(cache_path: str | Path) -> Path:
     return cache_path.with_name(cache_path.stem + ".batches.jsonl")
 
 
-def pending_batch_events(cache_path: str | Path) -> list[dict]:
-    """Batches submitted (journalled) and not yet collected."""
-    return pending_batches(read_journal(journal_path_for(cache_path)))
-
-
-def pending_intent_events(cache_path: str | Path) -> list[dict]:
-    """Batch intents with no known outcome: a batch may or may not exist for each."""
-    return pending_intents(read_journal(journal_path_for(cache_path)))
+def journal_pending(cache_path: str | Path) -> tuple[list[dict], list[dict]]:
+    """From one read of the batch journal: the batches submitted and not yet collected, and the
+    intents with no known outcome (a batch may or may not exist for each)."""
+    events = read_journal(journal_path_for(cache_path))
+    return pending_batches(events), pending_intents(events)
 
 
 class CacheWriteError(Exception):

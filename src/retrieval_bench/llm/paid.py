@@ -19,7 +19,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 from retrieval_bench.io import Interrupted
-from retrieval_bench.llm.cache import journal_path_for, pending_batch_events, pending_intent_events, read_cache
+from retrieval_bench.llm.cache import journal_path_for, journal_pending, read_cache
 from retrieval_bench.llm.cost import check_cost, estimate
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.prices import usd
@@ -59,7 +59,7 @@ def pay_for(work: PaidWork, missing: Missing, rounds: int, dry_run: bool, log: L
         failed: list[str] = []
         for round_number in range(rounds):
             jobs, done = missing(read_cache(work.cache_path), round_number)
-            in_flight = {r["key"] for e in _journalled(work.cache_path) for r in e["requests"]}
+            in_flight = {r["key"] for events in journal_pending(work.cache_path) for e in events for r in e["requests"]}
             jobs = [job for job in jobs if job.key not in in_flight]
             if not jobs:
                 break
@@ -74,13 +74,9 @@ def pay_for(work: PaidWork, missing: Missing, rounds: int, dry_run: bool, log: L
     return paid
 
 
-def _journalled(cache_path: str) -> list[dict]:
-    return pending_batch_events(cache_path) + pending_intent_events(cache_path)
-
-
 def _resume(work: PaidWork, dry_run: bool, log: Log) -> float:
     """Collect the batches an earlier run journalled (none in a dry run); what they cost."""
-    pending, intents = pending_batch_events(work.cache_path), pending_intent_events(work.cache_path)
+    pending, intents = journal_pending(work.cache_path)
     if not (pending or intents):
         return 0.0
     if dry_run or not can_resume(work.settings):

@@ -36,7 +36,9 @@ class Settings:
         InputError."""
         params = {**DEFAULTS["generate"], **params}
         api = PROVIDERS.get(params["provider"])
-        price = resolve(api.family if api else None, params["model"], params["base_url"], params["price"], section=section)
+        price = resolve(
+            api.family if api else None, params["model"], params["base_url"], params["price"], section=section
+        )
         return cls(
             provider=params["provider"],
             model=params["model"],
