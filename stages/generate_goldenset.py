@@ -13,10 +13,10 @@ from __future__ import annotations
 import sys
 
 from retrieval_bench import paths
-from retrieval_bench.goldenset.assemble import DryRunDone, assemble, dry_run_requested_by_env, read_question_prompt
+from retrieval_bench.goldenset.assemble import DryRunDone, assemble, read_question_prompt
 from retrieval_bench.goldenset.remote import fetch_shared_cache
 from retrieval_bench.io import read_jsonl, read_table, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
-from retrieval_bench.locking import paid_stage_arguments
+from retrieval_bench.locking import dry_run_from_env, paid_stage_arguments
 from retrieval_bench.params import load_params
 
 
@@ -26,10 +26,9 @@ def log(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = stage_parser("generate_goldenset", __doc__)
-    asked = paid_stage_arguments(
+    dry_run = paid_stage_arguments(
         parser, argv, "print what would be generated and its cost; write nothing", "question cache"
     )
-    dry_run = asked or dry_run_requested_by_env()
     params = load_params("generate")
     documents = read_table(paths.DOCUMENTS)
     labels = read_jsonl(paths.LABELS)
@@ -44,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
         golden = assemble(params, documents, labels, template, prompt_sha256, paths.QUESTION_CACHE, dry_run, log)
     except DryRunDone as done:  # exit 0 from the command line, 3 under `dvc repro` (the switch): DVC records nothing
         log(str(done))
-        raise SystemExit(3 if dry_run_requested_by_env() else 0) from None
+        raise SystemExit(3 if dry_run_from_env() else 0) from None
     write_jsonl(paths.GOLDENSET, golden.rows)
     write_jsonl(paths.GENERATE_REJECTS, golden.rejects)
     write_json(paths.GOLDENSET_REPORT, {**golden.report, "style_examples": examples.report()})

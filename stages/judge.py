@@ -13,7 +13,7 @@ from pathlib import Path
 from retrieval_bench import paths
 from retrieval_bench.evaluation import judging
 from retrieval_bench.io import read_jsonl, read_table, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
-from retrieval_bench.locking import paid_stage_arguments
+from retrieval_bench.locking import dry_run_from_env, paid_stage_arguments
 from retrieval_bench.params import load_all_params
 
 
@@ -23,8 +23,7 @@ def log(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = stage_parser("judge", __doc__)
-    asked = paid_stage_arguments(parser, argv, "print what judging would cost; write nothing", "judgement cache")
-    dry_run = asked or judging.dry_run_from_env()
+    dry_run = paid_stage_arguments(parser, argv, "print what judging would cost; write nothing", "judgement cache")
     params = load_all_params()
     settings = params["judge"]
     for path in () if dry_run else (paths.JUDGEMENTS, paths.JUDGE_BATCH_JOURNAL):  # persistent outputs: they must exist
@@ -47,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
             judged = judging.judge_pool(settings, pairs, template, prompt_sha256, paths.JUDGEMENTS, dry_run, log)
     except judging.JudgeDryRun as done:
         log(str(done))
-        raise SystemExit(3 if judging.dry_run_from_env() else 0) from None
+        raise SystemExit(3 if dry_run_from_env() else 0) from None
     write_jsonl(paths.JUDGED_POOL, judged.rows)
     write_json(paths.JUDGE_REPORT, judged.report)
     log(judged.summary(paths.JUDGED_POOL))

@@ -167,6 +167,22 @@ JUDGE_CASES = {
         [f"{PROMPT}: the judge prompt has no {{query}}"],
     ),
     "prompt not UTF-8": (lambda p, s: write(p, PROMPT, b"\xff {query} {passage}"), [f"{PROMPT}: not UTF-8 text"]),
+    # The judge's own keys are named, not generate's: the judge shares the paid-call code.
+    "model without a price": (
+        params(judge__model="mystery-model"),
+        ["judge.model 'mystery-model' has no known price", "set judge.price", "judge.max_cost_usd"],
+    ),
+    "openai-compatible without a base url": (
+        misbehaving("openai-compatible"),
+        ["judge.provider openai-compatible needs judge.base_url"],
+    ),
+    "base url without the API": (
+        lambda p, s: (
+            needs_new_grades(p, s, "openai-compatible"),
+            set_params(p, **{"judge.base_url": f"{s.url}/nowhere"}),
+        ),
+        ["HTTP 404", "check judge.model and the base URL"],
+    ),
     "provider refuses the key": (misbehaving(faults=["auth"] * 12), ["401", "rerun to ask for the rest"]),
     "provider spend limit": (misbehaving(faults=["spend_limit"] * 12), ["spend limit"]),
     "malformed replies": (misbehaving(faults=["malformed"] * 200), ["judging requests failed"]),

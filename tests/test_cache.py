@@ -47,3 +47,64 @@ def test_line_separator_characters_inside_a_record_do_not_split_it(tmp_path):
         writer.append({"key": "k1", "question": odd})
         writer.append({"key": "k2", "question": "plain?"})
     assert [record["question"] for record in read_cache(path).values()] == [odd, "plain?"]
+
+
+def test_a_last_line_torn_inside_a_multibyte_character_is_skipped(tmp_path):
+    path = tmp_path / "cache.jsonl"
+    with CacheWriter(path) as writer:
+        writer.append({"key": "k1", "question": "first?"})
+    torn = '{"key": "k2", "question": "café?"}'.encode("utf-8")
+    with open(path, "ab") as handle:
+        handle.write(torn[: torn.index("é".encode("utf-8")) + 1])  # died between the two bytes of é
+    assert list(read_cache(path)) == ["k1"]
+    with CacheWriter(path) as writer:
+        writer.append({"key": "k3", "question": "third?"})
+    assert list(read_cache(path)) == ["k1", "k3"]
+
+
+def test_bytes_that_are_not_utf8_before_the_end_are_an_error_naming_the_line(tmp_path):
+    path = tmp_path / "cache.jsonl"
+    path.write_bytes(b'{"key": "k1", "question": "q?"}\n{"key": "k2", "question": "\xff?"}\n')
+    with pytest.raises(InputError, match=r"cache.jsonl:2: not UTF-8 text in the question cache"):
+        read_cache(path)
+
+
+def test_opening_a_writer_on_a_whole_cache_reads_only_its_last_byte(tmp_path, monkeypatch):
+    import pathlib
+
+    import retrieval_bench.llm.cache as cache
+
+    path = tmp_path / "cache.jsonl"
+    with CacheWriter(path) as writer:
+        for index in range(1000):
+            writer.append({"key": f"k{index}", "question": "q?"})
+    bytes_read = []
+
+    class CountingHandle:
+        def __init__(self, handle):
+            self._handle = handle
+
+        def read(self, *size):
+            data = self._handle.read(*size)
+            bytes_read.append(len(data))
+            return data
+
+        def __getattr__(self, name):
+            return getattr(self._handle, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._handle.close()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the whole file was read")
+
+    monkeypatch.setattr(pathlib.Path, "read_bytes", refuse)
+    monkeypatch.setattr(cache, "open", lambda *args: CountingHandle(open(*args)), raising=False)
+    with CacheWriter(path) as writer:
+        writer.append({"key": "last", "question": "q?"})
+    assert sum(bytes_read) <= 1
+    monkeypatch.undo()
+    assert len(read_cache(path)) == 1001

@@ -124,3 +124,16 @@ def test_a_later_batch_round_is_refused_when_its_upper_bound_passes_what_is_left
     spent = sum(settings.cost(r["usage"]["input_tokens"], r["usage"]["output_tokens"], batch=True) for r in records)
     assert stub.batch_creates() == 1 and len(records) == 10 and spent <= limit
     assert "\n" not in str(refused.value)
+
+
+def test_the_batch_journal_is_read_once_to_resume_and_once_per_round(tmp_path, monkeypatch):
+    import retrieval_bench.llm.cache as cache
+
+    reads = []
+    read_journal = cache.read_journal
+    monkeypatch.setattr(cache, "read_journal", lambda path: reads.append(path) or read_journal(path))
+    settings = Settings.from_params(dict(provider="anthropic", model="claude-haiku-4-5", max_tokens=MAX_TOKENS))
+    meta = Meta("anthropic", "anthropic", "claude-haiku-4-5", "p" * 64, MAX_TOKENS)
+    work = PaidWork(QUESTIONS, meta, settings, str(tmp_path / "cache.jsonl"), max_attempts=2)
+    paid = pay_for(work, lambda cache, round_number: (jobs(meta, 0, 3, 0), 0), 2, True, lambda line: None)
+    assert paid.planned and len(reads) == 2  # a dry run: the resume's look, then its one round's

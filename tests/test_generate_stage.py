@@ -325,3 +325,14 @@ def test_openai_compatible_provider_through_the_stage(tmp_path):
     assert {row["source"] for row in read_jsonl(project / GOLDEN)} == {"qwen2.5:7b"}
     assert read_jsonl(project / JOURNAL) == []  # one blank line: DVC warns about empty outputs
     assert Path(project / "metrics/generate_rejects.jsonl").read_text().strip() == ""
+
+
+def test_a_question_prompt_that_is_not_utf8_is_one_error_line(tmp_path):
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 2})
+    (project / "data/question_prompt.txt").write_bytes(b"Write a question about \xe9t\xe9:\n{passage}\n")
+    with StubLLM() as stub:
+        status, _, err = run_stage_here(project, stub)
+        assert stub.generation_requests() == []
+    assert status == 1 and "Traceback" not in err
+    assert err.strip() == "error: data/question_prompt.txt: not UTF-8 text (byte 23)"

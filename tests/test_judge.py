@@ -352,7 +352,11 @@ def test_sigkill_mid_run_repeats_only_the_requests_in_flight(tmp_path):
         process = subprocess.Popen(
             [sys.executable, "-m", "stages.judge"],
             cwd=project,
-            env={**stage_env(stub), "PYTHONPATH": str(ROOT)},
+            # ROOT for stages/, then the inherited path (a worktree's own src/ before the editable install)
+            env={
+                **stage_env(stub),
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            },
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

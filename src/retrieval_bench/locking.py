@@ -35,14 +35,16 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 WAIT_ENV = "RETRIEVAL_BENCH_LOCK_WAIT"
+DRY_RUN_ENV = "RETRIEVAL_BENCH_DRY_RUN"  # 1: a paying stage dry runs (under `dvc repro`, where no flag reaches it)
 POLL_S = 0.2
 
 
 def paid_stage_arguments(
     parser: argparse.ArgumentParser, argv: list[str] | None, dry_run_help: str, cache: str
 ) -> bool:
-    """A paying stage's command line: --dry-run (whether it was given is returned) and --no-wait
-    (one line instead of a wait when another run holds `cache`: WAIT_ENV 0 for this process)."""
+    """A paying stage's command line: --dry-run and --no-wait (one line instead of a wait when
+    another run holds `cache`: WAIT_ENV 0 for this process). Whether to dry run is returned:
+    --dry-run given, or DRY_RUN_ENV set (dry_run_from_env)."""
     parser.add_argument("--dry-run", action="store_true", help=dry_run_help)
     parser.add_argument(
         "--no-wait",
@@ -52,7 +54,12 @@ def paid_stage_arguments(
     args = parser.parse_args(argv)
     if args.no_wait:
         os.environ[WAIT_ENV] = "0"
-    return args.dry_run
+    return args.dry_run or dry_run_from_env()
+
+
+def dry_run_from_env() -> bool:
+    """RETRIEVAL_BENCH_DRY_RUN=1: a dry run under `dvc repro` (the stage then exits 3, so DVC records nothing)."""
+    return os.environ.get(DRY_RUN_ENV, "").lower() in ("1", "true", "yes")
 
 
 def _wait_limit() -> float | None:

@@ -6,6 +6,7 @@ Used by the LLM tasks (the prompt) and by the golden set (matching evidence in t
 
 from __future__ import annotations
 
+import functools
 import re
 
 # Characters that render as nothing (zero-width, soft hyphen, bidi controls, BOM): text that hides
@@ -19,6 +20,7 @@ def _tag_tail(name: str) -> str:
     return _GAP + "/?" + _GAP + _IGNORABLE.join(name) + r"(?![A-Za-z0-9_\-])"
 
 
+@functools.lru_cache(maxsize=None)  # a few tag-name sets, each asked for once per text escaped
 def _delimiter(names: tuple[str, ...]) -> re.Pattern[str]:
     """An opening or closing tag of any of `names`, however spaced, cased or interleaved with invisible characters."""
     return re.compile(r"[<\uff1c\ufe64](?=(?:" + "|".join(_tag_tail(name) for name in names) + "))", re.IGNORECASE)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,14 +36,13 @@ from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.paid import PaidWork, pay_for
 from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.settings import Meta, Settings
-from retrieval_bench.llm.tasks import JUDGE, Job
+from retrieval_bench.llm.tasks import JUDGE, Job, prompt_text
 from retrieval_bench.params import JUDGE_POOL_REVISION
 from retrieval_bench.paths import RUN
 from retrieval_bench.run_contract import read_run_file, read_run_table
 from retrieval_bench.spans import judge as strict_judgements
 
 Log = Callable[[str], None]
-DRY_RUN_ENV = "RETRIEVAL_BENCH_DRY_RUN"
 
 
 class JudgeDryRun(Exception):
@@ -76,17 +74,9 @@ class Judged:
         )
 
 
-def dry_run_from_env() -> bool:
-    """RETRIEVAL_BENCH_DRY_RUN=1: a dry run under `dvc repro` (the stage then exits 3, so DVC records nothing)."""
-    return os.environ.get(DRY_RUN_ENV, "").lower() in ("1", "true", "yes")
-
-
 def read_prompt(data: bytes, path: str) -> tuple[str, str]:
     """(template, sha256 of its bytes) of the judge prompt; the sha256 is part of every cache key."""
-    try:
-        template = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    template = prompt_text(data, path)
     for placeholder in (JUDGE.query_placeholder, JUDGE.placeholder):
         if placeholder not in template:
             raise InputError(f"{path}: the judge prompt has no {placeholder} placeholder")
@@ -196,7 +186,7 @@ def judge_pool(
 ) -> Judged:
     """Grade every pooled pair the cache lacks (see the module's docstring); the judged pool and
     the report. Raises JudgeDryRun after a dry run, StopGeneration on a clean stop."""
-    settings = Settings.from_params(params)
+    settings = Settings.from_params(params, section="judge")
     meta = Meta(params["provider"], settings.family or "", params["model"], prompt_sha256, params["max_tokens"])
     context = {}
     for pair in pairs:

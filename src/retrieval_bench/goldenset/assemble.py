@@ -10,7 +10,6 @@ generated or written.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,9 +43,8 @@ from retrieval_bench.goldenset.selection import (
 from retrieval_bench.io import InputError
 from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.llm.settings import Meta, Settings
-from retrieval_bench.llm.tasks import QUESTIONS
+from retrieval_bench.llm.tasks import QUESTIONS, prompt_text
 
-DRY_RUN_ENV = "RETRIEVAL_BENCH_DRY_RUN"
 Log = Callable[[str], None]
 
 
@@ -55,16 +53,11 @@ class DryRunDone(Exception):
     generated or written."""
 
 
-def dry_run_requested_by_env() -> bool:
-    """RETRIEVAL_BENCH_DRY_RUN=1: a dry run under `dvc repro` (which then exits 3, so DVC records nothing)."""
-    return os.environ.get(DRY_RUN_ENV, "").lower() in ("1", "true", "yes")
-
-
 def read_prompt(data: bytes, path: str | Path, examples: list[str] | None = None) -> tuple[str, str]:
     """(template, sha256 of its bytes) of the question prompt read from `path`, with the style
     examples rendered in (goldenset.style_examples); the sha256 of the template as sent is part of
     every cache key, so the examples are too (none: the file's own bytes, the keys as before)."""
-    template = style_examples.render(data.decode("utf-8"), examples or [], QUESTIONS.placeholder)
+    template = style_examples.render(prompt_text(data, path), examples or [], QUESTIONS.placeholder)
     prompt_sha256 = hashlib.sha256(template.encode("utf-8")).hexdigest()
     if QUESTIONS.placeholder not in template:
         raise InputError(f"{path}: the prompt has no {QUESTIONS.placeholder} placeholder")

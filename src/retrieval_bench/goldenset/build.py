@@ -19,7 +19,7 @@ from retrieval_bench.goldenset.echo import words
 from retrieval_bench.goldenset.evidence import locate_evidence, locate_in_passage
 from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
 from retrieval_bench.io import InputError, read_jsonl
-from retrieval_bench.question_form import INTERROGATIVES
+from retrieval_bench.question_form import CORE_INTERROGATIVES
 from retrieval_bench.retrieval.bm25 import tokenize
 from retrieval_bench.spans import coverage
 
@@ -219,9 +219,9 @@ _CONTEXT_PHRASE = re.compile(
     )\b""",
     re.IGNORECASE | re.VERBOSE,
 )
-# A question's opening words: the interrogatives (the one list, question_form's) and the words that
-# extend one ("how long", "how many", "which of").
-_LEAD = INTERROGATIVES | {"of", "long", "much", "many", "often"}
+# A question's opening words: the core interrogatives (question_form's) and the words that extend
+# one ("how long", "how many", "which of").
+_LEAD = CORE_INTERROGATIVES | {"of", "long", "much", "many", "often"}
 _POINTING = {"it", "this", "that", "these", "those", "they", "them", "its", "their", "he", "she", "his", "her"}
 _BE = {"is", "was", "isn't", "wasn't", "would", "will"}
 _EXPLETIVE_TAIL = {"to", "for", "if", "when", "whether", "that"}

@@ -51,6 +51,25 @@ def _relevance_rows(
     return rows, question["evidence"]
 
 
+def _evidence_and_relevant(
+    questions: list[dict], kind: str, chunks: pd.DataFrame, documents: pd.DataFrame, min_coverage: float
+) -> tuple[list[list[str]], list[np.ndarray]]:
+    """Per question, its evidence texts and its relevant chunks' row indices (sorted): every
+    question's rows judged in one call, since spans.judge indexes all the chunks each time."""
+    texts = dict(zip(documents["doc_id"].astype(str), documents["text"]))
+    chunk_ids = set(chunks["chunk_id"])
+    to_judge, owners, evidence = [], [], []
+    for number, question in enumerate(questions):
+        judged_rows, evidence_texts = _relevance_rows(question, kind, texts, chunk_ids)
+        to_judge += judged_rows
+        owners += [number] * len(judged_rows)
+        evidence.append(evidence_texts)
+    found: list[set[int]] = [set() for _ in questions]
+    for owner, judged in zip(owners, judge(to_judge, chunks, min_coverage)):
+        found[owner].update(int(i) for i in judged.indices[judged.gains > 0])
+    return evidence, [np.array(sorted(indices), dtype=np.int64) for indices in found]
+
+
 def gauge_question_set(
     path: str | Path, chunks: pd.DataFrame, documents: pd.DataFrame, min_coverage: float = 0.5, split: str = "test"
 ) -> tuple[str, pd.DataFrame, dict]:
@@ -58,16 +77,15 @@ def gauge_question_set(
     kind, questions = read_question_set(path, split)
     if not questions:
         raise InputError(f"{path}: no questions")
-    texts = dict(zip(documents["doc_id"].astype(str), documents["text"]))
-    chunk_ids = set(chunks["chunk_id"])
-    rows, evidence, relevant = [], [], []
-    for question in questions:
-        to_judge, evidence_texts = _relevance_rows(question, kind, texts, chunk_ids)
-        indices = sorted({int(i) for j in judge(to_judge, chunks, min_coverage) for i in j.indices[j.gains > 0]})
-        qid = question.get("qid") or hashed_qid(question["question"], str(question.get("doc_id") or ""))
-        rows.append({"qid": str(qid), "question": question["question"], "n_relevant_chunks": len(indices)})
-        evidence.append(evidence_texts)
-        relevant.append(np.array(indices, dtype=np.int64))
+    evidence, relevant = _evidence_and_relevant(questions, kind, chunks, documents, min_coverage)
+    rows = [
+        {
+            "qid": str(question.get("qid") or hashed_qid(question["question"], str(question.get("doc_id") or ""))),
+            "question": question["question"],
+            "n_relevant_chunks": len(indices),
+        }
+        for question, indices in zip(questions, relevant)
+    ]
     summary = echo.mark(rows, evidence)
     ranks = echo.bm25_ranks(chunks["text"].tolist(), [row["question"] for row in rows], relevant)
     for row, rank in zip(rows, ranks):

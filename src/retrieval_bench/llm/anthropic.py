@@ -25,7 +25,7 @@ class Messages(Provider):
         import anthropic
         import httpx2
 
-        endpoint = anthropic_endpoint(settings.provider)
+        endpoint = anthropic_endpoint(settings.provider, section=settings.section)
         http = guarded_http_client(
             anthropic,
             anthropic.AnthropicError,

@@ -169,7 +169,7 @@ class BatchRunner:
             try:
                 batch_id = await self.api.create(self.client, requests)  # no SDK retries: a retry could pay twice
             except Exception as error:  # noqa: BLE001 - every failure is classified
-                kind, message = self.api.classify(error)
+                kind, message = self.api.classify(error, self.settings.section)
                 if kind == "spend_limit" or self.pause.spend_limited:
                     self._abandon(intent, message)
                     raise StopGeneration(
@@ -273,7 +273,7 @@ class BatchRunner:
                         continue  # someone else's batch of the same size
                 candidates.append((batch.id, False))
         except Exception as error:  # noqa: BLE001
-            _, message = self.api.classify(error)
+            _, message = self.api.classify(error, self.settings.section)
             raise StopGeneration(
                 f"could not list the account's batches to check whether a batch of {len(keys)} requests was created "
                 f"({message}); nothing more was submitted: rerun to check again (it is submitted only if it does not exist)"
@@ -294,7 +294,7 @@ class BatchRunner:
                 try:
                     ended, progress = await self.api.status(self.client, batch_id)
                 except Exception as error:  # noqa: BLE001
-                    kind, message = self.api.classify(error)
+                    kind, message = self.api.classify(error, self.settings.section)
                     if getattr(error, "status_code", None) == 404:
                         self._collected(event, {"gone": len(event["requests"])}, note="batch not found")
                         self.meter.write(f"batch {batch_id} no longer exists; its requests will be submitted again")
@@ -347,7 +347,7 @@ class BatchRunner:
         except StopGeneration:
             raise
         except Exception as error:  # noqa: BLE001
-            kind, message = self.api.classify(error)
+            kind, message = self.api.classify(error, self.settings.section)
             if getattr(error, "status_code", None) == 404:
                 self._collected(event, dict(counts), note="results no longer available")
                 self.meter.write(

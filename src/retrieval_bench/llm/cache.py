@@ -63,26 +63,29 @@ def cache_key(
 
 def _read_append_log(path: str | Path, what: str, required: tuple[str, ...]) -> list[dict]:
     """The records of an append-only JSONL file, in order; a missing file is empty and a torn
-    last line (a crash mid-write) is skipped, while a bad line elsewhere is an InputError."""
+    last line (a crash mid-write, perhaps inside a multi-byte character) is skipped, while a bad
+    line elsewhere is an InputError."""
     path = Path(path)
     if not path.exists():
         return []
     records = []
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line_number = data[: error.start].count(b"\n") + 1
-        raise InputError(f"{path}:{line_number}: not UTF-8 text in the {what}") from None
-    # Split on "\n" alone: str.splitlines() would also split inside a record at U+0085 or U+2028.
-    lines = text.split("\n")
-    for line_number, line in enumerate(lines, 1):
-        if not line.strip():
+    # Split the bytes on b"\n" alone, then decode each line: str.splitlines() would also split
+    # inside a record at U+0085 or U+2028, and decoding the whole file would fail on a torn tail.
+    lines = path.read_bytes().split(b"\n")
+    for line_number, raw in enumerate(lines, 1):
+        if not raw.strip():
             continue
+        torn = line_number == len(lines)  # no newline after it: cut by a crash mid-write
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if torn:
+                continue
+            raise InputError(f"{path}:{line_number}: not UTF-8 text in the {what}") from None
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
-            if line_number == len(lines) and not text.endswith("\n"):  # torn by a crash mid-write
+            if torn:
                 continue
             raise InputError(f"{path}:{line_number}: invalid JSON in the {what}") from None
         if not isinstance(record, dict) or any(key not in record for key in required):
@@ -133,14 +136,11 @@ def journal_path_for(cache_path: str | Path) -> Path:
     return cache_path.with_name(cache_path.stem + ".batches.jsonl")
 
 
-def pending_batch_events(cache_path: str | Path) -> list[dict]:
-    """Batches submitted (journalled) and not yet collected."""
-    return pending_batches(read_journal(journal_path_for(cache_path)))
-
-
-def pending_intent_events(cache_path: str | Path) -> list[dict]:
-    """Batch intents with no known outcome: a batch may or may not exist for each."""
-    return pending_intents(read_journal(journal_path_for(cache_path)))
+def journal_pending(cache_path: str | Path) -> tuple[list[dict], list[dict]]:
+    """From one read of the batch journal: the batches submitted and not yet collected, and the
+    intents with no known outcome (a batch may or may not exist for each)."""
+    events = read_journal(journal_path_for(cache_path))
+    return pending_batches(events), pending_intents(events)
 
 
 class CacheWriteError(Exception):
@@ -177,13 +177,19 @@ class CacheWriter:
         self._lock = threading.Lock()
 
     def _repair_torn_tail(self) -> None:
-        if not self.path.exists() or self.path.stat().st_size == 0:
+        """Cut a partial last record (a crash mid-write) so the next append starts a clean line;
+        only the last byte is read when the file ends whole, as it almost always does."""
+        if not self.path.exists():
             return
-        data = self.path.read_bytes()
-        if not data.endswith(b"\n"):
-            # A crash mid-write left a partial record: cut it so the next append starts a clean line.
-            with open(self.path, "r+b") as handle:
-                handle.truncate(data.rfind(b"\n") + 1)
+        with open(self.path, "r+b") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            handle.seek(size - 1)
+            if handle.read(1) == b"\n":
+                return
+            handle.seek(0)
+            handle.truncate(handle.read().rfind(b"\n") + 1)
 
     def append(self, record: dict) -> None:
         """Append one record as one line, durably; on failure cut the file back and raise

@@ -26,7 +26,6 @@ EXPECTED_OUTPUT_TOKENS = 100
 class Wording:
     """How one kind of paid work is named in the guard's and the run's lines."""
 
-    section: str  # its params.yaml section: <section>.max_cost_usd, .provider, .max_attempts
     noun: str  # what its requests make ("questions")
     fewer: str  # the setting that asks for fewer of them
     requests: str  # its requests, in the line a failed run ends with
@@ -36,7 +35,6 @@ class Wording:
 
 
 QUESTIONS_WORDING = Wording(
-    "generate",
     "questions",
     "generate.max_questions",
     "requests",
@@ -45,7 +43,7 @@ QUESTIONS_WORDING = Wording(
     "cached",
 )
 JUDGE_WORDING = Wording(
-    "judge", "judgements", "judge.depth", "judging requests", "pairs to grade", "pairs to grade", "graded already"
+    "judgements", "judge.depth", "judging requests", "pairs to grade", "pairs to grade", "graded already"
 )
 
 
@@ -108,7 +106,7 @@ def check_cost(est: Estimate, settings: Settings, spent: float = 0.0, wording: W
     if limit is None:
         return
     planned = est.usd_max if est.batch else est.usd
-    section = wording.section
+    section = settings.section
     check_finite_cost(spent + planned, limit, section)
     if spent + planned > limit:
         what = "upper bound" if est.batch else "estimate"

@@ -44,28 +44,31 @@ def key_may_go_to(url: str, provider: str, user_urls: list[str]) -> bool:
     return (scheme == "https" and host in OFFICIAL_HOSTS.get(provider, set())) or is_vouched(url, user_urls)
 
 
-def openai_endpoint(params_base_url: str | None, env: Mapping[str, str] | None = None) -> Endpoint:
+def openai_endpoint(
+    params_base_url: str | None, env: Mapping[str, str] | None = None, section: str = "generate"
+) -> Endpoint:
     """Where the openai-compatible provider sends its requests, and with which key; refuses a
-    params.yaml base_url that the user did not vouch for while OPENAI_API_KEY is set."""
+    params.yaml base_url (<section>.base_url) that the user did not vouch for while OPENAI_API_KEY
+    is set."""
     env = os.environ if env is None else env
     key = env.get("OPENAI_API_KEY") or ""
     env_url = env.get("OPENAI_BASE_URL") or None
     if params_base_url:
-        url, source = params_base_url, "generate.base_url in params.yaml"
+        url, source = params_base_url, f"{section}.base_url in params.yaml"
     elif env_url:
         url, source = env_url, "OPENAI_BASE_URL"
     else:
         url, source = None, "the OpenAI default"
     if not params_base_url and not key:
         raise InputError(
-            "generate.provider openai-compatible needs generate.base_url (vLLM: http://localhost:8000/v1, "
+            f"{section}.provider openai-compatible needs {section}.base_url (vLLM: http://localhost:8000/v1, "
             "Ollama: http://localhost:11434/v1, llama.cpp: http://localhost:8080/v1) or OPENAI_API_KEY for OpenAI itself"
         )
     if key and params_base_url:
         vouched = [env_url or "", *user_endpoints(env)]
         if not key_may_go_to(params_base_url, "openai-compatible", vouched):
             raise InputError(
-                f"generate.base_url in params.yaml is {params_base_url}, and OPENAI_API_KEY is set: a key from your "
+                f"{section}.base_url in params.yaml is {params_base_url}, and OPENAI_API_KEY is set: a key from your "
                 "environment is only sent to a loopback host, to api.openai.com, or to an endpoint you chose outside "
                 "the repository, because anyone who can change params.yaml could otherwise collect it; to allow this "
                 f"endpoint, export OPENAI_BASE_URL={params_base_url} (or add it to {config_path(env)}), "
@@ -74,12 +77,12 @@ def openai_endpoint(params_base_url: str | None, env: Mapping[str, str] | None =
     return Endpoint(url, key or PLACEHOLDER_KEY, url or DEFAULT_URLS["openai-compatible"], source)
 
 
-def anthropic_endpoint(provider: str, env: Mapping[str, str] | None = None) -> Endpoint:
+def anthropic_endpoint(provider: str, env: Mapping[str, str] | None = None, section: str = "generate") -> Endpoint:
     """The Anthropic endpoint: ANTHROPIC_BASE_URL (the user's environment) or the SDK default."""
     env = os.environ if env is None else env
     key = env.get("ANTHROPIC_API_KEY")
     if not key:
-        raise InputError(f"generate.provider {provider} needs ANTHROPIC_API_KEY in the environment")
+        raise InputError(f"{section}.provider {provider} needs ANTHROPIC_API_KEY in the environment")
     url = env.get("ANTHROPIC_BASE_URL") or None
     return Endpoint(
         url, key, url or DEFAULT_URLS["anthropic"], "ANTHROPIC_BASE_URL" if url else "the Anthropic default"

@@ -52,10 +52,14 @@ def is_spend_limit(status: int, body: object) -> bool:
 
 
 def classify_error(
-    error: BaseException, status_error: type | None = None, connection_error: type | None = None
+    error: BaseException,
+    status_error: type | None = None,
+    connection_error: type | None = None,
+    section: str = "generate",
 ) -> tuple[str, str]:
     """('spend_limit' | 'fatal' | 'transient', a one-line description without secrets), for an
-    error raised through an SDK whose HTTP status and connection errors are the given types."""
+    error raised through an SDK whose HTTP status and connection errors are the given types;
+    `section` is the params.yaml section a wrong model is set in."""
     if isinstance(error, EndpointUnreachable):
         return "fatal", str(error)
     status = getattr(error, "status_code", None)
@@ -74,7 +78,7 @@ def classify_error(
                 f"HTTP {status} authentication/permission error: {message} (check the API key in the environment)",
             )
         if status == 404:
-            return "fatal", f"HTTP 404: {message} (check generate.model and the base URL)"
+            return "fatal", f"HTTP 404: {message} (check {section}.model and the base URL)"
         if status in (400, 413, 422):
             return "fatal", f"HTTP {status}: {message}"
         return "transient", f"HTTP {status}: {message}"

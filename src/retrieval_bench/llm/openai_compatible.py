@@ -30,7 +30,7 @@ class ChatCompletions(Provider):
         import openai
 
         # Refuses a params.yaml base_url the user did not vouch for while OPENAI_API_KEY is set.
-        endpoint = openai_endpoint(settings.base_url)
+        endpoint = openai_endpoint(settings.base_url, section=settings.section)
         http = guarded_http_client(openai, openai.OpenAIError, pause.hooks(), ConnectionGuard(endpoint))
         # Local servers take any key; a placeholder is sent when OPENAI_API_KEY is not set.
         return openai.AsyncOpenAI(

@@ -19,7 +19,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 from retrieval_bench.io import Interrupted
-from retrieval_bench.llm.cache import journal_path_for, pending_batch_events, pending_intent_events, read_cache
+from retrieval_bench.llm.cache import journal_path_for, journal_pending, read_cache
 from retrieval_bench.llm.cost import check_cost, estimate
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.prices import usd
@@ -59,7 +59,7 @@ def pay_for(work: PaidWork, missing: Missing, rounds: int, dry_run: bool, log: L
         failed: list[str] = []
         for round_number in range(rounds):
             jobs, done = missing(read_cache(work.cache_path), round_number)
-            in_flight = {r["key"] for e in _journalled(work.cache_path) for r in e["requests"]}
+            in_flight = {r["key"] for events in journal_pending(work.cache_path) for e in events for r in e["requests"]}
             jobs = [job for job in jobs if job.key not in in_flight]
             if not jobs:
                 break
@@ -74,19 +74,15 @@ def pay_for(work: PaidWork, missing: Missing, rounds: int, dry_run: bool, log: L
     return paid
 
 
-def _journalled(cache_path: str) -> list[dict]:
-    return pending_batch_events(cache_path) + pending_intent_events(cache_path)
-
-
 def _resume(work: PaidWork, dry_run: bool, log: Log) -> float:
     """Collect the batches an earlier run journalled (none in a dry run); what they cost."""
-    pending, intents = pending_batch_events(work.cache_path), pending_intent_events(work.cache_path)
+    pending, intents = journal_pending(work.cache_path)
     if not (pending or intents):
         return 0.0
     if dry_run or not can_resume(work.settings):
         log(
             f"{len(pending) + len(intents)} journalled batches are not collected yet ({journal_path_for(work.cache_path)}); "
-            "provider anthropic-batch collects them"
+            f"{work.settings.section}.provider anthropic-batch collects them"
         )
         return 0.0
     if intents:
@@ -116,14 +112,14 @@ def _round(
         f"{len(jobs)} {wording.to_do if round_number == 0 else wording.to_redo}, {done} {wording.done}; {est.describe(settings)}"
     )
     if settings.max_cost_usd is not None:
-        log(f"cost limit {wording.section}.max_cost_usd {usd(settings.max_cost_usd)}")
+        log(f"cost limit {settings.section}.max_cost_usd {usd(settings.max_cost_usd)}")
     if dry_run:
         other_provider = counterpart(settings.provider)
         if other_provider is not None:
             other = estimate([job.prompt for job in jobs], settings, batch=other_provider.batch)
             log(f"with {other_provider.name} instead: ~{usd(other.usd)} (at most {usd(other.usd_max)})")
         log(
-            f"rejected replies are asked again ({wording.section}.max_attempts {work.max_attempts}), which adds a little"
+            f"rejected replies are asked again ({settings.section}.max_attempts {work.max_attempts}), which adds a little"
         )
         paid.planned = True
         return False

@@ -76,17 +76,22 @@ def describe_table() -> str:
 
 
 def resolve(
-    family: str | None, model: str, base_url: str | None, price: Mapping | None, env: Mapping[str, str] | None = None
+    family: str | None,
+    model: str,
+    base_url: str | None,
+    price: Mapping | None,
+    env: Mapping[str, str] | None = None,
+    section: str = "generate",
 ) -> Price:
-    """The price a run is estimated and guarded with: generate.price when set, else the table,
+    """The price a run is estimated and guarded with: <section>.price when set, else the table,
     else $0 for an openai-compatible server on a loopback address; an unknown model is an
-    InputError (before anything is asked or shown)."""
+    InputError (before anything is asked or shown) naming the params.yaml `section`'s keys."""
     if price is not None:
         return Price(
             float(price["input_per_mtok"]),
             float(price["output_per_mtok"]),
             float(price.get("batch_discount", BATCH_DISCOUNT)),
-            "generate.price",
+            f"{section}.price",
         )
     if family is None:
         return Price(0.0, 0.0, BATCH_DISCOUNT, "provider none: no calls")
@@ -100,8 +105,8 @@ def resolve(
         if is_loopback(host):
             return Price(0.0, 0.0, BATCH_DISCOUNT, f"a local server at {host}: free")
     raise InputError(
-        f"generate.model {model!r} has no known price (the table knows {describe_table()} per million input/output "
-        "tokens, and a loopback openai-compatible server is free): set generate.price to its US dollars per million "
+        f"{section}.model {model!r} has no known price (the table knows {describe_table()} per million input/output "
+        f"tokens, and a loopback openai-compatible server is free): set {section}.price to its US dollars per million "
         "tokens, e.g. {input_per_mtok: 3.0, output_per_mtok: 15.0} (0 for a server of your own), "
-        "so that generate.max_cost_usd guards the real cost"
+        f"so that {section}.max_cost_usd guards the real cost"
     )

@@ -47,6 +47,8 @@ class CallSettings(Protocol):
     def max_retries(self) -> int: ...
     @property
     def base_url(self) -> str | None: ...
+    @property
+    def section(self) -> str: ...
 
 
 class Provider:
@@ -74,9 +76,9 @@ class Provider:
         """The SDK's (HTTP status error, connection error) types."""
         raise NotImplementedError
 
-    def classify(self, error: BaseException) -> tuple[str, str]:
-        """('spend_limit' | 'fatal' | 'transient', one line without secrets)."""
-        return classify_error(error, *self.sdk_errors())
+    def classify(self, error: BaseException, section: str) -> tuple[str, str]:
+        """('spend_limit' | 'fatal' | 'transient', one line without secrets naming `section`'s keys)."""
+        return classify_error(error, *self.sdk_errors(), section)
 
 
 @dataclass(frozen=True)

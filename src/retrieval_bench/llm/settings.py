@@ -27,14 +27,18 @@ class Settings:
     max_cost_usd: float | None
     batch_poll_seconds: float
     price_source: str = "generate.price"  # where the prices came from (llm.prices), for messages
+    section: str = "generate"  # the params.yaml section it came from, named in messages (judge: "judge")
 
     @classmethod
-    def from_params(cls, params: dict) -> "Settings":
-        """From a validated generate section; keys it lacks take their params.DEFAULTS value. The
-        prices: generate.price, else llm.prices' table; an unknown paid model is an InputError."""
+    def from_params(cls, params: dict, section: str = "generate") -> "Settings":
+        """From a validated generate (or judge) section; keys it lacks take their params.DEFAULTS
+        value. The prices: <section>.price, else llm.prices' table; an unknown paid model is an
+        InputError."""
         params = {**DEFAULTS["generate"], **params}
         api = PROVIDERS.get(params["provider"])
-        price = resolve(api.family if api else None, params["model"], params["base_url"], params["price"])
+        price = resolve(
+            api.family if api else None, params["model"], params["base_url"], params["price"], section=section
+        )
         return cls(
             provider=params["provider"],
             model=params["model"],
@@ -48,11 +52,12 @@ class Settings:
             max_cost_usd=params["max_cost_usd"],
             batch_poll_seconds=float(params["batch_poll_seconds"]),
             price_source=price.source,
+            section=section,
         )
 
     @property
     def api(self) -> Provider | None:
-        """The provider named by generate.provider; None for `none` (no calls)."""
+        """The provider named by <section>.provider; None for `none` (no calls)."""
         return PROVIDERS.get(self.provider)
 
     @property

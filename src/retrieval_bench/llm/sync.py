@@ -101,7 +101,7 @@ class _SyncRun:
         limit = self.settings.max_cost_usd
         if limit is not None and self.outcome.cost + (self.in_flight + 1) * self.worst_case > limit:
             self.stop(
-                f"stopped before passing {self.task.wording.section}.max_cost_usd: this run spent "
+                f"stopped before passing {self.settings.section}.max_cost_usd: this run spent "
                 f"{usd(self.outcome.cost, against=limit)} of the {usd(limit)} it had left"
             )
             return False
@@ -122,7 +122,7 @@ class _SyncRun:
 
     def failed(self, error: Exception) -> None:
         """A request that failed after the SDK's retries: a clean stop, or one failure more."""
-        kind, message = self.provider.classify(error)
+        kind, message = self.provider.classify(error, self.settings.section)
         if kind == "spend_limit" or self.pause.spend_limited:
             self.stop(f"the API's spend limit or credit is exhausted ({message})")
         elif isinstance(error, EndpointUnreachable):

@@ -25,14 +25,25 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
+from retrieval_bench.io import InputError
 from retrieval_bench.llm.cache import cache_key
 from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, Wording
 from retrieval_bench.llm.grades import parse_grade
 from retrieval_bench.llm.hygiene import clean_reply
 from retrieval_bench.llm.provider import Reply
 from retrieval_bench.llm.settings import Meta
-from retrieval_bench.passage_escape import INVISIBLE_CHARS, escape_passage
+from retrieval_bench.passage_escape import escape_passage, escape_tags
+
+
+def prompt_text(data: bytes, path: str | Path) -> str:
+    """A prompt file's text (the question or the judge prompt); bytes that are not UTF-8 are a
+    one-line InputError naming the file."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
 
 
 @dataclass(frozen=True)
@@ -109,20 +120,10 @@ def _question_fields(text: str, stop_reason: str | None) -> dict:
 QUESTIONS = Task("questions", "{passage}", escape_passage, _question_fields)
 
 
-_IGNORABLE = f"[{INVISIBLE_CHARS}]*"
-_GAP = f"[\\s{INVISIBLE_CHARS}]*"
-# An opening or closing <query> tag however spaced, cased or interleaved with invisible characters
-# (escape_passage does the same for <passage>).
-_QUERY_DELIMITER = re.compile(
-    r"[<\uff1c\ufe64](?=" + _GAP + "/?" + _GAP + _IGNORABLE.join("query") + r"(?![A-Za-z0-9_\-]))", re.IGNORECASE
-)
-
-
 def escape_judged(text: str) -> str:
     """A question or chunk as it stands in the judge's prompt: anything a model could read as a
     <passage> or <query> tag escaped (as escape_passage does); other text unchanged."""
-    escaped = escape_passage(text)
-    return _QUERY_DELIMITER.sub(lambda m: "&lt;" if m.group() == "<" else f"&#x{ord(m.group()):04x};", escaped)
+    return escape_tags(text, ("passage", "query"))
 
 
 def _grade_fields(text: str, stop_reason: str | None) -> dict:

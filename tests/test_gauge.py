@@ -1,0 +1,40 @@
+"""`gauge` judges every question's relevance in one spans.judge call (each call indexes all the
+chunks) and gets what judging each row alone gets."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from test_echo import ROOT, sample_tables
+
+from retrieval_bench import spans
+from retrieval_bench.goldenset import gauge
+from retrieval_bench.io import read_jsonl
+
+
+def test_one_judge_call_for_all_questions_matches_judging_each_alone(tmp_path, monkeypatch):
+    documents, chunks = sample_tables()
+    records = read_jsonl(ROOT / "data" / "handwritten_questions.jsonl")[:40]
+    # Chunk labels for the first ten (their node ids are chunk ids), evidence spans for the rest.
+    node_ids = [chunks["chunk_id"].iloc[i * 7] if i < 10 else f"node-{i}" for i in range(len(records))]
+    path = tmp_path / "qa.json"
+    path.write_text(
+        json.dumps(
+            {
+                "queries": {f"q{i}": r["question"] for i, r in enumerate(records)},
+                "corpus": {node: r["evidence"] for node, r in zip(node_ids, records)},
+                "relevant_docs": {f"q{i}": [node] for i, node in enumerate(node_ids)},
+                "mode": "text",
+            }
+        )
+    )
+    calls = []
+    monkeypatch.setattr(gauge, "judge", lambda rows, c, m: calls.append(len(rows)) or spans.judge(rows, c, m))
+    _, table, summary = gauge.gauge_question_set(path, chunks, documents)
+    assert calls == [40]
+
+    monkeypatch.setattr(gauge, "judge", lambda rows, c, m: [j for row in rows for j in spans.judge([row], c, m)])
+    _, alone, alone_summary = gauge.gauge_question_set(path, chunks, documents)
+    pd.testing.assert_frame_equal(table, alone)
+    assert summary == alone_summary and (table["n_relevant_chunks"] >= 1).all()
