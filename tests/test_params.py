@@ -77,6 +77,14 @@ def write(tmp_path: Path, tree: dict) -> Path:
         ({"panel": {"bad name": {"method": "bm25"}}}, "panel.bad name is not a usable system name"),
         ({"panel": {"x": {"depth": 0}}}, "panel.x.depth must be a positive number of chunks"),
         ({"panel": ["dense"]}, "panel must be a mapping of system names to retrieval settings"),
+        (
+            {
+                "load": {"source": "lancedb:stores/docs.lancedb?table=chunks"},
+                "panel": {"s1": {"method": "store", "store": {"search": {"bogus": 1}}}},
+            },
+            "panel.s1.store.search: lancedb has no query parameter 'bogus'",
+        ),
+        ({"panel": {"s1": {"method": "store"}}}, "panel.s1.method store needs panel.s1.store.address"),
         ({"validity": {"threshold": 2}}, "validity.threshold must be a Kendall tau in [-1, 1]"),
         (
             {"embed": {"engine": "ray", "device": "cpu", "ray": {"num_gpus_per_actor": 1}}},
@@ -98,3 +106,6 @@ def test_a_null_store_address_is_load_source_for_every_reader(tmp_path):
     params = load_all_params(write(tmp_path, {"load": {"source": store}, "retrieval": {"store": {"address": other}}}))
     assert params["retrieval"]["store"]["address"] == other
     assert load_all_params(write(tmp_path, {}))["retrieval"]["store"]["address"] is None  # a path source: no store
+    panel = {"s1": {"method": "store", "store": {"address": None}}, "s2": {"store": {"address": other}}}
+    params = load_all_params(write(tmp_path, {"load": {"source": store}, "panel": panel}))
+    assert [params["panel"][name]["store"]["address"] for name in panel] == [store, other]

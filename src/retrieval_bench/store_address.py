@@ -169,7 +169,7 @@ def check_search(engine: str, search: dict | None, where: str = "retrieval.store
 def check_store_params(params: dict[str, Any], path: Path) -> None:
     """params.yaml's store addresses (load.source, retrieval.store) parse and fit the method; a null
     retrieval.store.address is resolved to load.source here, once for every reader."""
-    source, store = params["load"]["source"], params["retrieval"]["store"]
+    source = params["load"]["source"]
     if is_store_address(source):
         parse_address(source, f"{path}: load.source")
     elif params["embed"]["corpus_vectors"] == "stored":
@@ -177,6 +177,13 @@ def check_store_params(params: dict[str, Any], path: Path) -> None:
             f"{path}: embed.corpus_vectors stored needs load.source to be a vector store address "
             f"(e.g. lancedb:data/store.lancedb?table=chunks), got {source!r}"
         )
+    check_retrieval_store(params["retrieval"], source, path)
+
+
+def check_retrieval_store(retrieval: dict[str, Any], source: str, path: Path) -> None:
+    """One retrieval settings' store (the retrieval section's or a panel system's) parses and fits
+    its method and engine; a null store.address is resolved to `source` (load.source)."""
+    store = retrieval["store"]
     address = store["address"]
     if address is not None:
         if not isinstance(address, str):
@@ -184,7 +191,7 @@ def check_store_params(params: dict[str, Any], path: Path) -> None:
                 f"{path}: retrieval.store.address must be a store address or null (= load.source), got {address!r}"
             )
         parse_address(address, f"{path}: retrieval.store.address")
-    if params["retrieval"]["method"] == "store" and address is None and not is_store_address(source):
+    if retrieval["method"] == "store" and address is None and not is_store_address(source):
         raise InputError(
             f"{path}: retrieval.method store needs retrieval.store.address, or load.source a store address"
         )
