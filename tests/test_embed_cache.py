@@ -133,6 +133,18 @@ def test_prune_keeps_what_is_needed_in_one_shard(tmp_path):
         np.testing.assert_array_equal(found[keys(10)[i]], data[i])
 
 
+def test_prune_reads_each_kept_row_once(tmp_path, monkeypatch):
+    """Rows are read (and checksummed) once, as they are written, not once to choose and again to copy."""
+    folder = tmp_path / "cache"
+    for start in (0, 4):  # two runs, two shards: a rewrite
+        with ec.EmbeddingCache(folder) as cache:
+            cache.put(keys(8)[start : start + 4], vectors(8)[start : start + 4])
+    read, rows = [], ec.Shard.rows
+    monkeypatch.setattr(ec.Shard, "rows", lambda shard, indices: read.extend(indices) or rows(shard, indices))
+    report = ec.prune(folder, set(keys(8)[1:]))
+    assert (report.kept, report.rewritten) == (7, True) and len(read) == 7
+
+
 def test_a_prune_that_only_merges_shards_says_it_rewrote_the_cache(tmp_path):
     folder = tmp_path / "cache"
     data = vectors(6)

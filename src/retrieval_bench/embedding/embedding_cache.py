@@ -317,20 +317,31 @@ def _size(folder: Path) -> int:
 BLOCK_ROWS = 65_536  # rows read (and checked) at a time by prune
 
 
-def _sound_picks(shard: Shard, keep: set[bytes], seen: set[bytes]) -> tuple[list[int], list[bytes]]:
-    """The rows of `shard` to keep: a key in `keep` not `seen` yet, a sound row (added to `seen`)."""
+def _sound_blocks(shard: Shard, keep: set[bytes], seen: set[bytes]) -> Iterator[tuple[list[bytes], np.ndarray]]:
+    """The rows of `shard` to keep, a block at a time, each read and checked once: a key in `keep`
+    not `seen` yet (added to `seen`), a sound row."""
     wanted = [(row, raw.tobytes()) for row, raw in enumerate(shard.keys)]
     wanted = [(row, key) for row, key in wanted if key in keep and key not in seen]
-    rows, keys = [], []
     for start in range(0, len(wanted), BLOCK_ROWS):
         block = wanted[start : start + BLOCK_ROWS]
-        _, sound = shard.rows(np.array([row for row, _ in block], dtype=np.int64))
-        for (row, key), ok in zip(block, sound):
+        rows, sound = shard.rows(np.array([row for row, _ in block], dtype=np.int64))
+        picks = []
+        for at, ((_, key), ok) in enumerate(zip(block, sound)):
             if ok and key not in seen:
                 seen.add(key)
-                rows.append(row)
-                keys.append(key)
-    return rows, keys
+                picks.append(at)
+        if picks:
+            yield [block[at][1] for at in picks], rows[picks]
+
+
+def _kept(shards: list[Shard], keep: set[bytes], writer: ShardWriter | None) -> int:
+    """How many sound vectors to keep (the newest copy of each key), appended to `writer` if any."""
+    seen: set[bytes] = set()
+    for shard in reversed(shards):
+        for keys, rows in _sound_blocks(shard, keep, seen):
+            if writer is not None:
+                writer.append(keys, rows)
+    return len(seen)
 
 
 def prune(folder: str | Path, keep: set[bytes], dry_run: bool = False, dim: int | None = None) -> PruneReport:
@@ -341,26 +352,24 @@ def prune(folder: str | Path, keep: set[bytes], dry_run: bool = False, dim: int 
     with _folder_lock(folder):
         before = _size(folder)
         shards = read_shards(folder, dim)
-        seen: set[bytes] = set()
-        picked = [(shard, *_sound_picks(shard, keep, seen)) for shard in reversed(shards)]
-        dropped = sum(len(shard.keys) for shard in shards) - len(seen)
+        total = sum(len(shard.keys) for shard in shards)
         stale = [p for p in folder.iterdir() if p.suffix in {".vec", ".keys"}]
         current = all(shard.sums is not None for shard in shards)  # a format-1 shard is rewritten with checksums
-        if dry_run or (dropped == 0 and current and len(shards) <= 1 and len(stale) == 2 * len(shards)):
-            return PruneReport(
-                folder, len(seen), dropped, before, before if dry_run else _size(folder), rewritten=False
-            )
-        writer = ShardWriter(folder)
+        # Left alone only if one current shard holds each kept key once and every row is sound: that
+        # takes a read to tell. Otherwise the rows are read once, as they are written.
+        keys = [raw.tobytes() for shard in shards for raw in shard.keys]
+        whole = current and len(shards) <= 1 and len(stale) == 2 * len(shards) and len(keep.intersection(keys)) == total
+        if dry_run or whole:
+            kept = _kept(shards, keep, None)
+            if dry_run or kept == total:
+                return PruneReport(folder, kept, total - kept, before, before, rewritten=False)
+        writer = ShardWriter(folder)  # a damaged row in a whole shard: its sound ones are read once more
         try:
-            for shard, rows, keys in picked:
-                for start in range(0, len(rows), BLOCK_ROWS):
-                    writer.append(
-                        keys[start : start + BLOCK_ROWS], shard.rows(np.array(rows[start : start + BLOCK_ROWS]))[0]
-                    )
+            kept = _kept(shards, keep, writer)
         finally:
             writer.close()
         _fsync_dir(folder)
         for path in stale:
             path.unlink()
         _fsync_dir(folder)
-        return PruneReport(folder, len(seen), dropped, before, _size(folder), rewritten=True)
+        return PruneReport(folder, kept, total - kept, before, _size(folder), rewritten=True)
