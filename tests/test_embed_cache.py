@@ -164,7 +164,8 @@ def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path
     nothing dropped, yet the DVC outputs were rewritten, so it says to record them."""
     from retrieval_bench import paths
     from retrieval_bench.embedding.cache_prune import run_prune
-    from retrieval_bench.embedding.embed import cache_keys, settings_fingerprint
+    from retrieval_bench.embedding.embed import cache_keys
+    from retrieval_bench.model_source import model_fingerprint, resolve_model
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -180,15 +181,20 @@ def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path
         (paths.QUESTION_EMBEDDING_CACHE, questions, settings["query_prompt"]),
     ):
         for i, key in enumerate(
-            cache_keys(texts, settings, prompt, settings_fingerprint(settings))
+            cache_keys(texts, settings, prompt, model_fingerprint(resolve_model(settings["model"])))
         ):  # one run per text: two shards
             with ec.EmbeddingCache(folder) as cache:
                 cache.put([key], vectors(1, dim=384, seed=i))  # the model's dimension: prune checks it
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"embed": {}}))
     args = type("Args", (), {"params": str(params), "dry_run": False})()
+    from retrieval_bench.embedding import cache_prune, embed
 
+    resolved = []
+    for module in (cache_prune, embed):  # wherever the command resolves the model: once
+        monkeypatch.setattr(module, "resolve_model", lambda model, *a: resolved.append(model) or resolve_model(model))
     assert run_prune(args) == 0
+    assert resolved == [settings["model"]]
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines[:2]] == [paths.CORPUS_EMBEDDING_CACHE, paths.QUESTION_EMBEDDING_CACHE]
     assert all("kept 2 vectors, dropped 0, in one shard" in line for line in lines[:2])
