@@ -364,6 +364,16 @@ def test_a_non_finite_or_zero_vector_is_never_cached(tmp_path, value):
     assert ec.read_shards(tmp_path / "cache") == []
 
 
+def test_a_batch_of_another_dimension_than_the_caches_is_never_cached(tmp_path):
+    """The cache knows the model's dimension: even its first batch is checked against it."""
+    with ec.EmbeddingCache(tmp_path / "cache", dim=8) as cache:
+        with pytest.raises(
+            InputError, match="the encoder returned 4-dimensional vectors, the model's are 8-dimensional; nothing"
+        ):
+            cache.put(keys(3), unit_vectors(3, dim=4))
+    assert ec.read_shards(tmp_path / "cache") == []
+
+
 def test_a_damaged_cached_vector_is_embedded_again_by_embed_texts(tmp_path, capsys):
     from retrieval_bench.embedding.embed import embed_texts
 

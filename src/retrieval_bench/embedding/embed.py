@@ -14,7 +14,7 @@ import numpy as np
 
 from retrieval_bench.embedding.backends import load_encoder, runtime_version, st_dimension
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, space_digest, text_keys
-from retrieval_bench.io import InputError, atomic_open, write_json
+from retrieval_bench.io import atomic_open, write_json
 from retrieval_bench.model_source import model_fingerprint, resolve_model
 
 
@@ -188,12 +188,7 @@ def embed_texts(
                 tqdm(total=len(items), unit=unit, desc=f"embed ({description})", disable=not progress) as bar,
             ):
                 for batch, vectors in batches:
-                    if dim is not None and vectors.shape[1:] != (dim,):
-                        raise InputError(
-                            f"embed.model {settings['model']}: its files declare {dim}-dimensional vectors, "
-                            f"the encoder returned {vectors.shape[1:]}; nothing of this batch was cached"
-                        )
-                    cache.put(batch, vectors)
+                    cache.put(batch, vectors)  # a batch of another dimension than the model's is refused
                     found.update(zip(batch, vectors))
                     bar.update(len(batch))
             seconds = time.monotonic() - started

@@ -178,13 +178,14 @@ def _next_shard_name(folder: Path, first_key: bytes) -> str:
 
 
 class ShardWriter:
-    """Appends batches to one new shard, created (and named) on the first batch."""
+    """Appends batches to one new shard, created (and named) on the first batch. `dim`: the
+    vectors' dimension (None: the first batch's); a batch of another is refused."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, dim: int | None = None):
         self.folder = folder
         self.name: str | None = None
         self._vec = self._keys = None
-        self.dim: int | None = None
+        self.dim = dim
 
     def append(self, keys: list[bytes], vectors: np.ndarray) -> None:
         vectors = np.ascontiguousarray(vectors, dtype=DTYPE)
@@ -199,6 +200,11 @@ class ShardWriter:
                 f"{self.folder}: the encoder returned {int(unsound.sum())} vectors of {len(vectors)} that are "
                 "not finite or all zeros; they were not cached (check embed.backend, precision and device)"
             )
+        if self.dim is not None and vectors.shape[1] != self.dim:
+            raise InputError(
+                f"{self.folder}: the encoder returned {vectors.shape[1]}-dimensional vectors, the model's are "
+                f"{self.dim}-dimensional; nothing of this batch was cached"
+            )
         if self._vec is None:
             self.dim = vectors.shape[1]
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -207,8 +213,6 @@ class ShardWriter:
             self._vec.write(_header(self.dim))
             self._keys = open(self.folder / f"{self.name}.keys", "xb")
             _fsync_dir(self.folder)
-        elif vectors.shape[1] != self.dim:
-            raise ValueError(f"vectors of dimension {vectors.shape[1]} in a shard of dimension {self.dim}")
         self._vec.write(vectors.tobytes())
         self._vec.flush()
         os.fsync(self._vec.fileno())  # the rows are on disk before any key names them
@@ -250,7 +254,7 @@ class EmbeddingCache:
         self._lock = None
         self._index: dict[bytes, tuple[int, int]] = {}
         self._shards: list[Shard] = []
-        self.writer = ShardWriter(self.folder)
+        self.writer = ShardWriter(self.folder, dim)
 
     def __enter__(self) -> "EmbeddingCache":
         self._lock = _folder_lock(self.folder)
@@ -363,7 +367,7 @@ def prune(folder: str | Path, keep: set[bytes], dry_run: bool = False, dim: int 
             kept = _kept(shards, keep, None)
             if dry_run or kept == total:
                 return PruneReport(folder, kept, total - kept, before, before, rewritten=False)
-        writer = ShardWriter(folder)  # a damaged row in a whole shard: its sound ones are read once more
+        writer = ShardWriter(folder, dim)  # a damaged row in a whole shard: its sound ones are read once more
         try:
             kept = _kept(shards, keep, writer)
         finally:
