@@ -30,7 +30,7 @@ from retrieval_bench.embedding import embed_ray
 from retrieval_bench.embedding.embed import cache_keys, embed_texts
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, read_shards
 from retrieval_bench.endpoints import RAY_ADDRESS_ENV
-from retrieval_bench.io import InputError, read_jsonl
+from retrieval_bench.io import InputError, first_line, read_jsonl
 from retrieval_bench.model_source import model_fingerprint, resolve_model
 from retrieval_bench.params import DEFAULTS
 
@@ -54,6 +54,14 @@ def settings(engine: str, **ray_options) -> dict:
 
 def quiet(line: str) -> None:
     pass
+
+
+def test_an_error_message_is_told_by_its_first_non_blank_line():
+    """What the engine's one-line errors quote of Ray's exceptions, whose messages may open blank."""
+    assert (
+        first_line(RuntimeError("\n   The actor died unexpectedly.  \nTraceback ...")) == "The actor died unexpectedly."
+    )
+    assert first_line(RuntimeError("")) == "RuntimeError"
 
 
 @pytest.fixture(scope="module")

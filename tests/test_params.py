@@ -98,6 +98,13 @@ def test_bad_params_name_the_key_and_what_was_expected(tmp_path, tree, message):
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+def test_ray_address_local_is_the_engines_own_local_instance(tmp_path):
+    """Ray's `local` and null both start the engine's private instance (with its watchdog), never
+    the cluster path; so nothing past params.yaml tells them apart."""
+    params = load_all_params(write(tmp_path, {"embed": {"ray": {"address": "local"}}}))
+    assert params["embed"]["ray"]["address"] is None
+
+
 def test_a_null_store_address_is_load_source_for_every_reader(tmp_path):
     store = "lancedb:stores/docs.lancedb?table=chunks"
     params = load_all_params(write(tmp_path, {"load": {"source": store}, "retrieval": {"method": "store"}}))
