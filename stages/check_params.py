@@ -6,16 +6,16 @@ stores DVC cannot depend on, and generate.style_examples, which may be null."""
 from pathlib import Path
 
 from retrieval_bench import paths
-from retrieval_bench.corpus.source_stamp import content_digest, stamps
+from retrieval_bench.corpus.source_stamp import source_stamp, stamps
 from retrieval_bench.io import atomic_open, run_stage, write_json
 from retrieval_bench.params import load_all_params
 
 
 def style_examples_stamp(file: str | None) -> dict:
     """What generate_goldenset depends on for generate.style_examples, which may be null (DVC cannot
-    depend on a null path): the file's content digest; a missing one is generate_goldenset's error."""
-    exists = file is not None and Path(file).exists()
-    return {"file": file, "md5": content_digest(Path(file))[1] if exists else None}
+    depend on a null path): the file's content digest, remembered while its size and time stay (as
+    load.source's); a missing one is generate_goldenset's error."""
+    return {"file": None, "md5": None} if file is None else source_stamp(file, Path(paths.SOURCE_DIGEST_MEMO))
 
 
 def main() -> None:

@@ -9,15 +9,16 @@ from retrieval_bench import paths
 from retrieval_bench.embedding.embed import embed_texts, save_embeddings
 from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
 from retrieval_bench.io import read_table, run_stage
-from retrieval_bench.params import load_params
+from retrieval_bench.params import load_all_params
 
 
 def main() -> None:
-    params = load_params("embed")
+    everything = load_all_params()
+    params = everything["embed"]
     chunks = read_table(paths.CHUNKS, ["chunk_id", "text"])
     if params["corpus_vectors"] == "stored":
         vectors, line = stored_corpus_vectors(
-            load_params("load")["source"], chunks, params, paths.CORPUS_EMBEDDING_CACHE
+            everything["load"]["source"], chunks, params, paths.CORPUS_EMBEDDING_CACHE
         )
     else:
         vectors, stats = embed_texts(

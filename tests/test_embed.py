@@ -1,6 +1,7 @@
 """Model resolution offline (bundled weights verified by sha256) and embedding shapes."""
 
 import hashlib
+import json
 import zipfile
 
 import numpy as np
@@ -73,6 +74,34 @@ def test_an_empty_text_list_loads_no_encoder(tmp_path, monkeypatch):
         assert vectors.shape == (0, 384) and vectors.dtype == np.float32
         assert (stats.texts, stats.embedded, stats.encoder) == (0, 0, None) and (tmp_path / backend).is_dir()
     assert embed.embedding_dimension(model_source.resolve_model(DEFAULTS["embed"]["model"])) == 384
+
+
+def test_a_model_saved_now_declares_its_dimension_and_an_undeclared_one_is_loaded_once(tmp_path, monkeypatch):
+    """The installed sentence-transformers writes {"embedding_dimension", "pooling_mode"}: read, no
+    model load. A model declaring no single width (two pooling modes) is loaded once, by its encoder."""
+    import sentence_transformers
+
+    from retrieval_bench.params import DEFAULTS
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    saved = tmp_path / "saved"
+    embed.load_model(DEFAULTS["embed"]["model"]).save(str(saved))
+    pooling = saved / "1_Pooling" / "config.json"
+    assert {"embedding_dimension", "pooling_mode"} <= set(json.loads(pooling.read_text()))
+    assert embed._declared_dimension(saved) == 384
+    pooling.write_text(json.dumps({**json.loads(pooling.read_text()), "pooling_mode": ["mean", "max"]}))
+    assert embed._declared_dimension(saved) is None
+    loads = []
+
+    class Counted(sentence_transformers.SentenceTransformer):
+        def __init__(self, *args, **kwargs):
+            loads.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", Counted)
+    settings = {**DEFAULTS["embed"], "model": str(saved)}
+    vectors, _ = embed.embed_texts(["a text", "another"], settings, "", tmp_path / "cache", progress=False)
+    assert vectors.shape == (2, 768) and loads == [str(saved)]
 
 
 @pytest.mark.parametrize("engine", ["local", "ray"])

@@ -133,6 +133,18 @@ def test_prune_keeps_what_is_needed_in_one_shard(tmp_path):
         np.testing.assert_array_equal(found[keys(10)[i]], data[i])
 
 
+def test_prune_reads_each_kept_row_once(tmp_path, monkeypatch):
+    """Rows are read (and checksummed) once, as they are written, not once to choose and again to copy."""
+    folder = tmp_path / "cache"
+    for start in (0, 4):  # two runs, two shards: a rewrite
+        with ec.EmbeddingCache(folder) as cache:
+            cache.put(keys(8)[start : start + 4], vectors(8)[start : start + 4])
+    read, rows = [], ec.Shard.rows
+    monkeypatch.setattr(ec.Shard, "rows", lambda shard, indices: read.extend(indices) or rows(shard, indices))
+    report = ec.prune(folder, set(keys(8)[1:]))
+    assert (report.kept, report.rewritten) == (7, True) and len(read) == 7
+
+
 def test_a_prune_that_only_merges_shards_says_it_rewrote_the_cache(tmp_path):
     folder = tmp_path / "cache"
     data = vectors(6)
@@ -152,7 +164,8 @@ def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path
     nothing dropped, yet the DVC outputs were rewritten, so it says to record them."""
     from retrieval_bench import paths
     from retrieval_bench.embedding.cache_prune import run_prune
-    from retrieval_bench.embedding.embed import cache_keys, settings_fingerprint
+    from retrieval_bench.embedding.embed import cache_keys
+    from retrieval_bench.model_source import model_fingerprint, resolve_model
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -168,15 +181,20 @@ def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path
         (paths.QUESTION_EMBEDDING_CACHE, questions, settings["query_prompt"]),
     ):
         for i, key in enumerate(
-            cache_keys(texts, settings, prompt, settings_fingerprint(settings))
+            cache_keys(texts, settings, prompt, model_fingerprint(resolve_model(settings["model"])))
         ):  # one run per text: two shards
             with ec.EmbeddingCache(folder) as cache:
                 cache.put([key], vectors(1, dim=384, seed=i))  # the model's dimension: prune checks it
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"embed": {}}))
     args = type("Args", (), {"params": str(params), "dry_run": False})()
+    from retrieval_bench.embedding import cache_prune, embed
 
+    resolved = []
+    for module in (cache_prune, embed):  # wherever the command resolves the model: once
+        monkeypatch.setattr(module, "resolve_model", lambda model, *a: resolved.append(model) or resolve_model(model))
     assert run_prune(args) == 0
+    assert resolved == [settings["model"]]
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines[:2]] == [paths.CORPUS_EMBEDDING_CACHE, paths.QUESTION_EMBEDDING_CACHE]
     assert all("kept 2 vectors, dropped 0, in one shard" in line for line in lines[:2])
@@ -343,6 +361,16 @@ def test_a_non_finite_or_zero_vector_is_never_cached(tmp_path, value):
             match="the encoder returned 1 vectors of 3 that are not finite or all zeros; they were not cached",
         ):
             cache.put(keys(3), data)
+    assert ec.read_shards(tmp_path / "cache") == []
+
+
+def test_a_batch_of_another_dimension_than_the_caches_is_never_cached(tmp_path):
+    """The cache knows the model's dimension: even its first batch is checked against it."""
+    with ec.EmbeddingCache(tmp_path / "cache", dim=8) as cache:
+        with pytest.raises(
+            InputError, match="the encoder returned 4-dimensional vectors, the model's are 8-dimensional; nothing"
+        ):
+            cache.put(keys(3), unit_vectors(3, dim=4))
     assert ec.read_shards(tmp_path / "cache") == []
 
 

@@ -27,10 +27,10 @@ from conftest import copy_project, dvc, read_metrics, set_params, tool_env
 from test_store_guards import own_address
 
 from retrieval_bench.embedding import embed_ray
-from retrieval_bench.embedding.embed import cache_keys, embed_texts, settings_fingerprint
+from retrieval_bench.embedding.embed import cache_keys, embed_texts
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, read_shards
 from retrieval_bench.endpoints import RAY_ADDRESS_ENV
-from retrieval_bench.io import InputError, read_jsonl
+from retrieval_bench.io import InputError, first_line, read_jsonl
 from retrieval_bench.model_source import model_fingerprint, resolve_model
 from retrieval_bench.params import DEFAULTS
 
@@ -56,6 +56,14 @@ def quiet(line: str) -> None:
     pass
 
 
+def test_an_error_message_is_told_by_its_first_non_blank_line():
+    """What the engine's one-line errors quote of Ray's exceptions, whose messages may open blank."""
+    assert (
+        first_line(RuntimeError("\n   The actor died unexpectedly.  \nTraceback ...")) == "The actor died unexpectedly."
+    )
+    assert first_line(RuntimeError("")) == "RuntimeError"
+
+
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
     """One local Ray instance (2 CPUs) for the module, its workers and this process writing models
@@ -78,7 +86,7 @@ def test_ray_embeds_only_what_the_cache_lacks_and_gives_the_local_engines_vector
     texts = corpus(64, (5, 60), seed=1)
     local, _ = embed_texts(texts, settings("local"), "", tmp_path / "local", progress=False, log=quiet)
     cache = tmp_path / "cache"
-    keys = cache_keys(texts, settings("ray"), "", settings_fingerprint(settings("ray")))
+    keys = cache_keys(texts, settings("ray"), "", model_fingerprint(resolve_model(settings("ray")["model"])))
     with EmbeddingCache(cache) as prefill:  # half the texts cached already, with the local engine's vectors
         prefill.put(keys[::2], local[::2])
     before = {shard.name for shard in read_shards(cache)}
@@ -334,7 +342,7 @@ def test_an_actor_killed_mid_run_ends_in_one_line_and_the_rerun_embeds_only_the_
     lines = stage.stderr.splitlines()
     assert len(lines) == 1, stage.stderr
     assert lines[0].startswith(f"error: embed.engine ray: a Ray actor died (pid {killed[0]}, node ")
-    keys = cache_keys(texts, settings("local"), "", settings_fingerprint(settings("local")))
+    keys = cache_keys(texts, settings("local"), "", model_fingerprint(resolve_model(settings("local")["model"])))
     with EmbeddingCache(cache) as kept:
         from_ray = kept.get(keys)
     saved, batch = len(from_ray), settings("ray")["ray"]["batch_size"]

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from retrieval_bench.corpus.load import load_corpus, read_qrels
+from retrieval_bench.corpus.load import load_corpus, read_beir_corpus, read_qrels
 from retrieval_bench.io import InputError
 
 
@@ -233,3 +233,15 @@ def test_inconsistent_documents_or_offsets_are_one_line_errors(tmp_path, change,
     with pytest.raises(InputError, match=message) as error:
         load_corpus(write_jsonl(tmp_path / "c.jsonl", rows))
     assert "\n" not in str(error.value)
+
+
+def test_a_bad_record_is_named_by_its_line_where_blank_lines_come_first(tmp_path):
+    """Record n is line n of a JSONL file: blank lines are counted, ready chunks and BEIR alike."""
+    chunks = tmp_path / "chunks.jsonl"
+    chunks.write_text('\n{"id": "1", "text": "ok"}\n\n{"id": 2.5, "text": "x"}\n')
+    with pytest.raises(InputError, match=r"chunks\.jsonl: record 4\b"):
+        load_corpus(chunks)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "ok"}\n\n{"_id": "d2", "text": 7}\n')
+    with pytest.raises(InputError, match=r"corpus\.jsonl: record 3\b"):
+        read_beir_corpus(corpus)

@@ -77,6 +77,14 @@ def write(tmp_path: Path, tree: dict) -> Path:
         ({"panel": {"bad name": {"method": "bm25"}}}, "panel.bad name is not a usable system name"),
         ({"panel": {"x": {"depth": 0}}}, "panel.x.depth must be a positive number of chunks"),
         ({"panel": ["dense"]}, "panel must be a mapping of system names to retrieval settings"),
+        (
+            {
+                "load": {"source": "lancedb:stores/docs.lancedb?table=chunks"},
+                "panel": {"s1": {"method": "store", "store": {"search": {"bogus": 1}}}},
+            },
+            "panel.s1.store.search: lancedb has no query parameter 'bogus'",
+        ),
+        ({"panel": {"s1": {"method": "store"}}}, "panel.s1.method store needs panel.s1.store.address"),
         ({"validity": {"threshold": 2}}, "validity.threshold must be a Kendall tau in [-1, 1]"),
         (
             {"embed": {"engine": "ray", "device": "cpu", "ray": {"num_gpus_per_actor": 1}}},
@@ -90,6 +98,13 @@ def test_bad_params_name_the_key_and_what_was_expected(tmp_path, tree, message):
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+def test_ray_address_local_is_the_engines_own_local_instance(tmp_path):
+    """Ray's `local` and null both start the engine's private instance (with its watchdog), never
+    the cluster path; so nothing past params.yaml tells them apart."""
+    params = load_all_params(write(tmp_path, {"embed": {"ray": {"address": "local"}}}))
+    assert params["embed"]["ray"]["address"] is None
+
+
 def test_a_null_store_address_is_load_source_for_every_reader(tmp_path):
     store = "lancedb:stores/docs.lancedb?table=chunks"
     params = load_all_params(write(tmp_path, {"load": {"source": store}, "retrieval": {"method": "store"}}))
@@ -98,3 +113,6 @@ def test_a_null_store_address_is_load_source_for_every_reader(tmp_path):
     params = load_all_params(write(tmp_path, {"load": {"source": store}, "retrieval": {"store": {"address": other}}}))
     assert params["retrieval"]["store"]["address"] == other
     assert load_all_params(write(tmp_path, {}))["retrieval"]["store"]["address"] is None  # a path source: no store
+    panel = {"s1": {"method": "store", "store": {"address": None}}, "s2": {"store": {"address": other}}}
+    params = load_all_params(write(tmp_path, {"load": {"source": store}, "panel": panel}))
+    assert [params["panel"][name]["store"]["address"] for name in panel] == [store, other]

@@ -9,7 +9,8 @@ import time
 import pytest
 from conftest import copy_project, dvc
 
-from retrieval_bench.corpus.source_stamp import source_stamp
+from retrieval_bench.corpus.source_stamp import source_stamp, stamps
+from retrieval_bench.params import load_all_params
 
 
 def test_a_path_is_stamped_by_content_not_by_time(tmp_path):
@@ -41,6 +42,24 @@ def test_a_local_store_is_stamped_by_file_times_and_a_server_always_anew(tmp_pat
     server = "chroma:http://127.0.0.1:8000?collection=chunks"
     assert source_stamp(server)["kind"] == "store server"
     assert source_stamp(server) != source_stamp(server)
+
+
+def test_the_store_stamp_covers_the_stores_panel_systems_search(tmp_path):
+    """retrieve_panel depends on data/store_stamp.json: a store only a panel system searches is in it,
+    so rebuilding that store re-runs the system; with no system searching a store it is constant."""
+    store = tmp_path / "panel.lancedb"
+    store.mkdir()
+    (store / "data.lance").write_bytes(b"\0" * 64)
+    address = f"lancedb:{store}?table=chunks"
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(json.dumps({"panel": {"s1": {"method": "store", "store": {"address": address}}}}))
+    params = load_all_params(params_file)
+    first = stamps(params)[1]
+    assert first == {address: source_stamp(address)}
+    os.utime(store / "data.lance", ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert stamps(params)[1] != first
+    params_file.write_text(json.dumps({"panel": {"s1": {"method": "bm25"}}}))
+    assert stamps(load_all_params(params_file))[1] == {"source": None}
 
 
 @pytest.mark.pipeline

@@ -24,7 +24,7 @@ from retrieval_bench.retrieval import store_search
 from retrieval_bench.retrieval.run import Corpus, Questions
 from retrieval_bench.store_address import parse_address
 from retrieval_bench.stores import registry
-from retrieval_bench.stores.base import STORE_URL_ENV
+from retrieval_bench.stores.base import STORE_URL_ENV, api_key
 
 SECRET = "sk-store-secret-for-the-collector"
 KEYS = {"chroma": ("CHROMA_API_KEY", "x-chroma-token"), "qdrant": ("QDRANT_API_KEY", "api-key")}
@@ -278,3 +278,18 @@ def test_a_chroma_store_run_says_it_is_one_draw(engine, tmp_path, capsys):
         assert "this run is one draw" in info["one_draw"]
     else:
         assert warnings == [] and "one_draw" not in info
+
+
+@pytest.mark.parametrize(("engine", "port"), [("qdrant", 6333), ("chroma", 8000)])
+def test_a_server_url_without_a_port_is_vouched_for_at_the_port_the_client_uses(clean_env, engine, port, monkeypatch):
+    """The client connects to the engine's port (Qdrant 6333, Chroma 8000), not the scheme's 80: the
+    user vouching for http://store.internal vouches for nothing there, http://store.internal:<port> does."""
+    variable, _ = KEYS[engine]
+    monkeypatch.setenv(variable, SECRET)
+    address = parse_address(f"{engine}:http://store.internal?collection=c")
+    assert address.location == f"http://store.internal:{port}"
+    monkeypatch.setenv(STORE_URL_ENV, "http://store.internal")
+    with pytest.raises(InputError, match=f"export {STORE_URL_ENV}=http://store.internal:{port} "):
+        api_key(address)
+    monkeypatch.setenv(STORE_URL_ENV, f"http://store.internal:{port}")
+    assert api_key(address) == SECRET

@@ -78,7 +78,7 @@ def check_ray_address(address: str, env: Mapping[str, str]) -> None:
     user named outside git (RETRIEVAL_BENCH_RAY_ADDRESS, RAY_ADDRESS, or tcp://host:port in the
     endpoints file), else one InputError. `auto` reads RAY_ADDRESS, the user's own choice."""
     host, port = _host_port(address)
-    if address in ("auto", "local") or is_loopback(host):  # local: a new instance on this machine
+    if address == "auto" or is_loopback(host):  # (params.yaml's `local` is read as null: no address)
         return
     named = [env.get(RAY_ADDRESS_ENV, ""), env.get("RAY_ADDRESS", ""), *user_endpoints(env)]
     if (host, port) in [_host_port(url.strip().removeprefix("tcp://").rstrip("/")) for url in named if url]:

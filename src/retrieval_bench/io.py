@@ -223,8 +223,8 @@ def load_array(path: str | Path, mmap_mode: str | None = None) -> np.ndarray:
 
 
 def first_line(error: BaseException, limit: int = 120) -> str:
-    """The first line of an exception's message, cut to `limit` characters."""
-    text = (str(error).splitlines() or [type(error).__name__])[0]
+    """The first non-blank line of an exception's message (stripped), cut to `limit` characters."""
+    text = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 

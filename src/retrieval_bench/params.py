@@ -12,7 +12,7 @@ import yaml
 
 from retrieval_bench.io import InputError
 from retrieval_bench.params_sections import check_embed, check_rerank_and_ann
-from retrieval_bench.store_address import check_store_params
+from retrieval_bench.store_address import check_retrieval_store, check_store_params
 
 # The defaults double as the schema: a key not listed here is a typo, and a value must have
 # the type of its default (an int is accepted where a float is expected; None means optional).
@@ -225,7 +225,7 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool) or value <= 0):
             raise InputError(f"{path}: {name}.{key} must be a positive {kind.__name__} or null, got {value!r}")
     _check_values(params, path)
-    params["panel"] = _check_panel(raw_panel, params["retrieval"], path)
+    params["panel"] = _check_panel(raw_panel, params["retrieval"], params["load"]["source"], path)
     if not -1 <= params["validity"]["threshold"] <= 1:
         raise InputError(
             f"{path}: validity.threshold must be a Kendall tau in [-1, 1], got {params['validity']['threshold']!r}"
@@ -411,9 +411,8 @@ def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _check_panel(panel: Any, retrieval: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
-    """Each panel system's retrieval settings: the retrieval section with the system's keys over it,
-    checked as the retrieval section is."""
+def _check_panel(panel: Any, retrieval: dict[str, Any], source: str, path: Path) -> dict[str, dict[str, Any]]:
+    """Each panel system's retrieval settings: the retrieval section with its keys over it, checked alike."""
     if panel is None:
         return {}
     if not isinstance(panel, dict):
@@ -437,6 +436,7 @@ def _check_panel(panel: Any, retrieval: dict[str, Any], path: Path) -> dict[str,
                 )
         try:
             _check_retrieval(settings, path)
+            check_retrieval_store(settings, source, path)
         except InputError as error:
             raise InputError(str(error).replace("retrieval.", f"panel.{name}.")) from None
         systems[name] = settings

@@ -59,6 +59,8 @@ def check_embed(embed: dict[str, Any], path: Path) -> None:
         raise InputError(
             f"{path}: embed.ray.address must be null (start a local Ray), auto or host:port, got {address!r}"
         )
+    if address == "local":  # Ray's own name for a new local instance: the engine's private one, watchdog and all
+        ray["address"] = None
     check_bounds(embed, EMBED_BOUNDS, "embed", path)
     if (
         embed["engine"] == "ray"

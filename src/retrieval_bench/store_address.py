@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from retrieval_bench.io import InputError
 
@@ -35,6 +35,9 @@ ENGINES = {
     "qdrant": ("qdrant", "qdrant_client"),
     "sqlite-vec": ("sqlite-vec", "sqlite_vec"),
 }
+# engine -> scheme -> the port its client connects to where a server URL names none: parse_address
+# writes it into the URL, so the key check (retrieval_bench.endpoints) and the client see one port.
+DEFAULT_PORTS = {"chroma": {"http": 8000, "https": 443}, "qdrant": {"http": 6333, "https": 6333}}
 OPTIONS = {"collection", "table", "text", "id", "document", "start", "end", "vector", "timeout"}
 DEFAULT_TIMEOUT = (
     30.0  # seconds a request to a store server may wait (connect, send, each read) unless ?timeout= says otherwise
@@ -103,7 +106,21 @@ def parse_address(text: str, where: str = "load.source") -> StoreAddress:
         raise InputError(
             f"{where} {shown!r}: ?timeout= must be a positive number of seconds, got {options['timeout']!r}"
         )
-    return StoreAddress(engine, location, collection, options)
+    return StoreAddress(engine, _with_port(engine, location, where, shown), collection, options)
+
+
+def _with_port(engine: str, location: str, where: str, shown: str) -> str:
+    """`location` with the port the engine's client would use written in, where it is a server URL
+    that names none (an engine without a default port, or a path, is returned as it is)."""
+    parts = urlsplit(location)
+    default = DEFAULT_PORTS.get(engine, {}).get(parts.scheme.lower())
+    try:
+        port = parts.port
+    except ValueError:
+        raise InputError(f"{where} {shown!r}: the port must be a number from 0 to 65535") from None
+    if default is None or port is not None:
+        return location
+    return urlunsplit(parts._replace(netloc=f"{parts.netloc}:{default}"))
 
 
 def _is_positive_number(text: str) -> bool:
@@ -152,7 +169,7 @@ def check_search(engine: str, search: dict | None, where: str = "retrieval.store
 def check_store_params(params: dict[str, Any], path: Path) -> None:
     """params.yaml's store addresses (load.source, retrieval.store) parse and fit the method; a null
     retrieval.store.address is resolved to load.source here, once for every reader."""
-    source, store = params["load"]["source"], params["retrieval"]["store"]
+    source = params["load"]["source"]
     if is_store_address(source):
         parse_address(source, f"{path}: load.source")
     elif params["embed"]["corpus_vectors"] == "stored":
@@ -160,6 +177,13 @@ def check_store_params(params: dict[str, Any], path: Path) -> None:
             f"{path}: embed.corpus_vectors stored needs load.source to be a vector store address "
             f"(e.g. lancedb:data/store.lancedb?table=chunks), got {source!r}"
         )
+    check_retrieval_store(params["retrieval"], source, path)
+
+
+def check_retrieval_store(retrieval: dict[str, Any], source: str, path: Path) -> None:
+    """One retrieval settings' store (the retrieval section's or a panel system's) parses and fits
+    its method and engine; a null store.address is resolved to `source` (load.source)."""
+    store = retrieval["store"]
     address = store["address"]
     if address is not None:
         if not isinstance(address, str):
@@ -167,7 +191,7 @@ def check_store_params(params: dict[str, Any], path: Path) -> None:
                 f"{path}: retrieval.store.address must be a store address or null (= load.source), got {address!r}"
             )
         parse_address(address, f"{path}: retrieval.store.address")
-    if params["retrieval"]["method"] == "store" and address is None and not is_store_address(source):
+    if retrieval["method"] == "store" and address is None and not is_store_address(source):
         raise InputError(
             f"{path}: retrieval.method store needs retrieval.store.address, or load.source a store address"
         )

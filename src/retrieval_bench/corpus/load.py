@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.corpus.chunk import chunk_id, chunk_spans
-from retrieval_bench.io import InputError, checked_id, checked_text, json_kind, read_jsonl, read_text_lines
+from retrieval_bench.io import InputError, checked_id, checked_text, json_kind, numbered_jsonl, read_text_lines
 from retrieval_bench.params import DEFAULTS
 
 DOCUMENT_SUFFIXES = (".md", ".txt")
@@ -59,10 +59,11 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
     (record n = line n of a JSONL file, row n of a table, the header not counted)."""
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        rows = read_jsonl(path)
-        if not rows:
+        numbered = list(numbered_jsonl(path))  # record n is line n: a blank line is counted, not read
+        if not numbered:
             raise InputError(f"{path}: no chunks (the file holds no JSON object)")
-        for line_number, row in enumerate(rows, 1):
+        numbers, rows = zip(*numbered)
+        for line_number, row in numbered:
             for key in (id_field, text_field):
                 if key not in row:
                     raise InputError(
@@ -81,13 +82,14 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
             if key not in raw.columns:
                 raise InputError(f"{path}: no column {key!r}; columns found: {', '.join(map(str, raw.columns))}")
         columns = {key: raw[key].tolist() for key in (id_field, text_field, *DOCUMENT_FIELDS) if key in raw.columns}
+        numbers = range(1, len(raw) + 1)
     ids, texts = columns[id_field], columns[text_field]
     if not ids:
         raise InputError(f"{path}: no chunks")
     records = pd.DataFrame(
         {
-            "chunk_id": [checked_id(v, f"{path}: record {n}", id_field) for n, v in enumerate(ids, 1)],
-            "text": [checked_text(v, f"{path}: record {n}", text_field) for n, v in enumerate(texts, 1)],
+            "chunk_id": [checked_id(v, f"{path}: record {n}", id_field) for n, v in zip(numbers, ids)],
+            "text": [checked_text(v, f"{path}: record {n}", text_field) for n, v in zip(numbers, texts)],
         }
     )
     for key in DOCUMENT_FIELDS:
@@ -97,17 +99,16 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
 
 
 def _read_beir_jsonl(path: Path) -> list[dict]:
-    """A BEIR corpus or queries file: JSON objects with at least '_id' and 'text', an id that is a
-    string or an integer and a text that is a string."""
-    rows = read_jsonl(path)
-    for number, row in enumerate(rows, 1):
+    """A BEIR corpus or queries file: JSON objects with an '_id' (string or integer), a 'text' (string)."""
+    numbered = list(numbered_jsonl(path))  # record n is line n: a blank line is counted, not read
+    for number, row in numbered:
         if "_id" not in row or "text" not in row:
             raise InputError(f"{path}: record {number} needs '_id' and 'text'; fields found: {', '.join(row)}")
         row["_id"] = checked_id(row["_id"], f"{path}: record {number}", "_id")
         row["text"] = checked_text(row["text"], f"{path}: record {number}", "text")
         if row.get("title") is not None:
             row["title"] = checked_text(row["title"], f"{path}: record {number}", "title")
-    return rows
+    return [row for _, row in numbered]
 
 
 def read_beir_corpus(path: Path) -> pd.DataFrame:

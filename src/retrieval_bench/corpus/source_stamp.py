@@ -1,6 +1,6 @@
 """What load_chunks depends on instead of the load.source path itself (data/source_stamp.json):
 DVC can only depend on paths, and a source may be a vector store or a store server. embed_corpus
-(embed.corpus_vectors stored) and retrieve (retrieval.method store) read a store too: they depend
+(embed.corpus_vectors stored) and retrieve or retrieve_panel (retrieval.method store) read a store too: they depend
 on stamps of their own that are constant unless they use a store.
 
 - a file or folder (documents, ready chunks, BEIR): a digest of every file's relative path and
@@ -132,17 +132,19 @@ def source_stamp(source: str, memo: Path | None = None) -> dict:
 def stamps(params: dict, memo: str | Path | None = None) -> tuple[dict, dict, dict]:
     """What check_params writes, each source stamped once:
     - data/source_stamp.json, what load_chunks depends on: load.source;
-    - data/store_stamp.json, what retrieve depends on: the store retrieval.method store searches
-      (retrieval.store.address), so a rebuilt index re-runs retrieve; constant for other methods;
+    - data/store_stamp.json, what retrieve and retrieve_panel depend on: each store that
+      retrieval.method store searches, in the retrieval section or any panel system, by address, so
+      a rebuilt index re-runs whoever searches it; constant where no system searches a store;
     - data/stored_vectors_stamp.json, what embed_corpus depends on besides the chunks: load.source
       when embed.corpus_vectors is stored; constant otherwise, so an edit to a source's queries or
       documents that leaves the chunks alone never re-runs embed_corpus."""
     unused, memo = {"source": None}, Path(memo) if memo else None
     source = params["load"]["source"]
     source_stamped = source_stamp(source, memo)
-    store = params["retrieval"]["store"]["address"]
-    store_stamped = unused
-    if params["retrieval"]["method"] == "store":
-        store_stamped = source_stamped if store == source else source_stamp(store, memo)
+    systems = [params["retrieval"], *params.get("panel", {}).values()]
+    searched = sorted({system["store"]["address"] for system in systems if system["method"] == "store"})
+    store_stamped = {
+        address: source_stamped if address == source else source_stamp(address, memo) for address in searched
+    }
     vectors_stamped = source_stamped if params["embed"]["corpus_vectors"] == "stored" else unused
-    return source_stamped, store_stamped, vectors_stamped
+    return source_stamped, store_stamped or unused, vectors_stamped

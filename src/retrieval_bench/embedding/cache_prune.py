@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 
 from retrieval_bench import paths
-from retrieval_bench.embedding.embed import cache_keys, embedding_dimension, settings_fingerprint
+from retrieval_bench.embedding.embed import cache_keys, embedding_dimension
 from retrieval_bench.embedding.embedding_cache import prune
 from retrieval_bench.io import InputError, read_jsonl
-from retrieval_bench.model_source import resolve_model
+from retrieval_bench.model_source import model_fingerprint, resolve_model
 from retrieval_bench.params import load_params
 
 
@@ -50,8 +50,8 @@ def run_prune(args: argparse.Namespace) -> int:
             settings["query_prompt"],
         ),
     )
-    changed, fingerprint = False, settings_fingerprint(settings)
-    dim = embedding_dimension(resolve_model(settings["model"]))
+    model_path = resolve_model(settings["model"])
+    changed, fingerprint, dim = False, model_fingerprint(model_path), embedding_dimension(model_path)
     for folder, source, read, prompt in caches:
         if not Path(folder).is_dir():
             print(f"{folder}: no cache")

@@ -14,7 +14,7 @@ import numpy as np
 
 from retrieval_bench.embedding.backends import load_encoder, runtime_version, st_dimension
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, space_digest, text_keys
-from retrieval_bench.io import InputError, atomic_open, write_json
+from retrieval_bench.io import atomic_open, write_json
 from retrieval_bench.model_source import model_fingerprint, resolve_model
 
 
@@ -79,11 +79,6 @@ class EmbedStats:
         return line
 
 
-def settings_fingerprint(settings: dict) -> str:
-    """The fingerprint of the model `settings` (the embed section of params.yaml) names."""
-    return model_fingerprint(resolve_model(settings["model"]))
-
-
 def cache_keys(texts: list[str], settings: dict, prompt: str, fingerprint: str) -> list[bytes]:
     """The embedding-cache key of each text under `settings` and the model's `fingerprint`."""
     return text_keys(space_digest(embedding_space(fingerprint, settings, prompt)), texts)
@@ -92,7 +87,7 @@ def cache_keys(texts: list[str], settings: dict, prompt: str, fingerprint: str) 
 def embedding_dimension(model_path: str) -> int:
     """The dimension of the model's vectors: from its sentence-transformers files when they say it
     (modules.json, then the last Dense's out_features or the Pooling's width), else from the model
-    loaded on the CPU (no encoder built)."""
+    loaded on the CPU (no encoder built: for a caller that builds none)."""
     declared = _declared_dimension(Path(model_path))
     if declared is not None:
         return declared
@@ -117,15 +112,24 @@ def _declared_dimension(root: Path) -> int | None:
             if kind not in ("Pooling", "Dense"):
                 continue
             config = json.loads((root / module["path"] / "config.json").read_text(encoding="utf-8"))
-            if kind == "Dense":
-                dimension = config["out_features"]
-            elif sum(bool(value) for key, value in config.items() if key.startswith("pooling_mode_")) == 1:
-                dimension = config["word_embedding_dimension"]
-            else:  # several pooling modes concatenated, or a mode this reading does not know: load the model
+            dimension = config["out_features"] if kind == "Dense" else _pooled_dimension(config)
+            if dimension is None:
                 return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return dimension if isinstance(dimension, int) and dimension > 0 else None
+
+
+def _pooled_dimension(config: dict) -> int | None:
+    """A Pooling module's width from its config: sentence-transformers 6 writes embedding_dimension
+    and pooling_mode, older versions word_embedding_dimension and a pooling_mode_* switch per mode.
+    None for several modes concatenated, or keys this reading does not know."""
+    if "pooling_mode" in config:
+        mode = config["pooling_mode"]
+        return config["embedding_dimension"] if isinstance(mode, str) or len(mode) == 1 else None
+    if sum(bool(value) for key, value in config.items() if key.startswith("pooling_mode_")) == 1:
+        return config["word_embedding_dimension"]
+    return None
 
 
 Batches = Iterator[tuple[list[bytes], np.ndarray]]
@@ -168,7 +172,9 @@ def embed_texts(
     keys = cache_keys(texts, settings, prompt, fingerprint)
     unique = dict(zip(keys, texts))
     description, seconds = None, 0.0
-    dim = embedding_dimension(model_path)
+    # Undeclared (no model load just for it): the cache reads shards of any width, their keys name
+    # this model, and the first batch the encoder returns sets the width of the shard written.
+    dim = _declared_dimension(Path(model_path))
     with EmbeddingCache(cache_dir, dim) as cache:
         found = cache.get(list(unique))
         missing = [key for key in unique if key not in found]
@@ -182,12 +188,7 @@ def embed_texts(
                 tqdm(total=len(items), unit=unit, desc=f"embed ({description})", disable=not progress) as bar,
             ):
                 for batch, vectors in batches:
-                    if vectors.shape[1:] != (dim,):
-                        raise InputError(
-                            f"embed.model {settings['model']}: its files declare {dim}-dimensional vectors, "
-                            f"the encoder returned {vectors.shape[1:]}; nothing of this batch was cached"
-                        )
-                    cache.put(batch, vectors)
+                    cache.put(batch, vectors)  # a batch of another dimension than the model's is refused
                     found.update(zip(batch, vectors))
                     bar.update(len(batch))
             seconds = time.monotonic() - started

@@ -46,7 +46,7 @@ import numpy as np
 
 from retrieval_bench.embedding.backends import encoder_label, load_encoder
 from retrieval_bench.endpoints import check_ray_address
-from retrieval_bench.io import InputError, cache_root
+from retrieval_bench.io import InputError, cache_root, first_line
 from retrieval_bench.locking import build_once
 from retrieval_bench.model_source import folder_fingerprint, model_files, model_fingerprint
 
@@ -235,7 +235,7 @@ def _connected(ray, options: dict) -> Iterator[bool]:
     except (ray.exceptions.RayError, ConnectionError, ValueError, RuntimeError) as error:
         ray.shutdown()
         raise InputError(
-            f"embed.ray.address {address!r}: cannot join the Ray cluster ({_first_line(error)}); is it "
+            f"embed.ray.address {address!r}: cannot join the Ray cluster ({first_line(error)}); is it "
             "running, and with token authentication, are RAY_AUTH_MODE=token and its token set here?"
         ) from None
     with contextlib.ExitStack() as cleanup:
@@ -427,9 +427,9 @@ def failure_line(error: BaseException, done: int, total: int) -> str:
             )
             if (found := re.search(pattern, text))
         ]
-        what = f"a Ray actor died ({', '.join(facts) or _first_line(told[-1])}; its node's Ray logs say why)"
+        what = f"a Ray actor died ({', '.join(facts) or first_line(told[-1])}; its node's Ray logs say why)"
     else:
-        what = f"{type(told[-1]).__name__}: {_first_line(told[-1])}"
+        what = f"{type(told[-1]).__name__}: {first_line(told[-1])}"
     return (
         f"embed.engine ray: {what}; the {done} of {total} vectors returned before are in the embedding "
         "cache, and a rerun embeds only the rest"
@@ -443,8 +443,3 @@ def _chain(error: BaseException) -> list[BaseException]:
         chain.append(error)
         error = getattr(error, "cause", None) or error.__cause__
     return chain
-
-
-def _first_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return lines[0] if lines else "no message"

@@ -178,13 +178,14 @@ def _next_shard_name(folder: Path, first_key: bytes) -> str:
 
 
 class ShardWriter:
-    """Appends batches to one new shard, created (and named) on the first batch."""
+    """Appends batches to one new shard, created (and named) on the first batch. `dim`: the
+    vectors' dimension (None: the first batch's); a batch of another is refused."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, dim: int | None = None):
         self.folder = folder
         self.name: str | None = None
         self._vec = self._keys = None
-        self.dim: int | None = None
+        self.dim = dim
 
     def append(self, keys: list[bytes], vectors: np.ndarray) -> None:
         vectors = np.ascontiguousarray(vectors, dtype=DTYPE)
@@ -199,6 +200,11 @@ class ShardWriter:
                 f"{self.folder}: the encoder returned {int(unsound.sum())} vectors of {len(vectors)} that are "
                 "not finite or all zeros; they were not cached (check embed.backend, precision and device)"
             )
+        if self.dim is not None and vectors.shape[1] != self.dim:
+            raise InputError(
+                f"{self.folder}: the encoder returned {vectors.shape[1]}-dimensional vectors, the model's are "
+                f"{self.dim}-dimensional; nothing of this batch was cached"
+            )
         if self._vec is None:
             self.dim = vectors.shape[1]
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -207,8 +213,6 @@ class ShardWriter:
             self._vec.write(_header(self.dim))
             self._keys = open(self.folder / f"{self.name}.keys", "xb")
             _fsync_dir(self.folder)
-        elif vectors.shape[1] != self.dim:
-            raise ValueError(f"vectors of dimension {vectors.shape[1]} in a shard of dimension {self.dim}")
         self._vec.write(vectors.tobytes())
         self._vec.flush()
         os.fsync(self._vec.fileno())  # the rows are on disk before any key names them
@@ -250,7 +254,7 @@ class EmbeddingCache:
         self._lock = None
         self._index: dict[bytes, tuple[int, int]] = {}
         self._shards: list[Shard] = []
-        self.writer = ShardWriter(self.folder)
+        self.writer = ShardWriter(self.folder, dim)
 
     def __enter__(self) -> "EmbeddingCache":
         self._lock = _folder_lock(self.folder)
@@ -317,20 +321,31 @@ def _size(folder: Path) -> int:
 BLOCK_ROWS = 65_536  # rows read (and checked) at a time by prune
 
 
-def _sound_picks(shard: Shard, keep: set[bytes], seen: set[bytes]) -> tuple[list[int], list[bytes]]:
-    """The rows of `shard` to keep: a key in `keep` not `seen` yet, a sound row (added to `seen`)."""
+def _sound_blocks(shard: Shard, keep: set[bytes], seen: set[bytes]) -> Iterator[tuple[list[bytes], np.ndarray]]:
+    """The rows of `shard` to keep, a block at a time, each read and checked once: a key in `keep`
+    not `seen` yet (added to `seen`), a sound row."""
     wanted = [(row, raw.tobytes()) for row, raw in enumerate(shard.keys)]
     wanted = [(row, key) for row, key in wanted if key in keep and key not in seen]
-    rows, keys = [], []
     for start in range(0, len(wanted), BLOCK_ROWS):
         block = wanted[start : start + BLOCK_ROWS]
-        _, sound = shard.rows(np.array([row for row, _ in block], dtype=np.int64))
-        for (row, key), ok in zip(block, sound):
+        rows, sound = shard.rows(np.array([row for row, _ in block], dtype=np.int64))
+        picks = []
+        for at, ((_, key), ok) in enumerate(zip(block, sound)):
             if ok and key not in seen:
                 seen.add(key)
-                rows.append(row)
-                keys.append(key)
-    return rows, keys
+                picks.append(at)
+        if picks:
+            yield [block[at][1] for at in picks], rows[picks]
+
+
+def _kept(shards: list[Shard], keep: set[bytes], writer: ShardWriter | None) -> int:
+    """How many sound vectors to keep (the newest copy of each key), appended to `writer` if any."""
+    seen: set[bytes] = set()
+    for shard in reversed(shards):
+        for keys, rows in _sound_blocks(shard, keep, seen):
+            if writer is not None:
+                writer.append(keys, rows)
+    return len(seen)
 
 
 def prune(folder: str | Path, keep: set[bytes], dry_run: bool = False, dim: int | None = None) -> PruneReport:
@@ -341,26 +356,24 @@ def prune(folder: str | Path, keep: set[bytes], dry_run: bool = False, dim: int 
     with _folder_lock(folder):
         before = _size(folder)
         shards = read_shards(folder, dim)
-        seen: set[bytes] = set()
-        picked = [(shard, *_sound_picks(shard, keep, seen)) for shard in reversed(shards)]
-        dropped = sum(len(shard.keys) for shard in shards) - len(seen)
+        total = sum(len(shard.keys) for shard in shards)
         stale = [p for p in folder.iterdir() if p.suffix in {".vec", ".keys"}]
         current = all(shard.sums is not None for shard in shards)  # a format-1 shard is rewritten with checksums
-        if dry_run or (dropped == 0 and current and len(shards) <= 1 and len(stale) == 2 * len(shards)):
-            return PruneReport(
-                folder, len(seen), dropped, before, before if dry_run else _size(folder), rewritten=False
-            )
-        writer = ShardWriter(folder)
+        # Left alone only if one current shard holds each kept key once and every row is sound: that
+        # takes a read to tell. Otherwise the rows are read once, as they are written.
+        keys = [raw.tobytes() for shard in shards for raw in shard.keys]
+        whole = current and len(shards) <= 1 and len(stale) == 2 * len(shards) and len(keep.intersection(keys)) == total
+        if dry_run or whole:
+            kept = _kept(shards, keep, None)
+            if dry_run or kept == total:
+                return PruneReport(folder, kept, total - kept, before, before, rewritten=False)
+        writer = ShardWriter(folder, dim)  # a damaged row in a whole shard: its sound ones are read once more
         try:
-            for shard, rows, keys in picked:
-                for start in range(0, len(rows), BLOCK_ROWS):
-                    writer.append(
-                        keys[start : start + BLOCK_ROWS], shard.rows(np.array(rows[start : start + BLOCK_ROWS]))[0]
-                    )
+            kept = _kept(shards, keep, writer)
         finally:
             writer.close()
         _fsync_dir(folder)
         for path in stale:
             path.unlink()
         _fsync_dir(folder)
-        return PruneReport(folder, len(seen), dropped, before, _size(folder), rewritten=True)
+        return PruneReport(folder, kept, total - kept, before, _size(folder), rewritten=True)

@@ -107,7 +107,7 @@ def _client(address: StoreAddress, create: bool):
                     anonymized_telemetry=False,
                     chroma_api_impl="chromadb.api.fastapi.FastAPI",
                     chroma_server_host=url.hostname or "",
-                    chroma_server_http_port=url.port or (443 if url.scheme == "https" else 8000),
+                    chroma_server_http_port=url.port,  # parse_address wrote the default port in
                     chroma_server_ssl_enabled=url.scheme == "https",
                     chroma_server_headers={TOKEN_HEADER: key} if key else None,
                     # Explicit, so that Chroma reads neither from its environment unchecked.
