@@ -116,3 +116,17 @@ def workdir(tmp_path: Path) -> Path:
 def project(tmp_path: Path) -> Path:
     """A fresh repository holding the project with a slice of the bundled sample."""
     return copy_project(tmp_path / "project")
+
+
+@pytest.fixture
+def stub(monkeypatch):
+    """The LLM stub server (stub_llm.StubLLM) as the Anthropic endpoint, with a test key; no other
+    provider's key or URL, and no lock wait, leaks in from the environment."""
+    from stub_llm import StubLLM
+
+    with StubLLM() as server:
+        for name in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL", "RETRIEVAL_BENCH_LOCK_WAIT"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        yield server

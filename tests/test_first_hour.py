@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, set_params
+from llm_helpers import jobs_for
 from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_project, start_stage
 
 from retrieval_bench.goldenset import remote
@@ -36,29 +37,11 @@ from retrieval_bench.llm.cost import check_cost, estimate
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.runner import run
-from retrieval_bench.llm.settings import Meta, Settings
+from retrieval_bench.llm.settings import Settings
 from retrieval_bench.llm.tasks import QUESTIONS
 from retrieval_bench.params import load_all_params
 
-TEMPLATE = "Write one question.\n<passage>\n{passage}\n</passage>\n"
 STAGES = sorted(path.stem for path in (ROOT / "stages").glob("*.py") if path.stem != "__init__")
-
-
-@pytest.fixture
-def stub(monkeypatch):
-    with StubLLM() as server:
-        for name in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL", "RETRIEVAL_BENCH_LOCK_WAIT"):
-            monkeypatch.delenv(name, raising=False)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        yield server
-
-
-def jobs_for(n: int, provider: str = "anthropic"):
-    family = "openai-compatible" if provider == "openai-compatible" else "anthropic"
-    meta = Meta(provider, family, "claude-haiku-4-5", "p" * 64, 300)
-    texts = [f"Passage {i}: the write-ahead log keeps page {i} until a checkpoint copies it back." for i in range(n)]
-    return meta, [QUESTIONS.job(meta, TEMPLATE, t, hashlib.sha256(t.encode()).hexdigest(), 0) for t in texts]
 
 
 def settings(provider: str = "anthropic", **overrides) -> Settings:

@@ -3,11 +3,11 @@ driven through its real SDK against the stub server (retries, shared pause, spen
 
 from __future__ import annotations
 
-import hashlib
 import threading
 
 import pytest
-from stub_llm import StubLLM, read_jsonl
+from llm_helpers import jobs_for, settings
+from stub_llm import read_jsonl
 
 from retrieval_bench.goldenset.build import normalise_question
 from retrieval_bench.io import InputError
@@ -19,34 +19,8 @@ from retrieval_bench.llm.hygiene import clean_reply
 from retrieval_bench.llm.ratelimit import SharedPause
 from retrieval_bench.llm.registry import PROVIDERS, counterpart
 from retrieval_bench.llm.runner import run
-from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import QUESTIONS
 from retrieval_bench.params import CHOICES
-
-TEMPLATE = "Write one question.\n<passage>\n{passage}\n</passage>\n"
-
-
-@pytest.fixture
-def stub(monkeypatch):
-    with StubLLM() as server:
-        for name in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
-            monkeypatch.delenv(name, raising=False)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        yield server
-
-
-def jobs_for(n: int, provider: str = "anthropic", model: str = "claude-haiku-4-5"):
-    family = "openai-compatible" if provider == "openai-compatible" else "anthropic"
-    meta = Meta(provider, family, model, "p" * 64, 300)
-    texts = [f"Passage {i}: the write-ahead log keeps page {i} until a checkpoint copies it back." for i in range(n)]
-    return meta, [QUESTIONS.job(meta, TEMPLATE, text, hashlib.sha256(text.encode()).hexdigest(), 0) for text in texts]
-
-
-def settings(provider: str = "anthropic", **overrides) -> Settings:
-    values = dict(provider=provider, concurrency=4, max_retries=3, batch_poll_seconds=0.05)
-    values.update(overrides)
-    return Settings.from_params(values)
 
 
 # --- output hygiene ----------------------------------------------------------------------------
