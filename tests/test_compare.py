@@ -458,6 +458,24 @@ def test_judge_off_prints_one_table_and_no_legend():
     assert "one table" in text and "views disagree" not in markdown and markdown.count("| metric |") == 1
 
 
+def test_coinciding_views_report_the_strict_figures_for_the_judged_view():
+    """Identical data in both views gives identical figures, not a second resampling whose
+    p-values and intervals differ by their seed."""
+    a = with_judged(per_question([2, 3, 1, 4, 2, 5, 3, 2]), [2, 3, 1, 4, 2, 5, 3, 2])
+    b = with_judged(per_question([1, 3, 1, 2, 2, 1, 1, 2]), [1, 3, 1, 2, 2, 1, 1, 2])
+    result = compare_tables(a, b, resamples=200)
+    assert result.views_coincide and set(result.judged) == set(result.metrics)
+    for name, strict in result.metrics.items():
+        assert result.judged[name] == {**strict, "column": "judged_" + strict["column"]}
+
+
+def test_a_judged_column_only_one_run_carries_is_left_out():
+    a = with_judged(per_question([2, 3, 1, 4]), [2, 3, 1, 4])
+    b = with_judged(per_question([1, 3, 1, 2]), [1, 3, 1, 2]).drop(columns=["judged_hit@1", "judged_recall@1"])
+    result = compare_tables(a, b, resamples=200)
+    assert result.views_coincide and "hit@1" not in result.judged and "mrr" in result.judged
+
+
 def test_views_that_differ_without_a_disagreement_carry_no_legend():
     a = with_judged(per_question([2] * 30), [2] * 30)
     b = with_judged(per_question([2] * 30), [2] * 29 + [1])  # judged: one question better; no verdict changes

@@ -143,21 +143,9 @@ def compare_tables(
     if not names:
         raise InputError(f"{a_label} and {b_label} share no metric column (reciprocal_rank, ndcg@10, recall@k, hit@k)")
     metrics = _statistics(a, b, names, resamples, seed, level, warnings)
-    judged_names = [
-        (name, JUDGED + column)
-        for name, column in names
-        if JUDGED + column in a.columns and JUDGED + column in b.columns
-    ]
-    judged = _statistics(a, b, judged_names, resamples, seed, level, warnings, JUDGED) if judged_names else {}
+    judged, coincide = _judged_view(a, b, names, metrics, resamples, seed, level, warnings)
     flip_k = choose_flip_k(set(a.columns) & set(b.columns), k)
     flipped = flipped_questions(a, b, flip_k) if flip_k is not None else []
-    coincide = bool(judged) and all(
-        _same(t[column], t[judged_column])
-        for _, column in names
-        for judged_column in [JUDGED + column]
-        if judged_column in a
-        for t in (a, b)
-    )
     return Comparison(
         a=a_label,
         b=b_label,
@@ -195,6 +183,29 @@ def _paired(
     if not common:
         raise InputError(f"no question is scorable (has a relevant chunk) under both {a_label} and {b_label}")
     return a.loc[common], b.loc[common], dropped
+
+
+def _judged_view(
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    names: list[tuple[str, str]],
+    strict: dict[str, dict],
+    resamples: int,
+    seed: int,
+    level: float,
+    warnings: list[str],
+) -> tuple[dict[str, dict], bool]:
+    """The judged view's statistics over the metrics whose judged column both runs carry, and
+    whether the views coincide (every such judged column equals its strict one in both runs):
+    then the strict figures are the judged ones, not a second resampling that would differ only
+    by its seed."""
+    judged_names = [(name, column) for name, column in names if JUDGED + column in a and JUDGED + column in b]
+    if not judged_names:
+        return {}, False
+    if all(_same(t[column], t[JUDGED + column]) for _, column in judged_names for t in (a, b)):
+        return {name: {**strict[name], "column": JUDGED + column} for name, column in judged_names}, True
+    named = [(name, JUDGED + column) for name, column in judged_names]
+    return _statistics(a, b, named, resamples, seed, level, warnings, JUDGED), False
 
 
 def _same(first: pd.Series, second: pd.Series) -> bool:
