@@ -304,6 +304,13 @@ def test_missing_per_question_is_an_input_error(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.pipeline
+def test_a_per_question_table_that_is_not_utf8_is_an_input_error(tmp_path):
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "per_question.csv").write_bytes(b"qid,reciprocal_rank\n\xe91,0.5\n")
+    with pytest.raises(InputError, match=r"^workspace:metrics/per_question.csv: not UTF-8 text \(byte 20\)"):
+        compare.read_run("workspace", tmp_path)
+
+
 def test_compare_two_commits_end_to_end(project, monkeypatch, capsys):
     dvc("repro", cwd=project)
     git("add", "-A", cwd=project)

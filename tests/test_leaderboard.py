@@ -248,3 +248,21 @@ def test_the_leaderboard_stage_says_in_one_line_when_the_golden_set_orders_the_p
         json.loads((agreeing / "metrics" / "certificate.json").read_text())["metrics"]["mrr"]["pair_agreement"]["value"]
         == 1.0
     )
+
+
+def test_the_leaderboard_stage_reads_qids_as_text_and_refuses_a_non_utf8_table_in_one_line(tmp_path):
+    """qids "1" and "01" are two questions (read as numbers they were one, every row twice)."""
+    project = leaderboard_project(tmp_path, {"dense": 0.7, "hybrid": 0.45, "bm25": 0.15}, {"threshold": 0.8})
+    qids = [str(i // 2) if i % 2 == 0 else f"0{i // 2}" for i in range(60)]
+    for system in ("dense", "hybrid", "bm25"):
+        path = project / "metrics" / "panel" / system / "per_question.csv"
+        pd.read_csv(path).assign(qid=qids).to_csv(path, index=False)
+    result = run_leaderboard(project)
+    assert result.returncode == 0, result.stderr
+    board = json.loads((project / "metrics" / "leaderboard.json").read_text())
+    assert board["question_sets"]["all"]["n_questions"] == 60
+
+    (project / "metrics" / "panel" / "bm25" / "per_question.csv").write_bytes(b"qid,reciprocal_rank\n\xff1,0.5\n")
+    result = run_leaderboard(project)
+    assert result.returncode == 1 and result.stderr.strip().count("\n") == 0
+    assert result.stderr.startswith("error: metrics/panel/bm25/per_question.csv: not UTF-8 text")

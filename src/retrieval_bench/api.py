@@ -24,6 +24,7 @@ from retrieval_bench import params as _params
 from retrieval_bench.evaluation import compare as _compare
 from retrieval_bench.evaluation.judged import judged_summary
 from retrieval_bench.evaluation.metrics import TIE_POLICIES, summarize
+from retrieval_bench.evaluation.per_question import read_per_question
 from retrieval_bench.evaluation.scoring import score_run, score_run_both_views
 from retrieval_bench.evaluation.segments import segments
 from retrieval_bench.io import InputError, checked_id, read_jsonl
@@ -294,14 +295,7 @@ def _per_question(side: Scores | TableInput, label: str) -> pd.DataFrame:
     if isinstance(side, pd.DataFrame):
         return side
     if isinstance(side, (str, Path)):
-        if not Path(side).is_file():
-            raise InputError(f"{label} {side}: not found (expected a per_question.csv)")
-        try:
-            return pd.read_csv(side, dtype={"qid": str})
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-            raise InputError(
-                f"{label} {side}: not a readable per_question.csv ({str(error).splitlines()[0]})"
-            ) from None
+        return read_per_question(side, f"{label} {side}")
     raise InputError(
         f"{label}: expected Scores, a per-question DataFrame or a per_question.csv path, got {type(side).__name__}"
     )
