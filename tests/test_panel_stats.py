@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,11 +14,14 @@ import pytest
 from scipy.stats import kendalltau
 from statsmodels.stats.multitest import multipletests
 
+from retrieval_bench.evaluation import stats
 from retrieval_bench.evaluation.agreement import certificate, differing_pairs, pair_verdicts, verdict_agreement
 from retrieval_bench.evaluation.certify import panel_certificate
 from retrieval_bench.evaluation.corrections import bh_adjust, holm_adjust
+from retrieval_bench.evaluation.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.ordering import kendall_tau, tau_ap
 from retrieval_bench.evaluation.panel_report import summary_line
+from retrieval_bench.evaluation.per_question import metric_columns
 from retrieval_bench.evaluation.stats import randomization_p_value
 
 P_VALUE_SETS = [
@@ -151,3 +156,21 @@ def test_a_reference_that_ties_every_system_is_undetermined_not_below_the_thresh
 def test_a_one_system_leaderboard_names_no_other_system():
     board = {"question_sets": {"all": {"metrics": {"mrr": {"best": "only", "systems": {"only": {"mean": 0.5}}}}}}}
     assert summary_line(board) == "leaderboard: one system: only (mrr 0.500)"
+
+
+def test_one_significance_level_and_one_list_of_metrics():
+    """Every test's alpha is stats.ALPHA (no module keeps its own 0.05), and the leaderboard ranks
+    the metrics compare compares, hit@k aside, in compare's order."""
+    columns = ["qid", "recall@20", "hit@5", "ndcg@10", "recall@5", "map@10", "reciprocal_rank"]
+    assert (
+        leaderboard_metrics(columns)
+        == [pair for pair in metric_columns(columns) if not pair[0].startswith("hit@")]
+        == [("mrr", "reciprocal_rank"), ("ndcg@10", "ndcg@10"), ("recall@5", "recall@5"), ("recall@20", "recall@20")]
+    )
+    evaluation = Path(stats.__file__).parent
+    own_alpha = [
+        path.name
+        for path in sorted(evaluation.glob("*.py"))
+        if path.name != "stats.py" and re.search(r"(=\s*|alpha )0\.05\b", path.read_text())
+    ]
+    assert own_alpha == [] and stats.ALPHA == 0.05

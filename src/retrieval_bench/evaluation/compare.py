@@ -30,10 +30,11 @@ from retrieval_bench.evaluation.compare_report import format_json, format_markdo
 from retrieval_bench.evaluation.compare_runs import per_question_path, question_context, read_run
 from retrieval_bench.evaluation.comparison import Comparison
 from retrieval_bench.evaluation.corrections import BH
-from retrieval_bench.evaluation.metrics import CUTOFF
+from retrieval_bench.evaluation.per_question import metric_columns
 from retrieval_bench.evaluation.revisions import WORKSPACE
 from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS, regressions, segment_tests
 from retrieval_bench.evaluation.stats import (
+    ALPHA,
     min_detectable_delta,
     paired_bootstrap_ci,
     randomization_p_value,
@@ -45,18 +46,6 @@ from retrieval_bench.paths import PER_QUESTION
 # ---------------------------------------------------------------------------------------------
 # Comparing two per-question tables (pure)
 # ---------------------------------------------------------------------------------------------
-
-
-def metric_columns(columns) -> list[tuple[str, str]]:
-    """(reported name, per-question column) of the compared metrics present in `columns`:
-    mrr, ndcg@10, then recall@k and hit@k by increasing k."""
-    columns = set(columns)
-    headline = (("mrr", "reciprocal_rank"), (f"ndcg@{CUTOFF}", f"ndcg@{CUTOFF}"))  # as in metrics.summary_names
-    names = [(name, column) for name, column in headline if column in columns]
-    for prefix in ("recall", "hit"):
-        ks = sorted(int(match.group(1)) for c in columns if (match := re.fullmatch(rf"{prefix}@(\d+)", c)))
-        names += [(f"{prefix}@{k}", f"{prefix}@{k}") for k in ks]
-    return names
 
 
 def hit_ks(columns) -> list[int]:
@@ -225,7 +214,12 @@ def _segment_regressions(a: pd.DataFrame, b: pd.DataFrame, column: str, permutat
         a[column], errors="coerce"
     ).to_numpy(dtype=float)
     tests = segment_tests(np.nan_to_num(diffs), b, permutations, seed)
-    return {"column": column, "tests": len(tests), "correction": f"{BH}, alpha 0.05", "regressed": regressions(tests)}
+    return {
+        "column": column,
+        "tests": len(tests),
+        "correction": f"{BH}, alpha {ALPHA}",
+        "regressed": regressions(tests),
+    }
 
 
 def metric_stream_seed(seed: int, name: str) -> int:

@@ -7,26 +7,23 @@ Benjamini-Hochberg false-discovery-rate control. Pure functions of per-question 
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pandas as pd
 
 from retrieval_bench.evaluation.corrections import BH, HOLM, holm_adjust
+from retrieval_bench.evaluation.per_question import metric_columns
 from retrieval_bench.evaluation.segments import regressions, segment_tests
-from retrieval_bench.evaluation.stats import paired_bootstrap_ci, randomization_p_value
+from retrieval_bench.evaluation.stats import ALPHA, paired_bootstrap_ci, randomization_p_value
 
-ALPHA = 0.05
 ALL = "all"  # the question set of every question
 HEADLINE = ("mrr", "reciprocal_rank")
-CUTOFF_METRICS = (("ndcg@10", "ndcg@10"),)
 
 
 def leaderboard_metrics(columns) -> list[tuple[str, str]]:
-    """(name, per-question column): mrr, ndcg@10, then recall@k by increasing k, those present."""
-    names = [pair for pair in (HEADLINE, *CUTOFF_METRICS) if pair[1] in columns]
-    ks = sorted(int(m.group(1)) for c in columns if (m := re.fullmatch(r"recall@(\d+)", str(c))))
-    return names + [(f"recall@{k}", f"recall@{k}") for k in ks]
+    """(name, per-question column): the metrics compare reports (mrr, ndcg@10, recall@k by
+    increasing k) but hit@k, those present."""
+    return [(name, column) for name, column in metric_columns(columns) if not name.startswith("hit@")]
 
 
 def scorable(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:

@@ -1,13 +1,15 @@
-"""Reading a per_question.csv (the score stage's per-question results), one way for every reader:
-`retrieval-bench compare`, the API and the leaderboard stage."""
+"""A per_question.csv (the score stage's per-question results): reading it, one way for every
+reader (`retrieval-bench compare`, the API, the leaderboard stage), and the metrics it carries."""
 
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pandas as pd
 
+from retrieval_bench.evaluation.metrics import CUTOFF
 from retrieval_bench.io import InputError, first_line
 
 
@@ -23,3 +25,15 @@ def read_per_question(source: str | Path | bytes, label: str) -> pd.DataFrame:
         raise InputError(f"{label}: not UTF-8 text (byte {error.start}); rewrite it as UTF-8") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
         raise InputError(f"{label}: not a readable per_question.csv ({first_line(error)})") from None
+
+
+def metric_columns(columns) -> list[tuple[str, str]]:
+    """(reported name, per-question column) of the compared metrics present in `columns`:
+    mrr, ndcg@10, then recall@k and hit@k by increasing k."""
+    columns = set(columns)
+    headline = (("mrr", "reciprocal_rank"), (f"ndcg@{CUTOFF}", f"ndcg@{CUTOFF}"))  # as in metrics.summary_names
+    names = [(name, column) for name, column in headline if column in columns]
+    for prefix in ("recall", "hit"):
+        ks = sorted(int(match.group(1)) for c in columns if (match := re.fullmatch(rf"{prefix}@(\d+)", c)))
+        names += [(f"{prefix}@{k}", f"{prefix}@{k}") for k in ks]
+    return names

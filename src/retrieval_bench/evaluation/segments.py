@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.evaluation.corrections import bh_adjust
-from retrieval_bench.evaluation.stats import randomization_p_value
+from retrieval_bench.evaluation.stats import ALPHA, randomization_p_value
 
 SEGMENT_COLUMNS = ["question_set", "document", "folder", "length_bucket"]
 # The golden set's `source` of a row -> its question set; any other source was generated.
@@ -62,7 +62,7 @@ def segment_groups(frame: pd.DataFrame, min_questions: int = 2) -> list[tuple[st
     return groups
 
 
-def regressions(tests: list[dict], alpha: float = 0.05) -> list[dict]:
+def regressions(tests: list[dict], alpha: float = ALPHA) -> list[dict]:
     """The tests (dicts with delta and p) whose mean change is negative and significant after
     Benjamini-Hochberg over all of them, each with p_bh added."""
     adjusted = bh_adjust([test["p"] for test in tests])

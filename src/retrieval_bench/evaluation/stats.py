@@ -16,8 +16,9 @@ import math
 import numpy as np
 from scipy import stats
 
-MDD_FACTOR = 2.8  # z(1 - 0.05/2) + z(0.80) = 1.960 + 0.842
-MDD_FORMULA = "2.8 x sd(paired differences) / sqrt(n)  (80% power, two-sided alpha 0.05)"
+ALPHA = 0.05  # the significance level of every test: leaderboard, certificate, segment regressions, compare
+MDD_FACTOR = 2.8  # z(1 - ALPHA/2) + z(0.80) = 1.960 + 0.842
+MDD_FORMULA = f"2.8 x sd(paired differences) / sqrt(n)  (80% power, two-sided alpha {ALPHA})"
 _BATCH_ELEMENTS = 4_000_000  # resample indices drawn at once: bounds memory at ~32 MB
 EPS = 1e-12
 
