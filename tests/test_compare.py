@@ -16,6 +16,7 @@ from conftest import dvc, git, run, set_params
 
 from retrieval_bench.evaluation import compare, compare_report
 from retrieval_bench.evaluation.compare import choose_flip_k, compare_tables
+from retrieval_bench.evaluation.leaderboard import segment_regressions
 from retrieval_bench.evaluation.stats import min_detectable_delta, paired_bootstrap_ci, randomization_p_value
 from retrieval_bench.io import InputError
 
@@ -509,6 +510,26 @@ def test_a_regressed_segment_is_named_in_the_verdict():
         result.segments["tests"] == 2 + 2 and "Benjamini-Hochberg" in result.segments["correction"]
     )  # documents, lengths
     assert "; 1 segment regressed: document=bad.md (-0.283); " in compare.format_text(result).split("\n")[0]
+
+
+def test_compare_and_the_leaderboard_find_the_same_segment_regressions_leaving_out_missing_values():
+    """A question without a value in one run is left out of its segment's test (not a tie, not a
+    NaN p-value), by compare and by the leaderboard alike."""
+    n = 60
+    a = per_question([3.0] * n)
+    b = per_question([1.0] * 40 + [20.0] * 20)
+    b.loc[[40, 41], "reciprocal_rank"] = np.nan
+    for table in (a, b):
+        table["question_set"] = "hand-written"
+        table["document"] = ["good.md"] * 40 + ["bad.md"] * 20
+        table["folder"] = "."
+        table["length_bucket"] = ["short (<= 8 words)", "medium (9-15 words)"] * 30
+    segments = compare_tables(a, b, resamples=2000).segments
+    board = segment_regressions({"A": a.set_index("qid"), "B": b.set_index("qid")}, 2000)
+    assert [(r["segment"], r["value"], r["n_questions"]) for r in segments["regressed"]] == [("document", "bad.md", 18)]
+    assert segments["regressed"][0]["delta"] == pytest.approx(1 / 20 - 1 / 3)
+    assert [{**r, "system": "B"} for r in segments["regressed"]] == board["regressed"]
+    assert segments["tests"] == board["tests"] and segments["correction"] == board["correction"]
 
 
 def test_a_panel_system_is_compared_across_revisions(repo, monkeypatch, capsys):

@@ -29,12 +29,10 @@ import pandas as pd
 from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text
 from retrieval_bench.evaluation.compare_runs import per_question_path, question_context, read_run
 from retrieval_bench.evaluation.comparison import Comparison
-from retrieval_bench.evaluation.corrections import BH
 from retrieval_bench.evaluation.per_question import metric_columns
 from retrieval_bench.evaluation.revisions import WORKSPACE
-from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS, regressions, segment_tests
+from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS, paired_segment_tests, regression_report
 from retrieval_bench.evaluation.stats import (
-    ALPHA,
     min_detectable_delta,
     paired_bootstrap_ci,
     randomization_p_value,
@@ -210,16 +208,7 @@ def _segment_regressions(a: pd.DataFrame, b: pd.DataFrame, column: str, permutat
     every segment tested; None when B's rows carry no segment columns (runs scored before them)."""
     if not any(c in b for c in SEGMENT_COLUMNS):
         return None
-    diffs = pd.to_numeric(b[column], errors="coerce").to_numpy(dtype=float) - pd.to_numeric(
-        a[column], errors="coerce"
-    ).to_numpy(dtype=float)
-    tests = segment_tests(np.nan_to_num(diffs), b, permutations, seed)
-    return {
-        "column": column,
-        "tests": len(tests),
-        "correction": f"{BH}, alpha {ALPHA}",
-        "regressed": regressions(tests),
-    }
+    return {"column": column, **regression_report(paired_segment_tests(a[column], b[column], b, permutations, seed))}
 
 
 def metric_stream_seed(seed: int, name: str) -> int:

@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.evaluation.corrections import BH, HOLM, holm_adjust
+from retrieval_bench.evaluation.corrections import HOLM, holm_adjust
 from retrieval_bench.evaluation.per_question import metric_columns
-from retrieval_bench.evaluation.segments import regressions, segment_tests
+from retrieval_bench.evaluation.segments import paired_segment_tests, regression_report
 from retrieval_bench.evaluation.stats import ALPHA, paired_bootstrap_ci, randomization_p_value
 
 ALL = "all"  # the question set of every question
@@ -102,17 +102,12 @@ def segment_regressions(aligned: dict[str, pd.DataFrame], permutations: int = 10
     names = list(aligned)
     baseline, column = names[0], HEADLINE[1]
     base = aligned[baseline]
-    tests = []
-    for system in names[1:]:
-        diffs = aligned[system][column].to_numpy(dtype=float) - base[column].to_numpy(dtype=float)
-        tests += [{"system": system, **test} for test in segment_tests(diffs, base, permutations, seed)]
-    return {
-        "baseline": baseline,
-        "metric": HEADLINE[0],
-        "tests": len(tests),
-        "correction": f"{BH}, alpha {ALPHA}",
-        "regressed": regressions(tests, ALPHA),
-    }
+    tests = [
+        {"system": system, **test}
+        for system in names[1:]
+        for test in paired_segment_tests(base[column], aligned[system][column], base, permutations, seed)
+    ]
+    return {"baseline": baseline, "metric": HEADLINE[0], **regression_report(tests)}
 
 
 def _cell(row: dict) -> str:
