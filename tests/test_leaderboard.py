@@ -16,7 +16,9 @@ import yaml
 from scipy.stats import mannwhitneyu
 from statsmodels.stats.multitest import multipletests
 
-from retrieval_bench.evaluation.leaderboard import leaderboard, markdown
+from retrieval_bench.evaluation import leaderboard as leaderboard_module
+from retrieval_bench.evaluation import panel_report as panel_report_module
+from retrieval_bench.evaluation.leaderboard import leaderboard, markdown, scorable
 from retrieval_bench.evaluation.segments import segment_groups, segments
 from retrieval_bench.evaluation.stats import randomization_p_value
 from retrieval_bench.evaluation.style_gap import rank_auc, style_gap
@@ -54,7 +56,7 @@ def panel(n: int = 40, seed: int = 0) -> dict[str, pd.DataFrame]:
 
 def test_the_leaderboard_marks_who_differs_from_the_best_with_holm():
     tables = panel()
-    board = leaderboard(tables, resamples=2000)
+    board = leaderboard(scorable(tables), resamples=2000)
     assert board["systems"] == ["best", "close", "bad"] and board["correction"].startswith("Holm")
     assert set(board["question_sets"]) == {"all", "hand-written", "generated"}
     mrr = board["question_sets"]["all"]["metrics"]["mrr"]
@@ -85,13 +87,28 @@ def test_the_leaderboard_marks_who_differs_from_the_best_with_holm():
     assert all(r["system"] == "bad" for r in board["segment_regressions"]["regressed"])
 
 
+def test_the_panel_report_aligns_the_tables_once(monkeypatch):
+    """scorable aligns every table by qid: the leaderboard and the certificate share one alignment."""
+    calls = []
+
+    def counted(tables):
+        calls.append(len(tables))
+        return scorable(tables)
+
+    monkeypatch.setattr(panel_report_module, "scorable", counted)
+    monkeypatch.setattr(leaderboard_module, "scorable", counted)
+    tables = {name: table for name, table in panel(n=12).items() if name != "close"}
+    report = panel_report_module.panel_report(tables, [], {"threshold": 0.8})
+    assert calls == [2] and report["leaderboard"]["systems"] == ["best", "bad"]
+
+
 def test_a_segment_that_regressed_against_the_baseline_is_reported_with_bh():
     n = 60
     documents = ["good.md"] * 40 + ["bad.md"] * 20
     sets = ["hand-written"] * n
     base = table(np.full(n, 0.5), sets, documents)
     candidate = table(np.array([1.0] * 40 + [0.05] * 20), sets, documents)
-    regressions = leaderboard({"base": base, "new": candidate}, resamples=2000)["segment_regressions"]
+    regressions = leaderboard(scorable({"base": base, "new": candidate}), resamples=2000)["segment_regressions"]
     assert (
         regressions["baseline"] == "base" and regressions["tests"] == 2
     )  # the two documents; one folder, set, length: no segment
@@ -99,7 +116,7 @@ def test_a_segment_that_regressed_against_the_baseline_is_reported_with_bh():
         ("new", "document", "bad.md")
     ]
     assert "new: document = bad.md (20 questions): -0.450" in markdown(
-        leaderboard({"base": base, "new": candidate}, resamples=500)
+        leaderboard(scorable({"base": base, "new": candidate}), resamples=500)
     )
 
 

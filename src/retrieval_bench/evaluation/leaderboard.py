@@ -69,9 +69,9 @@ def rank_systems(scores: dict[str, np.ndarray], resamples: int, seed: int, level
     return {"best": best, "systems": rows}
 
 
-def leaderboard(tables: dict[str, pd.DataFrame], resamples: int = 10_000, seed: int = 0, level: float = 0.95) -> dict:
-    """The leaderboard of `tables` (per-question tables by system, in panel order)."""
-    aligned = scorable(tables)
+def leaderboard(aligned: dict[str, pd.DataFrame], resamples: int = 10_000, seed: int = 0, level: float = 0.95) -> dict:
+    """The leaderboard of `aligned` (per-question tables by system, in panel order, as scorable
+    aligns them)."""
     first = next(iter(aligned.values()))
     metrics = leaderboard_metrics(first.columns)
     sets = {}
@@ -88,7 +88,7 @@ def leaderboard(tables: dict[str, pd.DataFrame], resamples: int = 10_000, seed: 
             },
         }
     return {
-        "systems": list(tables),
+        "systems": list(aligned),
         "ci_level": level,
         "correction": f"{HOLM}: each system against the best, per question set and metric, alpha {ALPHA}",
         "question_sets": sets,
