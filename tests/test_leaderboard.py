@@ -102,6 +102,13 @@ def test_the_panel_report_aligns_the_tables_once(monkeypatch):
     assert calls == [2] and report["leaderboard"]["systems"] == ["best", "bad"]
 
 
+def test_the_only_question_set_is_not_resampled_twice():
+    """Every question hand-written: that set's figures are those of "all", computed once."""
+    sets = ["hand-written"] * 12
+    board = leaderboard(scorable({"a": table(np.linspace(0, 1, 12), sets), "b": table(np.full(12, 0.5), sets)}), 200)
+    assert board["question_sets"]["hand-written"] is board["question_sets"]["all"]
+
+
 def test_a_segment_that_regressed_against_the_baseline_is_reported_with_bh():
     n = 60
     documents = ["good.md"] * 40 + ["bad.md"] * 20

@@ -78,6 +78,9 @@ def leaderboard(aligned: dict[str, pd.DataFrame], resamples: int = 10_000, seed:
     for set_name, mask in question_sets(first).items():
         if mask.sum() == 0:
             continue
+        if set_name != ALL and mask.all():  # the only question set: the same figures as "all", not resampled twice
+            sets[set_name] = sets[ALL]
+            continue
         sets[set_name] = {
             "n_questions": int(mask.sum()),
             "metrics": {
