@@ -176,3 +176,15 @@ def test_one_significance_level_and_one_list_of_metrics():
         if path.name != "stats.py" and re.search(r"(=\s*|alpha )0\.05\b", path.read_text())
     ]
     assert own_alpha == [] and stats.ALPHA == 0.05
+
+
+def test_the_sign_flips_are_drawn_once_per_length_count_and_seed():
+    """The certificate's bootstrap tests thousands of differences of one length with one seed:
+    their sign flips are drawn once, and the p-values stay those of a fresh draw, bit for bit."""
+    diffs = np.random.default_rng(5).normal(0.1, 1, 50)
+    stats._single_batch.cache_clear()
+    first = randomization_p_value(diffs, 500, 3)
+    randomization_p_value(diffs[::-1].copy(), 500, 3)
+    assert stats._single_batch.cache_info().hits == 1
+    signs = np.random.default_rng(3).integers(0, 2, size=(500, 50), dtype=np.int8) * 2 - 1
+    assert first == (np.sum(np.abs(signs @ diffs / 50) >= abs(diffs.mean()) - 1e-12) + 1) / 501
