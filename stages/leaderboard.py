@@ -8,6 +8,7 @@ import pandas as pd
 
 from retrieval_bench import paths
 from retrieval_bench.evaluation.panel_report import panel_report, summary_line
+from retrieval_bench.evaluation.per_question import read_per_question
 from retrieval_bench.io import InputError, atomic_open, read_jsonl, run_stage, write_json
 from retrieval_bench.params import load_all_params
 
@@ -15,7 +16,7 @@ from retrieval_bench.params import load_all_params
 def main() -> None:
     params = load_all_params()
     tables = {
-        system: pd.read_csv(paths.panel_file(paths.PANEL_METRICS, system, "per_question.csv"))
+        system: read_per_question(path := paths.panel_file(paths.PANEL_METRICS, system, "per_question.csv"), path)
         for system in params["panel"]
     }
     report = panel_report(tables, read_jsonl(paths.GOLDENSET), params["validity"])

@@ -155,7 +155,7 @@ def test_load_params_fills_defaults_and_names_bad_keys(tmp_path):
             {"q1": {"a": 1}},
             {"q1": {"a": "high"}},
             {},
-            "run: question q1 chunk a: score must be a finite number, got 'high'",
+            "run: row 1 (question 'q1', chunk 'a') has score 'high'; every score must be a finite number",
         ),
         (
             {"q1": {"a": 1}},
@@ -163,7 +163,7 @@ def test_load_params_fills_defaults_and_names_bad_keys(tmp_path):
             {},
             "run DataFrame: expected columns qid, chunk_id and score; missing chunk_id",
         ),
-        ({"q1": {"a": 1}}, {"q1": {"a": float("nan")}}, {}, "score must be a finite number, got nan"),
+        ({"q1": {"a": 1}}, {"q1": {"a": float("nan")}}, {}, "has score nan; every score must be a finite number"),
         ({"q1": {"a": 1}}, {"q2": {"a": 1.0}}, {}, "no question of the labels is in the run (qids such as q1)"),
         (
             {"q1": {"a": "yes"}},
@@ -222,11 +222,36 @@ def test_bad_input_is_one_line(labels, run, options, message):
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+def test_bad_files_are_one_line(tmp_path):
+    """A corrupt Parquet table, a missing judged pool, a non-UTF-8 per_question.csv: one line each."""
+    corrupt = tmp_path / "corrupt.parquet"
+    corrupt.write_bytes(b"PAR1 not parquet at all")
+    labels, run = {"q1": {"a": 1}}, {"q1": {"a": 1.0}}
+    pool = tmp_path / "no_pool.jsonl"
+    duplicates = tmp_path / "duplicates.parquet"
+    pd.DataFrame({"group": ["g"], "chunk_id": ["a"]}).to_parquet(duplicates)
+    non_utf8 = tmp_path / "per_question.csv"
+    non_utf8.write_bytes(b"qid,reciprocal_rank\n\xff,1.0\n")
+    for call, message in (
+        (lambda: rb.read_run(corrupt), f"{corrupt}: not a readable Parquet table"),
+        (lambda: rb.score(labels, run, chunks=corrupt), f"chunks {corrupt}: not a readable Parquet table"),
+        (lambda: rb.score(labels, run, duplicates=corrupt), f"duplicates {corrupt}: not a readable Parquet table"),
+        (
+            lambda: rb.score(labels, run, duplicates=duplicates, judged_pool=pool),
+            f"judged_pool {pool}: not found (expected data/judged_pool.jsonl rows)",
+        ),
+        (lambda: rb.compare(non_utf8, non_utf8), f"A {non_utf8}: not UTF-8 text (byte 20)"),
+    ):
+        with pytest.raises(rb.InputError) as error:
+            call()
+        assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
 def test_a_bad_run_file_line_is_named(tmp_path):
     path = tmp_path / "run.trec"
     path.write_text("q1 Q0 a 1 0.5 sys\nq1 Q0 b 2\n")
     with pytest.raises(rb.InputError, match=r"run.trec:2: expected a TREC run line"):
         rb.read_run(path)
     path.write_text("q1 Q0 a 1 0.5 sys\nq1 Q0 a 2 0.4 sys\n")
-    with pytest.raises(rb.InputError, match="question q1 lists chunk a twice"):
+    with pytest.raises(rb.InputError, match="question 'q1' lists chunk 'a' twice"):
         rb.read_run(path)

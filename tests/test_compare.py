@@ -16,6 +16,7 @@ from conftest import dvc, git, run, set_params
 
 from retrieval_bench.evaluation import compare, compare_report
 from retrieval_bench.evaluation.compare import choose_flip_k, compare_tables
+from retrieval_bench.evaluation.leaderboard import segment_regressions
 from retrieval_bench.evaluation.stats import min_detectable_delta, paired_bootstrap_ci, randomization_p_value
 from retrieval_bench.io import InputError
 
@@ -304,6 +305,13 @@ def test_missing_per_question_is_an_input_error(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.pipeline
+def test_a_per_question_table_that_is_not_utf8_is_an_input_error(tmp_path):
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "per_question.csv").write_bytes(b"qid,reciprocal_rank\n\xe91,0.5\n")
+    with pytest.raises(InputError, match=r"^workspace:metrics/per_question.csv: not UTF-8 text \(byte 20\)"):
+        compare.read_run("workspace", tmp_path)
+
+
 def test_compare_two_commits_end_to_end(project, monkeypatch, capsys):
     dvc("repro", cwd=project)
     git("add", "-A", cwd=project)
@@ -458,6 +466,24 @@ def test_judge_off_prints_one_table_and_no_legend():
     assert "one table" in text and "views disagree" not in markdown and markdown.count("| metric |") == 1
 
 
+def test_coinciding_views_report_the_strict_figures_for_the_judged_view():
+    """Identical data in both views gives identical figures, not a second resampling whose
+    p-values and intervals differ by their seed."""
+    a = with_judged(per_question([2, 3, 1, 4, 2, 5, 3, 2]), [2, 3, 1, 4, 2, 5, 3, 2])
+    b = with_judged(per_question([1, 3, 1, 2, 2, 1, 1, 2]), [1, 3, 1, 2, 2, 1, 1, 2])
+    result = compare_tables(a, b, resamples=200)
+    assert result.views_coincide and set(result.judged) == set(result.metrics)
+    for name, strict in result.metrics.items():
+        assert result.judged[name] == {**strict, "column": "judged_" + strict["column"]}
+
+
+def test_a_judged_column_only_one_run_carries_is_left_out():
+    a = with_judged(per_question([2, 3, 1, 4]), [2, 3, 1, 4])
+    b = with_judged(per_question([1, 3, 1, 2]), [1, 3, 1, 2]).drop(columns=["judged_hit@1", "judged_recall@1"])
+    result = compare_tables(a, b, resamples=200)
+    assert result.views_coincide and "hit@1" not in result.judged and "mrr" in result.judged
+
+
 def test_views_that_differ_without_a_disagreement_carry_no_legend():
     a = with_judged(per_question([2] * 30), [2] * 30)
     b = with_judged(per_question([2] * 30), [2] * 29 + [1])  # judged: one question better; no verdict changes
@@ -484,6 +510,26 @@ def test_a_regressed_segment_is_named_in_the_verdict():
         result.segments["tests"] == 2 + 2 and "Benjamini-Hochberg" in result.segments["correction"]
     )  # documents, lengths
     assert "; 1 segment regressed: document=bad.md (-0.283); " in compare.format_text(result).split("\n")[0]
+
+
+def test_compare_and_the_leaderboard_find_the_same_segment_regressions_leaving_out_missing_values():
+    """A question without a value in one run is left out of its segment's test (not a tie, not a
+    NaN p-value), by compare and by the leaderboard alike."""
+    n = 60
+    a = per_question([3.0] * n)
+    b = per_question([1.0] * 40 + [20.0] * 20)
+    b.loc[[40, 41], "reciprocal_rank"] = np.nan
+    for table in (a, b):
+        table["question_set"] = "hand-written"
+        table["document"] = ["good.md"] * 40 + ["bad.md"] * 20
+        table["folder"] = "."
+        table["length_bucket"] = ["short (<= 8 words)", "medium (9-15 words)"] * 30
+    segments = compare_tables(a, b, resamples=2000).segments
+    board = segment_regressions({"A": a.set_index("qid"), "B": b.set_index("qid")}, 2000)
+    assert [(r["segment"], r["value"], r["n_questions"]) for r in segments["regressed"]] == [("document", "bad.md", 18)]
+    assert segments["regressed"][0]["delta"] == pytest.approx(1 / 20 - 1 / 3)
+    assert [{**r, "system": "B"} for r in segments["regressed"]] == board["regressed"]
+    assert segments["tests"] == board["tests"] and segments["correction"] == board["correction"]
 
 
 def test_a_panel_system_is_compared_across_revisions(repo, monkeypatch, capsys):

@@ -16,7 +16,9 @@ import yaml
 from scipy.stats import mannwhitneyu
 from statsmodels.stats.multitest import multipletests
 
-from retrieval_bench.evaluation.leaderboard import leaderboard, markdown
+from retrieval_bench.evaluation import leaderboard as leaderboard_module
+from retrieval_bench.evaluation import panel_report as panel_report_module
+from retrieval_bench.evaluation.leaderboard import leaderboard, markdown, scorable
 from retrieval_bench.evaluation.segments import segment_groups, segments
 from retrieval_bench.evaluation.stats import randomization_p_value
 from retrieval_bench.evaluation.style_gap import rank_auc, style_gap
@@ -54,7 +56,7 @@ def panel(n: int = 40, seed: int = 0) -> dict[str, pd.DataFrame]:
 
 def test_the_leaderboard_marks_who_differs_from_the_best_with_holm():
     tables = panel()
-    board = leaderboard(tables, resamples=2000)
+    board = leaderboard(scorable(tables), resamples=2000)
     assert board["systems"] == ["best", "close", "bad"] and board["correction"].startswith("Holm")
     assert set(board["question_sets"]) == {"all", "hand-written", "generated"}
     mrr = board["question_sets"]["all"]["metrics"]["mrr"]
@@ -85,13 +87,35 @@ def test_the_leaderboard_marks_who_differs_from_the_best_with_holm():
     assert all(r["system"] == "bad" for r in board["segment_regressions"]["regressed"])
 
 
+def test_the_panel_report_aligns_the_tables_once(monkeypatch):
+    """scorable aligns every table by qid: the leaderboard and the certificate share one alignment."""
+    calls = []
+
+    def counted(tables):
+        calls.append(len(tables))
+        return scorable(tables)
+
+    monkeypatch.setattr(panel_report_module, "scorable", counted)
+    monkeypatch.setattr(leaderboard_module, "scorable", counted)
+    tables = {name: table for name, table in panel(n=12).items() if name != "close"}
+    report = panel_report_module.panel_report(tables, [], {"threshold": 0.8})
+    assert calls == [2] and report["leaderboard"]["systems"] == ["best", "bad"]
+
+
+def test_the_only_question_set_is_not_resampled_twice():
+    """Every question hand-written: that set's figures are those of "all", computed once."""
+    sets = ["hand-written"] * 12
+    board = leaderboard(scorable({"a": table(np.linspace(0, 1, 12), sets), "b": table(np.full(12, 0.5), sets)}), 200)
+    assert board["question_sets"]["hand-written"] is board["question_sets"]["all"]
+
+
 def test_a_segment_that_regressed_against_the_baseline_is_reported_with_bh():
     n = 60
     documents = ["good.md"] * 40 + ["bad.md"] * 20
     sets = ["hand-written"] * n
     base = table(np.full(n, 0.5), sets, documents)
     candidate = table(np.array([1.0] * 40 + [0.05] * 20), sets, documents)
-    regressions = leaderboard({"base": base, "new": candidate}, resamples=2000)["segment_regressions"]
+    regressions = leaderboard(scorable({"base": base, "new": candidate}), resamples=2000)["segment_regressions"]
     assert (
         regressions["baseline"] == "base" and regressions["tests"] == 2
     )  # the two documents; one folder, set, length: no segment
@@ -99,7 +123,7 @@ def test_a_segment_that_regressed_against_the_baseline_is_reported_with_bh():
         ("new", "document", "bad.md")
     ]
     assert "new: document = bad.md (20 questions): -0.450" in markdown(
-        leaderboard({"base": base, "new": candidate}, resamples=500)
+        leaderboard(scorable({"base": base, "new": candidate}), resamples=500)
     )
 
 
@@ -248,3 +272,21 @@ def test_the_leaderboard_stage_says_in_one_line_when_the_golden_set_orders_the_p
         json.loads((agreeing / "metrics" / "certificate.json").read_text())["metrics"]["mrr"]["pair_agreement"]["value"]
         == 1.0
     )
+
+
+def test_the_leaderboard_stage_reads_qids_as_text_and_refuses_a_non_utf8_table_in_one_line(tmp_path):
+    """qids "1" and "01" are two questions (read as numbers they were one, every row twice)."""
+    project = leaderboard_project(tmp_path, {"dense": 0.7, "hybrid": 0.45, "bm25": 0.15}, {"threshold": 0.8})
+    qids = [str(i // 2) if i % 2 == 0 else f"0{i // 2}" for i in range(60)]
+    for system in ("dense", "hybrid", "bm25"):
+        path = project / "metrics" / "panel" / system / "per_question.csv"
+        pd.read_csv(path).assign(qid=qids).to_csv(path, index=False)
+    result = run_leaderboard(project)
+    assert result.returncode == 0, result.stderr
+    board = json.loads((project / "metrics" / "leaderboard.json").read_text())
+    assert board["question_sets"]["all"]["n_questions"] == 60
+
+    (project / "metrics" / "panel" / "bm25" / "per_question.csv").write_bytes(b"qid,reciprocal_rank\n\xff1,0.5\n")
+    result = run_leaderboard(project)
+    assert result.returncode == 1 and result.stderr.strip().count("\n") == 0
+    assert result.stderr.startswith("error: metrics/panel/bm25/per_question.csv: not UTF-8 text")

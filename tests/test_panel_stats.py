@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import kendalltau
+from scipy.stats import false_discovery_control, kendalltau
 from statsmodels.stats.multitest import multipletests
 
+from retrieval_bench.evaluation import stats
 from retrieval_bench.evaluation.agreement import certificate, differing_pairs, pair_verdicts, verdict_agreement
 from retrieval_bench.evaluation.certify import panel_certificate
 from retrieval_bench.evaluation.corrections import bh_adjust, holm_adjust
+from retrieval_bench.evaluation.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.ordering import kendall_tau, tau_ap
 from retrieval_bench.evaluation.panel_report import summary_line
+from retrieval_bench.evaluation.per_question import metric_columns
 from retrieval_bench.evaluation.stats import randomization_p_value
 
 P_VALUE_SETS = [
@@ -32,6 +37,7 @@ P_VALUE_SETS = [
 def test_holm_and_bh_match_statsmodels(p_values):
     np.testing.assert_allclose(holm_adjust(p_values), multipletests(p_values, method="holm")[1], atol=1e-12)
     np.testing.assert_allclose(bh_adjust(p_values), multipletests(p_values, method="fdr_bh")[1], atol=1e-12)
+    np.testing.assert_array_equal(bh_adjust(p_values), false_discovery_control(p_values, method="bh"))  # scipy's own
 
 
 def test_corrections_of_nothing_are_empty():
@@ -43,16 +49,17 @@ SCORE_PAIRS = [
     ([1, 2, 3, 4, 5], [5, 4, 3, 2, 1]),
     ([1, 2, 2, 3, 4], [1, 3, 2, 2, 5]),  # ties in both
     list(np.random.default_rng(1).normal(size=(2, 9))),
+    ([3, 1, 1, 3, 3, 3, 1], [0, 0, 0, 3, 1, 0, 1]),  # ties: a hand-written tau-b differed in its last bit
 ]
 
 
 @pytest.mark.parametrize(("x", "y"), SCORE_PAIRS)
 def test_kendall_tau_matches_scipy(x, y):
-    assert kendall_tau(x, y) == pytest.approx(kendalltau(x, y).statistic, abs=1e-12)
+    assert kendall_tau(x, y) == kendalltau(x, y).statistic  # scipy's own, bit for bit
 
 
 def test_kendall_tau_of_a_constant_is_nan():
-    assert math.isnan(kendall_tau([1, 1, 1], [1, 2, 3]))
+    assert math.isnan(kendall_tau([1, 1, 1], [1, 2, 3])) and math.isnan(kendall_tau([0.5], [0.7]))
 
 
 def test_tau_ap_by_hand():
@@ -151,3 +158,33 @@ def test_a_reference_that_ties_every_system_is_undetermined_not_below_the_thresh
 def test_a_one_system_leaderboard_names_no_other_system():
     board = {"question_sets": {"all": {"metrics": {"mrr": {"best": "only", "systems": {"only": {"mean": 0.5}}}}}}}
     assert summary_line(board) == "leaderboard: one system: only (mrr 0.500)"
+
+
+def test_one_significance_level_and_one_list_of_metrics():
+    """Every test's alpha is stats.ALPHA (no module keeps its own 0.05), and the leaderboard ranks
+    the metrics compare compares, hit@k aside, in compare's order."""
+    columns = ["qid", "recall@20", "hit@5", "ndcg@10", "recall@5", "map@10", "reciprocal_rank"]
+    assert (
+        leaderboard_metrics(columns)
+        == [pair for pair in metric_columns(columns) if not pair[0].startswith("hit@")]
+        == [("mrr", "reciprocal_rank"), ("ndcg@10", "ndcg@10"), ("recall@5", "recall@5"), ("recall@20", "recall@20")]
+    )
+    evaluation = Path(stats.__file__).parent
+    own_alpha = [
+        path.name
+        for path in sorted(evaluation.glob("*.py"))
+        if path.name != "stats.py" and re.search(r"(=\s*|alpha )0\.05\b", path.read_text())
+    ]
+    assert own_alpha == [] and stats.ALPHA == 0.05
+
+
+def test_the_sign_flips_are_drawn_once_per_length_count_and_seed():
+    """The certificate's bootstrap tests thousands of differences of one length with one seed:
+    their sign flips are drawn once, and the p-values stay those of a fresh draw, bit for bit."""
+    diffs = np.random.default_rng(5).normal(0.1, 1, 50)
+    stats._single_batch.cache_clear()
+    first = randomization_p_value(diffs, 500, 3)
+    randomization_p_value(diffs[::-1].copy(), 500, 3)
+    assert stats._single_batch.cache_info().hits == 1
+    signs = np.random.default_rng(3).integers(0, 2, size=(500, 50), dtype=np.int8) * 2 - 1
+    assert first == (np.sum(np.abs(signs @ diffs / 50) >= abs(diffs.mean()) - 1e-12) + 1) / 501

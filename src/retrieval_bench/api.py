@@ -24,10 +24,11 @@ from retrieval_bench import params as _params
 from retrieval_bench.evaluation import compare as _compare
 from retrieval_bench.evaluation.judged import judged_summary
 from retrieval_bench.evaluation.metrics import TIE_POLICIES, summarize
+from retrieval_bench.evaluation.per_question import read_per_question
 from retrieval_bench.evaluation.scoring import score_run, score_run_both_views
 from retrieval_bench.evaluation.segments import segments
-from retrieval_bench.io import InputError, checked_id, read_jsonl
-from retrieval_bench.run_contract import from_records, read_run_file
+from retrieval_bench.io import InputError, checked_id, read_jsonl, read_table
+from retrieval_bench.run_contract import check_scores, check_unique, from_records, read_run_file
 
 Comparison = _compare.Comparison
 Labels = Union[str, Path, Sequence[Mapping[str, Any]], Mapping[str, Mapping[str, int]]]
@@ -120,7 +121,7 @@ def read_run(source: RunInput, depth: int | None = None) -> pd.DataFrame:
             raise InputError(f"{path}: not found (expected a run: .parquet, a TREC run or .jsonl)")
         if path.suffix.lower() != ".parquet":
             return _checked_run(read_run_file(path, depth), str(path))
-        source, where = pd.read_parquet(path), str(path)
+        source, where = read_table(path), str(path)
     elif isinstance(source, Mapping):
         where = "run"
         for qid, scored in source.items():
@@ -143,28 +144,18 @@ def _run_from_frame(frame: pd.DataFrame, where: str, depth: int | None) -> pd.Da
     missing = [column for column in ("qid", "chunk_id", "score") if column not in frame.columns]
     if missing:
         raise InputError(f"{where}: expected columns qid, chunk_id and score; missing {', '.join(missing)}")
-    scores = pd.to_numeric(frame["score"], errors="coerce").astype(np.float64)
-    bad = np.flatnonzero(~np.isfinite(scores.to_numpy()))
-    if len(bad):
-        row = frame.iloc[bad[0]]
-        value = row["score"].item() if isinstance(row["score"], np.generic) else row["score"]
-        raise InputError(
-            f"{where}: question {row['qid']} chunk {row['chunk_id']}: score must be a finite number, got {value!r}"
-        )
+    check_scores(frame, where)
     for column in ("qid", "chunk_id"):
         for value in frame[column].drop_duplicates():
             checked_id(value, where, column)
+    scores = pd.to_numeric(frame["score"]).astype(np.float64)
     return from_records(zip(frame["qid"].astype(str), frame["chunk_id"].astype(str), scores), depth)
 
 
 def _checked_run(run: pd.DataFrame, where: str) -> pd.DataFrame:
     if run.empty:
         raise InputError(f"{where}: the run is empty")
-    duplicated = run[run.duplicated(["qid", "chunk_id"])]
-    if len(duplicated):
-        raise InputError(
-            f"{where}: question {duplicated['qid'].iloc[0]} lists chunk {duplicated['chunk_id'].iloc[0]} twice"
-        )
+    check_unique(run, where)
     return run
 
 
@@ -199,7 +190,7 @@ def score(
         per_question = score_run(golden, table, run_frame, ks, min_coverage, ties)
         return Scores(summarize(per_question, ks, len(table)), _with_segments(per_question, golden))
     copies = _read_table(duplicates, ["group", "chunk_id"], "duplicates")
-    pool = read_jsonl(judged_pool) if isinstance(judged_pool, (str, Path)) else list(judged_pool or [])
+    pool = _read_pool(judged_pool) if isinstance(judged_pool, (str, Path)) else list(judged_pool or [])
     per_question = score_run_both_views(
         golden, table, run_frame, ks, min_coverage, ties, copies, pool, min_grade, ambiguous_at
     )
@@ -249,17 +240,19 @@ def _read_table(source: TableInput, columns: list[str], what: str) -> pd.DataFra
     if isinstance(source, (str, Path)):
         if not Path(source).is_file():
             raise InputError(f"{what} {source}: not found")
-        import pyarrow.parquet
-
-        where, present = f"{what} {source}", pyarrow.parquet.read_schema(source).names
-    elif isinstance(source, pd.DataFrame):
-        where, present = f"{what} DataFrame", list(source.columns)
-    else:
+        return read_table(source, columns, f"{what} {source}")
+    if not isinstance(source, pd.DataFrame):
         raise InputError(f"{what}: expected a DataFrame or a .parquet path, got {type(source).__name__}")
-    missing = [column for column in columns if column not in present]
+    missing = [column for column in columns if column not in source.columns]
     if missing:
-        raise InputError(f"{where}: expected columns {', '.join(columns)}; missing {', '.join(missing)}")
-    return pd.read_parquet(source, columns=columns) if isinstance(source, (str, Path)) else source[columns]
+        raise InputError(f"{what} DataFrame: expected columns {', '.join(columns)}; missing {', '.join(missing)}")
+    return source[columns]
+
+
+def _read_pool(path: str | Path) -> list[dict]:
+    if not Path(path).is_file():
+        raise InputError(f"judged_pool {path}: not found (expected data/judged_pool.jsonl rows)")
+    return read_jsonl(path)
 
 
 def compare(
@@ -294,14 +287,7 @@ def _per_question(side: Scores | TableInput, label: str) -> pd.DataFrame:
     if isinstance(side, pd.DataFrame):
         return side
     if isinstance(side, (str, Path)):
-        if not Path(side).is_file():
-            raise InputError(f"{label} {side}: not found (expected a per_question.csv)")
-        try:
-            return pd.read_csv(side, dtype={"qid": str})
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-            raise InputError(
-                f"{label} {side}: not a readable per_question.csv ({str(error).splitlines()[0]})"
-            ) from None
+        return read_per_question(side, f"{label} {side}")
     raise InputError(
         f"{label}: expected Scores, a per-question DataFrame or a per_question.csv path, got {type(side).__name__}"
     )

@@ -158,16 +158,21 @@ def check_run(run: pd.DataFrame, qids: list[str], chunk_ids: set[str], source: s
         raise InputError(
             f"{source}: {len(unknown_chunks)} chunk ids are not in the chunk table, e.g. {', '.join(map(quoted, unknown_chunks[:3]))}"
         )
-    duplicated = run[run.duplicated(["qid", "chunk_id"])]
-    if len(duplicated):
-        raise InputError(
-            f"{source}: question {quoted(duplicated['qid'].iloc[0])} lists chunk {quoted(duplicated['chunk_id'].iloc[0])} twice"
-        )
+    check_unique(run, source)
     present = set(run["qid"])  # once: a set per question made this quadratic (minutes at 1,000 questions x depth 100)
     missing = [qid for qid in qids if qid not in present]
     if len(missing) == len(qids):
         raise InputError(
             f"{source}: no question of the golden set is in the run (qids such as {', '.join(map(quoted, qids[:3]))})"
+        )
+
+
+def check_unique(run: pd.DataFrame, source: str) -> None:
+    """Each chunk is listed once per question."""
+    duplicated = run[run.duplicated(["qid", "chunk_id"])]
+    if len(duplicated):
+        raise InputError(
+            f"{source}: question {quoted(duplicated['qid'].iloc[0])} lists chunk {quoted(duplicated['chunk_id'].iloc[0])} twice"
         )
 
 

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrieval_bench.evaluation.ordering import kendall_tau, tau_ap
-from retrieval_bench.evaluation.stats import randomization_p_value
+from retrieval_bench.evaluation.stats import ALPHA, randomization_p_value
 
-ALPHA = 0.05
 VERDICT_WORDS = {1: "better", -1: "worse", 0: "no significant difference"}
 
 

@@ -29,10 +29,9 @@ import pandas as pd
 from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text
 from retrieval_bench.evaluation.compare_runs import per_question_path, question_context, read_run
 from retrieval_bench.evaluation.comparison import Comparison
-from retrieval_bench.evaluation.corrections import BH
-from retrieval_bench.evaluation.metrics import CUTOFF
+from retrieval_bench.evaluation.per_question import metric_columns
 from retrieval_bench.evaluation.revisions import WORKSPACE
-from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS, regressions, segment_tests
+from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS, paired_segment_tests, regression_report
 from retrieval_bench.evaluation.stats import (
     min_detectable_delta,
     paired_bootstrap_ci,
@@ -45,18 +44,6 @@ from retrieval_bench.paths import PER_QUESTION
 # ---------------------------------------------------------------------------------------------
 # Comparing two per-question tables (pure)
 # ---------------------------------------------------------------------------------------------
-
-
-def metric_columns(columns) -> list[tuple[str, str]]:
-    """(reported name, per-question column) of the compared metrics present in `columns`:
-    mrr, ndcg@10, then recall@k and hit@k by increasing k."""
-    columns = set(columns)
-    headline = (("mrr", "reciprocal_rank"), (f"ndcg@{CUTOFF}", f"ndcg@{CUTOFF}"))  # as in metrics.summary_names
-    names = [(name, column) for name, column in headline if column in columns]
-    for prefix in ("recall", "hit"):
-        ks = sorted(int(match.group(1)) for c in columns if (match := re.fullmatch(rf"{prefix}@(\d+)", c)))
-        names += [(f"{prefix}@{k}", f"{prefix}@{k}") for k in ks]
-    return names
 
 
 def hit_ks(columns) -> list[int]:
@@ -143,21 +130,9 @@ def compare_tables(
     if not names:
         raise InputError(f"{a_label} and {b_label} share no metric column (reciprocal_rank, ndcg@10, recall@k, hit@k)")
     metrics = _statistics(a, b, names, resamples, seed, level, warnings)
-    judged_names = [
-        (name, JUDGED + column)
-        for name, column in names
-        if JUDGED + column in a.columns and JUDGED + column in b.columns
-    ]
-    judged = _statistics(a, b, judged_names, resamples, seed, level, warnings, JUDGED) if judged_names else {}
+    judged, coincide = _judged_view(a, b, names, metrics, resamples, seed, level, warnings)
     flip_k = choose_flip_k(set(a.columns) & set(b.columns), k)
     flipped = flipped_questions(a, b, flip_k) if flip_k is not None else []
-    coincide = bool(judged) and all(
-        _same(t[column], t[judged_column])
-        for _, column in names
-        for judged_column in [JUDGED + column]
-        if judged_column in a
-        for t in (a, b)
-    )
     return Comparison(
         a=a_label,
         b=b_label,
@@ -197,6 +172,29 @@ def _paired(
     return a.loc[common], b.loc[common], dropped
 
 
+def _judged_view(
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    names: list[tuple[str, str]],
+    strict: dict[str, dict],
+    resamples: int,
+    seed: int,
+    level: float,
+    warnings: list[str],
+) -> tuple[dict[str, dict], bool]:
+    """The judged view's statistics over the metrics whose judged column both runs carry, and
+    whether the views coincide (every such judged column equals its strict one in both runs):
+    then the strict figures are the judged ones, not a second resampling that would differ only
+    by its seed."""
+    judged_names = [(name, column) for name, column in names if JUDGED + column in a and JUDGED + column in b]
+    if not judged_names:
+        return {}, False
+    if all(_same(t[column], t[JUDGED + column]) for _, column in judged_names for t in (a, b)):
+        return {name: {**strict[name], "column": JUDGED + column} for name, column in judged_names}, True
+    named = [(name, JUDGED + column) for name, column in judged_names]
+    return _statistics(a, b, named, resamples, seed, level, warnings, JUDGED), False
+
+
 def _same(first: pd.Series, second: pd.Series) -> bool:
     x, y = (
         pd.to_numeric(first, errors="coerce").to_numpy(dtype=float),
@@ -210,11 +208,7 @@ def _segment_regressions(a: pd.DataFrame, b: pd.DataFrame, column: str, permutat
     every segment tested; None when B's rows carry no segment columns (runs scored before them)."""
     if not any(c in b for c in SEGMENT_COLUMNS):
         return None
-    diffs = pd.to_numeric(b[column], errors="coerce").to_numpy(dtype=float) - pd.to_numeric(
-        a[column], errors="coerce"
-    ).to_numpy(dtype=float)
-    tests = segment_tests(np.nan_to_num(diffs), b, permutations, seed)
-    return {"column": column, "tests": len(tests), "correction": f"{BH}, alpha 0.05", "regressed": regressions(tests)}
+    return {"column": column, **regression_report(paired_segment_tests(a[column], b[column], b, permutations, seed))}
 
 
 def metric_stream_seed(seed: int, name: str) -> int:

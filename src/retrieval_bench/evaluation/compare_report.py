@@ -8,7 +8,7 @@ import json
 import math
 
 from retrieval_bench.evaluation.comparison import Comparison, alpha, direction, num, verdict_line
-from retrieval_bench.evaluation.stats import MDD_FORMULA
+from retrieval_bench.evaluation.stats import ALPHA, MDD_FORMULA
 
 
 def _p(value: float, alpha: float | None = None) -> str:
@@ -124,7 +124,7 @@ def _footnotes(comparison: Comparison) -> list[str]:
         f"{comparison.resamples} resamples, seed {comparison.seed}.",
         f"p: p-value of a two-sided paired randomization (sign-flip) test, {comparison.resamples} permutations; "
         f"* p < {alpha(comparison):g}, 1 - the CI's level (not corrected for testing several metrics).",
-        f"min detectable: smallest true delta detected with 80% power at alpha 0.05 = {MDD_FORMULA.split('  ')[0]}.",
+        f"min detectable: smallest true delta detected with 80% power at alpha {ALPHA} = {MDD_FORMULA.split('  ')[0]}.",
         "wins/ties/losses: questions where B scored higher / the same / lower than A.",
     ]
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench.evaluation.revisions import WORKSPACE, _git, read_artefact, resolve_revision
+from retrieval_bench.evaluation.per_question import read_per_question
+from retrieval_bench.evaluation.revisions import WORKSPACE, git_show, read_artefact, resolve_revision
 from retrieval_bench.io import InputError
 from retrieval_bench.paths import CHUNKS, DOCUMENTS, GOLDENSET, PANEL_METRICS, PER_QUESTION, panel_file
 
@@ -26,22 +27,12 @@ def read_run(rev: str, cwd: Path, table: str = PER_QUESTION) -> tuple[pd.DataFra
         path = cwd / table
         if not path.is_file():
             raise InputError(f"{table} not found in the workspace; run `dvc repro` first")
-        return _read_csv(path.read_text(encoding="utf-8"), f"{WORKSPACE}:{table}"), None
+        return read_per_question(path, f"{WORKSPACE}:{table}"), None
     commit = resolve_revision(rev, cwd)
-    shown = _git(["show", f"{commit}:./{table}"], cwd)
-    if shown.returncode != 0:
+    committed = git_show(table, commit, cwd)
+    if committed is None:
         raise InputError(f"{rev}: no {table} committed there (run `dvc repro` and commit its outputs)")
-    return _read_csv(shown.stdout, f"{rev}:{table}"), commit
-
-
-def _read_csv(text: str, label: str) -> pd.DataFrame:
-    try:
-        df = pd.read_csv(io.StringIO(text), dtype={"qid": str})
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise InputError(
-            f"{label}: not a readable CSV ({str(error).splitlines()[0] if str(error) else 'empty'})"
-        ) from None
-    return df
+    return read_per_question(committed, f"{rev}:{table}"), commit
 
 
 def question_context(cwd: Path, commits: list[str | None]) -> tuple[list[dict] | None, dict[str, str] | None]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from retrieval_bench.evaluation.stats import MDD_FORMULA
+from retrieval_bench.evaluation.stats import ALPHA, MDD_FORMULA
 
 
 @dataclass
@@ -68,7 +68,7 @@ def alpha(comparison: Comparison) -> float:
     return round(1 - comparison.level, 10)
 
 
-def direction(m: dict, alpha: float = 0.05) -> int:
+def direction(m: dict, alpha: float = ALPHA) -> int:
     """+1 / -1: B significantly better / worse (p < alpha); 0: no significant difference."""
     return 0 if not m["p_value"] < alpha else (1 if m["delta"] > 0 else -1)
 

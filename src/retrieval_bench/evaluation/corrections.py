@@ -5,6 +5,7 @@ corrected test at level alpha (as statsmodels' multipletests reports them)."""
 from __future__ import annotations
 
 import numpy as np
+from scipy import stats
 
 HOLM = "Holm (family-wise error rate)"
 BH = "Benjamini-Hochberg (false discovery rate)"
@@ -25,15 +26,7 @@ def holm_adjust(p_values) -> np.ndarray:
 
 
 def bh_adjust(p_values) -> np.ndarray:
-    """Benjamini-Hochberg step-up adjusted p-values: the i-th smallest of m is multiplied by m / i,
-    made non-increasing from the largest down, and capped at 1 (Benjamini & Hochberg 1995)."""
+    """Benjamini-Hochberg step-up adjusted p-values (Benjamini & Hochberg 1995), as
+    scipy.stats.false_discovery_control computes them; none for no p-value."""
     p = np.asarray(p_values, dtype=np.float64)
-    m = len(p)
-    if m == 0:
-        return p.copy()
-    order = np.argsort(p, kind="stable")
-    scaled = p[order] * m / np.arange(1, m + 1)
-    stepped = np.minimum.accumulate(scaled[::-1])[::-1]
-    adjusted = np.empty(m)
-    adjusted[order] = np.minimum(stepped, 1.0)
-    return adjusted
+    return p.copy() if len(p) == 0 else stats.false_discovery_control(p, method="bh")

@@ -7,26 +7,23 @@ Benjamini-Hochberg false-discovery-rate control. Pure functions of per-question 
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.evaluation.corrections import BH, HOLM, holm_adjust
-from retrieval_bench.evaluation.segments import regressions, segment_tests
-from retrieval_bench.evaluation.stats import paired_bootstrap_ci, randomization_p_value
+from retrieval_bench.evaluation.corrections import HOLM, holm_adjust
+from retrieval_bench.evaluation.per_question import metric_columns
+from retrieval_bench.evaluation.segments import paired_segment_tests, regression_report
+from retrieval_bench.evaluation.stats import ALPHA, paired_bootstrap_ci, randomization_p_value
 
-ALPHA = 0.05
 ALL = "all"  # the question set of every question
 HEADLINE = ("mrr", "reciprocal_rank")
-CUTOFF_METRICS = (("ndcg@10", "ndcg@10"),)
 
 
 def leaderboard_metrics(columns) -> list[tuple[str, str]]:
-    """(name, per-question column): mrr, ndcg@10, then recall@k by increasing k, those present."""
-    names = [pair for pair in (HEADLINE, *CUTOFF_METRICS) if pair[1] in columns]
-    ks = sorted(int(m.group(1)) for c in columns if (m := re.fullmatch(r"recall@(\d+)", str(c))))
-    return names + [(f"recall@{k}", f"recall@{k}") for k in ks]
+    """(name, per-question column): the metrics compare reports (mrr, ndcg@10, recall@k by
+    increasing k) but hit@k, those present."""
+    return [(name, column) for name, column in metric_columns(columns) if not name.startswith("hit@")]
 
 
 def scorable(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -72,14 +69,17 @@ def rank_systems(scores: dict[str, np.ndarray], resamples: int, seed: int, level
     return {"best": best, "systems": rows}
 
 
-def leaderboard(tables: dict[str, pd.DataFrame], resamples: int = 10_000, seed: int = 0, level: float = 0.95) -> dict:
-    """The leaderboard of `tables` (per-question tables by system, in panel order)."""
-    aligned = scorable(tables)
+def leaderboard(aligned: dict[str, pd.DataFrame], resamples: int = 10_000, seed: int = 0, level: float = 0.95) -> dict:
+    """The leaderboard of `aligned` (per-question tables by system, in panel order, as scorable
+    aligns them)."""
     first = next(iter(aligned.values()))
     metrics = leaderboard_metrics(first.columns)
     sets = {}
     for set_name, mask in question_sets(first).items():
         if mask.sum() == 0:
+            continue
+        if set_name != ALL and mask.all():  # the only question set: the same figures as "all", not resampled twice
+            sets[set_name] = sets[ALL]
             continue
         sets[set_name] = {
             "n_questions": int(mask.sum()),
@@ -91,7 +91,7 @@ def leaderboard(tables: dict[str, pd.DataFrame], resamples: int = 10_000, seed: 
             },
         }
     return {
-        "systems": list(tables),
+        "systems": list(aligned),
         "ci_level": level,
         "correction": f"{HOLM}: each system against the best, per question set and metric, alpha {ALPHA}",
         "question_sets": sets,
@@ -105,17 +105,12 @@ def segment_regressions(aligned: dict[str, pd.DataFrame], permutations: int = 10
     names = list(aligned)
     baseline, column = names[0], HEADLINE[1]
     base = aligned[baseline]
-    tests = []
-    for system in names[1:]:
-        diffs = aligned[system][column].to_numpy(dtype=float) - base[column].to_numpy(dtype=float)
-        tests += [{"system": system, **test} for test in segment_tests(diffs, base, permutations, seed)]
-    return {
-        "baseline": baseline,
-        "metric": HEADLINE[0],
-        "tests": len(tests),
-        "correction": f"{BH}, alpha {ALPHA}",
-        "regressed": regressions(tests, ALPHA),
-    }
+    tests = [
+        {"system": system, **test}
+        for system in names[1:]
+        for test in paired_segment_tests(base[column], aligned[system][column], base, permutations, seed)
+    ]
+    return {"baseline": baseline, "metric": HEADLINE[0], **regression_report(tests)}
 
 
 def _cell(row: dict) -> str:

@@ -7,20 +7,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import stats
 
 
 def kendall_tau(x, y) -> float:
-    """Kendall's tau-b of two score vectors (ties corrected, as scipy.stats.kendalltau's default):
-    (concordant - discordant) / sqrt((pairs - ties in x) (pairs - ties in y)); NaN when either
-    vector is constant or there are fewer than 2 systems."""
+    """Kendall's tau-b of two score vectors (scipy.stats.kendalltau, ties corrected); NaN when
+    either vector is constant or there are fewer than 2 systems."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    upper = np.triu_indices(len(x), k=1)
-    dx = np.sign(x[:, None] - x[None, :])[upper]
-    dy = np.sign(y[:, None] - y[None, :])[upper]
-    untied_x, untied_y = np.count_nonzero(dx), np.count_nonzero(dy)
-    if untied_x == 0 or untied_y == 0:
+    if len(x) < 2:  # scipy would warn that the sample is too small, then answer NaN
         return math.nan
-    return float(np.sum(dx * dy) / math.sqrt(untied_x * untied_y))
+    return float(stats.kendalltau(x, y).statistic)
 
 
 def tau_ap(estimated, actual) -> float:

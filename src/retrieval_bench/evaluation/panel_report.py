@@ -25,8 +25,9 @@ def panel_report(tables: dict[str, pd.DataFrame], golden: list[dict], validity: 
             "markdown": NO_PANEL + "\n",
             "warning": None,
         }
-    board = leaderboard(tables)
-    cert = panel_certificate(scorable(tables), validity["threshold"])
+    aligned = scorable(tables)
+    board = leaderboard(aligned)
+    cert = panel_certificate(aligned, validity["threshold"])
     lines = certificate_lines(cert)
     if cert["available"]:
         by_set = {

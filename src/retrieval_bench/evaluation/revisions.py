@@ -51,14 +51,20 @@ def resolve_revision(rev: str, cwd: Path) -> str:
     raise InputError(f"{rev}: not a git revision or DVC experiment name")
 
 
+def git_show(path: str, commit: str, cwd: Path) -> bytes | None:
+    """The bytes of `path` as committed at `commit`; None when it is not committed there."""
+    shown = subprocess.run(["git", "show", f"{commit}:./{path}"], cwd=cwd, capture_output=True)
+    return shown.stdout if shown.returncode == 0 else None
+
+
 def read_artefact(path: str, commit: str | None, cwd: Path) -> bytes | None:
     """A pipeline output as it was at `commit` (None: the working tree), from git or else from the
     DVC cache through dvc.api; None when it cannot be had there (never pulled, say)."""
     if commit is None:
         return (cwd / path).read_bytes() if (cwd / path).is_file() else None
-    shown = subprocess.run(["git", "show", f"{commit}:./{path}"], cwd=cwd, capture_output=True)
-    if shown.returncode == 0:
-        return shown.stdout
+    committed = git_show(path, commit, cwd)
+    if committed is not None:
+        return committed
     try:
         import dvc.api
 

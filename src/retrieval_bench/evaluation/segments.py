@@ -9,8 +9,8 @@ import posixpath
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.evaluation.corrections import bh_adjust
-from retrieval_bench.evaluation.stats import randomization_p_value
+from retrieval_bench.evaluation.corrections import BH, bh_adjust
+from retrieval_bench.evaluation.stats import ALPHA, randomization_p_value
 
 SEGMENT_COLUMNS = ["question_set", "document", "folder", "length_bucket"]
 # The golden set's `source` of a row -> its question set; any other source was generated.
@@ -62,11 +62,28 @@ def segment_groups(frame: pd.DataFrame, min_questions: int = 2) -> list[tuple[st
     return groups
 
 
-def regressions(tests: list[dict], alpha: float = 0.05) -> list[dict]:
+def regressions(tests: list[dict], alpha: float = ALPHA) -> list[dict]:
     """The tests (dicts with delta and p) whose mean change is negative and significant after
     Benjamini-Hochberg over all of them, each with p_bh added."""
     adjusted = bh_adjust([test["p"] for test in tests])
     return [{**test, "p_bh": float(p)} for test, p in zip(tests, adjusted) if p < alpha and test["delta"] < 0]
+
+
+def paired_segment_tests(
+    a: pd.Series, b: pd.Series, frame: pd.DataFrame, permutations: int = 10_000, seed: int = 0
+) -> list[dict]:
+    """segment_tests of the per-question differences b - a (aligned with `frame`'s rows); a
+    question without a value under either run is left out, neither a tie nor a NaN p-value."""
+    diffs = pd.to_numeric(b, errors="coerce").to_numpy(dtype=float) - pd.to_numeric(a, errors="coerce").to_numpy(
+        dtype=float
+    )
+    keep = ~np.isnan(diffs)
+    return segment_tests(diffs[keep], frame[keep], permutations, seed)
+
+
+def regression_report(tests: list[dict]) -> dict:
+    """How many segment tests were run, their correction and the regressed segments."""
+    return {"tests": len(tests), "correction": f"{BH}, alpha {ALPHA}", "regressed": regressions(tests)}
 
 
 def segment_tests(diffs: np.ndarray, frame: pd.DataFrame, permutations: int = 10_000, seed: int = 0) -> list[dict]:

@@ -11,13 +11,16 @@ resamples in memory-bounded batches.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Iterator
 
 import numpy as np
 from scipy import stats
 
-MDD_FACTOR = 2.8  # z(1 - 0.05/2) + z(0.80) = 1.960 + 0.842
-MDD_FORMULA = "2.8 x sd(paired differences) / sqrt(n)  (80% power, two-sided alpha 0.05)"
+ALPHA = 0.05  # the significance level of every test: leaderboard, certificate, segment regressions, compare
+MDD_FACTOR = 2.8  # z(1 - ALPHA/2) + z(0.80) = 1.960 + 0.842
+MDD_FORMULA = f"2.8 x sd(paired differences) / sqrt(n)  (80% power, two-sided alpha {ALPHA})"
 _BATCH_ELEMENTS = 4_000_000  # resample indices drawn at once: bounds memory at ~32 MB
 EPS = 1e-12
 
@@ -71,12 +74,29 @@ def randomization_p_value(diffs: np.ndarray, permutations: int = 10_000, seed: i
     if not np.any(np.abs(diffs) > EPS):
         return 1.0
     observed = abs(diffs.mean())
-    rng = np.random.default_rng(seed)
     count = 0
-    for batch in _batches(permutations, n):
-        signs = rng.integers(0, 2, size=(batch, n), dtype=np.int8) * 2 - 1
+    for signs in _sign_batches(n, permutations, seed):
         count += int(np.sum(np.abs(signs @ diffs / n) >= observed - EPS))
     return (count + 1) / (permutations + 1)
+
+
+def _sign_batches(n: int, permutations: int, seed: int) -> Iterator[np.ndarray]:
+    """The random signs (+1/-1) of `permutations` flips of `n` differences, seeded, in batches;
+    one that fits in a single batch is drawn once per (n, permutations, seed) and reused: the
+    certificate's bootstrap tests thousands of differences of the same length with one seed."""
+    if n * permutations <= _BATCH_ELEMENTS:
+        yield _single_batch(n, permutations, seed)
+        return
+    rng = np.random.default_rng(seed)
+    for batch in _batches(permutations, n):
+        yield rng.integers(0, 2, size=(batch, n), dtype=np.int8) * 2 - 1
+
+
+@functools.lru_cache(maxsize=8)  # each at most _BATCH_ELEMENTS bytes
+def _single_batch(n: int, permutations: int, seed: int) -> np.ndarray:
+    signs = np.random.default_rng(seed).integers(0, 2, size=(permutations, n), dtype=np.int8) * 2 - 1
+    signs.flags.writeable = False
+    return signs
 
 
 def min_detectable_delta(diffs: np.ndarray) -> float:
