@@ -19,7 +19,8 @@ from statsmodels.stats.multitest import multipletests
 from retrieval_bench.evaluation import leaderboard as leaderboard_module
 from retrieval_bench.evaluation import panel_report as panel_report_module
 from retrieval_bench.evaluation.leaderboard import leaderboard, markdown, scorable
-from retrieval_bench.evaluation.segments import segment_groups, segments
+from retrieval_bench.evaluation.segment_tests import segment_groups
+from retrieval_bench.evaluation.segments import segments
 from retrieval_bench.evaluation.stats import randomization_p_value
 from retrieval_bench.evaluation.style_gap import rank_auc, style_gap
 

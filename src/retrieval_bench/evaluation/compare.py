@@ -31,7 +31,8 @@ from retrieval_bench.evaluation.compare_runs import per_question_path, question_
 from retrieval_bench.evaluation.comparison import Comparison
 from retrieval_bench.evaluation.per_question import metric_columns
 from retrieval_bench.evaluation.revisions import WORKSPACE
-from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS, paired_segment_tests, regression_report
+from retrieval_bench.evaluation.segment_tests import paired_segment_tests, regression_report
+from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS
 from retrieval_bench.evaluation.stats import (
     min_detectable_delta,
     paired_bootstrap_ci,

@@ -13,7 +13,7 @@ import pandas as pd
 
 from retrieval_bench.evaluation.corrections import HOLM, holm_adjust
 from retrieval_bench.evaluation.per_question import metric_columns
-from retrieval_bench.evaluation.segments import paired_segment_tests, regression_report
+from retrieval_bench.evaluation.segment_tests import paired_segment_tests, regression_report
 from retrieval_bench.evaluation.stats import ALPHA, paired_bootstrap_ci, randomization_p_value
 
 ALL = "all"  # the question set of every question
