@@ -99,22 +99,36 @@ SIDE_BY_SIDE_NOTE = (
 )
 
 
-def _judged_lines(comparison: Comparison) -> list[str]:
-    """The side-by-side table of the two views, only where they differ; its legend only when a row
-    is marked."""
+VIEWS_COINCIDE = "The judged view equals the strict one here (no duplicate chunks, no LLM grades): one table."
+
+
+def _judged_lines(comparison: Comparison, table, title: str) -> list[str]:
+    """The side-by-side table of the two views (rendered by `table`), only where they differ; its
+    legend only when a row is marked."""
     if not comparison.judged:
         return []
     if comparison.views_coincide:
-        return ["The judged view equals the strict one here (no duplicate chunks, no LLM grades): one table.", ""]
+        return [VIEWS_COINCIDE, ""]
     rows = _side_by_side_rows(comparison)
     marked = any(row[-1] for row in rows[1:])
+    legend = [SIDE_BY_SIDE_NOTE.format(alpha=alpha(comparison)), ""] if marked else []
+    return [title, "", *table(rows), "", *legend]
+
+
+def _markdown_table(rows: list[list[str]]) -> list[str]:
+    """A Markdown table: the first column left-aligned, the others right-aligned."""
     return [
-        SIDE_BY_SIDE_TITLE,
-        "",
-        *_aligned(rows),
-        "",
-        *([SIDE_BY_SIDE_NOTE.format(alpha=alpha(comparison)), ""] if marked else []),
+        "| " + " | ".join(rows[0]) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(rows[0]) - 1)) + "|",
+        *("| " + " | ".join(row) + " |" for row in rows[1:]),
     ]
+
+
+def _markdown_verdicts(rows: list[list[str]]) -> list[str]:
+    """The side-by-side table in Markdown: its last column headed "verdict", without the arrow."""
+    return _markdown_table(
+        [[*rows[0][:-1], "verdict"], *([cell.replace("<- ", "") for cell in row] for row in rows[1:])]
+    )
 
 
 def _footnotes(comparison: Comparison) -> list[str]:
@@ -164,7 +178,7 @@ def format_text(comparison: Comparison, limit: int = 10) -> str:
         out.append("")
     out += _aligned(_rows(comparison))
     out.append("")
-    out += _judged_lines(comparison)
+    out += _judged_lines(comparison, _aligned, SIDE_BY_SIDE_TITLE)
     out += _footnotes(comparison)
     out.append("")
     if comparison.flip_k is None:
@@ -209,26 +223,8 @@ def format_markdown(comparison: Comparison, limit: int = 10) -> str:
     out += [f"> **Warning:** {warning}" for warning in comparison.warnings]
     if comparison.warnings:
         out.append("")
-    rows = _rows(comparison)
-    out.append("| " + " | ".join(rows[0]) + " |")
-    out.append("|" + "|".join(["---"] + ["---:"] * (len(rows[0]) - 1)) + "|")
-    for row in rows[1:]:
-        out.append("| " + " | ".join(row) + " |")
-    out.append("")
-    if comparison.judged and comparison.views_coincide:
-        out += ["The judged view equals the strict one here (no duplicate chunks, no LLM grades): one table.", ""]
-    elif comparison.judged:
-        side = _side_by_side_rows(comparison)
-        side[0][-1] = "verdict"
-        out += [
-            f"**{SIDE_BY_SIDE_TITLE}**",
-            "",
-            "| " + " | ".join(side[0]) + " |",
-            "|" + "|".join(["---"] + ["---:"] * (len(side[0]) - 1)) + "|",
-        ]
-        out += ["| " + " | ".join(cell.replace("<- ", "") for cell in row) + " |" for row in side[1:]]
-        marked = any(row[-1] for row in side[1:])
-        out += ["", *([SIDE_BY_SIDE_NOTE.format(alpha=alpha(comparison)), ""] if marked else [])]
+    out += [*_markdown_table(_rows(comparison)), ""]
+    out += _judged_lines(comparison, _markdown_verdicts, f"**{SIDE_BY_SIDE_TITLE}**")
     out += [f"- {note}" for note in _footnotes(comparison)]
     out.append("")
     if comparison.flip_k is None:
