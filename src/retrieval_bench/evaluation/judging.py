@@ -193,12 +193,9 @@ def judge_pool(
         for attempt in range(params["max_attempts"]):
             key = JUDGE.pair_job(meta, template, pair.question, pair.text, pair.text_sha256, attempt).key
             context.setdefault(key, {"qid": pair.qid, "chunk_id": pair.chunk_id, "question": pair.question})
-    graded_before: list[int] = []  # pairs graded when the first round looks (after resuming batches)
 
     def missing(cache: dict[str, dict], round_number: int) -> tuple[list[Job], int]:
         accepted, jobs, _, _ = _status(pairs, cache, meta, template, params["max_attempts"])
-        if round_number == 0:
-            graded_before.append(len(accepted))
         return jobs, len(accepted)
 
     work = PaidWork(JUDGE.with_context(context), meta, settings, cache_path, params["max_attempts"])
@@ -227,7 +224,7 @@ def judge_pool(
         "pooled": len(pairs),
         "judged": sum(grades.values()),
         "unjudged": len(pairs) - sum(grades.values()),
-        "judged_before_this_run": graded_before[0] if graded_before else 0,
+        "judged_before_this_run": paid.done_at_start,
         "requests": paid.asked,
         "cost_usd": round(paid.spent, 6),
         "rejected_replies": sum(rejected.values()),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from retrieval_bench.io import Interrupted
 from retrieval_bench.llm.cache import journal_path_for, journal_pending, read_cache
@@ -50,25 +50,28 @@ class Paid:
     spent: float = 0.0  # USD, resumed batches included
     asked: int = 0  # requests sent this run (succeeded or failed)
     planned: bool = False  # a dry run found work to do (and logged its cost)
+    done_at_start: int = 0  # what `missing` counted done when the first round looked (after resuming)
+    failed: list[str] = field(default_factory=list)  # why each failed request failed, every round
 
 
 def pay_for(work: PaidWork, missing: Missing, rounds: int, dry_run: bool, log: Log) -> Paid:
     """Ask for what `missing` names, up to `rounds` rounds (see the module's docstring)."""
     with nullcontext() if dry_run else exclusive(work.cache_path, log):
         paid = Paid(spent=_resume(work, dry_run, log))
-        failed: list[str] = []
         for round_number in range(rounds):
             jobs, done = missing(read_cache(work.cache_path), round_number)
+            if round_number == 0:
+                paid.done_at_start = done
             in_flight = {r["key"] for events in journal_pending(work.cache_path) for e in events for r in e["requests"]}
             jobs = [job for job in jobs if job.key not in in_flight]
             if not jobs:
                 break
-            if not _round(work, jobs, done, round_number, paid, failed, dry_run, log):
+            if not _round(work, jobs, done, round_number, paid, dry_run, log):
                 break
-    if failed:
-        reasons = "; ".join(f"{n}x {r}" for r, n in Counter(failed).most_common(3))
+    if paid.failed:
+        reasons = "; ".join(f"{n}x {r}" for r, n in Counter(paid.failed).most_common(3))
         raise StopGeneration(
-            f"{len(failed)} {work.task.wording.requests} failed ({reasons}); every reply received is kept in "
+            f"{len(paid.failed)} {work.task.wording.requests} failed ({reasons}); every reply received is kept in "
             f"{work.cache_path}; rerun to ask for the missing {work.task.wording.noun} again"
         )
     return paid
@@ -101,7 +104,6 @@ def _round(
     done: int,
     round_number: int,
     paid: Paid,
-    failed: list[str],
     dry_run: bool,
     log: Log,
 ) -> bool:
@@ -134,7 +136,7 @@ def _round(
         ) from None
     paid.spent += outcome.cost
     paid.asked += outcome.succeeded + len(outcome.failed)
-    failed.extend(outcome.failed)
+    paid.failed.extend(outcome.failed)
     log(
         f"{outcome.succeeded} replies ({outcome.rejected} rejected), {len(outcome.failed)} failed; "
         f"{outcome.input_tokens:,} input + {outcome.output_tokens:,} output tokens, {usd(outcome.cost)}"
