@@ -356,6 +356,11 @@ def test_compare_two_commits_end_to_end(project, monkeypatch, capsys):
     same = json.loads(capsys.readouterr().out)
     assert all(m["delta"] == 0 and m["p_value"] == 1 for m in same["metrics"].values())
 
+    assert main(["compare", "HEAD~1", "HEAD", "--level", "0.9"]) == 0
+    assert "90% CI" in capsys.readouterr().out
+    assert main(["compare", "HEAD~1", "HEAD", "--level", "1.5"]) != 0
+    assert "--level must be a confidence level between 0 and 1" in capsys.readouterr().err
+
 
 def test_text_and_markdown_list_the_worst_losses_and_largest_gains():
     flipped = [{"qid": f"l{i}", "change": "lost"} for i in range(5)] + [

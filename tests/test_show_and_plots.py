@@ -32,6 +32,18 @@ def test_show_prints_the_run_and_its_change_since_the_last_commit(tmp_path, monk
     assert shown.index("recall@1 ") < shown.index("recall@10")
 
 
+def test_show_without_git_prints_the_run_without_changes(tmp_path, monkeypatch, capsys):
+    """Observed: with no git on PATH, `show` ended in a FileNotFoundError traceback."""
+    from retrieval_bench.cli import main
+
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "metrics.json").write_text(json.dumps({"mrr": 0.6, "n_questions": 40}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools-here"))
+    assert main(["show"]) == 0
+    assert re.search(r"mrr\s+0\.6000", capsys.readouterr().out)
+
+
 def test_the_plots_page_loads_nothing_from_the_network():
     page = TEMPLATE.read_text(encoding="utf-8")
     assert "{plot_divs}" in page and "{scripts}" not in page  # DVC's CDN script tags have nowhere to go

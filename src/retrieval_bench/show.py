@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 from pathlib import Path
 
 from retrieval_bench import paths
+from retrieval_bench.evaluation.revisions import git_show
 from retrieval_bench.io import InputError
 
 HEADLINE = ["mrr", "ndcg@10"]
@@ -18,13 +18,14 @@ HEALTH = ["n_questions", "n_handwritten", "n_generated", "echo_rate", "rejected"
 
 
 def committed(path: str, revision: str, cwd: Path) -> dict | None:
-    """A metrics file as committed at `revision`; None outside git or where it is absent."""
-    shown = subprocess.run(["git", "show", f"{revision}:./{path}"], cwd=cwd, capture_output=True, text=True)
-    if shown.returncode != 0:
+    """A metrics file as committed at `revision`; None outside git (or without git) or where it is
+    absent or unreadable."""
+    shown = git_show(path, revision, cwd)
+    if shown is None:
         return None
     try:
-        return json.loads(shown.stdout)
-    except json.JSONDecodeError:
+        return json.loads(shown)
+    except (json.JSONDecodeError, UnicodeDecodeError):
         return None
 
 

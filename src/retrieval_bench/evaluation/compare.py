@@ -124,6 +124,8 @@ def compare_tables(
     sets differ) and compute every metric's statistics and the flipped questions."""
     if resamples < 1:
         raise InputError(f"--resamples must be at least 1, got {resamples}")
+    if not 0 < level < 1:  # also refuses NaN
+        raise InputError(f"--level must be a confidence level between 0 and 1 (e.g. 0.95), got {level}")
     warnings: list[str] = []
     a, b, dropped = _paired(_check_table(a_df, a_label), _check_table(b_df, b_label), a_label, b_label, warnings)
     common = list(a.index)
@@ -328,6 +330,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--resamples", type=int, default=10_000, help="bootstrap resamples and sign-flip permutations (default: 10000)"
     )
     parser.add_argument(
+        "--level",
+        type=float,
+        default=0.95,
+        help="confidence level of the intervals; a delta is significant at p < 1 - level (default: 0.95)",
+    )
+    parser.add_argument(
         "--seed", type=int, default=0, help="random seed of the bootstrap and the permutations (default: 0)"
     )
     parser.add_argument(
@@ -352,7 +360,9 @@ def run(args: argparse.Namespace) -> int:
     table = per_question_path(args.system)
     a_df, a_commit = read_run(args.a, cwd, table)
     b_df, b_commit = read_run(args.b, cwd, table)
-    comparison = compare_tables(a_df, b_df, args.a, args.b, resamples=args.resamples, seed=args.seed, k=args.k)
+    comparison = compare_tables(
+        a_df, b_df, args.a, args.b, resamples=args.resamples, seed=args.seed, level=args.level, k=args.k
+    )
     comparison.a_commit, comparison.b_commit = a_commit, b_commit
     if comparison.flipped:
         attach_question_text(comparison.flipped, *question_context(cwd, [a_commit, b_commit]))

@@ -52,8 +52,12 @@ def resolve_revision(rev: str, cwd: Path) -> str:
 
 
 def git_show(path: str, commit: str, cwd: Path) -> bytes | None:
-    """The bytes of `path` as committed at `commit`; None when it is not committed there."""
-    shown = subprocess.run(["git", "show", f"{commit}:./{path}"], cwd=cwd, capture_output=True)
+    """The bytes of `path` as committed at `commit`; None when it is not committed there (or there
+    is no git to ask)."""
+    try:
+        shown = subprocess.run(["git", "show", f"{commit}:./{path}"], cwd=cwd, capture_output=True)
+    except FileNotFoundError:
+        return None
     return shown.stdout if shown.returncode == 0 else None
 
 
