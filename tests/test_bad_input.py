@@ -334,7 +334,7 @@ def test_the_cost_guards_refuse_what_is_not_finite(changes, guard):
     from retrieval_bench.io import InputError
     from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, check_cost, estimate
 
-    settings = _settings(**changes)
+    settings = _settings(**changes, section=guard)  # the settings name their params section
     with pytest.raises(InputError, match=f"both must be finite numbers of US dollars .*{guard}.max_cost_usd"):
         check_cost(
             estimate(["a prompt"] * 3, settings),

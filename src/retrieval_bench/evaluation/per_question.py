@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench.evaluation.metrics import CUTOFF
 from retrieval_bench.io import InputError, first_line
 
 
@@ -29,11 +28,12 @@ def read_per_question(source: str | Path | bytes, label: str) -> pd.DataFrame:
 
 def metric_columns(columns) -> list[tuple[str, str]]:
     """(reported name, per-question column) of the compared metrics present in `columns`:
-    mrr, ndcg@10, then recall@k and hit@k by increasing k."""
+    mrr, ndcg@k (the score stage writes ndcg@10), then recall@k and hit@k by increasing k. The
+    names are read off the columns, not taken from metrics.py: a reader of the table must not
+    rerun when a metric's definition changes."""
     columns = set(columns)
-    headline = (("mrr", "reciprocal_rank"), (f"ndcg@{CUTOFF}", f"ndcg@{CUTOFF}"))  # as in metrics.summary_names
-    names = [(name, column) for name, column in headline if column in columns]
-    for prefix in ("recall", "hit"):
+    names = [("mrr", "reciprocal_rank")] if "reciprocal_rank" in columns else []
+    for prefix in ("ndcg", "recall", "hit"):
         ks = sorted(int(match.group(1)) for c in columns if (match := re.fullmatch(rf"{prefix}@(\d+)", c)))
         names += [(f"{prefix}@{k}", f"{prefix}@{k}") for k in ks]
     return names
