@@ -12,6 +12,7 @@ from retrieval_bench.retrieval import dense, flat
 from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.run import Corpus, Questions
 from retrieval_bench.run_contract import ranked
+from tests.exact_reference import reference_scores
 
 
 def tied_data(seed: int, n_chunks: int, n_questions: int):
@@ -30,7 +31,7 @@ def tied_data(seed: int, n_chunks: int, n_questions: int):
 
 def plain_run(questions: np.ndarray, chunks: np.ndarray, qids, chunk_ids, depth: int) -> pd.DataFrame:
     rows = []
-    for qid, row in zip(qids, (questions @ chunks.T).astype(np.float32)):
+    for qid, row in zip(qids, reference_scores(questions, chunks)):
         order = np.argsort(-row, kind="stable")  # equal scores by chunk index...
         order = sorted(order, key=lambda i: (-row[i], chunk_ids[i]))  # ...then, in the run, by chunk id
         cut = row[order[depth - 1]]
@@ -50,7 +51,7 @@ def test_dense_runs_are_the_plain_definitions_with_ties(monkeypatch, block, dept
         Questions(qids, [""] * len(qids), questions), Corpus(chunk_ids, [""] * len(chunk_ids), chunks), {}, depth
     )
     pd.testing.assert_frame_equal(run, plain_run(questions, chunks, qids, chunk_ids, depth), check_dtype=False)
-    full = questions @ chunks.T
+    full = reference_scores(questions, chunks)
     expected = np.lexsort((np.tile(np.arange(len(chunks)), (len(qids), 1)), -full), axis=1)[:, :depth]
     indices, _ = dense.top(Questions(qids, [], questions), Corpus(chunk_ids, [], chunks), depth)
     assert (indices == expected).all()

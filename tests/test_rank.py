@@ -20,6 +20,7 @@ from retrieval_bench.retrieval.hybrid import Top, fuse
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.rank import judged_ranks, pessimistic_ranks
 from retrieval_bench.retrieval.run import Corpus, Questions
+from tests.exact_reference import reference_scores
 
 CHUNKS = ["apples and pears", "write ahead logging in sqlite", "vacuum rebuilds the file", "sqlite logs every write"]
 QUESTIONS = ["how does sqlite logging work", "the of and"]  # the second has only stop words
@@ -38,12 +39,13 @@ def test_exact_top_k_equals_a_full_sort_whatever_the_question_block(monkeypatch)
     rng = np.random.default_rng(0)
     q, c = unit(rng.normal(size=(37, 8))), unit(rng.normal(size=(1000, 8)))
     c[500] = c[10]  # an exact tie: broken by chunk index
-    full = q @ c.T
+    full = reference_scores(q, c)
     expected = np.lexsort((np.tile(np.arange(1000), (37, 1)), -full), axis=1)[:, :25]
     monkeypatch.setattr(flat, "SEARCH_BLOCK", 8)
     indices, scores = flat.top_k(q, c, 25)
     assert (indices == expected).all()
-    np.testing.assert_allclose(scores, np.take_along_axis(full, expected, 1), rtol=1e-6)
+    assert (scores == np.take_along_axis(full, expected, 1)).all()
+    np.testing.assert_allclose(scores, np.take_along_axis(q @ c.T, expected, 1), rtol=1e-6)
 
 
 def test_a_run_as_deep_as_the_corpus_is_a_full_sort_in_bounded_blocks(monkeypatch):
@@ -52,25 +54,62 @@ def test_a_run_as_deep_as_the_corpus_is_a_full_sort_in_bounded_blocks(monkeypatc
     c[400] = c[7]  # a tie
     monkeypatch.setattr(flat, "BLOCK_ENTRIES", 1200)  # two questions' whole rows per FAISS call
     indices, scores = flat.top_k(q, c, 500)
-    full = q @ c.T
+    full = reference_scores(q, c)
     assert (indices == np.lexsort((np.tile(np.arange(500), (30, 1)), -full), axis=1)).all()
-    np.testing.assert_allclose(scores, np.take_along_axis(full, indices, 1), rtol=1e-6)
+    assert (scores == np.take_along_axis(full, indices, 1)).all()
 
 
 def test_a_questions_scores_never_depend_on_its_block(monkeypatch):
-    """FAISS scores fewer than its BLAS threshold of questions with its own SIMD sums, which differ
-    in the last bits from BLAS's: top_k always takes the BLAS products (q @ c.T's, bit for bit where
-    both BLAS builds pick the same kernel, as here; within a float32 rounding anywhere)."""
+    """BLAS rounds one sum differently by the call's shape and a row's place in it (OpenBLAS on AMD
+    EPYC); top_k scores its candidates again in a fixed order, so a question's scores and its order
+    of near-ties are the same alone, in any block and beside any other questions."""
     rng = np.random.default_rng(1)
     q, c = unit(rng.normal(size=(40, 384))), unit(rng.normal(size=(3000, 384)))
+    c[1500] = c[10]  # one vector at two places: one score
+    q[20] = c[10] + np.float32(1e-7) * q[20]
     alone = []
     for block in (1, 7, 4096):
         monkeypatch.setattr(flat, "SEARCH_BLOCK", block)
         alone.append(flat.top_k(q, c, 30))
-    full = q @ c.T
+    reversed_indices, reversed_scores = flat.top_k(q[::-1].copy(), c, 30)
+    alone.append((reversed_indices[::-1], reversed_scores[::-1]))  # every question at another position
+    full = reference_scores(q, c)
+    expected = np.lexsort((np.tile(np.arange(3000), (40, 1)), -full), axis=1)[:, :30]
     for indices, scores in alone:
-        assert (indices == alone[-1][0]).all() and (scores == alone[-1][1]).all()
-        np.testing.assert_allclose(scores, np.take_along_axis(full, indices, 1), rtol=1e-6)
+        assert (indices == expected).all() and (scores == np.take_along_axis(full, expected, 1)).all()
+    assert full[20, 10] == full[20, 1500]
+
+
+def test_a_near_tie_beyond_the_candidates_is_found_in_the_whole_row(monkeypatch):
+    """With no extra candidates every question's k-th score is within the BLAS error bound of its
+    last candidate (near-ties everywhere): each is scored against the whole corpus, and the result
+    is still the full sort of the exact scores."""
+    rng = np.random.default_rng(4)
+    base = unit(rng.normal(size=(1, 64)))
+    c = unit(np.repeat(base, 400, axis=0) + np.float32(1e-6) * rng.normal(size=(400, 64)))
+    q = unit(np.repeat(base, 9, axis=0) + np.float32(1e-6) * rng.normal(size=(9, 64)))
+    monkeypatch.setattr(flat, "EXTRA_CANDIDATES", 0)
+    whole_rows = []
+    monkeypatch.setattr(flat, "best_of_row", lambda row, k, real=flat.best_of_row: whole_rows.append(k) or real(row, k))
+    indices, scores = flat.search(q, c, 5)
+    full = reference_scores(q, c)
+    expected = np.lexsort((np.tile(np.arange(400), (9, 1)), -full), axis=1)[:, :5]
+    assert len(whole_rows) == 9
+    assert (indices == expected).all() and (scores == np.take_along_axis(full, expected, 1)).all()
+
+
+def test_the_reference_is_the_documented_sum():
+    """tests.exact_reference by hand for 5 dimensions: ((p0 + p3) + (p2)) + (p1 + p4), the tree's
+    order; and it is not the order of a plain loop, whose sum differs here in the last bit."""
+    q = np.array([[1.0, 1.0, 1.0, 1.0, 1.0]], dtype=np.float32)
+    c = np.array([[1.0, 2.0**-53, 2.0**-53, -1.0, 0.0]], dtype=np.float32)
+    p = [float(a) * float(b) for a, b in zip(q[0], c[0])]
+    assert reference_scores(q, c)[0, 0] == np.float32(((p[0] + p[3]) + p[2]) + (p[1] + p[4])) == 2.0**-52
+    assert np.float32((((p[0] + p[1]) + p[2]) + p[3]) + p[4]) == 0.0
+    assert (flat.row_scores(q, c, 0) == reference_scores(q, c)[0]).all()
+    rng = np.random.default_rng(5)
+    q, c = unit(rng.normal(size=(3, 384))), unit(rng.normal(size=(4, 384)))
+    assert (flat.row_scores(q, c, 1) == reference_scores(q, c)[1]).all()
 
 
 def test_dense_bm25_and_hybrid_runs():

@@ -1,11 +1,16 @@
-"""Exact inner-product search on FAISS's flat kernels: its BLAS products (the same sums, bit for bit,
-as `q @ c.T`) with a top-k fused into the scan, so exact search costs little more than the products.
-FAISS orders equal scores arbitrarily: run.whole_ties and the contract's order (chunk index) fix that."""
+"""Exact inner-product search: FAISS's flat kernels (BLAS products with a top-k fused into the scan)
+find each question's candidates, and the candidates' scores are then computed again in a fixed order
+(`exact_scores`), so a score never depends on the question's block, its position in it, the number
+of threads or the BLAS kernel the CPU picks. BLAS rounds the same sum differently by the shape and
+layout of the call (OpenBLAS on AMD EPYC: one vector gets two scores at two positions), which would
+make a question's near-ties, and so its run, depend on the questions scored beside it.
+
+A candidate list is complete when no chunk outside it can reach the `k` best: every BLAS score is
+within a proven bound of the exact one (`blas_error_bound`), so a question whose k-th exact score is
+not clear of its last candidate's BLAS score by that bound is scored against the whole corpus.
+FAISS orders equal scores arbitrarily: here and in run.whole_ties equal scores go by chunk index."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -14,6 +19,9 @@ from retrieval_bench.retrieval.run import whole_ties
 
 SEARCH_BLOCK = 4096  # questions per FAISS call (progress is reported between calls)
 BLOCK_ENTRIES = 1 << 26  # at most this many (index, score) results per call (768 MB): a deep run takes fewer questions
+EXTRA_CANDIDATES = 8  # searched beyond k, so a near-tie at the cut rarely needs the whole row
+EXACT_ENTRIES = 1 << 12  # (question, chunk) pairs scored at once by exact_scores: 12 MiB of products at 384 dims
+FLOAT32_UNIT_ROUNDOFF = 2.0**-24
 
 
 def import_faiss():
@@ -26,31 +34,59 @@ def import_faiss():
     return faiss
 
 
-@contextmanager
-def _blas_products(faiss) -> Iterator[None]:
-    """FAISS computes the products of a few questions with its own SIMD loop, whose sums differ
-    in the last bits from BLAS's; always BLAS, so a question's scores never depend on its block."""
-    previous = faiss.cvar.distance_compute_blas_threshold
-    faiss.cvar.distance_compute_blas_threshold = 0
-    try:
-        yield
-    finally:
-        faiss.cvar.distance_compute_blas_threshold = previous
+def exact_scores(questions: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Scores of question i with each of its chunk vectors `rows[i]` ((m, d) and (m, k, d) float32 ->
+    (m, k) float32): the products of float32 components (exact in float64) added in float64 by a
+    fixed tree, halving the dimensions (while w > 1 terms are left, the last floor(w/2) are added
+    onto the first floor(w/2)), then rounded once to float32. The order is fixed, so the result is the same whatever the
+    block, the position, the threads or the CPU."""
+    products = np.multiply(rows, questions.astype(np.float64)[:, None, :])
+    width = products.shape[-1]
+    while width > 1:
+        half = width // 2
+        products[..., :half] += products[..., width - half : width]
+        width -= half
+    return products[..., 0].astype(np.float32)
 
 
-def _knn(faiss, questions: np.ndarray, chunks: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    with _blas_products(faiss):
-        scores, indices = faiss.knn(questions, chunks, k, metric=faiss.METRIC_INNER_PRODUCT)
-    return indices, scores
+def scores_of(questions: np.ndarray, chunks: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """exact_scores of each question (row) with its chunk `indices`, in bounded pieces."""
+    out = np.empty(indices.shape, dtype=np.float32)
+    width = max(1, min(indices.shape[1], EXACT_ENTRIES))
+    rows_at_once = max(1, EXACT_ENTRIES // width)
+    for r0 in range(0, len(indices), rows_at_once):
+        rows = slice(r0, r0 + rows_at_once)
+        for c0 in range(0, indices.shape[1], width):
+            cols = slice(c0, c0 + width)
+            out[rows, cols] = exact_scores(questions[rows], chunks[indices[rows, cols]])
+    return out
 
 
 def row_scores(questions: np.ndarray, chunks: np.ndarray, row: int) -> np.ndarray:
-    """Question `row`'s score with every chunk, in chunk order, from the same products as top_k's."""
-    faiss = import_faiss()
-    indices, scores = _knn(faiss, questions[row : row + 1], chunks, len(chunks))
-    row_of_scores = np.empty(len(chunks), dtype=np.float32)
-    row_of_scores[indices[0]] = scores[0]
-    return row_of_scores
+    """Question `row`'s exact score with every chunk, in chunk order (the scores search returns)."""
+    questions = np.ascontiguousarray(questions, dtype=np.float32)
+    chunks = np.ascontiguousarray(chunks, dtype=np.float32)
+    return scores_of(questions[row : row + 1], chunks, np.arange(len(chunks))[None, :])[0]
+
+
+def blas_error_bound(questions: np.ndarray, chunks: np.ndarray) -> np.ndarray:
+    """Per question, a bound on |BLAS score - exact score| over all chunks: a float32 dot product of
+    length d summed in any order is within gamma_d * sum|q_i c_i| <= gamma_d |q| |c| of the true
+    one (Higham, Accuracy and Stability, 3.1), and exact_scores within one float32 rounding; doubled."""
+    d = questions.shape[1]
+    gamma = d * FLOAT32_UNIT_ROUNDOFF / (1 - d * FLOAT32_UNIT_ROUNDOFF)
+    largest_chunk = float(np.sqrt(np.einsum("ij,ij->i", chunks, chunks).max())) if len(chunks) else 0.0
+    question_norms = np.sqrt(np.einsum("ij,ij->i", questions, questions).astype(np.float64))
+    # The float32 norms are off by a few roundings at most: far inside the doubling.
+    return 2 * (gamma + 2 * FLOAT32_UNIT_ROUNDOFF) * question_norms * largest_chunk
+
+
+def best_of_row(row: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best chunk indices and scores of one whole row, best first, equal scores by index."""
+    kth_best = np.partition(row, len(row) - k)[len(row) - k]
+    candidates = np.flatnonzero(row >= kth_best)
+    best = candidates[np.lexsort((candidates, -row[candidates]))[:k]]
+    return best, row[best]
 
 
 def _in_contract_order(indices: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -59,18 +95,27 @@ def _in_contract_order(indices: np.ndarray, scores: np.ndarray) -> tuple[np.ndar
 
 
 def search(questions: np.ndarray, chunks: np.ndarray, k: int, progress=None) -> tuple[np.ndarray, np.ndarray]:
-    """Each question's `k` best chunk indices and scores, best first; equal scores in FAISS's
-    order (whole_ties and from_top put them in the contract's)."""
+    """Each question's `k` best chunk indices and exact scores, best first, equal scores by chunk
+    index; the same for a question whatever other questions are searched with it."""
     faiss = import_faiss()
     questions = np.ascontiguousarray(questions, dtype=np.float32)
     chunks = np.ascontiguousarray(chunks, dtype=np.float32)
     k = min(k, len(chunks))
+    width = min(k + EXTRA_CANDIDATES, len(chunks))
+    bound = blas_error_bound(questions, chunks)
     indices = np.empty((len(questions), k), dtype=np.int64)
     scores = np.empty((len(questions), k), dtype=np.float32)
-    block = max(1, min(SEARCH_BLOCK, BLOCK_ENTRIES // max(k, 1)))
+    block = max(1, min(SEARCH_BLOCK, BLOCK_ENTRIES // max(width, 1)))
     for q0 in range(0, len(questions), block):
         rows = slice(q0, min(q0 + block, len(questions)))
-        indices[rows], scores[rows] = _knn(faiss, questions[rows], chunks, k)
+        blas_scores, found = faiss.knn(questions[rows], chunks, width, metric=faiss.METRIC_INNER_PRODUCT)
+        found, exact = _in_contract_order(found, scores_of(questions[rows], chunks, found))
+        if width < len(chunks):
+            # A chunk left out scores exactly at most its BLAS score, <= the last candidate's, plus the bound.
+            reach = blas_scores[:, -1].astype(np.float64) + bound[rows]
+            for offset in np.flatnonzero(reach >= exact[:, k - 1]).tolist():
+                found[offset, :k], exact[offset, :k] = best_of_row(row_scores(questions, chunks, q0 + offset), k)
+        indices[rows], scores[rows] = found[:, :k], exact[:, :k]
         if progress is not None:
             progress.update(rows.stop - q0)
     return indices, scores
@@ -78,8 +123,8 @@ def search(questions: np.ndarray, chunks: np.ndarray, k: int, progress=None) -> 
 
 def top_k(questions: np.ndarray, chunks: np.ndarray, depth: int, progress=None) -> tuple[np.ndarray, np.ndarray]:
     """The `depth` best chunk indices and scores per question, best first, equal scores by chunk
-    index: one more than `depth` searched, and a tie group FAISS may have cut ranked from its
-    question's whole row (run.whole_ties)."""
+    index: one more than `depth` searched, and a tie group at the cut ranked from its question's
+    whole row (run.whole_ties)."""
     depth = min(depth, len(chunks))
     indices, scores = search(questions, chunks, depth + 1, progress)
     indices, scores, _ = whole_ties(
