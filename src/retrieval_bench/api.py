@@ -8,7 +8,7 @@ scored runs, read the inputs, load params.yaml; the pipeline's own code, one imp
     rb.score({"q1": {"c7": 1}}, {"q1": {"c7": 0.9, "c2": 0.4}}).metrics["mrr"]   # qrels and a run as dicts
 
 Bad input raises retrieval_bench.io.InputError with the one-line message the command line prints;
-an argument of the wrong type or out of range too (check_argument), never a TypeError from deep inside.
+an argument of the wrong type or out of range too (_check_argument), never a TypeError from deep inside.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pandas as pd
 
 from retrieval_bench import params as _params
 from retrieval_bench.evaluation import compare as _compare
-from retrieval_bench.evaluation.judged import judged_summary
+from retrieval_bench.evaluation.judged import MAX_GRADE, judged_summary
 from retrieval_bench.evaluation.metrics import TIE_POLICIES, summarize
 from retrieval_bench.evaluation.per_question import check_one_row_per_question, read_per_question
 from retrieval_bench.evaluation.scoring import score_run, score_run_both_views
@@ -39,7 +39,6 @@ TableInput = Union[str, Path, pd.DataFrame]
 SPAN_COLUMNS = ["doc_id", "start", "end"]
 DEFAULT_K = tuple(_params.DEFAULTS["score"]["k"])
 DEFAULT_MIN_COVERAGE = _params.DEFAULTS["score"]["min_coverage"]
-MAX_GRADE = 3  # grades run 0-3 (judge.min_grade, evaluation.judged)
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class Scores:
     per_question: pd.DataFrame
 
 
-def check_argument(name: str, value: object, expected: str, valid: bool) -> None:
+def _check_argument(name: str, value: object, expected: str, valid: bool) -> None:
     """The API's one argument check: unless `valid`, an InputError naming the argument, what it
     must be and what it got. Callers test the type first (`_is_whole(v) and v >= 1`), so a wrong
     type is this line, not a TypeError from a comparison deep inside."""
@@ -78,7 +77,7 @@ def _is_path(value: object) -> bool:
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any]]:
     """params.yaml validated as the pipeline validates it, every section with its defaults filled in."""
-    check_argument("path", path, "the path of a params.yaml", _is_path(path))
+    _check_argument("path", path, "the path of a params.yaml", _is_path(path))
     return _params.load_all_params(checked_file(path, f"path {path}", "a params.yaml file"))
 
 
@@ -153,7 +152,7 @@ def read_run(source: RunInput, depth: int | str | None = None) -> pd.DataFrame:
     with qid, chunk_id and score, a run file (.parquet as data/run.parquet, a TREC run, or .jsonl
     of qid/chunk_id/score), or a dict {qid: {chunk_id: score}} (ranx, ir_measures, pytrec_eval);
     `depth` keeps the best `depth` chunks per question (None or 'all': every chunk)."""
-    check_argument(
+    _check_argument(
         "depth",
         depth,
         "a positive whole number of chunks, 'all' or None",
@@ -220,18 +219,18 @@ def score(
     the run name). `duplicates` (data/duplicates.parquet) adds the judged view, with the pooled LLM
     grades of `judged_pool` (data/judged_pool.jsonl rows), judge.min_grade and judge.ambiguous_at."""
     ks = _checked_ks(k)
-    check_argument("ties", ties, f"one of {', '.join(TIE_POLICIES)}", isinstance(ties, str) and ties in TIE_POLICIES)
-    check_argument("min_coverage", min_coverage, "in (0, 1]", _is_real(min_coverage) and 0 < min_coverage <= 1)
-    check_argument(
+    _check_argument("ties", ties, f"one of {', '.join(TIE_POLICIES)}", isinstance(ties, str) and ties in TIE_POLICIES)
+    _check_argument("min_coverage", min_coverage, "in (0, 1]", _is_real(min_coverage) and 0 < min_coverage <= 1)
+    _check_argument(
         "min_grade",
         min_grade,
         f"a whole number 1-{MAX_GRADE} (grades run 0-{MAX_GRADE})",
         _is_whole(min_grade) and 1 <= min_grade <= MAX_GRADE,
     )
-    check_argument(
+    _check_argument(
         "ambiguous_at", ambiguous_at, "a positive whole number", _is_whole(ambiguous_at) and ambiguous_at >= 1
     )
-    check_argument(
+    _check_argument(
         "judged_pool",
         judged_pool,
         "None, a path (data/judged_pool.jsonl) or a list of its rows (dicts)",
@@ -274,7 +273,7 @@ def _with_segments(per_question: pd.DataFrame, golden: list[dict]) -> pd.DataFra
 
 def _checked_ks(k: Sequence[int]) -> list[int]:
     ks = [k] if _is_whole(k) else list(k) if isinstance(k, Iterable) and not isinstance(k, (str, bytes)) else []
-    check_argument(
+    _check_argument(
         "k",
         k,
         "a non-empty list of distinct positive integers",
@@ -330,11 +329,11 @@ def compare(
     two Scores, per-question DataFrames or per_question.csv paths. `comparison.metrics` holds each
     metric's figures; `comparison.to_dict()` is the command's --json report."""
     for name, label in (("a_label", a_label), ("b_label", b_label)):
-        check_argument(name, label, "a string", isinstance(label, str))
-    check_argument("resamples", resamples, "a whole number >= 1", _is_whole(resamples) and resamples >= 1)
-    check_argument("seed", seed, "a whole number >= 0", _is_whole(seed) and seed >= 0)
-    check_argument("level", level, "a confidence level between 0 and 1 (e.g. 0.95)", _is_real(level) and 0 < level < 1)
-    check_argument("k", k, "None or a positive whole number (a hit@k column)", k is None or (_is_whole(k) and k >= 1))
+        _check_argument(name, label, "a string", isinstance(label, str))
+    _check_argument("resamples", resamples, "a whole number >= 1", _is_whole(resamples) and resamples >= 1)
+    _check_argument("seed", seed, "a whole number >= 0", _is_whole(seed) and seed >= 0)
+    _check_argument("level", level, "a confidence level between 0 and 1 (e.g. 0.95)", _is_real(level) and 0 < level < 1)
+    _check_argument("k", k, "None or a positive whole number (a hit@k column)", k is None or (_is_whole(k) and k >= 1))
     return _compare.compare_tables(
         _per_question(a, a_label),
         _per_question(b, b_label),
