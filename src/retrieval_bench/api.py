@@ -7,12 +7,14 @@ scored runs, read the inputs, load params.yaml; the pipeline's own code, one imp
     scores.metrics["ndcg@10"], scores.per_question.head()
     rb.score({"q1": {"c7": 1}}, {"q1": {"c7": 0.9, "c2": 0.4}}).metrics["mrr"]   # qrels and a run as dicts
 
-Bad input raises retrieval_bench.io.InputError with the one-line message the command line prints.
+Bad input raises retrieval_bench.io.InputError with the one-line message the command line prints;
+an argument of the wrong type or out of range too (_check_argument), never a TypeError from deep inside.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
@@ -22,13 +24,13 @@ import pandas as pd
 
 from retrieval_bench import params as _params
 from retrieval_bench.evaluation import compare as _compare
-from retrieval_bench.evaluation.judged import judged_summary
+from retrieval_bench.evaluation.judged import MAX_GRADE, judged_summary
 from retrieval_bench.evaluation.metrics import TIE_POLICIES, summarize
-from retrieval_bench.evaluation.per_question import read_per_question
+from retrieval_bench.evaluation.per_question import check_one_row_per_question, read_per_question
 from retrieval_bench.evaluation.scoring import score_run, score_run_both_views
 from retrieval_bench.evaluation.segments import segments
-from retrieval_bench.io import InputError, checked_id, read_jsonl, read_table
-from retrieval_bench.run_contract import check_scores, check_unique, from_records, read_run_file
+from retrieval_bench.io import InputError, checked_id, quoted, read_jsonl, read_table
+from retrieval_bench.run_contract import check_scores, check_unique, checked_file, from_records, read_run_file
 
 Comparison = _compare.Comparison
 Labels = Union[str, Path, Sequence[Mapping[str, Any]], Mapping[str, Mapping[str, int]]]
@@ -47,9 +49,36 @@ class Scores:
     per_question: pd.DataFrame
 
 
+def _check_argument(name: str, value: object, expected: str, valid: bool) -> None:
+    """The API's one argument check: unless `valid`, an InputError naming the argument, what it
+    must be and what it got. Callers test the type first (`_is_whole(v) and v >= 1`), so a wrong
+    type is this line, not a TypeError from a comparison deep inside."""
+    if not valid:
+        raise InputError(f"{name} must be {expected}, got {quoted(value)}")
+
+
+def _is_whole(value: object) -> bool:
+    """An integer and not a bool (True is an int in Python, but no count)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_real(value: object) -> bool:
+    """A finite real number and not a bool."""
+    return (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, (bool, np.bool_))
+        and math.isfinite(value)
+    )
+
+
+def _is_path(value: object) -> bool:
+    return isinstance(value, (str, Path))
+
+
 def load_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any]]:
     """params.yaml validated as the pipeline validates it, every section with its defaults filled in."""
-    return _params.load_all_params(path)
+    _check_argument("path", path, "the path of a params.yaml", _is_path(path))
+    return _params.load_all_params(checked_file(path, f"path {path}", "a params.yaml file"))
 
 
 def read_golden(source: Labels) -> list[dict]:
@@ -57,12 +86,12 @@ def read_golden(source: Labels) -> list[dict]:
     `qid 0 chunk_id grade`, or BEIR `query-id corpus-id score`), a list of rows, or a qrels dict
     {qid: {chunk_id: grade}}. Each row has a qid and either `relevant` {chunk_id: grade} (chunk
     labels) or doc_id, start and end (an evidence span)."""
-    if isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.is_file():
-            raise InputError(f"{path}: not found (expected a golden set .jsonl or a qrels file)")
+    if _is_path(source):
+        path = checked_file(source, f"labels {source}", "a golden set .jsonl or a qrels file")
         if path.suffix.lower() == ".jsonl":
-            return [_golden_row(row, f"{path}:{number}") for number, row in enumerate(read_jsonl(path), 1)]
+            return _unique_qids(
+                [_golden_row(row, f"{path}:{number}") for number, row in enumerate(read_jsonl(path), 1)], str(path)
+            )
         from retrieval_bench.corpus.load import read_qrels
 
         qrels: dict[str, dict[str, int]] = {}
@@ -71,11 +100,19 @@ def read_golden(source: Labels) -> list[dict]:
         return _qrels_rows(qrels, str(path))
     if isinstance(source, Mapping):
         return _qrels_rows(source, "qrels")
-    if isinstance(source, Sequence):
-        return [_golden_row(row, f"golden row {number}") for number, row in enumerate(source, 1)]
+    if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+        return _unique_qids(
+            [_golden_row(row, f"golden row {number}") for number, row in enumerate(source, 1)], "labels"
+        )
     raise InputError(
         f"labels: expected a path, a list of golden-set rows or a dict {{qid: {{chunk_id: grade}}}}, got {type(source).__name__}"
     )
+
+
+def _unique_qids(rows: list[dict], where: str) -> list[dict]:
+    """`rows`, each question once: two rows with one qid would score it twice (n_questions 2)."""
+    check_one_row_per_question((row["qid"] for row in rows), where)
+    return rows
 
 
 def _qrels_rows(qrels: Mapping, where: str) -> list[dict]:
@@ -110,17 +147,22 @@ def _golden_row(row: Any, where: str) -> dict:
     return checked
 
 
-def read_run(source: RunInput, depth: int | None = None) -> pd.DataFrame:
+def read_run(source: RunInput, depth: int | str | None = None) -> pd.DataFrame:
     """A run (columns qid, chunk_id, rank, score; ranked by score, then chunk id) from a DataFrame
     with qid, chunk_id and score, a run file (.parquet as data/run.parquet, a TREC run, or .jsonl
     of qid/chunk_id/score), or a dict {qid: {chunk_id: score}} (ranx, ir_measures, pytrec_eval);
-    `depth` keeps the best `depth` chunks per question."""
-    if isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.is_file():
-            raise InputError(f"{path}: not found (expected a run: .parquet, a TREC run or .jsonl)")
+    `depth` keeps the best `depth` chunks per question (None or 'all': every chunk)."""
+    _check_argument(
+        "depth",
+        depth,
+        "a positive whole number of chunks, 'all' or None",
+        depth is None or (isinstance(depth, str) and depth == "all") or (_is_whole(depth) and depth >= 1),
+    )
+    depth = None if depth == "all" else depth
+    if _is_path(source):
+        path = checked_file(source, f"run {source}", "a run: .parquet, a TREC run or .jsonl")
         if path.suffix.lower() != ".parquet":
-            return _checked_run(read_run_file(path, depth), str(path))
+            return _checked_run(read_run_file(path, depth, "run"), str(path))
         source, where = read_table(path), str(path)
     elif isinstance(source, Mapping):
         where = "run"
@@ -177,10 +219,31 @@ def score(
     the run name). `duplicates` (data/duplicates.parquet) adds the judged view, with the pooled LLM
     grades of `judged_pool` (data/judged_pool.jsonl rows), judge.min_grade and judge.ambiguous_at."""
     ks = _checked_ks(k)
-    if ties not in TIE_POLICIES:
-        raise InputError(f"ties must be one of {', '.join(TIE_POLICIES)}, got {ties!r}")
-    if isinstance(min_coverage, bool) or not isinstance(min_coverage, (int, float)) or not 0 < min_coverage <= 1:
-        raise InputError(f"min_coverage must be in (0, 1], got {min_coverage!r}")
+    _check_argument("ties", ties, f"one of {', '.join(TIE_POLICIES)}", isinstance(ties, str) and ties in TIE_POLICIES)
+    _check_argument("min_coverage", min_coverage, "in (0, 1]", _is_real(min_coverage) and 0 < min_coverage <= 1)
+    _check_argument(
+        "min_grade",
+        min_grade,
+        f"a whole number 1-{MAX_GRADE} (grades run 0-{MAX_GRADE})",
+        _is_whole(min_grade) and 1 <= min_grade <= MAX_GRADE,
+    )
+    _check_argument(
+        "ambiguous_at", ambiguous_at, "a positive whole number", _is_whole(ambiguous_at) and ambiguous_at >= 1
+    )
+    _check_argument(
+        "judged_pool",
+        judged_pool,
+        "None, a path (data/judged_pool.jsonl) or a list of its rows (dicts)",
+        judged_pool is None
+        or _is_path(judged_pool)
+        or (
+            isinstance(judged_pool, Sequence)
+            and not isinstance(judged_pool, (str, bytes))
+            and all(isinstance(row, Mapping) for row in judged_pool)
+        ),
+    )
+    if judged_pool is not None and duplicates is None:
+        raise InputError("judged_pool is read only with duplicates= (data/duplicates.parquet): pass both, or neither")
     golden, run_frame = read_golden(labels), read_run(run)
     qids = [row["qid"] for row in golden]
     if not set(qids) & set(run_frame["qid"]):
@@ -190,7 +253,7 @@ def score(
         per_question = score_run(golden, table, run_frame, ks, min_coverage, ties)
         return Scores(summarize(per_question, ks, len(table)), _with_segments(per_question, golden))
     copies = _read_table(duplicates, ["group", "chunk_id"], "duplicates")
-    pool = _read_pool(judged_pool) if isinstance(judged_pool, (str, Path)) else list(judged_pool or [])
+    pool = _read_pool(judged_pool) if _is_path(judged_pool) else list(judged_pool or [])
     per_question = score_run_both_views(
         golden, table, run_frame, ks, min_coverage, ties, copies, pool, min_grade, ambiguous_at
     )
@@ -209,14 +272,14 @@ def _with_segments(per_question: pd.DataFrame, golden: list[dict]) -> pd.DataFra
 
 
 def _checked_ks(k: Sequence[int]) -> list[int]:
-    ks = [k] if isinstance(k, int) else list(k)
-    if (
-        not ks
-        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in ks)
-        or len(set(ks)) != len(ks)
-    ):
-        raise InputError(f"k must be a non-empty list of distinct positive integers, got {k!r}")
-    return sorted(ks)
+    ks = [k] if _is_whole(k) else list(k) if isinstance(k, Iterable) and not isinstance(k, (str, bytes)) else []
+    _check_argument(
+        "k",
+        k,
+        "a non-empty list of distinct positive integers",
+        bool(ks) and all(_is_whole(v) and v > 0 for v in ks) and len(set(ks)) == len(ks),
+    )
+    return sorted(int(v) for v in ks)
 
 
 def _chunk_table(chunks: TableInput | None, golden: list[dict], run: pd.DataFrame) -> pd.DataFrame:
@@ -237,10 +300,8 @@ def _chunk_table(chunks: TableInput | None, golden: list[dict], run: pd.DataFram
 
 def _read_table(source: TableInput, columns: list[str], what: str) -> pd.DataFrame:
     """The `columns` of a table given as a DataFrame or a .parquet path, or an InputError naming what is missing."""
-    if isinstance(source, (str, Path)):
-        if not Path(source).is_file():
-            raise InputError(f"{what} {source}: not found")
-        return read_table(source, columns, f"{what} {source}")
+    if _is_path(source):
+        return read_table(checked_file(source, f"{what} {source}", "a .parquet table"), columns, f"{what} {source}")
     if not isinstance(source, pd.DataFrame):
         raise InputError(f"{what}: expected a DataFrame or a .parquet path, got {type(source).__name__}")
     missing = [column for column in columns if column not in source.columns]
@@ -250,9 +311,7 @@ def _read_table(source: TableInput, columns: list[str], what: str) -> pd.DataFra
 
 
 def _read_pool(path: str | Path) -> list[dict]:
-    if not Path(path).is_file():
-        raise InputError(f"judged_pool {path}: not found (expected data/judged_pool.jsonl rows)")
-    return read_jsonl(path)
+    return read_jsonl(checked_file(path, f"judged_pool {path}", "data/judged_pool.jsonl rows"))
 
 
 def compare(
@@ -269,6 +328,12 @@ def compare(
     (paired deltas, bootstrap CI, randomization p-values, wins/ties/losses, flipped questions), from
     two Scores, per-question DataFrames or per_question.csv paths. `comparison.metrics` holds each
     metric's figures; `comparison.to_dict()` is the command's --json report."""
+    for name, label in (("a_label", a_label), ("b_label", b_label)):
+        _check_argument(name, label, "a string", isinstance(label, str))
+    _check_argument("resamples", resamples, "a whole number >= 1", _is_whole(resamples) and resamples >= 1)
+    _check_argument("seed", seed, "a whole number >= 0", _is_whole(seed) and seed >= 0)
+    _check_argument("level", level, "a confidence level between 0 and 1 (e.g. 0.95)", _is_real(level) and 0 < level < 1)
+    _check_argument("k", k, "None or a positive whole number (a hit@k column)", k is None or (_is_whole(k) and k >= 1))
     return _compare.compare_tables(
         _per_question(a, a_label),
         _per_question(b, b_label),
@@ -286,7 +351,7 @@ def _per_question(side: Scores | TableInput, label: str) -> pd.DataFrame:
         return side.per_question
     if isinstance(side, pd.DataFrame):
         return side
-    if isinstance(side, (str, Path)):
+    if _is_path(side):
         return read_per_question(side, f"{label} {side}")
     raise InputError(
         f"{label}: expected Scores, a per-question DataFrame or a per_question.csv path, got {type(side).__name__}"

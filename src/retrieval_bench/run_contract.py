@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -22,9 +22,10 @@ from typing import IO
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.io import InputError, atomic_open, quoted, read_table, read_text_lines
+from retrieval_bench.io import InputError, atomic_open, checked_id, quoted, read_table
 
 RUN_COLUMNS = ["qid", "chunk_id", "rank", "score"]
+MAX_RUN_LINE = 1 << 16  # bytes: a run line holds two ids and two numbers; a longer one is no run (a binary file)
 
 
 @dataclass(frozen=True)
@@ -115,40 +116,76 @@ def write_trec(run: pd.DataFrame, path: str | Path, tag: str) -> None:
             handle.write(f"{qid} Q0 {chunk_id} {int(rank)} {float(score)!r} {tag}\n")
 
 
-def read_run_file(path: str | Path, depth: int | None = None) -> pd.DataFrame:
-    """A run produced by any system: a TREC run (`qid Q0 chunk_id rank score tag`, whitespace-
-    separated) or JSONL with qid, chunk_id and score per line. Rank columns are ignored: rows are
-    ordered by score, as trec_eval does."""
+def checked_file(path: str | Path, where: str, expected: str) -> Path:
+    """`path` if it names a regular file, else an InputError naming `where`: a directory, a device
+    such as /dev/zero or a FIFO is refused before it is opened (reading one would hang or never end)."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"retrieval.run_file {path}: not found")
+        state = "not found" if not path.exists() else "a directory" if path.is_dir() else "not a regular file"
+        raise InputError(f"{where}: {state} (expected {expected})")
+    return path
+
+
+def _run_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(number, text) of each line of a run file, read at most MAX_RUN_LINE bytes at a time: a
+    binary file (a NUL byte, bytes that are not UTF-8, a line of megabytes) is refused at its first
+    bad line rather than read whole into memory or its ids taken as text."""
+    binary = "expected a TREC run or JSONL text, not a binary file"
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_RUN_LINE + 1), b""), 1):
+            if len(raw) > MAX_RUN_LINE:
+                raise InputError(f"{path}:{number}: a line longer than {MAX_RUN_LINE} bytes; {binary}")
+            if b"\0" in raw:
+                raise InputError(f"{path}:{number}: holds a NUL byte; {binary}")
+            try:
+                yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"{path}:{number}: not UTF-8 text; {binary}") from None
+
+
+def read_run_file(path: str | Path, depth: int | None = None, where: str = "retrieval.run_file") -> pd.DataFrame:
+    """A run produced by any system: a TREC run (`qid Q0 chunk_id rank score tag`, whitespace-
+    separated) or JSONL with qid, chunk_id and score per line. Rank columns are ignored: rows are
+    ordered by score, as trec_eval does. `where` names the setting (or argument) that named it."""
+    path = checked_file(path, f"{where} {path}", "a TREC run or .jsonl file")
     records = []
-    for number, line in enumerate(read_text_lines(path), 1):
+    for number, line in _run_lines(path):
         if not line.strip():
             continue
+        at = f"{path}:{number}"
         if path.suffix.lower() == ".jsonl":
-            try:
-                row = json.loads(line)
-                records.append((str(row["qid"]), str(row["chunk_id"]), float(row["score"])))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                raise InputError(
-                    f"{path}:{number}: expected a JSON object with qid, chunk_id and a numeric score"
-                ) from None
+            records.append(_jsonl_record(line, at))
         else:
             fields = line.split()
             if len(fields) != 6:
                 raise InputError(
-                    f"{path}:{number}: expected a TREC run line 'qid Q0 chunk_id rank score tag', got {len(fields)} fields"
+                    f"{at}: expected a TREC run line 'qid Q0 chunk_id rank score tag', got {len(fields)} fields"
                 )
             try:
                 records.append((fields[0], fields[2], float(fields[4])))
             except ValueError:
-                raise InputError(f"{path}:{number}: score must be a number, got {quoted(fields[4])}") from None
+                raise InputError(f"{at}: score must be a number, got {quoted(fields[4])}") from None
         if not math.isfinite(records[-1][2]):
-            raise InputError(f"{path}:{number}: score must be a finite number, got {records[-1][2]!r}")
+            raise InputError(f"{at}: score must be a finite number, got {records[-1][2]!r}")
     if not records:
-        raise InputError(f"{path}: the run is empty")
+        raise InputError(f"{path}: the run is empty (no line with a qid, a chunk id and a score)")
     return from_records(records, depth)
+
+
+def _jsonl_record(line: str, at: str) -> tuple[str, str, float]:
+    """(qid, chunk_id, score) of one JSONL run line: ids text or integers (null, 1.5 or a list is
+    no id), the score a number (true is not one)."""
+    expected = "expected a JSON object with qid, chunk_id and a numeric score"
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{at}: {expected} (invalid JSON: {error.msg})") from None
+    if not isinstance(row, dict) or not {"qid", "chunk_id", "score"} <= row.keys():
+        raise InputError(f"{at}: {expected}")
+    score = row["score"]
+    if isinstance(score, bool) or not isinstance(score, (int, float)):
+        raise InputError(f"{at}: {expected}, got score {quoted(score)}")
+    return checked_id(row["qid"], at, "qid"), checked_id(row["chunk_id"], at, "chunk_id"), float(score)
 
 
 def check_run(run: pd.DataFrame, qids: list[str], chunk_ids: set[str], source: str) -> None:
@@ -180,7 +217,12 @@ def check_scores(run: pd.DataFrame, source: str) -> None:
     """Every score of a run is a finite number: one NaN would tie with nothing and shift every
     metric of its question (and an expected value over its empty tie group is undefined)."""
     scores = pd.to_numeric(run["score"], errors="coerce").to_numpy(dtype=np.float64)
-    bad = np.flatnonzero(~np.isfinite(scores))
+    finite = np.isfinite(scores)
+    if pd.api.types.is_bool_dtype(run["score"]):  # True is no score, though Python counts it as 1
+        finite[:] = False
+    elif run["score"].dtype == object:
+        finite &= ~run["score"].map(lambda value: isinstance(value, (bool, np.bool_))).to_numpy(dtype=bool)
+    bad = np.flatnonzero(~finite)
     if len(bad):
         i = int(bad[0])
         score = run["score"].iloc[i]

@@ -29,7 +29,7 @@ import pandas as pd
 from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text
 from retrieval_bench.evaluation.compare_runs import per_question_path, question_context, read_run
 from retrieval_bench.evaluation.comparison import Comparison
-from retrieval_bench.evaluation.per_question import metric_columns
+from retrieval_bench.evaluation.per_question import JUDGED, checked_per_question, metric_columns
 from retrieval_bench.evaluation.revisions import WORKSPACE
 from retrieval_bench.evaluation.segment_tests import paired_segment_tests, regression_report
 from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS
@@ -40,7 +40,6 @@ from retrieval_bench.evaluation.stats import (
     win_tie_loss,
 )
 from retrieval_bench.io import InputError
-from retrieval_bench.paths import PER_QUESTION
 
 # ---------------------------------------------------------------------------------------------
 # Comparing two per-question tables (pure)
@@ -63,15 +62,6 @@ def choose_flip_k(columns, k: int | None = None) -> int | None:
         return None
     at_least_5 = [value for value in ks if value >= 5]
     return at_least_5[0] if at_least_5 else ks[-1]
-
-
-def _check_table(df: pd.DataFrame, label: str) -> pd.DataFrame:
-    if "qid" not in df.columns:
-        raise InputError(f"{label}: {PER_QUESTION} has no qid column")
-    duplicated = df["qid"][df["qid"].duplicated()]
-    if len(duplicated):
-        raise InputError(f"{label}: {PER_QUESTION} lists qid {duplicated.iloc[0]} more than once")
-    return df.assign(qid=df["qid"].astype(str)).set_index("qid")
 
 
 def _rank(value) -> float | None:
@@ -124,10 +114,13 @@ def compare_tables(
     sets differ) and compute every metric's statistics and the flipped questions."""
     if resamples < 1:
         raise InputError(f"--resamples must be at least 1, got {resamples}")
+    if seed < 0:  # numpy seeds no generator with a negative number
+        raise InputError(f"--seed must be 0 or more, got {seed}")
     if not 0 < level < 1:  # also refuses NaN
         raise InputError(f"--level must be a confidence level between 0 and 1 (e.g. 0.95), got {level}")
     warnings: list[str] = []
-    a, b, dropped = _paired(_check_table(a_df, a_label), _check_table(b_df, b_label), a_label, b_label, warnings)
+    a, b = (checked_per_question(df, label).set_index("qid") for df, label in ((a_df, a_label), (b_df, b_label)))
+    a, b, dropped = _paired(a, b, a_label, b_label, warnings)
     common = list(a.index)
     names = metric_columns(set(a.columns) & set(b.columns))
     if not names:
@@ -218,9 +211,6 @@ def metric_stream_seed(seed: int, name: str) -> int:
     """The seed of one metric's resampling: the user's seed and the metric's name (crc32), stable
     across runs and independent of which other metrics are compared."""
     return (seed * 1_000_003 + zlib.crc32(name.encode("utf-8"))) % 2**32
-
-
-JUDGED = "judged_"  # per_question.csv's prefix of the judged view (evaluation.judged.PREFIX)
 
 
 def _statistics(

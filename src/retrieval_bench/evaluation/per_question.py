@@ -4,26 +4,37 @@ reader (`retrieval-bench compare`, the API, the leaderboard stage), and the metr
 from __future__ import annotations
 
 import io
+import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from retrieval_bench.io import InputError, first_line
+from retrieval_bench.io import InputError, first_line, quoted
+
+JUDGED = "judged_"  # the judged view's prefix (evaluation.judged.PREFIX)
+# The columns a comparison reads besides the metrics, with the values each may hold (empty: none).
+RANK_RANGE = (1.0, math.inf, "a rank >= 1")  # first_relevant_rank: fractional under score.ties expected
+COUNT_RANGE = (0.0, math.inf, "a count >= 0")
+METRIC_RANGE = (0.0, 1.0, "a number in [0, 1]")  # every compared metric is a share or a reciprocal rank
 
 
 def read_per_question(source: str | Path | bytes, label: str) -> pd.DataFrame:
     """A per_question.csv (a path, or its bytes as committed) with qids as text ("01" is not "1"),
-    or a one-line InputError naming `label` when it is missing, not UTF-8 or not a readable CSV."""
+    checked (checked_per_question), or a one-line InputError naming `label` when it is missing, not
+    a regular file, not UTF-8, not a readable CSV or holds a value no metric takes."""
+    if not isinstance(source, bytes) and not Path(source).is_file():  # reading a FIFO or a device would never end
+        raise InputError(f"{label}: not found or not a regular file (expected a per_question.csv)")
     try:
         raw = source if isinstance(source, bytes) else Path(source).read_bytes()
-        return pd.read_csv(io.StringIO(raw.decode("utf-8-sig")), dtype={"qid": str})
-    except (FileNotFoundError, IsADirectoryError):
-        raise InputError(f"{label}: not found (expected a per_question.csv)") from None
+        table = pd.read_csv(io.StringIO(raw.decode("utf-8-sig")), dtype={"qid": str})
     except UnicodeDecodeError as error:
         raise InputError(f"{label}: not UTF-8 text (byte {error.start}); rewrite it as UTF-8") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
         raise InputError(f"{label}: not a readable per_question.csv ({first_line(error)})") from None
+    return checked_per_question(table, label)
 
 
 def metric_columns(columns) -> list[tuple[str, str]]:
@@ -37,3 +48,56 @@ def metric_columns(columns) -> list[tuple[str, str]]:
         ks = sorted(int(match.group(1)) for c in columns if (match := re.fullmatch(rf"{prefix}@(\d+)", c)))
         names += [(f"{prefix}@{k}", f"{prefix}@{k}") for k in ks]
     return names
+
+
+def check_one_row_per_question(qids: Iterable[str], where: str) -> None:
+    """Each question once: a second row for a qid would count it twice in every mean."""
+    counts = pd.Series(list(qids), dtype=object).value_counts(sort=False)
+    shared = counts[counts > 1]
+    if len(shared):
+        more = f"; {len(shared) - 1} more qids are listed more than once too" if len(shared) > 1 else ""
+        raise InputError(
+            f"{where}: {int(shared.iloc[0])} rows share qid {quoted(shared.index[0])} (a question listed more than "
+            f"once would count twice in every mean){more}"
+        )
+
+
+def checked_per_question(table: pd.DataFrame, label: str) -> pd.DataFrame:
+    """`table` with qids as text, one row per question, the columns a comparison reads as floats:
+    each compared metric (and its judged twin) empty or a number in [0, 1], first_relevant_rank
+    empty or >= 1, n_relevant a count; else a one-line InputError naming `label`, the column, the
+    qid and the value. An empty value is left out of its metric (with a warning); a text, an
+    infinity or a reciprocal rank of 5 would be a silently wrong mean."""
+    if "qid" not in table.columns:
+        raise InputError(f"{label}: no qid column (expected a per_question.csv)")
+    if table["qid"].isna().any():
+        raise InputError(f"{label}: row {int(np.flatnonzero(table['qid'].isna())[0]) + 1} has no qid")
+    qids = table["qid"].astype(str)
+    check_one_row_per_question(qids, label)
+    ranges = {column: METRIC_RANGE for _, column in metric_columns(table.columns)}
+    ranges |= {JUDGED + column: METRIC_RANGE for column in list(ranges) if JUDGED + column in table.columns}
+    ranges |= {"first_relevant_rank": RANK_RANGE, "n_relevant": COUNT_RANGE}
+    named = table.set_index(qids)  # errors name the qid
+    numbers = {
+        column: _checked_values(named[column], column, *limits, label).to_numpy()
+        for column, limits in ranges.items()
+        if column in table.columns
+    }
+    return table.assign(qid=qids, **numbers)
+
+
+def _checked_values(values: pd.Series, column: str, low: float, high: float, expected: str, label: str) -> pd.Series:
+    """`values` as floats (NaN where empty), or an InputError naming the first that is text or
+    outside [low, high] (an infinity never inside)."""
+    numbers = pd.to_numeric(values, errors="coerce").astype(np.float64)
+    empty = values.isna().to_numpy()
+    inside = np.isfinite(numbers.to_numpy()) & (numbers.to_numpy() >= low) & (numbers.to_numpy() <= high)
+    bad = np.flatnonzero(~(inside | empty))
+    if len(bad):
+        value = values.iloc[bad[0]]
+        value = value.item() if isinstance(value, np.generic) else value
+        raise InputError(
+            f"{label}: column {column!r}, qid {quoted(values.index[bad[0]])}: {quoted(value)} is not {expected} "
+            f"or empty (bad values in the column: {len(bad)} of {len(values)})"
+        )
+    return numbers
