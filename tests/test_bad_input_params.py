@@ -194,11 +194,14 @@ def test_a_bad_params_file_is_one_line_naming_the_line_or_key(tmp_path, content,
 
 
 def test_the_api_reads_params_as_the_stages_do(tmp_path):
-    """rb.load_params kept the last of two score sections, and raised IsADirectoryError for a folder."""
+    """rb.load_params kept the last of two score sections, raised IsADirectoryError for a folder
+    and TypeError for a mapping."""
     with pytest.raises(InputError, match="key 'score' appears twice"):
         retrieval_bench.load_params(write(tmp_path / "params.yaml", SCORE_TWICE))
     with pytest.raises(InputError, match="a folder; expected the params file"):
         retrieval_bench.load_params(tmp_path)
+    with pytest.raises(InputError, match="expected the path of a params file, got a dict"):
+        retrieval_bench.load_params({"score": {}})
 
 
 def test_depth_all_is_valid_for_every_panel_system(tmp_path):
@@ -256,7 +259,7 @@ def test_a_failed_check_under_dvc_keeps_the_last_good_outputs(tmp_path):
     project = copy_project(tmp_path / "project")
     dvc("repro", "check_params", cwd=project)
     before = outputs(project)
-    for bad in ({"panel": {"a/b": {"method": "bm25"}}}, {"retrieval.depth": -1}):
+    for bad in ({"panel": {"a/b": {"method": "bm25"}}}, {"panel": {"../x": {}}}, {"retrieval.depth": -1}):
         set_params(project, **bad)
         result = dvc("repro", "check_params", cwd=project, check=False)
         assert result.returncode != 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,8 @@ def load_params(section: str, path: str | Path = "params.yaml") -> dict[str, Any
 
 def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any]]:
     """Validate the whole params file: every section, with defaults filled in."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"params: expected the path of a params file, got {json_kind(path)}")
     path = Path(path)
     raw = read_yaml_file(path)
     if raw is None:
