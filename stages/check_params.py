@@ -20,17 +20,23 @@ def style_examples_stamp(file: str | None) -> dict:
 
 def main() -> None:
     params = load_all_params()
+    # Every stamp is taken before any output is written: a failing check leaves the last good
+    # outputs as they were (dvc.yaml keeps them with persist: true; DVC would delete them first).
+    source, store, stored_vectors = stamps(params, paths.SOURCE_DIGEST_MEMO)
+    outputs = {
+        paths.SOURCE_STAMP: source,
+        paths.STORE_STAMP: store,
+        paths.STORED_VECTORS_STAMP: stored_vectors,
+        paths.STYLE_EXAMPLES_STAMP: style_examples_stamp(params["generate"]["style_examples"]),
+        # The panel's names: the leaderboard depends on the folder holding this file and the
+        # systems' scores, which then exists even without a panel (DVC needs every dep to exist).
+        paths.PANEL_SYSTEMS: list(params["panel"]),
+    }
+    for path, content in outputs.items():
+        write_json(path, content)
     # Constant content: stages downstream depend on this file only to run after the check.
     with atomic_open(paths.PARAMS_CHECKED) as handle:
         handle.write("params.yaml passed validation\n")
-    for path, stamp in zip(
-        (paths.SOURCE_STAMP, paths.STORE_STAMP, paths.STORED_VECTORS_STAMP), stamps(params, paths.SOURCE_DIGEST_MEMO)
-    ):
-        write_json(path, stamp)
-    write_json(paths.STYLE_EXAMPLES_STAMP, style_examples_stamp(params["generate"]["style_examples"]))
-    # The panel's names: the leaderboard depends on the folder holding this file and the systems'
-    # scores, which then exists even without a panel (DVC needs every dep to exist).
-    write_json(paths.PANEL_SYSTEMS, list(params["panel"]))
 
 
 if __name__ == "__main__":

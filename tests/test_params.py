@@ -74,8 +74,8 @@ def write(tmp_path: Path, tree: dict) -> Path:
             {"panel": {"ann": {"ann": {"ef_serch": 8}}}},
             "unknown key params.panel.ann.ann.ef_serch; did you mean params.panel.ann.ann.ef_search?",
         ),
-        ({"panel": {"bad name": {"method": "bm25"}}}, "panel.bad name is not a usable system name"),
-        ({"panel": {"x": {"depth": 0}}}, "panel.x.depth must be a positive number of chunks"),
+        ({"panel": {"bad name": {"method": "bm25"}}}, "panel name 'bad name' is not usable"),
+        ({"panel": {"x": {"depth": 0}}}, "panel.x.depth must be a positive int (chunks per question) or 'all'"),
         ({"panel": ["dense"]}, "panel must be a mapping of system names to retrieval settings"),
         (
             {

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from retrieval_bench.io import InputError
-from retrieval_bench.params_sections import check_embed, check_rerank_and_ann
+from retrieval_bench.io import InputError, json_kind, quoted
+from retrieval_bench.params_sections import (
+    DVC_IGNORED_KEYS,
+    check_embed,
+    check_inside,
+    check_rerank_and_ann,
+    check_similarity_bars,
+    check_style_examples,
+    first_ignored_key,
+    read_yaml_file,
+)
 from retrieval_bench.store_address import check_retrieval_store, check_store_params
 
 # The defaults double as the schema: a key not listed here is a typo, and a value must have
@@ -133,10 +141,8 @@ CHOICES = {
     ("judge", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
 }
 
-# DVC leaves every param key named `size` or `nfiles` out of its run-cache key
-# (treeverse/dvc#10296), so a change to such a key is silently served stale outputs: no key here
-# may have those names, and a params.yaml still using one is told the new name.
-DVC_IGNORED_KEYS = {"size", "nfiles"}
+# No key may be named as one DVC leaves out of its run-cache key (DVC_IGNORED_KEYS); a params.yaml
+# still using one is told the new name.
 RENAMED = {"size": "chars"}
 
 # Keys that may be null although their default is not (null = no limit).
@@ -162,19 +168,26 @@ def _unknown_key(key: Any, where: str, valid: list[str]) -> str:
     return f"{message} (valid keys under {where}: {', '.join(valid)})"
 
 
-def _check(value: Any, default: Any, where: str, path: Path) -> Any:
+def _check(value: Any, default: Any, where: str, path: Path, schema: str | None = None) -> Any:
+    """`value` checked against `default`'s shape and types, defaults filled in; errors name `where`,
+    the key the user wrote, and `schema` (default: `where`) is the key in DEFAULTS (a panel
+    system's keys are checked as the retrieval section's)."""
+    schema = schema or where
     if isinstance(default, dict):
         if not isinstance(value, dict):
             raise InputError(f"{path}: {where} must be a mapping with keys {sorted(default)}")
         unknown = sorted((set(value) - set(default)), key=str)
         if unknown:
             raise InputError(f"{path}: {_unknown_key(unknown[0], where, sorted(default))}")
-        return {key: _check(value.get(key, default[key]), default[key], f"{where}.{key}", path) for key in default}
+        return {
+            key: _check(value.get(key, default[key]), default[key], f"{where}.{key}", path, f"{schema}.{key}")
+            for key in default
+        }
     if value is None:
-        if default is None or where in NULLABLE:
+        if default is None or schema in NULLABLE:
             return None
         raise InputError(f"{path}: {where} must be {type(default).__name__}, got null")
-    if default is None or where in MIXED:
+    if default is None or schema in MIXED:
         return value
     if isinstance(default, bool):
         ok = isinstance(value, bool)
@@ -204,17 +217,24 @@ def load_params(section: str, path: str | Path = "params.yaml") -> dict[str, Any
 
 def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any]]:
     """Validate the whole params file: every section, with defaults filled in."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"params: expected the path of a params file, got {json_kind(path)}")
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise InputError(f"{path}: not found (run from the project root)") from None
-    except yaml.YAMLError as error:
-        raise InputError(f"{path}: invalid YAML ({str(error).splitlines()[0]})") from None
-    raw_panel = raw.pop("panel", None) if isinstance(raw, dict) else None
-    params = _check(raw, DEFAULTS, "params", path) if isinstance(raw, dict) else None
-    if params is None:
-        raise InputError(f"{path}: expected a mapping of sections {', '.join(DEFAULTS)}")
+    raw = read_yaml_file(path)
+    if raw is None:
+        raise InputError(f"{path}: empty; expected a mapping of sections {', '.join(DEFAULTS)}")
+    if not isinstance(raw, dict):
+        raise InputError(
+            f"{path}: expected a mapping of sections {', '.join(DEFAULTS)}, got {json_kind(raw)} at the top level"
+        )
+    ignored = first_ignored_key(raw, path)
+    raw_panel = raw.pop("panel", None)
+    params = _check(raw, DEFAULTS, "params", path)
+    if ignored:  # after the schema check, which tells a renamed key (load.chunking.size) its new name
+        raise InputError(
+            f"{path}: {ignored} is named {ignored.rpartition('.')[2]!r}, which DVC leaves out of its run-cache "
+            "key (treeverse/dvc#10296): a change to it would be served stale outputs; rename it"
+        )
     for (name, key), allowed in CHOICES.items():
         if params[name][key] not in allowed:
             raise InputError(
@@ -225,7 +245,9 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool) or value <= 0):
             raise InputError(f"{path}: {name}.{key} must be a positive {kind.__name__} or null, got {value!r}")
     _check_values(params, path)
-    params["panel"] = _check_panel(raw_panel, params["retrieval"], params["load"]["source"], path)
+    params["panel"] = _check_panel(
+        raw_panel, params["retrieval"], params["load"]["source"], max(params["score"]["k"]), path
+    )
     if not -1 <= params["validity"]["threshold"] <= 1:
         raise InputError(
             f"{path}: validity.threshold must be a Kendall tau in [-1, 1], got {params['validity']['threshold']!r}"
@@ -252,71 +274,45 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
             )
     if params["generate"]["max_questions"] < 0:
         raise InputError(f"{path}: generate.max_questions must be >= 0 (0 = no limit)")
-    _check_generate(params["generate"], path)
-    _check_style_examples(params["generate"], path)
-    _check_hygiene_and_duplicates(params, path)
+    _check_generate(params["generate"], "generate", path)
+    check_style_examples(params["generate"], path)
+    check_similarity_bars(params, path)
     _check_judge(params["judge"], path)
     check_embed(params["embed"], path)
     check_store_params(params, path)
-    if params["retrieval"]["rrf_k"] < 0:
-        raise InputError(f"{path}: retrieval.rrf_k must be >= 0")
-    _check_retrieval(params["retrieval"], path)
-    depth = params["retrieval"]["depth"]
-    if depth != "all" and max(ks) > depth:  # recall@k beyond the run would silently count only `depth` chunks
-        raise InputError(
-            f"{path}: score.k {max(ks)} is beyond retrieval.depth {depth}: recall@{max(ks)} would count only "
-            f"the run's {depth} chunks; raise retrieval.depth to at least {max(ks)} or drop k {max(ks)}"
-        )
-    for key, allowed in (("stemmer", ("english", "none")), ("stopwords", ("en", "none"))):
-        if params["retrieval"]["bm25"][key] not in allowed:
-            raise InputError(
-                f"{path}: retrieval.bm25.{key} must be one of {', '.join(allowed)}, got {params['retrieval']['bm25'][key]!r}"
-            )
+    _check_retrieval(params["retrieval"], "retrieval", max(ks), path)
 
 
-def _check_generate(generate: dict[str, Any], path: Path) -> None:
+def _check_generate(settings: dict[str, Any], section: str, path: Path) -> None:
+    """The API settings of an LLM section (generate, or judge, which has the same keys)."""
     for key in ("max_tokens", "max_attempts", "concurrency"):
-        if generate[key] <= 0:
-            raise InputError(f"{path}: generate.{key} must be a positive integer, got {generate[key]!r}")
-    if generate["max_retries"] < 0:
-        raise InputError(f"{path}: generate.max_retries must be >= 0, got {generate['max_retries']!r}")
-    if generate["batch_poll_seconds"] <= 0:
+        if settings[key] <= 0:
+            raise InputError(f"{path}: {section}.{key} must be a positive integer, got {settings[key]!r}")
+    if settings["max_retries"] < 0:
+        raise InputError(f"{path}: {section}.max_retries must be >= 0, got {settings['max_retries']!r}")
+    if settings["batch_poll_seconds"] <= 0:
         raise InputError(
-            f"{path}: generate.batch_poll_seconds must be positive, got {generate['batch_poll_seconds']!r}"
+            f"{path}: {section}.batch_poll_seconds must be positive, got {settings['batch_poll_seconds']!r}"
         )
-    base_url = generate["base_url"]
+    base_url = settings["base_url"]
     if base_url is not None and (not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))):
-        raise InputError(f"{path}: generate.base_url must be an http(s) URL or null, got {base_url!r}")
-    limit = generate["max_cost_usd"]
+        raise InputError(f"{path}: {section}.base_url must be an http(s) URL or null, got {base_url!r}")
+    limit = settings["max_cost_usd"]
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
         raise InputError(
-            f"{path}: generate.max_cost_usd must be a positive number of US dollars or null (no limit), got {limit!r}"
+            f"{path}: {section}.max_cost_usd must be a positive number of US dollars or null (no limit), got {limit!r}"
         )
-    _check_price(generate["price"], path)
+    _check_price(settings["price"], section, path)
 
-
-def _check_style_examples(generate: dict[str, Any], path: Path) -> None:
-    if generate["style_examples"] is not None and not isinstance(generate["style_examples"], str):
-        raise InputError(
-            f"{path}: generate.style_examples must be a file path or null, got {generate['style_examples']!r}"
-        )
-    if not 1 <= generate["style_examples_count"] <= STYLE_EXAMPLES_MAX:
-        raise InputError(
-            f"{path}: generate.style_examples_count must be 1-{STYLE_EXAMPLES_MAX} (each is sent in every request), "
-            f"got {generate['style_examples_count']!r}"
-        )
-
-
-STYLE_EXAMPLES_MAX = 50  # few-shot style examples per question prompt: each is paid for in every request
 
 # An explicit generate.price (null: the price table by model): USD per million tokens; batch_discount optional.
 PRICE_KEYS = {"input_per_mtok": 1.0, "output_per_mtok": 5.0, "batch_discount": 0.5}
 
 
-def _check_price(price: Any, path: Path) -> None:
+def _check_price(price: Any, section: str, path: Path) -> None:
     if price is None:
         return
-    where = "params.generate.price"
+    where = f"params.{section}.price"
     if not isinstance(price, dict):
         raise InputError(
             f"{path}: {where} must be null (the price table) or a mapping with keys {', '.join(PRICE_KEYS)}, got {price!r}"
@@ -330,16 +326,7 @@ def _check_price(price: Any, path: Path) -> None:
     for key, value in price.items():
         _finite(value, f"{where}.{key}", path)
     if price["input_per_mtok"] < 0 or price["output_per_mtok"] < 0 or not 0 < price.get("batch_discount", 0.5) <= 1:
-        raise InputError(f"{path}: generate.price needs prices >= 0 and 0 < batch_discount <= 1, got {price!r}")
-
-
-def _check_hygiene_and_duplicates(params: dict[str, Any], path: Path) -> None:
-    for where in ("load.duplicates.min_jaccard", "generate.near_duplicate_jaccard"):
-        node: Any = params
-        for key in where.split("."):
-            node = node[key]
-        if not 0 < node <= 1:
-            raise InputError(f"{path}: {where} must be in (0, 1], got {node!r}")
+        raise InputError(f"{path}: {section}.price needs prices >= 0 and 0 < batch_discount <= 1, got {price!r}")
 
 
 JUDGE_POOL_REVISION = "rev:"  # a judge.pool entry naming the run of a git revision or DVC experiment
@@ -358,48 +345,49 @@ def _check_judge(judge: dict[str, Any], path: Path) -> None:
         )
     if len(set(pool)) != len(pool):
         raise InputError(f"{path}: judge.pool lists {next(e for e in pool if pool.count(e) > 1)!r} twice")
-    # The API settings are the generate section's, checked the same way under their own names.
-    try:
-        _check_generate(judge, path)
-    except InputError as error:
-        raise InputError(str(error).replace("generate.", "judge.")) from None
+    _check_generate(judge, "judge", path)
 
 
-def _check_retrieval(retrieval: dict[str, Any], path: Path) -> None:
+def _check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Path) -> None:
+    """One retrieval settings (the retrieval section's, or a panel system's, `where` naming it);
+    `max_k`: score.k's largest cut-off, which the run must reach."""
     depth = retrieval["depth"]
     if depth != "all" and (isinstance(depth, bool) or not isinstance(depth, int) or depth <= 0):
-        raise InputError(f"{path}: retrieval.depth must be a positive number of chunks or 'all', got {depth!r}")
+        raise InputError(f"{path}: {where}.depth must be a positive int (chunks per question) or 'all', got {depth!r}")
+    if depth != "all" and max_k > depth:  # recall@k beyond the run would silently count only `depth` chunks
+        raise InputError(
+            f"{path}: score.k {max_k} is beyond {where}.depth {depth}: recall@{max_k} would count only "
+            f"the run's {depth} chunks; raise {where}.depth to at least {max_k} or drop k {max_k}"
+        )
+    if retrieval["rrf_k"] < 0:
+        raise InputError(f"{path}: {where}.rrf_k must be >= 0, got {retrieval['rrf_k']!r}")
     if retrieval["fusion_depth"] <= 0:
-        raise InputError(f"{path}: retrieval.fusion_depth must be positive, got {retrieval['fusion_depth']!r}")
+        raise InputError(f"{path}: {where}.fusion_depth must be positive, got {retrieval['fusion_depth']!r}")
+    for key, allowed in (("stemmer", ("english", "none")), ("stopwords", ("en", "none"))):
+        if retrieval["bm25"][key] not in allowed:
+            raise InputError(
+                f"{path}: {where}.bm25.{key} must be one of {', '.join(allowed)}, got {retrieval['bm25'][key]!r}"
+            )
     for key in ("run_file", "python", "trec_export"):
         if retrieval[key] is not None and not (isinstance(retrieval[key], str) and retrieval[key]):
-            raise InputError(f"{path}: retrieval.{key} must be a non-empty string or null, got {retrieval[key]!r}")
-    _check_inside(retrieval["trec_export"], "retrieval.trec_export", path)
+            raise InputError(f"{path}: {where}.{key} must be a non-empty string or null, got {retrieval[key]!r}")
+    check_inside(retrieval["trec_export"], f"{where}.trec_export", path)
     if str(retrieval["trec_export"]).lower().endswith(".jsonl"):  # run files named .jsonl are read as JSON
         raise InputError(
-            f"{path}: retrieval.trec_export {retrieval['trec_export']!r} is a TREC run (text lines), not JSONL: "
-            "name it .trec or .txt so that retrieval.run_file reads it back"
+            f"{path}: {where}.trec_export {retrieval['trec_export']!r} is a TREC run (text lines), not JSONL: "
+            f"name it .trec or .txt so that {where}.run_file reads it back"
         )
     for method, key in (("run-file", "run_file"), ("python", "python")):
         if retrieval["method"] == method and not retrieval[key]:
-            raise InputError(f"{path}: retrieval.method {method} needs retrieval.{key}")
-    check_rerank_and_ann(retrieval, path)
+            raise InputError(f"{path}: {where}.method {method} needs {where}.{key}")
+    check_rerank_and_ann(retrieval, where, path)
 
 
-def _check_inside(target: str | None, where: str, path: Path) -> None:
-    """An output path must stay inside the project (the folder of params.yaml), symbolic links
-    followed: a params.yaml from a pull request must not write anywhere else on the machine."""
-    if target is None:
-        return
-    root = path.resolve().parent
-    resolved = (root / target).resolve()
-    if not resolved.is_relative_to(root) or resolved == root:
-        raise InputError(
-            f"{path}: {where} {target!r} is outside the project ({root}); give a path inside it, e.g. data/run.trec"
-        )
-
-
-PANEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # a DVC stage name suffix and a folder name
+# A panel system's name is a DVC stage name suffix (retrieve_panel@NAME), a params key DVC looks
+# up by dots (panel.NAME) and a folder (data/panel/NAME): no dot, slash, @ or non-ASCII letter,
+# and short enough for any file system.
+PANEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+PANEL_NAME_RULE = "1-64 ASCII letters, digits, - and _, starting with a letter or digit"
 
 
 def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -411,7 +399,9 @@ def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _check_panel(panel: Any, retrieval: dict[str, Any], source: str, path: Path) -> dict[str, dict[str, Any]]:
+def _check_panel(
+    panel: Any, retrieval: dict[str, Any], source: str, max_k: int, path: Path
+) -> dict[str, dict[str, Any]]:
     """Each panel system's retrieval settings: the retrieval section with its keys over it, checked alike."""
     if panel is None:
         return {}
@@ -421,24 +411,24 @@ def _check_panel(panel: Any, retrieval: dict[str, Any], source: str, path: Path)
     for name, override in panel.items():
         if not isinstance(name, str) or not PANEL_NAME.fullmatch(name):
             raise InputError(
-                f"{path}: panel.{name} is not a usable system name (letters, digits, - and _, starting with a letter or digit)"
+                f"{path}: panel name {quoted(name)} is not usable: it names a DVC stage (retrieve_panel@NAME) "
+                f"and a folder (data/panel/NAME), so it must be {PANEL_NAME_RULE}"
             )
+        where = f"panel.{name}"
         if not isinstance(override, dict):
             raise InputError(
-                f"{path}: panel.{name} must be a mapping of retrieval keys (e.g. {{method: bm25}}), got {override!r}"
+                f"{path}: {where} must be a mapping of retrieval keys (e.g. {{method: bm25}}), got {override!r}"
             )
-        where = f"params.panel.{name}"
-        settings = _check(_merged(retrieval, override), DEFAULTS["retrieval"], where, path)
+        settings = _check(
+            _merged(retrieval, override), DEFAULTS["retrieval"], f"params.{where}", path, "params.retrieval"
+        )
         for key in ("method", "fusion"):
             if settings[key] not in CHOICES[("retrieval", key)]:
                 raise InputError(
-                    f"{path}: panel.{name}.{key} must be one of {', '.join(sorted(CHOICES[('retrieval', key)]))}, got {settings[key]!r}"
+                    f"{path}: {where}.{key} must be one of {', '.join(sorted(CHOICES[('retrieval', key)]))}, got {settings[key]!r}"
                 )
-        try:
-            _check_retrieval(settings, path)
-            check_retrieval_store(settings, source, path)
-        except InputError as error:
-            raise InputError(str(error).replace("retrieval.", f"panel.{name}.")) from None
+        _check_retrieval(settings, where, max_k, path)
+        check_retrieval_store(settings, source, where, path)
         systems[name] = settings
     return systems
 

@@ -1,13 +1,131 @@
-"""params.yaml's embed section and retrieval's rerank and ANN settings, checked (params.py checks
-the rest), with the numeric bounds beyond which a value only costs time or memory."""
+"""params.yaml read as YAML within bounds, a key twice refused; its embed section and retrieval's
+rerank and ANN settings checked (params.py checks the rest), with the numeric bounds beyond which a
+value only costs time or memory."""
 
 from __future__ import annotations
 
 import re
+import stat
+from collections import deque
 from pathlib import Path
 from typing import Any
 
-from retrieval_bench.io import InputError
+import yaml
+
+from retrieval_bench.io import InputError, describe_os_error, quoted
+
+# DVC leaves every param key named `size` or `nfiles` out of its run-cache key
+# (treeverse/dvc#10296), so a change to such a key is silently served stale outputs: no key of
+# params.yaml, at any depth, may have those names.
+DVC_IGNORED_KEYS = {"size", "nfiles"}
+
+# A params file is a few kilobytes: these bounds refuse, in one line, what would otherwise take
+# minutes or all the memory (a multi-gigabyte file, /dev/zero, a YAML alias bomb) or a traceback
+# (10,000 nesting levels).
+MAX_PARAMS_BYTES = 1 << 20
+MAX_NESTING = 32
+MAX_VALUES = 100_000  # keys and items, aliases counted each time they are used
+
+
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, line: int, first: int) -> None:
+        super().__init__(f"line {line}: key {key!r} appears twice (first at line {first})")
+
+
+class _ParamsLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """YAML's safe loader that refuses a key written twice in one mapping (PyYAML keeps the last,
+    silently; DVC refuses the file)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_lines: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # keys merged in may be overridden
+                continue
+            key = self.construct_object(key_node)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in first_lines:
+                    raise _DuplicateKey(key, line, first_lines[key])
+                first_lines[key] = line
+            except TypeError:  # an unhashable key: the constructor names it below
+                break
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml_file(path: Path) -> Any:
+    """What the YAML file `path` holds; anything else (not a regular file, too large, not UTF-8,
+    invalid YAML, a key twice in a mapping, an alias bomb) is a one-line InputError naming the
+    file and, where there is one, the line."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            kind = "a folder" if path.is_dir() else "not a regular file"
+            raise InputError(f"{path}: {kind}; expected the params file (YAML)")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_PARAMS_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError(f"{path}: not found (run from the project root)") from None
+    except OSError as error:
+        raise InputError(f"{path}: cannot read it ({describe_os_error(error)})") from None
+    if len(data) > MAX_PARAMS_BYTES:
+        raise InputError(f"{path}: over {MAX_PARAMS_BYTES >> 20} MiB; a params file is a few kilobytes of YAML")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise InputError(
+            f"{path} line {line}: not UTF-8 text (byte {error.start}: 0x{data[error.start]:02x}); save it as UTF-8"
+        ) from None
+    try:
+        raw = yaml.load(text, Loader=_ParamsLoader)
+    except _DuplicateKey as error:
+        raise InputError(f"{path} {error}") from None
+    except yaml.YAMLError as error:
+        raise InputError(f"{path}: invalid YAML{_yaml_problem(error, text)}") from None
+    except RecursionError:  # the pure-Python loader (libyaml stops at 1,000 levels itself)
+        raise InputError(f"{path}: invalid YAML (nested too deeply)") from None
+    return raw
+
+
+def _yaml_problem(error: yaml.YAMLError, text: str) -> str:
+    """Where the parser stopped and what it found, for the one-line message."""
+    mark = getattr(error, "problem_mark", None)
+    if isinstance(error, yaml.reader.ReaderError):
+        line = text.count("\n", 0, error.position) + 1
+        character = chr(error.character) if isinstance(error.character, int) else error.character  # libyaml: a code
+        return f" at line {line}: character {character!r} is not allowed in YAML"
+    problem = "; ".join(part for part in (getattr(error, "context", None), getattr(error, "problem", None)) if part)
+    if mark is None:
+        return f" ({problem or str(error).splitlines()[0]})"
+    lines = text.splitlines()
+    if mark.line < len(lines) and lines[mark.line][mark.column : mark.column + 1] == "\t":
+        problem += "; YAML indents with spaces, not tabs"
+    return f" at line {mark.line + 1}, column {mark.column + 1} ({problem})"
+
+
+def first_ignored_key(raw: dict[Any, Any], path: Path) -> str | None:
+    """Refuse a tree nested over MAX_NESTING levels or of over MAX_VALUES values (aliases expanded);
+    return the dotted path of the first key DVC leaves out of its run-cache key, or None."""
+    ignored = None
+    queue: deque[tuple[str, Any, int]] = deque([("", raw, 0)])  # breadth first: the shallowest key is named
+    seen = 0
+    while queue:
+        where, node, depth = queue.popleft()
+        if depth > MAX_NESTING:
+            raise InputError(f"{path}: {quoted(where[1:], 80)} is nested over {MAX_NESTING} levels deep")
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in children:
+            seen += 1
+            if seen > MAX_VALUES:
+                raise InputError(
+                    f"{path}: over {MAX_VALUES:,} keys and values (YAML aliases counted where used); "
+                    "a params file holds a few hundred"
+                )
+            dotted = f"{where}.{key}" if isinstance(node, dict) else f"{where}[{key}]"
+            if ignored is None and isinstance(node, dict) and key in DVC_IGNORED_KEYS:
+                ignored = dotted[1:]
+            queue.append((dotted, child, depth + 1))
+    return ignored
+
 
 # (lowest, highest) of numeric params: beyond the upper bound a value only costs time or memory
 # (retrieval.ann.ef_search 1e8 searched for hours), so it is refused, as NaN is.
@@ -73,33 +191,71 @@ def check_embed(embed: dict[str, Any], path: Path) -> None:
         )
 
 
+def check_style_examples(generate: dict[str, Any], path: Path) -> None:
+    if generate["style_examples"] is not None and not isinstance(generate["style_examples"], str):
+        raise InputError(
+            f"{path}: generate.style_examples must be a file path or null, got {generate['style_examples']!r}"
+        )
+    if not 1 <= generate["style_examples_count"] <= STYLE_EXAMPLES_MAX:
+        raise InputError(
+            f"{path}: generate.style_examples_count must be 1-{STYLE_EXAMPLES_MAX} (each is sent in every request), "
+            f"got {generate['style_examples_count']!r}"
+        )
+
+
+STYLE_EXAMPLES_MAX = 50  # few-shot style examples per question prompt: each is paid for in every request
+
+
+def check_similarity_bars(params: dict[str, Any], path: Path) -> None:
+    for where in ("load.duplicates.min_jaccard", "generate.near_duplicate_jaccard"):
+        node: Any = params
+        for key in where.split("."):
+            node = node[key]
+        if not 0 < node <= 1:
+            raise InputError(f"{path}: {where} must be in (0, 1], got {node!r}")
+
+
+def check_inside(target: str | None, where: str, path: Path) -> None:
+    """An output path must stay inside the project (the folder of params.yaml), symbolic links
+    followed: a params.yaml from a pull request must not write anywhere else on the machine."""
+    if target is None:
+        return
+    root = path.resolve().parent
+    resolved = (root / target).resolve()
+    if not resolved.is_relative_to(root) or resolved == root:
+        raise InputError(
+            f"{path}: {where} {target!r} is outside the project ({root}); give a path inside it, e.g. data/run.trec"
+        )
+
+
 RERANK_DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"  # the usual choice, named in the error below
 
 
-def check_rerank_and_ann(retrieval: dict[str, Any], path: Path) -> None:
+def check_rerank_and_ann(retrieval: dict[str, Any], where: str, path: Path) -> None:
+    """The rerank and ANN settings of one retrieval settings, `where` naming them (retrieval or panel.NAME)."""
     rerank, ann = retrieval["rerank"], retrieval["ann"]
     model = rerank["model"]
     if model is not None and not (isinstance(model, str) and model.strip()):
         raise InputError(
-            f"{path}: retrieval.rerank.model must be a cross-encoder id or local path, or null, got {model!r}"
+            f"{path}: {where}.rerank.model must be a cross-encoder id or local path, or null, got {model!r}"
         )
     if retrieval["method"] == "rerank" and model is None:
         raise InputError(
-            f"{path}: retrieval.method rerank needs retrieval.rerank.model, a cross-encoder id or local path "
+            f"{path}: {where}.method rerank needs {where}.rerank.model, a cross-encoder id or local path "
             f"(usually {RERANK_DEFAULT_MODEL}; offline, a local copy of it)"
         )
     choices = {"rerank.first_stage": ("dense", "bm25", "hybrid"), "ann.index": ("hnsw", "ivf-flat", "ivf-pq")}
-    for where, allowed in choices.items():
-        group, key = where.split(".")
-        if retrieval[group][key] not in allowed:
+    for key, allowed in choices.items():
+        group, name = key.split(".")
+        if retrieval[group][name] not in allowed:
             raise InputError(
-                f"{path}: retrieval.{where} must be one of {', '.join(allowed)}, got {retrieval[group][key]!r}"
+                f"{path}: {where}.{key} must be one of {', '.join(allowed)}, got {retrieval[group][name]!r}"
             )
     for key in ("candidates", "batch_size"):
         if rerank[key] <= 0:
-            raise InputError(f"{path}: retrieval.rerank.{key} must be a positive integer, got {rerank[key]!r}")
-    check_bounds(ann, ANN_BOUNDS, "retrieval.ann", path)
+            raise InputError(f"{path}: {where}.rerank.{key} must be a positive integer, got {rerank[key]!r}")
+    check_bounds(ann, ANN_BOUNDS, f"{where}.ann", path)
     if ann["nprobe"] > ann["nlist"]:
         raise InputError(
-            f"{path}: retrieval.ann.nprobe ({ann['nprobe']}) cannot exceed retrieval.ann.nlist ({ann['nlist']})"
+            f"{path}: {where}.ann.nprobe ({ann['nprobe']}) cannot exceed {where}.ann.nlist ({ann['nlist']})"
         )

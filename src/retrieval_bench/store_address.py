@@ -177,29 +177,28 @@ def check_store_params(params: dict[str, Any], path: Path) -> None:
             f"{path}: embed.corpus_vectors stored needs load.source to be a vector store address "
             f"(e.g. lancedb:data/store.lancedb?table=chunks), got {source!r}"
         )
-    check_retrieval_store(params["retrieval"], source, path)
+    check_retrieval_store(params["retrieval"], source, "retrieval", path)
 
 
-def check_retrieval_store(retrieval: dict[str, Any], source: str, path: Path) -> None:
-    """One retrieval settings' store (the retrieval section's or a panel system's) parses and fits
-    its method and engine; a null store.address is resolved to `source` (load.source)."""
+def check_retrieval_store(retrieval: dict[str, Any], source: str, where: str, path: Path) -> None:
+    """One retrieval settings' store (the retrieval section's or a panel system's, `where` naming
+    them) parses and fits its method and engine; a null store.address is resolved to `source`
+    (load.source)."""
     store = retrieval["store"]
     address = store["address"]
     if address is not None:
         if not isinstance(address, str):
             raise InputError(
-                f"{path}: retrieval.store.address must be a store address or null (= load.source), got {address!r}"
+                f"{path}: {where}.store.address must be a store address or null (= load.source), got {address!r}"
             )
-        parse_address(address, f"{path}: retrieval.store.address")
+        parse_address(address, f"{path}: {where}.store.address")
     if retrieval["method"] == "store" and address is None and not is_store_address(source):
-        raise InputError(
-            f"{path}: retrieval.method store needs retrieval.store.address, or load.source a store address"
-        )
+        raise InputError(f"{path}: {where}.method store needs {where}.store.address, or load.source a store address")
     if address is None and is_store_address(source):
         store["address"] = source  # null = load.source, resolved here once for every reader
     if store["search"] is not None and not isinstance(store["search"], dict):
         raise InputError(
-            f"{path}: retrieval.store.search must be a mapping of the engine's query parameters or null, got {store['search']!r}"
+            f"{path}: {where}.store.search must be a mapping of the engine's query parameters or null, got {store['search']!r}"
         )
     if store["address"] is not None:
-        check_search(parse_address(store["address"]).engine, store["search"], f"{path}: retrieval.store.search")
+        check_search(parse_address(store["address"]).engine, store["search"], f"{path}: {where}.store.search")
