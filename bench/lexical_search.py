@@ -12,6 +12,12 @@ numba compile and peak RSS are its own), every engine on --threads threads, in i
 into the corpus side (tokenizing and indexing the chunks, or loading the cached index) and the
 question side (everything else: it grows linearly with the questions), so a run on fewer
 questions extrapolates to --target-questions as corpus + question side x target / questions.
+The BM25 index cache removes the corpus side only: a cached run's share of bm25s' time is about
+(load + question side) / (corpus side + question side), small when the corpus is large next to
+the questions and the numba backend searches (from retrieval.bm25.NUMBA_FROM_CHUNKS chunks, with
+numba installed), larger below it, where bm25s' numpy search is most of both. Times are wall
+clock and, beside them, the child's CPU time (process_time: every thread's), the steadier of the
+two on a shared machine.
 The project's top 10 is checked against bm25s' (the same chunks and scores; among equal scores
 at the 10th the project keeps the whole tie group, so bm25s' pick must be in it).
 
@@ -78,17 +84,25 @@ def bm25s_direct(
     from retrieval_bench.retrieval.bm25 import backend_for
 
     stemmer = Stemmer.Stemmer("english")
-    start = time.perf_counter()
-    retriever = bm25s.BM25(backend=backend_for(len(texts)))
+    start, start_cpu = time.perf_counter(), time.process_time()
+    backend = backend_for(len(texts))
+    retriever = bm25s.BM25(backend=backend)
     retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
-    corpus_side = time.perf_counter() - start
+    corpus_side, corpus_side_cpu = time.perf_counter() - start, time.process_time() - start_cpu
     query_tokens = bm25s.tokenize(question_texts, stopwords="en", stemmer=stemmer, show_progress=False)
     found, scores = retriever.retrieve(query_tokens, k=depth, show_progress=False, n_threads=threads)
-    total = time.perf_counter() - start
+    total, total_cpu = time.perf_counter() - start, time.process_time() - start_cpu
     rows = np.broadcast_to(np.arange(len(found))[:, None], found.shape)
     kept = scores > 0  # bm25s also returns chunks sharing no word with the question (score 0)
     return (
-        {"total": total, "corpus_side": corpus_side, "built": True},
+        {
+            "total": total,
+            "corpus_side": corpus_side,
+            "cpu": total_cpu,
+            "corpus_side_cpu": corpus_side_cpu,
+            "built": True,
+            "backend": backend,
+        },
         rows[kept],
         np.stack([found[kept], scores[kept]]),
     )
@@ -107,21 +121,23 @@ def project(args, texts, question_texts) -> tuple[dict, np.ndarray, np.ndarray]:
     )
     corpus = Corpus([f"doc{i}:0-800" for i in range(args.chunks)], texts, vectors)
     questions = Questions([f"q{i}" for i in range(args.questions)], question_texts, question_vectors)
-    load_or_build, timing = bm25.load_or_build, {"corpus_side": 0.0, "built": False}
+    load_or_build = bm25.load_or_build
+    timing = {"corpus_side": 0.0, "corpus_side_cpu": 0.0, "built": False, "backend": bm25.backend_for(args.chunks)}
 
     def timed(*rest, **options):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         index, built = load_or_build(*rest, **options)
         timing["corpus_side"] += time.perf_counter() - start
+        timing["corpus_side_cpu"] += time.process_time() - start_cpu
         timing["built"] |= built
         return index, built
 
     bm25.load_or_build = timed
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     run = retrieve(
         {**DEFAULTS["retrieval"], "method": "hybrid" if args.child == "hybrid" else "bm25"}, questions, corpus
     )
-    timing["total"] = time.perf_counter() - start
+    timing["total"], timing["cpu"] = time.perf_counter() - start, time.process_time() - start_cpu
     rows = run["qid"].str[1:].astype(int).to_numpy()
     chunks = run["chunk_id"].str[3:-6].astype(int).to_numpy()
     return timing, rows, np.stack([chunks, run["score"].to_numpy()])
@@ -201,15 +217,18 @@ def main() -> None:
         reports = interleaved_children(__file__, methods, args.rounds, workdir, 12, env_for)
         agreement = top10_as_bm25s(Path(workdir), args.questions) if {"bm25s", "bm25"} <= set(methods) else "-"
     print(
-        f"| method | median total (s) | x bm25s | each round (s) | corpus side (s) | question side (s) | total at {args.target_questions:,} questions (min) "
+        f"| method | backend | median total (s) | x bm25s | each round (s) | CPU (s) | x bm25s by CPU | corpus side (s) "
+        f"| question side (s) | total at {args.target_questions:,} questions (min) "
         "| index | top 10 as bm25s' | recall@10 of the planted chunk | peak RSS (GiB) | load average |"
     )
-    print("|---|---:|---:|---|---:|---:|---:|---|---|---:|---:|---|")
-    base = median(reports["bm25s"], "total") if reports.get("bm25s") else None
+    print("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---|---|---:|---:|---|")
+    base, base_cpu = (
+        (median(reports["bm25s"], "total"), median(reports["bm25s"], "cpu")) if reports.get("bm25s") else (None, None)
+    )
     for method, runs in reports.items():
         if not runs:
             continue
-        total, corpus_side = median(runs, "total"), median(runs, "corpus_side")
+        total, corpus_side, cpu = median(runs, "total"), median(runs, "corpus_side"), median(runs, "cpu")
         target = corpus_side + (total - corpus_side) * args.target_questions / args.questions
         built = sum(run["built"] for run in runs)
         each, loads = ", ".join(f"{run['total']:.2f}" for run in runs), ", ".join(f"{run['load']:.1f}" for run in runs)
@@ -217,7 +236,8 @@ def main() -> None:
             "built" if built == len(runs) else "loaded from the cache" if not built else f"built {built}/{len(runs)}"
         )
         print(
-            f"| {method} | {total:.2f} | {f'{total / base:.2f}' if base else '-'} | {each} "
+            f"| {method} | {runs[0]['backend']} | {total:.2f} | {f'{total / base:.2f}' if base else '-'} | {each} "
+            f"| {cpu:.2f} | {f'{cpu / base_cpu:.2f}' if base_cpu else '-'} "
             f"| {corpus_side:.2f} | {total - corpus_side:.2f} | {target / 60:.1f} | {index} | {agreement if method == 'bm25' else '-'} "
             f"| {median(runs, 'recall10'):.3f} | {max(run['peak_gib'] for run in runs):.2f} | {loads} |",
             flush=True,

@@ -6,7 +6,10 @@ on unit vectors), as vector databases search.
 The index is built once per corpus and kept in the user cache (ann/ under io.cache_root:
 RETRIEVAL_BENCH_CACHE, else $XDG_CACHE_HOME or ~/.cache, then retrieval-bench/), keyed by the
 sha256 of the chunk vectors, the index type, its build parameters and the FAISS version, and
-written atomically; changing a query-time parameter (ef_search, nprobe) reuses it.
+written atomically; changing a query-time parameter (ef_search, nprobe) reuses it. The file ends
+with the sha256 of the FAISS bytes before it, checked before FAISS reads them (FAISS reads flipped
+vector bytes without complaint): an index whose bytes do not match, or with no checksum (truncated,
+an older retrieval-bench's, another program's), is rebuilt, said in one line.
 
 Determinism: searches are deterministic given an index. IVF training is seeded; an HNSW graph
 built on several threads depends on their timing, so it is built on one thread unless
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import sys
 from pathlib import Path
@@ -35,6 +39,8 @@ from retrieval_bench.retrieval.run_info import recall_against_exact
 
 BUILD_PARAMS = {"hnsw": ("hnsw_m", "ef_construction"), "ivf-flat": ("nlist",), "ivf-pq": ("nlist", "pq_m", "pq_bits")}
 BUILD_THREADS_ENV = "RETRIEVAL_BENCH_ANN_BUILD_THREADS"
+CHECKSUM_MAGIC = b"RBSHA256"  # then the sha256 of the bytes before it: the file's last 40 bytes
+CHECKSUM_BYTES = len(CHECKSUM_MAGIC) + hashlib.sha256().digest_size
 
 
 def cache_dir() -> Path:
@@ -120,21 +126,53 @@ def remove_stale_temporaries(folder: Path, building: Path) -> None:
                 tmp.unlink(missing_ok=True)
 
 
+def _sha256_of_start(path: Path, length: int) -> bytes:
+    """The sha256 of the first `length` bytes of the file at `path`, hashed in place (mapped, not
+    read into memory: an index can be gigabytes)."""
+    if length == 0:  # an empty file cannot be mapped
+        return hashlib.sha256().digest()
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        with memoryview(mapped)[:length] as view:  # released before the map closes
+            return hashlib.sha256(view).digest()
+
+
+def _write(faiss, index, path: Path) -> None:
+    """`index` at `path`, written atomically, followed by its checksum (see _read)."""
+    with atomic_path(path) as tmp:  # a half-written index is never read
+        faiss.write_index(index, str(tmp))
+        digest = _sha256_of_start(tmp, tmp.stat().st_size)
+        with open(tmp, "ab") as handle:
+            handle.write(CHECKSUM_MAGIC + digest)
+
+
 def _read(faiss, path: Path):
-    """The index at `path`, or None where there is none or it is unreadable (a foreign or damaged file)."""
+    """(the index at `path`, None), or (None, why not) where it is damaged or foreign: its
+    checksum does not match, it has none, or FAISS cannot read it; (None, None) where there is no
+    file. The checksum is checked first, so FAISS never reads damaged bytes."""
     if not path.is_file():
-        return None
+        return None, None
     try:
-        return faiss.read_index(str(path))
-    except RuntimeError:
-        return None
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            handle.seek(max(0, size - CHECKSUM_BYTES))
+            trailer = handle.read()
+        if size < CHECKSUM_BYTES or not trailer.startswith(CHECKSUM_MAGIC):
+            return None, "no checksum at its end: truncated, or written by an older retrieval-bench or another program"
+        if _sha256_of_start(path, size - CHECKSUM_BYTES) != trailer[len(CHECKSUM_MAGIC) :]:
+            return None, "checksum mismatch"
+        return faiss.read_index(str(path)), None  # FAISS stops at the index's end, before the checksum
+    except OSError as error:
+        return None, f"unreadable: {error.strerror or error}"
+    except RuntimeError:  # a sound file that FAISS refuses (not one it wrote)
+        return None, "FAISS cannot read it"
 
 
 def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None):
     """The cached index for these vectors and build parameters, built (and cached) on a miss.
     Readers of a cached index share its lock, so two runs on it never wait for each other (nor
     fail under RETRIEVAL_BENCH_LOCK_WAIT=0); a build holds it alone, so a second process waits for
-    the first's index instead of building it again. Returns (index, path, built)."""
+    the first's index instead of building it again. A damaged cached index is rebuilt, and said
+    once. Returns (index, path, built)."""
     faiss = import_faiss()
     folder = folder or cache_dir()
     path = folder / f"{ann['index']}-{index_key(vectors_sha256(vectors), ann, faiss.__version__)}.faiss"
@@ -143,18 +181,19 @@ def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None):
     if path.is_file():
         with locking.shared(_lock_path(path), log=_say, what=what):
             remove_stale_temporaries(folder, path)  # no writer of this index is alive while we hold its lock
-            index = _read(faiss, path)
+            index, _ = _read(faiss, path)
         if index is not None:
             return index, path, False
     with locking.exclusive(_lock_path(path), log=_say, what=what):
         remove_stale_temporaries(folder, path)
-        index = _read(faiss, path)
+        index, damage = _read(faiss, path)  # afresh: the process we waited for may have rebuilt it
         if index is not None:
             return index, path, False
         index = build_index(vectors, ann, build_threads())
-        with atomic_path(path) as tmp:  # a half-written index is never read
-            faiss.write_index(index, str(tmp))
-        return index, path, True
+        _write(faiss, index, path)
+    if damage is not None:
+        _say(f"the cached index {path} was damaged ({damage}): rebuilt")
+    return index, path, True
 
 
 def search(index, queries: np.ndarray, ann: dict, k: int, progress=None) -> tuple[np.ndarray, np.ndarray]:

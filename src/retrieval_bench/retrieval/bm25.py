@@ -24,12 +24,13 @@ import numpy as np
 import Stemmer
 
 from retrieval_bench import locking
-from retrieval_bench.io import cache_root
+from retrieval_bench.io import cache_root, sha256_file
 from retrieval_bench.retrieval.run import from_top, whole_ties
 
 # bm25s' numba backend retrieves ~30x faster than its numpy one at 200,000 chunks (the same
 # scores; equal scores may come out in another order, which score.ties makes irrelevant), but
-# compiling it costs ~10 s per process: it pays from this corpus size on.
+# compiling it costs 10-20 s on a machine's first search (numba's cache keeps it after that:
+# cache_numba_code), which pays from this corpus size on.
 NUMBA_FROM_CHUNKS = 100_000
 INDEX_FORMAT = 1  # bump when what is cached, or how, changes
 MANIFEST = "manifest.json"
@@ -118,15 +119,9 @@ def index_key(texts: list[str], stemmer: str, stopwords: str) -> str:
 
 
 def _file_digests(folder: Path) -> dict[str, str]:
-    digests = {}
-    for path in sorted(folder.iterdir()):
-        if path.name != MANIFEST and path.is_file():
-            digest = hashlib.sha256()
-            with open(path, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-            digests[path.name] = digest.hexdigest()
-    return digests
+    return {
+        path.name: sha256_file(path) for path in sorted(folder.iterdir()) if path.name != MANIFEST and path.is_file()
+    }
 
 
 def _intact(folder: Path) -> bool:
