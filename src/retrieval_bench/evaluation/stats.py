@@ -4,16 +4,16 @@ randomization test, minimum detectable difference, wins/ties/losses. Pure functi
 Why not scipy.stats.bootstrap / permutation_test: the interval here is the expanded percentile
 interval (Hesterberg 2015), which scipy does not offer and which corrects the plain percentile
 interval's undercoverage at the small n golden sets have (tests/test_compare.py checks its
-coverage); the p-value counts flips whose |mean| reaches the observed |mean| (the symmetric
-two-sided sign-flip test), where scipy doubles the smaller one-sided p; and both draw their
-resamples in memory-bounded batches.
+coverage); the p-value counts flips whose |mean| reaches the observed |mean| within 1e-12 (the
+symmetric two-sided sign-flip test; tests/test_exact_statistics.py checks it equals scipy's exact
+paired test), enumerates all 2^m flips of up to 20 nonzero differences in milliseconds, and
+otherwise draws each test's own flips; both draw their resamples in memory-bounded batches.
 """
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import math
-from collections.abc import Iterator
 
 import numpy as np
 from scipy import stats
@@ -23,6 +23,10 @@ MDD_FACTOR = 2.8  # z(1 - ALPHA/2) + z(0.80) = 1.960 + 0.842
 MDD_FORMULA = f"2.8 x sd(paired differences) / sqrt(n)  (80% power, two-sided alpha {ALPHA})"
 _BATCH_ELEMENTS = 4_000_000  # resample indices drawn at once: bounds memory at ~32 MB
 EPS = 1e-12
+EXACT_MAX_NONZERO = 20  # 2^20 sign flips: enumerated exactly, in milliseconds (meet in the middle)
+# Monte-Carlo draws when they cannot all be enumerated: the standard error sqrt(p (1 - p) / draws)
+# is <= 0.002 at p = 0.05 from 11,875 draws on
+MC_PERMUTATIONS = 12_000
 
 
 def _batches(total: int, n: int) -> list[int]:
@@ -59,44 +63,78 @@ def paired_bootstrap_ci(
     return float(low), float(high)
 
 
-def randomization_p_value(diffs: np.ndarray, permutations: int = 10_000, seed: int = 0) -> float:
+def randomization_p_value(diffs: np.ndarray, permutations: int = MC_PERMUTATIONS, seed: int = 0) -> float:
     """Two-sided paired randomization (sign-flip) test of "the mean difference is 0".
 
-    Under the null each question's difference is equally likely to have either sign: flip signs
-    at random `permutations` times (seeded) and count the flips whose mean is at least as far from
-    0 as the observed mean; p = (count + 1) / (permutations + 1). When every difference is 0 the
-    runs are indistinguishable and p = 1 exactly.
+    Under the null each question's difference is equally likely to have either sign; p is the
+    share of sign flips whose mean is at least as far from 0 as the observed mean (within 1e-12, so
+    flips that tie the observed mean count). Differences within 1e-12 of 0 are ties (as in
+    win_tie_loss) and count as 0. With EXACT_MAX_NONZERO (20) or fewer nonzero differences p is
+    exact: all 2^m flips of the m nonzero ones. Otherwise it is estimated from max(`permutations`,
+    MC_PERMUTATIONS) random flips drawn for this test alone (seeded by `seed` and the differences
+    themselves, so two tests never share their errors): p = (count + 1) / (draws + 1). When
+    every difference is 0 the runs are indistinguishable and p = 1 exactly.
     """
+    return sign_flip_p_value(diffs, max(permutations, MC_PERMUTATIONS), seed)
+
+
+def sign_flip_p_value(diffs: np.ndarray, draws: int, seed: int) -> float:
+    """randomization_p_value with exactly `draws` random flips when it cannot enumerate them all:
+    for tests inside a resampling loop, where each p-value only feeds one resampled verdict."""
     diffs = np.asarray(diffs, dtype=np.float64)
     n = len(diffs)
     if n == 0 or np.isnan(diffs).any():  # a NaN difference would make every flip count as less extreme
         return math.nan
-    if not np.any(np.abs(diffs) > EPS):
+    diffs = np.where(np.abs(diffs) > EPS, diffs, 0.0)
+    nonzero = diffs[diffs != 0.0]
+    # a flip counts when |its sum| >= threshold, i.e. |its mean| >= |observed mean| - EPS
+    threshold = n * (abs(diffs.mean()) - EPS)
+    if len(nonzero) == 0 or threshold <= 0:
         return 1.0
-    observed = abs(diffs.mean())
-    count = 0
-    for signs in _sign_batches(n, permutations, seed):
-        count += int(np.sum(np.abs(signs @ diffs / n) >= observed - EPS))
-    return (count + 1) / (permutations + 1)
+    if len(nonzero) <= EXACT_MAX_NONZERO:
+        return _exact_count(nonzero, threshold) / 2 ** len(nonzero)
+    rng = np.random.default_rng(_test_seed(diffs, seed))
+    # A flip is a random bit per difference (1 = flipped): its sum is total - 2 x the flipped ones,
+    # read 8 differences at a time from a table of each byte's 256 subset sums.
+    table = _byte_sums(nonzero)
+    columns, total, count = np.arange(len(table)), nonzero.sum(), 0
+    for batch in _batches(draws, len(table)):
+        flipped = table[columns, rng.integers(0, 256, size=(batch, len(table)), dtype=np.uint8)].sum(axis=1)
+        count += int(np.count_nonzero(np.abs(total - 2 * flipped) >= threshold))
+    return (count + 1) / (draws + 1)
 
 
-def _sign_batches(n: int, permutations: int, seed: int) -> Iterator[np.ndarray]:
-    """The random signs (+1/-1) of `permutations` flips of `n` differences, seeded, in batches;
-    one that fits in a single batch is drawn once per (n, permutations, seed) and reused: the
-    certificate's bootstrap tests thousands of differences of the same length with one seed."""
-    if n * permutations <= _BATCH_ELEMENTS:
-        yield _single_batch(n, permutations, seed)
-        return
-    rng = np.random.default_rng(seed)
-    for batch in _batches(permutations, n):
-        yield rng.integers(0, 2, size=(batch, n), dtype=np.int8) * 2 - 1
+def _byte_sums(values: np.ndarray) -> np.ndarray:
+    """(ceil(m / 8), 256): row j, column b = the sum of values[8j : 8j + 8] whose bit is set in b."""
+    padded = np.zeros(-(-len(values) // 8) * 8)
+    padded[: len(values)] = values
+    bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float64)
+    return padded.reshape(-1, 8) @ bits.T
 
 
-@functools.lru_cache(maxsize=8)  # each at most _BATCH_ELEMENTS bytes
-def _single_batch(n: int, permutations: int, seed: int) -> np.ndarray:
-    signs = np.random.default_rng(seed).integers(0, 2, size=(permutations, n), dtype=np.int8) * 2 - 1
-    signs.flags.writeable = False
-    return signs
+def _exact_count(nonzero: np.ndarray, threshold: float) -> int:
+    """How many of the 2^m sign flips of `nonzero` have |sum| >= threshold (> 0): meet in the
+    middle, every sum of one half against the sorted sums of the other (2 x 2^(m/2) sums, not 2^m)."""
+    half = len(nonzero) // 2
+    left, right = _signed_sums(nonzero[:half]), np.sort(_signed_sums(nonzero[half:]))
+    # |l + r| >= t  <=>  r >= t - l  or  r <= -t - l, never both as t > 0
+    above = len(right) - np.searchsorted(right, threshold - left, side="left")
+    below = np.searchsorted(right, -threshold - left, side="right")
+    return int(above.sum() + below.sum())
+
+
+def _signed_sums(values: np.ndarray) -> np.ndarray:
+    """The 2^len(values) sums of +-values."""
+    sums = np.zeros(1)
+    for value in values:
+        sums = np.concatenate([sums + value, sums - value])
+    return sums
+
+
+def _test_seed(diffs: np.ndarray, seed: int) -> np.random.SeedSequence:
+    """A seed of its own for each test: `seed` and a digest of the differences."""
+    digest = hashlib.blake2b(diffs.tobytes(), digest_size=16).digest()
+    return np.random.SeedSequence([seed, *np.frombuffer(digest, dtype="<u4").tolist()])
 
 
 def min_detectable_delta(diffs: np.ndarray) -> float:
