@@ -21,7 +21,7 @@ def main(argv: list[str]) -> None:
     questions, corpus = questions_and_corpus(settings)
     rerank_cache = paths.panel_file(paths.PANEL_RUNS, system, "rerank_cache.jsonl")
     with tqdm(total=len(questions.qids), desc=f"retrieve {system} ({settings['method']})", unit="q") as progress:
-        run = retrieve(settings, questions, corpus, progress, rerank_cache=rerank_cache)
+        run = retrieve(settings, questions, corpus, progress, rerank_cache=rerank_cache, where=f"panel.{system}")
     with atomic_path(paths.panel_file(paths.PANEL_RUNS, system, "run.parquet")) as tmp:
         run.to_parquet(tmp, index=False)
     write_json(paths.panel_file(paths.PANEL_RUNS, system, "run_info.json"), run_info(settings, questions, corpus, run))

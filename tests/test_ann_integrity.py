@@ -42,9 +42,9 @@ def builds(monkeypatch) -> list[str]:
     made: list[str] = []
     build = ann.build_index
 
-    def counted(vectors, settings, threads=None):
+    def counted(vectors, settings, *args, **kwargs):
         made.append(settings["index"])
-        return build(vectors, settings, threads)
+        return build(vectors, settings, *args, **kwargs)
 
     monkeypatch.setattr(ann, "build_index", counted)
     return made

@@ -20,6 +20,7 @@ import runpy
 import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import pytest
 import yaml
 from conftest import ROOT, set_params
 from llm_helpers import jobs_for
-from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_project, start_stage
+from stub_llm import StubLLM, answer_then_hold, default_reply, read_jsonl, run_stage_here, stage_project, start_stage
 
 from retrieval_bench.goldenset import remote
 from retrieval_bench.io import InputError, Interrupted, progress, run_stage, touch_jsonl, write_jsonl
@@ -204,13 +205,15 @@ def test_ctrl_c_while_generating_says_what_is_kept_and_the_rerun_asks_only_for_t
     set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 16, "generate.concurrency": 2})
     cache = project / "data/question_cache.jsonl"
     with StubLLM() as stub:
-        stub.latency = 0.5  # 12 replies still to come take 3 s: time for the signal on a loaded machine
+        # 4 replies, then the rest wait in flight until the signal is in: no race with a loaded machine.
+        stub.reply = answer_then_hold(4, default_reply, held := threading.Event())
         process = start_stage(project, stub)
         while len(read_jsonl(cache)) < 4:
             assert process.poll() is None, process.communicate()
             time.sleep(0.01)
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=60)
+        _, err = process.communicate(timeout=600)
+        held.set()
         assert process.returncode == 130 and "Traceback" not in err, err
         kept = len(read_jsonl(cache))
         assert (

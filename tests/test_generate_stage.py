@@ -34,7 +34,9 @@ JOURNAL = "data/question_cache.batches.jsonl"
 GOLDEN = "data/goldenset.jsonl"
 
 
-def wait_for(condition, process, timeout: float = 60.0) -> None:
+def wait_for(condition, process, timeout: float = 600.0) -> None:
+    """Until `condition`; the stage ending first fails at once, the timeout only guards a hang (a loaded
+    2-core machine may take minutes to import and start)."""
     deadline = time.monotonic() + timeout
     while not condition():
         assert process.poll() is None, f"the stage ended early: {process.communicate()}"

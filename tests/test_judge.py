@@ -361,7 +361,7 @@ def test_sigkill_mid_run_repeats_only_the_requests_in_flight(tmp_path):
             stderr=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600  # a hang guard only: the stage ending early fails at once
         while len(read_jsonl(project / CACHE)) < 6:
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline

@@ -34,7 +34,7 @@ import pandas as pd
 from retrieval_bench import locking
 from retrieval_bench.io import InputError, atomic_path, cache_root
 from retrieval_bench.retrieval.flat import SEARCH_BLOCK, import_faiss
-from retrieval_bench.retrieval.run import Corpus, Questions, from_top, resolve_depth
+from retrieval_bench.retrieval.run import Corpus, Questions, from_top, resolve_depth, section
 from retrieval_bench.retrieval.run_info import recall_against_exact
 
 BUILD_PARAMS = {"hnsw": ("hnsw_m", "ef_construction"), "ivf-flat": ("nlist",), "ivf-pq": ("nlist", "pq_m", "pq_bits")}
@@ -68,7 +68,7 @@ def build_threads() -> int | None:
     return int(value)
 
 
-def build_index(vectors: np.ndarray, ann: dict, threads: int | None = None):
+def build_index(vectors: np.ndarray, ann: dict, threads: int | None = None, where: str = "retrieval"):
     """A FAISS index of `vectors` (float32, unit rows) for retrieval.ann; HNSW on one thread unless
     `threads` is given (IVF trains and adds on FAISS's default threads: the result is the same)."""
     faiss = import_faiss()
@@ -86,17 +86,17 @@ def build_index(vectors: np.ndarray, ann: dict, threads: int | None = None):
         return index
     if ann["nlist"] > n:
         raise InputError(
-            f"retrieval.ann.nlist {ann['nlist']} is more than the {n} chunks: lower it (about sqrt(chunks) to 4*sqrt(chunks) is usual)"
+            f"{where}.ann.nlist {ann['nlist']} is more than the {n} chunks: lower it (about sqrt(chunks) to 4*sqrt(chunks) is usual)"
         )
     quantizer = faiss.IndexFlatIP(dim)
     if kind == "ivf-flat":
         index = faiss.IndexIVFFlat(quantizer, dim, ann["nlist"], faiss.METRIC_INNER_PRODUCT)
     else:
         if dim % ann["pq_m"]:
-            raise InputError(f"retrieval.ann.pq_m {ann['pq_m']} must divide the vector dimension {dim}")
+            raise InputError(f"{where}.ann.pq_m {ann['pq_m']} must divide the vector dimension {dim}")
         if n < 2 ** ann["pq_bits"]:
             raise InputError(
-                f"retrieval.ann.pq_bits {ann['pq_bits']} needs at least {2 ** ann['pq_bits']} chunks to train on, there are {n}"
+                f"{where}.ann.pq_bits {ann['pq_bits']} needs at least {2 ** ann['pq_bits']} chunks to train on, there are {n}"
             )
         index = faiss.IndexIVFPQ(quantizer, dim, ann["nlist"], ann["pq_m"], ann["pq_bits"], faiss.METRIC_INNER_PRODUCT)
     index.train(vectors)
@@ -167,7 +167,7 @@ def _read(faiss, path: Path):
         return None, "FAISS cannot read it"
 
 
-def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None):
+def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None, where: str = "retrieval"):
     """The cached index for these vectors and build parameters, built (and cached) on a miss.
     Readers of a cached index share its lock, so two runs on it never wait for each other (nor
     fail under RETRIEVAL_BENCH_LOCK_WAIT=0); a build holds it alone, so a second process waits for
@@ -189,7 +189,7 @@ def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None):
         index, damage = _read(faiss, path)  # afresh: the process we waited for may have rebuilt it
         if index is not None:
             return index, path, False
-        index = build_index(vectors, ann, build_threads())
+        index = build_index(vectors, ann, build_threads(), where)
         _write(faiss, index, path)
     if damage is not None:
         _say(f"the cached index {path} was damaged ({damage}): rebuilt")
@@ -216,7 +216,7 @@ def search(index, queries: np.ndarray, ann: dict, k: int, progress=None) -> tupl
 def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
     ann = settings["ann"]
     vectors = np.ascontiguousarray(corpus.vectors, dtype=np.float32)
-    index, _, _ = load_or_build(vectors, ann)
+    index, _, _ = load_or_build(vectors, ann, where=section(settings))
     scores, indices = search(index, np.ascontiguousarray(questions.vectors, dtype=np.float32), ann, depth, progress)
     found = indices >= 0
     return from_top(questions.qids, corpus.chunk_ids, np.where(found, indices, 0), scores, keep=found)

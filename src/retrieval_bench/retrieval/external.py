@@ -22,13 +22,15 @@ import pandas as pd
 
 from retrieval_bench import paths
 from retrieval_bench.io import InputError, atomic_open, checked_id, first_line, quoted, read_jsonl
+from retrieval_bench.retrieval.run import section
 from retrieval_bench.run_contract import check_run, from_records, read_run_file
 
 
 def retrieve_run_file(questions, corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
+    key = section(settings)
     if not settings["run_file"]:
-        raise InputError("retrieval.method run-file needs retrieval.run_file: the path of a TREC run or JSONL")
-    run = read_run_file(settings["run_file"], depth)
+        raise InputError(f"{key}.method run-file needs {key}.run_file: the path of a TREC run or JSONL")
+    run = read_run_file(settings["run_file"], depth, where=f"{key}.run_file")
     check_run(run, questions.qids, set(corpus.chunk_ids), settings["run_file"])
     return run[run["qid"].isin(set(questions.qids))].reset_index(drop=True)
 
@@ -37,8 +39,8 @@ def retrieve_python(questions, corpus, settings: dict, depth: int, progress=None
     target = settings["python"] or ""
     module_name, _, function_name = target.partition(":")
     if not module_name or not function_name:
-        raise InputError(f"retrieval.python must be 'module:function', got {target!r}")
-    where = f"retrieval.python {target}"
+        raise InputError(f"{section(settings)}.python must be 'module:function', got {target!r}")
+    where = f"{section(settings)}.python {target}"
     sys.path.insert(0, str(Path.cwd()))
     try:
         function = getattr(importlib.import_module(module_name), function_name)

@@ -9,7 +9,7 @@ import pandas as pd
 
 from retrieval_bench import paths
 from retrieval_bench.retrieval import ann, bm25, dense, external, hybrid, rerank, store_search
-from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
+from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth, section
 from retrieval_bench.run_contract import check_scores
 
 METHODS = {
@@ -43,14 +43,22 @@ def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataF
 
 
 def retrieve(
-    settings: dict, questions: Questions, corpus: Corpus, progress=None, rerank_cache: str | None = None
+    settings: dict,
+    questions: Questions,
+    corpus: Corpus,
+    progress=None,
+    rerank_cache: str | None = None,
+    where: str = "retrieval",
 ) -> pd.DataFrame:
     """The run of `settings["method"]` (the validated retrieval section of params.yaml).
     `rerank_cache`: where method rerank keeps its cross-encoder scores, an output of the calling
-    stage (retrieve's data/rerank_cache.jsonl by default; each panel system has its own)."""
+    stage (retrieve's data/rerank_cache.jsonl by default; each panel system has its own).
+    `where`: the params key the settings came from (`panel.NAME` for a panel system), which the
+    methods' messages name (run.section)."""
+    settings = {**settings, "section": where}
     if settings["method"] == "rerank":
         settings = {**settings, "rerank": {**settings["rerank"], "cache": rerank_cache or paths.RERANK_CACHE}}
     depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))
     run = METHODS[settings["method"]](questions, corpus, settings, depth, progress)
-    check_scores(run, f"retrieval.method {settings['method']}")  # before the stage writes anything
+    check_scores(run, f"{section(settings)}.method {settings['method']}")  # before the stage writes anything
     return run

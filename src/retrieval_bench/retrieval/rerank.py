@@ -28,16 +28,16 @@ import pandas as pd
 from retrieval_bench import model_source
 from retrieval_bench.io import InputError
 from retrieval_bench.retrieval import bm25, dense, hybrid
-from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.run import Corpus, Questions, section
 from retrieval_bench.run_contract import from_records
 
 FIRST_STAGES = {"dense": dense.retrieve, "bm25": bm25.retrieve, "hybrid": hybrid.retrieve}
 
 
-def resolve_model(model: str) -> str:
+def resolve_model(model: str, what: str = "retrieval.rerank.model") -> str:
     """Where to load the cross-encoder from; anything unavailable is a one-line InputError (an
     unset model is refused earlier, by params.py, naming params_sections.RERANK_DEFAULT_MODEL)."""
-    return model_source.resolve_model(model, what="retrieval.rerank.model", bundled=False)
+    return model_source.resolve_model(model, what=what, bundled=False)
 
 
 def pair_key(identity: str, question: str, chunk: str) -> str:
@@ -94,7 +94,7 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
     """The first stage's candidates rescored by the cross-encoder. Scores are cached in the calling
     stage's own output, settings["rerank"]["cache"] (set by methods.retrieve)."""
     options = settings["rerank"]
-    folder = resolve_model(options["model"])
+    folder = resolve_model(options["model"], f"{section(settings)}.rerank.model")
     identity = model_source.model_fingerprint(folder)  # the model in every score key
     candidates = min(options["candidates"], len(corpus.chunk_ids))
     first = FIRST_STAGES[options["first_stage"]](questions, corpus, settings, candidates)

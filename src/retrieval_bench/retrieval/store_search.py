@@ -17,7 +17,7 @@ import sys
 
 import pandas as pd
 
-from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
+from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth, section
 from retrieval_bench.retrieval.run_info import recall_against_exact
 from retrieval_bench.run_contract import check_run, from_records
 from retrieval_bench.store_address import parse_address
@@ -29,7 +29,7 @@ QUERY_BLOCK = 256  # questions per request to the store
 
 def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
     store_settings = settings["store"]
-    address = parse_address(store_settings["address"], "retrieval.store.address")
+    address = parse_address(store_settings["address"], f"{section(settings)}.store.address")
     records: list[tuple[str, str, float]] = []
     if address.engine in NONDETERMINISTIC_SEARCH:
         print(
@@ -62,14 +62,14 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
 def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
     """The store, its query settings and the run's recall against exact search (no filter only)."""
     store_settings = settings["store"]
-    address = parse_address(store_settings["address"], "retrieval.store.address")
+    address = parse_address(store_settings["address"], f"{section(settings)}.store.address")
     info = {"store": str(address), "search": store_settings["search"], "filter": store_settings["filter"]}
     if address.engine in NONDETERMINISTIC_SEARCH:
         info["one_draw"] = f"{NONDETERMINISTIC_SEARCH[address.engine]}: this run is one draw of it"
     if store_settings["filter"]:
         return {
             **info,
-            "ann_recall_skipped": "retrieval.store.filter is set: the store searched a subset, exact search every chunk",
+            "ann_recall_skipped": f"{section(settings)}.store.filter is set: the store searched a subset, exact search every chunk",
         }
     depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))
     return {**info, "ann_recall": recall_against_exact(questions, corpus, run, depth)}
