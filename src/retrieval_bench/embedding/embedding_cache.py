@@ -23,6 +23,13 @@ unverified, with their rows checked by value (finite unit vectors, the model's d
 cache to their last append, so a second run on the same cache waits and then embeds only what the
 first did not.
 
+Mirror: DVC's checkout deletes a persistent output whose committed version is not in its cache (a
+`dvc exp run` from a dvc.lock written on another CPU, whose shards were never pulled), and the
+embed stage would then embed everything again. So every shard is also linked (hard link, else
+copied) into a mirror outside DVC's reach, DVC_ROOT/.dvc/tmp/retrieval-bench/<folder> (DVC sets
+DVC_ROOT for every stage, for an experiment the project it runs from); a run that lacks keys a
+mirrored shard holds restores that shard, name and bytes unchanged, and says so in one line.
+
 Keys are sha256(space digest + sha256(text)): the space (model weights hash, backend, precision,
 quantization, max_seq_length, prompt) is inside every key, so a vector computed under other
 settings is never served. `prune` keeps the keys the current data needs, in one new shard.
@@ -33,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 import zlib
 from collections.abc import Iterable, Iterator
@@ -244,6 +252,48 @@ def _say(line: str) -> None:
     print(f"embedding cache: {line}", file=sys.stderr)
 
 
+MIRROR_ROOT = Path(".dvc") / "tmp" / "retrieval-bench"
+SHARD_SUFFIXES = (".vec", ".keys")  # in the order a shard's files are linked: a key never names a missing row
+
+
+def mirror_folder(folder: Path) -> Path | None:
+    """Where `folder` (a cache folder inside the working directory) is mirrored: under the DVC
+    project in DVC_ROOT. None outside DVC, or for a folder outside the working directory."""
+    root = os.environ.get("DVC_ROOT")
+    if not root:
+        return None
+    try:
+        relative = folder.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return None
+    return Path(root) / MIRROR_ROOT / relative
+
+
+def _link(source: Path, target: Path) -> None:
+    """`target` as a hard link to `source` (a copy, renamed into place, across file systems); an
+    existing `target` is left alone."""
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        pass
+    except OSError:
+        staging = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        shutil.copyfile(source, staging)
+        os.replace(staging, target)
+
+
+def _shard_names(folder: Path) -> set[str]:
+    return {path.stem for path in folder.glob("*.keys")} if folder.is_dir() else set()
+
+
+def _link_shards(source: Path, target: Path, names: Iterable[str]) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        for suffix in SHARD_SUFFIXES:
+            _link(source / f"{name}{suffix}", target / f"{name}{suffix}")
+    _fsync_dir(target)
+
+
 class EmbeddingCache:
     """Look vectors up by key and append new ones; use as a context manager. `dim`: the model's
     dimension (shards of another are ignored)."""
@@ -259,19 +309,56 @@ class EmbeddingCache:
     def __enter__(self) -> "EmbeddingCache":
         self._lock = _folder_lock(self.folder)
         self._lock.__enter__()
+        self._read()
+        return self
+
+    def _read(self) -> None:
         self._shards = read_shards(self.folder, self.dim)
+        self._index = {}
         for number, shard in enumerate(self._shards):  # the newest copy of a key wins: it replaced a damaged one
             for row, key in enumerate(shard.keys):
                 self._index[key.tobytes()] = (number, row)
-        return self
 
     def __exit__(self, *exc) -> None:
         self.writer.close()
-        self._lock.__exit__(*exc)
+        try:
+            mirror = mirror_folder(self.folder)
+            if mirror is not None:  # every shard, the one just written and any DVC checked out or pulled
+                _link_shards(self.folder, mirror, _shard_names(self.folder) - _shard_names(mirror))
+        finally:
+            self._lock.__exit__(*exc)
 
     def get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         """The sound cached vectors among `keys` (others are absent from the result: a damaged one
-        is said, once per shard, and embedded again)."""
+        is said, once per shard, and embedded again); a key only the mirror holds first restores
+        its shard."""
+        found = self._get(keys)
+        missing = {key for key in keys if key not in found}
+        if missing and self._restore(missing):
+            found = self._get(keys)
+        return found
+
+    def _restore(self, missing: set[bytes]) -> bool:
+        """Link back from the mirror every shard this folder lacks that holds a `missing` key."""
+        mirror = mirror_folder(self.folder)
+        if mirror is None or not mirror.is_dir():
+            return False
+        present = _shard_names(self.folder)
+        names = [
+            shard.name
+            for shard in read_shards(mirror, self.dim)
+            if shard.name not in present and any(raw.tobytes() in missing for raw in shard.keys)
+        ]
+        if not names:
+            return False
+        _link_shards(mirror, self.folder, names)
+        _say(
+            f"restored {len(names)} shard(s) from {mirror} (missing from {self.folder}: a DVC checkout removes a cache folder whose committed version it lacks)"
+        )
+        self._read()
+        return True
+
+    def _get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         wanted: dict[int, list[tuple[bytes, int]]] = {}
         for key in dict.fromkeys(keys):
             where = self._index.get(key)
