@@ -24,11 +24,9 @@ cache to their last append, so a second run on the same cache waits and then emb
 first did not.
 
 Mirror: DVC's checkout deletes a persistent output whose committed version is not in its cache (a
-`dvc exp run` from a dvc.lock written on another CPU, whose shards were never pulled), and the
-embed stage would then embed everything again. So every shard is also linked (hard link, else
-copied) into a mirror outside DVC's reach, DVC_ROOT/.dvc/tmp/retrieval-bench/<folder> (DVC sets
-DVC_ROOT for every stage, for an experiment the project it runs from); a run that lacks keys a
-mirrored shard holds restores that shard, name and bytes unchanged, and says so in one line.
+`dvc exp run` from a dvc.lock written on another CPU), so every shard is also hard-linked (else
+copied) to DVC_ROOT/.dvc/tmp/retrieval-bench/<folder> (DVC_ROOT: the project, for an experiment
+too); a run lacking keys a mirrored shard holds restores it, name and bytes unchanged, in one line.
 
 Keys are sha256(space digest + sha256(text)): the space (model weights hash, backend, precision,
 quantization, max_seq_length, prompt) is inside every key, so a vector computed under other
@@ -38,6 +36,7 @@ settings is never served. `prune` keeps the keys the current data needs, in one 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -253,44 +252,33 @@ def _say(line: str) -> None:
 
 
 MIRROR_ROOT = Path(".dvc") / "tmp" / "retrieval-bench"
-SHARD_SUFFIXES = (".vec", ".keys")  # in the order a shard's files are linked: a key never names a missing row
+SHARD_SUFFIXES = (".vec", ".keys")  # linked in this order: a key never names a missing row
 
 
 def mirror_folder(folder: Path) -> Path | None:
-    """Where `folder` (a cache folder inside the working directory) is mirrored: under the DVC
-    project in DVC_ROOT. None outside DVC, or for a folder outside the working directory."""
-    root = os.environ.get("DVC_ROOT")
-    if not root:
+    """Where `folder` (inside the working directory) is mirrored, under the DVC project in
+    DVC_ROOT; None outside DVC, or for a folder elsewhere."""
+    root, here, resolved = os.environ.get("DVC_ROOT"), Path.cwd().resolve(), folder.resolve()
+    if not root or not resolved.is_relative_to(here):
         return None
-    try:
-        relative = folder.resolve().relative_to(Path.cwd().resolve())
-    except ValueError:
-        return None
-    return Path(root) / MIRROR_ROOT / relative
-
-
-def _link(source: Path, target: Path) -> None:
-    """`target` as a hard link to `source` (a copy, renamed into place, across file systems); an
-    existing `target` is left alone."""
-    try:
-        os.link(source, target)
-    except FileExistsError:
-        pass
-    except OSError:
-        staging = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        shutil.copyfile(source, staging)
-        os.replace(staging, target)
+    return Path(root) / MIRROR_ROOT / resolved.relative_to(here)
 
 
 def _shard_names(folder: Path) -> set[str]:
-    return {path.stem for path in folder.glob("*.keys")} if folder.is_dir() else set()
+    return {path.stem for path in folder.glob("*.keys")}
 
 
 def _link_shards(source: Path, target: Path, names: Iterable[str]) -> None:
+    """Hard-link (else copy) the named shards of `source` into `target`, an existing file left
+    alone; a copy cut short is a torn shard, which readers ignore."""
     target.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        for suffix in SHARD_SUFFIXES:
-            _link(source / f"{name}{suffix}", target / f"{name}{suffix}")
+    for name, suffix in itertools.product(names, SHARD_SUFFIXES):
+        try:
+            os.link(source / f"{name}{suffix}", target / f"{name}{suffix}")
+        except FileExistsError:
+            pass
+        except OSError:  # another file system, or one without hard links
+            shutil.copyfile(source / f"{name}{suffix}", target / f"{name}{suffix}")
     _fsync_dir(target)
 
 
@@ -322,9 +310,10 @@ class EmbeddingCache:
     def __exit__(self, *exc) -> None:
         self.writer.close()
         try:
-            mirror = mirror_folder(self.folder)
-            if mirror is not None:  # every shard, the one just written and any DVC checked out or pulled
+            if (mirror := mirror_folder(self.folder)) is not None:  # every shard: written, pulled or checked out
                 _link_shards(self.folder, mirror, _shard_names(self.folder) - _shard_names(mirror))
+        except OSError as error:  # the mirror only saves work: the run's vectors are in the folder
+            _say(f"could not mirror {self.folder} ({error})")
         finally:
             self._lock.__exit__(*exc)
 
@@ -339,24 +328,18 @@ class EmbeddingCache:
         return found
 
     def _restore(self, missing: set[bytes]) -> bool:
-        """Link back from the mirror every shard this folder lacks that holds a `missing` key."""
-        mirror = mirror_folder(self.folder)
-        if mirror is None or not mirror.is_dir():
-            return False
-        present = _shard_names(self.folder)
+        """Link back from the mirror each shard this folder lacks that holds a `missing` key."""
+        mirror, present = mirror_folder(self.folder), _shard_names(self.folder)
         names = [
             shard.name
-            for shard in read_shards(mirror, self.dim)
+            for shard in (read_shards(mirror, self.dim) if mirror else [])
             if shard.name not in present and any(raw.tobytes() in missing for raw in shard.keys)
         ]
-        if not names:
-            return False
-        _link_shards(mirror, self.folder, names)
-        _say(
-            f"restored {len(names)} shard(s) from {mirror} (missing from {self.folder}: a DVC checkout removes a cache folder whose committed version it lacks)"
-        )
-        self._read()
-        return True
+        if names:
+            _link_shards(mirror, self.folder, names)
+            _say(f"restored {len(names)} shard(s) DVC's checkout (or a deletion) removed, from {mirror}")
+            self._read()
+        return bool(names)
 
     def _get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         wanted: dict[int, list[tuple[bytes, int]]] = {}
