@@ -88,7 +88,10 @@ def value_type(section: str, key: str, dotted: str, default: Any) -> str:
 
 
 def cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    """`text` in a table cell: its pipes escaped, and outside code spans its placeholders
+    (`<name>`) too, which Markdown would otherwise pass through as raw HTML tags that vanish."""
+    parts = text.replace("|", "\\|").split("`")
+    return "`".join(part if index % 2 else part.replace("<", "&lt;") for index, part in enumerate(parts))
 
 
 def params_page() -> str:

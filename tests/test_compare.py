@@ -551,3 +551,61 @@ def test_a_panel_system_is_compared_across_revisions(repo, monkeypatch, capsys):
     assert code == 0 and data["metrics"]["mrr"]["a"] == 0.25 and data["metrics"]["mrr"]["b"] == 1.0
     with pytest.raises(InputError, match="HEAD: no metrics/panel/hybrid/per_question.csv committed there"):
         run_compare(repo, monkeypatch, capsys, "HEAD", "workspace", "--system", "hybrid")
+
+
+# --- what compare and `dvc metrics diff` say about duplicates and the judged view ----------------
+@pytest.fixture(scope="module")
+def copied_gold():
+    """Two sample documents plus a third that copies one question's gold chunk (the corpus then
+    holds a duplicate pair), their hand-written questions, and a run putting every gold chunk
+    first: the duplicate is in the corpus, but no question gains from it."""
+    from retrieval_bench.corpus.duplicates import find_duplicates
+    from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
+    from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
+    from retrieval_bench.run_contract import from_records
+
+    root = Path(__file__).resolve().parents[1]
+    documents = read_documents_folder(root / "data" / "sample" / "sqlite")
+    documents = documents[documents["doc_id"].isin(["wal.md", "inmemorydb.md"])].reset_index(drop=True)
+    chunks = chunk_documents(documents, 800, 100)
+    golden, _ = handwritten_rows(read_handwritten(root / "data" / "handwritten_questions.jsonl"), documents, chunks)
+    copy = chunks.set_index("chunk_id").loc[golden[0]["gold_chunk_id"], "text"]
+    documents = pd.concat([documents, pd.DataFrame({"doc_id": ["copy.md"], "text": [copy]})], ignore_index=True)
+    chunks = chunk_documents(documents, 800, 100)
+    others = [c for c in chunks["chunk_id"] if not c.startswith("copy.md")]
+    records = [(r["qid"], r["gold_chunk_id"], 100.0) for r in golden] + [
+        (r["qid"], c, 50.0 - i) for r in golden for i, c in enumerate(o for o in others if o != r["gold_chunk_id"])
+    ]
+    return golden, chunks, from_records(records, 10), find_duplicates(chunks)
+
+
+def scored(copied_gold, judge_enabled: bool) -> dict:
+    import copy
+
+    from retrieval_bench.evaluation.system_score import score_system
+    from retrieval_bench.params import DEFAULTS
+
+    golden, chunks, run_table, duplicates = copied_gold
+    params = copy.deepcopy(DEFAULTS)
+    params["judge"]["enabled"] = judge_enabled
+    return score_system(params, golden, chunks, run_table, "no-run-info.json", duplicates, [], "pool.jsonl")[1]
+
+
+def test_metrics_json_has_no_judged_twins_while_the_judge_is_off_and_they_repeat_the_metrics(copied_gold):
+    """`dvc metrics diff main` listed every judged_<metric> beside its metric with the judge off."""
+    summary = scored(copied_gold, judge_enabled=False)
+    assert summary["n_duplicate_chunks"] == 1
+    assert "mrr" in summary and not [name for name in summary if name.startswith("judged_")]
+    with_judge = scored(copied_gold, judge_enabled=True)
+    assert with_judge["judged_mrr"] == with_judge["mrr"]  # the judge on: its view is reported, even if equal
+
+
+def test_coinciding_views_are_not_called_free_of_duplicates_when_the_corpus_has_some(copied_gold):
+    """compare said "no duplicate chunks" where the score stage reported n_duplicate_chunks=1: the
+    views coincide because no copy of a relevant chunk was retrieved, not because there is none."""
+    summary = scored(copied_gold, judge_enabled=True)
+    assert summary["n_duplicate_chunks"] == 1 and summary["judged_mrr"] == summary["mrr"]
+    a = with_judged(per_question([2, 3, 1, 4]), [2, 3, 1, 4])
+    text = compare.format_text(compare_tables(a, a.copy(), resamples=200))
+    assert compare_report.VIEWS_COINCIDE in text and "no duplicate chunks" not in text
+    assert "no duplicate of a relevant chunk was retrieved" in text

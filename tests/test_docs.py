@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -247,19 +248,69 @@ def test_readme_is_short_and_keeps_the_two_commands_and_its_links():
     assert links and [link for link in links if not (ROOT / link).exists()] == []
 
 
-def test_docs_site_builds_strict(tmp_path):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The docs site, built once with `mkdocs build --strict` (the build's output if it fails)."""
     pytest.importorskip(
         "mkdocs", reason="the docs tooling is in the docs extra: pip install -e '.[docs]' (make test installs it)"
     )
+    folder = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(folder)],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    return folder
+
+
+def test_docs_site_builds_strict(site):
+    assert (site / "index.html").is_file()
+
+
+# A placeholder in prose (not in code): `<name>` as written, or escaped as `&lt;name>`.
+PLACEHOLDER = re.compile(r"(?:<|&lt;)(?!!--|/|https?:)([^<>&\n]+)(?:>|&gt;)")
+
+
+class _VisibleText(HTMLParser):
+    """The text of a page as a browser shows it (entities decoded, tags dropped)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def visible_text(html: str) -> str:
+    parser = _VisibleText()
+    parser.feed(html)
+    return "".join(parser.parts)
+
+
+def prose_placeholders(path: Path) -> list[str]:
+    """Every `<placeholder>` of a page's prose, outside code blocks, code spans and comments."""
+    text = re.sub(r"<!--.*?-->", "", FENCE.sub("", path.read_text(encoding="utf-8")), flags=re.S)
+    return [f"<{name}>" for name in PLACEHOLDER.findall(re.sub(r"(`+).+?\1", "", text, flags=re.S))]
+
+
+def test_every_placeholder_in_the_docs_shows_in_the_built_pages(site):
+    """A bare `<name>` in Markdown is a raw HTML tag: the browser shows nothing ("qrels/.tsv"), and
+    `mkdocs build --strict` does not notice. Each must reach the page's visible text."""
+    found, hidden = 0, []
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        page = path.relative_to(ROOT / "docs").with_suffix("")
+        html = site / (page.parent if page.name == "index" else page) / "index.html"
+        shown = visible_text(html.read_text(encoding="utf-8"))
+        for placeholder in prose_placeholders(path):
+            found += 1
+            if placeholder not in shown:
+                hidden.append(f"docs/{page}.md: {placeholder}")
+    assert hidden == [] and found >= 4
 
 
 def sample_figures() -> Iterator[tuple[str, str, str, str]]:

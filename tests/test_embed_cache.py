@@ -449,3 +449,35 @@ def test_a_second_run_on_the_same_cache_waits_and_embeds_nothing_twice(tmp_path)
     assert "another process is using the embedding cache" in log.read_text()
     assert _embedded(first_out) == (0, 24) and _embedded(second_out) == (24, 0)
     assert _cache_entries(folder) == 24  # one row per key
+
+
+def test_shards_dvc_checkout_removed_are_restored_from_the_mirror_byte_for_byte(tmp_path, monkeypatch, capsys):
+    """`dvc exp run` checks out the committed dvc.lock first: a persistent cache folder whose
+    committed version is not in DVC's cache (a dvc.lock written on another CPU) is deleted. The
+    mirror under DVC_ROOT/.dvc/tmp brings its shards back, so nothing is embedded again."""
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("DVC_ROOT", str(project))
+    folder = Path("data/embedding_cache/corpus")
+    with ec.EmbeddingCache(folder) as cache:
+        cache.put(keys(5), vectors(5))
+    written = {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in ec.SHARD_SUFFIXES}
+    for path in folder.iterdir():  # what DVC's checkout does to the folder
+        path.unlink()
+    folder.rmdir()
+    with ec.EmbeddingCache(folder) as cache:
+        found = cache.get(keys(5) + keys(1, "new"))
+    assert set(found) == set(keys(5))
+    np.testing.assert_array_equal(np.stack([found[k] for k in keys(5)]), vectors(5))
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in ec.SHARD_SUFFIXES} == written
+    assert capsys.readouterr().err.count("restored 1 shard(s)") == 1
+
+
+def test_no_mirror_outside_dvc_or_outside_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    assert ec.mirror_folder(Path("data/cache")) is None
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    assert ec.mirror_folder(Path("data/cache")) == tmp_path / ".dvc" / "tmp" / "retrieval-bench" / "data" / "cache"
+    assert ec.mirror_folder(tmp_path.parent / "elsewhere") is None

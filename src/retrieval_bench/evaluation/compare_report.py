@@ -99,7 +99,12 @@ SIDE_BY_SIDE_NOTE = (
 )
 
 
-VIEWS_COINCIDE = "The judged view equals the strict one here (no duplicate chunks, no LLM grades): one table."
+# The corpus may hold duplicate chunks (metrics.json's n_duplicate_chunks) and the views still coincide:
+# they differ only when a copy of a relevant chunk is retrieved (n_questions_gaining_duplicate).
+VIEWS_COINCIDE = (
+    "The judged view equals the strict one here (no duplicate of a relevant chunk was retrieved, no LLM "
+    "grades): one table."
+)
 
 
 def _judged_lines(comparison: Comparison, table, title: str) -> list[str]:

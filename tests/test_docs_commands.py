@@ -1,0 +1,117 @@
+"""Documented DVC commands do what the docs say, run with the real DVC: the `dvc exp show` of
+docs/how-to/experiments.md shows the headline metrics and the changed params, and `dvc exp run -S`
+rewrites only the lines it sets in params.yaml."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+from conftest import ROOT, dvc, git, run
+
+EXPERIMENTS_PAGE = ROOT / "docs" / "how-to" / "experiments.md"
+HEADLINE = ["recall@1", "recall@10", "mrr", "ndcg@10"]
+
+# A stage that writes the pipeline's metrics files from one param: as many files as the real
+# pipeline (metrics.json, a panel system's, the golden set's, the judge's), so that DVC names
+# the columns as it does there, and in seconds.
+WRITE_METRICS = """
+import json, os, yaml
+method = yaml.safe_load(open("params.yaml"))["retrieval"]["method"]
+value = {"dense": 0.5, "hybrid": 0.6}[method]
+metrics = {"recall@1": value, "recall@10": value, "mrr": value, "ndcg@10": value, "hit@1": value, "n_questions": 3}
+for path in ("metrics/metrics.json", "metrics/panel/dense/metrics.json"):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    json.dump(metrics, open(path, "w"))
+json.dump({"n_questions": 3}, open("metrics/goldenset.json", "w"))
+json.dump({"enabled": False}, open("metrics/judge.json", "w"))
+"""
+
+
+def documented_exp_show() -> list[str]:
+    """The `dvc exp show ... --drop ...` command docs/how-to/experiments.md gives."""
+    for line in EXPERIMENTS_PAGE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("dvc exp show") and "--drop" in line:
+            return shlex.split(line, comments=True)
+    raise AssertionError(f"{EXPERIMENTS_PAGE}: no `dvc exp show ... --drop` command")
+
+
+def metric_project(folder: Path) -> Path:
+    """A DVC project with the real params.yaml and one stage writing the metrics files."""
+    folder.mkdir()
+    shutil.copy(ROOT / "params.yaml", folder)
+    (folder / "write_metrics.py").write_text(WRITE_METRICS)
+    stage = {
+        "cmd": f"{shlex.quote(sys.executable)} write_metrics.py",
+        "deps": ["write_metrics.py"],
+        "params": ["retrieval"],
+        "metrics": [
+            {path: {"cache": False}}
+            for path in (
+                "metrics/metrics.json",
+                "metrics/panel/dense/metrics.json",
+                "metrics/goldenset.json",
+                "metrics/judge.json",
+            )
+        ],
+    }
+    (folder / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"score": stage}}, sort_keys=False))
+    git("init", "-q", "-b", "main", cwd=folder)
+    dvc("init", "-q", cwd=folder)
+    dvc("config", "core.analytics", "false", cwd=folder)
+    dvc("repro", "-q", cwd=folder)
+    git("add", "-A", cwd=folder)
+    git("commit", "-qm", "baseline", cwd=folder)
+    return folder
+
+
+def test_the_documented_exp_show_shows_the_headline_metrics_and_the_changed_param(tmp_path):
+    """With several metrics files DVC names a metric column `metrics/metrics.json:mrr`; the
+    documented --drop must keep those columns (and the plain `mrr` of a project with one file)."""
+    project = metric_project(tmp_path / "project")
+    dvc("exp", "run", "-q", "-n", "hybrid", "-S", "retrieval.method=hybrid", cwd=project)
+    shown = run([sys.executable, "-m", "dvc", *documented_exp_show()[1:]], cwd=project).stdout
+    header = [cell.strip() for cell in shown.splitlines()[0].strip("|").split("|")]
+    metrics = [f"metrics/metrics.json:{name}" for name in HEADLINE]
+    assert set(metrics) <= set(header) and "retrieval.method" in header and header[0] == "Experiment", shown
+    assert not any(column.startswith("metrics/panel/") for column in header), shown  # the headline only
+    row = next(line for line in shown.splitlines() if "hybrid" in line.split("|")[1])
+    cells = dict(zip(header, (cell.strip() for cell in row.strip("|").split("|"))))
+    assert cells["retrieval.method"] == "hybrid" and float(cells["metrics/metrics.json:mrr"]) == 0.6
+
+
+def test_the_documented_drop_pattern_keeps_plain_metric_names_too():
+    """A project whose metric names are unique across its metrics files gets unprefixed columns."""
+    command = documented_exp_show()
+    pattern = command[command.index("--drop") + 1]
+    columns = ["Experiment", *HEADLINE, "retrieval.method", "hit@1", "n_questions"]
+    assert [name for name in columns if not re.match(pattern, name)] == [
+        "Experiment",
+        *HEADLINE,
+        "retrieval.method",
+    ]
+
+
+def test_dvc_exp_run_set_param_rewrites_only_the_lines_it_sets(tmp_path):
+    """params.yaml is kept in the layout DVC's `-S` writer produces (its comments kept), so an
+    experiment's diff is the lines it changed, not the whole file."""
+    from dvc.utils.hydra import apply_overrides
+
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    before = params.read_text(encoding="utf-8").splitlines()
+    apply_overrides(str(params), ["retrieval.method=hybrid", "load.chunking.chars=400", "judge.enabled=true"])
+    after = params.read_text(encoding="utf-8").splitlines()
+    changed = [line for line in difflib.unified_diff(before, after, lineterm="", n=0) if line[:1] in "+-"]
+    changed = [line for line in changed if not line.startswith(("+++", "---"))]
+    assert len(changed) == 6, "\n".join(changed)
+    assert yaml.safe_load("\n".join(after))["retrieval"]["method"] == "hybrid"
+    assert json.dumps(yaml.safe_load("\n".join(before))["score"]) == json.dumps(
+        yaml.safe_load("\n".join(after))["score"]
+    )
