@@ -22,7 +22,7 @@ from retrieval_bench import stores as stores_package
 from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.endpoints import check_ray_address, is_vouched
 from retrieval_bench.goldenset.formats import read_question_set
-from retrieval_bench.io import InputError, hash_file, read_jsonl
+from retrieval_bench.io import InputError
 from retrieval_bench.llm.credentials import anthropic_endpoint, key_may_go_to, openai_endpoint
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.runner import run as run_jobs
@@ -165,13 +165,48 @@ def unix_socket(tmp_path):
         yield path
 
 
+READERS = {
+    "hash_file": "retrieval_bench.io",
+    "read_jsonl": "retrieval_bench.io",
+    "load_corpus": "retrieval_bench.corpus.load",
+    "read_question_set": "retrieval_bench.goldenset.formats",
+}
+# What a reader that does not check may take of /dev/zero before the guard stops it: a line of it
+# grows without end, and it must not take the machine with it.
+READER_MEMORY_BYTES = 4 << 30
+
+
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (READER_MEMORY_BYTES, READER_MEMORY_BYTES))
+
+
 @pytest.mark.parametrize("special", ["fifo", "/dev/zero", "unix_socket"])
-@pytest.mark.parametrize("reader", [hash_file, read_jsonl, load_corpus, read_question_set])
-def test_every_reader_refuses_a_path_that_is_not_a_file(special, reader, request):
+def test_every_reader_refuses_a_path_that_is_not_a_file(special, request, tmp_path):
+    """In a child process, so that a reader that waits on a FIFO or reads /dev/zero for good fails
+    the test (at HANG_GUARD_S) instead of hanging the suite."""
     path = request.getfixturevalue(special) if special in ("fifo", "unix_socket") else Path(special)
-    with pytest.raises(InputError) as refused:
-        reader(path)
-    assert str(path) in one_line(refused)
+    script = "import sys\nfrom retrieval_bench.io import InputError\n"
+    for reader, module in READERS.items():
+        script += (
+            f"from {module} import {reader}\ntry:\n    {reader}(sys.argv[1])\n    print({reader!r}, 'read it')\n"
+            f"except InputError as error:\n    print({reader!r}, error)\n"
+        )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(path)],
+        env={**tool_env(), "OPENBLAS_NUM_THREADS": "1"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        preexec_fn=_limit_memory,
+    )
+    assert result.returncode == 0, result.stderr
+    said = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert said.keys() == READERS.keys()
+    for reader, message in said.items():
+        assert message.startswith(f"{path}: expected a file"), f"{reader}: {message}"
 
 
 def check_params_in(workdir: Path, **changes: object) -> subprocess.CompletedProcess:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import re
-from collections import Counter
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from retrieval_bench.corpus.chunk import chunk_id, chunk_spans
+from retrieval_bench.corpus.documents import read_documents_folder
 from retrieval_bench.io import (
     InputError,
     check_regular,
@@ -25,9 +23,6 @@ from retrieval_bench.io import (
 )
 from retrieval_bench.params import DEFAULTS
 
-TEXT_SUFFIXES = (".md", ".txt")
-HTML_SUFFIXES = (".html", ".htm")  # read as their text (html_text)
-DOCUMENT_SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES)
 CHUNK_SUFFIXES = (".jsonl", ".parquet", ".csv")
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "start", "end", "text", "text_sha256"]
 # Optional fields of ready chunks (a file's columns, a vector store's metadata): the document a
@@ -49,80 +44,6 @@ class Corpus:
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class _HtmlText(HTMLParser):
-    """The text of an HTML page as a reader sees it: no tags, no script, style or head, a line
-    break at each block element, entities decoded."""
-
-    HIDDEN = {"script", "style", "head", "template", "noscript"}
-    BLOCKS = set(
-        "p div br li ul ol tr table section article header footer pre blockquote h1 h2 h3 h4 h5 h6 dt dd hr main "
-        "nav aside".split()
-    )
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.pieces: list[str] = []
-        self.hidden = 0  # depth inside HIDDEN elements
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag in self.HIDDEN:
-            self.hidden += 1
-        elif tag in self.BLOCKS:
-            self.pieces.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self.HIDDEN:
-            self.hidden = max(0, self.hidden - 1)
-        elif tag in self.BLOCKS:
-            self.pieces.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self.hidden:
-            self.pieces.append(data)
-
-
-def html_text(page: str) -> str:
-    """The readable text of an HTML page (_HtmlText): runs of spaces within a line collapsed, at
-    most one blank line between blocks, so chunks end at the page's paragraph breaks."""
-    parser = _HtmlText()
-    parser.feed(page)
-    parser.close()
-    lines = [" ".join(line.split()) for line in "".join(parser.pieces).splitlines()]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-
-
-def read_documents_folder(folder: Path, notes: list[str] | None = None) -> pd.DataFrame:
-    """Every .md/.txt/.html file under `folder`, doc_id = its path relative to the folder; an HTML
-    page's text is what a reader sees (html_text). Files of other kinds are skipped, and said so in
-    `notes` once, by extension."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    paths = [p for p in files if p.suffix.lower() in DOCUMENT_SUFFIXES]
-    skipped = Counter(p.suffix.lower() or "no extension" for p in files if p.suffix.lower() not in DOCUMENT_SUFFIXES)
-    if not paths:
-        found = f" (files found: {_by_extension(skipped)})" if skipped else ""
-        raise InputError(f"{folder}: no {', '.join(DOCUMENT_SUFFIXES)} documents found{found}")
-    if skipped and notes is not None:
-        notes.append(
-            f"skipped {sum(skipped.values())} files that are not {', '.join(DOCUMENT_SUFFIXES)} documents: "
-            f"{_by_extension(skipped)}"
-        )
-    rows = []
-    for path in paths:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as error:
-            raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
-        if path.suffix.lower() in HTML_SUFFIXES:
-            text = html_text(text)
-        rows.append({"doc_id": path.relative_to(folder).as_posix(), "text": text})
-    return pd.DataFrame(rows, columns=["doc_id", "text"])
-
-
-def _by_extension(counts: Counter) -> str:
-    """'.pdf: 3, .docx: 1', the most frequent first."""
-    return ", ".join(f"{suffix}: {n}" for suffix, n in counts.most_common())
 
 
 def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFrame:
@@ -317,14 +238,12 @@ def _drop_empty_and_check_ids(
         frame = frame[~empty].reset_index(drop=True)
     if frame.empty:
         raise InputError(f"{source}: every text is empty")
-    counts = frame[id_column].value_counts()
-    repeated = counts[counts > 1]
+    repeated = frame[id_column].value_counts().loc[lambda counts: counts > 1]
     if len(repeated):
         examples = ", ".join(f"{quoted(value)} ({n} times)" for value, n in repeated.head(5).items())
-        more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
         raise InputError(
-            f"{source}: {int(repeated.sum())} rows share {len(repeated)} {'id' if len(repeated) == 1 else 'ids'}: "
-            f"{examples}{more}; every {id_column} must be unique"
+            f"{source}: {int(repeated.sum())} rows share {len(repeated)} id{'s' * (len(repeated) > 1)}: {examples}"
+            f"{', ...' if len(repeated) > 5 else ''}; every {id_column} must be unique"
         )
     return frame
 

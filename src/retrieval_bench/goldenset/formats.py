@@ -18,7 +18,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from retrieval_bench.io import InputError, json_kind, quoted, read_jsonl, read_text, read_text_lines
+from retrieval_bench.io import InputError, check_regular, json_kind, quoted, read_jsonl, read_text, read_text_lines
 
 RAGAS_FIELDS = ("user_input", "reference_contexts")
 LLAMAINDEX_FIELDS = ("queries", "corpus", "relevant_docs")
@@ -132,6 +132,7 @@ def read_question_set(path: str | Path, split: str = "test") -> tuple[str, list[
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
+    check_regular(path, folder_ok=True)
     kind = detect_format(path)
     if kind == "ragas":
         return kind, read_ragas(path)
