@@ -187,7 +187,8 @@ def test_an_exception_raised_in_an_actors_call_is_one_line_and_the_cache_stays_i
 def test_without_ray_installed_the_ray_engine_is_one_line_naming_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     with pytest.raises(
-        InputError, match=r"^embed.engine ray needs Ray, which is not installed: pip install -e '\.\[ray\]'$"
+        InputError,
+        match=r"^embed.engine ray needs the ray extra, which is not installed \(.*\): pip install -e '\.\[ray\]'$",
     ):
         embed_texts(["a text"], settings("ray"), "", tmp_path / "cache", progress=False)
 

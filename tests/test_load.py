@@ -39,7 +39,7 @@ def test_documents_folder_is_chunked_with_offsets(tmp_path):
     text = "First paragraph here.\n\n" + "Second paragraph is longer than the first one. " * 5
     (tmp_path / "docs" / "one.md").write_text(text)
     (tmp_path / "docs" / "sub" / "two.txt").write_text("Short doc.")
-    (tmp_path / "docs" / "ignored.html").write_text("<p>not a document</p>")
+    (tmp_path / "docs" / "ignored.pdf").write_bytes(b"%PDF-1.4")
     corpus = load_corpus(tmp_path / "docs", chunk_chars=100, chunk_overlap=20)
     assert corpus.documents["doc_id"].tolist() == ["one.md", "sub/two.txt"]
     for row in corpus.chunks.itertuples():
@@ -53,7 +53,7 @@ def test_duplicate_texts_are_reported_and_duplicate_ids_refused(tmp_path):
     path = write_jsonl(tmp_path / "c.jsonl", [{"id": "1", "text": "same"}, {"id": "2", "text": "same"}])
     assert "1 chunks repeat the text of an earlier chunk" in load_corpus(path).notes
     write_jsonl(path, [{"id": "1", "text": "x"}, {"id": "1", "text": "y"}])
-    with pytest.raises(InputError, match="1 duplicate ids, e.g. 1"):
+    with pytest.raises(InputError, match=r"2 rows share 1 id: '1' \(2 times\); every chunk_id must be unique"):
         load_corpus(path)
 
 
@@ -61,7 +61,7 @@ def test_duplicate_texts_are_reported_and_duplicate_ids_refused(tmp_path):
     "setup,message",
     [
         (lambda p: p / "missing", r"load.source .*missing: no such file or folder"),
-        (lambda p: (p / "empty").mkdir() or p / "empty", r"empty: no \.md or \.txt documents found"),
+        (lambda p: (p / "empty").mkdir() or p / "empty", r"empty: no \.md, \.txt, \.html, \.htm documents found$"),
         (
             lambda p: (p / "bad.jsonl").write_text('{"id": "1", "text": "ok"}\n{"id": 2,\n') and p / "bad.jsonl",
             r"bad\.jsonl:2: invalid JSON",

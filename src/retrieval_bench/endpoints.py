@@ -4,7 +4,8 @@ vector stores and Ray clusters alike.
 A key (OPENAI_API_KEY, QDRANT_API_KEY, a Ray token, ...) comes from the environment of whoever runs
 the pipeline; the URL it would be sent to may come from params.yaml, which anyone who can open a
 pull request can change. So a key is sent only to a host that cannot leave the machine (`localhost`
-itself, 127.0.0.0/8, ::1; not `*.localhost`, which a resolver may send to DNS) or to an endpoint
+itself, 127.0.0.0/8, ::1; not `*.localhost` nor `localhost.`, which a resolver may send to DNS:
+glibc reads /etc/hosts for `localhost` only, without the trailing dot) or to an endpoint
 the same user named outside git: an environment variable, or a line of the user's config file
 ($XDG_CONFIG_HOME/retrieval-bench/endpoints, default ~/.config/retrieval-bench/endpoints: one URL
 per line, # comments), compared by scheme, host and port (a Ray cluster as tcp://host:port).
@@ -30,12 +31,14 @@ def origin(url: str) -> tuple[str, str, int | None]:
         port = parts.port
     except ValueError:  # a port that is not a number: an origin nothing can equal
         return scheme, "", -1
-    return scheme, (parts.hostname or "").lower().rstrip("."), port or {"http": 80, "https": 443}.get(scheme)
+    # The host as written (lower case): `localhost.` is another name than `localhost` (is_loopback).
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
 
 
 def is_loopback(host: str) -> bool:
-    """Whether `host` names this machine whatever resolves names: `localhost` or a loopback IP literal."""
-    host = host.lower().rstrip(".").strip("[]")
+    """Whether `host` names this machine whatever resolves names: exactly `localhost` (any case) or
+    a loopback IP literal. Not `localhost.` or `localhost..`: glibc resolves those through DNS."""
+    host = host.lower().strip("[]")
     if host == "localhost":
         return True
     try:
@@ -69,7 +72,7 @@ def is_vouched(url: str, user_urls: Iterable[str]) -> bool:
 def _host_port(address: str) -> tuple[str, str]:
     """(host, port) of a host:port address as Ray splits it (an IPv6 host in brackets)."""
     host, _, port = address.rpartition(":")
-    return host.lower().rstrip(".").removeprefix("[").removesuffix("]"), port
+    return host.lower().removeprefix("[").removesuffix("]"), port
 
 
 def check_ray_address(address: str, env: Mapping[str, str]) -> None:

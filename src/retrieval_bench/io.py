@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import os
+import stat
 import sys
 import tempfile
 import textwrap
@@ -116,14 +117,61 @@ def checked_text(value: object, where: str, field: str) -> str:
     raise InputError(f"{where}: {field!r} must be a string, got {json_kind(value)}")
 
 
+# What a path may name besides a regular file or a folder: reading one may never end (/dev/zero)
+# or wait for a writer that never comes (a FIFO, a terminal), so it is refused before it is opened.
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def _not_regular(path: str | Path, mode: int, folder_ok: bool) -> InputError | None:
+    if stat.S_ISREG(mode) or (folder_ok and stat.S_ISDIR(mode)):
+        return None
+    kind = next((name for test, name in _SPECIAL_FILES if test(mode)), "not a regular file")
+    return InputError(
+        f"{path}: expected a file{' or a folder' if folder_ok else ''}, found {kind}"
+        + ("" if stat.S_ISDIR(mode) else ", which is never read (it may never end, or wait for a writer forever)")
+    )
+
+
+def check_regular(path: str | Path, folder_ok: bool = False) -> None:
+    """An InputError at once unless `path` (symbolic links followed: /dev/stdin) is a regular file,
+    or a folder where `folder_ok`; a missing path raises FileNotFoundError for the caller to word."""
+    error = _not_regular(path, os.stat(path).st_mode, folder_ok)
+    if error is not None:
+        raise error
+
+
+def open_regular(path: str | Path) -> IO[bytes]:
+    """`path` opened for reading in binary, if it is a regular file (check_regular), else one
+    InputError at once: every reader of a path the user gives opens it here."""
+    check_regular(path)
+    # O_NONBLOCK: should a FIFO be swapped in after the check, opening it does not wait for a writer.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        error = _not_regular(path, os.fstat(fd).st_mode, folder_ok=False)
+        if error is not None:
+            raise error
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 HASH_BLOCK = 1 << 20  # bytes read at a time when hashing a file
 
 
 def hash_file(source: str | Path | IO[bytes], digest: Any = None) -> Any:
     """`digest` (a hashlib object; a new sha256 when None) updated with the bytes of a file, read in
-    blocks: `source` is a path or a binary handle open for reading. Returns the digest."""
+    blocks: `source` is a path (of a regular file: open_regular) or a binary handle open for
+    reading. Returns the digest."""
     digest = hashlib.sha256() if digest is None else digest
-    with open(source, "rb") if isinstance(source, (str, os.PathLike)) else nullcontext(source) as handle:
+    with open_regular(source) if isinstance(source, (str, os.PathLike)) else nullcontext(source) as handle:
         for block in iter(lambda: handle.read(HASH_BLOCK), b""):
             digest.update(block)
     return digest
@@ -189,6 +237,8 @@ def read_table(source: str | Path | IO[bytes], columns: list[str] | None = None,
     import pyarrow.parquet
 
     name = name or str(source)
+    if isinstance(source, (str, os.PathLike)):
+        check_regular(source)
     try:
         found = pyarrow.parquet.read_schema(source).names
         missing = [column for column in columns or () if column not in found]
@@ -209,6 +259,7 @@ def read_table(source: str | Path | IO[bytes], columns: list[str] | None = None,
 def load_array(path: str | Path, mmap_mode: str | None = None) -> np.ndarray:
     """A 2-d float .npy array this pipeline wrote; a truncated, empty or foreign file is an
     InputError naming it."""
+    check_regular(path)
     try:
         array = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
     except (ValueError, EOFError) as error:
@@ -220,6 +271,22 @@ def load_array(path: str | Path, mmap_mode: str | None = None) -> np.ndarray:
             f"{path}: expected a 2-d float array, got shape {array.shape} of {array.dtype}; rerun the embed stages"
         )
     return array
+
+
+@contextmanager
+def optional_extra(extra: str, what: str) -> Iterator[None]:
+    """Imports in the block come from the optional extra `extra` of pyproject.toml: one that fails
+    (the package, or a module it needs, is not installed) is one InputError saying that `what`
+    needs the extra and the `pip install` that brings it. The project's own modules failing to
+    import is a bug, re-raised as it is."""
+    try:
+        yield
+    except ImportError as error:
+        if (error.name or "").split(".")[0] == __name__.split(".")[0]:
+            raise
+        raise InputError(
+            f"{what} needs the {extra} extra, which is not installed ({first_line(error)}): pip install -e '.[{extra}]'"
+        ) from None
 
 
 def first_line(error: BaseException, limit: int = 120) -> str:
@@ -247,10 +314,16 @@ def numbered_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
         yield line_number, row
 
 
+def read_text(path: str | Path) -> str:
+    """A UTF-8 text file's whole text, checked as read_text_lines checks it."""
+    return "".join(read_text_lines(path))
+
+
 def read_text_lines(path: str | Path) -> Iterator[str]:
     """The lines of a UTF-8 text file (a byte-order mark is tolerated), split on "\n" only;
-    bytes that are not UTF-8 are an InputError naming the line."""
-    with open(path, "rb") as handle:
+    bytes that are not UTF-8 are an InputError naming the line, and so is a path that is not a
+    regular file (open_regular)."""
+    with open_regular(path) as handle:
         for line_number, raw in enumerate(handle, 1):
             try:
                 yield raw.decode("utf-8-sig" if line_number == 1 else "utf-8")

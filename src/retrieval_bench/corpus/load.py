@@ -10,10 +10,19 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.corpus.chunk import chunk_id, chunk_spans
-from retrieval_bench.io import InputError, checked_id, checked_text, json_kind, numbered_jsonl, read_text_lines
+from retrieval_bench.corpus.documents import read_documents_folder
+from retrieval_bench.io import (
+    InputError,
+    check_regular,
+    checked_id,
+    checked_text,
+    json_kind,
+    numbered_jsonl,
+    quoted,
+    read_text_lines,
+)
 from retrieval_bench.params import DEFAULTS
 
-DOCUMENT_SUFFIXES = (".md", ".txt")
 CHUNK_SUFFIXES = (".jsonl", ".parquet", ".csv")
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "start", "end", "text", "text_sha256"]
 # Optional fields of ready chunks (a file's columns, a vector store's metadata): the document a
@@ -35,21 +44,6 @@ class Corpus:
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def read_documents_folder(folder: Path) -> pd.DataFrame:
-    """Every .md/.txt file under `folder`, doc_id = its path relative to the folder."""
-    paths = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in DOCUMENT_SUFFIXES)
-    if not paths:
-        raise InputError(f"{folder}: no .md or .txt documents found")
-    rows = []
-    for path in paths:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as error:
-            raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
-        rows.append({"doc_id": path.relative_to(folder).as_posix(), "text": text})
-    return pd.DataFrame(rows, columns=["doc_id", "text"])
 
 
 def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFrame:
@@ -74,6 +68,7 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
             key: [row.get(key) for row in rows] for key in (id_field, text_field, *DOCUMENT_FIELDS) if key in found
         }
     else:
+        check_regular(path)
         try:
             raw = pd.read_parquet(path) if suffix == ".parquet" else pd.read_csv(path, dtype=str, keep_default_na=False)
         except (OSError, ValueError, pd.errors.ParserError) as error:
@@ -243,9 +238,13 @@ def _drop_empty_and_check_ids(
         frame = frame[~empty].reset_index(drop=True)
     if frame.empty:
         raise InputError(f"{source}: every text is empty")
-    duplicated = frame[id_column][frame[id_column].duplicated()].unique()
-    if len(duplicated):
-        raise InputError(f"{source}: {len(duplicated)} duplicate ids, e.g. {', '.join(map(str, duplicated[:5]))}")
+    repeated = frame[id_column].value_counts().loc[lambda counts: counts > 1]
+    if len(repeated):
+        examples = ", ".join(f"{quoted(value)} ({n} times)" for value, n in repeated.head(5).items())
+        raise InputError(
+            f"{source}: {int(repeated.sum())} rows share {len(repeated)} id{'s' * (len(repeated) > 1)}: {examples}"
+            f"{', ...' if len(repeated) > 5 else ''}; every {id_column} must be unique"
+        )
     return frame
 
 
@@ -403,7 +402,7 @@ def load_corpus(
 ) -> Corpus:
     """Load `source`, which is one of:
 
-    - a folder of .md/.txt documents, cut into chunks;
+    - a folder of .md/.txt/.html documents, cut into chunks;
     - a .jsonl/.parquet/.csv file of ready chunks: each chunk is its own document, unless the file
       has a doc_id column (and start/end offsets), from which the documents are rebuilt;
     - a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv): documents are the chunks;
@@ -413,6 +412,7 @@ def load_corpus(
     notes: list[str] = []
     if not source.exists():
         raise InputError(f"load.source {source}: no such file or folder")
+    check_regular(source, folder_ok=True)
     labels_from: tuple[Path, Path] | None = None
     records: pd.DataFrame | None = None  # ready chunks: chunk_id, text and any DOCUMENT_FIELDS
     if source.is_file():
@@ -434,7 +434,7 @@ def load_corpus(
     if records is not None:
         documents, chunks = ready_chunks_corpus(records, source, notes)
     else:
-        documents = _drop_empty_and_check_ids(read_documents_folder(source), source, notes)
+        documents = _drop_empty_and_check_ids(read_documents_folder(source, notes), source, notes)
         chunks = chunk_documents(documents, chunk_chars, chunk_overlap)
     note_repeated_texts(chunks, notes)
     labels: list[dict] = []

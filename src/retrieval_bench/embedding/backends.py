@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from retrieval_bench.embedding.onnx_export import exported_model, import_onnxruntime, input_names
-from retrieval_bench.io import InputError
+from retrieval_bench.io import InputError, optional_extra
 
 OPENVINO_HINTS = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 CPUINFO = Path("/proc/cpuinfo")  # Linux; elsewhere the CPU's bf16 support is not checked
@@ -49,7 +49,8 @@ def import_openvino():
     saved = {name: sys.modules[name] for name in blocked if name in sys.modules}
     sys.modules.update(dict.fromkeys(blocked))  # a None entry makes `import` raise ImportError
     try:
-        import openvino
+        with optional_extra("openvino", "embed.backend openvino"):
+            import openvino
     finally:
         for name in blocked:
             if name in saved:

@@ -46,11 +46,10 @@ import numpy as np
 
 from retrieval_bench.embedding.backends import encoder_label, load_encoder
 from retrieval_bench.endpoints import check_ray_address
-from retrieval_bench.io import InputError, cache_root, first_line
+from retrieval_bench.io import InputError, cache_root, first_line, optional_extra
 from retrieval_bench.locking import build_once
 from retrieval_bench.model_source import folder_fingerprint, model_files, model_fingerprint
 
-INSTALL_HINT = "pip install -e '.[ray]'"
 # A local instance holds the texts and vectors in flight, nothing more (Ray spills beyond it to
 # disk); Ray's default, 30% of the machine's memory, is reserved in /dev/shm for nothing.
 LOCAL_OBJECT_STORE_BYTES = 512 << 20
@@ -62,11 +61,9 @@ def import_ray():
     os.environ.setdefault(
         "RAY_USAGE_STATS_ENABLED", "0"
     )  # no usage report to Ray's servers (a value the user set is kept)
-    try:
+    with optional_extra("ray", "embed.engine ray"):
         import ray
         import ray.data
-    except ImportError:
-        raise InputError(f"embed.engine ray needs Ray, which is not installed: {INSTALL_HINT}") from None
     return ray
 
 

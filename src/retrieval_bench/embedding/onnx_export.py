@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval_bench.io import InputError, cache_root, sha256_file
+from retrieval_bench.io import InputError, cache_root, optional_extra, sha256_file
 from retrieval_bench.locking import build_once
 
 EXPORT_VERSION = 1
@@ -50,7 +50,8 @@ PROBE = ["Exported once, verified, then reused.", "A second, longer sentence so 
 def import_onnxruntime():
     """`import onnxruntime` with its telemetry off (see the module docstring)."""
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-    import onnxruntime
+    with optional_extra("onnx", "embed.backend onnx or openvino (the model's ONNX export)"):
+        import onnxruntime
 
     if os.environ["ORT_DISABLE_TELEMETRY"] not in ("0", "false"):
         onnxruntime.disable_telemetry_events()  # in case it was imported before the variable was set
@@ -63,11 +64,10 @@ def exports_dir() -> Path:
 
 def export_inputs(fingerprint: str, variant: str) -> dict:
     """Everything an export depends on; its hash names the export folder."""
+    onnxruntime = import_onnxruntime()  # first: a missing extra is one line
     import onnx
     import torch
     import transformers
-
-    onnxruntime = import_onnxruntime()
 
     return {
         "export_version": EXPORT_VERSION,

@@ -18,9 +18,10 @@ import hashlib
 import json
 from pathlib import Path
 
-from retrieval_bench.io import InputError, read_jsonl
+from retrieval_bench.io import InputError, check_regular, json_kind, quoted, read_jsonl, read_text, read_text_lines
 
 RAGAS_FIELDS = ("user_input", "reference_contexts")
+LLAMAINDEX_FIELDS = ("queries", "corpus", "relevant_docs")
 
 
 def hashed_qid(question: str, anchor: str = "") -> str:
@@ -38,6 +39,13 @@ def detect_format(path: Path) -> str:
     if suffix == ".json":
         return "llamaindex"
     if suffix == ".csv":
+        columns = next(csv.reader(read_text_lines(path)), [])
+        if not set(RAGAS_FIELDS) & set(columns):
+            raise InputError(
+                f"{path}:1: not a known question set: a CSV question set is a ragas testset, with columns "
+                f"{' and '.join(RAGAS_FIELDS)}; columns found: {quoted(columns, 200)} "
+                "(hand-written questions are JSONL: question, doc_id, evidence)"
+            )
         return "ragas"
     if suffix != ".jsonl":
         raise InputError(f"{path}: expected a .jsonl, .csv or .json question set, or a BEIR folder")
@@ -71,8 +79,7 @@ def _context_list(value: object, where: str) -> list[str]:
 
 def read_ragas(path: Path) -> list[dict]:
     if path.suffix.lower() == ".csv":
-        with open(path, encoding="utf-8", newline="") as handle:
-            records = list(csv.DictReader(handle))
+        records = list(csv.DictReader(read_text_lines(path)))
         numbered = [(f"{path}:{i + 2}", record) for i, record in enumerate(records)]  # line 1 is the header
     else:
         numbered = [(f"{path}: record {i + 1}", record) for i, record in enumerate(read_jsonl(path))]
@@ -91,14 +98,14 @@ def read_ragas(path: Path) -> list[dict]:
 
 def read_llamaindex(path: Path) -> list[dict]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as error:
         raise InputError(f"{path}:{error.lineno}: invalid JSON ({error.msg})") from None
-    if not isinstance(data, dict) or not all(
-        isinstance(data.get(key), dict) for key in ("queries", "corpus", "relevant_docs")
-    ):
+    if not isinstance(data, dict) or not all(isinstance(data.get(key), dict) for key in LLAMAINDEX_FIELDS):
+        found = f"keys found: {quoted(list(data), 200)}" if isinstance(data, dict) else f"got {json_kind(data)}"
         raise InputError(
-            f"{path}: a LlamaIndex EmbeddingQAFinetuneDataset needs the mappings queries, corpus and relevant_docs"
+            f"{path}: not a known question set: a .json question set is a LlamaIndex EmbeddingQAFinetuneDataset, "
+            f"an object whose {', '.join(LLAMAINDEX_FIELDS)} are mappings; {found}"
         )
     questions = []
     for qid, question in data["queries"].items():
@@ -125,6 +132,7 @@ def read_question_set(path: str | Path, split: str = "test") -> tuple[str, list[
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
+    check_regular(path, folder_ok=True)
     kind = detect_format(path)
     if kind == "ragas":
         return kind, read_ragas(path)

@@ -1,6 +1,8 @@
-"""The HTTP client under every SDK: short connect timeout, the shared rate-limit pause's hooks, and
-a guard that stops a run naming the endpoint once it refuses (or cannot be resolved or reached
-within CONNECT_TIMEOUT_S) a few connection attempts in a row."""
+"""The HTTP client under every SDK: short connect timeout, the shared rate-limit pause's hooks, a
+guard that stops a run naming the endpoint once it refuses (or cannot be resolved or reached
+within CONNECT_TIMEOUT_S) a few connection attempts in a row, and no redirects: the SDKs follow
+them (to any host, port or scheme), which would send the prompt, passages included, to a host the
+user never named; a 3xx with a Location stops the run in one line naming where it pointed."""
 
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ CONNECT_FAILURE_SPAN_S = 1.0
 
 
 class EndpointUnreachable(Exception):
-    """Mixed into an SDK error type (so the SDK neither wraps nor retries it): the endpoint refused
-    or dropped CONNECT_FAILURES connection attempts in a row; the message names it."""
+    """Mixed into an SDK error type (so the SDK neither wraps nor retries it): the endpoint cannot
+    be used, as it refused or dropped CONNECT_FAILURES connection attempts in a row or answered with
+    a redirect (not followed); the message names it."""
 
 
 _UNREACHABLE_TYPES: dict[type, type] = {}
@@ -86,12 +89,21 @@ class ConnectionGuard:
     def succeeded(self) -> None:
         self.failures = 0
 
+    def redirected(self, request: Any, response: Any) -> str:
+        """The line a redirect stops the run with: where it came from and where it pointed."""
+        target = request.url.join(response.headers["location"])
+        return (
+            f"{origin_of(request.url)} answered HTTP {response.status_code} redirecting to {origin_of(target)}, "
+            "which is not followed (the request, passages included, would go to a host you did not name); "
+            f"the endpoint comes from {self.endpoint.source}: set it to the URL that answers without a redirect"
+        )
+
 
 def guarded_http_client(
     sdk: Any, sdk_error: type, event_hooks: dict[str, list], guard: ConnectionGuard, **kwargs: Any
 ) -> Any:
     """The SDK's default async HTTP client, with `event_hooks` (ratelimit.SharedPause.hooks), a short connect timeout,
-    and `guard` watching connection failures."""
+    `guard` watching connection failures, and a redirect stopping the run instead of being followed."""
     import httpx2
 
     class GuardedHttpClient(sdk.DefaultAsyncHttpxClient):
@@ -99,15 +111,21 @@ def guarded_http_client(
             if guard.unreachable:
                 raise _unreachable_error(sdk_error, guard.unreachable)
             try:
-                response = await super().send(request, **options)
+                response = await super().send(request, **{**options, "follow_redirects": False})
             except (httpx2.ConnectError, httpx2.ConnectTimeout) as error:
                 guard.failed(request, error)
                 if guard.unreachable:
                     raise _unreachable_error(sdk_error, guard.unreachable) from None
                 raise
             guard.succeeded()
+            if response.has_redirect_location:
+                await response.aclose()
+                raise _unreachable_error(sdk_error, guard.redirected(request, response))
             return response
 
     return GuardedHttpClient(
-        event_hooks=event_hooks, timeout=httpx2.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S), **kwargs
+        event_hooks=event_hooks,
+        timeout=httpx2.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+        follow_redirects=False,
+        **kwargs,
     )

@@ -37,6 +37,20 @@ class Endpoint:
     source: str  # where the URL came from, for messages
 
 
+def free_routes(section: str) -> str:
+    """The ways on without a paid key, for the line that stops a run for the lack of one."""
+    local = (
+        f"a model server on this machine ({section}.provider openai-compatible with {section}.base_url "
+        "http://localhost:11434/v1 for Ollama, http://localhost:8000/v1 for vLLM, http://localhost:8080/v1 for llama.cpp)"
+    )
+    if section != "generate":
+        return f"{local}, or {section}.provider none"
+    return (
+        f"{local}, or your own questions for your documents: generate.provider none and the questions in "
+        "generate.handwritten (see docs/how-to/your-corpus.md)"
+    )
+
+
 def key_may_go_to(url: str, provider: str, user_urls: list[str]) -> bool:
     """Whether a key for `provider` may be sent to `url`: loopback, the provider's own host over
     https, or the origin (scheme, host, port) of a URL the user chose."""
@@ -61,8 +75,8 @@ def openai_endpoint(
         url, source = None, "the OpenAI default"
     if not params_base_url and not key:
         raise InputError(
-            f"{section}.provider openai-compatible needs {section}.base_url (vLLM: http://localhost:8000/v1, "
-            "Ollama: http://localhost:11434/v1, llama.cpp: http://localhost:8080/v1) or OPENAI_API_KEY for OpenAI itself"
+            f"{section}.provider openai-compatible needs {section}.base_url or, for OpenAI itself, OPENAI_API_KEY; "
+            f"free routes: {free_routes(section)}"
         )
     if key and params_base_url:
         vouched = [env_url or "", *user_endpoints(env)]
@@ -82,7 +96,9 @@ def anthropic_endpoint(provider: str, env: Mapping[str, str] | None = None, sect
     env = os.environ if env is None else env
     key = env.get("ANTHROPIC_API_KEY")
     if not key:
-        raise InputError(f"{section}.provider {provider} needs ANTHROPIC_API_KEY in the environment")
+        raise InputError(
+            f"{section}.provider {provider} needs ANTHROPIC_API_KEY in the environment; free routes: {free_routes(section)}"
+        )
     url = env.get("ANTHROPIC_BASE_URL") or None
     return Endpoint(
         url, key, url or DEFAULT_URLS["anthropic"], "ANTHROPIC_BASE_URL" if url else "the Anthropic default"

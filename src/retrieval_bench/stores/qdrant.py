@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import uuid
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -83,11 +84,16 @@ def _timeout(address: StoreAddress) -> int:
 
 def _client(address: StoreAddress, create: bool = False) -> QdrantClient:
     if address.is_server:
+        key = api_key(address)
         # No version check on connecting: it warns over several lines where the server is down, and the
-        # first request reports that as one line anyway.
-        return QdrantClient(
-            url=address.location, api_key=api_key(address), timeout=_timeout(address), check_compatibility=False
-        )
+        # first request reports that as one line anyway. Nor qdrant-client's warning that a key goes
+        # over plain http: base.api_key only lets a key go to loopback or to a server the user named,
+        # and a refusal is then one line, not that line and a warning.
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", message="Api key is used with an insecure connection", category=UserWarning
+            )
+            return QdrantClient(url=address.location, api_key=key, timeout=_timeout(address), check_compatibility=False)
     if not create and not (Path(address.location) / LOCAL_STORAGE).is_file():
         raise InputError(f"{address}: no Qdrant local storage at {address.location} (no {LOCAL_STORAGE})")
     return QdrantClient(path=address.location)
