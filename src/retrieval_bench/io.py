@@ -128,10 +128,24 @@ _SPECIAL_FILES = (
 )
 
 
+def _kind(mode: int) -> str:
+    return next((name for test, name in _SPECIAL_FILES if test(mode)), "not a regular file")
+
+
+def file_state(path: str | Path) -> str | None:
+    """None where `path` (symbolic links followed) is a regular file, else what it is for a
+    message: "not found", "a folder", "a FIFO (named pipe)", "a character device"..."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "not found"
+    return None if stat.S_ISREG(mode) else _kind(mode)
+
+
 def _not_regular(path: str | Path, mode: int, folder_ok: bool) -> InputError | None:
     if stat.S_ISREG(mode) or (folder_ok and stat.S_ISDIR(mode)):
         return None
-    kind = next((name for test, name in _SPECIAL_FILES if test(mode)), "not a regular file")
+    kind = _kind(mode)
     return InputError(
         f"{path}: expected a file{' or a folder' if folder_ok else ''}, found {kind}"
         + ("" if stat.S_ISDIR(mode) else ", which is never read (it may never end, or wait for a writer forever)")

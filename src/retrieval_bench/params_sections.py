@@ -5,14 +5,13 @@ value only costs time or memory."""
 from __future__ import annotations
 
 import re
-import stat
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from retrieval_bench.io import InputError, describe_os_error, quoted
+from retrieval_bench.io import InputError, describe_os_error, file_state, quoted
 
 # DVC leaves every param key named `size` or `nfiles` out of its run-cache key
 # (treeverse/dvc#10296), so a change to such a key is silently served stale outputs: no key of
@@ -57,9 +56,11 @@ def read_yaml_file(path: Path) -> Any:
     invalid YAML, a key twice in a mapping, an alias bomb) is a one-line InputError naming the
     file and, where there is one, the line."""
     try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            kind = "a folder" if path.is_dir() else "not a regular file"
-            raise InputError(f"{path}: {kind}; expected the params file (YAML)")
+        state = file_state(path)
+        if state == "not found":
+            raise FileNotFoundError(path)
+        if state is not None:
+            raise InputError(f"{path}: {state}; expected the params file (YAML)")
         with open(path, "rb") as handle:
             data = handle.read(MAX_PARAMS_BYTES + 1)
     except FileNotFoundError:

@@ -22,7 +22,7 @@ from typing import IO
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.io import InputError, atomic_open, checked_id, quoted, read_table
+from retrieval_bench.io import InputError, atomic_open, checked_id, file_state, open_regular, quoted, read_table
 
 RUN_COLUMNS = ["qid", "chunk_id", "rank", "score"]
 MAX_RUN_LINE = 1 << 16  # bytes: a run line holds two ids and two numbers; a longer one is no run (a binary file)
@@ -119,11 +119,10 @@ def write_trec(run: pd.DataFrame, path: str | Path, tag: str) -> None:
 def checked_file(path: str | Path, where: str, expected: str) -> Path:
     """`path` if it names a regular file, else an InputError naming `where`: a directory, a device
     such as /dev/zero or a FIFO is refused before it is opened (reading one would hang or never end)."""
-    path = Path(path)
-    if not path.is_file():
-        state = "not found" if not path.exists() else "a directory" if path.is_dir() else "not a regular file"
+    state = file_state(path)
+    if state is not None:
         raise InputError(f"{where}: {state} (expected {expected})")
-    return path
+    return Path(path)
 
 
 def _run_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -131,7 +130,7 @@ def _run_lines(path: Path) -> Iterator[tuple[int, str]]:
     binary file (a NUL byte, bytes that are not UTF-8, a line of megabytes) is refused at its first
     bad line rather than read whole into memory or its ids taken as text."""
     binary = "expected a TREC run or JSONL text, not a binary file"
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         for number, raw in enumerate(iter(lambda: handle.readline(MAX_RUN_LINE + 1), b""), 1):
             if len(raw) > MAX_RUN_LINE:
                 raise InputError(f"{path}:{number}: a line longer than {MAX_RUN_LINE} bytes; {binary}")

@@ -8,7 +8,7 @@ import json
 import math
 
 from retrieval_bench.evaluation.comparison import Comparison, alpha, direction, num, verdict_line
-from retrieval_bench.evaluation.stats import ALPHA, MDD_FORMULA
+from retrieval_bench.evaluation.stats import ALPHA, EXACT_MAX_NONZERO, MC_PERMUTATIONS, MDD_FORMULA
 
 
 def _p(value: float, alpha: float | None = None) -> str:
@@ -141,7 +141,9 @@ def _footnotes(comparison: Comparison) -> list[str]:
     return [
         f"delta = mean(B - A) over the paired questions; {level} CI: paired bootstrap, "
         f"{comparison.resamples} resamples, seed {comparison.seed}.",
-        f"p: p-value of a two-sided paired randomization (sign-flip) test, {comparison.resamples} permutations; "
+        "p: p-value of a two-sided paired randomization (sign-flip) test, exact over every sign flip where "
+        f"at most {EXACT_MAX_NONZERO} differences are nonzero, else {max(comparison.resamples, MC_PERMUTATIONS)} "
+        "random flips of that test's own; "
         f"* p < {alpha(comparison):g}, 1 - the CI's level (not corrected for testing several metrics).",
         f"min detectable: smallest true delta detected with 80% power at alpha {ALPHA} = {MDD_FORMULA.split('  ')[0]}.",
         "wins/ties/losses: questions where B scored higher / the same / lower than A.",

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.io import InputError, first_line, quoted
+from retrieval_bench.io import InputError, file_state, first_line, quoted
 
 JUDGED = "judged_"  # the judged view's prefix (evaluation.judged.PREFIX)
 # The columns a comparison reads besides the metrics, with the values each may hold (empty: none).
@@ -25,8 +25,9 @@ def read_per_question(source: str | Path | bytes, label: str) -> pd.DataFrame:
     """A per_question.csv (a path, or its bytes as committed) with qids as text ("01" is not "1"),
     checked (checked_per_question), or a one-line InputError naming `label` when it is missing, not
     a regular file, not UTF-8, not a readable CSV or holds a value no metric takes."""
-    if not isinstance(source, bytes) and not Path(source).is_file():  # reading a FIFO or a device would never end
-        raise InputError(f"{label}: not found or not a regular file (expected a per_question.csv)")
+    state = None if isinstance(source, bytes) else file_state(source)  # reading a FIFO or a device would never end
+    if state is not None:
+        raise InputError(f"{label}: {state} (expected a per_question.csv)")
     try:
         raw = source if isinstance(source, bytes) else Path(source).read_bytes()
         table = pd.read_csv(io.StringIO(raw.decode("utf-8-sig")), dtype={"qid": str})
