@@ -227,6 +227,29 @@ def _embedded(output: str) -> tuple[int, int]:
     return int(cached), int(embedded)
 
 
+# The embed stage, with its third batch held in flight (computed, not yet in the cache) until the
+# test kills it: the kill lands there on any machine, whatever its load (no race with a poll).
+HOLD_THIRD_BATCH = """
+import runpy, sys, time
+from pathlib import Path
+from retrieval_bench.embedding import embedding_cache
+
+holding, put, puts = Path(sys.argv[1]), embedding_cache.EmbeddingCache.put, []
+
+def put_or_hold(self, keys, vectors):
+    puts.append(len(keys))
+    if len(puts) == 3:
+        holding.touch()
+        while True:
+            time.sleep(60)
+    put(self, keys, vectors)
+
+embedding_cache.EmbeddingCache.put = put_or_hold
+sys.argv = ["stages.embed_corpus"]
+runpy.run_module("stages.embed_corpus", run_name="__main__", alter_sys=True)
+"""
+
+
 @pytest.mark.pipeline
 def test_sigkill_mid_embed_loses_only_the_batch_in_flight(tmp_path):
     work = tmp_path / "work"
@@ -240,21 +263,26 @@ def test_sigkill_mid_embed_loses_only_the_batch_in_flight(tmp_path):
     )
     cache = work / "data" / "embedding_cache" / "corpus"
     env = {**tool_env(), "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}  # this checkout's code
-    command = [sys.executable, "-m", "stages.embed_corpus"]
-    process = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while _cache_entries(cache) < 8 and time.monotonic() < deadline and process.poll() is None:
+    holding = tmp_path / "third-batch-in-flight"
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THIRD_BATCH, str(holding)],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    while not holding.exists():
+        assert process.poll() is None, process.communicate()
         time.sleep(0.02)
-    before = _cache_entries(cache)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    assert process.returncode == -signal.SIGKILL and 8 <= before < N_KILL, "killed too late to test anything"
-    after = _cache_entries(cache)
-    assert after >= before and after % 4 == 0  # whole batches only, none of those seen is lost
+    assert _cache_entries(cache) == 8  # the two batches written are kept, the one in flight is lost
     assert not (work / "data" / "embeddings" / "corpus.npy").exists()  # no half-written output
 
+    command = [sys.executable, "-m", "stages.embed_corpus"]
     rerun = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, check=True)
-    assert _embedded(rerun.stdout) == (after, N_KILL - after)
+    assert _embedded(rerun.stdout) == (8, N_KILL - 8)
     assert json.loads((work / "data" / "embeddings" / "corpus_ids.json").read_text()) == [
         f"c{i}" for i in range(N_KILL)
     ]
