@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text
-from retrieval_bench.evaluation.compare_runs import per_question_path, question_context, read_run
+from retrieval_bench.evaluation.compare_runs import params_changed, per_question_path, question_context, read_run
 from retrieval_bench.evaluation.comparison import Comparison
 from retrieval_bench.evaluation.per_question import JUDGED, checked_per_question, metric_columns
 from retrieval_bench.evaluation.revisions import WORKSPACE
@@ -354,6 +354,7 @@ def run(args: argparse.Namespace) -> int:
         a_df, b_df, args.a, args.b, resamples=args.resamples, seed=args.seed, level=args.level, k=args.k
     )
     comparison.a_commit, comparison.b_commit = a_commit, b_commit
+    comparison.params_changed = params_changed(cwd, a_commit, b_commit)
     if comparison.flipped:
         attach_question_text(comparison.flipped, *question_context(cwd, [a_commit, b_commit]))
     if args.json:

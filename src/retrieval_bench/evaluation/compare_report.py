@@ -31,6 +31,21 @@ def _run_label(name: str, commit: str | None) -> str:
     return f"{name} ({commit[:7]})" if commit and not commit.startswith(name) else name
 
 
+PARAMS_SHOWN = 8  # changed params listed in the report; --json lists all
+
+
+def params_line(comparison: Comparison) -> str | None:
+    """What the compared runs were made with differently: 'params that differ: key a -> b; ...'."""
+    changed = comparison.params_changed
+    if changed is None:
+        return None
+    if not changed:
+        return "params that differ: none (params.yaml is the same at A and B)"
+    shown = "; ".join(f"{row['key']} {row['a']!r} -> {row['b']!r}" for row in changed[:PARAMS_SHOWN])
+    more = f"; and {len(changed) - PARAMS_SHOWN} more (--json lists all)" if len(changed) > PARAMS_SHOWN else ""
+    return f"params that differ: {shown}{more}"
+
+
 def _rows(comparison: Comparison) -> list[list[str]]:
     level = f"{comparison.level:.0%}"
     header = ["metric", "A", "B", "delta", f"{level} CI", "p", "wins/ties/losses", "min detectable"]
@@ -177,6 +192,7 @@ def format_text(comparison: Comparison, limit: int = 10) -> str:
         "",
         f"A: {_run_label(comparison.a, comparison.a_commit)}",
         f"B: {_run_label(comparison.b, comparison.b_commit)}",
+        *filter(None, [params_line(comparison)]),
         f"{comparison.n_questions} questions paired by qid",
         "",
     ]
@@ -224,6 +240,7 @@ def format_markdown(comparison: Comparison, limit: int = 10) -> str:
         "",
         f"**{verdict_line(comparison)}**",
         "",
+        *[text for line in filter(None, [params_line(comparison)]) for text in (f"{_md_escape(line)}.", "")],
         f"{comparison.n_questions} questions paired by qid.",
         "",
     ]

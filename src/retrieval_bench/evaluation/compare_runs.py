@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from retrieval_bench.evaluation.per_question import read_per_question
 from retrieval_bench.evaluation.revisions import WORKSPACE, git_show, read_artefact, resolve_revision
@@ -49,6 +50,35 @@ def question_context(cwd: Path, commits: list[str | None]) -> tuple[list[dict] |
         golden += rows
         gold_text.update(texts)
     return golden or None, gold_text or None
+
+
+def _flat_params(node: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(node, dict) and node:
+        return {
+            key: value for name, child in node.items() for key, value in _flat_params(child, f"{prefix}{name}.").items()
+        }
+    return {prefix.rstrip("."): node}
+
+
+def params_changed(cwd: Path, a_commit: str | None, b_commit: str | None) -> list[dict] | None:
+    """The params.yaml keys whose values differ between the compared runs (dotted names, with
+    each side's value; a key only one side has is None on the other), as `dvc params diff` would
+    list them; None where either side's params.yaml cannot be read (no git, not committed there)."""
+    sides = []
+    for commit in (a_commit, b_commit):
+        raw = read_artefact("params.yaml", commit, cwd)
+        try:
+            sides.append(_flat_params(yaml.safe_load(raw.decode("utf-8")) or {}) if raw is not None else None)
+        except (UnicodeDecodeError, yaml.YAMLError, RecursionError):
+            sides.append(None)
+    a, b = sides
+    if a is None or b is None:
+        return None
+    return [
+        {"key": key, "a": a.get(key), "b": b.get(key)}
+        for key in sorted(a.keys() | b.keys())
+        if a.get(key) != b.get(key)
+    ]
 
 
 def _context_at(cwd: Path, commit: str | None) -> tuple[list[dict], dict[str, str]]:

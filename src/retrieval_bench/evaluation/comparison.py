@@ -27,6 +27,7 @@ class Comparison:
     judged: dict[str, dict] = field(default_factory=dict)  # the judged view's statistics, by metric (strict name)
     views_coincide: bool = False  # every judged column equals its strict one (no duplicates, no judgements)
     segments: dict | None = None  # segment regressions on the headline metric; None: the runs carry no segments
+    params_changed: list[dict] | None = None  # params.yaml keys that differ, A's and B's value; None: unknown
 
     def to_dict(self) -> dict:
         return {
@@ -34,6 +35,7 @@ class Comparison:
             "b": self.b,
             "a_commit": self.a_commit,
             "b_commit": self.b_commit,
+            "params_changed": self.params_changed,
             "n_questions": self.n_questions,
             "n_unscorable_dropped": self.n_unscorable_dropped,
             "resamples": self.resamples,

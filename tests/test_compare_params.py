@@ -1,0 +1,68 @@
+"""`compare` names the params that differ between A and B (#28 item 17: the tutorial's sample
+showed them, the tool printed only the revisions)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import yaml
+from conftest import ROOT, git
+
+
+def committed_runs(tmp_path, second_params: dict):
+    """A repository with two commits: the dense panel system's per-question results with the
+    committed params.yaml, then bm25's with `second_params` changed (dotted keys)."""
+    repo = tmp_path / "repo"
+    (repo / "metrics").mkdir(parents=True)
+    git("init", "-q", "-b", "main", cwd=repo)
+    shutil.copy(ROOT / "params.yaml", repo / "params.yaml")
+    shutil.copy(ROOT / "metrics/panel/dense/per_question.csv", repo / "metrics/per_question.csv")
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "dense", cwd=repo)
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    for dotted, value in second_params.items():
+        *parents, leaf = dotted.split(".")
+        node = params
+        for name in parents:
+            node = node.setdefault(name, {})
+        node[leaf] = value
+    (repo / "params.yaml").write_text(yaml.safe_dump(params))  # another layout: only values count
+    shutil.copy(ROOT / "metrics/panel/bm25/per_question.csv", repo / "metrics/per_question.csv")
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "bm25", cwd=repo)
+    return repo
+
+
+def compare(repo, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "retrieval_bench.cli", "compare", *args], cwd=repo, capture_output=True, text=True
+    )
+
+
+def test_the_report_names_each_param_that_differs_with_both_values(tmp_path):
+    repo = committed_runs(tmp_path, {"retrieval.method": "bm25", "retrieval.bm25.stemmer": "none", "score.extra": 3})
+    text = compare(repo, "HEAD~1", "HEAD", "--show", "0")
+    assert text.returncode == 0, text.stderr
+    assert (
+        "params that differ: retrieval.bm25.stemmer 'english' -> 'none'; retrieval.method 'dense' -> 'bm25'; "
+        "score.extra None -> 3\n"
+    ) in text.stdout
+    report = json.loads(compare(repo, "HEAD~1", "HEAD", "--json").stdout)
+    assert report["params_changed"] == [
+        {"key": "retrieval.bm25.stemmer", "a": "english", "b": "none"},
+        {"key": "retrieval.method", "a": "dense", "b": "bm25"},
+        {"key": "score.extra", "a": None, "b": 3},
+    ]
+    markdown = compare(repo, "HEAD~1", "HEAD", "--md").stdout
+    assert "params that differ: retrieval.bm25.stemmer 'english' -> 'none';" in markdown
+
+
+def test_the_same_params_are_said_to_be_the_same_and_a_run_without_git_params_is_silent(tmp_path):
+    repo = committed_runs(tmp_path, {})
+    assert "params that differ: none (params.yaml is the same at A and B)" in compare(repo, "HEAD~1", "HEAD").stdout
+    (repo / "params.yaml").unlink()  # the workspace's params are gone: nothing is claimed about them
+    out = compare(repo, "HEAD", "workspace").stdout
+    assert "params that differ" not in out and "questions paired by qid" in out
