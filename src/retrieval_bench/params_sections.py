@@ -264,7 +264,7 @@ def check_rerank_and_ann(retrieval: dict[str, Any], where: str, path: Path) -> N
 # The request settings of an LLM section (generate, judge): seconds per request, and how replies are asked for.
 REQUEST_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 3600.0  # an hour per request: beyond it a stuck server only holds the run
-MAX_TEMPERATURE = 2.0  # OpenAI's and vLLM's upper bound (Anthropic's is 1: its API refuses more in one line)
+MAX_TEMPERATURE = 2.0  # OpenAI's and vLLM's upper bound
 RESPONSE_FORMATS = ("text", "json_schema")
 
 
@@ -293,6 +293,11 @@ def check_llm_requests(settings: dict[str, Any], section: str, path: Path) -> No
     if temperature is not None:
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
             raise InputError(f"{path}: {section}.temperature must be a number or null, got {temperature!r}")
+        if settings["provider"].startswith("anthropic"):
+            raise InputError(
+                f"{path}: {section}.temperature is for provider openai-compatible; the anthropic SDK's Messages API "
+                f"takes none: leave it null (got {temperature!r})"
+            )
         if not 0 <= temperature <= MAX_TEMPERATURE:
             raise InputError(
                 f"{path}: {section}.temperature must be null (the server's default) or between 0 and "

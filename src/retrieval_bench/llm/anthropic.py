@@ -55,9 +55,7 @@ class Messages(Provider):
         seed: int | None = None,
         schema: ReplySchema | None = None,
     ) -> Reply:
-        message = await client.messages.create(
-            **message_params(settings.model, settings.max_tokens, prompt, settings.temperature, schema)
-        )
+        message = await client.messages.create(**message_params(settings.model, settings.max_tokens, prompt, schema))
         return self.reply(message, prompt)
 
     def reply(self, answer: Any, prompt: str = "") -> Reply:
@@ -71,18 +69,14 @@ class Messages(Provider):
         return anthropic.APIStatusError, anthropic.APIConnectionError
 
 
-def message_params(
-    model: str, max_tokens: int, prompt: str, temperature: float | None, schema: ReplySchema | None
-) -> dict[str, Any]:
-    """A Messages request's parameters: temperature only when set (else the API's default), and a
-    schema as structured output (`output_config.format`, anthropic SDK 2.14). Anthropic takes no seed."""
+def message_params(model: str, max_tokens: int, prompt: str, schema: ReplySchema | None) -> dict[str, Any]:
+    """A Messages request's parameters, a schema as structured output (`output_config.format`). The
+    anthropic SDK 2.14 takes neither a seed nor a temperature (check_params refuses one)."""
     params: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,
         "messages": [{"role": "user", "content": prompt}],
     }
-    if temperature is not None:
-        params["temperature"] = temperature
     if schema is not None:
         params["output_config"] = {"format": {"type": "json_schema", "schema": schema.schema}}
     return params

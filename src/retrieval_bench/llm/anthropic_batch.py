@@ -25,10 +25,9 @@ class MessageBatches(BatchProvider, Messages):
         model: str,
         max_tokens: int,
         prompt: str,
-        temperature: float | None = None,
         schema: ReplySchema | None = None,
     ) -> dict:
-        return {"custom_id": custom_id, "params": message_params(model, max_tokens, prompt, temperature, schema)}
+        return {"custom_id": custom_id, "params": message_params(model, max_tokens, prompt, schema)}
 
     async def create(self, client: Any, requests: list[dict]) -> str:
         # SDK retries off: a retried create after a lost answer is a second, paid batch.

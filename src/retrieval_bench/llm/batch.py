@@ -140,12 +140,9 @@ class BatchRunner:
         return events
 
     def _requests(self, chunk: list[Job], meta: Meta) -> list[dict]:
-        """The batch's requests, each with the temperature (if set) and the reply schema (json_schema)."""
+        """The batch's requests, each with the reply schema (json_schema)."""
         schema = self.task.schema if meta.response_format == "json_schema" else None
-        return [
-            self.api.request(job.key, meta.model, meta.max_tokens, job.prompt, meta.temperature, schema)
-            for job in chunk
-        ]
+        return [self.api.request(job.key, meta.model, meta.max_tokens, job.prompt, schema) for job in chunk]
 
     async def _submit_one(self, chunk: list[Job], meta: Meta, submitted_before: int) -> list[dict]:
         # custom_id = the cache key, a sha256 hex: 64 characters, the API's maximum; the batch's marker

@@ -129,7 +129,6 @@ class BatchProvider(Provider):
         model: str,
         max_tokens: int,
         prompt: str,
-        temperature: float | None = None,
         schema: ReplySchema | None = None,
     ) -> dict:
         """One request of a batch, as the API takes it."""
