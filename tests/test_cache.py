@@ -31,9 +31,9 @@ def test_a_bad_line_before_the_end_is_an_error_naming_it(tmp_path):
 
 
 def test_key_changes_with_everything_that_changes_the_reply():
-    base = ("anthropic", "claude-haiku-4-5", "p" * 64, "passage text", 300)
+    base = ("anthropic", "claude-haiku-4-5", "p" * 64, "passage text")
     key = cache_key(*base)
-    for index, other in enumerate(["openai-compatible", "other-model", "q" * 64, "passage text!", 301]):
+    for index, other in enumerate(["openai-compatible", "other-model", "q" * 64, "passage text!"]):
         changed = list(base)
         changed[index] = other
         assert cache_key(*changed) != key

@@ -50,7 +50,7 @@ from retrieval_bench.io import InputError
 from retrieval_bench.io import run_stage as run_stage_main
 from retrieval_bench.llm import batch, sync
 from retrieval_bench.llm.batch import GRACE_ENV
-from retrieval_bench.llm.cache import CacheWriter, cache_key, read_cache, read_journal
+from retrieval_bench.llm.cache import CacheWriter, EarlierKeys, cache_key, legacy_cache_key, read_cache, read_journal
 from retrieval_bench.llm.credentials import openai_endpoint
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.hygiene import clean_reply
@@ -303,17 +303,16 @@ def test_a_chunk_cannot_close_or_open_the_passage_block():
 
 
 def test_cache_keys_of_ordinary_passages_did_not_change():
-    meta = Meta("anthropic", "anthropic", "claude-haiku-4-5", "p" * 64, 300)
     text = "SQLite uses a <b>write-ahead log</b>; readers do not block writers."
-    job = QUESTIONS.job(meta, TEMPLATE, text, "s", 0)
-    # The key every earlier version gave this passage (sha256 of the JSON list of its fields).
-    assert (
-        job.key
-        == hashlib.sha256(json.dumps(["anthropic", "claude-haiku-4-5", "p" * 64, text, 300]).encode()).hexdigest()
+    # The key every earlier version gave this passage (sha256 of the JSON list of its fields), found in a cache.
+    earlier = hashlib.sha256(json.dumps(["anthropic", "claude-haiku-4-5", "p" * 64, text, 300]).encode()).hexdigest()
+    meta = Meta(
+        "anthropic", "anthropic", "claude-haiku-4-5", "p" * 64, 300, earlier=EarlierKeys(frozenset({earlier}), (300,))
     )
-    assert job.key == cache_key("anthropic", "claude-haiku-4-5", "p" * 64, text, 300)
+    job = QUESTIONS.job(meta, TEMPLATE, text, "s", 0)
+    assert job.key == earlier == legacy_cache_key("anthropic", "claude-haiku-4-5", "p" * 64, text, 300, 0, False)
     hostile = QUESTIONS.job(meta, TEMPLATE, HOSTILE, "s", 0)
-    assert hostile.key != cache_key("anthropic", "claude-haiku-4-5", "p" * 64, HOSTILE, 300)  # sent differently now
+    assert hostile.key != cache_key("anthropic", "claude-haiku-4-5", "p" * 64, HOSTILE)  # sent differently now
 
 
 @pytest.mark.parametrize(

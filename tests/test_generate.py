@@ -70,17 +70,16 @@ def test_duplicates_compare_case_spacing_and_end_punctuation():
 
 # --- cache keys ----------------------------------------------------------------------------------
 def test_cache_key_is_a_valid_custom_id_and_first_attempts_keep_their_key():
-    key = cache_key("anthropic", "m", "p", "text", 300)
-    assert len(key) == 64 and key == cache_key("anthropic", "m", "p", "text", 300, 0)
+    key = cache_key("anthropic", "m", "p", "text")
+    assert len(key) == 64 and key == cache_key("anthropic", "m", "p", "text", 0)
     changed = {
-        cache_key("anthropic", "m", "p", "text", 300, 1),
-        cache_key("anthropic", "m2", "p", "text", 300),
-        cache_key("anthropic", "m", "p2", "text", 300),
-        cache_key("anthropic", "m", "p", "text!", 300),
-        cache_key("anthropic", "m", "p", "text", 200),
-        cache_key("openai-compatible", "m", "p", "text", 300),
+        cache_key("anthropic", "m", "p", "text", 1),
+        cache_key("anthropic", "m2", "p", "text"),
+        cache_key("anthropic", "m", "p2", "text"),
+        cache_key("anthropic", "m", "p", "text!"),
+        cache_key("openai-compatible", "m", "p", "text"),
     }
-    assert key not in changed and len(changed) == 6
+    assert key not in changed and len(changed) == 5
 
 
 # --- the provider registry ------------------------------------------------------------------------

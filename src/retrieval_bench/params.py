@@ -12,8 +12,10 @@ from typing import Any
 from retrieval_bench.io import InputError, json_kind, quoted
 from retrieval_bench.params_sections import (
     DVC_IGNORED_KEYS,
+    REQUEST_TIMEOUT_S,
     check_embed,
     check_inside,
+    check_llm_requests,
     check_rerank_and_ann,
     check_similarity_bars,
     check_style_examples,
@@ -55,6 +57,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_cost_usd": 5.0,
         "price": None,  # null: the price table by model (llm.prices); or a mapping like PRICE_KEYS
         "batch_poll_seconds": 30.0,
+        "timeout_s": REQUEST_TIMEOUT_S,  # seconds per request (a local CPU server may need more)
+        "response_format": "text",  # or json_schema: the reply's JSON schema is sent (llm.tasks.Task.schema)
+        "temperature": None,  # null: the server's default (not sent)
+        "model_alias": None,  # the model's name in the cache key instead of generate.model (a local model folder)
     },
     "embed": {
         "model": "sentence-transformers/all-MiniLM-L6-v2",
@@ -122,6 +128,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_cost_usd": 5.0,
         "price": None,  # as generate.price: null = the price table by judge.model
         "batch_poll_seconds": 30.0,
+        "timeout_s": REQUEST_TIMEOUT_S,
+        "response_format": "text",
+        "temperature": None,
+        "model_alias": None,
     },
     "panel": {},  # several systems, by name: each a retrieval override (checked in _check_panel)
     "validity": {"threshold": 0.8, "fail_below": False},  # the agreement certificate's Kendall tau bar
@@ -294,14 +304,7 @@ def _check_generate(settings: dict[str, Any], section: str, path: Path) -> None:
         raise InputError(
             f"{path}: {section}.batch_poll_seconds must be positive, got {settings['batch_poll_seconds']!r}"
         )
-    base_url = settings["base_url"]
-    if base_url is not None and (not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))):
-        raise InputError(f"{path}: {section}.base_url must be an http(s) URL or null, got {base_url!r}")
-    limit = settings["max_cost_usd"]
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
-        raise InputError(
-            f"{path}: {section}.max_cost_usd must be a positive number of US dollars or null (no limit), got {limit!r}"
-        )
+    check_llm_requests(settings, section, path)
     _check_price(settings["price"], section, path)
 
 

@@ -260,3 +260,52 @@ def check_rerank_and_ann(retrieval: dict[str, Any], where: str, path: Path) -> N
         raise InputError(
             f"{path}: {where}.ann.nprobe ({ann['nprobe']}) cannot exceed {where}.ann.nlist ({ann['nlist']})"
         )
+
+
+# The request settings of an LLM section (generate, judge): seconds per request, and how replies are asked for.
+REQUEST_TIMEOUT_S = 120.0
+MAX_TIMEOUT_S = 3600.0  # an hour per request: beyond it a stuck server only holds the run
+MAX_TEMPERATURE = 2.0  # OpenAI's and vLLM's upper bound
+RESPONSE_FORMATS = ("text", "json_schema")
+
+
+def check_llm_requests(settings: dict[str, Any], section: str, path: Path) -> None:
+    """Where and how an LLM section's requests go: base URL, spend limit, timeout, reply format,
+    temperature, model alias."""
+    base_url = settings["base_url"]
+    if base_url is not None and (not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))):
+        raise InputError(f"{path}: {section}.base_url must be an http(s) URL or null, got {base_url!r}")
+    limit = settings["max_cost_usd"]
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
+        raise InputError(
+            f"{path}: {section}.max_cost_usd must be a positive number of US dollars or null (no limit), got {limit!r}"
+        )
+    if settings["response_format"] not in RESPONSE_FORMATS:
+        raise InputError(
+            f"{path}: {section}.response_format must be one of {', '.join(RESPONSE_FORMATS)}, "
+            f"got {settings['response_format']!r}"
+        )
+    timeout = settings["timeout_s"]
+    if not 0 < timeout <= MAX_TIMEOUT_S:
+        raise InputError(
+            f"{path}: {section}.timeout_s must be seconds per request, above 0 and at most {MAX_TIMEOUT_S}, got {timeout!r}"
+        )
+    temperature = settings["temperature"]
+    if temperature is not None:
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+            raise InputError(f"{path}: {section}.temperature must be a number or null, got {temperature!r}")
+        if settings["provider"].startswith("anthropic"):
+            raise InputError(
+                f"{path}: {section}.temperature is for provider openai-compatible; the anthropic SDK's Messages API "
+                f"takes none: leave it null (got {temperature!r})"
+            )
+        if not 0 <= temperature <= MAX_TEMPERATURE:
+            raise InputError(
+                f"{path}: {section}.temperature must be null (the server's default) or between 0 and "
+                f"{MAX_TEMPERATURE}, got {temperature!r}"
+            )
+    alias = settings["model_alias"]
+    if alias is not None and not (isinstance(alias, str) and alias.strip()):
+        raise InputError(
+            f"{path}: {section}.model_alias must be null (the cache key uses {section}.model) or a name, got {alias!r}"
+        )

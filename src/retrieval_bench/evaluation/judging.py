@@ -31,7 +31,7 @@ import pandas as pd
 from retrieval_bench.corpus.duplicates import group_members
 from retrieval_bench.evaluation.revisions import read_artefact, resolve_revision
 from retrieval_bench.io import InputError
-from retrieval_bench.llm.cache import read_cache
+from retrieval_bench.llm.cache import EarlierKeys, read_cache
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.paid import PaidWork, pay_for
 from retrieval_bench.llm.prices import usd
@@ -187,7 +187,8 @@ def judge_pool(
     """Grade every pooled pair the cache lacks (see the module's docstring); the judged pool and
     the report. Raises JudgeDryRun after a dry run, StopGeneration on a clean stop."""
     settings = Settings.from_params(params, section="judge")
-    meta = Meta(params["provider"], settings.family or "", params["model"], prompt_sha256, params["max_tokens"])
+    # The judge has no seed of its own: each request's seed derives from 0 and its key.
+    meta = Meta.from_params(params, settings, prompt_sha256, EarlierKeys.of(read_cache(cache_path)), seed=0)
     context = {}
     for pair in pairs:
         for attempt in range(params["max_attempts"]):

@@ -41,7 +41,7 @@ from retrieval_bench.goldenset.selection import (
     walk,
 )
 from retrieval_bench.io import InputError
-from retrieval_bench.llm.cache import read_cache
+from retrieval_bench.llm.cache import EarlierKeys, read_cache
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import QUESTIONS, prompt_text
 
@@ -172,9 +172,10 @@ def synthetic(
     hw_rows, hw_rejects = drop_unhygienic(hw_rows, hygiene)  # generated ones are asked again instead (walk)
     settings = Settings.from_params(params)
     family = settings.family
-    meta = Meta(params["provider"], family or "", params["model"], prompt_sha256, params["max_tokens"])
+    meta = Meta.from_params(params, settings, prompt_sha256, EarlierKeys.of(read_cache(cache_path)), params["seed"])
     ranked = rank_passages(passages, params["seed"], {row["chunk_sha256"] for row in hw_rows})
     budget = None if params["max_questions"] == 0 else max(0, params["max_questions"] - len(hw_rows))
+    log(plan_line(params["max_questions"], len(hw_rows), budget, len(ranked)))
     seen = {normalise_question(row["question"]) for row in hw_rows}
     if family is not None:
         generate_missing(params, settings, meta, template, ranked, budget, seen, cache_path, dry_run, log)
@@ -207,6 +208,22 @@ def synthetic(
     covered = {row["chunk_sha256"] for row in hw_rows + generated}
     counts["passages_without_question"] = int((~passages["text_sha256"].isin(covered)).sum())
     return hw_rows + generated, hw_rejects + plan.rejects, counts
+
+
+def plan_line(max_questions: int, n_handwritten: int, budget: int | None, n_eligible: int) -> str:
+    """What the golden set is to hold: the hand-written questions, and how many passages get a
+    generated one (`budget`: None, no limit) of the `n_eligible` that may."""
+    if budget is None:
+        return (
+            f"max_questions 0 (no limit): {n_handwritten} hand-written questions, and a generated question for "
+            f"each of the {n_eligible} passages they do not cover"
+        )
+    if budget == 0:
+        return f"max_questions {max_questions} is used up by {n_handwritten} hand-written questions: 0 to generate"
+    return (
+        f"max_questions {max_questions} less {n_handwritten} hand-written questions: {min(budget, n_eligible)} "
+        f"passages get a generated question (of {n_eligible} eligible)"
+    )
 
 
 def log_synthetic(rows: list[dict], counts: dict, params: dict, log: Log) -> None:

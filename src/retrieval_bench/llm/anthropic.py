@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from retrieval_bench.llm.connection import REQUEST_TIMEOUT_S, ConnectionGuard, guarded_http_client
+from retrieval_bench.llm.connection import ConnectionGuard, guarded_http_client
 from retrieval_bench.llm.credentials import anthropic_endpoint
 from retrieval_bench.llm.provider import CallSettings, Provider, Reply
+from retrieval_bench.llm.schema import ReplySchema
 
 if TYPE_CHECKING:
     from retrieval_bench.llm.ratelimit import SharedPause
@@ -31,6 +32,8 @@ class Messages(Provider):
             anthropic.AnthropicError,
             pause.hooks(),
             ConnectionGuard(endpoint),
+            settings.timeout_s,
+            settings.section,
             limits=httpx2.Limits(
                 max_connections=max(settings.concurrency * 2, 10), max_keepalive_connections=settings.concurrency + 2
             ),
@@ -40,14 +43,19 @@ class Messages(Provider):
             api_key=endpoint.key,
             base_url=endpoint.url,
             http_client=http,
-            timeout=REQUEST_TIMEOUT_S,
+            timeout=settings.timeout_s,
             max_retries=settings.max_retries if max_retries is None else max_retries,
         )
 
-    async def send(self, client: Any, settings: CallSettings, prompt: str) -> Reply:
-        message = await client.messages.create(
-            model=settings.model, max_tokens=settings.max_tokens, messages=[{"role": "user", "content": prompt}]
-        )
+    async def send(
+        self,
+        client: Any,
+        settings: CallSettings,
+        prompt: str,
+        seed: int | None = None,
+        schema: ReplySchema | None = None,
+    ) -> Reply:
+        message = await client.messages.create(**message_params(settings.model, settings.max_tokens, prompt, schema))
         return self.reply(message, prompt)
 
     def reply(self, answer: Any, prompt: str = "") -> Reply:
@@ -59,6 +67,19 @@ class Messages(Provider):
         import anthropic
 
         return anthropic.APIStatusError, anthropic.APIConnectionError
+
+
+def message_params(model: str, max_tokens: int, prompt: str, schema: ReplySchema | None) -> dict[str, Any]:
+    """A Messages request's parameters, a schema as structured output (`output_config.format`). The
+    anthropic SDK 2.14 takes neither a seed nor a temperature (check_params refuses one)."""
+    params: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": prompt}],
+    }
+    if schema is not None:
+        params["output_config"] = {"format": {"type": "json_schema", "schema": schema.schema}}
+    return params
 
 
 MESSAGES = Messages()

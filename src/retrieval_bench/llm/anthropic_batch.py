@@ -10,19 +10,24 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from retrieval_bench.llm.anthropic import Messages
+from retrieval_bench.llm.anthropic import Messages, message_params
 from retrieval_bench.llm.provider import BatchInfo, BatchProvider, BatchResult
+from retrieval_bench.llm.schema import ReplySchema
 
 
 class MessageBatches(BatchProvider, Messages):
     name = "anthropic-batch"
     max_requests = 10_000
 
-    def request(self, custom_id: str, model: str, max_tokens: int, prompt: str) -> dict:
-        return {
-            "custom_id": custom_id,
-            "params": {"model": model, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}]},
-        }
+    def request(
+        self,
+        custom_id: str,
+        model: str,
+        max_tokens: int,
+        prompt: str,
+        schema: ReplySchema | None = None,
+    ) -> dict:
+        return {"custom_id": custom_id, "params": message_params(model, max_tokens, prompt, schema)}
 
     async def create(self, client: Any, requests: list[dict]) -> str:
         # SDK retries off: a retried create after a lost answer is a second, paid batch.

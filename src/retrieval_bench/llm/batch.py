@@ -139,9 +139,14 @@ class BatchRunner:
             events.extend(await self._submit_one(chunk, meta, len(events)))
         return events
 
+    def _requests(self, chunk: list[Job], meta: Meta) -> list[dict]:
+        """The batch's requests, each with the reply schema (json_schema)."""
+        schema = self.task.schema if meta.response_format == "json_schema" else None
+        return [self.api.request(job.key, meta.model, meta.max_tokens, job.prompt, schema) for job in chunk]
+
     async def _submit_one(self, chunk: list[Job], meta: Meta, submitted_before: int) -> list[dict]:
         # custom_id = the cache key, a sha256 hex: 64 characters, the API's maximum; the batch's marker
-        requests = [self.api.request(job.key, meta.model, meta.max_tokens, job.prompt) for job in chunk]
+        requests = self._requests(chunk, meta)
         intent = {
             "event": "intent",
             "batch_id": None,
@@ -149,11 +154,7 @@ class BatchRunner:
             "intent_at": _now(),
             "intent_unix": time.time(),
             "n_requests": len(chunk),
-            "family": meta.family,
-            "provider": meta.provider,
-            "model": meta.model,
-            "prompt_sha256": meta.prompt_sha256,
-            "max_tokens": meta.max_tokens,
+            **meta.journal_fields(),
             "requests": [
                 {"key": job.key, "passage_sha256": job.passage_sha256, "attempt": job.attempt} for job in chunk
             ],
@@ -316,13 +317,7 @@ class BatchRunner:
 
     async def _collect(self, event: dict) -> None:
         by_key = {request["key"]: request for request in event["requests"]}
-        meta = Meta(
-            event.get("provider", self.api.name),
-            event["family"],
-            event["model"],
-            event["prompt_sha256"],
-            event["max_tokens"],
-        )
+        meta = Meta.from_journal(event, self.api.name)
         cached = set(read_cache(self.cache_path))
         self._check_space(
             len(by_key),

@@ -1,12 +1,16 @@
 """The question cache: append-only JSON Lines, one record per generated question, keyed by content.
 
-A record's key is the sha256 of everything that determines the answer (provider family, model,
-prompt, passage text, max_tokens, and the attempt number when a rejected reply is asked again),
+A record's key is the sha256 of what the question is asked about and with (provider family, model
+or its alias, prompt, passage text, and the attempt number when a rejected reply is asked again),
 so editing one passage regenerates one question and changing the prompt or the model
-regenerates all; a finished question is never paid for twice.
+regenerates all; a finished question is never paid for twice. How it is asked (max_tokens,
+temperature, concurrency, timeouts, retries, the server's URL) is recorded, not keyed: changing it
+asks nothing again. Records written before max_tokens left the key (KEY_VERSION 1, without a
+key_version field) are still found: EarlierKeys maps a job to the key it had then.
 
 A record carries: key, passage_sha256, model, prompt_sha256, question, evidence (the excerpt the
 generator quotes), and from retrieval_bench.llm.tasks.Task.record also family, provider, max_tokens, attempt,
+key_version, temperature and seed (null: not sent), model_alias and response_format (when set),
 rejected (a reason, or null), stop_reason, raw (the reply as received), usage and created.
 
 The batch journal (question_cache.batches.jsonl, next to the cache) is append-only JSON Lines
@@ -29,6 +33,8 @@ import json
 import os
 import shutil
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from retrieval_bench.io import InputError
@@ -39,26 +45,53 @@ from retrieval_bench.io import InputError
 ESCAPED_MARKER = "passage-delimiters-escaped"
 
 
+KEY_VERSION = 2  # 1: max_tokens was hashed into the key (legacy_cache_key)
+
+
 def cache_key(
     family: str,
     model: str,
     prompt_sha256: str,
     passage_text: str,
-    max_tokens: int,
     attempt: int = 0,
     escaped: bool = False,
 ) -> str:
     """A 64-character hex key (it doubles as a batch request's custom_id, at most 64 characters).
     Attempt 0 is the first request for a passage; the attempt number is hashed only above 0, so
-    first attempts keep the key they always had. Likewise `escaped` (the passage held text that
-    looks like the prompt's delimiters) is hashed only when true: every other passage keeps its key."""
-    fields: list = [family, model, prompt_sha256, passage_text, max_tokens]
+    first attempts keep their key. Likewise `escaped` (the passage held text that looks like the
+    prompt's delimiters) is hashed only when true: every other passage keeps its key."""
+    return _key([family, model, prompt_sha256, passage_text], attempt, escaped)
+
+
+def legacy_cache_key(
+    family: str, model: str, prompt_sha256: str, passage_text: str, max_tokens: int, attempt: int, escaped: bool
+) -> str:
+    """The key a record of KEY_VERSION 1 has: max_tokens hashed after the passage."""
+    return _key([family, model, prompt_sha256, passage_text, max_tokens], attempt, escaped)
+
+
+def _key(fields: list, attempt: int, escaped: bool) -> str:
     if attempt:
         fields.append(attempt)
     if escaped:
         fields.append(ESCAPED_MARKER)
     payload = json.dumps(fields, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class EarlierKeys:
+    """The keys of a cache's KEY_VERSION 1 records and the max_tokens values they were made with:
+    a job whose earlier key is one of them is served that record (llm.tasks), so a cache written
+    before max_tokens left the key is paid for once, whatever max_tokens is now."""
+
+    keys: frozenset[str] = frozenset()
+    max_tokens: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, records: Mapping[str, dict]) -> "EarlierKeys":
+        earlier = [r for r in records.values() if r.get("key_version", 1) == 1 and isinstance(r.get("max_tokens"), int)]
+        return cls(frozenset(r["key"] for r in earlier), tuple(sorted({r["max_tokens"] for r in earlier})))
 
 
 def _read_append_log(path: str | Path, what: str, required: tuple[str, ...]) -> list[dict]:

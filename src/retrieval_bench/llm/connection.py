@@ -1,8 +1,13 @@
-"""The HTTP client under every SDK: short connect timeout, the shared rate-limit pause's hooks, a
+"""The HTTP client under every SDK: <section>.timeout_s per request and a short connect timeout, the
+shared rate-limit pause's hooks, a
 guard that stops a run naming the endpoint once it refuses (or cannot be resolved or reached
 within CONNECT_TIMEOUT_S) a few connection attempts in a row, and no redirects: the SDKs follow
 them (to any host, port or scheme), which would send the prompt, passages included, to a host the
-user never named; a 3xx with a Location stops the run in one line naming where it pointed."""
+user never named; a 3xx with a Location stops the run in one line naming where it pointed.
+
+A request to a loopback server that runs past <section>.timeout_s fails at once (RequestTimedOut),
+without the SDK's retries: a local server decodes one request at a time and keeps computing the
+abandoned one, so each retry would queue behind it. Other endpoints keep the SDK's back-off."""
 
 from __future__ import annotations
 
@@ -10,9 +15,9 @@ import os
 import time
 from typing import Any
 
+from retrieval_bench.endpoints import is_loopback, origin
 from retrieval_bench.llm.credentials import Endpoint
 
-REQUEST_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_S = 3.0
 # An endpoint is deemed unreachable after this many failed connection attempts in a row spanning
 # at least this many seconds (so a momentary blip under high concurrency does not stop a run).
@@ -26,14 +31,34 @@ class EndpointUnreachable(Exception):
     a redirect (not followed); the message names it."""
 
 
-_UNREACHABLE_TYPES: dict[type, type] = {}
+class RequestTimedOut(Exception):
+    """Mixed into an SDK error type (so the SDK neither wraps nor retries it): a request to a
+    loopback server ran past <section>.timeout_s; the message names the endpoint and the key."""
+
+
+_MIXED_TYPES: dict[tuple[type, type], type] = {}
+
+
+def _sdk_error(marker: type, sdk_error: type, message: str) -> Exception:
+    """`marker` mixed into the SDK's base error type: the SDK passes such an error through as it is."""
+    cls = _MIXED_TYPES.get((marker, sdk_error))
+    if cls is None:
+        cls = _MIXED_TYPES[(marker, sdk_error)] = type(f"{marker.__name__}Error", (marker, sdk_error), {})
+    return cls(message)
 
 
 def _unreachable_error(sdk_error: type, message: str) -> Exception:
-    cls = _UNREACHABLE_TYPES.get(sdk_error)
-    if cls is None:
-        cls = _UNREACHABLE_TYPES[sdk_error] = type("EndpointUnreachableError", (EndpointUnreachable, sdk_error), {})
-    return cls(message)
+    return _sdk_error(EndpointUnreachable, sdk_error, message)
+
+
+def timed_out(error: BaseException) -> bool:
+    """Whether a failed request ran past its timeout (on a loopback server, or after the SDK's retries)."""
+    return isinstance(error, RequestTimedOut) or type(error).__name__ == "APITimeoutError"
+
+
+def loopback_endpoint(endpoint: Endpoint) -> bool:
+    """Whether requests go to this machine (a local model server)."""
+    return endpoint.url is not None and is_loopback(origin(endpoint.url)[1])
 
 
 def os_reason(error: BaseException) -> str:
@@ -100,11 +125,20 @@ class ConnectionGuard:
 
 
 def guarded_http_client(
-    sdk: Any, sdk_error: type, event_hooks: dict[str, list], guard: ConnectionGuard, **kwargs: Any
+    sdk: Any,
+    sdk_error: type,
+    event_hooks: dict[str, list],
+    guard: ConnectionGuard,
+    timeout_s: float,
+    section: str,
+    **kwargs: Any,
 ) -> Any:
-    """The SDK's default async HTTP client, with `event_hooks` (ratelimit.SharedPause.hooks), a short connect timeout,
-    `guard` watching connection failures, and a redirect stopping the run instead of being followed."""
+    """The SDK's default async HTTP client, with `event_hooks` (ratelimit.SharedPause.hooks), `timeout_s`
+    per request (`section`.timeout_s) and a short connect timeout, `guard` watching connection failures,
+    a redirect stopping the run instead of being followed, and a loopback server's timeout not retried."""
     import httpx2
+
+    loopback = loopback_endpoint(guard.endpoint)
 
     class GuardedHttpClient(sdk.DefaultAsyncHttpxClient):
         async def send(self, request: Any, **options: Any) -> Any:
@@ -117,6 +151,15 @@ def guarded_http_client(
                 if guard.unreachable:
                     raise _unreachable_error(sdk_error, guard.unreachable) from None
                 raise
+            except httpx2.TimeoutException:
+                if not loopback:
+                    raise  # the SDK retries it with back-off
+                raise _sdk_error(
+                    RequestTimedOut,
+                    sdk_error,
+                    f"no reply from {origin_of(request.url)} within {section}.timeout_s {timeout_s:g}s "
+                    "(not retried: a local server keeps computing an abandoned request)",
+                ) from None
             guard.succeeded()
             if response.has_redirect_location:
                 await response.aclose()
@@ -125,7 +168,7 @@ def guarded_http_client(
 
     return GuardedHttpClient(
         event_hooks=event_hooks,
-        timeout=httpx2.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+        timeout=httpx2.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S),
         follow_redirects=False,
         **kwargs,
     )

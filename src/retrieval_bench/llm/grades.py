@@ -26,6 +26,7 @@ REJECT_REASONS = {
     "several_grades": "different final scores in one reply",
     "out_of_range": "a final score outside 0-3",
     "truncated": "the reply hit max_tokens before its final score",
+    "schema_mismatch": "not one JSON object of the reply schema (judge.response_format json_schema)",
 }
 
 _THINKING = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)

@@ -31,6 +31,7 @@ REJECT_REASONS = {
     "too_short": "fewer than 3 words",
     "too_long": "more than 60 words: not a search query",
     "not_a_question": "a statement or command, not a question (no '?' and no interrogative opening)",
+    "schema_mismatch": "not one JSON object of the reply schema (generate.response_format json_schema)",
 }
 
 _THINKING = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)

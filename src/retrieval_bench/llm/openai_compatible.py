@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from retrieval_bench.llm.connection import REQUEST_TIMEOUT_S, ConnectionGuard, guarded_http_client
+from retrieval_bench.llm.connection import ConnectionGuard, guarded_http_client
 from retrieval_bench.llm.credentials import openai_endpoint
 from retrieval_bench.llm.provider import CallSettings, Provider, Reply
+from retrieval_bench.llm.schema import ReplySchema
 from retrieval_bench.llm.tokens import CHARS_PER_TOKEN, estimate_input_tokens
 
 if TYPE_CHECKING:
@@ -25,25 +26,48 @@ _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "
 class ChatCompletions(Provider):
     name = "openai-compatible"
     family = "openai-compatible"
+    sends_seed = True
 
     def client(self, settings: CallSettings, pause: SharedPause, max_retries: int | None = None) -> Any:
         import openai
 
         # Refuses a params.yaml base_url the user did not vouch for while OPENAI_API_KEY is set.
         endpoint = openai_endpoint(settings.base_url, section=settings.section)
-        http = guarded_http_client(openai, openai.OpenAIError, pause.hooks(), ConnectionGuard(endpoint))
+        http = guarded_http_client(
+            openai, openai.OpenAIError, pause.hooks(), ConnectionGuard(endpoint), settings.timeout_s, settings.section
+        )
         # Local servers take any key; a placeholder is sent when OPENAI_API_KEY is not set.
         return openai.AsyncOpenAI(
             api_key=endpoint.key,
             base_url=endpoint.url,
             http_client=http,
-            timeout=REQUEST_TIMEOUT_S,
+            timeout=settings.timeout_s,
             max_retries=settings.max_retries if max_retries is None else max_retries,
         )
 
-    async def send(self, client: Any, settings: CallSettings, prompt: str) -> Reply:
+    async def send(
+        self,
+        client: Any,
+        settings: CallSettings,
+        prompt: str,
+        seed: int | None = None,
+        schema: ReplySchema | None = None,
+    ) -> Reply:
+        options: dict[str, Any] = {}
+        if settings.temperature is not None:
+            options["temperature"] = settings.temperature
+        if seed is not None:
+            options["seed"] = seed
+        if schema is not None:
+            options["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": schema.name, "schema": schema.schema, "strict": True},
+            }
         completion = await client.chat.completions.create(
-            model=settings.model, max_tokens=settings.max_tokens, messages=[{"role": "user", "content": prompt}]
+            model=settings.model,
+            max_tokens=settings.max_tokens,
+            messages=[{"role": "user", "content": prompt}],
+            **options,
         )
         return self.reply(completion, prompt)
 

@@ -52,6 +52,7 @@ class Paid:
     planned: bool = False  # a dry run found work to do (and logged its cost)
     done_at_start: int = 0  # what `missing` counted done when the first round looked (after resuming)
     failed: list[str] = field(default_factory=list)  # why each failed request failed, every round
+    timed_out: int = 0  # of the failed: requests that ran past <section>.timeout_s
 
 
 def pay_for(work: PaidWork, missing: Missing, rounds: int, dry_run: bool, log: Log) -> Paid:
@@ -71,8 +72,8 @@ def pay_for(work: PaidWork, missing: Missing, rounds: int, dry_run: bool, log: L
     if paid.failed:
         reasons = "; ".join(f"{n}x {r}" for r, n in Counter(paid.failed).most_common(3))
         raise StopGeneration(
-            f"{len(paid.failed)} {work.task.wording.requests} failed ({reasons}); every reply received is kept in "
-            f"{work.cache_path}; rerun to ask for the missing {work.task.wording.noun} again"
+            f"{len(paid.failed)} {work.task.wording.requests} failed ({reasons}){_timeout_hint(work.settings, paid)}; "
+            f"every reply received is kept in {work.cache_path}; rerun to ask for the missing {work.task.wording.noun} again"
         )
     return paid
 
@@ -137,11 +138,23 @@ def _round(
     paid.spent += outcome.cost
     paid.asked += outcome.succeeded + len(outcome.failed)
     paid.failed.extend(outcome.failed)
+    paid.timed_out += outcome.timed_out
+    timeouts = f" ({outcome.timed_out} timed out)" if outcome.timed_out else ""
     log(
-        f"{outcome.succeeded} replies ({outcome.rejected} rejected), {len(outcome.failed)} failed; "
+        f"{outcome.succeeded} replies ({outcome.rejected} rejected), {len(outcome.failed)} failed{timeouts}; "
         f"{outcome.input_tokens:,} input + {outcome.output_tokens:,} output tokens, {usd(outcome.cost)}"
     )
     return not (outcome.failed or outcome.succeeded == 0)
+
+
+def _timeout_hint(settings: Settings, paid: Paid) -> str:
+    """What the closing line says of requests that timed out: how many, and what to change."""
+    if not paid.timed_out:
+        return ""
+    return (
+        f"; {paid.timed_out} timed out after {settings.section}.timeout_s {settings.timeout_s:g}s: raise it, "
+        f"or lower {settings.section}.max_tokens or {settings.section}.concurrency for a slow local server"
+    )
 
 
 def _remaining(settings: Settings, spent: float) -> Settings:

@@ -18,6 +18,7 @@ class Outcome:
     succeeded: int = 0
     rejected: int = 0
     failed: list[str] = field(default_factory=list)  # reasons
+    timed_out: int = 0  # of the failed: requests that ran past <section>.timeout_s
     stop: str | None = None  # why the run stopped early
     input_tokens: int = 0
     output_tokens: int = 0
@@ -41,6 +42,7 @@ class Meter:
     def _postfix(self) -> None:
         o = self.outcome
         failed = f"{len(o.failed)} failed, " if o.failed else ""
+        failed += f"{o.timed_out} timed out, " if o.timed_out else ""
         self.bar.set_postfix_str(
             f"{failed}in {o.input_tokens:,} out {o.output_tokens:,} tok {usd(o.cost)}", refresh=False
         )
@@ -56,9 +58,10 @@ class Meter:
         self._postfix()
         self.bar.update(int(saved))
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: str, timed_out: bool = False) -> None:
         """A request that got no reply: counted beside the bar, not in it."""
         self.outcome.failed.append(reason)
+        self.outcome.timed_out += int(timed_out)
         self._postfix()
         self.bar.refresh()
 

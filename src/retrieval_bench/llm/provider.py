@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_bench.llm.errors import classify_error
+from retrieval_bench.llm.schema import ReplySchema
 
 if TYPE_CHECKING:
     from retrieval_bench.llm.ratelimit import SharedPause
@@ -49,6 +50,10 @@ class CallSettings(Protocol):
     def base_url(self) -> str | None: ...
     @property
     def section(self) -> str: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def temperature(self) -> float | None: ...
 
 
 class Provider:
@@ -57,15 +62,24 @@ class Provider:
     name: str
     family: str  # in the cache key: providers with interchangeable replies share one
     batch = False  # a BatchProvider: submitted in batches, half price
+    sends_seed = False  # each request carries a seed (llm.tasks.Job.seed), so a re-ask is not the same request
 
     def client(self, settings: CallSettings, pause: SharedPause, max_retries: int | None = None) -> Any:
         """The SDK's async client (it has `close()`), its HTTP client from connection.guarded_http_client
         with `pause`'s hooks; the SDK retries settings.max_retries times unless `max_retries` is given."""
         raise NotImplementedError
 
-    async def send(self, client: Any, settings: CallSettings, prompt: str) -> Reply:
-        """One request: `prompt` as the user message, settings.model and settings.max_tokens. A
-        ValueError means an undecodable answer (it is asked again); SDK errors pass through."""
+    async def send(
+        self,
+        client: Any,
+        settings: CallSettings,
+        prompt: str,
+        seed: int | None = None,
+        schema: ReplySchema | None = None,
+    ) -> Reply:
+        """One request: `prompt` as the user message, settings.model, max_tokens and temperature (if
+        set), `seed` where the API takes one, the reply held to `schema` where given. A ValueError
+        means an undecodable answer (it is asked again); SDK errors pass through."""
         raise NotImplementedError
 
     def reply(self, answer: Any, prompt: str) -> Reply:
@@ -109,7 +123,14 @@ class BatchProvider(Provider):
     batch = True
     max_requests: int
 
-    def request(self, custom_id: str, model: str, max_tokens: int, prompt: str) -> dict:
+    def request(
+        self,
+        custom_id: str,
+        model: str,
+        max_tokens: int,
+        prompt: str,
+        schema: ReplySchema | None = None,
+    ) -> dict:
         """One request of a batch, as the API takes it."""
         raise NotImplementedError
 

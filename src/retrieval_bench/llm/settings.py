@@ -3,8 +3,9 @@ prices included) and Meta (what a cache record says about how it was made)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from retrieval_bench.llm.cache import EarlierKeys
 from retrieval_bench.llm.prices import resolve
 from retrieval_bench.llm.provider import Provider
 from retrieval_bench.llm.registry import PROVIDERS
@@ -26,6 +27,9 @@ class Settings:
     batch_discount: float
     max_cost_usd: float | None
     batch_poll_seconds: float
+    timeout_s: float = DEFAULTS["generate"]["timeout_s"]  # seconds per request
+    response_format: str = "text"  # or json_schema: the task's reply schema is sent with each request
+    temperature: float | None = None  # None: the server's default (not sent)
     price_source: str = "generate.price"  # where the prices came from (llm.prices), for messages
     section: str = "generate"  # the params.yaml section it came from, named in messages (judge: "judge")
 
@@ -51,6 +55,9 @@ class Settings:
             batch_discount=price.batch_discount,
             max_cost_usd=params["max_cost_usd"],
             batch_poll_seconds=float(params["batch_poll_seconds"]),
+            timeout_s=float(params["timeout_s"]),
+            response_format=params["response_format"],
+            temperature=params["temperature"],
             price_source=price.source,
             section=section,
         )
@@ -79,10 +86,66 @@ class Settings:
 
 @dataclass(frozen=True)
 class Meta:
-    """What a cache record says about how it was made (besides the passage)."""
+    """What a cache record says about how it was made (besides the passage), and how its key is made."""
 
     provider: str
     family: str
-    model: str
+    model: str  # the model requests name
     prompt_sha256: str
-    max_tokens: int
+    max_tokens: int  # recorded, not in the key: a reply is not asked again because max_tokens changed
+    model_alias: str | None = None  # the model's name in the key instead of `model` (a local model folder)
+    temperature: float | None = None  # sent and recorded; None: the server's default
+    seed: int | None = None  # each job's seed derives from it (llm.tasks); None: the API takes no seed
+    response_format: str = "text"  # json_schema: every reply is held to the task's schema
+    earlier: EarlierKeys = field(default_factory=EarlierKeys)  # records keyed the old way (max_tokens hashed)
+
+    @classmethod
+    def from_params(
+        cls, params: dict, settings: Settings, prompt_sha256: str, earlier: EarlierKeys, seed: int | None = None
+    ) -> "Meta":
+        """The Meta of an LLM section's (validated) `params`; `seed` is sent only where the provider
+        takes one."""
+        return cls(
+            params["provider"],
+            settings.family or "",
+            params["model"],
+            prompt_sha256,
+            params["max_tokens"],
+            model_alias=params["model_alias"],
+            temperature=params["temperature"],
+            seed=seed if settings.api is not None and settings.api.sends_seed else None,
+            response_format=params["response_format"],
+            earlier=earlier,
+        )
+
+    def journal_fields(self) -> dict:
+        """What a batch journal's intent says of how its requests are made (from_journal reads it back)."""
+        return {
+            "family": self.family,
+            "provider": self.provider,
+            "model": self.model,
+            "prompt_sha256": self.prompt_sha256,
+            "max_tokens": self.max_tokens,
+            "model_alias": self.model_alias,
+            "temperature": self.temperature,
+            "response_format": self.response_format,
+        }
+
+    @classmethod
+    def from_journal(cls, event: dict, provider: str) -> "Meta":
+        """The Meta a journalled batch's requests were made with (events before these fields: text, no alias)."""
+        return cls(
+            event.get("provider", provider),
+            event["family"],
+            event["model"],
+            event["prompt_sha256"],
+            event["max_tokens"],
+            model_alias=event.get("model_alias"),
+            temperature=event.get("temperature"),
+            response_format=event.get("response_format", "text"),
+        )
+
+    @property
+    def cache_model(self) -> str:
+        """The model's name in cache keys: the alias when one is set."""
+        return self.model_alias or self.model

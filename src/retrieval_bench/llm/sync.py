@@ -14,7 +14,7 @@ import asyncio
 import threading
 
 from retrieval_bench.llm.cache import CacheWriteError, CacheWriter, free_bytes
-from retrieval_bench.llm.connection import EndpointUnreachable
+from retrieval_bench.llm.connection import EndpointUnreachable, timed_out
 from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.progress import Meter, Outcome
 from retrieval_bench.llm.provider import Provider, Reply
@@ -62,6 +62,7 @@ class _SyncRun:
         self.unsaved: list[tuple[dict, Reply]] = []
         self.space_needed = SPACE_RESERVE_BYTES + settings.concurrency * SPACE_PER_REPLY_BYTES
         self.kept_lock = threading.Lock()
+        self.schema = task.schema if settings.response_format == "json_schema" else None
 
     async def run(self, jobs: list[Job]) -> Outcome:
         self.worst_case = self.settings.cost(
@@ -112,7 +113,7 @@ class _SyncRun:
         tries = 1
         while True:
             try:
-                return await self.provider.send(self.client, self.settings, job.prompt)
+                return await self.provider.send(self.client, self.settings, job.prompt, job.seed, self.schema)
             except ValueError as error:  # an undecodable body: JSON or schema errors
                 if tries == MALFORMED_TRIES:
                     raise
@@ -130,7 +131,7 @@ class _SyncRun:
         elif kind == "fatal":
             self.stop(f"the API refused the request: {message}")
         else:
-            self.meter.fail(message)
+            self.meter.fail(message, timed_out=timed_out(error))
             self.consecutive_failures += 1
             if self.consecutive_failures >= self.breaker:
                 self.stop(f"{self.breaker} requests in a row failed after retries (last: {message})")
@@ -148,7 +149,7 @@ class _SyncRun:
             finally:
                 self.in_flight -= 1
             self.consecutive_failures = 0
-            record = self.task.record(self.meta, job.key, job.passage_sha256, job.attempt, reply)
+            record = self.task.record(self.meta, job.key, job.passage_sha256, job.attempt, reply, seed=job.seed)
             try:
                 await asyncio.to_thread(self.keep, record)  # fsync off the event loop; appends are serialised
             except CacheWriteError as error:

@@ -20,6 +20,7 @@ and the chunk's id (a task's `context`, by cache key) so the cache reads on its 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -28,11 +29,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from retrieval_bench.io import InputError
-from retrieval_bench.llm.cache import cache_key
+from retrieval_bench.llm.cache import KEY_VERSION, cache_key, legacy_cache_key
 from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, Wording
 from retrieval_bench.llm.grades import parse_grade
 from retrieval_bench.llm.hygiene import clean_reply
 from retrieval_bench.llm.provider import Reply
+from retrieval_bench.llm.schema import GRADE_SCHEMA, QUESTION_SCHEMA, ReplySchema
 from retrieval_bench.llm.settings import Meta
 from retrieval_bench.passage_escape import escape_passage, escape_tags
 
@@ -52,6 +54,24 @@ class Job:
     passage_sha256: str
     attempt: int
     prompt: str
+    seed: int | None = None  # sent with the request (Meta.seed set): each attempt its own
+
+
+def _keyed(meta: Meta, text: str, attempt: int, escaped: bool) -> tuple[str, int | None]:
+    """(the job's cache key, its seed). The key is the earlier scheme's (max_tokens hashed) when
+    the cache holds a record under it, so an old cache is served whatever max_tokens is now. The
+    seed derives from Meta.seed and the key's fields, the attempt included: a re-ask differs."""
+    fields = (meta.family, meta.cache_model, meta.prompt_sha256, text)
+    key = cache_key(*fields, attempt, escaped)
+    seed = None
+    if meta.seed is not None:
+        digest = hashlib.sha256(f"{meta.seed}\0{key}".encode()).digest()
+        seed = int.from_bytes(digest[:4], "big") >> 1  # 31 bits: every server's seed type holds it
+    for max_tokens in meta.earlier.max_tokens:
+        earlier = legacy_cache_key(*fields, max_tokens, attempt, escaped)
+        if earlier in meta.earlier.keys:
+            return earlier, seed
+    return key, seed
 
 
 @dataclass(frozen=True)
@@ -64,6 +84,7 @@ class Task:
     context: Mapping[str, dict] = field(default_factory=dict)  # cache key -> fields saying what was asked
     stage: str = "generate_goldenset"  # the stage that asks: it names the progress bar and the lines beside it
     wording: Wording = QUESTIONS_WORDING  # how its work is named in the cost guard's and the run's lines
+    schema: ReplySchema = QUESTION_SCHEMA  # the reply's JSON schema (<section>.response_format json_schema)
 
     def with_context(self, context: Mapping[str, dict]) -> "Task":
         """This task, its records carrying `context[key]` (e.g. the question and chunk id judged)."""
@@ -75,10 +96,8 @@ class Task:
 
     def job(self, meta: Meta, template: str, text: str, text_sha256: str, attempt: int) -> Job:
         escaped = self.escape(text)
-        key = cache_key(
-            meta.family, meta.model, meta.prompt_sha256, text, meta.max_tokens, attempt, escaped=escaped != text
-        )
-        return Job(key, text_sha256, attempt, template.replace(self.placeholder, escaped))
+        key, seed = _keyed(meta, text, attempt, escaped != text)
+        return Job(key, text_sha256, attempt, template.replace(self.placeholder, escaped), seed)
 
     def pair_job(self, meta: Meta, template: str, query: str, text: str, text_sha256: str, attempt: int) -> Job:
         """The job for a (query, text) pair: both escaped into the template in one pass (neither
@@ -86,30 +105,53 @@ class Task:
         fields = {self.query_placeholder: self.escape(query), self.placeholder: self.escape(text)}
         escaped = (fields[self.query_placeholder], fields[self.placeholder]) != (query, text)
         payload = json.dumps([self.name, query, text], ensure_ascii=False)
-        key = cache_key(meta.family, meta.model, meta.prompt_sha256, payload, meta.max_tokens, attempt, escaped=escaped)
+        key, seed = _keyed(meta, payload, attempt, escaped)
         pattern = "|".join(re.escape(name) for name in fields)
-        return Job(key, text_sha256, attempt, re.sub(pattern, lambda m: fields[m.group()], template))
+        return Job(key, text_sha256, attempt, re.sub(pattern, lambda m: fields[m.group()], template), seed)
 
     def record(
-        self, meta: Meta, key: str, passage_sha256: str, attempt: int, reply: Reply, provider: str | None = None
+        self,
+        meta: Meta,
+        key: str,
+        passage_sha256: str,
+        attempt: int,
+        reply: Reply,
+        provider: str | None = None,
+        seed: int | None = None,
     ) -> dict:
         """The cache record of one reply (llm.cache describes its fields)."""
         return {
             "key": key,
+            "key_version": KEY_VERSION,
             "family": meta.family,
             "provider": provider or meta.provider,
             "model": meta.model,
+            **({"model_alias": meta.model_alias} if meta.model_alias else {}),
             "prompt_sha256": meta.prompt_sha256,
             "passage_sha256": passage_sha256,
             "max_tokens": meta.max_tokens,
+            "temperature": meta.temperature,
+            "seed": seed,
+            **({"response_format": meta.response_format} if meta.response_format != "text" else {}),
             "attempt": attempt,
-            **self.parse(reply.text, reply.stop_reason),
+            **self.parsed(reply, meta.response_format),
             **self.context.get(key, {}),
             "stop_reason": reply.stop_reason,
             "raw": reply.text,
             "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
+
+    def parsed(self, reply: Reply, response_format: str) -> dict:
+        """The task's fields of a reply; with json_schema a reply the parser would take but that is
+        not one object of the schema (the server ignored it) is rejected as schema_mismatch."""
+        fields = self.parse(reply.text, reply.stop_reason)
+        if response_format == "json_schema" and fields["rejected"] is None and self.schema.mismatch(reply.text.strip()):
+            fields = {**fields, "rejected": SCHEMA_MISMATCH}
+        return fields
+
+
+SCHEMA_MISMATCH = "schema_mismatch"
 
 
 def _question_fields(text: str, stop_reason: str | None) -> dict:
@@ -140,4 +182,5 @@ JUDGE = Task(
     query_placeholder="{query}",
     stage="judge",
     wording=JUDGE_WORDING,
+    schema=GRADE_SCHEMA,
 )

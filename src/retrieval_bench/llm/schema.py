@@ -1,0 +1,53 @@
+"""The JSON schema of a task's reply, sent with <section>.response_format json_schema (OpenAI's
+`response_format`, Anthropic's `output_config.format`), and the check every reply is held to in that
+mode, whether the server honoured the schema or ignored it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+# JSON Schema types as Python sees them (a bool is not an integer).
+_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "object": (dict,)}
+
+
+@dataclass(frozen=True)
+class ReplySchema:
+    """A reply's schema: a flat object of typed fields, all required, no others (strict mode's shape)."""
+
+    name: str
+    properties: dict[str, dict[str, Any]]
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": self.properties,
+            "required": list(self.properties),
+            "additionalProperties": False,
+        }
+
+    def mismatch(self, text: str) -> str | None:
+        """Why `text` is not one JSON object of this schema (None: it is)."""
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            return "not JSON"
+        if not isinstance(value, dict):
+            return "not a JSON object"
+        missing = [key for key in self.properties if key not in value]
+        extra = sorted(set(value) - set(self.properties))
+        if missing or extra:
+            return f"keys missing {missing}, unexpected {extra}"
+        for key, rule in self.properties.items():
+            field = value[key]
+            if isinstance(field, bool) or not isinstance(field, _TYPES[rule["type"]]):
+                return f"{key} is not a {rule['type']}"
+            if "enum" in rule and field not in rule["enum"]:
+                return f"{key} is not one of {rule['enum']}"
+        return None
+
+
+QUESTION_SCHEMA = ReplySchema("question", {"question": {"type": "string"}, "evidence": {"type": "string"}})
+GRADE_SCHEMA = ReplySchema("grade", {"grade": {"type": "integer", "enum": [0, 1, 2, 3]}})
