@@ -155,6 +155,9 @@ def test_generation_with_two_requests_in_flight_caches_every_reply_and_rejects_t
     assert f"4 replies (4 rejected), 0 failed; {sum(r['usage']['input_tokens'] for r in first):,} input + " in out
     # No usable question: one line, and the replies stay cached for the next run.
     assert status == 1 and len(error_lines(err)) == 1, err
+    # The provider is set: the line says every reply was rejected, not "set generate.provider".
+    assert "every reply of generate.provider openai-compatible was rejected (" in err, err
+    assert "set generate.provider" not in err
 
 
 def test_a_rerun_asks_again_no_passage_the_server_answered(server, tmp_path):
@@ -183,11 +186,6 @@ def test_an_unknown_model_name_is_one_error_line_and_nothing_is_cached(unknown_m
     assert read_jsonl(project / GENERATE_CACHE) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="llm/errors.py reads only OpenAI-shaped error bodies: FastAPI's {'detail': ...} becomes "
-    "'HTTP 400: Error code: 400', naming neither the model nor the server",
-)
 def test_an_unknown_model_names_the_model_and_the_server(unknown_model_run, server):
     project, status, out, err = unknown_model_run
     line = error_lines(err)[0]
@@ -240,9 +238,10 @@ def test_a_request_past_timeout_s_fails_counted_and_reported(server, tmp_path, s
 def test_json_schema_is_requested_and_a_server_that_ignores_it_is_caught_by_the_reply_check(server, tmp_path, section):
     make, stage, cache = SECTIONS[section]
     project = make(tmp_path / "p", server, response_format="json_schema")
-    ignored_before = server.log_text().count("Ignoring unsupported fields in the request: {'response_format'}")
     status, out, err = finish(start(project, stage))
     records = read_jsonl(project / cache)
-    ignored = server.log_text().count("Ignoring unsupported fields in the request: {'response_format'}")
-    assert ignored - ignored_before == len(records) > 0  # every request carried response_format
-    assert all(r["rejected"] for r in records)  # nonsense, schema or not, never becomes a question or grade
+    # The server says once per process (transformers' warning_once) that it ignores the field.
+    assert "Ignoring unsupported fields in the request: {'response_format'}" in server.log_text()
+    # A random model's reply runs to max_tokens (cut: rejected before any parsing) or is not the
+    # schema's object; never a question or a grade. The stub's test covers a whole reply outside it.
+    assert len(records) > 0 and {r["rejected"] for r in records} <= {"schema_mismatch", "truncated"}

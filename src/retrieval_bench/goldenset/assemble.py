@@ -145,9 +145,16 @@ def assemble(
                 if skipped
                 else ""
             )
+            remedy = (
+                f"every reply of generate.provider {params['provider']} was rejected ("
+                + ", ".join(f"{reason}: {n}" for reason, n in Counter(r["reason"] for r in rejects).most_common())
+                + "): check generate.model, max_tokens and response_format"
+                if params["provider"] != "none" and rejects
+                else "set generate.provider to generate them"
+            )
             raise InputError(
                 f"no usable question for any passage of this corpus in {cache_path} or {params['handwritten']}{why}; "
-                "set generate.provider to generate them, or bring real queries (docs/how-to/your-corpus.md)"
+                f"{remedy}, or bring real queries (docs/how-to/your-corpus.md)"
             )
         log_synthetic(rows, counts, params, log)
     return GoldenSet(rows, rejects, report(rows, rejects, counts, gauge))

@@ -27,9 +27,15 @@ class StopGeneration(InputError):
 
 
 def error_body_fields(body: object) -> tuple[str | None, str]:
-    """(error code, message) from an Anthropic- or OpenAI-shaped error body."""
+    """(error code, message) from an Anthropic- or OpenAI-shaped error body, or a FastAPI one
+    (`{"detail": "..."}` or a list of validation errors: transformers serve, vLLM)."""
     if not isinstance(body, dict):
         return None, ""
+    if "error" not in body and "detail" in body:
+        detail = body["detail"]
+        if isinstance(detail, list):
+            detail = "; ".join(str(item.get("msg", item)) if isinstance(item, dict) else str(item) for item in detail)
+        return None, str(detail)
     error = body.get("error", body)
     if not isinstance(error, dict):
         return None, str(error)
@@ -77,10 +83,12 @@ def classify_error(
                 "fatal",
                 f"HTTP {status} authentication/permission error: {message} (check the API key in the environment)",
             )
+        request = getattr(error, "request", None)
+        server = f" from {origin_of(request.url)}" if request is not None else ""
         if status == 404:
-            return "fatal", f"HTTP 404: {message} (check {section}.model and the base URL)"
+            return "fatal", f"HTTP 404{server}: {message} (check {section}.model and the base URL)"
         if status in (400, 413, 422):
-            return "fatal", f"HTTP {status}: {message}"
+            return "fatal", f"HTTP {status}{server}: {message} (check {section}.model and the request settings)"
         return "transient", f"HTTP {status}: {message}"
     if connection_error is not None and isinstance(error, connection_error):
         request = getattr(error, "request", None)
