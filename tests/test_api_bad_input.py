@@ -123,7 +123,7 @@ CASES: list[tuple[str, Callable[[Path], Callable[[], object]], str]] = [
     ("k True", lambda d: partial(rb.score, QRELS, RUN, k=True), "k must be a non-empty list"),
     ("k '5'", lambda d: partial(rb.score, QRELS, RUN, k="5"), "k must be a non-empty list"),
     ("ties a list", lambda d: partial(rb.score, QRELS, RUN, ties=["expected"]), "ties must be one of"),
-    ("chunks a directory", lambda d: partial(rb.score, QRELS, RUN, chunks=d), "chunks {d}: a directory"),
+    ("chunks a directory", lambda d: partial(rb.score, QRELS, RUN, chunks=d), "chunks {d}: a folder"),
     # read_run: depth and run files (item 6 and neighbours)
     (
         "depth '3'",
@@ -150,9 +150,9 @@ CASES: list[tuple[str, Callable[[Path], Callable[[], object]], str]] = [
         lambda d: partial(rb.read_run, sparse_zeros(d / "zeros.trec")),
         "zeros.trec:1: a line longer than",
     ),
-    ("run a directory", lambda d: partial(rb.read_run, d), "run {d}: a directory"),
-    ("run a FIFO", lambda d: partial(rb.read_run, fifo(d / "run.trec")), "run.trec: not a regular file"),
-    ("run /dev/zero", lambda d: partial(rb.read_run, "/dev/zero"), "run /dev/zero: not a regular file"),
+    ("run a directory", lambda d: partial(rb.read_run, d), "run {d}: a folder"),
+    ("run a FIFO", lambda d: partial(rb.read_run, fifo(d / "run.trec")), "run.trec: a FIFO (named pipe)"),
+    ("run /dev/zero", lambda d: partial(rb.read_run, "/dev/zero"), "run /dev/zero: a character device"),
     (
         "jsonl qid null",
         lambda d: partial(rb.read_run, write(d / "r.jsonl", b'{"qid": null, "chunk_id": "a", "score": 1}\n')),
@@ -210,12 +210,12 @@ CASES: list[tuple[str, Callable[[Path], Callable[[], object]], str]] = [
     (
         "per_question.csv a directory",
         lambda d: partial(rb.compare, d, scores()),
-        "A {d}: not found or not a regular file",
+        "A {d}: a folder",
     ),
     (
         "per_question.csv a FIFO",
         lambda d: partial(rb.compare, scores(), fifo(d / "pq.csv")),
-        "pq.csv: not found or not a regular file",
+        "pq.csv: a FIFO (named pipe)",
     ),
     (
         "per_question.csv empty",
@@ -228,11 +228,11 @@ CASES: list[tuple[str, Callable[[Path], Callable[[], object]], str]] = [
         "pq.csv: no qid column",
     ),
     # load_params (item 6)
-    ("load_params a directory", lambda d: partial(rb.load_params, d), "path {d}: a directory"),
+    ("load_params a directory", lambda d: partial(rb.load_params, d), "path {d}: a folder"),
     (
         "load_params a FIFO",
         lambda d: partial(rb.load_params, fifo(d / "params.yaml")),
-        "params.yaml: not a regular file",
+        "params.yaml: a FIFO (named pipe)",
     ),
     ("load_params None", lambda d: partial(rb.load_params, None), "path must be the path of a params.yaml"),
     ("load_params 3", lambda d: partial(rb.load_params, 3), "path must be the path of a params.yaml"),

@@ -212,8 +212,8 @@ def test_ctrl_c_while_generating_says_what_is_kept_and_the_rerun_asks_only_for_t
             assert process.poll() is None, process.communicate()
             time.sleep(0.01)
         process.send_signal(signal.SIGINT)
+        held.set()  # the replies in flight may now come (Ctrl-C waits for them); no new request starts
         _, err = process.communicate(timeout=600)
-        held.set()
         assert process.returncode == 130 and "Traceback" not in err, err
         kept = len(read_jsonl(cache))
         assert (

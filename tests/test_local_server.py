@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import set_params
+from conftest import ROOT, set_params
 from local_server import build_tiny_chat_model, serve, wait_until
 from stub_llm import read_jsonl, stage_project
 from test_judge import make_project
@@ -57,6 +57,8 @@ def stage_environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.update(PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    # ROOT for stages/ (the judge's project has no copy of them), then the inherited path.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     return env
 
 

@@ -17,7 +17,7 @@ from retrieval_bench.evaluation.stats import ALPHA, MC_PERMUTATIONS, sign_flip_p
 
 VERDICT_WORDS = {1: "better", -1: "worse", 0: "no significant difference"}
 # Random sign flips per test inside a bootstrap draw, where a p-value only feeds that draw's verdict:
-# standard error 0.01 at p = 0.05, at 1/24 of the cost of MC_PERMUTATIONS
+# standard error 0.01 at a p of ALPHA, at 1/24 of the cost of MC_PERMUTATIONS
 RESAMPLED_PERMUTATIONS = 500
 
 
