@@ -11,6 +11,7 @@ import gc
 import json
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -390,7 +391,8 @@ def test_dvc_repro_with_the_ray_engine_gives_the_local_engines_vectors_and_metri
     set_params(project, **{"embed.engine": "ray"})
     assert embed_lines(dvc("repro", cwd=project).stdout) == {}  # not a result param: nothing reruns
     for output in [*outputs, *(project / "data/embedding_cache").glob("*/*")]:
-        output.unlink()  # nothing served from the cache: Ray embeds every text
+        output.unlink()  # nothing served from the cache: Ray embeds every text...
+    shutil.rmtree(project / ".dvc" / "tmp" / "retrieval-bench")  # ...nor from the cache's mirror
     on_ray = embed_lines(dvc("repro", cwd=project).stdout)
     assert on_ray == {
         "embed_corpus": (0, chunks, "torch fp32 on ray, 1 actor x 1 CPU"),

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import yaml
 from conftest import set_params
 from store_helpers import random_chunks
 from test_bad_input import stage_in_process
 
+from retrieval_bench import params
 from retrieval_bench.store_address import parse_address
 from retrieval_bench.stores import registry
 
@@ -20,8 +20,8 @@ def test_embed_corpus_reads_params_yaml_once_with_stored_vectors(workdir, monkey
     set_params(workdir, **{"load.source": source})
     assert stage_in_process("load_chunks", workdir, monkeypatch, capsys).returncode == 0
     set_params(workdir, **{"embed.corpus_vectors": "stored"})
-    parsed, safe_load = [], yaml.safe_load
-    monkeypatch.setattr(yaml, "safe_load", lambda stream: parsed.append(stream) or safe_load(stream))
+    parsed, read_yaml_file = [], params.read_yaml_file
+    monkeypatch.setattr(params, "read_yaml_file", lambda path: parsed.append(path) or read_yaml_file(path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     result = stage_in_process("embed_corpus", workdir, monkeypatch, capsys)
     # Random vectors: not embed.model's, which the stage tells in one line, having read params once.

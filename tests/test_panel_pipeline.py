@@ -51,8 +51,8 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
     git("add", "-A", cwd=project)
     git("commit", "-qm", "panel", cwd=project)
     shutil.rmtree(project / ".dvc" / "cache" / "runs", ignore_errors=True)  # nothing may be restored from the run-cache
-    set_params(project, **{"panel.bm25": {"method": "bm25", "depth": 5}})
+    set_params(project, **{"panel.bm25": {"method": "bm25", "depth": 20}})  # score.k goes to 20
     again = dvc("repro", cwd=project)
     assert ran_stages(again.stdout) == {"retrieve_panel@bm25", "score_panel@bm25", "leaderboard"}
     assert "is cached - skipping run" not in again.stdout
-    assert pd.read_parquet(project / "data" / "panel" / "bm25" / "run.parquet").groupby("qid").size().max() == 5
+    assert pd.read_parquet(project / "data" / "panel" / "bm25" / "run.parquet").groupby("qid").size().max() == 20

@@ -24,7 +24,7 @@ import pandas as pd
 
 from retrieval_bench import params as _params
 from retrieval_bench.evaluation import compare as _compare
-from retrieval_bench.evaluation.judged import MAX_GRADE, judged_summary
+from retrieval_bench.evaluation.judged import MAX_GRADE, judged_summary, without_repeated_twins
 from retrieval_bench.evaluation.metrics import TIE_POLICIES, summarize
 from retrieval_bench.evaluation.per_question import check_one_row_per_question, read_per_question
 from retrieval_bench.evaluation.scoring import score_run, score_run_both_views
@@ -257,10 +257,9 @@ def score(
     per_question = score_run_both_views(
         golden, table, run_frame, ks, min_coverage, ties, copies, pool, min_grade, ambiguous_at
     )
-    return Scores(
-        {**summarize(per_question, ks, len(table)), **judged_summary(per_question, ks, copies)},
-        _with_segments(per_question, golden),
-    )
+    strict = summarize(per_question, ks, len(table))
+    judged = without_repeated_twins(strict, judged_summary(per_question, ks, copies), graded=bool(pool))
+    return Scores({**strict, **judged}, _with_segments(per_question, golden))
 
 
 def _with_segments(per_question: pd.DataFrame, golden: list[dict]) -> pd.DataFrame:

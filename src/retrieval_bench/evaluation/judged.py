@@ -196,6 +196,16 @@ def _question_counts(
     }
 
 
+def without_repeated_twins(strict: dict, judged: dict, graded: bool) -> dict:
+    """The judged view's summary for metrics.json: without its judged_<metric> twins where no LLM
+    grade was used (`graded` false) and each twin equals its metric, so `dvc metrics diff` does not
+    list every metric twice; per_question.csv keeps the columns."""
+    twins = [name for name in judged if name.startswith(PREFIX) and name.removeprefix(PREFIX) in strict]
+    if graded or any(judged[name] != strict[name.removeprefix(PREFIX)] for name in twins):
+        return judged
+    return {name: value for name, value in judged.items() if name not in twins}
+
+
 def judged_summary(
     per_question: pd.DataFrame, ks: list[int], duplicates: pd.DataFrame
 ) -> dict[str, float | int | None]:

@@ -7,7 +7,7 @@ import sys
 
 import pandas as pd
 
-from retrieval_bench.evaluation.judged import PREFIX, judged_summary, unjudged_warning
+from retrieval_bench.evaluation.judged import judged_summary, unjudged_warning, without_repeated_twins
 from retrieval_bench.evaluation.metrics import summarize
 from retrieval_bench.evaluation.scoring import score_run_both_views, unscorable_warning
 from retrieval_bench.evaluation.segments import segments
@@ -45,11 +45,6 @@ def score_system(
         if warning:
             print(f"{label}: warning: {warning}", file=sys.stderr)
     strict = summarize(table, ks, len(chunks))
-    judged = judged_summary(table, ks, duplicates)
-    twins = [name for name in judged if name.startswith(PREFIX) and name.removeprefix(PREFIX) in strict]
-    if not judge["enabled"] and all(judged[name] == strict[name.removeprefix(PREFIX)] for name in twins):
-        # The judge off and no duplicate changed anything: judged_<metric> would repeat every
-        # metric, and `dvc metrics diff` list each twice. per_question.csv keeps the columns.
-        judged = {name: value for name, value in judged.items() if name not in twins}
+    judged = without_repeated_twins(strict, judged_summary(table, ks, duplicates), graded=judge["enabled"])
     summary = {**strict, **judged, **run_info_metrics(run_info_path, ks)}
     return pd.concat([table, segments(golden)], axis=1), summary
