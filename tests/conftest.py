@@ -130,3 +130,19 @@ def stub(monkeypatch):
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         yield server
+
+
+@pytest.fixture
+def builds(monkeypatch) -> list[str]:
+    """The index types retrieval.ann.build_index is called for, in order (test_ann, test_ann_integrity)."""
+    from retrieval_bench.retrieval import ann
+
+    made: list[str] = []
+    build = ann.build_index
+
+    def counted(vectors, settings, *args, **kwargs):
+        made.append(settings["index"])
+        return build(vectors, settings, *args, **kwargs)
+
+    monkeypatch.setattr(ann, "build_index", counted)
+    return made

@@ -46,20 +46,6 @@ def files(folder) -> dict[str, tuple[int, int]]:
     return {path.name: (path.stat().st_ino, path.stat().st_mtime_ns) for path in sorted(folder.glob("*.faiss"))}
 
 
-@pytest.fixture
-def builds(monkeypatch) -> list[str]:
-    """The index types ann.build_index is called for, in order."""
-    made: list[str] = []
-    build = ann.build_index
-
-    def counted(vectors, settings, *args, **kwargs):
-        made.append(settings["index"])
-        return build(vectors, settings, *args, **kwargs)
-
-    monkeypatch.setattr(ann, "build_index", counted)
-    return made
-
-
 def settings(depth=20, **ann_changes):
     return {
         **DEFAULTS["retrieval"],

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from retrieval_bench.params import DEFAULTS
-from retrieval_bench.retrieval import ann
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
 
@@ -34,20 +33,6 @@ def data():
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("RETRIEVAL_BENCH_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache" / "ann"
-
-
-@pytest.fixture
-def builds(monkeypatch) -> list[str]:
-    """The index types ann.build_index is called for, in order."""
-    made: list[str] = []
-    build = ann.build_index
-
-    def counted(vectors, settings, *args, **kwargs):
-        made.append(settings["index"])
-        return build(vectors, settings, *args, **kwargs)
-
-    monkeypatch.setattr(ann, "build_index", counted)
-    return made
 
 
 def settings(index: str = "hnsw") -> dict:
