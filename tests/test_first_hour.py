@@ -20,7 +20,6 @@ import runpy
 import signal
 import socket
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import pytest
 import yaml
 from conftest import ROOT, set_params
 from llm_helpers import jobs_for
-from stub_llm import StubLLM, answer_then_hold, default_reply, read_jsonl, run_stage_here, stage_project, start_stage
+from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_project, start_stage
 
 from retrieval_bench.goldenset import remote
 from retrieval_bench.io import InputError, Interrupted, progress, run_stage, touch_jsonl, write_jsonl
@@ -205,14 +204,12 @@ def test_ctrl_c_while_generating_says_what_is_kept_and_the_rerun_asks_only_for_t
     set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 16, "generate.concurrency": 2})
     cache = project / "data/question_cache.jsonl"
     with StubLLM() as stub:
-        # 4 replies, then the rest wait in flight until the signal is in: no race with a loaded machine.
-        stub.reply = answer_then_hold(4, default_reply, held := threading.Event())
+        stub.latency = 0.5  # 12 replies still to come take 3 s: time for the signal on a loaded machine
         process = start_stage(project, stub)
         while len(read_jsonl(cache)) < 4:
             assert process.poll() is None, process.communicate()
             time.sleep(0.01)
         process.send_signal(signal.SIGINT)
-        held.set()  # the replies in flight may now come (Ctrl-C waits for them); no new request starts
         _, err = process.communicate(timeout=600)
         assert process.returncode == 130 and "Traceback" not in err, err
         kept = len(read_jsonl(cache))

@@ -136,28 +136,33 @@ def assemble(
         mark_hygiene(rows, Hygiene.from_params(params).near_jaccard)
         rows = sample_rows(rows, params["max_questions"], params["seed"])
         if not rows:
-            skipped = counts.get("other_corpus", 0)
-            why = (
-                (
-                    f"; {skipped} hand-written questions were skipped because their doc_id is not a document id of this corpus "
-                    "(with ready chunks each chunk is its own document: doc_id must be a chunk id)"
-                )
-                if skipped
-                else ""
-            )
-            remedy = (
-                f"every reply of generate.provider {params['provider']} was rejected ("
-                + ", ".join(f"{reason}: {n}" for reason, n in Counter(r["reason"] for r in rejects).most_common())
-                + "): check generate.model, max_tokens and response_format"
-                if params["provider"] != "none" and rejects
-                else "set generate.provider to generate them"
-            )
-            raise InputError(
-                f"no usable question for any passage of this corpus in {cache_path} or {params['handwritten']}{why}; "
-                f"{remedy}, or bring real queries (docs/how-to/your-corpus.md)"
-            )
+            raise no_usable_question(params, cache_path, counts, rejects)
         log_synthetic(rows, counts, params, log)
     return GoldenSet(rows, rejects, report(rows, rejects, counts, gauge))
+
+
+def no_usable_question(params: dict, cache_path: str | Path, counts: dict, rejects: list[dict]) -> InputError:
+    """The one line a golden set without any usable question stops with: why, and what to do."""
+    skipped = counts.get("other_corpus", 0)
+    why = (
+        (
+            f"; {skipped} hand-written questions were skipped because their doc_id is not a document id of this corpus "
+            "(with ready chunks each chunk is its own document: doc_id must be a chunk id)"
+        )
+        if skipped
+        else ""
+    )
+    remedy = (
+        f"every reply of generate.provider {params['provider']} was rejected ("
+        + ", ".join(f"{reason}: {n}" for reason, n in Counter(r["reason"] for r in rejects).most_common())
+        + "): check generate.model, max_tokens and response_format"
+        if params["provider"] != "none" and rejects
+        else "set generate.provider to generate them"
+    )
+    return InputError(
+        f"no usable question for any passage of this corpus in {cache_path} or {params['handwritten']}{why}; "
+        f"{remedy}, or bring real queries (docs/how-to/your-corpus.md)"
+    )
 
 
 def synthetic(
