@@ -655,7 +655,16 @@ def start_stage(project, stub: "StubLLM", *args: str, env: dict | None = None):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal delivers it, even when the suite runs in a background shell (which
+        # starts its commands with SIGINT ignored, and a child inherits that).
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_stage(project, stub: "StubLLM", *args: str, env: dict | None = None, timeout: float = 120):
