@@ -40,6 +40,7 @@ class Corpus:
     chunks: pd.DataFrame  # CHUNK_COLUMNS
     labels: list[dict] = field(default_factory=list)  # qid, question, relevant {chunk_id: grade}
     notes: list[str] = field(default_factory=list)  # human-readable report lines
+    given: bool = True  # the chunks are the source's own (ready chunks, BEIR, a store), not cut here
 
 
 def sha256_text(text: str) -> str:
@@ -447,4 +448,6 @@ def load_corpus(
             read_queries(queries_path), read_qrels(qrels_path), set(chunks["chunk_id"]), missing_relevant, qrels_path
         )
         notes.extend(label_notes)
-    return Corpus(documents=documents.reset_index(drop=True), chunks=chunks, labels=labels, notes=notes)
+    return Corpus(
+        documents=documents.reset_index(drop=True), chunks=chunks, labels=labels, notes=notes, given=records is not None
+    )
