@@ -14,7 +14,7 @@ from retrieval_bench.evaluation.judged import judged_table, pool_grades
 from retrieval_bench.evaluation.metrics import score_question
 from retrieval_bench.retrieval.rank import judged_ranks
 from retrieval_bench.run_contract import positions
-from retrieval_bench.spans import judge
+from retrieval_bench.spans import judge, labels_without_spans
 
 UNSCORABLE_EXAMPLES = 5
 
@@ -89,4 +89,18 @@ def unscorable_warning(per_question: pd.DataFrame) -> str | None:
     return (
         f"{len(unscorable)} of {len(per_question)} questions have no relevant chunk in this chunking ({examples}): "
         "they score 0 on every metric; see score.min_coverage in docs/reference/metrics.md"
+    )
+
+
+def unspanned_warning(golden: list[dict], chunks: pd.DataFrame) -> str | None:
+    """A warning naming the chunk-labelled questions this chunking cannot re-judge: they name chunk
+    ids the table lacks and carry no relevant_spans (a golden set from before them), or None."""
+    qids = [str(qid) for qid in labels_without_spans(golden, chunks)]
+    if not qids:
+        return None
+    examples = ", ".join(qids[:UNSCORABLE_EXAMPLES]) + (", ..." if len(qids) > UNSCORABLE_EXAMPLES else "")
+    return (
+        f"{len(qids)} of {len(golden)} labelled questions name chunks not in this chunking and carry no "
+        f"relevant_spans ({examples}): only the labelled chunks found are judged; rebuild the golden set "
+        "(dvc repro generate_goldenset) to judge them by where their chunks lie"
     )

@@ -9,7 +9,7 @@ import pandas as pd
 
 from retrieval_bench.evaluation.judged import judged_summary, unjudged_warning, without_repeated_twins
 from retrieval_bench.evaluation.metrics import summarize
-from retrieval_bench.evaluation.scoring import score_run_both_views, unscorable_warning
+from retrieval_bench.evaluation.scoring import score_run_both_views, unscorable_warning, unspanned_warning
 from retrieval_bench.evaluation.segments import segments
 from retrieval_bench.retrieval.run_info import run_info_metrics
 
@@ -41,7 +41,7 @@ def score_system(
         judge["ambiguous_at"],
         pool_path,
     )
-    for warning in (unscorable_warning(table), unjudged_warning(table)):
+    for warning in (unscorable_warning(table), unspanned_warning(golden, chunks), unjudged_warning(table)):
         if warning:
             print(f"{label}: warning: {warning}", file=sys.stderr)
     strict = summarize(table, ks, len(chunks))
