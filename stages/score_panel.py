@@ -5,6 +5,7 @@ per_question.csv."""
 import sys
 
 from retrieval_bench import paths
+from retrieval_bench.evaluation.budgets import chunk_columns
 from retrieval_bench.evaluation.system_score import score_system
 from retrieval_bench.io import atomic_open, read_jsonl, read_table, run_stage, stage_parser, write_json
 from retrieval_bench.params import load_all_params, panel_system
@@ -17,7 +18,7 @@ def main(argv: list[str]) -> None:
     system = parser.parse_args(argv).system
     all_params = load_all_params()
     chunking = panel_system(all_params["panel"], system)["chunking"]
-    chunks = read_table(paths.chunks_of(chunking), ["chunk_id", "doc_id", "start", "end"])
+    chunks = read_table(paths.chunks_of(chunking), chunk_columns(all_params["score"]))
     table, summary = score_system(
         all_params,
         read_jsonl(paths.GOLDENSET),

@@ -111,6 +111,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "k": [1, 3, 5, 10, 20],
         "min_coverage": 0.5,
         "ties": "expected",
+        "budgets": [2000, 4000],
+        "budget_unit": "chars",
     },
     "judge": {
         "enabled": False,
@@ -150,6 +152,7 @@ CHOICES = {
     ("retrieval", "method"): {"dense", "bm25", "hybrid", "run-file", "python", "rerank", "ann", "store"},
     ("retrieval", "fusion"): {"rrf", "weighted"},
     ("score", "ties"): {"expected", "pessimistic", "optimistic"},
+    ("score", "budget_unit"): {"chars", "words"},
     ("judge", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
 }
 
@@ -269,13 +272,11 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
 
 
 def _check_values(params: dict[str, Any], path: Path) -> None:
-    ks = params["score"]["k"]
-    if (
-        not ks
-        or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in ks)
-        or len(set(ks)) != len(ks)
-    ):
+    ks, budgets = params["score"]["k"], params["score"]["budgets"]
+    if not ks or not _distinct_positive(ks):
         raise InputError(f"{path}: score.k must be a non-empty list of distinct positive integers, got {ks!r}")
+    if not _distinct_positive(budgets):
+        raise InputError(f"{path}: score.budgets must be a list of distinct positive integers or [], got {budgets!r}")
     if not 0 < params["score"]["min_coverage"] <= 1:
         raise InputError(f"{path}: score.min_coverage must be in (0, 1], got {params['score']['min_coverage']!r}")
     for where in ("load.chunking", "generate.passages"):
@@ -290,6 +291,11 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     check_embed(params["embed"], path)
     check_store_params(params, path)
     _check_retrieval(params["retrieval"], "retrieval", max(ks), path)
+
+
+def _distinct_positive(values: list) -> bool:
+    positive = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
+    return positive and len(set(values)) == len(values)
 
 
 def _check_generate(settings: dict[str, Any], section: str, path: Path) -> None:

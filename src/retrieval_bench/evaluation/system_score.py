@@ -40,11 +40,13 @@ def score_system(
         judge["min_grade"],
         judge["ambiguous_at"],
         pool_path,
+        params["budgets"],
+        params["budget_unit"],
     )
     for warning in (unscorable_warning(table), unspanned_warning(golden, chunks), unjudged_warning(table)):
         if warning:
             print(f"{label}: warning: {warning}", file=sys.stderr)
-    strict = summarize(table, ks, len(chunks))
+    strict = summarize(table, ks, len(chunks), params["budgets"])
     judged = without_repeated_twins(strict, judged_summary(table, ks, duplicates), graded=judge["enabled"])
     summary = {**strict, **judged, **run_info_metrics(run_info_path, ks)}
     return pd.concat([table, segments(golden)], axis=1), summary
