@@ -7,7 +7,7 @@ INSTALLED := $(VENV)/.installed
 INSTALLED_TEST := $(VENV)/.installed-test
 SCIFACT ?= ../shared/data/scifact
 
-.PHONY: install install-test browser repro test docs reproduce-scifact bench clean
+.PHONY: install install-test browser repro test docs deps reproduce-scifact bench clean
 
 install: $(INSTALLED)
 install-test: $(INSTALLED_TEST) browser
@@ -59,6 +59,9 @@ test: $(INSTALLED_TEST) browser
 	$(PYTHON) -m ruff check src stages tests bench docs
 	$(PYTHON) -m ruff format --check src stages tests bench docs
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) -m pytest -n 2 --dist loadfile --durations=10 -q
+
+deps: $(INSTALLED)   # dvc.yaml's code deps from what each stage imports (.ci/dvc_deps.py)
+	$(PYTHON) .ci/dvc_deps.py
 
 docs: $(INSTALLED_TEST)   # the site into site/ (git-ignored); `.venv/bin/mkdocs serve` to browse it
 	$(VENV)/bin/mkdocs build --strict

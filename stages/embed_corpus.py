@@ -15,7 +15,8 @@ from retrieval_bench import paths
 from retrieval_bench.embedding.embed import embed_texts, save_embeddings
 from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
 from retrieval_bench.io import read_table, run_stage, stage_parser, write_json
-from retrieval_bench.params import load_all_params, named
+from retrieval_bench.params import load_all_params
+from retrieval_bench.params_panel import named
 
 
 def main(argv: list[str]) -> None:

@@ -9,7 +9,8 @@ import sys
 from retrieval_bench import paths
 from retrieval_bench.embedding.embed import embed_texts, save_embeddings
 from retrieval_bench.io import read_jsonl, run_stage, stage_parser
-from retrieval_bench.params import load_all_params, named
+from retrieval_bench.params import load_all_params
+from retrieval_bench.params_panel import named
 
 
 def main(argv: list[str]) -> None:

@@ -9,7 +9,8 @@ from tqdm import tqdm
 
 from retrieval_bench import paths
 from retrieval_bench.io import atomic_path, run_stage, stage_parser, touch_jsonl, write_json
-from retrieval_bench.params import load_params, panel_system
+from retrieval_bench.params import load_params
+from retrieval_bench.params_panel import panel_system
 from retrieval_bench.retrieval.inputs import questions_and_corpus
 from retrieval_bench.retrieval.methods import retrieve, run_info
 

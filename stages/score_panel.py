@@ -8,7 +8,8 @@ from retrieval_bench import paths
 from retrieval_bench.evaluation.budgets import chunk_columns
 from retrieval_bench.evaluation.system_score import score_system
 from retrieval_bench.io import atomic_open, read_jsonl, read_table, run_stage, stage_parser, write_json
-from retrieval_bench.params import load_all_params, panel_system
+from retrieval_bench.params import load_all_params
+from retrieval_bench.params_panel import panel_system
 from retrieval_bench.run_contract import read_run_table
 
 

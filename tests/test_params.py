@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from retrieval_bench.io import InputError
-from retrieval_bench.params import DEFAULTS, DVC_IGNORED_KEYS, load_all_params
+from retrieval_bench.params import DEFAULTS, load_all_params
+from retrieval_bench.params_sections import DVC_IGNORED_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 

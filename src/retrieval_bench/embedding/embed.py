@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -142,16 +142,16 @@ Batches = Iterator[tuple[list[bytes], np.ndarray]]
 
 def embedding_engine(
     items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: dict, log=print
-) -> tuple[str, Batches]:
+) -> tuple[str, Batches, object | None]:
     """What embeds `items` ((cache key, text) pairs, in the order to embed them) under
-    `settings["engine"]`, and the (keys, vectors) batches it yields: the encoder loaded here, or
-    Ray's actors (Ray is imported only then: it is an optional extra)."""
+    `settings["engine"]`, the (keys, vectors) batches it yields, and the local encoder (None on
+    Ray: its actors hold the model; Ray is imported only then, it is an optional extra)."""
     if settings["engine"] == "ray":
         from retrieval_bench.embedding.embed_ray import describe, embed_batches
 
-        return describe(settings, len(items)), embed_batches(items, model_path, fingerprint, settings)
+        return describe(settings, len(items)), embed_batches(items, model_path, fingerprint, settings), None
     encoder = load_encoder(model_path, fingerprint, settings, log=log)
-    return encoder.description, encoder.batches(items, settings["batch_size"])
+    return encoder.description, encoder.batches(items, settings["batch_size"]), encoder
 
 
 def from_other_caches(folders: list[Path], keys: list[bytes], dim: int | None) -> dict[bytes, np.ndarray]:
@@ -172,6 +172,15 @@ def from_other_caches(folders: list[Path], keys: list[bytes], dim: int | None) -
                     found[key] = vector
             wanted -= found.keys()
     return found
+
+
+def _copy_shared(cache: EmbeddingCache, folders: list[Path], keys: list[bytes], dim: int | None) -> dict:
+    """The vectors of `keys` the other caches hold, copied into `cache` so that it alone serves its
+    texts (dvc push, a teammate's pull)."""
+    shared = from_other_caches(folders, keys, dim)
+    if shared:
+        cache.put(list(shared), np.stack(list(shared.values())))
+    return shared
 
 
 SPEED_SAMPLE = 128  # texts timed on the warm encoder for the leaderboard's cost (seconds per 1,000)
@@ -218,23 +227,17 @@ def embed_texts(
     # Undeclared (no model load just for it): the cache reads shards of any width, their keys name
     # this model, and the first batch the encoder returns sets the width of the shard written.
     dim = _declared_dimension(Path(model_path))
-    encoder, speed = None, None
+    encoder = None
     with EmbeddingCache(cache_dir, dim) as cache:
         found = cache.get(list(unique))
-        shared = from_other_caches(list(shared_caches), [key for key in unique if key not in found], dim)
-        if shared:  # copied in, so that this cache alone serves its texts (dvc push, a teammate's pull)
-            cache.put(list(shared), np.stack(list(shared.values())))
-            found.update(shared)
+        shared = _copy_shared(cache, list(shared_caches), [key for key in unique if key not in found], dim)
+        found.update(shared)
         missing = [key for key in unique if key not in found]
         if missing:
             order = np.argsort([-len(unique[key]) for key in missing])  # as sentence-transformers sorts
             items = [(missing[i], prompt + unique[missing[i]]) for i in order]
             started = time.monotonic()  # start-up (model load, export, Ray actors) counts, for either engine
-            if settings["engine"] == "local":
-                encoder = load_encoder(model_path, fingerprint, settings, log=log)
-                description, batches = encoder.description, encoder.batches(items, settings["batch_size"])
-            else:
-                description, batches = embedding_engine(items, model_path, fingerprint, settings, log)
+            description, batches, encoder = embedding_engine(items, model_path, fingerprint, settings, log)
             with (
                 closing(batches),
                 tqdm(total=len(items), unit=unit, desc=f"embed ({description})", disable=not progress) as bar,
@@ -244,12 +247,14 @@ def embed_texts(
                     found.update(zip(batch, vectors))
                     bar.update(len(batch))
             seconds = time.monotonic() - started
+    stats = EmbedStats(
+        len(texts), len(unique), len(unique) - len(missing), len(missing), seconds, description, len(shared)
+    )
     if measure_speed and settings["engine"] == "local":
         encoder = encoder or load_encoder(model_path, fingerprint, settings, log=log)
-        speed = _seconds_per_1000(encoder, list(unique.values()), prompt, settings["batch_size"])
-    stats = EmbedStats(
-        len(texts), len(unique), len(unique) - len(missing), len(missing), seconds, description, len(shared), speed
-    )
+        stats = replace(
+            stats, seconds_per_1000=_seconds_per_1000(encoder, list(unique.values()), prompt, settings["batch_size"])
+        )
     return np.stack([found[key] for key in keys]).astype(np.float32, copy=False), stats
 
 

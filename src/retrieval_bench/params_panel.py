@@ -1,0 +1,192 @@
+"""Checks of the retrieval settings and of the panel: the named chunkings and embedders, and each
+system's chunking, embedder and retrieval keys over the retrieval section."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from retrieval_bench.io import InputError, quoted
+from retrieval_bench.params_schema import CHOICES, DEFAULTS, check_shape, unknown_key
+from retrieval_bench.params_sections import check_embed, check_inside, check_rerank_and_ann
+from retrieval_bench.store_address import check_retrieval_store
+
+
+def check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Path) -> None:
+    """One retrieval settings (the retrieval section's, or a panel system's, `where` naming it);
+    `max_k`: score.k's largest cut-off, which the run must reach."""
+    depth = retrieval["depth"]
+    if depth != "all" and (isinstance(depth, bool) or not isinstance(depth, int) or depth <= 0):
+        raise InputError(f"{path}: {where}.depth must be a positive int (chunks per question) or 'all', got {depth!r}")
+    if depth != "all" and max_k > depth:  # recall@k beyond the run would silently count only `depth` chunks
+        raise InputError(
+            f"{path}: score.k {max_k} is beyond {where}.depth {depth}: recall@{max_k} would count only "
+            f"the run's {depth} chunks; raise {where}.depth to at least {max_k} or drop k {max_k}"
+        )
+    if retrieval["rrf_k"] < 0:
+        raise InputError(f"{path}: {where}.rrf_k must be >= 0, got {retrieval['rrf_k']!r}")
+    if retrieval["fusion_depth"] <= 0:
+        raise InputError(f"{path}: {where}.fusion_depth must be positive, got {retrieval['fusion_depth']!r}")
+    for key, allowed in (("stemmer", ("english", "none")), ("stopwords", ("en", "none"))):
+        if retrieval["bm25"][key] not in allowed:
+            raise InputError(
+                f"{path}: {where}.bm25.{key} must be one of {', '.join(allowed)}, got {retrieval['bm25'][key]!r}"
+            )
+    for key in ("run_file", "python", "trec_export"):
+        if retrieval[key] is not None and not (isinstance(retrieval[key], str) and retrieval[key]):
+            raise InputError(f"{path}: {where}.{key} must be a non-empty string or null, got {retrieval[key]!r}")
+    check_inside(retrieval["trec_export"], f"{where}.trec_export", path)
+    if str(retrieval["trec_export"]).lower().endswith(".jsonl"):  # run files named .jsonl are read as JSON
+        raise InputError(
+            f"{path}: {where}.trec_export {retrieval['trec_export']!r} is a TREC run (text lines), not JSONL: "
+            f"name it .trec or .txt so that {where}.run_file reads it back"
+        )
+    for method, key in (("run-file", "run_file"), ("python", "python")):
+        if retrieval["method"] == method and not retrieval[key]:
+            raise InputError(f"{path}: {where}.method {method} needs {where}.{key}")
+    check_rerank_and_ann(retrieval, where, path)
+
+
+# A panel system's name is a DVC stage name suffix (retrieve_panel@NAME), a params key DVC looks
+# up by dots (panel.NAME) and a folder (data/panel/NAME): no dot, slash, @ or non-ASCII letter,
+# and short enough for any file system.
+PANEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+PANEL_NAME_RULE = "1-64 ASCII letters, digits, - and _, starting with a letter or digit"
+
+
+def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: _merged(base[key], override[key])
+        if isinstance(base.get(key), dict) and isinstance(override.get(key), dict)
+        else override.get(key, base.get(key))
+        for key in {**base, **override}
+    }
+
+
+# A named chunking overrides load.chunking; a named embedder, these keys of embed (the others,
+# batch size, device, engine, are how to embed, not what: every embedder shares them).
+NAMED_BASE = {"chunkings": ("load", "chunking"), "embedders": ("embed", None)}
+EMBEDDER_KEYS = ("model", "max_seq_length", "query_prompt", "document_prompt", "backend", "quantize", "precision")
+NAMED_EXAMPLE = {"chunkings": "{chars: 400, overlap: 50}", "embedders": "{model: ..., max_seq_length: 256}"}
+
+
+def _valid_name(name: Any, where: str, used_as: str, path: Path) -> str:
+    if not isinstance(name, str) or not PANEL_NAME.fullmatch(name):
+        raise InputError(
+            f"{path}: {where} name {quoted(name)} is not usable: it names DVC stages ({used_as}) and folders, "
+            f"so it must be {PANEL_NAME_RULE}"
+        )
+    return name
+
+
+def check_named(section: str, entries: Any, params: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
+    """chunkings or embedders: each name's full settings, its keys over the base section's;
+    `default` (the retrieve and score stages') must be there, `{}` for the base as it is."""
+    name_of_base, key_of_base = NAMED_BASE[section]
+    base = params[name_of_base][key_of_base] if key_of_base else params[name_of_base]
+    keys = sorted(DEFAULTS["load"]["chunking"]) if key_of_base else list(EMBEDDER_KEYS)
+    if not isinstance(entries, dict) or "default" not in entries:
+        raise InputError(
+            f"{path}: {section} must be a mapping of names to settings with a `default` entry "
+            f"(e.g. {section}: {{default: {{}}, other: {NAMED_EXAMPLE[section]}}}), got {entries!r}"
+        )
+    checked = {}
+    for name, override in entries.items():
+        where = f"{section}.{_valid_name(name, section, 'embed_corpus@<chunking>-<embedder>', path)}"
+        override = {} if override is None else override
+        if not isinstance(override, dict):
+            raise InputError(f"{path}: {where} must be a mapping of {', '.join(keys)} (or {{}}), got {override!r}")
+        unknown = sorted(set(override) - set(keys), key=str)
+        if unknown:
+            raise InputError(f"{path}: {unknown_key(unknown[0], where, keys)}")
+        settings = check_shape(
+            {**base, **override},
+            DEFAULTS[name_of_base][key_of_base] if key_of_base else DEFAULTS["embed"],
+            f"params.{where}",
+            path,
+            f"params.{name_of_base}" + (f".{key_of_base}" if key_of_base else ""),
+        )
+        if key_of_base:
+            check_chunking(settings, where, path)
+        else:
+            for key in ("backend", "quantize", "precision"):
+                if settings[key] not in CHOICES[("embed", key)]:
+                    raise InputError(
+                        f"{path}: {where}.{key} must be one of {', '.join(sorted(CHOICES[('embed', key)]))}, got {settings[key]!r}"
+                    )
+            seq = settings["max_seq_length"]
+            if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq <= 0):
+                raise InputError(f"{path}: {where}.max_seq_length must be a positive int or null, got {seq!r}")
+            check_embed(settings, path)
+        checked[name] = settings
+    return checked
+
+
+def check_chunking(chunking: dict[str, Any], where: str, path: Path) -> None:
+    chars, overlap = chunking["chars"], chunking["overlap"]
+    if chars <= 0 or not 0 <= overlap < chars:
+        raise InputError(
+            f"{path}: {where} needs chars > 0 and 0 <= overlap < chars, got chars={chars}, overlap={overlap}"
+        )
+
+
+def check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
+    """Each panel system's settings: the retrieval section with its keys over it, checked alike,
+    and the `chunking` and `embedder` it names (both spelled: DVC's foreach reads them)."""
+    if panel is None:
+        return {}
+    if not isinstance(panel, dict):
+        raise InputError(f"{path}: panel must be a mapping of system names to retrieval settings, got {panel!r}")
+    systems = {}
+    for name, override in panel.items():
+        if not isinstance(name, str) or not PANEL_NAME.fullmatch(name):
+            raise InputError(
+                f"{path}: panel name {quoted(name)} is not usable: it names a DVC stage (retrieve_panel@NAME) "
+                f"and a folder (data/panel/NAME), so it must be {PANEL_NAME_RULE}"
+            )
+        where = f"panel.{name}"
+        if not isinstance(override, dict):
+            raise InputError(
+                f"{path}: {where} must be a mapping of retrieval keys (e.g. {{method: bm25}}), got {override!r}"
+            )
+        override = dict(override)
+        picked = {section[:-1]: override.pop(section[:-1], None) for section in NAMED_BASE}
+        for key, chosen in picked.items():
+            if chosen is None:
+                raise InputError(
+                    f"{path}: {where} must name its {key} (e.g. {{chunking: default, embedder: default, "
+                    f"method: ...}}): each system picks one of {key}s ({', '.join(params[key + 's'])}); "
+                    f"`default` is load.chunking / embed as they are"
+                )
+            if chosen not in params[key + "s"]:
+                raise InputError(
+                    f"{path}: {where}.{key} {quoted(chosen)} is not one of {key}s: {', '.join(params[key + 's'])}"
+                )
+        retrieval, source, max_k = params["retrieval"], params["load"]["source"], max(params["score"]["k"])
+        settings = check_shape(
+            _merged(retrieval, override), DEFAULTS["retrieval"], f"params.{where}", path, "params.retrieval"
+        )
+        for key in ("method", "fusion"):
+            if settings[key] not in CHOICES[("retrieval", key)]:
+                raise InputError(
+                    f"{path}: {where}.{key} must be one of {', '.join(sorted(CHOICES[('retrieval', key)]))}, got {settings[key]!r}"
+                )
+        check_retrieval(settings, where, max_k, path)
+        check_retrieval_store(settings, source, where, path)
+        systems[name] = {**settings, **picked}
+    return systems
+
+
+def named(params: dict[str, Any], section: str, name: str, path: str | Path = "params.yaml") -> dict[str, Any]:
+    """The settings of chunking or embedder `name` (`section`: chunkings or embedders), a stage's argument."""
+    if name not in params[section]:
+        raise InputError(f"{path}: {section} has no {name!r} (have: {', '.join(params[section])})")
+    return params[section][name]
+
+
+def panel_system(panel: dict[str, dict[str, Any]], system: str, path: str | Path = "params.yaml") -> dict[str, Any]:
+    """The retrieval settings of panel system `system` (a panel stage's command-line argument)."""
+    if system not in panel:
+        raise InputError(f"{path}: panel has no system {system!r} (have: {', '.join(panel) or 'none'})")
+    return panel[system]

@@ -1,0 +1,212 @@
+"""The schema of params.yaml: every section's keys with their defaults (a key not listed is a
+typo, a value has its default's type), the allowed words, and the shape check that fills them in."""
+
+from __future__ import annotations
+
+import difflib
+import math
+from pathlib import Path
+from typing import Any
+
+from retrieval_bench.io import InputError
+from retrieval_bench.params_sections import DVC_IGNORED_KEYS, REQUEST_TIMEOUT_S
+
+# The defaults double as the schema: a key not listed here is a typo, and a value must have
+# the type of its default (an int is accepted where a float is expected; None means optional).
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "load": {
+        "source": "data/sample/sqlite",
+        "id_field": "id",
+        "text_field": "text",
+        "chunking": {"chars": 800, "overlap": 100},
+        "split": "test",
+        "missing_relevant": "error",
+        "duplicates": {"near": True, "min_jaccard": 0.8},
+    },
+    "generate": {
+        "provider": "none",
+        "model": "claude-haiku-4-5",
+        "base_url": None,
+        "max_tokens": 300,
+        "max_attempts": 2,
+        "max_questions": 300,
+        "seed": 0,
+        "passages": {"chars": 800, "overlap": 100},
+        "handwritten": "data/handwritten_questions.jsonl",
+        "style_examples": None,  # a question set whose questions are few-shot style examples (goldenset.style_examples)
+        "style_examples_count": 8,
+        "drop_echo": False,
+        "drop_context_dependent": False,
+        "drop_near_duplicates": False,
+        "near_duplicate_jaccard": 0.7,
+        "concurrency": 8,
+        "max_retries": 5,
+        "max_cost_usd": 5.0,
+        "price": None,  # null: the price table by model (llm.prices); or a mapping like PRICE_KEYS
+        "batch_poll_seconds": 30.0,
+        "timeout_s": REQUEST_TIMEOUT_S,  # seconds per request (a local CPU server may need more)
+        "response_format": "text",  # or json_schema: the reply's JSON schema is sent (llm.tasks.Task.schema)
+        "temperature": None,  # null: the server's default (not sent)
+        "model_alias": None,  # the model's name in the cache key instead of generate.model (a local model folder)
+    },
+    "embed": {
+        "model": "sentence-transformers/all-MiniLM-L6-v2",
+        "batch_size": 64,
+        "max_seq_length": None,
+        "query_prompt": "",
+        "document_prompt": "",
+        "backend": "torch",
+        "quantize": "none",
+        "precision": "fp32",
+        "device": None,
+        "engine": "local",
+        "ray": {
+            "address": None,
+            "num_actors": 2,
+            "num_cpus_per_actor": 1.0,
+            "num_gpus_per_actor": 0.0,
+            "batch_size": 256,
+            "timeout_s": 30.0,
+        },
+        "corpus_vectors": "embed",
+    },
+    "retrieval": {
+        "method": "dense",
+        "depth": 100,
+        "rrf_k": 60,
+        "weights": {"dense": 1.0, "bm25": 1.0},
+        "fusion": "rrf",
+        "fusion_depth": 1000,
+        "bm25": {"stemmer": "english", "stopwords": "en"},
+        "run_file": None,
+        "python": None,
+        "trec_export": None,
+        "rerank": {"model": None, "first_stage": "dense", "candidates": 50, "batch_size": 32},
+        "ann": {
+            "index": "hnsw",
+            "hnsw_m": 32,
+            "ef_construction": 200,
+            "ef_search": 64,
+            "nlist": 256,
+            "nprobe": 16,
+            "pq_m": 48,
+            "pq_bits": 8,
+        },
+        "store": {"address": None, "search": None, "filter": None},
+    },
+    "score": {
+        "k": [1, 3, 5, 10, 20],
+        "min_coverage": 0.5,
+        "ties": "expected",
+        "budgets": [2000, 4000],
+        "budget_unit": "chars",
+    },
+    "judge": {
+        "enabled": False,
+        "provider": "anthropic",
+        "model": "claude-haiku-4-5",
+        "base_url": None,
+        "max_tokens": 64,
+        "max_attempts": 2,
+        "depth": 5,
+        "pool": ["data/run.parquet"],
+        "min_grade": 2,
+        "ambiguous_at": 3,
+        "concurrency": 8,
+        "max_retries": 5,
+        "max_cost_usd": 5.0,
+        "price": None,  # as generate.price: null = the price table by judge.model
+        "batch_poll_seconds": 30.0,
+        "timeout_s": REQUEST_TIMEOUT_S,
+        "response_format": "text",
+        "temperature": None,
+        "model_alias": None,
+    },
+    "chunkings": {"default": {}},  # named chunkings, each over load.chunking (checked in _check_named)
+    "embedders": {"default": {}},  # named embedders, each over embed's EMBEDDER_KEYS (checked in _check_named)
+    "panel": {},  # several systems, by name: each a chunking, an embedder and a retrieval override (_check_panel)
+    "validity": {"threshold": 0.8, "fail_below": False},  # the agreement certificate's Kendall tau bar
+}
+
+CHOICES = {
+    ("load", "missing_relevant"): {"error", "drop"},
+    ("generate", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
+    ("embed", "backend"): {"torch", "onnx", "openvino"},
+    ("embed", "quantize"): {"none", "int8"},
+    ("embed", "precision"): {"fp32", "fp16", "bf16"},
+    ("embed", "engine"): {"local", "ray"},
+    ("embed", "corpus_vectors"): {"embed", "stored"},
+    ("retrieval", "method"): {"dense", "bm25", "hybrid", "run-file", "python", "rerank", "ann", "store"},
+    ("retrieval", "fusion"): {"rrf", "weighted"},
+    ("score", "ties"): {"expected", "pessimistic", "optimistic"},
+    ("score", "budget_unit"): {"chars", "words"},
+    ("judge", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
+}
+
+# No key may be named as one DVC leaves out of its run-cache key (DVC_IGNORED_KEYS); a params.yaml
+# still using one is told the new name.
+RENAMED = {"size": "chars"}
+
+# Keys that may be null although their default is not (null = no limit).
+NULLABLE = {"params.generate.max_cost_usd", "params.judge.max_cost_usd"}
+# Keys whose value may be a number or a word; checked in _check_values.
+MIXED = {"params.retrieval.depth"}
+
+OPTIONAL_TYPES = {("embed", "max_seq_length"): int}
+
+
+def unknown_key(key: Any, where: str, valid: list[str]) -> str:
+    """The one-line message for a key that is not in the schema, with the closest valid key."""
+    message = f"unknown key {where}.{key}"
+    if key in RENAMED and RENAMED[key] in valid:
+        message += (
+            f"; it is called {where}.{RENAMED[key]} now (DVC ignores param keys named "
+            f"{'/'.join(sorted(DVC_IGNORED_KEYS))}: treeverse/dvc#10296)"
+        )
+    else:
+        close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
+        if close:
+            message += f"; did you mean {where}.{close[0]}?"
+    return f"{message} (valid keys under {where}: {', '.join(valid)})"
+
+
+def check_shape(value: Any, default: Any, where: str, path: Path, schema: str | None = None) -> Any:
+    """`value` checked against `default`'s shape and types, defaults filled in; errors name `where`,
+    the key the user wrote, and `schema` (default: `where`) is the key in DEFAULTS (a panel
+    system's keys are checked as the retrieval section's)."""
+    schema = schema or where
+    if isinstance(default, dict):
+        if not isinstance(value, dict):
+            raise InputError(f"{path}: {where} must be a mapping with keys {sorted(default)}")
+        unknown = sorted((set(value) - set(default)), key=str)
+        if unknown:
+            raise InputError(f"{path}: {unknown_key(unknown[0], where, sorted(default))}")
+        return {
+            key: check_shape(value.get(key, default[key]), default[key], f"{where}.{key}", path, f"{schema}.{key}")
+            for key in default
+        }
+    if value is None:
+        if default is None or schema in NULLABLE:
+            return None
+        raise InputError(f"{path}: {where} must be {type(default).__name__}, got null")
+    if default is None or schema in MIXED:
+        return value
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, float):
+        return finite(value, where, path)
+    else:
+        ok = isinstance(value, type(default)) and not (isinstance(value, bool) and not isinstance(default, bool))
+    if not ok:
+        raise InputError(f"{path}: {where} must be {type(default).__name__}, got {value!r}")
+    return value
+
+
+def finite(value: Any, where: str, path: Path) -> float:
+    """A float param: a finite number (an int is accepted). YAML's .nan and .inf are refused here,
+    once for every float key: a NaN compares false with every bound, so no later check would."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{path}: {where} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise InputError(f"{path}: {where} must be a finite number, got {value!r}")
+    return value
