@@ -50,7 +50,8 @@ def git(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS, panel: bool = False) -> Path:
     """Copy the tracked project files (a slice of the sample when `docs` is given) into `dest`,
     then `git init`, `dvc init` and commit, as a user's fresh clone would be. Without `panel` the
-    sample's panel is emptied: a single-system project (and no panel stages to wait for)."""
+    sample's panel is emptied, and its chunkings and embedders are the defaults alone: a
+    single-system project (no panel stages, nor other chunkings to embed, to wait for)."""
     tracked = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
@@ -71,7 +72,7 @@ def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS, panel: bool = 
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, target)
     if not panel:
-        set_params(dest, panel={})
+        set_params(dest, panel={}, chunkings={"default": {}}, embedders={"default": {}})
     git("init", "-q", "-b", "main", cwd=dest)
     dvc("init", "-q", cwd=dest)
     dvc("config", "core.analytics", "false", cwd=dest)

@@ -11,7 +11,9 @@ from conftest import copy_project, dvc, git, read_metrics, run, set_params
 
 pytestmark = pytest.mark.pipeline
 
-SYSTEMS = ["dense", "bm25", "hybrid", "ann-ef16"]
+SYSTEMS = ["dense", "dense-c400", "dense-seq64", "dense-c400-seq64", "bm25", "bm25-c400", "hybrid", "ann-ef16"]
+USING_C400 = {"dense-c400", "dense-c400-seq64", "bm25-c400"}
+USING_SEQ64 = {"dense-seq64", "dense-c400-seq64"}
 
 
 def ran_stages(output: str) -> set[str]:
@@ -51,8 +53,53 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
     git("add", "-A", cwd=project)
     git("commit", "-qm", "panel", cwd=project)
     shutil.rmtree(project / ".dvc" / "cache" / "runs", ignore_errors=True)  # nothing may be restored from the run-cache
-    set_params(project, **{"panel.bm25": {"method": "bm25", "depth": 20}})  # score.k goes to 20
-    again = dvc("repro", cwd=project)
+    set_params(project, **{"panel.bm25": {"chunking": "default", "embedder": "default", "method": "bm25", "depth": 20}})
+    again = dvc("repro", cwd=project)  # score.k goes to 20
     assert ran_stages(again.stdout) == {"retrieve_panel@bm25", "score_panel@bm25", "leaderboard"}
     assert "is cached - skipping run" not in again.stdout
     assert pd.read_parquet(project / "data" / "panel" / "bm25" / "run.parquet").groupby("qid").size().max() == 20
+
+    # One chunking edited: it is cut again, embedded by every embedder, and the systems on it rerun.
+    git("commit", "-qam", "bm25 at depth 20", cwd=project)
+    shutil.rmtree(project / ".dvc" / "cache" / "runs", ignore_errors=True)
+    set_params(project, **{"chunkings.c400": {"chars": 300, "overlap": 50}})
+    rechunked = dvc("repro", cwd=project)
+    panel = {f"{stage}@{system}" for stage in ("retrieve_panel", "score_panel") for system in USING_C400}
+    embeds = {"embed_corpus@c400-default", "embed_corpus@c400-seq64"}
+    assert ran_stages(rechunked.stdout) == {"chunk@c400", *embeds, *panel, "leaderboard"}
+
+    # One embedder edited: both chunkings and the questions embedded again with it, its systems rerun.
+    git("commit", "-qam", "c400 at 300 characters", cwd=project)
+    shutil.rmtree(project / ".dvc" / "cache" / "runs", ignore_errors=True)
+    set_params(project, **{"embedders.seq64": {"max_seq_length": 48}})
+    reembedded = dvc("repro", cwd=project)
+    panel = {f"{stage}@{system}" for stage in ("retrieve_panel", "score_panel") for system in USING_SEQ64}
+    embeds = {"embed_corpus@default-seq64", "embed_corpus@c400-seq64", "embed_questions@seq64"}
+    assert ran_stages(reembedded.stdout) == {*embeds, *panel, "leaderboard"}
+
+
+def test_each_text_is_embedded_once_per_embedder_across_chunkings(tmp_path):
+    """Two chunkings sharing chunk texts (documents shorter than both are one chunk in each) and two
+    embedders: each embedder's encoder sees every distinct chunk text once, whichever chunking
+    holds it; the second chunking's copy comes from the first's cache."""
+    project = copy_project(tmp_path / "project", panel=True)
+    docs = project / "data" / "sample" / "sqlite"
+    for i in range(6):  # short documents: one identical chunk under both chunkings
+        (docs / f"short{i}.md").write_text(f"Short note {i} about page cache number {i * 7}.\n")
+    set_params(project, panel={"a": {"chunking": "default", "embedder": "default", "method": "dense"}})
+    dvc("repro", cwd=project)
+    texts = {}
+    for chunking in ("default", "c400"):
+        chunks = pd.read_parquet(project / "data" / "chunkings" / chunking / "chunks.parquet")
+        texts[chunking] = set(chunks["text"])
+    assert len(texts["default"] & texts["c400"]) >= 6
+    for embedder in ("default", "seq64"):
+        infos = {
+            chunking: json.loads(
+                (project / "data" / "embeddings" / "corpus" / chunking / embedder / "info.json").read_text()
+            )
+            for chunking in ("default", "c400")
+        }
+        embedded = sum(info["embedded"] for info in infos.values())
+        assert embedded == len(texts["default"] | texts["c400"])  # the encoder's texts: each distinct one once
+        assert all(info["seconds_per_1000"] > 0 for info in infos.values())

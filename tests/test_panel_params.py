@@ -1,0 +1,78 @@
+"""chunkings, embedders and the panel systems that pick them: each name's settings over its base
+section, and every mistake one line naming the key the user wrote."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from retrieval_bench.io import InputError
+from retrieval_bench.params import load_all_params
+from retrieval_bench.params_panel import named, panel_system
+
+SYSTEM = {"chunking": "default", "embedder": "default", "method": "dense"}
+
+
+def write(tmp_path, **sections) -> str:
+    params = {
+        "chunkings": {"default": {}, "c400": {"chars": 400, "overlap": 50}},
+        "embedders": {"default": {}, "seq64": {"max_seq_length": 64}},
+        "panel": {"a": SYSTEM},
+        **sections,
+    }
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    return str(path)
+
+
+def error(tmp_path, **sections) -> str:
+    with pytest.raises(InputError) as caught:
+        load_all_params(write(tmp_path, **sections))
+    assert "\n" not in str(caught.value)
+    return str(caught.value)
+
+
+def test_each_chunking_and_embedder_is_its_keys_over_the_base(tmp_path):
+    params = load_all_params(write(tmp_path, load={"chunking": {"chars": 1000, "overlap": 100}}))
+    assert named(params, "chunkings", "default") == {"chars": 1000, "overlap": 100}
+    assert named(params, "chunkings", "c400") == {"chars": 400, "overlap": 50}
+    seq64 = named(params, "embedders", "seq64")
+    assert seq64["max_seq_length"] == 64 and seq64["model"] == params["embed"]["model"]
+    assert seq64["batch_size"] == params["embed"]["batch_size"]  # how to embed: shared by every embedder
+    assert named(params, "embedders", "default") == params["embed"]
+    system = panel_system(params["panel"], "a")
+    assert (system["chunking"], system["embedder"], system["method"]) == ("default", "default", "dense")
+
+
+@pytest.mark.parametrize(
+    ("sections", "says"),
+    [
+        ({"chunkings": {"c400": {"chars": 400}}}, "chunkings must be a mapping of names to settings with a `default`"),
+        ({"chunkings": {"default": {}, "c4": {"chars": 400, "stride": 5}}}, "unknown key chunkings.c4.stride"),
+        ({"chunkings": {"default": {}, "c4": {"size": 400}}}, "size"),
+        ({"chunkings": {"default": {}, "c4": {"chars": 40, "overlap": 40}}}, "chunkings.c4 needs chars > 0"),
+        ({"chunkings": {"default": {}, "c.4": {}}}, "chunkings name 'c.4' is not usable"),
+        ({"embedders": {"default": {}, "x": {"backend": "tpu"}}}, "embedders.x.backend must be one of"),
+        ({"embedders": {"default": {}, "x": {"batch_size": 8}}}, "unknown key embedders.x.batch_size"),
+        ({"embedders": {"default": {}, "x": {"max_seq_length": 0}}}, "embedders.x.max_seq_length must be a positive"),
+        ({"embedders": {"default": {}, "x": {"quantize": "int8"}}}, "embed.quantize int8 needs embed.backend onnx"),
+        ({"panel": {"a": {"method": "dense"}}}, "panel.a must name its chunking"),
+        ({"panel": {"a": {"chunking": "default", "method": "bm25"}}}, "panel.a must name its embedder"),
+        ({"panel": {"a": {**SYSTEM, "chunking": "c300"}}}, "panel.a.chunking 'c300' is not one of chunkings: default, c400"),
+        ({"panel": {"a": {**SYSTEM, "embedder": "mpnet"}}}, "panel.a.embedder 'mpnet' is not one of embedders"),
+        ({"panel": {"a": {**SYSTEM, "depth": 0}}}, "panel.a.depth must be a positive int"),
+    ],
+)
+def test_a_mistake_is_one_line_naming_the_key(tmp_path, sections, says):
+    assert says in error(tmp_path, **sections)
+
+
+def test_a_size_key_under_a_chunking_is_refused_with_the_reason(tmp_path):
+    message = error(tmp_path, chunkings={"default": {}, "c4": {"size": 400}})
+    assert "chunkings.c4.size" in message and "10296" in message
+
+
+def test_a_stage_argument_naming_nothing_lists_the_names(tmp_path):
+    params = load_all_params(write(tmp_path))
+    with pytest.raises(InputError, match="embedders has no 'mpnet' \\(have: default, seq64\\)"):
+        named(params, "embedders", "mpnet")
