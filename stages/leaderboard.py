@@ -1,12 +1,17 @@
-"""Stage 6: one leaderboard of the panel systems (params panel) on every question set ->
-metrics/leaderboard.json, .csv and .md, and metrics/certificate.json (do the generated questions
-order the systems as the real or hand-written ones do?)."""
+"""Stage 6: one leaderboard of the panel systems (params panel) on every question set, with each
+system's costs and the Pareto front -> metrics/leaderboard.json, .csv and .md,
+metrics/certificate.json (do the generated questions order the systems as the real or
+hand-written ones do?), metrics/plots/quality_vs_cost.csv and metrics/headline.json (the numbers
+`dvc metrics show` lists)."""
 
+import json
 import sys
+from pathlib import Path
 
 import pandas as pd
 
 from retrieval_bench import paths
+from retrieval_bench.evaluation.panel_costs import PLOT_COLUMNS, read_costs
 from retrieval_bench.evaluation.panel_report import panel_report, summary_line
 from retrieval_bench.evaluation.per_question import read_per_question
 from retrieval_bench.io import InputError, atomic_open, read_jsonl, run_stage, write_json
@@ -19,11 +24,20 @@ def main() -> None:
         system: read_per_question(path := paths.panel_file(paths.PANEL_METRICS, system, "per_question.csv"), path)
         for system in params["panel"]
     }
-    report = panel_report(tables, read_jsonl(paths.GOLDENSET), params["validity"])
+    reports = {
+        name: json.loads(Path(path).read_text(encoding="utf-8")) if Path(path).is_file() else None
+        for name, path in (("goldenset", paths.GOLDENSET_REPORT), ("judge", paths.JUDGE_REPORT))
+    }
+    report = panel_report(tables, read_jsonl(paths.GOLDENSET), params["validity"], read_costs(params), reports)
     write_json(paths.LEADERBOARD, report["leaderboard"])
     write_json(paths.CERTIFICATE, report["certificate"])
-    with atomic_open(paths.LEADERBOARD_CSV) as handle:
-        pd.DataFrame(report["rows"]).to_csv(handle, index=False, lineterminator="\n")
+    write_json(paths.HEADLINE, report["headline"])
+    for path, table in (
+        (paths.LEADERBOARD_CSV, pd.DataFrame(report["rows"])),
+        (paths.QUALITY_VS_COST, pd.DataFrame(report["plot"], columns=list(PLOT_COLUMNS))),
+    ):
+        with atomic_open(path) as handle:
+            table.to_csv(handle, index=False, lineterminator="\n")
     with atomic_open(paths.LEADERBOARD_TABLE) as handle:
         handle.write(report["markdown"])
     print(summary_line(report["leaderboard"]))

@@ -199,7 +199,9 @@ def leaderboard_project(tmp_path: Path, synthetic_rr: dict[str, float], validity
     on the hand-written questions is dense > hybrid > bm25, and on the generated ones `synthetic_rr`."""
     shutil.copytree(ROOT / "stages", tmp_path / "stages", ignore=shutil.ignore_patterns("__pycache__"))
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["panel"] = {"dense": {"method": "dense"}, "bm25": {"method": "bm25"}, "hybrid": {"method": "hybrid"}}
+    params["panel"] = {
+        name: {"chunking": "default", "embedder": "default", "method": name} for name in ("dense", "bm25", "hybrid")
+    }
     params["validity"] = validity
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     rng = np.random.default_rng(1)
@@ -255,6 +257,13 @@ def test_the_leaderboard_stage_says_in_one_line_when_the_golden_set_orders_the_p
     )
     assert certificate["style_gap"]["classifier_auc"] is not None
     assert "Agreement certificate" in (project / "metrics" / "leaderboard.md").read_text()
+    # No run_info.json or info.json here: the costs are n/a, every system on the front; the plot
+    # rows and the headline are written all the same (the headline: numbers only).
+    assert "| dense | default | default (" in (project / "metrics" / "leaderboard.md").read_text()
+    plot = pd.read_csv(project / "metrics" / "plots" / "quality_vs_cost.csv")
+    assert set(plot["system"]) == {"dense", "bm25", "hybrid"} and plot["pareto"].all()
+    headline = json.loads((project / "metrics" / "headline.json").read_text())
+    assert set(headline["panel"]) == {"dense", "bm25", "hybrid"} and "kendall_tau_mrr" in headline["certificate"]
 
     failing = leaderboard_project(tmp_path / "fail", reversed_, {"threshold": 0.8, "fail_below": True})
     result = run_leaderboard(failing)

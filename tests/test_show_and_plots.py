@@ -12,6 +12,19 @@ import pytest
 from conftest import ROOT, copy_project, dvc, git
 
 TEMPLATE = ROOT / ".dvc" / "plots" / "offline.html"
+QUALITY_VS_COST = ROOT / ".dvc" / "plots" / "quality_vs_cost.json"
+# metrics/plots/quality_vs_cost.csv as the leaderboard stage writes it (panel_costs.PLOT_COLUMNS),
+# the sample's eight systems; bm25 searches no vectors (embedding cost 0), an external run has no costs.
+QUALITY_VS_COST_CSV = """system,mrr,ci_low,ci_high,search_ms_per_question,embed_seconds_per_1000,index_mb,pareto
+dense,0.517,0.457,0.576,0.41,2.95,1.751,True
+dense-c400,0.49,0.43,0.55,0.7,1.9,3.1,False
+dense-seq64,0.45,0.39,0.51,0.4,1.2,1.751,True
+dense-c400-seq64,0.47,0.41,0.53,0.7,1.0,3.1,True
+bm25,0.388,0.33,0.446,0.35,0.0,0.9,True
+bm25-c400,0.36,0.3,0.42,0.5,0.0,1.5,False
+hybrid,0.493,0.436,0.55,0.9,2.95,2.65,False
+external-run,0.5,0.44,0.56,,,,True
+"""
 
 
 def test_show_prints_the_run_and_its_change_since_the_last_commit(tmp_path, monkeypatch, capsys):
@@ -57,14 +70,17 @@ def test_dvc_plots_show_writes_an_offline_page_that_renders(tmp_path):
     project = copy_project(tmp_path / "project")
     (project / ".dvc" / "plots").mkdir(parents=True, exist_ok=True)
     shutil.copy(TEMPLATE, project / ".dvc" / "plots" / "offline.html")
+    shutil.copy(QUALITY_VS_COST, project / ".dvc" / "plots" / "quality_vs_cost.json")
     dvc("config", "plots.html_template", "plots/offline.html", cwd=project)
     plots = project / "metrics" / "plots"
     plots.mkdir(parents=True)
     shutil.copy(ROOT / "metrics" / "plots" / "recall_at_k.csv", plots)
     shutil.copy(ROOT / "metrics" / "plots" / "first_relevant_rank_histogram.csv", plots)
+    (plots / "quality_vs_cost.csv").write_text(QUALITY_VS_COST_CSV)
     dvc("plots", "show", "--out", "dvc_plots", cwd=project)
     page = (project / "dvc_plots" / "index.html").read_text(encoding="utf-8")
-    assert "cdn.jsdelivr" not in page and page.count("vegaEmbed(") >= 2
+    assert "cdn.jsdelivr" not in page and page.count("vegaEmbed(") >= 3
+    assert "Quality (mrr, with its interval) against cost" in page and "dense-c400-seq64" in page
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         # `make test` installs Chromium where it can (root with apt-get): CI must render the page.
@@ -95,6 +111,67 @@ def test_dvc_plots_show_writes_an_offline_page_that_renders(tmp_path):
 
     colours = Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 20)
     assert colours is not None and len(colours) > 20
+    # The quality-vs-cost chart itself, rendered alone: its title and system names drawn as SVG text
+    # (what the browser made of the spec, not the spec), its CI rules and the front's red points.
+    spec = quality_vs_cost_spec(page)
+    alone = tmp_path / "quality_vs_cost.html"
+    alone.write_text(
+        page[: page.rindex("</head>")]
+        + '</head><body><div id="chart"></div><script>vegaEmbed("#chart", '
+        + json.dumps(spec)
+        + ', {renderer: "svg", actions: false}).then(function () {'
+        + "document.title = 'rendered';})"
+        + ".catch(function (error) { document.title = 'failed: ' + error; });</script></body></html>"
+    )
+    dom = subprocess.run(
+        [*browser(chromium, tmp_path / "profile2"), "--dump-dom", alone.as_uri()],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert "<title>rendered</title>" in dom, dom[-2000:]
+    svg = dom[dom.index("<svg") :]
+    assert "Quality (mrr, with its interval) against cost" in svg
+    for system in ("dense-c400-seq64", "bm25", "hybrid"):
+        assert f">{system}<" in svg
+    assert ">external-run<" not in svg  # no cost measured: no place on a cost axis (its row says n/a)
+    assert "search_ms_per_question" in svg and "index_mb" in svg and "on the front" in svg
+    chart = tmp_path / "quality_vs_cost.png"
+    subprocess.run(
+        [*browser(chromium, tmp_path / "profile3"), "--window-size=1000,500", f"--screenshot={chart}", alone.as_uri()],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    shutil.copy(chart, os.environ.get("QUALITY_VS_COST_PNG", tmp_path / "kept.png"))
+    image = Image.open(chart).convert("RGB")
+    colours = image.getcolors(maxcolors=1 << 20)
+    assert colours is not None and len(colours) > 20
+    assert any(r > 180 and g < 80 and b < 80 for _, (r, g, b) in colours)  # the front's red (#d62728)
+
+
+def browser(chromium: str, profile) -> list[str]:
+    return [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=5000",
+    ]
+
+
+def quality_vs_cost_spec(page: str) -> dict:
+    """The Vega-Lite spec DVC filled from .dvc/plots/quality_vs_cost.json, out of the plots page."""
+    for match in re.finditer(r"var spec = (\{.*?\});\s*vegaEmbed\(", page, re.S):
+        spec = json.loads(match.group(1))
+        if "repeat" in spec:
+            return spec
+    raise AssertionError("the plots page has no quality-vs-cost chart")
 
 
 @pytest.mark.pipeline

@@ -114,6 +114,8 @@ LEADERBOARD = "metrics/leaderboard.json"
 LEADERBOARD_TABLE = "metrics/leaderboard.md"
 LEADERBOARD_CSV = "metrics/leaderboard.csv"
 CERTIFICATE = "metrics/certificate.json"  # agreement of question sets on the panel, and the style gap
+HEADLINE = "metrics/headline.json"  # the one declared metrics file of the leaderboard: headline numbers only
+QUALITY_VS_COST = "metrics/plots/quality_vs_cost.csv"  # mrr with its interval against each cost, per panel system
 
 
 def panel_file(folder: str, system: str, name: str) -> str:

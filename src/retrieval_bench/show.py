@@ -9,6 +9,8 @@ import math
 from pathlib import Path
 
 from retrieval_bench import paths
+from retrieval_bench.evaluation.leaderboard import left_out_lines
+from retrieval_bench.evaluation.panel_costs import embedder_text
 from retrieval_bench.evaluation.revisions import git_show
 from retrieval_bench.io import InputError
 
@@ -95,6 +97,35 @@ def leaderboard_lines(board: dict) -> list[str]:
             cells.append(f"{row['mean']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]{mark}".ljust(CELL))
         out.append(f"  {system:<{width}}" + "".join(cells).rstrip())
     out.append(f"  *: significantly worse than the best ({board['correction']})")
+    left = board.get("left_out")
+    if left and left["n_left_out"]:
+        out += [f"  {line.removeprefix('- ')}" for line in left_out_lines(left)]
+    return out + cost_lines(board)
+
+
+def _cost(value, digits: int) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def cost_lines(board: dict) -> list[str]:
+    """Each system's chunking, embedder, method and costs (this machine's), * on the Pareto front."""
+    systems = board.get("costs", {}).get("systems")
+    if not systems:
+        return []
+    width = max(len(name) for name in systems) + 2
+    out = [
+        f"costs (measured on {board['costs']['measured_on']}; P: on the Pareto front of mrr against every cost):",
+        "  " + " " * width + f"{'chunking':<10}{'embedder':<42}{'method':<9}{'chunks':>7}"
+        f"{'embed s/1k':>11}{'index MB':>10}{'search ms/q':>12}",
+    ]
+    for name, row in systems.items():
+        embed = _cost(row["embed_seconds_per_1000"], 2) if row["searches_vectors"] else "none"
+        out.append(
+            f"  {name:<{width}}{row['chunking']:<10}{embedder_text(row)[:40]:<42}{row['method']:<9}"
+            f"{row['n_chunks'] if row['n_chunks'] is not None else 'n/a':>7}{embed:>11}"
+            f"{_cost(row['index_mb'], 2):>10}{_cost(row['search_ms_per_question'], 3):>12}"
+            + ("  P" if row["pareto"] else "")
+        )
     return out
 
 

@@ -224,10 +224,11 @@ def judged_summary(
         judge_unjudged=int(per_question["n_pooled"].sum())
         - pooled_judged,  # counted as not relevant: see unjudged_warning
         judge_relevant=pooled_relevant,
-        judge_relevant_share=round(pooled_relevant / pooled_judged, 4) if pooled_judged else None,
         n_questions_gaining_judged=int((per_question["n_judge_relevant"] > 0).sum()),
         n_questions_ambiguous=int(per_question["ambiguous"].sum()),
     )
+    if pooled_judged:  # else no share: a declared DVC metric holds numbers only (no null)
+        summary["judge_relevant_share"] = round(pooled_relevant / pooled_judged, 4)
     return summary
 
 

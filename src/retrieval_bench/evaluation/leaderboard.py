@@ -26,19 +26,66 @@ def leaderboard_metrics(columns) -> list[tuple[str, str]]:
     return [(name, column) for name, column in metric_columns(columns) if not name.startswith("hit@")]
 
 
+def _relevant_qids(table: pd.DataFrame) -> pd.Series:
+    """The qids of `table` that have a relevant chunk (all of them without n_relevant)."""
+    qids = table["qid"].astype(str)
+    return qids[table["n_relevant"].to_numpy() > 0] if "n_relevant" in table else qids
+
+
 def scorable(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """The systems' tables on the questions every system can be scored on (a relevant chunk
-    exists), aligned by qid in the first table's order."""
+    exists in each system's own chunking: n_relevant > 0 in every table), aligned by qid in the
+    first table's order."""
     first = next(iter(tables.values()))
     keep = first["qid"].astype(str)
-    if "n_relevant" in first:
-        keep = keep[first["n_relevant"].to_numpy() > 0]
     for table in tables.values():
-        keep = keep[keep.isin(set(table["qid"].astype(str)))]
+        keep = keep[keep.isin(set(_relevant_qids(table)))]
     return {
         name: table.assign(qid=table["qid"].astype(str)).set_index("qid").loc[keep.tolist()]
         for name, table in tables.items()
     }
+
+
+def left_out(tables: dict[str, pd.DataFrame], chunkings: dict[str, str] | None = None) -> dict:
+    """Which questions the comparison leaves out and why: {n_questions (every qid in any table),
+    n_compared, n_left_out, by_system: {system: {no_relevant_chunk, missing, chunking}}}. A
+    question is left out when any system cannot score it: no relevant chunk in that system's
+    chunking (n_relevant 0), or absent from its table."""
+    every = pd.Index(pd.concat([table["qid"].astype(str) for table in tables.values()]).unique())
+    compared = set(every)
+    by_system = {}
+    for name, table in tables.items():
+        qids = set(table["qid"].astype(str))
+        relevant = set(_relevant_qids(table))
+        compared &= relevant
+        by_system[name] = {
+            "no_relevant_chunk": len(qids - relevant),
+            "missing": len(set(every) - qids),
+            "chunking": (chunkings or {}).get(name),
+        }
+    return {
+        "n_questions": len(every),
+        "n_compared": len(compared),
+        "n_left_out": len(every) - len(compared),
+        "by_system": by_system,
+    }
+
+
+def left_out_lines(report: dict) -> list[str]:
+    """What left_out found, a line per system that lost questions."""
+    if not report["n_left_out"]:
+        return [f"Every system is compared on all {report['n_questions']} questions."]
+    lines = [
+        f"{report['n_left_out']} of {report['n_questions']} questions are left out of the comparison "
+        "(a system cannot score them):"
+    ]
+    for name, row in report["by_system"].items():
+        where = f"chunking {row['chunking']}" if row["chunking"] else "its chunking"
+        if row["no_relevant_chunk"]:
+            lines.append(f"- {name}: {row['no_relevant_chunk']} questions have no relevant chunk in {where}")
+        if row["missing"]:
+            lines.append(f"- {name}: {row['missing']} questions are missing from its per-question table")
+    return lines
 
 
 def question_sets(table: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -160,6 +207,8 @@ def markdown(board: dict) -> str:
     lines.append(
         f"Mean [{level}% bootstrap CI]; bold: the best; *: differs significantly from the best ({board['correction']})."
     )
+    if "left_out" in board:
+        lines += ["", *left_out_lines(board["left_out"])]
     lines += ["", *segment_lines(board["segment_regressions"])]
     return "\n".join(lines) + "\n"
 

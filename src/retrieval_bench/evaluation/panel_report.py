@@ -1,32 +1,52 @@
-"""Everything the leaderboard stage writes, from the panel systems' per-question tables and the
-golden set: the leaderboard, the agreement certificate with the style gap, and their markdown."""
+"""Everything the leaderboard stage writes, from the panel systems' per-question tables, their
+costs and the golden set: the leaderboard with the costs and the Pareto front, the agreement
+certificate with the style gap, their markdown, the quality-vs-cost plot and the headline."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from retrieval_bench.evaluation.certify import below_threshold_line, certificate_lines, panel_certificate
-from retrieval_bench.evaluation.leaderboard import flat_rows, leaderboard, markdown, scorable
+from retrieval_bench.evaluation.headline import headline
+from retrieval_bench.evaluation.leaderboard import flat_rows, leaderboard, left_out, markdown, scorable
+from retrieval_bench.evaluation.panel_costs import MACHINE, cost_lines, plot_rows, with_pareto
 from retrieval_bench.evaluation.segments import question_set
 from retrieval_bench.evaluation.style_gap import style_gap, style_lines
 
 NO_PANEL = "No panel: params.yaml names no panel systems (the single system's scores are in metrics/metrics.json)."
 
 
-def panel_report(tables: dict[str, pd.DataFrame], golden: list[dict], validity: dict) -> dict:
-    """{leaderboard, certificate, csv rows, markdown, warning}: `warning` is the one line saying
-    the certificate is below validity.threshold, or None."""
+def panel_report(
+    tables: dict[str, pd.DataFrame],
+    golden: list[dict],
+    validity: dict,
+    costs: dict[str, dict] | None = None,
+    reports: dict[str, dict | None] | None = None,
+) -> dict:
+    """{leaderboard, certificate, csv rows, markdown, plot (quality_vs_cost rows), headline,
+    warning}. `costs`: panel_costs rows by system (read_costs); `reports`: the goldenset and
+    judge reports whose headline numbers go to metrics/headline.json. `warning` is the one line
+    saying the certificate is below validity.threshold, or None."""
+    reports = reports or {}
     if not tables:
         empty = {"systems": [], "question_sets": {}}
+        cert = {"available": False, "reason": "no panel"}
         return {
             "leaderboard": empty,
-            "certificate": {"available": False, "reason": "no panel"},
+            "certificate": cert,
             "rows": [],
             "markdown": NO_PANEL + "\n",
+            "plot": [],
+            "headline": headline({}, reports.get("goldenset"), reports.get("judge"), cert),
             "warning": None,
         }
     aligned = scorable(tables)
     board = leaderboard(aligned)
+    costs = costs or {}
+    board["left_out"] = left_out(tables, {name: row["chunking"] for name, row in costs.items()})
+    mrr = board["question_sets"].get("all", {}).get("metrics", {}).get("mrr", {}).get("systems", {})
+    priced = with_pareto(costs, {name: row["mean"] for name, row in mrr.items()})
+    board["costs"] = {"measured_on": MACHINE, "quality": "mrr over the compared questions", "systems": priced}
     cert = panel_certificate(aligned, validity["threshold"])
     lines = certificate_lines(cert)
     if cert["available"]:
@@ -36,11 +56,14 @@ def panel_report(tables: dict[str, pd.DataFrame], golden: list[dict], validity: 
         }
         cert["style_gap"] = style_gap(by_set[cert["reference"]], by_set[cert["synthetic"]])
         lines += ["", *style_lines(cert["style_gap"], (cert["reference"], cert["synthetic"]))]
+    table = markdown(board) + ("\n" + "\n".join(cost_lines(priced)) + "\n" if priced else "")
     return {
         "leaderboard": board,
         "certificate": cert,
         "rows": flat_rows(board),
-        "markdown": markdown(board) + "\n" + "\n".join(lines) + "\n",
+        "markdown": table + "\n" + "\n".join(lines) + "\n",
+        "plot": plot_rows({name: row for name, row in priced.items() if name in mrr}, mrr),
+        "headline": headline(aligned, reports.get("goldenset"), reports.get("judge"), cert),
         "warning": below_threshold_line(cert),
     }
 

@@ -1,0 +1,61 @@
+"""metrics/headline.json, the one metrics file the leaderboard stage declares to DVC: a handful
+of numbers per panel system and for the golden set, the judge and the certificate, so that `dvc
+metrics show` and `dvc metrics diff main` stay readable in review. Numbers only (no strings, no
+booleans, no nulls: an unavailable figure is left out). Everything else (intervals, p-values,
+segments, the reports' reasons and settings) stays in the leaderboard files and `show`."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+# (headline name, per-question column): each system's mean over the compared questions, as the leaderboard's.
+SYSTEM_METRICS = (
+    ("mrr", "reciprocal_rank"),
+    ("ndcg@10", "ndcg@10"),
+    ("recall@10", "recall@10"),
+    ("recall_budget@4000", "recall_budget@4000"),
+)
+GOLDENSET = ("n_questions", "n_generated", "echo_rate", "rejected", "evidence_not_located")  # of metrics/goldenset.json
+JUDGE = ("judged", "relevant", "cost_usd")  # of metrics/judge.json
+DIGITS = 4  # the figures agree to about 4 decimals across CPUs (docs/explanation/limits.md): no diff of last bits
+
+
+def _number(value) -> float | int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else round(value, DIGITS)
+    return value
+
+
+def _numbers(report: dict | None, keys: tuple[str, ...]) -> dict:
+    report = report or {}
+    return {key: value for key in keys if (value := _number(report.get(key))) is not None}
+
+
+def system_headline(table: pd.DataFrame) -> dict:
+    """One system's headline means over the rows of `table` (the compared questions)."""
+    if not len(table):
+        return {}
+    return {
+        name: value
+        for name, column in SYSTEM_METRICS
+        if column in table and (value := _number(float(table[column].astype(float).mean()))) is not None
+    }
+
+
+def headline(aligned: dict[str, pd.DataFrame], goldenset: dict | None, judge: dict | None, certificate: dict) -> dict:
+    """{panel: {system: {mrr, ndcg@10, recall@10, recall_budget@4000}}, goldenset: {...},
+    judge: {...}, certificate: {kendall_tau_mrr}} with the unavailable figures left out."""
+    out = {
+        "panel": {system: system_headline(table) for system, table in aligned.items()},
+        "goldenset": _numbers(goldenset, GOLDENSET),
+        "judge": _numbers(judge, JUDGE),
+    }
+    if certificate.get("available"):
+        tau = _number(certificate.get("metrics", {}).get("mrr", {}).get("kendall_tau", {}).get("value"))
+        if tau is not None:
+            out["certificate"] = {"kendall_tau_mrr": tau}
+    return out
