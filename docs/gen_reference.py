@@ -22,20 +22,36 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from retrieval_bench.params import CHOICES, DEFAULTS, MIXED, NULLABLE, OPTIONAL_TYPES  # noqa: E402
+from retrieval_bench.params_schema import CHOICES, DEFAULTS, MIXED, NULLABLE, OPTIONAL_TYPES  # noqa: E402
 
 PARAMS_PAGE = ROOT / "docs" / "reference" / "params.md"
 CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
 CLI_COMMANDS = ["compare", "show", "gauge", "export-beir", "export-questions", "cache prune"]
 # Sections whose keys are the user's own names (no defaults to list): one row for the name.
 FREE_SECTIONS = {
+    "chunkings": (
+        "chunkings.NAME",
+        "{default: {}}",
+        "mapping: keys of load.chunking",
+        "a chunking a panel system may pick, its keys over `load.chunking`, e.g. `c400: {chars: 400, overlap: 50}`; "
+        "`default` (required) is the single system's; see [Which model and chunk size?](../how-to/panels.md)",
+    ),
+    "embedders": (
+        "embedders.NAME",
+        "{default: {}}",
+        "mapping: keys of embed",
+        "an embedder a panel system may pick, its keys over embed's model, max_seq_length, query_prompt, "
+        "document_prompt, backend, quantize, precision, e.g. `seq64: {max_seq_length: 64}`; `default` (required) "
+        "is the single system's",
+    ),
     "panel": (
         "panel.NAME",
         "{}",
-        "mapping: a retrieval override",
-        "a retrieval system of the panel, e.g. `bm25: {method: bm25}` (NAME: letters, digits, - and _); "
-        "see [Compare many systems at once](../how-to/panels.md)",
-    )
+        "mapping: chunking, embedder, retrieval keys",
+        "a system of the panel: the chunking and embedder it picks by name (both required) and any retrieval "
+        "keys over the retrieval section, e.g. `bm25: {chunking: default, embedder: default, method: bm25}` "
+        "(NAME: letters, digits, - and _); see [Which model and chunk size?](../how-to/panels.md)",
+    ),
 }
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w-]*):(?P<value>[^#]*)(?:#\s?(?P<comment>.*))?$")
 COMMENT_LINE = re.compile(r"^ *#\s?(?P<comment>.*)$")
@@ -115,7 +131,7 @@ def params_page() -> str:
         if section in FREE_SECTIONS:
             key, shown, kind, description = FREE_SECTIONS[section]
             lines.append(f"| `{key}` | `{shown}` | {kind} | {description} |")
-        for key, default, is_group in flatten(keys):
+        for key, default, is_group in [] if section in FREE_SECTIONS else flatten(keys):
             dotted = f"{section}.{key}"
             shown = json.dumps(default, ensure_ascii=False) if default is not None else "null"
             kind = "mapping" if is_group else value_type(section, key, dotted, default)

@@ -51,7 +51,9 @@ def test_the_closure_follows_lazy_imports_and_packages(tmp_path):
     needed = dvc_deps.closure(script)
     assert "embedding.embed" in needed  # imported at the top
     assert "embedding.embed_ray" in needed  # imported inside embed.embedding_engine only
-    assert "retrieval.ann" in dvc_deps.closure(ROOT / "stages" / "retrieve.py")  # from retrieval_bench.retrieval import ann
+    assert "retrieval.ann" in dvc_deps.closure(
+        ROOT / "stages" / "retrieve.py"
+    )  # from retrieval_bench.retrieval import ann
 
 
 def test_a_stale_dep_list_is_rewritten():

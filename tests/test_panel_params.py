@@ -58,7 +58,10 @@ def test_each_chunking_and_embedder_is_its_keys_over_the_base(tmp_path):
         ({"embedders": {"default": {}, "x": {"quantize": "int8"}}}, "embed.quantize int8 needs embed.backend onnx"),
         ({"panel": {"a": {"method": "dense"}}}, "panel.a must name its chunking"),
         ({"panel": {"a": {"chunking": "default", "method": "bm25"}}}, "panel.a must name its embedder"),
-        ({"panel": {"a": {**SYSTEM, "chunking": "c300"}}}, "panel.a.chunking 'c300' is not one of chunkings: default, c400"),
+        (
+            {"panel": {"a": {**SYSTEM, "chunking": "c300"}}},
+            "panel.a.chunking 'c300' is not one of chunkings: default, c400",
+        ),
         ({"panel": {"a": {**SYSTEM, "embedder": "mpnet"}}}, "panel.a.embedder 'mpnet' is not one of embedders"),
         ({"panel": {"a": {**SYSTEM, "depth": 0}}}, "panel.a.depth must be a positive int"),
     ],
