@@ -1,33 +1,53 @@
-"""Stage: embed the chunks -> data/embeddings/corpus.npy and corpus_ids.json (row order).
+"""Stage: embed one chunking's chunks with one embedder (`python -m stages.embed_corpus <chunking>
+<embedder>`) -> data/embeddings/corpus/<chunking>/<embedder>/vectors.npy, ids.json (row order)
+and info.json (the work done, and the warm encoder's seconds per 1,000 chunks on this machine).
 
-Vectors come from the corpus embedding cache when it holds them; only new or edited chunks are
+Vectors come from the embedding cache when it holds them, or from the same embedder's caches of
+the other chunkings (a text is embedded once per embedder); only new or edited chunks are
 embedded, each batch appended to the cache as soon as it is computed. With
-`embed.corpus_vectors: stored` they are read from the vector store at load.source instead, after a
-sample of chunks embedded again shows that embed.model made them."""
+`embed.corpus_vectors: stored` the default chunking's vectors are read from the vector store at
+load.source instead, after a sample of chunks embedded again shows that embed.model made them."""
+
+import sys
+from pathlib import Path
 
 from retrieval_bench import paths
 from retrieval_bench.embedding.embed import embed_texts, save_embeddings
 from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
-from retrieval_bench.io import read_table, run_stage
-from retrieval_bench.params import load_all_params
+from retrieval_bench.io import read_table, run_stage, stage_parser, write_json
+from retrieval_bench.params import load_all_params, named
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
+    parser = stage_parser("embed_corpus", __doc__)
+    parser.add_argument("chunking", help="a chunking named under chunkings in params.yaml")
+    parser.add_argument("embedder", help="an embedder named under embedders in params.yaml")
+    arguments = parser.parse_args(argv)
     everything = load_all_params()
-    params = everything["embed"]
-    chunks = read_table(paths.CHUNKS, ["chunk_id", "text"])
-    if params["corpus_vectors"] == "stored":
-        vectors, line = stored_corpus_vectors(
-            everything["load"]["source"], chunks, params, paths.CORPUS_EMBEDDING_CACHE
-        )
+    named(everything, "chunkings", arguments.chunking)
+    settings = named(everything, "embedders", arguments.embedder)
+    vectors_path, ids_path, cache = paths.corpus_vectors(arguments.chunking, arguments.embedder)
+    chunks = read_table(paths.chunks_of(arguments.chunking), ["chunk_id", "text"])
+    info = {"chunks": len(chunks), "embedded": None, "seconds_per_1000": None}
+    if settings["corpus_vectors"] == "stored" and arguments.chunking == paths.DEFAULT:
+        vectors, line = stored_corpus_vectors(everything["load"]["source"], chunks, settings, cache)
     else:
+        others = [paths.corpus_vectors(name, arguments.embedder)[2] for name in everything["chunkings"]]
         vectors, stats = embed_texts(
-            chunks["text"].tolist(), params, params["document_prompt"], paths.CORPUS_EMBEDDING_CACHE, unit="chunk"
+            chunks["text"].tolist(),
+            settings,
+            settings["document_prompt"],
+            cache,
+            unit="chunk",
+            shared_caches=[Path(folder) for folder in others if folder != cache],
+            measure_speed=len(chunks) > 0,
         )
         line = stats.line("chunk")
-    save_embeddings(vectors, chunks["chunk_id"].tolist(), paths.CORPUS_VECTORS, paths.CORPUS_IDS)
-    print(f"embed_corpus: {line}")
+        info.update(embedded=stats.embedded, seconds_per_1000=stats.seconds_per_1000)
+    save_embeddings(vectors, chunks["chunk_id"].tolist(), vectors_path, ids_path)
+    write_json(paths.embedding_info(arguments.chunking, arguments.embedder), info)
+    print(f"embed_corpus {arguments.chunking} with {arguments.embedder}: {line}")
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_stage(lambda: main(sys.argv[1:]), own_arguments=True)

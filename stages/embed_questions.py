@@ -1,22 +1,29 @@
-"""Stage: embed the golden set's questions -> data/embeddings/questions.npy and question_ids.json.
+"""Stage: embed the golden set's questions with one embedder (`python -m stages.embed_questions
+<embedder>`) -> data/embeddings/questions/<embedder>/vectors.npy and ids.json.
 
 Vectors come from the question embedding cache when it holds them: adding 10 questions embeds 10
 texts, and the corpus is never touched."""
 
+import sys
+
 from retrieval_bench import paths
 from retrieval_bench.embedding.embed import embed_texts, save_embeddings
-from retrieval_bench.io import read_jsonl, run_stage
-from retrieval_bench.params import load_params
+from retrieval_bench.io import read_jsonl, run_stage, stage_parser
+from retrieval_bench.params import load_all_params, named
 
 
-def main() -> None:
-    params = load_params("embed")
+def main(argv: list[str]) -> None:
+    parser = stage_parser("embed_questions", __doc__)
+    parser.add_argument("embedder", help="an embedder named under embedders in params.yaml")
+    embedder = parser.parse_args(argv).embedder
+    settings = named(load_all_params(), "embedders", embedder)
+    vectors_path, ids_path, cache = paths.question_vectors(embedder)
     golden = read_jsonl(paths.GOLDENSET)
     texts = [row["question"] for row in golden]
-    vectors, stats = embed_texts(texts, params, params["query_prompt"], paths.QUESTION_EMBEDDING_CACHE, unit="question")
-    save_embeddings(vectors, [row["qid"] for row in golden], paths.QUESTION_VECTORS, paths.QUESTION_IDS)
-    print(f"embed_questions: {stats.line('question')}")
+    vectors, stats = embed_texts(texts, settings, settings["query_prompt"], cache, unit="question")
+    save_embeddings(vectors, [row["qid"] for row in golden], vectors_path, ids_path)
+    print(f"embed_questions with {embedder}: {stats.line('question')}")
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_stage(lambda: main(sys.argv[1:]), own_arguments=True)

@@ -1,6 +1,7 @@
 """Stage 4 for one panel system (`python -m stages.retrieve_panel <system>`): params panel.<system>
-over the retrieval section -> data/panel/<system>/run.parquet and run_info.json (and, for method
-rerank, the system's own cross-encoder score cache rerank_cache.jsonl)."""
+over the retrieval section, on its chunking and embedder -> data/panel/<system>/run.parquet and
+run_info.json (and, for method rerank, the system's own cross-encoder score cache
+rerank_cache.jsonl)."""
 
 import sys
 
@@ -18,13 +19,16 @@ def main(argv: list[str]) -> None:
     parser.add_argument("system", help="a system named under panel in params.yaml")
     system = parser.parse_args(argv).system
     settings = panel_system(load_params("panel"), system)
-    questions, corpus = questions_and_corpus(settings)
+    questions, corpus = questions_and_corpus(settings, settings["chunking"], settings["embedder"])
     rerank_cache = paths.panel_file(paths.PANEL_RUNS, system, "rerank_cache.jsonl")
     with tqdm(total=len(questions.qids), desc=f"retrieve {system} ({settings['method']})", unit="q") as progress:
         run = retrieve(settings, questions, corpus, progress, rerank_cache=rerank_cache, where=f"panel.{system}")
     with atomic_path(paths.panel_file(paths.PANEL_RUNS, system, "run.parquet")) as tmp:
         run.to_parquet(tmp, index=False)
-    write_json(paths.panel_file(paths.PANEL_RUNS, system, "run_info.json"), run_info(settings, questions, corpus, run))
+    write_json(
+        paths.panel_file(paths.PANEL_RUNS, system, "run_info.json"),
+        run_info(settings, questions, corpus, run, f"panel.{system}"),
+    )
     touch_jsonl(rerank_cache)  # a persistent output of this stage, whatever the method
     print(
         f"retrieve {system}: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions ({settings['method']})"

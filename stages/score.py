@@ -4,6 +4,7 @@ views: strict (the golden set's labels) and judged (plus duplicate chunks and po
 import pandas as pd
 
 from retrieval_bench import paths
+from retrieval_bench.evaluation.budgets import chunk_columns
 from retrieval_bench.evaluation.metrics import rank_histogram
 from retrieval_bench.evaluation.system_score import score_system
 from retrieval_bench.io import atomic_open, read_jsonl, read_table, run_stage, write_json
@@ -14,7 +15,7 @@ from retrieval_bench.run_contract import read_run_table
 def main() -> None:
     all_params = load_all_params()
     ks = sorted(all_params["score"]["k"])
-    chunks = read_table(paths.CHUNKS, ["chunk_id", "doc_id", "start", "end"])
+    chunks = read_table(paths.CHUNKS, chunk_columns(all_params["score"]))
     table, summary = score_system(
         all_params,
         read_jsonl(paths.GOLDENSET),

@@ -1,9 +1,11 @@
-"""Stage 5 for one panel system (`python -m stages.score_panel <system>`): its run scored as the
-score stage scores the single run -> metrics/panel/<system>/metrics.json and per_question.csv."""
+"""Stage 5 for one panel system (`python -m stages.score_panel <system>`): its run scored, on its
+chunking, as the score stage scores the single run -> metrics/panel/<system>/metrics.json and
+per_question.csv."""
 
 import sys
 
 from retrieval_bench import paths
+from retrieval_bench.evaluation.budgets import chunk_columns
 from retrieval_bench.evaluation.system_score import score_system
 from retrieval_bench.io import atomic_open, read_jsonl, read_table, run_stage, stage_parser, write_json
 from retrieval_bench.params import load_all_params, panel_system
@@ -15,15 +17,15 @@ def main(argv: list[str]) -> None:
     parser.add_argument("system", help="a system named under panel in params.yaml")
     system = parser.parse_args(argv).system
     all_params = load_all_params()
-    panel_system(all_params["panel"], system)
-    chunks = read_table(paths.CHUNKS, ["chunk_id", "doc_id", "start", "end"])
+    chunking = panel_system(all_params["panel"], system)["chunking"]
+    chunks = read_table(paths.chunks_of(chunking), chunk_columns(all_params["score"]))
     table, summary = score_system(
         all_params,
         read_jsonl(paths.GOLDENSET),
         chunks,
         read_run_table(paths.panel_file(paths.PANEL_RUNS, system, "run.parquet")),
         paths.panel_file(paths.PANEL_RUNS, system, "run_info.json"),
-        read_table(paths.DUPLICATES),
+        read_table(paths.duplicates_of(chunking)),
         read_jsonl(paths.JUDGED_POOL),
         paths.JUDGED_POOL,
         label=f"score {system}",

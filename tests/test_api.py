@@ -142,7 +142,13 @@ def test_the_package_exports_a_typed_surface_and_its_version():
 def test_load_params_fills_defaults_and_names_bad_keys(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text("score: {k: [1, 2]}\n")
-    assert rb.load_params(path)["score"] == {"k": [1, 2], "min_coverage": 0.5, "ties": "expected"}
+    assert rb.load_params(path)["score"] == {
+        "k": [1, 2],
+        "min_coverage": 0.5,
+        "ties": "expected",
+        "budgets": [2000, 4000],
+        "budget_unit": "chars",
+    }
     path.write_text("score: {kk: [1]}\n")
     with pytest.raises(rb.InputError, match="unknown key params.score.kk; did you mean params.score.k"):
         rb.load_params(path)

@@ -116,8 +116,13 @@ def test_beir_folder_gives_graded_multi_relevant_labels(tmp_path):
     assert corpus.documents.set_index("doc_id").loc["d1", "text"] == "Aspirin Aspirin thins blood."
     assert corpus.documents.set_index("doc_id").loc["d2", "text"] == "Coffee wakes you up."  # empty title
     assert corpus.labels == [
-        {"qid": "q1", "question": "does aspirin thin blood", "relevant": {"d1": 2, "d3": 1, "d2": 0}},
-        {"qid": "q2", "question": "coffee", "relevant": {"d2": 1}},
+        {
+            "qid": "q1",
+            "question": "does aspirin thin blood",
+            "relevant": {"d1": 2, "d3": 1, "d2": 0},
+            "relevant_spans": [["d1", 0, 28, 2], ["d3", 0, 20, 1], ["d2", 0, 20, 0]],  # each chunk its own document
+        },
+        {"qid": "q2", "question": "coffee", "relevant": {"d2": 1}, "relevant_spans": [["d2", 0, 20, 1]]},
     ]
 
 
@@ -140,8 +145,8 @@ def test_plain_qrels_next_to_ready_chunks(tmp_path):
     (folder / "qrels.tsv").write_text("u1 0 c1 1\nu2 0 c2 3\n")  # TREC's four columns
     corpus = load_corpus(folder)
     assert corpus.labels == [
-        {"qid": "u1", "question": "which is one", "relevant": {"c1": 1}},
-        {"qid": "u2", "question": "which is two", "relevant": {"c2": 3}},
+        {"qid": "u1", "question": "which is one", "relevant": {"c1": 1}, "relevant_spans": [["c1", 0, 3, 1]]},
+        {"qid": "u2", "question": "which is two", "relevant": {"c2": 3}, "relevant_spans": [["c2", 0, 3, 3]]},
     ]
 
 
@@ -162,7 +167,12 @@ def test_ids_with_spaces_and_quoted_queries_survive(tmp_path):
     (folder / "queries.tsv").write_text('q 1\t"NULL" versus empty string\n')
     (folder / "qrels.tsv").write_text("q 1\tmy notes.md:0-9\t2\n")
     assert load_corpus(folder).labels == [
-        {"qid": "q 1", "question": '"NULL" versus empty string', "relevant": {"my notes.md:0-9": 2}}
+        {
+            "qid": "q 1",
+            "question": '"NULL" versus empty string',
+            "relevant": {"my notes.md:0-9": 2},
+            "relevant_spans": [["my notes.md:0-9", 0, 9, 2]],
+        }
     ]
 
 

@@ -212,15 +212,59 @@ def score(
     judged_pool: str | Path | Sequence[Mapping] | None = None,
     min_grade: int = 2,
     ambiguous_at: int = 3,
+    budgets: Sequence[int] | None = None,
+    budget_unit: str = "chars",
 ) -> Scores:
     """Score `run` against `labels` as the score stage does (score.k, score.ties,
     score.min_coverage). `chunks` (data/chunks.parquet or a DataFrame) is needed for evidence spans;
     with chunk labels only it may be left out (n_chunks then counts the chunk ids the labels and
     the run name). `duplicates` (data/duplicates.parquet) adds the judged view, with the pooled LLM
-    grades of `judged_pool` (data/judged_pool.jsonl rows), judge.min_grade and judge.ambiguous_at."""
-    ks = _checked_ks(k)
+    grades of `judged_pool` (data/judged_pool.jsonl rows), judge.min_grade and judge.ambiguous_at.
+    `budgets`, `budget_unit`: score.budgets and score.budget_unit (None: score.budgets' default
+    when `chunks` has the length columns, start and end or text, else none)."""
+    ks, budgets = _checked_ks(k), _checked_budgets(budgets, budget_unit, chunks)
     _check_argument("ties", ties, f"one of {', '.join(TIE_POLICIES)}", isinstance(ties, str) and ties in TIE_POLICIES)
     _check_argument("min_coverage", min_coverage, "in (0, 1]", _is_real(min_coverage) and 0 < min_coverage <= 1)
+    _check_judged_arguments(min_grade, ambiguous_at, judged_pool, duplicates)
+    golden, run_frame = read_golden(labels), read_run(run)
+    qids = [row["qid"] for row in golden]
+    if not set(qids) & set(run_frame["qid"]):
+        raise InputError(f"no question of the labels is in the run (qids such as {', '.join(qids[:3])})")
+    table, budgets = _chunk_table(chunks, golden, run_frame, budgets, budget_unit)
+    if duplicates is None:
+        per_question = score_run(golden, table, run_frame, ks, min_coverage, ties, budgets, budget_unit)
+        return Scores(summarize(per_question, ks, len(table), budgets), _with_segments(per_question, golden))
+    copies = _read_table(duplicates, ["group", "chunk_id"], "duplicates")
+    pool = _read_pool(judged_pool) if _is_path(judged_pool) else list(judged_pool or [])
+    per_question = score_run_both_views(
+        golden,
+        table,
+        run_frame,
+        ks,
+        min_coverage,
+        ties,
+        copies,
+        pool,
+        min_grade,
+        ambiguous_at,
+        budgets=budgets,
+        budget_unit=budget_unit,
+    )
+    strict = summarize(per_question, ks, len(table), budgets)
+    judged = without_repeated_twins(strict, judged_summary(per_question, ks, copies), graded=bool(pool))
+    return Scores({**strict, **judged}, _with_segments(per_question, golden))
+
+
+def _with_segments(per_question: pd.DataFrame, golden: list[dict]) -> pd.DataFrame:
+    """The per-question rows with their segments (question set, document, folder, length bucket),
+    as the score stage writes them; labels without question texts (bare qrels) have none."""
+    if not all(isinstance(row.get("question"), str) for row in golden):
+        return per_question
+    return pd.concat([per_question, segments(golden)], axis=1)
+
+
+def _check_judged_arguments(min_grade: int, ambiguous_at: int, judged_pool: Any, duplicates: Any) -> None:
+    """score's judged-view arguments (judge.min_grade, judge.ambiguous_at, the pool)."""
     _check_argument(
         "min_grade",
         min_grade,
@@ -244,30 +288,18 @@ def score(
     )
     if judged_pool is not None and duplicates is None:
         raise InputError("judged_pool is read only with duplicates= (data/duplicates.parquet): pass both, or neither")
-    golden, run_frame = read_golden(labels), read_run(run)
-    qids = [row["qid"] for row in golden]
-    if not set(qids) & set(run_frame["qid"]):
-        raise InputError(f"no question of the labels is in the run (qids such as {', '.join(qids[:3])})")
-    table = _chunk_table(chunks, golden, run_frame)
-    if duplicates is None:
-        per_question = score_run(golden, table, run_frame, ks, min_coverage, ties)
-        return Scores(summarize(per_question, ks, len(table)), _with_segments(per_question, golden))
-    copies = _read_table(duplicates, ["group", "chunk_id"], "duplicates")
-    pool = _read_pool(judged_pool) if _is_path(judged_pool) else list(judged_pool or [])
-    per_question = score_run_both_views(
-        golden, table, run_frame, ks, min_coverage, ties, copies, pool, min_grade, ambiguous_at
-    )
-    strict = summarize(per_question, ks, len(table))
-    judged = without_repeated_twins(strict, judged_summary(per_question, ks, copies), graded=bool(pool))
-    return Scores({**strict, **judged}, _with_segments(per_question, golden))
 
 
-def _with_segments(per_question: pd.DataFrame, golden: list[dict]) -> pd.DataFrame:
-    """The per-question rows with their segments (question set, document, folder, length bucket),
-    as the score stage writes them; labels without question texts (bare qrels) have none."""
-    if not all(isinstance(row.get("question"), str) for row in golden):
-        return per_question
-    return pd.concat([per_question, segments(golden)], axis=1)
+def _checked_budgets(budgets: Sequence[int] | None, unit: str, chunks: TableInput | None) -> list[int] | None:
+    _check_argument("budget_unit", unit, "chars or words", isinstance(unit, str) and unit in ("chars", "words"))
+    if budgets is None:
+        return None
+    values = list(budgets) if isinstance(budgets, Iterable) and not isinstance(budgets, (str, bytes)) else [None]
+    valid = all(_is_whole(v) and v > 0 for v in values) and len(set(values)) == len(values)
+    _check_argument("budgets", budgets, "a list of distinct positive integers, or []", valid)
+    if values and chunks is None:
+        raise InputError("budgets need chunks= (data/chunks.parquet): the chunks' lengths come from it")
+    return sorted(int(v) for v in values)
 
 
 def _checked_ks(k: Sequence[int]) -> list[int]:
@@ -281,9 +313,12 @@ def _checked_ks(k: Sequence[int]) -> list[int]:
     return sorted(int(v) for v in ks)
 
 
-def _chunk_table(chunks: TableInput | None, golden: list[dict], run: pd.DataFrame) -> pd.DataFrame:
+def _chunk_table(
+    chunks: TableInput | None, golden: list[dict], run: pd.DataFrame, budgets: list[int] | None, unit: str
+) -> tuple[pd.DataFrame, list[int]]:
     """The chunks scoring judges against: the given table, or with chunk labels only, every chunk id
-    the labels and the run name."""
+    the labels and the run name; and the budgets scored (None: score.budgets' default if the table
+    has the columns of the chunks' lengths in `unit`, else none)."""
     spans = any(row.get("relevant") is None for row in golden)
     if chunks is None:
         if spans:
@@ -292,9 +327,17 @@ def _chunk_table(chunks: TableInput | None, golden: list[dict], run: pd.DataFram
                 "to judge which chunks hold the evidence"
             )
         labelled = {chunk_id for row in golden for chunk_id in row["relevant"]}
-        return pd.DataFrame({"chunk_id": sorted(labelled | set(run["chunk_id"]))})
-    table = _read_table(chunks, ["chunk_id", *SPAN_COLUMNS] if spans else ["chunk_id"], "chunks")
-    return table.assign(chunk_id=table["chunk_id"].astype(str))
+        return pd.DataFrame({"chunk_id": sorted(labelled | set(run["chunk_id"]))}), []
+    columns = ["chunk_id", *SPAN_COLUMNS] if spans else ["chunk_id"]
+    lengths = [c for c in ({"chars": ["start", "end"], "words": ["text"]}[unit]) if c not in columns]
+    try:
+        table = _read_table(chunks, columns + lengths if budgets != [] else columns, "chunks")
+    except InputError:
+        if budgets is not None or not lengths:
+            raise
+        table = _read_table(chunks, columns, "chunks")  # no lengths: the default budgets are left out
+    default = _params.DEFAULTS["score"]["budgets"] if set(lengths) <= set(table.columns) else []
+    return table.assign(chunk_id=table["chunk_id"].astype(str)), sorted(default if budgets is None else budgets)
 
 
 def _read_table(source: TableInput, columns: list[str], what: str) -> pd.DataFrame:

@@ -111,6 +111,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "k": [1, 3, 5, 10, 20],
         "min_coverage": 0.5,
         "ties": "expected",
+        "budgets": [2000, 4000],
+        "budget_unit": "chars",
     },
     "judge": {
         "enabled": False,
@@ -133,7 +135,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "temperature": None,
         "model_alias": None,
     },
-    "panel": {},  # several systems, by name: each a retrieval override (checked in _check_panel)
+    "chunkings": {"default": {}},  # named chunkings, each over load.chunking (checked in _check_named)
+    "embedders": {"default": {}},  # named embedders, each over embed's EMBEDDER_KEYS (checked in _check_named)
+    "panel": {},  # several systems, by name: each a chunking, an embedder and a retrieval override (_check_panel)
     "validity": {"threshold": 0.8, "fail_below": False},  # the agreement certificate's Kendall tau bar
 }
 
@@ -148,6 +152,7 @@ CHOICES = {
     ("retrieval", "method"): {"dense", "bm25", "hybrid", "run-file", "python", "rerank", "ann", "store"},
     ("retrieval", "fusion"): {"rrf", "weighted"},
     ("score", "ties"): {"expected", "pessimistic", "optimistic"},
+    ("score", "budget_unit"): {"chars", "words"},
     ("judge", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
 }
 
@@ -239,6 +244,7 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
         )
     ignored = first_ignored_key(raw, path)
     raw_panel = raw.pop("panel", None)
+    raw_named = {section: raw.pop(section, DEFAULTS[section]) for section in NAMED_BASE}
     params = _check(raw, DEFAULTS, "params", path)
     if ignored:  # after the schema check, which tells a renamed key (load.chunking.size) its new name
         raise InputError(
@@ -255,9 +261,9 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool) or value <= 0):
             raise InputError(f"{path}: {name}.{key} must be a positive {kind.__name__} or null, got {value!r}")
     _check_values(params, path)
-    params["panel"] = _check_panel(
-        raw_panel, params["retrieval"], params["load"]["source"], max(params["score"]["k"]), path
-    )
+    for section, value in raw_named.items():
+        params[section] = _check_named(section, value, params, path)
+    params["panel"] = _check_panel(raw_panel, params, path)
     if not -1 <= params["validity"]["threshold"] <= 1:
         raise InputError(
             f"{path}: validity.threshold must be a Kendall tau in [-1, 1], got {params['validity']['threshold']!r}"
@@ -266,22 +272,16 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
 
 
 def _check_values(params: dict[str, Any], path: Path) -> None:
-    ks = params["score"]["k"]
-    if (
-        not ks
-        or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in ks)
-        or len(set(ks)) != len(ks)
-    ):
+    ks, budgets = params["score"]["k"], params["score"]["budgets"]
+    if not ks or not _distinct_positive(ks):
         raise InputError(f"{path}: score.k must be a non-empty list of distinct positive integers, got {ks!r}")
+    if not _distinct_positive(budgets):
+        raise InputError(f"{path}: score.budgets must be a list of distinct positive integers or [], got {budgets!r}")
     if not 0 < params["score"]["min_coverage"] <= 1:
         raise InputError(f"{path}: score.min_coverage must be in (0, 1], got {params['score']['min_coverage']!r}")
     for where in ("load.chunking", "generate.passages"):
         name, key = where.split(".")
-        chars, overlap = params[name][key]["chars"], params[name][key]["overlap"]
-        if chars <= 0 or not 0 <= overlap < chars:
-            raise InputError(
-                f"{path}: {where} needs chars > 0 and 0 <= overlap < chars, got chars={chars}, overlap={overlap}"
-            )
+        _check_chunking(params[name][key], where, path)
     if params["generate"]["max_questions"] < 0:
         raise InputError(f"{path}: generate.max_questions must be >= 0 (0 = no limit)")
     _check_generate(params["generate"], "generate", path)
@@ -291,6 +291,11 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     check_embed(params["embed"], path)
     check_store_params(params, path)
     _check_retrieval(params["retrieval"], "retrieval", max(ks), path)
+
+
+def _distinct_positive(values: list) -> bool:
+    positive = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
+    return positive and len(set(values)) == len(values)
 
 
 def _check_generate(settings: dict[str, Any], section: str, path: Path) -> None:
@@ -402,10 +407,76 @@ def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _check_panel(
-    panel: Any, retrieval: dict[str, Any], source: str, max_k: int, path: Path
-) -> dict[str, dict[str, Any]]:
-    """Each panel system's retrieval settings: the retrieval section with its keys over it, checked alike."""
+# A named chunking overrides load.chunking; a named embedder, these keys of embed (the others,
+# batch size, device, engine, are how to embed, not what: every embedder shares them).
+NAMED_BASE = {"chunkings": ("load", "chunking"), "embedders": ("embed", None)}
+EMBEDDER_KEYS = ("model", "max_seq_length", "query_prompt", "document_prompt", "backend", "quantize", "precision")
+NAMED_EXAMPLE = {"chunkings": "{chars: 400, overlap: 50}", "embedders": "{model: ..., max_seq_length: 256}"}
+
+
+def _valid_name(name: Any, where: str, used_as: str, path: Path) -> str:
+    if not isinstance(name, str) or not PANEL_NAME.fullmatch(name):
+        raise InputError(
+            f"{path}: {where} name {quoted(name)} is not usable: it names DVC stages ({used_as}) and folders, "
+            f"so it must be {PANEL_NAME_RULE}"
+        )
+    return name
+
+
+def _check_named(section: str, entries: Any, params: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
+    """chunkings or embedders: each name's full settings, its keys over the base section's;
+    `default` (the retrieve and score stages') must be there, `{}` for the base as it is."""
+    name_of_base, key_of_base = NAMED_BASE[section]
+    base = params[name_of_base][key_of_base] if key_of_base else params[name_of_base]
+    keys = sorted(DEFAULTS["load"]["chunking"]) if key_of_base else list(EMBEDDER_KEYS)
+    if not isinstance(entries, dict) or "default" not in entries:
+        raise InputError(
+            f"{path}: {section} must be a mapping of names to settings with a `default` entry "
+            f"(e.g. {section}: {{default: {{}}, other: {NAMED_EXAMPLE[section]}}}), got {entries!r}"
+        )
+    checked = {}
+    for name, override in entries.items():
+        where = f"{section}.{_valid_name(name, section, 'embed_corpus@<chunking>-<embedder>', path)}"
+        override = {} if override is None else override
+        if not isinstance(override, dict):
+            raise InputError(f"{path}: {where} must be a mapping of {', '.join(keys)} (or {{}}), got {override!r}")
+        unknown = sorted(set(override) - set(keys), key=str)
+        if unknown:
+            raise InputError(f"{path}: {_unknown_key(unknown[0], where, keys)}")
+        settings = _check(
+            {**base, **override},
+            DEFAULTS[name_of_base][key_of_base] if key_of_base else DEFAULTS["embed"],
+            f"params.{where}",
+            path,
+            f"params.{name_of_base}" + (f".{key_of_base}" if key_of_base else ""),
+        )
+        if key_of_base:
+            _check_chunking(settings, where, path)
+        else:
+            for key in ("backend", "quantize", "precision"):
+                if settings[key] not in CHOICES[("embed", key)]:
+                    raise InputError(
+                        f"{path}: {where}.{key} must be one of {', '.join(sorted(CHOICES[('embed', key)]))}, got {settings[key]!r}"
+                    )
+            seq = settings["max_seq_length"]
+            if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq <= 0):
+                raise InputError(f"{path}: {where}.max_seq_length must be a positive int or null, got {seq!r}")
+            check_embed(settings, path)
+        checked[name] = settings
+    return checked
+
+
+def _check_chunking(chunking: dict[str, Any], where: str, path: Path) -> None:
+    chars, overlap = chunking["chars"], chunking["overlap"]
+    if chars <= 0 or not 0 <= overlap < chars:
+        raise InputError(
+            f"{path}: {where} needs chars > 0 and 0 <= overlap < chars, got chars={chars}, overlap={overlap}"
+        )
+
+
+def _check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
+    """Each panel system's settings: the retrieval section with its keys over it, checked alike,
+    and the `chunking` and `embedder` it names (both spelled: DVC's foreach reads them)."""
     if panel is None:
         return {}
     if not isinstance(panel, dict):
@@ -422,6 +493,20 @@ def _check_panel(
             raise InputError(
                 f"{path}: {where} must be a mapping of retrieval keys (e.g. {{method: bm25}}), got {override!r}"
             )
+        override = dict(override)
+        picked = {section[:-1]: override.pop(section[:-1], None) for section in NAMED_BASE}
+        for key, chosen in picked.items():
+            if chosen is None:
+                raise InputError(
+                    f"{path}: {where} must name its {key} (e.g. {{chunking: default, embedder: default, "
+                    f"method: ...}}): each system picks one of {key}s ({', '.join(params[key + 's'])}); "
+                    f"`default` is load.chunking / embed as they are"
+                )
+            if chosen not in params[key + "s"]:
+                raise InputError(
+                    f"{path}: {where}.{key} {quoted(chosen)} is not one of {key}s: {', '.join(params[key + 's'])}"
+                )
+        retrieval, source, max_k = params["retrieval"], params["load"]["source"], max(params["score"]["k"])
         settings = _check(
             _merged(retrieval, override), DEFAULTS["retrieval"], f"params.{where}", path, "params.retrieval"
         )
@@ -432,8 +517,15 @@ def _check_panel(
                 )
         _check_retrieval(settings, where, max_k, path)
         check_retrieval_store(settings, source, where, path)
-        systems[name] = settings
+        systems[name] = {**settings, **picked}
     return systems
+
+
+def named(params: dict[str, Any], section: str, name: str, path: str | Path = "params.yaml") -> dict[str, Any]:
+    """The settings of chunking or embedder `name` (`section`: chunkings or embedders), a stage's argument."""
+    if name not in params[section]:
+        raise InputError(f"{path}: {section} has no {name!r} (have: {', '.join(params[section])})")
+    return params[section][name]
 
 
 def panel_system(panel: dict[str, dict[str, Any]], system: str, path: str | Path = "params.yaml") -> dict[str, Any]:

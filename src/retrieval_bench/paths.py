@@ -14,11 +14,29 @@ STYLE_EXAMPLES_STAMP = (
 SOURCE_DIGEST_MEMO = ".dvc/tmp/retrieval-bench-source-digests.json"  # content digests by file times (not tracked)
 DVC_LOCK = "dvc.lock"  # what the last `dvc repro` recorded: the question cache version a teammate pushed
 
-# load_chunks
+# load_chunks: the source's documents, real labels, and its own chunks when it has them (ready
+# chunks, BEIR, a store; empty for a folder of documents)
 DOCUMENTS = "data/documents.parquet"
-CHUNKS = "data/chunks.parquet"
 LABELS = "data/labels.jsonl"
-DUPLICATES = "data/duplicates.parquet"  # chunks that repeat another (exact or near), by group
+SOURCE_CHUNKS = "data/source_chunks.parquet"
+
+# chunk@<chunking>: one folder per named chunking (params chunkings); `default` is the single system's
+CHUNKINGS = "data/chunkings"
+DEFAULT = "default"  # the chunking and the embedder the retrieve and score stages use
+
+
+def chunks_of(chunking: str) -> str:
+    """The chunk table of a named chunking."""
+    return f"{CHUNKINGS}/{chunking}/chunks.parquet"
+
+
+def duplicates_of(chunking: str) -> str:
+    """The chunks of a chunking that repeat another (exact or near), by group."""
+    return f"{CHUNKINGS}/{chunking}/duplicates.parquet"
+
+
+CHUNKS = chunks_of(DEFAULT)
+DUPLICATES = duplicates_of(DEFAULT)
 
 # generate_goldenset
 QUESTION_PROMPT = "data/question_prompt.txt"
@@ -28,17 +46,39 @@ GOLDENSET = "data/goldenset.jsonl"
 GOLDENSET_REPORT = "metrics/goldenset.json"
 GENERATE_REJECTS = "metrics/generate_rejects.jsonl"
 
-# embed_corpus (corpus.*) and embed_questions (question*): separate files, one stage each
+# embed_corpus@<chunking>-<embedder> and embed_questions@<embedder>: separate files, one stage each
 EMBEDDINGS = "data/embeddings"
-CORPUS_VECTORS = f"{EMBEDDINGS}/corpus.npy"
-CORPUS_IDS = f"{EMBEDDINGS}/corpus_ids.json"
-QUESTION_VECTORS = f"{EMBEDDINGS}/questions.npy"
-QUESTION_IDS = f"{EMBEDDINGS}/question_ids.json"
 # One embedding cache per embed stage (DVC lets one stage own an output): persistent, append-only
-# shards of vectors keyed by (model hash, backend, precision, max_seq_length, prompt, text).
+# shards of vectors keyed by (model hash, backend, precision, max_seq_length, prompt, text). A
+# corpus stage also reads its embedder's caches of the other chunkings (a text embedded once).
 EMBEDDING_CACHE = "data/embedding_cache"
-CORPUS_EMBEDDING_CACHE = f"{EMBEDDING_CACHE}/corpus"
-QUESTION_EMBEDDING_CACHE = f"{EMBEDDING_CACHE}/questions"
+
+
+def corpus_vectors(chunking: str, embedder: str) -> tuple[str, str, str]:
+    """(vectors .npy, row ids .json, embedding cache folder) of a chunking embedded by an embedder."""
+    return (
+        f"{EMBEDDINGS}/corpus/{chunking}/{embedder}/vectors.npy",
+        f"{EMBEDDINGS}/corpus/{chunking}/{embedder}/ids.json",
+        f"{EMBEDDING_CACHE}/corpus/{chunking}/{embedder}",
+    )
+
+
+def question_vectors(embedder: str) -> tuple[str, str, str]:
+    """(vectors .npy, row ids .json, embedding cache folder) of the golden set's questions."""
+    return (
+        f"{EMBEDDINGS}/questions/{embedder}/vectors.npy",
+        f"{EMBEDDINGS}/questions/{embedder}/ids.json",
+        f"{EMBEDDING_CACHE}/questions/{embedder}",
+    )
+
+
+def embedding_info(chunking: str, embedder: str) -> str:
+    """What embed_corpus@<chunking>-<embedder> did: chunks, embedded, warm seconds per 1,000 chunks."""
+    return f"{EMBEDDINGS}/corpus/{chunking}/{embedder}/info.json"
+
+
+CORPUS_VECTORS, CORPUS_IDS, CORPUS_EMBEDDING_CACHE = corpus_vectors(DEFAULT, DEFAULT)
+QUESTION_VECTORS, QUESTION_IDS, QUESTION_EMBEDDING_CACHE = question_vectors(DEFAULT)
 
 # retrieve
 RUN = "data/run.parquet"

@@ -5,6 +5,12 @@ judges every chunk of its document that overlaps the evidence span: it is releva
 at least min_coverage of the evidence, or when at least min_coverage of the chunk itself is
 evidence (a small chunk inside a long evidence span); its gain is the share of the evidence it
 holds. So a re-chunking finer than the evidence still leaves every question a relevant chunk.
+
+Real labels carry where each labelled chunk lies, `relevant_spans` [[doc_id, start, end, grade], ...]
+(with_label_spans). Under the chunking they label they are judged by their chunk ids, as trec_eval would;
+under another chunking (a labelled id missing from the chunk table) by those spans, with the
+evidence-span rule: a chunk is relevant when it holds at least min_coverage of a labelled span or at
+least min_coverage of it lies inside one, with that label's grade (the highest, over several).
 """
 
 from __future__ import annotations
@@ -56,17 +62,58 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, span_start: int, span_e
     return covered / max(span_end - span_start, 1)
 
 
+def with_label_spans(labels: list[dict], chunks: pd.DataFrame) -> list[dict]:
+    """`labels` (qid, question, relevant {chunk_id: grade}), each with relevant_spans: where each
+    labelled chunk that `chunks` (chunk_id, doc_id, start, end) holds lies, [doc_id, start, end,
+    grade] in the order of `relevant`."""
+    where = {
+        chunk_id: (str(doc_id), int(start), int(end))
+        for chunk_id, doc_id, start, end in zip(chunks["chunk_id"], chunks["doc_id"], chunks["start"], chunks["end"])
+    }
+    return [
+        {**label, "relevant_spans": [[*where[c], int(g)] for c, g in label["relevant"].items() if c in where]}
+        for label in labels
+    ]
+
+
+def by_label_spans(row: dict, index_of: dict, located: bool) -> bool:
+    """Whether a chunk-labelled row is judged by its relevant_spans: it has them, the chunk table
+    has doc_id/start/end (`located`), and some labelled id is not in the table. A table holding
+    only some of the ids is another chunking too (a content-derived id such as doc#start-end
+    survives where a document was cut alike): judging by the ids found would shrink the question's
+    relevant set to the chunks that kept their id, so the whole row is judged by its spans."""
+    return bool(row.get("relevant_spans")) and located and any(c not in index_of for c in row["relevant"])
+
+
+def labels_without_spans(golden: list[dict], chunks: pd.DataFrame) -> list[str]:
+    """qids of chunk-labelled rows naming a chunk id the table lacks and carrying no relevant_spans
+    (a golden set from before them): judged by the ids found only, unscorable under another chunking."""
+    ids = set(chunks["chunk_id"])
+    return [
+        row["qid"]
+        for row in golden
+        if row.get("relevant") is not None
+        and not row.get("relevant_spans")
+        and any(chunk_id not in ids for chunk_id in row["relevant"])
+    ]
+
+
 def judge(golden: list[dict], chunks: pd.DataFrame, min_coverage: float) -> list[Judgement]:
     """A Judgement per golden-set row, in order. `chunks` needs chunk_id, and doc_id, start and end
-    when a row is span-anchored."""
+    when a row is span-anchored (or judged by its relevant_spans)."""
     index_of = {chunk_id: i for i, chunk_id in enumerate(chunks["chunk_id"])}
-    if all(row.get("relevant") is not None for row in golden):  # chunk labels only: a chunk id column is enough
+    located = {"doc_id", "start", "end"} <= set(chunks.columns)
+    spans = [row.get("relevant") is None or by_label_spans(row, index_of, located) for row in golden]
+    if not any(spans):  # chunk labels only: a chunk id column is enough
         by_doc, starts, ends = {}, np.array([]), np.array([])
     else:
         by_doc = chunks.groupby("doc_id", sort=False).indices  # doc_id -> row indices
         starts, ends = chunks["start"].to_numpy(), chunks["end"].to_numpy()
     judgements = []
-    for row in golden:
+    for row, by_span in zip(golden, spans):
+        if row.get("relevant") is not None and by_span:
+            judgements.append(_label_span_judgement(row["relevant_spans"], by_doc, starts, ends, min_coverage))
+            continue
         if row.get("relevant") is not None:
             judged = [(index_of[c], g) for c, g in row["relevant"].items() if c in index_of and g > 0]
             indices = np.array([i for i, _ in judged], dtype=np.int64)
@@ -82,3 +129,21 @@ def judge(golden: list[dict], chunks: pd.DataFrame, min_coverage: float) -> list
             Judgement(candidates, gains, (row["start"], row["end"]), starts[candidates], ends[candidates])
         )
     return judgements
+
+
+def _label_span_judgement(
+    relevant_spans: list, by_doc: dict, starts: np.ndarray, ends: np.ndarray, min_coverage: float
+) -> Judgement:
+    """Chunk labels re-drawn on this chunking: each chunk relevant to a labelled span (the evidence
+    rule), with the highest grade of those spans; scored as chunk labels (no span recall)."""
+    grades: dict[int, float] = {}
+    for doc_id, start, end, grade in relevant_spans:
+        if grade <= 0:
+            continue
+        candidates = by_doc.get(doc_id, np.array([], dtype=np.int64))
+        share = coverage(starts[candidates], ends[candidates], start, end)
+        chunk_share = chunk_evidence_share(starts[candidates], ends[candidates], start, end)
+        for i in candidates[(share > 0) & ((share >= min_coverage) | (chunk_share >= min_coverage))]:
+            grades[int(i)] = max(grades.get(int(i), 0.0), float(grade))
+    indices = np.array(sorted(grades), dtype=np.int64)
+    return Judgement(indices, np.array([grades[i] for i in indices.tolist()], dtype=np.float64))

@@ -11,6 +11,7 @@ import pandas as pd
 
 from retrieval_bench.corpus.chunk import chunk_id, chunk_spans
 from retrieval_bench.corpus.documents import read_documents_folder
+from retrieval_bench.corpus.labels import build_labels
 from retrieval_bench.io import (
     InputError,
     check_regular,
@@ -38,8 +39,9 @@ class Corpus:
 
     documents: pd.DataFrame  # doc_id, text
     chunks: pd.DataFrame  # CHUNK_COLUMNS
-    labels: list[dict] = field(default_factory=list)  # qid, question, relevant {chunk_id: grade}
+    labels: list[dict] = field(default_factory=list)  # qid, question, relevant, relevant_spans
     notes: list[str] = field(default_factory=list)  # human-readable report lines
+    given: bool = True  # the chunks are the source's own (ready chunks, BEIR, a store), not cut here
 
 
 def sha256_text(text: str) -> str:
@@ -169,47 +171,6 @@ def read_qrels(path: Path) -> list[tuple[str, str, int]]:
     if not judgements:
         raise InputError(f"{path}: no relevance judgements")
     return judgements
-
-
-def build_labels(
-    queries: dict[str, str],
-    judgements: list[tuple[str, str, int]],
-    chunk_ids: set[str],
-    missing_relevant: str,
-    qrels_path: Path,
-) -> tuple[list[dict], list[str]]:
-    """One label per judged query: its text and {chunk id: grade}; grade 0 = judged not relevant."""
-    relevant: dict[str, dict[str, int]] = {}
-    for query_id, corpus_id, grade in judgements:
-        relevant.setdefault(query_id, {})[corpus_id] = grade
-    no_text = [q for q in relevant if q not in queries]
-    if no_text:
-        raise InputError(
-            f"{qrels_path}: {len(no_text)} judged queries have no text in the queries file, e.g. {', '.join(no_text[:5])}"
-        )
-    notes = []
-    missing = {q: sorted(c for c in grades if c not in chunk_ids) for q, grades in relevant.items()}
-    missing = {q: ids for q, ids in missing.items() if ids}
-    if missing:
-        examples = "; ".join(f"{q} -> {', '.join(ids[:3])}" for q, ids in list(missing.items())[:3])
-        if missing_relevant == "error":
-            raise InputError(
-                f"{qrels_path}: {len(missing)} queries judge chunk ids that are not in the corpus ({examples}); "
-                "set load.missing_relevant: drop to drop those judgements"
-            )
-        notes.append(f"dropped judgements of chunk ids not in the corpus for {len(missing)} queries ({examples})")
-    labels, unanswerable = [], 0
-    for query_id, grades in relevant.items():
-        grades = {c: g for c, g in grades.items() if c in chunk_ids}
-        if not any(g > 0 for g in grades.values()):
-            unanswerable += 1
-            continue
-        labels.append({"qid": query_id, "question": queries[query_id], "relevant": grades})
-    if unanswerable:
-        notes.append(f"dropped {unanswerable} queries with no relevant chunk in the corpus")
-    if not labels:
-        raise InputError(f"{qrels_path}: no query has a relevant chunk in the corpus")
-    return labels, notes
 
 
 def chunk_documents(documents: pd.DataFrame, chars: int, overlap: int) -> pd.DataFrame:
@@ -444,7 +405,9 @@ def load_corpus(
             if not path.is_file():
                 raise InputError(f"{path}: not found (needed for real labels in {source})")
         labels, label_notes = build_labels(
-            read_queries(queries_path), read_qrels(qrels_path), set(chunks["chunk_id"]), missing_relevant, qrels_path
+            read_queries(queries_path), read_qrels(qrels_path), chunks, missing_relevant, qrels_path
         )
         notes.extend(label_notes)
-    return Corpus(documents=documents.reset_index(drop=True), chunks=chunks, labels=labels, notes=notes)
+    return Corpus(
+        documents=documents.reset_index(drop=True), chunks=chunks, labels=labels, notes=notes, given=records is not None
+    )

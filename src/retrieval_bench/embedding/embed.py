@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from retrieval_bench.embedding.backends import load_encoder, runtime_version, st_dimension
-from retrieval_bench.embedding.embedding_cache import EmbeddingCache, space_digest, text_keys
+from retrieval_bench.embedding.embedding_cache import EmbeddingCache, read_shards, space_digest, text_keys
 from retrieval_bench.io import atomic_open, write_json
 from retrieval_bench.model_source import model_fingerprint, resolve_model
 
@@ -70,9 +70,14 @@ class EmbedStats:
     embedded: int
     seconds: float
     encoder: str | None
+    shared: int = 0  # of `cached`: found in another cache of the same embedder (another chunking's)
+    seconds_per_1000: float | None = None  # the warm encoder's time for 1,000 texts, from a timed sample
 
     def line(self, unit: str) -> str:
-        line = f"{self.texts} {unit}s ({self.unique} distinct): {self.cached} from the cache, {self.embedded} embedded"
+        line = f"{self.texts} {unit}s ({self.unique} distinct): {self.cached} from the cache"
+        if self.shared:
+            line += f" ({self.shared} from another chunking's)"
+        line += f", {self.embedded} embedded"
         if self.embedded:
             rate = self.embedded / self.seconds if self.seconds > 0 else float("inf")
             line += f" in {self.seconds:.1f}s ({rate:.1f} {unit}s/s; {self.encoder})"
@@ -149,6 +154,40 @@ def embedding_engine(
     return encoder.description, encoder.batches(items, settings["batch_size"])
 
 
+def from_other_caches(folders: list[Path], keys: list[bytes], dim: int | None) -> dict[bytes, np.ndarray]:
+    """The sound vectors of `keys` other caches hold (read only: each is another stage's output),
+    the first folder's copy first."""
+    found: dict[bytes, np.ndarray] = {}
+    for folder in folders:
+        wanted = {key for key in keys if key not in found}
+        if not wanted or not folder.is_dir():
+            continue
+        for shard in reversed(read_shards(folder, dim)):  # the newest copy of a key wins, as in the cache
+            rows = [(raw.tobytes(), row) for row, raw in enumerate(shard.keys) if raw.tobytes() in wanted]
+            if not rows:
+                continue
+            vectors, sound = shard.rows(np.array([row for _, row in rows]))
+            for (key, _), vector, ok in zip(rows, vectors, sound):
+                if ok and key not in found:
+                    found[key] = vector
+            wanted -= found.keys()
+    return found
+
+
+SPEED_SAMPLE = 128  # texts timed on the warm encoder for the leaderboard's cost (seconds per 1,000)
+
+
+def _seconds_per_1000(encoder, texts: list[str], prompt: str, batch_size: int) -> float:
+    """The warm encoder's seconds for 1,000 texts, timed on the first SPEED_SAMPLE (vectors unused)."""
+    sample = [(b"", prompt + text) for text in texts[:SPEED_SAMPLE]]
+    for _ in encoder.batches(sample[:batch_size], batch_size):  # warm-up: the first call builds kernels
+        pass
+    started = time.perf_counter()
+    for _ in encoder.batches(sample, batch_size):
+        pass
+    return (time.perf_counter() - started) / len(sample) * 1000
+
+
 def embed_texts(
     texts: list[str],
     settings: dict,
@@ -157,11 +196,15 @@ def embed_texts(
     unit: str = "text",
     progress: bool = True,
     log=print,
+    shared_caches: list[Path] = (),
+    measure_speed: bool = False,
 ) -> tuple[np.ndarray, EmbedStats]:
     """Unit-length float32 vectors for `texts` (one row each, in order), `prompt` prefixed.
-    Vectors in the cache are served; the others are embedded, longest first in batches, by
-    `settings["engine"]` (here, or on Ray), and each batch is durably appended to the cache as it
-    arrives, so a crash loses only the batches in flight and a rerun embeds only the rest."""
+    Vectors in the cache (or in `shared_caches`, read only, then copied into it) are served; the
+    others are embedded, longest first in batches, by `settings["engine"]` (here, or on Ray), and
+    each batch is durably appended to the cache as it arrives, so a crash loses only the batches in
+    flight and a rerun embeds only the rest. `measure_speed`: also time the local encoder on a
+    sample (EmbedStats.seconds_per_1000)."""
     from tqdm import tqdm
 
     model_path = resolve_model(settings["model"])
@@ -175,14 +218,23 @@ def embed_texts(
     # Undeclared (no model load just for it): the cache reads shards of any width, their keys name
     # this model, and the first batch the encoder returns sets the width of the shard written.
     dim = _declared_dimension(Path(model_path))
+    encoder, speed = None, None
     with EmbeddingCache(cache_dir, dim) as cache:
         found = cache.get(list(unique))
+        shared = from_other_caches(list(shared_caches), [key for key in unique if key not in found], dim)
+        if shared:  # copied in, so that this cache alone serves its texts (dvc push, a teammate's pull)
+            cache.put(list(shared), np.stack(list(shared.values())))
+            found.update(shared)
         missing = [key for key in unique if key not in found]
         if missing:
             order = np.argsort([-len(unique[key]) for key in missing])  # as sentence-transformers sorts
             items = [(missing[i], prompt + unique[missing[i]]) for i in order]
             started = time.monotonic()  # start-up (model load, export, Ray actors) counts, for either engine
-            description, batches = embedding_engine(items, model_path, fingerprint, settings, log)
+            if settings["engine"] == "local":
+                encoder = load_encoder(model_path, fingerprint, settings, log=log)
+                description, batches = encoder.description, encoder.batches(items, settings["batch_size"])
+            else:
+                description, batches = embedding_engine(items, model_path, fingerprint, settings, log)
             with (
                 closing(batches),
                 tqdm(total=len(items), unit=unit, desc=f"embed ({description})", disable=not progress) as bar,
@@ -192,7 +244,12 @@ def embed_texts(
                     found.update(zip(batch, vectors))
                     bar.update(len(batch))
             seconds = time.monotonic() - started
-    stats = EmbedStats(len(texts), len(unique), len(unique) - len(missing), len(missing), seconds, description)
+    if measure_speed and settings["engine"] == "local":
+        encoder = encoder or load_encoder(model_path, fingerprint, settings, log=log)
+        speed = _seconds_per_1000(encoder, list(unique.values()), prompt, settings["batch_size"])
+    stats = EmbedStats(
+        len(texts), len(unique), len(unique) - len(missing), len(missing), seconds, description, len(shared), speed
+    )
     return np.stack([found[key] for key in keys]).astype(np.float32, copy=False), stats
 
 

@@ -20,6 +20,10 @@ Ties (chunks with equal scores) follow score.ties, decided in `score_question`:
 `expected` gives every metric's exact expected value over all orders of each tied group
 (McSherry & Najork, ECIR 2008), `pessimistic`/`optimistic` put the judged chunks last/first in
 their tied group and use the rank formulas below.
+
+recall_budget@B, recall at an equal context budget (score.budgets: the chunks that fit in B
+characters or words, in rank order), needs the chunks' lengths and the whole run rather than the
+judged chunks' ranks: it lives in retrieval_bench.evaluation.budgets.
 """
 
 from __future__ import annotations
@@ -237,9 +241,12 @@ def span_recall(judgement: Judgement, ranks: np.ndarray, ks: list[int]) -> dict[
     return {k: union_coverage(judgement.starts[ranks <= k], judgement.ends[ranks <= k], *judgement.span) for k in ks}
 
 
-def summary_names(ks: list[int]) -> list[tuple[str, str]]:
-    """(metrics.json key, per-question column it averages), in the order they are reported."""
-    names = [(f"recall@{k}", f"recall@{k}") for k in ks] + [(f"hit@{k}", f"hit@{k}") for k in ks]
+def summary_names(ks: list[int], budgets: list[int] = ()) -> list[tuple[str, str]]:
+    """(metrics.json key, per-question column it averages), in the order they are reported;
+    recall_budget@B (retrieval_bench.evaluation.budgets) next to recall@k."""
+    names = [(f"recall@{k}", f"recall@{k}") for k in ks]
+    names += [(f"recall_budget@{b}", f"recall_budget@{b}") for b in sorted(budgets)]
+    names += [(f"hit@{k}", f"hit@{k}") for k in ks]
     names += [
         ("mrr", "reciprocal_rank"),
         (f"mrr@{CUTOFF}", f"reciprocal_rank@{CUTOFF}"),
@@ -249,9 +256,13 @@ def summary_names(ks: list[int]) -> list[tuple[str, str]]:
     return names
 
 
-def summarize(per_question: pd.DataFrame, ks: list[int], n_chunks: int) -> dict[str, float | int]:
+def summarize(
+    per_question: pd.DataFrame, ks: list[int], n_chunks: int, budgets: list[int] = ()
+) -> dict[str, float | int]:
     """metrics.json: the mean of every metric over questions, and the counts."""
-    summary: dict[str, float | int] = {name: float(per_question[column].mean()) for name, column in summary_names(ks)}
+    summary: dict[str, float | int] = {
+        name: float(per_question[column].mean()) for name, column in summary_names(ks, budgets)
+    }
     summary.update(
         n_questions=len(per_question),
         n_chunks=n_chunks,

@@ -10,11 +10,12 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.evaluation.budgets import budget_table
 from retrieval_bench.evaluation.judged import judged_table, pool_grades
 from retrieval_bench.evaluation.metrics import score_question
 from retrieval_bench.retrieval.rank import judged_ranks
 from retrieval_bench.run_contract import positions
-from retrieval_bench.spans import judge
+from retrieval_bench.spans import judge, labels_without_spans
 
 UNSCORABLE_EXAMPLES = 5
 
@@ -36,14 +37,23 @@ def score_questions(
 
 
 def score_run(
-    golden: list[dict], chunks: pd.DataFrame, run: pd.DataFrame, ks: list[int], min_coverage: float, ties: str
+    golden: list[dict],
+    chunks: pd.DataFrame,
+    run: pd.DataFrame,
+    ks: list[int],
+    min_coverage: float,
+    ties: str,
+    budgets: list[int] = (),
+    budget_unit: str = "chars",
 ) -> pd.DataFrame:
     """per_question.csv from a run (retrieval_bench.retrieval.run): a judged chunk the run did not
-    retrieve is not retrieved, and ties are equal scores within the run."""
+    retrieve is not retrieved, and ties are equal scores within the run. budgets: recall_budget@B
+    columns too (retrieval_bench.evaluation.budgets), lengths in budget_unit."""
     judgements = judge(golden, chunks, min_coverage)
     chunk_ids = chunks["chunk_id"].to_numpy()
     placed = positions(run, [row["qid"] for row in golden], [chunk_ids[j.indices].tolist() for j in judgements])
-    return _table(golden, judgements, placed, ks, ties)
+    table = _table(golden, judgements, placed, ks, ties)
+    return _with_budgets(table, golden, judgements, placed, chunks, run, ties, budgets, budget_unit)
 
 
 def score_run_both_views(
@@ -58,14 +68,17 @@ def score_run_both_views(
     min_grade: int,
     ambiguous_at: int,
     pool_path: str = "judged pool",
+    budgets: list[int] = (),
+    budget_unit: str = "chars",
 ) -> pd.DataFrame:
-    """per_question.csv: the strict columns of score_run, unchanged and first, then the judged
-    view's (duplicates of judged chunks from `duplicates`, LLM grades from `pool_rows`, the rows
-    of data/judged_pool.jsonl)."""
+    """per_question.csv: the strict columns of score_run, unchanged and first (recall_budget@B
+    with them: the judged view has no budgets), then the judged view's (duplicates of judged
+    chunks from `duplicates`, LLM grades from `pool_rows`, the rows of data/judged_pool.jsonl)."""
     judgements = judge(golden, chunks, min_coverage)
     chunk_ids = chunks["chunk_id"].to_numpy()
     placed = positions(run, [row["qid"] for row in golden], [chunk_ids[j.indices].tolist() for j in judgements])
     strict = _table(golden, judgements, placed, ks, ties)
+    strict = _with_budgets(strict, golden, judgements, placed, chunks, run, ties, budgets, budget_unit)
     grades = pool_grades(pool_rows, {row["qid"] for row in golden}, set(chunk_ids), pool_path)
     judged = judged_table(golden, judgements, chunks, run, ks, ties, duplicates, grades, min_grade, ambiguous_at)
     return pd.concat([strict, judged], axis=1)
@@ -80,6 +93,13 @@ def _table(golden, judgements, placed, ks, ties) -> pd.DataFrame:
     )
 
 
+def _with_budgets(table, golden, judgements, placed, chunks, run, ties, budgets, unit) -> pd.DataFrame:
+    if not budgets:
+        return table
+    qids = [row["qid"] for row in golden]
+    return pd.concat([table, budget_table(judgements, placed, run, qids, chunks, list(budgets), unit, ties)], axis=1)
+
+
 def unscorable_warning(per_question: pd.DataFrame) -> str | None:
     """A warning naming how many questions have no relevant chunk in this chunking, or None."""
     unscorable = per_question.loc[per_question["n_relevant"] == 0, "qid"].astype(str).tolist()
@@ -89,4 +109,18 @@ def unscorable_warning(per_question: pd.DataFrame) -> str | None:
     return (
         f"{len(unscorable)} of {len(per_question)} questions have no relevant chunk in this chunking ({examples}): "
         "they score 0 on every metric; see score.min_coverage in docs/reference/metrics.md"
+    )
+
+
+def unspanned_warning(golden: list[dict], chunks: pd.DataFrame) -> str | None:
+    """A warning naming the chunk-labelled questions this chunking cannot re-judge: they name chunk
+    ids the table lacks and carry no relevant_spans (a golden set from before them), or None."""
+    qids = [str(qid) for qid in labels_without_spans(golden, chunks)]
+    if not qids:
+        return None
+    examples = ", ".join(qids[:UNSCORABLE_EXAMPLES]) + (", ..." if len(qids) > UNSCORABLE_EXAMPLES else "")
+    return (
+        f"{len(qids)} of {len(golden)} labelled questions name chunks not in this chunking and carry no "
+        f"relevant_spans ({examples}): only the labelled chunks found are judged; rebuild the golden set "
+        "(dvc repro generate_goldenset) to judge them by where their chunks lie"
     )

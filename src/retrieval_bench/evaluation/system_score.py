@@ -9,7 +9,7 @@ import pandas as pd
 
 from retrieval_bench.evaluation.judged import judged_summary, unjudged_warning, without_repeated_twins
 from retrieval_bench.evaluation.metrics import summarize
-from retrieval_bench.evaluation.scoring import score_run_both_views, unscorable_warning
+from retrieval_bench.evaluation.scoring import score_run_both_views, unscorable_warning, unspanned_warning
 from retrieval_bench.evaluation.segments import segments
 from retrieval_bench.retrieval.run_info import run_info_metrics
 
@@ -40,11 +40,13 @@ def score_system(
         judge["min_grade"],
         judge["ambiguous_at"],
         pool_path,
+        params["budgets"],
+        params["budget_unit"],
     )
-    for warning in (unscorable_warning(table), unjudged_warning(table)):
+    for warning in (unscorable_warning(table), unspanned_warning(golden, chunks), unjudged_warning(table)):
         if warning:
             print(f"{label}: warning: {warning}", file=sys.stderr)
-    strict = summarize(table, ks, len(chunks))
+    strict = summarize(table, ks, len(chunks), params["budgets"])
     judged = without_repeated_twins(strict, judged_summary(table, ks, duplicates), graded=judge["enabled"])
     summary = {**strict, **judged, **run_info_metrics(run_info_path, ks)}
     return pd.concat([table, segments(golden)], axis=1), summary

@@ -144,10 +144,13 @@ def _row(
 
 def evidence_texts(rows: list[dict], texts: Mapping[str, str]) -> list[list[str]]:
     """Each row's evidence: its span of its document, or for chunk labels the relevant chunks'
-    texts (`texts` maps document ids, which are the chunk ids of a pre-chunked corpus)."""
+    texts: where their relevant_spans say, else by chunk id (`texts` maps document ids, which are
+    the chunk ids of a pre-chunked corpus)."""
     evidence = []
     for row in rows:
-        if row.get("relevant") is not None:
+        if row.get("relevant_spans"):
+            evidence.append([texts[d][s:e] for d, s, e, grade in row["relevant_spans"] if grade > 0 and d in texts])
+        elif row.get("relevant") is not None:
             evidence.append([texts[c] for c, grade in row["relevant"].items() if grade > 0 and c in texts])
         elif row.get("doc_id") in texts and row.get("start") is not None:
             evidence.append([texts[row["doc_id"]][int(row["start"]) : int(row["end"])]])
@@ -157,7 +160,8 @@ def evidence_texts(rows: list[dict], texts: Mapping[str, str]) -> list[list[str]
 
 
 def label_rows(labels: list[dict]) -> list[dict]:
-    """Golden rows for real labels: several relevant chunks per question, graded."""
+    """Golden rows for real labels: several relevant chunks per question, graded, and where those
+    chunks lie (relevant_spans, when the labels carry them: judged so under another chunking)."""
     rows = []
     for label in labels:
         graded = sorted(label["relevant"].items(), key=lambda item: -item[1])
@@ -174,6 +178,7 @@ def label_rows(labels: list[dict]) -> list[dict]:
                 "prompt_sha256": None,
                 "evidence_located": None,
                 "relevant": label["relevant"],
+                **({"relevant_spans": label["relevant_spans"]} if "relevant_spans" in label else {}),
             }
         )
     return rows

@@ -167,6 +167,12 @@ def _read(faiss, path: Path):
         return None, "FAISS cannot read it"
 
 
+def cached_index_path(vectors: np.ndarray, ann: dict, folder: Path | None = None) -> Path:
+    """Where the index of these vectors under these build parameters is cached."""
+    key = index_key(vectors_sha256(vectors), ann, import_faiss().__version__)
+    return (folder or cache_dir()) / f"{ann['index']}-{key}.faiss"
+
+
 def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None, where: str = "retrieval"):
     """The cached index for these vectors and build parameters, built (and cached) on a miss.
     Readers of a cached index share its lock, so two runs on it never wait for each other (nor
@@ -175,7 +181,7 @@ def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None, wh
     once. Returns (index, path, built)."""
     faiss = import_faiss()
     folder = folder or cache_dir()
-    path = folder / f"{ann['index']}-{index_key(vectors_sha256(vectors), ann, faiss.__version__)}.faiss"
+    path = cached_index_path(vectors, ann, folder)
     folder.mkdir(parents=True, exist_ok=True)
     what = f"building the ANN index {path}"
     if path.is_file():

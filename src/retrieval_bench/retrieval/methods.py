@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from retrieval_bench import paths
-from retrieval_bench.retrieval import ann, bm25, dense, external, hybrid, rerank, store_search
+from retrieval_bench.retrieval import ann, bm25, costs, dense, external, hybrid, rerank, store_search
 from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth, section
 from retrieval_bench.run_contract import check_scores
 
@@ -32,13 +32,19 @@ def needs_vectors(settings: dict) -> bool:
     return method in USES_VECTORS or (method == "rerank" and settings["rerank"]["first_stage"] in USES_VECTORS)
 
 
-def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
-    """data/run_info.json: the method, the depth, and what the method reports (ANN recall)."""
+def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame, where: str = "retrieval") -> dict:
+    """data/run_info.json: the method, the depth, what the method reports (ANN recall), and what
+    the system costs on this machine (retrieval.costs: search time per question, index size)."""
     report = RUN_INFO.get(settings["method"])
+
+    def search(timed: dict, sample: Questions, chunks: Corpus) -> pd.DataFrame:
+        return retrieve(timed, sample, chunks, rerank_cache=timed["rerank"].get("cache"), where=where)
+
     return {
         "method": settings["method"],
         "depth": settings["depth"],
         **(report(settings, questions, corpus, run) if report else {}),
+        **costs.system_costs(settings, questions, corpus, search),
     }
 
 
