@@ -9,9 +9,7 @@ whole-document nDCG@10 is checked against its published SciFact figure (MTEB's, 
 exit 0 when both are within TOLERANCE, 2 when one is not.
 
 all-mpnet-base-v2 is read from models/all-mpnet-base-v2 (`make install-mpnet`; the temporary copy
-links to it). Where params.yaml has no `chunkings`/`embedders` sections yet (the panel of
-chunkings x embedders), each model runs as the single system on whole documents, one `dvc repro`
-each, and the c800 systems are reported as not run.
+links to it). Each system's metrics are the strict view's (metrics/panel/SYSTEM/metrics.json).
 
 Vectors are kept between runs in --embedding-cache (the pipeline's own content-addressed cache,
 keyed by the model's files and the text), so a rerun embeds nothing it embedded before.
@@ -54,24 +52,11 @@ PANEL = {
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "retrieval-bench-scifact-embeddings"
 
 
-def has_panel_sections() -> bool:
-    """Whether this version of the pipeline reads `chunkings` and `embedders` (a panel of both)."""
-    from retrieval_bench.params import DEFAULTS
-
-    return "chunkings" in DEFAULTS and "embedders" in DEFAULTS
-
-
 def panel_params(scifact: Path) -> dict:
     params = scifact_params(scifact)
     params["chunkings"] = copy.deepcopy(CHUNKINGS)
     params["embedders"] = copy.deepcopy(EMBEDDERS)
     params["panel"] = copy.deepcopy(PANEL)
-    return params
-
-
-def single_params(scifact: Path, embedder: str) -> dict:
-    params = scifact_params(scifact)
-    params["embed"].update(EMBEDDERS[embedder])
     return params
 
 
@@ -107,12 +92,10 @@ def run_repro(scifact: Path, params: dict, cache: Path) -> tuple[Path, float]:
     return project, time.monotonic() - started
 
 
-def row(system: str, metrics: dict | None) -> tuple[str, float | None]:
+def row(system: str, metrics: dict) -> tuple[str, float | None]:
     """One table row for `system`, and its difference from the published figure (docs systems)."""
     spec = PANEL[system]
     model, chunks = MODELS[spec["embedder"]], "documents" if spec["chunking"] == "default" else "800 chars"
-    if metrics is None:
-        return f"| {system} | {model} | {chunks} | not run | | |", None
     ndcg = metrics["ndcg@10"]
     unscorable = metrics.get("n_questions_without_relevant_chunk", 0)
     note = f"{metrics.get('n_questions', '?')} questions" + (f", {unscorable} unscorable" if unscorable else "")
@@ -141,23 +124,15 @@ def main(argv: list[str] | None = None) -> int:
     if installed_sha256(DEFAULT_TARGET) != WEIGHTS_SHA256:
         print(f"error: {DEFAULT_TARGET}: all-mpnet-base-v2 is not installed; run `make install-mpnet`", file=sys.stderr)
         return 1
-    results: dict[str, dict | None] = dict.fromkeys(PANEL)
-    walls = []
-    if has_panel_sections():
-        project, wall = run_repro(scifact, panel_params(scifact), cache / "panel")
-        walls.append(wall)
-        for system in PANEL:
-            results[system] = json.loads((project / "metrics" / "panel" / system / "metrics.json").read_text())
+    project, wall = run_repro(scifact, panel_params(scifact), cache)
+    try:
+        results = {
+            system: json.loads((project / "metrics" / "panel" / system / "metrics.json").read_text())
+            for system in PANEL
+        }
         print((project / "metrics" / "leaderboard.md").read_text())
+    finally:
         shutil.rmtree(project)
-    else:
-        print("params have no chunkings/embedders (panel of both): whole documents only, one run per model")
-        for system, embedder in (("minilm-docs", "default"), ("mpnet-docs", "mpnet")):
-            # one cache per model: the cache keeps vectors of one dimension (384 against 768)
-            project, wall = run_repro(scifact, single_params(scifact, embedder), cache / embedder)
-            walls.append(wall)
-            results[system] = json.loads((project / "metrics" / "metrics.json").read_text())
-            shutil.rmtree(project)
     print("| system | model | chunks | nDCG@10 | published (difference) | |")
     print("|---|---|---|---:|---|---|")
     deltas = []
@@ -167,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         if delta is not None:
             deltas.append(delta)
     print(json.dumps(results))
-    print(f"dvc repro took {' + '.join(f'{wall:.0f}' for wall in walls)} s", file=sys.stderr)
+    print(f"dvc repro took {wall:.0f} s", file=sys.stderr)
     return 0 if all(abs(delta) <= TOLERANCE for delta in deltas) else 2
 
 
