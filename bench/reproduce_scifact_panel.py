@@ -11,8 +11,9 @@ exit 0 when both are within TOLERANCE, 2 when one is not.
 all-mpnet-base-v2 is read from models/all-mpnet-base-v2 (`make install-mpnet`; the temporary copy
 links to it). Each system's metrics are the strict view's (metrics/panel/SYSTEM/metrics.json).
 
-Vectors are kept between runs in --embedding-cache (the pipeline's own content-addressed cache,
-keyed by the model's files and the text), so a rerun embeds nothing it embedded before.
+The pipeline's embedding cache (content-addressed: the model's files and the text) is seeded from
+--embedding-cache and saved back after the run, a failed or interrupted one too, so a rerun need
+not embed again what an earlier one embedded.
 """
 
 from __future__ import annotations
