@@ -9,7 +9,7 @@ tests/stub_llm.py on 127.0.0.1 set up as a careless generator (each reply copies
 middle of its passage: "What does the documentation say about <10 words>?", those words as the
 evidence), sets generate.provider: anthropic with ANTHROPIC_BASE_URL at the stub (no key leaves the
 machine, nothing is paid: the cost line is the price table's estimate), runs the real `dvc repro`
-with the sample's default 4-system panel, and prints the certificate (Kendall tau, tau_AP, pair
+with a 4-system panel (dense, bm25, hybrid, ann-ef16: CERTIFIED_PANEL), and prints the certificate (Kendall tau, tau_AP, pair
 agreement, each with its 95% bootstrap CI, the pairs that differ), the style gap and the
 leaderboard: metrics/leaderboard.md of that run, the leaderboard stage's warning line, then a
 short summary. With --style-examples FILE (real questions: JSONL with a question field, or any question
@@ -46,6 +46,14 @@ def template_reply(passage: str) -> str:
     return json.dumps({"question": f"What does the documentation say about {middle}?", "evidence": middle})
 
 
+CERTIFIED_PANEL = {
+    "dense": {"method": "dense"},
+    "bm25": {"method": "bm25"},
+    "hybrid": {"method": "hybrid"},
+    "ann-ef16": {"method": "ann", "ann": {"ef_search": 16, "hnsw_m": 4}},
+}
+
+
 def prepare(project: Path, env: dict[str, str], style_examples: Path | None) -> None:
     """The project copy with the whole sample and generation on (the stub answers), with the style
     examples copied in when given."""
@@ -53,6 +61,12 @@ def prepare(project: Path, env: dict[str, str], style_examples: Path | None) -> 
     shutil.copytree(ROOT / "data" / "sample", project / "data" / "sample")
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["generate"]["provider"] = "anthropic"
+    # The 4 retrieval systems the figures in the docs were measured on (the sample's panel also
+    # crosses chunkings and embedders now): one chunking, one embedder.
+    params["chunkings"], params["embedders"] = {"default": {}}, {"default": {}}
+    params["panel"] = {
+        name: {"chunking": "default", "embedder": "default", **system} for name, system in CERTIFIED_PANEL.items()
+    }
     if style_examples is not None:
         copied = Path("data") / f"style_examples{style_examples.suffix}"
         shutil.copy2(style_examples, project / copied)
