@@ -336,12 +336,14 @@ def test_the_numba_backend_of_large_corpora_gives_the_numpy_backends_scores(monk
     corpus = Corpus([f"c{i}" for i in range(len(texts))], texts)
     backends = []
 
-    class Recorded(bm25.bm25s.BM25):  # the backend each index is really built with
+    import bm25s  # bm25.py imports it where it builds an index
+
+    class Recorded(bm25s.BM25):  # the backend each index is really built with
         def __init__(self, *args, **kwargs):
             backends.append(kwargs.get("backend"))
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(bm25.bm25s, "BM25", Recorded)
+    monkeypatch.setattr(bm25s, "BM25", Recorded)
     numpy_run = retrieve(settings("bm25", depth="all"), questions, corpus)
     monkeypatch.setattr(bm25, "NUMBA_FROM_CHUNKS", len(texts))
     numba_run = retrieve(settings("bm25", depth="all"), questions, corpus)

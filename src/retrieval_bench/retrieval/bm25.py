@@ -19,9 +19,7 @@ from functools import lru_cache
 from importlib.metadata import version
 from pathlib import Path
 
-import bm25s
 import numpy as np
-import Stemmer
 
 from retrieval_bench import locking
 from retrieval_bench.io import cache_root, sha256_file
@@ -66,10 +64,14 @@ def backend_for(n_chunks: int) -> str:
 
 @lru_cache(maxsize=None)
 def _stemmer(name: str):
+    import Stemmer  # PyStemmer: imported by the methods that tokenize (bm25, hybrid), not by every stage
+
     return None if name == "none" else Stemmer.Stemmer(name)
 
 
 def _tokenize(texts: list[str], stemmer: str, stopwords: str, return_ids: bool):
+    import bm25s  # with scipy and numba: about 1 CPU-s, only where BM25 runs
+
     return bm25s.tokenize(
         texts,
         lower=True,
@@ -88,6 +90,8 @@ def bm25_scores(
     chunk_texts: list[str], questions: list[str], stemmer: str = "english", stopwords: str = "en"
 ) -> Callable[[slice], np.ndarray]:
     """BM25 score of a batch of questions against every chunk."""
+    import bm25s
+
     index = bm25s.BM25()
     index.index(tokenize(chunk_texts, stemmer, stopwords), show_progress=False)
     question_tokens = tokenize(questions, stemmer, stopwords)
@@ -135,6 +139,8 @@ def _intact(folder: Path) -> bool:
 def load_or_build(texts: list[str], stemmer: str, stopwords: str, backend: str, folder: Path | None = None):
     """The BM25 index of `texts` searching with `backend`: from the cache, or built (tokenized to
     ids) and cached on a miss. Returns (index, built)."""
+    import bm25s
+
     entry = (folder or cache_dir()) / index_key(texts, stemmer, stopwords)
     built_here = []
 
