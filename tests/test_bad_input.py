@@ -14,24 +14,37 @@ import pytest
 import yaml
 from conftest import ROOT, run, set_params
 
+from retrieval_bench import paths
 from retrieval_bench.params import DEFAULTS, PRICE_KEYS
+
+# The arguments of the stages that take them (a chunking, an embedder): the single system's.
+STAGE_ARGUMENTS = {
+    "chunk": [paths.DEFAULT],
+    "embed_corpus": [paths.DEFAULT, paths.DEFAULT],
+    "embed_questions": [paths.DEFAULT],
+}
 
 
 def stage(name, cwd):
     """A stage as a subprocess: the wiring (exit status, stderr) is what these tests check."""
-    return run([sys.executable, "-m", f"stages.{name}"], cwd=cwd, check=False)
+    return run([sys.executable, "-m", f"stages.{name}", *STAGE_ARGUMENTS.get(name, [])], cwd=cwd, check=False)
 
 
 def stage_in_process(name, cwd, monkeypatch, capsys):
     """The same stage run in this process (no interpreter start-up): its exit status and output."""
     import importlib
+    import inspect
 
     from retrieval_bench.io import run_stage
 
     monkeypatch.chdir(cwd)
     capsys.readouterr()
+    main = importlib.import_module(f"stages.{name}").main
     try:
-        run_stage(importlib.import_module(f"stages.{name}").main)
+        if inspect.signature(main).parameters:  # a stage that reads its command line
+            run_stage(lambda: main(list(STAGE_ARGUMENTS.get(name, []))), own_arguments=True)
+        else:
+            run_stage(main)
         status = 0
     except SystemExit as stop:
         status = stop.code
@@ -69,7 +82,7 @@ def assert_one_line_error(result, *fragments):
 def test_bad_params_and_sources(workdir, changes, fragments, monkeypatch, capsys):
     set_params(workdir, **changes)
     assert_one_line_error(stage_in_process("load_chunks", workdir, monkeypatch, capsys), *fragments)
-    assert not (workdir / "data" / "chunks.parquet").exists()
+    assert not (workdir / paths.DOCUMENTS).exists() and not (workdir / paths.SOURCE_CHUNKS).exists()
 
 
 def test_unknown_section_and_broken_yaml(workdir, monkeypatch, capsys):
@@ -80,7 +93,7 @@ def test_unknown_section_and_broken_yaml(workdir, monkeypatch, capsys):
         stage_in_process("load_chunks", workdir, monkeypatch, capsys),
         "unknown key params.scoring",
         "did you mean params.score?",
-        "valid keys under params: embed, generate, ",
+        "valid keys under params: chunkings, embed, embedders, generate, ",
     )
     (workdir / "params.yaml").write_text("load: [unclosed\n")
     assert_one_line_error(stage("load_chunks", workdir), "params.yaml: invalid YAML")
@@ -173,7 +186,7 @@ CHUNKS = {  # ready chunks; one id holds a space (a TREC run cannot carry it)
     "full text": "Full text search indexes words with the FTS5 virtual table module.",
 }
 KEPT = [
-    "data/chunks.parquet",
+    paths.CHUNKS,
     "data/goldenset.jsonl",
     "data/run.parquet",
     "data/run_info.json",
@@ -203,8 +216,9 @@ def _good_pipeline(root):
             "score.k": [1, 5, 10],
         },
     )
-    assert stage("load_chunks", root).returncode == 0
-    chunk_ids = pd.read_parquet(root / "data" / "chunks.parquet")["chunk_id"].tolist()
+    for name in ("load_chunks", "chunk"):
+        assert stage(name, root).returncode == 0
+    chunk_ids = pd.read_parquet(root / paths.CHUNKS)["chunk_id"].tolist()
     golden = [
         {"qid": f"q{i}", "question": f"question {i}", "relevant": {chunk_id: 1}} for i, chunk_id in enumerate(chunk_ids)
     ]
@@ -212,12 +226,12 @@ def _good_pipeline(root):
     (root / "data" / "judged_pool.jsonl").write_text("\n")
     vectors = np.random.default_rng(0).normal(size=(len(chunk_ids), 8)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    embeddings = root / "data" / "embeddings"
-    embeddings.mkdir()
-    np.save(embeddings / "corpus.npy", vectors)
-    np.save(embeddings / "questions.npy", vectors[::-1].copy())
-    (embeddings / "corpus_ids.json").write_text(json.dumps(chunk_ids))
-    (embeddings / "question_ids.json").write_text(json.dumps([row["qid"] for row in golden]))
+    for npy, ids in ((paths.CORPUS_VECTORS, paths.CORPUS_IDS), (paths.QUESTION_VECTORS, paths.QUESTION_IDS)):
+        (root / npy).parent.mkdir(parents=True, exist_ok=True)
+    np.save(root / paths.CORPUS_VECTORS, vectors)
+    np.save(root / paths.QUESTION_VECTORS, vectors[::-1].copy())
+    (root / paths.CORPUS_IDS).write_text(json.dumps(chunk_ids))
+    (root / paths.QUESTION_IDS).write_text(json.dumps([row["qid"] for row in golden]))
     for name in ("retrieve", "score"):
         result = stage(name, root)
         assert result.returncode == 0, result.stderr
@@ -361,7 +375,7 @@ def test_a_price_that_is_not_finite_is_refused(price):
 
 
 def _chunk_ids(project):
-    return pd.read_parquet(project / "data" / "chunks.parquet")["chunk_id"].tolist()
+    return pd.read_parquet(project / paths.CHUNKS)["chunk_id"].tolist()
 
 
 def _run_file_lines(project, suffix, bad):
@@ -558,8 +572,9 @@ def _rewrite_vectors(path, make):
     np.save(path, make(np.load(path)), allow_pickle=True)
 
 
-RUN = "data/run.parquet"
-CORPUS_NPY = "data/embeddings/corpus.npy"
+RUN = paths.RUN
+CHUNKS_TABLE = paths.CHUNKS
+CORPUS_NPY = paths.CORPUS_VECTORS
 BROKEN_FILES = [
     # (stage, file, how it is broken, fragment of the error line)
     ("score", RUN, lambda p: _truncate(p), "data/run.parquet: not a readable Parquet table"),
@@ -605,73 +620,73 @@ BROKEN_FILES = [
         lambda p: _rewrite_run(p, score=_nan_second),
         "judge.pool data/run.parquet: row 2 (question 'q0', chunk ",
     ),
-    ("score", "data/chunks.parquet", lambda p: _truncate(p), "data/chunks.parquet: not a readable Parquet table"),
-    ("retrieve", "data/chunks.parquet", lambda p: _truncate(p), "data/chunks.parquet: not a readable Parquet table"),
+    ("score", CHUNKS_TABLE, lambda p: _truncate(p), f"{CHUNKS_TABLE}: not a readable Parquet table"),
+    ("retrieve", CHUNKS_TABLE, lambda p: _truncate(p), f"{CHUNKS_TABLE}: not a readable Parquet table"),
     (
         "retrieve",
-        "data/chunks.parquet",
+        CHUNKS_TABLE,
         lambda p: p.write_bytes(b""),
-        "data/chunks.parquet: not a readable Parquet table",
+        f"{CHUNKS_TABLE}: not a readable Parquet table",
     ),
-    ("judge", "data/chunks.parquet", lambda p: _truncate(p, 0.9), "data/chunks.parquet: not a readable Parquet table"),
+    ("judge", CHUNKS_TABLE, lambda p: _truncate(p, 0.9), f"{CHUNKS_TABLE}: not a readable Parquet table"),
     (
         "embed_corpus",
-        "data/chunks.parquet",
+        CHUNKS_TABLE,
         lambda p: _truncate(p),
-        "data/chunks.parquet: not a readable Parquet table",
+        f"{CHUNKS_TABLE}: not a readable Parquet table",
     ),
     (
         "score",
-        "data/chunks.parquet",
+        CHUNKS_TABLE,
         lambda p: pd.read_parquet(p).drop(columns=["doc_id"]).to_parquet(p),
-        "data/chunks.parquet: no column 'doc_id'",
+        f"{CHUNKS_TABLE}: no column 'doc_id'",
     ),
     (
         "score",
-        "data/duplicates.parquet",
+        paths.DUPLICATES,
         lambda p: _truncate(p),
-        "data/duplicates.parquet: not a readable Parquet table",
+        f"{paths.DUPLICATES}: not a readable Parquet table",
     ),
     (
         "generate_goldenset",
-        "data/documents.parquet",
+        paths.DOCUMENTS,
         lambda p: _truncate(p),
-        "data/documents.parquet: not a readable Parquet table",
+        f"{paths.DOCUMENTS}: not a readable Parquet table",
     ),
-    ("retrieve", CORPUS_NPY, lambda p: _truncate(p, 0.9), "data/embeddings/corpus.npy: not a readable .npy array"),
-    ("retrieve", CORPUS_NPY, lambda p: _truncate(p, 0.3), "data/embeddings/corpus.npy: not a readable .npy array"),
-    ("retrieve", CORPUS_NPY, lambda p: p.write_bytes(b""), "data/embeddings/corpus.npy: not a readable .npy array"),
+    ("retrieve", CORPUS_NPY, lambda p: _truncate(p, 0.9), f"{CORPUS_NPY}: not a readable .npy array"),
+    ("retrieve", CORPUS_NPY, lambda p: _truncate(p, 0.3), f"{CORPUS_NPY}: not a readable .npy array"),
+    ("retrieve", CORPUS_NPY, lambda p: p.write_bytes(b""), f"{CORPUS_NPY}: not a readable .npy array"),
     (
         "retrieve",
-        "data/embeddings/questions.npy",
+        paths.QUESTION_VECTORS,
         lambda p: _truncate(p, 0.9),
-        "data/embeddings/questions.npy: not a readable .npy array",
+        f"{paths.QUESTION_VECTORS}: not a readable .npy array",
     ),
     (
         "retrieve",
-        "data/embeddings/questions.npy",
+        paths.QUESTION_VECTORS,
         lambda p: _truncate(p, 0.05),
-        "data/embeddings/questions.npy: not a readable .npy array",
+        f"{paths.QUESTION_VECTORS}: not a readable .npy array",
     ),
     (
         "retrieve",
         CORPUS_NPY,
         lambda p: _rewrite_vectors(p, lambda v: v.ravel()),
-        "corpus.npy: expected a 2-d float array, got shape",
+        f"{CORPUS_NPY}: expected a 2-d float array, got shape",
     ),
     (
         "retrieve",
         CORPUS_NPY,
         lambda p: _rewrite_vectors(p, lambda v: v[:-1]),
-        "corpus.npy: a float32 array of shape (2, 8), expected float vectors of shape (3, dimension)",
+        f"{CORPUS_NPY}: a float32 array of shape (2, 8), expected float vectors of shape (3, dimension)",
     ),
     (
         "retrieve",
         CORPUS_NPY,
         lambda p: _rewrite_vectors(p, lambda v: v.astype(object)),
-        "data/embeddings/corpus.npy: not a readable .npy array",
+        f"{CORPUS_NPY}: not a readable .npy array",
     ),
-    ("retrieve", "data/embeddings/corpus_ids.json", lambda p: p.write_text('["a", '), "corpus_ids.json: unreadable ("),
+    ("retrieve", paths.CORPUS_IDS, lambda p: p.write_text('["a", '), f"{paths.CORPUS_IDS}: unreadable ("),
 ]
 
 
@@ -718,11 +733,11 @@ def test_a_judge_pool_run_file_is_checked_like_a_run_file(piped, monkeypatch, ca
 def test_a_nan_vector_is_refused_before_the_run_is_written(piped, monkeypatch, capsys):
     """A NaN vector would give NaN scores: retrieve refuses it before any method runs or writes."""
     _rewrite_vectors(
-        piped / "data/embeddings/questions.npy",
+        piped / paths.QUESTION_VECTORS,
         lambda v: np.where(np.arange(v.shape[0])[:, None] == 0, np.nan, v).astype(np.float32),
     )
     assert_refused_and_kept(
-        piped, "retrieve", monkeypatch, capsys, "questions.npy: the vector of 'q0' (row 0) is not finite"
+        piped, "retrieve", monkeypatch, capsys, f"{paths.QUESTION_VECTORS}: the vector of 'q0' (row 0) is not finite"
     )
 
 

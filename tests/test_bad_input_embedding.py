@@ -17,6 +17,7 @@ from conftest import set_params
 from store_helpers import unit
 from test_bad_input import stage_in_process
 
+from retrieval_bench import paths
 from retrieval_bench.embedding import embedding_cache as ec
 from retrieval_bench.store_address import parse_address
 from retrieval_bench.stores import registry
@@ -45,10 +46,11 @@ def _golden(folder: Path) -> None:
 
 @pytest.fixture
 def embedding(workdir):
-    """The workdir with a golden set and a stand-in for the last good questions.npy."""
+    """The workdir with a golden set and a stand-in for the last good question vectors."""
     _golden(workdir)
-    (workdir / "data" / "embeddings").mkdir(parents=True)
-    (workdir / "data" / "embeddings" / "questions.npy").write_bytes(SENTINEL)
+    for path in (paths.QUESTION_VECTORS, paths.CORPUS_VECTORS, paths.CHUNKS):
+        (workdir / path).parent.mkdir(parents=True, exist_ok=True)
+    (workdir / paths.QUESTION_VECTORS).write_bytes(SENTINEL)
     return workdir
 
 
@@ -92,7 +94,7 @@ def test_bad_embed_ann_and_ray_params_are_one_line_naming_the_key(embedding, cha
     assert_one_line_error(
         stage_in_process("embed_questions", embedding, monkeypatch, capsys), f"params.yaml: {fragment}"
     )
-    assert (embedding / "data" / "embeddings" / "questions.npy").read_bytes() == SENTINEL
+    assert (embedding / paths.QUESTION_VECTORS).read_bytes() == SENTINEL
 
 
 def test_a_ray_address_that_accepts_and_never_answers_is_one_line_after_its_timeout(embedding, monkeypatch, capsys):
@@ -103,7 +105,7 @@ def test_a_ray_address_that_accepts_and_never_answers_is_one_line_after_its_time
     assert_one_line_error(
         result, f"embed.ray.address '{address}': {address} did not answer within 0.5s (embed.ray.timeout_s)"
     )
-    assert (embedding / "data" / "embeddings" / "questions.npy").read_bytes() == SENTINEL
+    assert (embedding / paths.QUESTION_VECTORS).read_bytes() == SENTINEL
 
 
 # --- a damaged embedding cache: the damaged vectors are embedded again, said in one line ------------
@@ -183,7 +185,7 @@ CACHE_CASES = {  # name -> (damage, a fragment of the one warning line, or None 
 
 @pytest.fixture(scope="module")
 def good_cache(tmp_path_factory):
-    """The question cache and questions.npy of one sound run (embedded once for the module)."""
+    """The question cache and question vectors of one sound run (embedded once for the module)."""
     from test_bad_input import ROOT
 
     folder = tmp_path_factory.mktemp("good")
@@ -194,7 +196,7 @@ def good_cache(tmp_path_factory):
         monkeypatch.chdir(folder)
         from stages.embed_questions import main
 
-        main()
+        main([paths.DEFAULT])
     return folder
 
 
@@ -202,8 +204,8 @@ def good_cache(tmp_path_factory):
 def test_a_damaged_cache_shard_is_embedded_again_and_said_in_one_line(good_cache, tmp_path, case, monkeypatch, capsys):
     shutil.copytree(good_cache, tmp_path / "work")
     work = tmp_path / "work"
-    good = np.load(work / "data" / "embeddings" / "questions.npy")
-    cache = work / "data" / "embedding_cache" / "questions"
+    good = np.load(work / paths.QUESTION_VECTORS)
+    cache = work / paths.QUESTION_EMBEDDING_CACHE
     vec = next(cache.glob("*.vec"))
     damage, said = CACHE_CASES[case]
     damage(vec, vec.with_suffix(".keys"))
@@ -221,7 +223,7 @@ def test_a_damaged_cache_shard_is_embedded_again_and_said_in_one_line(good_cache
         assert len(warnings) == 1 and said in warnings[0] and vec.name.removesuffix(".vec") in warnings[0], (
             result.stderr
         )
-    np.testing.assert_allclose(np.load(work / "data" / "embeddings" / "questions.npy"), good, atol=1e-6)
+    np.testing.assert_allclose(np.load(work / paths.QUESTION_VECTORS), good, atol=1e-6)
     again = stage_in_process("embed_questions", work, monkeypatch, capsys)  # the repaired vectors are served now
     assert again.returncode == 0 and "3 from the cache, 0 embedded" in again.stdout
 
@@ -240,8 +242,8 @@ def test_a_bad_stored_vector_is_one_line_naming_the_store_and_chunk(embedding, e
     location = embedding / ("store.db" if engine == "sqlite-vec" else "store.lancedb")
     source = f"{engine}:{location}?table=chunks"
     registry.create_collection(parse_address(source), ids, texts, [{} for _ in ids], vectors)
-    pd.DataFrame({"chunk_id": ids, "text": texts}).to_parquet(embedding / "data" / "chunks.parquet")
-    (embedding / "data" / "embeddings" / "corpus.npy").write_bytes(SENTINEL)
+    pd.DataFrame({"chunk_id": ids, "text": texts}).to_parquet(embedding / paths.CHUNKS)
+    (embedding / paths.CORPUS_VECTORS).write_bytes(SENTINEL)
     set_params(embedding, **{"load.source": source, "embed.corpus_vectors": "stored"})
     what = "is all zeros" if value == 0 else "is not finite"
     assert_one_line_error(
@@ -250,7 +252,7 @@ def test_a_bad_stored_vector_is_one_line_naming_the_store_and_chunk(embedding, e
         str(location),
         what,
     )
-    assert (embedding / "data" / "embeddings" / "corpus.npy").read_bytes() == SENTINEL
+    assert (embedding / paths.CORPUS_VECTORS).read_bytes() == SENTINEL
 
 
 def _save(array):
@@ -269,38 +271,50 @@ def _nan_row(path: Path) -> None:
 
 NPY_CASES = {  # name -> (the file, how it is spoiled, a fragment of the line)
     "corpus truncated": (
-        "corpus.npy",
+        paths.CORPUS_VECTORS,
         lambda p: p.write_bytes(p.read_bytes()[:-20]),
-        "corpus.npy: not a readable .npy array (mmap length",
+        f"{paths.CORPUS_VECTORS}: not a readable .npy array (mmap length",
     ),
     "corpus empty": (
-        "corpus.npy",
+        paths.CORPUS_VECTORS,
         lambda p: p.write_bytes(b""),
-        "corpus.npy: not a readable .npy array (No data left in file)",
+        f"{paths.CORPUS_VECTORS}: not a readable .npy array (No data left in file)",
     ),
     "corpus header cut": (
-        "corpus.npy",
+        paths.CORPUS_VECTORS,
         lambda p: p.write_bytes(p.read_bytes()[:30]),
-        "corpus.npy: not a readable .npy array (EOF: reading array header",
+        f"{paths.CORPUS_VECTORS}: not a readable .npy array (EOF: reading array header",
     ),
     "corpus 1-D": (
-        "corpus.npy",
+        paths.CORPUS_VECTORS,
         _save(np.ones(4, np.float32)),
-        "corpus.npy: expected a 2-d float array, got shape (4,)",
+        f"{paths.CORPUS_VECTORS}: expected a 2-d float array, got shape (4,)",
     ),
     "corpus rows": (
-        "corpus.npy",
+        paths.CORPUS_VECTORS,
         _save(np.ones((3, 8), np.float32)),
-        "corpus.npy: a float32 array of shape (3, 8), expected",
+        f"{paths.CORPUS_VECTORS}: a float32 array of shape (3, 8), expected",
     ),
-    "corpus strings": ("corpus.npy", _save(np.array([["a"] * 8] * 4)), "expected a 2-d float array, got shape (4, 8)"),
+    "corpus strings": (
+        paths.CORPUS_VECTORS,
+        _save(np.array([["a"] * 8] * 4)),
+        "expected a 2-d float array, got shape (4, 8)",
+    ),
     "corpus objects": (
-        "corpus.npy",
+        paths.CORPUS_VECTORS,
         _save(np.array([{"a": 1}] * 4, dtype=object)),
-        "corpus.npy: not a readable .npy array (Array can't be memory-mapped",
+        f"{paths.CORPUS_VECTORS}: not a readable .npy array (Array can't be memory-mapped",
     ),
-    "questions nan": ("questions.npy", _nan_row, "questions.npy: the vector of 'q1' (row 1) is not finite"),
-    "questions ids not json": ("question_ids.json", lambda p: p.write_text("[q0"), "question_ids.json: unreadable ("),
+    "questions nan": (
+        paths.QUESTION_VECTORS,
+        _nan_row,
+        f"{paths.QUESTION_VECTORS}: the vector of 'q1' (row 1) is not finite",
+    ),
+    "questions ids not json": (
+        paths.QUESTION_IDS,
+        lambda p: p.write_text("[q0"),
+        f"{paths.QUESTION_IDS}: unreadable (",
+    ),
 }
 
 
@@ -308,19 +322,19 @@ NPY_CASES = {  # name -> (the file, how it is spoiled, a fragment of the line)
 def test_bad_saved_vectors_are_one_line_in_retrieve(embedding, case, monkeypatch, capsys):
     chunk_ids = [f"c{i}" for i in range(4)]
     pd.DataFrame({"chunk_id": chunk_ids, "text": [f"chunk {i}" for i in chunk_ids]}).to_parquet(
-        embedding / "data" / "chunks.parquet"
+        embedding / paths.CHUNKS
     )
-    folder = embedding / "data" / "embeddings"
-    for name, ids, rows in (("corpus", chunk_ids, 4), ("question", ["q0", "q1", "q2"], 3)):
-        _save(unit(np.random.default_rng(rows).normal(size=(rows, 8))))(
-            folder / f"{'questions' if name == 'question' else name}.npy"
-        )
-        (folder / f"{name}_ids.json").write_text(json.dumps(ids))
-    (embedding / "data" / "run.parquet").write_bytes(SENTINEL)
+    for npy, ids_file, ids, rows in (
+        (paths.CORPUS_VECTORS, paths.CORPUS_IDS, chunk_ids, 4),
+        (paths.QUESTION_VECTORS, paths.QUESTION_IDS, ["q0", "q1", "q2"], 3),
+    ):
+        _save(unit(np.random.default_rng(rows).normal(size=(rows, 8))))(embedding / npy)
+        (embedding / ids_file).write_text(json.dumps(ids))
+    (embedding / paths.RUN).write_bytes(SENTINEL)
     name, spoil, fragment = NPY_CASES[case]
-    spoil(folder / name)
+    spoil(embedding / name)
     set_params(embedding, **{"retrieval.method": "dense", "retrieval.depth": 2, "score.k": [1, 2]})
     assert_one_line_error(
         stage_in_process("retrieve", embedding, monkeypatch, capsys), fragment, "rerun the embed stages"
     )
-    assert (embedding / "data" / "run.parquet").read_bytes() == SENTINEL
+    assert (embedding / paths.RUN).read_bytes() == SENTINEL

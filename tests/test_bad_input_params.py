@@ -65,8 +65,12 @@ def alias_bomb() -> str:
     return "\n".join(rows) + "\n" + dumped(**{"retrieval.store.filter": "BOMB"}).replace("BOMB", "*l9")
 
 
+# What every panel system must name besides its retrieval keys (the single system's chunking and embedder).
+DEFAULTS_NAMED = {"chunking": paths.DEFAULT, "embedder": paths.DEFAULT}
+
+
 def panel(name: object, **system: object) -> str:
-    return dumped(panel={name: system or {"method": "bm25"}})
+    return dumped(panel={name: {**DEFAULTS_NAMED, **(system or {"method": "bm25"})}})
 
 
 SCORE_TWICE = dumped() + "score:\n  k: [1]\n"
@@ -259,7 +263,11 @@ def test_a_failed_check_under_dvc_keeps_the_last_good_outputs(tmp_path):
     project = copy_project(tmp_path / "project")
     dvc("repro", "check_params", cwd=project)
     before = outputs(project)
-    for bad in ({"panel": {"a/b": {"method": "bm25"}}}, {"panel": {"../x": {}}}, {"retrieval.depth": -1}):
+    for bad in (
+        {"panel": {"a/b": {**DEFAULTS_NAMED, "method": "bm25"}}},
+        {"panel": {"../x": DEFAULTS_NAMED}},
+        {"retrieval.depth": -1},
+    ):
         set_params(project, **bad)
         result = dvc("repro", "check_params", cwd=project, check=False)
         assert result.returncode != 0
@@ -268,7 +276,7 @@ def test_a_failed_check_under_dvc_keeps_the_last_good_outputs(tmp_path):
         assert "Traceback" not in result.stdout + result.stderr
         assert outputs(project) == before
         set_params(project, panel={}, **{"retrieval.depth": BASE["retrieval"]["depth"]})  # good again
-    set_params(project, panel={"bm25": {"method": "bm25"}})
+    set_params(project, panel={"bm25": {**DEFAULTS_NAMED, "method": "bm25"}})
     dvc("repro", "check_params", cwd=project)
     assert (project / paths.PANEL_SYSTEMS).read_text().split() == ["[", '"bm25"', "]"]
     assert dvc("status", "check_params", "--json", cwd=project).stdout.strip() == '{"check_params": ["always changed"]}'

@@ -300,7 +300,8 @@ def test_bad_store_input_is_one_line_and_keeps_the_last_good_outputs(
 )
 def test_bad_stored_vectors_are_one_line_and_write_nothing(table, fragments, stores, workdir, monkeypatch, capsys):
     set_params(workdir, **{"load.source": f"sqlite-vec:{stores}/store.db?table={table}"})
-    assert stage_in_process("load_chunks", workdir, monkeypatch, capsys).returncode == 0
+    for name in ("load_chunks", "chunk"):
+        assert stage_in_process(name, workdir, monkeypatch, capsys).returncode == 0
     set_params(workdir, **{"embed.corpus_vectors": "stored"})
     result = stage_in_process("embed_corpus", workdir, monkeypatch, capsys)
     assert_one_error(result, *fragments)

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from conftest import ROOT, tool_env
 
+from retrieval_bench import paths
 from retrieval_bench.embedding import embedding_cache as ec
 from retrieval_bench.embedding.embed import embedding_space, load_model
 from retrieval_bench.io import InputError
@@ -245,7 +246,7 @@ def put_or_hold(self, keys, vectors):
     put(self, keys, vectors)
 
 embedding_cache.EmbeddingCache.put = put_or_hold
-sys.argv = ["stages.embed_corpus"]
+sys.argv = ["stages.embed_corpus", "default", "default"]  # the default chunking and embedder
 runpy.run_module("stages.embed_corpus", run_name="__main__", alter_sys=True)
 """
 
@@ -253,15 +254,13 @@ runpy.run_module("stages.embed_corpus", run_name="__main__", alter_sys=True)
 @pytest.mark.pipeline
 def test_sigkill_mid_embed_loses_only_the_batch_in_flight(tmp_path):
     work = tmp_path / "work"
-    (work / "data").mkdir(parents=True)
+    (work / paths.CHUNKS).parent.mkdir(parents=True)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["embed"]["batch_size"] = 4
     (work / "params.yaml").write_text(yaml.safe_dump(params))
     texts = [f"Chunk {i}: the write-ahead log keeps page {i} until a checkpoint copies it back." for i in range(N_KILL)]
-    pd.DataFrame({"chunk_id": [f"c{i}" for i in range(N_KILL)], "text": texts}).to_parquet(
-        work / "data" / "chunks.parquet"
-    )
-    cache = work / "data" / "embedding_cache" / "corpus"
+    pd.DataFrame({"chunk_id": [f"c{i}" for i in range(N_KILL)], "text": texts}).to_parquet(work / paths.CHUNKS)
+    cache = work / paths.CORPUS_EMBEDDING_CACHE
     env = {**tool_env(), "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}  # this checkout's code
     holding = tmp_path / "third-batch-in-flight"
     process = subprocess.Popen(
@@ -278,16 +277,14 @@ def test_sigkill_mid_embed_loses_only_the_batch_in_flight(tmp_path):
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     assert _cache_entries(cache) == 8  # the two batches written are kept, the one in flight is lost
-    assert not (work / "data" / "embeddings" / "corpus.npy").exists()  # no half-written output
+    assert not (work / paths.CORPUS_VECTORS).exists()  # no half-written output
 
-    command = [sys.executable, "-m", "stages.embed_corpus"]
+    command = [sys.executable, "-m", "stages.embed_corpus", paths.DEFAULT, paths.DEFAULT]
     rerun = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, check=True)
     assert _embedded(rerun.stdout) == (8, N_KILL - 8)
-    assert json.loads((work / "data" / "embeddings" / "corpus_ids.json").read_text()) == [
-        f"c{i}" for i in range(N_KILL)
-    ]
+    assert json.loads((work / paths.CORPUS_IDS).read_text()) == [f"c{i}" for i in range(N_KILL)]
     plain = load_model(params["embed"]["model"]).encode(texts, batch_size=32, normalize_embeddings=True)
-    np.testing.assert_allclose(np.load(work / "data" / "embeddings" / "corpus.npy"), plain, atol=1e-6)
+    np.testing.assert_allclose(np.load(work / paths.CORPUS_VECTORS), plain, atol=1e-6)
 
 
 def unit_vectors(n: int, dim: int = 8, seed: int = 0) -> np.ndarray:

@@ -18,7 +18,8 @@ def test_embed_corpus_reads_params_yaml_once_with_stored_vectors(workdir, monkey
     documents = [{"doc_id": row["doc_id"]} for row in metadata]  # no offsets: these texts are no spans of one
     registry.create_collection(parse_address(source), ids, texts, documents, vectors, None)
     set_params(workdir, **{"load.source": source})
-    assert stage_in_process("load_chunks", workdir, monkeypatch, capsys).returncode == 0
+    for name in ("load_chunks", "chunk"):
+        assert stage_in_process(name, workdir, monkeypatch, capsys).returncode == 0
     set_params(workdir, **{"embed.corpus_vectors": "stored"})
     parsed, read_yaml_file = [], params.read_yaml_file
     monkeypatch.setattr(params, "read_yaml_file", lambda path: parsed.append(path) or read_yaml_file(path))

@@ -29,6 +29,7 @@ from conftest import ROOT, set_params
 from llm_helpers import jobs_for
 from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_project, start_stage
 
+from retrieval_bench import paths
 from retrieval_bench.goldenset import remote
 from retrieval_bench.io import InputError, Interrupted, progress, run_stage, touch_jsonl, write_jsonl
 from retrieval_bench.io import read_jsonl as read_rows
@@ -359,7 +360,7 @@ def test_export_beir_documents_its_options(capsys):
     with pytest.raises(SystemExit):
         main(["export-beir", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "--chunks CHUNKS chunk table (default: data/chunks.parquet)" in out
+    assert f"--chunks CHUNKS chunk table (default: {paths.CHUNKS})" in out
     assert "--goldenset GOLDENSET golden set (default: data/goldenset.jsonl)" in out
 
 
@@ -412,7 +413,14 @@ def test_reproduce_scifact_pins_its_own_params(tmp_path, monkeypatch):
     )
     assert params["load"]["source"] == "/data/scifact"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    assert load_all_params(tmp_path / "params.yaml") == params  # complete and valid
+    # complete and valid: loading adds nothing but the resolved default chunking and embedder
+    # (each `{}`, the pinned load.chunking and embed as they are)
+    assert params["chunkings"] == {"default": {}} and params["embedders"] == {"default": {}}
+    assert load_all_params(tmp_path / "params.yaml") == {
+        **params,
+        "chunkings": {"default": params["load"]["chunking"]},
+        "embedders": {"default": params["embed"]},
+    }
 
 
 def test_jsonl_outputs_are_never_empty_files(tmp_path):

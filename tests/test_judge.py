@@ -22,6 +22,7 @@ import yaml
 from conftest import set_params
 from stub_llm import StubLLM, answer_then_hold, read_jsonl, stage_env
 
+from retrieval_bench import paths
 from retrieval_bench.corpus.duplicates import find_duplicates
 from retrieval_bench.evaluation.judged import judged_summary, unjudged_warning
 from retrieval_bench.evaluation.judging import pool_pairs
@@ -139,12 +140,12 @@ def run_table(golden: list[dict], chunks: pd.DataFrame, depth: int = 8, gold_ran
 
 
 def make_project(folder: Path, chunks: pd.DataFrame | None = None, **judge) -> Path:
-    (folder / "data").mkdir(parents=True)
+    (folder / paths.CHUNKS).parent.mkdir(parents=True)
     (folder / "metrics").mkdir()
     chunks = chunk_table() if chunks is None else chunks
     golden = golden_rows(chunks)
-    chunks.to_parquet(folder / "data" / "chunks.parquet", index=False)
-    find_duplicates(chunks).to_parquet(folder / "data" / "duplicates.parquet", index=False)
+    chunks.to_parquet(folder / paths.CHUNKS, index=False)
+    find_duplicates(chunks).to_parquet(folder / paths.DUPLICATES, index=False)
     (folder / "data" / "goldenset.jsonl").write_text("".join(json.dumps(r) + "\n" for r in golden))
     run_table(golden, chunks).to_parquet(folder / "data" / "run.parquet", index=False)
     (folder / "data" / "judge_prompt.txt").write_bytes((ROOT / "data" / "judge_prompt.txt").read_bytes())

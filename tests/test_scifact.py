@@ -12,6 +12,8 @@ import pytest
 import pytrec_eval
 from conftest import SHARED_SCIFACT, copy_project, dvc, read_metrics, set_params
 
+from retrieval_bench import paths
+
 pytestmark = [
     pytest.mark.pipeline,
     pytest.mark.skipif(not (SHARED_SCIFACT / "corpus.jsonl").is_file(), reason="../shared/data/scifact is absent"),
@@ -43,13 +45,12 @@ def test_scifact_slice_matches_trec_eval(tmp_path):
     dvc("repro", cwd=project)
 
     metrics = read_metrics(project)
-    golden = [json.loads(line) for line in (project / "data" / "goldenset.jsonl").read_text().splitlines()]
+    golden = [json.loads(line) for line in (project / paths.GOLDENSET).read_text().splitlines()]
     assert metrics["n_chunks"] == N_DOCS and metrics["n_questions"] == len(golden) > 10
     assert all(row["source"] == "qrels" for row in golden)
 
-    embeddings = project / "data" / "embeddings"
-    scores = np.load(embeddings / "questions.npy") @ np.load(embeddings / "corpus.npy").T
-    doc_ids = json.loads((embeddings / "corpus_ids.json").read_text())
+    scores = np.load(project / paths.QUESTION_VECTORS) @ np.load(project / paths.CORPUS_VECTORS).T
+    doc_ids = json.loads((project / paths.CORPUS_IDS).read_text())
     run = {row["qid"]: {d: float(s) for d, s in zip(doc_ids, scores[i])} for i, row in enumerate(golden)}
     qrels = {row["qid"]: row["relevant"] for row in golden}
     trec = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.1,5,10", "recip_rank", "map_cut.10"}).evaluate(

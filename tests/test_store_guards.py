@@ -17,6 +17,7 @@ from conftest import set_params
 from store_helpers import random_chunks
 from test_bad_input import assert_one_line_error, stage, stage_in_process
 
+from retrieval_bench import paths
 from retrieval_bench.embedding.stored_vectors import read_vectors
 from retrieval_bench.endpoints import is_loopback
 from retrieval_bench.io import InputError
@@ -116,7 +117,7 @@ def test_a_store_key_is_not_sent_to_a_host_params_yaml_chose(
     )
     assert collector.received(header) == [] and SECRET not in json.dumps(collector.headers)
     assert SECRET not in result.stdout + result.stderr
-    assert not (workdir / "data" / "chunks.parquet").exists()
+    assert not (workdir / paths.DOCUMENTS).exists() and not (workdir / paths.SOURCE_CHUNKS).exists()
 
 
 SURFACES = {
@@ -232,7 +233,8 @@ def test_a_server_that_never_answers_is_one_line_after_the_timeout(workdir, sile
     set_params(workdir, **{"load.source": source})
     result = stage("load_chunks", workdir)  # a subprocess: exit status and stderr as a user sees them
     assert_one_line_error(result, f"error: {parse_address(source)}: ")
-    assert "Traceback" not in result.stderr and not (workdir / "data" / "chunks.parquet").exists()
+    assert "Traceback" not in result.stderr
+    assert not (workdir / paths.DOCUMENTS).exists() and not (workdir / paths.SOURCE_CHUNKS).exists()
     waited = {
         "chroma": "the Chroma server did not answer within 0.5 s",
         "qdrant": "the Qdrant server did not answer within 1 s",
@@ -252,7 +254,7 @@ def test_the_readme_relative_chroma_path_passes_check_params(workdir, monkeypatc
     for name in ("check_params", "load_chunks"):
         result = stage_in_process(name, workdir, monkeypatch, capsys)
         assert result.returncode == 0, result.stderr
-    stamp = json.loads((workdir / "data" / "source_stamp.json").read_text())
+    stamp = json.loads((workdir / paths.SOURCE_STAMP).read_text())
     assert stamp["kind"] == "local store" and stamp["rows"] == len(ids)
 
 

@@ -5,6 +5,7 @@ process; Chroma also as a server (`chroma run` on 127.0.0.1)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ from chroma_server import chroma_server
 from store_helpers import assert_same_ranking, exact_top_k, opened, unit
 
 import retrieval_bench.stores as stores_package
+from retrieval_bench import paths
 from retrieval_bench.io import InputError
 from retrieval_bench.store_address import ENGINES, StoreAddress, parse_address
 from retrieval_bench.stores import registry
@@ -294,7 +296,9 @@ def test_stored_vectors_come_in_chunk_order_at_unit_length_and_a_gap_is_one_line
     read = read_vectors(address, asked)
     expected = unit(vectors[[ids.index(chunk_id) for chunk_id in asked]])
     assert read.dtype == np.float32 and np.allclose(read, expected, atol=1e-6)
-    with pytest.raises(InputError, match=r"1 chunks of data/chunks.parquet have no vector there \(e.g. elsewhere\)"):
+    with pytest.raises(
+        InputError, match=rf"1 chunks of {re.escape(paths.CHUNKS)} have no vector there \(e.g. elsewhere\)"
+    ):
         read_vectors(address, [*asked, "elsewhere"])
     vectors[0] = 0.0
     registry.create_collection(address, ids, [f"text {i}" for i in ids], [{} for _ in ids], vectors)

@@ -3,7 +3,8 @@ scored runs, read the inputs, load params.yaml; the pipeline's own code, one imp
 
     import retrieval_bench as rb
 
-    scores = rb.score("data/goldenset.jsonl", "data/run.parquet", chunks="data/chunks.parquet")
+    chunks = "data/chunkings/default/chunks.parquet"  # the chunk table of the default chunking
+    scores = rb.score("data/goldenset.jsonl", "data/run.parquet", chunks=chunks)
     scores.metrics["ndcg@10"], scores.per_question.head()
     rb.score({"q1": {"c7": 1}}, {"q1": {"c7": 0.9, "c2": 0.4}}).metrics["mrr"]   # qrels and a run as dicts
 
@@ -216,10 +217,11 @@ def score(
     budget_unit: str = "chars",
 ) -> Scores:
     """Score `run` against `labels` as the score stage does (score.k, score.ties,
-    score.min_coverage). `chunks` (data/chunks.parquet or a DataFrame) is needed for evidence spans;
-    with chunk labels only it may be left out (n_chunks then counts the chunk ids the labels and
-    the run name). `duplicates` (data/duplicates.parquet) adds the judged view, with the pooled LLM
-    grades of `judged_pool` (data/judged_pool.jsonl rows), judge.min_grade and judge.ambiguous_at.
+    score.min_coverage). `chunks` (data/chunkings/default/chunks.parquet or a DataFrame) is needed
+    for evidence spans; with chunk labels only it may be left out (n_chunks then counts the chunk
+    ids the labels and the run name). `duplicates` (data/chunkings/default/duplicates.parquet) adds
+    the judged view, with the pooled LLM grades of `judged_pool` (data/judged_pool.jsonl rows),
+    judge.min_grade and judge.ambiguous_at.
     `budgets`, `budget_unit`: score.budgets and score.budget_unit (None: score.budgets' default
     when `chunks` has the length columns, start and end or text, else none)."""
     ks, budgets = _checked_ks(k), _checked_budgets(budgets, budget_unit, chunks)
@@ -298,7 +300,9 @@ def _checked_budgets(budgets: Sequence[int] | None, unit: str, chunks: TableInpu
     valid = all(_is_whole(v) and v > 0 for v in values) and len(set(values)) == len(values)
     _check_argument("budgets", budgets, "a list of distinct positive integers, or []", valid)
     if values and chunks is None:
-        raise InputError("budgets need chunks= (data/chunks.parquet): the chunks' lengths come from it")
+        raise InputError(
+            "budgets need chunks= (data/chunkings/default/chunks.parquet): the chunks' lengths come from it"
+        )
     return sorted(int(v) for v in values)
 
 
@@ -323,8 +327,8 @@ def _chunk_table(
     if chunks is None:
         if spans:
             raise InputError(
-                "questions with an evidence span (doc_id, start, end) need chunks= (data/chunks.parquet) "
-                "to judge which chunks hold the evidence"
+                "questions with an evidence span (doc_id, start, end) need chunks= "
+                "(data/chunkings/default/chunks.parquet) to judge which chunks hold the evidence"
             )
         labelled = {chunk_id for row in golden for chunk_id in row["relevant"]}
         return pd.DataFrame({"chunk_id": sorted(labelled | set(run["chunk_id"]))}), []
