@@ -215,7 +215,10 @@ def test_rerank_through_dvc_keeps_its_cache(project, tiny_cross_encoder):
     assert f"rerank: {20 * n_questions} pairs, 0 scored by the cross-encoder" in second.stderr + second.stdout
     assert len(cache.read_text().splitlines()) == 20 * n_questions
     info = json.loads((project / "data" / "run_info.json").read_text())
-    assert info == {"method": "rerank", "depth": 10}
+    assert {key: info[key] for key in ("method", "depth")} == {"method": "rerank", "depth": 10}
+    # Its cost: the first stage's vectors, and a sample scored afresh (not from the run's cache, untouched)
+    assert info["index_bytes"] > 0 and info["search_ms_per_question"] > 0
+    assert len(cache.read_text().splitlines()) == 20 * n_questions
 
 
 @pytest.mark.pipeline

@@ -6,7 +6,7 @@ search_ms_per_question: the method run again, after the stage's own run (so cach
 are warm), over a sample of questions in one call, three times; the median of the three passes'
 milliseconds per question. An index loaded from the disk cache counts (the stage loads it too),
 its build does not. Method rerank scores its sample afresh (its cross-encoder is most of its
-cost), over fewer questions. External runs (run-file, python) cost what their system did: None.
+cost), over 8 questions in one pass, the model's load included. External runs (run-file, python) cost what their system did: None.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from retrieval_bench.retrieval import ann, bm25
 from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
 
 SAMPLE = 256  # questions per timed pass
-RERANK_SAMPLE = 16  # rerank: every pair goes through the cross-encoder
+RERANK_SAMPLE = 8  # rerank: every pair goes through the cross-encoder (loaded again each pass), in one pass
 PASSES = 3
 EXTERNAL = {"run-file", "python"}
 
@@ -36,16 +36,17 @@ def _sample(questions: Questions, size: int) -> Questions:
 
 
 def search_ms_per_question(settings: dict, questions: Questions, corpus: Corpus, search) -> float | None:
-    """The median over PASSES of the milliseconds per question of `search(settings, questions,
+    """The median over PASSES (rerank: one) of the milliseconds per question of `search(settings, questions,
     corpus)` (methods.retrieve) on a sample of the questions; None for an external run."""
     if settings["method"] in EXTERNAL or not questions.qids:
         return None
     with tempfile.TemporaryDirectory() as scratch:
         if settings["method"] == "rerank":  # a cache of its own: every pair is scored, as a new question's would be
             settings = {**settings, "rerank": {**settings["rerank"], "cache": str(Path(scratch) / "scores.jsonl")}}
-        sample = _sample(questions, RERANK_SAMPLE if settings["method"] == "rerank" else SAMPLE)
+        rerank = settings["method"] == "rerank"
+        sample = _sample(questions, RERANK_SAMPLE if rerank else SAMPLE)
         passes = []
-        for _ in range(PASSES):
+        for _ in range(1 if rerank else PASSES):
             started = time.perf_counter()
             with contextlib.redirect_stderr(io.StringIO()):  # the method's own report lines, once is enough
                 search(settings, sample, corpus)

@@ -1,11 +1,14 @@
 """What a retrieval stage reads: the golden set's questions and one chunking's chunks, with the
-vectors of one embedder when the method searches vectors (checked to be the current data's)."""
+vectors of one embedder when the method searches vectors (checked to be the current data's).
+
+The chunk texts are read only when a method asks for them (run.Corpus): a dense search of 400k
+chunks holds their ids and vectors, not 300 MB of text twice over (Arrow's and Python's)."""
 
 from __future__ import annotations
 
 from retrieval_bench import paths
 from retrieval_bench.embedding.saved_vectors import load_saved_vectors
-from retrieval_bench.io import read_jsonl, read_table
+from retrieval_bench.io import InputError, quoted, read_jsonl, read_table
 from retrieval_bench.retrieval.methods import needs_vectors
 from retrieval_bench.retrieval.run import Corpus, Questions
 
@@ -13,19 +16,40 @@ from retrieval_bench.retrieval.run import Corpus, Questions
 def questions_and_corpus(
     settings: dict, chunking: str = paths.DEFAULT, embedder: str = paths.DEFAULT
 ) -> tuple[Questions, Corpus]:
-    """The golden set's questions and the chunks of `chunking`, with `embedder`'s vectors when
-    `settings` (a retrieval section) needs them."""
-    chunks = read_table(paths.chunks_of(chunking), ["chunk_id", "text"])
+    """The golden set's questions and the chunks of `chunking` (their texts read on first use),
+    with `embedder`'s vectors when `settings` (a retrieval section) needs them."""
+    chunks_path = paths.chunks_of(chunking)
+    chunk_ids = read_table(chunks_path, ["chunk_id"])["chunk_id"].tolist()
+    check_has_texts(chunks_path)  # now, not when a method first asks for them
     golden = read_jsonl(paths.GOLDENSET)
     questions = Questions([row["qid"] for row in golden], [row["question"] for row in golden])
-    corpus = Corpus(chunks["chunk_id"].tolist(), chunks["text"].tolist())
+
+    def read_texts() -> list[str]:
+        texts = read_table(chunks_path, ["text"])["text"].tolist()
+        if len(texts) != len(chunk_ids):  # the file was replaced since: not the chunks being searched
+            raise InputError(
+                f"{chunks_path}: {len(texts)} texts for {len(chunk_ids)} chunk ids: changed while retrieve ran; rerun it"
+            )
+        return texts
+
+    corpus = Corpus(chunk_ids, read_texts)
     if needs_vectors(settings):
         question_vectors, question_ids, _ = paths.question_vectors(embedder)
         corpus_vectors, corpus_ids, _ = paths.corpus_vectors(chunking, embedder)
         questions = Questions(
             questions.qids, questions.texts, load_saved_vectors(question_vectors, question_ids, questions.qids)
         )
-        corpus = Corpus(
-            corpus.chunk_ids, corpus.texts, load_saved_vectors(corpus_vectors, corpus_ids, corpus.chunk_ids)
-        )
+        corpus = Corpus(chunk_ids, read_texts, load_saved_vectors(corpus_vectors, corpus_ids, chunk_ids))
     return questions, corpus
+
+
+def check_has_texts(chunks_path: str) -> None:
+    """read_table's check of the text column, without reading it."""
+    import pyarrow.parquet
+
+    found = pyarrow.parquet.read_schema(chunks_path).names  # readable: read_table has just read it
+    if "text" not in found:
+        raise InputError(
+            f"{chunks_path}: no column 'text' (columns: {quoted(found, 120)}); "
+            "a table of another kind: rerun the stage that writes it (`dvc repro`)"
+        )

@@ -21,13 +21,42 @@ class Questions:
     vectors: np.ndarray | None = None
 
 
-@dataclass(frozen=True)
 class Corpus:
-    """What a method searches: chunk ids, texts and, for dense methods, unit vectors (row order)."""
+    """What a method searches: chunk ids, texts and, for dense methods, unit vectors (row order).
+    `texts` is the list, or a function that reads it: then it is read the first time a method asks
+    for it (bm25, hybrid, rerank), and a search that never does (dense, ann, store, an external
+    run) never holds the texts (at 400k chunks of 800 characters, over 600 MB in Python)."""
 
-    chunk_ids: list[str]
-    texts: list[str]
-    vectors: np.ndarray | None = None
+    __slots__ = ("chunk_ids", "vectors", "_texts")
+
+    def __init__(
+        self, chunk_ids: list[str], texts: list[str] | Callable[[], list[str]], vectors: np.ndarray | None = None
+    ):
+        object.__setattr__(self, "chunk_ids", chunk_ids)
+        object.__setattr__(self, "_texts", texts)
+        object.__setattr__(self, "vectors", vectors)
+
+    def __setattr__(self, name, value):  # read-only, as the frozen dataclass it was
+        raise AttributeError(f"Corpus is read-only: cannot set {name}")
+
+    @property
+    def texts(self) -> list[str]:
+        if callable(self._texts):
+            object.__setattr__(self, "_texts", self._texts())
+        return self._texts
+
+    @property
+    def texts_read(self) -> bool:
+        """Whether the texts are in memory (given, or read since by a method that asked for them)."""
+        return not callable(self._texts)
+
+    def __reduce__(self):  # pickled with its texts (read now if they were not): a reader is no data
+        return Corpus, (self.chunk_ids, self.texts, self.vectors)
+
+    def __repr__(self) -> str:
+        texts = f"{len(self._texts)} texts" if self.texts_read else "texts not read"
+        vectors = "no vectors" if self.vectors is None else f"vectors {self.vectors.shape}"
+        return f"Corpus({len(self.chunk_ids)} chunks, {texts}, {vectors})"
 
 
 def section(settings: dict) -> str:
