@@ -61,7 +61,9 @@ def chunk_texts(rng: np.random.Generator, n: int, chars: int) -> list[str]:
     source = " ".join(vocabulary[i] for i in words)
     starts = rng.integers(0, len(source) - 2 * chars, size=n)
     lengths = rng.integers(chars * 3 // 4, chars * 5 // 4, size=n)
-    return [f"chunk {i}: {source[s : s + length]}" for i, (s, length) in enumerate(zip(starts.tolist(), lengths.tolist()))]
+    return [
+        f"chunk {i}: {source[s : s + length]}" for i, (s, length) in enumerate(zip(starts.tolist(), lengths.tolist()))
+    ]
 
 
 def build_project(folder: Path, args) -> int:
@@ -112,7 +114,11 @@ def build_project(folder: Path, args) -> int:
     save_embeddings(asked.astype(np.float32), qids, folder / vectors_path, folder / ids_path)
     with open(folder / paths.GOLDENSET, "w", encoding="utf-8") as handle:
         for qid, chunk in zip(qids, gold.tolist()):
-            row = {"qid": qid, "question": f"What does chunk {chunk} say about its topic?", "gold_chunk_id": chunk_ids[chunk]}
+            row = {
+                "qid": qid,
+                "question": f"What does chunk {chunk} say about its topic?",
+                "gold_chunk_id": chunk_ids[chunk],
+            }
             handle.write(json.dumps(row) + "\n")
     return vector_bytes
 
