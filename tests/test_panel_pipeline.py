@@ -11,9 +11,17 @@ from conftest import copy_project, dvc, git, read_metrics, run, set_params
 
 pytestmark = pytest.mark.pipeline
 
-SYSTEMS = ["dense", "dense-c400", "dense-seq64", "dense-c400-seq64", "bm25", "bm25-c400", "hybrid", "ann-ef16"]
-USING_C400 = {"dense-c400", "dense-c400-seq64", "bm25-c400"}
-USING_SEQ64 = {"dense-seq64", "dense-c400-seq64"}
+# Four of the sample's systems: both chunkings, both embedders, two methods (a smaller panel, a faster test).
+PANEL = {
+    "dense": {"chunking": "default", "embedder": "default", "method": "dense"},
+    "dense-c400": {"chunking": "c400", "embedder": "default", "method": "dense"},
+    "dense-seq64": {"chunking": "default", "embedder": "seq64", "method": "dense"},
+    "bm25": {"chunking": "default", "embedder": "default", "method": "bm25"},
+}
+SYSTEMS = list(PANEL)
+USING_C400 = {"dense-c400"}
+USING_SEQ64 = {"dense-seq64"}
+SHORT_DOCS = 6  # documents shorter than both chunkings: one identical chunk in each
 
 
 def ran_stages(output: str) -> set[str]:
@@ -22,7 +30,11 @@ def ran_stages(output: str) -> set[str]:
 
 def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_path):
     project = copy_project(tmp_path / "project", panel=True)
+    for i in range(SHORT_DOCS):
+        (project / "data" / "sample" / "sqlite" / f"short{i}.md").write_text(f"Short note {i} about page {i * 7}.\n")
+    set_params(project, panel=PANEL)
     first = dvc("repro", cwd=project)
+    each_text_embedded_once_per_embedder(project)
     panel_stages = {f"{stage}@{system}" for stage in ("retrieve_panel", "score_panel") for system in SYSTEMS}
     assert panel_stages | {"leaderboard", "retrieve", "score"} <= ran_stages(first.stdout)
     assert "leaderboard: best on mrr: " in first.stdout
@@ -78,28 +90,19 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
     assert ran_stages(reembedded.stdout) == {*embeds, *panel, "leaderboard"}
 
 
-def test_each_text_is_embedded_once_per_embedder_across_chunkings(tmp_path):
-    """Two chunkings sharing chunk texts (documents shorter than both are one chunk in each) and two
-    embedders: each embedder's encoder sees every distinct chunk text once, whichever chunking
-    holds it; the second chunking's copy comes from the first's cache."""
-    project = copy_project(tmp_path / "project", panel=True)
-    docs = project / "data" / "sample" / "sqlite"
-    for i in range(6):  # short documents: one identical chunk under both chunkings
-        (docs / f"short{i}.md").write_text(f"Short note {i} about page cache number {i * 7}.\n")
-    set_params(project, panel={"a": {"chunking": "default", "embedder": "default", "method": "dense"}})
-    dvc("repro", cwd=project)
-    texts = {}
-    for chunking in ("default", "c400"):
-        chunks = pd.read_parquet(project / "data" / "chunkings" / chunking / "chunks.parquet")
-        texts[chunking] = set(chunks["text"])
-    assert len(texts["default"] & texts["c400"]) >= 6
+def each_text_embedded_once_per_embedder(project):
+    """Two chunkings sharing chunk texts (the short documents are one chunk in each) and two
+    embedders: each embedder's encoder saw every distinct chunk text once, whichever chunking
+    holds it; the second chunking's copy came from the first's cache."""
+    texts = {
+        chunking: set(pd.read_parquet(project / "data" / "chunkings" / chunking / "chunks.parquet")["text"])
+        for chunking in ("default", "c400")
+    }
+    assert len(texts["default"] & texts["c400"]) >= SHORT_DOCS
     for embedder in ("default", "seq64"):
-        infos = {
-            chunking: json.loads(
-                (project / "data" / "embeddings" / "corpus" / chunking / embedder / "info.json").read_text()
-            )
+        infos = [
+            json.loads((project / "data" / "embeddings" / "corpus" / chunking / embedder / "info.json").read_text())
             for chunking in ("default", "c400")
-        }
-        embedded = sum(info["embedded"] for info in infos.values())
-        assert embedded == len(texts["default"] | texts["c400"])  # the encoder's texts: each distinct one once
-        assert all(info["seconds_per_1000"] > 0 for info in infos.values())
+        ]
+        assert sum(info["embedded"] for info in infos) == len(texts["default"] | texts["c400"])
+        assert all(info["seconds_per_1000"] > 0 for info in infos)
