@@ -10,6 +10,7 @@ Two ways to evaluate it with retrieval-bench:
 Your own client (a vector database, a search service) follows the same shape: take the
 questions, return (qid, chunk_id, score) triples, higher scores better.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ import sys
 
 import pandas as pd
 
-CHUNKS = "data/chunks.parquet"
+CHUNKS = "data/chunkings/default/chunks.parquet"  # the default chunking (stage chunk@default)
 WORD = re.compile(r"\w+")
 
 
