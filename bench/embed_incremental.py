@@ -4,7 +4,8 @@
 
 Copies the project into a temporary git + DVC repository with a synthetic corpus of ready chunks
 (and queries with qrels, so no question is generated), then:
-  1. full run: `dvc repro embed_corpus embed_questions` on an empty embedding cache;
+  1. full run: `dvc repro embed_corpus embed_questions` (one chunking and one embedder, the
+     defaults: `embed_corpus@default-default`, `embed_questions@default`) on an empty embedding cache;
   2. edits the text of --edit of the chunks and reruns;
   3. adds --add-questions queries and reruns.
 For each run it reports the texts each stage embedded (the stages' own count) and the seconds
@@ -32,8 +33,11 @@ WORDS = (
     "statistics trigger view transaction savepoint rollback commit pragma wal blob collation virtual module "
     "extension backup restore integrity foreign key constraint"
 ).split()
+# The stages' lines for the default chunking and embedder: `embed_corpus default with default: ...`
+# and `embed_questions with default: ...`.
 STAGE_LINE = re.compile(
-    r"^(embed_corpus|embed_questions): .*?(\d+) from the cache, (\d+) embedded(?: in ([\d.]+)s)?", re.MULTILINE
+    r"^(embed_corpus|embed_questions)(?: default)? with default: .*?(\d+) from the cache, (\d+) embedded(?: in ([\d.]+)s)?",
+    re.MULTILINE,
 )
 
 
@@ -83,6 +87,8 @@ def main() -> int:
         params = yaml.safe_load((project / "params.yaml").read_text())
         params["load"]["source"] = "data/synthetic"
         params["generate"]["max_questions"] = 0
+        # A single system: no panel, the default chunking and embedder alone (as tests/conftest.py).
+        params.update(panel={}, chunkings={"default": {}}, embedders={"default": {}})
         (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         source = project / "data" / "synthetic"
 

@@ -20,6 +20,8 @@ import pytest
 from conftest import ROOT, copy_project, dvc, git, run, tool_env
 from test_first_hour_pipeline import make_repro
 
+from retrieval_bench import paths
+
 pytestmark = pytest.mark.pipeline
 
 
@@ -42,8 +44,9 @@ def test_changed_dependencies_ignores_missing_outputs_but_not_stale_code():
         "check_params": ["always changed"],
         "load_chunks": [
             {"changed deps": {"data/params_checked.txt": "deleted"}},
-            {"changed outs": {"data/chunks.parquet": "deleted"}},
+            {"changed outs": {paths.DOCUMENTS: "deleted", paths.SOURCE_CHUNKS: "deleted"}},
         ],
+        "chunk@default": [{"changed outs": {paths.CHUNKS: "deleted", paths.DUPLICATES: "deleted"}}],
         "score": [{"changed deps": {"stages/score.py": "modified", "params.yaml": {"score.k": "modified"}}}],
     }
     assert changed_dependencies(status) == {

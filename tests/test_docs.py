@@ -216,6 +216,9 @@ def test_the_checks_catch_a_wrong_flag_command_and_key(known):
     assert unknown_keys("block:yaml", "panel:\n  weak: {method: ann, ann: {ef_serch: 8}}\n") == [
         "panel.weak.ann.ef_serch"
     ]
+    named = "chunkings:\n  c4: {chars: 400, overlap: 50, size: 4}\nembedders:\n  e: {max_seq_length: 64, dim: 8}\n"
+    assert unknown_keys("block:yaml", named) == ["chunkings.c4.size", "embedders.e.dim"]
+    assert unknown_keys("block:yaml", "panel:\n  d: {chunking: c4, embedder: e, method: dense}\n") == []
 
 
 def test_the_docs_show_commands_and_keys():

@@ -13,8 +13,12 @@ import numpy as np
 import pytest
 from conftest import copy_project, dvc, git, run, set_params
 
+from retrieval_bench import paths
+
 pytestmark = pytest.mark.pipeline
 N_CHUNKS, N_QUESTIONS = 400, 30
+# The lines the two stages print for the default chunking and embedder (the single system's).
+CORPUS, QUESTIONS = "embed_corpus default with default", "embed_questions with default"
 WORDS = (
     "page cache journal index btree vacuum checkpoint writer reader lock schema table column row "
     "query planner statistics trigger view transaction savepoint rollback commit pragma wal"
@@ -33,8 +37,9 @@ def write_corpus(folder, chunks: dict[str, str], queries: dict[str, str]) -> Non
 
 
 def embedded(output: str, stage: str) -> tuple[int, int] | None:
-    """(from the cache, embedded) as the stage printed them; None if the stage did not run."""
-    found = re.search(rf"^{stage}: .*?(\d+) from the cache, (\d+) embedded", output, re.MULTILINE)
+    """(from the cache, embedded) as the stage printed them (`stage`: its line's start, CORPUS or
+    QUESTIONS); None if the stage did not run."""
+    found = re.search(rf"^{re.escape(stage)}: .*?(\d+) from the cache, (\d+) embedded", output, re.MULTILINE)
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
@@ -56,19 +61,23 @@ def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_pat
     git("commit", "-qm", "synthetic corpus", cwd=project)
 
     first = repro(project)
-    assert embedded(first, "embed_corpus") == (0, N_CHUNKS)
-    assert embedded(first, "embed_questions") == (0, N_QUESTIONS)
+    assert embedded(first, CORPUS) == (0, N_CHUNKS)
+    assert embedded(first, QUESTIONS) == (0, N_QUESTIONS)
     git("add", "-A", cwd=project)
     git("commit", "-qm", "embedded", cwd=project)
 
-    # 1% of the chunks edited: 1% embedded, and the questions are not touched.
-    edited = list(chunks)[::100]
+    # 1% of the chunks edited: 1% embedded, and the questions are not touched. Chunks no question
+    # labels: the golden set carries where each labelled chunk lies (relevant_spans), so editing a
+    # labelled chunk changes it (and embed_questions reruns, embedding nothing).
+    edited = list(chunks)[1::100]
+    labelled = {f"c{int(q[1:]) * 7 % N_CHUNKS:04d}" for q in queries}
+    assert not labelled & set(edited)
     for key in edited:
         chunks[key] += " Edited."
     write_corpus(source, chunks, queries)
     output = repro(project)
-    assert embedded(output, "embed_corpus") == (N_CHUNKS - len(edited), len(edited))
-    assert embedded(output, "embed_questions") is None and "Running stage 'embed_questions'" not in output
+    assert embedded(output, CORPUS) == (N_CHUNKS - len(edited), len(edited))
+    assert embedded(output, QUESTIONS) is None and "Running stage 'embed_questions@" not in output
 
     # Two questions reworded, three added: five embedded, no corpus text.
     reworded = {"q1": " exactly", "q2": " in practice"}
@@ -78,13 +87,13 @@ def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_pat
     queries.update(added)
     write_corpus(source, chunks, queries)
     output = repro(project)
-    assert embedded(output, "embed_questions") == (N_QUESTIONS - len(reworded), len(reworded) + len(added))
-    assert embedded(output, "embed_corpus") is None and "Running stage 'embed_corpus'" not in output
+    assert embedded(output, QUESTIONS) == (N_QUESTIONS - len(reworded), len(reworded) + len(added))
+    assert embedded(output, CORPUS) is None and "Running stage 'embed_corpus@" not in output
 
     # Prune drops the vectors of the edited-away texts; `dvc commit` records the pruned caches.
     pruned = run([sys.executable, "-m", "retrieval_bench.cli", "cache", "prune"], cwd=project).stdout
-    assert f"data/embedding_cache/corpus: kept {N_CHUNKS} vectors, dropped {len(edited)}," in pruned
-    assert f"data/embedding_cache/questions: kept {len(queries)} vectors, dropped {len(reworded)}," in pruned
+    assert f"{paths.CORPUS_EMBEDDING_CACHE}: kept {N_CHUNKS} vectors, dropped {len(edited)}," in pruned
+    assert f"{paths.QUESTION_EMBEDDING_CACHE}: kept {len(queries)} vectors, dropped {len(reworded)}," in pruned
     assert "record the pruned caches with `dvc commit -f embed_corpus embed_questions`" in pruned
     assert "modified:" in dvc("status", "embed_corpus", "embed_questions", cwd=project).stdout
     dvc("commit", "-f", "embed_corpus", "embed_questions", cwd=project)
@@ -98,14 +107,12 @@ def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_pat
     clone = tmp_path / "clone"
     git("clone", "-q", str(project), str(clone), cwd=tmp_path)
     output = repro(clone, "--pull")
-    assert embedded(output, "embed_corpus") in (None, (N_CHUNKS, 0))
-    assert embedded(output, "embed_questions") in (None, (len(queries), 0))
-    for name in ("corpus.npy", "questions.npy"):
-        np.testing.assert_array_equal(
-            np.load(clone / "data/embeddings" / name), np.load(project / "data/embeddings" / name)
-        )
+    assert embedded(output, CORPUS) in (None, (N_CHUNKS, 0))
+    assert embedded(output, QUESTIONS) in (None, (len(queries), 0))
+    for name in (paths.CORPUS_VECTORS, paths.QUESTION_VECTORS):
+        np.testing.assert_array_equal(np.load(clone / name), np.load(project / name))
 
     # The pulled cache serves the teammate's next run too: one chunk edited, one embedded.
     chunks["c0005"] += " Edited on the clone."
     write_corpus(clone / "data" / "synthetic", chunks, queries)
-    assert embedded(repro(clone), "embed_corpus") == (N_CHUNKS - 1, 1)
+    assert embedded(repro(clone), CORPUS) == (N_CHUNKS - 1, 1)

@@ -27,6 +27,7 @@ import pytest
 from conftest import copy_project, dvc, read_metrics, set_params, tool_env
 from test_store_guards import own_address
 
+from retrieval_bench import paths
 from retrieval_bench.embedding import embed_ray
 from retrieval_bench.embedding.embed import cache_keys, embed_texts
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, read_shards
@@ -361,13 +362,18 @@ def test_an_actor_killed_mid_run_ends_in_one_line_and_the_rerun_embeds_only_the_
 
 
 def embed_lines(output: str) -> dict[str, tuple[int, int, str]]:
-    """stage -> (from the cache, embedded, encoder) as the embed stages printed them."""
+    """stage line's start (e.g. `embed_corpus default with default`) -> (from the cache, embedded,
+    encoder) as the embed stages printed them."""
     found = re.findall(
-        r"^(embed_\w+): .*: (\d+) from the cache, (\d+) embedded in [\d.]+s \([\d.]+ \w+/s; (.+)\)$",
+        r"^(embed_\w+(?: [\w-]+)? with [\w-]+): .*: (\d+) from the cache, (\d+) embedded in [\d.]+s \([\d.]+ \w+/s; (.+)\)$",
         output,
         re.MULTILINE,
     )
     return {stage: (int(cached), int(embedded), encoder) for stage, cached, embedded, encoder in found}
+
+
+# What the two embed stages print first for the default chunking and embedder (the single system).
+CORPUS_LINE, QUESTIONS_LINE = "embed_corpus default with default", "embed_questions with default"
 
 
 @pytest.mark.pipeline
@@ -378,25 +384,26 @@ def test_dvc_repro_with_the_ray_engine_gives_the_local_engines_vectors_and_metri
     project = copy_project(tmp_path / "project")
     local = embed_lines(dvc("repro", cwd=project).stdout)
     # Each distinct text is embedded once.
-    chunks = pd.read_parquet(project / "data" / "chunks.parquet", columns=["text"])["text"].nunique()
-    questions = len({row["question"] for row in read_jsonl(project / "data" / "goldenset.jsonl")})
+    chunks = pd.read_parquet(project / paths.CHUNKS, columns=["text"])["text"].nunique()
+    questions = len({row["question"] for row in read_jsonl(project / paths.GOLDENSET)})
     assert local == {
-        "embed_corpus": (0, chunks, "torch fp32 on cpu"),
-        "embed_questions": (0, questions, "torch fp32 on cpu"),
+        CORPUS_LINE: (0, chunks, "torch fp32 on cpu"),
+        QUESTIONS_LINE: (0, questions, "torch fp32 on cpu"),
     }
     metrics_local = read_metrics(project)
-    outputs = [project / "data" / "embeddings" / name for name in ("corpus.npy", "questions.npy")]
+    outputs = [project / paths.CORPUS_VECTORS, project / paths.QUESTION_VECTORS]
     vectors_local = [np.load(output) for output in outputs]
 
     set_params(project, **{"embed.engine": "ray"})
     assert embed_lines(dvc("repro", cwd=project).stdout) == {}  # not a result param: nothing reruns
-    for output in [*outputs, *(project / "data/embedding_cache").glob("*/*")]:
+    caches = [project / paths.CORPUS_EMBEDDING_CACHE, project / paths.QUESTION_EMBEDDING_CACHE]
+    for output in [*outputs, *(shard for cache in caches for shard in cache.iterdir())]:
         output.unlink()  # nothing served from the cache: Ray embeds every text...
     shutil.rmtree(project / ".dvc" / "tmp" / "retrieval-bench")  # ...nor from the cache's mirror
     on_ray = embed_lines(dvc("repro", cwd=project).stdout)
     assert on_ray == {
-        "embed_corpus": (0, chunks, "torch fp32 on ray, 1 actor x 1 CPU"),
-        "embed_questions": (0, questions, "torch fp32 on ray, 1 actor x 1 CPU"),
+        CORPUS_LINE: (0, chunks, "torch fp32 on ray, 1 actor x 1 CPU"),
+        QUESTIONS_LINE: (0, questions, "torch fp32 on ray, 1 actor x 1 CPU"),
     }
     for output, local_vectors in zip(outputs, vectors_local):
         vectors = np.load(output)
@@ -407,6 +414,7 @@ def test_dvc_repro_with_the_ray_engine_gives_the_local_engines_vectors_and_metri
 KILLED_DRIVER = """
 import json, os, signal, sys
 from retrieval_bench.params import DEFAULTS
+from retrieval_bench import paths
 from retrieval_bench.embedding import embed_ray
 
 ray = embed_ray.import_ray()

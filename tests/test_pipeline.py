@@ -20,9 +20,10 @@ def test_repro_caches_and_reruns_only_what_changed(project):
     first = dvc("repro", cwd=project)
     assert ran_stages(first.stdout) == {
         "load_chunks",
+        "chunk@default",
         "generate_goldenset",
-        "embed_corpus",
-        "embed_questions",
+        "embed_corpus@default-default",
+        "embed_questions@default",
         "retrieve",
         "judge",
         "score",
@@ -63,7 +64,11 @@ def test_editing_a_metric_definition_reruns_only_score(project):
     store_base = project / "src" / "retrieval_bench" / "stores" / "base.py"
     original = store_base.read_text()
     store_base.write_text(original + "# an edit to the store adapters' shared part\n")
-    assert stages_to_rerun(project) == {"load_chunks", "embed_corpus", "retrieve"}  # those that may read a vector store
+    assert stages_to_rerun(project) == {
+        "load_chunks",
+        "embed_corpus@default-default",
+        "retrieve",
+    }  # those that may read a vector store
     store_base.write_text(original)
 
     metrics = project / "src" / "retrieval_bench" / "evaluation" / "metrics.py"
@@ -101,14 +106,15 @@ def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable
 
     set_params(project, **{"load.chunking.chars": 400})  # the chunk length alone (DVC ignores keys named size)
     status = dvc("status", cwd=project).stdout
-    assert "load_chunks" in status and "generate_goldenset" not in status
+    assert "chunk@default" in status and "load_chunks" not in status and "generate_goldenset" not in status
     output = dvc("repro", cwd=project)
     assert ran_stages(output.stdout) == {
-        "load_chunks",
-        "embed_corpus",
+        "chunk@default",
+        "embed_corpus@default-default",
         "retrieve",
         "judge",
         "score",
+        "leaderboard",  # it reads each chunking x embedder's embedding cost (info.json), measured anew
     }  # no new questions, no LLM bill
     after = pd.read_csv(project / "metrics" / "per_question.csv")
     assert set(after["qid"]) == set(before["qid"]) == {r["qid"] for r in records}  # the user's own ids

@@ -17,6 +17,7 @@ import pytest
 from chroma_server import chroma_server, free_port
 from conftest import copy_project, dvc, git, read_metrics, run, set_params, tool_env
 
+from retrieval_bench import paths
 from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
 from retrieval_bench.io import InputError
@@ -50,8 +51,8 @@ def store_location(project: Path, engine: str) -> Path:
 class Routes:
     project: Path
     chunks: pd.DataFrame  # the sample's chunks, as the documents route cuts them
-    vectors: np.ndarray  # their vectors (data/embeddings/corpus.npy of the Parquet route)
-    outputs: dict[str, bytes]  # data/chunks.parquet and data/documents.parquet of the Parquet route
+    vectors: np.ndarray  # their vectors (paths.CORPUS_VECTORS of the Parquet route)
+    outputs: dict[str, bytes]  # paths.CHUNKS and paths.DOCUMENTS of the Parquet route
     metrics: dict  # metrics.json of the Parquet route
 
     def build(
@@ -85,17 +86,17 @@ def routes(tmp_path_factory) -> Routes:
     dvc("repro", cwd=project)
     git("add", "-A", cwd=project)
     git("commit", "-qm", "parquet route", cwd=project)
-    outputs = {name: (project / "data" / name).read_bytes() for name in ("chunks.parquet", "documents.parquet")}
-    rebuilt = pd.read_parquet(project / "data" / "documents.parquet")
+    outputs = {name: (project / name).read_bytes() for name in (paths.CHUNKS, paths.DOCUMENTS)}
+    rebuilt = pd.read_parquet(project / paths.DOCUMENTS)
     # The same chunks as the documents route, and the documents rebuilt from their offsets (bar the
     # whitespace after a document's last chunk), so evidence spans land where they did.
-    assert pd.read_parquet(project / "data" / "chunks.parquet").equals(documents.chunks)
+    assert pd.read_parquet(project / paths.CHUNKS).equals(documents.chunks)
     assert rebuilt["doc_id"].tolist() == documents.documents["doc_id"].tolist()
     assert [text.rstrip() for text in rebuilt["text"]] == [text.rstrip() for text in documents.documents["text"]]
     return Routes(
         project,
         documents.chunks,
-        np.load(project / "data" / "embeddings" / "corpus.npy"),
+        np.load(project / paths.CORPUS_VECTORS),
         outputs,
         read_metrics(project),
     )
@@ -110,11 +111,12 @@ def test_a_store_built_from_the_sample_scores_like_the_parquet_route(engine, rou
         **{"load.source": source, "load.id_field": "id", "embed.corpus_vectors": "stored", "retrieval.method": "dense"},
     )
     output = dvc("repro", cwd=project).stdout
-    assert {"load_chunks", "embed_corpus"} <= ran_stages(output) and "embed_questions" not in ran_stages(output)
+    assert {"load_chunks", "embed_corpus@default-default"} <= ran_stages(output)
+    assert "embed_questions@default" not in ran_stages(output)
     assert "chunk vectors read from" in output and "checked on 32 of them" in output
     for name, expected in routes.outputs.items():
-        assert (project / "data" / name).read_bytes() == expected, name  # the same chunks and documents, byte for byte
-    stored = np.load(project / "data" / "embeddings" / "corpus.npy")
+        assert (project / name).read_bytes() == expected, name  # the same chunks and documents, byte for byte
+    stored = np.load(project / paths.CORPUS_VECTORS)
     assert np.allclose(
         stored, routes.vectors, rtol=0, atol=1e-6
     )  # cosine collections normalize again: the last bit may move
@@ -186,8 +188,8 @@ def test_a_chroma_server_started_here_serves_the_pipeline_through_its_url(routes
         )
         set_params(project, **{"load.source": source, "embed.corpus_vectors": "stored", "retrieval.method": "store"})
         output = dvc("repro", cwd=project).stdout
-    assert {"load_chunks", "embed_corpus", "retrieve"} <= ran_stages(output)
-    assert (project / "data" / "chunks.parquet").read_bytes() == routes.outputs["chunks.parquet"]
+    assert {"load_chunks", "embed_corpus@default-default", "retrieve"} <= ran_stages(output)
+    assert (project / paths.CHUNKS).read_bytes() == routes.outputs[paths.CHUNKS]
     assert (
         json.loads((project / "data" / "source_stamp.json").read_text())["kind"] == "store server"
     )  # re-read on every repro
