@@ -1,6 +1,7 @@
 """Stage: embed one chunking's chunks with one embedder (`python -m stages.embed_corpus <chunking>
-<embedder>`) -> data/embeddings/corpus/<chunking>/<embedder>/vectors.npy, ids.json (row order)
-and info.json (the work done, and the warm encoder's seconds per 1,000 chunks on this machine).
+<embedder>`) -> data/embeddings/corpus/<chunking>/<embedder>/vectors.npy and ids.json (row order); and, not a
+DVC output (a time differs on every run), data/timings/embed/<chunking>/<embedder>.json: the texts
+embedded and the warm encoder's seconds per 1,000 chunks on this machine.
 
 Vectors come from the embedding cache when it holds them, or from the same embedder's caches of
 the other chunkings (a text is embedded once per embedder); only new or edited chunks are

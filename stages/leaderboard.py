@@ -1,8 +1,9 @@
-"""Stage 6: one leaderboard of the panel systems (params panel) on every question set, with each
-system's costs and the Pareto front -> metrics/leaderboard.json, .csv and .md,
-metrics/certificate.json (do the generated questions order the systems as the real or
-hand-written ones do?), metrics/plots/quality_vs_cost.csv and metrics/headline.json (the numbers
-`dvc metrics show` lists)."""
+"""Stage 6: one leaderboard of the panel systems (params panel) on every question set ->
+metrics/leaderboard.json, .csv and .md, metrics/certificate.json (do the generated questions order
+the systems as the real or hand-written ones do?) and metrics/headline.json (the numbers `dvc
+metrics show` lists). Beside them, not DVC outputs (measured times differ on every run, the
+outputs must not): each system's costs and the Pareto front, metrics/costs.json and .md, and
+metrics/plots/quality_vs_cost.csv."""
 
 import json
 import sys
@@ -32,6 +33,9 @@ def main() -> None:
     write_json(paths.LEADERBOARD, report["leaderboard"])
     write_json(paths.CERTIFICATE, report["certificate"])
     write_json(paths.HEADLINE, report["headline"])
+    write_json(paths.COSTS, report["costs"])
+    with atomic_open(paths.COSTS_TABLE) as handle:
+        handle.write(report["costs_markdown"])
     for path, table in (
         (paths.LEADERBOARD_CSV, pd.DataFrame(report["rows"])),
         (paths.QUALITY_VS_COST, pd.DataFrame(report["plot"], columns=list(PLOT_COLUMNS))),

@@ -7,7 +7,7 @@ from retrieval_bench import paths
 from retrieval_bench.io import atomic_path, run_stage, touch_jsonl, write_json
 from retrieval_bench.params import load_params
 from retrieval_bench.retrieval.inputs import questions_and_corpus
-from retrieval_bench.retrieval.methods import retrieve, run_info
+from retrieval_bench.retrieval.methods import retrieve, run_info, search_timing
 from retrieval_bench.run_contract import check_trec_ids, write_trec
 
 
@@ -21,6 +21,7 @@ def main() -> None:
     with atomic_path(paths.RUN) as tmp:
         run.to_parquet(tmp, index=False)
     write_json(paths.RUN_INFO, run_info(settings, questions, corpus, run))
+    write_json(paths.search_timing(None), search_timing(settings, questions, corpus))
     touch_jsonl(paths.RERANK_CACHE)  # a persistent output of this stage, whatever the method
     if settings["trec_export"]:
         write_trec(run, settings["trec_export"], settings["method"])

@@ -12,7 +12,7 @@ from retrieval_bench.io import atomic_path, run_stage, stage_parser, touch_jsonl
 from retrieval_bench.params import load_params
 from retrieval_bench.params_panel import panel_system
 from retrieval_bench.retrieval.inputs import questions_and_corpus
-from retrieval_bench.retrieval.methods import retrieve, run_info
+from retrieval_bench.retrieval.methods import retrieve, run_info, search_timing
 
 
 def main(argv: list[str]) -> None:
@@ -28,8 +28,9 @@ def main(argv: list[str]) -> None:
         run.to_parquet(tmp, index=False)
     write_json(
         paths.panel_file(paths.PANEL_RUNS, system, "run_info.json"),
-        run_info(settings, questions, corpus, run, f"panel.{system}"),
+        run_info(settings, questions, corpus, run),
     )
+    write_json(paths.search_timing(system), search_timing(settings, questions, corpus, f"panel.{system}"))
     touch_jsonl(rerank_cache)  # a persistent output of this stage, whatever the method
     print(
         f"retrieve {system}: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions ({settings['method']})"

@@ -49,8 +49,9 @@ def test_a_question_is_compared_only_where_every_system_has_a_relevant_chunk():
 
 def row(system, chunking, method, search, index_bytes, embed_info, embedder="default"):
     settings = {"chunking": chunking, "embedder": embedder, "method": method, "rerank": {"first_stage": "dense"}}
-    info = {"method": method, "n_chunks": 100, "search_ms_per_question": search, "index_bytes": index_bytes}
-    return system_row(system, settings, {"model": "m", "max_seq_length": None}, info, embed_info)
+    info = {"method": method, "n_chunks": 100, "index_bytes": index_bytes}
+    timing = {"search_ms_per_question": search}
+    return system_row(system, settings, {"model": "m", "max_seq_length": None}, info, embed_info, timing)
 
 
 def test_the_report_has_costs_the_pareto_front_left_out_questions_and_a_numeric_headline():
@@ -75,12 +76,14 @@ def test_the_report_has_costs_the_pareto_front_left_out_questions_and_a_numeric_
     assert board["question_sets"]["all"]["n_questions"] == 27
     assert board["left_out"]["n_left_out"] == 3
     assert "- dense-c400: 3 questions have no relevant chunk in chunking c400" in report["markdown"]
-    systems = board["costs"]["systems"]
+    assert "costs" not in board and "Pareto" not in report["markdown"]  # measured: apart from DVC's outputs
+    systems = report["costs"]["systems"]
     assert systems["bm25"]["embed_seconds_per_1000"] == 0.0 and systems["bm25"]["model"] is None
     assert [name for name, r in systems.items() if r["pareto"]] == ["dense", "bm25", "external"]
     assert systems["dense-c400"]["dominated_by"] == ["dense"] and not systems["external"]["costs_measured"]
-    assert "| dense-c400 | c400 | default (m, max_seq_length model's own) | dense | 100 |" in report["markdown"]
-    assert "| no (beaten by dense) |" in report["markdown"] and "| yes (a cost not measured) |" in report["markdown"]
+    assert "| dense-c400 | c400 | default (m, max_seq_length model's own) | dense | 100 |" in report["costs_markdown"]
+    assert "| no (beaten by dense) |" in report["costs_markdown"]
+    assert "| yes (a cost not measured) |" in report["costs_markdown"]
     assert [list(r) for r in report["plot"]] == [list(PLOT_COLUMNS)] * 4
     assert report["plot"][0]["ci_low"] <= report["plot"][0]["mrr"] <= report["plot"][0]["ci_high"]
     head = report["headline"]
@@ -121,23 +124,25 @@ def test_which_systems_pay_for_embedding_matches_the_retrieve_stage():
             assert searches_vectors(settings) == needs_vectors(settings), settings
 
 
-def test_costs_are_read_from_each_systems_run_info_and_its_embedding_info(tmp_path):
+def test_costs_are_read_from_each_systems_run_info_and_its_timing_files(tmp_path):
     params = load_all_params()
     system, settings = next((s, v) for s, v in params["panel"].items() if v["method"] == "dense")
     run_info = tmp_path / paths.panel_file(paths.PANEL_RUNS, system, "run_info.json")
     run_info.parent.mkdir(parents=True)
-    run_info.write_text(
-        json.dumps({"method": "dense", "n_chunks": 1140, "search_ms_per_question": 0.41, "index_bytes": 1_751_040})
-    )
+    run_info.write_text(json.dumps({"method": "dense", "n_chunks": 1140, "index_bytes": 1_751_040}))
+    timing = tmp_path / paths.search_timing(system)
+    timing.parent.mkdir(parents=True)
+    timing.write_text(json.dumps({"search_ms_per_question": 0.41}))
     info = tmp_path / paths.embedding_info(settings["chunking"], settings["embedder"])
     info.parent.mkdir(parents=True)
     info.write_text(json.dumps({"chunks": 1140, "embedded": 1140, "seconds_per_1000": 2.95}))
     rows = read_costs(params, tmp_path)
     assert set(rows) == set(params["panel"])
     assert rows[system]["index_mb"] == 1.751 and rows[system]["embed_seconds_per_1000"] == 2.95
+    assert rows[system]["search_ms_per_question"] == 0.41
     assert rows[system]["model"] == params["embedders"][settings["embedder"]]["model"]
     other = next(s for s in params["panel"] if s != system)
-    assert rows[other]["search_ms_per_question"] is None  # no run_info yet: not measured
+    assert rows[other]["search_ms_per_question"] is None  # no timing yet: not measured
 
 
 def test_show_prints_the_left_out_questions_and_the_costs_with_the_pareto_mark():
@@ -148,7 +153,8 @@ def test_show_prints_the_left_out_questions_and_the_costs_with_the_pareto_mark()
         "dense": row("dense", "default", "dense", 0.4, 1_750_000, {"seconds_per_1000": 3.0}),
         "dense-c400": row("dense-c400", "c400", "dense", 0.7, 3_100_000, {"seconds_per_1000": 3.5}),
     }
-    shown = "\n".join(leaderboard_lines(panel_report(tables, [], {"threshold": 0.8}, costs)["leaderboard"]))
+    report = panel_report(tables, [], {"threshold": 0.8}, costs)
+    shown = "\n".join(leaderboard_lines(report["leaderboard"], report["costs"]))
     assert "dense-c400: 1 questions have no relevant chunk in chunking c400" in shown
     assert "measured on this machine" in shown
     costs_part = shown[shown.index("costs (measured") :].splitlines()

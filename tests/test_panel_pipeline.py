@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 from conftest import copy_project, dvc, git, read_metrics, run, set_params
 
+from retrieval_bench import paths
+
 pytestmark = pytest.mark.pipeline
 
 # Four of the sample's systems: both chunkings, both embedders, two methods (a smaller panel, a faster test).
@@ -101,7 +103,7 @@ def each_text_embedded_once_per_embedder(project):
     assert len(texts["default"] & texts["c400"]) >= SHORT_DOCS
     for embedder in ("default", "seq64"):
         infos = [
-            json.loads((project / "data" / "embeddings" / "corpus" / chunking / embedder / "info.json").read_text())
+            json.loads((project / paths.embedding_info(chunking, embedder)).read_text())
             for chunking in ("default", "c400")
         ]
         assert sum(info["embedded"] for info in infos) == len(texts["default"] | texts["c400"])

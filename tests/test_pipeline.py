@@ -114,7 +114,6 @@ def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable
         "retrieve",
         "judge",
         "score",
-        "leaderboard",  # it reads each chunking x embedder's embedding cost (info.json), measured anew
     }  # no new questions, no LLM bill
     after = pd.read_csv(project / "metrics" / "per_question.csv")
     assert set(after["qid"]) == set(before["qid"]) == {r["qid"] for r in records}  # the user's own ids

@@ -72,9 +72,19 @@ def question_vectors(embedder: str) -> tuple[str, str, str]:
     )
 
 
+# Measured times (this machine's, different on every run): kept out of DVC's outputs, so that a
+# rerun's outputs and dvc.lock stay byte-identical; git-ignored, read by the leaderboard's costs.
+TIMINGS = "data/timings"
+
+
 def embedding_info(chunking: str, embedder: str) -> str:
-    """What embed_corpus@<chunking>-<embedder> did: chunks, embedded, warm seconds per 1,000 chunks."""
-    return f"{EMBEDDINGS}/corpus/{chunking}/{embedder}/info.json"
+    """What embed_corpus@<chunking>-<embedder> measured: texts embedded, warm seconds per 1,000 chunks."""
+    return f"{TIMINGS}/embed/{chunking}/{embedder}.json"
+
+
+def search_timing(system: str | None) -> str:
+    """A system's measured search time per question (None: the single system's, stage retrieve)."""
+    return f"{TIMINGS}/retrieve.json" if system is None else f"{TIMINGS}/panel/{system}.json"
 
 
 CORPUS_VECTORS, CORPUS_IDS, CORPUS_EMBEDDING_CACHE = corpus_vectors(DEFAULT, DEFAULT)
@@ -115,6 +125,8 @@ LEADERBOARD_TABLE = "metrics/leaderboard.md"
 LEADERBOARD_CSV = "metrics/leaderboard.csv"
 CERTIFICATE = "metrics/certificate.json"  # agreement of question sets on the panel, and the style gap
 HEADLINE = "metrics/headline.json"  # the one declared metrics file of the leaderboard: headline numbers only
+COSTS = "metrics/costs.json"  # each system's costs and the Pareto front (measured: git-ignored, not a DVC output)
+COSTS_TABLE = "metrics/costs.md"
 QUALITY_VS_COST = "metrics/plots/quality_vs_cost.csv"  # mrr with its interval against each cost, per panel system
 
 

@@ -76,7 +76,7 @@ LEADERBOARD_METRICS = ["mrr", "ndcg@10", "recall@10"]
 CELL = 30  # "0.123 [0.100, 0.150] (best)" and a gap
 
 
-def leaderboard_lines(board: dict) -> list[str]:
+def leaderboard_lines(board: dict, costs: dict | None = None) -> list[str]:
     """The panel's leaderboard on all questions: each system's mean [CI] on the headline metrics,
     * where it differs significantly from the best (Holm)."""
     entry = board.get("question_sets", {}).get("all")
@@ -100,21 +100,22 @@ def leaderboard_lines(board: dict) -> list[str]:
     left = board.get("left_out")
     if left and left["n_left_out"]:
         out += [f"  {line.removeprefix('- ')}" for line in left_out_lines(left)]
-    return out + cost_lines(board)
+    return out + cost_lines(costs or {})
 
 
 def _cost(value, digits: int) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
-def cost_lines(board: dict) -> list[str]:
-    """Each system's chunking, embedder, method and costs (this machine's), * on the Pareto front."""
-    systems = board.get("costs", {}).get("systems")
+def cost_lines(costs: dict) -> list[str]:
+    """Each system's chunking, embedder, method and costs (metrics/costs.json: this machine's), P on
+    the Pareto front."""
+    systems = costs.get("systems")
     if not systems:
         return []
     width = max(len(name) for name in systems) + 2
     out = [
-        f"costs (measured on {board['costs']['measured_on']}; P: on the Pareto front of mrr against every cost):",
+        f"costs (measured on {costs['measured_on']}; P: on the Pareto front of mrr against every cost):",
         "  " + " " * width + f"{'chunking':<10}{'embedder':<42}{'method':<9}{'chunks':>7}"
         f"{'embed s/1k':>11}{'index MB':>10}{'search ms/q':>12}",
     ]
@@ -146,9 +147,10 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     print(render(metrics, committed(paths.METRICS, args.against, cwd), health, args.against), end="")
-    board = (
-        json.loads((cwd / paths.LEADERBOARD).read_text(encoding="utf-8")) if (cwd / paths.LEADERBOARD).is_file() else {}
+    board, costs = (
+        json.loads((cwd / path).read_text(encoding="utf-8")) if (cwd / path).is_file() else {}
+        for path in (paths.LEADERBOARD, paths.COSTS)
     )
-    for line in leaderboard_lines(board):
+    for line in leaderboard_lines(board, costs):
         print(line)
     return 0

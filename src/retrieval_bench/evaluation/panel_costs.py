@@ -43,7 +43,7 @@ def _read(path: Path) -> dict:
         return {}
 
 
-def system_row(system: str, settings: dict, embedder: dict, run_info: dict, embed_info: dict) -> dict:
+def system_row(system: str, settings: dict, embedder: dict, run_info: dict, embed_info: dict, timing: dict) -> dict:
     """One system's description and costs (None: not measured, e.g. an external run's search)."""
     vectors = searches_vectors(settings)
     index_bytes = run_info.get("index_bytes")
@@ -59,18 +59,20 @@ def system_row(system: str, settings: dict, embedder: dict, run_info: dict, embe
         "embed_seconds_per_1000": embed_info.get("seconds_per_1000") if vectors else 0.0,
         "index_bytes": index_bytes,
         "index_mb": None if index_bytes is None else round(index_bytes / 1e6, 3),
-        "search_ms_per_question": run_info.get("search_ms_per_question"),
+        "search_ms_per_question": timing.get("search_ms_per_question"),
     }
 
 
 def read_costs(params: dict, root: Path = Path(".")) -> dict[str, dict]:
-    """Every panel system's row, from its run_info.json and its chunking x embedder's info.json."""
+    """Every panel system's row: its size from run_info.json, its measured times from the timing
+    files of its search and of its chunking x embedder's embedding (paths.TIMINGS)."""
     rows = {}
     for system, settings in params["panel"].items():
         run_info = _read(root / paths.panel_file(paths.PANEL_RUNS, system, "run_info.json"))
         embed_info = _read(root / paths.embedding_info(settings["chunking"], settings["embedder"]))
         embedder = params.get("embedders", {}).get(settings["embedder"], {})
-        rows[system] = system_row(system, settings, embedder, run_info, embed_info)
+        timing = _read(root / paths.search_timing(system))
+        rows[system] = system_row(system, settings, embedder, run_info, embed_info, timing)
     return rows
 
 

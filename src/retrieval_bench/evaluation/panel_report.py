@@ -24,7 +24,7 @@ def panel_report(
     reports: dict[str, dict | None] | None = None,
 ) -> dict:
     """{leaderboard, certificate, csv rows, markdown, plot (quality_vs_cost rows), headline,
-    warning}. `costs`: panel_costs rows by system (read_costs); `reports`: the goldenset and
+    warning}, and apart (measured: not DVC outputs) costs and costs_markdown. `costs`: panel_costs rows by system (read_costs); `reports`: the goldenset and
     judge reports whose headline numbers go to metrics/headline.json. `warning` is the one line
     saying the certificate is below validity.threshold, or None."""
     reports = reports or {}
@@ -37,6 +37,8 @@ def panel_report(
             "rows": [],
             "markdown": NO_PANEL + "\n",
             "plot": [],
+            "costs": {},
+            "costs_markdown": "",
             "headline": headline({}, reports.get("goldenset"), reports.get("judge"), cert),
             "warning": None,
         }
@@ -46,7 +48,7 @@ def panel_report(
     board["left_out"] = left_out(tables, {name: row["chunking"] for name, row in costs.items()})
     mrr = board["question_sets"].get("all", {}).get("metrics", {}).get("mrr", {}).get("systems", {})
     priced = with_pareto(costs, {name: row["mean"] for name, row in mrr.items()})
-    board["costs"] = {"measured_on": MACHINE, "quality": "mrr over the compared questions", "systems": priced}
+    measured = {"measured_on": MACHINE, "quality": "mrr over the compared questions", "systems": priced}
     cert = panel_certificate(aligned, validity["threshold"])
     lines = certificate_lines(cert)
     if cert["available"]:
@@ -56,9 +58,11 @@ def panel_report(
         }
         cert["style_gap"] = style_gap(by_set[cert["reference"]], by_set[cert["synthetic"]])
         lines += ["", *style_lines(cert["style_gap"], (cert["reference"], cert["synthetic"]))]
-    table = markdown(board) + ("\n" + "\n".join(cost_lines(priced)) + "\n" if priced else "")
+    table = markdown(board)
     return {
         "leaderboard": board,
+        "costs": measured,
+        "costs_markdown": "\n".join(cost_lines(priced)) + "\n" if priced else "",
         "certificate": cert,
         "rows": flat_rows(board),
         "markdown": table + "\n" + "\n".join(lines) + "\n",

@@ -32,20 +32,25 @@ def needs_vectors(settings: dict) -> bool:
     return method in USES_VECTORS or (method == "rerank" and settings["rerank"]["first_stage"] in USES_VECTORS)
 
 
-def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame, where: str = "retrieval") -> dict:
-    """data/run_info.json: the method, the depth, what the method reports (ANN recall), and what
-    the system costs on this machine (retrieval.costs: search time per question, index size)."""
+def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
+    """data/run_info.json: the method, the depth, what the method reports (ANN recall), and the
+    system's size (retrieval.costs: chunks, index bytes)."""
     report = RUN_INFO.get(settings["method"])
-
-    def search(timed: dict, sample: Questions, chunks: Corpus) -> pd.DataFrame:
-        return retrieve(timed, sample, chunks, rerank_cache=timed["rerank"].get("cache"), where=where)
-
     return {
         "method": settings["method"],
         "depth": settings["depth"],
         **(report(settings, questions, corpus, run) if report else {}),
-        **costs.system_costs(settings, questions, corpus, search),
+        **costs.system_costs(settings, corpus),
     }
+
+
+def search_timing(settings: dict, questions: Questions, corpus: Corpus, where: str = "retrieval") -> dict:
+    """The measured search time per question on this machine (retrieval.costs), for paths.search_timing."""
+
+    def search(timed: dict, sample: Questions, chunks: Corpus) -> pd.DataFrame:
+        return retrieve(timed, sample, chunks, rerank_cache=timed["rerank"].get("cache"), where=where)
+
+    return {"search_ms_per_question": costs.search_ms_per_question(settings, questions, corpus, search)}
 
 
 def retrieve(
