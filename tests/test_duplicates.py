@@ -166,9 +166,10 @@ def test_a_chunk_real_labels_judge_keeps_its_label_whatever_the_llm_says():
     assert summary["n_questions_gaining_judged"] == 1 and summary["judge_relevant_share"] == 1.0
 
 
-def test_the_load_stage_writes_the_duplicates_and_says_how_many(tmp_path, monkeypatch, capsys):
+def test_the_chunk_stage_writes_the_duplicates_and_says_how_many(tmp_path, monkeypatch, capsys):
+    from retrieval_bench import paths
     from retrieval_bench.io import run_stage
-    from stages import load_chunks
+    from stages import chunk, load_chunks
 
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text(text(3) + "\n\n" + text(4))
@@ -178,7 +179,8 @@ def test_the_load_stage_writes_the_duplicates_and_says_how_many(tmp_path, monkey
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.chdir(tmp_path)
     run_stage(load_chunks.main)
-    duplicates = pd.read_parquet(tmp_path / "data" / "duplicates.parquet")
+    run_stage(lambda: chunk.main([paths.DEFAULT]), own_arguments=True)
+    duplicates = pd.read_parquet(tmp_path / paths.DUPLICATES)
     assert len(duplicates) >= 2 and duplicates["chunk_id"].str.startswith("b.md").any()
     assert "chunks duplicate another" in capsys.readouterr().out
     assert json.loads(json.dumps(duplicates.to_dict("records")))  # plain values

@@ -37,15 +37,18 @@ def test_the_bundled_params_are_valid_and_complete():
     written = {
         ".".join(p)
         for p in leaves(yaml.safe_load((ROOT / "params.yaml").read_text()))
-        if p[0] != "panel" or len(p) == 1
+        if p[0] not in ("panel", "chunkings", "embedders") or len(p) == 1
     }
-    assert written == {".".join(p) for p in leaves(DEFAULTS)}  # every default is visible to the user
-    panel = params.pop("panel")
+    named = {".".join(p) for p in leaves(DEFAULTS) if p[0] not in ("chunkings", "embedders") or len(p) == 1}
+    assert written == named  # every default is visible to the user (the names are the user's own)
+    panel, chunkings, embedders = (params.pop(name) for name in ("panel", "chunkings", "embedders"))
     assert params == {
-        key: value for key, value in DEFAULTS.items() if key != "panel"
+        key: value for key, value in DEFAULTS.items() if key not in ("panel", "chunkings", "embedders")
     }  # and params.yaml states the defaults
-    assert list(panel) == ["dense", "bm25", "hybrid", "ann-ef16"] and panel["ann-ef16"]["ann"]["ef_search"] == 16
-    assert panel["bm25"] == {**DEFAULTS["retrieval"], "method": "bm25"}
+    assert chunkings == {"default": DEFAULTS["load"]["chunking"], "c400": {"chars": 400, "overlap": 50}}
+    assert embedders == {"default": DEFAULTS["embed"], "seq64": {**DEFAULTS["embed"], "max_seq_length": 64}}
+    assert len(panel) == 8 and panel["ann-ef16"]["ann"]["ef_search"] == 16
+    assert panel["bm25"] == {**DEFAULTS["retrieval"], "method": "bm25", "chunking": "default", "embedder": "default"}
 
 
 def write(tmp_path: Path, tree: dict) -> Path:
@@ -70,22 +73,38 @@ def write(tmp_path: Path, tree: dict) -> Path:
             "load.chunking needs chars > 0 and 0 <= overlap < chars",
         ),
         ({"load": {"chunking": {"chars": "800"}}}, "params.load.chunking.chars must be int, got '800'"),
-        ({"panel": {"bm25": {"method": "bm42"}}}, "panel.bm25.method must be one of"),
         (
-            {"panel": {"ann": {"ann": {"ef_serch": 8}}}},
+            {"panel": {"bm25": {"chunking": "default", "embedder": "default", "method": "bm42"}}},
+            "panel.bm25.method must be one of",
+        ),
+        (
+            {"panel": {"ann": {"chunking": "default", "embedder": "default", "ann": {"ef_serch": 8}}}},
             "unknown key params.panel.ann.ann.ef_serch; did you mean params.panel.ann.ann.ef_search?",
         ),
         ({"panel": {"bad name": {"method": "bm25"}}}, "panel name 'bad name' is not usable"),
-        ({"panel": {"x": {"depth": 0}}}, "panel.x.depth must be a positive int (chunks per question) or 'all'"),
+        (
+            {"panel": {"x": {"chunking": "default", "embedder": "default", "depth": 0}}},
+            "panel.x.depth must be a positive int (chunks per question) or 'all'",
+        ),
         ({"panel": ["dense"]}, "panel must be a mapping of system names to retrieval settings"),
         (
             {
                 "load": {"source": "lancedb:stores/docs.lancedb?table=chunks"},
-                "panel": {"s1": {"method": "store", "store": {"search": {"bogus": 1}}}},
+                "panel": {
+                    "s1": {
+                        "chunking": "default",
+                        "embedder": "default",
+                        "method": "store",
+                        "store": {"search": {"bogus": 1}},
+                    }
+                },
             },
             "panel.s1.store.search: lancedb has no query parameter 'bogus'",
         ),
-        ({"panel": {"s1": {"method": "store"}}}, "panel.s1.method store needs panel.s1.store.address"),
+        (
+            {"panel": {"s1": {"chunking": "default", "embedder": "default", "method": "store"}}},
+            "panel.s1.method store needs panel.s1.store.address",
+        ),
         ({"validity": {"threshold": 2}}, "validity.threshold must be a Kendall tau in [-1, 1]"),
         (
             {"embed": {"engine": "ray", "device": "cpu", "ray": {"num_gpus_per_actor": 1}}},
@@ -114,6 +133,7 @@ def test_a_null_store_address_is_load_source_for_every_reader(tmp_path):
     params = load_all_params(write(tmp_path, {"load": {"source": store}, "retrieval": {"store": {"address": other}}}))
     assert params["retrieval"]["store"]["address"] == other
     assert load_all_params(write(tmp_path, {}))["retrieval"]["store"]["address"] is None  # a path source: no store
-    panel = {"s1": {"method": "store", "store": {"address": None}}, "s2": {"store": {"address": other}}}
+    pick = {"chunking": "default", "embedder": "default"}
+    panel = {"s1": {**pick, "method": "store", "store": {"address": None}}, "s2": {**pick, "store": {"address": other}}}
     params = load_all_params(write(tmp_path, {"load": {"source": store}, "panel": panel}))
     assert [params["panel"][name]["store"]["address"] for name in panel] == [store, other]

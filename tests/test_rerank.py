@@ -227,7 +227,17 @@ def test_rerank_through_dvc_keeps_its_cache(project, tiny_cross_encoder):
 def test_a_rerank_panel_system_keeps_its_own_cache(project, tiny_cross_encoder):
     """Observed: a panel system with method rerank appended to data/rerank_cache.jsonl, an output
     of the retrieve stage, so DVC saw retrieve's output changed behind its back."""
-    set_params(project, panel={"rr": {"method": "rerank", "rerank": {"model": tiny_cross_encoder, "candidates": 20}}})
+    set_params(
+        project,
+        panel={
+            "rr": {
+                "chunking": "default",
+                "embedder": "default",
+                "method": "rerank",
+                "rerank": {"model": tiny_cross_encoder, "candidates": 20},
+            }
+        },
+    )
     dvc("repro", cwd=project)
     n_questions = len((project / "data" / "goldenset.jsonl").read_text().splitlines())
     own = project / "data" / "panel" / "rr" / "rerank_cache.jsonl"
