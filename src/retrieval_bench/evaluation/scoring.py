@@ -49,11 +49,17 @@ def score_run(
     """per_question.csv from a run (retrieval_bench.retrieval.run): a judged chunk the run did not
     retrieve is not retrieved, and ties are equal scores within the run. budgets: recall_budget@B
     columns too (retrieval_bench.evaluation.budgets), lengths in budget_unit."""
+    judgements, placed = _judged_and_placed(golden, chunks, run, min_coverage)
+    table = _table(golden, judgements, placed, ks, ties)
+    return _with_budgets(table, golden, judgements, placed, chunks, run, ties, budgets, budget_unit)
+
+
+def _judged_and_placed(golden: list[dict], chunks: pd.DataFrame, run: pd.DataFrame, min_coverage: float):
+    """Each question's judged chunks, and where the run placed them."""
     judgements = judge(golden, chunks, min_coverage)
     chunk_ids = chunks["chunk_id"].to_numpy()
     placed = positions(run, [row["qid"] for row in golden], [chunk_ids[j.indices].tolist() for j in judgements])
-    table = _table(golden, judgements, placed, ks, ties)
-    return _with_budgets(table, golden, judgements, placed, chunks, run, ties, budgets, budget_unit)
+    return judgements, placed
 
 
 def score_run_both_views(
@@ -74,12 +80,10 @@ def score_run_both_views(
     """per_question.csv: the strict columns of score_run, unchanged and first (recall_budget@B
     with them: the judged view has no budgets), then the judged view's (duplicates of judged
     chunks from `duplicates`, LLM grades from `pool_rows`, the rows of data/judged_pool.jsonl)."""
-    judgements = judge(golden, chunks, min_coverage)
-    chunk_ids = chunks["chunk_id"].to_numpy()
-    placed = positions(run, [row["qid"] for row in golden], [chunk_ids[j.indices].tolist() for j in judgements])
+    judgements, placed = _judged_and_placed(golden, chunks, run, min_coverage)
     strict = _table(golden, judgements, placed, ks, ties)
     strict = _with_budgets(strict, golden, judgements, placed, chunks, run, ties, budgets, budget_unit)
-    grades = pool_grades(pool_rows, {row["qid"] for row in golden}, set(chunk_ids), pool_path)
+    grades = pool_grades(pool_rows, {row["qid"] for row in golden}, set(chunks["chunk_id"]), pool_path)
     judged = judged_table(golden, judgements, chunks, run, ks, ties, duplicates, grades, min_grade, ambiguous_at)
     return pd.concat([strict, judged], axis=1)
 
