@@ -1,12 +1,11 @@
 """Stage 6: one leaderboard of the panel systems (params panel) on every question set ->
-metrics/leaderboard.json, .csv and .md, metrics/certificate.json (do the generated questions order
-the systems as the real or hand-written ones do?) and metrics/headline.json (the numbers `dvc
+metrics/leaderboard.json, .csv and .md, metrics/certificate.json (does each synthetic question set
+order the systems as the real or hand-written ones do? agrees / disagrees / undetermined) and metrics/headline.json (the numbers `dvc
 metrics show` lists). Beside them, not DVC outputs (measured times differ on every run, the
 outputs must not): each system's costs and the Pareto front, metrics/costs.json and .md, and
 metrics/plots/quality_vs_cost.csv."""
 
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -45,10 +44,10 @@ def main() -> None:
     with atomic_open(paths.LEADERBOARD_TABLE) as handle:
         handle.write(report["markdown"])
     print(summary_line(report["leaderboard"]))
-    if report["warning"]:
-        if params["validity"]["fail_below"]:
-            raise InputError(f"validity: {report['warning']} (validity.fail_below is true)")
-        print(f"leaderboard: warning: {report['warning']}", file=sys.stderr)
+    for line in report["verdicts"]:
+        print(line)
+    if report["failed"]:
+        raise InputError(f"validity.fail_on: {report['failed']} (metrics/certificate.json says why)")
 
 
 if __name__ == "__main__":

@@ -176,8 +176,21 @@ CASES = [
     pytest.param(panel("x", bm25={"stemmer": "porter"}), ["panel.x.bm25.stemmer must be one of"], id="panel-stemmer"),
     pytest.param(panel("x", rrf_k=-1), ["panel.x.rrf_k must be >= 0"], id="panel-rrf-k"),
     # neighbours: the validity section
-    pytest.param(dumped(**{"validity.threshold": float("nan")}), ["validity.threshold must be a finite"], id="tau-nan"),
-    pytest.param(dumped(**{"validity.fail_below": "yes"}), ["validity.fail_below must be bool"], id="fail-below-word"),
+    pytest.param(
+        dumped(**{"validity.threshold": 0.8}),
+        ["unknown key params.validity.threshold: it is gone; the certificate decides"],
+        id="threshold-retired",
+    ),
+    pytest.param(
+        dumped(**{"validity.fail_below": True}),
+        ["unknown key params.validity.fail_below: it is gone; use validity.fail_on: disagrees"],
+        id="fail-below-retired",
+    ),
+    pytest.param(
+        dumped(**{"validity.fail_on": "yes"}),
+        ["validity.fail_on must be one of disagrees, none, not-agrees"],
+        id="fail-on-word",
+    ),
     pytest.param(dumped(**{"validity.extra": 1}), ["unknown key params.validity.extra"], id="validity-unknown-key"),
 ]
 

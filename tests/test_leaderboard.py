@@ -1,5 +1,5 @@
 """The leaderboard of a panel (means, intervals, Holm against the best, BH segment regressions),
-question sets and segments, the style gap, and the leaderboard stage's threshold line."""
+question sets and segments, the style gap, and the leaderboard stage's verdict line."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_the_panel_report_aligns_the_tables_once(monkeypatch):
     monkeypatch.setattr(panel_report_module, "scorable", counted)
     monkeypatch.setattr(leaderboard_module, "scorable", counted)
     tables = {name: table for name, table in panel(n=12).items() if name != "close"}
-    report = panel_report_module.panel_report(tables, [], {"threshold": 0.8})
+    report = panel_report_module.panel_report(tables, [], {"fail_on": "none"})
     assert calls == [2] and report["leaderboard"]["systems"] == ["best", "bad"]
 
 
@@ -240,23 +240,23 @@ def run_leaderboard(project: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "stages.leaderboard"], cwd=project, capture_output=True, text=True)
 
 
-def test_the_leaderboard_stage_says_in_one_line_when_the_golden_set_orders_the_panel_differently(tmp_path):
+def test_the_leaderboard_stage_prints_the_certificate_verdict_and_fails_on_it_when_asked(tmp_path):
     reversed_ = {"dense": 0.2, "hybrid": 0.5, "bm25": 0.8}
-    project = leaderboard_project(tmp_path / "warn", reversed_, {"threshold": 0.8, "fail_below": False})
+    project = leaderboard_project(tmp_path / "warn", reversed_, {"fail_on": "none"})
     result = run_leaderboard(project)
     assert result.returncode == 0, result.stderr
-    warning = [line for line in result.stderr.splitlines() if "validity.threshold" in line]
-    assert warning == [warning[0]] and warning[0].startswith(
-        "leaderboard: warning: the generated questions order the panel unlike the hand-written ones: Kendall tau mrr -1.00"
+    verdict = [line for line in result.stdout.splitlines() if line.startswith("certificate:")]
+    assert verdict == [verdict[0]] and verdict[0].startswith(
+        "certificate: generated (30) disagrees with hand-written (30) on the panel's order: contradicted: "
     )
     certificate = json.loads((project / "metrics" / "certificate.json").read_text())
-    assert certificate["reference"] == "hand-written" and certificate["metrics"]["mrr"]["kendall_tau"]["value"] == -1.0
-    assert (
-        certificate["metrics"]["mrr"]["pair_agreement"]["value"] == 0.0
-        and len(certificate["metrics"]["mrr"]["differing_pairs"]) == 3
-    )
-    assert certificate["style_gap"]["classifier_auc"] is not None
-    assert "Agreement certificate" in (project / "metrics" / "leaderboard.md").read_text()
+    generated = certificate["sets"]["generated"]
+    assert certificate["reference"] == "hand-written" and generated["verdict"] == "disagrees"
+    mrr = generated["metrics"]["mrr"]
+    assert mrr["kendall_tau"]["value"] == -1.0 and mrr["separable"] == 3 and mrr["contradicted"] == 3
+    assert mrr["pair_agreement"]["value"] == 0.0 and len(mrr["differing_pairs"]) == 3
+    assert generated["style_gap"]["classifier_auc"] is not None
+    assert "**generated: disagrees.**" in (project / "metrics" / "leaderboard.md").read_text()
     # No run_info.json or timings here: the costs are n/a, every system on the front; the costs (apart
     # from leaderboard.md: measured, not a DVC output), the plot rows and the headline are written
     # all the same (the headline: numbers only).
@@ -265,30 +265,33 @@ def test_the_leaderboard_stage_says_in_one_line_when_the_golden_set_orders_the_p
     plot = pd.read_csv(project / "metrics" / "plots" / "quality_vs_cost.csv")
     assert set(plot["system"]) == {"dense", "bm25", "hybrid"} and plot["pareto"].all()
     headline = json.loads((project / "metrics" / "headline.json").read_text())
-    assert set(headline["panel"]) == {"dense", "bm25", "hybrid"} and "kendall_tau_mrr" in headline["certificate"]
+    assert set(headline["panel"]) == {"dense", "bm25", "hybrid"}
+    assert headline["certificate"]["generated"] == {"verdict": -1, "kendall_tau_mrr": -1.0}
+    # the headline's figures and "best" are the reference set's, not the mixed set's
+    assert headline["panel"]["dense"]["mrr"] > 0.7 and "best on mrr of hand-written: dense" in result.stdout
 
-    failing = leaderboard_project(tmp_path / "fail", reversed_, {"threshold": 0.8, "fail_below": True})
+    failing = leaderboard_project(tmp_path / "fail", reversed_, {"fail_on": "disagrees"})
     result = run_leaderboard(failing)
     assert result.returncode == 1 and result.stderr.strip().count("\n") == 0
-    assert (
-        result.stderr.startswith("error: validity: the generated questions order the panel unlike")
-        and "fail_below is true" in result.stderr
-    )
+    assert result.stderr.startswith("error: validity.fail_on: generated: disagrees (disagrees)")
 
     agreeing = leaderboard_project(
-        tmp_path / "agree", {"dense": 0.7, "hybrid": 0.45, "bm25": 0.15}, {"threshold": 0.8, "fail_below": True}
+        tmp_path / "agree", {"dense": 0.7, "hybrid": 0.45, "bm25": 0.15}, {"fail_on": "not-agrees"}
     )
     result = run_leaderboard(agreeing)
-    assert result.returncode == 0 and "validity" not in result.stderr
+    assert result.returncode == 0, result.stderr
     assert (
-        json.loads((agreeing / "metrics" / "certificate.json").read_text())["metrics"]["mrr"]["pair_agreement"]["value"]
-        == 1.0
+        "certificate: generated (30) agrees with hand-written (30) on the panel's order: as consistent as"
+        in result.stdout
+    )
+    assert (
+        json.loads((agreeing / "metrics" / "certificate.json").read_text())["sets"]["generated"]["verdict"] == "agrees"
     )
 
 
 def test_the_leaderboard_stage_reads_qids_as_text_and_refuses_a_non_utf8_table_in_one_line(tmp_path):
     """qids "1" and "01" are two questions (read as numbers they were one, every row twice)."""
-    project = leaderboard_project(tmp_path, {"dense": 0.7, "hybrid": 0.45, "bm25": 0.15}, {"threshold": 0.8})
+    project = leaderboard_project(tmp_path, {"dense": 0.7, "hybrid": 0.45, "bm25": 0.15}, {"fail_on": "none"})
     qids = [str(i // 2) if i % 2 == 0 else f"0{i // 2}" for i in range(60)]
     for system in ("dense", "hybrid", "bm25"):
         path = project / "metrics" / "panel" / system / "per_question.csv"

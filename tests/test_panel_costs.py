@@ -71,7 +71,7 @@ def test_the_report_has_costs_the_pareto_front_left_out_questions_and_a_numeric_
     }
     golden_report = {"n_questions": 30, "n_generated": 0, "echo_rate": 0.0, "style_examples": {"file": None}}
     judge_report = {"enabled": False, "why": "off", "judged": 0, "relevant": 0, "cost_usd": 0.0}
-    report = panel_report(tables, [], {"threshold": 0.8}, costs, {"goldenset": golden_report, "judge": judge_report})
+    report = panel_report(tables, [], {"fail_on": "none"}, costs, {"goldenset": golden_report, "judge": judge_report})
     board = report["leaderboard"]
     assert board["question_sets"]["all"]["n_questions"] == 27
     assert board["left_out"]["n_left_out"] == 3
@@ -100,7 +100,7 @@ def test_the_report_has_costs_the_pareto_front_left_out_questions_and_a_numeric_
 
 
 def test_without_a_panel_the_headline_still_has_the_golden_set():
-    report = panel_report({}, [], {"threshold": 0.8}, {}, {"goldenset": {"n_questions": 5}, "judge": None})
+    report = panel_report({}, [], {"fail_on": "none"}, {}, {"goldenset": {"n_questions": 5}, "judge": None})
     assert report["headline"] == {"panel": {}, "goldenset": {"n_questions": 5}, "judge": {}}
     assert report["plot"] == []
 
@@ -153,7 +153,7 @@ def test_show_prints_the_left_out_questions_and_the_costs_with_the_pareto_mark()
         "dense": row("dense", "default", "dense", 0.4, 1_750_000, {"seconds_per_1000": 3.0}),
         "dense-c400": row("dense-c400", "c400", "dense", 0.7, 3_100_000, {"seconds_per_1000": 3.5}),
     }
-    report = panel_report(tables, [], {"threshold": 0.8}, costs)
+    report = panel_report(tables, [], {"fail_on": "none"}, costs)
     shown = "\n".join(leaderboard_lines(report["leaderboard"], report["costs"]))
     assert "dense-c400: 1 questions have no relevant chunk in chunking c400" in shown
     assert "measured on this machine" in shown

@@ -126,7 +126,7 @@ def test_a_nan_difference_has_no_p_value():
     assert math.isnan(randomization_p_value(np.array([np.nan, 0.1, -0.1, 0.0])))
 
 
-def test_a_reference_that_ties_every_system_is_undetermined_not_below_the_threshold():
+def test_a_reference_that_ties_every_system_separates_no_pair_and_is_undetermined():
     sets = ["hand-written"] * 6 + ["generated"] * 6
     tables = {
         name: pd.DataFrame(
@@ -138,8 +138,10 @@ def test_a_reference_that_ties_every_system_is_undetermined_not_below_the_thresh
         )
         for name, score in (("dense", 0.9), ("bm25", 0.5), ("hybrid", 0.2))
     }
-    cert = panel_certificate(tables, threshold=0.8, resamples=20)
-    assert cert["undetermined"] == ["mrr"] and cert["below_threshold"] == []
+    generated = panel_certificate(tables, resamples=20)["sets"]["generated"]
+    mrr = generated["metrics"]["mrr"]
+    assert generated["verdict"] == mrr["verdict"] == "undetermined" and mrr["separable"] == 0
+    assert "0 of 0 separable pairs reproduced on mrr (3 not separable with these questions)" in generated["line"]
 
 
 def test_a_one_system_leaderboard_names_no_other_system():

@@ -72,10 +72,6 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
     for section, value in raw_named.items():
         params[section] = check_named(section, value, params, path)
     params["panel"] = check_panel(raw_panel, params, path)
-    if not -1 <= params["validity"]["threshold"] <= 1:
-        raise InputError(
-            f"{path}: validity.threshold must be a Kendall tau in [-1, 1], got {params['validity']['threshold']!r}"
-        )
     return params
 
 

@@ -125,7 +125,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "chunkings": {"default": {}},  # named chunkings, each over load.chunking (checked in _check_named)
     "embedders": {"default": {}},  # named embedders, each over embed's EMBEDDER_KEYS (checked in _check_named)
     "panel": {},  # several systems, by name: each a chunking, an embedder and a retrieval override (_check_panel)
-    "validity": {"threshold": 0.8, "fail_below": False},  # the agreement certificate's Kendall tau bar
+    "validity": {"fail_on": "none"},  # the certificate's verdict that fails the leaderboard stage
 }
 
 CHOICES = {
@@ -140,12 +140,19 @@ CHOICES = {
     ("retrieval", "fusion"): {"rrf", "weighted"},
     ("score", "ties"): {"expected", "pessimistic", "optimistic"},
     ("score", "budget_unit"): {"chars", "words"},
+    ("validity", "fail_on"): {"none", "disagrees", "not-agrees"},
     ("judge", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
 }
 
 # No key may be named as one DVC leaves out of its run-cache key (DVC_IGNORED_KEYS); a params.yaml
 # still using one is told the new name.
 RENAMED = {"size": "chars"}
+# Keys that are gone, and what took their place.
+RETIRED = {
+    "params.validity.threshold": "the certificate decides agrees / disagrees / undetermined from tests, not a "
+    "Kendall tau bar (docs/explanation/golden-set-trust.md)",
+    "params.validity.fail_below": "use validity.fail_on: disagrees (or not-agrees)",
+}
 
 # Keys that may be null although their default is not (null = no limit).
 NULLABLE = {"params.generate.max_cost_usd", "params.judge.max_cost_usd"}
@@ -158,7 +165,9 @@ OPTIONAL_TYPES = {("embed", "max_seq_length"): int}
 def unknown_key(key: Any, where: str, valid: list[str]) -> str:
     """The one-line message for a key that is not in the schema, with the closest valid key."""
     message = f"unknown key {where}.{key}"
-    if key in RENAMED and RENAMED[key] in valid:
+    if f"{where}.{key}" in RETIRED:
+        message += f": it is gone; {RETIRED[f'{where}.{key}']}"
+    elif key in RENAMED and RENAMED[key] in valid:
         message += (
             f"; it is called {where}.{RENAMED[key]} now (DVC ignores param keys named "
             f"{'/'.join(sorted(DVC_IGNORED_KEYS))}: treeverse/dvc#10296)"

@@ -9,7 +9,8 @@ import math
 from pathlib import Path
 
 from retrieval_bench import paths
-from retrieval_bench.evaluation.leaderboard import left_out_lines
+from retrieval_bench.evaluation.certify import certificate_summary
+from retrieval_bench.evaluation.leaderboard import ALL, left_out_lines, set_title
 from retrieval_bench.evaluation.panel_costs import embedder_text
 from retrieval_bench.evaluation.revisions import git_show
 from retrieval_bench.io import InputError
@@ -77,15 +78,18 @@ CELL = 30  # "0.123 [0.100, 0.150] (best)" and a gap
 
 
 def leaderboard_lines(board: dict, costs: dict | None = None) -> list[str]:
-    """The panel's leaderboard on all questions: each system's mean [CI] on the headline metrics,
-    * where it differs significantly from the best (Holm)."""
-    entry = board.get("question_sets", {}).get("all")
+    """The panel's leaderboard on its headline question set (the reference when there is one, else
+    all questions): each system's mean [CI] on the headline metrics, * where it differs
+    significantly from the best (Holm)."""
+    headline_set = board.get("headline_set", ALL)
+    entry = board.get("question_sets", {}).get(headline_set)
     if not board.get("systems") or not entry:
         return []
     names = [name for name in LEADERBOARD_METRICS if name in entry["metrics"]]
     width = max(len(system) for system in board["systems"]) + 2
+    on = "" if headline_set == ALL else f" of {set_title(board, headline_set)}"
     out = [
-        f"panel leaderboard ({entry['n_questions']} questions; {paths.LEADERBOARD_TABLE} has every question set and metric):",
+        f"panel leaderboard ({entry['n_questions']} questions{on}; {paths.LEADERBOARD_TABLE} has every question set and metric):",
         "  " + " " * width + "".join(f"{name:<{CELL}}" for name in names),
     ]
     for system in board["systems"]:
@@ -147,10 +151,13 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     print(render(metrics, committed(paths.METRICS, args.against, cwd), health, args.against), end="")
-    board, costs = (
+    board, costs, cert = (
         json.loads((cwd / path).read_text(encoding="utf-8")) if (cwd / path).is_file() else {}
-        for path in (paths.LEADERBOARD, paths.COSTS)
+        for path in (paths.LEADERBOARD, paths.COSTS, paths.CERTIFICATE)
     )
     for line in leaderboard_lines(board, costs):
         print(line)
+    if board.get("systems"):
+        for line in certificate_summary(cert):
+            print(line)
     return 0

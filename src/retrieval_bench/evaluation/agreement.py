@@ -1,7 +1,7 @@
 """Does a synthetic question set order a panel of systems as a real (or hand-written) one does?
-Kendall tau and tau_AP of the orderings by mean score, the share of system pairs whose verdict
-(B better / worse / no significant difference) is the same on both sets, each with a bootstrap
-interval over questions, and the pairs whose verdicts differ. Pure functions of score matrices:
+Kendall tau and tau_AP of the orderings by mean score, each with a bootstrap interval over
+questions, the share of system pairs whose verdict (B better / worse / no significant difference)
+is the same on both sets, and the pairs whose verdicts differ. Pure functions of score matrices:
 one row per system (same order in both sets), one column per question of that set."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval_bench.evaluation.ordering import kendall_tau, tau_ap
+from retrieval_bench.evaluation.ordering import kendall_tau, kendall_tau_rows, tau_ap
 from retrieval_bench.evaluation.stats import ALPHA, MC_PERMUTATIONS, sign_flip_p_value
 
 VERDICT_WORDS = {1: "better", -1: "worse", 0: "no significant difference"}
-# Random sign flips per test inside a bootstrap draw, where a p-value only feeds that draw's verdict:
-# standard error 0.01 at a p of ALPHA, at 1/24 of the cost of MC_PERMUTATIONS
-RESAMPLED_PERMUTATIONS = 500
+# Bootstrap draws of the tau intervals: with _interval's reading between steps, their ends move by
+# less than 0.02 across seeds (tests/test_verdict.py)
+RESAMPLES = 10_000
 
 
 def pair_verdicts(
@@ -59,6 +59,14 @@ def differing_pairs(first: np.ndarray, second: np.ndarray, systems: list[str], n
     return rows
 
 
+def _both_verdicts(
+    reference: np.ndarray, synthetic: np.ndarray, permutations: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    return pair_verdicts(reference, permutations=permutations, seed=seed), pair_verdicts(
+        synthetic, permutations=permutations, seed=seed
+    )
+
+
 @dataclass(frozen=True)
 class Estimate:
     value: float
@@ -69,29 +77,33 @@ class Estimate:
         return {"value": self.value, "ci_low": self.low, "ci_high": self.high}
 
 
-def _statistics(
-    reference: np.ndarray, synthetic: np.ndarray, verdicts: tuple[np.ndarray, np.ndarray]
-) -> tuple[float, float, float]:
-    means_ref, means_syn = reference.mean(axis=1), synthetic.mean(axis=1)
-    return kendall_tau(means_ref, means_syn), tau_ap(means_syn, means_ref), verdict_agreement(*verdicts)
-
-
-def _both_verdicts(
-    reference: np.ndarray, synthetic: np.ndarray, permutations: int, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    return pair_verdicts(reference, permutations=permutations, seed=seed), pair_verdicts(
-        synthetic, permutations=permutations, seed=seed
-    )
-
-
-def _interval(values: list[float], level: float) -> tuple[float, float]:
-    finite = np.asarray([v for v in values if not math.isnan(v)])
+def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    """The ends of the percentile interval of a statistic that takes few values (tau over 6
+    systems: steps of 2/15). A plain empirical quantile jumps a whole step when a tail's mass is
+    near (1 - level) / 2, so it moves with the seed; here each end is read off the draws'
+    cumulative share linearly between adjacent values (from below for the low end, from above
+    for the high end), which moves by a fraction of a step as the share does, and equals a value
+    the statistic takes whenever a tail's share lands on it."""
+    finite = values[~np.isnan(values)]
     if len(finite) == 0:
         return math.nan, math.nan
-    # the statistics take few values (tau over 4 systems: multiples of 1/3): an endpoint is one of them,
-    # the empirical quantile, not an interpolation between two that moves with every draw
-    low, high = np.quantile(finite, [(1 - level) / 2, 1 - (1 - level) / 2], method="inverted_cdf")
-    return float(low), float(high)
+    steps, counts = np.unique(finite, return_counts=True)
+    tail = (1 - level) / 2
+    at_or_below = np.cumsum(counts) / len(finite)
+    at_or_above = np.cumsum(counts[::-1]) / len(finite)
+    return float(np.interp(tail, at_or_below, steps)), float(np.interp(tail, at_or_above, steps[::-1]))
+
+
+def resampled_means(scores: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """(resamples, systems): the systems' means over `resamples` draws of the questions (columns)
+    with replacement, drawn in batches that bound memory at ~32 MB."""
+    n = scores.shape[1]
+    batch = max(1, 4_000_000 // max(n * len(scores), 1))
+    means = []
+    for start in range(0, resamples, batch):
+        draws = rng.integers(0, n, size=(min(batch, resamples - start), n))
+        means.append(scores[:, draws].mean(axis=2).T)
+    return np.concatenate(means) if means else np.empty((0, len(scores)))
 
 
 def certificate(
@@ -99,31 +111,27 @@ def certificate(
     synthetic: np.ndarray,
     systems: list[str],
     names: tuple[str, str] = ("reference", "synthetic"),
-    resamples: int = 200,
+    resamples: int = RESAMPLES,
     permutations: int = MC_PERMUTATIONS,
     seed: int = 0,
     level: float = 0.95,
 ) -> dict:
     """Kendall tau (tau-b) and tau_AP of the synthetic set's ordering against the reference set's,
-    and the verdict agreement, each with a percentile bootstrap interval (`resamples` draws of each
-    set's questions with replacement, independently; the verdicts inside a draw use
-    RESAMPLED_PERMUTATIONS random flips when a test cannot be enumerated, to stay fast), and the
-    pairs whose verdicts differ. The interval's ends are empirical quantiles of the draws (values
-    the statistic takes), so they move with the seed only when a quantile falls near a step."""
+    each with a percentile bootstrap interval (`resamples` draws of each set's questions with
+    replacement, independently; their ends are empirical quantiles, values the statistic takes),
+    the verdict agreement (a point figure: the certificate's verdict, evaluation.verdict, decides
+    from the pairs themselves) and the pairs whose verdicts differ."""
     reference, synthetic = np.asarray(reference, dtype=np.float64), np.asarray(synthetic, dtype=np.float64)
     verdicts = _both_verdicts(reference, synthetic, permutations, seed)
-    point = _statistics(reference, synthetic, verdicts)
     rng = np.random.default_rng(seed)
-    draws = []
-    for _ in range(resamples):
-        ref = reference[:, rng.integers(0, reference.shape[1], reference.shape[1])]
-        syn = synthetic[:, rng.integers(0, synthetic.shape[1], synthetic.shape[1])]
-        draws.append(_statistics(ref, syn, _both_verdicts(ref, syn, min(permutations, RESAMPLED_PERMUTATIONS), seed)))
-    estimates = [Estimate(value, *_interval([draw[i] for draw in draws], level)) for i, value in enumerate(point)]
+    drawn_ref, drawn_syn = resampled_means(reference, resamples, rng), resampled_means(synthetic, resamples, rng)
+    taus = kendall_tau_rows(drawn_ref, drawn_syn)
+    aps = np.array([tau_ap(syn, ref) for ref, syn in zip(drawn_ref, drawn_syn)], dtype=np.float64)
+    means_ref, means_syn = reference.mean(axis=1), synthetic.mean(axis=1)
     return {
-        "kendall_tau": estimates[0].to_dict(),
-        "tau_ap": estimates[1].to_dict(),
-        "pair_agreement": estimates[2].to_dict(),
+        "kendall_tau": Estimate(kendall_tau(means_ref, means_syn), *_interval(taus, level)).to_dict(),
+        "tau_ap": Estimate(tau_ap(means_syn, means_ref), *_interval(aps, level)).to_dict(),
+        "pair_agreement": {"value": verdict_agreement(*verdicts)},
         "pairs": len(verdicts[0]),
         "differing_pairs": differing_pairs(*verdicts, systems, names),
     }

@@ -1,98 +1,176 @@
-"""The agreement certificate of a panel: do the generated questions order the systems as the
-real (or, without real ones, the hand-written) questions do? Per leaderboard metric, Kendall tau,
-tau_AP and the pair-verdict agreement with bootstrap intervals (evaluation.agreement), checked
-against validity.threshold."""
+"""The agreement certificate of a panel: does each synthetic question set (generated, or imported
+from another tool) order the systems as the reference set (real queries, else hand-written ones)
+does? Per set: the verdict (evaluation.verdict) with the noise floor ("as consistent as N real
+queries") and, when undetermined, how many questions would decide it; per leaderboard metric the
+verdict, its pairs, and Kendall tau, tau_AP and the pair-verdict agreement with bootstrap
+intervals (evaluation.agreement)."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.evaluation.agreement import certificate
-from retrieval_bench.evaluation.leaderboard import leaderboard_metrics
-from retrieval_bench.evaluation.segments import GENERATED
-
-REFERENCE_SETS = ("real", "hand-written")  # the first present is the reference
-
-
-def choose_sets(table: pd.DataFrame) -> tuple[str, str] | None:
-    """(reference set, synthetic set), or None without both."""
-    present = set(table["question_set"]) if "question_set" in table else set()
-    reference = next((name for name in REFERENCE_SETS if name in present), None)
-    return (reference, GENERATED) if reference and GENERATED in present else None
+from retrieval_bench.evaluation.agreement import RESAMPLES, certificate
+from retrieval_bench.evaluation.leaderboard import leaderboard_metrics, reference_set
+from retrieval_bench.evaluation.stats import ALPHA
+from retrieval_bench.evaluation.verdict import HEADLINE_METRIC, UNDETERMINED, decide, noise_floor, questions_to_decide
 
 
-def panel_certificate(aligned: dict[str, pd.DataFrame], threshold: float, resamples: int = 200, seed: int = 0) -> dict:
+def choose_sets(table: pd.DataFrame) -> tuple[str, list[str]] | None:
+    """(reference set, the synthetic sets in name order), or None without both."""
+    present = sorted(set(table["question_set"].dropna())) if "question_set" in table else []
+    reference = reference_set(present)
+    synthetic = [name for name in present if name != reference]
+    return (reference, synthetic) if reference and synthetic else None
+
+
+def _unavailable(aligned: dict[str, pd.DataFrame]) -> str | None:
+    first = next(iter(aligned.values()))
+    if choose_sets(first) is None:
+        return "needs real or hand-written questions and a synthetic set (generated or imported) in the golden set"
+    return "needs 3 or more panel systems" if len(aligned) < 3 else None
+
+
+def panel_certificate(aligned: dict[str, pd.DataFrame], resamples: int = RESAMPLES, seed: int = 0) -> dict:
     """The certificate for per-question tables (by system, aligned by qid as leaderboard.scorable
     makes them); `available` false (with the reason) when it cannot be made."""
+    reason = _unavailable(aligned)
+    if reason:
+        return {"available": False, "reason": reason}
     systems = list(aligned)
     first = next(iter(aligned.values()))
-    sets = choose_sets(first)
-    if sets is None or len(systems) < 3:
-        reason = (
-            "needs 3 or more panel systems"
-            if sets
-            else "needs generated questions and real or hand-written ones in the golden set"
-        )
-        return {"available": False, "reason": reason, "threshold": threshold}
-    masks = [(first["question_set"] == name).to_numpy() for name in sets]
-    metrics = {}
-    for name, column in leaderboard_metrics(first.columns):
-        matrix = np.vstack([aligned[s][column].to_numpy(dtype=float) for s in systems])
-        metrics[name] = certificate(
-            matrix[:, masks[0]], matrix[:, masks[1]], systems, sets, resamples=resamples, seed=seed
-        )
-    # NaN: the reference set ties every system on that metric, so it orders nothing to agree with
-    undetermined = [name for name, m in metrics.items() if math.isnan(m["kendall_tau"]["value"])]
-    below = [name for name, m in metrics.items() if m["kendall_tau"]["value"] < threshold]
+    reference, synthetic_sets = choose_sets(first)
+    metrics = leaderboard_metrics(first.columns)
+    matrices = {
+        name: {m: np.vstack([aligned[s][column].to_numpy(dtype=float) for s in systems]) for m, column in metrics}
+        for name in [reference, *synthetic_sets]
+    }
+    for name, by_metric in matrices.items():
+        mask = (first["question_set"] == name).to_numpy()
+        matrices[name] = {m: matrix[:, mask] for m, matrix in by_metric.items()}
+    sets = {
+        name: set_certificate(matrices[reference], matrices[name], systems, (reference, name), resamples, seed)
+        for name in synthetic_sets
+    }
     return {
         "available": True,
-        "reference": sets[0],
-        "synthetic": sets[1],
+        "reference": reference,
         "systems": systems,
-        "n_questions": {name: int(mask.sum()) for name, mask in zip(sets, masks)},
-        "threshold": threshold,
-        "below_threshold": below,
-        "undetermined": undetermined,
-        "metrics": metrics,
+        "alpha": ALPHA,
+        "n_questions": {name: int(next(iter(m.values())).shape[1]) for name, m in matrices.items()},
+        "sets": sets,
     }
 
 
-def below_threshold_line(cert: dict) -> str | None:
-    """One line naming the metrics whose Kendall tau is below validity.threshold, or None."""
-    if not cert["available"] or not cert["below_threshold"]:
-        return None
-    taus = ", ".join(f"{name} {cert['metrics'][name]['kendall_tau']['value']:.2f}" for name in cert["below_threshold"])
-    return (
-        f"the {cert['synthetic']} questions order the panel unlike the {cert['reference']} ones: "
-        f"Kendall tau {taus} < validity.threshold {cert['threshold']}"
+def set_certificate(
+    reference: dict[str, np.ndarray],
+    synthetic: dict[str, np.ndarray],
+    systems: list[str],
+    names: tuple[str, str],
+    resamples: int,
+    seed: int,
+) -> dict:
+    """One synthetic set against the reference: verdict, noise floor, what would decide it, and per
+    metric the verdict with its pairs (by system name) and the descriptive statistics."""
+    decision = decide(reference, synthetic, seed=seed)
+    metrics = {}
+    for metric, judged in decision["metrics"].items():
+        calls = [{**call, "a": systems[call["a"]], "b": systems[call["b"]]} for call in judged["calls"]]
+        described = certificate(reference[metric], synthetic[metric], systems, names, resamples=resamples, seed=seed)
+        metrics[metric] = {**{k: v for k, v in judged.items() if k != "calls"}, **described, "pair_calls": calls}
+    headline = HEADLINE_METRIC if HEADLINE_METRIC in reference else next(iter(reference))
+    out = {
+        "verdict": decision["verdict"],
+        "headline_metric": headline,
+        "noise_floor": noise_floor(reference[headline], synthetic[headline], seed=seed),
+        "to_decide": None,
+        "metrics": metrics,
+    }
+    if metrics[headline]["verdict"] == UNDETERMINED:
+        out["to_decide"] = questions_to_decide(reference[headline], synthetic[headline], seed=seed)
+    out["line"] = verdict_line(
+        out, names, {names[0]: reference[headline].shape[1], names[1]: synthetic[headline].shape[1]}
     )
+    return out
 
 
-def _pair_text(pair: dict, reference: str, synthetic: str) -> str:
-    flip = ", flipped" if pair["flip"] else ""
-    return f"{pair['b']} vs {pair['a']}: {pair[reference]} ({reference}) / {pair[synthetic]} ({synthetic}){flip}"
+def _floor_text(floor: dict, reference: str) -> str:
+    if floor["as_consistent_as"] is None:
+        return "no noise floor (the reference's own halves do not order the panel)"
+    return f"as consistent as {floor['bound']} {floor['as_consistent_as']} {reference} questions"
+
+
+def _contradicted_text(cert: dict, names: tuple[str, str]) -> str:
+    found = [
+        f"{call['b']} vs {call['a']} on {metric} ({names[0]} {call['reference_diff']:+.3f}, {names[1]} {call['synthetic_diff']:+.3f})"
+        for metric, m in cert["metrics"].items()
+        for call in m["pair_calls"]
+        if call.get("status") == "contradicted"
+    ]
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return "; ".join(found[:3]) + more
+
+
+def verdict_line(cert: dict, names: tuple[str, str], sizes: dict[str, int]) -> str:
+    """One line: the set's verdict, why, and its noise floor, e.g. "generated (300) agrees with
+    real (120) on the panel's order: as consistent as about 95 real questions; 14 of 14 separable
+    pairs reproduced on mrr (1 not separable with these questions)"."""
+    reference, synthetic = names
+    head = cert["metrics"][cert["headline_metric"]]
+    pairs = (
+        f"{head['reproduced']} of {head['separable']} separable pairs reproduced on {cert['headline_metric']}"
+        f" ({head['pairs'] - head['separable']} not separable with these questions)"
+    )
+    who = f"{synthetic} ({sizes[synthetic]}) {{}} {reference} ({sizes[reference]}) on the panel's order"
+    floor = _floor_text(cert["noise_floor"], reference)
+    if cert["verdict"] == "disagrees":
+        return f"{who.format('disagrees with')}: contradicted: {_contradicted_text(cert, names)}; {floor}"
+    if cert["verdict"] == "agrees":
+        return f"{who.format('agrees with')}: {floor}; {pairs}"
+    decide_text = ""
+    if cert["to_decide"]:
+        which = reference if cert["to_decide"]["set"] == "reference" else synthetic
+        decide_text = f"; about {cert['to_decide']['n']} {which} questions would decide it (resampled)"
+    elif head["verdict"] == UNDETERMINED:
+        decide_text = "; not even 16 times as many questions would decide it (resampled)"
+    return f"{who.format('undetermined against')}: {pairs}, {head['unsettled']} unsettled{decide_text}; {floor}"
+
+
+def certificate_summary(cert: dict) -> list[str]:
+    """The verdict line of every synthetic set, or the reason there is none."""
+    if not cert.get("available"):
+        return [f"certificate: not available ({cert.get('reason', 'no panel')})"]
+    return [f"certificate: {entry['line']}" for entry in cert["sets"].values()]
+
+
+def disagreeing_sets(cert: dict) -> list[str]:
+    """The synthetic sets whose verdict is disagrees."""
+    return [name for name, entry in cert.get("sets", {}).items() if entry["verdict"] == "disagrees"]
 
 
 def certificate_lines(cert: dict) -> list[str]:
     """The certificate as markdown lines."""
     if not cert["available"]:
         return [f"Agreement certificate: not available ({cert['reason']})."]
-    n = cert["n_questions"]
-    lines = [
-        f"Agreement certificate: {cert['synthetic']} ({n[cert['synthetic']]} questions) against {cert['reference']} "
-        f"({n[cert['reference']]} questions), {len(cert['systems'])} systems; 95% bootstrap CI over questions",
-        "",
-        "| metric | Kendall tau | tau_AP | pair agreement | differing pairs |",
-        "|---|---|---|---|---|",
-    ]
-    for name, m in cert["metrics"].items():
-        cells = [
-            f"{m[key]['value']:.2f} [{m[key]['ci_low']:.2f}, {m[key]['ci_high']:.2f}]"
-            for key in ("kendall_tau", "tau_ap", "pair_agreement")
+    lines = [f"Agreement certificate against {cert['reference']}, {len(cert['systems'])} systems:", ""]
+    for name, entry in cert["sets"].items():
+        lines += [
+            f"**{name}: {entry['verdict']}.** {entry['line']}",
+            "",
+            "| metric | verdict | separable pairs | reproduced | contradicted | Kendall tau | tau_AP | pair agreement |",
+            "|---|---|---|---|---|---|---|---|",
         ]
-        pairs = "; ".join(_pair_text(p, cert["reference"], cert["synthetic"]) for p in m["differing_pairs"]) or "none"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {pairs} |")
+        for metric, m in entry["metrics"].items():
+            cells = [
+                f"{m[key]['value']:.2f} [{m[key]['ci_low']:.2f}, {m[key]['ci_high']:.2f}]"
+                for key in ("kendall_tau", "tau_ap")
+            ] + [f"{m['pair_agreement']['value']:.2f}"]
+            counts = f"{m['separable']} of {m['pairs']} | {m['reproduced']} | {m['contradicted']}"
+            lines.append(f"| {metric} | {m['verdict']} | {counts} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines.append(
+        f"Separable: the {cert['reference']} questions tell the pair apart (paired randomization test, Holm, "
+        f"alpha {cert['alpha']}); reproduced: the synthetic set does too, the same way; contradicted: it does not "
+        "and its difference is significantly smaller (Welch, Holm over the set). 95% bootstrap CIs over questions."
+    )
     return lines

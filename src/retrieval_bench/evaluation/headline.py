@@ -10,6 +10,8 @@ import math
 
 import pandas as pd
 
+from retrieval_bench.evaluation.verdict import VERDICT_NUMBER
+
 # (headline name, per-question column): each system's mean over the compared questions, as the leaderboard's.
 SYSTEM_METRICS = (
     ("mrr", "reciprocal_rank"),
@@ -48,14 +50,16 @@ def system_headline(table: pd.DataFrame) -> dict:
 
 def headline(aligned: dict[str, pd.DataFrame], goldenset: dict | None, judge: dict | None, certificate: dict) -> dict:
     """{panel: {system: {mrr, ndcg@10, recall@10, recall_budget@4000}}, goldenset: {...},
-    judge: {...}, certificate: {kendall_tau_mrr}} with the unavailable figures left out."""
+    judge: {...}, certificate: {SET: {verdict (1 agrees, 0 undetermined, -1 disagrees),
+    kendall_tau_mrr}}} with the unavailable figures left out. The systems' figures are over the
+    reference question set when the leaderboard heads with one (leaderboard.headline_set)."""
     out = {
         "panel": {system: system_headline(table) for system, table in aligned.items()},
         "goldenset": _numbers(goldenset, GOLDENSET),
         "judge": _numbers(judge, JUDGE),
     }
-    if certificate.get("available"):
-        tau = _number(certificate.get("metrics", {}).get("mrr", {}).get("kendall_tau", {}).get("value"))
-        if tau is not None:
-            out["certificate"] = {"kendall_tau_mrr": tau}
+    for name, entry in certificate.get("sets", {}).items():
+        figures = {"verdict": VERDICT_NUMBER[entry["verdict"]]}
+        tau = _number(entry["metrics"].get("mrr", {}).get("kendall_tau", {}).get("value"))
+        out.setdefault("certificate", {})[name] = figures if tau is None else {**figures, "kendall_tau_mrr": tau}
     return out

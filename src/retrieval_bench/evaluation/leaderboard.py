@@ -18,6 +18,12 @@ from retrieval_bench.evaluation.stats import ALPHA, paired_bootstrap_ci, randomi
 
 ALL = "all"  # the question set of every question
 HEADLINE = ("mrr", "reciprocal_rank")
+REFERENCE_SETS = ("real", "hand-written")  # the first present is the reference: the headline's and the certificate's
+
+
+def reference_set(present) -> str | None:
+    """The reference question set among those `present`: real queries, else hand-written ones."""
+    return next((name for name in REFERENCE_SETS if name in set(present)), None)
 
 
 def leaderboard_metrics(columns) -> list[tuple[str, str]]:
@@ -137,8 +143,12 @@ def leaderboard(aligned: dict[str, pd.DataFrame], resamples: int = 10_000, seed:
                 for name, column in metrics
             },
         }
+    reference = reference_set(sets)
     return {
         "systems": list(aligned),
+        # the set "best" is read from: the reference when there is one (generated questions may favour
+        # a system, docs/explanation/golden-set-trust.md), else all questions
+        "headline_set": reference if reference and len(sets) > 2 else ALL,
         "ci_level": level,
         "correction": f"{HOLM}: each system against the best, per question set and metric, alpha {ALPHA}",
         "question_sets": sets,
@@ -187,10 +197,11 @@ def flat_rows(board: dict) -> list[dict]:
 def markdown(board: dict) -> str:
     """metrics/leaderboard.md: a table per question set, systems by rows, metrics by columns."""
     lines = []
-    for set_name, entry in board["question_sets"].items():
+    for set_name in set_order(board):
+        entry = board["question_sets"][set_name]
         metrics = list(entry["metrics"])
         lines += [
-            f"### {set_name} ({entry['n_questions']} questions)",
+            f"### {set_title(board, set_name)} ({entry['n_questions']} questions)",
             "",
             "| system | " + " | ".join(metrics) + " |",
             "|---" * (len(metrics) + 1) + "|",
@@ -211,6 +222,21 @@ def markdown(board: dict) -> str:
         lines += ["", *left_out_lines(board["left_out"])]
     lines += ["", *segment_lines(board["segment_regressions"])]
     return "\n".join(lines) + "\n"
+
+
+def set_order(board: dict) -> list[str]:
+    """The question sets, the headline set first."""
+    first = board.get("headline_set", ALL)
+    return [first, *(name for name in board["question_sets"] if name != first)]
+
+
+def set_title(board: dict, set_name: str) -> str:
+    """A set's heading: the reference is marked as the headline, and `all` as mixed when it mixes sets."""
+    if set_name == board.get("headline_set", ALL) and set_name != ALL:
+        return f"{set_name} (the reference: the headline)"
+    if set_name == ALL and len(board["question_sets"]) > 2:
+        return "all, mixed question sets"
+    return set_name
 
 
 def segment_lines(regressions: dict) -> list[str]:

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from retrieval_bench.evaluation.certify import below_threshold_line, certificate_lines, panel_certificate
+from retrieval_bench.evaluation.certify import (
+    certificate_lines,
+    certificate_summary,
+    disagreeing_sets,
+    panel_certificate,
+)
 from retrieval_bench.evaluation.headline import headline
 from retrieval_bench.evaluation.leaderboard import flat_rows, leaderboard, left_out, markdown, scorable
 from retrieval_bench.evaluation.panel_costs import MACHINE, cost_lines, plot_rows, with_pareto
@@ -24,9 +29,10 @@ def panel_report(
     reports: dict[str, dict | None] | None = None,
 ) -> dict:
     """{leaderboard, certificate, csv rows, markdown, plot (quality_vs_cost rows), headline,
-    warning}, and apart (measured: not DVC outputs) costs and costs_markdown. `costs`: panel_costs rows by system (read_costs); `reports`: the goldenset and
-    judge reports whose headline numbers go to metrics/headline.json. `warning` is the one line
-    saying the certificate is below validity.threshold, or None."""
+    verdicts, failed}, and apart (measured: not DVC outputs) costs and costs_markdown. `costs`:
+    panel_costs rows by system (read_costs); `reports`: the goldenset and judge reports whose
+    headline numbers go to metrics/headline.json. `verdicts`: the certificate's line per synthetic
+    set; `failed`: the line saying validity.fail_on is met, or None."""
     reports = reports or {}
     if not tables:
         empty = {"systems": [], "question_sets": {}}
@@ -40,24 +46,23 @@ def panel_report(
             "costs": {},
             "costs_markdown": "",
             "headline": headline({}, reports.get("goldenset"), reports.get("judge"), cert),
-            "warning": None,
+            "verdicts": [],
+            "failed": None,
         }
     aligned = scorable(tables)
     board = leaderboard(aligned)
     costs = costs or {}
     board["left_out"] = left_out(tables, {name: row["chunking"] for name, row in costs.items()})
-    mrr = board["question_sets"].get("all", {}).get("metrics", {}).get("mrr", {}).get("systems", {})
+    mrr = board["question_sets"].get(board["headline_set"], {}).get("metrics", {}).get("mrr", {}).get("systems", {})
     priced = with_pareto(costs, {name: row["mean"] for name, row in mrr.items()})
-    measured = {"measured_on": MACHINE, "quality": "mrr over the compared questions", "systems": priced}
-    cert = panel_certificate(aligned, validity["threshold"])
+    quality = f"mrr over the compared questions of {board['headline_set']}"
+    measured = {"measured_on": MACHINE, "quality": quality, "systems": priced}
+    cert = panel_certificate(aligned)
     lines = certificate_lines(cert)
-    if cert["available"]:
-        by_set = {
-            name: [row for row in golden if question_set(row) == name]
-            for name in (cert["reference"], cert["synthetic"])
-        }
-        cert["style_gap"] = style_gap(by_set[cert["reference"]], by_set[cert["synthetic"]])
-        lines += ["", *style_lines(cert["style_gap"], (cert["reference"], cert["synthetic"]))]
+    for name, entry in cert.get("sets", {}).items():
+        by_set = {n: [row for row in golden if question_set(row) == n] for n in (cert["reference"], name)}
+        entry["style_gap"] = style_gap(by_set[cert["reference"]], by_set[name])
+        lines += ["", *style_lines(entry["style_gap"], (cert["reference"], name))]
     table = markdown(board)
     return {
         "leaderboard": board,
@@ -67,14 +72,39 @@ def panel_report(
         "rows": flat_rows(board),
         "markdown": table + "\n" + "\n".join(lines) + "\n",
         "plot": plot_rows({name: row for name, row in priced.items() if name in mrr}, mrr),
-        "headline": headline(aligned, reports.get("goldenset"), reports.get("judge"), cert),
-        "warning": below_threshold_line(cert),
+        "headline": headline(
+            on_set(aligned, board["headline_set"]), reports.get("goldenset"), reports.get("judge"), cert
+        ),
+        "verdicts": certificate_summary(cert) if cert["available"] else [],
+        "failed": failed_line(cert, validity["fail_on"]),
     }
+
+
+def on_set(aligned: dict[str, pd.DataFrame], set_name: str) -> dict[str, pd.DataFrame]:
+    """The tables' rows of one question set (all of them for `all`)."""
+    if set_name == "all":
+        return aligned
+    return {name: table[table["question_set"] == set_name] for name, table in aligned.items()}
+
+
+def failed_line(cert: dict, fail_on: str) -> str | None:
+    """The line saying why validity.fail_on fails the stage (disagrees: a set disagrees;
+    not-agrees: a set does not agree, or there is no certificate), or None."""
+    if fail_on == "none":
+        return None
+    if not cert.get("available"):
+        return None if fail_on == "disagrees" else f"no certificate ({cert.get('reason')})"
+    bad = (
+        disagreeing_sets(cert)
+        if fail_on == "disagrees"
+        else [n for n, e in cert["sets"].items() if e["verdict"] != "agrees"]
+    )
+    return f"{', '.join(bad)}: {', '.join(cert['sets'][n]['verdict'] for n in bad)} ({fail_on})" if bad else None
 
 
 def summary_line(board: dict) -> str:
     """One line: the best system on mrr over all questions and those not significantly worse."""
-    entry = board["question_sets"].get("all")
+    entry = board["question_sets"].get(board.get("headline_set", "all"))
     if not entry or "mrr" not in entry["metrics"]:
         return "leaderboard: no panel"
     ranked = entry["metrics"]["mrr"]
@@ -84,4 +114,7 @@ def summary_line(board: dict) -> str:
     also = (
         f"; not significantly different: {', '.join(tied)}" if tied else "; every other system is significantly worse"
     )
-    return f"leaderboard: best on mrr: {ranked['best']} ({ranked['systems'][ranked['best']]['mean']:.3f}){also} (Holm)"
+    on = "" if board.get("headline_set", "all") == "all" else f" of {board['headline_set']}"
+    return (
+        f"leaderboard: best on mrr{on}: {ranked['best']} ({ranked['systems'][ranked['best']]['mean']:.3f}){also} (Holm)"
+    )
