@@ -9,10 +9,11 @@ tests/stub_llm.py on 127.0.0.1 set up as a careless generator (each reply copies
 middle of its passage: "What does the documentation say about <10 words>?", those words as the
 evidence), sets generate.provider: anthropic with ANTHROPIC_BASE_URL at the stub (no key leaves the
 machine, nothing is paid: the cost line is the price table's estimate), runs the real `dvc repro`
-with a 4-system panel (dense, bm25, hybrid, ann-ef16: CERTIFIED_PANEL), and prints the certificate (Kendall tau, tau_AP, pair
-agreement, each with its 95% bootstrap CI, the pairs that differ), the style gap and the
-leaderboard: metrics/leaderboard.md of that run, the leaderboard stage's warning line, then a
-short summary. With --style-examples FILE (real questions: JSONL with a question field, or any question
+with a 4-system panel (dense, bm25, hybrid, ann-ef16: CERTIFIED_PANEL), and prints the certificate (the verdict and its line;
+per metric the separable, reproduced and contradicted pairs, Kendall tau and tau_AP with their 95%
+bootstrap CIs, the pair agreement), the style gap and the
+leaderboard: metrics/leaderboard.md of that run, the leaderboard stage's summary and verdict
+lines, then a short summary. With --style-examples FILE (real questions: JSONL with a question field, or any question
 set) the generator's prompts carry them as few-shot style examples (generate.style_examples); run it
 with and without to see the style gap before/after. The stub ignores its prompt (its template
 questions are the same with examples or without), so with the stub the gap cannot move: the run
@@ -87,7 +88,8 @@ def style_examples_line(project: Path, prompts: list[str]) -> str:
 
 
 def summary(project: Path, prompts: list[str]) -> list[str]:
-    """The figures the README quotes: mrr's certificate, the flipped pairs, the style gap, the style examples."""
+    """The figures the README quotes: the verdict line, mrr's and ndcg@10's statistics, the
+    contradicted pairs, the style gap, the style examples."""
     cert = json.loads((project / "metrics" / "certificate.json").read_text())
     if not cert["available"]:
         return [f"certificate not available: {cert['reason']}", style_examples_line(project, prompts)]
@@ -96,18 +98,21 @@ def summary(project: Path, prompts: list[str]) -> list[str]:
         return f"{m[key]['value']:.2f} [{m[key]['ci_low']:.2f}, {m[key]['ci_high']:.2f}]"
 
     lines = [f"systems: {', '.join(cert['systems'])}; questions: {cert['n_questions']}"]
-    for name in ("mrr", "ndcg@10"):
-        m = cert["metrics"][name]
-        flipped = [f"{p['b']} vs {p['a']}" for p in m["differing_pairs"] if p["flip"]]
+    for set_name, entry in cert["sets"].items():
+        lines.append(f"{set_name}: {entry['verdict']}: {entry['line']}")
+        for name in ("mrr", "ndcg@10"):
+            m = entry["metrics"][name]
+            contradicted = [f"{p['b']} vs {p['a']}" for p in m["pair_calls"] if p.get("status") == "contradicted"]
+            lines.append(
+                f"{name}: {m['verdict']}; separable {m['separable']} of {m['pairs']}, reproduced {m['reproduced']}, "
+                f"contradicted: {', '.join(contradicted) or 'none'}; tau {estimate(m, 'kendall_tau')}, "
+                f"tau_AP {estimate(m, 'tau_ap')}, pair agreement {m['pair_agreement']['value']:.2f}"
+            )
+        gap = entry["style_gap"]
         lines.append(
-            f"{name}: tau {estimate(m, 'kendall_tau')}, tau_AP {estimate(m, 'tau_ap')}, "
-            f"pair agreement {estimate(m, 'pair_agreement')}; flipped: {', '.join(flipped) or 'none'}"
+            f"style gap: classifier AUC {gap['classifier_auc']:.2f}; echo share {gap['reference']['echo_content_share']:.2f} "
+            f"({cert['reference']}) vs {gap['synthetic']['echo_content_share']:.2f} ({set_name})"
         )
-    gap = cert["style_gap"]
-    lines.append(
-        f"style gap: classifier AUC {gap['classifier_auc']:.2f}; echo share {gap['reference']['echo_content_share']:.2f} "
-        f"({cert['reference']}) vs {gap['synthetic']['echo_content_share']:.2f} ({cert['synthetic']})"
-    )
     return [*lines, style_examples_line(project, prompts)]
 
 
@@ -136,7 +141,11 @@ def main() -> None:
             )
         print((project / "metrics" / "leaderboard.md").read_text())
         print(
-            "\n".join(line for line in (result.stdout + result.stderr).splitlines() if line.startswith("leaderboard:"))
+            "\n".join(
+                line
+                for line in (result.stdout + result.stderr).splitlines()
+                if line.startswith(("leaderboard:", "certificate:"))
+            )
         )
         print(f"dvc repro: {seconds:.0f} s")
         print("\n".join(summary(project, prompts)))

@@ -22,6 +22,15 @@ SHARED_SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 SLICE_DOCS = ["wal.md", "autoinc.md", "inmemorydb.md"]
 
 
+def pessimistic_ranks(scores, judged):
+    """Rank of chunks `judged` in a full ranking by `scores`, each after every chunk tied with it:
+    1 + the number of other chunks scoring at least as high (a reference computation for tests)."""
+    import numpy as np
+
+    scores, judged = np.asarray(scores), np.asarray(judged, dtype=np.int64)
+    return (scores[None, :] >= scores[judged][:, None]).sum(axis=1).astype(np.int64)
+
+
 def tool_env() -> dict[str, str]:
     """The environment stages run in: this interpreter's bin first, nothing from the network."""
     env = dict(os.environ)

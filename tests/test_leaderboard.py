@@ -240,7 +240,7 @@ def run_leaderboard(project: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "stages.leaderboard"], cwd=project, capture_output=True, text=True)
 
 
-def test_the_leaderboard_stage_prints_the_certificate_verdict_and_fails_on_it_when_asked(tmp_path):
+def test_the_leaderboard_stage_prints_the_certificate_verdict_and_fails_on_it_when_asked(tmp_path, monkeypatch, capsys):
     reversed_ = {"dense": 0.2, "hybrid": 0.5, "bm25": 0.8}
     project = leaderboard_project(tmp_path / "warn", reversed_, {"fail_on": "none"})
     result = run_leaderboard(project)
@@ -269,6 +269,14 @@ def test_the_leaderboard_stage_prints_the_certificate_verdict_and_fails_on_it_wh
     assert headline["certificate"]["generated"] == {"verdict": -1, "kendall_tau_mrr": -1.0}
     # the headline's figures and "best" are the reference set's, not the mixed set's
     assert headline["panel"]["dense"]["mrr"] > 0.7 and "best on mrr of hand-written: dense" in result.stdout
+    # `retrieval-bench show` prints the same verdict line, under the reference set's leaderboard
+    from retrieval_bench.cli import main
+
+    (project / "metrics" / "metrics.json").write_text(json.dumps({"mrr": 0.5}))
+    monkeypatch.chdir(project)
+    assert main(["show"]) == 0
+    shown = capsys.readouterr().out
+    assert verdict[0] in shown.splitlines() and "(30 questions of hand-written (the reference: the headline);" in shown
 
     failing = leaderboard_project(tmp_path / "fail", reversed_, {"fail_on": "disagrees"})
     result = run_leaderboard(failing)

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import pytrec_eval
+from conftest import pessimistic_ranks
 
 from retrieval_bench.evaluation.metrics import (
     average_precision_at,
@@ -15,7 +16,6 @@ from retrieval_bench.evaluation.metrics import (
     rank_histogram,
     summarize,
 )
-from retrieval_bench.retrieval.rank import pessimistic_ranks
 
 KS = [1, 3, 5, 10, 20]
 

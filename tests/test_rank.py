@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import pessimistic_ranks
 
 from retrieval_bench import run_contract
 from retrieval_bench.io import InputError
@@ -18,7 +19,7 @@ from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.bm25 import bm25_scores
 from retrieval_bench.retrieval.hybrid import Top, fuse
 from retrieval_bench.retrieval.methods import retrieve
-from retrieval_bench.retrieval.rank import judged_ranks, pessimistic_ranks
+from retrieval_bench.retrieval.rank import judged_ranks
 from retrieval_bench.retrieval.run import Corpus, Questions
 from tests.exact_reference import reference_scores
 

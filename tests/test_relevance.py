@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import pessimistic_ranks
 
 from retrieval_bench.corpus.load import chunk_documents
 from retrieval_bench.evaluation.metrics import question_metrics, span_recall
@@ -12,7 +13,6 @@ from retrieval_bench.goldenset.build import (
     locate_evidence,
     sample_rows,
 )
-from retrieval_bench.retrieval.rank import pessimistic_ranks
 from retrieval_bench.spans import coverage, judge, union_coverage
 
 DOC = "SQLite stores data in one file.\nWAL mode lets readers   and writers run at the same time. Vacuum rebuilds it."

@@ -55,7 +55,8 @@ def panel_report(
     board["left_out"] = left_out(tables, {name: row["chunking"] for name, row in costs.items()})
     mrr = board["question_sets"].get(board["headline_set"], {}).get("metrics", {}).get("mrr", {}).get("systems", {})
     priced = with_pareto(costs, {name: row["mean"] for name, row in mrr.items()})
-    quality = f"mrr over the compared questions of {board['headline_set']}"
+    on = "" if board["headline_set"] == "all" else f" of the reference set, {board['headline_set']}"
+    quality = f"mrr over the compared questions{on}"
     measured = {"measured_on": MACHINE, "quality": quality, "systems": priced}
     cert = panel_certificate(aligned)
     lines = certificate_lines(cert)

@@ -5,35 +5,15 @@ judgements: retrieval_bench.evaluation.judged)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import numpy as np
 import pandas as pd
 
 from retrieval_bench.evaluation.budgets import budget_table
 from retrieval_bench.evaluation.judged import judged_table, pool_grades
 from retrieval_bench.evaluation.metrics import score_question
-from retrieval_bench.retrieval.rank import judged_ranks
 from retrieval_bench.run_contract import positions
 from retrieval_bench.spans import judge, labels_without_spans
 
 UNSCORABLE_EXAMPLES = 5
-
-
-def score_questions(
-    golden: list[dict],
-    chunks: pd.DataFrame,
-    score_batch: Callable[[slice], np.ndarray],
-    ks: list[int],
-    min_coverage: float,
-    ties: str,
-    progress=None,
-) -> pd.DataFrame:
-    """per_question.csv from a full ranking: `score_batch` scores every chunk for a batch of
-    questions (used where a whole score matrix is at hand, e.g. tests and the echo gauge)."""
-    judgements = judge(golden, chunks, min_coverage)
-    placed = judged_ranks(score_batch, len(golden), [j.indices for j in judgements], progress)
-    return _table(golden, judgements, placed, ks, ties)
 
 
 def score_run(

@@ -1,5 +1,5 @@
 """Where judged chunks stand in a full ranking of the corpus, from whole rows of scores (the echo
-gauge and tests; the pipeline scores runs: retrieval_bench.retrieval.run)."""
+gauge; the pipeline scores runs: retrieval_bench.retrieval.run)."""
 
 from __future__ import annotations
 
@@ -22,13 +22,6 @@ def judged_positions(scores: np.ndarray, judged: np.ndarray) -> Positions:
     better = (scores[None, :] > judged_scores).sum(axis=1)
     tied = (scores[None, :] == judged_scores).sum(axis=1)
     return Positions(better.astype(np.float64), tied.astype(np.int64))
-
-
-def pessimistic_ranks(scores: np.ndarray, judged: np.ndarray) -> np.ndarray:
-    """Rank of chunks `judged` when each stands after every chunk tied with it: 1 + the number of
-    other chunks scoring at least as high (used where one rank per chunk is needed on its own)."""
-    positions = judged_positions(scores, judged)
-    return (positions.better + positions.tied).astype(np.int64)
 
 
 def judged_ranks(
