@@ -35,6 +35,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "handwritten": "data/handwritten_questions.jsonl",
         "style_examples": None,  # a question set whose questions are few-shot style examples (goldenset.style_examples)
         "style_examples_count": 8,
+        "imported": {},  # question sets made by other tools, by name: {NAME: FILE} (params_panel.check_imported)
         "drop_echo": False,
         "drop_context_dependent": False,
         "drop_near_duplicates": False,
@@ -149,6 +150,8 @@ RENAMED = {"size": "chars"}
 
 # Keys that may be null although their default is not (null = no limit).
 NULLABLE = {"params.generate.max_cost_usd", "params.judge.max_cost_usd"}
+# Mappings whose keys are the user's names, not the schema's; checked on their own (params_panel).
+FREE_MAPPINGS = {"params.generate.imported"}
 # Keys whose value may be a number or a word; checked in _check_values.
 MIXED = {"params.retrieval.depth"}
 
@@ -175,6 +178,10 @@ def check_shape(value: Any, default: Any, where: str, path: Path, schema: str | 
     the key the user wrote, and `schema` (default: `where`) is the key in DEFAULTS (a panel
     system's keys are checked as the retrieval section's)."""
     schema = schema or where
+    if schema in FREE_MAPPINGS:
+        if not isinstance(value, dict):
+            raise InputError(f"{path}: {where} must be a mapping of names to files (or {{}}), got {value!r}")
+        return value
     if isinstance(default, dict):
         if not isinstance(value, dict):
             raise InputError(f"{path}: {where} must be a mapping with keys {sorted(default)}")
