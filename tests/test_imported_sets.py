@@ -131,6 +131,21 @@ def test_every_format_is_a_named_set_with_its_provenance_and_takes_no_budget(pro
     report = json.loads((project / REPORT).read_text())
     assert report["n_by_question_set"] == {name: len(rows) for name, rows in sorted(by_set.items())}
     assert report["n_generated"] == 3 and report["n_handwritten"] == 0 and report["n_questions"] == 8
+    assert report["imported"]["beir_logs"] == {
+        "file": "data/imported/beir",
+        "format": "beir",
+        "read": 1,
+        "other_corpus": 0,
+        "not_located": 0,
+        "duplicate_questions_dropped": 0,
+    }
+    assert {name: entry["format"] for name, entry in report["imported"].items()} == {
+        "beir_logs": "beir",
+        "deepeval": "deepeval",
+        "llama": "llamaindex",
+        "ragas_v1": "ragas",
+        "team": "handwritten",
+    }
     assert "question set deepeval: 1 questions from data/imported/deepeval.json (deepeval)" in out
     assert segments(golden)["question_set"].tolist() == [question_set(row) for row in golden]
 
@@ -231,6 +246,12 @@ def test_the_stage_names_the_key_of_a_missing_or_unreadable_set(project):
             status, out, err = run_stage_here(project, stub)
         assert status == 1 and err.strip().splitlines() == [err.strip()], err
         assert err.startswith(expected) and not (project / GOLDEN).exists()
+
+
+def test_an_empty_imported_value_is_no_set(project):
+    set_params(project, **{"generate.imported": None})
+    assert check_params(project).returncode == 0
+    assert json.loads((project / "data" / "imported_stamp.json").read_text()) == {}
 
 
 def test_the_stamp_changes_with_an_imported_file_only(project):

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from retrieval_bench.io import InputError
+from retrieval_bench.io import InputError, quoted
 from retrieval_bench.params_sections import DVC_IGNORED_KEYS, REQUEST_TIMEOUT_S
 
 # The defaults double as the schema: a key not listed here is a typo, and a value must have
@@ -178,10 +178,10 @@ def check_shape(value: Any, default: Any, where: str, path: Path, schema: str | 
     the key the user wrote, and `schema` (default: `where`) is the key in DEFAULTS (a panel
     system's keys are checked as the retrieval section's)."""
     schema = schema or where
-    if schema in FREE_MAPPINGS:
-        if not isinstance(value, dict):
-            raise InputError(f"{path}: {where} must be a mapping of names to files (or {{}}), got {value!r}")
-        return value
+    if schema in FREE_MAPPINGS:  # null (an empty value) is none
+        if value is not None and not isinstance(value, dict):
+            raise InputError(f"{path}: {where} must be a mapping of names to files (or {{}}), got {quoted(value)}")
+        return value or {}
     if isinstance(default, dict):
         if not isinstance(value, dict):
             raise InputError(f"{path}: {where} must be a mapping with keys {sorted(default)}")

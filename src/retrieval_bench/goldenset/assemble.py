@@ -129,10 +129,17 @@ def assemble(
     hygiene = Hygiene.from_params(params)
     groups = {"real": real, "synthetic": synthetic_rows}
     passages = chunk_documents(documents, params["passages"]["chars"], params["passages"]["overlap"])
+    imported_report = {}
     for named in imported:
         groups[named.name], named_rejects, named_counts = imported_rows(named, documents, passages, hygiene)
         log(found_line(named.name, groups[named.name], named_counts))
         rejects += named_rejects
+        imported_report[named.name] = {
+            "file": named.file,
+            "format": named.kind,
+            "read": len(named.questions),
+            **named_counts,
+        }
     texts = dict(zip(documents["doc_id"], documents["text"]))
     candidates = [row for group in groups.values() for row in group]
     gauge = echo.mark(candidates, evidence_texts(candidates, texts))
@@ -148,7 +155,7 @@ def assemble(
             raise no_usable_question(params, cache_path, counts, rejects)
         log_synthetic(groups["synthetic"], counts, params, log)
     golden = [row for group in groups.values() for row in group]
-    return GoldenSet(golden, rejects, report(golden, rejects, counts, gauge))
+    return GoldenSet(golden, rejects, {**report(golden, rejects, counts, gauge), "imported": imported_report})
 
 
 def drop_echoes(rows: list[dict]) -> tuple[list[dict], list[dict]]:

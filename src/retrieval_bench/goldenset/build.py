@@ -37,6 +37,8 @@ LATER_FIELDS = frozenset(
         "relevant_spans",
     }
 )
+# The formats whose questions carry evidence texts, located in the documents as hand-written ones.
+EVIDENCE_FORMATS = tuple(SOURCES)
 # A golden row's source -> its question set when the row names none (as evaluation.segments reads it).
 SOURCE_SETS = {"hand-written": "hand-written", "qrels": "real"}
 
@@ -78,10 +80,6 @@ def read_handwritten(path: str | Path) -> list[dict]:
             f"DeepEval goldens, not a {kind} set"
         )
     return evidence_records(kind, questions)
-
-
-# The formats whose questions carry evidence texts, located in the documents (goldenset.formats).
-EVIDENCE_FORMATS = ("handwritten", "ragas", "llamaindex", "deepeval")
 
 
 def evidence_records(kind: str, questions: list[dict]) -> list[dict]:

@@ -34,15 +34,9 @@ from retrieval_bench.io import (
 RAGAS_FIELDS = ("user_input", "reference_contexts")
 LLAMAINDEX_FIELDS = ("queries", "corpus", "relevant_docs")
 DEEPEVAL_FIELDS = ("input", "context")
-# Where a question set came from, as a golden row's `source` says it (the tool that wrote it).
-SOURCES = {
-    "handwritten": "hand-written",
-    "ragas": "ragas",
-    "llamaindex": "llamaindex",
-    "deepeval": "deepeval",
-    "beir": "qrels",
-    "goldenset": "goldenset",
-}
+# The formats whose questions carry evidence texts -> the `source` of their golden rows (the tool
+# that wrote them); a BEIR set's rows say `qrels`, as real labels do.
+SOURCES = {"handwritten": "hand-written", "ragas": "ragas", "llamaindex": "llamaindex", "deepeval": "deepeval"}
 
 
 def hashed_qid(question: str, anchor: str = "") -> str:
