@@ -32,8 +32,11 @@ def main(argv: list[str] | None = None) -> None:
     params = load_params("generate")
     documents = read_table(paths.DOCUMENTS)
     labels = read_jsonl(paths.LABELS)
-    template, prompt_sha256, examples = read_question_prompt(paths.QUESTION_PROMPT, params, log)
-    if not labels or params["provider"] != "none":  # real labels alone generate nothing
+    generating = not labels or params["provider"] != "none"  # real labels alone generate nothing
+    template, prompt_sha256, examples = read_question_prompt(
+        paths.QUESTION_PROMPT, params, log if generating else lambda line: None
+    )
+    if generating:
         fetch_shared_cache(
             paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.DVC_LOCK, params["provider"] != "none", dry_run, log
         )

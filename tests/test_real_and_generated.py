@@ -83,7 +83,15 @@ def test_with_provider_none_the_golden_set_is_the_real_queries_and_unused_settin
     (beir_project / "data" / "mine.jsonl").write_text(
         json.dumps({"question": "q?", "doc_id": "p0", "evidence": paragraphs()[0][:40]}) + "\n"
     )
-    set_params(beir_project, **{"generate.handwritten": "data/mine.jsonl"})
+    (beir_project / "data" / "style.jsonl").write_text(json.dumps({"question": "how do i turn on wal"}) + "\n")
+    set_params(
+        beir_project,
+        **{
+            "generate.handwritten": "data/mine.jsonl",
+            "generate.style_examples": "data/style.jsonl",
+            "generate.drop_echo": True,
+        },
+    )
     with StubLLM() as stub:
         status, out, err = run_stage_here(beir_project, stub)
         assert status == 0, err
@@ -94,10 +102,15 @@ def test_with_provider_none_the_golden_set_is_the_real_queries_and_unused_settin
     assert {question_set(row) for row in golden} == {"real"}
     expected = (
         "3 real labelled queries (question set real); no question is generated (generate.provider none); "
-        "not used without a provider: generate.handwritten data/mine.jsonl"
+        "not used without a provider: generate.handwritten data/mine.jsonl, generate.style_examples "
+        "data/style.jsonl, generate.drop_echo true\n"
     )
     assert expected in out and expected in dry_out and dry_status == 0
-    set_params(beir_project, **{"generate.handwritten": "data/none.jsonl"})
+    assert "style examples" not in out  # said to be unused, not said to be in every prompt
+    set_params(
+        beir_project,
+        **{"generate.handwritten": "data/none.jsonl", "generate.style_examples": None, "generate.drop_echo": False},
+    )
     with StubLLM() as stub:
         out = run_stage_here(beir_project, stub)[1]
     assert "3 real labelled queries (question set real); no question is generated (generate.provider none)\n" in out

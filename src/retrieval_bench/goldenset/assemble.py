@@ -119,7 +119,7 @@ def assemble(
     generating = not labels or params["provider"] != "none"
     synthetic_rows, rejects, counts = [], [], {}
     if not generating:
-        log(real_only_line(len(real), params))
+        log(real_only_line(len(real), params, bool(imported)))
         if dry_run:
             raise DryRunDone("dry run: nothing would be generated or written")
     else:
@@ -176,14 +176,17 @@ def drop_echoes(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     return [row for row in rows if not row.get("echo")], rejects
 
 
-def real_only_line(n_real: int, params: dict) -> str:
+def real_only_line(n_real: int, params: dict, imported: bool) -> str:
     """The plan with real labels and provider none: the real queries only, and the settings that
-    cannot take effect so."""
-    unused = [
+    cannot take effect so: files of questions to add, and (without `imported` sets, which they
+    apply to) the drops of questions, which never drop a real one."""
+    files = [
         f"generate.{key} {params[key]}"
         for key in ("handwritten", "style_examples")
         if params[key] is not None and Path(params[key]).exists()
     ]
+    drops = ("drop_echo", "drop_context_dependent", "drop_near_duplicates")
+    unused = files + [f"generate.{key} true" for key in drops if params[key] and not imported]
     return f"{n_real} real labelled queries (question set real); no question is generated (generate.provider none)" + (
         f"; not used without a provider: {', '.join(unused)}" if unused else ""
     )
