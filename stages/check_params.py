@@ -1,12 +1,13 @@
 """Stage 0: validate the whole params.yaml on every `dvc repro` (the stage is always_changed), so
 a typo'd key or a bad value fails the run even when every other stage is cached; and stamp
 load.source and the stores embed_corpus and retrieve read (data/*stamp.json), which may be vector
-stores DVC cannot depend on, and generate.style_examples, which may be null."""
+stores DVC cannot depend on, generate.style_examples, which may be null, and generate.imported, a
+mapping of files DVC cannot list as deps."""
 
 from pathlib import Path
 
 from retrieval_bench import paths
-from retrieval_bench.corpus.source_stamp import source_stamp, stamps
+from retrieval_bench.corpus.source_stamp import imported_stamps, source_stamp, stamps
 from retrieval_bench.io import atomic_open, run_stage, write_json
 from retrieval_bench.params import load_all_params
 
@@ -28,6 +29,7 @@ def main() -> None:
         paths.STORE_STAMP: store,
         paths.STORED_VECTORS_STAMP: stored_vectors,
         paths.STYLE_EXAMPLES_STAMP: style_examples_stamp(params["generate"]["style_examples"]),
+        paths.IMPORTED_STAMP: imported_stamps(params["generate"]["imported"], Path(paths.SOURCE_DIGEST_MEMO)),
         # The panel's names: the leaderboard depends on the folder holding this file and the
         # systems' scores, which then exists even without a panel (DVC needs every dep to exist).
         paths.PANEL_SYSTEMS: list(params["panel"]),

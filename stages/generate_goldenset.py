@@ -1,5 +1,5 @@
-"""Stage 2: the golden set -> data/goldenset.jsonl, from real labels or from hand-written and
-generated questions (retrieval_bench.goldenset.assemble). Generated questions come from the
+"""Stage 2: the golden set -> data/goldenset.jsonl: real labels, hand-written and generated
+questions, and question sets of other tools (generate.imported) (retrieval_bench.goldenset.assemble). Generated questions come from the
 question cache (data/question_cache.jsonl) or from the LLM of generate.provider for what it
 lacks; with a default DVC remote, the cache version dvc.lock records (a teammate's `dvc push`)
 is fetched first, so nothing is paid for twice (retrieval_bench.goldenset.remote).
@@ -32,8 +32,11 @@ def main(argv: list[str] | None = None) -> None:
     params = load_params("generate")
     documents = read_table(paths.DOCUMENTS)
     labels = read_jsonl(paths.LABELS)
-    template, prompt_sha256, examples = read_question_prompt(paths.QUESTION_PROMPT, params, log)
-    if not labels:
+    generating = not labels or params["provider"] != "none"  # real labels alone generate nothing
+    template, prompt_sha256, examples = read_question_prompt(
+        paths.QUESTION_PROMPT, params, log if generating else lambda line: None
+    )
+    if generating:
         fetch_shared_cache(
             paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.DVC_LOCK, params["provider"] != "none", dry_run, log
         )

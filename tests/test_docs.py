@@ -132,12 +132,15 @@ def wrong_commands(code: str, known: dict[str, set[str]]) -> list[str]:
 def key_exists(key: str) -> bool:
     """A dotted params key (`*` for any child) exists in DEFAULTS; below a key whose default is null
     (an engine's own mapping: retrieval.store.search, generate.price) anything goes. A panel
-    system's name is the user's own: panel.<name>.<key> is checked as retrieval.<key>."""
+    system's name is the user's own: panel.<name>.<key> is checked as retrieval.<key>. An imported
+    question set's name is the user's own too: generate.imported.<name>."""
     parts = key.split(".")
     if parts[0] == "panel" and len(parts) > 2 and parts[2] in ("chunking", "embedder"):
         return True  # a system's chunking and embedder, by name
     if parts[0] == "panel" and len(parts) > 1:
         parts = ["retrieval", *parts[2:]]
+    if parts[:2] == ["generate", "imported"]:
+        return len(parts) <= 3  # an imported question set, by the user's own name
     if parts[0] in ("chunkings", "embedders") and len(parts) > 1:  # named overrides of load.chunking, of embed
         parts = [*(["load", "chunking"] if parts[0] == "chunkings" else ["embed"]), *parts[2:]]
     node: object = DEFAULTS

@@ -10,6 +10,7 @@ from retrieval_bench.io import InputError, json_kind
 from retrieval_bench.params_panel import (
     NAMED_BASE,
     check_chunking,
+    check_imported,
     check_named,
     check_panel,
     check_retrieval,
@@ -90,6 +91,7 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
         raise InputError(f"{path}: generate.max_questions must be >= 0 (0 = no limit)")
     _check_generate(params["generate"], "generate", path)
     check_style_examples(params["generate"], path)
+    check_imported(params["generate"]["imported"], path)
     check_similarity_bars(params, path)
     _check_judge(params["judge"], path)
     check_embed(params["embed"], path)

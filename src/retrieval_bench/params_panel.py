@@ -53,6 +53,8 @@ def check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Pat
 # and short enough for any file system.
 PANEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 PANEL_NAME_RULE = "1-64 ASCII letters, digits, - and _, starting with a letter or digit"
+# The question sets the golden set names itself (and the leaderboard's whole set): no imported set may take them.
+RESERVED_QUESTION_SETS = ("real", "hand-written", "generated", "all")
 
 
 def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -121,6 +123,26 @@ def check_named(section: str, entries: Any, params: dict[str, Any], path: Path) 
             check_embed(settings, path)
         checked[name] = settings
     return checked
+
+
+def check_imported(imported: dict[Any, Any], path: Path) -> None:
+    """generate.imported: {NAME: FILE}, each name a panel name's (the leaderboard and the
+    certificate name a column after it) and not a reserved question set, each file a path."""
+    for name, file in imported.items():
+        if not isinstance(name, str) or not PANEL_NAME.fullmatch(name):
+            raise InputError(
+                f"{path}: generate.imported name {quoted(name)} is not usable: it names a question set "
+                f"(a leaderboard column), so it must be {PANEL_NAME_RULE}"
+            )
+        if name in RESERVED_QUESTION_SETS:
+            raise InputError(
+                f"{path}: generate.imported.{name}: {name!r} is the name of a question set of the golden set's own "
+                f"(reserved: {', '.join(RESERVED_QUESTION_SETS)}); name the imported set otherwise"
+            )
+        if not isinstance(file, str) or not file.strip():
+            raise InputError(
+                f"{path}: generate.imported.{name} must be the path of a question set file or BEIR folder, got {quoted(file)}"
+            )
 
 
 def check_chunking(chunking: dict[str, Any], where: str, path: Path) -> None:

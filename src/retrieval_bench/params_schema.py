@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from retrieval_bench.io import InputError
+from retrieval_bench.io import InputError, quoted
 from retrieval_bench.params_sections import DVC_IGNORED_KEYS, REQUEST_TIMEOUT_S
 
 # The defaults double as the schema: a key not listed here is a typo, and a value must have
@@ -35,6 +35,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "handwritten": "data/handwritten_questions.jsonl",
         "style_examples": None,  # a question set whose questions are few-shot style examples (goldenset.style_examples)
         "style_examples_count": 8,
+        "imported": {},  # question sets made by other tools, by name: {NAME: FILE} (params_panel.check_imported)
         "drop_echo": False,
         "drop_context_dependent": False,
         "drop_near_duplicates": False,
@@ -156,6 +157,8 @@ RETIRED = {
 
 # Keys that may be null although their default is not (null = no limit).
 NULLABLE = {"params.generate.max_cost_usd", "params.judge.max_cost_usd"}
+# Mappings whose keys are the user's names, not the schema's; checked on their own (params_panel).
+FREE_MAPPINGS = {"params.generate.imported"}
 # Keys whose value may be a number or a word; checked in _check_values.
 MIXED = {"params.retrieval.depth"}
 
@@ -184,6 +187,10 @@ def check_shape(value: Any, default: Any, where: str, path: Path, schema: str | 
     the key the user wrote, and `schema` (default: `where`) is the key in DEFAULTS (a panel
     system's keys are checked as the retrieval section's)."""
     schema = schema or where
+    if schema in FREE_MAPPINGS:  # null (an empty value) is none
+        if value is not None and not isinstance(value, dict):
+            raise InputError(f"{path}: {where} must be a mapping of names to files (or {{}}), got {quoted(value)}")
+        return value or {}
     if isinstance(default, dict):
         if not isinstance(value, dict):
             raise InputError(f"{path}: {where} must be a mapping with keys {sorted(default)}")

@@ -11,6 +11,7 @@ STORED_VECTORS_STAMP = "data/stored_vectors_stamp.json"  # what embed_corpus dep
 STYLE_EXAMPLES_STAMP = (
     "data/style_examples_stamp.json"  # what generate_goldenset depends on for generate.style_examples
 )
+IMPORTED_STAMP = "data/imported_stamp.json"  # what generate_goldenset depends on for generate.imported
 SOURCE_DIGEST_MEMO = ".dvc/tmp/retrieval-bench-source-digests.json"  # content digests by file times (not tracked)
 DVC_LOCK = "dvc.lock"  # what the last `dvc repro` recorded: the question cache version a teammate pushed
 

@@ -26,7 +26,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-from retrieval_bench.io import hash_file, write_json
+from retrieval_bench.io import InputError, check_regular, hash_file, write_json
 from retrieval_bench.store_address import is_store_address, parse_address
 
 
@@ -127,6 +127,22 @@ def source_stamp(source: str, memo: Path | None = None) -> dict:
     if stamped is None:  # nothing readable tells of a change: re-read on every repro, as a server
         return {**anew, "kind": "local store, unreadable version"}
     return {"source": source, "kind": "local store", "rows": stamped[0], "md5": stamped[1]}
+
+
+def imported_stamps(imported: dict[str, str], memo: Path | None = None) -> dict:
+    """What generate_goldenset depends on for generate.imported ({NAME: FILE}): each file's or
+    folder's stamp by name; a missing file, or one that is no regular file or folder (a FIFO), is
+    one InputError naming generate.imported.NAME."""
+    stamped = {}
+    for name, file in sorted(imported.items()):
+        try:
+            check_regular(file, folder_ok=True)
+        except FileNotFoundError:
+            raise InputError(f"generate.imported.{name}: {file}: no such file or folder") from None
+        except InputError as error:
+            raise InputError(f"generate.imported.{name}: {error}") from None
+        stamped[name] = source_stamp(file, memo)
+    return stamped
 
 
 def stamps(params: dict, memo: str | Path | None = None) -> tuple[dict, dict, dict]:

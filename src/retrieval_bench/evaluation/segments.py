@@ -17,8 +17,10 @@ LONG = "long (16+ words)"
 
 
 def question_set(row: dict) -> str:
-    """hand-written (the user's own questions), real (labelled queries: qrels, BEIR) or generated."""
-    return QUESTION_SETS.get(row.get("source"), GENERATED)
+    """The row's own `question_set` (an imported set's name, generate.imported) when it has one,
+    else by its source: hand-written (the user's own questions), real (labelled queries: qrels,
+    BEIR) or generated."""
+    return row.get("question_set") or QUESTION_SETS.get(row.get("source"), GENERATED)
 
 
 def length_bucket(question: str) -> str:

@@ -1,6 +1,8 @@
-"""The golden set from the stage's inputs: real labels, or hand-written questions plus generated
-ones (generated with generate.provider, or taken from the question cache), with the echo gauge,
-the report (metrics/goldenset.json) and the lines the stage prints.
+"""The golden set from the stage's inputs: real labels (question set real), hand-written questions
+plus generated ones (generated with generate.provider, or taken from the question cache; with
+real labels only when a provider is set), and the question sets of other tools
+(generate.imported, goldenset.imported), with the echo gauge, the report (metrics/goldenset.json)
+and the lines the stage prints.
 
 Which passages get a question is decided before anything is paid for (goldenset.selection). A
 dry run logs what would be generated and its estimated cost, then raises DryRunDone: nothing is
@@ -29,9 +31,12 @@ from retrieval_bench.goldenset.build import (
     label_rows,
     mark_hygiene,
     normalise_question,
+    question_set_of,
     read_handwritten,
     sample_rows,
 )
+from retrieval_bench.goldenset.imported import found_line, imported_rows, read_imported
+from retrieval_bench.goldenset.imported import plan_line as imported_plan_line
 from retrieval_bench.goldenset.selection import (
     REJECT_REASONS,
     CacheIndex,
@@ -103,42 +108,88 @@ def assemble(
     dry_run: bool,
     log: Log,
 ) -> GoldenSet:
-    """The golden set for the generate section `params`: real `labels` when there are any, else
-    hand-written and generated questions (generating what the cache lacks unless the provider is
-    none). Raises DryRunDone at the end of a dry run."""
-    rejects: list[dict] = []
-    texts = dict(zip(documents["doc_id"], documents["text"]))
-    if labels:
+    """The golden set for the generate section `params`: real `labels` (question set real), and
+    hand-written and generated questions unless there are real labels and the provider is none
+    (generating what the cache lacks), and the imported sets (generate.imported). Raises
+    DryRunDone at the end of a dry run."""
+    imported = read_imported(params["imported"])
+    for named in imported:
+        log(imported_plan_line(named))
+    real = sample_rows(label_rows(labels), params["max_questions"], params["seed"]) if labels else []
+    generating = not labels or params["provider"] != "none"
+    synthetic_rows, rejects, counts = [], [], {}
+    if not generating:
+        log(real_only_line(len(real), params, bool(imported)))
         if dry_run:
-            raise DryRunDone("real labels: nothing would be generated")
-        rows, counts = sample_rows(label_rows(labels), params["max_questions"], params["seed"]), {}
-        log(f"using {len(rows)} real labelled queries; no question is generated")
-        gauge = echo.mark(rows, evidence_texts(rows, texts))
-        mark_hygiene(rows, Hygiene.from_params(params).near_jaccard)
+            raise DryRunDone("dry run: nothing would be generated or written")
     else:
-        rows, rejects, counts = synthetic(params, documents, template, prompt_sha256, cache_path, dry_run, log)
-        gauge = echo.mark(rows, evidence_texts(rows, texts))
-        if params["drop_echo"]:
-            # Generated echoes were already regenerated or replaced; hand-written ones are dropped.
-            for row in rows:
-                if row.get("echo"):
-                    rejects.append(
-                        {
-                            "reason": "echo",
-                            "source": row["source"],
-                            "chunk_id": row["gold_chunk_id"],
-                            "doc_id": row["doc_id"],
-                            "question": row["question"],
-                            "regenerated": False,
-                        }
-                    )
-            rows = [row for row in rows if not row.get("echo")]
-        mark_hygiene(rows, Hygiene.from_params(params).near_jaccard)
-        rows = sample_rows(rows, params["max_questions"], params["seed"])
-        if not rows:
+        synthetic_rows, rejects, counts = synthetic(
+            params, documents, template, prompt_sha256, cache_path, dry_run, log, n_real=len(real)
+        )
+    hygiene = Hygiene.from_params(params)
+    groups = {"real": real, "synthetic": synthetic_rows}
+    passages = chunk_documents(documents, params["passages"]["chars"], params["passages"]["overlap"])
+    imported_report = {}
+    for named in imported:
+        groups[named.name], named_rejects, named_counts = imported_rows(named, documents, passages, hygiene)
+        log(found_line(named.name, groups[named.name], named_counts))
+        rejects += named_rejects
+        imported_report[named.name] = {
+            "file": named.file,
+            "format": named.kind,
+            "read": len(named.questions),
+            **named_counts,
+        }
+    texts = dict(zip(documents["doc_id"], documents["text"]))
+    candidates = [row for group in groups.values() for row in group]
+    gauge = echo.mark(candidates, evidence_texts(candidates, texts))
+    if params["drop_echo"]:  # generated echoes were already regenerated or replaced; the others are dropped
+        for name in [name for name in groups if name != "real"]:
+            groups[name], dropped = drop_echoes(groups[name])
+            rejects += dropped
+    for group in groups.values():
+        mark_hygiene(group, hygiene.near_jaccard)
+    if generating:
+        groups["synthetic"] = sample_rows(groups["synthetic"], params["max_questions"], params["seed"])
+        if not any(groups.values()):
             raise no_usable_question(params, cache_path, counts, rejects)
-        log_synthetic(rows, counts, params, log)
-    return GoldenSet(rows, rejects, report(rows, rejects, counts, gauge))
+        log_synthetic(groups["synthetic"], counts, params, log)
+    golden = [row for group in groups.values() for row in group]
+    return GoldenSet(golden, rejects, {**report(golden, rejects, counts, gauge), "imported": imported_report})
+
+
+def drop_echoes(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(rows the echo gauge did not flag, a reject for each flagged one)."""
+    rejects = [
+        {
+            "reason": "echo",
+            "source": row["source"],
+            "chunk_id": row["gold_chunk_id"],
+            "doc_id": row["doc_id"],
+            "question": row["question"],
+            "regenerated": False,
+            **({"question_set": row["question_set"]} if "question_set" in row else {}),
+        }
+        for row in rows
+        if row.get("echo")
+    ]
+    return [row for row in rows if not row.get("echo")], rejects
+
+
+def real_only_line(n_real: int, params: dict, imported: bool) -> str:
+    """The plan with real labels and provider none: the real queries only, and the settings that
+    cannot take effect so: files of questions to add, and (without `imported` sets, which they
+    apply to) the drops of questions, which never drop a real one."""
+    files = [
+        f"generate.{key} {params[key]}"
+        for key in ("handwritten", "style_examples")
+        if params[key] is not None and Path(params[key]).exists()
+    ]
+    drops = ("drop_echo", "drop_context_dependent", "drop_near_duplicates")
+    unused = files + [f"generate.{key} true" for key in drops if params[key] and not imported]
+    return f"{n_real} real labelled queries (question set real); no question is generated (generate.provider none)" + (
+        f"; not used without a provider: {', '.join(unused)}" if unused else ""
+    )
 
 
 def no_usable_question(params: dict, cache_path: str | Path, counts: dict, rejects: list[dict]) -> InputError:
@@ -173,9 +224,11 @@ def synthetic(
     cache_path: str,
     dry_run: bool,
     log: Log,
+    n_real: int = 0,
 ) -> tuple[list[dict], list[dict], dict]:
     """Hand-written questions located in the documents, then generated ones for the chosen
-    passages (generating what the cache lacks): (rows, rejected replies, counts)."""
+    passages (generating what the cache lacks): (rows, rejected replies, counts). `n_real`: the
+    real labelled queries beside them (in the plan line only)."""
     passages = chunk_documents(documents, params["passages"]["chars"], params["passages"]["overlap"])
     hw_rows, counts = handwritten_rows(read_handwritten(Path(params["handwritten"])), documents, passages)
     hw_rows, hw_duplicates = deduplicate(hw_rows)
@@ -187,7 +240,7 @@ def synthetic(
     meta = Meta.from_params(params, settings, prompt_sha256, EarlierKeys.of(read_cache(cache_path)), params["seed"])
     ranked = rank_passages(passages, params["seed"], {row["chunk_sha256"] for row in hw_rows})
     budget = None if params["max_questions"] == 0 else max(0, params["max_questions"] - len(hw_rows))
-    log(plan_line(params["max_questions"], len(hw_rows), budget, len(ranked)))
+    log(plan_line(params["max_questions"], len(hw_rows), budget, len(ranked), n_real))
     seen = {normalise_question(row["question"]) for row in hw_rows}
     if family is not None:
         generate_missing(params, settings, meta, template, ranked, budget, seen, cache_path, dry_run, log)
@@ -222,24 +275,33 @@ def synthetic(
     return hw_rows + generated, hw_rejects + plan.rejects, counts
 
 
-def plan_line(max_questions: int, n_handwritten: int, budget: int | None, n_eligible: int) -> str:
-    """What the golden set is to hold: the hand-written questions, and how many passages get a
-    generated one (`budget`: None, no limit) of the `n_eligible` that may."""
+def plan_line(max_questions: int, n_handwritten: int, budget: int | None, n_eligible: int, n_real: int = 0) -> str:
+    """What the golden set is to hold: the `n_real` real labelled queries (none: not said), the
+    hand-written questions, and how many passages get a generated one (`budget`: None, no limit)
+    of the `n_eligible` that may."""
     if budget is None:
-        return (
+        line = (
             f"max_questions 0 (no limit): {n_handwritten} hand-written questions, and a generated question for "
             f"each of the {n_eligible} passages they do not cover"
         )
-    if budget == 0:
-        return f"max_questions {max_questions} is used up by {n_handwritten} hand-written questions: 0 to generate"
+    elif budget == 0:
+        line = f"max_questions {max_questions} is used up by {n_handwritten} hand-written questions: 0 to generate"
+    else:
+        line = (
+            f"max_questions {max_questions} less {n_handwritten} hand-written questions: {min(budget, n_eligible)} "
+            f"passages get a generated question (of {n_eligible} eligible)"
+        )
+    if not n_real:
+        return line
+    to_generate = n_eligible if budget is None else min(budget, n_eligible)
     return (
-        f"max_questions {max_questions} less {n_handwritten} hand-written questions: {min(budget, n_eligible)} "
-        f"passages get a generated question (of {n_eligible} eligible)"
+        f"{n_real} real labelled queries (question set real) + {to_generate} questions to generate "
+        f"(or take from the question cache): {line}; the real queries are extra"
     )
 
 
 def log_synthetic(rows: list[dict], counts: dict, params: dict, log: Log) -> None:
-    n_generated = sum(row["source"] != "hand-written" for row in rows)
+    n_generated = sum(question_set_of(row) == "generated" for row in rows)
     log(
         f"{len(rows)} questions ({len(rows) - n_generated} hand-written, {n_generated} generated); "
         f"{counts['other_corpus']} hand-written ones are for documents not in this corpus, {counts['not_located']} could not be located; "
@@ -267,12 +329,15 @@ def log_synthetic(rows: list[dict], counts: dict, params: dict, log: Log) -> Non
 
 
 def report(rows: list[dict], rejects: list[dict], counts: dict, gauge: dict) -> dict:
-    """metrics/goldenset.json: sizes, the echo gauge, rejects by reason, where questions are missing."""
+    """metrics/goldenset.json: sizes (by question set too), the echo gauge, rejects by reason,
+    where questions are missing."""
     reasons = Counter(reject["reason"] for reject in rejects)
+    by_set = Counter(question_set_of(row) for row in rows)
     return {
         "n_questions": len(rows),
-        "n_handwritten": sum(row["source"] == "hand-written" for row in rows),
-        "n_generated": sum(row["source"] not in ("hand-written", "qrels") for row in rows),
+        "n_handwritten": by_set["hand-written"],
+        "n_generated": by_set["generated"],
+        "n_by_question_set": dict(sorted(by_set.items())),
         "echo_rate": gauge["echo_rate"],
         "echo_flagged": sum(bool(row.get("echo")) for row in rows),
         "rejected": len(rejects),

@@ -17,11 +17,35 @@ import pandas as pd
 
 from retrieval_bench.goldenset.echo import words
 from retrieval_bench.goldenset.evidence import locate_evidence, locate_in_passage
-from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
+from retrieval_bench.goldenset.formats import SOURCES, hashed_qid, read_question_set
 from retrieval_bench.io import InputError, read_jsonl
 from retrieval_bench.question_form import CORE_INTERROGATIVES
 from retrieval_bench.retrieval.bm25 import tokenize
 from retrieval_bench.spans import coverage
+
+# Fields a golden row gets after _row (the echo gauge, hygiene flags, its question set, chunk labels):
+# a record's own field of one of these names is kept as own_<name>, never read as ours.
+LATER_FIELDS = frozenset(
+    {
+        "question_set",
+        "echo",
+        "echo_content_share",
+        "echo_longest_ngram",
+        "context_dependent",
+        "near_duplicate_of",
+        "relevant",
+        "relevant_spans",
+    }
+)
+# The formats whose questions carry evidence texts, located in the documents as hand-written ones.
+EVIDENCE_FORMATS = tuple(SOURCES)
+# A golden row's source -> its question set when the row names none (as evaluation.segments reads it).
+SOURCE_SETS = {"hand-written": "hand-written", "qrels": "real"}
+
+
+def question_set_of(row: Mapping) -> str:
+    """The row's question set: its own `question_set`, else by its source (any other: generated)."""
+    return row.get("question_set") or SOURCE_SETS.get(row.get("source"), "generated")
 
 
 def question_id(doc_id: str, question: str) -> str:
@@ -39,35 +63,41 @@ def best_passage(passages: pd.DataFrame, doc_id: str, start: int, end: int) -> p
 
 def read_handwritten(path: str | Path) -> list[dict]:
     """Questions the user brings: hand-written JSONL (question, evidence, doc_id, optional qid and
-    any other fields), a ragas testset (CSV/JSONL) or a LlamaIndex EmbeddingQAFinetuneDataset
-    (JSON). Each record: qid (None: derived), question, evidence (one text), doc_id (None: any
-    document), extra (the source's other fields, kept as-is). A missing file holds none."""
+    any other fields), a ragas testset (CSV/JSONL), a LlamaIndex EmbeddingQAFinetuneDataset (JSON)
+    or DeepEval goldens (see evidence_records). A missing file holds none."""
     path = Path(path)
     if not path.exists():
         return []
     if path.suffix.lower() == ".jsonl":
         for number, record in enumerate(read_jsonl(path), 1):
             missing = {"question", "doc_id", "evidence"} - set(record)
-            if missing and not {"user_input", "reference_contexts"} <= set(record):
+            if missing and not ({"user_input", "reference_contexts"} <= set(record) or "input" in record):
                 raise InputError(f"{path}: record {number} lacks {', '.join(sorted(missing))}")
     kind, questions = read_question_set(path)
-    if kind not in ("handwritten", "ragas", "llamaindex"):
+    if kind not in EVIDENCE_FORMATS:
         raise InputError(
-            f"{path}: generate.handwritten takes hand-written JSONL, a ragas testset or a LlamaIndex dataset, not a {kind} set"
+            f"{path}: generate.handwritten takes hand-written JSONL, a ragas testset, a LlamaIndex dataset or "
+            f"DeepEval goldens, not a {kind} set"
         )
-    records = []
-    for question in questions:
-        evidence = question["evidence"][0] if question["evidence"] else ""
-        records.append(
-            {
-                "qid": question["qid"],  # None: derived from document and question, as it always was
-                "question": question["question"],
-                "evidence": evidence,
-                "doc_id": question.get("doc_id"),
-                "extra": question["extra"],
-            }
-        )
-    return records
+    return evidence_records(kind, questions)
+
+
+def evidence_records(kind: str, questions: list[dict]) -> list[dict]:
+    """Records handwritten_rows locates, from read_question_set's `questions` of format `kind`:
+    qid (None: derived), question, evidence (the first text), doc_id (None: any document), source
+    (the tool that wrote the set: hand-written, ragas, llamaindex, deepeval) and extra (the
+    source's other fields, kept as-is)."""
+    return [
+        {
+            "qid": question["qid"],  # None: derived from document and question, as it always was
+            "question": question["question"],
+            "evidence": question["evidence"][0] if question["evidence"] else "",
+            "doc_id": question.get("doc_id"),
+            "source": SOURCES[kind],
+            "extra": question["extra"],
+        }
+        for question in questions
+    ]
 
 
 def normalise_question(question: str) -> str:
@@ -78,7 +108,10 @@ def normalise_question(question: str) -> str:
 def handwritten_rows(
     records: list[dict], documents: pd.DataFrame, passages: pd.DataFrame
 ) -> tuple[list[dict], dict[str, int]]:
-    """Golden rows for hand-written questions (question, doc_id, evidence) found in this corpus."""
+    """Golden rows for questions brought with their evidence (evidence_records) found in this
+    corpus. A row's source is its record's (the tool's); rows of a tool other than hand-written
+    JSONL say `question_set: hand-written`. A field of the record's own that a golden row also
+    has (its own `source`, say) is kept as own_<field>."""
     texts = dict(zip(documents["doc_id"], documents["text"]))
     counts = {"other_corpus": 0, "not_located": 0}
     rows = []
@@ -93,10 +126,14 @@ def handwritten_rows(
             continue
         doc_id, span = found
         passage = best_passage(passages, doc_id, *span)
-        row = _row(record["question"], passage, span, "hand-written", None, True)
+        source = record.get("source", "hand-written")
+        row = _row(record["question"], passage, span, source, None, True)
         if record.get("qid") is not None:
             row["qid"] = str(record["qid"])
-        rows.append({**record.get("extra", {}), **row})  # the user's own fields, ours win on a clash
+        if source != "hand-written":
+            row["question_set"] = "hand-written"
+        extra = record.get("extra", {})
+        rows.append({**{f"own_{k}" if k in row or k in LATER_FIELDS else k: v for k, v in extra.items()}, **row})
     return rows, counts
 
 

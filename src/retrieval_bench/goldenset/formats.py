@@ -7,6 +7,8 @@ Formats (detected from the file):
 - hand-written questions (JSONL): question, doc_id, evidence, optional qid and any other fields;
 - a ragas testset (CSV or JSONL): user_input, reference_contexts (a list of texts);
 - a LlamaIndex EmbeddingQAFinetuneDataset (JSON): queries, corpus, relevant_docs;
+- DeepEval goldens (a JSON list, or JSONL): input, context (a list of texts), expected_output,
+  source_file (EvaluationDataset.save_as);
 - a BEIR folder (queries.jsonl, qrels/<split>.tsv) with its corpus.
 """
 
@@ -18,10 +20,23 @@ import hashlib
 import json
 from pathlib import Path
 
-from retrieval_bench.io import InputError, check_regular, json_kind, quoted, read_jsonl, read_text, read_text_lines
+from retrieval_bench.io import (
+    InputError,
+    check_regular,
+    json_kind,
+    numbered_jsonl,
+    quoted,
+    read_jsonl,
+    read_text,
+    read_text_lines,
+)
 
 RAGAS_FIELDS = ("user_input", "reference_contexts")
 LLAMAINDEX_FIELDS = ("queries", "corpus", "relevant_docs")
+DEEPEVAL_FIELDS = ("input", "context")
+# The formats whose questions carry evidence texts -> the `source` of their golden rows (the tool
+# that wrote them); a BEIR set's rows say `qrels`, as real labels do.
+SOURCES = {"handwritten": "hand-written", "ragas": "ragas", "llamaindex": "llamaindex", "deepeval": "deepeval"}
 
 
 def hashed_qid(question: str, anchor: str = "") -> str:
@@ -30,14 +45,14 @@ def hashed_qid(question: str, anchor: str = "") -> str:
 
 
 def detect_format(path: Path) -> str:
-    """goldenset | handwritten | ragas | llamaindex | beir, from the file's name and first record."""
+    """goldenset | handwritten | ragas | llamaindex | deepeval | beir, from the file's name and first record."""
     if path.is_dir():
         if (path / "queries.jsonl").is_file():
             return "beir"
         raise InputError(f"{path}: a folder must be a BEIR folder (queries.jsonl, qrels/<split>.tsv, corpus.jsonl)")
     suffix = path.suffix.lower()
     if suffix == ".json":
-        return "llamaindex"
+        return "deepeval" if _is_deepeval_list(path) else "llamaindex"
     if suffix == ".csv":
         columns = next(csv.reader(read_text_lines(path)), [])
         if not set(RAGAS_FIELDS) & set(columns):
@@ -53,14 +68,26 @@ def detect_format(path: Path) -> str:
     first = rows[0] if rows else {}
     if all(field in first for field in RAGAS_FIELDS):
         return "ragas"
+    if all(field in first for field in DEEPEVAL_FIELDS):
+        return "deepeval"
     if "evidence" in first and "question" in first:
         return "handwritten"
     if "qid" in first and "question" in first and ("start" in first or "relevant" in first):
         return "goldenset"
     raise InputError(
         f"{path}:1: not a known question set: expected question + doc_id + evidence (hand-written), "
-        f"user_input + reference_contexts (ragas) or this project's golden set; fields found: {', '.join(first) or 'none'}"
+        f"user_input + reference_contexts (ragas), input + context (DeepEval) or this project's golden set; fields found: {', '.join(first) or 'none'}"
     )
+
+
+def _is_deepeval_list(path: Path) -> bool:
+    """Whether a .json file is a list of DeepEval goldens (its first has an `input`); anything
+    else is read as a LlamaIndex dataset, whose reader says what is wrong with it."""
+    try:
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError:
+        return False
+    return isinstance(data, list) and bool(data) and isinstance(data[0], dict) and "input" in data[0]
 
 
 def _context_list(value: object, where: str) -> list[str]:
@@ -125,6 +152,37 @@ def read_llamaindex(path: Path) -> list[dict]:
     return questions
 
 
+def _deepeval_records(path: Path) -> list[tuple[str, object]]:
+    """(where, record) of DeepEval goldens: a JSON list (EvaluationDataset.save_as) or JSONL."""
+    if path.suffix.lower() == ".jsonl":
+        return [(f"{path}:{line}", record) for line, record in numbered_jsonl(path)]
+    try:
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}:{error.lineno}: invalid JSON ({error.msg})") from None
+    if not isinstance(data, list):
+        raise InputError(f"{path}: DeepEval goldens are a JSON list of objects, got {json_kind(data)}")
+    return [(f"{path}: golden {i + 1}", record) for i, record in enumerate(data)]
+
+
+def read_deepeval(path: Path) -> list[dict]:
+    """DeepEval goldens: input (the question), context (its evidence texts); expected_output,
+    source_file and any other field are kept as-is."""
+    questions = []
+    for where, record in _deepeval_records(path):
+        if not isinstance(record, dict) or not isinstance(record.get("input"), str):
+            raise InputError(f"{where}: a DeepEval golden needs an `input` text")
+        contexts = record.get("context") or []
+        if not isinstance(contexts, list) or not all(isinstance(text, str) for text in contexts):
+            raise InputError(f"{where}: a DeepEval golden's `context` must be a list of texts")
+        contexts = [text for text in contexts if text.strip()]
+        question = record["input"].strip()
+        extra = {k: v for k, v in record.items() if k not in ("input", "context", "qid")}
+        qid = str(record.get("qid") or hashed_qid(question, contexts[0] if contexts else ""))
+        questions.append({"qid": qid, "question": question, "evidence": contexts, "extra": extra})
+    return questions
+
+
 def read_question_set(path: str | Path, split: str = "test") -> tuple[str, list[dict]]:
     """(format, questions) for the question set at `path`."""
     from retrieval_bench.corpus.load import read_qrels, read_queries
@@ -138,6 +196,8 @@ def read_question_set(path: str | Path, split: str = "test") -> tuple[str, list[
         return kind, read_ragas(path)
     if kind == "llamaindex":
         return kind, read_llamaindex(path)
+    if kind == "deepeval":
+        return kind, read_deepeval(path)
     if kind == "beir":
         queries = read_queries(path / "queries.jsonl")
         qrels_path = path / "qrels" / f"{split}.tsv"
