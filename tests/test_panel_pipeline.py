@@ -26,6 +26,20 @@ USING_SEQ64 = {"dense-seq64"}
 SHORT_DOCS = 6  # documents shorter than both chunkings: one identical chunk in each
 
 
+def quoting_set(project) -> list[dict]:
+    """Another tool's question set, as careless as they come: 10 words of a document each, quoted
+    ("What does the documentation say about ...?"), in the hand-written JSONL format."""
+    rows = []
+    for path in sorted((project / "data" / "sample" / "sqlite").glob("*.md")):
+        words = path.read_text(encoding="utf-8").split()
+        for start in range(40, len(words) - 10, 150):
+            quote = " ".join(words[start : start + 10])
+            rows.append(
+                {"question": f"What does the documentation say about {quote}?", "doc_id": path.name, "evidence": quote}
+            )
+    return rows
+
+
 def ran_stages(output: str) -> set[str]:
     return {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")} - {"check_params"}
 
@@ -34,16 +48,20 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
     project = copy_project(tmp_path / "project", panel=True)
     for i in range(SHORT_DOCS):
         (project / "data" / "sample" / "sqlite" / f"short{i}.md").write_text(f"Short note {i} about page {i * 7}.\n")
-    set_params(project, panel=PANEL)
+    quotes = quoting_set(project)
+    (project / "data" / "quotes.jsonl").write_text("".join(json.dumps(row) + "\n" for row in quotes))
+    set_params(project, panel=PANEL, **{"generate.imported": {"quotes": "data/quotes.jsonl"}})
     first = dvc("repro", cwd=project)
     each_text_embedded_once_per_embedder(project)
     panel_stages = {f"{stage}@{system}" for stage in ("retrieve_panel", "score_panel") for system in SYSTEMS}
     assert panel_stages | {"leaderboard", "retrieve", "score"} <= ran_stages(first.stdout)
-    assert "leaderboard: best on mrr: " in first.stdout
 
     board = json.loads((project / "metrics" / "leaderboard.json").read_text())
     assert board["systems"] == SYSTEMS and board["correction"].startswith("Holm")
-    assert set(board["question_sets"]) == {"all", "hand-written"}  # the slice's golden set is hand-written only
+    # the slice's hand-written questions, and the imported set beside them: the headline is the reference's
+    assert set(board["question_sets"]) == {"all", "hand-written", "quotes"} and board["headline_set"] == "hand-written"
+    assert board["question_sets"]["quotes"]["n_questions"] == len(quotes)
+    assert "leaderboard: best on mrr of hand-written: " in first.stdout
     mrr = board["question_sets"]["all"]["metrics"]["mrr"]
     for system in SYSTEMS:
         row = mrr["systems"][system]
@@ -59,10 +77,22 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
     assert "Holm" in (project / "metrics" / "leaderboard.md").read_text()
     per_question = pd.read_csv(project / "metrics" / "panel" / "bm25" / "per_question.csv")
     assert {"question_set", "document", "folder", "length_bucket"} <= set(per_question.columns)
+    # the imported set is certified against the hand-written questions, its verdict printed by the
+    # stage and by `show`, and kept (as a number) in the headline
     certificate = json.loads((project / "metrics" / "certificate.json").read_text())
-    assert certificate["available"] is False and "generated" in certificate["reason"]
+    assert (
+        certificate["available"]
+        and certificate["reference"] == "hand-written"
+        and list(certificate["sets"]) == ["quotes"]
+    )
+    verdict = certificate["sets"]["quotes"]["verdict"]
+    assert verdict in {"agrees", "disagrees", "undetermined"}
+    line = f"certificate: quotes ({len(quotes)}) "
+    assert line in first.stdout
+    headline = json.loads((project / "metrics" / "headline.json").read_text())
+    assert headline["certificate"]["quotes"]["verdict"] == {"agrees": 1, "undetermined": 0, "disagrees": -1}[verdict]
     shown = run(["retrieval-bench", "show"], cwd=project).stdout
-    assert "panel leaderboard" in shown and all(system in shown for system in SYSTEMS)
+    assert "panel leaderboard" in shown and all(system in shown for system in SYSTEMS) and line in shown
 
     git("add", "-A", cwd=project)
     git("commit", "-qm", "panel", cwd=project)

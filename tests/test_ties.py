@@ -12,7 +12,13 @@ import pytest
 import pytrec_eval
 
 from retrieval_bench import run_contract
-from retrieval_bench.evaluation.metrics import concrete_ranks, question_metrics, score_question, span_recall
+from retrieval_bench.evaluation.metrics import (
+    concrete_ranks,
+    expected_metrics,
+    question_metrics,
+    score_question,
+    span_recall,
+)
 from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.hybrid import Top, fuse
 from retrieval_bench.retrieval.rank import judged_positions
@@ -193,3 +199,11 @@ def test_hybrid_candidates_keep_the_dense_tie_group_at_the_fusion_cut(seed):
     ]
     as_sets = [set(zip(r["qid"], r["chunk_id"], r["score"].round(12))) for r in runs_]
     assert as_sets[0] == as_sets[1]
+
+
+def test_expected_metrics_never_exceed_one_by_rounding():
+    """Seven relevant chunks tied at the top: the expected DCG sums to the ideal one, which in
+    floating point came out 1.0000000000000002 (the leaderboard then refused the table)."""
+    for n, gain in ((7, 1.0), (7, 2.0), (3, 3.0)):
+        row = expected_metrics(Positions(np.zeros(n), np.full(n, n, dtype=np.int64)), np.full(n, gain), [1, 5, 10])
+        assert row["ndcg@10"] == 1.0 and all(v <= 1.0 for k, v in row.items() if k != "first_relevant_rank")

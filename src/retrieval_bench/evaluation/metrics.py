@@ -50,7 +50,8 @@ def dcg(ranks: np.ndarray, gains: np.ndarray, k: int) -> float:
 def ndcg_at(ranks: np.ndarray, gains: np.ndarray, k: int) -> float:
     """DCG@k over the ideal DCG@k, the relevant gains sorted best first (trec_eval ndcg_cut.k)."""
     ideal_dcg = _ideal_dcg(gains, k)
-    return dcg(ranks, gains, k) / ideal_dcg if ideal_dcg > 0 else 0.0
+    # the same gains summed in another order can exceed the ideal in the last bit: a share, at most 1
+    return min(dcg(ranks, gains, k) / ideal_dcg, 1.0) if ideal_dcg > 0 else 0.0
 
 
 def average_precision_at(ranks: np.ndarray, k: int) -> float:
@@ -157,7 +158,9 @@ def expected_metrics(positions: Positions, gains: np.ndarray, ks: list[int]) -> 
         inside = sum(len(members) * min(max(k - b, 0), size) / size for b, size, members in groups)
         row[f"recall@{k}"] = inside / n_relevant
         row[f"hit@{k}"] = 1.0 - _none_in_first(n, r, k - p)
-    return row
+    # every metric but the rank is a share: a sum that is exactly 1 may round to 1 + 2e-16 (seven
+    # relevant chunks tied at the top: ndcg), which no reader of per_question.csv may be handed
+    return {name: value if name == "first_relevant_rank" else min(value, 1.0) for name, value in row.items()}
 
 
 def _ideal_dcg(gains: np.ndarray, k: int) -> float:
