@@ -99,7 +99,10 @@ def sample_panel(models: dict, n_quotes: int, rng: np.random.Generator) -> tuple
     hand, _ = handwritten_rows(read_handwritten(ROOT / "data" / "handwritten_questions.jsonl"), documents, chunks)
     made = quotes(chunks, n_quotes, rng)
     quoting, _ = handwritten_rows(
-        [{"question": q["question"], "doc_id": chunks["doc_id"].iloc[q["row"]], "evidence": q["evidence"]} for q in made],
+        [
+            {"question": q["question"], "doc_id": chunks["doc_id"].iloc[q["row"]], "evidence": q["evidence"]}
+            for q in made
+        ],
         documents,
         chunks,
     )
@@ -123,7 +126,11 @@ def scifact_panel(scifact: Path, models: dict, n_quotes: int, rng: np.random.Gen
         for row in map(json.loads, (scifact / "queries.jsonl").read_text(encoding="utf-8").splitlines())
     }
     real = [
-        {"qid": qid, "question": queries[qid], "relevant": {cid: int(g) for cid, g in zip(group["corpus-id"], group["score"])}}
+        {
+            "qid": qid,
+            "question": queries[qid],
+            "relevant": {cid: int(g) for cid, g in zip(group["corpus-id"], group["score"])},
+        }
         for qid, group in qrels.groupby("query-id", sort=False)
     ]
     made = quotes(chunks, n_quotes, rng)
@@ -159,7 +166,9 @@ def trials(corpus: str, reference: dict, quoting: dict, sizes: dict, n_trials: i
                 else:
                     pair = columns(reference, order[:n]), columns(quoting, rng.permutation(n_quotes)[:n])
                 verdicts.append(decide(*pair, seed=len(verdicts))["verdict"])
-            target = "<= 5%" if kind == "false alarm" else ">= 80%" if corpus == "sample" and n >= 100 else "as it comes"
+            target = (
+                "<= 5%" if kind == "false alarm" else ">= 80%" if corpus == "sample" and n >= 100 else "as it comes"
+            )
             share = verdicts.count(DISAGREES) / len(verdicts)
             print(
                 f"{corpus}: {kind}, {n} a side, {len(SYSTEMS)} systems, {n_trials} trials: "
