@@ -105,7 +105,7 @@ def write(tmp_path: Path, tree: dict) -> Path:
             {"panel": {"s1": {"chunking": "default", "embedder": "default", "method": "store"}}},
             "panel.s1.method store needs panel.s1.store.address",
         ),
-        ({"validity": {"threshold": 2}}, "validity.threshold must be a Kendall tau in [-1, 1]"),
+        ({"validity": {"fail_on": "sometimes"}}, "validity.fail_on must be one of disagrees, none, not-agrees"),
         (
             {"embed": {"engine": "ray", "device": "cpu", "ray": {"num_gpus_per_actor": 1}}},
             "embed.ray.num_gpus_per_actor > 0 needs embed.backend torch and embed.device null or cuda (got backend torch, device cpu)",
