@@ -313,3 +313,27 @@ def test_the_leaderboard_stage_reads_qids_as_text_and_refuses_a_non_utf8_table_i
     result = run_leaderboard(project)
     assert result.returncode == 1 and result.stderr.strip().count("\n") == 0
     assert result.stderr.startswith("error: metrics/panel/bm25/per_question.csv: not UTF-8 text")
+
+
+def test_a_panel_whose_every_question_is_left_out_reports_it_without_a_crash():
+    """No system has a relevant chunk for any question: nothing to compare, and the report says so."""
+    tables = {name: table(np.linspace(0, 1, 6), ["hand-written"] * 6).assign(n_relevant=0) for name in ("a", "b", "c")}
+    report = panel_report_module.panel_report(tables, [], {"fail_on": "none"})
+    assert report["leaderboard"]["question_sets"] == {} and "6 of 6 questions are left out" in report["markdown"]
+    assert panel_report_module.summary_line(report["leaderboard"]) == "leaderboard: no panel"
+
+
+def test_show_names_a_certificate_written_before_verdicts(tmp_path, monkeypatch, capsys):
+    from retrieval_bench.cli import main
+
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "metrics.json").write_text(json.dumps({"mrr": 0.5}))
+    board = leaderboard(scorable({"a": table(np.linspace(0, 1, 12), ["hand-written"] * 12)}), 200)
+    (tmp_path / "metrics" / "leaderboard.json").write_text(json.dumps(board))
+    old = {"available": True, "reference": "hand-written", "synthetic": "generated", "metrics": {}}
+    (tmp_path / "metrics" / "certificate.json").write_text(json.dumps(old))
+    monkeypatch.chdir(tmp_path)
+    assert main(["show"]) == 0
+    assert (
+        "certificate: metrics/certificate.json predates verdicts; run `dvc repro` to decide" in capsys.readouterr().out
+    )

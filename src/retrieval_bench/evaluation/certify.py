@@ -13,7 +13,7 @@ import pandas as pd
 from retrieval_bench.evaluation.agreement import RESAMPLES, certificate
 from retrieval_bench.evaluation.leaderboard import leaderboard_metrics, reference_set
 from retrieval_bench.evaluation.stats import ALPHA
-from retrieval_bench.evaluation.verdict import HEADLINE_METRIC, UNDETERMINED, decide, noise_floor, questions_to_decide
+from retrieval_bench.evaluation.verdict import UNDETERMINED, decide, headline_metric, noise_floor, questions_to_decide
 
 
 def choose_sets(table: pd.DataFrame) -> tuple[str, list[str]] | None:
@@ -78,7 +78,7 @@ def set_certificate(
         calls = [{**call, "a": systems[call["a"]], "b": systems[call["b"]]} for call in judged["calls"]]
         described = certificate(reference[metric], synthetic[metric], systems, names, resamples=resamples, seed=seed)
         metrics[metric] = {**{k: v for k, v in judged.items() if k != "calls"}, **described, "pair_calls": calls}
-    headline = HEADLINE_METRIC if HEADLINE_METRIC in reference else next(iter(reference))
+    headline = headline_metric(reference)
     out = {
         "verdict": decision["verdict"],
         "headline_metric": headline,
@@ -86,8 +86,8 @@ def set_certificate(
         "to_decide": None,
         "metrics": metrics,
     }
-    if metrics[headline]["verdict"] == UNDETERMINED:
-        out["to_decide"] = questions_to_decide(reference[headline], synthetic[headline], seed=seed)
+    if decision["verdict"] == UNDETERMINED:
+        out["to_decide"] = questions_to_decide(reference, synthetic, seed=seed)
     out["line"] = verdict_line(
         out, names, {names[0]: reference[headline].shape[1], names[1]: synthetic[headline].shape[1]}
     )
@@ -96,7 +96,7 @@ def set_certificate(
 
 def _floor_text(floor: dict, reference: str) -> str:
     if floor["as_consistent_as"] is None:
-        return "no noise floor (the reference's own halves do not order the panel)"
+        return f"no noise floor ({floor['why']})"
     return f"as consistent as {floor['bound']} {floor['as_consistent_as']} {reference} questions"
 
 
@@ -127,12 +127,14 @@ def verdict_line(cert: dict, names: tuple[str, str], sizes: dict[str, int]) -> s
         return f"{who.format('disagrees with')}: contradicted: {_contradicted_text(cert, names)}; {floor}"
     if cert["verdict"] == "agrees":
         return f"{who.format('agrees with')}: {floor}; {pairs}"
-    decide_text = ""
-    if cert["to_decide"]:
-        which = reference if cert["to_decide"]["set"] == "reference" else synthetic
-        decide_text = f"; about {cert['to_decide']['n']} {which} questions would decide it (resampled)"
-    elif head["verdict"] == UNDETERMINED:
-        decide_text = "; not even 16 times as many questions would decide it (resampled)"
+    estimate, named = cert["to_decide"], {"reference": reference, "synthetic": synthetic}
+    if estimate["n"] is not None:
+        wanted = " and ".join(f"{n} {named[name]}" for name, n in estimate["n"].items())
+        decide_text = f"; about {wanted} questions would decide it (resampled)"
+    else:
+        decide_text = "; " + estimate["why"].replace(" reference ", f" {reference} ").replace(
+            " synthetic ", f" {synthetic} "
+        )
     return f"{who.format('undetermined against')}: {pairs}, {head['unsettled']} unsettled{decide_text}; {floor}"
 
 
@@ -140,6 +142,8 @@ def certificate_summary(cert: dict) -> list[str]:
     """The verdict line of every synthetic set, or the reason there is none."""
     if not cert.get("available"):
         return [f"certificate: not available ({cert.get('reason', 'no panel')})"]
+    if "sets" not in cert:  # written before verdicts existed
+        return ["certificate: metrics/certificate.json predates verdicts; run `dvc repro` to decide"]
     return [f"certificate: {entry['line']}" for entry in cert["sets"].values()]
 
 

@@ -227,7 +227,8 @@ def markdown(board: dict) -> str:
 def set_order(board: dict) -> list[str]:
     """The question sets, the headline set first."""
     first = board.get("headline_set", ALL)
-    return [first, *(name for name in board["question_sets"] if name != first)]
+    rest = [name for name in board["question_sets"] if name != first]
+    return [first, *rest] if first in board["question_sets"] else rest
 
 
 def set_title(board: dict, set_name: str) -> str:

@@ -36,6 +36,7 @@ from retrieval_bench.evaluation.stats import ALPHA, EPS, MC_PERMUTATIONS, sign_f
 
 AGREES, DISAGREES, UNDETERMINED = "agrees", "disagrees", "undetermined"
 HEADLINE_METRIC = "mrr"
+MIN_TO_RESAMPLE = 10  # fewer questions than this are not grown by resampling (questions_to_decide)
 VERDICT_NUMBER = {AGREES: 1, UNDETERMINED: 0, DISAGREES: -1}  # metrics/headline.json holds numbers only
 
 
@@ -121,11 +122,17 @@ def metric_verdict(calls: list[dict]) -> dict:
     return {"verdict": verdict, "pairs": len(calls), "separable": separable, **counts}
 
 
+def headline_metric(names) -> str:
+    """The metric a set's verdict and line rest on: mrr, else the first there is."""
+    names = list(names)
+    return HEADLINE_METRIC if HEADLINE_METRIC in names else names[0]
+
+
 def set_verdict(metric_verdicts: dict[str, str]) -> str:
     """disagrees when any metric does; agrees when none does and the headline metric agrees."""
     if DISAGREES in metric_verdicts.values():
         return DISAGREES
-    return AGREES if metric_verdicts.get(HEADLINE_METRIC) == AGREES else UNDETERMINED
+    return AGREES if metric_verdicts[headline_metric(metric_verdicts)] == AGREES else UNDETERMINED
 
 
 def decide(
@@ -157,7 +164,8 @@ def noise_floor(reference: np.ndarray, synthetic: np.ndarray, draws: int = 50, s
     size n, and the synthetic set against that other half is the synthetic set's.
     `as_consistent_as` is where the mean curves cross (linear between sizes), with `bound` "about",
     "at least" (never crossed: at least half the reference) or "fewer than" (crossed at the
-    smallest size, 5); None without sizes or taus."""
+    smallest size, 5); None, with `why`, when the reference has fewer than 10 questions or either
+    side's means do not vary (no correlation)."""
     n_ref = reference.shape[1]
     sizes = _floor_sizes(n_ref)
     rng = np.random.default_rng(seed)
@@ -180,10 +188,15 @@ def noise_floor(reference: np.ndarray, synthetic: np.ndarray, draws: int = 50, s
         "curve": curve,
         "as_consistent_as": None,
         "bound": None,
+        "why": None,
     }
     points = [point for point in curve if not math.isnan(point["reference_correlation"])]
-    if not points or math.isnan(synthetic_correlation):
-        return result
+    if not sizes:
+        return {**result, "why": "fewer than 10 reference questions"}
+    if not points:
+        return {**result, "why": "the reference's halves score every system alike"}
+    if math.isnan(synthetic_correlation):
+        return {**result, "why": "the synthetic set scores every system alike"}
     crossing = next(
         (i for i, point in enumerate(points) if point["reference_correlation"] >= synthetic_correlation), None
     )
@@ -199,32 +212,56 @@ def noise_floor(reference: np.ndarray, synthetic: np.ndarray, draws: int = 50, s
 
 
 def questions_to_decide(
-    reference: np.ndarray,
-    synthetic: np.ndarray,
+    reference: dict[str, np.ndarray],
+    synthetic: dict[str, np.ndarray],
     draws: int = 10,
     permutations: int = 1_000,
     seed: int = 0,
     factors: tuple[int, ...] = (2, 4, 8, 16),
-) -> dict | None:
-    """For an undetermined metric: how many questions would likely decide it, by resampling. The
-    limiting set is the reference when it separates no pair, else the synthetic set; that set is
-    drawn with replacement at `factors` times its size (the other kept), and the first size at
-    which at least half of `draws` resampled verdicts are agrees or disagrees is returned as
-    {set: reference|synthetic, n}; None when even the largest does not."""
-    base = metric_verdict(_judged(reference, synthetic, permutations, seed))
-    limiting = "reference" if base["separable"] == 0 else "synthetic"
-    grown = reference if limiting == "reference" else synthetic
+) -> dict:
+    """For an undetermined set: how many questions would likely decide it, by resampling. The
+    limiting set is the reference when it separates no pair on the headline metric, else the
+    synthetic set; its questions are drawn with replacement at `factors` times its size (the same
+    questions for every metric; the other set kept), then, if that never decides, both sets at
+    once (a pair the reference only just separates needs both). The first size at which at least
+    half of `draws` resampled verdicts (decide, the same families) are agrees or disagrees is
+    returned as {grown: [reference and/or synthetic], n: {set: size in all}, why: None}; n None,
+    with why, when none does, or when a set to grow has fewer than MIN_TO_RESAMPLE questions
+    (copies of a handful of questions would look decisive). The estimate takes the differences the
+    questions show as the true ones: it says how many questions like these would decide, not what
+    more questions would show."""
+    sets = {"reference": reference, "synthetic": synthetic}
+    sizes = {name: next(iter(matrices.values())).shape[1] for name, matrices in sets.items()}
+    headline = headline_metric(reference)
+    limiting = (
+        "reference"
+        if metric_verdict(_judged(reference[headline], synthetic[headline], permutations, seed))["separable"] == 0
+        else "synthetic"
+    )
+    small = [name for name in ("reference", "synthetic") if sizes[name] < MIN_TO_RESAMPLE]
+    if small:
+        return {
+            "grown": small,
+            "n": None,
+            "why": f"too few {small[0]} questions ({sizes[small[0]]}) to estimate how many would decide it",
+        }
     rng = np.random.default_rng(seed)
-    for factor in factors:
-        size = factor * grown.shape[1]
-        decided = 0
-        for _ in range(draws):
-            drawn = grown[:, rng.integers(0, grown.shape[1], size)]
-            pair = (drawn, synthetic) if limiting == "reference" else (reference, drawn)
-            decided += metric_verdict(_judged(*pair, permutations, seed))["verdict"] != UNDETERMINED
-        if 2 * decided >= draws:
-            return {"set": limiting, "n": int(size)}
-    return None
+    for grown in ([limiting], ["reference", "synthetic"]):
+        for factor in factors:
+            decided = 0
+            for _ in range(draws):
+                drawn = dict(sets)
+                for name in grown:
+                    picked = rng.integers(0, sizes[name], factor * sizes[name])
+                    drawn[name] = {metric: matrix[:, picked] for metric, matrix in sets[name].items()}
+                decided += decide(drawn["reference"], drawn["synthetic"], permutations, seed)["verdict"] != UNDETERMINED
+            if 2 * decided >= draws:
+                return {"grown": grown, "n": {name: factor * sizes[name] for name in grown}, "why": None}
+    return {
+        "grown": ["reference", "synthetic"],
+        "n": None,
+        "why": f"not even {factors[-1]} times as many reference and synthetic questions would decide it (resampled)",
+    }
 
 
 def _judged(reference: np.ndarray, synthetic: np.ndarray, permutations: int, seed: int) -> list[dict]:
