@@ -35,6 +35,7 @@ LAYERS = {
     "params_schema": GROUND,
     "params_panel": GROUND,
     "question_form": GROUND,
+    "question_sets": GROUND,
     "stores": SERVICES,
     "llm": SERVICES,
     "embedding": SERVICES,

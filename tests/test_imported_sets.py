@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import set_params, tool_env
+from conftest import run, set_params
 from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_project
 
 from retrieval_bench.evaluation.segments import question_set, segments
@@ -205,15 +205,7 @@ def test_deepeval_goldens_are_read_from_json_and_jsonl(tmp_path):
 
 
 def check_params(project) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "stages.check_params"],
-        cwd=project,
-        env=tool_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run([sys.executable, "-m", "stages.check_params"], cwd=project, check=False)
 
 
 @pytest.mark.parametrize(

@@ -91,8 +91,12 @@ def test_certificate_separates_agreeing_from_disagreeing_sets():
     real = _panel(80, [0.1, 0.2, 0.3, 0.4], rng)
     agreeing = _panel(80, [0.12, 0.21, 0.33, 0.41], rng)
     reversed_ = _panel(80, [0.4, 0.3, 0.2, 0.1], rng)
-    good = certificate(real, agreeing, systems, ("real", "synthetic"), resamples=50, permutations=500)
-    bad = certificate(real, reversed_, systems, ("real", "synthetic"), resamples=50, permutations=500)
+    verdicts = {
+        name: pair_verdicts(scores, permutations=500)
+        for name, scores in (("real", real), ("good", agreeing), ("bad", reversed_))
+    }
+    good = certificate(real, agreeing, (verdicts["real"], verdicts["good"]), systems, ("real", "synthetic"), 50)
+    bad = certificate(real, reversed_, (verdicts["real"], verdicts["bad"]), systems, ("real", "synthetic"), 50)
     assert (
         good["kendall_tau"]["value"] == 1.0 and good["pair_agreement"]["value"] == 1.0 and good["differing_pairs"] == []
     )

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from retrieval_bench.evaluation.agreement import certificate, percentile_interval
+from retrieval_bench.evaluation.agreement import certificate, pair_verdicts, percentile_interval
 from retrieval_bench.evaluation.certify import panel_certificate
 from retrieval_bench.evaluation.ordering import kendall_tau_rows, pearson
 from retrieval_bench.evaluation.verdict import (
@@ -182,7 +182,9 @@ def test_a_far_outlier_among_the_draws_does_not_drag_an_interval_end():
     means = np.array([0.2, 0.4, 0.55, 0.8])
     reference, synthetic = (np.clip(means[:, None] + rng.normal(0, 0.3, (4, 150)), 0, 1) for _ in range(2))
     lows = {
-        certificate(reference, synthetic, list("abcd"), seed=seed, permutations=500)["tau_ap"]["ci_low"]
+        certificate(
+            reference, synthetic, (pair_verdicts(reference), pair_verdicts(synthetic)), list("abcd"), seed=seed
+        )["tau_ap"]["ci_low"]
         for seed in range(5)
     }
     assert len(lows) == 1, lows

@@ -10,6 +10,7 @@ from typing import Any
 from retrieval_bench.io import InputError, quoted
 from retrieval_bench.params_schema import CHOICES, DEFAULTS, check_shape, unknown_key
 from retrieval_bench.params_sections import check_embed, check_inside, check_rerank_and_ann
+from retrieval_bench.question_sets import RESERVED
 from retrieval_bench.store_address import check_retrieval_store
 
 
@@ -53,8 +54,6 @@ def check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Pat
 # and short enough for any file system.
 PANEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 PANEL_NAME_RULE = "1-64 ASCII letters, digits, - and _, starting with a letter or digit"
-# The question sets the golden set names itself (and the leaderboard's whole set): no imported set may take them.
-RESERVED_QUESTION_SETS = ("real", "hand-written", "generated", "all")
 
 
 def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -134,10 +133,10 @@ def check_imported(imported: dict[Any, Any], path: Path) -> None:
                 f"{path}: generate.imported name {quoted(name)} is not usable: it names a question set "
                 f"(a leaderboard column), so it must be {PANEL_NAME_RULE}"
             )
-        if name in RESERVED_QUESTION_SETS:
+        if name in RESERVED:
             raise InputError(
                 f"{path}: generate.imported.{name}: {name!r} is the name of a question set of the golden set's own "
-                f"(reserved: {', '.join(RESERVED_QUESTION_SETS)}); name the imported set otherwise"
+                f"(reserved: {', '.join(RESERVED)}); name the imported set otherwise"
             )
         if not isinstance(file, str) or not file.strip():
             raise InputError(

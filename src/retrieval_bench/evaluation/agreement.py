@@ -31,9 +31,13 @@ def pair_verdicts(
     verdicts = []
     for a, b in itertools.combinations(range(len(scores)), 2):
         diffs = scores[b] - scores[a]
-        significant = sign_flip_p_value(diffs, permutations, seed) < alpha
-        verdicts.append(int(np.sign(diffs.mean())) if significant else 0)
+        verdicts.append(pair_verdict(float(diffs.mean()), sign_flip_p_value(diffs, permutations, seed), alpha))
     return np.array(verdicts, dtype=np.int8)
+
+
+def pair_verdict(mean_diff: float, p: float, alpha: float = ALPHA) -> int:
+    """+1 (b better), -1 (worse) or 0 (no significant difference) from b - a's mean and its p."""
+    return int(np.sign(mean_diff)) if p < alpha else 0
 
 
 def verdict_agreement(first: np.ndarray, second: np.ndarray) -> float:
@@ -57,14 +61,6 @@ def differing_pairs(first: np.ndarray, second: np.ndarray, systems: list[str], n
                 }
             )
     return rows
-
-
-def _both_verdicts(
-    reference: np.ndarray, synthetic: np.ndarray, permutations: int, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    return pair_verdicts(reference, permutations=permutations, seed=seed), pair_verdicts(
-        synthetic, permutations=permutations, seed=seed
-    )
 
 
 @dataclass(frozen=True)
@@ -120,20 +116,20 @@ def _tau_ap_rows(estimated: np.ndarray, actual: np.ndarray) -> np.ndarray:
 def certificate(
     reference: np.ndarray,
     synthetic: np.ndarray,
+    verdicts: tuple[np.ndarray, np.ndarray],
     systems: list[str],
     names: tuple[str, str] = ("reference", "synthetic"),
     resamples: int = RESAMPLES,
-    permutations: int = MC_PERMUTATIONS,
     seed: int = 0,
     level: float = 0.95,
 ) -> dict:
     """Kendall tau (tau-b) and tau_AP of the synthetic set's ordering against the reference set's,
     each with a percentile bootstrap interval (`resamples` draws of each set's questions with
     replacement, independently; their ends are empirical quantiles, values the statistic takes),
-    the verdict agreement (a point figure: the certificate's verdict, evaluation.verdict, decides
-    from the pairs themselves) and the pairs whose verdicts differ."""
+    the agreement of the two sets' pair `verdicts` (each set's pair_verdicts, uncorrected; a point
+    figure: the certificate's verdict, evaluation.verdict, decides from the pairs themselves) and
+    the pairs whose verdicts differ."""
     reference, synthetic = np.asarray(reference, dtype=np.float64), np.asarray(synthetic, dtype=np.float64)
-    verdicts = _both_verdicts(reference, synthetic, permutations, seed)
     rng = np.random.default_rng(seed)
     drawn_ref, drawn_syn = resampled_means(reference, resamples, rng), resampled_means(synthetic, resamples, rng)
     taus, aps = kendall_tau_rows(drawn_ref, drawn_syn), _tau_ap_rows(drawn_syn, drawn_ref)

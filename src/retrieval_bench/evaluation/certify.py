@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.evaluation.agreement import RESAMPLES, certificate
-from retrieval_bench.evaluation.leaderboard import leaderboard_metrics, reference_set
+from retrieval_bench.evaluation.agreement import RESAMPLES, certificate, pair_verdict
+from retrieval_bench.evaluation.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.stats import ALPHA
 from retrieval_bench.evaluation.verdict import UNDETERMINED, decide, headline_metric, noise_floor, questions_to_decide
+from retrieval_bench.question_sets import reference_set
 
 
 def choose_sets(table: pd.DataFrame) -> tuple[str, list[str]] | None:
@@ -76,7 +77,11 @@ def set_certificate(
     metrics = {}
     for metric, judged in decision["metrics"].items():
         calls = [{**call, "a": systems[call["a"]], "b": systems[call["b"]]} for call in judged["calls"]]
-        described = certificate(reference[metric], synthetic[metric], systems, names, resamples=resamples, seed=seed)
+        verdicts = tuple(
+            np.array([pair_verdict(call[f"{side}_diff"], call[f"p_{side}"]) for call in judged["calls"]], dtype=np.int8)
+            for side in ("reference", "synthetic")
+        )
+        described = certificate(reference[metric], synthetic[metric], verdicts, systems, names, resamples, seed)
         metrics[metric] = {**{k: v for k, v in judged.items() if k != "calls"}, **described, "pair_calls": calls}
     headline = headline_metric(reference)
     out = {

@@ -15,15 +15,9 @@ from retrieval_bench.evaluation.corrections import HOLM, holm_adjust
 from retrieval_bench.evaluation.per_question import metric_columns
 from retrieval_bench.evaluation.segment_tests import paired_segment_tests, regression_report
 from retrieval_bench.evaluation.stats import ALPHA, paired_bootstrap_ci, randomization_p_value
+from retrieval_bench.question_sets import ALL, reference_set
 
-ALL = "all"  # the question set of every question
 HEADLINE = ("mrr", "reciprocal_rank")
-REFERENCE_SETS = ("real", "hand-written")  # the first present is the reference: the headline's and the certificate's
-
-
-def reference_set(present) -> str | None:
-    """The reference question set among those `present`: real queries, else hand-written ones."""
-    return next((name for name in REFERENCE_SETS if name in set(present)), None)
 
 
 def leaderboard_metrics(columns) -> list[tuple[str, str]]:

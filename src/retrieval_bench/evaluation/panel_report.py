@@ -17,6 +17,7 @@ from retrieval_bench.evaluation.leaderboard import flat_rows, leaderboard, left_
 from retrieval_bench.evaluation.panel_costs import MACHINE, cost_lines, plot_rows, with_pareto
 from retrieval_bench.evaluation.segments import question_set
 from retrieval_bench.evaluation.style_gap import style_gap, style_lines
+from retrieval_bench.question_sets import ALL
 
 NO_PANEL = "No panel: params.yaml names no panel systems (the single system's scores are in metrics/metrics.json)."
 
@@ -55,7 +56,7 @@ def panel_report(
     board["left_out"] = left_out(tables, {name: row["chunking"] for name, row in costs.items()})
     mrr = board["question_sets"].get(board["headline_set"], {}).get("metrics", {}).get("mrr", {}).get("systems", {})
     priced = with_pareto(costs, {name: row["mean"] for name, row in mrr.items()})
-    on = "" if board["headline_set"] == "all" else f" of the reference set, {board['headline_set']}"
+    on = "" if board["headline_set"] == ALL else f" of the reference set, {board['headline_set']}"
     quality = f"mrr over the compared questions{on}"
     measured = {"measured_on": MACHINE, "quality": quality, "systems": priced}
     cert = panel_certificate(aligned)
@@ -83,7 +84,7 @@ def panel_report(
 
 def on_set(aligned: dict[str, pd.DataFrame], set_name: str) -> dict[str, pd.DataFrame]:
     """The tables' rows of one question set (all of them for `all`)."""
-    if set_name == "all":
+    if set_name == ALL:
         return aligned
     return {name: table[table["question_set"] == set_name] for name, table in aligned.items()}
 
@@ -105,7 +106,7 @@ def failed_line(cert: dict, fail_on: str) -> str | None:
 
 def summary_line(board: dict) -> str:
     """One line: the best system on mrr over all questions and those not significantly worse."""
-    entry = board["question_sets"].get(board.get("headline_set", "all"))
+    entry = board["question_sets"].get(board.get("headline_set", ALL))
     if not entry or "mrr" not in entry["metrics"]:
         return "leaderboard: no panel"
     ranked = entry["metrics"]["mrr"]
@@ -115,7 +116,7 @@ def summary_line(board: dict) -> str:
     also = (
         f"; not significantly different: {', '.join(tied)}" if tied else "; every other system is significantly worse"
     )
-    on = "" if board.get("headline_set", "all") == "all" else f" of {board['headline_set']}"
+    on = "" if board.get("headline_set", ALL) == ALL else f" of {board['headline_set']}"
     return (
         f"leaderboard: best on mrr{on}: {ranked['best']} ({ranked['systems'][ranked['best']]['mean']:.3f}){also} (Holm)"
     )

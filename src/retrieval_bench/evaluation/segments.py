@@ -8,19 +8,14 @@ import posixpath
 
 import pandas as pd
 
+from retrieval_bench.question_sets import question_set_of
+
 SEGMENT_COLUMNS = ["question_set", "document", "folder", "length_bucket"]
-# The golden set's `source` of a row -> its question set; any other source was generated.
-QUESTION_SETS = {"hand-written": "hand-written", "qrels": "real"}
-GENERATED = "generated"
 LENGTH_BUCKETS = ((8, "short (<= 8 words)"), (15, "medium (9-15 words)"))
 LONG = "long (16+ words)"
 
 
-def question_set(row: dict) -> str:
-    """The row's own `question_set` (an imported set's name, generate.imported) when it has one,
-    else by its source: hand-written (the user's own questions), real (labelled queries: qrels,
-    BEIR) or generated."""
-    return row.get("question_set") or QUESTION_SETS.get(row.get("source"), GENERATED)
+question_set = question_set_of  # the segment a row's origin puts it in
 
 
 def length_bucket(question: str) -> str:

@@ -61,24 +61,39 @@ def _pair_p(diffs: np.ndarray, permutations: int, seed: int) -> float:
 
 
 def pair_calls(
-    reference: np.ndarray, synthetic: np.ndarray, permutations: int = MC_PERMUTATIONS, seed: int = 0
+    reference: np.ndarray,
+    synthetic: np.ndarray,
+    permutations: int = MC_PERMUTATIONS,
+    seed: int = 0,
+    every_synthetic_p: bool = True,
 ) -> list[dict]:
     """Every pair (a, b), a < b in itertools.combinations order: the reference's and the synthetic
-    set's mean difference b - a, the raw Welch p of "the two sets see the same difference"
-    (`p_differs`, corrected by judge_pairs over the whole set), whether the reference separates
-    them, and for separable pairs the synthetic test's Holm-adjusted p (`p_reproduced`)."""
+    set's mean difference b - a and each set's raw paired randomization p (`p_reference`,
+    `p_synthetic`: for separable pairs only unless `every_synthetic_p`, which the descriptive
+    pair agreement needs and a resampled verdict does not), the raw Welch p of "the two sets see
+    the same difference" (`p_differs`, corrected by judge_pairs over the whole set), whether the
+    reference separates them, and for separable pairs the synthetic test's Holm-adjusted p
+    (`p_reproduced`)."""
     pairs = list(itertools.combinations(range(len(reference)), 2))
-    ref_diffs = [reference[b] - reference[a] for a, b in pairs]
-    separable = holm_adjust([_pair_p(d, permutations, seed) for d in ref_diffs]) < ALPHA
+    diffs = [(reference[b] - reference[a], synthetic[b] - synthetic[a]) for a, b in pairs]
+    ref_p = [_pair_p(ref_diff, permutations, seed) for ref_diff, _ in diffs]
+    separable = holm_adjust(ref_p) < ALPHA
     calls, reproduced_p = [], []
-    for (a, b), ref_diff, is_separable in zip(pairs, ref_diffs, separable):
-        syn_diff = synthetic[b] - synthetic[a]
-        call = {"a": a, "b": b, "reference_diff": float(ref_diff.mean()), "synthetic_diff": float(syn_diff.mean())}
-        call["p_differs"] = welch_p(syn_diff, ref_diff)
-        call["separable"] = bool(is_separable)
+    for (a, b), (ref_diff, syn_diff), p, is_separable in zip(pairs, diffs, ref_p, separable):
+        call = {
+            "a": a,
+            "b": b,
+            "reference_diff": float(ref_diff.mean()),
+            "synthetic_diff": float(syn_diff.mean()),
+            "p_reference": p,
+            "p_differs": welch_p(syn_diff, ref_diff),
+            "separable": bool(is_separable),
+        }
+        if is_separable or every_synthetic_p:
+            call["p_synthetic"] = _pair_p(syn_diff, permutations, seed)
         if is_separable:
-            same_way = np.sign(ref_diff.mean()) * syn_diff.mean() > EPS
-            reproduced_p.append(_pair_p(syn_diff, permutations, seed) if same_way else 1.0)
+            same_way = np.sign(call["reference_diff"]) * call["synthetic_diff"] > EPS
+            reproduced_p.append(call["p_synthetic"] if same_way else 1.0)
         calls.append(call)
     for call, p in zip([c for c in calls if c["separable"]], holm_adjust(reproduced_p)):
         call["p_reproduced"] = float(p)
@@ -140,10 +155,13 @@ def decide(
     synthetic: dict[str, np.ndarray],
     permutations: int = MC_PERMUTATIONS,
     seed: int = 0,
+    every_synthetic_p: bool = True,
 ) -> dict:
     """{verdict, metrics: {metric: {verdict, counts, calls}}} of a synthetic set against the
-    reference, both as {metric: (systems x questions) matrix}."""
-    calls = {name: pair_calls(reference[name], synthetic[name], permutations, seed) for name in reference}
+    reference, both as {metric: (systems x questions) matrix} (pair_calls for every_synthetic_p)."""
+    calls = {
+        name: pair_calls(reference[name], synthetic[name], permutations, seed, every_synthetic_p) for name in reference
+    }
     judge_pairs(calls)
     metrics = {name: {**metric_verdict(metric_calls), "calls": metric_calls} for name, metric_calls in calls.items()}
     return {"verdict": set_verdict({name: m["verdict"] for name, m in metrics.items()}), "metrics": metrics}
@@ -233,11 +251,8 @@ def questions_to_decide(
     sets = {"reference": reference, "synthetic": synthetic}
     sizes = {name: next(iter(matrices.values())).shape[1] for name, matrices in sets.items()}
     headline = headline_metric(reference)
-    limiting = (
-        "reference"
-        if metric_verdict(_judged(reference[headline], synthetic[headline], permutations, seed))["separable"] == 0
-        else "synthetic"
-    )
+    calls = pair_calls(reference[headline], synthetic[headline], permutations, seed, every_synthetic_p=False)
+    limiting = "synthetic" if any(call["separable"] for call in calls) else "reference"
     small = [name for name in ("reference", "synthetic") if sizes[name] < MIN_TO_RESAMPLE]
     if small:
         return {
@@ -254,7 +269,10 @@ def questions_to_decide(
                 for name in grown:
                     picked = rng.integers(0, sizes[name], factor * sizes[name])
                     drawn[name] = {metric: matrix[:, picked] for metric, matrix in sets[name].items()}
-                decided += decide(drawn["reference"], drawn["synthetic"], permutations, seed)["verdict"] != UNDETERMINED
+                verdict = decide(drawn["reference"], drawn["synthetic"], permutations, seed, every_synthetic_p=False)[
+                    "verdict"
+                ]
+                decided += verdict != UNDETERMINED
             if 2 * decided >= draws:
                 return {"grown": grown, "n": {name: factor * sizes[name] for name in grown}, "why": None}
     return {
@@ -262,9 +280,3 @@ def questions_to_decide(
         "n": None,
         "why": f"not even {factors[-1]} times as many reference and synthetic questions would decide it (resampled)",
     }
-
-
-def _judged(reference: np.ndarray, synthetic: np.ndarray, permutations: int, seed: int) -> list[dict]:
-    calls = pair_calls(reference, synthetic, permutations, seed)
-    judge_pairs({"metric": calls})
-    return calls

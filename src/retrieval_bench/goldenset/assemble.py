@@ -31,7 +31,6 @@ from retrieval_bench.goldenset.build import (
     label_rows,
     mark_hygiene,
     normalise_question,
-    question_set_of,
     read_handwritten,
     sample_rows,
 )
@@ -49,6 +48,7 @@ from retrieval_bench.io import InputError
 from retrieval_bench.llm.cache import EarlierKeys, read_cache
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import QUESTIONS, prompt_text
+from retrieval_bench.question_sets import GENERATED, question_set_of
 
 Log = Callable[[str], None]
 
@@ -301,7 +301,7 @@ def plan_line(max_questions: int, n_handwritten: int, budget: int | None, n_elig
 
 
 def log_synthetic(rows: list[dict], counts: dict, params: dict, log: Log) -> None:
-    n_generated = sum(question_set_of(row) == "generated" for row in rows)
+    n_generated = sum(question_set_of(row) == GENERATED for row in rows)
     log(
         f"{len(rows)} questions ({len(rows) - n_generated} hand-written, {n_generated} generated); "
         f"{counts['other_corpus']} hand-written ones are for documents not in this corpus, {counts['not_located']} could not be located; "

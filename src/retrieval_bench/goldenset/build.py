@@ -39,13 +39,6 @@ LATER_FIELDS = frozenset(
 )
 # The formats whose questions carry evidence texts, located in the documents as hand-written ones.
 EVIDENCE_FORMATS = tuple(SOURCES)
-# A golden row's source -> its question set when the row names none (as evaluation.segments reads it).
-SOURCE_SETS = {"hand-written": "hand-written", "qrels": "real"}
-
-
-def question_set_of(row: Mapping) -> str:
-    """The row's question set: its own `question_set`, else by its source (any other: generated)."""
-    return row.get("question_set") or SOURCE_SETS.get(row.get("source"), "generated")
 
 
 def question_id(doc_id: str, question: str) -> str:

@@ -1,0 +1,27 @@
+"""The golden set's question sets: which set a row belongs to, the names the golden set keeps
+for itself, and which set is the reference the others are judged against. One place for the
+golden set that writes the rows, the params that name imported sets, and the leaderboard and
+certificate that read them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+HANDWRITTEN, REAL, GENERATED, ALL = "hand-written", "real", "generated", "all"
+# A row's `source` -> its question set when the row names none; any other source was generated.
+SOURCE_SETS = {"hand-written": HANDWRITTEN, "qrels": REAL}
+# Names no imported set (generate.imported) may take: the golden set's own, and the leaderboard's whole set.
+RESERVED = (REAL, HANDWRITTEN, GENERATED, ALL)
+REFERENCE_SETS = (REAL, HANDWRITTEN)  # the first present is the reference: the headline's and the certificate's
+
+
+def question_set_of(row: Mapping) -> str:
+    """The row's own `question_set` (an imported set's name) when it has one, else by its source:
+    hand-written (the user's own questions), real (labelled queries: qrels, BEIR) or generated."""
+    return row.get("question_set") or SOURCE_SETS.get(row.get("source"), GENERATED)
+
+
+def reference_set(present: Iterable[str]) -> str | None:
+    """The reference question set among those `present`: real queries, else hand-written ones."""
+    present = set(present)
+    return next((name for name in REFERENCE_SETS if name in present), None)
