@@ -9,7 +9,7 @@ tests/stub_llm.py on 127.0.0.1 set up as a careless generator (each reply copies
 middle of its passage: "What does the documentation say about <10 words>?", those words as the
 evidence), sets generate.provider: anthropic with ANTHROPIC_BASE_URL at the stub (no key leaves the
 machine, nothing is paid: the cost line is the price table's estimate), runs the real `dvc repro`
-with a 4-system panel (dense, bm25, hybrid, ann-ef16: CERTIFIED_PANEL), and prints the certificate (the verdict and its line;
+with a 4-system panel (default (dense), bm25, hybrid, ann-ef16: CERTIFIED_PANEL), and prints the certificate (the verdict and its line;
 per metric the separable, reproduced and contradicted pairs, Kendall tau and tau_AP with their 95%
 bootstrap CIs, the pair agreement), the style gap and the
 leaderboard: metrics/leaderboard.md of that run, the leaderboard stage's summary and verdict
@@ -48,7 +48,7 @@ def template_reply(passage: str) -> str:
 
 
 CERTIFIED_PANEL = {
-    "dense": {"method": "dense"},
+    "default": {"method": "dense"},  # the panel's default system
     "bm25": {"method": "bm25"},
     "hybrid": {"method": "hybrid"},
     "ann-ef16": {"method": "ann", "ann": {"ef_search": 16, "hnsw_m": 4}},

@@ -121,7 +121,7 @@ def ndcg(scifact: Path) -> None:
             if result.returncode != 0:
                 print(f"| {label} | failed: {result.stderr.strip().splitlines()[-1:]} | | |")
                 continue
-            value = json.loads((project / "metrics" / "metrics.json").read_text())["ndcg@10"]
+            value = json.loads((project / "metrics" / "panel" / "default" / "metrics.json").read_text())["ndcg@10"]
             reference = value if reference is None else reference
             line = re.search(r"^embed_corpus: (.*)$", result.stdout, re.MULTILINE)
             print(f"| {label} | {value:.5f} | {value - reference:+.5f} | {line.group(1) if line else ''} |", flush=True)

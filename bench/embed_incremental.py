@@ -87,8 +87,12 @@ def main() -> int:
         params = yaml.safe_load((project / "params.yaml").read_text())
         params["load"]["source"] = "data/synthetic"
         params["generate"]["max_questions"] = 0
-        # A single system: no panel, the default chunking and embedder alone (as tests/conftest.py).
-        params.update(panel={}, chunkings={"default": {}}, embedders={"default": {}})
+        # A single system: the default system alone on the default chunking and embedder (as tests/conftest.py).
+        params.update(
+            panel={"default": {"chunking": "default", "embedder": "default"}},
+            chunkings={"default": {}},
+            embedders={"default": {}},
+        )
         (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         source = project / "data" / "synthetic"
 

@@ -6,15 +6,15 @@ and 16 panel systems that do cheap, equal work.
 Method. Copies the project with the whole bundled sample (bench/common.copy_project; the copy's own
 src/ is imported: PYTHONPATH), with the embedding cache of --embedding-cache copied in when it has
 one (default: this checkout's data/embedding_cache; then the warm-up embeds nothing new), and runs
-`dvc repro` once with a 1-system panel to build everything up to the embeddings and the single
-retrieve/score. Then for each size n: a panel of n dense systems on chunking default and embedder
+`dvc repro` once with a panel of the default system and one more to build everything up to the
+embeddings and the default system's retrieve/score. Then for each size n: the default system and n dense systems on chunking default and embedder
 default that differ only in depth (20, 21, ..., named p<n>-<i>: new stages each round), the run
 cache emptied (.dvc/cache/runs), `dvc repro`, and the CPU seconds (user + sys) of the dvc process
 and every process it waited for (getrusage RUSAGE_CHILDREN before and after). Size 0 is the fixed
-part (check_params, which is always_changed, the leaderboard's note, DVC's graph). Every engine
+part (check_params, which is always_changed, the leaderboard of the default system alone, DVC's graph). Every engine
 is pinned to one thread (BLAS, OpenMP, numba), in the stages as in the measurement below.
 
-A system's own work: in one process in the copy, stages.retrieve_panel's and stages.score_panel's
+A system's own work: in one process in the copy, stages.retrieve's and stages.score's
 main() for one system of the last panel, each called once to warm up (imports, page cache) and
 then timed (time.process_time) on a second call: reading its inputs, retrieving, scoring, writing
 its outputs, without interpreter start, imports or DVC.
@@ -40,7 +40,7 @@ from common import ROOT, copy_project, machine, project_env, thread_env
 
 OWN_WORK = """
 import json, sys, time
-import stages.retrieve_panel as retrieve, stages.score_panel as score
+import stages.retrieve as retrieve, stages.score as score
 system = sys.argv[1]
 own = {}
 for name, stage in (("retrieve", retrieve), ("score", score)):
@@ -76,7 +76,8 @@ def set_panel(project: Path, systems: dict[str, dict]) -> None:
 
 
 def panel_of(n: int, prefix: str = "p") -> dict[str, dict]:
-    return {
+    """The default system (unchanged in every round: cached, part of the fixed part) and n more."""
+    return {"default": {"chunking": "default", "embedder": "default"}} | {
         f"{prefix}{n}-{i}": {"chunking": "default", "embedder": "default", "method": "dense", "depth": 20 + i}
         for i in range(n)
     }

@@ -45,7 +45,7 @@ MODELS = {"default": "all-MiniLM-L6-v2", "mpnet": "all-mpnet-base-v2"}
 CHUNKINGS = {"default": {}, "c800": {"chars": 800, "overlap": 100}}
 EMBEDDERS = {"default": {}, "mpnet": {"model": MPNET, "max_seq_length": 384}}  # 384: the model's own
 PANEL = {
-    "minilm-docs": {"chunking": "default", "embedder": "default", "method": "dense"},
+    "default": {"chunking": "default", "embedder": "default", "method": "dense"},  # MiniLM on whole documents
     "mpnet-docs": {"chunking": "default", "embedder": "mpnet", "method": "dense"},
     "minilm-c800": {"chunking": "c800", "embedder": "default", "method": "dense"},
     "mpnet-c800": {"chunking": "c800", "embedder": "mpnet", "method": "dense"},

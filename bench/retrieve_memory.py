@@ -39,7 +39,7 @@ def write_peak():
     with open(report, 'w') as handle:
         json.dump({key: int(status[key].split()[0]) for key in ('VmHWM', 'VmRSS')}, handle)
 atexit.register(write_peak)
-sys.argv = [sys.argv[0]]
+sys.argv = [sys.argv[0], 'default']  # the panel's default system (params.yaml names no panel)
 runpy.run_module('stages.retrieve', run_name='__main__', alter_sys=True)
 """
 

@@ -34,7 +34,7 @@ FREE_SECTIONS = {
         "{default: {}}",
         "mapping: keys of load.chunking",
         "a chunking a panel system may pick, its keys over `load.chunking`, e.g. `c400: {chars: 400, overlap: 50}`; "
-        "`default` (required) is the single system's; see [Which model and chunk size?](../how-to/panels.md)",
+        "`default` (required) is `load.chunking` as it is; see [Which model and chunk size?](../how-to/panels.md)",
     ),
     "embedders": (
         "embedders.NAME",
@@ -42,23 +42,27 @@ FREE_SECTIONS = {
         "mapping: keys of embed",
         "an embedder a panel system may pick, its keys over embed's model, max_seq_length, query_prompt, "
         "document_prompt, backend, quantize, precision, e.g. `seq64: {max_seq_length: 64}`; `default` (required) "
-        "is the single system's",
+        "is `embed` as it is",
     ),
     "panel": (
         "panel.NAME",
-        "{}",
+        "{default: {chunking: default, embedder: default}}",
         "mapping: chunking, embedder, retrieval keys",
-        "a system of the panel: the chunking and embedder it picks by name (both required) and any retrieval "
-        "keys over the retrieval section, e.g. `bm25: {chunking: default, embedder: default, method: bm25}` "
-        "(NAME: letters, digits, - and _); see [Which model and chunk size?](../how-to/panels.md)",
+        "a system of the panel (stages `retrieve@NAME`, `score@NAME`): the chunking and embedder it picks by name "
+        "(both required) and any retrieval keys over the retrieval section, e.g. "
+        "`bm25: {chunking: default, embedder: default, method: bm25}` (NAME: letters, digits, - and _); "
+        "`default` (required) is the system `show`, `compare` and `judge.pool` read when none is named; "
+        "see [Which model and chunk size?](../how-to/panels.md)",
     ),
 }
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w-]*):(?P<value>[^#]*)(?:#\s?(?P<comment>.*))?$")
 COMMENT_LINE = re.compile(r"^ *#\s?(?P<comment>.*)$")
+LIST_ITEM_COMMENT = re.compile(r"^ *- [^#]*#\s?(?P<comment>.*)$")  # a list item's comment continues its key's
 
 
 def yaml_comments(text: str) -> dict[str, str]:
-    """Dotted key -> its comment in params.yaml (a comment-only line continues the key above it)."""
+    """Dotted key -> its comment in params.yaml (a comment-only line, or a list item's comment,
+    continues the key above it)."""
     comments: dict[str, str] = {}
     stack: list[tuple[int, str]] = []
     last = None
@@ -71,7 +75,7 @@ def yaml_comments(text: str) -> dict[str, str]:
             stack.append((indent, match["key"]))
             last = ".".join(key for _, key in stack)
             comments[last] = (match["comment"] or "").strip()
-        elif (comment := COMMENT_LINE.match(line)) and last is not None:
+        elif (comment := COMMENT_LINE.match(line) or LIST_ITEM_COMMENT.match(line)) and last is not None:
             comments[last] = f"{comments[last]} {comment['comment'].strip()}".strip()
     return comments
 

@@ -1,5 +1,6 @@
 """Stage 6: one leaderboard of the panel systems (params panel) on every question set ->
-metrics/leaderboard.json, .csv and .md, metrics/certificate.json (does each synthetic question set
+metrics/leaderboard.json, .csv and .md, the plots recall_at_k.csv and first_relevant_rank_histogram.csv,
+metrics/certificate.json (does each synthetic question set
 order the systems as the real or hand-written ones do? agrees / disagrees / undetermined) and metrics/headline.json (the numbers `dvc
 metrics show` lists). Beside them, not DVC outputs (measured times differ on every run, the
 outputs must not): each system's costs and the Pareto front, metrics/costs.json and .md, and
@@ -20,10 +21,7 @@ from retrieval_bench.params import load_all_params
 
 def main() -> None:
     params = load_all_params()
-    tables = {
-        system: read_per_question(path := paths.panel_file(paths.PANEL_METRICS, system, "per_question.csv"), path)
-        for system in params["panel"]
-    }
+    tables = {system: read_per_question(path := paths.per_question_of(system), path) for system in params["panel"]}
     reports = {
         name: json.loads(Path(path).read_text(encoding="utf-8")) if Path(path).is_file() else None
         for name, path in (("goldenset", paths.GOLDENSET_REPORT), ("judge", paths.JUDGE_REPORT))
@@ -38,6 +36,8 @@ def main() -> None:
     for path, table in (
         (paths.LEADERBOARD_CSV, pd.DataFrame(report["rows"])),
         (paths.QUALITY_VS_COST, pd.DataFrame(report["plot"], columns=list(PLOT_COLUMNS))),
+        (paths.RECALL_CURVE, report["recall_curve"]),
+        (paths.RANK_HISTOGRAM, report["rank_histograms"]),
     ):
         with atomic_open(path) as handle:
             table.to_csv(handle, index=False, lineterminator="\n")

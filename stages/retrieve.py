@@ -1,34 +1,47 @@
-"""Stage 4: run retrieval.method for every question -> data/run.parquet (qid, chunk_id, rank,
-score; retrieval.depth per question), and a TREC run file when retrieval.trec_export is set."""
+"""Stage 4, once per panel system (`python -m stages.retrieve <system>`): params panel.<system> over
+the retrieval section, on its chunking and embedder -> data/panel/<system>/run.parquet (qid,
+chunk_id, rank, score; depth per question), run_info.json and, for method rerank, the system's own
+cross-encoder score cache rerank_cache.jsonl; and its TREC run file when it sets trec_export."""
+
+import sys
 
 from tqdm import tqdm
 
 from retrieval_bench import paths
-from retrieval_bench.io import atomic_path, run_stage, touch_jsonl, write_json
-from retrieval_bench.params import load_params
+from retrieval_bench.io import atomic_path, run_stage, stage_parser, touch_jsonl, write_json
+from retrieval_bench.params import load_all_params
+from retrieval_bench.params_panel import panel_system, settings_key
 from retrieval_bench.retrieval.inputs import questions_and_corpus
 from retrieval_bench.retrieval.methods import retrieve, run_info, search_timing
 from retrieval_bench.run_contract import check_trec_ids, write_trec
 
 
-def main() -> None:
-    settings = load_params("retrieval")
-    questions, corpus = questions_and_corpus(settings)
-    with tqdm(total=len(questions.qids), desc=f"retrieve ({settings['method']})", unit="q") as progress:
-        run = retrieve(settings, questions, corpus, progress)
-    if settings["trec_export"]:  # checked before anything is written: no run without its export
-        check_trec_ids(run, f"retrieval.trec_export {settings['trec_export']}")
-    with atomic_path(paths.RUN) as tmp:
+def main(argv: list[str]) -> None:
+    parser = stage_parser("retrieve", __doc__)
+    parser.add_argument("system", help="a system named under panel in params.yaml (the sample's first: default)")
+    system = parser.parse_args(argv).system
+    params = load_all_params()
+    settings = panel_system(params["panel"], system)
+    where = settings_key(params, system)  # what the user wrote: retrieval.X, or panel.NAME.X
+    trec_export = settings["trec_export"]  # retrieval.trec_export is the default system's (params_panel)
+    questions, corpus = questions_and_corpus(settings, settings["chunking"], settings["embedder"])
+    rerank_cache = paths.rerank_cache_of(system)
+    with tqdm(total=len(questions.qids), desc=f"retrieve {system} ({settings['method']})", unit="q") as progress:
+        run = retrieve(settings, questions, corpus, progress, rerank_cache=rerank_cache, where=where)
+    if trec_export:  # checked before anything is written: no run without its export
+        check_trec_ids(run, f"{where}.trec_export {trec_export}")
+    with atomic_path(paths.run_of(system)) as tmp:
         run.to_parquet(tmp, index=False)
-    write_json(paths.RUN_INFO, run_info(settings, questions, corpus, run))
-    write_json(paths.search_timing(None), search_timing(settings, questions, corpus))
-    touch_jsonl(paths.RERANK_CACHE)  # a persistent output of this stage, whatever the method
-    if settings["trec_export"]:
-        write_trec(run, settings["trec_export"], settings["method"])
+    write_json(paths.run_info_of(system), run_info(settings, questions, corpus, run))
+    write_json(paths.search_timing(system), search_timing(settings, questions, corpus, where))
+    touch_jsonl(rerank_cache)  # a persistent output of this stage, whatever the method
+    if trec_export:
+        write_trec(run, trec_export, settings["method"])
     print(
-        f"retrieve: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions ({settings['method']}, depth {settings['depth']})"
+        f"retrieve {system}: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions "
+        f"({settings['method']}, depth {settings['depth']})"
     )
 
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_stage(lambda: main(sys.argv[1:]), own_arguments=True)

@@ -59,8 +59,8 @@ def git(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS, panel: bool = False) -> Path:
     """Copy the tracked project files (a slice of the sample when `docs` is given) into `dest`,
     then `git init`, `dvc init` and commit, as a user's fresh clone would be. Without `panel` the
-    sample's panel is emptied, and its chunkings and embedders are the defaults alone: a
-    single-system project (no panel stages, nor other chunkings to embed, to wait for)."""
+    sample's panel is its `default` system alone, and its chunkings and embedders are the defaults
+    alone: a single-system project (no other systems, chunkings or embedders to wait for)."""
     tracked = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
@@ -81,7 +81,7 @@ def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS, panel: bool = 
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, target)
     if not panel:
-        set_params(dest, panel={}, chunkings={"default": {}}, embedders={"default": {}})
+        set_params(dest, panel=ONLY_DEFAULT, chunkings={"default": {}}, embedders={"default": {}})
     git("init", "-q", "-b", "main", cwd=dest)
     dvc("init", "-q", cwd=dest)
     dvc("config", "core.analytics", "false", cwd=dest)
@@ -105,8 +105,11 @@ def set_params(project: Path, **changes: object) -> None:
     path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
-def read_metrics(project: Path) -> dict:
-    return json.loads((project / "metrics" / "metrics.json").read_text())
+ONLY_DEFAULT = {"default": {"chunking": "default", "embedder": "default"}}  # a panel of the default system
+
+
+def read_metrics(project: Path, system: str = "default") -> dict:
+    return json.loads((project / "metrics" / "panel" / system / "metrics.json").read_text())
 
 
 @pytest.fixture

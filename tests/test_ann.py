@@ -160,7 +160,7 @@ def test_bad_ann_params_are_one_line_naming_the_key(data, tmp_path):
 def test_ef_search_change_reruns_retrieve_and_reuses_the_index(project, cache):
     set_params(project, **{"retrieval.method": "ann"})
     dvc("repro", "retrieve", cwd=project)
-    info = json.loads((project / "data" / "run_info.json").read_text())
+    info = json.loads((project / "data" / "panel" / "default" / "run_info.json").read_text())
     assert info["method"] == "ann" and info["index"] == "hnsw" and 0.9 <= info["ann_recall"]["10"] <= 1
     git("add", "-A", cwd=project)
     git("commit", "-qm", "hnsw", cwd=project)
@@ -170,13 +170,16 @@ def test_ef_search_change_reruns_retrieve_and_reuses_the_index(project, cache):
     output = dvc("repro", "retrieve", cwd=project).stdout
     assert {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")} == {
         "check_params",
-        "retrieve",
+        "retrieve@default",
     }
-    assert json.loads((project / "data" / "run_info.json").read_text())["ann_recall"]["10"] <= info["ann_recall"]["10"]
+    assert (
+        json.loads((project / "data" / "panel" / "default" / "run_info.json").read_text())["ann_recall"]["10"]
+        <= info["ann_recall"]["10"]
+    )
     assert files(cache) == built  # searched with the new ef_search, not rebuilt: the same file, same inode and time
     dvc("repro", cwd=project)
-    metrics = json.loads((project / "metrics" / "metrics.json").read_text())
-    curve = json.loads((project / "data" / "run_info.json").read_text())["ann_recall"]
+    metrics = json.loads((project / "metrics" / "panel" / "default" / "metrics.json").read_text())
+    curve = json.loads((project / "data" / "panel" / "default" / "run_info.json").read_text())["ann_recall"]
     assert {key: value for key, value in metrics.items() if key.startswith("ann_recall@")} == {
         f"ann_recall@{k}": curve[str(k)] for k in (1, 3, 5, 10, 20)
     }  # score.k of the sample params

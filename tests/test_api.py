@@ -32,8 +32,8 @@ def test_the_docs_examples_give_the_pipelines_metrics(project, monkeypatch):
     for example in doc_examples():
         exec(compile(example, str(DOCS_PAGE), "exec"), namespace)  # noqa: S102 - the page's own examples
     scores = namespace["scores"]
-    assert scores.metrics == json.loads((project / "metrics" / "metrics.json").read_text())
-    written = pd.read_csv(project / "metrics" / "per_question.csv", dtype={"qid": str})
+    assert scores.metrics == json.loads((project / "metrics" / "panel" / "default" / "metrics.json").read_text())
+    written = pd.read_csv(project / "metrics" / "panel" / "default" / "per_question.csv", dtype={"qid": str})
     pd.testing.assert_frame_equal(scores.per_question, written, check_dtype=False)
     recall = namespace["comparison"].metrics["recall@10"]
     assert recall["delta"] < 0 and recall["losses"] > 0 and recall["wins"] == 0  # cut to depth 5: recall@10 only drops

@@ -335,13 +335,13 @@ def test_an_empty_metric_value_is_still_left_out_with_a_warning():
 def test_the_command_line_refuses_an_out_of_range_per_question_csv(tmp_path, monkeypatch, capsys):
     """`retrieval-bench compare` reads per_question.csv through the same check as the API."""
     table = scores().per_question.assign(reciprocal_rank=[1.0, 5.0, 0.5])
-    (tmp_path / "metrics").mkdir()
-    table.to_csv(tmp_path / "metrics" / "per_question.csv", index=False)
+    (tmp_path / "metrics" / "panel" / "default").mkdir(parents=True)
+    table.to_csv(tmp_path / "metrics" / "panel" / "default" / "per_question.csv", index=False)
     monkeypatch.chdir(tmp_path)
     assert cli_main(["compare", "workspace", "workspace", "--resamples", "50"]) == 1
     error = capsys.readouterr().err
     assert error.startswith(
-        "error: workspace:metrics/per_question.csv: column 'reciprocal_rank', qid 'q2': 5.0 is not a number in [0, 1]"
+        "error: workspace:metrics/panel/default/per_question.csv: column 'reciprocal_rank', qid 'q2': 5.0 is not a number in [0, 1]"
     )
     assert error.count("\n") == 1
 

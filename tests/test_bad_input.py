@@ -22,6 +22,8 @@ STAGE_ARGUMENTS = {
     "chunk": [paths.DEFAULT],
     "embed_corpus": [paths.DEFAULT, paths.DEFAULT],
     "embed_questions": [paths.DEFAULT],
+    "retrieve": [paths.DEFAULT],
+    "score": [paths.DEFAULT],
 }
 
 
@@ -188,11 +190,11 @@ CHUNKS = {  # ready chunks; one id holds a space (a TREC run cannot carry it)
 KEPT = [
     paths.CHUNKS,
     "data/goldenset.jsonl",
-    "data/run.parquet",
-    "data/run_info.json",
+    "data/panel/default/run.parquet",
+    "data/panel/default/run_info.json",
     "data/judged_pool.jsonl",
-    "metrics/metrics.json",
-    "metrics/per_question.csv",
+    "metrics/panel/default/metrics.json",
+    "metrics/panel/default/per_question.csv",
 ]
 
 
@@ -542,7 +544,7 @@ def test_a_python_retriever_may_return_a_dataframe(piped, monkeypatch, capsys):
     )
     set_params(piped, **{"retrieval.method": "python", "retrieval.python": f"{name}:search"})
     assert stage_in_process("retrieve", piped, monkeypatch, capsys).returncode == 0
-    assert len(pd.read_parquet(piped / "data" / "run.parquet")) == len(_chunk_ids(piped))
+    assert len(pd.read_parquet(piped / "data" / "panel" / "default" / "run.parquet")) == len(_chunk_ids(piped))
 
 
 def _truncate(path, keep=0.5):
@@ -551,7 +553,7 @@ def _truncate(path, keep=0.5):
 
 
 def _rewrite_run(path, **columns):
-    """data/run.parquet with some columns replaced (None: dropped)."""
+    """data/panel/default/run.parquet with some columns replaced (None: dropped)."""
     run = pd.read_parquet(path)
     for name, value in columns.items():
         run = (
@@ -572,27 +574,37 @@ def _rewrite_vectors(path, make):
     np.save(path, make(np.load(path)), allow_pickle=True)
 
 
-RUN = paths.RUN
+RUN = paths.run_of(paths.DEFAULT)
 CHUNKS_TABLE = paths.CHUNKS
 CORPUS_NPY = paths.CORPUS_VECTORS
 BROKEN_FILES = [
     # (stage, file, how it is broken, fragment of the error line)
-    ("score", RUN, lambda p: _truncate(p), "data/run.parquet: not a readable Parquet table"),
+    ("score", RUN, lambda p: _truncate(p), "data/panel/default/run.parquet: not a readable Parquet table"),
     (
         "score",
         RUN,
         lambda p: p.write_bytes(b""),
-        "data/run.parquet: not a readable Parquet table (Parquet file size is 0 bytes)",
+        "data/panel/default/run.parquet: not a readable Parquet table (Parquet file size is 0 bytes)",
     ),
-    ("score", RUN, lambda p: p.write_text("qid,chunk_id\nq1,a\n"), "data/run.parquet: not a readable Parquet table"),
-    ("score", RUN, lambda p: _rewrite_run(p, score=None), "data/run.parquet: no column 'score'"),
+    (
+        "score",
+        RUN,
+        lambda p: p.write_text("qid,chunk_id\nq1,a\n"),
+        "data/panel/default/run.parquet: not a readable Parquet table",
+    ),
+    ("score", RUN, lambda p: _rewrite_run(p, score=None), "data/panel/default/run.parquet: no column 'score'"),
     (
         "score",
         RUN,
         lambda p: _rewrite_run(p, score=lambda r: r["score"].astype(str)),
-        "data/run.parquet: column 'score' must hold numbers, got str",
+        "data/panel/default/run.parquet: column 'score' must hold numbers, got str",
     ),
-    ("score", RUN, lambda p: _rewrite_run(p, score=_nan_second), "data/run.parquet: row 2 (question 'q0', chunk "),
+    (
+        "score",
+        RUN,
+        lambda p: _rewrite_run(p, score=_nan_second),
+        "data/panel/default/run.parquet: row 2 (question 'q0', chunk ",
+    ),
     (
         "score",
         RUN,
@@ -603,22 +615,27 @@ BROKEN_FILES = [
         "score",
         RUN,
         lambda p: _rewrite_run(p, score=lambda r: [None] * len(r)),
-        "data/run.parquet: column 'score' must hold numbers, got object",
+        "data/panel/default/run.parquet: column 'score' must hold numbers, got object",
     ),
     (
         "score",
         RUN,
         lambda p: _rewrite_run(p, rank=lambda r: r["rank"] + 0.5),
-        "data/run.parquet: column 'rank' must hold integers",
+        "data/panel/default/run.parquet: column 'rank' must hold integers",
     ),
-    ("judge", RUN, lambda p: _truncate(p), "data/run.parquet: not a readable Parquet table"),
-    ("judge", RUN, lambda p: p.write_bytes(b""), "data/run.parquet: not a readable Parquet table"),
-    ("judge", RUN, lambda p: _rewrite_run(p, chunk_id=None), "judge.pool data/run.parquet: no column 'chunk_id'"),
+    ("judge", RUN, lambda p: _truncate(p), "data/panel/default/run.parquet: not a readable Parquet table"),
+    ("judge", RUN, lambda p: p.write_bytes(b""), "data/panel/default/run.parquet: not a readable Parquet table"),
+    (
+        "judge",
+        RUN,
+        lambda p: _rewrite_run(p, chunk_id=None),
+        "judge.pool data/panel/default/run.parquet: no column 'chunk_id'",
+    ),
     (
         "judge",
         RUN,
         lambda p: _rewrite_run(p, score=_nan_second),
-        "judge.pool data/run.parquet: row 2 (question 'q0', chunk ",
+        "judge.pool data/panel/default/run.parquet: row 2 (question 'q0', chunk ",
     ),
     ("score", CHUNKS_TABLE, lambda p: _truncate(p), f"{CHUNKS_TABLE}: not a readable Parquet table"),
     ("retrieve", CHUNKS_TABLE, lambda p: _truncate(p), f"{CHUNKS_TABLE}: not a readable Parquet table"),
@@ -723,7 +740,11 @@ def test_a_judge_pool_run_file_is_checked_like_a_run_file(piped, monkeypatch, ca
     (piped / "runs" / "other.trec").write_text(_run_file_lines(piped, ".trec", "{qid} Q0 {chunk} 2 NaN tag"))
     set_params(
         piped,
-        **{"judge.enabled": True, "judge.provider": "anthropic", "judge.pool": ["data/run.parquet", "runs/other.trec"]},
+        **{
+            "judge.enabled": True,
+            "judge.provider": "anthropic",
+            "judge.pool": ["data/panel/default/run.parquet", "runs/other.trec"],
+        },
     )
     assert_refused_and_kept(
         piped, "judge", monkeypatch, capsys, "runs/other.trec:2: score must be a finite number, got nan"
@@ -851,5 +872,5 @@ def test_the_trec_export_reads_back_as_the_same_run(piped, monkeypatch, capsys):
     assert stage_in_process("retrieve", piped, monkeypatch, capsys).returncode == 0
     from retrieval_bench.run_contract import read_run_file
 
-    run = pd.read_parquet(piped / "data" / "run.parquet")
+    run = pd.read_parquet(piped / "data" / "panel" / "default" / "run.parquet")
     pd.testing.assert_frame_equal(read_run_file(piped / "data" / "run.trec"), run)

@@ -330,11 +330,12 @@ def test_bad_saved_vectors_are_one_line_in_retrieve(embedding, case, monkeypatch
     ):
         _save(unit(np.random.default_rng(rows).normal(size=(rows, 8))))(embedding / npy)
         (embedding / ids_file).write_text(json.dumps(ids))
-    (embedding / paths.RUN).write_bytes(SENTINEL)
+    (embedding / paths.run_of(paths.DEFAULT)).parent.mkdir(parents=True, exist_ok=True)
+    (embedding / paths.run_of(paths.DEFAULT)).write_bytes(SENTINEL)
     name, spoil, fragment = NPY_CASES[case]
     spoil(embedding / name)
     set_params(embedding, **{"retrieval.method": "dense", "retrieval.depth": 2, "score.k": [1, 2]})
     assert_one_line_error(
         stage_in_process("retrieve", embedding, monkeypatch, capsys), fragment, "rerun the embed stages"
     )
-    assert (embedding / paths.RUN).read_bytes() == SENTINEL
+    assert (embedding / paths.run_of(paths.DEFAULT)).read_bytes() == SENTINEL

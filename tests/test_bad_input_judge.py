@@ -20,8 +20,10 @@ from stub_llm import StubLLM, stage_env
 from test_bad_input import stage_in_process
 from test_judge import grade_by_marker, make_project
 
+from retrieval_bench import paths
+
 JUDGE_OUTPUTS = ["data/judged_pool.jsonl", "metrics/judge.json"]
-SCORE_OUTPUTS = ["metrics/metrics.json", "metrics/per_question.csv"]
+SCORE_OUTPUTS = ["metrics/panel/default/metrics.json", "metrics/panel/default/per_question.csv"]
 POOL, CACHE, PROMPT = "data/judged_pool.jsonl", "data/judgements.jsonl", "data/judge_prompt.txt"
 
 
@@ -49,7 +51,7 @@ def run_both(project, stub, patch) -> None:
 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         run_stage(judge.main)
-        run_stage(score.main)
+        run_stage(lambda: score.main([paths.DEFAULT]), own_arguments=True)
 
 
 def use_stub(stub, patch) -> None:
@@ -130,7 +132,7 @@ def misbehaving(provider: str = "anthropic", **stub_settings):
 
 
 def truncated_run(project, stub) -> None:
-    write(project, "runs/cut.parquet", (project / "data" / "run.parquet").read_bytes()[:300])
+    write(project, "runs/cut.parquet", (project / "data" / "panel" / "default" / "run.parquet").read_bytes()[:300])
     set_params(project, **{"judge.pool": ["runs/cut.parquet"]})
 
 
@@ -140,7 +142,10 @@ JUDGE_CASES = {
     "depth a string": (params(judge__depth="five"), ["params.yaml", "judge.depth"]),
     "empty pool": (params(judge__pool=[]), ["judge.pool must be a non-empty list"]),
     "missing pool file": (params(judge__pool=["runs/missing.trec"]), ["judge.pool runs/missing.trec: not found"]),
-    "pool entry twice": (params(judge__pool=["data/run.parquet"] * 2), ["judge.pool lists 'data/run.parquet' twice"]),
+    "pool entry twice": (
+        params(judge__pool=["data/panel/default/run.parquet"] * 2),
+        ["judge.pool lists 'data/panel/default/run.parquet' twice"],
+    ),
     "unknown provider": (params(judge__provider="openai"), ["judge.provider must be one of"]),
     "negative cost limit": (params(judge__max_cost_usd=-1), ["judge.max_cost_usd must be a positive number"]),
     "no attempts": (params(judge__max_attempts=0), ["judge.max_attempts"]),

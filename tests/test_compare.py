@@ -252,17 +252,19 @@ def repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
     git("init", "-q", "-b", "main", cwd=repo)
-    (repo / "metrics").mkdir()
-    per_question([1, 2, 3, 4]).to_csv(repo / "metrics" / "per_question.csv", index=False)
+    (repo / "metrics" / "panel" / "default").mkdir(parents=True)
+    per_question([1, 2, 3, 4]).to_csv(repo / "metrics" / "panel" / "default" / "per_question.csv", index=False)
     git("add", "-A", cwd=repo)
     git("commit", "-qm", "baseline", cwd=repo)
-    per_question([1, 1, 1, 1]).to_csv(repo / "metrics" / "per_question.csv", index=False)
+    per_question([1, 1, 1, 1]).to_csv(repo / "metrics" / "panel" / "default" / "per_question.csv", index=False)
     git("add", "-A", cwd=repo)
     git("commit", "-qm", "experiment", cwd=repo)
     experiment = git("rev-parse", "HEAD", cwd=repo).stdout.strip()
     git("update-ref", "refs/exps/ab/cdef0123456789abcdef0123456789abcdef01/bold-lark", experiment, cwd=repo)
     git("reset", "-q", "--hard", "HEAD~1", cwd=repo)
-    per_question([2, 2, 2, 2]).to_csv(repo / "metrics" / "per_question.csv", index=False)  # uncommitted
+    per_question([2, 2, 2, 2]).to_csv(
+        repo / "metrics" / "panel" / "default" / "per_question.csv", index=False
+    )  # uncommitted
     return repo
 
 
@@ -290,12 +292,33 @@ def test_compares_revisions_experiments_and_the_workspace(repo, monkeypatch, cap
         run_compare(repo, monkeypatch, capsys, "main", "no-such-thing")
 
 
+def test_a_revision_from_before_the_panel_held_every_system_is_compared_by_its_single_run(
+    tmp_path, monkeypatch, capsys
+):
+    """main holds metrics/per_question.csv (the single system's, as releases before the default
+    panel system wrote it); the workspace the default system's. `compare main workspace` pairs
+    them; another system has no such fallback."""
+    git("init", "-q", "-b", "main", cwd=tmp_path)
+    (tmp_path / "metrics").mkdir()
+    per_question([1, 2, 3, 4]).to_csv(tmp_path / "metrics" / "per_question.csv", index=False)
+    git("add", "-A", cwd=tmp_path)
+    git("commit", "-qm", "single system", cwd=tmp_path)
+    (tmp_path / "metrics" / "panel" / "default").mkdir(parents=True)
+    per_question([1, 1, 1, 1]).to_csv(tmp_path / "metrics" / "panel" / "default" / "per_question.csv", index=False)
+    code, out, _ = run_compare(tmp_path, monkeypatch, capsys, "main", "workspace", "--json", "--resamples", "200")
+    data = json.loads(out)
+    assert code == 0 and data["metrics"]["mrr"]["a"] == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+    assert data["metrics"]["mrr"]["b"] == 1.0
+    with pytest.raises(InputError, match="main: no metrics/panel/bm25/per_question.csv committed there"):
+        run_compare(tmp_path, monkeypatch, capsys, "main", "workspace", "--system", "bm25")
+
+
 def test_missing_per_question_is_an_input_error(tmp_path, monkeypatch, capsys):
     git("init", "-q", "-b", "main", cwd=tmp_path)
     (tmp_path / "README").write_text("x")
     git("add", "-A", cwd=tmp_path)
     git("commit", "-qm", "empty", cwd=tmp_path)
-    with pytest.raises(InputError, match="no metrics/per_question.csv"):
+    with pytest.raises(InputError, match="no metrics/panel/default/per_question.csv"):
         run_compare(tmp_path, monkeypatch, capsys, "main", "HEAD")
     with pytest.raises(InputError, match="not found in the workspace"):
         run_compare(tmp_path, monkeypatch, capsys, "workspace", "main")
@@ -306,9 +329,11 @@ def test_missing_per_question_is_an_input_error(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.pipeline
 def test_a_per_question_table_that_is_not_utf8_is_an_input_error(tmp_path):
-    (tmp_path / "metrics").mkdir()
-    (tmp_path / "metrics" / "per_question.csv").write_bytes(b"qid,reciprocal_rank\n\xe91,0.5\n")
-    with pytest.raises(InputError, match=r"^workspace:metrics/per_question.csv: not UTF-8 text \(byte 20\)"):
+    (tmp_path / "metrics" / "panel" / "default").mkdir(parents=True)
+    (tmp_path / "metrics" / "panel" / "default" / "per_question.csv").write_bytes(b"qid,reciprocal_rank\n\xe91,0.5\n")
+    with pytest.raises(
+        InputError, match=r"^workspace:metrics/panel/default/per_question.csv: not UTF-8 text \(byte 20\)"
+    ):
         compare.read_run("workspace", tmp_path)
 
 

@@ -16,10 +16,10 @@ def committed_runs(tmp_path, second_params: dict):
     """A repository with two commits: the dense panel system's per-question results with the
     committed params.yaml, then bm25's with `second_params` changed (dotted keys)."""
     repo = tmp_path / "repo"
-    (repo / "metrics").mkdir(parents=True)
+    (repo / "metrics" / "panel" / "default").mkdir(parents=True)
     git("init", "-q", "-b", "main", cwd=repo)
     shutil.copy(ROOT / "params.yaml", repo / "params.yaml")
-    shutil.copy(ROOT / "metrics/panel/dense/per_question.csv", repo / "metrics/per_question.csv")
+    shutil.copy(ROOT / "metrics/panel/default/per_question.csv", repo / "metrics/panel/default/per_question.csv")
     git("add", "-A", cwd=repo)
     git("commit", "-qm", "dense", cwd=repo)
     params = yaml.safe_load((repo / "params.yaml").read_text())
@@ -30,7 +30,7 @@ def committed_runs(tmp_path, second_params: dict):
             node = node.setdefault(name, {})
         node[leaf] = value
     (repo / "params.yaml").write_text(yaml.safe_dump(params))  # another layout: only values count
-    shutil.copy(ROOT / "metrics/panel/bm25/per_question.csv", repo / "metrics/per_question.csv")
+    shutil.copy(ROOT / "metrics/panel/bm25/per_question.csv", repo / "metrics/panel/default/per_question.csv")
     git("add", "-A", cwd=repo)
     git("commit", "-qm", "bm25", cwd=repo)
     return repo

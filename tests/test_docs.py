@@ -343,13 +343,13 @@ def sample_figures() -> Iterator[tuple[str, str, str, str]]:
                     yield str(path.relative_to(ROOT)), label, metric, figure
 
 
-SAMPLE_METRICS = set(json.loads((ROOT / "metrics" / "metrics.json").read_text()))
+SAMPLE_METRICS = set(json.loads((ROOT / "metrics" / "panel" / "default" / "metrics.json").read_text()))
 
 
 def committed_metrics(label: str) -> dict | None:
     """The committed metrics.json a row label names, or None (an experiment's row: not committed)."""
     if label in {"sample", "dense (exact)"}:
-        return json.loads((ROOT / "metrics" / "metrics.json").read_text())
+        return json.loads((ROOT / "metrics" / "panel" / "default" / "metrics.json").read_text())
     panel = ROOT / "metrics" / "panel" / label / "metrics.json"
     return json.loads(panel.read_text()) if panel.is_file() else None
 

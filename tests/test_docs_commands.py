@@ -16,21 +16,19 @@ import yaml
 from conftest import ROOT, dvc, git, run
 
 EXPERIMENTS_PAGE = ROOT / "docs" / "how-to" / "experiments.md"
-HEADLINE = ["recall@1", "recall@10", "mrr", "ndcg@10"]
+HEADLINE = ["mrr", "ndcg@10", "recall@10"]  # per panel system in metrics/headline.json
 
-# A stage that writes the pipeline's metrics files from one param: as many files as the real
-# pipeline (metrics.json, a panel system's, the golden set's, the judge's), so that DVC names
-# the columns as it does there, and in seconds.
+# A stage that writes the pipeline's one declared metrics file, metrics/headline.json (each panel
+# system's headline numbers, the golden set's, the judge's), from one param: DVC names the columns
+# as it does there, and in seconds.
 WRITE_METRICS = """
 import json, os, yaml
 method = yaml.safe_load(open("params.yaml"))["retrieval"]["method"]
 value = {"dense": 0.5, "hybrid": 0.6}[method]
-metrics = {"recall@1": value, "recall@10": value, "mrr": value, "ndcg@10": value, "hit@1": value, "n_questions": 3}
-for path in ("metrics/metrics.json", "metrics/panel/dense/metrics.json"):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    json.dump(metrics, open(path, "w"))
-json.dump({"n_questions": 3}, open("metrics/goldenset.json", "w"))
-json.dump({"enabled": False}, open("metrics/judge.json", "w"))
+system = {"mrr": value, "ndcg@10": value, "recall@10": value}
+headline = {"panel": {"default": system, "bm25": system}, "goldenset": {"n_questions": 3}, "judge": {"judged": 0}}
+os.makedirs("metrics", exist_ok=True)
+json.dump(headline, open("metrics/headline.json", "w"))
 """
 
 
@@ -51,15 +49,7 @@ def metric_project(folder: Path) -> Path:
         "cmd": f"{shlex.quote(sys.executable)} write_metrics.py",
         "deps": ["write_metrics.py"],
         "params": ["retrieval"],
-        "metrics": [
-            {path: {"cache": False}}
-            for path in (
-                "metrics/metrics.json",
-                "metrics/panel/dense/metrics.json",
-                "metrics/goldenset.json",
-                "metrics/judge.json",
-            )
-        ],
+        "metrics": [{"metrics/headline.json": {"cache": False}}],
     }
     (folder / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"score": stage}}, sort_keys=False))
     git("init", "-q", "-b", "main", cwd=folder)
@@ -72,30 +62,28 @@ def metric_project(folder: Path) -> Path:
 
 
 def test_the_documented_exp_show_shows_the_headline_metrics_and_the_changed_param(tmp_path):
-    """With several metrics files DVC names a metric column `metrics/metrics.json:mrr`; the
-    documented --drop must keep those columns (and the plain `mrr` of a project with one file)."""
+    """The documented --drop keeps each panel system's headline columns (panel.SYSTEM.mrr, from
+    metrics/headline.json) and the changed param, and drops the golden set's counts."""
     project = metric_project(tmp_path / "project")
     dvc("exp", "run", "-q", "-n", "hybrid", "-S", "retrieval.method=hybrid", cwd=project)
     shown = run([sys.executable, "-m", "dvc", *documented_exp_show()[1:]], cwd=project).stdout
     header = [cell.strip() for cell in shown.splitlines()[0].strip("|").split("|")]
-    metrics = [f"metrics/metrics.json:{name}" for name in HEADLINE]
+    metrics = [f"panel.{system}.{name}" for system in ("default", "bm25") for name in HEADLINE]
     assert set(metrics) <= set(header) and "retrieval.method" in header and header[0] == "Experiment", shown
-    assert not any(column.startswith("metrics/panel/") for column in header), shown  # the headline only
+    assert not any(column.startswith("goldenset.") for column in header), shown  # the headline only
     row = next(line for line in shown.splitlines() if "hybrid" in line.split("|")[1])
     cells = dict(zip(header, (cell.strip() for cell in row.strip("|").split("|"))))
-    assert cells["retrieval.method"] == "hybrid" and float(cells["metrics/metrics.json:mrr"]) == 0.6
+    assert cells["retrieval.method"] == "hybrid" and float(cells["panel.default.mrr"]) == 0.6
 
 
-def test_the_documented_drop_pattern_keeps_plain_metric_names_too():
-    """A project whose metric names are unique across its metrics files gets unprefixed columns."""
+def test_the_documented_drop_pattern_keeps_the_headline_and_the_params():
+    """DVC's columns for the one metrics file are unprefixed (panel.SYSTEM.METRIC); with a second
+    metrics file they would be FILE:NAME, which the pattern drops."""
     command = documented_exp_show()
     pattern = command[command.index("--drop") + 1]
-    columns = ["Experiment", *HEADLINE, "retrieval.method", "hit@1", "n_questions"]
-    assert [name for name in columns if not re.match(pattern, name)] == [
-        "Experiment",
-        *HEADLINE,
-        "retrieval.method",
-    ]
+    kept = ["Experiment", "panel.default.mrr", "panel.bm25.ndcg@10", "retrieval.method", "chunkings.c400.chars"]
+    dropped = ["goldenset.n_questions", "metrics/panel/default/metrics.json:mrr", "hit@1"]
+    assert [name for name in kept + dropped if not re.match(pattern, name)] == kept
 
 
 def test_dvc_exp_run_set_param_rewrites_only_the_lines_it_sets(tmp_path):

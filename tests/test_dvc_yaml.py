@@ -19,11 +19,9 @@ STAGES = {
     "generate_goldenset": "python -m stages.generate_goldenset",
     "embed_corpus": "python -m stages.embed_corpus ${item.chunking} ${item.embedder}",
     "embed_questions": "python -m stages.embed_questions ${key}",
-    "retrieve": "python -m stages.retrieve",
+    "retrieve": "python -m stages.retrieve ${key}",  # one per panel system, `default` included
     "judge": "python -m stages.judge",
-    "score": "python -m stages.score",
-    "retrieve_panel": "python -m stages.retrieve_panel ${key}",
-    "score_panel": "python -m stages.score_panel ${key}",
+    "score": "python -m stages.score ${key}",
     "leaderboard": "python -m stages.leaderboard",
 }
 

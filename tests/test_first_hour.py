@@ -413,13 +413,14 @@ def test_reproduce_scifact_pins_its_own_params(tmp_path, monkeypatch):
     )
     assert params["load"]["source"] == "/data/scifact"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    # complete and valid: loading adds nothing but the resolved default chunking and embedder
-    # (each `{}`, the pinned load.chunking and embed as they are)
+    # complete and valid: loading adds nothing but the resolved default chunking, embedder and
+    # system (each the pinned load.chunking, embed and retrieval as they are)
     assert params["chunkings"] == {"default": {}} and params["embedders"] == {"default": {}}
     assert load_all_params(tmp_path / "params.yaml") == {
         **params,
         "chunkings": {"default": params["load"]["chunking"]},
         "embedders": {"default": params["embed"]},
+        "panel": {"default": {**params["retrieval"], "chunking": "default", "embedder": "default"}},
     }
 
 

@@ -142,12 +142,13 @@ def run_table(golden: list[dict], chunks: pd.DataFrame, depth: int = 8, gold_ran
 def make_project(folder: Path, chunks: pd.DataFrame | None = None, **judge) -> Path:
     (folder / paths.CHUNKS).parent.mkdir(parents=True)
     (folder / "metrics").mkdir()
+    (folder / "data" / "panel" / "default").mkdir(parents=True)
     chunks = chunk_table() if chunks is None else chunks
     golden = golden_rows(chunks)
     chunks.to_parquet(folder / paths.CHUNKS, index=False)
     find_duplicates(chunks).to_parquet(folder / paths.DUPLICATES, index=False)
     (folder / "data" / "goldenset.jsonl").write_text("".join(json.dumps(r) + "\n" for r in golden))
-    run_table(golden, chunks).to_parquet(folder / "data" / "run.parquet", index=False)
+    run_table(golden, chunks).to_parquet(folder / "data" / "panel" / "default" / "run.parquet", index=False)
     (folder / "data" / "judge_prompt.txt").write_bytes((ROOT / "data" / "judge_prompt.txt").read_bytes())
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["judge"].update(
@@ -209,7 +210,9 @@ def test_the_pool_is_the_top_depth_of_every_run_without_the_gold_or_its_copies()
 # --- the stage against the stub ---------------------------------------------------------------
 def test_off_by_default_writes_an_empty_pool_at_once_and_asks_nothing(tmp_path):
     project = make_project(tmp_path / "p", enabled=False)
-    (project / "data" / "run.parquet").unlink()  # off, nothing is read from the runs (no timing bound: CI is busy)
+    (
+        project / "data" / "panel" / "default" / "run.parquet"
+    ).unlink()  # off, nothing is read from the runs (no timing bound: CI is busy)
     with StubLLM() as stub:
         status, out, err = judge_here(project, stub)
         assert status == 0, err

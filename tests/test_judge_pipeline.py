@@ -23,7 +23,7 @@ def test_judge_stage_end_to_end_paid_once_and_compared(project, monkeypatch, cap
             monkeypatch.setenv(key, value)
         set_params(project, **{"judge.enabled": True, "judge.max_retries": 1})
         first = dvc("repro", cwd=project)
-        assert {"judge", "score"} <= ran(first.stdout)
+        assert {"judge", "score@default"} <= ran(first.stdout)
         report = json.loads((project / "metrics" / "judge.json").read_text())
         paid = len(stub.generation_requests())
         assert report["requests"] == paid > 0 and report["judged"] == report["pooled"]
@@ -31,7 +31,7 @@ def test_judge_stage_end_to_end_paid_once_and_compared(project, monkeypatch, cap
         assert metrics["judge_judged"] == report["judged"] and metrics["judge_relevant"] == report["relevant"] > 0
         assert metrics["judge_relevant_share"] == pytest.approx(report["relevant"] / report["judged"], abs=1e-4)
         assert metrics["judged_hit@5"] >= metrics["hit@5"] and metrics["n_questions_gaining_judged"] > 0
-        per_question = pd.read_csv(project / "metrics" / "per_question.csv")
+        per_question = pd.read_csv(project / "metrics" / "panel" / "default" / "per_question.csv")
         assert {"judged_recall@5", "judged_reciprocal_rank", "n_pooled", "n_judge_relevant"} <= set(
             per_question.columns
         )
@@ -43,7 +43,9 @@ def test_judge_stage_end_to_end_paid_once_and_compared(project, monkeypatch, cap
         git("commit", "-qm", "dense, judged", cwd=project)
 
         # Another method, pooled with the committed run: only pairs never graded are paid for.
-        set_params(project, **{"retrieval.method": "bm25", "judge.pool": ["data/run.parquet", "rev:HEAD"]})
+        set_params(
+            project, **{"retrieval.method": "bm25", "judge.pool": ["data/panel/default/run.parquet", "rev:HEAD"]}
+        )
         dvc("repro", cwd=project)
         report = json.loads((project / "metrics" / "judge.json").read_text())
         assert report["judged_before_this_run"] > 0 and report["requests"] == len(stub.generation_requests()) - paid

@@ -200,7 +200,8 @@ def leaderboard_project(tmp_path: Path, synthetic_rr: dict[str, float], validity
     shutil.copytree(ROOT / "stages", tmp_path / "stages", ignore=shutil.ignore_patterns("__pycache__"))
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["panel"] = {
-        name: {"chunking": "default", "embedder": "default", "method": name} for name in ("dense", "bm25", "hybrid")
+        name: {"chunking": "default", "embedder": "default", "method": {"default": "dense"}.get(name, name)}
+        for name in ("default", "bm25", "hybrid")
     }
     params["validity"] = validity
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
@@ -221,7 +222,7 @@ def leaderboard_project(tmp_path: Path, synthetic_rr: dict[str, float], validity
     ]
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "goldenset.jsonl").write_text("".join(json.dumps(row) + "\n" for row in golden))
-    real_rr = {"dense": 0.8, "hybrid": 0.5, "bm25": 0.2}
+    real_rr = {"default": 0.8, "hybrid": 0.5, "bm25": 0.2}
     for system in params["panel"]:
         rr = np.clip(
             np.concatenate([real_rr[system] + rng.normal(0, 0.05, n), synthetic_rr[system] + rng.normal(0, 0.05, n)]),
@@ -241,7 +242,7 @@ def run_leaderboard(project: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_leaderboard_stage_prints_the_certificate_verdict_and_fails_on_it_when_asked(tmp_path, monkeypatch, capsys):
-    reversed_ = {"dense": 0.2, "hybrid": 0.5, "bm25": 0.8}
+    reversed_ = {"default": 0.2, "hybrid": 0.5, "bm25": 0.8}
     project = leaderboard_project(tmp_path / "warn", reversed_, {"fail_on": "none"})
     result = run_leaderboard(project)
     assert result.returncode == 0, result.stderr
@@ -260,19 +261,19 @@ def test_the_leaderboard_stage_prints_the_certificate_verdict_and_fails_on_it_wh
     # No run_info.json or timings here: the costs are n/a, every system on the front; the costs (apart
     # from leaderboard.md: measured, not a DVC output), the plot rows and the headline are written
     # all the same (the headline: numbers only).
-    assert "| dense | default | default (" in (project / "metrics" / "costs.md").read_text()
+    assert "| default | default | default (" in (project / "metrics" / "costs.md").read_text()
     assert "Pareto" not in (project / "metrics" / "leaderboard.md").read_text()
     plot = pd.read_csv(project / "metrics" / "plots" / "quality_vs_cost.csv")
-    assert set(plot["system"]) == {"dense", "bm25", "hybrid"} and plot["pareto"].all()
+    assert set(plot["system"]) == {"default", "bm25", "hybrid"} and plot["pareto"].all()
     headline = json.loads((project / "metrics" / "headline.json").read_text())
-    assert set(headline["panel"]) == {"dense", "bm25", "hybrid"}
+    assert set(headline["panel"]) == {"default", "bm25", "hybrid"}
     assert headline["certificate"]["generated"] == {"verdict": -1, "kendall_tau_mrr": -1.0}
     # the headline's figures and "best" are the reference set's, not the mixed set's
-    assert headline["panel"]["dense"]["mrr"] > 0.7 and "best on mrr of hand-written: dense" in result.stdout
+    assert headline["panel"]["default"]["mrr"] > 0.7 and "best on mrr of hand-written: default" in result.stdout
     # `retrieval-bench show` prints the same verdict line, under the reference set's leaderboard
     from retrieval_bench.cli import main
 
-    (project / "metrics" / "metrics.json").write_text(json.dumps({"mrr": 0.5}))
+    (project / "metrics" / "panel" / "default" / "metrics.json").write_text(json.dumps({"mrr": 0.5}))
     monkeypatch.chdir(project)
     assert main(["show"]) == 0
     shown = capsys.readouterr().out
@@ -284,7 +285,7 @@ def test_the_leaderboard_stage_prints_the_certificate_verdict_and_fails_on_it_wh
     assert result.stderr.startswith("error: validity.fail_on: generated: disagrees (disagrees)")
 
     agreeing = leaderboard_project(
-        tmp_path / "agree", {"dense": 0.7, "hybrid": 0.45, "bm25": 0.15}, {"fail_on": "not-agrees"}
+        tmp_path / "agree", {"default": 0.7, "hybrid": 0.45, "bm25": 0.15}, {"fail_on": "not-agrees"}
     )
     result = run_leaderboard(agreeing)
     assert result.returncode == 0, result.stderr
@@ -299,9 +300,9 @@ def test_the_leaderboard_stage_prints_the_certificate_verdict_and_fails_on_it_wh
 
 def test_the_leaderboard_stage_reads_qids_as_text_and_refuses_a_non_utf8_table_in_one_line(tmp_path):
     """qids "1" and "01" are two questions (read as numbers they were one, every row twice)."""
-    project = leaderboard_project(tmp_path, {"dense": 0.7, "hybrid": 0.45, "bm25": 0.15}, {"fail_on": "none"})
+    project = leaderboard_project(tmp_path, {"default": 0.7, "hybrid": 0.45, "bm25": 0.15}, {"fail_on": "none"})
     qids = [str(i // 2) if i % 2 == 0 else f"0{i // 2}" for i in range(60)]
-    for system in ("dense", "hybrid", "bm25"):
+    for system in ("default", "hybrid", "bm25"):
         path = project / "metrics" / "panel" / system / "per_question.csv"
         pd.read_csv(path).assign(qid=qids).to_csv(path, index=False)
     result = run_leaderboard(project)
@@ -326,8 +327,8 @@ def test_a_panel_whose_every_question_is_left_out_reports_it_without_a_crash():
 def test_show_names_a_certificate_written_before_verdicts(tmp_path, monkeypatch, capsys):
     from retrieval_bench.cli import main
 
-    (tmp_path / "metrics").mkdir()
-    (tmp_path / "metrics" / "metrics.json").write_text(json.dumps({"mrr": 0.5}))
+    (tmp_path / "metrics" / "panel" / "default").mkdir(parents=True)
+    (tmp_path / "metrics" / "panel" / "default" / "metrics.json").write_text(json.dumps({"mrr": 0.5}))
     board = leaderboard(scorable({"a": table(np.linspace(0, 1, 12), ["hand-written"] * 12)}), 200)
     (tmp_path / "metrics" / "leaderboard.json").write_text(json.dumps(board))
     old = {"available": True, "reference": "hand-written", "synthetic": "generated", "metrics": {}}

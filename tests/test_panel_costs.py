@@ -99,10 +99,15 @@ def test_the_report_has_costs_the_pareto_front_left_out_questions_and_a_numeric_
     json.dumps(head, allow_nan=False)
 
 
-def test_without_a_panel_the_headline_still_has_the_golden_set():
-    report = panel_report({}, [], {"fail_on": "none"}, {}, {"goldenset": {"n_questions": 5}, "judge": None})
-    assert report["headline"] == {"panel": {}, "goldenset": {"n_questions": 5}, "judge": {}}
-    assert report["plot"] == []
+def test_a_panel_of_the_default_system_alone_has_its_headline_and_the_golden_set():
+    alone = {"default": table([0.5, 1.0])}
+    report = panel_report(alone, [], {"fail_on": "none"}, {}, {"goldenset": {"n_questions": 5}, "judge": None})
+    assert report["headline"]["panel"] == {
+        "default": {"mrr": 0.75, "ndcg@10": 0.75, "recall@10": 0.75, "recall_budget@4000": 0.75}
+    }
+    assert report["headline"]["goldenset"] == {"n_questions": 5} and report["plot"] == []
+    assert not report["certificate"]["available"] and report["verdicts"] == [] and report["failed"] is None
+    assert report["recall_curve"].to_dict("records") == [{"system": "default", "k": 10, "recall": 0.75}]
 
 
 def test_headline_leaves_out_what_is_not_a_number():
@@ -127,7 +132,7 @@ def test_which_systems_pay_for_embedding_matches_the_retrieve_stage():
 def test_costs_are_read_from_each_systems_run_info_and_its_timing_files(tmp_path):
     params = load_all_params()
     system, settings = next((s, v) for s, v in params["panel"].items() if v["method"] == "dense")
-    run_info = tmp_path / paths.panel_file(paths.PANEL_RUNS, system, "run_info.json")
+    run_info = tmp_path / paths.run_info_of(system)
     run_info.parent.mkdir(parents=True)
     run_info.write_text(json.dumps({"method": "dense", "n_chunks": 1140, "index_bytes": 1_751_040}))
     timing = tmp_path / paths.search_timing(system)

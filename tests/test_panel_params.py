@@ -17,7 +17,7 @@ def write(tmp_path, **sections) -> str:
     params = {
         "chunkings": {"default": {}, "c400": {"chars": 400, "overlap": 50}},
         "embedders": {"default": {}, "seq64": {"max_seq_length": 64}},
-        "panel": {"a": SYSTEM},
+        "panel": {"default": {"chunking": "default", "embedder": "default"}, "a": SYSTEM},
         **sections,
     }
     path = tmp_path / "params.yaml"

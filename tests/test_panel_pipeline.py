@@ -15,7 +15,7 @@ pytestmark = pytest.mark.pipeline
 
 # Four of the sample's systems: both chunkings, both embedders, two methods (a smaller panel, a faster test).
 PANEL = {
-    "dense": {"chunking": "default", "embedder": "default", "method": "dense"},
+    "default": {"chunking": "default", "embedder": "default"},  # the retrieval section as it is: dense
     "dense-c400": {"chunking": "c400", "embedder": "default", "method": "dense"},
     "dense-seq64": {"chunking": "default", "embedder": "seq64", "method": "dense"},
     "bm25": {"chunking": "default", "embedder": "default", "method": "bm25"},
@@ -53,8 +53,8 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
     set_params(project, panel=PANEL, **{"generate.imported": {"quotes": "data/quotes.jsonl"}})
     first = dvc("repro", cwd=project)
     each_text_embedded_once_per_embedder(project)
-    panel_stages = {f"{stage}@{system}" for stage in ("retrieve_panel", "score_panel") for system in SYSTEMS}
-    assert panel_stages | {"leaderboard", "retrieve", "score"} <= ran_stages(first.stdout)
+    panel_stages = {f"{stage}@{system}" for stage in ("retrieve", "score") for system in SYSTEMS}
+    assert panel_stages | {"leaderboard", "judge"} <= ran_stages(first.stdout)
 
     board = json.loads((project / "metrics" / "leaderboard.json").read_text())
     assert board["systems"] == SYSTEMS and board["correction"].startswith("Holm")
@@ -69,9 +69,14 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
         own = json.loads((project / "metrics" / "panel" / system / "metrics.json").read_text())
         assert row["mean"] == pytest.approx(own["mrr"])
         assert system == mrr["best"] or {"p_vs_best", "p_holm", "differs_from_best"} <= set(row)
-    assert mrr["systems"]["dense"]["mean"] == pytest.approx(
-        read_metrics(project)["mrr"]
-    )  # the single system is the dense one
+    assert mrr["systems"]["default"]["mean"] == pytest.approx(read_metrics(project)["mrr"])  # show's and compare's
+    curve = pd.read_csv(project / "metrics" / "plots" / "recall_at_k.csv")
+    assert set(curve["system"]) == set(SYSTEMS) and curve.groupby("system")["recall"].is_monotonic_increasing.all()
+    bars = pd.read_csv(project / "metrics" / "plots" / "first_relevant_rank_histogram.csv")
+    assert (
+        set(bars["system"]) == set(SYSTEMS)
+        and (bars.groupby("system")["questions"].sum() == bars["questions"].sum() / len(SYSTEMS)).all()
+    )
     table = pd.read_csv(project / "metrics" / "leaderboard.csv")
     assert set(table["system"]) == set(SYSTEMS) and "p_holm" in table
     assert "Holm" in (project / "metrics" / "leaderboard.md").read_text()
@@ -99,7 +104,7 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
     shutil.rmtree(project / ".dvc" / "cache" / "runs", ignore_errors=True)  # nothing may be restored from the run-cache
     set_params(project, **{"panel.bm25": {"chunking": "default", "embedder": "default", "method": "bm25", "depth": 20}})
     again = dvc("repro", cwd=project)  # score.k goes to 20
-    assert ran_stages(again.stdout) == {"retrieve_panel@bm25", "score_panel@bm25", "leaderboard"}
+    assert ran_stages(again.stdout) == {"retrieve@bm25", "score@bm25", "leaderboard"}
     assert "is cached - skipping run" not in again.stdout
     # depth 20, and a tie at the cutoff kept whole (retrieval/run.py): past 20 only chunks tied with the 20th
     run_at_20 = pd.read_parquet(project / "data" / "panel" / "bm25" / "run.parquet").sort_values(["qid", "rank"])
@@ -112,7 +117,7 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
     shutil.rmtree(project / ".dvc" / "cache" / "runs", ignore_errors=True)
     set_params(project, **{"chunkings.c400": {"chars": 300, "overlap": 50}})
     rechunked = dvc("repro", cwd=project)
-    panel = {f"{stage}@{system}" for stage in ("retrieve_panel", "score_panel") for system in USING_C400}
+    panel = {f"{stage}@{system}" for stage in ("retrieve", "score") for system in USING_C400}
     embeds = {"embed_corpus@c400-default", "embed_corpus@c400-seq64"}
     assert ran_stages(rechunked.stdout) == {"chunk@c400", *embeds, *panel, "leaderboard"}
 
@@ -121,7 +126,7 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
     shutil.rmtree(project / ".dvc" / "cache" / "runs", ignore_errors=True)
     set_params(project, **{"embedders.seq64": {"max_seq_length": 48}})
     reembedded = dvc("repro", cwd=project)
-    panel = {f"{stage}@{system}" for stage in ("retrieve_panel", "score_panel") for system in USING_SEQ64}
+    panel = {f"{stage}@{system}" for stage in ("retrieve", "score") for system in USING_SEQ64}
     embeds = {"embed_corpus@default-seq64", "embed_corpus@c400-seq64", "embed_questions@seq64"}
     assert ran_stages(reembedded.stdout) == {*embeds, *panel, "leaderboard"}
 

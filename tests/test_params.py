@@ -9,6 +9,7 @@ import yaml
 
 from retrieval_bench.io import InputError
 from retrieval_bench.params import DEFAULTS, load_all_params
+from retrieval_bench.params_panel import settings_key
 from retrieval_bench.params_sections import DVC_IGNORED_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,13 +34,13 @@ def test_no_param_key_is_one_dvc_leaves_out_of_its_run_cache(tree):
 def test_the_bundled_params_are_valid_and_complete():
     params = load_all_params(ROOT / "params.yaml")
     assert set(params) == set(DEFAULTS)
-    # The panel is the sample's own (no panel by default): its systems are retrieval overrides.
+    # The panel is the sample's own (by default the default system alone): its systems are retrieval overrides.
     written = {
         ".".join(p)
         for p in leaves(yaml.safe_load((ROOT / "params.yaml").read_text()))
         if p[0] not in ("panel", "chunkings", "embedders") or len(p) == 1
     }
-    named = {".".join(p) for p in leaves(DEFAULTS) if p[0] not in ("chunkings", "embedders") or len(p) == 1}
+    named = {".".join(p) for p in leaves(DEFAULTS) if p[0] not in ("panel", "chunkings", "embedders") or len(p) == 1}
     assert written == named  # every default is visible to the user (the names are the user's own)
     panel, chunkings, embedders = (params.pop(name) for name in ("panel", "chunkings", "embedders"))
     assert params == {
@@ -48,6 +49,7 @@ def test_the_bundled_params_are_valid_and_complete():
     assert chunkings == {"default": DEFAULTS["load"]["chunking"], "c400": {"chars": 400, "overlap": 50}}
     assert embedders == {"default": DEFAULTS["embed"], "seq64": {**DEFAULTS["embed"], "max_seq_length": 64}}
     assert len(panel) == 8 and panel["ann-ef16"]["ann"]["ef_search"] == 16
+    assert panel["default"] == {**DEFAULTS["retrieval"], "chunking": "default", "embedder": "default"}
     assert panel["bm25"] == {**DEFAULTS["retrieval"], "method": "bm25", "chunking": "default", "embedder": "default"}
 
 
@@ -106,6 +108,25 @@ def write(tmp_path: Path, tree: dict) -> Path:
             "panel.s1.method store needs panel.s1.store.address",
         ),
         ({"validity": {"fail_on": "sometimes"}}, "validity.fail_on must be one of disagrees, none, not-agrees"),
+        # the retrieve and score stages run once per panel system: the single system moved into the panel
+        (
+            {"panel": {"bm25": {"chunking": "default", "embedder": "default", "method": "bm25"}}},
+            "panel has no `default` system, the one `show`, `compare` and judge.pool read when none is named",
+        ),
+        ({"panel": {}}, "`default: {chunking: default, embedder: default}` under panel (have: none)"),
+        (
+            {"judge": {"pool": ["data/run.parquet"]}},
+            "judge.pool data/run.parquet moved: the default system's run is data/panel/default/run.parquet",
+        ),
+        (
+            {
+                "panel": {
+                    "default": {"chunking": "default", "embedder": "default", "trec_export": "runs/a.trec"},
+                    "b": {"chunking": "default", "embedder": "default", "method": "bm25", "trec_export": "runs/a.trec"},
+                }
+            },
+            "panel.b and panel.default both write trec_export 'runs/a.trec': give each system a file of its own",
+        ),
         (
             {"embed": {"engine": "ray", "device": "cpu", "ray": {"num_gpus_per_actor": 1}}},
             "embed.ray.num_gpus_per_actor > 0 needs embed.backend torch and embed.device null or cuda (got backend torch, device cpu)",
@@ -135,5 +156,19 @@ def test_a_null_store_address_is_load_source_for_every_reader(tmp_path):
     assert load_all_params(write(tmp_path, {}))["retrieval"]["store"]["address"] is None  # a path source: no store
     pick = {"chunking": "default", "embedder": "default"}
     panel = {"s1": {**pick, "method": "store", "store": {"address": None}}, "s2": {**pick, "store": {"address": other}}}
-    params = load_all_params(write(tmp_path, {"load": {"source": store}, "panel": panel}))
+    params = load_all_params(write(tmp_path, {"load": {"source": store}, "panel": {"default": pick, **panel}}))
     assert [params["panel"][name]["store"]["address"] for name in panel] == [store, other]
+
+
+def test_retrieval_trec_export_is_the_default_systems_and_messages_name_what_the_user_wrote(tmp_path):
+    """retrieval.trec_export: written by the default system alone (every system inherits the
+    retrieval section, and one file cannot hold two runs); another writes only the file it names.
+    A system that overrides nothing is the retrieval section, and its messages say retrieval.X."""
+    pick = {"chunking": "default", "embedder": "default"}
+    panel = {"default": pick, "bm25": {**pick, "method": "bm25"}, "own": {**pick, "trec_export": "runs/own.trec"}}
+    params = load_all_params(write(tmp_path, {"retrieval": {"trec_export": "runs/dense.trec"}, "panel": panel}))
+    exports = {name: system["trec_export"] for name, system in params["panel"].items()}
+    assert exports == {"default": "runs/dense.trec", "bm25": None, "own": "runs/own.trec"}
+    assert [settings_key(params, name) for name in panel] == ["retrieval", "panel.bm25", "panel.own"]
+    params = load_all_params(write(tmp_path, {"panel": {"default": {**pick, "depth": 50}}}))
+    assert settings_key(params, "default") == "panel.default"  # its own depth: the key the user wrote

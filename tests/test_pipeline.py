@@ -24,11 +24,11 @@ def test_repro_caches_and_reruns_only_what_changed(project):
         "generate_goldenset",
         "embed_corpus@default-default",
         "embed_questions@default",
-        "retrieve",
+        "retrieve@default",
         "judge",
-        "score",
+        "score@default",
         "leaderboard",
-    }  # without a panel: a one-line note
+    }  # a panel of its default system alone
     metrics = read_metrics(project)
     expected = {f"recall@{k}" for k in (1, 3, 5, 10, 20)} | {"mrr", "ndcg@10", "n_questions", "n_chunks"}
     assert expected <= set(metrics)
@@ -36,7 +36,7 @@ def test_repro_caches_and_reruns_only_what_changed(project):
     recalls = [metrics[f"recall@{k}"] for k in (1, 3, 5, 10, 20)]
     assert all(0 <= r <= 1 for r in recalls) and recalls == sorted(recalls)
     assert 0 < metrics["mrr"] <= 1 and 0 < metrics["ndcg@10"] <= 1
-    per_question = pd.read_csv(project / "metrics" / "per_question.csv")
+    per_question = pd.read_csv(project / "metrics" / "panel" / "default" / "per_question.csv")
     assert len(per_question) == metrics["n_questions"]
     assert per_question["reciprocal_rank"].mean() == pytest.approx(metrics["mrr"])
 
@@ -45,9 +45,11 @@ def test_repro_caches_and_reruns_only_what_changed(project):
     git("commit", "-qm", "baseline", cwd=project)
 
     set_params(project, **{"score.k": [1, 2, 5]})
-    assert ran_stages(dvc("repro", cwd=project).stdout) == {"score"}
-    diff = dvc("metrics", "diff", "HEAD", "--json", cwd=project).stdout
-    assert '"recall@2"' in diff and '"recall@20"' in diff  # a new metric and a removed one
+    assert ran_stages(dvc("repro", cwd=project).stdout) == {"score@default", "leaderboard"}
+    diff = dvc("metrics", "diff", "HEAD", "--json", cwd=project).stdout  # the headline: recall@10 is gone
+    assert '"panel.default.recall@10": {"old"' in diff and '"new": null' in diff
+    every = dvc("metrics", "diff", "HEAD", "--json", "--targets", "metrics/panel/default/metrics.json", cwd=project)
+    assert '"recall@2"' in every.stdout and '"recall@20"' in every.stdout  # a new metric and a removed one
 
     set_params(project, **{"embed.batch_size": 7})  # not a result-changing param
     assert ran_stages(dvc("repro", cwd=project).stdout) == set()
@@ -67,15 +69,18 @@ def test_editing_a_metric_definition_reruns_only_score(project):
     assert stages_to_rerun(project) == {
         "load_chunks",
         "embed_corpus@default-default",
-        "retrieve",
+        "retrieve@default",
     }  # those that may read a vector store
     store_base.write_text(original)
 
     metrics = project / "src" / "retrieval_bench" / "evaluation" / "metrics.py"
     metrics.write_text(metrics.read_text() + "# a metric definition edited\n")
-    assert stages_to_rerun(project) == {"score"}
+    assert stages_to_rerun(project) == {"score@default", "leaderboard"}  # the leaderboard draws rank histograms
     output = dvc("repro", "--no-run-cache", cwd=project).stdout  # a stage whose deps changed runs, never restored
-    assert ran_stages(output) == {"score"}  # not the golden set, not retrieve (minutes at scale), not judge
+    assert ran_stages(output) == {
+        "score@default",
+        "leaderboard",
+    }  # not the golden set, retrieve (minutes at scale), judge
 
 
 def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable(project):
@@ -98,7 +103,7 @@ def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable
     (project / "data" / "whole_chunks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     set_params(project, **{"generate.handwritten": "data/whole_chunks.jsonl", "generate.max_questions": len(records)})
     dvc("repro", cwd=project)
-    before = pd.read_csv(project / "metrics" / "per_question.csv")
+    before = pd.read_csv(project / "metrics" / "panel" / "default" / "per_question.csv")
     metrics_before = read_metrics(project)
     assert metrics_before["n_questions"] == len(records) and metrics_before["n_questions_without_relevant_chunk"] == 0
     git("add", "-A", cwd=project)
@@ -111,11 +116,12 @@ def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable
     assert ran_stages(output.stdout) == {
         "chunk@default",
         "embed_corpus@default-default",
-        "retrieve",
+        "retrieve@default",
         "judge",
-        "score",
+        "score@default",
+        "leaderboard",
     }  # no new questions, no LLM bill
-    after = pd.read_csv(project / "metrics" / "per_question.csv")
+    after = pd.read_csv(project / "metrics" / "panel" / "default" / "per_question.csv")
     assert set(after["qid"]) == set(before["qid"]) == {r["qid"] for r in records}  # the user's own ids
     metrics_after = read_metrics(project)
     assert metrics_after["n_chunks"] > metrics_before["n_chunks"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import dvc, set_params
+from conftest import ONLY_DEFAULT, dvc, set_params
 
 from retrieval_bench import paths
 from retrieval_bench.io import InputError, sha256_file
@@ -124,7 +124,7 @@ def test_rerank_scores_candidates_with_the_cross_encoder_and_caches_them(
         retrieve({**settings(None), "method": "dense", "depth": 4}, questions, corpus).query("qid == 'q1'")["chunk_id"]
     )
     assert set(q1["chunk_id"]) <= dense_candidates
-    lines = (tmp_path / "data" / "rerank_cache.jsonl").read_text().splitlines()
+    lines = (tmp_path / "data" / "panel" / "default" / "rerank_cache.jsonl").read_text().splitlines()
     assert len(lines) == 8 and set(json.loads(lines[0])) == {"key", "score"}
 
     counted.clear()
@@ -207,7 +207,7 @@ def test_rerank_through_dvc_keeps_its_cache(project, tiny_cross_encoder):
     first = dvc("repro", "retrieve", cwd=project)
     n_questions = len((project / "data" / "goldenset.jsonl").read_text().splitlines())
     assert f"rerank: {20 * n_questions} pairs, {20 * n_questions} scored" in first.stderr + first.stdout
-    cache = project / "data" / "rerank_cache.jsonl"
+    cache = project / "data" / "panel" / "default" / "rerank_cache.jsonl"
     assert len(cache.read_text().splitlines()) == 20 * n_questions
     assert "rerank_cache.jsonl" in (project / "dvc.lock").read_text()
     # A new depth re-runs retrieve, which scores nothing: the persistent cache survived the rerun.
@@ -215,11 +215,11 @@ def test_rerank_through_dvc_keeps_its_cache(project, tiny_cross_encoder):
     second = dvc("repro", "retrieve", cwd=project)
     assert f"rerank: {20 * n_questions} pairs, 0 scored by the cross-encoder" in second.stderr + second.stdout
     assert len(cache.read_text().splitlines()) == 20 * n_questions
-    info = json.loads((project / "data" / "run_info.json").read_text())
+    info = json.loads((project / "data" / "panel" / "default" / "run_info.json").read_text())
     assert {key: info[key] for key in ("method", "depth")} == {"method": "rerank", "depth": 10}
     # Its cost: the first stage's vectors, and a sample scored afresh (not from the run's cache, untouched)
     assert info["index_bytes"] > 0 and "search_ms_per_question" not in info  # measured: data/timings, not an output
-    assert json.loads((project / paths.search_timing(None)).read_text())["search_ms_per_question"] > 0
+    assert json.loads((project / paths.search_timing("default")).read_text())["search_ms_per_question"] > 0
     assert len(cache.read_text().splitlines()) == 20 * n_questions
 
 
@@ -230,19 +230,22 @@ def test_a_rerank_panel_system_keeps_its_own_cache(project, tiny_cross_encoder):
     set_params(
         project,
         panel={
+            **ONLY_DEFAULT,
             "rr": {
                 "chunking": "default",
                 "embedder": "default",
                 "method": "rerank",
                 "rerank": {"model": tiny_cross_encoder, "candidates": 20},
-            }
+            },
         },
     )
     dvc("repro", cwd=project)
     n_questions = len((project / "data" / "goldenset.jsonl").read_text().splitlines())
     own = project / "data" / "panel" / "rr" / "rerank_cache.jsonl"
     assert len(own.read_text().splitlines()) == 20 * n_questions
-    assert (project / "data" / "rerank_cache.jsonl").read_text().strip() == ""  # retrieve's (dense): no score
+    assert (
+        project / "data" / "panel" / "default" / "rerank_cache.jsonl"
+    ).read_text().strip() == ""  # retrieve's (dense): no score
     status = json.loads(dvc("status", "--json", cwd=project).stdout or "{}")
     assert set(status) <= {"check_params"}, status  # nothing changed behind DVC's back
 
@@ -268,7 +271,7 @@ def test_the_offline_recipe_reranks_with_a_cross_encoder_from_a_copied_hf_cache(
     project, tiny_cross_encoder, tmp_path, monkeypatch
 ):
     dvc("repro", cwd=project)
-    dense = pd.read_parquet(project / "data" / "run.parquet")
+    dense = pd.read_parquet(project / "data" / "panel" / "default" / "run.parquet")
     copy_into_hf_cache(tiny_cross_encoder, tmp_path / "hf", RERANK_DEFAULT_MODEL)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
@@ -290,6 +293,6 @@ def test_the_offline_recipe_reranks_with_a_cross_encoder_from_a_copied_hf_cache(
         in result.stderr + result.stdout
     )
     before = dense[dense["rank"] <= 10].groupby("qid")["chunk_id"].agg(list)
-    after = pd.read_parquet(project / "data" / "run.parquet").groupby("qid")["chunk_id"].agg(list)
+    after = pd.read_parquet(project / "data" / "panel" / "default" / "run.parquet").groupby("qid")["chunk_id"].agg(list)
     assert (before.map(sorted) == after.map(sorted)).all()  # the dense top 10 of every question ...
     assert (before != after).sum() > n_questions // 2  # ... in the cross-encoder's order

@@ -19,7 +19,7 @@ def test_methods_external_runs_and_python_retrievers(project):
     dvc("repro", cwd=project)
     git("add", "-A", cwd=project)
     git("commit", "-qm", "dense", cwd=project)
-    run_table = pd.read_parquet(project / "data" / "run.parquet")
+    run_table = pd.read_parquet(project / "data" / "panel" / "default" / "run.parquet")
     assert list(run_table.columns) == ["qid", "chunk_id", "rank", "score"]
     within = run_table[run_table["rank"] <= 100]  # retrieval.depth; beyond it only a tie group straddling the cut
     assert within.groupby("qid").size().max() == min(100, read_metrics(project)["n_chunks"])
@@ -29,7 +29,7 @@ def test_methods_external_runs_and_python_retrievers(project):
     run([sys.executable, "runs/sqlite_fts.py", "runs/fts5.trec"], cwd=project)
     set_params(project, **{"retrieval.method": "run-file", "retrieval.run_file": "runs/fts5.trec"})
     output = dvc("repro", cwd=project).stdout
-    assert ran_stages(output) == {"retrieve", "judge", "score"}  # nothing re-embedded
+    assert ran_stages(output) == {"retrieve@default", "judge", "score@default", "leaderboard"}  # nothing re-embedded
     from_file = read_metrics(project)
     assert 0 < from_file["mrr"] < 1
 

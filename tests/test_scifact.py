@@ -57,7 +57,9 @@ def test_scifact_slice_matches_trec_eval(tmp_path):
         run
     )
 
-    per_question = pd.read_csv(project / "metrics" / "per_question.csv", dtype={"qid": str}).set_index("qid")
+    per_question = pd.read_csv(
+        project / "metrics" / "panel" / "default" / "per_question.csv", dtype={"qid": str}
+    ).set_index("qid")
     for qid, expected in trec.items():
         ours = per_question.loc[qid]
         assert ours["ndcg@10"] == pytest.approx(expected["ndcg_cut_10"], abs=1e-9)

@@ -48,20 +48,22 @@ NAMED = {"chunking": "default", "embedder": "default"}  # what every panel syste
 
 
 def test_the_store_stamp_covers_the_stores_panel_systems_search(tmp_path):
-    """retrieve_panel depends on data/store_stamp.json: a store only a panel system searches is in it,
+    """retrieve@<system> depends on data/store_stamp.json: a store only a panel system searches is in it,
     so rebuilding that store re-runs the system; with no system searching a store it is constant."""
     store = tmp_path / "panel.lancedb"
     store.mkdir()
     (store / "data.lance").write_bytes(b"\0" * 64)
     address = f"lancedb:{store}?table=chunks"
     params_file = tmp_path / "params.yaml"
-    params_file.write_text(json.dumps({"panel": {"s1": {**NAMED, "method": "store", "store": {"address": address}}}}))
+    params_file.write_text(
+        json.dumps({"panel": {"default": NAMED, "s1": {**NAMED, "method": "store", "store": {"address": address}}}})
+    )
     params = load_all_params(params_file)
     first = stamps(params)[1]
     assert first == {address: source_stamp(address)}
     os.utime(store / "data.lance", ns=(time.time_ns(), time.time_ns() + 10**9))
     assert stamps(params)[1] != first
-    params_file.write_text(json.dumps({"panel": {"s1": {**NAMED, "method": "bm25"}}}))
+    params_file.write_text(json.dumps({"panel": {"default": NAMED, "s1": {**NAMED, "method": "bm25"}}}))
     assert stamps(load_all_params(params_file))[1] == {"source": None}
 
 

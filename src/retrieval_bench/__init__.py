@@ -4,7 +4,7 @@ The Python API (retrieval_bench.api) is loaded on first use, so `import retrieva
 `retrieval-bench` command stay fast:
 
     import retrieval_bench as rb
-    scores = rb.score("data/goldenset.jsonl", "data/run.parquet", chunks="data/chunks.parquet")
+    scores = rb.score("data/goldenset.jsonl", "data/panel/default/run.parquet", chunks="data/chunkings/default/chunks.parquet")
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ scored runs, read the inputs, load params.yaml; the pipeline's own code, one imp
     import retrieval_bench as rb
 
     chunks = "data/chunkings/default/chunks.parquet"  # the chunk table of the default chunking
-    scores = rb.score("data/goldenset.jsonl", "data/run.parquet", chunks=chunks)
+    scores = rb.score("data/goldenset.jsonl", "data/panel/default/run.parquet", chunks=chunks)
     scores.metrics["ndcg@10"], scores.per_question.head()
     rb.score({"q1": {"c7": 1}}, {"q1": {"c7": 0.9, "c2": 0.4}}).metrics["mrr"]   # qrels and a run as dicts
 
@@ -44,7 +44,7 @@ DEFAULT_MIN_COVERAGE = _params.DEFAULTS["score"]["min_coverage"]
 
 @dataclass(frozen=True)
 class Scores:
-    """A scored run: `metrics` as in metrics/metrics.json, `per_question` as metrics/per_question.csv."""
+    """A scored run: `metrics` as in metrics/panel/<system>/metrics.json, `per_question` as its per_question.csv."""
 
     metrics: dict[str, Any]
     per_question: pd.DataFrame
@@ -150,7 +150,7 @@ def _golden_row(row: Any, where: str) -> dict:
 
 def read_run(source: RunInput, depth: int | str | None = None) -> pd.DataFrame:
     """A run (columns qid, chunk_id, rank, score; ranked by score, then chunk id) from a DataFrame
-    with qid, chunk_id and score, a run file (.parquet as data/run.parquet, a TREC run, or .jsonl
+    with qid, chunk_id and score, a run file (.parquet as data/panel/<system>/run.parquet, a TREC run, or .jsonl
     of qid/chunk_id/score), or a dict {qid: {chunk_id: score}} (ranx, ir_measures, pytrec_eval);
     `depth` keeps the best `depth` chunks per question (None or 'all': every chunk)."""
     _check_argument(

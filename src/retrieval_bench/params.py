@@ -31,6 +31,7 @@ from retrieval_bench.params_sections import (
     first_ignored_key,
     read_yaml_file,
 )
+from retrieval_bench.paths import DEFAULT, LEGACY_RUN, run_of
 from retrieval_bench.store_address import check_store_params
 
 
@@ -159,4 +160,9 @@ def _check_judge(judge: dict[str, Any], path: Path) -> None:
         )
     if len(set(pool)) != len(pool):
         raise InputError(f"{path}: judge.pool lists {next(e for e in pool if pool.count(e) > 1)!r} twice")
+    if LEGACY_RUN in pool:
+        raise InputError(
+            f"{path}: judge.pool {LEGACY_RUN} moved: the default system's run is {run_of(DEFAULT)} "
+            f"(the retrieve stage runs once per panel system; metrics/panel/<system>/ holds each one's scores)"
+        )
     _check_generate(judge, "judge", path)

@@ -10,6 +10,7 @@ from typing import Any
 from retrieval_bench.io import InputError, quoted
 from retrieval_bench.params_schema import CHOICES, DEFAULTS, check_shape, unknown_key
 from retrieval_bench.params_sections import check_embed, check_inside, check_rerank_and_ann
+from retrieval_bench.paths import DEFAULT as DEFAULT_SYSTEM
 from retrieval_bench.question_sets import RESERVED
 from retrieval_bench.store_address import check_retrieval_store
 
@@ -49,7 +50,7 @@ def check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Pat
     check_rerank_and_ann(retrieval, where, path)
 
 
-# A panel system's name is a DVC stage name suffix (retrieve_panel@NAME), a params key DVC looks
+# A panel system's name is a DVC stage name suffix (retrieve@NAME), a params key DVC looks
 # up by dots (panel.NAME) and a folder (data/panel/NAME): no dot, slash, @ or non-ASCII letter,
 # and short enough for any file system.
 PANEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -155,15 +156,15 @@ def check_chunking(chunking: dict[str, Any], where: str, path: Path) -> None:
 def check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
     """Each panel system's settings: the retrieval section with its keys over it, checked alike,
     and the `chunking` and `embedder` it names (both spelled: DVC's foreach reads them)."""
-    if panel is None:
-        return {}
+    if panel is None:  # no panel key: the default system alone (DVC's foreach still needs the key written)
+        panel = DEFAULTS["panel"]
     if not isinstance(panel, dict):
         raise InputError(f"{path}: panel must be a mapping of system names to retrieval settings, got {panel!r}")
     systems = {}
     for name, override in panel.items():
         if not isinstance(name, str) or not PANEL_NAME.fullmatch(name):
             raise InputError(
-                f"{path}: panel name {quoted(name)} is not usable: it names a DVC stage (retrieve_panel@NAME) "
+                f"{path}: panel name {quoted(name)} is not usable: it names a DVC stage (retrieve@NAME) "
                 f"and a folder (data/panel/NAME), so it must be {PANEL_NAME_RULE}"
             )
         where = f"panel.{name}"
@@ -193,10 +194,33 @@ def check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dic
                 raise InputError(
                     f"{path}: {where}.{key} must be one of {', '.join(sorted(CHOICES[('retrieval', key)]))}, got {settings[key]!r}"
                 )
+        # retrieval.trec_export is the default system's; any other writes only the one it names itself
+        settings["trec_export"] = override.get(
+            "trec_export", retrieval["trec_export"] if name == DEFAULT_SYSTEM else None
+        )
         check_retrieval(settings, where, max_k, path)
         check_retrieval_store(settings, source, where, path)
         systems[name] = {**settings, **picked}
+    if DEFAULT_SYSTEM not in systems:
+        raise InputError(
+            f"{path}: panel has no `default` system, the one `show`, `compare` and judge.pool read when none is "
+            f"named: the retrieve and score stages run once per panel system, and what was the single system is "
+            f"`default: {{chunking: default, embedder: default}}` under panel (have: {', '.join(systems) or 'none'})"
+        )
+    _check_exports_apart(systems, path)
     return systems
+
+
+def _check_exports_apart(systems: dict[str, dict[str, Any]], path: Path) -> None:
+    writers: dict[str, str] = {}
+    for name, settings in systems.items():
+        export = settings["trec_export"]
+        if export and export in writers:
+            raise InputError(
+                f"{path}: panel.{writers[export]} and panel.{name} both write trec_export {export!r}: "
+                "give each system a file of its own"
+            )
+        writers[export] = name
 
 
 def named(params: dict[str, Any], section: str, name: str, path: str | Path = "params.yaml") -> dict[str, Any]:
@@ -211,3 +235,13 @@ def panel_system(panel: dict[str, dict[str, Any]], system: str, path: str | Path
     if system not in panel:
         raise InputError(f"{path}: panel has no system {system!r} (have: {', '.join(panel) or 'none'})")
     return panel[system]
+
+
+PICKED_KEYS = ("chunking", "embedder")  # what a system picks beside its retrieval settings
+
+
+def settings_key(params: dict[str, Any], system: str) -> str:
+    """The params key a system's retrieval messages name: `retrieval` for a system that overrides
+    none of it (the default system as the sample has it: the user wrote retrieval.X), else panel.NAME."""
+    own = {key: value for key, value in params["panel"][system].items() if key not in PICKED_KEYS}
+    return "retrieval" if own == params["retrieval"] else f"panel.{system}"

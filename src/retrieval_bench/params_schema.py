@@ -110,7 +110,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_tokens": 64,
         "max_attempts": 2,
         "depth": 5,
-        "pool": ["data/run.parquet"],
+        "pool": ["data/panel/default/run.parquet"],  # the default system's run
         "min_grade": 2,
         "ambiguous_at": 3,
         "concurrency": 8,
@@ -125,7 +125,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "chunkings": {"default": {}},  # named chunkings, each over load.chunking (checked in _check_named)
     "embedders": {"default": {}},  # named embedders, each over embed's EMBEDDER_KEYS (checked in _check_named)
-    "panel": {},  # several systems, by name: each a chunking, an embedder and a retrieval override (_check_panel)
+    # the systems, by name: each a chunking, an embedder and a retrieval override (params_panel.check_panel)
+    "panel": {"default": {"chunking": "default", "embedder": "default"}},
     "validity": {"fail_on": "none"},  # the certificate's verdict that fails the leaderboard stage
 }
 

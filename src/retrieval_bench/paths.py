@@ -21,9 +21,9 @@ DOCUMENTS = "data/documents.parquet"
 LABELS = "data/labels.jsonl"
 SOURCE_CHUNKS = "data/source_chunks.parquet"
 
-# chunk@<chunking>: one folder per named chunking (params chunkings); `default` is the single system's
+# chunk@<chunking>: one folder per named chunking (params chunkings)
 CHUNKINGS = "data/chunkings"
-DEFAULT = "default"  # the chunking and the embedder the retrieve and score stages use
+DEFAULT = "default"  # the chunking, the embedder and the panel system used where none is named
 
 
 def chunks_of(chunking: str) -> str:
@@ -83,18 +83,14 @@ def embedding_info(chunking: str, embedder: str) -> str:
     return f"{TIMINGS}/embed/{chunking}/{embedder}.json"
 
 
-def search_timing(system: str | None) -> str:
-    """A system's measured search time per question (None: the single system's, stage retrieve)."""
-    return f"{TIMINGS}/retrieve.json" if system is None else f"{TIMINGS}/panel/{system}.json"
+def search_timing(system: str) -> str:
+    """A panel system's measured search time per question."""
+    return f"{TIMINGS}/panel/{system}.json"
 
 
 CORPUS_VECTORS, CORPUS_IDS, CORPUS_EMBEDDING_CACHE = corpus_vectors(DEFAULT, DEFAULT)
 QUESTION_VECTORS, QUESTION_IDS, QUESTION_EMBEDDING_CACHE = question_vectors(DEFAULT)
 
-# retrieve
-RUN = "data/run.parquet"
-RUN_INFO = "data/run_info.json"  # what the method reports beside its run (ANN recall against exact search)
-RERANK_CACHE = "data/rerank_cache.jsonl"  # cross-encoder scores by (model, question, chunk): persistent, append-only
 EXPORTED_QUESTIONS = "data/questions.jsonl"  # retrieval-bench export-questions, for external systems
 
 # judge
@@ -108,19 +104,47 @@ JUDGE_BATCH_JOURNAL = (
 JUDGED_POOL = "data/judged_pool.jsonl"  # this run's pooled (question, chunk) pairs and their grades, read by score
 JUDGE_REPORT = "metrics/judge.json"
 
-# score
-METRICS = "metrics/metrics.json"
-PER_QUESTION = "metrics/per_question.csv"
-RECALL_CURVE = "metrics/plots/recall_at_k.csv"
-RANK_HISTOGRAM = "metrics/plots/first_relevant_rank_histogram.csv"
-
 # retrieval-bench gauge
 GAUGE = "metrics/gauge.csv"
 
-# panel (params panel: several retrieval systems, one folder each) and its leaderboard
-PANEL_RUNS = "data/panel"  # <system>/run.parquet, <system>/run_info.json (stage retrieve_panel@<system>)
-PANEL_METRICS = "metrics/panel"  # <system>/metrics.json, <system>/per_question.csv (stage score_panel@<system>)
-PANEL_SYSTEMS = f"{PANEL_METRICS}/systems.json"  # the panel's names, by check_params: the folder exists without a panel
+# retrieve@<system> and score@<system>: each panel system (params panel; `default` is the one
+# `show`, `compare` and judge.pool read when none is named) in a folder of its own
+PANEL_RUNS = "data/panel"
+PANEL_METRICS = "metrics/panel"
+PANEL_SYSTEMS = f"{PANEL_METRICS}/systems.json"  # the panel's names, by check_params
+
+
+def run_of(system: str) -> str:
+    """A system's run (qid, chunk_id, rank, score; retrieval.depth per question)."""
+    return f"{PANEL_RUNS}/{system}/run.parquet"
+
+
+def run_info_of(system: str) -> str:
+    """What a system's method reports beside its run (ANN recall against exact search, its costs)."""
+    return f"{PANEL_RUNS}/{system}/run_info.json"
+
+
+def rerank_cache_of(system: str) -> str:
+    """A system's cross-encoder scores by (model, question, chunk): persistent, append-only."""
+    return f"{PANEL_RUNS}/{system}/rerank_cache.jsonl"
+
+
+def metrics_of(system: str) -> str:
+    """A system's scores: every metric, both views (stage score@<system>)."""
+    return f"{PANEL_METRICS}/{system}/metrics.json"
+
+
+def per_question_of(system: str) -> str:
+    """A system's per-question results, read by `compare` and the leaderboard."""
+    return f"{PANEL_METRICS}/{system}/per_question.csv"
+
+
+# Single-system paths of releases before the panel held every system: `compare` and `show --against`
+# read them at old revisions, and a params.yaml naming one is told where it moved.
+LEGACY_RUN = "data/run.parquet"
+LEGACY_METRICS = "metrics/metrics.json"
+LEGACY_PER_QUESTION = "metrics/per_question.csv"
+
 LEADERBOARD = "metrics/leaderboard.json"
 LEADERBOARD_TABLE = "metrics/leaderboard.md"
 LEADERBOARD_CSV = "metrics/leaderboard.csv"
@@ -129,8 +153,5 @@ HEADLINE = "metrics/headline.json"  # the one declared metrics file of the leade
 COSTS = "metrics/costs.json"  # each system's costs and the Pareto front (measured: git-ignored, not a DVC output)
 COSTS_TABLE = "metrics/costs.md"
 QUALITY_VS_COST = "metrics/plots/quality_vs_cost.csv"  # mrr with its interval against each cost, per panel system
-
-
-def panel_file(folder: str, system: str, name: str) -> str:
-    """A panel system's artefact, e.g. panel_file(PANEL_RUNS, "bm25", "run.parquet")."""
-    return f"{folder}/{system}/{name}"
+RECALL_CURVE = "metrics/plots/recall_at_k.csv"  # recall at each score.k, per panel system
+RANK_HISTOGRAM = "metrics/plots/first_relevant_rank_histogram.csv"  # questions by first relevant rank, per system

@@ -4,7 +4,7 @@ A run lists, for each question, the chunks a method retrieved with their scores,
 columns qid, chunk_id, rank (1-based, by score then chunk id), score; `retrieval.depth` rows per
 question, and beyond them the rest of a tie group that straddles the cut (chunks scoring the same
 as the depth-th): which of them made the cut is no chunk id's luck, so every metric at k <= depth
-(score.ties expected included) is that of the full ranking. It is stored as data/run.parquet and
+(score.ties expected included) is that of the full ranking. It is stored as data/panel/<system>/run.parquet and
 exported as a TREC run on request.
 Scoring reads a run and the judgements and never knows the method; a relevant chunk absent
 from the run is not retrieved (trec_eval's convention).
@@ -233,7 +233,7 @@ def check_scores(run: pd.DataFrame, source: str) -> None:
 
 
 def read_run_table(source: str | Path | IO[bytes], name: str | None = None) -> pd.DataFrame:
-    """A run as this pipeline stores it (data/run.parquet; a path or a binary handle, `name` naming
+    """A run as this pipeline stores it (data/panel/<system>/run.parquet; a path or a binary handle, `name` naming
     it): readable, with RUN_COLUMNS, integer ranks and finite scores, else an InputError naming it."""
     name = name or str(source)
     run = read_table(source, RUN_COLUMNS, name)

@@ -1,4 +1,4 @@
-"""`retrieval-bench show`: the current run's headline metrics, with the change against the last
+"""`retrieval-bench show`: a panel system's headline metrics (`default`, or --system), with the change against the last
 committed run, and the golden set's health; what `make repro` prints at the end."""
 
 from __future__ import annotations
@@ -138,20 +138,27 @@ def cost_lines(costs: dict) -> list[str]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0]
     parser.add_argument("--against", default="HEAD", help="revision to show the change against (default: %(default)s)")
+    parser.add_argument(
+        "--system", default=paths.DEFAULT, help="the panel system whose scores are shown (default: %(default)s)"
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
-    if not (cwd / paths.METRICS).is_file():
-        raise InputError(f"{paths.METRICS} not found; run `dvc repro` first")
-    metrics = json.loads((cwd / paths.METRICS).read_text(encoding="utf-8"))
+    current = paths.metrics_of(args.system)
+    if not (cwd / current).is_file():
+        raise InputError(f"{current} not found; run `dvc repro` first")
+    metrics = json.loads((cwd / current).read_text(encoding="utf-8"))
     health = (
         json.loads((cwd / paths.GOLDENSET_REPORT).read_text(encoding="utf-8"))
         if (cwd / paths.GOLDENSET_REPORT).is_file()
         else None
     )
-    print(render(metrics, committed(paths.METRICS, args.against, cwd), health, args.against), end="")
+    before = committed(current, args.against, cwd)
+    if before is None and args.system == paths.DEFAULT:  # a revision from before the panel held every system
+        before = committed(paths.LEGACY_METRICS, args.against, cwd)
+    print(render(metrics, before, health, args.against), end="")
     board, costs, cert = (
         json.loads((cwd / path).read_text(encoding="utf-8")) if (cwd / path).is_file() else {}
         for path in (paths.LEADERBOARD, paths.COSTS, paths.CERTIFICATE)

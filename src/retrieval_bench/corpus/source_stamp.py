@@ -1,6 +1,6 @@
 """What load_chunks depends on instead of the load.source path itself (data/source_stamp.json):
 DVC can only depend on paths, and a source may be a vector store or a store server. embed_corpus
-(embed.corpus_vectors stored) and retrieve or retrieve_panel (retrieval.method store) read a store too: they depend
+(embed.corpus_vectors stored) and retrieve (retrieval.method store) read a store too: they depend
 on stamps of their own that are constant unless they use a store.
 
 - a file or folder (documents, ready chunks, BEIR): a digest of every file's relative path and
@@ -148,7 +148,7 @@ def imported_stamps(imported: dict[str, str], memo: Path | None = None) -> dict:
 def stamps(params: dict, memo: str | Path | None = None) -> tuple[dict, dict, dict]:
     """What check_params writes, each source stamped once:
     - data/source_stamp.json, what load_chunks depends on: load.source;
-    - data/store_stamp.json, what retrieve and retrieve_panel depend on: each store that
+    - data/store_stamp.json, what retrieve depends on: each store that
       retrieval.method store searches, in the retrieval section or any panel system, by address, so
       a rebuilt index re-runs whoever searches it; constant where no system searches a store;
     - data/stored_vectors_stamp.json, what embed_corpus depends on besides the chunks: load.source

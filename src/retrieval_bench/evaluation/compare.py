@@ -1,7 +1,8 @@
 """`retrieval-bench compare [A] [B]`: did run B retrieve better than run A, question by question?
 
 A and B are git revisions (branches, tags, commits), DVC experiment names, or `workspace` (the
-working tree). Both runs' metrics/per_question.csv are paired by qid, and for each metric the
+working tree). Both runs' per-question results of one panel system (--system, default `default`:
+metrics/panel/default/per_question.csv) are paired by qid, and for each metric the
 report gives the two means, the mean paired difference (B - A), a paired bootstrap confidence
 interval of that difference, a two-sided paired randomization (sign-flip) test p-value,
 wins/ties/losses, and the minimum detectable difference for this many questions. It also lists
@@ -27,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text
-from retrieval_bench.evaluation.compare_runs import params_changed, per_question_path, question_context, read_run
+from retrieval_bench.evaluation.compare_runs import params_changed, question_context, read_run
 from retrieval_bench.evaluation.comparison import Comparison
 from retrieval_bench.evaluation.per_question import JUDGED, checked_per_question, metric_columns
 from retrieval_bench.evaluation.revisions import WORKSPACE
@@ -40,6 +41,7 @@ from retrieval_bench.evaluation.stats import (
     win_tie_loss,
 )
 from retrieval_bench.io import InputError
+from retrieval_bench.paths import DEFAULT
 
 # ---------------------------------------------------------------------------------------------
 # Comparing two per-question tables (pure)
@@ -333,8 +335,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--system",
-        default=None,
-        help="a panel system: compare its results (metrics/panel/SYSTEM/per_question.csv) at A and B",
+        default=DEFAULT,
+        help="the panel system whose results (metrics/panel/SYSTEM/per_question.csv) are compared at A and B "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--k",
@@ -347,9 +350,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
-    table = per_question_path(args.system)
-    a_df, a_commit = read_run(args.a, cwd, table)
-    b_df, b_commit = read_run(args.b, cwd, table)
+    a_df, a_commit = read_run(args.a, cwd, args.system)
+    b_df, b_commit = read_run(args.b, cwd, args.system)
     comparison = compare_tables(
         a_df, b_df, args.a, args.b, resamples=args.resamples, seed=args.seed, level=args.level, k=args.k
     )

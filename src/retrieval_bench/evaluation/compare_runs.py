@@ -1,5 +1,6 @@
-"""The runs `retrieval-bench compare` reads: metrics/per_question.csv at a git revision, a DVC
-experiment or the working tree, and the golden set and gold texts of the compared runs."""
+"""The runs `retrieval-bench compare` reads: a panel system's metrics/panel/SYSTEM/per_question.csv
+at a git revision, a DVC experiment or the working tree (metrics/per_question.csv for the default
+system at revisions from before the panel held every system), and the golden set and gold texts of the compared runs."""
 
 from __future__ import annotations
 
@@ -13,17 +14,13 @@ import yaml
 from retrieval_bench.evaluation.per_question import read_per_question
 from retrieval_bench.evaluation.revisions import WORKSPACE, git_show, read_artefact, resolve_revision
 from retrieval_bench.io import InputError
-from retrieval_bench.paths import CHUNKS, DOCUMENTS, GOLDENSET, PANEL_METRICS, PER_QUESTION, panel_file
+from retrieval_bench.paths import CHUNKS, DEFAULT, DOCUMENTS, GOLDENSET, LEGACY_PER_QUESTION, per_question_of
 
 
-def per_question_path(system: str | None) -> str:
-    """The per-question results compared: the single system's, or panel system `system`'s."""
-    return panel_file(PANEL_METRICS, system, "per_question.csv") if system else PER_QUESTION
-
-
-def read_run(rev: str, cwd: Path, table: str = PER_QUESTION) -> tuple[pd.DataFrame, str | None]:
-    """The per-question results `table` (metrics/per_question.csv, or a panel system's) at a
-    revision/experiment (or the working tree) and its commit."""
+def read_run(rev: str, cwd: Path, system: str = DEFAULT) -> tuple[pd.DataFrame, str | None]:
+    """Panel system `system`'s per-question results at a revision/experiment (or the working tree)
+    and its commit."""
+    table = per_question_of(system)
     if rev == WORKSPACE:
         path = cwd / table
         if not path.is_file():
@@ -31,6 +28,10 @@ def read_run(rev: str, cwd: Path, table: str = PER_QUESTION) -> tuple[pd.DataFra
         return read_per_question(path, f"{WORKSPACE}:{table}"), None
     commit = resolve_revision(rev, cwd)
     committed = git_show(table, commit, cwd)
+    if committed is None and system == DEFAULT:  # a revision from before the panel held every system
+        legacy = git_show(LEGACY_PER_QUESTION, commit, cwd)
+        if legacy is not None:
+            return read_per_question(legacy, f"{rev}:{LEGACY_PER_QUESTION}"), commit
     if committed is None:
         raise InputError(f"{rev}: no {table} committed there (run `dvc repro` and commit its outputs)")
     return read_per_question(committed, f"{rev}:{table}"), commit

@@ -1,7 +1,7 @@
 """Pooled LLM relevance judgements: what the stage `judge` does (TREC pooling, UMBRELA grades).
 
 For each question, the top judge.depth chunks of every run named in judge.pool (the current run
-data/run.parquet by default; other run files, or `rev:<revision>` for the run of a git revision
+the default system's, data/panel/default/run.parquet, by default; other run files, or `rev:<revision>` for the run of a git revision
 or DVC experiment) are pooled; the golden set's own relevant chunks and their duplicates are left
 out (they are relevant already), as are chunks that real labels (qrels) judge, whatever the grade
 (a person's judgement stands), and every other pooled (question, chunk) pair is graded 0-3 by
@@ -38,7 +38,7 @@ from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import JUDGE, Job, prompt_text
 from retrieval_bench.params import JUDGE_POOL_REVISION
-from retrieval_bench.paths import RUN
+from retrieval_bench.paths import DEFAULT, LEGACY_RUN, run_of
 from retrieval_bench.run_contract import read_run_file, read_run_table
 from retrieval_bench.spans import judge as strict_judgements
 
@@ -85,17 +85,22 @@ def read_prompt(data: bytes, path: str) -> tuple[str, str]:
 
 def read_pool(pool: list[str], cwd: Path = Path(".")) -> dict[str, pd.DataFrame]:
     """Each judge.pool entry's run (qid, chunk_id, rank): a run file (our Parquet run, a TREC run
-    or JSONL), or rev:<revision>, data/run.parquet as committed there (from git or the DVC cache)."""
+        or JSONL), or rev:<revision>, the default system's run as committed there (from git or the DVC
+    cache; data/run.parquet at revisions from before the panel held every system)."""
     runs = {}
     for entry in pool:
         if entry.startswith(JUDGE_POOL_REVISION):
             revision = entry[len(JUDGE_POOL_REVISION) :]
-            data = read_artefact(RUN, resolve_revision(revision, cwd), cwd)
+            commit = resolve_revision(revision, cwd)
+            for path in (run_of(DEFAULT), LEGACY_RUN):
+                if (data := read_artefact(path, commit, cwd)) is not None:
+                    break
             if data is None:
                 raise InputError(
-                    f"judge.pool {entry}: {RUN} is not in git or the DVC cache at {revision}; `dvc pull` it first"
+                    f"judge.pool {entry}: {run_of(DEFAULT)} is not in git or the DVC cache at {revision}; "
+                    "`dvc pull` it first"
                 )
-            run = read_run_table(io.BytesIO(data), f"judge.pool {entry}: {RUN} at {revision}")
+            run = read_run_table(io.BytesIO(data), f"judge.pool {entry}: {path} at {revision}")
         elif not (cwd / entry).is_file():
             raise InputError(f"judge.pool {entry}: not found (a run file, or {JUDGE_POOL_REVISION}<git revision>)")
         elif entry.lower().endswith(".parquet"):

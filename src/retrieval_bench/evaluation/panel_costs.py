@@ -2,7 +2,7 @@
 chunking, embedder (model, max_seq_length), method and chunk count, and the costs measured in
 its run on this machine: the embedding seconds per 1,000 chunks (embed_corpus's info.json; none
 for a system that searches no vectors), the index size on disk and the median search time per
-question (retrieve_panel's run_info.json). Then the Pareto front of quality (mrr over the
+question (retrieve's run_info.json). Then the Pareto front of quality (mrr over the
 compared questions) against those three costs (evaluation.pareto)."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def read_costs(params: dict, root: Path = Path(".")) -> dict[str, dict]:
     files of its search and of its chunking x embedder's embedding (paths.TIMINGS)."""
     rows = {}
     for system, settings in params["panel"].items():
-        run_info = _read(root / paths.panel_file(paths.PANEL_RUNS, system, "run_info.json"))
+        run_info = _read(root / paths.run_info_of(system))
         embed_info = _read(root / paths.embedding_info(settings["chunking"], settings["embedder"]))
         embedder = params.get("embedders", {}).get(settings["embedder"], {})
         timing = _read(root / paths.search_timing(system))

@@ -15,11 +15,10 @@ from retrieval_bench.evaluation.certify import (
 from retrieval_bench.evaluation.headline import headline
 from retrieval_bench.evaluation.leaderboard import flat_rows, leaderboard, left_out, markdown, scorable
 from retrieval_bench.evaluation.panel_costs import MACHINE, cost_lines, plot_rows, with_pareto
+from retrieval_bench.evaluation.panel_plots import rank_histograms, recall_curve
 from retrieval_bench.evaluation.segments import question_set
 from retrieval_bench.evaluation.style_gap import style_gap, style_lines
 from retrieval_bench.question_sets import ALL
-
-NO_PANEL = "No panel: params.yaml names no panel systems (the single system's scores are in metrics/metrics.json)."
 
 
 def panel_report(
@@ -29,27 +28,12 @@ def panel_report(
     costs: dict[str, dict] | None = None,
     reports: dict[str, dict | None] | None = None,
 ) -> dict:
-    """{leaderboard, certificate, csv rows, markdown, plot (quality_vs_cost rows), headline,
-    verdicts, failed}, and apart (measured: not DVC outputs) costs and costs_markdown. `costs`:
+    """{leaderboard, certificate, csv rows, markdown, plot (quality_vs_cost rows), recall_curve and
+    rank_histograms (plot tables), headline, verdicts, failed}, and apart (measured: not DVC outputs) costs and costs_markdown. `costs`:
     panel_costs rows by system (read_costs); `reports`: the goldenset and judge reports whose
     headline numbers go to metrics/headline.json. `verdicts`: the certificate's line per synthetic
     set; `failed`: the line saying validity.fail_on is met, or None."""
     reports = reports or {}
-    if not tables:
-        empty = {"systems": [], "question_sets": {}}
-        cert = {"available": False, "reason": "no panel"}
-        return {
-            "leaderboard": empty,
-            "certificate": cert,
-            "rows": [],
-            "markdown": NO_PANEL + "\n",
-            "plot": [],
-            "costs": {},
-            "costs_markdown": "",
-            "headline": headline({}, reports.get("goldenset"), reports.get("judge"), cert),
-            "verdicts": [],
-            "failed": None,
-        }
     aligned = scorable(tables)
     board = leaderboard(aligned)
     costs = costs or {}
@@ -66,6 +50,7 @@ def panel_report(
         entry["style_gap"] = style_gap(by_set[cert["reference"]], by_set[name])
         lines += ["", *style_lines(entry["style_gap"], (cert["reference"], name))]
     table = markdown(board)
+    compared = on_set(aligned, board["headline_set"])
     return {
         "leaderboard": board,
         "costs": measured,
@@ -74,9 +59,9 @@ def panel_report(
         "rows": flat_rows(board),
         "markdown": table + "\n" + "\n".join(lines) + "\n",
         "plot": plot_rows({name: row for name, row in priced.items() if name in mrr}, mrr),
-        "headline": headline(
-            on_set(aligned, board["headline_set"]), reports.get("goldenset"), reports.get("judge"), cert
-        ),
+        "recall_curve": recall_curve(compared),
+        "rank_histograms": rank_histograms(compared),
+        "headline": headline(compared, reports.get("goldenset"), reports.get("judge"), cert),
         "verdicts": certificate_summary(cert) if cert["available"] else [],
         "failed": failed_line(cert, validity["fail_on"]),
     }

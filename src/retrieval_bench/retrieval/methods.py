@@ -23,7 +23,7 @@ METHODS = {
     "store": store_search.retrieve,
 }
 USES_VECTORS = {"dense", "hybrid", "ann", "store"}  # store: the questions' vectors, and the corpus's for exact search
-# What a method reports beside its run (data/run_info.json): (settings, questions, corpus, run) -> dict.
+# What a method reports beside its run (data/panel/<system>/run_info.json): (settings, questions, corpus, run) -> dict.
 RUN_INFO = {"ann": ann.run_info, "store": store_search.run_info}
 
 
@@ -33,7 +33,7 @@ def needs_vectors(settings: dict) -> bool:
 
 
 def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
-    """data/run_info.json: the method, the depth, what the method reports (ANN recall), and the
+    """data/panel/<system>/run_info.json: the method, the depth, what the method reports (ANN recall), and the
     system's size (retrieval.costs: chunks, index bytes)."""
     report = RUN_INFO.get(settings["method"])
     return {
@@ -63,12 +63,15 @@ def retrieve(
 ) -> pd.DataFrame:
     """The run of `settings["method"]` (the validated retrieval section of params.yaml).
     `rerank_cache`: where method rerank keeps its cross-encoder scores, an output of the calling
-    stage (retrieve's data/rerank_cache.jsonl by default; each panel system has its own).
+    stage (each panel system has its own; the default system's by default).
     `where`: the params key the settings came from (`panel.NAME` for a panel system), which the
     methods' messages name (run.section)."""
     settings = {**settings, "section": where}
     if settings["method"] == "rerank":
-        settings = {**settings, "rerank": {**settings["rerank"], "cache": rerank_cache or paths.RERANK_CACHE}}
+        settings = {
+            **settings,
+            "rerank": {**settings["rerank"], "cache": rerank_cache or paths.rerank_cache_of(paths.DEFAULT)},
+        }
     depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))
     run = METHODS[settings["method"]](questions, corpus, settings, depth, progress)
     check_scores(run, f"{section(settings)}.method {settings['method']}")  # before the stage writes anything

@@ -3,7 +3,7 @@ chunks of a first-stage method (`retrieval.rerank.first_stage`: dense, bm25 or h
 the candidates in the cross-encoder's order (its raw logits are the scores), cut to the depth;
 chunks beyond the candidates are not retrieved.
 
-Scores are cached in data/rerank_cache.jsonl (a persistent DVC output of the retrieve stage), one
+Scores are cached in data/panel/<system>/rerank_cache.jsonl (a persistent DVC output of retrieve@<system>), one
 line per pair: {"key": sha256 of (model identity, question text, chunk text), "score": logit}.
 The model identity is its fingerprint (model_source.model_fingerprint: the files that decide its
 outputs, weights, config and tokenizer, by name and sha256), so a retrained model never reuses

@@ -1,4 +1,4 @@
-"""What a method reports beside its run (data/run_info.json): for `ann` and `store`, the recall of
+"""What a method reports beside its run (data/panel/<system>/run_info.json): for `ann` and `store`, the recall of
 its run against exact dense search over the same vectors at every k up to the depth, which the
 score stage adds to metrics.json as `ann_recall@k` for each score.k.
 
@@ -43,7 +43,7 @@ def recall_curve(approximate: np.ndarray, exact: np.ndarray) -> list[float]:
 
 def recall_against_exact(questions: Questions, corpus: Corpus, run: pd.DataFrame, depth: int) -> dict[str, float]:
     """The run's recall against exact dense search over the corpus vectors, {"k": recall@k} for
-    k = 1..min(depth, MAX_CURVE): the `ann_recall` of data/run_info.json."""
+    k = 1..min(depth, MAX_CURVE): the `ann_recall` of data/panel/<system>/run_info.json."""
     depth = min(depth, MAX_CURVE)  # no deeper than the curve kept: with depth `all`, not the whole corpus
     exact, _ = dense.top(questions, corpus, depth)
     approximate = np.full(exact.shape, -1, dtype=np.int64)
