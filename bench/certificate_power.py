@@ -38,13 +38,14 @@ import pandas as pd
 from common import ROOT, SCIFACT, machine, scifact_folder
 from tqdm import tqdm
 
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
 from retrieval_bench.embedding.embed import encode, load_model
 from retrieval_bench.evaluation.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.scoring import score_run
+from retrieval_bench.evaluation.scoring_settings import Scoring
 from retrieval_bench.evaluation.verdict import DISAGREES, decide
 from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
-from retrieval_bench.params import DEFAULTS
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
 
@@ -84,7 +85,7 @@ def scores(golden: list[dict], chunks: pd.DataFrame, vectors: dict, texts: list[
         corpus = Corpus(chunks["chunk_id"].tolist(), chunks["text"].tolist(), vectors[seq])
         questions = Questions([row["qid"] for row in golden], texts, question_vectors[seq])
         run = retrieve({**DEFAULTS["retrieval"], **overrides}, questions, corpus)
-        tables.append(score_run(golden, chunks, run, KS, 0.5, "expected"))
+        tables.append(score_run(golden, chunks, run, Scoring(ks=tuple(KS))))
     return {
         name: np.vstack([table[column].to_numpy(dtype=float) for table in tables])
         for name, column in leaderboard_metrics(tables[0].columns)

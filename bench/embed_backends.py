@@ -43,10 +43,10 @@ BATCH = 64
 
 
 def speed(texts: list[str], rounds: int) -> None:
+    from retrieval_bench.core.params import DEFAULTS
     from retrieval_bench.embedding.backends import load_encoder
     from retrieval_bench.embedding.embed import load_model
-    from retrieval_bench.model_source import model_fingerprint, resolve_model
-    from retrieval_bench.params import DEFAULTS
+    from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
 
     base = {**DEFAULTS["embed"], "max_seq_length": MAX_SEQ_LENGTH, "batch_size": BATCH}
     path = resolve_model(base["model"])

@@ -36,7 +36,7 @@ BATCH = 64
 
 
 def configurations(device: str) -> list[tuple[str, dict]]:
-    from retrieval_bench.params import DEFAULTS
+    from retrieval_bench.core.params import DEFAULTS
 
     base = copy.deepcopy(DEFAULTS["embed"])
     base.update(max_seq_length=MAX_SEQ_LENGTH, batch_size=BATCH, device=device)

@@ -67,8 +67,8 @@ def kendall_tau(x: list[float], y: list[float]) -> float:
 
 def runs_for(chunks, labels, systems: tuple[str, ...], depth: int, max_seq_length: int = 256) -> dict:
     """The pipeline's retrieval methods on the sliced corpus: {system: run}."""
+    from retrieval_bench.core.params import DEFAULTS
     from retrieval_bench.embedding.embed import encode, load_model
-    from retrieval_bench.params import DEFAULTS
     from retrieval_bench.retrieval.methods import needs_vectors, retrieve
     from retrieval_bench.retrieval.run import Corpus, Questions
 
@@ -87,6 +87,7 @@ def runs_for(chunks, labels, systems: tuple[str, ...], depth: int, max_seq_lengt
 def ndcg10(labels: list[dict], relevant: dict[str, dict[str, int]], chunks, run) -> float:
     """Mean nDCG@10 of `run` over the queries with a relevant abstract under `relevant`."""
     from retrieval_bench.evaluation.scoring import score_run
+    from retrieval_bench.evaluation.scoring_settings import Scoring
 
     golden = [
         {"qid": label["qid"], "question": label["question"], "relevant": relevant[label["qid"]]}
@@ -96,7 +97,7 @@ def ndcg10(labels: list[dict], relevant: dict[str, dict[str, int]], chunks, run)
     if not golden:
         return float("nan")
     return float(
-        score_run(golden, chunks[["chunk_id", "doc_id", "start", "end"]], run, [10], 0.5, "expected")["ndcg@10"].mean()
+        score_run(golden, chunks[["chunk_id", "doc_id", "start", "end"]], run, Scoring(ks=(10,)))["ndcg@10"].mean()
     )
 
 
@@ -124,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     if scifact is None:
         return 0
 
+    from retrieval_bench.core.errors import InputError
+    from retrieval_bench.core.params import load_params
     from retrieval_bench.corpus.load import load_corpus
     from retrieval_bench.evaluation.judging import Pair, judge_pool, read_prompt
-    from retrieval_bench.io import InputError
-    from retrieval_bench.params import load_params
 
     params = dict(load_params("judge", ROOT / "params.yaml"))
     params.update(
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             prompt_sha256,
             args.cache,
             False,
-            lambda message: print(f"judge_agreement: {message}", file=sys.stderr),
+            log=lambda message: print(f"judge_agreement: {message}", file=sys.stderr),
         )
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -111,7 +111,7 @@ def bm25s_direct(
 def project(args, texts, question_texts) -> tuple[dict, np.ndarray, np.ndarray]:
     from dense_search import make_data
 
-    from retrieval_bench.params import DEFAULTS
+    from retrieval_bench.core.params import DEFAULTS
     from retrieval_bench.retrieval import bm25
     from retrieval_bench.retrieval.methods import retrieve
     from retrieval_bench.retrieval.run import Corpus, Questions

@@ -46,7 +46,7 @@ PINNED = {
 def scifact_params(scifact: Path) -> dict:
     """The params.yaml of the reproduction: the code's defaults (every key the stages read), PINNED
     over them, load.source the SciFact folder; nothing from the workspace's params.yaml."""
-    from retrieval_bench.params import DEFAULTS
+    from retrieval_bench.core.params import DEFAULTS
 
     params = copy.deepcopy(DEFAULTS)
     for section, values in PINNED.items():

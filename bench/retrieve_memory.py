@@ -1,7 +1,7 @@
 """Peak memory of the retrieve stage at scale: a synthetic project state of --chunks chunks x --dim
 dimensions (seeded random unit float32 vectors saved as embed_corpus saves them, embed.save_embeddings;
 a chunk table with ~800-character texts, distinct per chunk; a golden set of --questions questions and
-their vectors), laid out under a temporary folder with the paths retrieval_bench.paths names, then the
+their vectors), laid out under a temporary folder with the paths retrieval_bench.core.paths names, then the
 real `python -m stages.retrieve` (retrieval.method --method, depth --depth) run there as a child
 process. Reported: the child's peak RSS (VmHWM, read by the child as it exits: it starts afresh at
 exec, so it is the stage's own), the corpus vectors' size, the peak per chunk and the stage's wall
@@ -71,7 +71,7 @@ def build_project(folder: Path, args) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from retrieval_bench import paths
+    from retrieval_bench.core import paths
     from retrieval_bench.embedding.embed import save_embeddings
 
     rng = np.random.default_rng(args.seed)

@@ -66,10 +66,10 @@ def make_chunks(n: int, seed: int = 0) -> pd.DataFrame:
 
 def prepare(args, workdir: Path) -> list[str]:
     """Data files and the stores; returns lines describing the builds."""
+    from retrieval_bench.core.params import DEFAULTS
+    from retrieval_bench.core.store_address import parse_address
     from retrieval_bench.embedding.embed import embed_texts
     from retrieval_bench.embedding.stored_vectors import sample_rows
-    from retrieval_bench.params import DEFAULTS
-    from retrieval_bench.store_address import parse_address
     from retrieval_bench.stores import registry
 
     chunks = make_chunks(args.chunks).sort_values(["doc_id", "start"], ignore_index=True)
@@ -139,9 +139,9 @@ def _with_sha(frame: pd.DataFrame) -> pd.DataFrame:
 
 def stored(engine: str, workdir: Path, args) -> tuple[float, str]:
     """embed_corpus with corpus_vectors stored: read every vector in chunk order, then the model check."""
+    from retrieval_bench.core.params import DEFAULTS
+    from retrieval_bench.core.store_address import parse_address
     from retrieval_bench.embedding.stored_vectors import check_model, read_vectors
-    from retrieval_bench.params import DEFAULTS
-    from retrieval_bench.store_address import parse_address
 
     chunks = pd.read_parquet(workdir / "chunks.parquet", columns=["chunk_id", "text"])
     start = time.perf_counter()
@@ -161,8 +161,8 @@ def stored(engine: str, workdir: Path, args) -> tuple[float, str]:
 
 def embed(engine: str, workdir: Path, args) -> tuple[float, str]:
     """embed_corpus with corpus_vectors embed, on a sample, extrapolated to every chunk."""
+    from retrieval_bench.core.params import DEFAULTS
     from retrieval_bench.embedding.embed import embed_texts
-    from retrieval_bench.params import DEFAULTS
 
     texts = (
         pd.read_parquet(workdir / "chunks.parquet", columns=["text"])["text"]
@@ -188,12 +188,12 @@ def embed(engine: str, workdir: Path, args) -> tuple[float, str]:
 
 def search(engine: str, workdir: Path, args) -> tuple[float, str]:
     """retrieval.method store against dense over the same (stored) vectors, depth args.depth."""
+    from retrieval_bench.core.params import DEFAULTS
+    from retrieval_bench.core.store_address import parse_address
     from retrieval_bench.embedding.stored_vectors import read_vectors
-    from retrieval_bench.params import DEFAULTS
     from retrieval_bench.retrieval import store_search
     from retrieval_bench.retrieval.run import Corpus, Questions
     from retrieval_bench.retrieval.run_info import recall_against_exact
-    from retrieval_bench.store_address import parse_address
 
     engine, _, query = engine.partition("+")
     chunk_ids = pd.read_parquet(workdir / "chunks.parquet", columns=["chunk_id"])["chunk_id"].tolist()

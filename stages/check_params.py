@@ -6,10 +6,11 @@ mapping of files DVC cannot list as deps."""
 
 from pathlib import Path
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.files import atomic_open, write_json
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.stage import run_stage
 from retrieval_bench.corpus.source_stamp import imported_stamps, source_stamp, stamps
-from retrieval_bench.io import atomic_open, run_stage, write_json
-from retrieval_bench.params import load_all_params
 
 
 def style_examples_stamp(file: str | None) -> dict:

@@ -7,12 +7,13 @@ import sys
 
 import pandas as pd
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.files import atomic_path, read_table
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.params_panel import named
+from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.corpus.duplicates import describe, find_duplicates
 from retrieval_bench.corpus.load import chunk_documents
-from retrieval_bench.io import atomic_path, read_table, run_stage, stage_parser
-from retrieval_bench.params import load_all_params
-from retrieval_bench.params_panel import named
 
 
 def main(argv: list[str]) -> None:

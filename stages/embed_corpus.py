@@ -12,12 +12,13 @@ load.source instead, after a sample of chunks embedded again shows that embed.mo
 import sys
 from pathlib import Path
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.files import read_table, write_json
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.params_panel import named
+from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.embedding.embed import embed_texts, save_embeddings
 from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
-from retrieval_bench.io import read_table, run_stage, stage_parser, write_json
-from retrieval_bench.params import load_all_params
-from retrieval_bench.params_panel import named
 
 
 def main(argv: list[str]) -> None:

@@ -6,11 +6,12 @@ texts, and the corpus is never touched."""
 
 import sys
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.files import read_jsonl
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.params_panel import named
+from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.embedding.embed import embed_texts, save_embeddings
-from retrieval_bench.io import read_jsonl, run_stage, stage_parser
-from retrieval_bench.params import load_all_params
-from retrieval_bench.params_panel import named
 
 
 def main(argv: list[str]) -> None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import sys
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.files import read_jsonl, read_table, touch_jsonl, write_json, write_jsonl
+from retrieval_bench.core.locking import dry_run_from_env, paid_stage_arguments
+from retrieval_bench.core.params import load_params
+from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.goldenset.assemble import DryRunDone, assemble, read_question_prompt
 from retrieval_bench.goldenset.remote import fetch_shared_cache
-from retrieval_bench.io import read_jsonl, read_table, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
-from retrieval_bench.locking import dry_run_from_env, paid_stage_arguments
-from retrieval_bench.params import load_params
 
 
 def log(message: str) -> None:
@@ -42,8 +43,9 @@ def main(argv: list[str] | None = None) -> None:
         )
     for path in () if dry_run else (paths.QUESTION_CACHE, paths.BATCH_JOURNAL):
         touch_jsonl(path)  # persistent stage outputs: they must exist, and DVC warns about empty ones
+    cache = paths.QUESTION_CACHE
     try:
-        golden = assemble(params, documents, labels, template, prompt_sha256, paths.QUESTION_CACHE, dry_run, log)
+        golden = assemble(params, documents, labels, template, prompt_sha256, cache, dry_run=dry_run, log=log)
     except DryRunDone as done:  # exit 0 from the command line, 3 under `dvc repro` (the switch): DVC records nothing
         log(str(done))
         raise SystemExit(3 if dry_run_from_env() else 0) from None

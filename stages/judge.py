@@ -10,11 +10,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.files import read_jsonl, read_table, touch_jsonl, write_json, write_jsonl
+from retrieval_bench.core.locking import dry_run_from_env, paid_stage_arguments
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.evaluation import judging
-from retrieval_bench.io import read_jsonl, read_table, run_stage, stage_parser, touch_jsonl, write_json, write_jsonl
-from retrieval_bench.locking import dry_run_from_env, paid_stage_arguments
-from retrieval_bench.params import load_all_params
 
 
 def log(message: str) -> None:
@@ -41,9 +42,9 @@ def main(argv: list[str] | None = None) -> None:
                 read_table(paths.DUPLICATES),
             )
             pairs = judging.pool_pairs(
-                golden, chunks, runs, settings["depth"], duplicates, params["score"]["min_coverage"], log
+                golden, chunks, runs, settings["depth"], duplicates, params["score"]["min_coverage"], log=log
             )
-            judged = judging.judge_pool(settings, pairs, template, prompt_sha256, paths.JUDGEMENTS, dry_run, log)
+            judged = judging.judge_pool(settings, pairs, template, prompt_sha256, paths.JUDGEMENTS, dry_run, log=log)
     except judging.JudgeDryRun as done:
         log(str(done))
         raise SystemExit(3 if dry_run_from_env() else 0) from None

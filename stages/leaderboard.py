@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import atomic_open, read_jsonl, write_json
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.stage import run_stage
 from retrieval_bench.evaluation.panel_costs import PLOT_COLUMNS, read_costs
 from retrieval_bench.evaluation.panel_report import panel_report, summary_line
 from retrieval_bench.evaluation.per_question import read_per_question
-from retrieval_bench.io import InputError, atomic_open, read_jsonl, run_stage, write_json
-from retrieval_bench.params import load_all_params
 
 
 def main() -> None:

@@ -4,12 +4,13 @@ chunks, BEIR, a store; none for a folder of documents). Stage chunk@NAME cuts ea
 
 import pandas as pd
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.files import atomic_path, write_jsonl
+from retrieval_bench.core.params import load_params
+from retrieval_bench.core.stage import run_stage
+from retrieval_bench.core.store_address import is_store_address
 from retrieval_bench.corpus.load import CHUNK_COLUMNS, load_corpus
 from retrieval_bench.corpus.store_source import load_store_corpus
-from retrieval_bench.io import atomic_path, run_stage, write_jsonl
-from retrieval_bench.params import load_params
-from retrieval_bench.store_address import is_store_address
 
 
 def main() -> None:

@@ -7,13 +7,14 @@ import sys
 
 from tqdm import tqdm
 
-from retrieval_bench import paths
-from retrieval_bench.io import atomic_path, run_stage, stage_parser, touch_jsonl, write_json
-from retrieval_bench.params import load_all_params
-from retrieval_bench.params_panel import panel_system, settings_key
+from retrieval_bench.core import paths
+from retrieval_bench.core.files import atomic_path, touch_jsonl, write_json
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.params_panel import panel_system, settings_key
+from retrieval_bench.core.run_table import check_trec_ids, write_trec
+from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.retrieval.inputs import questions_and_corpus
 from retrieval_bench.retrieval.methods import retrieve, run_info, search_timing
-from retrieval_bench.run_contract import check_trec_ids, write_trec
 
 
 def main(argv: list[str]) -> None:

@@ -4,13 +4,15 @@ views: strict (the golden set's labels) and judged (plus duplicate chunks and po
 
 import sys
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.files import atomic_open, read_jsonl, read_table, write_json
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.params_panel import panel_system
+from retrieval_bench.core.run_table import read_run_table
+from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.evaluation.budgets import chunk_columns
+from retrieval_bench.evaluation.scoring_settings import Scoring
 from retrieval_bench.evaluation.system_score import score_system
-from retrieval_bench.io import atomic_open, read_jsonl, read_table, run_stage, stage_parser, write_json
-from retrieval_bench.params import load_all_params
-from retrieval_bench.params_panel import panel_system
-from retrieval_bench.run_contract import read_run_table
 
 
 def main(argv: list[str]) -> None:
@@ -21,14 +23,14 @@ def main(argv: list[str]) -> None:
     chunking = panel_system(all_params["panel"], system)["chunking"]
     chunks = read_table(paths.chunks_of(chunking), chunk_columns(all_params["score"]))
     table, summary = score_system(
-        all_params,
+        Scoring.from_params(all_params),
         read_jsonl(paths.GOLDENSET),
         chunks,
         read_run_table(paths.run_of(system)),
-        paths.run_info_of(system),
-        read_table(paths.duplicates_of(chunking)),
-        read_jsonl(paths.JUDGED_POOL),
-        paths.JUDGED_POOL,
+        run_info_path=paths.run_info_of(system),
+        duplicates=read_table(paths.duplicates_of(chunking)),
+        pool_rows=read_jsonl(paths.JUDGED_POOL),
+        pool_path=paths.JUDGED_POOL,
         label=f"score {system}",
     )
     write_json(paths.metrics_of(system), summary)

@@ -45,7 +45,7 @@ def build_tiny_chat_model(folder: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from retrieval_bench.model_source import bundled_model_path
+    from retrieval_bench.embedding.model_source import bundled_model_path
 
     # A BERT tokenizer also returns token_type_ids, which a Llama's generate() refuses.
     tokenizer = AutoTokenizer.from_pretrained(

@@ -8,7 +8,7 @@ from typing import Iterator
 
 import numpy as np
 
-from retrieval_bench.store_address import StoreAddress
+from retrieval_bench.core.store_address import StoreAddress
 from retrieval_bench.stores import registry
 from retrieval_bench.stores.base import Store
 

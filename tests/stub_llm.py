@@ -683,7 +683,7 @@ def run_stage_here(project, stub: "StubLLM", *args: str, env: dict | None = None
     import io
     import os
 
-    from retrieval_bench.io import run_stage as run_main
+    from retrieval_bench.core.stage import run_stage as run_main
     from stages import generate_goldenset
 
     saved_env, saved_cwd = dict(os.environ), os.getcwd()

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from conftest import dvc, git, set_params
 
-from retrieval_bench import locking
-from retrieval_bench.io import InputError
-from retrieval_bench.params import DEFAULTS, load_all_params
+from retrieval_bench.core import locking
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import DEFAULTS, load_all_params
 from retrieval_bench.retrieval import ann, flat
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve, run_info
 from retrieval_bench.retrieval.run import Corpus, Questions

@@ -10,7 +10,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from retrieval_bench.params import DEFAULTS
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
 

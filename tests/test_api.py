@@ -15,6 +15,7 @@ from conftest import ROOT, dvc
 
 import retrieval_bench as rb
 from retrieval_bench.evaluation.scoring import score_run
+from retrieval_bench.evaluation.scoring_settings import Scoring
 
 DOCS_PAGE = ROOT / "docs" / "reference" / "python-api.md"
 TREC_MEASURES = {"recall.1,3,5,10,20": "recall@{}", "success.1,3,5,10,20": "hit@{}"}
@@ -75,7 +76,7 @@ def test_chunk_labels_need_no_span_columns():
     """Chunk-id labels scored with a chunk table of ids only (it raised KeyError: 'doc_id')."""
     golden = [{"qid": "q1", "relevant": {"b": 1}}]
     run = pd.DataFrame({"qid": ["q1", "q1"], "chunk_id": ["a", "b"], "rank": [1, 2], "score": [0.9, 0.5]})
-    table = score_run(golden, pd.DataFrame({"chunk_id": ["a", "b", "c"]}), run, [1, 2], 0.5, "expected")
+    table = score_run(golden, pd.DataFrame({"chunk_id": ["a", "b", "c"]}), run, Scoring(ks=(1, 2)))
     assert table.loc[0, "reciprocal_rank"] == 0.5
     assert rb.score(golden, run, chunks=pd.DataFrame({"chunk_id": ["a", "b", "c"]}), k=[1, 2]).metrics["n_chunks"] == 3
 

@@ -14,28 +14,22 @@ STAGES = ROOT / "stages"
 MAX_STAGE_LINES = 60
 MAX_FUNCTION_LINES = 60  # a function a reader holds in view at once
 MAX_MODULE_LINES = 450  # a module read in one sitting
-# The golden-set build and relevance judging are the clients of the LLM layer (remote.py completes its reply cache).
-MAY_IMPORT_LLM = {"goldenset/selection.py", "goldenset/assemble.py", "goldenset/remote.py", "evaluation/judging.py"}
+# The golden-set build and relevance judging are the clients of the LLM layer (remote.py completes its reply cache;
+# evidence.py and style_examples.py escape passages as the prompt does: llm/passage_escape.py).
+MAY_IMPORT_LLM = {
+    "goldenset/selection.py",
+    "goldenset/assemble.py",
+    "goldenset/remote.py",
+    "goldenset/evidence.py",
+    "goldenset/style_examples.py",
+    "evaluation/judging.py",
+}
 ARTEFACT = re.compile(r"^(data|metrics)/\S+$")
 # Every module of the package, by package or module (the longest prefix wins), in a layer; a module
 # imports only from its own layer or lower ones. A new module must be placed here.
 GROUND, SERVICES, DOMAIN, EVALUATION, FACES = range(5)
 LAYERS = {
-    "io": GROUND,
-    "paths": GROUND,
-    "params": GROUND,
-    "locking": GROUND,
-    "endpoints": GROUND,
-    "spans": GROUND,
-    "run_contract": GROUND,
-    "model_source": GROUND,
-    "store_address": GROUND,
-    "passage_escape": GROUND,
-    "params_sections": GROUND,
-    "params_schema": GROUND,
-    "params_panel": GROUND,
-    "question_form": GROUND,
-    "question_sets": GROUND,
+    "core": GROUND,
     "stores": SERVICES,
     "llm": SERVICES,
     "embedding": SERVICES,
@@ -191,3 +185,26 @@ def test_functions_and_modules_stay_short():
             ):
                 too_long.append(f"{label(path)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines")
     assert too_long == []
+
+
+def test_the_ground_is_a_package_and_only_the_faces_stay_loose():
+    """The ground layer is core/ (errors, files, the stage command line, paths, params, ...): the
+    modules beside the package's __init__ are its faces alone."""
+    loose = sorted(path.stem for path in PACKAGE.glob("*.py") if path.stem != "__init__")
+    assert loose == ["api", "cli", "show"]
+    assert all(LAYERS[name] == FACES for name in loose)
+
+
+def test_no_library_function_outside_the_api_takes_more_than_six_positional_parameters():
+    """Settings travel as one frozen object (evaluation.scoring_settings.Scoring, llm.settings.Settings),
+    and anything past the sixth parameter is passed by name: no two adjacent ints swapped unseen."""
+    crowded = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "api.py":  # the public API mirrors the command line's options
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                positional = [a.arg for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls")]
+                if len(positional) > 6:
+                    crowded.append(f"{label(path)}:{node.lineno} {node.name}")
+    assert crowded == []

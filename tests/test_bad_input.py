@@ -14,8 +14,8 @@ import pytest
 import yaml
 from conftest import ROOT, run, set_params
 
-from retrieval_bench import paths
-from retrieval_bench.params import DEFAULTS, PRICE_KEYS
+from retrieval_bench.core import paths
+from retrieval_bench.core.params import DEFAULTS, PRICE_KEYS
 
 # The arguments of the stages that take them (a chunking, an embedder): the single system's.
 STAGE_ARGUMENTS = {
@@ -37,7 +37,7 @@ def stage_in_process(name, cwd, monkeypatch, capsys):
     import importlib
     import inspect
 
-    from retrieval_bench.io import run_stage
+    from retrieval_bench.core.stage import run_stage
 
     monkeypatch.chdir(cwd)
     capsys.readouterr()
@@ -347,7 +347,7 @@ def _settings(**changes):
 @pytest.mark.parametrize("guard", ["generate", "judge"])
 def test_the_cost_guards_refuse_what_is_not_finite(changes, guard):
     """The guards' own check, behind params.yaml's: NaN > limit is false, so NaN passed and paid."""
-    from retrieval_bench.io import InputError
+    from retrieval_bench.core.errors import InputError
     from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, check_cost, estimate
 
     settings = _settings(**changes, section=guard)  # the settings name their params section
@@ -369,7 +369,7 @@ def test_the_cost_guards_refuse_what_is_not_finite(changes, guard):
     ],
 )
 def test_a_price_that_is_not_finite_is_refused(price):
-    from retrieval_bench.io import InputError
+    from retrieval_bench.core.errors import InputError
     from retrieval_bench.llm.prices import resolve
 
     with pytest.raises(InputError, match="generate.price: prices must be finite numbers >= 0"):
@@ -848,8 +848,8 @@ def test_a_trec_export_of_chunk_ids_with_whitespace_is_refused_before_anything_i
 
 @pytest.mark.parametrize("field,value", [("chunk_id", "tab\there"), ("qid", "q 0"), ("qid", "q\u00a00")])
 def test_ids_with_whitespace_are_refused_by_the_trec_writer(tmp_path, field, value):
-    from retrieval_bench.io import InputError
-    from retrieval_bench.run_contract import write_trec
+    from retrieval_bench.core.errors import InputError
+    from retrieval_bench.core.run_table import write_trec
 
     run = pd.DataFrame({"qid": ["q0"], "chunk_id": ["c0"], "rank": [1], "score": [1.0]}).assign(**{field: [value]})
     with pytest.raises(InputError, match=f"{field} {re.escape(repr(value))} holds whitespace"):
@@ -870,7 +870,7 @@ def test_the_trec_export_reads_back_as_the_same_run(piped, monkeypatch, capsys):
         },
     )
     assert stage_in_process("retrieve", piped, monkeypatch, capsys).returncode == 0
-    from retrieval_bench.run_contract import read_run_file
+    from retrieval_bench.core.run_table import read_run_file
 
     run = pd.read_parquet(piped / "data" / "panel" / "default" / "run.parquet")
     pd.testing.assert_frame_equal(read_run_file(piped / "data" / "run.trec"), run)

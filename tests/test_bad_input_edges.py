@@ -19,15 +19,15 @@ from llm_helpers import jobs_for, settings
 from stub_llm import StubLLM
 
 from retrieval_bench import stores as stores_package
+from retrieval_bench.core.endpoints import check_ray_address, is_vouched
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.store_address import parse_address
 from retrieval_bench.corpus.load import load_corpus
-from retrieval_bench.endpoints import check_ray_address, is_vouched
 from retrieval_bench.goldenset.formats import read_question_set
-from retrieval_bench.io import InputError
 from retrieval_bench.llm.credentials import anthropic_endpoint, key_may_go_to, openai_endpoint
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.runner import run as run_jobs
 from retrieval_bench.llm.tasks import QUESTIONS
-from retrieval_bench.store_address import parse_address
 from retrieval_bench.stores import registry
 from retrieval_bench.stores.base import STORE_URL_ENV, api_key
 
@@ -166,8 +166,8 @@ def unix_socket(tmp_path):
 
 
 READERS = {
-    "hash_file": "retrieval_bench.io",
-    "read_jsonl": "retrieval_bench.io",
+    "hash_file": "retrieval_bench.core.files",
+    "read_jsonl": "retrieval_bench.core.files",
     "load_corpus": "retrieval_bench.corpus.load",
     "read_question_set": "retrieval_bench.goldenset.formats",
 }
@@ -187,7 +187,7 @@ def test_every_reader_refuses_a_path_that_is_not_a_file(special, request, tmp_pa
     """In a child process, so that a reader that waits on a FIFO or reads /dev/zero for good fails
     the test (at HANG_GUARD_S) instead of hanging the suite."""
     path = request.getfixturevalue(special) if special in ("fifo", "unix_socket") else Path(special)
-    script = "import sys\nfrom retrieval_bench.io import InputError\n"
+    script = "import sys\nfrom retrieval_bench.core.errors import InputError\n"
     for reader, module in READERS.items():
         script += (
             f"from {module} import {reader}\ntry:\n    {reader}(sys.argv[1])\n    print({reader!r}, 'read it')\n"
@@ -278,7 +278,7 @@ class NotInstalled:  # finds `{blocked}` as an environment without it does: not 
         if name.split(".")[0] == {blocked!r}:
             raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
 sys.meta_path.insert(0, NotInstalled())
-from retrieval_bench.io import run_stage
+from retrieval_bench.core.stage import run_stage
 from {module} import {function}
 run_stage(lambda: {function}())
 """
@@ -289,7 +289,7 @@ run_stage(lambda: {function}())
 
 
 def test_a_project_module_that_fails_to_import_is_not_blamed_on_an_extra(monkeypatch):
-    from retrieval_bench.io import optional_extra
+    from retrieval_bench.core.errors import optional_extra
 
     with pytest.raises(ImportError):
         with optional_extra("qdrant", "a qdrant store"):

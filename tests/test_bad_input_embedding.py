@@ -17,9 +17,9 @@ from conftest import set_params
 from store_helpers import unit
 from test_bad_input import stage_in_process
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.store_address import parse_address
 from retrieval_bench.embedding import embedding_cache as ec
-from retrieval_bench.store_address import parse_address
 from retrieval_bench.stores import registry
 
 QUESTIONS = ["what is a write-ahead log?", "how does a checkpoint work?", "can readers and writers run together?"]

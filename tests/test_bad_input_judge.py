@@ -20,7 +20,7 @@ from stub_llm import StubLLM, stage_env
 from test_bad_input import stage_in_process
 from test_judge import grade_by_marker, make_project
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
 
 JUDGE_OUTPUTS = ["data/judged_pool.jsonl", "metrics/judge.json"]
 SCORE_OUTPUTS = ["metrics/panel/default/metrics.json", "metrics/panel/default/per_question.csv"]
@@ -46,7 +46,7 @@ def run_both(project, stub, patch) -> None:
     stub.reply = grade_by_marker
     use_stub(stub, patch)
     patch.chdir(project)
-    from retrieval_bench.io import run_stage
+    from retrieval_bench.core.stage import run_stage
     from stages import judge, score
 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):

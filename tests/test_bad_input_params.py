@@ -15,10 +15,10 @@ import yaml
 from conftest import ONLY_DEFAULT, copy_project, dvc, set_params, tool_env
 
 import retrieval_bench
-from retrieval_bench import paths
-from retrieval_bench.io import InputError
-from retrieval_bench.params import load_all_params
-from retrieval_bench.params_sections import MAX_NESTING, MAX_PARAMS_BYTES, MAX_VALUES
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.params_sections import MAX_NESTING, MAX_PARAMS_BYTES, MAX_VALUES
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))

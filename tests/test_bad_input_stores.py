@@ -14,7 +14,7 @@ from conftest import set_params
 from store_helpers import unit
 from test_bad_input import assert_one_line_error, stage_in_process
 
-from retrieval_bench.store_address import parse_address
+from retrieval_bench.core.store_address import parse_address
 from retrieval_bench.stores import registry
 
 ROWS, DIM = 6, 8

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from retrieval_bench.params import DEFAULTS
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.retrieval import bm25
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
@@ -122,7 +122,7 @@ import sys, pickle
 sys.modules["numba"] = None  # numba not installed
 from retrieval_bench.retrieval import bm25
 from retrieval_bench.retrieval.methods import retrieve
-from retrieval_bench.params import DEFAULTS
+from retrieval_bench.core.params import DEFAULTS
 questions, corpus, out = pickle.load(open(sys.argv[1], "rb"))
 bm25.NUMBA_FROM_CHUNKS = 1  # a large corpus: numba would be asked for
 runs = [retrieve({**DEFAULTS["retrieval"], "method": m, "depth": 5}, questions, corpus) for m in ("bm25", "hybrid")]
@@ -160,7 +160,7 @@ import sys, pickle
 from bm25s.numba import retrieve_utils
 from retrieval_bench.retrieval import bm25
 from retrieval_bench.retrieval.methods import retrieve
-from retrieval_bench.params import DEFAULTS
+from retrieval_bench.core.params import DEFAULTS
 questions, corpus = pickle.load(open(sys.argv[1], "rb"))
 bm25.NUMBA_FROM_CHUNKS = 1  # a large corpus: numba searches
 retrieve({**DEFAULTS["retrieval"], "method": "bm25", "depth": 5}, questions, corpus)

@@ -13,13 +13,14 @@ import pandas as pd
 import pytest
 import yaml
 
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.relevance import judge
+from retrieval_bench.core.run_table import from_records
 from retrieval_bench.evaluation.budgets import chunk_columns, first_fits
 from retrieval_bench.evaluation.metrics import summarize
 from retrieval_bench.evaluation.scoring import score_run
-from retrieval_bench.io import InputError
-from retrieval_bench.params import load_all_params
-from retrieval_bench.run_contract import from_records
-from retrieval_bench.spans import judge
+from retrieval_bench.evaluation.scoring_settings import Scoring
 
 MIN_COVERAGE = 0.4
 
@@ -112,7 +113,7 @@ def random_case(rng: np.random.Generator, span: bool, unit: str):
 def test_recall_budget_equals_the_hand_computation(seed, span, policy, unit):
     rng = np.random.default_rng(seed)
     chunks, run, row, budgets = random_case(rng, span, unit)
-    ours = score_run([row], chunks, run, [1], MIN_COVERAGE, policy, budgets, unit).iloc[0]
+    ours = score_run([row], chunks, run, Scoring((1,), MIN_COVERAGE, policy, tuple(budgets), unit)).iloc[0]
     fills = contexts(run, chunks, row, unit, policy)
     for budget in budgets:
         truth = np.mean([hand_recall(context(budget), chunks, row) for context in fills])
@@ -125,7 +126,7 @@ def test_a_tiny_case_by_hand():
     run = from_records([("q", "c0", 3.0), ("q", "c1", 2.0), ("q", "c2", 2.0), ("q", "c3", 1.0)])
     row = {"qid": "q", "relevant": {"c0": 1, "c2": 1, "c3": 1}}
     got = {
-        policy: score_run([row], chunks, run, [1], MIN_COVERAGE, policy, [1300, 1600, 2100, 2500]).iloc[0]
+        policy: score_run([row], chunks, run, Scoring((1,), MIN_COVERAGE, policy, (1300, 1600, 2100, 2500))).iloc[0]
         for policy in ("expected", "pessimistic", "optimistic")
     }
     # 1300: A (500) fits; C fits only ahead of B (500 + 800), half the orders; D (2400) not: (1 + 1/2) / 3.
@@ -139,7 +140,7 @@ def test_a_tiny_case_by_hand():
     # Evidence [400, 1400), 1000 chars: A covers 100 (too little to be relevant, but it covers), B 800, C 100.
     # 500: A only, 0.1. 1300: A and whichever of B, C comes first: 0.1 + 0.8 / 2 + 0.1 / 2.
     span = {"qid": "q", "doc_id": "d", "start": 400, "end": 1400}
-    assert score_run([span], chunks, run, [1], MIN_COVERAGE, "expected", [500, 1300]).iloc[0][
+    assert score_run([span], chunks, run, Scoring((1,), MIN_COVERAGE, budgets=(500, 1300))).iloc[0][
         ["recall_budget@500", "recall_budget@1300"]
     ].tolist() == pytest.approx([0.1, 0.1 + 0.5 * 0.8 + 0.5 * 0.1])
 
@@ -161,7 +162,7 @@ def test_a_tie_group_too_big_to_enumerate_has_its_closed_form():
 
 def test_budgets_reach_the_summary_and_words_read_the_text():
     per_question = pd.DataFrame({"recall@1": [0.5], "recall_budget@100": [0.25], "hit@1": [1.0], "n_relevant": [1]})
-    for name in ("reciprocal_rank", "reciprocal_rank@10", "ndcg@10", "map@10", "first_relevant_rank"):
+    for name in ("reciprocal_rank", "reciprocal_rank@1", "ndcg@1", "map@1", "first_relevant_rank"):
         per_question[name] = 0.0
     summary = summarize(per_question, [1], 3, [100])
     assert list(summary)[:3] == ["recall@1", "recall_budget@100", "hit@1"] and summary["recall_budget@100"] == 0.25

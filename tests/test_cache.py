@@ -2,7 +2,7 @@
 
 import pytest
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.llm.cache import CacheWriter, cache_key, read_cache, read_journal
 
 

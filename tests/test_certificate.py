@@ -12,13 +12,14 @@ import pandas as pd
 import pytest
 from scipy.stats import kendalltau
 
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
 from retrieval_bench.embedding.embed import encode, load_model
 from retrieval_bench.evaluation.certify import panel_certificate
 from retrieval_bench.evaluation.leaderboard import scorable
 from retrieval_bench.evaluation.scoring import score_run
+from retrieval_bench.evaluation.scoring_settings import Scoring
 from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
-from retrieval_bench.params import DEFAULTS
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
 
@@ -70,9 +71,7 @@ def scored() -> dict[str, dict[str, pd.DataFrame]]:
                 golden,
                 chunks,
                 retrieve({**DEFAULTS["retrieval"], "method": system}, questions, corpus),
-                KS,
-                0.5,
-                "expected",
+                Scoring(ks=tuple(KS)),
             )
             for system in SYSTEMS
         }

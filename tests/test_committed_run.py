@@ -20,7 +20,7 @@ import pytest
 from conftest import ROOT, copy_project, dvc, git, run, tool_env
 from test_first_hour_pipeline import make_repro
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
 
 pytestmark = pytest.mark.pipeline
 

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 from conftest import dvc, git, run, set_params
 
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.evaluation import compare, compare_report
 from retrieval_bench.evaluation.compare import choose_flip_k, compare_tables
 from retrieval_bench.evaluation.leaderboard import segment_regressions
 from retrieval_bench.evaluation.stats import min_detectable_delta, paired_bootstrap_ci, randomization_p_value
-from retrieval_bench.io import InputError
 
 KS = [1, 3, 5, 10, 20]
 
@@ -584,10 +584,10 @@ def copied_gold():
     """Two sample documents plus a third that copies one question's gold chunk (the corpus then
     holds a duplicate pair), their hand-written questions, and a run putting every gold chunk
     first: the duplicate is in the corpus, but no question gains from it."""
+    from retrieval_bench.core.run_table import from_records
     from retrieval_bench.corpus.duplicates import find_duplicates
     from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
     from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
-    from retrieval_bench.run_contract import from_records
 
     root = Path(__file__).resolve().parents[1]
     documents = read_documents_folder(root / "data" / "sample" / "sqlite")
@@ -607,13 +607,23 @@ def copied_gold():
 def scored(copied_gold, judge_enabled: bool) -> dict:
     import copy
 
+    from retrieval_bench.core.params import DEFAULTS
+    from retrieval_bench.evaluation.scoring_settings import Scoring
     from retrieval_bench.evaluation.system_score import score_system
-    from retrieval_bench.params import DEFAULTS
 
     golden, chunks, run_table, duplicates = copied_gold
     params = copy.deepcopy(DEFAULTS)
     params["judge"]["enabled"] = judge_enabled
-    return score_system(params, golden, chunks, run_table, "no-run-info.json", duplicates, [], "pool.jsonl")[1]
+    return score_system(
+        Scoring.from_params(params),
+        golden,
+        chunks,
+        run_table,
+        run_info_path="no-run-info.json",
+        duplicates=duplicates,
+        pool_rows=[],
+        pool_path="pool.jsonl",
+    )[1]
 
 
 def test_metrics_json_has_no_judged_twins_while_the_judge_is_off_and_they_repeat_the_metrics(copied_gold):

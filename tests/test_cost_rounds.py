@@ -12,7 +12,7 @@ import signal
 import pytest
 from llm_helpers import TEMPLATE
 
-from retrieval_bench.io import InputError, Interrupted
+from retrieval_bench.core.errors import InputError, Interrupted
 from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.llm.cost import estimate
 from retrieval_bench.llm.errors import StopGeneration

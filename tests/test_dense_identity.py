@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from retrieval_bench.core.run_table import ranked
 from retrieval_bench.retrieval import dense, flat
 from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.run import Corpus, Questions
-from retrieval_bench.run_contract import ranked
 from tests.exact_reference import reference_scores
 
 

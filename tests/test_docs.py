@@ -19,7 +19,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from retrieval_bench.params import DEFAULTS
+from retrieval_bench.core.params import DEFAULTS
 
 spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
 gen_reference = importlib.util.module_from_spec(spec)

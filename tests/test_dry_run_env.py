@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from retrieval_bench.locking import DRY_RUN_ENV, paid_stage_arguments
+from retrieval_bench.core.locking import DRY_RUN_ENV, paid_stage_arguments
 
 
 @pytest.mark.parametrize(

@@ -11,14 +11,15 @@ import pandas as pd
 import pytest
 import yaml
 
+from retrieval_bench.core.run_table import from_records
 from retrieval_bench.corpus.chunk import chunk_spans
 from retrieval_bench.corpus.duplicates import find_duplicates, jaccard, normalise, shingles
 from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
 from retrieval_bench.evaluation.judged import judged_summary
 from retrieval_bench.evaluation.metrics import summarize
 from retrieval_bench.evaluation.scoring import score_run_both_views
+from retrieval_bench.evaluation.scoring_settings import Scoring
 from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
-from retrieval_bench.run_contract import from_records
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample" / "sqlite"
@@ -105,7 +106,7 @@ def planted():
 
 def scores(golden, chunks, run, pool=()):
     duplicates = find_duplicates(chunks)
-    table = score_run_both_views(golden, chunks, run, KS, 0.5, "expected", duplicates, list(pool), 2, 3)
+    table = score_run_both_views(golden, chunks, run, Scoring(ks=tuple(KS)), duplicates, list(pool))
     return table.set_index("qid"), {**summarize(table, KS, len(chunks)), **judged_summary(table, KS, duplicates)}
 
 
@@ -167,8 +168,8 @@ def test_a_chunk_real_labels_judge_keeps_its_label_whatever_the_llm_says():
 
 
 def test_the_chunk_stage_writes_the_duplicates_and_says_how_many(tmp_path, monkeypatch, capsys):
-    from retrieval_bench import paths
-    from retrieval_bench.io import run_stage
+    from retrieval_bench.core import paths
+    from retrieval_bench.core.stage import run_stage
     from stages import chunk, load_chunks
 
     (tmp_path / "docs").mkdir()

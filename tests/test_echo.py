@@ -9,11 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from retrieval_bench.core.files import read_jsonl
 from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
 from retrieval_bench.goldenset.build import evidence_texts, handwritten_rows, read_handwritten
 from retrieval_bench.goldenset.echo import ECHO_MIN_NGRAM, longest_shared_run, mark, measure
 from retrieval_bench.goldenset.gauge import gauge_question_set
-from retrieval_bench.io import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 

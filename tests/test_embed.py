@@ -7,9 +7,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from retrieval_bench import model_source
-from retrieval_bench.embedding import embed
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.embedding import embed, model_source
 
 
 def test_bundled_model_is_verified_and_embeds(tmp_path, monkeypatch):
@@ -59,7 +58,7 @@ def test_unknown_model_offline_names_the_model(monkeypatch):
 def test_an_empty_text_list_loads_no_encoder(tmp_path, monkeypatch):
     """No texts: the dimension comes from the model on the CPU, no encoder is loaded (nor an
     export built), and the cache folder (a DVC output) exists all the same."""
-    from retrieval_bench.params import DEFAULTS
+    from retrieval_bench.core.params import DEFAULTS
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
@@ -81,7 +80,7 @@ def test_a_model_saved_now_declares_its_dimension_and_an_undeclared_one_is_loade
     model load. A model declaring no single width (two pooling modes) is loaded once, by its encoder."""
     import sentence_transformers
 
-    from retrieval_bench.params import DEFAULTS
+    from retrieval_bench.core.params import DEFAULTS
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     saved = tmp_path / "saved"
@@ -108,8 +107,8 @@ def test_a_model_saved_now_declares_its_dimension_and_an_undeclared_one_is_loade
 def test_the_model_is_resolved_once_per_call_and_each_engine_gets_only_what_the_cache_lacks(
     engine, tmp_path, monkeypatch
 ):
+    from retrieval_bench.core.params import DEFAULTS
     from retrieval_bench.embedding import embed_ray
-    from retrieval_bench.params import DEFAULTS
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     resolved, asked = [], []
@@ -150,7 +149,7 @@ def test_a_folder_built_by_racing_processes_is_built_once_and_never_deleted(tmp_
     import threading
     import time
 
-    from retrieval_bench.locking import build_once
+    from retrieval_bench.core.locking import build_once
 
     target = tmp_path / "models" / "a-model"
     built = []

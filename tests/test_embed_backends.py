@@ -14,10 +14,10 @@ import pytest
 import yaml
 from conftest import tool_env
 
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import DEFAULTS, load_all_params
 from retrieval_bench.embedding import onnx_export
 from retrieval_bench.embedding.embed import embed_texts, load_model
-from retrieval_bench.io import InputError
-from retrieval_bench.params import DEFAULTS, load_all_params
 
 TEXTS = [
     "How do I enable WAL mode?",
@@ -115,7 +115,7 @@ def test_a_vector_cached_under_other_settings_is_never_served(exports, tmp_path)
         vectors, stats = embed_texts(TEXTS, settings(**changes), prompt, cache, progress=False, log=lambda line: None)
         assert (stats.cached, stats.embedded) == (0, len(TEXTS)), (changes, prompt)
     # another model: the same files with one changed byte in its config
-    from retrieval_bench.model_source import resolve_model
+    from retrieval_bench.embedding.model_source import resolve_model
 
     other = tmp_path / "other-model"
     source = Path(resolve_model(DEFAULTS["embed"]["model"]))
@@ -139,7 +139,7 @@ def test_onnx_and_openvino_send_no_telemetry_and_write_nothing_in_home(exports, 
     home.mkdir()
     script = (
         "import os, sys\n"
-        "from retrieval_bench.params import DEFAULTS\n"
+        "from retrieval_bench.core.params import DEFAULTS\n"
         "from retrieval_bench.embedding.embed import embed_texts\n"
         "for backend in ('onnx', 'openvino'):\n"
         "    v, stats = embed_texts(['a text'], {**DEFAULTS['embed'], 'backend': backend}, '', sys.argv[1] + backend, progress=False)\n"

@@ -19,11 +19,11 @@ import pytest
 import yaml
 from conftest import ROOT, tool_env
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.embedding import embedding_cache as ec
 from retrieval_bench.embedding.embed import embedding_space, load_model
-from retrieval_bench.io import InputError
-from retrieval_bench.params import DEFAULTS
 
 N_KILL = 160  # chunks embedded in batches of 4 by the stage that is killed
 
@@ -163,10 +163,10 @@ def test_a_prune_that_only_merges_shards_says_it_rewrote_the_cache(tmp_path):
 def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path, monkeypatch, capsys):
     """`retrieval-bench cache prune` on caches that hold only needed vectors, in two shards each:
     nothing dropped, yet the DVC outputs were rewritten, so it says to record them."""
-    from retrieval_bench import paths
+    from retrieval_bench.core import paths
     from retrieval_bench.embedding.cache_prune import run_prune
     from retrieval_bench.embedding.embed import cache_keys
-    from retrieval_bench.model_source import model_fingerprint, resolve_model
+    from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -418,7 +418,7 @@ def test_a_damaged_cached_vector_is_embedded_again_by_embed_texts(tmp_path, caps
 EMBED_CHILD = """
 import sys, time
 from pathlib import Path
-from retrieval_bench.params import DEFAULTS
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.embedding import embedding_cache
 from retrieval_bench.embedding.embed import embed_texts
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import copy_project, dvc, git, run, set_params
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
 
 pytestmark = pytest.mark.pipeline
 N_CHUNKS, N_QUESTIONS = 400, 30

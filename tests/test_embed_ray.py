@@ -27,14 +27,15 @@ import pytest
 from conftest import copy_project, dvc, read_metrics, set_params, tool_env
 from test_store_guards import own_address
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.endpoints import RAY_ADDRESS_ENV
+from retrieval_bench.core.errors import InputError, first_line
+from retrieval_bench.core.files import read_jsonl
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.embedding import embed_ray
 from retrieval_bench.embedding.embed import cache_keys, embed_texts
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, read_shards
-from retrieval_bench.endpoints import RAY_ADDRESS_ENV
-from retrieval_bench.io import InputError, first_line, read_jsonl
-from retrieval_bench.model_source import model_fingerprint, resolve_model
-from retrieval_bench.params import DEFAULTS
+from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
 
 WORDS = (
     "page cache journal index btree vacuum checkpoint writer reader lock schema table column row query "
@@ -275,7 +276,7 @@ def test_an_address_that_accepts_and_never_answers_ends_after_embed_ray_timeout_
 
 STAGE = """
 import json, sys
-from retrieval_bench.io import run_stage
+from retrieval_bench.core.stage import run_stage
 from retrieval_bench.embedding.embed import embed_texts
 job = json.loads(open(sys.argv[1]).read())
 def main():
@@ -413,8 +414,8 @@ def test_dvc_repro_with_the_ray_engine_gives_the_local_engines_vectors_and_metri
 
 KILLED_DRIVER = """
 import json, os, signal, sys
-from retrieval_bench.params import DEFAULTS
-from retrieval_bench import paths
+from retrieval_bench.core.params import DEFAULTS
+from retrieval_bench.core import paths
 from retrieval_bench.embedding import embed_ray
 
 ray = embed_ray.import_ray()

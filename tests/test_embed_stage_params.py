@@ -6,8 +6,8 @@ from conftest import set_params
 from store_helpers import random_chunks
 from test_bad_input import stage_in_process
 
-from retrieval_bench import params
-from retrieval_bench.store_address import parse_address
+from retrieval_bench.core import params
+from retrieval_bench.core.store_address import parse_address
 from retrieval_bench.stores import registry
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval_bench.endpoints import is_vouched
+from retrieval_bench.core.endpoints import is_vouched
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,8 @@
 import pandas as pd
 
 from retrieval_bench.cli import main
+from retrieval_bench.core.files import write_jsonl
 from retrieval_bench.corpus.load import load_corpus
-from retrieval_bench.io import write_jsonl
 
 CHUNKS = pd.DataFrame(
     {

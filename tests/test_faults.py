@@ -43,11 +43,12 @@ from stub_llm import (
     start_stage,
 )
 
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.locking import exclusive
+from retrieval_bench.core.stage import run_stage as run_stage_main
 from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.goldenset.evidence import evidence_in_passage, locate_in_passage
 from retrieval_bench.goldenset.selection import REJECT_REASONS, CacheIndex, walk
-from retrieval_bench.io import InputError
-from retrieval_bench.io import run_stage as run_stage_main
 from retrieval_bench.llm import batch, sync
 from retrieval_bench.llm.batch import GRACE_ENV
 from retrieval_bench.llm.cache import CacheWriter, EarlierKeys, cache_key, legacy_cache_key, read_cache, read_journal
@@ -57,7 +58,6 @@ from retrieval_bench.llm.hygiene import clean_reply
 from retrieval_bench.llm.runner import run
 from retrieval_bench.llm.settings import Meta
 from retrieval_bench.llm.tasks import QUESTIONS
-from retrieval_bench.locking import exclusive
 
 CACHE = "data/question_cache.jsonl"
 JOURNAL = "data/question_cache.batches.jsonl"
@@ -310,7 +310,9 @@ def test_cache_keys_of_ordinary_passages_did_not_change():
         "anthropic", "anthropic", "claude-haiku-4-5", "p" * 64, 300, earlier=EarlierKeys(frozenset({earlier}), (300,))
     )
     job = QUESTIONS.job(meta, TEMPLATE, text, "s", 0)
-    assert job.key == earlier == legacy_cache_key("anthropic", "claude-haiku-4-5", "p" * 64, text, 300, 0, False)
+    assert (
+        job.key == earlier == legacy_cache_key("anthropic", "claude-haiku-4-5", "p" * 64, text, 300, 0, escaped=False)
+    )
     hostile = QUESTIONS.job(meta, TEMPLATE, HOSTILE, "s", 0)
     assert hostile.key != cache_key("anthropic", "claude-haiku-4-5", "p" * 64, HOSTILE)  # sent differently now
 
@@ -391,7 +393,9 @@ def test_a_reply_quoting_evidence_from_outside_its_passage_is_rejected_and_asked
             "raw": "{}",
         },
     }
-    plan = walk(passages, CacheIndex(records, meta, by_key=True), None, 2, False, set(), TEMPLATE, generating=True)
+    plan = walk(
+        passages, CacheIndex(records, meta, by_key=True), None, 2, False, set(), template=TEMPLATE, generating=True
+    )
     assert [p["chunk_id"] for p, _ in plan.accepted] == ["d:0-40"]
     assert [(r["reason"], r["chunk_id"], r["regenerated"]) for r in plan.rejects] == [
         ("evidence_not_in_passage", "d:40-80", True)
@@ -559,7 +563,7 @@ def test_lock_is_released_when_the_holder_dies(tmp_path, monkeypatch):
             sys.executable,
             "-c",
             (
-                "import sys, time; from retrieval_bench.locking import exclusive\n"
+                "import sys, time; from retrieval_bench.core.locking import exclusive\n"
                 f"with exclusive({str(path)!r}):\n    print('held', flush=True); time.sleep(60)\n"
             ),
         ],

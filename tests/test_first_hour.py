@@ -29,10 +29,13 @@ from conftest import ROOT, set_params
 from llm_helpers import jobs_for
 from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_project, start_stage
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError, Interrupted
+from retrieval_bench.core.files import read_jsonl as read_rows
+from retrieval_bench.core.files import touch_jsonl, write_jsonl
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.stage import progress, run_stage
 from retrieval_bench.goldenset import remote
-from retrieval_bench.io import InputError, Interrupted, progress, run_stage, touch_jsonl, write_jsonl
-from retrieval_bench.io import read_jsonl as read_rows
 from retrieval_bench.llm.cache import read_cache
 from retrieval_bench.llm.cost import check_cost, estimate
 from retrieval_bench.llm.errors import StopGeneration
@@ -40,7 +43,6 @@ from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.runner import run
 from retrieval_bench.llm.settings import Settings
 from retrieval_bench.llm.tasks import QUESTIONS
-from retrieval_bench.params import load_all_params
 
 STAGES = sorted(path.stem for path in (ROOT / "stages").glob("*.py") if path.stem != "__init__")
 

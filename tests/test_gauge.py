@@ -8,9 +8,9 @@ import json
 import pandas as pd
 from test_echo import ROOT, sample_tables
 
-from retrieval_bench import spans
+from retrieval_bench.core import relevance as spans
+from retrieval_bench.core.files import read_jsonl
 from retrieval_bench.goldenset import gauge
-from retrieval_bench.io import read_jsonl
 
 
 def test_one_judge_call_for_all_questions_matches_judging_each_alone(tmp_path, monkeypatch):

@@ -9,8 +9,9 @@ import pytest
 from llm_helpers import jobs_for, settings
 from stub_llm import read_jsonl
 
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import CHOICES
 from retrieval_bench.goldenset.build import normalise_question
-from retrieval_bench.io import InputError
 from retrieval_bench.llm.anthropic_batch import MESSAGE_BATCHES
 from retrieval_bench.llm.cache import cache_key, read_cache
 from retrieval_bench.llm.cost import check_cost, estimate
@@ -20,7 +21,6 @@ from retrieval_bench.llm.ratelimit import SharedPause
 from retrieval_bench.llm.registry import PROVIDERS, counterpart
 from retrieval_bench.llm.runner import run
 from retrieval_bench.llm.tasks import QUESTIONS
-from retrieval_bench.params import CHOICES
 
 
 # --- output hygiene ----------------------------------------------------------------------------

@@ -22,11 +22,12 @@ import yaml
 from conftest import set_params
 from stub_llm import StubLLM, answer_then_hold, read_jsonl, stage_env
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
 from retrieval_bench.corpus.duplicates import find_duplicates
 from retrieval_bench.evaluation.judged import judged_summary, unjudged_warning
 from retrieval_bench.evaluation.judging import pool_pairs
 from retrieval_bench.evaluation.scoring import score_run_both_views
+from retrieval_bench.evaluation.scoring_settings import Scoring
 from retrieval_bench.llm.grades import parse_grade
 from retrieval_bench.llm.settings import Meta
 from retrieval_bench.llm.tasks import JUDGE
@@ -164,7 +165,7 @@ def grade_by_marker(passage: str) -> str:
 
 def judge_here(project: Path, stub: StubLLM, *args: str) -> tuple[int, str, str]:
     """The judge stage in this process, as `python -m stages.judge` runs it."""
-    from retrieval_bench.io import run_stage
+    from retrieval_bench.core.stage import run_stage
     from stages import judge
 
     saved_env, saved_cwd, env = dict(os.environ), os.getcwd(), stage_env(stub)
@@ -340,7 +341,7 @@ def test_score_says_when_pooled_pairs_are_unjudged_instead_of_passing_them_off_a
         {"qid": "q0", "chunk_id": "c02", "grade": None},
         {"qid": "q1", "chunk_id": "c03", "grade": None},
     ]
-    table = score_run_both_views(golden, chunks, run, [1, 5], 0.5, "expected", find_duplicates(chunks), pool, 2, 3)
+    table = score_run_both_views(golden, chunks, run, Scoring(ks=(1, 5)), find_duplicates(chunks), pool)
     summary = judged_summary(table, [1, 5], find_duplicates(chunks))
     assert summary["judge_pooled"] == 3 and summary["judge_judged"] == 1 and summary["judge_unjudged"] == 2
     warning = unjudged_warning(table)

@@ -16,13 +16,13 @@ from conftest import set_params
 from llm_helpers import TEMPLATE, jobs_for, settings
 from stub_llm import run_stage_here, stage_project
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import load_all_params
 from retrieval_bench.llm.cache import CacheWriter, EarlierKeys, read_cache
 from retrieval_bench.llm.runner import run
 from retrieval_bench.llm.schema import GRADE_SCHEMA
 from retrieval_bench.llm.settings import Meta
 from retrieval_bench.llm.tasks import QUESTIONS
-from retrieval_bench.params import load_all_params
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "SQLite's write-ahead log keeps new pages until a checkpoint copies them back."

@@ -5,8 +5,8 @@ import json
 import pandas as pd
 import pytest
 
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.corpus.load import load_corpus, read_beir_corpus, read_qrels
-from retrieval_bench.io import InputError
 
 
 def write_jsonl(path, rows):

@@ -23,7 +23,7 @@ from local_server import build_tiny_chat_model, serve, wait_until
 from stub_llm import read_jsonl, stage_project
 from test_judge import make_project
 
-from retrieval_bench.params import DEFAULTS
+from retrieval_bench.core.params import DEFAULTS
 
 GENERATE_CACHE = "data/question_cache.jsonl"
 JUDGE_CACHE, JUDGE_REPORT = "data/judgements.jsonl", "metrics/judge.json"

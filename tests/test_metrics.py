@@ -10,12 +10,11 @@ import pytrec_eval
 from conftest import pessimistic_ranks
 
 from retrieval_bench.evaluation.metrics import (
-    average_precision_at,
-    ndcg_at,
     question_metrics,
     rank_histogram,
     summarize,
 )
+from retrieval_bench.evaluation.scoring_settings import Scoring
 
 KS = [1, 3, 5, 10, 20]
 
@@ -40,8 +39,12 @@ def test_graded_several_relevant_hand_computed():
     assert row["reciprocal_rank"] == 0.5
     dcg = 1 / math.log2(3) + 2 / math.log2(5)
     ideal = 2 / math.log2(2) + 1 / math.log2(3) + 1 / math.log2(4)
-    assert row["ndcg@10"] == pytest.approx(dcg / ideal)
-    assert row["map@10"] == pytest.approx((1 / 2 + 2 / 4) / 3)
+    assert row["ndcg@5"] == pytest.approx(dcg / ideal)
+    assert row["map@5"] == pytest.approx((1 / 2 + 2 / 4) / 3)
+    # at k = 3 (score.k's cut-offs, not a fixed 10): the grade-2 chunk at rank 4 is beyond the cut
+    assert row["ndcg@3"] == pytest.approx((1 / math.log2(3)) / ideal)
+    assert row["map@3"] == pytest.approx((1 / 2) / 3)
+    assert (row["reciprocal_rank@1"], row["reciprocal_rank@3"]) == (0.0, 0.5)
 
 
 def test_nothing_relevant_retrieved_scores_zero():
@@ -97,23 +100,21 @@ def test_every_metric_equals_trec_eval(seed):
         f"recall.{','.join(map(str, ks))}",
         f"success.{','.join(map(str, ks))}",
         f"ndcg_cut.{','.join(map(str, ks))}",
-        "map_cut.10",
+        f"map_cut.{','.join(map(str, ks))}",
         "recip_rank",
     }
     qrels = {"q": grades}
     trec = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate({"q": run or {"none": 0.0}})["q"]
-    top10 = dict(sorted(run.items(), key=lambda item: -item[1])[:10]) or {"none": 0.0}
-    trec_rr10 = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate({"q": top10})["q"]["recip_rank"]
 
-    for k in ks:
+    for k in ks:  # every metric at every cut-off of score.k, as the one metric table makes them
+        top_k = dict(sorted(run.items(), key=lambda item: -item[1])[:k]) or {"none": 0.0}
+        trec_rr_k = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate({"q": top_k})["q"]["recip_rank"]
         assert ours[f"recall@{k}"] == pytest.approx(trec[f"recall_{k}"], abs=1e-9)
         assert ours[f"hit@{k}"] == pytest.approx(trec[f"success_{k}"], abs=1e-9)
-        assert ndcg_at(ranks, gains, k) == pytest.approx(trec[f"ndcg_cut_{k}"], abs=1e-9)
-    assert ours["ndcg@10"] == pytest.approx(trec["ndcg_cut_10"], abs=1e-9)
-    assert ours["map@10"] == pytest.approx(trec["map_cut_10"], abs=1e-9)
-    assert average_precision_at(ranks, 10) == pytest.approx(trec["map_cut_10"], abs=1e-9)
+        assert ours[f"ndcg@{k}"] == pytest.approx(trec[f"ndcg_cut_{k}"], abs=1e-9)
+        assert ours[f"map@{k}"] == pytest.approx(trec[f"map_cut_{k}"], abs=1e-9)
+        assert ours[f"reciprocal_rank@{k}"] == pytest.approx(trec_rr_k, abs=1e-9)
     assert ours["reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
-    assert ours["reciprocal_rank@10"] == pytest.approx(trec_rr10, abs=1e-9)
 
 
 def test_summary_and_rank_histogram():
@@ -150,8 +151,8 @@ def test_summary_and_rank_histogram():
 @pytest.mark.parametrize("seed", range(60))
 def test_metrics_on_a_run_equal_trec_eval_on_that_run(seed):
     """A run cut at a depth: relevant chunks beyond it are not retrieved, as trec_eval counts them."""
+    from retrieval_bench.core.run_table import from_records
     from retrieval_bench.evaluation.scoring import score_run
-    from retrieval_bench.run_contract import from_records
 
     rng = np.random.default_rng(1000 + seed)
     docs, grades, run = random_case(rng)
@@ -161,30 +162,28 @@ def test_metrics_on_a_run_equal_trec_eval_on_that_run(seed):
     )
     chunks = pd.DataFrame({"chunk_id": docs, "doc_id": docs, "start": 0, "end": 10})
     ks = [1, 3, 5, 10]
-    ours = score_run([{"qid": "q", "relevant": grades}], chunks, run_frame, ks, 0.5, "expected").iloc[0]
+    ours = score_run([{"qid": "q", "relevant": grades}], chunks, run_frame, Scoring(ks=tuple(ks))).iloc[0]
     cut = {row.chunk_id: row.score for row in run_frame.itertuples()} or {"none": 0.0}
     measures = {
         f"recall.{','.join(map(str, ks))}",
         f"success.{','.join(map(str, ks))}",
-        "ndcg_cut.10",
-        "map_cut.10",
+        f"ndcg_cut.{','.join(map(str, ks))}",
+        f"map_cut.{','.join(map(str, ks))}",
         "recip_rank",
     }
     trec = pytrec_eval.RelevanceEvaluator({"q": grades}, measures).evaluate({"q": cut})["q"]
     for k in ks:
         assert ours[f"recall@{k}"] == pytest.approx(trec[f"recall_{k}"], abs=1e-9)
         assert ours[f"hit@{k}"] == pytest.approx(trec[f"success_{k}"], abs=1e-9)
-    assert ours["ndcg@10"] == pytest.approx(trec["ndcg_cut_10"], abs=1e-9)
-    assert ours["map@10"] == pytest.approx(trec["map_cut_10"], abs=1e-9)
+        assert ours[f"ndcg@{k}"] == pytest.approx(trec[f"ndcg_cut_{k}"], abs=1e-9)
+        assert ours[f"map@{k}"] == pytest.approx(trec[f"map_cut_{k}"], abs=1e-9)
     assert ours["reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
     # The documented bound: the full ranking's MRR less at most 1 / (depth + 1); every k <= depth exact.
     full = score_run(
         [{"qid": "q", "relevant": grades}],
         chunks,
         from_records([("q", d, s) for d, s in run.items()]) if run else run_frame,
-        ks,
-        0.5,
-        "expected",
+        Scoring(ks=tuple(ks)),
     ).iloc[0]
     assert (
         full["reciprocal_rank"] - 1 / (depth + 1) - 1e-12 <= ours["reciprocal_rank"] <= full["reciprocal_rank"] + 1e-12
@@ -201,8 +200,8 @@ def test_judged_view_equals_trec_eval_on_the_labels_plus_the_llm_grades(seed):
     """With chunk labels and no duplicates, every judged_ metric is trec_eval's on the qrels plus
     the pooled grades >= min_grade (gain = grade / 3 x the best label: the label scale here is
     0-3, so gains stay integers); unjudged and low-graded chunks are not relevant."""
+    from retrieval_bench.core.run_table import from_records
     from retrieval_bench.evaluation.scoring import score_run_both_views
-    from retrieval_bench.run_contract import from_records
 
     rng = np.random.default_rng(5000 + seed)
     docs, grades, run = random_case(rng)
@@ -221,32 +220,32 @@ def test_judged_view_equals_trec_eval_on_the_labels_plus_the_llm_grades(seed):
     pool = [{"qid": "q", "chunk_id": d, "grade": g} for d, g in pooled.items()]
     ks = [1, 3, 5, 10]
     row = score_run_both_views(
-        [{"qid": "q", "relevant": grades}], chunks, run_frame, ks, 0.5, "expected", no_duplicates, pool, 2, 3
+        [{"qid": "q", "relevant": grades}], chunks, run_frame, Scoring(ks=tuple(ks)), no_duplicates, pool
     ).iloc[0]
     augmented = {**grades, **{d: g for d, g in pooled.items() if g >= 2}}
     cut = {r.chunk_id: r.score for r in run_frame.itertuples()} or {"none": 0.0}
     measures = {
         f"recall.{','.join(map(str, ks))}",
         f"success.{','.join(map(str, ks))}",
-        "ndcg_cut.10",
-        "map_cut.10",
+        f"ndcg_cut.{','.join(map(str, ks))}",
+        f"map_cut.{','.join(map(str, ks))}",
         "recip_rank",
     }
     trec = pytrec_eval.RelevanceEvaluator({"q": augmented}, measures).evaluate({"q": cut})["q"]
     for k in ks:
         assert row[f"judged_recall@{k}"] == pytest.approx(trec[f"recall_{k}"], abs=1e-9)
         assert row[f"judged_hit@{k}"] == pytest.approx(trec[f"success_{k}"], abs=1e-9)
-    assert row["judged_ndcg@10"] == pytest.approx(trec["ndcg_cut_10"], abs=1e-9)
-    assert row["judged_map@10"] == pytest.approx(trec["map_cut_10"], abs=1e-9)
+        assert row[f"judged_ndcg@{k}"] == pytest.approx(trec[f"ndcg_cut_{k}"], abs=1e-9)
+        assert row[f"judged_map@{k}"] == pytest.approx(trec[f"map_cut_{k}"], abs=1e-9)
     assert row["judged_reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
     assert row["n_judge_relevant"] == sum(g >= 2 for g in pooled.values())
     assert row["n_pooled"] == len(pooled) and row["n_pooled_relevant"] == row["n_judge_relevant"]
 
 
 def test_without_duplicates_or_judgements_the_judged_view_is_the_strict_one():
+    from retrieval_bench.core.run_table import from_records
     from retrieval_bench.evaluation.judged import judged_summary
     from retrieval_bench.evaluation.scoring import score_run, score_run_both_views
-    from retrieval_bench.run_contract import from_records
 
     rng = np.random.default_rng(7)
     chunks = pd.DataFrame(
@@ -266,8 +265,8 @@ def test_without_duplicates_or_judgements_the_judged_view_is_the_strict_one():
     )  # ties
     empty = pd.DataFrame(columns=["chunk_id", "group", "kind", "similarity"])
     for ties in ("expected", "pessimistic", "optimistic"):
-        both = score_run_both_views(golden, chunks, run, KS, 0.5, ties, empty, [], 2, 3)
-        strict = score_run(golden, chunks, run, KS, 0.5, ties)
+        both = score_run_both_views(golden, chunks, run, Scoring(ks=tuple(KS), ties=ties), empty, [])
+        strict = score_run(golden, chunks, run, Scoring(ks=tuple(KS), ties=ties))
         pd.testing.assert_frame_equal(both[strict.columns], strict)  # the strict columns, unchanged and first
         assert list(both.columns[: len(strict.columns)]) == list(strict.columns)
         for column in [c for c in both.columns if c.startswith("judged_") and c != "judged_n_relevant"]:

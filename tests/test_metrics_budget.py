@@ -12,9 +12,9 @@ import pandas as pd
 import yaml
 from conftest import ROOT
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.params import load_all_params
 from retrieval_bench.evaluation.headline import SYSTEM_METRICS, headline
-from retrieval_bench.params import load_all_params
 
 MAX_KEYS = 80
 

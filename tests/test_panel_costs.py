@@ -9,12 +9,12 @@ import json
 import numpy as np
 import pandas as pd
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.params import load_all_params
 from retrieval_bench.evaluation.headline import headline
 from retrieval_bench.evaluation.leaderboard import left_out, scorable
 from retrieval_bench.evaluation.panel_costs import PLOT_COLUMNS, read_costs, searches_vectors, system_row
 from retrieval_bench.evaluation.panel_report import panel_report
-from retrieval_bench.params import load_all_params
 
 
 def table(rr, n_relevant=None, qids=None) -> pd.DataFrame:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval_bench.io import InputError
-from retrieval_bench.params import DEFAULTS
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.retrieval import methods
 from retrieval_bench.retrieval.run import Corpus, Questions
 

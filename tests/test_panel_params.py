@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from retrieval_bench.io import InputError
-from retrieval_bench.params import load_all_params
-from retrieval_bench.params_panel import named, panel_system
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.params_panel import named, panel_system
 
 SYSTEM = {"chunking": "default", "embedder": "default", "method": "dense"}
 
@@ -55,7 +55,10 @@ def test_each_chunking_and_embedder_is_its_keys_over_the_base(tmp_path):
         ({"embedders": {"default": {}, "x": {"backend": "tpu"}}}, "embedders.x.backend must be one of"),
         ({"embedders": {"default": {}, "x": {"batch_size": 8}}}, "unknown key embedders.x.batch_size"),
         ({"embedders": {"default": {}, "x": {"max_seq_length": 0}}}, "embedders.x.max_seq_length must be a positive"),
-        ({"embedders": {"default": {}, "x": {"quantize": "int8"}}}, "embed.quantize int8 needs embed.backend onnx"),
+        (
+            {"embedders": {"default": {}, "x": {"quantize": "int8"}}},
+            "embedders.x.quantize int8 needs embedders.x.backend onnx",
+        ),
         ({"panel": {"a": {"method": "dense"}}}, "panel.a must name its chunking"),
         ({"panel": {"a": {"chunking": "default", "method": "bm25"}}}, "panel.a must name its embedder"),
         (

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import copy_project, dvc, git, read_metrics, run, set_params
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
 
 pytestmark = pytest.mark.pipeline
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from retrieval_bench.io import InputError
-from retrieval_bench.params import DEFAULTS, load_all_params
-from retrieval_bench.params_panel import settings_key
-from retrieval_bench.params_sections import DVC_IGNORED_KEYS
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import DEFAULTS, load_all_params
+from retrieval_bench.core.params_panel import settings_key
+from retrieval_bench.core.params_sections import DVC_IGNORED_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 

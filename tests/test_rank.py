@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from conftest import pessimistic_ranks
 
-from retrieval_bench import run_contract
-from retrieval_bench.io import InputError
-from retrieval_bench.params import DEFAULTS
+from retrieval_bench.core import run_table as run_contract
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.retrieval import flat
 from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.bm25 import bm25_scores

@@ -6,13 +6,14 @@ import json
 import pandas as pd
 import pytest
 
+from retrieval_bench.core.params import DEFAULTS
+from retrieval_bench.core.relevance import judge, labels_without_spans
+from retrieval_bench.core.run_table import from_records
 from retrieval_bench.corpus.load import chunk_documents, load_corpus
 from retrieval_bench.evaluation.scoring import score_run, unscorable_warning, unspanned_warning
+from retrieval_bench.evaluation.scoring_settings import Scoring
 from retrieval_bench.goldenset.assemble import assemble
 from retrieval_bench.goldenset.build import evidence_texts, label_rows
-from retrieval_bench.params import DEFAULTS
-from retrieval_bench.run_contract import from_records
-from retrieval_bench.spans import judge, labels_without_spans
 
 SENTENCE = "Aspirin thins the blood and lowers the risk of a second heart attack in adults. "
 DOCS = {
@@ -66,7 +67,7 @@ def test_rejudged_labels_score_as_chunk_labels(tmp_path):
     recut = chunk_documents(corpus.documents, chars=100, overlap=0)
     pieces = recut.loc[recut["doc_id"] == "d2", "chunk_id"].tolist()
     run = from_records([("q2", recut["chunk_id"].iloc[0], 2.0), ("q2", pieces[0], 1.0)], 10)
-    row = score_run(golden, recut, run, [1, 2], 0.5, "expected").iloc[0]
+    row = score_run(golden, recut, run, Scoring(ks=(1, 2))).iloc[0]
     assert row["n_relevant"] == len(pieces)
     assert row["recall@2"] == pytest.approx(1 / len(pieces)) and row["reciprocal_rank"] == 0.5
 
@@ -115,7 +116,7 @@ def test_a_label_without_spans_is_unscorable_under_another_chunking_and_counted(
         unspanned_warning(golden, new)
     )
     run = from_records([("q", "n0-50", 1.0), ("r", "n50-100", 1.0)], 10)
-    per_question = score_run(golden, new, run, [1], 0.5, "expected")
+    per_question = score_run(golden, new, run, Scoring(ks=(1,)))
     assert per_question["n_relevant"].tolist() == [0, 1]  # r: (50, 100) holds 20 of the 30 grade-2 characters
     assert unscorable_warning(per_question).startswith("1 of 2 questions have no relevant chunk in this chunking (q)")
 
@@ -146,7 +147,9 @@ def test_ready_chunks_with_offsets_carry_spans_into_the_golden_rows(tmp_path):
     assert rows[0]["relevant_spans"] == [["doc", 81, 162, 2], ["doc", 162, 200, 1]]
     texts = dict(zip(corpus.documents["doc_id"], corpus.documents["text"]))
     assert evidence_texts(rows, texts) == [[text[81:162], text[162:200]]]  # found by span, not by chunk id
-    golden = assemble(DEFAULTS["generate"], corpus.documents, corpus.labels, "", "", "", False, lambda _: None)
+    golden = assemble(
+        DEFAULTS["generate"], corpus.documents, corpus.labels, "", "", "", dry_run=False, log=lambda _: None
+    )
     assert golden.rows[0]["relevant_spans"] == [["doc", 81, 162, 2], ["doc", 162, 200, 1]]
     json.dumps(golden.rows)  # plain ints and strings: data/goldenset.jsonl takes them as they are
     recut = chunk_documents(corpus.documents, chars=60, overlap=0)

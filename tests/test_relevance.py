@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from conftest import pessimistic_ranks
 
+from retrieval_bench.core.relevance import coverage, judge, union_coverage
 from retrieval_bench.corpus.load import chunk_documents
 from retrieval_bench.evaluation.metrics import question_metrics, span_recall
 from retrieval_bench.goldenset.build import (
@@ -13,7 +14,6 @@ from retrieval_bench.goldenset.build import (
     locate_evidence,
     sample_rows,
 )
-from retrieval_bench.spans import coverage, judge, union_coverage
 
 DOC = "SQLite stores data in one file.\nWAL mode lets readers   and writers run at the same time. Vacuum rebuilds it."
 

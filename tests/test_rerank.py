@@ -15,11 +15,12 @@ import pandas as pd
 import pytest
 from conftest import ONLY_DEFAULT, dvc, set_params
 
-from retrieval_bench import paths
-from retrieval_bench.io import InputError, sha256_file
-from retrieval_bench.model_source import folder_fingerprint
-from retrieval_bench.params import DEFAULTS, load_all_params
-from retrieval_bench.params_sections import RERANK_DEFAULT_MODEL
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import sha256_file
+from retrieval_bench.core.params import DEFAULTS, load_all_params
+from retrieval_bench.core.params_sections import RERANK_DEFAULT_MODEL
+from retrieval_bench.embedding.model_source import folder_fingerprint
 from retrieval_bench.retrieval import rerank
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
@@ -41,7 +42,7 @@ def tiny_cross_encoder(tmp_path_factory) -> str:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from retrieval_bench.model_source import bundled_model_path
+    from retrieval_bench.embedding.model_source import bundled_model_path
 
     folder = tmp_path_factory.mktemp("tiny-cross-encoder")
     tokenizer = AutoTokenizer.from_pretrained(str(bundled_model_path()))

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.embedding import saved_vectors
 from retrieval_bench.embedding.embed import save_embeddings
-from retrieval_bench.io import InputError
-from retrieval_bench.params_schema import DEFAULTS
 from retrieval_bench.retrieval import methods
 from retrieval_bench.retrieval.inputs import questions_and_corpus
 from retrieval_bench.retrieval.run import Corpus

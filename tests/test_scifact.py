@@ -12,7 +12,7 @@ import pytest
 import pytrec_eval
 from conftest import SHARED_SCIFACT, copy_project, dvc, read_metrics, set_params
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
 
 pytestmark = [
     pytest.mark.pipeline,

@@ -9,8 +9,8 @@ import time
 import pytest
 from conftest import copy_project, dvc
 
+from retrieval_bench.core.params import load_all_params
 from retrieval_bench.corpus.source_stamp import source_stamp, stamps
-from retrieval_bench.params import load_all_params
 
 
 def test_a_path_is_stamped_by_content_not_by_time(tmp_path):

@@ -17,13 +17,13 @@ from conftest import set_params
 from store_helpers import random_chunks
 from test_bad_input import assert_one_line_error, stage, stage_in_process
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.endpoints import is_loopback
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.store_address import parse_address
 from retrieval_bench.embedding.stored_vectors import read_vectors
-from retrieval_bench.endpoints import is_loopback
-from retrieval_bench.io import InputError
 from retrieval_bench.retrieval import store_search
 from retrieval_bench.retrieval.run import Corpus, Questions
-from retrieval_bench.store_address import parse_address
 from retrieval_bench.stores import registry
 from retrieval_bench.stores.base import STORE_URL_ENV, api_key
 

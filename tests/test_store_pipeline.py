@@ -17,12 +17,12 @@ import pytest
 from chroma_server import chroma_server, free_port
 from conftest import copy_project, dvc, git, read_metrics, run, set_params, tool_env
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import DEFAULTS
+from retrieval_bench.core.store_address import parse_address
 from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
-from retrieval_bench.io import InputError
-from retrieval_bench.params import DEFAULTS
-from retrieval_bench.store_address import parse_address
 from retrieval_bench.stores import registry
 
 pytestmark = pytest.mark.pipeline

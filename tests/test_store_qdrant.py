@@ -12,8 +12,8 @@ import pytest
 from qdrant_client import QdrantClient, models
 from store_helpers import DEPTH, DIM, N, assert_same_ranking, exact_top_k, opened, random_chunks
 
-from retrieval_bench.io import InputError
-from retrieval_bench.store_address import parse_address
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.store_address import parse_address
 from retrieval_bench.stores import registry
 
 

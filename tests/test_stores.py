@@ -15,9 +15,9 @@ from chroma_server import chroma_server
 from store_helpers import assert_same_ranking, exact_top_k, opened, unit
 
 import retrieval_bench.stores as stores_package
-from retrieval_bench import paths
-from retrieval_bench.io import InputError
-from retrieval_bench.store_address import ENGINES, StoreAddress, parse_address
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.store_address import ENGINES, StoreAddress, parse_address
 from retrieval_bench.stores import registry
 from retrieval_bench.stores.base import similarity
 
@@ -177,7 +177,7 @@ def test_reading_a_store_keeps_its_stamp_and_a_rebuild_changes_it(engine, data, 
     first = source_stamp(str(address))
     assert first["kind"] == "local store" and "md5" in first
     reader = (
-        "import sys, numpy as np; from retrieval_bench.stores import registry; from retrieval_bench.store_address import parse_address\n"
+        "import sys, numpy as np; from retrieval_bench.stores import registry; from retrieval_bench.core.store_address import parse_address\n"
         "store = registry.open_store(parse_address(sys.argv[1]))\n"
         "print(sum(len(page.ids) for page in store.pages(64, with_vectors=True)))\n"
         "dim = int(sys.argv[2]); store.search(np.ones((1, dim), dtype=np.float32) / dim ** 0.5, 10, None, None)\n"

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 import pytrec_eval
 
-from retrieval_bench import run_contract
+from retrieval_bench.core import run_table as run_contract
+from retrieval_bench.core.relevance import Judgement
+from retrieval_bench.core.run_table import Positions
 from retrieval_bench.evaluation.metrics import (
     concrete_ranks,
     expected_metrics,
@@ -22,13 +24,10 @@ from retrieval_bench.evaluation.metrics import (
 from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.hybrid import Top, fuse
 from retrieval_bench.retrieval.rank import judged_positions
-from retrieval_bench.run_contract import Positions
-from retrieval_bench.spans import Judgement
 
 KS = [1, 2, 3, 5]
-METRICS = ["reciprocal_rank", "reciprocal_rank@10", "ndcg@10", "map@10", "first_relevant_rank"] + [
-    f"{name}@{k}" for name in ("recall", "hit") for k in KS
-]
+CUT = ("recall", "hit", "reciprocal_rank", "ndcg", "map")  # every per-question column at a cut-off (metrics.AT_CUTOFF)
+METRICS = ["reciprocal_rank", "first_relevant_rank"] + [f"{name}@{k}" for name in CUT for k in KS]
 
 
 def all_orders(scores: np.ndarray):
@@ -94,20 +93,15 @@ def test_concrete_policies_equal_trec_eval_on_the_order_they_stand_for(seed, pol
     rank_of.update({c: next(free) for c in others})
     run = {f"d{c}": float(len(scores) - rank) for c, rank in rank_of.items()}  # distinct scores in that order
     qrels = {"q": {f"d{c}": int(g) for c, g in zip(judgement.indices, judgement.gains)}}
-    measures = {
-        "recip_rank",
-        "ndcg_cut.10",
-        "map_cut.10",
-        f"recall.{','.join(map(str, KS))}",
-        f"success.{','.join(map(str, KS))}",
-    }
+    cutoffs = ",".join(map(str, KS))
+    measures = {"recip_rank", f"ndcg_cut.{cutoffs}", f"map_cut.{cutoffs}", f"recall.{cutoffs}", f"success.{cutoffs}"}
     trec = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate({"q": run})["q"]
     assert ours["reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
-    assert ours["ndcg@10"] == pytest.approx(trec["ndcg_cut_10"], abs=1e-9)
-    assert ours["map@10"] == pytest.approx(trec["map_cut_10"], abs=1e-9)
     for k in KS:
         assert ours[f"recall@{k}"] == pytest.approx(trec[f"recall_{k}"], abs=1e-9)
         assert ours[f"hit@{k}"] == pytest.approx(trec[f"success_{k}"], abs=1e-9)
+        assert ours[f"ndcg@{k}"] == pytest.approx(trec[f"ndcg_cut_{k}"], abs=1e-9)
+        assert ours[f"map@{k}"] == pytest.approx(trec[f"map_cut_{k}"], abs=1e-9)
 
 
 def test_policies_bracket_expected_and_agree_without_ties():
@@ -165,8 +159,7 @@ def test_a_run_cut_at_depth_scores_every_k_up_to_depth_as_the_full_ranking(seed,
     cut = score_question(judgement, placed, ks, "expected")
     full = score_question(judgement, judged_positions(scores, judgement.indices), ks, "expected")
     truth = brute_force(scores, judgement, ks)  # the mean over every order of the full ranking
-    names = [f"{name}@{k}" for name in ("recall", "hit") for k in ks]
-    names += ["reciprocal_rank@10", "ndcg@10", "map@10"] if depth >= 10 else []
+    names = [f"{name}@{k}" for name in CUT for k in ks]  # ks: 1..depth
     for name in names:
         assert cut[name] == pytest.approx(full[name], abs=1e-12) and cut[name] == pytest.approx(
             truth[name], abs=1e-12
@@ -177,7 +170,7 @@ def test_a_run_cut_at_depth_scores_every_k_up_to_depth_as_the_full_ranking(seed,
 def test_hybrid_candidates_keep_the_dense_tie_group_at_the_fusion_cut(seed):
     """Review: hybrid cut its dense candidates at fusion_depth by chunk position, so when dense
     scores tied across that cut, the fused run changed with the order of the corpus."""
-    from retrieval_bench.params import DEFAULTS
+    from retrieval_bench.core.params import DEFAULTS
     from retrieval_bench.retrieval import hybrid
     from retrieval_bench.retrieval.run import Corpus, Questions
 

@@ -10,10 +10,10 @@ import sys
 import pytest
 from conftest import ROOT, tool_env
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.embedding import backends
-from retrieval_bench.model_source import model_fingerprint, resolve_model
-from retrieval_bench.params import DEFAULTS
+from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
 
 HEAVY = ("torch", "pandas", "numpy", "scipy", "dvc", "sentence_transformers", "pyarrow")
 X86_WITHOUT_BF16 = "processor\t: 0\nflags\t\t: fpu sse sse2 avx avx2 avx512f avx512bw avx512_vnni\n"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from retrieval_bench.api import Comparison, Scores, compare, load_params, read_golden, read_run, score
-    from retrieval_bench.io import InputError
+    from retrieval_bench.core.errors import InputError
 
 __all__ = [
     "Comparison",
@@ -35,7 +35,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(api, name)
     if name == "InputError":
-        from retrieval_bench.io import InputError
+        from retrieval_bench.core.errors import InputError
 
         return InputError
     if name == "__version__":

@@ -8,7 +8,7 @@ scored runs, read the inputs, load params.yaml; the pipeline's own code, one imp
     scores.metrics["ndcg@10"], scores.per_question.head()
     rb.score({"q1": {"c7": 1}}, {"q1": {"c7": 0.9, "c2": 0.4}}).metrics["mrr"]   # qrels and a run as dicts
 
-Bad input raises retrieval_bench.io.InputError with the one-line message the command line prints;
+Bad input raises retrieval_bench.core.errors.InputError with the one-line message the command line prints;
 an argument of the wrong type or out of range too (_check_argument), never a TypeError from deep inside.
 """
 
@@ -23,15 +23,18 @@ from typing import Any, Union
 import numpy as np
 import pandas as pd
 
-from retrieval_bench import params as _params
+from retrieval_bench.core import params as _params
+from retrieval_bench.core.errors import InputError, quoted
+from retrieval_bench.core.files import read_jsonl, read_table
+from retrieval_bench.core.run_table import check_scores, check_unique, checked_file, from_records, read_run_file
+from retrieval_bench.core.values import checked_id
 from retrieval_bench.evaluation import compare as _compare
 from retrieval_bench.evaluation.judged import MAX_GRADE, judged_summary, without_repeated_twins
 from retrieval_bench.evaluation.metrics import TIE_POLICIES, summarize
 from retrieval_bench.evaluation.per_question import check_one_row_per_question, read_per_question
 from retrieval_bench.evaluation.scoring import score_run, score_run_both_views
+from retrieval_bench.evaluation.scoring_settings import Scoring
 from retrieval_bench.evaluation.segments import segments
-from retrieval_bench.io import InputError, checked_id, quoted, read_jsonl, read_table
-from retrieval_bench.run_contract import check_scores, check_unique, checked_file, from_records, read_run_file
 
 Comparison = _compare.Comparison
 Labels = Union[str, Path, Sequence[Mapping[str, Any]], Mapping[str, Mapping[str, int]]]
@@ -233,25 +236,21 @@ def score(
     if not set(qids) & set(run_frame["qid"]):
         raise InputError(f"no question of the labels is in the run (qids such as {', '.join(qids[:3])})")
     table, budgets = _chunk_table(chunks, golden, run_frame, budgets, budget_unit)
+    scoring = Scoring(
+        ks=tuple(ks),
+        min_coverage=min_coverage,
+        ties=ties,
+        budgets=tuple(budgets),
+        budget_unit=budget_unit,
+        min_grade=min_grade,
+        ambiguous_at=ambiguous_at,
+    )
     if duplicates is None:
-        per_question = score_run(golden, table, run_frame, ks, min_coverage, ties, budgets, budget_unit)
+        per_question = score_run(golden, table, run_frame, scoring)
         return Scores(summarize(per_question, ks, len(table), budgets), _with_segments(per_question, golden))
     copies = _read_table(duplicates, ["group", "chunk_id"], "duplicates")
     pool = _read_pool(judged_pool) if _is_path(judged_pool) else list(judged_pool or [])
-    per_question = score_run_both_views(
-        golden,
-        table,
-        run_frame,
-        ks,
-        min_coverage,
-        ties,
-        copies,
-        pool,
-        min_grade,
-        ambiguous_at,
-        budgets=budgets,
-        budget_unit=budget_unit,
-    )
+    per_question = score_run_both_views(golden, table, run_frame, scoring, copies, pool)
     strict = summarize(per_question, ks, len(table), budgets)
     judged = without_repeated_twins(strict, judged_summary(per_question, ks, copies), graded=bool(pool))
     return Scores({**strict, **judged}, _with_segments(per_question, golden))

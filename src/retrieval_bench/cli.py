@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == chosen:
             getattr(importlib.import_module(module), adder)(command)
     args = parser.parse_args(argv)
-    from retrieval_bench.io import InputError
+    from retrieval_bench.core.errors import InputError
 
     try:
         return args.run(args) or 0

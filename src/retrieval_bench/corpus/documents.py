@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
 
 TEXT_SUFFIXES = (".md", ".txt")
 HTML_SUFFIXES = (".html", ".htm")  # read as their text (html_text)

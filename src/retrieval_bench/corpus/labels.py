@@ -1,6 +1,6 @@
 """Real relevance labels (queries and qrels over the source's chunks): one per judged query, with
 where its judged chunks lie in their documents, so a golden set built from them still scores a
-re-chunking of the same documents (retrieval_bench.spans.judge)."""
+re-chunking of the same documents (retrieval_bench.core.relevance.judge)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench.io import InputError
-from retrieval_bench.spans import with_label_spans
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.relevance import with_label_spans
 
 
 def build_labels(

@@ -9,20 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.core.errors import InputError, json_kind, quoted
+from retrieval_bench.core.files import check_regular, numbered_jsonl, read_text_lines
+from retrieval_bench.core.params import DEFAULTS
+from retrieval_bench.core.values import checked_id, checked_text
 from retrieval_bench.corpus.chunk import chunk_id, chunk_spans
 from retrieval_bench.corpus.documents import read_documents_folder
 from retrieval_bench.corpus.labels import build_labels
-from retrieval_bench.io import (
-    InputError,
-    check_regular,
-    checked_id,
-    checked_text,
-    json_kind,
-    numbered_jsonl,
-    quoted,
-    read_text_lines,
-)
-from retrieval_bench.params import DEFAULTS
 
 CHUNK_SUFFIXES = (".jsonl", ".parquet", ".csv")
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "start", "end", "text", "text_sha256"]
@@ -359,6 +352,7 @@ def load_corpus(
     chunk_chars: int = _LOAD["chunking"]["chars"],
     chunk_overlap: int = _LOAD["chunking"]["overlap"],
     split: str = _LOAD["split"],
+    *,
     missing_relevant: str = _LOAD["missing_relevant"],
 ) -> Corpus:
     """Load `source`, which is one of:

@@ -26,8 +26,9 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-from retrieval_bench.io import InputError, check_regular, hash_file, write_json
-from retrieval_bench.store_address import is_store_address, parse_address
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import check_regular, hash_file, write_json
+from retrieval_bench.core.store_address import is_store_address, parse_address
 
 
 def _files(root: Path) -> list[Path]:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.stage import progress
+from retrieval_bench.core.store_address import StoreAddress, parse_address
 from retrieval_bench.corpus.load import DOCUMENT_FIELDS, Corpus, note_repeated_texts, ready_chunks_corpus
-from retrieval_bench.io import InputError, progress
-from retrieval_bench.store_address import StoreAddress, parse_address
 from retrieval_bench.stores.base import PAGE_ROWS
 from retrieval_bench.stores.registry import open_store
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval_bench.core.errors import InputError, optional_extra
 from retrieval_bench.embedding.onnx_export import exported_model, import_onnxruntime, input_names
-from retrieval_bench.io import InputError, optional_extra
 
 OPENVINO_HINTS = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 CPUINFO = Path("/proc/cpuinfo")  # Linux; elsewhere the CPU's bf16 support is not checked

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import read_jsonl
+from retrieval_bench.core.params import load_params
 from retrieval_bench.embedding.embed import cache_keys, embedding_dimension
 from retrieval_bench.embedding.embedding_cache import prune
-from retrieval_bench.io import InputError, read_jsonl
-from retrieval_bench.model_source import model_fingerprint, resolve_model
-from retrieval_bench.params import load_params
+from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

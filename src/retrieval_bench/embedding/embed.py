@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval_bench.core.files import atomic_open, write_json
 from retrieval_bench.embedding.backends import load_encoder, runtime_version, st_dimension
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, read_shards, space_digest, text_keys
-from retrieval_bench.io import atomic_open, write_json
-from retrieval_bench.model_source import model_fingerprint, resolve_model
+from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
 
 
 def load_model(model: str, max_seq_length: int | None = None):
@@ -199,7 +199,7 @@ def _seconds_per_1000(encoder, texts: list[str], prompt: str, batch_size: int) -
     return (time.perf_counter() - started) / len(sample) * 1000
 
 
-def _embed_into(cache, found, items, model_path, fingerprint, settings, unit, progress, log):
+def _embed_into(cache, found, items, model_path, fingerprint, settings, *, unit, progress, log):
     """Embed `items` ((key, text) pairs) into `cache` and `found`, batch by batch: (the engine's
     description, seconds from its start-up, seconds per 1,000 texts once loaded, the local encoder)."""
     from tqdm import tqdm
@@ -226,6 +226,7 @@ def embed_texts(
     cache_dir: str | Path,
     unit: str = "text",
     progress: bool = True,
+    *,
     log=print,
     shared_caches: list[Path] = (),
     measure_speed: bool = False,
@@ -258,7 +259,7 @@ def embed_texts(
             order = np.argsort([-len(unique[key]) for key in missing])  # as sentence-transformers sorts
             items = [(missing[i], prompt + unique[missing[i]]) for i in order]
             description, seconds, speed, encoder = _embed_into(
-                cache, found, items, model_path, fingerprint, settings, unit, progress, log
+                cache, found, items, model_path, fingerprint, settings, unit=unit, progress=progress, log=log
             )
     stats = EmbedStats(
         len(texts), len(unique), len(unique) - len(missing), len(missing), seconds, description, len(shared)

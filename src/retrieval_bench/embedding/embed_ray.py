@@ -44,11 +44,12 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval_bench.core.endpoints import check_ray_address
+from retrieval_bench.core.errors import InputError, first_line, optional_extra
+from retrieval_bench.core.files import cache_root
+from retrieval_bench.core.locking import build_once
 from retrieval_bench.embedding.backends import encoder_label, load_encoder
-from retrieval_bench.endpoints import check_ray_address
-from retrieval_bench.io import InputError, cache_root, first_line, optional_extra
-from retrieval_bench.locking import build_once
-from retrieval_bench.model_source import folder_fingerprint, model_files, model_fingerprint
+from retrieval_bench.embedding.model_source import folder_fingerprint, model_files, model_fingerprint
 
 # A local instance holds the texts and vectors in flight, nothing more (Ray spills beyond it to
 # disk); Ray's default, 30% of the machine's memory, is reserved in /dev/shm for nothing.

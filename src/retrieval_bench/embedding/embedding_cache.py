@@ -49,8 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval_bench import locking
-from retrieval_bench.io import InputError
+from retrieval_bench.core import locking
+from retrieval_bench.core.errors import InputError
 
 HEADER_BYTES = 128
 KEY_BYTES = 32

@@ -34,8 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval_bench.io import InputError, cache_root, optional_extra, sha256_file
-from retrieval_bench.locking import build_once
+from retrieval_bench.core.errors import InputError, optional_extra
+from retrieval_bench.core.files import cache_root, sha256_file
+from retrieval_bench.core.locking import build_once
 
 EXPORT_VERSION = 1
 OPSET = 17

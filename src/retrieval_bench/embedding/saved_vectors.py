@@ -8,7 +8,8 @@ import json
 
 import numpy as np
 
-from retrieval_bench.io import InputError, load_array
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import load_array
 
 CHECK_ROWS = 1 << 14  # rows checked at once for finite values (a 6 MB mask at 384 dimensions)
 

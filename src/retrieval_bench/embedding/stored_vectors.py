@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.stage import progress
+from retrieval_bench.core.store_address import StoreAddress, parse_address
 from retrieval_bench.embedding.embed import embed_texts
-from retrieval_bench.io import InputError, progress
-from retrieval_bench.store_address import StoreAddress, parse_address
 from retrieval_bench.stores.base import PAGE_ROWS
 from retrieval_bench.stores.registry import open_store
 

@@ -120,6 +120,7 @@ def certificate(
     systems: list[str],
     names: tuple[str, str] = ("reference", "synthetic"),
     resamples: int = RESAMPLES,
+    *,
     seed: int = 0,
     level: float = 0.95,
 ) -> dict:

@@ -20,9 +20,10 @@ from math import comb
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.core.relevance import Judgement, union_coverage
+from retrieval_bench.core.run_table import Positions
 from retrieval_bench.evaluation.metrics import concrete_ranks
-from retrieval_bench.run_contract import Positions
-from retrieval_bench.spans import Judgement, union_coverage
+from retrieval_bench.evaluation.scoring_settings import Scoring
 
 UNITS = ("chars", "words")
 
@@ -53,15 +54,14 @@ def budget_table(
     run: pd.DataFrame,
     qids: list[str],
     chunks: pd.DataFrame,
-    budgets: list[int],
-    unit: str,
-    ties: str,
+    scoring: Scoring,
 ) -> pd.DataFrame:
-    """recall_budget@B per question (rows in `qids` order), from the run and the chunk table."""
-    lengths = chunk_lengths(chunks, unit)
+    """recall_budget@B per question (rows in `qids` order) for each B of scoring.budgets (in
+    scoring.budget_unit, ties by scoring.ties), from the run and the chunk table."""
+    lengths = chunk_lengths(chunks, scoring.budget_unit)
     row_of = pd.Series(np.arange(len(chunks)), index=chunks["chunk_id"].to_numpy())
     by_qid = {qid: group for qid, group in run.groupby("qid", sort=False)}
-    budgets = sorted(budgets)
+    budgets, ties = list(scoring.budgets), scoring.ties
     rows = []
     for qid, judgement, where in zip(qids, judgements, placed):
         group = by_qid.get(qid)
@@ -69,7 +69,9 @@ def budget_table(
             group = run.iloc[:0]
         order = np.argsort(-group["score"].to_numpy(), kind="stable")
         in_run = row_of[group["chunk_id"].to_numpy()].to_numpy()[order]
-        recall = budget_recall(judgement, where, in_run, group["score"].to_numpy()[order], lengths, budgets, ties)
+        recall = budget_recall(
+            judgement, where, in_run, group["score"].to_numpy()[order], lengths, budgets=budgets, ties=ties
+        )
         rows.append(dict(zip(budget_columns(budgets), recall)))
     return pd.DataFrame(rows, columns=budget_columns(budgets))
 
@@ -80,6 +82,7 @@ def budget_recall(
     in_run: np.ndarray,
     scores: np.ndarray,
     lengths: np.ndarray,
+    *,
     budgets: list[int],
     ties: str,
 ) -> list[float]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.core.question_sets import reference_set
 from retrieval_bench.evaluation.agreement import RESAMPLES, certificate, pair_verdict
 from retrieval_bench.evaluation.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.stats import ALPHA
 from retrieval_bench.evaluation.verdict import UNDETERMINED, decide, headline_metric, noise_floor, questions_to_decide
-from retrieval_bench.question_sets import reference_set
 
 
 def choose_sets(table: pd.DataFrame) -> tuple[str, list[str]] | None:
@@ -81,7 +81,7 @@ def set_certificate(
             np.array([pair_verdict(call[f"{side}_diff"], call[f"p_{side}"]) for call in judged["calls"]], dtype=np.int8)
             for side in ("reference", "synthetic")
         )
-        described = certificate(reference[metric], synthetic[metric], verdicts, systems, names, resamples, seed)
+        described = certificate(reference[metric], synthetic[metric], verdicts, systems, names, resamples, seed=seed)
         metrics[metric] = {**{k: v for k, v in judged.items() if k != "calls"}, **described, "pair_calls": calls}
     headline = headline_metric(reference)
     out = {

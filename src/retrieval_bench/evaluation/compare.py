@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.paths import DEFAULT
 from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text
 from retrieval_bench.evaluation.compare_runs import params_changed, question_context, read_run
 from retrieval_bench.evaluation.comparison import Comparison
@@ -40,8 +42,6 @@ from retrieval_bench.evaluation.stats import (
     randomization_p_value,
     win_tie_loss,
 )
-from retrieval_bench.io import InputError
-from retrieval_bench.paths import DEFAULT
 
 # ---------------------------------------------------------------------------------------------
 # Comparing two per-question tables (pure)
@@ -109,6 +109,7 @@ def compare_tables(
     b_label: str = "B",
     resamples: int = 10_000,
     seed: int = 0,
+    *,
     level: float = 0.95,
     k: int | None = None,
 ) -> Comparison:
@@ -127,8 +128,8 @@ def compare_tables(
     names = metric_columns(set(a.columns) & set(b.columns))
     if not names:
         raise InputError(f"{a_label} and {b_label} share no metric column (reciprocal_rank, ndcg@10, recall@k, hit@k)")
-    metrics = _statistics(a, b, names, resamples, seed, level, warnings)
-    judged, coincide = _judged_view(a, b, names, metrics, resamples, seed, level, warnings)
+    metrics = _statistics(a, b, names, resamples, seed, level, warnings=warnings)
+    judged, coincide = _judged_view(a, b, names, metrics, resamples, seed, level=level, warnings=warnings)
     flip_k = choose_flip_k(set(a.columns) & set(b.columns), k)
     flipped = flipped_questions(a, b, flip_k) if flip_k is not None else []
     return Comparison(
@@ -177,6 +178,7 @@ def _judged_view(
     strict: dict[str, dict],
     resamples: int,
     seed: int,
+    *,
     level: float,
     warnings: list[str],
 ) -> tuple[dict[str, dict], bool]:
@@ -190,7 +192,7 @@ def _judged_view(
     if all(_same(t[column], t[JUDGED + column]) for _, column in judged_names for t in (a, b)):
         return {name: {**strict[name], "column": JUDGED + column} for name, column in judged_names}, True
     named = [(name, JUDGED + column) for name, column in judged_names]
-    return _statistics(a, b, named, resamples, seed, level, warnings, JUDGED), False
+    return _statistics(a, b, named, resamples, seed, level, warnings=warnings, view=JUDGED), False
 
 
 def _same(first: pd.Series, second: pd.Series) -> bool:
@@ -222,6 +224,7 @@ def _statistics(
     resamples: int,
     seed: int,
     level: float,
+    *,
     warnings: list[str],
     view: str = "",
 ) -> dict[str, dict]:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.paths import CHUNKS, DEFAULT, DOCUMENTS, GOLDENSET, LEGACY_PER_QUESTION, per_question_of
 from retrieval_bench.evaluation.per_question import read_per_question
 from retrieval_bench.evaluation.revisions import WORKSPACE, git_show, read_artefact, resolve_revision
-from retrieval_bench.io import InputError
-from retrieval_bench.paths import CHUNKS, DEFAULT, DOCUMENTS, GOLDENSET, LEGACY_PER_QUESTION, per_question_of
 
 
 def read_run(rev: str, cwd: Path, system: str = DEFAULT) -> tuple[pd.DataFrame, str | None]:

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench import paths
-from retrieval_bench.io import InputError, atomic_open, read_jsonl, read_table
-from retrieval_bench.params import load_params
-from retrieval_bench.spans import judge
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import atomic_open, read_jsonl, read_table
+from retrieval_bench.core.params import load_params
+from retrieval_bench.core.relevance import judge
 
 
 def export_beir(chunks: pd.DataFrame, golden: list[dict], out: Path, min_coverage: float) -> int:

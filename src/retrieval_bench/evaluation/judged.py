@@ -28,11 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.core.errors import InputError, quoted
+from retrieval_bench.core.relevance import Judgement
+from retrieval_bench.core.run_table import positions
 from retrieval_bench.corpus.duplicates import group_members
 from retrieval_bench.evaluation.metrics import score_question, summary_names
-from retrieval_bench.io import InputError, quoted
-from retrieval_bench.run_contract import positions
-from retrieval_bench.spans import Judgement
+from retrieval_bench.evaluation.scoring_settings import Scoring
 
 PREFIX = "judged_"
 MAX_GRADE = 3
@@ -69,6 +70,7 @@ def _items(
     members: dict[str, list[str]],
     chunk_ids: np.ndarray,
     min_grade: int,
+    *,
     labelled: set[str],
 ) -> dict[int, Item]:
     span = judgement.span
@@ -129,16 +131,16 @@ def judged_table(
     judgements: list[Judgement],
     chunks: pd.DataFrame,
     run: pd.DataFrame,
-    ks: list[int],
-    ties: str,
+    scoring: Scoring,
+    *,
     duplicates: pd.DataFrame,
     grades: dict[str, dict[str, int | None]],
-    min_grade: int,
-    ambiguous_at: int,
 ) -> pd.DataFrame:
     """The judged view's per-question columns (judged_<metric>, judged_n_relevant,
     n_duplicate_relevant, n_judge_relevant, n_pooled, n_pooled_judged, n_pooled_relevant,
-    ambiguous), one row per golden row in order; `judgements` are the strict ones."""
+    ambiguous), one row per golden row in order; `judgements` are the strict ones. LLM grades
+    count from scoring.min_grade, a question is ambiguous from scoring.ambiguous_at."""
+    ks, ties, min_grade, ambiguous_at = list(scoring.ks), scoring.ties, scoring.min_grade, scoring.ambiguous_at
     chunk_ids = chunks["chunk_id"].to_numpy()
     index_of = {chunk_id: i for i, chunk_id in enumerate(chunk_ids)}
     members = group_members(duplicates)
@@ -147,7 +149,9 @@ def judged_table(
     for row, strict in zip(golden, judgements):
         qid = row["qid"]
         question_grades = grades.get(qid, {})
-        items = _items(strict, question_grades, index_of, members, chunk_ids, min_grade, set(row.get("relevant") or {}))
+        items = _items(
+            strict, question_grades, index_of, members, chunk_ids, min_grade, labelled=set(row.get("relevant") or {})
+        )
         gained_by_copy = sum(
             item.gain > 0 and item.source == "duplicate" for item in items.values()
         )  # before _collapse

@@ -12,7 +12,7 @@ questions do: the same providers, the batch API and its journal (data/judgements
 the guard at judge.max_cost_usd, the reply hygiene (llm.grades; a rejected reply is asked again
 up to judge.max_attempts times), and an append-only content-addressed cache
 (data/judgements.jsonl, keyed by provider family, model, prompt, question and chunk text), held
-under the cache's lock (retrieval_bench.locking) from the first look to the last reply. A kill
+under the cache's lock (retrieval_bench.core.locking) from the first look to the last reply. A kill
 loses only the requests in flight; a rerun pays only for pairs never graded. Off
 (judge.enabled false, or provider none) nothing is read from the runs and nothing is asked.
 """
@@ -28,19 +28,19 @@ from pathlib import Path
 
 import pandas as pd
 
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import JUDGE_POOL_REVISION
+from retrieval_bench.core.paths import DEFAULT, LEGACY_RUN, run_of
+from retrieval_bench.core.relevance import judge as strict_judgements
+from retrieval_bench.core.run_table import read_run_file, read_run_table
 from retrieval_bench.corpus.duplicates import group_members
 from retrieval_bench.evaluation.revisions import read_artefact, resolve_revision
-from retrieval_bench.io import InputError
 from retrieval_bench.llm.cache import EarlierKeys, read_cache
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.paid import PaidWork, pay_for
 from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import JUDGE, Job, prompt_text
-from retrieval_bench.params import JUDGE_POOL_REVISION
-from retrieval_bench.paths import DEFAULT, LEGACY_RUN, run_of
-from retrieval_bench.run_contract import read_run_file, read_run_table
-from retrieval_bench.spans import judge as strict_judgements
 
 Log = Callable[[str], None]
 
@@ -118,6 +118,7 @@ def pool_pairs(
     depth: int,
     duplicates: pd.DataFrame,
     min_coverage: float,
+    *,
     log: Log | None = None,
 ) -> list[Pair]:
     """The pooled pairs, question by question in golden-set order, chunks in order of first
@@ -187,7 +188,7 @@ def _status(
 
 
 def judge_pool(
-    params: dict, pairs: list[Pair], template: str, prompt_sha256: str, cache_path: str, dry_run: bool, log: Log
+    params: dict, pairs: list[Pair], template: str, prompt_sha256: str, cache_path: str, dry_run: bool, *, log: Log
 ) -> Judged:
     """Grade every pooled pair the cache lacks (see the module's docstring); the judged pool and
     the report. Raises JudgeDryRun after a dry run, StopGeneration on a clean stop."""

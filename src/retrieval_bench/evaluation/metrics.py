@@ -5,14 +5,14 @@ Two kinds of label, two recall variants:
 - chunk labels (real qrels, or chunk ids): every definition equals a trec_eval measure (checked
   against pytrec_eval in tests/test_metrics.py); a relevant chunk has gain > 0.
 
-Ranks are 1-based positions in the run (retrieval_bench.run_contract: retrieval.depth deep, with the
+Ranks are 1-based positions in the run (retrieval_bench.core.run_table: retrieval.depth deep, with the
 whole tie group at the cut), which are the full ranking's for every rank <= depth, so every
 metric at k <= depth is the full ranking's. A relevant chunk beyond the run is not retrieved
 (rank inf, trec_eval's convention): `mrr` (reciprocal_rank) counts 0 for a question whose first
 relevant chunk lies beyond the depth, so it is the full ranking's MRR less at most 1 / (depth + 1)
 per question, and exactly it with retrieval.depth all.
 - evidence spans (synthetic and hand-written questions): relevance and gain come from
-  retrieval_bench.spans (coverage of the evidence); recall@k is instead the share of the
+  retrieval_bench.core.relevance (coverage of the evidence); recall@k is instead the share of the
   evidence covered by the top k chunks together (our extension; equal to trec_eval's recall when
   the evidence is exactly one chunk of the same chunking).
 
@@ -34,11 +34,16 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.run_contract import Positions
-from retrieval_bench.spans import Judgement, union_coverage
+from retrieval_bench.core.relevance import Judgement, union_coverage
+from retrieval_bench.core.run_table import Positions
 
-CUTOFF = 10  # mrr@10, ndcg@10, map@10
 TIE_POLICIES = ("expected", "pessimistic", "optimistic")
+
+# The one metric table: (name metrics.json reports, per-question column), each at every cut-off k
+# of score.k (recall@k, hit@k, mrr@k from reciprocal_rank@k, ndcg@k, map@k), beside mrr over the
+# whole run. Each per-question value is computed below twice: at concrete ranks (question_metrics)
+# and as its exact expectation under ties (expected_metrics), both cross-checked against trec_eval.
+AT_CUTOFF = (("recall", "recall"), ("hit", "hit"), ("mrr", "reciprocal_rank"), ("ndcg", "ndcg"), ("map", "map"))
 
 
 def dcg(ranks: np.ndarray, gains: np.ndarray, k: int) -> float:
@@ -78,19 +83,16 @@ def question_metrics(
     ranks = np.asarray(ranks, dtype=np.float64)
     gains = np.asarray(gains, dtype=np.float64)
     first = float(ranks.min()) if len(ranks) else math.inf
-    row = {
-        "first_relevant_rank": first if math.isfinite(first) else math.nan,
-        "reciprocal_rank": 1.0 / first,
-        f"reciprocal_rank@{CUTOFF}": 1.0 / first if first <= CUTOFF else 0.0,
-        f"ndcg@{CUTOFF}": ndcg_at(ranks, gains, CUTOFF),
-        f"map@{CUTOFF}": average_precision_at(ranks, CUTOFF),
-    }
+    row = {"first_relevant_rank": first if math.isfinite(first) else math.nan, "reciprocal_rank": 1.0 / first}
     for k in ks:
         if recall_at is not None:
             row[f"recall@{k}"] = recall_at[k]
         else:
             row[f"recall@{k}"] = float(np.mean(ranks <= k)) if len(ranks) else 0.0
         row[f"hit@{k}"] = float(first <= k)
+        row[f"reciprocal_rank@{k}"] = 1.0 / first if first <= k else 0.0
+        row[f"ndcg@{k}"] = ndcg_at(ranks, gains, k)
+        row[f"map@{k}"] = average_precision_at(ranks, k)
     return row
 
 
@@ -151,13 +153,13 @@ def expected_metrics(positions: Positions, gains: np.ndarray, ks: list[int]) -> 
         p_first_at[1:] = r / n * np.cumprod((n - j[:-1] - r + 1) / (n - j[:-1]))
     row["first_relevant_rank"] = p + (n + 1) / (r + 1)
     row["reciprocal_rank"] = float(np.sum(p_first_at / (p + j)))
-    row[f"reciprocal_rank@{CUTOFF}"] = float(np.sum((p_first_at / (p + j))[p + j <= CUTOFF]))
-    row[f"ndcg@{CUTOFF}"] = _expected_dcg(groups, gains, CUTOFF) / _ideal_dcg(gains[relevant], CUTOFF)
-    row[f"map@{CUTOFF}"] = _expected_average_precision(groups, n_relevant, CUTOFF)
     for k in ks:
         inside = sum(len(members) * min(max(k - b, 0), size) / size for b, size, members in groups)
         row[f"recall@{k}"] = inside / n_relevant
         row[f"hit@{k}"] = 1.0 - _none_in_first(n, r, k - p)
+        row[f"reciprocal_rank@{k}"] = float(np.sum((p_first_at / (p + j))[p + j <= k]))
+        row[f"ndcg@{k}"] = _expected_dcg(groups, gains, k) / _ideal_dcg(gains[relevant], k)
+        row[f"map@{k}"] = _expected_average_precision(groups, n_relevant, k)
     # every metric but the rank is a share: a sum that is exactly 1 may round to 1 + 2e-16 (seven
     # relevant chunks tied at the top: ndcg), which no reader of per_question.csv may be handed
     return {name: value if name == "first_relevant_rank" else min(value, 1.0) for name, value in row.items()}
@@ -245,17 +247,14 @@ def span_recall(judgement: Judgement, ranks: np.ndarray, ks: list[int]) -> dict[
 
 
 def summary_names(ks: list[int], budgets: list[int] = ()) -> list[tuple[str, str]]:
-    """(metrics.json key, per-question column it averages), in the order they are reported;
-    recall_budget@B (retrieval_bench.evaluation.budgets) next to recall@k."""
-    names = [(f"recall@{k}", f"recall@{k}") for k in ks]
-    names += [(f"recall_budget@{b}", f"recall_budget@{b}") for b in sorted(budgets)]
-    names += [(f"hit@{k}", f"hit@{k}") for k in ks]
-    names += [
-        ("mrr", "reciprocal_rank"),
-        (f"mrr@{CUTOFF}", f"reciprocal_rank@{CUTOFF}"),
-        (f"ndcg@{CUTOFF}", f"ndcg@{CUTOFF}"),
-        (f"map@{CUTOFF}", f"map@{CUTOFF}"),
-    ]
+    """(metrics.json key, per-question column it averages), in the order they are reported: the
+    metric table by metric, then by k; recall_budget@B (retrieval_bench.evaluation.budgets) next
+    to recall@k, the whole run's mrr before mrr@k."""
+    names = []
+    for name, column in AT_CUTOFF:
+        names += [("mrr", "reciprocal_rank")] if name == "mrr" else []
+        names += [(f"{name}@{k}", f"{column}@{k}") for k in ks]
+        names += [(f"recall_budget@{b}", f"recall_budget@{b}") for b in sorted(budgets)] if name == "recall" else []
     return names
 
 

@@ -11,7 +11,7 @@ import json
 import math
 from pathlib import Path
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
 from retrieval_bench.evaluation.pareto import dominated_by, unmeasured
 
 # The methods that search vectors (retrieval.methods.USES_VECTORS; tests/test_panel_costs.py keeps

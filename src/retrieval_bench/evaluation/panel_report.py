@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from retrieval_bench.core.question_sets import ALL
 from retrieval_bench.evaluation.certify import (
     certificate_lines,
     certificate_summary,
@@ -18,7 +19,6 @@ from retrieval_bench.evaluation.panel_costs import MACHINE, cost_lines, plot_row
 from retrieval_bench.evaluation.panel_plots import rank_histograms, recall_curve
 from retrieval_bench.evaluation.segments import question_set
 from retrieval_bench.evaluation.style_gap import style_gap, style_lines
-from retrieval_bench.question_sets import ALL
 
 
 def panel_report(

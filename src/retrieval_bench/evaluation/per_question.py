@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.io import InputError, file_state, first_line, quoted
+from retrieval_bench.core.errors import InputError, first_line, quoted
+from retrieval_bench.core.files import file_state
 
 JUDGED = "judged_"  # the judged view's prefix (evaluation.judged.PREFIX)
 # The columns a comparison reads besides the metrics, with the values each may hold (empty: none).
@@ -40,7 +41,7 @@ def read_per_question(source: str | Path | bytes, label: str) -> pd.DataFrame:
 
 def metric_columns(columns) -> list[tuple[str, str]]:
     """(reported name, per-question column) of the compared metrics present in `columns`:
-    mrr, ndcg@k (the score stage writes ndcg@10), then recall@k and hit@k by increasing k. The
+    mrr, ndcg@k (the score stage writes one at every score.k), then recall@k and hit@k by increasing k. The
     names are read off the columns, not taken from metrics.py: a reader of the table must not
     rerun when a metric's definition changes."""
     columns = set(columns)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
 
 WORKSPACE = "workspace"
 EXPERIMENT_REFS = "refs/exps"

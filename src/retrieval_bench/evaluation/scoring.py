@@ -7,31 +7,24 @@ from __future__ import annotations
 
 import pandas as pd
 
+from retrieval_bench.core.relevance import judge, labels_without_spans
+from retrieval_bench.core.run_table import positions
 from retrieval_bench.evaluation.budgets import budget_table
 from retrieval_bench.evaluation.judged import judged_table, pool_grades
 from retrieval_bench.evaluation.metrics import score_question
-from retrieval_bench.run_contract import positions
-from retrieval_bench.spans import judge, labels_without_spans
+from retrieval_bench.evaluation.scoring_settings import Scoring
 
 UNSCORABLE_EXAMPLES = 5
 
 
-def score_run(
-    golden: list[dict],
-    chunks: pd.DataFrame,
-    run: pd.DataFrame,
-    ks: list[int],
-    min_coverage: float,
-    ties: str,
-    budgets: list[int] = (),
-    budget_unit: str = "chars",
-) -> pd.DataFrame:
+def score_run(golden: list[dict], chunks: pd.DataFrame, run: pd.DataFrame, scoring: Scoring) -> pd.DataFrame:
     """per_question.csv from a run (retrieval_bench.retrieval.run): a judged chunk the run did not
-    retrieve is not retrieved, and ties are equal scores within the run. budgets: recall_budget@B
-    columns too (retrieval_bench.evaluation.budgets), lengths in budget_unit."""
-    judgements, placed = _judged_and_placed(golden, chunks, run, min_coverage)
-    table = _table(golden, judgements, placed, ks, ties)
-    return _with_budgets(table, golden, judgements, placed, chunks, run, ties, budgets, budget_unit)
+    retrieve is not retrieved, and ties are equal scores within the run; recall_budget@B columns
+    for scoring.budgets (retrieval_bench.evaluation.budgets)."""
+    judgements, placed = _judged_and_placed(golden, chunks, run, scoring.min_coverage)
+    return _with_budgets(
+        _table(golden, judgements, placed, scoring), golden, judgements, placed, chunks, run, scoring=scoring
+    )
 
 
 def _judged_and_placed(golden: list[dict], chunks: pd.DataFrame, run: pd.DataFrame, min_coverage: float):
@@ -46,42 +39,38 @@ def score_run_both_views(
     golden: list[dict],
     chunks: pd.DataFrame,
     run: pd.DataFrame,
-    ks: list[int],
-    min_coverage: float,
-    ties: str,
+    scoring: Scoring,
     duplicates: pd.DataFrame,
     pool_rows: list[dict],
-    min_grade: int,
-    ambiguous_at: int,
+    *,
     pool_path: str = "judged pool",
-    budgets: list[int] = (),
-    budget_unit: str = "chars",
 ) -> pd.DataFrame:
     """per_question.csv: the strict columns of score_run, unchanged and first (recall_budget@B
     with them: the judged view has no budgets), then the judged view's (duplicates of judged
     chunks from `duplicates`, LLM grades from `pool_rows`, the rows of data/judged_pool.jsonl)."""
-    judgements, placed = _judged_and_placed(golden, chunks, run, min_coverage)
-    strict = _table(golden, judgements, placed, ks, ties)
-    strict = _with_budgets(strict, golden, judgements, placed, chunks, run, ties, budgets, budget_unit)
+    judgements, placed = _judged_and_placed(golden, chunks, run, scoring.min_coverage)
+    strict = _table(golden, judgements, placed, scoring)
+    strict = _with_budgets(strict, golden, judgements, placed, chunks, run, scoring=scoring)
     grades = pool_grades(pool_rows, {row["qid"] for row in golden}, set(chunks["chunk_id"]), pool_path)
-    judged = judged_table(golden, judgements, chunks, run, ks, ties, duplicates, grades, min_grade, ambiguous_at)
+    judged = judged_table(golden, judgements, chunks, run, scoring, duplicates=duplicates, grades=grades)
     return pd.concat([strict, judged], axis=1)
 
 
-def _table(golden, judgements, placed, ks, ties) -> pd.DataFrame:
+def _table(golden, judgements, placed, scoring: Scoring) -> pd.DataFrame:
+    ks = list(scoring.ks)
     return pd.DataFrame(
         [
-            {"qid": row["qid"], **score_question(judgement, where, ks, ties)}
+            {"qid": row["qid"], **score_question(judgement, where, ks, scoring.ties)}
             for row, judgement, where in zip(golden, judgements, placed)
         ]
     )
 
 
-def _with_budgets(table, golden, judgements, placed, chunks, run, ties, budgets, unit) -> pd.DataFrame:
-    if not budgets:
+def _with_budgets(table, golden, judgements, placed, chunks, run, *, scoring: Scoring) -> pd.DataFrame:
+    if not scoring.budgets:
         return table
     qids = [row["qid"] for row in golden]
-    return pd.concat([table, budget_table(judgements, placed, run, qids, chunks, list(budgets), unit, ties)], axis=1)
+    return pd.concat([table, budget_table(judgements, placed, run, qids, chunks, scoring)], axis=1)
 
 
 def unscorable_warning(per_question: pd.DataFrame) -> str | None:

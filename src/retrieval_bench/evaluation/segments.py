@@ -8,7 +8,7 @@ import posixpath
 
 import pandas as pd
 
-from retrieval_bench.question_sets import question_set_of
+from retrieval_bench.core.question_sets import question_set_of
 
 SEGMENT_COLUMNS = ["question_set", "document", "folder", "length_bucket"]
 LENGTH_BUCKETS = ((8, "short (<= 8 words)"), (15, "medium (9-15 words)"))

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from retrieval_bench.question_form import reads_as_question
+from retrieval_bench.core.question_form import reads_as_question
 
 FEATURES = ("words", "question_form", "echo_content_share", "echo_longest_ngram")
 FOLDS = 5

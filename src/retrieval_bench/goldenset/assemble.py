@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.question_sets import GENERATED, question_set_of
 from retrieval_bench.corpus.load import chunk_documents
 from retrieval_bench.goldenset import echo, style_examples
 from retrieval_bench.goldenset.build import (
@@ -44,11 +46,9 @@ from retrieval_bench.goldenset.selection import (
     rank_passages,
     walk,
 )
-from retrieval_bench.io import InputError
 from retrieval_bench.llm.cache import EarlierKeys, read_cache
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import QUESTIONS, prompt_text
-from retrieval_bench.question_sets import GENERATED, question_set_of
 
 Log = Callable[[str], None]
 
@@ -105,6 +105,7 @@ def assemble(
     template: str,
     prompt_sha256: str,
     cache_path: str,
+    *,
     dry_run: bool,
     log: Log,
 ) -> GoldenSet:
@@ -124,7 +125,7 @@ def assemble(
             raise DryRunDone("dry run: nothing would be generated or written")
     else:
         synthetic_rows, rejects, counts = synthetic(
-            params, documents, template, prompt_sha256, cache_path, dry_run, log, n_real=len(real)
+            params, documents, template, prompt_sha256, cache_path, dry_run, log=log, n_real=len(real)
         )
     hygiene = Hygiene.from_params(params)
     groups = {"real": real, "synthetic": synthetic_rows}
@@ -223,6 +224,7 @@ def synthetic(
     prompt_sha256: str,
     cache_path: str,
     dry_run: bool,
+    *,
     log: Log,
     n_real: int = 0,
 ) -> tuple[list[dict], list[dict], dict]:
@@ -243,7 +245,9 @@ def synthetic(
     log(plan_line(params["max_questions"], len(hw_rows), budget, len(ranked), n_real))
     seen = {normalise_question(row["question"]) for row in hw_rows}
     if family is not None:
-        generate_missing(params, settings, meta, template, ranked, budget, seen, cache_path, dry_run, log)
+        generate_missing(
+            params, settings, meta, template, ranked, budget, seen=seen, cache_path=cache_path, dry_run=dry_run, log=log
+        )
         if dry_run:
             raise DryRunDone("dry run: nothing was generated or written")
     index = CacheIndex(read_cache(cache_path), meta, by_key=family is not None)
@@ -254,7 +258,7 @@ def synthetic(
         params["max_attempts"],
         params["drop_echo"],
         seen,
-        template,
+        template=template,
         generating=False,
         hygiene=hygiene,
     )

@@ -15,13 +15,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import read_jsonl
+from retrieval_bench.core.question_form import CORE_INTERROGATIVES
+from retrieval_bench.core.relevance import coverage
 from retrieval_bench.goldenset.echo import words
 from retrieval_bench.goldenset.evidence import locate_evidence, locate_in_passage
 from retrieval_bench.goldenset.formats import SOURCES, hashed_qid, read_question_set
-from retrieval_bench.io import InputError, read_jsonl
-from retrieval_bench.question_form import CORE_INTERROGATIVES
 from retrieval_bench.retrieval.bm25 import tokenize
-from retrieval_bench.spans import coverage
 
 # Fields a golden row gets after _row (the echo gauge, hygiene flags, its question set, chunk labels):
 # a record's own field of one of these names is kept as own_<name>, never read as ours.

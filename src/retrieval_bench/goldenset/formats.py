@@ -20,16 +20,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from retrieval_bench.io import (
-    InputError,
-    check_regular,
-    json_kind,
-    numbered_jsonl,
-    quoted,
-    read_jsonl,
-    read_text,
-    read_text_lines,
-)
+from retrieval_bench.core.errors import InputError, json_kind, quoted
+from retrieval_bench.core.files import check_regular, numbered_jsonl, read_jsonl, read_text, read_text_lines
 
 RAGAS_FIELDS = ("user_input", "reference_contexts")
 LLAMAINDEX_FIELDS = ("queries", "corpus", "relevant_docs")

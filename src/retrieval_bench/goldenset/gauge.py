@@ -4,7 +4,7 @@ and how easy are they for BM25 over the chunks being scored?
 FILE is this project's golden set, hand-written questions, a BEIR folder, a ragas testset
 (CSV/JSONL) or a LlamaIndex EmbeddingQAFinetuneDataset (JSON): see retrieval_bench.goldenset.formats.
 Each question is measured against its evidence texts (retrieval_bench.goldenset.echo); its relevant chunks in
-the chunk table follow the scoring's relevance rule (retrieval_bench.spans).
+the chunk table follow the scoring's relevance rule (retrieval_bench.core.relevance).
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import atomic_open
+from retrieval_bench.core.relevance import judge
 from retrieval_bench.goldenset import echo
 from retrieval_bench.goldenset.build import locate_anywhere
 from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
-from retrieval_bench.io import InputError, atomic_open
-from retrieval_bench.spans import judge
 
 COLUMNS = ["qid", "question", "echo", "echo_longest_ngram", "echo_content_share", "bm25_rank", "n_relevant_chunks"]
 
@@ -28,7 +29,7 @@ COLUMNS = ["qid", "question", "echo", "echo_longest_ngram", "echo_content_share"
 def _relevance_rows(
     question: dict, kind: str, texts: dict[str, str], chunk_ids: set[str]
 ) -> tuple[list[dict], list[str]]:
-    """Rows retrieval_bench.spans can judge (spans or chunk labels) and the evidence texts."""
+    """Rows retrieval_bench.core.relevance can judge (spans or chunk labels) and the evidence texts."""
     if question.get("relevant") is not None:
         relevant = {c: g for c, g in question["relevant"].items() if c in chunk_ids}
         return [{"relevant": relevant}], [texts[c] for c, g in relevant.items() if g > 0 and c in texts]
@@ -55,7 +56,7 @@ def _evidence_and_relevant(
     questions: list[dict], kind: str, chunks: pd.DataFrame, documents: pd.DataFrame, min_coverage: float
 ) -> tuple[list[list[str]], list[np.ndarray]]:
     """Per question, its evidence texts and its relevant chunks' row indices (sorted): every
-    question's rows judged in one call, since spans.judge indexes all the chunks each time."""
+    question's rows judged in one call, since relevance.judge indexes all the chunks each time."""
     texts = dict(zip(documents["doc_id"].astype(str), documents["text"]))
     chunk_ids = set(chunks["chunk_id"])
     to_judge, owners, evidence = [], [], []

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from retrieval_bench.core.errors import InputError, describe_os_error
 from retrieval_bench.goldenset.build import (
     EVIDENCE_FORMATS,
     Hygiene,
@@ -27,7 +28,6 @@ from retrieval_bench.goldenset.build import (
     label_rows,
 )
 from retrieval_bench.goldenset.formats import read_question_set
-from retrieval_bench.io import InputError, describe_os_error
 
 
 @dataclass

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import yaml
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.locking import exclusive
 from retrieval_bench.llm.cache import read_cache
-from retrieval_bench.locking import exclusive
 
 PULL_ENV = "RETRIEVAL_BENCH_PULL"
 
@@ -141,6 +141,7 @@ def fetch_shared_cache(
     paying: bool,
     dry_run: bool,
     log: Callable[[str], None],
+    *,
     root: str | Path = ".",
 ) -> None:
     """Complete the question cache and batch journal from the versions dvc.lock records (see the

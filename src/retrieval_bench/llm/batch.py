@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.llm.cache import (
     CacheWriteError,
     CacheWriter,
@@ -399,6 +399,7 @@ async def run_batches(
     meta: Meta | None,
     settings: Settings,
     cache_path: str | Path,
+    *,
     writer: CacheWriter,
     meter: Meter,
     resume: list[dict],

@@ -37,10 +37,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
 
 # Hashed into the key of a passage whose text had to be escaped to stay inside the prompt's
-# <passage> delimiters (retrieval_bench.goldenset.evidence.escape_passage): such a passage is sent
+# <passage> delimiters (retrieval_bench.llm.passage_escape.escape_passage): such a passage is sent
 # differently from before, so it must not be served a reply cached for the unescaped prompt.
 ESCAPED_MARKER = "passage-delimiters-escaped"
 
@@ -64,7 +64,7 @@ def cache_key(
 
 
 def legacy_cache_key(
-    family: str, model: str, prompt_sha256: str, passage_text: str, max_tokens: int, attempt: int, escaped: bool
+    family: str, model: str, prompt_sha256: str, passage_text: str, max_tokens: int, attempt: int, *, escaped: bool
 ) -> str:
     """The key a record of KEY_VERSION 1 has: max_tokens hashed after the passage."""
     return _key([family, model, prompt_sha256, passage_text, max_tokens], attempt, escaped)

@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any
 
-from retrieval_bench.endpoints import is_loopback, origin
+from retrieval_bench.core.endpoints import is_loopback, origin
 from retrieval_bench.llm.credentials import Endpoint
 
 CONNECT_TIMEOUT_S = 3.0

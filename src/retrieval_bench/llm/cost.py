@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.tokens import estimate_input_tokens
 

@@ -8,7 +8,7 @@ the machine:
 - a loopback host (localhost, 127.0.0.0/8, ::1): vLLM, Ollama or llama.cpp on this machine;
 - the provider's own API host over https (api.openai.com for OPENAI_API_KEY);
 - the URL in the user's own environment (OPENAI_BASE_URL), or one listed in the user's config
-  file (retrieval_bench.endpoints, the rule shared with the vector stores' keys).
+  file (retrieval_bench.core.endpoints, the rule shared with the vector stores' keys).
 
 A `generate.base_url` pointing anywhere else while a key is set is refused with one line saying
 why and how to allow it. Without a key nothing secret is sent (a placeholder), so any URL is
@@ -21,8 +21,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from retrieval_bench.endpoints import config_path, is_vouched, origin, user_endpoints
-from retrieval_bench.io import InputError
+from retrieval_bench.core.endpoints import config_path, is_vouched, origin, user_endpoints
+from retrieval_bench.core.errors import InputError
 
 OFFICIAL_HOSTS = {"openai-compatible": {"api.openai.com"}, "anthropic": {"api.anthropic.com"}}
 DEFAULT_URLS = {"openai-compatible": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}

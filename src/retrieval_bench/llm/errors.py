@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.llm.connection import EndpointUnreachable, origin_of, os_reason
 
 SPEND_LIMIT_CODES = {

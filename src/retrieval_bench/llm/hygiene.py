@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from retrieval_bench.question_form import reads_as_question
+from retrieval_bench.core.question_form import reads_as_question
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The one entry point for paid LLM work (the golden set's questions, the judge's grades).
 
-Under the cache's lock (retrieval_bench.locking; none for a dry run): journalled batches of an
+Under the cache's lock (retrieval_bench.core.locking; none for a dry run): journalled batches of an
 earlier run are reconciled and collected first, then round by round the caller says what is
 still missing given the cache, batches in flight are left out, the estimate is logged, a dry run
 stops there, the cost guard checks the round against <section>.max_cost_usd (counting what this
@@ -18,7 +18,8 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
-from retrieval_bench.io import Interrupted
+from retrieval_bench.core.errors import Interrupted
+from retrieval_bench.core.locking import exclusive
 from retrieval_bench.llm.cache import journal_path_for, journal_pending, read_cache
 from retrieval_bench.llm.cost import check_cost, estimate
 from retrieval_bench.llm.errors import StopGeneration
@@ -27,7 +28,6 @@ from retrieval_bench.llm.registry import counterpart
 from retrieval_bench.llm.runner import can_resume, resume_batches, run
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import Job, Task
-from retrieval_bench.locking import exclusive
 
 Log = Callable[[str], None]
 # The cache's records by key and the round's number -> (the jobs still to ask, how many are done).
@@ -67,7 +67,7 @@ def pay_for(work: PaidWork, missing: Missing, rounds: int, dry_run: bool, log: L
             jobs = [job for job in jobs if job.key not in in_flight]
             if not jobs:
                 break
-            if not _round(work, jobs, done, round_number, paid, dry_run, log):
+            if not _round(work, jobs, done, round_number, paid, dry_run, log=log):
                 break
     if paid.failed:
         reasons = "; ".join(f"{n}x {r}" for r, n in Counter(paid.failed).most_common(3))
@@ -106,6 +106,7 @@ def _round(
     round_number: int,
     paid: Paid,
     dry_run: bool,
+    *,
     log: Log,
 ) -> bool:
     """One round: the estimate, a dry run's plan or the guard and the run; whether to go on."""

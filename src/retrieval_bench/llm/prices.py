@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from retrieval_bench.endpoints import is_loopback
-from retrieval_bench.io import InputError
+from retrieval_bench.core.endpoints import is_loopback
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.llm.credentials import DEFAULT_URLS
 
 BATCH_DISCOUNT = 0.5  # Message Batches: half price

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from retrieval_bench.io import progress
+from retrieval_bench.core.stage import progress
 from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.provider import Reply
 from retrieval_bench.llm.settings import Settings

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from retrieval_bench.io import Interrupted
+from retrieval_bench.core.errors import Interrupted
 from retrieval_bench.llm.batch import run_batches
 from retrieval_bench.llm.cache import CacheWriter, journal_path_for
 from retrieval_bench.llm.errors import StopGeneration
@@ -32,16 +32,20 @@ def run(task: Task, jobs: list[Job], meta: Meta, settings: Settings, cache_path:
     """Generate `jobs`, appending every reply to the cache as it arrives. Raises StopGeneration
     on a clean stop (spend limit, refused request, cost limit, unreachable endpoint, full disk);
     failed requests are listed in the outcome and stay uncached. The caller holds the cache's
-    lock (retrieval_bench.locking) and has reconciled the journal (resume_batches)."""
+    lock (retrieval_bench.core.locking) and has reconciled the journal (resume_batches)."""
     provider = settings.api
     preflight(provider, settings)
     meter = Meter(len(jobs), settings, f"{task.stage} ({settings.provider})", task.stage)
     writer = CacheWriter(cache_path)
     try:
         if isinstance(provider, BatchProvider):
-            outcome = asyncio.run(run_batches(provider, task, jobs, meta, settings, cache_path, writer, meter, [], []))
+            outcome = asyncio.run(
+                run_batches(
+                    provider, task, jobs, meta, settings, cache_path, writer=writer, meter=meter, resume=[], intents=[]
+                )
+            )
         else:
-            outcome = asyncio.run(run_sync(provider, task, jobs, meta, settings, writer, meter))
+            outcome = asyncio.run(run_sync(provider, task, jobs, meta, settings, writer, meter=meter))
     except KeyboardInterrupt:
         raise interrupted(meter.outcome, cache_path, settings.batch) from None
     finally:
@@ -85,7 +89,11 @@ def resume_batches(
     meter = Meter(total, settings, f"{task.stage}: resume batches", task.stage, batch=True)
     writer = CacheWriter(cache_path)
     try:
-        outcome = asyncio.run(run_batches(api, task, [], None, settings, cache_path, writer, meter, events, intents))
+        outcome = asyncio.run(
+            run_batches(
+                api, task, [], None, settings, cache_path, writer=writer, meter=meter, resume=events, intents=intents
+            )
+        )
     except KeyboardInterrupt:
         raise interrupted(meter.outcome, cache_path, batch=True) from None
     finally:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.llm.cache import EarlierKeys
 from retrieval_bench.llm.prices import resolve
 from retrieval_bench.llm.provider import Provider
 from retrieval_bench.llm.registry import PROVIDERS
-from retrieval_bench.params import DEFAULTS
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,14 @@ SPACE_PER_REPLY_BYTES = 64 << 10
 
 
 async def run_sync(
-    provider: Provider, task: Task, jobs: list[Job], meta: Meta, settings: Settings, writer: CacheWriter, meter: Meter
+    provider: Provider,
+    task: Task,
+    jobs: list[Job],
+    meta: Meta,
+    settings: Settings,
+    writer: CacheWriter,
+    *,
+    meter: Meter,
 ) -> Outcome:
     return await _SyncRun(provider, task, meta, settings, writer, meter).run(jobs)
 

@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.llm.cache import KEY_VERSION, cache_key, legacy_cache_key
 from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, Wording
 from retrieval_bench.llm.grades import parse_grade
 from retrieval_bench.llm.hygiene import clean_reply
+from retrieval_bench.llm.passage_escape import escape_passage, escape_tags
 from retrieval_bench.llm.provider import Reply
 from retrieval_bench.llm.schema import GRADE_SCHEMA, QUESTION_SCHEMA, ReplySchema
 from retrieval_bench.llm.settings import Meta
-from retrieval_bench.passage_escape import escape_passage, escape_tags
 
 
 def prompt_text(data: bytes, path: str | Path) -> str:
@@ -117,6 +117,7 @@ class Task:
         attempt: int,
         reply: Reply,
         provider: str | None = None,
+        *,
         seed: int | None = None,
     ) -> dict:
         """The cache record of one reply (llm.cache describes its fields)."""

@@ -31,8 +31,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from retrieval_bench import locking
-from retrieval_bench.io import InputError, atomic_path, cache_root
+from retrieval_bench.core import locking
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import atomic_path, cache_root
 from retrieval_bench.retrieval.flat import SEARCH_BLOCK, import_faiss
 from retrieval_bench.retrieval.run import Corpus, Questions, from_top, resolve_depth, section
 from retrieval_bench.retrieval.run_info import recall_against_exact

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval_bench import locking
-from retrieval_bench.io import cache_root, sha256_file
+from retrieval_bench.core import locking
+from retrieval_bench.core.files import cache_root, sha256_file
 from retrieval_bench.retrieval.run import from_top, whole_ties
 
 # bm25s' numba backend retrieves ~30x faster than its numpy one at 200,000 chunks (the same

@@ -20,10 +20,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from retrieval_bench import paths
-from retrieval_bench.io import InputError, atomic_open, checked_id, first_line, quoted, read_jsonl
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError, first_line, quoted
+from retrieval_bench.core.files import atomic_open, read_jsonl
+from retrieval_bench.core.run_table import check_run, from_records, read_run_file
+from retrieval_bench.core.values import checked_id
 from retrieval_bench.retrieval.run import section
-from retrieval_bench.run_contract import check_run, from_records, read_run_file
 
 
 def retrieve_run_file(questions, corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:

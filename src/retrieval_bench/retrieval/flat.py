@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.retrieval.run import whole_ties
 
 SEARCH_BLOCK = 4096  # questions per FAISS call (progress is reported between calls)

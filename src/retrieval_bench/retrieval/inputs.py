@@ -6,9 +6,10 @@ chunks holds their ids and vectors, not 300 MB of text twice over (Arrow's and P
 
 from __future__ import annotations
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError, quoted
+from retrieval_bench.core.files import read_jsonl, read_table
 from retrieval_bench.embedding.saved_vectors import load_saved_vectors
-from retrieval_bench.io import InputError, quoted, read_jsonl, read_table
 from retrieval_bench.retrieval.methods import needs_vectors
 from retrieval_bench.retrieval.run import Corpus, Questions
 

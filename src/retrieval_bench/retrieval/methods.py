@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from retrieval_bench import paths
+from retrieval_bench.core import paths
+from retrieval_bench.core.run_table import check_scores
 from retrieval_bench.retrieval import ann, bm25, costs, dense, external, hybrid, rerank, store_search
 from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth, section
-from retrieval_bench.run_contract import check_scores
 
 METHODS = {
     "dense": dense.retrieve,

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from retrieval_bench.run_contract import Positions
+from retrieval_bench.core.run_table import Positions
 
 QUERY_BATCH = 256  # questions scored at once: bounds memory at QUERY_BATCH x n_chunks floats
 

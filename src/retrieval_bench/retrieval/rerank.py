@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench import model_source
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.run_table import from_records
+from retrieval_bench.embedding import model_source
 from retrieval_bench.retrieval import bm25, dense, hybrid
 from retrieval_bench.retrieval.run import Corpus, Questions, section
-from retrieval_bench.run_contract import from_records
 
 FIRST_STAGES = {"dense": dense.retrieve, "bm25": bm25.retrieve, "hybrid": hybrid.retrieve}
 

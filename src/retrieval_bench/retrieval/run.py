@@ -1,5 +1,5 @@
 """What a method gets (Questions, Corpus), and its top chunks made a run: whole tie groups at the
-cut, then the contract's order (retrieval_bench.run_contract)."""
+cut, then the contract's order (retrieval_bench.core.run_table)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.run_contract import ranked
+from retrieval_bench.core.run_table import ranked
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def from_top(qids: list[str], chunk_ids: list[str], indices: np.ndarray, scores:
     mask of the same shape, drops entries (e.g. BM25 chunks sharing no word with the question)."""
     keep = np.ones(indices.shape, dtype=bool) if keep is None else keep
     ids = np.asarray(chunk_ids, dtype=object)
-    question, column = np.nonzero(keep)  # row by row, as run_contract.ranked would keep them
+    question, column = np.nonzero(keep)  # row by row, as run_table.ranked would keep them
     chunk, score = indices[question, column], scores[question, column].astype(np.float64)
     if len(set(qids)) < len(qids) or np.isnan(score).any():  # what only ranked's pandas sort defines
         return ranked(

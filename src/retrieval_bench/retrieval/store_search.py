@@ -17,10 +17,10 @@ import sys
 
 import pandas as pd
 
+from retrieval_bench.core.run_table import check_run, from_records
+from retrieval_bench.core.store_address import parse_address
 from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth, section
 from retrieval_bench.retrieval.run_info import recall_against_exact
-from retrieval_bench.run_contract import check_run, from_records
-from retrieval_bench.store_address import parse_address
 from retrieval_bench.stores.base import NONDETERMINISTIC_SEARCH
 from retrieval_bench.stores.registry import open_store
 

@@ -1,9 +1,9 @@
 """The small interface every store adapter implements, and what they share (API keys, errors, ids).
 
-Addresses are parsed by retrieval_bench.store_address. Credentials never appear in an address: API
+Addresses are parsed by retrieval_bench.core.store_address. Credentials never appear in an address: API
 keys come from the environment only (CHROMA_API_KEY, QDRANT_API_KEY, and Chroma's own
 CHROMA_CLIENT_AUTH_CREDENTIALS), and are sent only where
-retrieval_bench.endpoints allows: a loopback host, the server in RETRIEVAL_BENCH_STORE_URL, or one
+retrieval_bench.core.endpoints allows: a loopback host, the server in RETRIEVAL_BENCH_STORE_URL, or one
 listed in the user's endpoints file.
 """
 
@@ -15,9 +15,10 @@ from typing import Any, Iterable, Iterator, Protocol
 
 import numpy as np
 
-from retrieval_bench.endpoints import config_path, is_vouched, user_endpoints
-from retrieval_bench.io import InputError, checked_id
-from retrieval_bench.store_address import StoreAddress
+from retrieval_bench.core.endpoints import config_path, is_vouched, user_endpoints
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.store_address import StoreAddress
+from retrieval_bench.core.values import checked_id
 
 PAGE_ROWS = 1000  # chunks per request when a collection is read whole: memory holds one page of vectors
 
@@ -41,7 +42,7 @@ STORE_URL_ENV = "RETRIEVAL_BENCH_STORE_URL"  # the store server the user vouches
 def api_key(address: StoreAddress, name: str | None = None) -> str | None:
     """The key in environment variable `name` (default: the engine's API key), for a server it may
     be sent to (None: no key set). An address comes from params.yaml, which a pull request can
-    change: a key goes only to a host the user named outside git (retrieval_bench.endpoints), else
+    change: a key goes only to a host the user named outside git (retrieval_bench.core.endpoints), else
     this is one InputError."""
     name = name or API_KEY_ENV.get(address.engine)
     key = os.environ.get(name) if name else None

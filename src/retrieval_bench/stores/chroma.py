@@ -36,8 +36,8 @@ from chromadb.config import Settings  # noqa: E402
 from chromadb.errors import ChromaError, NotFoundError  # noqa: E402
 from overrides import override  # noqa: E402  (chromadb's components must mark what they override)
 
-from retrieval_bench.io import InputError  # noqa: E402
-from retrieval_bench.store_address import DEFAULT_TIMEOUT, StoreAddress  # noqa: E402
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.store_address import DEFAULT_TIMEOUT, StoreAddress  # noqa: E402
 from retrieval_bench.stores.base import (
     CHROMA_CREDENTIALS_ENV,
     StorePage,

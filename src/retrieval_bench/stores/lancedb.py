@@ -22,8 +22,8 @@ os.environ.setdefault("LANCEDB_LOG", "error")  # Lance logs warnings such as "No
 import lancedb  # noqa: E402
 from lancedb import index as lance_index  # noqa: E402
 
-from retrieval_bench.io import InputError  # noqa: E402
-from retrieval_bench.store_address import StoreAddress, check_search  # noqa: E402
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.store_address import StoreAddress, check_search  # noqa: E402
 from retrieval_bench.stores.base import StorePage, id_text, no_collection, reason, similarity
 
 # create_collection's index["type"] -> LanceDB's index configuration (the names of create_index's index_type).

@@ -37,8 +37,8 @@ from pydantic import ValidationError
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ApiException, ResponseHandlingException
 
-from retrieval_bench.io import InputError
-from retrieval_bench.store_address import StoreAddress
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.store_address import StoreAddress
 from retrieval_bench.stores.base import StorePage, api_key, id_text, no_collection, plain, reason, similarity
 
 QUERY_BATCH = 64  # query vectors per request to a server

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from retrieval_bench.io import optional_extra
-from retrieval_bench.store_address import ENGINES, StoreAddress
+from retrieval_bench.core.errors import optional_extra
+from retrieval_bench.core.store_address import ENGINES, StoreAddress
 from retrieval_bench.stores.base import Store
 
 

@@ -34,8 +34,8 @@ import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 import sqlite_vec
 
-from retrieval_bench.io import InputError
-from retrieval_bench.store_address import StoreAddress
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.store_address import StoreAddress
 from retrieval_bench.stores.base import StorePage, id_text, plain, reason, similarity
 
 K_MAX = 4096  # sqlite-vec's limit on k in a k-nearest query

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
 
 RAY_ADDRESS_ENV = "RETRIEVAL_BENCH_RAY_ADDRESS"  # the Ray cluster (host:port) the user vouches for outside git
 

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from retrieval_bench.io import InputError, json_kind
-from retrieval_bench.params_panel import (
+from retrieval_bench.core.errors import InputError, json_kind
+from retrieval_bench.core.params_panel import (
     NAMED_BASE,
     check_chunking,
     check_imported,
@@ -15,7 +15,7 @@ from retrieval_bench.params_panel import (
     check_panel,
     check_retrieval,
 )
-from retrieval_bench.params_schema import (
+from retrieval_bench.core.params_schema import (
     CHOICES,
     DEFAULTS,
     OPTIONAL_TYPES,
@@ -23,7 +23,7 @@ from retrieval_bench.params_schema import (
     finite,
     unknown_key,
 )
-from retrieval_bench.params_sections import (
+from retrieval_bench.core.params_sections import (
     check_embed,
     check_llm_requests,
     check_similarity_bars,
@@ -31,8 +31,8 @@ from retrieval_bench.params_sections import (
     first_ignored_key,
     read_yaml_file,
 )
-from retrieval_bench.paths import DEFAULT, LEGACY_RUN, run_of
-from retrieval_bench.store_address import check_store_params
+from retrieval_bench.core.paths import DEFAULT, LEGACY_RUN, run_of
+from retrieval_bench.core.store_address import check_store_params
 
 
 def load_params(section: str, path: str | Path = "params.yaml") -> dict[str, Any]:
@@ -95,7 +95,7 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     check_imported(params["generate"]["imported"], path)
     check_similarity_bars(params, path)
     _check_judge(params["judge"], path)
-    check_embed(params["embed"], path)
+    check_embed(params["embed"], "embed", path)
     check_store_params(params, path)
     check_retrieval(params["retrieval"], "retrieval", max(ks), path)
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
 
 try:  # POSIX
     import fcntl

@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from retrieval_bench.io import InputError, quoted
-from retrieval_bench.params_sections import DVC_IGNORED_KEYS, REQUEST_TIMEOUT_S
+from retrieval_bench.core.errors import InputError, quoted
+from retrieval_bench.core.params_sections import DVC_IGNORED_KEYS, REQUEST_TIMEOUT_S
 
 # The defaults double as the schema: a key not listed here is a typo, and a value must have
 # the type of its default (an int is accepted where a float is expected; None means optional).

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from retrieval_bench.io import InputError
+from retrieval_bench.core.errors import InputError
 
 # engine -> (the pip extra that installs it, the module it needs): a missing extra is one line.
 ENGINES = {
@@ -36,7 +36,7 @@ ENGINES = {
     "sqlite-vec": ("sqlite-vec", "sqlite_vec"),
 }
 # engine -> scheme -> the port its client connects to where a server URL names none: parse_address
-# writes it into the URL, so the key check (retrieval_bench.endpoints) and the client see one port.
+# writes it into the URL, so the key check (retrieval_bench.core.endpoints) and the client see one port.
 DEFAULT_PORTS = {"chroma": {"http": 8000, "https": 443}, "qdrant": {"http": 6333, "https": 6333}}
 OPTIONS = {"collection", "table", "text", "id", "document", "start", "end", "vector", "timeout"}
 DEFAULT_TIMEOUT = (

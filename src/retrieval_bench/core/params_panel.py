@@ -7,12 +7,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from retrieval_bench.io import InputError, quoted
-from retrieval_bench.params_schema import CHOICES, DEFAULTS, check_shape, unknown_key
-from retrieval_bench.params_sections import check_embed, check_inside, check_rerank_and_ann
-from retrieval_bench.paths import DEFAULT as DEFAULT_SYSTEM
-from retrieval_bench.question_sets import RESERVED
-from retrieval_bench.store_address import check_retrieval_store
+from retrieval_bench.core.errors import InputError, quoted
+from retrieval_bench.core.params_schema import CHOICES, DEFAULTS, check_shape, unknown_key
+from retrieval_bench.core.params_sections import check_embed, check_inside, check_rerank_and_ann
+from retrieval_bench.core.paths import DEFAULT as DEFAULT_SYSTEM
+from retrieval_bench.core.question_sets import RESERVED
+from retrieval_bench.core.store_address import check_retrieval_store
 
 
 def check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Path) -> None:
@@ -120,7 +120,7 @@ def check_named(section: str, entries: Any, params: dict[str, Any], path: Path) 
             seq = settings["max_seq_length"]
             if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq <= 0):
                 raise InputError(f"{path}: {where}.max_seq_length must be a positive int or null, got {seq!r}")
-            check_embed(settings, path)
+            check_embed(settings, where, path)
         checked[name] = settings
     return checked
 

@@ -22,7 +22,9 @@ from typing import IO
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.io import InputError, atomic_open, checked_id, file_state, open_regular, quoted, read_table
+from retrieval_bench.core.errors import InputError, quoted
+from retrieval_bench.core.files import atomic_open, file_state, open_regular, read_table
+from retrieval_bench.core.values import checked_id
 
 RUN_COLUMNS = ["qid", "chunk_id", "rank", "score"]
 MAX_RUN_LINE = 1 << 16  # bytes: a run line holds two ids and two numbers; a longer one is no run (a binary file)

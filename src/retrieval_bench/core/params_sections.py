@@ -11,7 +11,8 @@ from typing import Any
 
 import yaml
 
-from retrieval_bench.io import InputError, describe_os_error, file_state, quoted
+from retrieval_bench.core.errors import InputError, describe_os_error, quoted
+from retrieval_bench.core.files import file_state
 
 # DVC leaves every param key named `size` or `nfiles` out of its run-cache key
 # (treeverse/dvc#10296), so a change to such a key is silently served stale outputs: no key of
@@ -157,37 +158,39 @@ def check_bounds(section: dict[str, Any], bounds: dict[str, tuple[float, float]]
             raise InputError(f"{path}: {where}.{key} must be between {lowest} and {highest}, got {value!r}")
 
 
-def check_embed(embed: dict[str, Any], path: Path) -> None:
+def check_embed(embed: dict[str, Any], where: str, path: Path) -> None:
+    """The embed section, or an embedder over it (`where`: embed or embedders.NAME, the key the
+    messages name)."""
     device = embed["device"]
     if device is not None and not (isinstance(device, str) and re.fullmatch(r"cpu|mps|cuda(:\d+)?", device)):
-        raise InputError(f"{path}: embed.device must be null (auto), cpu, cuda, cuda:N or mps, got {device!r}")
+        raise InputError(f"{path}: {where}.device must be null (auto), cpu, cuda, cuda:N or mps, got {device!r}")
     if embed["quantize"] == "int8" and embed["backend"] != "onnx":
-        raise InputError(f"{path}: embed.quantize int8 needs embed.backend onnx, got {embed['backend']!r}")
+        raise InputError(f"{path}: {where}.quantize int8 needs {where}.backend onnx, got {embed['backend']!r}")
     if embed["backend"] == "onnx" and embed["precision"] != "fp32":
         raise InputError(
-            f"{path}: embed.precision {embed['precision']} is not available with embed.backend onnx "
+            f"{path}: {where}.precision {embed['precision']} is not available with {where}.backend onnx "
             "(fp32 only; bf16/fp16: openvino or torch)"
         )
     if embed["backend"] != "torch" and device not in (None, "cpu"):
         raise InputError(
-            f"{path}: embed.device {device!r} needs embed.backend torch ({embed['backend']} runs on the CPU here)"
+            f"{path}: {where}.device {device!r} needs {where}.backend torch ({embed['backend']} runs on the CPU here)"
         )
     ray = embed["ray"]
     address = ray["address"]
     if address is not None and not (isinstance(address, str) and address.strip()):
         raise InputError(
-            f"{path}: embed.ray.address must be null (start a local Ray), auto or host:port, got {address!r}"
+            f"{path}: {where}.ray.address must be null (start a local Ray), auto or host:port, got {address!r}"
         )
     if address == "local":  # Ray's own name for a new local instance: the engine's private one, watchdog and all
         ray["address"] = None
-    check_bounds(embed, EMBED_BOUNDS, "embed", path)
+    check_bounds(embed, EMBED_BOUNDS, where, path)
     if (
         embed["engine"] == "ray"
         and ray["num_gpus_per_actor"] > 0
         and (embed["backend"] != "torch" or device not in (None, "cuda"))
     ):
         raise InputError(
-            f"{path}: embed.ray.num_gpus_per_actor > 0 needs embed.backend torch and embed.device null or cuda "
+            f"{path}: {where}.ray.num_gpus_per_actor > 0 needs {where}.backend torch and {where}.device null or cuda "
             f"(got backend {embed['backend']}, device {device})"
         )
 

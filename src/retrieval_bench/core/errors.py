@@ -1,0 +1,72 @@
+"""Bad input as one line: the exception every reader raises, and the words of its messages
+(a value quoted, an exception's first line, an OS error, a missing optional extra)."""
+
+from __future__ import annotations
+
+import errno
+import math
+from contextlib import contextmanager
+from typing import Iterator
+
+
+class InputError(Exception):
+    """Bad input from the user: reported as one line, exit status 1, no traceback."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with one line saying what was kept and what a rerun does (run_stage prints it)."""
+
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a process ended by Ctrl-C
+
+
+def json_kind(value: object) -> str:
+    """A value as JSON would name it, for messages: null, a number 1.5, a list, ..."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    return f"a {type(value).__name__}" if not isinstance(value, str) else repr(value)
+
+
+QUOTE_CHARS = 40  # at most this much of a value read from a file is echoed in an error line
+
+
+def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
+    """A value from a file, for an error line: its repr (control characters escaped, so it stays
+    one line), cut to `limit` characters; no more of an arbitrary file is echoed."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+@contextmanager
+def optional_extra(extra: str, what: str) -> Iterator[None]:
+    """Imports in the block come from the optional extra `extra` of pyproject.toml: one that fails
+    (the package, or a module it needs, is not installed) is one InputError saying that `what`
+    needs the extra and the `pip install` that brings it. The project's own modules failing to
+    import is a bug, re-raised as it is."""
+    try:
+        yield
+    except ImportError as error:
+        if (error.name or "").split(".")[0] == __name__.split(".")[0]:
+            raise
+        raise InputError(
+            f"{what} needs the {extra} extra, which is not installed ({first_line(error)}): pip install -e '.[{extra}]'"
+        ) from None
+
+
+def first_line(error: BaseException, limit: int = 120) -> str:
+    """The first non-blank line of an exception's message (stripped), cut to `limit` characters."""
+    text = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def describe_os_error(error: OSError) -> str:
+    """One line for a failure of the operating system (disk full, permission, missing file)."""
+    what = (
+        "no space left on the device" if error.errno in (errno.ENOSPC, errno.EDQUOT) else (error.strerror or str(error))
+    )
+    where = f" ({error.filename})" if error.filename else ""
+    return f"{what}{where}"

@@ -1,0 +1,103 @@
+"""What every stage shares as a program: `python -m stages.<name> --help`, one `error:` line and
+exit status 1 for bad input, Ctrl-C in one line (exit status 130), progress bars."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from retrieval_bench.core.errors import (
+    INTERRUPTED_EXIT,
+    InputError,
+    Interrupted,
+    describe_os_error,
+)
+
+
+class _StageArguments(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not argparse's usage block
+        print(f"error: {self.prog}: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def stage_parser(name: str, doc: str | None) -> argparse.ArgumentParser:
+    """The command line of `python -m stages.<name>`: --help prints the stage's whole docstring and
+    exits 0 without running anything; a stage with options adds them."""
+    return _StageArguments(
+        prog=f"python -m stages.{name}",
+        description=(doc or "").strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=textwrap.fill(
+            f"`dvc repro` runs it as stage {name} of dvc.yaml; its settings are in params.yaml. Bad "
+            "input ends in one `error:` line and exit status 1, Ctrl-C in one line and exit status 130.",
+            96,
+        ),
+    )
+
+
+def run_stage(main: Callable[[], None], own_arguments: bool = False) -> None:
+    """Run a stage's main(). Run as a script (`python -m stages.<name>`, main defined in __main__),
+    its command line is read first: --help prints the stage's help and exits 0 (`own_arguments`:
+    main reads its command line itself). An InputError or an OSError (a full disk, a permission)
+    becomes one line on stderr and exit status 1; Ctrl-C one line and exit status 130. (Under
+    `dvc repro`, DVC reports any failing stage with its own message and exits 255.)"""
+    script = sys.modules.get("__main__")
+    if not own_arguments and getattr(main, "__module__", None) == "__main__" and script is not None:
+        spec = getattr(script, "__spec__", None)
+        stage_parser((spec.name if spec else Path(sys.argv[0]).stem).rsplit(".", 1)[-1], script.__doc__).parse_args(
+            sys.argv[1:]
+        )
+    try:
+        main()
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    except OSError as error:
+        print(f"error: {describe_os_error(error)}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt as error:
+        said = (
+            str(error)
+            if isinstance(error, Interrupted)
+            else ("interrupted; no output was half-written (each is replaced whole or not at all): rerun to finish")
+        )
+        print(f"\n{said}", file=sys.stderr)
+        sys.exit(INTERRUPTED_EXIT)
+
+
+def progress(total: int, desc: str, unit: str = "q"):
+    """A progress bar on stderr (tqdm) that counts what is done, with its rate and time left. Used
+    as a context manager it ends at total/total when the block succeeds (the work is done even if
+    a step reported nothing); in a log (stderr not a terminal) it prints at most every 15 s and
+    never the same count twice."""
+    from tqdm import tqdm
+
+    class Bar(tqdm):
+        def __init__(self, **options: Any) -> None:
+            self._log = not sys.stderr.isatty()
+            self._shown: int | None = None
+            super().__init__(**options)
+
+        def display(self, msg: str | None = None, pos: int | None = None) -> bool | None:
+            if self._log and msg is None and self._shown == self.n:
+                return None  # in a log this count is already printed: the final close would repeat it
+            self._shown = self.n
+            return super().display(msg, pos)
+
+        def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
+            if kind is None and self.total and self.n < self.total:
+                self.update(self.total - self.n)
+            super().__exit__(kind, value, traceback)
+
+    return Bar(
+        total=total,
+        desc=desc,
+        unit=unit,
+        file=sys.stderr,
+        dynamic_ncols=True,
+        mininterval=0.5 if sys.stderr.isatty() else 15.0,
+    )

@@ -1,0 +1,42 @@
+"""Ids and texts read from the user's files: checked as text (no null, float or lone surrogate)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrieval_bench.core.errors import (
+    InputError,
+    json_kind,
+    quoted,
+)
+
+
+def _unicode(value: str, where: str, field: str) -> str:
+    """`value` if it is valid Unicode: JSON's \\ud800 escapes give lone surrogates, which no UTF-8
+    file (Parquet, JSONL) can hold."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InputError(
+            f"{where}: {field!r} holds a lone surrogate {quoted(value[error.start])} at character "
+            f"{error.start}, which is not text (an escape such as \\ud800 without its pair)"
+        ) from None
+    return value
+
+
+def checked_id(value: object, where: str, field: str) -> str:
+    """An id as text: a non-empty string, or an integer (42 -> "42"); anything else (null, NaN,
+    a float, true, a list, a lone surrogate) is an InputError naming `where` (file and record)."""
+    if isinstance(value, str) and value.strip():
+        return _unicode(value, where, field)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return str(int(value))
+    got = "an empty string" if isinstance(value, str) else json_kind(value)
+    raise InputError(f"{where}: {field!r} must be a non-empty string (or an integer), got {got}")
+
+
+def checked_text(value: object, where: str, field: str) -> str:
+    """A text: a string (it may be empty; empty texts are dropped and counted later)."""
+    if isinstance(value, str):
+        return _unicode(value, where, field)
+    raise InputError(f"{where}: {field!r} must be a string, got {json_kind(value)}")
