@@ -295,7 +295,7 @@ BAD_VALUES = [
     ("reciprocal_rank", -3.0, "-3.0 is not a number in [0, 1]"),
     ("recall@2", -np.inf, "-inf is not a number in [0, 1]"),
     ("hit@1", 2.0, "2.0 is not a number in [0, 1]"),
-    ("ndcg@10", "good", "'good' is not a number in [0, 1]"),
+    ("ndcg@2", "good", "'good' is not a number in [0, 1]"),
     ("first_relevant_rank", 0.5, "0.5 is not a rank >= 1"),
     ("n_relevant", -1, "-1 is not a count >= 0"),
 ]
@@ -326,10 +326,10 @@ def test_a_judged_column_is_checked_like_its_strict_one():
 def test_an_empty_metric_value_is_still_left_out_with_a_warning():
     """Only values no metric can take are refused: an empty cell is a question without that value."""
     good = scores().per_question
-    gap = good.assign(**{"ndcg@10": [np.nan, *good["ndcg@10"].iloc[1:]]})
+    gap = good.assign(**{"ndcg@2": [np.nan, *good["ndcg@2"].iloc[1:]]})
     comparison = rb.compare(good, gap, resamples=50)
-    assert comparison.metrics["ndcg@10"]["n"] == len(good) - 1
-    assert any("ndcg@10: 1 questions without a value" in warning for warning in comparison.warnings)
+    assert comparison.metrics["ndcg@2"]["n"] == len(good) - 1
+    assert any("ndcg@2: 1 questions without a value" in warning for warning in comparison.warnings)
 
 
 def test_the_command_line_refuses_an_out_of_range_per_question_csv(tmp_path, monkeypatch, capsys):

@@ -19,12 +19,12 @@ from llm_helpers import jobs_for, settings
 from stub_llm import StubLLM
 
 from retrieval_bench import stores as stores_package
-from retrieval_bench.core.endpoints import check_ray_address, is_vouched
+from retrieval_bench.core.endpoints import check_ray_address, may_receive_key
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.store_address import parse_address
 from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.goldenset.formats import read_question_set
-from retrieval_bench.llm.credentials import anthropic_endpoint, key_may_go_to, openai_endpoint
+from retrieval_bench.llm.credentials import OFFICIAL_HOSTS, anthropic_endpoint, openai_endpoint
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.runner import run as run_jobs
 from retrieval_bench.llm.tasks import QUESTIONS
@@ -56,8 +56,8 @@ def one_line(error: pytest.ExceptionInfo) -> str:
     ],
 )
 def test_a_name_that_only_resolves_locally_by_luck_gets_no_key(url, tmp_path, monkeypatch):
-    assert not is_vouched(url, [])
-    assert not key_may_go_to(url, "openai-compatible", [])
+    assert not may_receive_key(url, [])
+    assert not may_receive_key(url, [], OFFICIAL_HOSTS["openai-compatible"])
     with pytest.raises(InputError) as refused:
         openai_endpoint(url, {"OPENAI_API_KEY": "sk-never-sent", "HOME": str(tmp_path)})
     assert "OPENAI_BASE_URL=" in one_line(refused) and "sk-never-sent" not in str(refused.value)
@@ -76,8 +76,8 @@ def test_a_ray_cluster_at_a_dotted_localhost_is_not_taken_for_this_machine(addre
 
 
 def test_a_dotted_host_the_user_named_is_vouched_for_as_written(tmp_path):
-    assert is_vouched("http://localhost./v1", ["http://localhost./v1"])
-    assert not is_vouched("http://models.example./v1", ["http://models.example/v1"])
+    assert may_receive_key("http://localhost./v1", ["http://localhost./v1"])
+    assert not may_receive_key("http://models.example./v1", ["http://models.example/v1"])
 
 
 # --- item 4: no redirect is followed, so nothing reaches a host the user did not name ----------

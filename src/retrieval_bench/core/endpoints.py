@@ -61,18 +61,20 @@ def user_endpoints(env: Mapping[str, str]) -> list[str]:
     return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
 
 
-def is_vouched(url: str, user_urls: Iterable[str]) -> bool:
-    """Whether a key may go to `url`: a loopback host, or the origin of a URL the user chose."""
+def may_receive_key(url: str, vouched: Iterable[str], official_hosts: Iterable[str] = ()) -> bool:
+    """The one rule: whether a key from the environment may go to `url` (an http(s) URL, or a Ray
+    cluster as tcp://host:port): its host is loopback, or one of `official_hosts` over https (an
+    API's own host: api.openai.com for OPENAI_API_KEY), or its origin (scheme, host, port) is that
+    of a URL the user named outside git (`vouched`: an environment variable, the config file)."""
     scheme, host, port = origin(url)
-    if is_loopback(host):
+    if is_loopback(host) or (scheme == "https" and host in set(official_hosts)):
         return True
-    return any(origin(allowed) == (scheme, host, port) for allowed in user_urls if allowed)
+    return any(origin(allowed) == (scheme, host, port) for allowed in vouched if allowed)
 
 
-def _host_port(address: str) -> tuple[str, str]:
-    """(host, port) of a host:port address as Ray splits it (an IPv6 host in brackets)."""
-    host, _, port = address.rpartition(":")
-    return host.lower().removeprefix("[").removesuffix("]"), port
+def ray_url(address: str) -> str:
+    """A Ray address (host:port, or tcp://host:port in the config file) as the URL the rule reads."""
+    return "tcp://" + address.strip().removeprefix("tcp://").rstrip("/")
 
 
 def check_ray_address(address: str, env: Mapping[str, str]) -> None:
@@ -80,11 +82,10 @@ def check_ray_address(address: str, env: Mapping[str, str]) -> None:
     token, and the driver unpickles what it returns: it must be on a loopback host or be the one the
     user named outside git (RETRIEVAL_BENCH_RAY_ADDRESS, RAY_ADDRESS, or tcp://host:port in the
     endpoints file), else one InputError. `auto` reads RAY_ADDRESS, the user's own choice."""
-    host, port = _host_port(address)
-    if address == "auto" or is_loopback(host):  # (params.yaml's `local` is read as null: no address)
+    if address == "auto":  # (params.yaml's `local` is read as null: no address)
         return
     named = [env.get(RAY_ADDRESS_ENV, ""), env.get("RAY_ADDRESS", ""), *user_endpoints(env)]
-    if (host, port) in [_host_port(url.strip().removeprefix("tcp://").rstrip("/")) for url in named if url]:
+    if may_receive_key(ray_url(address), [ray_url(url) for url in named if url.strip()]):
         return
     raise InputError(
         f"embed.ray.address {address!r}: the Ray cluster there would receive your corpus, the model and any Ray "

@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from retrieval_bench.core.endpoints import config_path, is_vouched, origin, user_endpoints
+from retrieval_bench.core.endpoints import config_path, may_receive_key, user_endpoints
 from retrieval_bench.core.errors import InputError
 
 OFFICIAL_HOSTS = {"openai-compatible": {"api.openai.com"}, "anthropic": {"api.anthropic.com"}}
@@ -51,13 +51,6 @@ def free_routes(section: str) -> str:
     )
 
 
-def key_may_go_to(url: str, provider: str, user_urls: list[str]) -> bool:
-    """Whether a key for `provider` may be sent to `url`: loopback, the provider's own host over
-    https, or the origin (scheme, host, port) of a URL the user chose."""
-    scheme, host, _ = origin(url)
-    return (scheme == "https" and host in OFFICIAL_HOSTS.get(provider, set())) or is_vouched(url, user_urls)
-
-
 def openai_endpoint(
     params_base_url: str | None, env: Mapping[str, str] | None = None, section: str = "generate"
 ) -> Endpoint:
@@ -80,7 +73,7 @@ def openai_endpoint(
         )
     if key and params_base_url:
         vouched = [env_url or "", *user_endpoints(env)]
-        if not key_may_go_to(params_base_url, "openai-compatible", vouched):
+        if not may_receive_key(params_base_url, vouched, OFFICIAL_HOSTS["openai-compatible"]):
             raise InputError(
                 f"{section}.base_url in params.yaml is {params_base_url}, and OPENAI_API_KEY is set: a key from your "
                 "environment is only sent to a loopback host, to api.openai.com, or to an endpoint you chose outside "

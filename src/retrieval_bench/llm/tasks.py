@@ -68,7 +68,7 @@ def _keyed(meta: Meta, text: str, attempt: int, escaped: bool) -> tuple[str, int
         digest = hashlib.sha256(f"{meta.seed}\0{key}".encode()).digest()
         seed = int.from_bytes(digest[:4], "big") >> 1  # 31 bits: every server's seed type holds it
     for max_tokens in meta.earlier.max_tokens:
-        earlier = legacy_cache_key(*fields, max_tokens, attempt, escaped)
+        earlier = legacy_cache_key(*fields, max_tokens, attempt, escaped=escaped)
         if earlier in meta.earlier.keys:
             return earlier, seed
     return key, seed

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator, Protocol
 
 import numpy as np
 
-from retrieval_bench.core.endpoints import config_path, is_vouched, user_endpoints
+from retrieval_bench.core.endpoints import config_path, may_receive_key, user_endpoints
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.store_address import StoreAddress
 from retrieval_bench.core.values import checked_id
@@ -48,7 +48,7 @@ def api_key(address: StoreAddress, name: str | None = None) -> str | None:
     key = os.environ.get(name) if name else None
     if not key or not address.is_server:
         return key or None
-    if not is_vouched(address.location, [os.environ.get(STORE_URL_ENV, ""), *user_endpoints(os.environ)]):
+    if not may_receive_key(address.location, [os.environ.get(STORE_URL_ENV, ""), *user_endpoints(os.environ)]):
         raise InputError(
             f"{address}: {name} is set, and a key from your environment is only sent to a loopback host or to a store "
             "server you chose outside the repository, because anyone who can change params.yaml could otherwise collect it; "
