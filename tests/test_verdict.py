@@ -125,6 +125,7 @@ def test_questions_to_decide_grows_the_limiting_set():
         "grown": ["reference"],
         "n": None,
         "why": "too few reference questions (4) to estimate how many would decide it",
+        "too_few": {"set": "reference", "n": 4},
     }
 
 
@@ -195,3 +196,24 @@ def test_the_noise_floor_says_why_it_has_no_figure():
     assert noise_floor(pool(8, rng), pool(20, rng))["why"] == "fewer than 10 reference questions"
     flat = noise_floor(pool(40, rng), np.full((6, 20), 0.5))
     assert flat["as_consistent_as"] is None and flat["why"] == "the synthetic set scores every system alike"
+
+
+def test_an_undetermined_line_names_the_sets_the_estimate_could_not_grow():
+    """The estimate says why in parts (the set, its size, the factor): the line names the sets as
+    the panel does, not the roles, and no message is made by rewriting another."""
+    from retrieval_bench.evaluation.certify import verdict_line
+
+    head = {"reproduced": 1, "separable": 1, "pairs": 3, "unsettled": 2}
+    cert = {
+        "verdict": "undetermined",
+        "headline_metric": "mrr",
+        "metrics": {"mrr": {**head, "pair_calls": []}},
+        "noise_floor": {"as_consistent_as": None, "why": "fewer than 10 reference questions"},
+    }
+    names, sizes = ("hand-written", "generated"), {"hand-written": 4, "generated": 30}
+    few = {"grown": ["reference"], "n": None, "why": "...", "too_few": {"set": "reference", "n": 4}}
+    line = verdict_line({**cert, "to_decide": few}, names, sizes)
+    assert "; too few hand-written questions (4) to estimate how many would decide it;" in line
+    none = {"grown": ["reference", "synthetic"], "n": None, "why": "...", "factor": 16}
+    line = verdict_line({**cert, "to_decide": none}, names, sizes)
+    assert "not even 16 times as many hand-written and generated questions would decide it (resampled)" in line

@@ -136,10 +136,16 @@ def verdict_line(cert: dict, names: tuple[str, str], sizes: dict[str, int]) -> s
     if estimate["n"] is not None:
         wanted = " and ".join(f"{n} {named[name]}" for name, n in estimate["n"].items())
         decide_text = f"; about {wanted} questions would decide it (resampled)"
-    else:
-        decide_text = "; " + estimate["why"].replace(" reference ", f" {reference} ").replace(
-            " synthetic ", f" {synthetic} "
+    elif "too_few" in estimate:
+        name = named[estimate["too_few"]["set"]]
+        decide_text = f"; too few {name} questions ({estimate['too_few']['n']}) to estimate how many would decide it"
+    elif "factor" in estimate:
+        decide_text = (
+            f"; not even {estimate['factor']} times as many {reference} and {synthetic} questions would decide it "
+            "(resampled)"
         )
+    else:  # a certificate written before the estimate said why in parts
+        decide_text = f"; {estimate['why']}"
     return f"{who.format('undetermined against')}: {pairs}, {head['unsettled']} unsettled{decide_text}; {floor}"
 
 

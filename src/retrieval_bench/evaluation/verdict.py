@@ -244,7 +244,8 @@ def questions_to_decide(
     once (a pair the reference only just separates needs both). The first size at which at least
     half of `draws` resampled verdicts (decide, the same families) are agrees or disagrees is
     returned as {grown: [reference and/or synthetic], n: {set: size in all}, why: None}; n None,
-    with why, when none does, or when a set to grow has fewer than MIN_TO_RESAMPLE questions
+    with why (and the largest factor tried, or too_few: the set and its size), when none does, or
+    when a set to grow has fewer than MIN_TO_RESAMPLE questions
     (copies of a handful of questions would look decisive). The estimate takes the differences the
     questions show as the true ones: it says how many questions like these would decide, not what
     more questions would show."""
@@ -259,6 +260,7 @@ def questions_to_decide(
             "grown": small,
             "n": None,
             "why": f"too few {small[0]} questions ({sizes[small[0]]}) to estimate how many would decide it",
+            "too_few": {"set": small[0], "n": sizes[small[0]]},
         }
     rng = np.random.default_rng(seed)
     for grown in ([limiting], ["reference", "synthetic"]):
@@ -279,4 +281,5 @@ def questions_to_decide(
         "grown": ["reference", "synthetic"],
         "n": None,
         "why": f"not even {factors[-1]} times as many reference and synthetic questions would decide it (resampled)",
+        "factor": factors[-1],
     }
