@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from retrieval_bench.core.params_schema import CHOICES, DEFAULTS, MIXED, NULLABLE, OPTIONAL_TYPES  # noqa: E402
+from retrieval_bench.llm.registry import NO_PROVIDER, PROVIDERS  # noqa: E402
+from retrieval_bench.llm.settings import LLM_SECTIONS  # noqa: E402
 
 PARAMS_PAGE = ROOT / "docs" / "reference" / "params.md"
 CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
@@ -96,6 +98,8 @@ def flatten(node: dict[str, Any], prefix: str = "") -> list[tuple[str, Any, bool
 def value_type(section: str, key: str, dotted: str, default: Any) -> str:
     """What params.py accepts for a key, in words."""
     choices = CHOICES.get((section, key)) if "." not in key else None
+    if key == "provider" and section in LLM_SECTIONS:
+        choices = {NO_PROVIDER, *PROVIDERS}
     if choices:
         return " \\| ".join(f"`{choice}`" for choice in sorted(choices))
     if f"params.{dotted}" in MIXED:

@@ -11,6 +11,7 @@ from retrieval_bench.core.files import atomic_open, write_json
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.stage import run_stage
 from retrieval_bench.corpus.source_stamp import imported_stamps, source_stamp, stamps
+from retrieval_bench.llm.settings import check_llm_sections
 
 
 def style_examples_stamp(file: str | None) -> dict:
@@ -22,6 +23,7 @@ def style_examples_stamp(file: str | None) -> dict:
 
 def main() -> None:
     params = load_all_params()
+    check_llm_sections(params)
     # Every stamp is taken before any output is written: a failing check leaves the last good
     # outputs as they were (dvc.yaml keeps them with persist: true; DVC would delete them first).
     source, store, stored_vectors = stamps(params, paths.SOURCE_DIGEST_MEMO)

@@ -371,9 +371,10 @@ def test_the_cost_guards_refuse_what_is_not_finite(changes, guard):
 def test_a_price_that_is_not_finite_is_refused(price):
     from retrieval_bench.core.errors import InputError
     from retrieval_bench.llm.prices import resolve
+    from retrieval_bench.llm.registry import PROVIDERS
 
     with pytest.raises(InputError, match="generate.price: prices must be finite numbers >= 0"):
-        resolve("anthropic", "claude-haiku-4-5", None, price)
+        resolve(PROVIDERS["anthropic"], "claude-haiku-4-5", None, price)
 
 
 def _chunk_ids(project):

@@ -24,8 +24,10 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.store_address import parse_address
 from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.goldenset.formats import read_question_set
-from retrieval_bench.llm.credentials import OFFICIAL_HOSTS, anthropic_endpoint, openai_endpoint
+from retrieval_bench.llm.anthropic import MESSAGES
+from retrieval_bench.llm.credentials import endpoint_for
 from retrieval_bench.llm.errors import StopGeneration
+from retrieval_bench.llm.openai_compatible import CHAT_COMPLETIONS
 from retrieval_bench.llm.runner import run as run_jobs
 from retrieval_bench.llm.tasks import QUESTIONS
 from retrieval_bench.stores import registry
@@ -57,9 +59,9 @@ def one_line(error: pytest.ExceptionInfo) -> str:
 )
 def test_a_name_that_only_resolves_locally_by_luck_gets_no_key(url, tmp_path, monkeypatch):
     assert not may_receive_key(url, [])
-    assert not may_receive_key(url, [], OFFICIAL_HOSTS["openai-compatible"])
+    assert not may_receive_key(url, [], CHAT_COMPLETIONS.official_hosts)
     with pytest.raises(InputError) as refused:
-        openai_endpoint(url, {"OPENAI_API_KEY": "sk-never-sent", "HOME": str(tmp_path)})
+        endpoint_for(CHAT_COMPLETIONS, url, {"OPENAI_API_KEY": "sk-never-sent", "HOME": str(tmp_path)})
     assert "OPENAI_BASE_URL=" in one_line(refused) and "sk-never-sent" not in str(refused.value)
     monkeypatch.setenv("QDRANT_API_KEY", "qdrant-never-sent")
     monkeypatch.delenv(STORE_URL_ENV, raising=False)
@@ -392,9 +394,13 @@ def test_a_folder_with_no_document_says_what_it_holds(tmp_path):
 @pytest.mark.parametrize(
     ("make", "section", "routes"),
     [
-        (lambda env: anthropic_endpoint("anthropic", env), "generate", ["generate.handwritten", "localhost:11434"]),
-        (lambda env: anthropic_endpoint("anthropic", env, "judge"), "judge", ["judge.provider none", "judge.base_url"]),
-        (lambda env: openai_endpoint(None, env), "generate", ["generate.provider none", "generate.base_url"]),
+        (lambda env: endpoint_for(MESSAGES, None, env), "generate", ["generate.handwritten", "localhost:11434"]),
+        (lambda env: endpoint_for(MESSAGES, None, env, "judge"), "judge", ["judge.provider none", "judge.base_url"]),
+        (
+            lambda env: endpoint_for(CHAT_COMPLETIONS, None, env),
+            "generate",
+            ["generate.provider none", "generate.base_url"],
+        ),
     ],
 )
 def test_the_no_key_line_names_the_free_routes(make, section, routes, tmp_path):

@@ -52,9 +52,10 @@ from retrieval_bench.goldenset.selection import REJECT_REASONS, CacheIndex, walk
 from retrieval_bench.llm import batch, sync
 from retrieval_bench.llm.batch import GRACE_ENV
 from retrieval_bench.llm.cache import CacheWriter, EarlierKeys, cache_key, legacy_cache_key, read_cache, read_journal
-from retrieval_bench.llm.credentials import openai_endpoint
+from retrieval_bench.llm.credentials import endpoint_for
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.hygiene import clean_reply
+from retrieval_bench.llm.openai_compatible import CHAT_COMPLETIONS
 from retrieval_bench.llm.runner import run
 from retrieval_bench.llm.settings import Meta
 from retrieval_bench.llm.tasks import QUESTIONS
@@ -210,7 +211,7 @@ def test_where_a_key_may_go(tmp_path):
         "http://[::1]:8080/v1",
         "https://api.openai.com/v1",
     ):
-        assert openai_endpoint(allowed, env).key == "sk-x"
+        assert endpoint_for(CHAT_COMPLETIONS, allowed, env).key == "sk-x"
     for refused in (
         "https://evil.example/v1",
         "http://api.openai.com/v1",
@@ -218,20 +219,26 @@ def test_where_a_key_may_go(tmp_path):
         "http://10.0.0.8:8000/v1",
     ):
         with pytest.raises(InputError, match="unset OPENAI_API_KEY"):
-            openai_endpoint(refused, env)
+            endpoint_for(CHAT_COMPLETIONS, refused, env)
     # The user vouches for it outside git: the environment, or the user's config file.
     assert (
-        openai_endpoint("https://llm.corp.example/v1", {**env, "OPENAI_BASE_URL": "https://llm.corp.example/v1/"}).key
+        endpoint_for(
+            CHAT_COMPLETIONS, "https://llm.corp.example/v1", {**env, "OPENAI_BASE_URL": "https://llm.corp.example/v1/"}
+        ).key
         == "sk-x"
     )
     with pytest.raises(InputError):
-        openai_endpoint("https://llm.corp.example:8443/v1", {**env, "OPENAI_BASE_URL": "https://llm.corp.example/v1"})
+        endpoint_for(
+            CHAT_COMPLETIONS,
+            "https://llm.corp.example:8443/v1",
+            {**env, "OPENAI_BASE_URL": "https://llm.corp.example/v1"},
+        )
     config = tmp_path / ".config" / "retrieval-bench" / "endpoints"
     config.parent.mkdir(parents=True)
     config.write_text("# my team's gateway\nhttps://gateway.corp.example/openai/v1\n")
-    assert openai_endpoint("https://gateway.corp.example/v1", env).key == "sk-x"
+    assert endpoint_for(CHAT_COMPLETIONS, "https://gateway.corp.example/v1", env).key == "sk-x"
     # Without a key nothing secret is sent: any URL is fine.
-    assert openai_endpoint("https://evil.example/v1", {"HOME": str(tmp_path)}).key == "not-needed"
+    assert endpoint_for(CHAT_COMPLETIONS, "https://evil.example/v1", {"HOME": str(tmp_path)}).key == "not-needed"
 
 
 # --- 3. one writer at a time --------------------------------------------------------------------------------

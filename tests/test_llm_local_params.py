@@ -21,7 +21,7 @@ from retrieval_bench.core.params import load_all_params
 from retrieval_bench.llm.cache import CacheWriter, EarlierKeys, read_cache
 from retrieval_bench.llm.runner import run
 from retrieval_bench.llm.schema import GRADE_SCHEMA
-from retrieval_bench.llm.settings import Meta
+from retrieval_bench.llm.settings import Meta, check_llm_sections
 from retrieval_bench.llm.tasks import QUESTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,8 +133,9 @@ def test_anthropic_gets_output_config_and_neither_seed_nor_temperature(stub, tmp
 
 def test_a_temperature_for_anthropic_is_refused_in_one_line(tmp_path):
     path = params_with(tmp_path, **{"judge.temperature": 0.5})  # judge.provider is anthropic by default
+    params = load_all_params(path)  # the ground layer checks the shape; the LLM layer what the provider takes
     with pytest.raises(InputError, match=r"judge\.temperature is for provider openai-compatible"):
-        load_all_params(path)
+        check_llm_sections(params, str(path))
 
 
 # --- re-asks differ -------------------------------------------------------------------------------------

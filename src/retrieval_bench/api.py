@@ -82,7 +82,12 @@ def _is_path(value: object) -> bool:
 def load_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any]]:
     """params.yaml validated as the pipeline validates it, every section with its defaults filled in."""
     _check_argument("path", path, "the path of a params.yaml", _is_path(path))
-    return _params.load_all_params(checked_file(path, f"path {path}", "a params.yaml file"))
+    checked = checked_file(path, f"path {path}", "a params.yaml file")
+    params = _params.load_all_params(checked)
+    from retrieval_bench.llm.settings import check_llm_sections
+
+    check_llm_sections(params, str(checked))
+    return params
 
 
 def read_golden(source: Labels) -> list[dict]:

@@ -130,9 +130,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "validity": {"fail_on": "none"},  # the certificate's verdict that fails the leaderboard stage
 }
 
+# generate.provider and judge.provider are checked against the LLM layer's registry
+# (llm.settings.check_llm_sections), which this ground layer cannot read.
 CHOICES = {
     ("load", "missing_relevant"): {"error", "drop"},
-    ("generate", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
     ("embed", "backend"): {"torch", "onnx", "openvino"},
     ("embed", "quantize"): {"none", "int8"},
     ("embed", "precision"): {"fp32", "fp16", "bf16"},
@@ -143,7 +144,6 @@ CHOICES = {
     ("score", "ties"): {"expected", "pessimistic", "optimistic"},
     ("score", "budget_unit"): {"chars", "words"},
     ("validity", "fail_on"): {"none", "disagrees", "not-agrees"},
-    ("judge", "provider"): {"none", "anthropic", "anthropic-batch", "openai-compatible"},
 }
 
 # No key may be named as one DVC leaves out of its run-cache key (DVC_IGNORED_KEYS); a params.yaml

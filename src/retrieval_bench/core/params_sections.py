@@ -297,11 +297,6 @@ def check_llm_requests(settings: dict[str, Any], section: str, path: Path) -> No
     if temperature is not None:
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
             raise InputError(f"{path}: {section}.temperature must be a number or null, got {temperature!r}")
-        if settings["provider"].startswith("anthropic"):
-            raise InputError(
-                f"{path}: {section}.temperature is for provider openai-compatible; the anthropic SDK's Messages API "
-                f"takes none: leave it null (got {temperature!r})"
-            )
         if not 0 <= temperature <= MAX_TEMPERATURE:
             raise InputError(
                 f"{path}: {section}.temperature must be null (the server's default) or between 0 and "

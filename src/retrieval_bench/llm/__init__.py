@@ -6,7 +6,7 @@ runner.run(task, jobs, meta, settings, cache_path) and runner.resume_batches; a 
 a task (tasks.QUESTIONS.job), settings come from params (settings.Settings.from_params).
 
     provider.py           the Provider interface (client, send, reply, SDK errors) and BatchProvider
-    registry.py           providers by generate.provider name: add a provider here
+    registry.py           providers by generate.provider name: a new one is its module and one line here
     anthropic.py          `anthropic`: the Messages API
     anthropic_batch.py    `anthropic-batch`: the Message Batches API
     openai_compatible.py  `openai-compatible`: chat completions (vLLM, Ollama, llama.cpp, OpenAI)
@@ -26,6 +26,6 @@ a task (tasks.QUESTIONS.job), settings come from params (settings.Settings.from_
     runner.py             run / resume_batches: which runner, one-line stops
     cache.py              the reply cache (JSONL, append-only): cache_key, CacheWriter, read_cache
 
-API keys come only from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY) and are never
-written anywhere.
+API keys come only from the environment (each provider's key_env: ANTHROPIC_API_KEY,
+OPENAI_API_KEY) and are never written anywhere.
 """

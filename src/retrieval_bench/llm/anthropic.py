@@ -2,15 +2,17 @@
 
 The SDK retries 429/5xx/connection errors generate.max_retries times and honours
 retry-after(-ms); the shared pause (ratelimit.py) holds back every worker on top of that. The key
-comes only from ANTHROPIC_API_KEY and the endpoint only from ANTHROPIC_BASE_URL (credentials.py).
+comes only from ANTHROPIC_API_KEY and the endpoint only from ANTHROPIC_BASE_URL (credentials.py),
+and its models' list prices are here.
 """
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from retrieval_bench.llm.connection import ConnectionGuard, guarded_http_client
-from retrieval_bench.llm.credentials import anthropic_endpoint
+from retrieval_bench.llm.credentials import endpoint_for
 from retrieval_bench.llm.provider import CallSettings, Provider, Reply
 from retrieval_bench.llm.schema import ReplySchema
 
@@ -18,15 +20,31 @@ if TYPE_CHECKING:
     from retrieval_bench.llm.ratelimit import SharedPause
 
 
+# Anthropic's list prices, US dollars per million input / output tokens (the Message Batches API:
+# half). A dated snapshot (claude-haiku-4-5-20251001) costs what its alias costs (llm.prices).
+LIST_PRICES = MappingProxyType(
+    {
+        "claude-haiku-4-5": (1.0, 5.0),
+        "claude-sonnet-4-5": (3.0, 15.0),
+        "claude-opus-4-1": (15.0, 75.0),
+    }
+)
+
+
 class Messages(Provider):
     name = "anthropic"
     family = "anthropic"  # the Message Batches API returns the same replies: one family, one cache
+    key_env = "ANTHROPIC_API_KEY"
+    url_env = "ANTHROPIC_BASE_URL"  # the only way to point it elsewhere: params.yaml cannot
+    default_url = "https://api.anthropic.com"
+    official_hosts = frozenset({"api.anthropic.com"})
+    prices = LIST_PRICES
 
     def client(self, settings: CallSettings, pause: SharedPause, max_retries: int | None = None) -> Any:
         import anthropic
         import httpx2
 
-        endpoint = anthropic_endpoint(settings.provider, section=settings.section)
+        endpoint = endpoint_for(self, settings.base_url, section=settings.section)
         http = guarded_http_client(
             anthropic,
             anthropic.AnthropicError,

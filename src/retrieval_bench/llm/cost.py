@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.llm.prices import usd
+from retrieval_bench.llm.registry import counterpart
 from retrieval_bench.llm.tokens import estimate_input_tokens
 
 if TYPE_CHECKING:
@@ -113,5 +114,14 @@ def check_cost(est: Estimate, settings: Settings, spent: float = 0.0, wording: W
         raise InputError(
             f"the cost {what} {usd(spent + planned, against=limit)} for {est.requests} {wording.noun} is above "
             f"{section}.max_cost_usd {usd(limit, against=spent + planned)}; raise {section}.max_cost_usd, lower {wording.fewer}"
-            + ("" if est.batch else f", or use {section}.provider anthropic-batch (half price)")
+            + _cheaper_route(settings, est.batch)
         )
+
+
+def _cheaper_route(settings: Settings, batch: bool) -> str:
+    """The same family's batch API, where a sync run has one."""
+    other = counterpart(settings.provider)
+    if batch or other is None or not other.batch:
+        return ""
+    saving = "half price" if settings.batch_discount == 0.5 else f"{settings.batch_discount:g} of the price"
+    return f", or use {settings.section}.provider {other.name} ({saving})"

@@ -6,13 +6,13 @@ So a key is sent only to an endpoint that the same user chose outside git, or th
 the machine:
 
 - a loopback host (localhost, 127.0.0.0/8, ::1): vLLM, Ollama or llama.cpp on this machine;
-- the provider's own API host over https (api.openai.com for OPENAI_API_KEY);
-- the URL in the user's own environment (OPENAI_BASE_URL), or one listed in the user's config
-  file (retrieval_bench.core.endpoints, the rule shared with the vector stores' keys).
+- the provider's own API host over https (Provider.official_hosts: api.openai.com for OPENAI_API_KEY);
+- the URL in the user's own environment (Provider.url_env: OPENAI_BASE_URL), or one listed in the
+  user's config file (retrieval_bench.core.endpoints, the rule shared with the vector stores' keys).
 
 A `generate.base_url` pointing anywhere else while a key is set is refused with one line saying
 why and how to allow it. Without a key nothing secret is sent (a placeholder), so any URL is
-allowed. Anthropic's endpoint can only come from ANTHROPIC_BASE_URL, the user's environment.
+allowed. A provider that does not take a base_url (Anthropic's) goes only where its url_env points.
 """
 
 from __future__ import annotations
@@ -20,13 +20,23 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from retrieval_bench.core.endpoints import config_path, may_receive_key, user_endpoints
 from retrieval_bench.core.errors import InputError
 
-OFFICIAL_HOSTS = {"openai-compatible": {"api.openai.com"}, "anthropic": {"api.anthropic.com"}}
-DEFAULT_URLS = {"openai-compatible": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 PLACEHOLDER_KEY = "not-needed"
+
+
+class KeyedAPI(Protocol):
+    """What the credentials read of a provider (llm.provider.Provider, which imports this module)."""
+
+    name: str
+    key_env: str
+    url_env: str
+    default_url: str
+    official_hosts: frozenset[str]
+    takes_base_url: bool
 
 
 @dataclass(frozen=True)
@@ -51,48 +61,38 @@ def free_routes(section: str) -> str:
     )
 
 
-def openai_endpoint(
-    params_base_url: str | None, env: Mapping[str, str] | None = None, section: str = "generate"
+def endpoint_for(
+    provider: KeyedAPI, params_base_url: str | None, env: Mapping[str, str] | None = None, section: str = "generate"
 ) -> Endpoint:
-    """Where the openai-compatible provider sends its requests, and with which key; refuses a
-    params.yaml base_url (<section>.base_url) that the user did not vouch for while OPENAI_API_KEY
-    is set."""
+    """Where `provider` sends its requests, and with which key: <section>.base_url where the
+    provider takes one, else its url_env, else its default. Refuses a params.yaml base_url the
+    user did not vouch for while the provider's key is set, and a run without the key it needs."""
     env = os.environ if env is None else env
-    key = env.get("OPENAI_API_KEY") or ""
-    env_url = env.get("OPENAI_BASE_URL") or None
+    key = env.get(provider.key_env) or ""
+    env_url = env.get(provider.url_env) or None
+    params_base_url = params_base_url if provider.takes_base_url else None
     if params_base_url:
         url, source = params_base_url, f"{section}.base_url in params.yaml"
     elif env_url:
-        url, source = env_url, "OPENAI_BASE_URL"
+        url, source = env_url, provider.url_env
     else:
-        url, source = None, "the OpenAI default"
-    if not params_base_url and not key:
-        raise InputError(
-            f"{section}.provider openai-compatible needs {section}.base_url or, for OpenAI itself, OPENAI_API_KEY; "
-            f"free routes: {free_routes(section)}"
+        url, source = None, f"the {provider.name} default"
+    if not key and not params_base_url:
+        needs = (
+            f"{section}.base_url or, for {provider.default_url} itself, {provider.key_env}"
+            if provider.takes_base_url
+            else f"{provider.key_env} in the environment"
         )
+        raise InputError(f"{section}.provider {provider.name} needs {needs}; free routes: {free_routes(section)}")
     if key and params_base_url:
         vouched = [env_url or "", *user_endpoints(env)]
-        if not may_receive_key(params_base_url, vouched, OFFICIAL_HOSTS["openai-compatible"]):
+        if not may_receive_key(params_base_url, vouched, provider.official_hosts):
+            hosts = ", ".join(sorted(provider.official_hosts))
             raise InputError(
-                f"{section}.base_url in params.yaml is {params_base_url}, and OPENAI_API_KEY is set: a key from your "
-                "environment is only sent to a loopback host, to api.openai.com, or to an endpoint you chose outside "
+                f"{section}.base_url in params.yaml is {params_base_url}, and {provider.key_env} is set: a key from your "
+                f"environment is only sent to a loopback host, to {hosts}, or to an endpoint you chose outside "
                 "the repository, because anyone who can change params.yaml could otherwise collect it; to allow this "
-                f"endpoint, export OPENAI_BASE_URL={params_base_url} (or add it to {config_path(env)}), "
-                "or unset OPENAI_API_KEY if the server needs no key"
+                f"endpoint, export {provider.url_env}={params_base_url} (or add it to {config_path(env)}), "
+                f"or unset {provider.key_env} if the server needs no key"
             )
-    return Endpoint(url, key or PLACEHOLDER_KEY, url or DEFAULT_URLS["openai-compatible"], source)
-
-
-def anthropic_endpoint(provider: str, env: Mapping[str, str] | None = None, section: str = "generate") -> Endpoint:
-    """The Anthropic endpoint: ANTHROPIC_BASE_URL (the user's environment) or the SDK default."""
-    env = os.environ if env is None else env
-    key = env.get("ANTHROPIC_API_KEY")
-    if not key:
-        raise InputError(
-            f"{section}.provider {provider} needs ANTHROPIC_API_KEY in the environment; free routes: {free_routes(section)}"
-        )
-    url = env.get("ANTHROPIC_BASE_URL") or None
-    return Endpoint(
-        url, key, url or DEFAULT_URLS["anthropic"], "ANTHROPIC_BASE_URL" if url else "the Anthropic default"
-    )
+    return Endpoint(url, key or PLACEHOLDER_KEY, url or provider.default_url, source)

@@ -1,7 +1,7 @@
 """generate.provider `openai-compatible`: chat completions through the openai SDK at
 generate.base_url (vLLM, Ollama, a llama.cpp server, or OpenAI itself).
 
-OPENAI_API_KEY goes only where its user pointed it (credentials.openai_endpoint); local servers
+OPENAI_API_KEY goes only where its user pointed it (credentials.endpoint_for); local servers
 take any key, so a placeholder is sent when none is set.
 """
 
@@ -11,7 +11,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from retrieval_bench.llm.connection import ConnectionGuard, guarded_http_client
-from retrieval_bench.llm.credentials import openai_endpoint
+from retrieval_bench.llm.credentials import endpoint_for
 from retrieval_bench.llm.provider import CallSettings, Provider, Reply
 from retrieval_bench.llm.schema import ReplySchema
 from retrieval_bench.llm.tokens import CHARS_PER_TOKEN, estimate_input_tokens
@@ -27,19 +27,27 @@ class ChatCompletions(Provider):
     name = "openai-compatible"
     family = "openai-compatible"
     sends_seed = True
+    takes_temperature = True
+    key_env = "OPENAI_API_KEY"
+    url_env = "OPENAI_BASE_URL"
+    default_url = "https://api.openai.com/v1"
+    official_hosts = frozenset({"api.openai.com"})
+    takes_base_url = True
+    free_on_loopback = True  # vLLM, Ollama, llama.cpp on this machine
 
     def client(self, settings: CallSettings, pause: SharedPause, max_retries: int | None = None) -> Any:
         import openai
 
         # Refuses a params.yaml base_url the user did not vouch for while OPENAI_API_KEY is set.
-        endpoint = openai_endpoint(settings.base_url, section=settings.section)
+        endpoint = endpoint_for(self, settings.base_url, section=settings.section)
         http = guarded_http_client(
             openai, openai.OpenAIError, pause.hooks(), ConnectionGuard(endpoint), settings.timeout_s, settings.section
         )
-        # Local servers take any key; a placeholder is sent when OPENAI_API_KEY is not set.
+        # Local servers take any key; a placeholder is sent when the key is not set. The URL is
+        # always given: a provider of this protocol but another vendor has its own default.
         return openai.AsyncOpenAI(
             api_key=endpoint.key,
-            base_url=endpoint.url,
+            base_url=endpoint.url or self.default_url,
             http_client=http,
             timeout=settings.timeout_s,
             max_retries=settings.max_retries if max_retries is None else max_retries,

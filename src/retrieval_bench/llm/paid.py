@@ -24,7 +24,7 @@ from retrieval_bench.llm.cache import journal_path_for, journal_pending, read_ca
 from retrieval_bench.llm.cost import check_cost, estimate
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.prices import usd
-from retrieval_bench.llm.registry import counterpart
+from retrieval_bench.llm.registry import batch_providers, counterpart
 from retrieval_bench.llm.runner import can_resume, resume_batches, run
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import Job, Task
@@ -86,7 +86,7 @@ def _resume(work: PaidWork, dry_run: bool, log: Log) -> float:
     if dry_run or not can_resume(work.settings):
         log(
             f"{len(pending) + len(intents)} journalled batches are not collected yet ({journal_path_for(work.cache_path)}); "
-            f"{work.settings.section}.provider anthropic-batch collects them"
+            f"{work.settings.section}.provider {' or '.join(batch_providers())} collects them"
         )
         return 0.0
     if intents:

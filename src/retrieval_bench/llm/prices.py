@@ -1,11 +1,12 @@
 """What a model costs, and how an amount of money is printed.
 
-`generate.price: null` (the default) takes the price from PRICES by `generate.model`: Anthropic's
-list prices in US dollars per million input / output tokens, half price through the Message
-Batches API. A dated snapshot (claude-sonnet-4-5-20250929) costs what its alias costs. An
-openai-compatible server on a loopback address (vLLM, Ollama, llama.cpp on this machine) costs
-nothing. Any other model is refused until `generate.price` states its price, so that
-`generate.max_cost_usd` never guards a run with a price that is not the model's.
+`generate.price: null` (the default) takes the price from the list prices the providers' modules
+declare (Provider.prices, US dollars per million input / output tokens; half price through a batch
+API): the configured provider's first, then another's for a model it lists by name (served through
+a gateway). A dated snapshot (claude-sonnet-4-5-20250929) costs what its alias costs. A provider's
+server on a loopback address costs nothing where the provider says so (openai-compatible: vLLM,
+Ollama, llama.cpp on this machine). Any other model is refused until `generate.price` states its
+price, so that `generate.max_cost_usd` never guards a run with a price that is not the model's.
 
 Every amount of money is printed by usd(), with as many decimals as it takes to be true: a limit
 of $0.001 prints as $0.001, never as $0.00.
@@ -22,15 +23,10 @@ from urllib.parse import urlsplit
 
 from retrieval_bench.core.endpoints import is_loopback
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.llm.credentials import DEFAULT_URLS
+from retrieval_bench.llm.provider import Provider
+from retrieval_bench.llm.registry import PROVIDERS
 
 BATCH_DISCOUNT = 0.5  # Message Batches: half price
-# USD per million (input, output) tokens.
-PRICES: dict[str, tuple[float, float]] = {
-    "claude-haiku-4-5": (1.0, 5.0),
-    "claude-sonnet-4-5": (3.0, 15.0),
-    "claude-opus-4-1": (15.0, 75.0),
-}
 _SNAPSHOT = re.compile(r"-\d{8}$")  # claude-haiku-4-5-20251001 -> claude-haiku-4-5
 
 
@@ -67,25 +63,33 @@ def usd(amount: float, against: float | None = None) -> str:
     return f"${amount:,.{decimals}f}"
 
 
-def table_price(model: str) -> tuple[float, float] | None:
-    return PRICES.get(model) or PRICES.get(_SNAPSHOT.sub("", model))
+def table_price(provider: Provider | None, model: str) -> tuple[float, float] | None:
+    """`model`'s list price: `provider`'s own first, then any registered provider's."""
+    tables = [provider.prices] if provider else []
+    tables += [other.prices for other in PROVIDERS.values() if other is not provider]
+    for name in (model, _SNAPSHOT.sub("", model)):
+        known = next((table[name] for table in tables if name in table), None)
+        if known is not None:
+            return known
+    return None
 
 
 def describe_table() -> str:
-    return ", ".join(f"{model} {usd(i)}/{usd(o)}" for model, (i, o) in PRICES.items())
+    listed = {model: price for other in PROVIDERS.values() for model, price in other.prices.items()}
+    return ", ".join(f"{model} {usd(i)}/{usd(o)}" for model, (i, o) in listed.items())
 
 
 def resolve(
-    family: str | None,
+    provider: Provider | None,
     model: str,
     base_url: str | None,
     price: Mapping | None,
     env: Mapping[str, str] | None = None,
     section: str = "generate",
 ) -> Price:
-    """The price a run is estimated and guarded with: <section>.price when set, else the table,
-    else $0 for an openai-compatible server on a loopback address; an unknown model is an
-    InputError (before anything is asked or shown) naming the params.yaml `section`'s keys."""
+    """The price a run is estimated and guarded with: <section>.price when set, else the list
+    prices, else $0 for a server on a loopback address where the provider is free there; an unknown
+    model is an InputError (before anything is asked or shown) naming the params.yaml `section`'s keys."""
     if price is not None:
         return Price(
             float(price["input_per_mtok"]),
@@ -93,20 +97,25 @@ def resolve(
             float(price.get("batch_discount", BATCH_DISCOUNT)),
             f"{section}.price",
         )
-    if family is None:
+    if provider is None:
         return Price(0.0, 0.0, BATCH_DISCOUNT, "provider none: no calls")
-    known = table_price(model)
+    known = table_price(provider, model)
     if known is not None:
         return Price(*known, BATCH_DISCOUNT, f"the price table for {model}")
     env = os.environ if env is None else env
-    if family == "openai-compatible":
-        url = base_url or env.get("OPENAI_BASE_URL") or DEFAULT_URLS["openai-compatible"]
+    if provider.free_on_loopback:
+        url = (base_url if provider.takes_base_url else None) or env.get(provider.url_env) or provider.default_url
         host = urlsplit(url).hostname or ""
         if is_loopback(host):
             return Price(0.0, 0.0, BATCH_DISCOUNT, f"a local server at {host}: free")
     raise InputError(
         f"{section}.model {model!r} has no known price (the table knows {describe_table()} per million input/output "
-        f"tokens, and a loopback openai-compatible server is free): set {section}.price to its US dollars per million "
+        f"tokens, and a loopback {' or '.join(free_on_loopback())} server is free): set {section}.price to its US dollars per million "
         "tokens, e.g. {input_per_mtok: 3.0, output_per_mtok: 15.0} (0 for a server of your own), "
         f"so that {section}.max_cost_usd guards the real cost"
     )
+
+
+def free_on_loopback() -> list[str]:
+    """The providers whose server on this machine costs nothing."""
+    return [name for name, provider in PROVIDERS.items() if provider.free_on_loopback]

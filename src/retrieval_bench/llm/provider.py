@@ -13,7 +13,7 @@ question paid for through either is never asked again through the other.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -57,12 +57,23 @@ class CallSettings(Protocol):
 
 
 class Provider:
-    """One API behind `generate.provider`: `name` is that setting's value."""
+    """One API behind `generate.provider`: `name` is that setting's value. Everything params.yaml,
+    the credentials and the prices need to know about it is here, so a new API is its module and
+    one line in registry.py."""
 
     name: str
     family: str  # in the cache key: providers with interchangeable replies share one
     batch = False  # a BatchProvider: submitted in batches, half price
     sends_seed = False  # each request carries a seed (llm.tasks.Job.seed), so a re-ask is not the same request
+    takes_temperature = False  # the API takes <section>.temperature
+    key_env: str  # the environment variable holding the user's key
+    url_env: str  # the environment variable where the user may point it elsewhere
+    default_url: str  # where it goes when nothing says otherwise (its SDK's default)
+    official_hosts: frozenset[str] = frozenset()  # the API's own hosts: a key may go there over https
+    takes_base_url = False  # <section>.base_url picks the server, and a server there may need no key
+    free_on_loopback = False  # a server on this machine costs nothing
+    # List prices of the models it serves, US dollars per million (input, output) tokens.
+    prices: Mapping[str, tuple[float, float]] = {}
 
     def client(self, settings: CallSettings, pause: SharedPause, max_retries: int | None = None) -> Any:
         """The SDK's async client (it has `close()`), its HTTP client from connection.guarded_http_client

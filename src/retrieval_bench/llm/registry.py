@@ -1,16 +1,41 @@
 """Every provider by its `generate.provider` name (`none`, no calls, has no entry).
 
-A new API is one module implementing provider.Provider and one line here (params.py lists the
-names params.yaml may use; tests/test_generate.py checks the two agree)."""
+A new API is one module implementing provider.Provider (its name, key and URL variables, official
+hosts and list prices included) and one line here: params.yaml's choices (llm.settings), the
+credentials and the prices are read from the providers listed here (tests/test_provider_plugin.py
+adds one that way)."""
 
 from __future__ import annotations
 
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.llm.anthropic import MESSAGES
 from retrieval_bench.llm.anthropic_batch import MESSAGE_BATCHES
 from retrieval_bench.llm.openai_compatible import CHAT_COMPLETIONS
 from retrieval_bench.llm.provider import BatchProvider, Provider
 
-PROVIDERS: dict[str, Provider] = {provider.name: provider for provider in (MESSAGES, MESSAGE_BATCHES, CHAT_COMPLETIONS)}
+PROVIDERS: dict[str, Provider] = {
+    MESSAGES.name: MESSAGES,
+    MESSAGE_BATCHES.name: MESSAGE_BATCHES,
+    CHAT_COMPLETIONS.name: CHAT_COMPLETIONS,
+}
+NO_PROVIDER = "none"  # no calls: cached and hand-written questions only
+
+
+def named(name: str, section: str, path: str = "params.yaml") -> Provider | None:
+    """The provider <section>.provider names (None for `none`); any other name is an InputError
+    listing the choices."""
+    if name == NO_PROVIDER:
+        return None
+    if name not in PROVIDERS:
+        raise InputError(
+            f"{path}: {section}.provider must be one of {', '.join(sorted([NO_PROVIDER, *PROVIDERS]))}, got {name!r}"
+        )
+    return PROVIDERS[name]
+
+
+def batch_providers() -> list[str]:
+    """The names of the providers that submit batches (and collect journalled ones)."""
+    return [name for name, provider in PROVIDERS.items() if provider.batch]
 
 
 def batch_api(family: str | None) -> BatchProvider | None:

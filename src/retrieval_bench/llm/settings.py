@@ -5,11 +5,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.llm.cache import EarlierKeys
 from retrieval_bench.llm.prices import resolve
 from retrieval_bench.llm.provider import Provider
-from retrieval_bench.llm.registry import PROVIDERS
+from retrieval_bench.llm.registry import PROVIDERS, named
+
+LLM_SECTIONS = ("generate", "judge")
+
+
+def check_provider(settings: dict, section: str, path: str = "params.yaml") -> Provider | None:
+    """The provider a validated LLM section names, checked against the registry (params.yaml's
+    ground layer checks the shape only: it cannot read this layer), with what it takes."""
+    api = named(settings["provider"], section, path)
+    temperature = settings["temperature"]
+    if temperature is not None and api is not None and not api.takes_temperature:
+        raise InputError(
+            f"{path}: {section}.temperature is for provider "
+            f"{' or '.join(name for name, p in PROVIDERS.items() if p.takes_temperature)}; the {api.name} API takes "
+            f"none: leave it null (got {temperature!r})"
+        )
+    return api
+
+
+def check_llm_sections(params: dict, path: str = "params.yaml") -> None:
+    """The providers of every LLM section of validated params (check_params runs this on every repro)."""
+    for section in LLM_SECTIONS:
+        check_provider(params[section], section, path)
 
 
 @dataclass(frozen=True)
@@ -39,10 +62,8 @@ class Settings:
         value. The prices: <section>.price, else llm.prices' table; an unknown paid model is an
         InputError."""
         params = {**DEFAULTS["generate"], **params}
-        api = PROVIDERS.get(params["provider"])
-        price = resolve(
-            api.family if api else None, params["model"], params["base_url"], params["price"], section=section
-        )
+        api = check_provider(params, section)
+        price = resolve(api, params["model"], params["base_url"], params["price"], section=section)
         return cls(
             provider=params["provider"],
             model=params["model"],
