@@ -52,7 +52,7 @@ repro: $(INSTALLED)
 	fi && \
 	retrieval-bench show
 
-# Lint and format checks (ruff, configured in pyproject.toml), then the suite; tests/test_docs.py
+# Lint and format checks (ruff, configured in pyproject.toml), then the suite; tests/project/test_docs.py
 # builds the docs site with `mkdocs build --strict` (a broken link, a missing page or a page left out
 # of the nav fails) and checks every documented flag and params key.
 test: $(INSTALLED_TEST) browser

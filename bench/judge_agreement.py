@@ -18,7 +18,7 @@ It reports:
   under the human qrels and under the judge's grades, and Kendall's tau between the two rankings.
 
 Skips (exit 0, one line) when the SciFact folder is absent. Needs an API key for a real provider;
-tests/test_judge_agreement.py runs it against the stub server on a small slice.
+tests/evaluation/test_judge_agreement.py runs it against the stub server on a small slice.
 """
 
 from __future__ import annotations

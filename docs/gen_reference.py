@@ -3,7 +3,7 @@ params.py's schema and defaults, described by the comments in params.yaml) and
 docs/reference/cli.md (the --help of every `retrieval-bench` command and pipeline stage).
 
     python docs/gen_reference.py           # rewrite both pages
-    python docs/gen_reference.py --check   # exit 1 if either page is out of date (tests/test_docs.py)
+    python docs/gen_reference.py --check   # exit 1 if either page is out of date (tests/project/test_docs.py)
 """
 
 from __future__ import annotations

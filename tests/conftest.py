@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from retrieval_bench.core.params_schema import DEFAULTS
 
 # Ray reads RAY_AUTH_MODE once, when it is first imported: every test process uses token mode (the
 # module Ray instance of test_embed_ray needs it for stage processes to join it), set before any
@@ -105,7 +109,7 @@ def set_params(project: Path, **changes: object) -> None:
     path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
-ONLY_DEFAULT = {"default": {"chunking": "default", "embedder": "default"}}  # a panel of the default system
+ONLY_DEFAULT = copy.deepcopy(DEFAULTS["panel"])  # a panel of the default system alone
 
 
 def read_metrics(project: Path, system: str = "default") -> dict:
@@ -129,6 +133,28 @@ def workdir(tmp_path: Path) -> Path:
 def project(tmp_path: Path) -> Path:
     """A fresh repository holding the project with a slice of the bundled sample."""
     return copy_project(tmp_path / "project")
+
+
+@dataclass(frozen=True)
+class Reproduced:
+    project: Path  # the slice project after its first `dvc repro`, outputs not committed
+    output: str  # what that repro printed
+
+
+@pytest.fixture(scope="session")
+def reproduced_template(tmp_path_factory: pytest.TempPathFactory) -> Reproduced:
+    """One cold `dvc repro` of the slice project (an empty run-cache before it) per test process;
+    tests that start from a reproduced project copy it (`reproduced`) instead of each paying for
+    their own, and must not change it."""
+    project = copy_project(tmp_path_factory.mktemp("template") / "project")
+    return Reproduced(project, dvc("repro", cwd=project).stdout)
+
+
+@pytest.fixture
+def reproduced(reproduced_template: Reproduced, tmp_path: Path) -> Path:
+    """A copy of the reproduced slice project (git history, DVC cache, run-cache and outputs), as
+    a user's repository stands after their first `dvc repro`."""
+    return Path(shutil.copytree(reproduced_template.project, tmp_path / "project", symlinks=True))
 
 
 @pytest.fixture

@@ -3,11 +3,13 @@ opened for one test."""
 
 from __future__ import annotations
 
+import socket
 from contextlib import contextmanager
 from typing import Iterator
 
 import numpy as np
 
+from retrieval_bench.core.endpoints import is_loopback
 from retrieval_bench.core.store_address import StoreAddress
 from retrieval_bench.stores import registry
 from retrieval_bench.stores.base import Store
@@ -53,3 +55,14 @@ def opened(address: StoreAddress) -> Iterator[Store]:
         yield store
     finally:
         store.close()
+
+
+def own_address() -> str | None:
+    """This machine's address on its default route (no packet is sent: UDP only picks the route)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))
+        except OSError:
+            return None
+        address = probe.getsockname()[0]
+    return None if is_loopback(address) or address == "0.0.0.0" else address

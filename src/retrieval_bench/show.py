@@ -155,9 +155,8 @@ def run(args: argparse.Namespace) -> int:
         if (cwd / paths.GOLDENSET_REPORT).is_file()
         else None
     )
-    before = committed(current, args.against, cwd)
-    if before is None and args.system == paths.DEFAULT:  # a revision from before the panel held every system
-        before = committed(paths.LEGACY_METRICS, args.against, cwd)
+    shown = (committed(path, args.against, cwd) for path in paths.at_revision(paths.metrics_of, args.system))
+    before = next((metrics_then for metrics_then in shown if metrics_then is not None), None)
     print(render(metrics, before, health, args.against), end="")
     board, costs, cert = (
         json.loads((cwd / path).read_text(encoding="utf-8")) if (cwd / path).is_file() else {}

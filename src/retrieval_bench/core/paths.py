@@ -1,7 +1,9 @@
 """Every artefact path of the pipeline, spelled once (relative to the project root, where stages
-and commands run). dvc.yaml names the same files: tests/test_dvc_yaml.py checks they agree."""
+and commands run). dvc.yaml names the same files: tests/project/test_dvc_yaml.py checks they agree."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 PARAMS = "params.yaml"
 PARAMS_CHECKED = "data/params_checked.txt"
@@ -139,11 +141,20 @@ def per_question_of(system: str) -> str:
     return f"{PANEL_METRICS}/{system}/per_question.csv"
 
 
-# Single-system paths of releases before the panel held every system: `compare` and `show --against`
-# read them at old revisions, and a params.yaml naming one is told where it moved.
+# Single-system paths of releases before the panel held every system: `compare`, `show --against`
+# and judge.pool's rev: read them at old revisions, and a params.yaml naming one is told where it moved.
 LEGACY_RUN = "data/run.parquet"
 LEGACY_METRICS = "metrics/metrics.json"
 LEGACY_PER_QUESTION = "metrics/per_question.csv"
+_REPLACED = {run_of: LEGACY_RUN, metrics_of: LEGACY_METRICS, per_question_of: LEGACY_PER_QUESTION}
+
+
+def at_revision(of: Callable[[str], str], system: str) -> list[str]:
+    """Where `of(system)` (run_of, metrics_of or per_question_of) may be found at a git revision, in
+    the order to try: the system's own file, then, for the default system, the single-system file
+    it replaced (a revision from before the panel)."""
+    return [of(system), _REPLACED[of]] if system == DEFAULT else [of(system)]
+
 
 LEADERBOARD = "metrics/leaderboard.json"
 LEADERBOARD_TABLE = "metrics/leaderboard.md"

@@ -17,7 +17,7 @@ from retrieval_bench.evaluation.stats import ALPHA, MC_PERMUTATIONS, sign_flip_p
 
 VERDICT_WORDS = {1: "better", -1: "worse", 0: "no significant difference"}
 # Bootstrap draws of the tau intervals: the ends are steps of the statistic, and at this many draws
-# they stay put across seeds unless a tail's share is within ~0.1% of its bar (tests/test_verdict.py)
+# they stay put across seeds unless a tail's share is within ~0.1% of its bar (tests/evaluation/test_verdict.py)
 RESAMPLES = 100_000
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 import yaml
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.paths import CHUNKS, DEFAULT, DOCUMENTS, GOLDENSET, LEGACY_PER_QUESTION, per_question_of
+from retrieval_bench.core.paths import CHUNKS, DEFAULT, DOCUMENTS, GOLDENSET, at_revision, per_question_of
 from retrieval_bench.evaluation.per_question import read_per_question
 from retrieval_bench.evaluation.revisions import WORKSPACE, git_show, read_artefact, resolve_revision
 
@@ -27,14 +27,11 @@ def read_run(rev: str, cwd: Path, system: str = DEFAULT) -> tuple[pd.DataFrame, 
             raise InputError(f"{table} not found in the workspace; run `dvc repro` first")
         return read_per_question(path, f"{WORKSPACE}:{table}"), None
     commit = resolve_revision(rev, cwd)
-    committed = git_show(table, commit, cwd)
-    if committed is None and system == DEFAULT:  # a revision from before the panel held every system
-        legacy = git_show(LEGACY_PER_QUESTION, commit, cwd)
-        if legacy is not None:
-            return read_per_question(legacy, f"{rev}:{LEGACY_PER_QUESTION}"), commit
-    if committed is None:
-        raise InputError(f"{rev}: no {table} committed there (run `dvc repro` and commit its outputs)")
-    return read_per_question(committed, f"{rev}:{table}"), commit
+    for path in at_revision(per_question_of, system):
+        committed = git_show(path, commit, cwd)
+        if committed is not None:
+            return read_per_question(committed, f"{rev}:{path}"), commit
+    raise InputError(f"{rev}: no {table} committed there (run `dvc repro` and commit its outputs)")
 
 
 def question_context(cwd: Path, commits: list[str | None]) -> tuple[list[dict] | None, dict[str, str] | None]:

@@ -10,15 +10,12 @@ import math
 
 import pandas as pd
 
+from retrieval_bench.evaluation.per_question import HEADLINE_BUDGET, HEADLINE_CUTOFF, headline_column
 from retrieval_bench.evaluation.verdict import VERDICT_NUMBER
 
-# (headline name, per-question column): each system's mean over the compared questions, as the leaderboard's.
-SYSTEM_METRICS = (
-    ("mrr", "reciprocal_rank"),
-    ("ndcg@10", "ndcg@10"),
-    ("recall@10", "recall@10"),
-    ("recall_budget@4000", "recall_budget@4000"),
-)
+# Each system's headline: its mean over the compared questions (as the leaderboard's) of mrr and of
+# these at the headline cut-off (or budget), named as the per-question column is.
+SYSTEM_METRICS = (("ndcg", HEADLINE_CUTOFF), ("recall", HEADLINE_CUTOFF), ("recall_budget", HEADLINE_BUDGET))
 GOLDENSET = ("n_questions", "n_generated", "echo_rate", "rejected", "evidence_not_located")  # of metrics/goldenset.json
 JUDGE = ("judged", "relevant", "cost_usd")  # of metrics/judge.json
 DIGITS = 4  # the figures agree to about 4 decimals across CPUs (docs/explanation/limits.md): no diff of last bits
@@ -41,15 +38,21 @@ def system_headline(table: pd.DataFrame) -> dict:
     """One system's headline means over the rows of `table` (the compared questions)."""
     if not len(table):
         return {}
+    names = {"mrr": "reciprocal_rank"} | {
+        column: column
+        for prefix, preferred in SYSTEM_METRICS
+        if (column := headline_column(table.columns, prefix, preferred)) is not None
+    }
     return {
         name: value
-        for name, column in SYSTEM_METRICS
+        for name, column in names.items()
         if column in table and (value := _number(float(table[column].astype(float).mean()))) is not None
     }
 
 
 def headline(aligned: dict[str, pd.DataFrame], goldenset: dict | None, judge: dict | None, certificate: dict) -> dict:
-    """{panel: {system: {mrr, ndcg@10, recall@10, recall_budget@4000}}, goldenset: {...},
+    """{panel: {system: {mrr, ndcg@10, recall@10, recall_budget@4000 (or the cut-off and budget
+    nearest: per_question.headline_column)}}, goldenset: {...},
     judge: {...}, certificate: {SET: {verdict (1 agrees, 0 undetermined, -1 disagrees),
     kendall_tau_mrr}}} with the unavailable figures left out. The systems' figures are over the
     reference question set when the leaderboard heads with one (leaderboard.headline_set)."""

@@ -30,7 +30,7 @@ import pandas as pd
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import JUDGE_POOL_REVISION
-from retrieval_bench.core.paths import DEFAULT, LEGACY_RUN, run_of
+from retrieval_bench.core.paths import DEFAULT, at_revision, run_of
 from retrieval_bench.core.relevance import judge as strict_judgements
 from retrieval_bench.core.run_table import read_run_file, read_run_table
 from retrieval_bench.corpus.duplicates import group_members
@@ -92,7 +92,7 @@ def read_pool(pool: list[str], cwd: Path = Path(".")) -> dict[str, pd.DataFrame]
         if entry.startswith(JUDGE_POOL_REVISION):
             revision = entry[len(JUDGE_POOL_REVISION) :]
             commit = resolve_revision(revision, cwd)
-            for path in (run_of(DEFAULT), LEGACY_RUN):
+            for path in at_revision(run_of, DEFAULT):
                 if (data := read_artefact(path, commit, cwd)) is not None:
                     break
             if data is None:

@@ -13,22 +13,18 @@ import pandas as pd
 
 from retrieval_bench.core.question_sets import ALL, reference_set
 from retrieval_bench.evaluation.corrections import HOLM, holm_adjust
-from retrieval_bench.evaluation.per_question import metric_columns
+from retrieval_bench.evaluation.per_question import HEADLINE_CUTOFF, headline_column, metric_columns
 from retrieval_bench.evaluation.segment_tests import paired_segment_tests, regression_report
 from retrieval_bench.evaluation.stats import ALPHA, paired_bootstrap_ci, randomization_p_value
 
 HEADLINE = ("mrr", "reciprocal_rank")
 
 
-NDCG_CUTOFF = 10  # the one ndcg@k a leaderboard ranks by: 10 where score.k has it, else its largest k
-
-
 def leaderboard_metrics(columns) -> list[tuple[str, str]]:
     """(name, per-question column): the metrics compare reports (mrr, ndcg@k, recall@k by
-    increasing k), those present, but hit@k and one ndcg@k alone (NDCG_CUTOFF)."""
+    increasing k), those present, but hit@k and one ndcg@k alone (per_question.headline_column)."""
     metrics = [(name, column) for name, column in metric_columns(columns) if not name.startswith("hit@")]
-    ndcgs = [name for name, _ in metrics if name.startswith("ndcg@")]
-    ndcg = f"ndcg@{NDCG_CUTOFF}" if f"ndcg@{NDCG_CUTOFF}" in ndcgs else (ndcgs or [None])[-1]
+    ndcg = headline_column([name for name, _ in metrics], "ndcg", HEADLINE_CUTOFF)
     return [(name, column) for name, column in metrics if not name.startswith("ndcg@") or name == ndcg]
 
 

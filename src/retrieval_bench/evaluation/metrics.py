@@ -3,7 +3,7 @@
 Two kinds of label, two recall variants:
 
 - chunk labels (real qrels, or chunk ids): every definition equals a trec_eval measure (checked
-  against pytrec_eval in tests/test_metrics.py); a relevant chunk has gain > 0.
+  against pytrec_eval in tests/evaluation/test_metrics.py); a relevant chunk has gain > 0.
 
 Ranks are 1-based positions in the run (retrieval_bench.core.run_table: retrieval.depth deep, with the
 whole tie group at the cut), which are the full ranking's for every rank <= depth, so every
@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -38,12 +40,6 @@ from retrieval_bench.core.relevance import Judgement, union_coverage
 from retrieval_bench.core.run_table import Positions
 
 TIE_POLICIES = ("expected", "pessimistic", "optimistic")
-
-# The one metric table: (name metrics.json reports, per-question column), each at every cut-off k
-# of score.k (recall@k, hit@k, mrr@k from reciprocal_rank@k, ndcg@k, map@k), beside mrr over the
-# whole run. Each per-question value is computed below twice: at concrete ranks (question_metrics)
-# and as its exact expectation under ties (expected_metrics), both cross-checked against trec_eval.
-AT_CUTOFF = (("recall", "recall"), ("hit", "hit"), ("mrr", "reciprocal_rank"), ("ndcg", "ndcg"), ("map", "map"))
 
 
 def dcg(ranks: np.ndarray, gains: np.ndarray, k: int) -> float:
@@ -68,6 +64,89 @@ def average_precision_at(ranks: np.ndarray, k: int) -> float:
     return float(precisions.sum() / len(ranks))
 
 
+@dataclass(frozen=True)
+class Ranked:
+    """One question's relevant chunks at concrete ranks (inf: not retrieved) with their gains, its
+    first relevant rank, and recall per k where it is not the share of relevant chunks in the top k
+    (evidence coverage; None for chunk labels)."""
+
+    ranks: np.ndarray
+    gains: np.ndarray
+    first: float
+    recall_at: dict[int, float] | None
+
+
+@dataclass(frozen=True)
+class Tied:
+    """One question's judged chunks by tied group, for exact expectations over the orders of each
+    group: `groups` (chunks better, group size, relevant members) in rank order; the first of them
+    (first_better chunks ahead, first_size chunks, first_relevant of them relevant), and for each
+    of its places the chance that the first relevant chunk stands there, over the place."""
+
+    groups: list
+    gains: np.ndarray  # of every judged chunk (groups' members index it)
+    relevant_gains: np.ndarray
+    n_relevant: int
+    first_better: int
+    first_size: int
+    first_relevant: int
+    places: np.ndarray
+    first_weights: np.ndarray
+
+
+def _recall(question: Ranked, k: int) -> float:
+    if question.recall_at is not None:
+        return question.recall_at[k]
+    return float(np.mean(question.ranks <= k)) if len(question.ranks) else 0.0
+
+
+def _expected_recall(tied: Tied, k: int) -> float:
+    inside = sum(len(members) * min(max(k - better, 0), size) / size for better, size, members in tied.groups)
+    return inside / tied.n_relevant
+
+
+def _expected_hit(tied: Tied, k: int) -> float:
+    return 1.0 - _none_in_first(tied.first_size, tied.first_relevant, k - tied.first_better)
+
+
+def _expected_ndcg(tied: Tied, k: int) -> float:
+    return _expected_dcg(tied.groups, tied.gains, k) / _ideal_dcg(tied.relevant_gains, k)
+
+
+@dataclass(frozen=True)
+class AtCutoff:
+    """A metric at a cut-off k: `name@k` in metrics.json, `column@k` in per_question.csv, its value
+    at concrete ranks and its exact expectation under ties."""
+
+    name: str
+    column: str
+    at_ranks: Callable[[Ranked, int], float]
+    under_ties: Callable[[Tied, int], float]
+
+
+# The one metric table: each metric at every cut-off k of score.k, beside mrr over the whole run
+# (reciprocal_rank). question_metrics computes a question's row at concrete ranks, expected_metrics
+# its exact expectation under ties; both are cross-checked against trec_eval at every k
+# (tests/evaluation/test_metrics.py, test_ties.py).
+AT_CUTOFF = (
+    AtCutoff("recall", "recall", _recall, _expected_recall),
+    AtCutoff("hit", "hit", lambda q, k: float(q.first <= k), _expected_hit),
+    AtCutoff(
+        "mrr",
+        "reciprocal_rank",
+        lambda q, k: 1.0 / q.first if q.first <= k else 0.0,
+        lambda t, k: float(np.sum(t.first_weights[t.places <= k])),
+    ),
+    AtCutoff("ndcg", "ndcg", lambda q, k: ndcg_at(q.ranks, q.gains, k), _expected_ndcg),
+    AtCutoff(
+        "map",
+        "map",
+        lambda q, k: average_precision_at(q.ranks, k),
+        lambda t, k: _expected_average_precision(t.groups, t.n_relevant, k),
+    ),
+)
+
+
 def question_metrics(
     ranks: np.ndarray,
     gains: np.ndarray,
@@ -81,18 +160,11 @@ def question_metrics(
     the top k (evidence coverage); None for chunk labels.
     """
     ranks = np.asarray(ranks, dtype=np.float64)
-    gains = np.asarray(gains, dtype=np.float64)
     first = float(ranks.min()) if len(ranks) else math.inf
+    question = Ranked(ranks, np.asarray(gains, dtype=np.float64), first, recall_at)
     row = {"first_relevant_rank": first if math.isfinite(first) else math.nan, "reciprocal_rank": 1.0 / first}
     for k in ks:
-        if recall_at is not None:
-            row[f"recall@{k}"] = recall_at[k]
-        else:
-            row[f"recall@{k}"] = float(np.mean(ranks <= k)) if len(ranks) else 0.0
-        row[f"hit@{k}"] = float(first <= k)
-        row[f"reciprocal_rank@{k}"] = 1.0 / first if first <= k else 0.0
-        row[f"ndcg@{k}"] = ndcg_at(ranks, gains, k)
-        row[f"map@{k}"] = average_precision_at(ranks, k)
+        row.update({f"{metric.column}@{k}": metric.at_ranks(question, k) for metric in AT_CUTOFF})
     return row
 
 
@@ -151,15 +223,11 @@ def expected_metrics(positions: Positions, gains: np.ndarray, ks: list[int]) -> 
     p_first_at[0] = r / n
     if len(j) > 1:
         p_first_at[1:] = r / n * np.cumprod((n - j[:-1] - r + 1) / (n - j[:-1]))
+    tied = Tied(groups, gains, gains[relevant], n_relevant, p, n, r, p + j, p_first_at / (p + j))
     row["first_relevant_rank"] = p + (n + 1) / (r + 1)
-    row["reciprocal_rank"] = float(np.sum(p_first_at / (p + j)))
+    row["reciprocal_rank"] = float(np.sum(tied.first_weights))
     for k in ks:
-        inside = sum(len(members) * min(max(k - b, 0), size) / size for b, size, members in groups)
-        row[f"recall@{k}"] = inside / n_relevant
-        row[f"hit@{k}"] = 1.0 - _none_in_first(n, r, k - p)
-        row[f"reciprocal_rank@{k}"] = float(np.sum((p_first_at / (p + j))[p + j <= k]))
-        row[f"ndcg@{k}"] = _expected_dcg(groups, gains, k) / _ideal_dcg(gains[relevant], k)
-        row[f"map@{k}"] = _expected_average_precision(groups, n_relevant, k)
+        row.update({f"{metric.column}@{k}": metric.under_ties(tied, k) for metric in AT_CUTOFF})
     # every metric but the rank is a share: a sum that is exactly 1 may round to 1 + 2e-16 (seven
     # relevant chunks tied at the top: ndcg), which no reader of per_question.csv may be handed
     return {name: value if name == "first_relevant_rank" else min(value, 1.0) for name, value in row.items()}
@@ -251,7 +319,7 @@ def summary_names(ks: list[int], budgets: list[int] = ()) -> list[tuple[str, str
     metric table by metric, then by k; recall_budget@B (retrieval_bench.evaluation.budgets) next
     to recall@k, the whole run's mrr before mrr@k."""
     names = []
-    for name, column in AT_CUTOFF:
+    for name, column in ((metric.name, metric.column) for metric in AT_CUTOFF):
         names += [("mrr", "reciprocal_rank")] if name == "mrr" else []
         names += [(f"{name}@{k}", f"{column}@{k}") for k in ks]
         names += [(f"recall_budget@{b}", f"recall_budget@{b}") for b in sorted(budgets)] if name == "recall" else []

@@ -14,7 +14,7 @@ from pathlib import Path
 from retrieval_bench.core import paths
 from retrieval_bench.evaluation.pareto import dominated_by, unmeasured
 
-# The methods that search vectors (retrieval.methods.USES_VECTORS; tests/test_panel_costs.py keeps
+# The methods that search vectors (retrieval.methods.USES_VECTORS; tests/evaluation/test_panel_costs.py keeps
 # the two equal): their embedding is part of their cost. A bm25 system embeds nothing (cost 0).
 SEARCHES_VECTORS = {"dense", "hybrid", "ann", "store"}
 COSTS = ("embed_seconds_per_1000", "index_mb", "search_ms_per_question")

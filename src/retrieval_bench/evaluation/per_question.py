@@ -52,6 +52,21 @@ def metric_columns(columns) -> list[tuple[str, str]]:
     return names
 
 
+# The cut-off of the headline figures (ndcg@k, recall@k in metrics/headline.json) and of the one
+# ndcg@k the leaderboard ranks by, and the context budget of the headline's recall_budget@B.
+HEADLINE_CUTOFF = 10
+HEADLINE_BUDGET = 4000
+
+
+def headline_column(columns, prefix: str, preferred: int) -> str | None:
+    """`prefix@preferred` where `columns` has it, else `prefix@` its largest cut-off, else None: the
+    headline follows score.k and score.budgets instead of losing a figure they leave out."""
+    cutoffs = [int(match.group(1)) for c in columns if (match := re.fullmatch(rf"{prefix}@(\d+)", str(c)))]
+    if not cutoffs:
+        return None
+    return f"{prefix}@{preferred if preferred in cutoffs else max(cutoffs)}"
+
+
 def check_one_row_per_question(qids: Iterable[str], where: str) -> None:
     """Each question once: a second row for a qid would count it twice in every mean."""
     counts = pd.Series(list(qids), dtype=object).value_counts(sort=False)

@@ -3,9 +3,9 @@ randomization test, minimum detectable difference, wins/ties/losses. Pure functi
 
 Why not scipy.stats.bootstrap / permutation_test: the interval here is the expanded percentile
 interval (Hesterberg 2015), which scipy does not offer and which corrects the plain percentile
-interval's undercoverage at the small n golden sets have (tests/test_compare.py checks its
+interval's undercoverage at the small n golden sets have (tests/evaluation/test_compare.py checks its
 coverage); the p-value counts flips whose |mean| reaches the observed |mean| within 1e-12 (the
-symmetric two-sided sign-flip test; tests/test_exact_statistics.py checks it equals scipy's exact
+symmetric two-sided sign-flip test; tests/evaluation/test_exact_statistics.py checks it equals scipy's exact
 paired test), enumerates all 2^m flips of up to 20 nonzero differences in milliseconds, and
 otherwise draws each test's own flips; both draw their resamples in memory-bounded batches.
 """

@@ -2,7 +2,7 @@
 
 A new API is one module implementing provider.Provider (its name, key and URL variables, official
 hosts and list prices included) and one line here: params.yaml's choices (llm.settings), the
-credentials and the prices are read from the providers listed here (tests/test_provider_plugin.py
+credentials and the prices are read from the providers listed here (tests/llm/test_provider_plugin.py
 adds one that way)."""
 
 from __future__ import annotations

@@ -1,0 +1,296 @@
+"""Bad params.yaml, as a careless user or an attacker writes it: each is one line naming the file
+and line or the key the user wrote, an InputError (exit status 1 from a stage), no traceback, no
+hang, and check_params' last good outputs left as they were, under `dvc repro` too."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ONLY_DEFAULT, copy_project, dvc, set_params, tool_env
+
+import retrieval_bench
+from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.params_sections import MAX_NESTING, MAX_PARAMS_BYTES, MAX_VALUES
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+CHECK_PARAMS_OUTPUTS = [
+    paths.PARAMS_CHECKED,
+    paths.SOURCE_STAMP,
+    paths.STORE_STAMP,
+    paths.STORED_VECTORS_STAMP,
+    paths.STYLE_EXAMPLES_STAMP,
+    paths.PANEL_SYSTEMS,
+]
+
+
+def dumped(**changes: object) -> str:
+    """The bundled params with dotted keys set (e.g. **{"score.k": [1]}), as YAML."""
+    params = yaml.safe_load(yaml.safe_dump(BASE))
+    for dotted, value in changes.items():
+        node = params
+        *parents, last = dotted.split(".")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return yaml.safe_dump(params, sort_keys=False, allow_unicode=True)
+
+
+def line_of(text: str, line: str) -> int:
+    return text.splitlines().index(line) + 1
+
+
+def with_line_after(text: str, anchor: str, added: str) -> str:
+    lines = text.splitlines()
+    lines.insert(lines.index(anchor) + 1, added)
+    return "\n".join(lines) + "\n"
+
+
+def nested(levels: int) -> str:
+    """retrieval.store.filter nested `levels` lists deep."""
+    return dumped(**{"retrieval.store.filter": "NESTED"}).replace("NESTED", "[" * levels + "]" * levels)
+
+
+def alias_bomb() -> str:
+    """Billion laughs: ten levels of ten aliases, 10^10 values once expanded."""
+    rows = ["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    rows += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 10)]
+    return "\n".join(rows) + "\n" + dumped(**{"retrieval.store.filter": "BOMB"}).replace("BOMB", "*l9")
+
+
+# What every panel system must name besides its retrieval keys (the single system's chunking and embedder).
+DEFAULTS_NAMED = {"chunking": paths.DEFAULT, "embedder": paths.DEFAULT}
+
+
+def panel(name: object, **system: object) -> str:
+    return dumped(panel={"default": DEFAULTS_NAMED, name: {**DEFAULTS_NAMED, **(system or {"method": "bm25"})}})
+
+
+SCORE_TWICE = dumped() + "score:\n  k: [1]\n"
+SCORE_AGAIN = len(dumped().splitlines()) + 1
+NOT_UTF8 = b"# params\nload:\n  source: data/\xff\n"
+MAX_K = max(BASE["score"]["k"])
+TIES_TWICE = with_line_after(dumped(), "  ties: expected", "  ties: optimistic")
+NAME_RULE = "must be 1-64 ASCII letters, digits, - and _, starting with a letter or digit"
+DVC_IGNORES = "which DVC leaves out of its run-cache key (treeverse/dvc#10296)"
+DEPTH_RULE = "must be a positive int (chunks per question) or 'all'"
+
+CASES = [
+    # item 3: a key written twice is refused with both lines, not the last one kept
+    pytest.param(
+        SCORE_TWICE,
+        [f"params.yaml line {SCORE_AGAIN}: key 'score' appears twice (first at line {line_of(SCORE_TWICE, 'score:')})"],
+        id="section-twice",
+    ),
+    pytest.param(
+        TIES_TWICE,
+        [f"line {line_of(TIES_TWICE, '  ties: optimistic')}: key 'ties' appears twice"],
+        id="nested-key-twice",
+    ),
+    pytest.param(
+        dumped(panel={}).replace("panel: {}", "panel:\n  x: {method: bm25, method: dense}"),
+        ["key 'method' appears twice"],
+        id="flow-key-twice",
+    ),
+    # item 6: what the YAML reader met raises no traceback and names the file and line
+    pytest.param(
+        NOT_UTF8,
+        [f"params.yaml line 3: not UTF-8 text (byte {NOT_UTF8.index(0xFF)}: 0xff)"],
+        id="not-utf-8",
+    ),
+    pytest.param("", ["params.yaml: empty; expected a mapping of sections load, "], id="empty"),
+    pytest.param("# only comments\n", ["params.yaml: empty"], id="comments-only"),
+    pytest.param("- load\n- score\n", ["expected a mapping of sections", "got a list at the top level"], id="list"),
+    pytest.param("score\n", ["got 'score' at the top level"], id="scalar"),
+    pytest.param("load: [unclosed\n", ["params.yaml: invalid YAML at line 2, column 1"], id="unclosed-flow"),
+    pytest.param("load:\n\tsource: data\n", ["at line 2, column 1", "YAML indents with spaces, not tabs"], id="tab"),
+    pytest.param("load: x\0y\n", ["at line 1: character '\\x00' is not allowed"], id="nul"),
+    pytest.param("load: *nowhere\n", ["invalid YAML at line 1", "undefined alias"], id="undefined-alias"),
+    pytest.param("? [a, b]\n: 1\n", ["invalid YAML at line 1", "unhashable key"], id="list-as-key"),
+    pytest.param(nested(10_000), ["params.yaml: invalid YAML"], id="10000-levels"),
+    pytest.param(nested(MAX_NESTING + 8), [f"is nested over {MAX_NESTING} levels deep"], id="40-levels"),
+    pytest.param(alias_bomb(), [f"over {MAX_VALUES:,} keys and values"], id="billion-laughs"),
+    pytest.param("a: &a [*a]\n", [f"is nested over {MAX_NESTING} levels deep"], id="recursive-alias"),
+    pytest.param(dumped() + "#" * MAX_PARAMS_BYTES, [f"over {MAX_PARAMS_BYTES >> 20} MiB"], id="huge"),
+    # item 8: panel names DVC or the file system would choke on, and keys DVC's run cache ignores
+    pytest.param(panel("a/b"), ["panel name 'a/b' is not usable", NAME_RULE], id="name-slash"),
+    pytest.param(panel("../x"), ["panel name '../x' is not usable"], id="name-dotdot"),
+    pytest.param(panel("é"), ["panel name 'é' is not usable"], id="name-non-ascii"),
+    pytest.param(panel("a@b"), ["panel name 'a@b' is not usable", "retrieve@NAME"], id="name-at"),
+    pytest.param(panel("a.b"), ["panel name 'a.b' is not usable"], id="name-dot"),
+    pytest.param(panel("x" * 300), ["panel name 'xxxx", NAME_RULE], id="name-300-chars"),
+    pytest.param(panel(7), ["panel name 7 is not usable"], id="name-int"),
+    pytest.param(panel("size"), [f"panel.size is named 'size', {DVC_IGNORES}"], id="name-size"),
+    pytest.param(
+        dumped(**{"retrieval.store.search": {"nfiles": 3}}),
+        [f"retrieval.store.search.nfiles is named 'nfiles', {DVC_IGNORES}"],
+        id="nfiles-in-search",
+    ),
+    pytest.param(
+        panel("s1", method="store", store={"search": {"size": 3}}),
+        [f"panel.s1.store.search.size is named 'size', {DVC_IGNORES}"],
+        id="size-in-panel-search",
+    ),
+    # items 7 and 9: every error names the key the user wrote, and echoes their value unchanged
+    pytest.param(dumped(**{"retrieval.depth": -1}), [f"retrieval.depth {DEPTH_RULE}, got -1"], id="depth-negative"),
+    pytest.param(dumped(**{"retrieval.depth": "ten"}), [f"retrieval.depth {DEPTH_RULE}"], id="depth-word"),
+    pytest.param(panel("x", depth=0), [f"panel.x.depth {DEPTH_RULE}, got 0"], id="panel-depth-0"),
+    pytest.param(
+        panel("x", depth=MAX_K - 1),
+        [f"score.k {MAX_K} is beyond panel.x.depth {MAX_K - 1}", "raise panel.x.depth"],
+        id="panel-depth-below-k",
+    ),
+    pytest.param(
+        panel("x", trec_export="runs/my.retrieval.jsonl"),
+        ["panel.x.trec_export 'runs/my.retrieval.jsonl' is a TREC run"],
+        id="panel-trec-export-value-kept",
+    ),
+    pytest.param(
+        dumped(**{"judge.base_url": "ftp://generate.example/v1"}),
+        ["judge.base_url must be an http(s) URL or null, got 'ftp://generate.example/v1'"],
+        id="judge-base-url-value-kept",
+    ),
+    pytest.param(
+        dumped(**{"judge.price": {"input_per_mtok": -1, "output_per_mtok": 1}}),
+        ["judge.price needs prices >= 0"],
+        id="judge-price",
+    ),
+    pytest.param(
+        panel("x", method="run-file"), ["panel.x.method run-file needs panel.x.run_file"], id="panel-run-file"
+    ),
+    pytest.param(
+        panel("x", method="rerank"), ["panel.x.method rerank needs panel.x.rerank.model"], id="panel-rerank-model"
+    ),
+    pytest.param(
+        panel("x", ann={"nlist": 4, "nprobe": 8}),
+        ["panel.x.ann.nprobe (8) cannot exceed panel.x.ann.nlist (4)"],
+        id="panel-nprobe",
+    ),
+    pytest.param(panel("x", bm25={"stemmer": "porter"}), ["panel.x.bm25.stemmer must be one of"], id="panel-stemmer"),
+    pytest.param(panel("x", rrf_k=-1), ["panel.x.rrf_k must be >= 0"], id="panel-rrf-k"),
+    # neighbours: the validity section
+    pytest.param(
+        dumped(**{"validity.threshold": 0.8}),
+        ["unknown key params.validity.threshold: it is gone; the certificate decides"],
+        id="threshold-retired",
+    ),
+    pytest.param(
+        dumped(**{"validity.fail_below": True}),
+        ["unknown key params.validity.fail_below: it is gone; use validity.fail_on: disagrees"],
+        id="fail-below-retired",
+    ),
+    pytest.param(
+        dumped(**{"validity.fail_on": "yes"}),
+        ["validity.fail_on must be one of disagrees, none, not-agrees"],
+        id="fail-on-word",
+    ),
+    pytest.param(dumped(**{"validity.extra": 1}), ["unknown key params.validity.extra"], id="validity-unknown-key"),
+]
+
+
+def write(path: Path, content: str | bytes) -> Path:
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    return path
+
+
+@pytest.mark.parametrize(("content", "fragments"), CASES)
+def test_a_bad_params_file_is_one_line_naming_the_line_or_key(tmp_path, content, fragments):
+    with pytest.raises(InputError) as error:
+        load_all_params(write(tmp_path / "params.yaml", content))
+    message = str(error.value)
+    assert "\n" not in message and len(message) < 400, message
+    for fragment in fragments:
+        assert fragment in message
+
+
+def test_the_api_reads_params_as_the_stages_do(tmp_path):
+    """rb.load_params kept the last of two score sections, raised IsADirectoryError for a folder
+    and TypeError for a mapping."""
+    with pytest.raises(InputError, match="key 'score' appears twice"):
+        retrieval_bench.load_params(write(tmp_path / "params.yaml", SCORE_TWICE))
+    with pytest.raises(InputError, match="a folder"):
+        retrieval_bench.load_params(tmp_path)
+    with pytest.raises(InputError, match="path must be the path of a params.yaml, got "):
+        retrieval_bench.load_params({"score": {}})
+
+
+def test_depth_all_is_valid_for_every_panel_system(tmp_path):
+    """retrieval.depth all, documented as valid, failed as 'params.panel.dense.depth must be int'."""
+    params = load_all_params(write(tmp_path / "params.yaml", dumped(**{"retrieval.depth": "all"})))
+    assert params["retrieval"]["depth"] == "all"
+    assert params["panel"] and all(system["depth"] == "all" for system in params["panel"].values())
+
+
+def test_the_longest_usable_panel_name_is_accepted(tmp_path):
+    name = "A" + "b_-9" * 15 + "xyz"
+    assert len(name) == 64
+    assert list(load_all_params(write(tmp_path / "params.yaml", panel(name)))["panel"]) == ["default", name]
+
+
+def check_params(cwd: Path) -> subprocess.CompletedProcess:
+    """`python -m stages.check_params`; a hang (reading a FIFO) fails the test instead of the suite."""
+    command = [sys.executable, "-m", "stages.check_params"]
+    return subprocess.run(command, cwd=cwd, env=tool_env(), capture_output=True, text=True, timeout=300)
+
+
+def outputs(cwd: Path) -> dict[str, bytes]:
+    return {name: (cwd / name).read_bytes() for name in CHECK_PARAMS_OUTPUTS}
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        pytest.param(SCORE_TWICE, "appears twice", id="section-twice"),
+        pytest.param(b"load:\n  source: \xfe\n", "params.yaml line 2: not UTF-8 text", id="not-utf-8"),
+        pytest.param(nested(10_000), "params.yaml: invalid YAML", id="10000-levels"),
+        pytest.param(panel("a/b"), "panel name 'a/b' is not usable", id="name-slash"),
+        pytest.param(None, "params.yaml: a FIFO (named pipe); expected the params file (YAML)", id="fifo"),
+    ],
+)
+def test_check_params_refuses_in_one_line_and_keeps_its_last_outputs(workdir, content, fragment):
+    assert check_params(workdir).returncode == 0
+    before = outputs(workdir)
+    params = workdir / "params.yaml"
+    if content is None:  # a FIFO nobody writes to: reading it would wait for ever
+        params.unlink()
+        os.mkfifo(params)
+    else:
+        write(params, content)
+    result = check_params(workdir)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
+    assert outputs(workdir) == before
+
+
+def test_a_failed_check_under_dvc_keeps_the_last_good_outputs(tmp_path):
+    """DVC deletes a stage's outputs before running it: without persist, a failing check_params
+    took data/params_checked.txt, the stamps and metrics/panel/systems.json with it."""
+    project = copy_project(tmp_path / "project")
+    dvc("repro", "check_params", cwd=project)
+    before = outputs(project)
+    for bad in (
+        {"panel": {"a/b": {**DEFAULTS_NAMED, "method": "bm25"}}},
+        {"panel": {"../x": DEFAULTS_NAMED}},
+        {"retrieval.depth": -1},
+    ):
+        set_params(project, **bad)
+        result = dvc("repro", "check_params", cwd=project, check=False)
+        assert result.returncode != 0
+        said = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("error: ")]
+        assert len(said) == 1 and "params.yaml: " in said[0], result.stdout + result.stderr
+        assert "Traceback" not in result.stdout + result.stderr
+        assert outputs(project) == before
+        set_params(project, panel=ONLY_DEFAULT, **{"retrieval.depth": BASE["retrieval"]["depth"]})  # good again
+    set_params(project, panel={**ONLY_DEFAULT, "bm25": {**DEFAULTS_NAMED, "method": "bm25"}})
+    dvc("repro", "check_params", cwd=project)
+    assert json.loads((project / paths.PANEL_SYSTEMS).read_text()) == ["default", "bm25"]
+    assert dvc("status", "check_params", "--json", cwd=project).stdout.strip() == '{"check_params": ["always changed"]}'

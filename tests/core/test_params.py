@@ -1,0 +1,188 @@
+"""params.yaml: no key DVC would misread, every key checked, typos told the closest valid key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import DEFAULTS, load_all_params
+from retrieval_bench.core.params_panel import settings_key
+from retrieval_bench.core.params_sections import DVC_IGNORED_KEYS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def leaves(tree, path=()):
+    for key, value in tree.items():
+        yield (*path, key)
+        if isinstance(value, dict):
+            yield from leaves(value, (*path, key))
+
+
+@pytest.mark.parametrize(
+    "tree", [DEFAULTS, yaml.safe_load((ROOT / "params.yaml").read_text())], ids=["defaults", "params.yaml"]
+)
+def test_no_param_key_is_one_dvc_leaves_out_of_its_run_cache(tree):
+    # treeverse/dvc#10296: a key named size or nfiles, at any depth, is dropped from the run-cache key.
+    named = [".".join(path) for path in leaves(tree) if path[-1] in DVC_IGNORED_KEYS]
+    assert named == []
+
+
+def test_the_bundled_params_are_valid_and_complete():
+    params = load_all_params(ROOT / "params.yaml")
+    assert set(params) == set(DEFAULTS)
+    # The panel is the sample's own (by default the default system alone): its systems are retrieval overrides.
+    written = {
+        ".".join(p)
+        for p in leaves(yaml.safe_load((ROOT / "params.yaml").read_text()))
+        if p[0] not in ("panel", "chunkings", "embedders") or len(p) == 1
+    }
+    named = {".".join(p) for p in leaves(DEFAULTS) if p[0] not in ("panel", "chunkings", "embedders") or len(p) == 1}
+    assert written == named  # every default is visible to the user (the names are the user's own)
+    panel, chunkings, embedders = (params.pop(name) for name in ("panel", "chunkings", "embedders"))
+    assert params == {
+        key: value for key, value in DEFAULTS.items() if key not in ("panel", "chunkings", "embedders")
+    }  # and params.yaml states the defaults
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    # Each named chunking, embedder and system is its base section with what params.yaml writes for it
+    # laid over it (nested keys one by one), whatever the sample's names.
+    assert chunkings == {name: merged(params["load"]["chunking"], raw["chunkings"][name]) for name in raw["chunkings"]}
+    assert embedders == {name: merged(params["embed"], raw["embedders"][name]) for name in raw["embedders"]}
+    assert panel == {name: merged(params["retrieval"], raw["panel"][name]) for name in raw["panel"]}
+    # The sample's panel is a decision between models and chunk sizes (issue 29): at least two of
+    # each, every one used by a system, and the default system is the retrieval section itself.
+    assert len(chunkings) >= 2 and {system["chunking"] for system in panel.values()} == set(chunkings)
+    assert len(embedders) >= 2 and {system["embedder"] for system in panel.values()} == set(embedders)
+    assert panel["default"] == {**params["retrieval"], "chunking": "default", "embedder": "default"}
+
+
+def merged(base: dict, written: dict | None) -> dict:
+    """`written` laid over `base`, nested mappings key by key (an independent reading of the rule)."""
+    out = dict(base)
+    for key, value in (written or {}).items():
+        out[key] = merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return out
+
+
+def write(tmp_path: Path, tree: dict) -> Path:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("tree", "message"),
+    [
+        ({"load": {"chunk_size": 500}}, "unknown key params.load.chunk_size; did you mean params.load.chunking?"),
+        ({"scoring": {"k": [1]}}, "unknown key params.scoring; did you mean params.score?"),
+        (
+            {"load": {"chunking": {"size": 400}}},
+            "it is called params.load.chunking.chars now (DVC ignores param keys named nfiles/size: treeverse/dvc#10296)",
+        ),
+        ({"score": {"ties": "random"}}, "score.ties must be one of expected, optimistic, pessimistic, got 'random'"),
+        ({"retrieval": {"bm25": {"stemmer": "porter"}}}, "retrieval.bm25.stemmer must be one of english, none"),
+        (
+            {"load": {"chunking": {"chars": 400, "overlap": 400}}},
+            "load.chunking needs chars > 0 and 0 <= overlap < chars",
+        ),
+        ({"load": {"chunking": {"chars": "800"}}}, "params.load.chunking.chars must be int, got '800'"),
+        (
+            {"panel": {"bm25": {"chunking": "default", "embedder": "default", "method": "bm42"}}},
+            "panel.bm25.method must be one of",
+        ),
+        (
+            {"panel": {"ann": {"chunking": "default", "embedder": "default", "ann": {"ef_serch": 8}}}},
+            "unknown key params.panel.ann.ann.ef_serch; did you mean params.panel.ann.ann.ef_search?",
+        ),
+        ({"panel": {"bad name": {"method": "bm25"}}}, "panel name 'bad name' is not usable"),
+        (
+            {"panel": {"x": {"chunking": "default", "embedder": "default", "depth": 0}}},
+            "panel.x.depth must be a positive int (chunks per question) or 'all'",
+        ),
+        ({"panel": ["dense"]}, "panel must be a mapping of system names to retrieval settings"),
+        (
+            {
+                "load": {"source": "lancedb:stores/docs.lancedb?table=chunks"},
+                "panel": {
+                    "s1": {
+                        "chunking": "default",
+                        "embedder": "default",
+                        "method": "store",
+                        "store": {"search": {"bogus": 1}},
+                    }
+                },
+            },
+            "panel.s1.store.search: lancedb has no query parameter 'bogus'",
+        ),
+        (
+            {"panel": {"s1": {"chunking": "default", "embedder": "default", "method": "store"}}},
+            "panel.s1.method store needs panel.s1.store.address",
+        ),
+        ({"validity": {"fail_on": "sometimes"}}, "validity.fail_on must be one of disagrees, none, not-agrees"),
+        # the retrieve and score stages run once per panel system: the single system moved into the panel
+        (
+            {"panel": {"bm25": {"chunking": "default", "embedder": "default", "method": "bm25"}}},
+            "panel has no `default` system, the one `show`, `compare` and judge.pool read when none is named",
+        ),
+        ({"panel": {}}, "`default: {chunking: default, embedder: default}` under panel (have: none)"),
+        (
+            {"judge": {"pool": ["data/run.parquet"]}},
+            "judge.pool data/run.parquet moved: the default system's run is data/panel/default/run.parquet",
+        ),
+        (
+            {
+                "panel": {
+                    "default": {"chunking": "default", "embedder": "default", "trec_export": "runs/a.trec"},
+                    "b": {"chunking": "default", "embedder": "default", "method": "bm25", "trec_export": "runs/a.trec"},
+                }
+            },
+            "panel.b and panel.default both write trec_export 'runs/a.trec': give each system a file of its own",
+        ),
+        (
+            {"embed": {"engine": "ray", "device": "cpu", "ray": {"num_gpus_per_actor": 1}}},
+            "embed.ray.num_gpus_per_actor > 0 needs embed.backend torch and embed.device null or cuda (got backend torch, device cpu)",
+        ),
+    ],
+)
+def test_bad_params_name_the_key_and_what_was_expected(tmp_path, tree, message):
+    with pytest.raises(InputError) as error:
+        load_all_params(write(tmp_path, tree))
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_ray_address_local_is_the_engines_own_local_instance(tmp_path):
+    """Ray's `local` and null both start the engine's private instance (with its watchdog), never
+    the cluster path; so nothing past params.yaml tells them apart."""
+    params = load_all_params(write(tmp_path, {"embed": {"ray": {"address": "local"}}}))
+    assert params["embed"]["ray"]["address"] is None
+
+
+def test_a_null_store_address_is_load_source_for_every_reader(tmp_path):
+    store = "lancedb:stores/docs.lancedb?table=chunks"
+    params = load_all_params(write(tmp_path, {"load": {"source": store}, "retrieval": {"method": "store"}}))
+    assert params["retrieval"]["store"]["address"] == store
+    other = "qdrant:stores/q?collection=c"
+    params = load_all_params(write(tmp_path, {"load": {"source": store}, "retrieval": {"store": {"address": other}}}))
+    assert params["retrieval"]["store"]["address"] == other
+    assert load_all_params(write(tmp_path, {}))["retrieval"]["store"]["address"] is None  # a path source: no store
+    pick = {"chunking": "default", "embedder": "default"}
+    panel = {"s1": {**pick, "method": "store", "store": {"address": None}}, "s2": {**pick, "store": {"address": other}}}
+    params = load_all_params(write(tmp_path, {"load": {"source": store}, "panel": {"default": pick, **panel}}))
+    assert [params["panel"][name]["store"]["address"] for name in panel] == [store, other]
+
+
+def test_retrieval_trec_export_is_the_default_systems_and_messages_name_what_the_user_wrote(tmp_path):
+    """retrieval.trec_export: written by the default system alone (every system inherits the
+    retrieval section, and one file cannot hold two runs); another writes only the file it names.
+    A system that overrides nothing is the retrieval section, and its messages say retrieval.X."""
+    pick = {"chunking": "default", "embedder": "default"}
+    panel = {"default": pick, "bm25": {**pick, "method": "bm25"}, "own": {**pick, "trec_export": "runs/own.trec"}}
+    params = load_all_params(write(tmp_path, {"retrieval": {"trec_export": "runs/dense.trec"}, "panel": panel}))
+    exports = {name: system["trec_export"] for name, system in params["panel"].items()}
+    assert exports == {"default": "runs/dense.trec", "bm25": None, "own": "runs/own.trec"}
+    assert [settings_key(params, name) for name in panel] == ["retrieval", "panel.bm25", "panel.own"]
+    params = load_all_params(write(tmp_path, {"panel": {"default": {**pick, "depth": 50}}}))
+    assert settings_key(params, "default") == "panel.default"  # its own depth: the key the user wrote

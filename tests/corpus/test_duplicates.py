@@ -1,0 +1,187 @@
+"""Duplicate chunks: exact (normalised text) and near (MinHash over word shingles) detection at
+load, and the judged view counting a copy of a relevant chunk as relevant: a planted copy of a
+gold chunk is a miss in the strict view and a hit in the judged one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from retrieval_bench.core.run_table import from_records
+from retrieval_bench.corpus.chunk import chunk_spans
+from retrieval_bench.corpus.duplicates import find_duplicates, jaccard, normalise, shingles
+from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
+from retrieval_bench.evaluation.judged import judged_summary
+from retrieval_bench.evaluation.metrics import summarize
+from retrieval_bench.evaluation.scoring import score_run_both_views
+from retrieval_bench.evaluation.scoring_settings import Scoring
+from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "data" / "sample" / "sqlite"
+KS = [1, 3, 5, 10]
+WORDS = (
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon "
+    "phi chi psi omega one two three four five six seven eight nine ten"
+).split()
+
+
+def text(seed: int, n: int = 60) -> str:
+    return " ".join(WORDS[(seed * 7 + i * i * 3 + i) % len(WORDS)] + str((seed + i) % 11) for i in range(n))
+
+
+def table(texts: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({"chunk_id": list(texts), "text": list(texts.values())})
+
+
+def test_exact_duplicates_ignore_case_spacing_and_unicode_forms():
+    chunks = table(
+        {"a": "Hello  World.\nSame text", "b": "hello world. same\u00a0TEXT ", "c": "Hello World. Other text"}
+    )
+    found = find_duplicates(chunks, near=False)
+    assert found.to_dict("records") == [
+        {"chunk_id": "a", "group": "a", "kind": "exact", "similarity": 1.0},
+        {"chunk_id": "b", "group": "a", "kind": "exact", "similarity": 1.0},
+    ]
+    assert normalise("Ａ  b") == "a b"
+
+
+def test_near_duplicates_are_found_at_the_threshold_and_distinct_texts_are_not():
+    base = text(1)
+    one_word = base.replace(base.split()[30], "changed", 1)
+    many_words = " ".join(w if i % 4 else "x" for i, w in enumerate(base.split()))
+    chunks = table({"base": base, "edit": one_word, "far": many_words, "other": text(2), "copy": base.upper()})
+    assert jaccard(shingles(base), shingles(one_word)) >= 0.8 > jaccard(shingles(base), shingles(many_words))
+    found = find_duplicates(chunks, near=True, min_jaccard=0.8).set_index("chunk_id")
+    assert set(found.index) == {"base", "edit", "copy"} and set(found["group"]) == {"base"}
+    assert found.loc["copy", "kind"] == "exact" and found.loc["edit", "kind"] == "near"
+    assert 0.8 <= found.loc["edit", "similarity"] < 1
+    assert find_duplicates(chunks, near=True, min_jaccard=0.8).equals(
+        find_duplicates(chunks, near=True, min_jaccard=0.8)
+    )
+    assert set(find_duplicates(chunks, near=False)["chunk_id"]) == {"base", "copy"}
+
+
+def test_overlapping_chunks_of_one_document_are_not_duplicates():
+    documents = read_documents_folder(SAMPLE)
+    chunks = chunk_documents(
+        documents[documents["doc_id"].isin(["wal.md", "lockingv3.md", "howtocorrupt.md"])], 800, 100
+    )
+    assert find_duplicates(chunks).empty
+
+
+def test_the_bundled_sample_has_one_pair_of_identical_chunks():
+    chunks = chunk_documents(read_documents_folder(SAMPLE), 800, 100)
+    found = find_duplicates(chunks)
+    assert found["chunk_id"].tolist() == ["different.md:1325-1877", "serverless.md:415-967"]
+    assert set(found["kind"]) == {"exact"}
+
+
+# --- the judged view: a planted copy of a gold chunk -------------------------------------------
+@pytest.fixture(scope="module")
+def planted():
+    """Two sample documents, a third (faq.md) that is a copy of one question's gold chunk, the
+    hand-written questions for them, and the chunks (load.chunking 800/100)."""
+    documents = read_documents_folder(SAMPLE)
+    documents = documents[documents["doc_id"].isin(["wal.md", "inmemorydb.md"])].reset_index(drop=True)
+    chunks = chunk_documents(documents, 800, 100)
+    golden, _ = handwritten_rows(read_handwritten(ROOT / "data" / "handwritten_questions.jsonl"), documents, chunks)
+    # A question whose evidence one chunk holds whole.
+    row = next(
+        r for r in golden if any(s <= r["start"] and r["end"] <= e for s, e in zip(chunks["start"], chunks["end"]))
+    )
+    gold = chunks[
+        (chunks["start"] <= row["start"]) & (chunks["end"] >= row["end"]) & (chunks["doc_id"] == row["doc_id"])
+    ].iloc[0]
+    copy = gold["text"]
+    assert chunk_spans(copy, 800, 100) == [(0, len(copy))]  # the copy is one chunk of its own
+    documents = pd.concat([documents, pd.DataFrame({"doc_id": ["faq.md"], "text": [copy]})], ignore_index=True)
+    chunks = chunk_documents(documents, 800, 100)
+    return golden, chunks, row, gold["chunk_id"]
+
+
+def scores(golden, chunks, run, pool=()):
+    duplicates = find_duplicates(chunks)
+    table = score_run_both_views(golden, chunks, run, Scoring(ks=tuple(KS)), duplicates, list(pool))
+    return table.set_index("qid"), {**summarize(table, KS, len(chunks)), **judged_summary(table, KS, duplicates)}
+
+
+def test_a_copy_of_the_gold_chunk_is_a_strict_miss_and_a_judged_hit(planted):
+    golden, chunks, row, gold_id = planted
+    copy_id = next(c for c in chunks["chunk_id"] if c.startswith("faq.md"))
+    others = [c for c in chunks["chunk_id"] if c not in (gold_id, copy_id)]
+    records = []
+    for r in golden:  # every other question: its gold first; the planted question: the copy first, no gold
+        first = copy_id if r["qid"] == row["qid"] else r["gold_chunk_id"]
+        records += [(r["qid"], first, 100.0)] + [
+            (r["qid"], c, 50.0 - i) for i, c in enumerate(others[:9]) if c != first
+        ]
+    run = from_records(records, 10)
+    per_question, summary = scores(golden, chunks, run)
+    planted_row = per_question.loc[row["qid"]]
+    assert (
+        planted_row["hit@1"] == 0 and planted_row["hit@10"] == 0 and planted_row["reciprocal_rank"] == 0
+    )  # strict: a miss
+    assert planted_row["judged_hit@1"] == 1 and planted_row["judged_reciprocal_rank"] == 1  # judged: a hit
+    assert planted_row["judged_recall@1"] == 1.0 and planted_row["judged_ndcg@10"] == 1.0
+    assert planted_row["n_duplicate_relevant"] == 1 and planted_row["judged_n_relevant"] == 1
+    assert summary["n_duplicate_chunks"] == 1 and summary["n_questions_gaining_duplicate"] == 1
+    assert summary["judged_hit@1"] - summary["hit@1"] == pytest.approx(1 / len(golden))
+    for name in ("hit@1", "mrr", "ndcg@10", "recall@5"):  # only the planted question differs
+        rest = per_question.drop(index=row["qid"])
+        column = "reciprocal_rank" if name == "mrr" else name
+        assert (rest[column] == rest[f"judged_{column}"]).all()
+
+
+def test_copies_count_once_the_best_placed_one(planted):
+    golden, chunks, row, gold_id = planted
+    copy_id = next(c for c in chunks["chunk_id"] if c.startswith("faq.md"))
+    other = next(c for c in chunks["chunk_id"] if c not in (gold_id, copy_id))
+    # Gold and copy tied at the top (identical texts score the same), then another chunk.
+    run = from_records([(row["qid"], gold_id, 9.0), (row["qid"], copy_id, 9.0), (row["qid"], other, 1.0)])
+    per_question, _ = scores([row], chunks, run)
+    result = per_question.loc[row["qid"]]
+    assert result["hit@1"] == 0.5  # strict: the gold is first in half of the orders of the tie
+    assert result["judged_hit@1"] == 1.0 and result["judged_ndcg@10"] == 1.0 and result["judged_n_relevant"] == 1
+    # Copy first, gold third: the gold's place is the copy's, counted once (no second relevant chunk).
+    run = from_records([(row["qid"], copy_id, 9.0), (row["qid"], other, 5.0), (row["qid"], gold_id, 1.0)])
+    result = scores([row], chunks, run)[0].loc[row["qid"]]
+    assert result["reciprocal_rank"] == pytest.approx(1 / 3) and result["judged_reciprocal_rank"] == 1.0
+    assert result["judged_map@10"] == 1.0 and result["judged_recall@3"] == 1.0
+
+
+def test_a_chunk_real_labels_judge_keeps_its_label_whatever_the_llm_says():
+    chunks = pd.DataFrame(
+        {"chunk_id": ["a", "b", "c"], "doc_id": ["a", "b", "c"], "start": 0, "end": 5, "text": ["x y", "z w", "u v"]}
+    )
+    golden = [{"qid": "q", "question": "?", "relevant": {"a": 1, "b": 0}}]
+    run = from_records([("q", "b", 3.0), ("q", "c", 2.0), ("q", "a", 1.0)])
+    pool = [{"qid": "q", "chunk_id": "b", "grade": 3}, {"qid": "q", "chunk_id": "c", "grade": 3}]
+    per_question, summary = scores(golden, chunks, run, pool)
+    assert per_question.loc["q", "reciprocal_rank"] == pytest.approx(1 / 3)
+    assert per_question.loc["q", "judged_reciprocal_rank"] == pytest.approx(1 / 2)  # c, not b
+    assert summary["n_questions_gaining_judged"] == 1 and summary["judge_relevant_share"] == 1.0
+
+
+def test_the_chunk_stage_writes_the_duplicates_and_says_how_many(tmp_path, monkeypatch, capsys):
+    from retrieval_bench.core import paths
+    from retrieval_bench.core.stage import run_stage
+    from stages import chunk, load_chunks
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text(text(3) + "\n\n" + text(4))
+    (tmp_path / "docs" / "b.md").write_text(text(4))
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["load"].update(source="docs", chunking={"chars": 500, "overlap": 0})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+    run_stage(load_chunks.main)
+    run_stage(lambda: chunk.main([paths.DEFAULT]), own_arguments=True)
+    duplicates = pd.read_parquet(tmp_path / paths.DUPLICATES)
+    assert len(duplicates) >= 2 and duplicates["chunk_id"].str.startswith("b.md").any()
+    assert "chunks duplicate another" in capsys.readouterr().out
+    assert json.loads(json.dumps(duplicates.to_dict("records")))  # plain values
