@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_bench.llm.errors import classify_error
@@ -73,7 +74,7 @@ class Provider:
     takes_base_url = False  # <section>.base_url picks the server, and a server there may need no key
     free_on_loopback = False  # a server on this machine costs nothing
     # List prices of the models it serves, US dollars per million (input, output) tokens.
-    prices: Mapping[str, tuple[float, float]] = {}
+    prices: Mapping[str, tuple[float, float]] = MappingProxyType({})
 
     def client(self, settings: CallSettings, pause: SharedPause, max_retries: int | None = None) -> Any:
         """The SDK's async client (it has `close()`), its HTTP client from connection.guarded_http_client

@@ -59,8 +59,8 @@ class Settings:
     @classmethod
     def from_params(cls, params: dict, section: str = "generate") -> "Settings":
         """From a validated generate (or judge) section; keys it lacks take their params.DEFAULTS
-        value. The prices: <section>.price, else llm.prices' table; an unknown paid model is an
-        InputError."""
+        value. The provider is checked against the registry; the prices: <section>.price, else the
+        providers' list prices (llm.prices); an unknown paid model is an InputError."""
         params = {**DEFAULTS["generate"], **params}
         api = check_provider(params, section)
         price = resolve(api, params["model"], params["base_url"], params["price"], section=section)
