@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+from retrieval_bench.llm.registry import PROVIDERS
 from retrieval_bench.llm.settings import Meta, Settings
 from retrieval_bench.llm.tasks import QUESTIONS, Job
 
@@ -11,8 +12,7 @@ TEMPLATE = "Write one question.\n<passage>\n{passage}\n</passage>\n"
 
 
 def jobs_for(n: int, provider: str = "anthropic", model: str = "claude-haiku-4-5") -> tuple[Meta, list[Job]]:
-    family = "openai-compatible" if provider == "openai-compatible" else "anthropic"
-    meta = Meta(provider, family, model, "p" * 64, 300)
+    meta = Meta(provider, PROVIDERS[provider].family, model, "p" * 64, 300)
     texts = [f"Passage {i}: the write-ahead log keeps page {i} until a checkpoint copies it back." for i in range(n)]
     return meta, [QUESTIONS.job(meta, TEMPLATE, text, hashlib.sha256(text.encode()).hexdigest(), 0) for text in texts]
 

@@ -674,27 +674,42 @@ def run_stage(project, stub: "StubLLM", *args: str, env: dict | None = None, tim
     return process.returncode, out, err
 
 
-def run_stage_here(project, stub: "StubLLM", *args: str, env: dict | None = None):
-    """The stage in this process, as `python -m stages.generate_goldenset` runs it (working
-    folder, environment, one-line errors, exit status): (exit status, stdout, stderr). For tests
-    of what the stage does; start_stage and run_stage for those of the process itself (a kill,
-    two runs at once, what the process leaks)."""
+def wait_for(condition, process, timeout: float = 600.0) -> None:
+    """Until `condition`; the stage ending first fails at once, the timeout only guards a hang (a loaded
+    2-core machine may take minutes to import and start)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, f"the stage ended early: {process.communicate()}"
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def run_stage_here(project, stub: "StubLLM", *args: str, env: dict | None = None, stage: str = "generate_goldenset"):
+    """A paying stage in this process, as `python -m stages.<stage>` runs it (working folder,
+    environment, one-line errors, exit status): (exit status, stdout, stderr). For tests of what
+    the stage does; start_stage and run_stage for those of the process itself (a kill, two runs at
+    once, what the process leaks)."""
     import contextlib
+    import importlib
     import io
     import os
 
     from retrieval_bench.core.stage import run_stage as run_main
-    from stages import generate_goldenset
 
-    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    main = importlib.import_module(f"stages.{stage}").main
+
+    # The stage's environment is made from this process's before it is cleared (stage_env reads it).
+    saved_env, saved_cwd, stage_environment = dict(os.environ), os.getcwd(), env or stage_env(stub)
     out, err = io.StringIO(), io.StringIO()
     os.environ.clear()
-    os.environ.update(env or stage_env(stub))
+    os.environ.update(stage_environment)
     os.chdir(project)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                run_main(lambda: generate_goldenset.main(list(args)))
+                run_main(lambda: main(list(args)))
                 status = 0
             except SystemExit as exited:
                 status = exited.code

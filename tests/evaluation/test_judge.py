@@ -4,8 +4,6 @@ flight, the batch API, the cost guard, off by default, and the judged view it fe
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import signal
@@ -19,7 +17,7 @@ import pytest
 import yaml
 from conftest import set_params
 from judge_helpers import chunk_table, golden_rows, grade_by_marker, make_project, run_table
-from stub_llm import StubLLM, answer_then_hold, read_jsonl, stage_env
+from stub_llm import StubLLM, answer_then_hold, read_jsonl, run_stage_here, stage_env
 
 from retrieval_bench.corpus.duplicates import find_duplicates
 from retrieval_bench.evaluation.judged import judged_summary, unjudged_warning
@@ -89,26 +87,7 @@ def test_pair_jobs_keep_both_texts_data_and_are_keyed_by_content():
 
 def judge_here(project: Path, stub: StubLLM, *args: str) -> tuple[int, str, str]:
     """The judge stage in this process, as `python -m stages.judge` runs it."""
-    from retrieval_bench.core.stage import run_stage
-    from stages import judge
-
-    saved_env, saved_cwd, env = dict(os.environ), os.getcwd(), stage_env(stub)
-    out, err = io.StringIO(), io.StringIO()
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(project)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                run_stage(lambda: judge.main(list(args)))
-                status = 0
-            except SystemExit as exited:
-                status = exited.code
-    finally:
-        os.chdir(saved_cwd)
-        os.environ.clear()
-        os.environ.update(saved_env)
-    return status, out.getvalue(), err.getvalue()
+    return run_stage_here(project, stub, *args, stage="judge")
 
 
 # --- the pool ---------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -25,6 +24,7 @@ from stub_llm import (
     stage_env,
     stage_project,
     start_stage,
+    wait_for,
 )
 
 from retrieval_bench.corpus.load import chunk_documents
@@ -32,16 +32,6 @@ from retrieval_bench.corpus.load import chunk_documents
 CACHE = "data/question_cache.jsonl"
 JOURNAL = "data/question_cache.batches.jsonl"
 GOLDEN = "data/goldenset.jsonl"
-
-
-def wait_for(condition, process, timeout: float = 600.0) -> None:
-    """Until `condition`; the stage ending first fails at once, the timeout only guards a hang (a loaded
-    2-core machine may take minutes to import and start)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert process.poll() is None, f"the stage ended early: {process.communicate()}"
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def kill(process) -> None:

@@ -26,7 +26,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -41,6 +40,7 @@ from stub_llm import (
     stage_env,
     stage_project,
     start_stage,
+    wait_for,
 )
 
 from retrieval_bench.core.errors import InputError
@@ -63,16 +63,6 @@ from retrieval_bench.llm.tasks import QUESTIONS
 CACHE = "data/question_cache.jsonl"
 JOURNAL = "data/question_cache.batches.jsonl"
 GOLDEN = "data/goldenset.jsonl"
-
-
-def wait_for(condition, process, timeout: float = 600.0) -> None:
-    """Until `condition`; the stage ending first fails at once, the timeout only guards a hang (a loaded
-    2-core machine may take minutes to import and start)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert process.poll() is None, f"the stage ended early: {process.communicate()}"
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def one_error_line(err: str) -> str:

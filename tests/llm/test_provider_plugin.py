@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from fake_provider import FAKE_CHAT
-from llm_helpers import TEMPLATE
+from llm_helpers import jobs_for
 from stub_llm import read_jsonl
 
 from retrieval_bench.core.errors import InputError
@@ -17,7 +17,7 @@ from retrieval_bench.llm import registry
 from retrieval_bench.llm.cost import check_cost, estimate
 from retrieval_bench.llm.credentials import endpoint_for
 from retrieval_bench.llm.runner import run
-from retrieval_bench.llm.settings import Meta, Settings, check_llm_sections
+from retrieval_bench.llm.settings import Settings, check_llm_sections
 from retrieval_bench.llm.tasks import QUESTIONS
 
 KEY = "fk-test-key"
@@ -97,9 +97,7 @@ def test_a_run_through_it_pays_once_and_caches_under_its_family(registered, stub
     settings = Settings.from_params(
         {"provider": "fake-llm", "model": "fake-small", "base_url": f"{stub.url}/v1", "concurrency": 2}
     )
-    meta = Meta("fake-llm", settings.family, "fake-small", "p" * 64, 300)
-    texts = [f"Passage {i}: the write-ahead log keeps page {i} until a checkpoint copies it back." for i in range(4)]
-    jobs = [QUESTIONS.job(meta, TEMPLATE, text, f"{i:064x}", 0) for i, text in enumerate(texts)]
+    meta, jobs = jobs_for(4, provider="fake-llm", model="fake-small")  # keyed by the registry's family
     cache = tmp_path / "c.jsonl"
     outcome = run(QUESTIONS, jobs, meta, settings, cache)
     assert outcome.succeeded == 4 and stub.count("POST", "/v1/chat/completions") == 4
@@ -110,8 +108,7 @@ def test_a_run_through_it_pays_once_and_caches_under_its_family(registered, stub
     assert outcome.cost == pytest.approx(sum(i * 2.0 + o * 8.0 for i, o in tokens) / 1e6)
     assert KEY not in cache.read_text()
     # Its own family: the same passage asked of another API is another cache entry.
-    other = Meta("openai-compatible", "openai-compatible", "fake-small", "p" * 64, 300)
-    other_keys = {QUESTIONS.job(other, TEMPLATE, text, f"{i:064x}", 0).key for i, text in enumerate(texts)}
+    other_keys = {job.key for job in jobs_for(4, provider="openai-compatible", model="fake-small")[1]}
     assert {record["key"] for record in records} == {job.key for job in jobs} and not other_keys & {
         job.key for job in jobs
     }
