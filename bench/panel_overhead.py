@@ -9,8 +9,9 @@ one (default: this checkout's data/embedding_cache; then the warm-up embeds noth
 `dvc repro` once with a panel of the default system and one more to build everything up to the
 embeddings and the default system's retrieve/score. Then for each size n: the default system and n dense systems on chunking default and embedder
 default that differ only in depth (20, 21, ..., named p<n>-<i>: new stages each round), the run
-cache emptied (.dvc/cache/runs), `dvc repro`, and the CPU seconds (user + sys) of the dvc process
-and every process it waited for (getrusage RUSAGE_CHILDREN before and after). Size 0 is the fixed
+cache emptied (.dvc/cache/runs), then what `make repro` runs: `retrieval-bench lock prune` (the
+last round's systems leave dvc.lock) and `dvc repro`; the CPU seconds (user + sys) of both and of
+every process they waited for (getrusage RUSAGE_CHILDREN before and after). Size 0 is the fixed
 part (check_params, which is always_changed, the leaderboard of the default system alone, DVC's graph). Every engine
 is pinned to one thread (BLAS, OpenMP, numba), in the stages as in the measurement below.
 
@@ -117,6 +118,7 @@ def main() -> None:
     try:
         prepare(project, env, args.embedding_cache.resolve())
         dvc = [sys.executable, "-m", "dvc", "repro"]
+        prune = [sys.executable, "-m", "retrieval_bench.cli", "lock", "prune"]
         started = time.monotonic()
         warm_cpu, _ = run(dvc, project, env)
         print(
@@ -126,7 +128,8 @@ def main() -> None:
         for n in sizes:
             set_panel(project, panel_of(n))
             shutil.rmtree(project / ".dvc" / "cache" / "runs", ignore_errors=True)
-            cpu[n], _ = run(dvc, project, env)
+            pruning, _ = run(prune, project, env)
+            cpu[n] = pruning + run(dvc, project, env)[0]
             print(f"{n} systems: dvc repro {cpu[n]:.1f} CPU-s", flush=True)
         last = max(sizes)
         own_cpu, out = run([sys.executable, "-c", OWN_WORK, f"p{last}-0"], project, env) if last else (0.0, "{}")

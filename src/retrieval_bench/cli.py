@@ -36,6 +36,11 @@ COMMANDS = {
         "add_arguments",
         "the embedding caches: `cache prune` keeps what the current data needs",
     ),
+    "lock": (
+        "retrieval_bench.lockfile",
+        "add_arguments",
+        "dvc.lock: `lock prune` drops the entries of stages dvc.yaml no longer has",
+    ),
 }
 
 

@@ -19,6 +19,21 @@ from retrieval_bench.evaluation.scoring_settings import Scoring
 KS = [1, 3, 5, 10, 20]
 
 
+def assert_matches_trec_eval(row, grades: dict, run_frame, ks: list[int], prefix: str = "") -> None:
+    """`row`'s recall, hit, ndcg and map at each k and its reciprocal rank (columns `prefix`+name)
+    equal pytrec_eval's for one question "q" with qrels `grades` and the ranking of `run_frame`."""
+    cut = {r.chunk_id: r.score for r in run_frame.itertuples()} or {"none": 0.0}
+    cutoffs = ",".join(map(str, ks))
+    measures = {f"recall.{cutoffs}", f"success.{cutoffs}", f"ndcg_cut.{cutoffs}", f"map_cut.{cutoffs}", "recip_rank"}
+    trec = pytrec_eval.RelevanceEvaluator({"q": grades}, measures).evaluate({"q": cut})["q"]
+    for k in ks:
+        assert row[f"{prefix}recall@{k}"] == pytest.approx(trec[f"recall_{k}"], abs=1e-9)
+        assert row[f"{prefix}hit@{k}"] == pytest.approx(trec[f"success_{k}"], abs=1e-9)
+        assert row[f"{prefix}ndcg@{k}"] == pytest.approx(trec[f"ndcg_cut_{k}"], abs=1e-9)
+        assert row[f"{prefix}map@{k}"] == pytest.approx(trec[f"map_cut_{k}"], abs=1e-9)
+    assert row[f"{prefix}reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
+
+
 def test_single_gold_chunk_hand_computed():
     row = question_metrics(np.array([3]), np.array([1.0]), KS)
     assert row["first_relevant_rank"] == 3
@@ -163,21 +178,7 @@ def test_metrics_on_a_run_equal_trec_eval_on_that_run(seed):
     chunks = pd.DataFrame({"chunk_id": docs, "doc_id": docs, "start": 0, "end": 10})
     ks = [1, 3, 5, 10]
     ours = score_run([{"qid": "q", "relevant": grades}], chunks, run_frame, Scoring(ks=tuple(ks))).iloc[0]
-    cut = {row.chunk_id: row.score for row in run_frame.itertuples()} or {"none": 0.0}
-    measures = {
-        f"recall.{','.join(map(str, ks))}",
-        f"success.{','.join(map(str, ks))}",
-        f"ndcg_cut.{','.join(map(str, ks))}",
-        f"map_cut.{','.join(map(str, ks))}",
-        "recip_rank",
-    }
-    trec = pytrec_eval.RelevanceEvaluator({"q": grades}, measures).evaluate({"q": cut})["q"]
-    for k in ks:
-        assert ours[f"recall@{k}"] == pytest.approx(trec[f"recall_{k}"], abs=1e-9)
-        assert ours[f"hit@{k}"] == pytest.approx(trec[f"success_{k}"], abs=1e-9)
-        assert ours[f"ndcg@{k}"] == pytest.approx(trec[f"ndcg_cut_{k}"], abs=1e-9)
-        assert ours[f"map@{k}"] == pytest.approx(trec[f"map_cut_{k}"], abs=1e-9)
-    assert ours["reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
+    assert_matches_trec_eval(ours, grades, run_frame, ks)
     # The documented bound: the full ranking's MRR less at most 1 / (depth + 1); every k <= depth exact.
     full = score_run(
         [{"qid": "q", "relevant": grades}],
@@ -223,21 +224,7 @@ def test_judged_view_equals_trec_eval_on_the_labels_plus_the_llm_grades(seed):
         [{"qid": "q", "relevant": grades}], chunks, run_frame, Scoring(ks=tuple(ks)), no_duplicates, pool
     ).iloc[0]
     augmented = {**grades, **{d: g for d, g in pooled.items() if g >= 2}}
-    cut = {r.chunk_id: r.score for r in run_frame.itertuples()} or {"none": 0.0}
-    measures = {
-        f"recall.{','.join(map(str, ks))}",
-        f"success.{','.join(map(str, ks))}",
-        f"ndcg_cut.{','.join(map(str, ks))}",
-        f"map_cut.{','.join(map(str, ks))}",
-        "recip_rank",
-    }
-    trec = pytrec_eval.RelevanceEvaluator({"q": augmented}, measures).evaluate({"q": cut})["q"]
-    for k in ks:
-        assert row[f"judged_recall@{k}"] == pytest.approx(trec[f"recall_{k}"], abs=1e-9)
-        assert row[f"judged_hit@{k}"] == pytest.approx(trec[f"success_{k}"], abs=1e-9)
-        assert row[f"judged_ndcg@{k}"] == pytest.approx(trec[f"ndcg_cut_{k}"], abs=1e-9)
-        assert row[f"judged_map@{k}"] == pytest.approx(trec[f"map_cut_{k}"], abs=1e-9)
-    assert row["judged_reciprocal_rank"] == pytest.approx(trec["recip_rank"], abs=1e-9)
+    assert_matches_trec_eval(row, augmented, run_frame, ks, prefix="judged_")
     assert row["n_judge_relevant"] == sum(g >= 2 for g in pooled.values())
     assert row["n_pooled"] == len(pooled) and row["n_pooled_relevant"] == row["n_judge_relevant"]
 

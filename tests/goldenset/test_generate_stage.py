@@ -27,11 +27,10 @@ from stub_llm import (
     wait_for,
 )
 
+from retrieval_bench.core import paths
 from retrieval_bench.corpus.load import chunk_documents
 
-CACHE = "data/question_cache.jsonl"
-JOURNAL = "data/question_cache.batches.jsonl"
-GOLDEN = "data/goldenset.jsonl"
+CACHE, JOURNAL, GOLDEN = paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.GOLDENSET
 
 
 def kill(process) -> None:

@@ -43,6 +43,7 @@ from stub_llm import (
     wait_for,
 )
 
+from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.locking import exclusive
 from retrieval_bench.core.stage import run_stage as run_stage_main
@@ -60,9 +61,7 @@ from retrieval_bench.llm.runner import run
 from retrieval_bench.llm.settings import Meta
 from retrieval_bench.llm.tasks import QUESTIONS
 
-CACHE = "data/question_cache.jsonl"
-JOURNAL = "data/question_cache.batches.jsonl"
-GOLDEN = "data/goldenset.jsonl"
+CACHE, JOURNAL, GOLDEN = paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.GOLDENSET
 
 
 def one_error_line(err: str) -> str:

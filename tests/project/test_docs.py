@@ -85,7 +85,8 @@ def cli_flags() -> dict[str, set[str]]:
         name: set(FLAG.findall(gen_reference.help_text(["-m", "retrieval_bench.cli", *name.split()])))
         for name in gen_reference.CLI_COMMANDS
     }
-    flags["cache"] = set(FLAG.findall(gen_reference.help_text(["-m", "retrieval_bench.cli", "cache"])))
+    for group in {name.split()[0] for name in gen_reference.CLI_COMMANDS if " " in name}:  # `cache`, `lock`
+        flags[group] = set(FLAG.findall(gen_reference.help_text(["-m", "retrieval_bench.cli", group])))
     for stage in gen_reference.stages():
         flags[f"stages.{stage}"] = set(FLAG.findall(gen_reference.help_text(["-m", f"stages.{stage}"])))
     return flags
@@ -105,7 +106,7 @@ def wrong_commands(code: str, known: dict[str, set[str]]) -> list[str]:
         line = SHELL_COMMENT.sub("", line.replace("\\", " "))
         for match in CLI_CALL.finditer(line):
             words = match["rest"].split()
-            name = " ".join(words[:2]) if words[:2] == ["cache", "prune"] else words[0].rstrip("`:,.")
+            name = " ".join(words[:2]) if " ".join(words[:2]) in known else words[0].rstrip("`:,.")
             if name not in known:
                 problems.append(f"retrieval-bench {name}: no such command")
                 continue
