@@ -2,6 +2,8 @@
 to SciFact nDCG@10.
 
     python bench/embed_backends.py [SCIFACT] [--texts 2000] [--rounds 8] [--skip-ndcg]
+    python bench/embed_backends.py --model models/all-mpnet-base-v2 --max-seq-length 384 \
+        --configs "torch fp32,openvino fp32" --texts 128 --rounds 2 --skip-ndcg     (speed only)
 
 Speed: the first --texts SciFact abstracts (title + " " + text, as BEIR embeds them), cut into
 --rounds equal slices; each round embeds its slice with every backend in turn (plain
@@ -42,18 +44,19 @@ MAX_SEQ_LENGTH = 256  # as MTEB evaluated all-MiniLM-L6-v2 on SciFact
 BATCH = 64
 
 
-def speed(texts: list[str], rounds: int) -> None:
+def speed(texts: list[str], rounds: int, model: str | None, max_seq_length: int, configs: list[tuple]) -> None:
     from retrieval_bench.core.params import DEFAULTS
     from retrieval_bench.embedding.backends import load_encoder
     from retrieval_bench.embedding.embed import load_model
     from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
 
-    base = {**DEFAULTS["embed"], "max_seq_length": MAX_SEQ_LENGTH, "batch_size": BATCH}
+    base = {**DEFAULTS["embed"], "max_seq_length": max_seq_length, "batch_size": BATCH}
+    base["model"] = model or base["model"]
     path = resolve_model(base["model"])
-    plain = load_model(base["model"], MAX_SEQ_LENGTH)
+    plain = load_model(base["model"], max_seq_length)
     plain.to("cpu")
     encoders = {"plain ST (torch fp32)": lambda batch: plain.encode(batch, batch_size=BATCH, normalize_embeddings=True)}
-    for label, backend, precision, quantize in CONFIGS:
+    for label, backend, precision, quantize in configs:
         encoder = load_encoder(
             path, model_fingerprint(path), {**base, "backend": backend, "precision": precision, "quantize": quantize}
         )
@@ -85,7 +88,7 @@ def speed(texts: list[str], rounds: int) -> None:
         )
     reference = np.concatenate(vectors["plain ST (torch fp32)"])
     print(
-        f"\nP1 speed: {len(texts)} SciFact abstracts, max_seq_length {MAX_SEQ_LENGTH}, batch {BATCH}, {rounds} interleaved rounds, "
+        f"\nP1 speed: {base['model']}, {len(texts)} SciFact abstracts, max_seq_length {max_seq_length}, batch {BATCH}, {rounds} interleaved rounds, "
         f"{os.cpu_count()} CPUs (torch threads {__import__('torch').get_num_threads()})"
     )
     print("| backend | texts/s | × plain ST | max abs diff | min cosine |")
@@ -134,13 +137,25 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-ndcg", action="store_true")
+    parser.add_argument("--model", help="speed only: a model folder (default: the project's embed.model)")
+    parser.add_argument("--max-seq-length", type=int, default=MAX_SEQ_LENGTH, help="speed only")
+    parser.add_argument("--configs", help="speed only: comma-separated labels of CONFIGS (default: all)")
     args = parser.parse_args()
+    configs = CONFIGS
+    if args.configs:
+        wanted = [label.strip() for label in args.configs.split(",")]
+        unknown = sorted(set(wanted) - {config[0] for config in CONFIGS})
+        if unknown:
+            parser.error(f"--configs: unknown {unknown}; choose from {[config[0] for config in CONFIGS]}")
+        configs = [config for config in CONFIGS if config[0] in wanted]
+    if args.model and not args.skip_ndcg:
+        parser.error("--model is for the speed part: add --skip-ndcg (mpnet's nDCG: bench/reproduce_scifact_panel.py)")
     scifact = scifact_folder(args.scifact, "embed_backends")
     if scifact is None:
         return 0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if not args.skip_speed:
-        speed(abstracts(scifact, args.texts), args.rounds)
+        speed(abstracts(scifact, args.texts), args.rounds, args.model, args.max_seq_length, configs)
     if not args.skip_ndcg:
         ndcg(scifact)
     return 0
