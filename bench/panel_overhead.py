@@ -1,7 +1,7 @@
 """A panel's cost per system beyond the system's own work: CPU seconds of `dvc repro` for 0, 1, 4
 and 16 panel systems that do cheap, equal work.
 
-    python bench/panel_overhead.py [--sizes 0,1,4,16] [--embedding-cache DIR] [--keep DIR]
+    python bench/panel_overhead.py [--sizes 0,1,4,16] [--embedding-cache DIR] [--keep DIR] [--no-prune]
 
 Method. Copies the project with the whole bundled sample (bench/common.copy_project; the copy's own
 src/ is imported: PYTHONPATH), with the embedding cache of --embedding-cache copied in when it has
@@ -11,7 +11,8 @@ embeddings and the default system's retrieve/score. Then for each size n: the de
 default that differ only in depth (20, 21, ..., named p<n>-<i>: new stages each round), the run
 cache emptied (.dvc/cache/runs), then what `make repro` runs: `retrieval-bench lock prune` (the
 last round's systems leave dvc.lock) and `dvc repro`; the CPU seconds (user + sys) of both and of
-every process they waited for (getrusage RUSAGE_CHILDREN before and after). Size 0 is the fixed
+every process they waited for (getrusage RUSAGE_CHILDREN before and after); --no-prune: `dvc
+repro` alone, the earlier rounds' entries left in the lock. Size 0 is the fixed
 part (check_params, which is always_changed, the leaderboard of the default system alone, DVC's graph). Every engine
 is pinned to one thread (BLAS, OpenMP, numba), in the stages as in the measurement below.
 
@@ -101,6 +102,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="0,1,4,16", help="panel sizes, comma-separated (0: the fixed part; needed)")
     parser.add_argument("--embedding-cache", type=Path, default=ROOT / "data" / "embedding_cache")
     parser.add_argument("--keep", type=Path, help="build the project copy here and leave it")
+    parser.add_argument("--no-prune", action="store_true", help="do not run `retrieval-bench lock prune` first")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     if 0 not in sizes:
@@ -128,7 +130,7 @@ def main() -> None:
         for n in sizes:
             set_panel(project, panel_of(n))
             shutil.rmtree(project / ".dvc" / "cache" / "runs", ignore_errors=True)
-            pruning, _ = run(prune, project, env)
+            pruning = 0.0 if args.no_prune else run(prune, project, env)[0]
             cpu[n] = pruning + run(dvc, project, env)[0]
             print(f"{n} systems: dvc repro {cpu[n]:.1f} CPU-s", flush=True)
         last = max(sizes)
