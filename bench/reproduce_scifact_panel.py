@@ -43,7 +43,7 @@ MPNET = "models/all-mpnet-base-v2"  # relative to the project: the temporary cop
 PUBLISHED = {"default": MTEB_NDCG_AT_10, "mpnet": 0.6557}
 MODELS = {"default": "all-MiniLM-L6-v2", "mpnet": "all-mpnet-base-v2"}
 CHUNKINGS = {"default": {}, "c800": {"chars": 800, "overlap": 100}}
-# mpnet runs on OpenVINO in fp32: 1.8x torch's speed on a 2-core AVX-512 CPU, its vectors within
+# mpnet runs on OpenVINO in fp32: 2.3x torch's speed on a 2-core AVX-512 CPU, its vectors within
 # 2e-7 of torch's (docs/benchmarks.md); 384 tokens: the model's own limit. MiniLM keeps torch, as in
 # bench/reproduce_scifact.py.
 EMBEDDERS = {
