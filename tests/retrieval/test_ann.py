@@ -13,10 +13,11 @@ from conftest import dvc, git, set_params
 from retrieval_bench.core import locking
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import DEFAULTS, load_all_params
+from retrieval_bench.evaluation.system_score import ann_recall_metrics
 from retrieval_bench.retrieval import ann, flat
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve, run_info
 from retrieval_bench.retrieval.run import Corpus, Questions
-from retrieval_bench.retrieval.run_info import recall_curve, run_info_metrics
+from retrieval_bench.retrieval.run_info import recall_curve
 
 pytest.importorskip("faiss")
 
@@ -106,11 +107,11 @@ def test_each_index_is_built_once_and_searched_with_its_query_parameters(data, c
     assert wide_info["ann_recall"]["10"] >= narrow_info["ann_recall"]["10"] - 0.05
     path = tmp_path / "run_info.json"
     path.write_text(json.dumps(wide_info))
-    assert run_info_metrics(path, [20, 1, 50]) == {
+    assert ann_recall_metrics(path, [20, 1, 50]) == {
         "ann_recall@1": wide_info["ann_recall"]["1"],
         "ann_recall@20": wide_info["ann_recall"]["20"],
     }
-    assert run_info_metrics(tmp_path / "absent.json", [1]) == {}
+    assert ann_recall_metrics(tmp_path / "absent.json", [1]) == {}
 
 
 def test_exhaustive_hnsw_equals_exact_dense(data):

@@ -3,7 +3,9 @@ metrics.json holds: what the score stage does for each panel system."""
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -12,7 +14,6 @@ from retrieval_bench.evaluation.metrics import summarize
 from retrieval_bench.evaluation.scoring import score_run_both_views, unscorable_warning, unspanned_warning
 from retrieval_bench.evaluation.scoring_settings import Scoring
 from retrieval_bench.evaluation.segments import segments
-from retrieval_bench.retrieval.run_info import run_info_metrics
 
 
 def score_system(
@@ -35,5 +36,17 @@ def score_system(
             print(f"{label}: warning: {warning}", file=sys.stderr)
     strict = summarize(table, ks, len(chunks), list(scoring.budgets))
     judged = without_repeated_twins(strict, judged_summary(table, ks, duplicates), graded=scoring.judge_enabled)
-    summary = {**strict, **judged, **run_info_metrics(run_info_path, ks)}
+    summary = {**strict, **judged, **ann_recall_metrics(run_info_path, ks)}
     return pd.concat([table, segments(golden)], axis=1), summary
+
+
+def ann_recall_metrics(run_info_path: str | Path, ks: list[int]) -> dict[str, float]:
+    """ann_recall@k for each k up to the run's depth, read from the `ann_recall` curve retrieve
+    wrote to run_info.json (retrieval/run_info.py); nothing for exact methods, or when the file
+    is absent. Read here, not imported from retrieval, so the score stage's closure (its DVC deps)
+    does not hold the dense search."""
+    path = Path(run_info_path)
+    if not path.is_file():
+        return {}
+    curve = json.loads(path.read_text(encoding="utf-8")).get("ann_recall", {})
+    return {f"ann_recall@{k}": float(curve[str(k)]) for k in sorted(ks) if str(k) in curve}

@@ -7,9 +7,6 @@ ann_recall@k = mean over questions of |approximate top-k ∩ exact top-k| / k.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
@@ -54,13 +51,3 @@ def recall_against_exact(questions: Questions, corpus: Corpus, run: pd.DataFrame
     approximate[rows[inside], ranks[inside]] = position[run["chunk_id"]].to_numpy()[inside]
     curve = recall_curve(approximate, exact)
     return {str(k): value for k, value in enumerate(curve, 1)}
-
-
-def run_info_metrics(path: str | Path, ks: list[int]) -> dict[str, float]:
-    """The flat metrics the score stage adds to metrics.json: ann_recall@k for each k up to the
-    run's depth (nothing for exact methods, or when the file is absent)."""
-    path = Path(path)
-    if not path.is_file():
-        return {}
-    curve = json.loads(path.read_text(encoding="utf-8")).get("ann_recall", {})
-    return {f"ann_recall@{k}": float(curve[str(k)]) for k in sorted(ks) if str(k) in curve}
