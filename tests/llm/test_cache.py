@@ -19,14 +19,21 @@ def test_torn_last_line_is_skipped_then_cut_before_the_next_append(tmp_path):
     assert path.read_text().count("\n") == 2
 
 
-def test_a_bad_line_before_the_end_is_an_error_naming_it(tmp_path):
+def test_a_bad_line_before_the_end_is_named_in_the_cache_and_an_error_in_the_journal(tmp_path):
+    """A cache line that is not a record is ignored (tests/llm/test_bad_input_cache.py); a journal
+    line is not: it may be the only trace of a paid batch."""
     path = tmp_path / "cache.jsonl"
     path.write_text('{"key": "k1", "question": "q?"}\nnot json\n{"key": "k2", "question": "q?"}\n')
-    with pytest.raises(InputError, match=r"cache.jsonl:2: invalid JSON in the question cache"):
-        read_cache(path)
-    path.write_text('{"question": "no key?"}\n')
-    with pytest.raises(InputError, match=r"cache.jsonl:1: a question cache record needs 'key' and 'question'"):
-        read_cache(path)
+    said = []
+    assert list(read_cache(path, said.append)) == ["k1", "k2"]
+    assert said == [f"{path}:2: invalid JSON; ignored, its question is asked again"]
+    journal = tmp_path / "cache.batches.jsonl"
+    journal.write_text('{"event": "intent", "batch_id": null}\nnot json\n{"event": "x", "batch_id": null}\n')
+    with pytest.raises(InputError, match=r"cache.batches.jsonl:2: invalid JSON in the batch journal"):
+        read_journal(journal)
+    journal.write_text('{"question": "no event?"}\n')
+    with pytest.raises(InputError, match=r"jsonl:1: not a record with 'event' and 'batch_id' in the batch journal"):
+        read_journal(journal)
     assert read_cache(tmp_path / "absent.jsonl") == {} and read_journal(tmp_path / "absent.jsonl") == []
 
 
@@ -62,11 +69,12 @@ def test_a_last_line_torn_inside_a_multibyte_character_is_skipped(tmp_path):
     assert list(read_cache(path)) == ["k1", "k3"]
 
 
-def test_bytes_that_are_not_utf8_before_the_end_are_an_error_naming_the_line(tmp_path):
+def test_bytes_that_are_not_utf8_before_the_end_are_named_by_line(tmp_path):
     path = tmp_path / "cache.jsonl"
     path.write_bytes(b'{"key": "k1", "question": "q?"}\n{"key": "k2", "question": "\xff?"}\n')
-    with pytest.raises(InputError, match=r"cache.jsonl:2: not UTF-8 text in the question cache"):
-        read_cache(path)
+    said = []
+    assert list(read_cache(path, said.append)) == ["k1"]
+    assert said == [f"{path}:2: not UTF-8 text; ignored, its question is asked again"]
 
 
 def test_opening_a_writer_on_a_whole_cache_reads_only_its_last_byte(tmp_path, monkeypatch):

@@ -63,10 +63,14 @@ def first_line(error: BaseException, limit: int = 120) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
-def describe_os_error(error: OSError) -> str:
-    """One line for a failure of the operating system (disk full, permission, missing file)."""
-    what = (
-        "no space left on the device" if error.errno in (errno.ENOSPC, errno.EDQUOT) else (error.strerror or str(error))
-    )
-    where = f" ({error.filename})" if error.filename else ""
+def describe_os_error(error: OSError, with_file: bool = True) -> str:
+    """One line for a failure of the operating system (disk full, the file-size limit, permission,
+    missing file), naming the file it names when `with_file`."""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        what = "no space left on the device"
+    elif error.errno == errno.EFBIG:
+        what = "file too large for this process's file-size limit (`ulimit -f`)"
+    else:
+        what = error.strerror or str(error)
+    where = f" ({error.filename})" if error.filename and with_file else ""
     return f"{what}{where}"

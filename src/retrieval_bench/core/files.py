@@ -18,6 +18,7 @@ import numpy as np
 
 from retrieval_bench.core.errors import (
     InputError,
+    describe_os_error,
     first_line,
     quoted,
 )
@@ -46,10 +47,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             yield tmp
             os.replace(tmp, target)
         except OSError as error:
-            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):  # named by the file, not its temporary
+                remedy = "raise the limit" if error.errno == errno.EFBIG else "free some space"
                 raise InputError(
-                    f"no space left on the device writing {target}; it was not changed (writes are all or nothing): "
-                    "free some space and rerun"
+                    f"{describe_os_error(error, with_file=False)} writing {target}; it was not changed (writes are "
+                    f"all or nothing): {remedy} and rerun"
                 ) from None
             raise
     finally:

@@ -130,7 +130,7 @@ def merge(path: str | Path, data: bytes, keyed: bool) -> int:
 def _key(line: bytes) -> str | None:
     try:
         return json.loads(line).get("key")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # not a record (read_cache names it)
         return None
 
 

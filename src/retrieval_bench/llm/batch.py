@@ -33,6 +33,7 @@ from retrieval_bench.llm.cache import (
     read_journal,
 )
 from retrieval_bench.llm.connection import EndpointUnreachable
+from retrieval_bench.llm.credentials import endpoint_for, key_leak
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.progress import Meter, Outcome
 from retrieval_bench.llm.provider import BatchProvider, BatchResult
@@ -104,7 +105,8 @@ class BatchRunner:
         self.meter = meter
         self.pause = SharedPause(on_pause=meter.write)
         self.client = api.client(settings, self.pause)
-        self.journal = CacheWriter(self.journal_path)
+        self.key = endpoint_for(api, settings.base_url, section=settings.section).key  # never stored (key_leak)
+        self.journal = CacheWriter(self.journal_path, checksum=False)
         self.strangers: set[str] = set()  # keys of intents whose adopted batch turned out to be someone else's
 
     async def close(self) -> None:
@@ -365,11 +367,15 @@ class BatchRunner:
         self._collected(event, dict(counts))
 
     def _keep(self, event: dict, meta: Meta, request: dict, item: BatchResult) -> None:
-        """One succeeded result appended to the cache."""
+        """One succeeded result appended to the cache (one holding the API key counts as failed)."""
         reply = self.api.reply(item.answer, "")
         record = self.task.record(
             meta, request["key"], request["passage_sha256"], request["attempt"], reply, self.api.name
         )
+        leak = key_leak(record, self.key)
+        if leak:
+            self.meter.fail(leak)
+            return
         try:
             self.writer.append(record)
         except CacheWriteError as error:
@@ -379,6 +385,9 @@ class BatchRunner:
             ) from None
         self.meter.outcome.kept += 1
         self.meter.add(reply, rejected=record["rejected"] is not None)
+        note = self.task.note(record)
+        if note:
+            self.meter.write(note)
 
     def _collected(self, event: dict, counts: dict, note: str | None = None) -> None:
         record = {

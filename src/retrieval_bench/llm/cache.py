@@ -11,7 +11,8 @@ key_version field) are still found: EarlierKeys maps a job to the key it had the
 A record carries: key, passage_sha256, model, prompt_sha256, question, evidence (the excerpt the
 generator quotes), and from retrieval_bench.llm.tasks.Task.record also family, provider, max_tokens, attempt,
 key_version, temperature and seed (null: not sent), model_alias and response_format (when set),
-rejected (a reason, or null), stop_reason, raw (the reply as received), usage and created.
+rejected (a reason, or null), stop_reason, raw (the reply as received; cut when rejected), usage
+and created; and, written by CacheWriter, record_sha256.
 
 The batch journal (question_cache.batches.jsonl, next to the cache) is append-only JSON Lines
 too: an "intent" event (the requests and the sha256 of their keys) is written and fsynced before
@@ -21,8 +22,26 @@ a "collected" event once its results are cached. A rerun resumes uncollected bat
 reconciles intents left without an outcome (see retrieval_bench.llm.batch) before submitting
 anything.
 
-Appends are whole lines: a write or fsync that fails (a full disk) cuts the file back to its
-last complete record and raises CacheWriteError, so the cache stays consistent.
+Appends are whole lines: a write or fsync that fails (a full disk, the file-size limit of
+`ulimit -f`) cuts the file back to its last complete record and raises CacheWriteError, so the
+cache stays consistent.
+
+Integrity (read_cache): each record carries `record_sha256`, the sha256 of its other fields as
+canonical JSON (record_checksum). A record that fails it (edited by hand, a flipped bit) and a line
+that is not a record (truncated JSON, garbage, not UTF-8, nested too deep to read) are each said
+in one line naming the file, line and key where there is one, and ignored: their question counts
+as not cached and is asked again, unless a sound record for the same key follows. The first
+sound record of a key is the one used: a later one with the same reply (created and usage
+aside) is a harmless copy, a later one with a different reply is named and ignored, so an
+appended line can never replace a question already used. Records written before checksums (no
+`record_sha256`) are read as they are, unverified: caches are shared through DVC remotes, and
+the file is append-only (its lock is on the file itself), so they are never rewritten; every
+record written from now on is checksummed. A torn last line (a crash mid-write) is skipped
+silently and cut by the next CacheWriter, as before.
+
+A rejected reply is stored with its text cut to RAW_KEPT_CHARS (raw_for_cache), ending in a
+marker that says how long it was: a rejected reply is kept so that it is not paid for again, not
+to be read, and the cache is pushed to a shared remote.
 """
 
 from __future__ import annotations
@@ -32,12 +51,14 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.errors import InputError, describe_os_error
 
 # Hashed into the key of a passage whose text had to be escaped to stay inside the prompt's
 # <passage> delimiters (retrieval_bench.llm.passage_escape.escape_passage): such a passage is sent
@@ -46,6 +67,12 @@ ESCAPED_MARKER = "passage-delimiters-escaped"
 
 
 KEY_VERSION = 2  # 1: max_tokens was hashed into the key (legacy_cache_key)
+CHECKSUM = "record_sha256"  # the field holding a record's checksum (record_checksum)
+# The text a rejected reply is stored with is cut to this many characters (raw_for_cache).
+RAW_KEPT_CHARS = 4096
+# Fields two records of one reply may differ in: when the reply was stored and what it cost.
+_CIRCUMSTANCES = frozenset({CHECKSUM, "created", "usage"})
+SAID_PER_READ = 5  # bad lines named one by one per read; the rest are counted in one line
 
 
 def cache_key(
@@ -94,42 +121,107 @@ class EarlierKeys:
         return cls(frozenset(r["key"] for r in earlier), tuple(sorted({r["max_tokens"] for r in earlier})))
 
 
-def _read_append_log(path: str | Path, what: str, required: tuple[str, ...]) -> list[dict]:
-    """The records of an append-only JSONL file, in order; a missing file is empty and a torn
-    last line (a crash mid-write, perhaps inside a multi-byte character) is skipped, while a bad
-    line elsewhere is an InputError."""
-    path = Path(path)
+def _lines(path: Path) -> list[tuple[int, bytes, bool]]:
+    """(line number, bytes, torn) of each non-blank line of an append-only file; `torn`: the last
+    line, with no newline after it (cut by a crash mid-write)."""
     if not path.exists():
         return []
-    records = []
     # Split the bytes on b"\n" alone, then decode each line: str.splitlines() would also split
     # inside a record at U+0085 or U+2028, and decoding the whole file would fail on a torn tail.
     lines = path.read_bytes().split(b"\n")
-    for line_number, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        torn = line_number == len(lines)  # no newline after it: cut by a crash mid-write
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError:
+    return [(number, raw, number == len(lines)) for number, raw in enumerate(lines, 1) if raw.strip()]
+
+
+def _parsed(raw: bytes, required: tuple[str, ...]) -> dict | str:
+    """A line's record, or why it is not one."""
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    except json.JSONDecodeError:
+        return "invalid JSON"
+    except RecursionError:  # json's C decoder stops at Python's recursion limit, cleanly
+        return "JSON nested too deep to read"
+    if not isinstance(record, dict) or any(key not in record for key in required):
+        return f"not a record with {' and '.join(map(repr, required))}"
+    return record
+
+
+def _read_append_log(path: str | Path, what: str, required: tuple[str, ...]) -> list[dict]:
+    """The records of an append-only JSONL file, in order; a missing file is empty and a torn
+    last line is skipped, while a bad line elsewhere is an InputError."""
+    records = []
+    for number, raw, torn in _lines(Path(path)):
+        record = _parsed(raw, required)
+        if isinstance(record, str):
             if torn:
                 continue
-            raise InputError(f"{path}:{line_number}: not UTF-8 text in the {what}") from None
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            if torn:
-                continue
-            raise InputError(f"{path}:{line_number}: invalid JSON in the {what}") from None
-        if not isinstance(record, dict) or any(key not in record for key in required):
-            raise InputError(f"{path}:{line_number}: a {what} record needs {' and '.join(map(repr, required))}")
+            raise InputError(f"{path}:{number}: {record} in the {what}")
         records.append(record)
     return records
 
 
-def read_cache(path: str | Path) -> dict[str, dict]:
-    """Cache records by key (a later record for the same key wins)."""
-    return {record["key"]: record for record in _read_append_log(path, "question cache", ("key", "question"))}
+def record_checksum(record: Mapping) -> str:
+    """The sha256 of a record's fields but its checksum, as canonical JSON (sorted keys, no
+    spaces): what it was written with, whatever JSON spacing or key order a copy has."""
+    fields = {key: value for key, value in record.items() if key != CHECKSUM}
+    canonical = json.dumps(fields, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _same_reply(first: Mapping, other: Mapping) -> bool:
+    return {k: v for k, v in first.items() if k not in _CIRCUMSTANCES} == {
+        k: v for k, v in other.items() if k not in _CIRCUMSTANCES
+    }
+
+
+def read_cache(path: str | Path, say: Callable[[str], None] | None = None) -> dict[str, dict]:
+    """Sound cache records by key, the first of each key (see the module's docstring); the lines
+    ignored are said through `say` (default: one `reply cache:` line each on stderr, each
+    said once per process, however often the cache is read)."""
+    say = say or partial(_say_once, Path(path).resolve())
+    records: dict[str, dict] = {}
+    lines_of: dict[str, int] = {}
+    damaged: list[tuple[int, str, str | None]] = []  # (line, why, key)
+    for number, raw, torn in _lines(Path(path)):
+        record = _parsed(raw, ("key", "question"))
+        if isinstance(record, str):
+            if not torn:
+                damaged.append((number, record, None))
+            continue
+        key = str(record["key"])
+        if CHECKSUM in record and record[CHECKSUM] != record_checksum(record):
+            damaged.append((number, "fails its checksum (edited or damaged)", key))
+        elif key not in records:
+            records[key], lines_of[key] = record, number
+        elif not _same_reply(records[key], record):
+            say(f"{path}:{number}: key {key}: a second, different reply for this key; line {lines_of[key]}'s is used")
+    for number, why, key in damaged[:SAID_PER_READ]:
+        named = f" key {key}:" if key else ""
+        fate = f"line {lines_of[key]} holds it soundly" if key in lines_of else "its question is asked again"
+        say(f"{path}:{number}:{named} {why}; ignored, {fate}")
+    if len(damaged) > SAID_PER_READ:
+        say(f"{path}: {len(damaged) - SAID_PER_READ} more damaged lines ignored; their questions are asked again")
+    return records
+
+
+_said: set[tuple[Path, str]] = set()
+
+
+def _say_once(where: Path, line: str) -> None:
+    if (where, line) not in _said:  # the cache is read several times a run: each problem is said once
+        _said.add((where, line))
+        print(f"reply cache: {line}", file=sys.stderr, flush=True)
+
+
+def raw_for_cache(text: str) -> str:
+    """A rejected reply's text as stored: at most RAW_KEPT_CHARS characters, and when cut, a
+    marker saying so and how long it was."""
+    if len(text) <= RAW_KEPT_CHARS:
+        return text
+    return (
+        f"{text[:RAW_KEPT_CHARS]}\n[cut: the reply was {len(text):,} characters, the first {RAW_KEPT_CHARS:,} are kept]"
+    )
 
 
 def read_journal(path: str | Path) -> list[dict]:
@@ -184,8 +276,7 @@ class CacheWriteError(Exception):
         self.path = path
         self.errno = error.errno
         self.disk_full = error.errno in (errno.ENOSPC, errno.EDQUOT)
-        what = "no space left on the device" if self.disk_full else (error.strerror or str(error))
-        super().__init__(f"{what} writing {path}")
+        super().__init__(f"{describe_os_error(error, with_file=False)} writing {path}")
 
 
 def free_bytes(path: str | Path) -> int:
@@ -200,10 +291,12 @@ def free_bytes(path: str | Path) -> int:
 
 class CacheWriter:
     """Appends records, writing and fsyncing each whole line, so a crash loses only requests in
-    flight. (Used for the batch journal too.)"""
+    flight; with `checksum`, each record gets its record_sha256 (the question cache's; the batch
+    journal is written without)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, checksum: bool = True) -> None:
         self.path = Path(path)
+        self.checksum = checksum
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._repair_torn_tail()
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
@@ -227,6 +320,8 @@ class CacheWriter:
     def append(self, record: dict) -> None:
         """Append one record as one line, durably; on failure cut the file back and raise
         CacheWriteError."""
+        if self.checksum:
+            record = {**record, CHECKSUM: record_checksum(record)}
         data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:  # whole lines, one writer at a time (appends may come from worker threads)
             size = os.fstat(self._fd).st_size

@@ -13,10 +13,14 @@ the machine:
 A `generate.base_url` pointing anywhere else while a key is set is refused with one line saying
 why and how to allow it. Without a key nothing secret is sent (a placeholder), so any URL is
 allowed. A provider that does not take a base_url (Anthropic's) goes only where its url_env points.
+
+A reply that holds the key (a server echoing it) is never stored: the question cache is pushed
+to a shared remote (key_leak, checked by the runners before anything is written).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -96,3 +100,19 @@ def endpoint_for(
                 f"or unset {provider.key_env} if the server needs no key"
             )
     return Endpoint(url, key or PLACEHOLDER_KEY, url or provider.default_url, source)
+
+
+MIN_GUARDED_KEY_CHARS = 8  # shorter "keys" ("EMPTY" for a local server) are placeholders, not secrets
+
+
+def masked(key: str) -> str:
+    """The key as a message may show it: its first 4 and last 2 characters."""
+    return f"{key[:4]}...{key[-2:]}"
+
+
+def key_leak(record: Mapping, key: str) -> str | None:
+    """Why a record about to be stored must not be (a field holds the API key `key` verbatim, said
+    masked), or None."""
+    if key == PLACEHOLDER_KEY or len(key) < MIN_GUARDED_KEY_CHARS or key not in json.dumps(record, ensure_ascii=False):
+        return None
+    return f"the reply contained the API key ({masked(key)}): not stored, asked again by the next run"

@@ -60,7 +60,7 @@ def _from_json(text: str) -> list[int | float]:
         return []
     try:
         data = json.loads(match.group())
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # broken, or nested too deep to read: no grade there
         return []
     if not isinstance(data, dict):
         return []

@@ -1,8 +1,9 @@
 """Reply hygiene: the one question (and quoted evidence) in a model's reply, cleaned, or the
 reason the reply is rejected. The parser of the question-writing task (tasks.QUESTIONS).
 
-A rejected reply is cached all the same (with its reason), so a refusal is not paid for on every
-run; the golden-set build asks the passage again or moves on (goldenset.selection).
+A rejected reply is cached all the same (with its reason, its text cut: llm.cache.raw_for_cache),
+so a refusal is not paid for on every run; the golden-set build asks the passage again or moves
+on (goldenset.selection).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ class Cleaned:
     rejected: str | None  # the reason, or None for a usable question
 
 
+# A question, its evidence excerpt and the JSON around them are well under this; a longer reply is
+# rejected before it is parsed (parsing megabytes of text is slow and proves nothing).
+MAX_REPLY_CHARS = 20_000
+
 REJECT_REASONS = {
     "truncated": "the reply hit max_tokens (stop_reason max_tokens)",
     "refusal": "the model refused or said the passage cannot be asked about",
@@ -32,6 +37,8 @@ REJECT_REASONS = {
     "too_long": "more than 60 words: not a search query",
     "not_a_question": "a statement or command, not a question (no '?' and no interrogative opening)",
     "schema_mismatch": "not one JSON object of the reply schema (generate.response_format json_schema)",
+    "oversize": f"over {MAX_REPLY_CHARS:,} characters outside <think> blocks: not one question and its excerpt",
+    "too_deep": "JSON nested too deep to read: expected one flat object {question, evidence}",
 }
 
 _THINKING = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
@@ -121,7 +128,8 @@ def clean_reply(raw: str, stop_reason: str | None = None) -> Cleaned:
     questions; something that looks like JSON but does not decode as one object is
     malformed_json (its braces never become part of a question). A bare question without JSON is
     accepted (then without evidence). Preambles ("Here is a question:"), numbering, bullets and
-    enclosing quotes are stripped; empty replies, refusals, several questions, truncated replies
+    enclosing quotes are stripped; replies over MAX_REPLY_CHARS (oversize), JSON nested too deep
+    to read (too_deep), empty replies, refusals, several questions, truncated replies
     (stop_reason max_tokens), replies that are not a plausible search query (under 3 or over 60
     words) and statements (no '?', no interrogative opening) are rejected. Whether the evidence
     is in the passage is checked where the passage is known (selection.walk)."""
@@ -130,7 +138,12 @@ def clean_reply(raw: str, stop_reason: str | None = None) -> Cleaned:
         return Cleaned("", "", "truncated")
     if stop_reason == "refusal":
         return Cleaned("", "", "refusal")
-    values, outside = _json_values(text)
+    if len(text) > MAX_REPLY_CHARS:
+        return Cleaned("", "", "oversize")
+    try:
+        values, outside = _json_values(text)
+    except RecursionError:  # json's C decoder stops at Python's recursion limit, cleanly
+        return Cleaned("", "", "too_deep")
     items: list[Any] = []
     for value in values:
         items.extend([value] if isinstance(value, dict) else [v for v in value if v])

@@ -34,6 +34,8 @@ class ReplySchema:
             value = json.loads(text)
         except json.JSONDecodeError:
             return "not JSON"
+        except RecursionError:  # json's C decoder stops at Python's recursion limit, cleanly
+            return "JSON nested too deep to read"
         if not isinstance(value, dict):
             return "not a JSON object"
         missing = [key for key in self.properties if key not in value]

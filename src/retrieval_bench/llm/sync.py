@@ -5,7 +5,8 @@ It stops cleanly (Outcome.stop) at a spend limit, a refused request, an unreacha
 settings.max_cost_usd (what llm.paid left of <section>.max_cost_usd for this round; counting the
 requests in flight at their worst case), a disk too full to keep the replies in flight (before
 paying for more), or a run of failures; a failed request is never cached and is asked again by
-the next run.
+the next run, and neither is a reply that holds the API key (credentials.key_leak), which counts
+as failed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 
 from retrieval_bench.llm.cache import CacheWriteError, CacheWriter, free_bytes
 from retrieval_bench.llm.connection import EndpointUnreachable, timed_out
+from retrieval_bench.llm.credentials import endpoint_for, key_leak
 from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.progress import Meter, Outcome
 from retrieval_bench.llm.provider import Provider, Reply
@@ -60,6 +62,7 @@ class _SyncRun:
         )
         self.pause = SharedPause(on_pause=meter.write)
         self.client = provider.client(settings, self.pause)
+        self.key = endpoint_for(provider, settings.base_url, section=settings.section).key  # never stored (key_leak)
         self.outcome = meter.outcome
         self.semaphore = asyncio.Semaphore(settings.concurrency)
         self.worst_case = 0.0
@@ -157,6 +160,10 @@ class _SyncRun:
                 self.in_flight -= 1
             self.consecutive_failures = 0
             record = self.task.record(self.meta, job.key, job.passage_sha256, job.attempt, reply, seed=job.seed)
+            leak = key_leak(record, self.key)
+            if leak:
+                self.meter.fail(leak)
+                return
             try:
                 await asyncio.to_thread(self.keep, record)  # fsync off the event loop; appends are serialised
             except CacheWriteError as error:
@@ -164,6 +171,9 @@ class _SyncRun:
                 self.stop(str(error))
                 return
             self.meter.add(reply, rejected=record["rejected"] is not None)
+            note = self.task.note(record)
+            if note:
+                self.meter.write(note)
 
 
 def _save_late(unsaved: list[tuple[dict, Reply]], writer: CacheWriter, meter: Meter) -> None:

@@ -29,10 +29,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.llm.cache import KEY_VERSION, cache_key, legacy_cache_key
+from retrieval_bench.llm.cache import KEY_VERSION, RAW_KEPT_CHARS, cache_key, legacy_cache_key, raw_for_cache
 from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, Wording
 from retrieval_bench.llm.grades import parse_grade
-from retrieval_bench.llm.hygiene import clean_reply
+from retrieval_bench.llm.hygiene import REJECT_REASONS, clean_reply
 from retrieval_bench.llm.passage_escape import escape_passage, escape_tags
 from retrieval_bench.llm.provider import Reply
 from retrieval_bench.llm.schema import GRADE_SCHEMA, QUESTION_SCHEMA, ReplySchema
@@ -85,6 +85,9 @@ class Task:
     stage: str = "generate_goldenset"  # the stage that asks: it names the progress bar and the lines beside it
     wording: Wording = QUESTIONS_WORDING  # how its work is named in the cost guard's and the run's lines
     schema: ReplySchema = QUESTION_SCHEMA  # the reply's JSON schema (<section>.response_format json_schema)
+    # Reject reasons worth a line beside the progress bar, and what was expected instead: a reply
+    # no parser can read (megabytes, JSON nested thousands deep) says more about the server than the text.
+    noted: Mapping[str, str] = field(default_factory=dict)
 
     def with_context(self, context: Mapping[str, dict]) -> "Task":
         """This task, its records carrying `context[key]` (e.g. the question and chunk id judged)."""
@@ -120,7 +123,9 @@ class Task:
         *,
         seed: int | None = None,
     ) -> dict:
-        """The cache record of one reply (llm.cache describes its fields)."""
+        """The cache record of one reply (llm.cache describes its fields); a rejected reply's text
+        is stored cut (llm.cache.raw_for_cache)."""
+        fields = self.parsed(reply, meta.response_format)
         return {
             "key": key,
             "key_version": KEY_VERSION,
@@ -135,13 +140,24 @@ class Task:
             "seed": seed,
             **({"response_format": meta.response_format} if meta.response_format != "text" else {}),
             "attempt": attempt,
-            **self.parsed(reply, meta.response_format),
+            **fields,
             **self.context.get(key, {}),
             "stop_reason": reply.stop_reason,
-            "raw": reply.text,
+            "raw": reply.text if fields["rejected"] is None else raw_for_cache(reply.text),
             "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
+
+    def note(self, record: dict) -> str | None:
+        """The one line a record rejected for a `noted` reason is worth, naming its request; else None."""
+        expected = self.noted.get(record["rejected"] or "")
+        if expected is None:
+            return None
+        return (
+            f"the reply to request {record['key']} (text sha256 {record['passage_sha256'][:12]}) is rejected as "
+            f"{record['rejected']}: {expected}; it is cached as rejected (its text cut to {RAW_KEPT_CHARS:,} "
+            "characters) and the run goes on"
+        )
 
     def parsed(self, reply: Reply, response_format: str) -> dict:
         """The task's fields of a reply; with json_schema a reply the parser would take but that is
@@ -160,7 +176,13 @@ def _question_fields(text: str, stop_reason: str | None) -> dict:
     return {"question": cleaned.question, "evidence": cleaned.evidence, "rejected": cleaned.rejected}
 
 
-QUESTIONS = Task("questions", "{passage}", escape_passage, _question_fields)
+QUESTIONS = Task(
+    "questions",
+    "{passage}",
+    escape_passage,
+    _question_fields,
+    noted={reason: REJECT_REASONS[reason] for reason in ("oversize", "too_deep")},
+)
 
 
 def escape_judged(text: str) -> str:
