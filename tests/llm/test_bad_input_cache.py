@@ -143,14 +143,19 @@ def test_a_5_mb_reply_is_rejected_as_oversize_and_stored_cut(stub, tmp_path):
 
 
 # --- 3. deeply nested replies ----------------------------------------------------------------------------
-@pytest.mark.parametrize(("depth", "reason"), [(5_000, "too_deep"), (200_000, "oversize")])
-def test_a_reply_nested_thousands_deep_is_one_line_and_the_run_keeps_every_reply(stub, tmp_path, capsys, depth, reason):
+@pytest.mark.parametrize(
+    ("depth", "reason", "provider"),
+    [(5_000, "too_deep", "anthropic"), (200_000, "oversize", "anthropic"), (5_000, "too_deep", "anthropic-batch")],
+)
+def test_a_reply_nested_thousands_deep_is_one_line_and_the_run_keeps_every_reply(
+    stub, tmp_path, capsys, depth, reason, provider
+):
     """Observed: a RecursionError traceback, the run's other replies lost."""
-    meta, jobs = jobs_for(4)
+    meta, jobs = jobs_for(4, provider=provider)
     deep = "Passage 2:"
     stub.reply = lambda passage: nested(depth) if passage.startswith(deep) else default_reply(passage)
     cache = tmp_path / "cache.jsonl"
-    outcome = run(QUESTIONS, jobs, meta, settings(concurrency=1), cache)
+    outcome = run(QUESTIONS, jobs, meta, settings(provider, concurrency=1), cache)
     records = read_cache(cache)
     assert set(records) == {job.key for job in jobs} and outcome.succeeded == 4
     assert records[jobs[2].key]["rejected"] == reason and outcome.rejected == 1

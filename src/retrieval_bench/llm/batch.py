@@ -384,10 +384,7 @@ class BatchRunner:
                 f"{event['batch_id']} stay on the server (29 days); free some space and rerun to collect them"
             ) from None
         self.meter.outcome.kept += 1
-        self.meter.add(reply, rejected=record["rejected"] is not None)
-        note = self.task.note(record)
-        if note:
-            self.meter.write(note)
+        self.meter.add(reply, rejected=record["rejected"] is not None, note=self.task.note(record))
 
     def _collected(self, event: dict, counts: dict, note: str | None = None) -> None:
         record = {

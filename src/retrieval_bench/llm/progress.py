@@ -47,7 +47,10 @@ class Meter:
             f"{failed}in {o.input_tokens:,} out {o.output_tokens:,} tok {usd(o.cost)}", refresh=False
         )
 
-    def add(self, reply: Reply, rejected: bool, saved: bool = True) -> None:
+    def add(self, reply: Reply, rejected: bool, saved: bool = True, note: str | None = None) -> None:
+        """One reply received (`saved`: written to the cache); `note`: a line to write beside the bar."""
+        if note:
+            self.write(note)
         o = self.outcome
         o.succeeded += int(saved)
         o.unsaved += int(not saved)

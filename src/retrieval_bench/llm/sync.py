@@ -170,10 +170,7 @@ class _SyncRun:
                 self.unsaved.append((record, reply))
                 self.stop(str(error))
                 return
-            self.meter.add(reply, rejected=record["rejected"] is not None)
-            note = self.task.note(record)
-            if note:
-                self.meter.write(note)
+            self.meter.add(reply, rejected=record["rejected"] is not None, note=self.task.note(record))
 
 
 def _save_late(unsaved: list[tuple[dict, Reply]], writer: CacheWriter, meter: Meter) -> None:
