@@ -124,6 +124,14 @@ def test_malformed_lines_are_named_one_by_one_and_only_their_questions_rebuilt(t
     assert set(read_cache(cache, lambda line: None)) == {r["key"] for r in kept}
 
 
+def test_many_bad_lines_are_named_five_at_a_time_and_counted(tmp_path):
+    cache = tmp_path / "cache.jsonl"
+    cache.write_text("garbage\n" * 7 + json.dumps({"key": "k1", "question": "Why?"}) + "\n")
+    said = []
+    assert list(read_cache(cache, said.append)) == ["k1"]
+    assert len(said) == 6 and said[-1] == f"{cache}: 2 more damaged lines ignored; their questions are asked again"
+
+
 # --- 2. rejected replies are stored cut ------------------------------------------------------------------
 def test_a_5_mb_reply_is_rejected_as_oversize_and_stored_cut(stub, tmp_path):
     """Observed: rejected as too_short (one 5 MB "word") and stored whole."""
