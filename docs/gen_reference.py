@@ -36,7 +36,9 @@ FREE_SECTIONS = {
         "{default: {}}",
         "mapping: keys of load.chunking",
         "a chunking a panel system may pick, its keys over `load.chunking`, e.g. `c400: {chars: 400, overlap: 50}`; "
-        "`default` (required) is `load.chunking` as it is; see [Which model and chunk size?](../how-to/panels.md)",
+        "`default` (required) is `load.chunking` as it is; with each embedder it names a stage "
+        "`embed_corpus@CHUNKING-EMBEDDER`, and no two pairs may spell the same one (`a-b` with `c`, `a` with `b-c`); "
+        "see [Which model and chunk size?](../how-to/panels.md)",
     ),
     "embedders": (
         "embedders.NAME",

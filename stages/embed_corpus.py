@@ -15,7 +15,7 @@ from pathlib import Path
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import read_table, write_json
 from retrieval_bench.core.params import load_all_params
-from retrieval_bench.core.params_panel import named
+from retrieval_bench.core.params_panel import embedder_key, named
 from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.embedding.embed import embed_texts, save_embeddings
 from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
@@ -44,6 +44,7 @@ def main(argv: list[str]) -> None:
             unit="chunk",
             shared_caches=[Path(folder) for folder in others if folder != cache],
             measure_speed=len(chunks) > 0,
+            model_key=embedder_key(everything, arguments.embedder, "model"),
         )
         line = stats.line("chunk")
         info.update(embedded=stats.embedded, seconds_per_1000=stats.seconds_per_1000)

@@ -9,7 +9,7 @@ import sys
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import read_jsonl
 from retrieval_bench.core.params import load_all_params
-from retrieval_bench.core.params_panel import named
+from retrieval_bench.core.params_panel import embedder_key, named
 from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.embedding.embed import embed_texts, save_embeddings
 
@@ -18,11 +18,19 @@ def main(argv: list[str]) -> None:
     parser = stage_parser("embed_questions", __doc__)
     parser.add_argument("embedder", help="an embedder named under embedders in params.yaml")
     embedder = parser.parse_args(argv).embedder
-    settings = named(load_all_params(), "embedders", embedder)
+    params = load_all_params()
+    settings = named(params, "embedders", embedder)
     vectors_path, ids_path, cache = paths.question_vectors(embedder)
     golden = read_jsonl(paths.GOLDENSET)
     texts = [row["question"] for row in golden]
-    vectors, stats = embed_texts(texts, settings, settings["query_prompt"], cache, unit="question")
+    vectors, stats = embed_texts(
+        texts,
+        settings,
+        settings["query_prompt"],
+        cache,
+        unit="question",
+        model_key=embedder_key(params, embedder, "model"),
+    )
     save_embeddings(vectors, [row["qid"] for row in golden], vectors_path, ids_path)
     print(f"embed_questions with {embedder}: {stats.line('question')}")
 

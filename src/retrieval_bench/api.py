@@ -35,6 +35,7 @@ from retrieval_bench.evaluation.per_question import check_one_row_per_question, 
 from retrieval_bench.evaluation.scoring import score_run, score_run_both_views
 from retrieval_bench.evaluation.scoring_settings import Scoring
 from retrieval_bench.evaluation.segments import segments
+from retrieval_bench.evaluation.stats import MAX_RESAMPLES
 
 Comparison = _compare.Comparison
 Labels = Union[str, Path, Sequence[Mapping[str, Any]], Mapping[str, Mapping[str, int]]]
@@ -119,7 +120,13 @@ def read_golden(source: Labels) -> list[dict]:
 
 
 def _unique_qids(rows: list[dict], where: str) -> list[dict]:
-    """`rows`, each question once: two rows with one qid would score it twice (n_questions 2)."""
+    """`rows`, at least one and each question once: two rows with one qid would score it twice
+    (n_questions 2), and no row would leave nothing to score."""
+    if not rows:
+        raise InputError(
+            f"{where}: no question; expected golden-set rows, each with a qid and relevant {{chunk_id: grade}} "
+            "(or doc_id, start, end)"
+        )
     check_one_row_per_question((row["qid"] for row in rows), where)
     return rows
 
@@ -380,7 +387,12 @@ def compare(
     metric's figures; `comparison.to_dict()` is the command's --json report."""
     for name, label in (("a_label", a_label), ("b_label", b_label)):
         _check_argument(name, label, "a string", isinstance(label, str))
-    _check_argument("resamples", resamples, "a whole number >= 1", _is_whole(resamples) and resamples >= 1)
+    _check_argument(
+        "resamples",
+        resamples,
+        f"a whole number from 1 to {MAX_RESAMPLES}",
+        _is_whole(resamples) and 1 <= resamples <= MAX_RESAMPLES,
+    )
     _check_argument("seed", seed, "a whole number >= 0", _is_whole(seed) and seed >= 0)
     _check_argument("level", level, "a confidence level between 0 and 1 (e.g. 0.95)", _is_real(level) and 0 < level < 1)
     _check_argument("k", k, "None or a positive whole number (a hit@k column)", k is None or (_is_whole(k) and k >= 1))

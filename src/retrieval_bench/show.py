@@ -14,7 +14,7 @@ from retrieval_bench.core.question_sets import ALL
 from retrieval_bench.evaluation.certify import certificate_summary
 from retrieval_bench.evaluation.leaderboard import left_out_lines, set_title
 from retrieval_bench.evaluation.panel_costs import embedder_text
-from retrieval_bench.evaluation.revisions import git_show
+from retrieval_bench.evaluation.revisions import git_show, resolve_revision
 
 HEADLINE = ["mrr", "ndcg@10"]
 COUNTS = ["n_questions", "n_chunks", "n_questions_without_relevant_chunk", "n_questions_judged_tied"]
@@ -137,7 +137,10 @@ def cost_lines(costs: dict) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0]
-    parser.add_argument("--against", default="HEAD", help="revision to show the change against (default: %(default)s)")
+    parser.add_argument(
+        "--against",
+        help="git revision or DVC experiment to show the change against (default: HEAD, where there is one)",
+    )
     parser.add_argument(
         "--system", default=paths.DEFAULT, help="the panel system whose scores are shown (default: %(default)s)"
     )
@@ -155,9 +158,12 @@ def run(args: argparse.Namespace) -> int:
         if (cwd / paths.GOLDENSET_REPORT).is_file()
         else None
     )
-    shown = (committed(path, args.against, cwd) for path in paths.at_revision(paths.metrics_of, args.system))
+    # HEAD by default, which a project not yet committed (or outside git) lacks: then no change is
+    # shown. A revision the user names must exist: else "nothing committed" would hide a typo.
+    against = "HEAD" if args.against is None else resolve_revision(args.against, cwd)
+    shown = (committed(path, against, cwd) for path in paths.at_revision(paths.metrics_of, args.system))
     before = next((metrics_then for metrics_then in shown if metrics_then is not None), None)
-    print(render(metrics, before, health, args.against), end="")
+    print(render(metrics, before, health, args.against or against), end="")
     board, costs, cert = (
         json.loads((cwd / path).read_text(encoding="utf-8")) if (cwd / path).is_file() else {}
         for path in (paths.LEADERBOARD, paths.COSTS, paths.CERTIFICATE)

@@ -193,6 +193,39 @@ CASES = [
         id="fail-on-word",
     ),
     pytest.param(dumped(**{"validity.extra": 1}), ["unknown key params.validity.extra"], id="validity-unknown-key"),
+    # issue 41: a number in exponent form is the number DVC reads, held to the key's documented bounds
+    pytest.param(
+        dumped(**{"generate.timeout_s": "SECONDS"}).replace("timeout_s: SECONDS", "timeout_s: 1e-9"),
+        ["generate.timeout_s must be seconds per request, from 0.1 to 3600, got 1e-09"],
+        id="timeout-exponent-below-minimum",
+    ),
+    pytest.param(
+        dumped(**{"judge.timeout_s": 0.01}),
+        ["judge.timeout_s must be seconds per request, from 0.1"],
+        id="timeout-tiny",
+    ),
+    pytest.param(
+        dumped(**{"embed.batch_size": "BATCH"}).replace("batch_size: BATCH", "batch_size: 1e3"),
+        ["params.embed.batch_size must be int, got 1000.0"],
+        id="int-in-exponent-form",
+    ),
+    # issue 41: panel null passed the check, and DVC's foreach over it then failed with a TypeError
+    pytest.param(dumped(panel=None), ["panel must be a mapping of system names", "got null"], id="panel-null"),
+    # issue 41: two (chunking, embedder) pairs DVC names alike: it kept one embed_corpus stage of the two
+    pytest.param(
+        dumped(
+            chunkings={"default": {}, "a-b": {}, "a": {}},
+            embedders={"default": {}, "c": {}, "b-c": {}},
+            panel={"default": DEFAULTS_NAMED},
+        ),
+        ["chunkings.a-b with embedders.c and chunkings.a with embedders.b-c", "embed_corpus@a-b-c"],
+        id="embed-corpus-stage-twice",
+    ),
+    pytest.param(
+        dumped(embedders={"default": {}, "e5": {"model": " "}}, panel={"default": DEFAULTS_NAMED}),
+        ["embedders.e5.model must be a sentence-transformers model id or local path, got ' '"],
+        id="embedder-model-blank",
+    ),
 ]
 
 

@@ -4,6 +4,7 @@ text, JSON Lines, Parquet tables and .npy arrays this pipeline wrote, hashing, t
 from __future__ import annotations
 
 import errno
+import glob
 import hashlib
 import json
 import os
@@ -38,7 +39,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX)
     os.close(fd)
     tmp = Path(tmp_name)
     os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs get the usual permissions
@@ -56,6 +57,17 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             raise
     finally:
         tmp.unlink(missing_ok=True)
+
+
+TEMP_SUFFIX = ".tmp"
+
+
+def leftover_temps(path: str | Path) -> list[Path]:
+    """The temporary files (atomic_path) or folders (locking.build_once) made beside `path` and never
+    renamed or removed: a writer killed (SIGKILL) mid-write leaves one. Only a caller that holds the
+    lock all writers of `path` take may delete them: another's would be one still being written."""
+    target = Path(path)
+    return sorted(target.parent.glob(f".{glob.escape(target.name)}.*{TEMP_SUFFIX}"))
 
 
 # What a path may name besides a regular file or a folder: reading one may never end (/dev/zero)

@@ -18,7 +18,6 @@ locked again.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import shutil
 import tempfile
@@ -28,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import TEMP_SUFFIX, leftover_temps
 
 try:  # POSIX
     import fcntl
@@ -146,9 +146,9 @@ def build_once(
     with _locked(target.parent / f".{target.name}.lock", log, what, shared=False, limited=False):
         if valid(target):  # built by the process we waited for
             return False
-        for leftover in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):  # of builds that were killed:
+        for leftover in leftover_temps(target):  # of builds that were killed:
             shutil.rmtree(leftover, ignore_errors=True)  # while we hold the lock nobody else builds `target`
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX))
         stale = staging.with_suffix(".stale")
         try:
             build(staging)

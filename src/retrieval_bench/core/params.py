@@ -14,6 +14,7 @@ from retrieval_bench.core.params_panel import (
     check_named,
     check_panel,
     check_retrieval,
+    check_stage_names,
 )
 from retrieval_bench.core.params_schema import (
     CHOICES,
@@ -53,7 +54,7 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
             f"{path}: expected a mapping of sections {', '.join(DEFAULTS)}, got {json_kind(raw)} at the top level"
         )
     ignored = first_ignored_key(raw, path)
-    raw_panel = raw.pop("panel", None)
+    raw_panel = raw.pop("panel", DEFAULTS["panel"])  # no panel key: the default system alone
     raw_named = {section: raw.pop(section, DEFAULTS[section]) for section in NAMED_BASE}
     params = check_shape(raw, DEFAULTS, "params", path)
     if ignored:  # after the schema check, which tells a renamed key (load.chunking.size) its new name
@@ -73,6 +74,7 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
     _check_values(params, path)
     for section, value in raw_named.items():
         params[section] = check_named(section, value, params, path)
+    check_stage_names(params["chunkings"], params["embedders"], path)
     params["panel"] = check_panel(raw_panel, params, path)
     return params
 

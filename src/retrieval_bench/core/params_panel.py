@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from retrieval_bench.core.errors import InputError, quoted
+from retrieval_bench.core.errors import InputError, json_kind, quoted
 from retrieval_bench.core.params_schema import CHOICES, DEFAULTS, check_shape, unknown_key
 from retrieval_bench.core.params_sections import check_embed, check_inside, check_rerank_and_ann
 from retrieval_bench.core.paths import DEFAULT as DEFAULT_SYSTEM
@@ -125,6 +125,24 @@ def check_named(section: str, entries: Any, params: dict[str, Any], path: Path) 
     return checked
 
 
+def check_stage_names(chunkings: dict[str, Any], embedders: dict[str, Any], path: Path) -> None:
+    """Every (chunking, embedder) pair its own embed_corpus stage: DVC names a matrix stage by its
+    values joined with `-` (embed_corpus@a-b-c is both a-b with c and a with b-c) and keeps only one
+    stage of a name, so the other pair would silently never be embedded."""
+    pairs: dict[str, tuple[str, str]] = {}
+    for chunking in chunkings:
+        for embedder in embedders:
+            stage = f"{chunking}-{embedder}"
+            if stage in pairs:
+                first = pairs[stage]
+                raise InputError(
+                    f"{path}: chunkings.{first[0]} with embedders.{first[1]} and chunkings.{chunking} with "
+                    f"embedders.{embedder} would both be the stage embed_corpus@{stage}, and DVC keeps only one: "
+                    "rename one of those chunkings or embedders"
+                )
+            pairs[stage] = (chunking, embedder)
+
+
 def check_imported(imported: dict[Any, Any], path: Path) -> None:
     """generate.imported: {NAME: FILE}, each name a panel name's (the leaderboard and the
     certificate name a column after it) and not a reserved question set, each file a path."""
@@ -156,10 +174,11 @@ def check_chunking(chunking: dict[str, Any], where: str, path: Path) -> None:
 def check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
     """Each panel system's settings: the retrieval section with its keys over it, checked alike,
     and the `chunking` and `embedder` it names (both spelled: DVC's foreach reads them)."""
-    if panel is None:  # no panel key: the default system alone (DVC's foreach still needs the key written)
-        panel = DEFAULTS["panel"]
-    if not isinstance(panel, dict):
-        raise InputError(f"{path}: panel must be a mapping of system names to retrieval settings, got {panel!r}")
+    if not isinstance(panel, dict):  # null too: DVC's foreach over it fails with a TypeError of its own
+        raise InputError(
+            f"{path}: panel must be a mapping of system names to retrieval settings "
+            f"(e.g. panel: {{default: {{chunking: default, embedder: default}}}}), got {json_kind(panel)}"
+        )
     systems = {}
     for name, override in panel.items():
         if not isinstance(name, str) or not PANEL_NAME.fullmatch(name):
@@ -245,3 +264,10 @@ def settings_key(params: dict[str, Any], system: str) -> str:
     none of it (the default system as the sample has it: the user wrote retrieval.X), else panel.NAME."""
     own = {key: value for key, value in params["panel"][system].items() if key not in PICKED_KEYS}
     return "retrieval" if own == params["retrieval"] else f"panel.{system}"
+
+
+def embedder_key(params: dict[str, Any], embedder: str, key: str) -> str:
+    """The params key an embedder's `key` (model, ...) came from, for its messages:
+    embedders.NAME.key where the embedder sets a value of its own, else embed.key, which it keeps."""
+    own = params["embedders"][embedder][key] != params["embed"][key]
+    return f"embedders.{embedder}.{key}" if own else f"embed.{key}"

@@ -52,6 +52,13 @@ class _ParamsLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ign
         return super().construct_mapping(node, deep)
 
 
+# A number in exponent form without a point (1e-9, 2E3) is text to PyYAML (YAML 1.1) but a float to
+# DVC (ruamel, YAML 1.2): read as DVC reads it, so the checks see the number the user wrote.
+_ParamsLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
 def read_yaml_file(path: Path) -> Any:
     """What the YAML file `path` holds; anything else (not a regular file, too large, not UTF-8,
     invalid YAML, a key twice in a mapping, an alias bomb) is a one-line InputError naming the
@@ -161,6 +168,10 @@ def check_bounds(section: dict[str, Any], bounds: dict[str, tuple[float, float]]
 def check_embed(embed: dict[str, Any], where: str, path: Path) -> None:
     """The embed section, or an embedder over it (`where`: embed or embedders.NAME, the key the
     messages name)."""
+    if not embed["model"].strip():  # an empty path names the working folder, which is no model
+        raise InputError(
+            f"{path}: {where}.model must be a sentence-transformers model id or local path, got {embed['model']!r}"
+        )
     device = embed["device"]
     if device is not None and not (isinstance(device, str) and re.fullmatch(r"cpu|mps|cuda(:\d+)?", device)):
         raise InputError(f"{path}: {where}.device must be null (auto), cpu, cuda, cuda:N or mps, got {device!r}")
@@ -267,6 +278,7 @@ def check_rerank_and_ann(retrieval: dict[str, Any], where: str, path: Path) -> N
 
 # The request settings of an LLM section (generate, judge): seconds per request, and how replies are asked for.
 REQUEST_TIMEOUT_S = 120.0
+MIN_TIMEOUT_S = 0.1  # below it no server answers, so every request would fail as timed out
 MAX_TIMEOUT_S = 3600.0  # an hour per request: beyond it a stuck server only holds the run
 MAX_TEMPERATURE = 2.0  # OpenAI's and vLLM's upper bound
 RESPONSE_FORMATS = ("text", "json_schema")
@@ -289,9 +301,10 @@ def check_llm_requests(settings: dict[str, Any], section: str, path: Path) -> No
             f"got {settings['response_format']!r}"
         )
     timeout = settings["timeout_s"]
-    if not 0 < timeout <= MAX_TIMEOUT_S:
+    if not MIN_TIMEOUT_S <= timeout <= MAX_TIMEOUT_S:
         raise InputError(
-            f"{path}: {section}.timeout_s must be seconds per request, above 0 and at most {MAX_TIMEOUT_S}, got {timeout!r}"
+            f"{path}: {section}.timeout_s must be seconds per request, "
+            f"from {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g}, got {timeout!r}"
         )
     temperature = settings["temperature"]
     if temperature is not None:

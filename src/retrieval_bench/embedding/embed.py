@@ -230,15 +230,17 @@ def embed_texts(
     log=print,
     shared_caches: list[Path] = (),
     measure_speed: bool = False,
+    model_key: str = "embed.model",
 ) -> tuple[np.ndarray, EmbedStats]:
     """Unit-length float32 vectors for `texts` (one row each, in order), `prompt` prefixed.
     Vectors in the cache (or in `shared_caches`, read only, then copied into it) are served; the
     others are embedded, longest first in batches, by `settings["engine"]` (here, or on Ray), and
     each batch is durably appended to the cache as it arrives, so a crash loses only the batches in
     flight and a rerun embeds only the rest. `measure_speed`: also time the local encoder on a
-    sample (EmbedStats.seconds_per_1000)."""
+    sample (EmbedStats.seconds_per_1000). `model_key`: the params key that set the model, which a
+    model that cannot be found is reported under (an embedder's own: embedders.NAME.model)."""
 
-    model_path = resolve_model(settings["model"])
+    model_path = resolve_model(settings["model"], model_key)
     if not texts:  # no encoder, nor an export: only the dimension is needed
         Path(cache_dir).mkdir(parents=True, exist_ok=True)  # the cache folder (a DVC output) exists, as with texts
         return np.zeros((0, embedding_dimension(model_path)), dtype=np.float32), EmbedStats(0, 0, 0, 0, 0.0, None)

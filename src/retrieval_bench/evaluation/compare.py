@@ -37,6 +37,7 @@ from retrieval_bench.evaluation.revisions import WORKSPACE
 from retrieval_bench.evaluation.segment_tests import paired_segment_tests, regression_report
 from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS
 from retrieval_bench.evaluation.stats import (
+    MAX_RESAMPLES,
     min_detectable_delta,
     paired_bootstrap_ci,
     randomization_p_value,
@@ -115,8 +116,8 @@ def compare_tables(
 ) -> Comparison:
     """Pair two per-question tables by qid (the intersection, with a warning when the question
     sets differ) and compute every metric's statistics and the flipped questions."""
-    if resamples < 1:
-        raise InputError(f"--resamples must be at least 1, got {resamples}")
+    if not 1 <= resamples <= MAX_RESAMPLES:
+        raise InputError(f"--resamples must be between 1 and {MAX_RESAMPLES}, got {resamples}")
     if seed < 0:  # numpy seeds no generator with a negative number
         raise InputError(f"--seed must be 0 or more, got {seed}")
     if not 0 < level < 1:  # also refuses NaN
@@ -322,7 +323,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--md", action="store_true", help="print a Markdown report (for a pull-request comment)")
     output.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.add_argument(
-        "--resamples", type=int, default=10_000, help="bootstrap resamples and sign-flip permutations (default: 10000)"
+        "--resamples",
+        type=int,
+        default=10_000,
+        help=f"bootstrap resamples and sign-flip permutations, 1-{MAX_RESAMPLES} (default: 10000)",
     )
     parser.add_argument(
         "--level",

@@ -27,6 +27,11 @@ EXACT_MAX_NONZERO = 20  # 2^20 sign flips: enumerated exactly, in milliseconds (
 # Monte-Carlo draws when they cannot all be enumerated: the standard error sqrt(p (1 - p) / draws)
 # is <= 0.002 at p = 0.05 from 11,875 draws on
 MC_PERMUTATIONS = 12_000
+# The most resamples (and Monte-Carlo sign flips) one test may draw: 10x the default. Their time
+# grows with draws x questions, so a mistyped 10**9 would run for days; at this many a percentile
+# interval's ends and a p-value move between seeds by far less than the sampling error of the
+# questions themselves.
+MAX_RESAMPLES = 100_000
 
 
 def _batches(total: int, n: int) -> list[int]:
