@@ -28,7 +28,7 @@ from retrieval_bench.llm.settings import LLM_SECTIONS  # noqa: E402
 
 PARAMS_PAGE = ROOT / "docs" / "reference" / "params.md"
 CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
-CLI_COMMANDS = ["compare", "show", "gauge", "export-beir", "export-questions", "cache prune", "lock prune"]
+CLI_COMMANDS = ["compare", "show", "gauge", "export-beir", "export-questions", "cache prune", "lock prune", "stub-llm"]
 # Sections whose keys are the user's own names (no defaults to list): one row for the name.
 FREE_SECTIONS = {
     "chunkings": (

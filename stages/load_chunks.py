@@ -24,6 +24,7 @@ def main() -> None:
             text_field=params["text_field"],
             split=params["split"],
             missing_relevant=params["missing_relevant"],
+            html_skip=params["html_skip"],
         )
     )
     given = corpus.chunks if corpus.given else pd.DataFrame(columns=CHUNK_COLUMNS)

@@ -1,4 +1,6 @@
-"""A scriptable stand-in for the LLM APIs, served on 127.0.0.1 so the real SDKs talk to it.
+"""A scriptable stand-in for the LLM APIs, served on 127.0.0.1 so the real SDKs talk to it: the
+library's deterministic stub (retrieval_bench.llm.stub_server, what `retrieval-bench stub-llm`
+serves: its replies, its passage parsing, its answers' shapes) with a test's controls added.
 
 Speaks enough of three APIs for the providers of retrieval_bench.llm:
 
@@ -45,35 +47,15 @@ from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-_PASSAGE = re.compile(r"<passage>\n(.*)\n</passage>", re.DOTALL)
-_ESCAPED = re.compile(r"&(lt|#x[0-9a-f]{4});", re.IGNORECASE)
-
-
-def passage_block(prompt: str) -> str | None:
-    """The text between the prompt's <passage> and </passage> lines, as sent (escaped)."""
-    match = _PASSAGE.search(prompt)
-    return match.group(1) if match else None
-
-
-def passage_of(prompt: str) -> str:
-    """The passage inside a rendered question prompt (the whole prompt if it has no markers), with
-    the entities the generator escapes delimiter look-alikes with turned back into characters."""
-    block = passage_block(prompt)
-    if block is None:
-        return prompt
-    return _ESCAPED.sub(lambda m: "<" if m.group(1).lower() == "lt" else chr(int(m.group(1)[2:], 16)), block)
-
-
-def passage_sha(prompt: str) -> str:
-    return hashlib.sha256(passage_of(prompt).encode("utf-8")).hexdigest()
-
-
-def default_reply(passage: str) -> str:
-    """A well-formed reply: a paraphrase-like question unique to the passage (it shares no run
-    of words with it) and a verbatim excerpt (the passage's first words) as evidence."""
-    tag = hashlib.sha256(passage.encode("utf-8")).hexdigest()[:8]
-    evidence = " ".join(passage.split()[:8])
-    return json.dumps({"question": f"Where is topic {tag} explained?", "evidence": evidence})
+from retrieval_bench.llm.stub_server import (  # noqa: F401  (default_reply, passage_block: the tests' too)
+    StubHandler,
+    StubServer,
+    chat_completion,
+    default_reply,
+    passage_block,
+    passage_of,
+    prompt_of,
+)
 
 
 @dataclass
@@ -91,7 +73,7 @@ class Request:
 FAULTS = {"rate_limit", "overloaded", "server_error", "reset", "malformed", "spend_limit", "auth"}
 
 
-class StubLLM:
+class StubLLM(StubServer):
     """Start with `with StubLLM() as stub:`; `stub.url` is the base URL (no /v1)."""
 
     def __init__(self) -> None:
@@ -101,8 +83,6 @@ class StubLLM:
         self.latency = 0.0  # seconds before each generation reply
         self.retry_after_ms = 50  # on scripted 429s
         self.spend_limit_after: int | None = None  # successes before every request hits the spend limit
-        self.reply: Callable[[str], str] = default_reply  # passage -> reply text
-        self.stop_reason: Callable[[str], str] = lambda passage: "end_turn"
         self.batch_seconds = 0.0  # time a batch takes to end
         # Instead of a time: a batch created from now on ends once it has been looked at (listed, or
         # its status read) this many times, so a test decides what a client sees, not the clock.
@@ -116,22 +96,7 @@ class StubLLM:
         self.create_faults: list[str] = []  # per create: "server_error" (500, nothing created), "rate_limit"
         self.after_create: Callable[["StubLLM"], None] | None = None  # e.g. other users' batches appearing
         self.successes = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        # Errors inside handler threads (a reset socket) are expected; keep the test output clean.
-        self._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
-        self.port = self._server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    # --- lifecycle -------------------------------------------------------------------------
-    def __enter__(self) -> "StubLLM":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__()  # reply and stop_reason: the library's defaults, replaced by a test at will
 
     # --- what was asked --------------------------------------------------------------------
     def generation_requests(self) -> list[Request]:
@@ -198,20 +163,6 @@ class StubLLM:
                 return "spend_limit"
             return self.faults.pop(0) if self.faults else None
 
-    def _message(self, model: str, prompt: str) -> dict:
-        passage = passage_of(prompt)
-        text = self.reply(passage)
-        return {
-            "id": "msg_" + hashlib.sha256(f"{time.time()}{prompt}".encode()).hexdigest()[:20],
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": self.stop_reason(passage),
-            "stop_sequence": None,
-            "usage": {"input_tokens": max(1, len(prompt) // 4), "output_tokens": max(1, len(text) // 4)},
-        }
-
     def _ended(self, batch: dict, look: bool) -> bool:
         """Whether a batch has ended at this look (a `look` counts against its looks left, if it
         has a count; else the clock decides)."""
@@ -244,29 +195,10 @@ class StubLLM:
             "results_url": f"{self.url}/v1/messages/batches/{batch['id']}/results" if ended else None,
         }
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+    def _handler_class(self) -> type[StubHandler]:
         stub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # headers and body go out at once: no 40 ms delayed-ACK stall
-
-            def log_message(self, *args: object) -> None:  # quiet
-                pass
-
-            def _send(
-                self, status: int, payload: object, headers: dict | None = None, raw: bytes | None = None
-            ) -> None:
-                body = raw if raw is not None else json.dumps(payload).encode("utf-8")
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("request-id", "req_stub")
-                for key, value in (headers or {}).items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(StubHandler):
             def _reset(self) -> None:
                 # An abrupt close (RST), as a dropped connection looks to the client.
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -295,19 +227,11 @@ class StubLLM:
                     stub.requests.append(request)
                 return request
 
-            def _read_json(self) -> dict | None:
-                length = int(self.headers.get("Content-Length") or 0)
-                data = self.rfile.read(length) if length else b""
-                try:
-                    return json.loads(data) if data else None
-                except json.JSONDecodeError:
-                    return None
-
             def _fault(self, fault: str, openai: bool) -> None:
                 if fault == "reset":
                     self._reset()
                 elif fault == "malformed":
-                    self._send(200, None, raw=b'{"id": "msg_broken", "content": [{"type": "te')
+                    self.send_json(200, None, raw=b'{"id": "msg_broken", "content": [{"type": "te')
                 elif fault == "rate_limit":
                     error = {
                         "type": "rate_limit_error",
@@ -315,7 +239,7 @@ class StubLLM:
                     }
                     if openai:
                         error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
-                    self._send(429, {"type": "error", "error": error}, {"retry-after-ms": str(stub.retry_after_ms)})
+                    self.send_json(429, {"type": "error", "error": error}, {"retry-after-ms": str(stub.retry_after_ms)})
                 elif fault == "spend_limit":
                     if openai:
                         error = {
@@ -323,7 +247,7 @@ class StubLLM:
                             "type": "insufficient_quota",
                             "code": "insufficient_quota",
                         }
-                        self._send(429, {"error": error})
+                        self.send_json(429, {"error": error})
                     else:
                         error = {
                             "type": "rate_limit_error",
@@ -331,15 +255,17 @@ class StubLLM:
                             "You will regain access on the first of next month.",
                             "details": {"error_code": "enforced_spend_limit_reached"},
                         }
-                        self._send(429, {"type": "error", "error": error})
+                        self.send_json(429, {"type": "error", "error": error})
                 elif fault == "overloaded":
-                    self._send(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+                    self.send_json(
+                        529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+                    )
                 elif fault == "server_error":
-                    self._send(
+                    self.send_json(
                         500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}
                     )
                 elif fault == "auth":
-                    self._send(
+                    self.send_json(
                         401,
                         {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}},
                     )
@@ -348,10 +274,10 @@ class StubLLM:
 
             def do_POST(self) -> None:  # noqa: N802
                 self._route()
-                body = self._read_json()
+                body = self.read_json()
                 if body is None:  # cut off (a client killed while sending) or not JSON: the API bills nothing
                     self._record(None, None).outcome = "bad_request"
-                    return self._send(
+                    return self.send_json(
                         400, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad body"}}
                     )
                 if self.path == "/v1/messages/batches":
@@ -359,14 +285,11 @@ class StubLLM:
                     return self._create_batch(body)
                 if self.path not in ("/v1/messages", "/v1/chat/completions"):
                     self._record(body, None)
-                    return self._send(
+                    return self.send_json(
                         404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}}
                     )
                 openai = self.path == "/v1/chat/completions"
-                messages = body.get("messages") or [{}]
-                prompt = messages[-1].get("content") or ""
-                if isinstance(prompt, list):
-                    prompt = "".join(part.get("text", "") for part in prompt)
+                prompt = prompt_of(body)
                 request = self._record(body, passage_of(prompt))
                 fault = stub._next_fault()
                 if fault:
@@ -376,34 +299,10 @@ class StubLLM:
                     stub.gate.wait()
                 if stub.latency:
                     time.sleep(stub.latency)
-                message = stub._message(body.get("model", "?"), prompt)
+                message = stub.message(body.get("model", "?"), prompt)
                 with stub.lock:
                     stub.successes += 1
-                if not openai:
-                    return self._send(200, message)
-                finish = {"max_tokens": "length", "refusal": "content_filter"}.get(message["stop_reason"], "stop")
-                self._send(
-                    200,
-                    {
-                        "id": "chatcmpl-stub",
-                        "object": "chat.completion",
-                        "created": int(time.time()),
-                        "model": message["model"],
-                        "choices": [
-                            {
-                                "index": 0,
-                                "finish_reason": finish,
-                                "logprobs": None,
-                                "message": {"role": "assistant", "content": message["content"][0]["text"]},
-                            }
-                        ],
-                        "usage": {
-                            "prompt_tokens": message["usage"]["input_tokens"],
-                            "completion_tokens": message["usage"]["output_tokens"],
-                            "total_tokens": message["usage"]["input_tokens"] + message["usage"]["output_tokens"],
-                        },
-                    },
-                )
+                self.send_json(200, chat_completion(message) if openai else message)
 
             def _create_batch(self, body: dict) -> None:
                 fault = stub._next_fault() if stub.spend_limit_after is not None else None
@@ -428,7 +327,7 @@ class StubLLM:
                     stub.after_create(stub)
                 if stub.create_hold:
                     time.sleep(stub.create_hold)  # the batch exists; the answer is late (a kill lands here)
-                self._send(200, stub._batch_view(batch, look=False))  # the create's answer is not a look
+                self.send_json(200, stub._batch_view(batch, look=False))  # the create's answer is not a look
 
             def _list_batches(self) -> None:
                 """The account's batches, most recently created first, one page (the real API's shape)."""
@@ -449,7 +348,7 @@ class StubLLM:
                 else:
                     page, has_more = ordered[:limit], limit < len(ordered)
                 views = [stub._batch_view(b) for b in page]
-                self._send(
+                self.send_json(
                     200,
                     {
                         "data": views,
@@ -467,14 +366,14 @@ class StubLLM:
                 match = re.fullmatch(r"/v1/messages/batches/([^/]+)(/results)?", self.path.split("?")[0])
                 batch = stub.batches.get(match.group(1)) if match else None
                 if batch is None:
-                    return self._send(
+                    return self.send_json(
                         404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}}
                     )
                 view = stub._batch_view(batch)
                 if not match.group(2):
-                    return self._send(200, view)
+                    return self.send_json(200, view)
                 if view["processing_status"] != "ended":
-                    return self._send(
+                    return self.send_json(
                         404, {"type": "error", "error": {"type": "not_found_error", "message": "not ended"}}
                     )
                 lines = []
@@ -483,7 +382,7 @@ class StubLLM:
                     if outcome == "succeeded":
                         result = {
                             "type": "succeeded",
-                            "message": stub._message(params["model"], params["messages"][-1]["content"]),
+                            "message": stub.message(params["model"], params["messages"][-1]["content"]),
                         }
                     elif outcome == "errored":
                         result = {
@@ -733,13 +632,3 @@ def read_jsonl(path) -> list[dict]:
         except json.JSONDecodeError:
             pass  # a line torn by a kill
     return rows
-
-
-def serve() -> None:  # manual use: python tests/stub_llm.py
-    with StubLLM() as stub:
-        print(stub.url, flush=True)
-        threading.Event().wait()
-
-
-if __name__ == "__main__":
-    serve()

@@ -1,4 +1,5 @@
-"""The `retrieval-bench` command: compare two runs, gauge a question set, export a golden set or its questions."""
+"""The `retrieval-bench` command: compare two runs, gauge a question set, export a golden set or its questions,
+serve a stub LLM to check the generation path with."""
 
 from __future__ import annotations
 
@@ -40,6 +41,11 @@ COMMANDS = {
         "retrieval_bench.lockfile",
         "add_arguments",
         "dvc.lock: `lock prune` drops the entries of stages dvc.yaml no longer has",
+    ),
+    "stub-llm": (
+        "retrieval_bench.llm.stub_server",
+        "add_arguments",
+        "serve a deterministic stub LLM on 127.0.0.1: a no-key pipeline check, its questions are placeholders",
     ),
 }
 

@@ -31,6 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
         "What are these settings for?",
         "Why did they change the default page size?",
         "What does this table store for each row?",
+        "Is it thread-safe?",  # a short "is it ...": what is "it"?
+        "Is it worth it?",
+        "Will it block writers during a checkpoint?",
     ],
 )
 def test_questions_that_need_their_passage_are_flagged(question):
@@ -51,6 +54,65 @@ def test_questions_that_need_their_passage_are_flagged(question):
 )
 def test_self_contained_questions_are_not(question):
     assert context_dependent(question) is None
+
+
+ORDINARY = [  # what users ask; 25 open with "is it", "was it" or "isn't it"
+    "Is it worth enabling WAL mode for a read-heavy app?",
+    "Is it worth enabling WAL mode?",
+    "Is it possible to attach two databases to one connection?",
+    "Is it a good idea to store images as BLOBs?",
+    "Is it normal for the WAL file to keep growing?",
+    "Is it OK to vacuum while readers are connected?",
+    "Is it true that SQLite has no server process?",
+    "Is it slower to use AUTOINCREMENT than a plain rowid?",
+    "Is it faster to insert rows inside one transaction?",
+    "Is it necessary to call sqlite3_finalize on every statement?",
+    "Is it safe to share a connection between threads?",
+    "Is it better to use WAL or rollback journal mode on an SSD?",
+    "Is it possible for two processes to write at the same time?",
+    "Is it recommended to run ANALYZE after bulk loads?",
+    "Is it expensive to open a new connection per request?",
+    "Is it allowed to put a database on a network file system?",
+    "Is it still needed to set a busy timeout in WAL mode?",
+    "Is it bad practice to leave a read transaction open for hours?",
+    "Is it possible to shrink the database file after deleting rows?",
+    "Is it worth compiling SQLite with a larger page cache?",
+    "Was it always possible to drop a column in SQLite?",
+    "Isn't it risky to turn off synchronous writes?",
+    "Is it cheaper to checkpoint often or rarely?",
+    "Is it a problem if the application crashes mid-transaction?",
+    "Is it enough to copy the database file for a backup?",
+    "How do I enable WAL mode?",
+    "How long does it take to vacuum a large database?",
+    "How many readers can share a WAL database?",
+    "What is the default page size in SQLite?",
+    "What happens to readers while a checkpoint runs?",
+    "What does PRAGMA journal_mode return after switching to WAL?",
+    "Why is my INSERT so slow without a transaction?",
+    "Why is it bad for performance when a transaction spills the cache?",
+    "When should I run VACUUM?",
+    "When does SQLite reuse a deleted rowid?",
+    "Where does an in-memory database keep its data?",
+    "Which journal mode is the default?",
+    "Which pragma limits the size of the WAL file?",
+    "Can I open the same in-memory database from two connections?",
+    "Can two connections share a cache?",
+    "Does AUTOINCREMENT prevent rowid reuse?",
+    "Does it matter whether I close the database before exiting?",
+    "Does WAL mode work over NFS?",
+    "Should I use INTEGER PRIMARY KEY or AUTOINCREMENT?",
+    "Do I need to checkpoint manually in WAL mode?",
+    "Are foreign keys enforced by default?",
+    "Would it help to raise the cache size for large joins?",
+    "How can I back up a database that is in use?",
+    "What is the largest rowid SQLite can store?",
+    "How do I make an in-memory database shared between connections?",
+]
+
+
+def test_ordinary_questions_are_not_flagged():
+    assert len(set(ORDINARY)) == 50
+    assert [question for question in ORDINARY if context_dependent(question)] == []
 
 
 # Openings that reply hygiene accepts as interrogative but the context check never skipped: flagging

@@ -1,24 +1,74 @@
-"""A folder of documents: .md and .txt files as they are, .html pages as the text a reader sees."""
+"""A folder of documents: .md and .txt files as they are, .html pages as the text a reader sees (without
+navigation, page headers and footers: load.html_skip)."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params_schema import DEFAULTS
 
 TEXT_SUFFIXES = (".md", ".txt")
 HTML_SUFFIXES = (".html", ".htm")  # read as their text (html_text)
 DOCUMENT_SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES)
 
 
+# What load.html_skip takes: simple selectors, comma-separated (no descendant or child combinators).
+_SELECTOR = re.compile(
+    r"(?P<tag>[a-zA-Z][\w-]*)?(?P<parts>(?:\.[\w-]+|#[\w-]+|\[[\w-]+(?:=[\"']?[^\"'\]]*[\"']?)?\])*)"
+)
+_PART = re.compile(r"\.(?P<cls>[\w-]+)|#(?P<id>[\w-]+)|\[(?P<attr>[\w-]+)(?:=[\"']?(?P<value>[^\"'\]]*)[\"']?)?\]")
+
+
+@dataclass(frozen=True)
+class Selector:
+    """One simple selector: a tag, classes, an id and attributes ([role=navigation]), all optional."""
+
+    tag: str | None
+    classes: frozenset[str]
+    attrs: tuple[tuple[str, str | None], ...]  # the id is attribute `id`
+
+    def matches(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+        given = {name: value or "" for name, value in attrs}
+        return (
+            (self.tag is None or self.tag == tag)
+            and self.classes <= set(given.get("class", "").split())
+            and all(name in given and (value is None or given[name] == value) for name, value in self.attrs)
+        )
+
+
+def parse_selectors(text: str, key: str = "load.html_skip") -> list[Selector]:
+    """`text`'s comma-separated selectors (`nav`, `.navheader`, `div#menu`, `[role=navigation]`);
+    anything else is an InputError naming `key`."""
+    selectors = []
+    for item in (part.strip() for part in text.split(",")):
+        match = _SELECTOR.fullmatch(item)
+        if not item or match is None:
+            raise InputError(
+                f"{key}: {item!r} is not a selector this reader takes: a tag, .class, #id or [attr=value], "
+                "combined without spaces (div.navheader), comma-separated"
+            )
+        parts = list(_PART.finditer(match["parts"]))
+        selectors.append(
+            Selector(
+                match["tag"] and match["tag"].lower(),  # the parser gives tag and attribute names in lower case
+                frozenset(m["cls"] for m in parts if m["cls"]),
+                tuple(("id", m["id"]) if m["id"] else (m["attr"].lower(), m["value"]) for m in parts if not m["cls"]),
+            )
+        )
+    return selectors
+
+
 class _HtmlText(HTMLParser):
-    """The text of an HTML page as a reader sees it: no tags, no script, style or head, a line
-    break at each block element, entities decoded."""
+    """The text of an HTML page as a reader sees it: no tags, no script, style or head, none of the
+    blocks `skip` selects (navigation, page headers and footers), a line break at each block
+    element, entities decoded."""
 
     HIDDEN = {"script", "style", "head", "template", "noscript"}
     BLOCKS = set(
@@ -26,42 +76,59 @@ class _HtmlText(HTMLParser):
         "nav aside".split()
     )
 
-    def __init__(self) -> None:
+    def __init__(self, skip: list[Selector]) -> None:
         super().__init__(convert_charrefs=True)
         self.pieces: list[str] = []
         self.hidden = 0  # depth inside HIDDEN elements
+        self.skip = skip
+        # The skipped block being read: its tag and how deep in its own tag (its end is where that
+        # reaches 0; other tags need not be closed, <p> and <li> often are not).
+        self.skipping: tuple[str, int] | None = None
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag in self.HIDDEN:
+        if self.skipping is not None:
+            if tag == self.skipping[0]:
+                self.skipping = (tag, self.skipping[1] + 1)
+        elif tag in self.HIDDEN:
             self.hidden += 1
+        elif any(selector.matches(tag, attrs) for selector in self.skip):
+            self.skipping = (tag, 1)
+            self.pieces.append("\n")
         elif tag in self.BLOCKS:
             self.pieces.append("\n")
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in self.HIDDEN:
+        if self.skipping is not None:
+            if tag == self.skipping[0]:
+                self.skipping = (tag, self.skipping[1] - 1) if self.skipping[1] > 1 else None
+        elif tag in self.HIDDEN:
             self.hidden = max(0, self.hidden - 1)
         elif tag in self.BLOCKS:
             self.pieces.append("\n")
 
     def handle_data(self, data: str) -> None:
-        if not self.hidden:
+        if not self.hidden and self.skipping is None:
             self.pieces.append(data)
 
 
-def html_text(page: str) -> str:
-    """The readable text of an HTML page (_HtmlText): runs of spaces within a line collapsed, at
-    most one blank line between blocks, so chunks end at the page's paragraph breaks."""
-    parser = _HtmlText()
+def html_text(page: str, skip: list[Selector] | None = None) -> str:
+    """The readable text of an HTML page (_HtmlText, dropping the blocks `skip` selects; default:
+    load.html_skip's): runs of spaces within a line collapsed, at most one blank line between
+    blocks, so chunks end at the page's paragraph breaks."""
+    parser = _HtmlText(parse_selectors(DEFAULTS["load"]["html_skip"]) if skip is None else skip)
     parser.feed(page)
     parser.close()
     lines = [" ".join(line.split()) for line in "".join(parser.pieces).splitlines()]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
-def read_documents_folder(folder: Path, notes: list[str] | None = None) -> pd.DataFrame:
+def read_documents_folder(
+    folder: Path, notes: list[str] | None = None, html_skip: str = DEFAULTS["load"]["html_skip"]
+) -> pd.DataFrame:
     """Every .md/.txt/.html file under `folder`, doc_id = its path relative to the folder; an HTML
-    page's text is what a reader sees (html_text). Files of other kinds are skipped, and said so in
-    `notes` once, by extension."""
+    page's text is what a reader sees, without the blocks `html_skip` selects (html_text). Files of
+    other kinds are skipped, and said so in `notes` once, by extension."""
+    skip = parse_selectors(html_skip) if html_skip.strip() else []
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     paths = [p for p in files if p.suffix.lower() in DOCUMENT_SUFFIXES]
     skipped = Counter(p.suffix.lower() or "no extension" for p in files if p.suffix.lower() not in DOCUMENT_SUFFIXES)
@@ -80,7 +147,7 @@ def read_documents_folder(folder: Path, notes: list[str] | None = None) -> pd.Da
         except UnicodeDecodeError as error:
             raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
         if path.suffix.lower() in HTML_SUFFIXES:
-            text = html_text(text)
+            text = html_text(text, skip)
         rows.append({"doc_id": path.relative_to(folder).as_posix(), "text": text})
     return pd.DataFrame(rows, columns=["doc_id", "text"])
 

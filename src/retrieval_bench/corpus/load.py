@@ -354,10 +354,10 @@ def load_corpus(
     split: str = _LOAD["split"],
     *,
     missing_relevant: str = _LOAD["missing_relevant"],
+    html_skip: str = _LOAD["html_skip"],
 ) -> Corpus:
     """Load `source`, which is one of:
-
-    - a folder of .md/.txt/.html documents, cut into chunks;
+    - a folder of .md/.txt/.html documents, cut into chunks (HTML without the blocks `html_skip` selects);
     - a .jsonl/.parquet/.csv file of ready chunks: each chunk is its own document, unless the file
       has a doc_id column (and start/end offsets), from which the documents are rebuilt;
     - a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv): documents are the chunks;
@@ -389,7 +389,7 @@ def load_corpus(
     if records is not None:
         documents, chunks = ready_chunks_corpus(records, source, notes)
     else:
-        documents = _drop_empty_and_check_ids(read_documents_folder(source, notes), source, notes)
+        documents = _drop_empty_and_check_ids(read_documents_folder(source, notes, html_skip), source, notes)
         chunks = chunk_documents(documents, chunk_chars, chunk_overlap)
     note_repeated_texts(chunks, notes)
     labels: list[dict] = []

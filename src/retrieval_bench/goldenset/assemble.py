@@ -217,6 +217,22 @@ def no_usable_question(params: dict, cache_path: str | Path, counts: dict, rejec
     )
 
 
+def located_handwritten(
+    path: str, documents: pd.DataFrame, passages: pd.DataFrame, log: Log
+) -> tuple[list[dict], dict[str, int]]:
+    """The hand-written questions at `path` located in the documents, without repeats: (rows,
+    counts). Each whose evidence is not found is named in a line of its own (the first
+    evidence.UNLOCATED_NAMED of them)."""
+    unlocated: list[str] = []
+    rows, counts = handwritten_rows(read_handwritten(Path(path)), documents, passages, unlocated)
+    for line in unlocated:
+        log(line)
+    if counts["not_located"] > len(unlocated):
+        log(f"... and {counts['not_located'] - len(unlocated)} more hand-written questions whose evidence is not found")
+    rows, counts["duplicate_questions_dropped"] = deduplicate(rows)
+    return rows, counts
+
+
 def synthetic(
     params: dict,
     documents: pd.DataFrame,
@@ -232,9 +248,7 @@ def synthetic(
     passages (generating what the cache lacks): (rows, rejected replies, counts). `n_real`: the
     real labelled queries beside them (in the plan line only)."""
     passages = chunk_documents(documents, params["passages"]["chars"], params["passages"]["overlap"])
-    hw_rows, counts = handwritten_rows(read_handwritten(Path(params["handwritten"])), documents, passages)
-    hw_rows, hw_duplicates = deduplicate(hw_rows)
-    counts["duplicate_questions_dropped"] = hw_duplicates
+    hw_rows, counts = located_handwritten(params["handwritten"], documents, passages, log)
     hygiene = Hygiene.from_params(params)
     hw_rows, hw_rejects = drop_unhygienic(hw_rows, hygiene)  # generated ones are asked again instead (walk)
     settings = Settings.from_params(params)

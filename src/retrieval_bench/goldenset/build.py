@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.files import read_jsonl
+from retrieval_bench.core.files import numbered_jsonl
 from retrieval_bench.core.question_form import CORE_INTERROGATIVES
 from retrieval_bench.core.relevance import coverage
 from retrieval_bench.goldenset.echo import words
-from retrieval_bench.goldenset.evidence import locate_evidence, locate_in_passage
+from retrieval_bench.goldenset.evidence import UNLOCATED_NAMED, locate_evidence, locate_in_passage, not_located_line
 from retrieval_bench.goldenset.formats import SOURCES, hashed_qid, read_question_set
 from retrieval_bench.retrieval.bm25 import tokenize
 
@@ -62,18 +62,23 @@ def read_handwritten(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.exists():
         return []
+    lines: list[int] = []  # a JSONL file's: the line of each record
     if path.suffix.lower() == ".jsonl":
-        for number, record in enumerate(read_jsonl(path), 1):
+        for line, record in numbered_jsonl(path):
             missing = {"question", "doc_id", "evidence"} - set(record)
             if missing and not ({"user_input", "reference_contexts"} <= set(record) or "input" in record):
-                raise InputError(f"{path}: record {number} lacks {', '.join(sorted(missing))}")
+                raise InputError(f"{path}:{line}: record {len(lines) + 1} lacks {', '.join(sorted(missing))}")
+            lines.append(line)
     kind, questions = read_question_set(path)
     if kind not in EVIDENCE_FORMATS:
         raise InputError(
             f"{path}: generate.handwritten takes hand-written JSONL, a ragas testset, a LlamaIndex dataset or "
             f"DeepEval goldens, not a {kind} set"
         )
-    return evidence_records(kind, questions)
+    records = evidence_records(kind, questions)
+    for number, record in enumerate(records, 1):  # a JSONL file's questions are its records, in order
+        record["where"] = f"{path}:{lines[number - 1]}" if lines else f"{path}: record {number}"
+    return records
 
 
 def evidence_records(kind: str, questions: list[dict]) -> list[dict]:
@@ -100,12 +105,13 @@ def normalise_question(question: str) -> str:
 
 
 def handwritten_rows(
-    records: list[dict], documents: pd.DataFrame, passages: pd.DataFrame
+    records: list[dict], documents: pd.DataFrame, passages: pd.DataFrame, unlocated: list[str] | None = None
 ) -> tuple[list[dict], dict[str, int]]:
     """Golden rows for questions brought with their evidence (evidence_records) found in this
     corpus. A row's source is its record's (the tool's); rows of a tool other than hand-written
     JSONL say `question_set: hand-written`. A field of the record's own that a golden row also
-    has (its own `source`, say) is kept as own_<field>."""
+    has (its own `source`, say) is kept as own_<field>. The first UNLOCATED_NAMED questions whose
+    evidence is not found are described in `unlocated` (not_located_line)."""
     texts = dict(zip(documents["doc_id"], documents["text"]))
     counts = {"other_corpus": 0, "not_located": 0}
     rows = []
@@ -117,6 +123,8 @@ def handwritten_rows(
         found = locate_anywhere(texts, record["evidence"], doc_id)
         if found is None:
             counts["not_located"] += 1
+            if unlocated is not None and counts["not_located"] <= UNLOCATED_NAMED:
+                unlocated.append(not_located_line(record, texts))
             continue
         doc_id, span = found
         passage = best_passage(passages, doc_id, *span)
@@ -262,6 +270,10 @@ _POINTING = {"it", "this", "that", "these", "those", "they", "them", "its", "the
 _BE = {"is", "was", "isn't", "wasn't", "would", "will"}
 _EXPLETIVE_TAIL = {"to", "for", "if", "when", "whether", "that"}
 _IDIOMS = {"take", "takes", "matter", "matters"}  # "how long does it take to ...", "does it matter whether ..."
+# "Is it worth enabling WAL mode?", "Is it faster with an index?": a yes/no question opening "is it"
+# whose predicate runs on says what it asks about; a short one ("Is it thread-safe?") points.
+_COPULA = {"is", "was", "isn't", "wasn't"}
+_PREDICATE_WORDS = 3
 
 
 def context_dependent(question: str) -> str | None:
@@ -269,7 +281,7 @@ def context_dependent(question: str) -> str | None:
     this section", "the above example", "according to the passage", "which of the following"), or
     an opening pronoun with nothing to refer to ("What does it return?", "How does this work?").
     The dummy `it` of "is it safe to ...", "why is it bad for ... when", "does it matter whether"
-    is not one."""
+    and of a yes/no "is it ..." whose predicate runs on ("is it worth enabling WAL mode?") is not one."""
     match = _CONTEXT_PHRASE.search(question)
     if match:
         return match.group(0)
@@ -281,7 +293,9 @@ def context_dependent(question: str) -> str | None:
         return None
     after = tokens[lead + 1 : lead + 6]
     if tokens[lead] == "it" and (
-        (lead and tokens[lead - 1] in _BE and _EXPLETIVE_TAIL & set(after)) or (after and after[0] in _IDIOMS)
+        (lead and tokens[lead - 1] in _BE and _EXPLETIVE_TAIL & set(after))
+        or (after and after[0] in _IDIOMS)
+        or (lead == 1 and tokens[0] in _COPULA and len(tokens) - 2 >= _PREDICATE_WORDS)
     ):
         return None
     return " ".join(tokens[: lead + 1])

@@ -1,4 +1,5 @@
-"""Where a question's evidence lies: an excerpt in a document (hand-written questions) or in the
+"""Where a question's evidence lies: an excerpt in a document (hand-written questions: whatever
+its spacing, and when it is not there, the document's nearest text, to name it by) or in the
 passage a model was shown (generated ones).
 
 A generated question's evidence is looked for only in the passage that was sent, never elsewhere
@@ -9,7 +10,10 @@ escaped passage (retrieval_bench.llm.passage_escape) still matches the original.
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Mapping
 
+from retrieval_bench.core.errors import quoted
 from retrieval_bench.llm.passage_escape import INVISIBLE_CHARS, unescape_passage
 
 _MATCH_QUOTES = {ord(c): '"' for c in "“”„‟«»″〝〞＂"} | {ord(c): "'" for c in "‘’‚‛′‹›`´＇"}
@@ -74,7 +78,8 @@ def evidence_text(evidence: str, passage_text: str) -> str:
 # --------------------------------------------------------------------------------------------
 def locate_evidence(document: str, excerpt: str, near: int = 0) -> tuple[int, int] | None:
     """The span of `excerpt` in `document`: exact match first (the one nearest `near`), then a
-    match that ignores case and differences in whitespace; None if neither is found."""
+    match that ignores case, curly or straight quotes and the spacing between words and around
+    punctuation (loose_pattern); None if neither is found. The span is the document's own text."""
     excerpt = excerpt.strip()
     if not excerpt:
         return None
@@ -82,9 +87,78 @@ def locate_evidence(document: str, excerpt: str, near: int = 0) -> tuple[int, in
     if exact:
         start = min(exact, key=lambda s: abs(s - near))
         return start, start + len(excerpt)
-    pattern = r"\s+".join(re.escape(word) for word in excerpt.split())
-    loose = list(re.finditer(pattern, document, flags=re.IGNORECASE))
+    loose = list(re.finditer(loose_pattern(excerpt), document, flags=re.IGNORECASE))
     if loose:
         match = min(loose, key=lambda m: abs(m.start() - near))
         return match.start(), match.end()
     return None
+
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_QUOTE_CLASS = {
+    target: "[" + re.escape(target + "".join(chr(c) for c, t in _MATCH_QUOTES.items() if t == target)) + "]"
+    for target in set(_MATCH_QUOTES.values())
+}
+
+
+def loose_pattern(excerpt: str) -> str:
+    """A regex for `excerpt` whatever the whitespace between its words (runs of spaces, line breaks)
+    and around its punctuation: evidence copied as "INSERT , even" finds the page's "INSERT, even".
+    Two words still need some whitespace between them."""
+    tokens = _TOKEN.findall(excerpt)
+    parts = []
+    for previous, token in zip([None, *tokens], tokens):
+        if previous is not None:
+            parts.append(r"\s+" if _is_word(previous) and _is_word(token) else r"\s*")
+        quote = token.translate(_MATCH_QUOTES)
+        parts.append(_QUOTE_CLASS[quote] if quote in _QUOTE_CLASS else re.escape(token))
+    return "".join(parts)
+
+
+def _is_word(token: str) -> bool:
+    return token[0].isalnum() or token[0] == "_"
+
+
+_WORD = re.compile(r"\w+")
+
+
+def nearest_text(document: str, excerpt: str) -> tuple[int, str]:
+    """(words shared, text) of the stretch of `document` most like `excerpt`: of the windows of as
+    many words, the first sharing the most words with it (to show where evidence that is not
+    there went astray)."""
+    wanted = Counter(word.lower() for word in _WORD.findall(excerpt))
+    words = [(m.group().lower(), m.start(), m.end()) for m in _WORD.finditer(document)]
+    size = sum(wanted.values())
+    window: Counter[str] = Counter()
+    shared, best, best_start = 0, 0, 0
+    for i, (word, _, _) in enumerate(words):
+        window[word] += 1
+        shared += window[word] <= wanted[word]
+        if i >= size:  # the word leaving the window
+            leaving = words[i - size][0]
+            shared -= window[leaving] <= wanted[leaving]
+            window[leaving] -= 1
+        if shared > best:
+            best, best_start = shared, max(0, i - size + 1)
+    if not best:
+        return 0, ""
+    last = words[min(best_start + size, len(words)) - 1]
+    return best, " ".join(document[words[best_start][1] : last[2]].split())
+
+
+UNLOCATED_NAMED = 10  # the questions a run names whose evidence is not found (the rest are counted)
+
+
+def not_located_line(record: dict, texts: Mapping[str, str]) -> str:
+    """One line naming a question whose evidence is not in its document (or in any, without a
+    doc_id): where it is written, its qid, and the text of the document nearest its evidence."""
+    doc_id = record.get("doc_id")
+    candidates = [doc_id] if doc_id is not None else sorted(texts)
+    shared, nearest, found_in = max(
+        ((*nearest_text(texts[c], record["evidence"]), c) for c in candidates), key=lambda found: found[0]
+    )
+    qid = f"qid {record['qid']}" if record.get("qid") is not None else f"question {quoted(record['question'], 80)}"
+    place = doc_id if doc_id is not None else "any document"
+    near = f"nearest text (in {found_in}): {quoted(nearest, 160)}" if shared else f"no word of it is in {place}"
+    where = record.get("where", "a hand-written question")
+    return f"{where}: {qid}: evidence {quoted(record['evidence'], 80)} not found in {place}; {near}"

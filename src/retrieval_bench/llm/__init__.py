@@ -25,6 +25,7 @@ a task (tasks.QUESTIONS.job), settings come from params (settings.Settings.from_
     batch.py              the batch runner: intent journal, reconciliation, collection
     runner.py             run / resume_batches: which runner, one-line stops
     cache.py              the reply cache (JSONL, append-only, checksummed): cache_key, CacheWriter, read_cache
+    stub_server.py        a deterministic stub server on 127.0.0.1 (`retrieval-bench stub-llm`; the tests' stub)
 
 API keys come only from the environment (each provider's key_env: ANTHROPIC_API_KEY,
 OPENAI_API_KEY) and are never written anywhere: a reply that holds one is not stored (credentials.key_leak).

@@ -5,7 +5,8 @@ declare (Provider.prices, US dollars per million input / output tokens; half pri
 API): the configured provider's first, then another's for a model it lists by name (served through
 a gateway). A dated snapshot (claude-sonnet-4-5-20250929) costs what its alias costs. A provider's
 server on a loopback address costs nothing where the provider says so (openai-compatible: vLLM,
-Ollama, llama.cpp on this machine). Any other model is refused until `generate.price` states its
+Ollama, llama.cpp, `retrieval-bench stub-llm` on this machine), whatever the model is called there
+(a local server answering to claude-haiku-4-5 is not Anthropic's). Any other model is refused until `generate.price` states its
 price, so that `generate.max_cost_usd` never guards a run with a price that is not the model's.
 
 Every amount of money is printed by usd(), with as many decimals as it takes to be true: a limit
@@ -87,8 +88,8 @@ def resolve(
     env: Mapping[str, str] | None = None,
     section: str = "generate",
 ) -> Price:
-    """The price a run is estimated and guarded with: <section>.price when set, else the list
-    prices, else $0 for a server on a loopback address where the provider is free there; an unknown
+    """The price a run is estimated and guarded with: <section>.price when set, else $0 for a server
+    on a loopback address where the provider is free there, else the list prices; an unknown
     model is an InputError (before anything is asked or shown) naming the params.yaml `section`'s keys."""
     if price is not None:
         return Price(
@@ -99,15 +100,17 @@ def resolve(
         )
     if provider is None:
         return Price(0.0, 0.0, BATCH_DISCOUNT, "provider none: no calls")
-    known = table_price(provider, model)
-    if known is not None:
-        return Price(*known, BATCH_DISCOUNT, f"the price table for {model}")
     env = os.environ if env is None else env
     if provider.free_on_loopback:
+        # Before the table: a local server may answer to a listed name (the default model's), and
+        # is free whatever it is called.
         url = (base_url if provider.takes_base_url else None) or env.get(provider.url_env) or provider.default_url
         host = urlsplit(url).hostname or ""
         if is_loopback(host):
             return Price(0.0, 0.0, BATCH_DISCOUNT, f"a local server at {host}: free")
+    known = table_price(provider, model)
+    if known is not None:
+        return Price(*known, BATCH_DISCOUNT, f"the price table for {model}")
     raise InputError(
         f"{section}.model {model!r} has no known price (the table knows {describe_table()} per million input/output "
         f"tokens, and a loopback {' or '.join(free_on_loopback())} server is free): set {section}.price to its US dollars per million "

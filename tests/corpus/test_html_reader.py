@@ -1,0 +1,55 @@
+"""The HTML reader keeps a page's content and drops its navigation, page header and footer: <nav>,
+<header>, <footer>, role=navigation and what load.html_skip selects (by default also
+PostgreSQL's documentation's .navheader / .navfooter "Prev Up ... Home Next" tables)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.corpus.documents import html_text, parse_selectors
+from retrieval_bench.corpus.load import load_corpus
+
+PAGE = Path(__file__).parent / "pages" / "sql-vacuum.html"  # a PostgreSQL 17 reference page, cut short
+NAVIGATION = ["Prev", "Next", "Home", "Up", "SQL Commands", "Supported Versions", "Download", "Privacy Policy", "1996"]
+
+
+def test_a_postgresql_documentation_page_is_read_without_its_navigation(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "sql-vacuum.html").write_text(PAGE.read_text(encoding="utf-8"), encoding="utf-8")
+    text = load_corpus(tmp_path / "docs").documents["text"][0]
+    assert text.startswith("VACUUM\n\nVACUUM — garbage-collect and optionally analyze a database")
+    assert text.endswith("Dead rows left by an INSERT, even one that was rolled back, are reclaimed the same way.")
+    assert "Plain VACUUM (without FULL) simply reclaims space" in text
+    assert [word for word in NAVIGATION if word in text] == []
+    kept = html_text(PAGE.read_text(encoding="utf-8"), skip=[])  # nothing dropped: all of it is there
+    assert [word for word in NAVIGATION if word not in kept] == []
+
+
+def test_the_selector_is_a_param(tmp_path):
+    page = (
+        '<body><div id="menu"><a href="/">Home</a></div><aside class="toc side">Contents</aside>'
+        "<header><h1>Title</h1></header><p>Body text.</p></body>"
+    )
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.html").write_text(page)
+    assert load_corpus(tmp_path / "docs", html_skip="#menu, aside.toc").documents["text"][0] == "Title\n\nBody text."
+    assert (
+        load_corpus(tmp_path / "docs", html_skip="").documents["text"][0] == "Home\n\nContents\n\nTitle\n\nBody text."
+    )
+
+
+def test_nested_and_unclosed_blocks_end_where_the_dropped_block_ends():
+    page = (
+        '<nav><ul><li>one<li>two</ul><nav class="inner"><p>deeper</nav><p>still nav</nav>'
+        "<p>kept<footer><div>foot</div></footer><p>after"
+    )
+    assert html_text(page) == "kept\n\nafter"
+
+
+@pytest.mark.parametrize("bad", ["div p", "nav > a", "nav,,footer", ".", "[role=navigation"])
+def test_a_selector_the_reader_does_not_take_is_one_line_naming_the_key(bad):
+    with pytest.raises(InputError, match=r"^load\.html_skip: .* is not a selector this reader takes"):
+        parse_selectors(bad)
