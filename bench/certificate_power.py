@@ -11,7 +11,7 @@ score_run) on two corpora:
 - BEIR SciFact, when its folder is there (5,183 abstracts, one chunk each; the reference: its 300
   real test queries with their qrels).
 
-Two kinds of trial, each `--trials` times per size, each judged by evaluation.verdict.decide over
+Two kinds of trial, each `--trials` times per size, each judged by evaluation.certificate.verdict.decide over
 every leaderboard metric, as the leaderboard stage judges a set:
 
 - *false alarm*: the reference questions split at random into two disjoint halves of n, one
@@ -41,10 +41,10 @@ from tqdm import tqdm
 from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
 from retrieval_bench.embedding.embed import encode, load_model
-from retrieval_bench.evaluation.leaderboard import leaderboard_metrics
-from retrieval_bench.evaluation.scoring import score_run
-from retrieval_bench.evaluation.scoring_settings import Scoring
-from retrieval_bench.evaluation.verdict import DISAGREES, decide
+from retrieval_bench.evaluation.certificate.verdict import DISAGREES, decide
+from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
+from retrieval_bench.evaluation.score.scoring import score_run
+from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions

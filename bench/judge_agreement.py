@@ -18,7 +18,7 @@ It reports:
   under the human qrels and under the judge's grades, and Kendall's tau between the two rankings.
 
 Skips (exit 0, one line) when the SciFact folder is absent. Needs an API key for a real provider;
-tests/evaluation/test_judge_agreement.py runs it against the stub server on a small slice.
+tests/goldenset/test_judge_agreement.py runs it against the stub server on a small slice.
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ def runs_for(chunks, labels, systems: tuple[str, ...], depth: int, max_seq_lengt
 
 def ndcg10(labels: list[dict], relevant: dict[str, dict[str, int]], chunks, run) -> float:
     """Mean nDCG@10 of `run` over the queries with a relevant abstract under `relevant`."""
-    from retrieval_bench.evaluation.scoring import score_run
-    from retrieval_bench.evaluation.scoring_settings import Scoring
+    from retrieval_bench.evaluation.score.scoring import score_run
+    from retrieval_bench.evaluation.score.settings import Scoring
 
     golden = [
         {"qid": label["qid"], "question": label["question"], "relevant": relevant[label["qid"]]}
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     from retrieval_bench.core.errors import InputError
     from retrieval_bench.core.params import load_params
     from retrieval_bench.corpus.load import load_corpus
-    from retrieval_bench.evaluation.judging import Pair, judge_pool, read_prompt
+    from retrieval_bench.goldenset.judge import Pair, judge_pool, read_prompt
 
     params = dict(load_params("judge", ROOT / "params.yaml"))
     params.update(

@@ -15,7 +15,7 @@ from retrieval_bench.core.files import read_jsonl, read_table, touch_jsonl, writ
 from retrieval_bench.core.locking import dry_run_from_env, paid_stage_arguments
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.stage import run_stage, stage_parser
-from retrieval_bench.evaluation import judging
+from retrieval_bench.goldenset import judge as judging
 
 
 def log(message: str) -> None:

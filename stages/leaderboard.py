@@ -16,9 +16,9 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import atomic_open, read_jsonl, write_json
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.stage import run_stage
-from retrieval_bench.evaluation.panel_costs import PLOT_COLUMNS, read_costs
-from retrieval_bench.evaluation.panel_report import panel_report, summary_line
-from retrieval_bench.evaluation.per_question import read_per_question
+from retrieval_bench.evaluation.panel.costs import PLOT_COLUMNS, read_costs
+from retrieval_bench.evaluation.panel.report import panel_report, summary_line
+from retrieval_bench.evaluation.score.per_question import read_per_question
 
 
 def main() -> None:

@@ -10,9 +10,9 @@ from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.params_panel import panel_system
 from retrieval_bench.core.run_table import read_run_table
 from retrieval_bench.core.stage import run_stage, stage_parser
-from retrieval_bench.evaluation.budgets import chunk_columns
-from retrieval_bench.evaluation.scoring_settings import Scoring
-from retrieval_bench.evaluation.system_score import score_system
+from retrieval_bench.evaluation.score.budgets import chunk_columns
+from retrieval_bench.evaluation.score.settings import Scoring
+from retrieval_bench.evaluation.score.system import score_system
 
 
 def main(argv: list[str]) -> None:

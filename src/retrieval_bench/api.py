@@ -28,13 +28,13 @@ from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import read_jsonl, read_table
 from retrieval_bench.core.run_table import check_scores, check_unique, checked_file, from_records, read_run_file
 from retrieval_bench.core.values import checked_id
-from retrieval_bench.evaluation import compare as _compare
-from retrieval_bench.evaluation.judged import MAX_GRADE, judged_summary, without_repeated_twins
-from retrieval_bench.evaluation.metrics import TIE_POLICIES, summarize
-from retrieval_bench.evaluation.per_question import check_one_row_per_question, read_per_question
-from retrieval_bench.evaluation.scoring import score_run, score_run_both_views
-from retrieval_bench.evaluation.scoring_settings import Scoring
-from retrieval_bench.evaluation.segments import segments
+from retrieval_bench.evaluation.compare import command as _compare
+from retrieval_bench.evaluation.score.judged import MAX_GRADE, judged_summary, without_repeated_twins
+from retrieval_bench.evaluation.score.metrics import TIE_POLICIES, summarize
+from retrieval_bench.evaluation.score.per_question import check_one_row_per_question, read_per_question
+from retrieval_bench.evaluation.score.scoring import score_run, score_run_both_views
+from retrieval_bench.evaluation.score.segments import segments
+from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.evaluation.stats import MAX_RESAMPLES
 
 Comparison = _compare.Comparison

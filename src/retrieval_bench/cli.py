@@ -12,11 +12,11 @@ import sys
 # scipy, DVC behind it) is imported only when that command runs: `retrieval-bench --help` imports none.
 COMMANDS = {
     "compare": (
-        "retrieval_bench.evaluation.compare",
+        "retrieval_bench.evaluation.compare.command",
         "add_arguments",
         "did B retrieve better than A? paired statistics per question",
     ),
-    "export-beir": ("retrieval_bench.evaluation.export", "add_arguments", "write the golden set as a BEIR folder"),
+    "export-beir": ("retrieval_bench.goldenset.beir_export", "add_arguments", "write the golden set as a BEIR folder"),
     "gauge": (
         "retrieval_bench.goldenset.gauge",
         "add_arguments",

@@ -11,10 +11,10 @@ from pathlib import Path
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.question_sets import ALL
-from retrieval_bench.evaluation.certify import certificate_summary
-from retrieval_bench.evaluation.leaderboard import left_out_lines, set_title
-from retrieval_bench.evaluation.panel_costs import embedder_text
-from retrieval_bench.evaluation.revisions import git_show, resolve_revision
+from retrieval_bench.core.revisions import git_show, resolve_revision
+from retrieval_bench.evaluation.certificate.certify import certificate_summary
+from retrieval_bench.evaluation.panel.costs import embedder_text
+from retrieval_bench.evaluation.panel.leaderboard import left_out_lines, set_title
 
 HEADLINE = ["mrr", "ndcg@10"]
 COUNTS = ["n_questions", "n_chunks", "n_questions_without_relevant_chunk", "n_questions_judged_tied"]

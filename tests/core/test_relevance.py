@@ -7,7 +7,7 @@ from conftest import pessimistic_ranks
 
 from retrieval_bench.core.relevance import coverage, judge, union_coverage
 from retrieval_bench.corpus.load import chunk_documents
-from retrieval_bench.evaluation.metrics import question_metrics, span_recall
+from retrieval_bench.evaluation.score.metrics import question_metrics, span_recall
 from retrieval_bench.goldenset.build import (
     deduplicate,
     handwritten_rows,

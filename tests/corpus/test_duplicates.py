@@ -15,10 +15,10 @@ from retrieval_bench.core.run_table import from_records
 from retrieval_bench.corpus.chunk import chunk_spans
 from retrieval_bench.corpus.duplicates import find_duplicates, jaccard, normalise, shingles
 from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
-from retrieval_bench.evaluation.judged import judged_summary
-from retrieval_bench.evaluation.metrics import summarize
-from retrieval_bench.evaluation.scoring import score_run_both_views
-from retrieval_bench.evaluation.scoring_settings import Scoring
+from retrieval_bench.evaluation.score.judged import judged_summary
+from retrieval_bench.evaluation.score.metrics import summarize
+from retrieval_bench.evaluation.score.scoring import score_run_both_views
+from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.core.relevance import judge, labels_without_spans
 from retrieval_bench.core.run_table import from_records
 from retrieval_bench.corpus.load import chunk_documents, load_corpus
-from retrieval_bench.evaluation.scoring import score_run, unscorable_warning, unspanned_warning
-from retrieval_bench.evaluation.scoring_settings import Scoring
+from retrieval_bench.evaluation.score.scoring import score_run, unscorable_warning, unspanned_warning
+from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.goldenset.assemble import assemble
 from retrieval_bench.goldenset.build import evidence_texts, label_rows
 

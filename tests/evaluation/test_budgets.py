@@ -17,10 +17,10 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.relevance import judge
 from retrieval_bench.core.run_table import from_records
-from retrieval_bench.evaluation.budgets import chunk_columns, first_fits
-from retrieval_bench.evaluation.metrics import summarize
-from retrieval_bench.evaluation.scoring import score_run
-from retrieval_bench.evaluation.scoring_settings import Scoring
+from retrieval_bench.evaluation.score.budgets import chunk_columns, first_fits
+from retrieval_bench.evaluation.score.metrics import summarize
+from retrieval_bench.evaluation.score.scoring import score_run
+from retrieval_bench.evaluation.score.settings import Scoring
 
 MIN_COVERAGE = 0.4
 

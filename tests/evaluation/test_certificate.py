@@ -15,10 +15,10 @@ from scipy.stats import kendalltau
 from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
 from retrieval_bench.embedding.embed import encode, load_model
-from retrieval_bench.evaluation.certify import panel_certificate
-from retrieval_bench.evaluation.leaderboard import scorable
-from retrieval_bench.evaluation.scoring import score_run
-from retrieval_bench.evaluation.scoring_settings import Scoring
+from retrieval_bench.evaluation.certificate.certify import panel_certificate
+from retrieval_bench.evaluation.panel.leaderboard import scorable
+from retrieval_bench.evaluation.score.scoring import score_run
+from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions

@@ -1,4 +1,4 @@
-"""retrieval_bench.evaluation.compare: the paired statistics, pairing by qid, flipped questions, the
+"""retrieval_bench.evaluation.compare.command: the paired statistics, pairing by qid, flipped questions, the
 revision/experiment lookup, and `retrieval-bench compare` end to end across two git commits."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import pytest
 from conftest import dvc, git, run, set_params
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.evaluation import compare, compare_report
-from retrieval_bench.evaluation.compare import choose_flip_k, compare_tables
-from retrieval_bench.evaluation.leaderboard import segment_regressions
+from retrieval_bench.evaluation.compare import command as compare
+from retrieval_bench.evaluation.compare import report as compare_report
+from retrieval_bench.evaluation.compare.command import choose_flip_k, compare_tables
+from retrieval_bench.evaluation.panel.leaderboard import segment_regressions
 from retrieval_bench.evaluation.stats import min_detectable_delta, paired_bootstrap_ci, randomization_p_value
 
 KS = [1, 3, 5, 10, 20]
@@ -607,8 +608,8 @@ def scored(copied_gold, judge_enabled: bool) -> dict:
     import copy
 
     from retrieval_bench.core.params import DEFAULTS
-    from retrieval_bench.evaluation.scoring_settings import Scoring
-    from retrieval_bench.evaluation.system_score import score_system
+    from retrieval_bench.evaluation.score.settings import Scoring
+    from retrieval_bench.evaluation.score.system import score_system
 
     golden, chunks, run_table, duplicates = copied_gold
     params = copy.deepcopy(DEFAULTS)

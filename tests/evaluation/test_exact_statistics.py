@@ -11,8 +11,13 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, permutation_test
 
-from retrieval_bench.evaluation.ordering import kendall_tau, tau_ap
-from retrieval_bench.evaluation.stats import EXACT_MAX_NONZERO, MC_PERMUTATIONS, randomization_p_value
+from retrieval_bench.evaluation.stats import (
+    EXACT_MAX_NONZERO,
+    MC_PERMUTATIONS,
+    kendall_tau,
+    randomization_p_value,
+    tau_ap,
+)
 
 
 def _strict_tau_ap(order: list[int], truth: list[int], tied_in_both: set[tuple[int, int]]) -> float:

@@ -16,13 +16,12 @@ import yaml
 from scipy.stats import mannwhitneyu
 from statsmodels.stats.multitest import multipletests
 
-from retrieval_bench.evaluation import leaderboard as leaderboard_module
-from retrieval_bench.evaluation import panel_report as panel_report_module
-from retrieval_bench.evaluation.leaderboard import leaderboard, markdown, scorable
-from retrieval_bench.evaluation.segment_tests import segment_groups
-from retrieval_bench.evaluation.segments import segments
-from retrieval_bench.evaluation.stats import randomization_p_value
-from retrieval_bench.evaluation.style_gap import rank_auc, style_gap
+from retrieval_bench.evaluation.certificate.style_gap import rank_auc, style_gap
+from retrieval_bench.evaluation.panel import leaderboard as leaderboard_module
+from retrieval_bench.evaluation.panel import report as panel_report_module
+from retrieval_bench.evaluation.panel.leaderboard import leaderboard, markdown, scorable
+from retrieval_bench.evaluation.score.segments import segments
+from retrieval_bench.evaluation.stats import randomization_p_value, segment_groups
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -349,9 +348,9 @@ def test_show_names_a_certificate_written_before_verdicts(tmp_path, monkeypatch,
     ],
 )
 def test_the_headline_and_the_ranked_ndcg_follow_score_k_and_budgets(ks, budgets, expected):
-    from retrieval_bench.evaluation.headline import system_headline
-    from retrieval_bench.evaluation.leaderboard import leaderboard_metrics
-    from retrieval_bench.evaluation.metrics import summary_names
+    from retrieval_bench.evaluation.panel.headline import system_headline
+    from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
+    from retrieval_bench.evaluation.score.metrics import summary_names
 
     rng = np.random.default_rng(len(ks))
     table = pd.DataFrame({column: rng.random(12) for _, column in summary_names(ks, budgets)})

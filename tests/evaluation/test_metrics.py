@@ -9,12 +9,12 @@ import pytest
 import pytrec_eval
 from conftest import pessimistic_ranks
 
-from retrieval_bench.evaluation.metrics import (
+from retrieval_bench.evaluation.score.metrics import (
     question_metrics,
     rank_histogram,
     summarize,
 )
-from retrieval_bench.evaluation.scoring_settings import Scoring
+from retrieval_bench.evaluation.score.settings import Scoring
 
 KS = [1, 3, 5, 10, 20]
 
@@ -167,7 +167,7 @@ def test_summary_and_rank_histogram():
 def test_metrics_on_a_run_equal_trec_eval_on_that_run(seed):
     """A run cut at a depth: relevant chunks beyond it are not retrieved, as trec_eval counts them."""
     from retrieval_bench.core.run_table import from_records
-    from retrieval_bench.evaluation.scoring import score_run
+    from retrieval_bench.evaluation.score.scoring import score_run
 
     rng = np.random.default_rng(1000 + seed)
     docs, grades, run = random_case(rng)
@@ -202,7 +202,7 @@ def test_judged_view_equals_trec_eval_on_the_labels_plus_the_llm_grades(seed):
     the pooled grades >= min_grade (gain = grade / 3 x the best label: the label scale here is
     0-3, so gains stay integers); unjudged and low-graded chunks are not relevant."""
     from retrieval_bench.core.run_table import from_records
-    from retrieval_bench.evaluation.scoring import score_run_both_views
+    from retrieval_bench.evaluation.score.scoring import score_run_both_views
 
     rng = np.random.default_rng(5000 + seed)
     docs, grades, run = random_case(rng)
@@ -231,8 +231,8 @@ def test_judged_view_equals_trec_eval_on_the_labels_plus_the_llm_grades(seed):
 
 def test_without_duplicates_or_judgements_the_judged_view_is_the_strict_one():
     from retrieval_bench.core.run_table import from_records
-    from retrieval_bench.evaluation.judged import judged_summary
-    from retrieval_bench.evaluation.scoring import score_run, score_run_both_views
+    from retrieval_bench.evaluation.score.judged import judged_summary
+    from retrieval_bench.evaluation.score.scoring import score_run, score_run_both_views
 
     rng = np.random.default_rng(7)
     chunks = pd.DataFrame(

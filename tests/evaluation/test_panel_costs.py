@@ -11,10 +11,10 @@ import pandas as pd
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.params import load_all_params
-from retrieval_bench.evaluation.headline import headline
-from retrieval_bench.evaluation.leaderboard import left_out, scorable
-from retrieval_bench.evaluation.panel_costs import PLOT_COLUMNS, read_costs, searches_vectors, system_row
-from retrieval_bench.evaluation.panel_report import panel_report
+from retrieval_bench.evaluation.panel.costs import PLOT_COLUMNS, read_costs, searches_vectors, system_row
+from retrieval_bench.evaluation.panel.headline import headline
+from retrieval_bench.evaluation.panel.leaderboard import left_out, scorable
+from retrieval_bench.evaluation.panel.report import panel_report
 
 
 def table(rr, n_relevant=None, qids=None) -> pd.DataFrame:

@@ -16,14 +16,17 @@ from scipy.stats import false_discovery_control
 from statsmodels.stats.multitest import multipletests
 
 from retrieval_bench.evaluation import stats
-from retrieval_bench.evaluation.agreement import certificate, differing_pairs, pair_verdicts, verdict_agreement
-from retrieval_bench.evaluation.certify import panel_certificate
-from retrieval_bench.evaluation.corrections import bh_adjust, holm_adjust
-from retrieval_bench.evaluation.leaderboard import leaderboard_metrics
-from retrieval_bench.evaluation.ordering import kendall_tau, tau_ap
-from retrieval_bench.evaluation.panel_report import summary_line
-from retrieval_bench.evaluation.per_question import metric_columns
-from retrieval_bench.evaluation.stats import randomization_p_value
+from retrieval_bench.evaluation.certificate.agreement import (
+    certificate,
+    differing_pairs,
+    pair_verdicts,
+    verdict_agreement,
+)
+from retrieval_bench.evaluation.certificate.certify import panel_certificate
+from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
+from retrieval_bench.evaluation.panel.report import summary_line
+from retrieval_bench.evaluation.score.per_question import metric_columns
+from retrieval_bench.evaluation.stats import bh_adjust, holm_adjust, kendall_tau, randomization_p_value, tau_ap
 
 P_VALUE_SETS = [
     [0.01, 0.04, 0.03, 0.005, 0.5],

@@ -1,4 +1,4 @@
-"""The Pareto front of a panel (evaluation.pareto): the hand case of the docs, and a brute-force
+"""The Pareto front of a panel (evaluation.panel.pareto): the hand case of the docs, and a brute-force
 check of the definition on random points, ties and missing costs included."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 
-from retrieval_bench.evaluation.pareto import dominated_by, dominates, pareto_front, unmeasured
+from retrieval_bench.evaluation.panel.pareto import dominated_by, dominates, pareto_front, unmeasured
 
 
 def point(quality, **costs):

@@ -14,7 +14,7 @@ import pytrec_eval
 from retrieval_bench.core import run_table as run_contract
 from retrieval_bench.core.relevance import Judgement
 from retrieval_bench.core.run_table import Positions
-from retrieval_bench.evaluation.metrics import (
+from retrieval_bench.evaluation.score.metrics import (
     AT_CUTOFF,
     concrete_ranks,
     expected_metrics,

@@ -1,4 +1,4 @@
-"""The certificate's decision (evaluation/verdict.py) on simulated panels whose true order is known:
+"""The certificate's decision (evaluation/certificate/verdict.py) on simulated panels whose true order is known:
 Welch's test against scipy's independent implementation, random splits of one question pool
 (false alarms), a synthetic set that reverses or erases the reference's order (detection), the
 noise floor, and the resampled estimate of the questions that would decide."""
@@ -10,10 +10,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from retrieval_bench.evaluation.agreement import certificate, pair_verdicts, percentile_interval
-from retrieval_bench.evaluation.certify import panel_certificate
-from retrieval_bench.evaluation.ordering import kendall_tau_rows, pearson
-from retrieval_bench.evaluation.verdict import (
+from retrieval_bench.evaluation.certificate.agreement import certificate, pair_verdicts, percentile_interval
+from retrieval_bench.evaluation.certificate.certify import panel_certificate
+from retrieval_bench.evaluation.certificate.verdict import (
     AGREES,
     DISAGREES,
     UNDETERMINED,
@@ -24,6 +23,7 @@ from retrieval_bench.evaluation.verdict import (
     set_verdict,
     welch_p,
 )
+from retrieval_bench.evaluation.stats import kendall_tau_rows, pearson
 
 # 6 systems; per-question reciprocal ranks drawn so that a question's difficulty is shared by the systems
 TRUE_MRR = np.array([0.30, 0.45, 0.50, 0.52, 0.65, 0.80])
@@ -201,7 +201,7 @@ def test_the_noise_floor_says_why_it_has_no_figure():
 def test_an_undetermined_line_names_the_sets_the_estimate_could_not_grow():
     """The estimate says why in parts (the set, its size, the factor): the line names the sets as
     the panel does, not the roles, and no message is made by rewriting another."""
-    from retrieval_bench.evaluation.certify import verdict_line
+    from retrieval_bench.evaluation.certificate.certify import verdict_line
 
     head = {"reproduced": 1, "separable": 1, "pairs": 3, "unsettled": 2}
     cert = {

@@ -14,8 +14,8 @@ import pytrec_eval
 from conftest import ROOT
 
 import retrieval_bench as rb
-from retrieval_bench.evaluation.scoring import score_run
-from retrieval_bench.evaluation.scoring_settings import Scoring
+from retrieval_bench.evaluation.score.scoring import score_run
+from retrieval_bench.evaluation.score.settings import Scoring
 
 DOCS_PAGE = ROOT / "docs" / "reference" / "python-api.md"
 TREC_MEASURES = {"recall.1,3,5,10,20": "recall@{}", "success.1,3,5,10,20": "hit@{}"}

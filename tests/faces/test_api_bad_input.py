@@ -20,8 +20,8 @@ import pytest
 
 import retrieval_bench as rb
 from retrieval_bench.cli import main as cli_main
-from retrieval_bench.evaluation.compare import compare_tables
-from retrieval_bench.evaluation.per_question import read_per_question
+from retrieval_bench.evaluation.compare.command import compare_tables
+from retrieval_bench.evaluation.score.per_question import read_per_question
 
 QRELS = {"q1": {"a": 1}, "q2": {"b": 2}, "q3": {"c": 1}}
 RUN = {"q1": {"a": 0.9, "b": 0.1}, "q2": {"a": 0.8, "b": 0.7}, "q3": {"c": 0.2, "a": 0.5}}

@@ -17,7 +17,7 @@ from conftest import run, set_params
 from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_project
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.evaluation.segments import question_set, segments
+from retrieval_bench.evaluation.score.segments import question_set, segments
 from retrieval_bench.goldenset.formats import read_question_set
 
 GOLDEN = "data/goldenset.jsonl"

@@ -13,7 +13,7 @@ import pytest
 from conftest import set_params
 from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_env, stage_project
 
-from retrieval_bench.evaluation.segments import question_set
+from retrieval_bench.evaluation.score.segments import question_set
 from stages import load_chunks
 
 ROOT = Path(__file__).resolve().parents[2]

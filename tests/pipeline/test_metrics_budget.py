@@ -14,8 +14,8 @@ from conftest import ROOT
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.params import load_all_params
-from retrieval_bench.evaluation.headline import headline
-from retrieval_bench.evaluation.metrics import summary_names
+from retrieval_bench.evaluation.panel.headline import headline
+from retrieval_bench.evaluation.score.metrics import summary_names
 
 MAX_KEYS = 80
 

@@ -22,7 +22,7 @@ MAY_IMPORT_LLM = {
     "goldenset/remote.py",
     "goldenset/evidence.py",
     "goldenset/style_examples.py",
-    "evaluation/judging.py",
+    "goldenset/judge.py",
     # params.yaml's provider names are the LLM registry's: checked where the whole file is
     "api.py",
     "stages/check_params.py",
@@ -200,7 +200,7 @@ def test_the_ground_is_a_package_and_only_the_faces_stay_loose():
 
 
 def test_no_library_function_outside_the_api_takes_more_than_six_positional_parameters():
-    """Settings travel as one frozen object (evaluation.scoring_settings.Scoring, llm.settings.Settings),
+    """Settings travel as one frozen object (evaluation.score.settings.Scoring, llm.settings.Settings),
     and anything past the sixth parameter is passed by name: no two adjacent ints swapped unseen."""
     crowded = []
     for path in PACKAGE.rglob("*.py"):

@@ -3,7 +3,7 @@
 
 Real corpora repeat themselves (FAQ entries, changelogs, boilerplate, pages copied between
 sections); a golden set labels one passage per question, so a retriever returning the other copy
-would be scored as a miss. The judged view of the metrics (evaluation.judged) counts a chunk
+would be scored as a miss. The judged view of the metrics (evaluation.score.judged) counts a chunk
 duplicating a relevant one as relevant with the same grade.
 
 - Normalised text: Unicode NFKC, case-folded, whitespace runs made one space. Equal normalised

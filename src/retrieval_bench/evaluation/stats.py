@@ -1,5 +1,7 @@
-"""Paired statistics of per-question differences (B - A): bootstrap confidence interval,
-randomization test, minimum detectable difference, wins/ties/losses. Pure functions of arrays.
+"""The statistics every verdict rests on, pure functions of arrays: paired tests of per-question
+differences (B - A: bootstrap confidence interval, randomization test, minimum detectable
+difference, wins/ties/losses), multiple-comparison corrections (Holm, Benjamini-Hochberg), the
+agreement of two orderings (Kendall's tau-b, tau_AP) and the segments where a change regressed.
 
 Why not scipy.stats.bootstrap / permutation_test: the interval here is the expanded percentile
 interval (Hesterberg 2015), which scipy does not offer and which corrects the plain percentile
@@ -16,7 +18,10 @@ import hashlib
 import math
 
 import numpy as np
+import pandas as pd
 from scipy import stats
+
+from retrieval_bench.evaluation.score.segments import SEGMENT_COLUMNS
 
 ALPHA = 0.05  # the significance level of every test: leaderboard, certificate, segment regressions, compare
 MDD_FACTOR = 2.8  # z(1 - ALPHA/2) + z(0.80) = 1.960 + 0.842
@@ -160,3 +165,162 @@ def win_tie_loss(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int]:
     wins = int(np.sum(diffs > EPS))
     losses = int(np.sum(diffs < -EPS))
     return wins, len(diffs) - wins - losses, losses
+
+
+# Multiple-comparison corrections of p-values: Holm (family-wise error) and Benjamini-Hochberg
+# (false discovery rate). Pure functions; adjusted p-values, so that "adjusted p < alpha" is the
+# corrected test at level alpha (as statsmodels' multipletests reports them).
+HOLM = "Holm (family-wise error rate)"
+BH = "Benjamini-Hochberg (false discovery rate)"
+
+
+def holm_adjust(p_values) -> np.ndarray:
+    """Holm's step-down adjusted p-values: the i-th smallest of m is multiplied by (m - i + 1),
+    made non-decreasing in that order, and capped at 1 (Holm 1979)."""
+    p = np.asarray(p_values, dtype=np.float64)
+    m = len(p)
+    if m == 0:
+        return p.copy()
+    order = np.argsort(p, kind="stable")
+    stepped = np.maximum.accumulate(p[order] * (m - np.arange(m)))
+    adjusted = np.empty(m)
+    adjusted[order] = np.minimum(stepped, 1.0)
+    return adjusted
+
+
+def bh_adjust(p_values) -> np.ndarray:
+    """Benjamini-Hochberg step-up adjusted p-values (Benjamini & Hochberg 1995), as
+    scipy.stats.false_discovery_control computes them; none for no p-value."""
+    p = np.asarray(p_values, dtype=np.float64)
+    return p.copy() if len(p) == 0 else stats.false_discovery_control(p, method="bh")
+
+
+# Agreement of two orderings of the same systems: Kendall's tau-b and tau_AP (Yilmaz, Aslam and
+# Robertson 2008, "A new rank correlation coefficient for information retrieval"), which weighs
+# swaps near the top more. Inputs are the systems' scores (higher is better), aligned by system.
+def kendall_tau(x, y) -> float:
+    """Kendall's tau-b of two score vectors (scipy.stats.kendalltau, ties corrected); NaN when
+    either vector is constant or there are fewer than 2 systems."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if len(x) < 2:  # scipy would warn that the sample is too small, then answer NaN
+        return math.nan
+    return float(stats.kendalltau(x, y).statistic)
+
+
+def tau_ap(estimated, actual) -> float:
+    """tau_AP of the ordering by `estimated` scores against the true ordering by `actual` scores:
+    2 / (N - 1) x sum over ranks i = 2..N of C(i) / (i - 1), minus 1, where C(i) counts the systems
+    ranked above the i-th system of the estimated ordering that the true ordering also ranks above
+    it. 1 = the same ordering, -1 = reversed; NaN for fewer than 2 systems or when either ordering
+    ties every system (as kendall_tau).
+
+    The definition has no ties. Here a tie (equal scores) in the estimated ordering gives the exact
+    average of the definition over every order of the tied systems, each order equally likely, so
+    the value never depends on the order systems are listed in. Its systems spread over the ranks
+    the tie spans, which weigh 1 / (i - 1) unequally: the average is taken in closed form per tie
+    group (O(N^2), no enumeration of orders). A pair tied in the true ordering only counts 1/2
+    above the other (the average over the two orders of that tie); a pair tied in both orderings
+    agrees (counts 1 either way), so an ordering with ties has tau_AP 1 against itself.
+    """
+    estimated, actual = np.asarray(estimated, dtype=np.float64), np.asarray(actual, dtype=np.float64)
+    n = len(estimated)
+    if n < 2 or np.all(estimated == estimated[0]) or np.all(actual == actual[0]):
+        return math.nan
+    # agree[u, v]: u counts above v as the true ordering has it: 1 above, 0 below, 1/2 when it ties them
+    # (either way, equally likely), 1 when both orderings tie them (they agree)
+    tied_actual = actual[:, None] == actual[None, :]
+    agree = (actual[:, None] > actual[None, :]) + np.where(
+        estimated[:, None] == estimated[None, :], 1.0, 0.5
+    ) * tied_actual
+    np.fill_diagonal(agree, 0.0)
+    total, above = 0.0, 0  # above: systems in the groups ranked above the current one
+    for score in np.unique(estimated)[::-1]:
+        group = estimated == score
+        size = int(group.sum())
+        slots = above + np.arange(size)  # i - 1 at the ranks the group spans; each system's rank is uniform among them
+        if above:  # every system of a higher group is above each of this group's, weighed 1 / (i - 1) on average
+            total += agree[np.ix_(estimated > score, group)].sum() * np.mean(1 / slots)
+        if size > 1:
+            # at the j-th of its ranks (j = 0..size-1) a system has a uniform j of the other size - 1
+            # above it: each of its pairs inside the group weighs the mean of j / ((size - 1)(above + j))
+            within = np.arange(1, size) / ((size - 1) * slots[1:])
+            total += agree[np.ix_(group, group)].sum() * float(within.sum()) / size
+        above += size
+    return float(2 * total / (n - 1) - 1)
+
+
+def pearson(x, y) -> float:
+    """Pearson's correlation of two score vectors: how alike the systems' spacing is, not only their
+    order; NaN when either vector is constant or there are fewer than 2 systems."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def kendall_tau_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """kendall_tau of each row of `x` against the same row of `y` (draws x systems), vectorised:
+    tau-b = sum over pairs of sign(dx) sign(dy) / sqrt(untied pairs of x x untied pairs of y);
+    NaN where a row is constant or there are fewer than 2 systems."""
+    x, y = np.atleast_2d(np.asarray(x, dtype=np.float64)), np.atleast_2d(np.asarray(y, dtype=np.float64))
+    first, second = np.triu_indices(x.shape[1], k=1)
+    sx, sy = np.sign(x[:, first] - x[:, second]), np.sign(y[:, first] - y[:, second])
+    untied = np.sqrt((sx * sx).sum(axis=1) * (sy * sy).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(untied > 0, (sx * sy).sum(axis=1) / np.where(untied > 0, untied, 1.0), np.nan)
+
+
+# The segments where a change regressed: a paired randomization test within every segment
+# (question set, document, folder, length), Benjamini-Hochberg over every segment tested.
+def segment_groups(frame: pd.DataFrame, min_questions: int = 2) -> list[tuple[str, str, np.ndarray]]:
+    """(segment column, value, row positions) of every segment value with `min_questions` or more
+    questions, for the SEGMENT_COLUMNS present in `frame`; a value every question shares (one
+    folder, one question set) is the whole comparison, not a segment, and is left out; so is one
+    with the same questions as an earlier segment (a folder of one document), which would be the
+    same test counted twice in the correction."""
+    groups, seen = [], set()
+    for column in (c for c in SEGMENT_COLUMNS if c in frame):
+        for value, index in frame.reset_index(drop=True).groupby(column, sort=True).indices.items():
+            if min_questions <= len(index) < len(frame) and tuple(index) not in seen:
+                seen.add(tuple(index))
+                groups.append((column, str(value), index))
+    return groups
+
+
+def regressions(tests: list[dict], alpha: float = ALPHA) -> list[dict]:
+    """The tests (dicts with delta and p) whose mean change is negative and significant after
+    Benjamini-Hochberg over all of them, each with p_bh added."""
+    adjusted = bh_adjust([test["p"] for test in tests])
+    return [{**test, "p_bh": float(p)} for test, p in zip(tests, adjusted) if p < alpha and test["delta"] < 0]
+
+
+def paired_segment_tests(
+    a: pd.Series, b: pd.Series, frame: pd.DataFrame, permutations: int = 10_000, seed: int = 0
+) -> list[dict]:
+    """segment_tests of the per-question differences b - a (aligned with `frame`'s rows); a
+    question without a value under either run is left out, neither a tie nor a NaN p-value."""
+    diffs = pd.to_numeric(b, errors="coerce").to_numpy(dtype=float) - pd.to_numeric(a, errors="coerce").to_numpy(
+        dtype=float
+    )
+    keep = ~np.isnan(diffs)
+    return segment_tests(diffs[keep], frame[keep], permutations, seed)
+
+
+def regression_report(tests: list[dict]) -> dict:
+    """How many segment tests were run, their correction and the regressed segments."""
+    return {"tests": len(tests), "correction": f"{BH}, alpha {ALPHA}", "regressed": regressions(tests)}
+
+
+def segment_tests(diffs: np.ndarray, frame: pd.DataFrame, permutations: int = 10_000, seed: int = 0) -> list[dict]:
+    """A paired randomization test of the per-question differences `diffs` (aligned with `frame`'s
+    rows) within every segment: {segment, value, n_questions, delta, p}."""
+    return [
+        {
+            "segment": column,
+            "value": value,
+            "n_questions": len(index),
+            "delta": float(diffs[index].mean()),
+            "p": randomization_p_value(diffs[index], permutations, seed),
+        }
+        for column, value, index in segment_groups(frame)
+    ]

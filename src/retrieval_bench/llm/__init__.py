@@ -1,7 +1,7 @@
 """The LLM layer: providers behind one interface, tasks, cost, hygiene, rate limits, sync and batch runs.
 
 Its clients are the golden-set build (goldenset.selection, goldenset.assemble) and relevance
-judging (evaluation.judging). Entry points:
+judging (goldenset.judge). Entry points:
 runner.run(task, jobs, meta, settings, cache_path) and runner.resume_batches; a job is made by
 a task (tasks.QUESTIONS.job), settings come from params (settings.Settings.from_params).
 

@@ -1,7 +1,7 @@
 """Score one retrieval method on the golden set: judge the chunks, place them, compute every
-metric per question (retrieval_bench.evaluation.metrics) and the summary for metrics.json; in
+metric per question (retrieval_bench.evaluation.score.metrics) and the summary for metrics.json; in
 two views, strict (the golden set's labels) and judged (plus duplicates and pooled LLM
-judgements: retrieval_bench.evaluation.judged)."""
+judgements: retrieval_bench.evaluation.score.judged)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pandas as pd
 
 from retrieval_bench.core.relevance import judge, labels_without_spans
 from retrieval_bench.core.run_table import positions
-from retrieval_bench.evaluation.budgets import budget_table
-from retrieval_bench.evaluation.judged import judged_table, pool_grades
-from retrieval_bench.evaluation.metrics import score_question
-from retrieval_bench.evaluation.scoring_settings import Scoring
+from retrieval_bench.evaluation.score.budgets import budget_table
+from retrieval_bench.evaluation.score.judged import judged_table, pool_grades
+from retrieval_bench.evaluation.score.metrics import score_question
+from retrieval_bench.evaluation.score.settings import Scoring
 
 UNSCORABLE_EXAMPLES = 5
 
@@ -20,7 +20,7 @@ UNSCORABLE_EXAMPLES = 5
 def score_run(golden: list[dict], chunks: pd.DataFrame, run: pd.DataFrame, scoring: Scoring) -> pd.DataFrame:
     """per_question.csv from a run (retrieval_bench.retrieval.run): a judged chunk the run did not
     retrieve is not retrieved, and ties are equal scores within the run; recall_budget@B columns
-    for scoring.budgets (retrieval_bench.evaluation.budgets)."""
+    for scoring.budgets (retrieval_bench.evaluation.score.budgets)."""
     judgements, placed = _judged_and_placed(golden, chunks, run, scoring.min_coverage)
     return _with_budgets(
         _table(golden, judgements, placed, scoring), golden, judgements, placed, chunks, run, scoring=scoring

@@ -32,9 +32,9 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import JUDGE_POOL_REVISION
 from retrieval_bench.core.paths import DEFAULT, at_revision, run_of
 from retrieval_bench.core.relevance import judge as strict_judgements
+from retrieval_bench.core.revisions import read_artefact, resolve_revision
 from retrieval_bench.core.run_table import read_run_file, read_run_table
 from retrieval_bench.corpus.duplicates import group_members
-from retrieval_bench.evaluation.revisions import read_artefact, resolve_revision
 from retrieval_bench.llm.cache import EarlierKeys, read_cache
 from retrieval_bench.llm.errors import StopGeneration
 from retrieval_bench.llm.paid import PaidWork, pay_for

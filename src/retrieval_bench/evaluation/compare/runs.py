@@ -13,8 +13,8 @@ import yaml
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.paths import CHUNKS, DEFAULT, DOCUMENTS, GOLDENSET, at_revision, per_question_of
-from retrieval_bench.evaluation.per_question import read_per_question
-from retrieval_bench.evaluation.revisions import WORKSPACE, git_show, read_artefact, resolve_revision
+from retrieval_bench.core.revisions import WORKSPACE, git_show, read_artefact, resolve_revision
+from retrieval_bench.evaluation.score.per_question import read_per_question
 
 
 def read_run(rev: str, cwd: Path, system: str = DEFAULT) -> tuple[pd.DataFrame, str | None]:

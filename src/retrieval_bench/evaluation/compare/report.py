@@ -1,4 +1,4 @@
-"""The report of `retrieval-bench compare` (evaluation.comparison.Comparison) as aligned text, Markdown
+"""The report of `retrieval-bench compare` (evaluation.compare.outcome.Comparison) as aligned text, Markdown
 and JSON: one verdict line first, the paired statistics, the judged view beside the strict one
 where the two differ, and the flipped questions. Pure functions."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 
-from retrieval_bench.evaluation.comparison import Comparison, alpha, direction, num, verdict_line
+from retrieval_bench.evaluation.compare.outcome import Comparison, alpha, direction, num, verdict_line
 from retrieval_bench.evaluation.stats import ALPHA, EXACT_MAX_NONZERO, MC_PERMUTATIONS, MDD_FORMULA
 
 

@@ -1,12 +1,12 @@
 """The judged view: every metric again, counting what the golden set cannot see.
 
-The strict view (evaluation.scoring) scores a run against the golden set's labels: one passage
+The strict view (evaluation.score.scoring) scores a run against the golden set's labels: one passage
 per synthetic question. The judged view adds, per question:
 
 - duplicates: a chunk duplicating a judged chunk (corpus.duplicates: the same normalised text,
   or a near-duplicate) is judged like it, with the same gain and, for span questions, covering the
   same stretch of the evidence;
-- pooled LLM judgements (evaluation.judging, stage judge): a chunk graded >= judge.min_grade is
+- pooled LLM judgements (goldenset.judge, stage judge): a chunk graded >= judge.min_grade is
   relevant, with gain = grade / 3 x the question's best strict gain (1 for a span question whose
   evidence a chunk holds whole), and for a span question it counts as holding the whole evidence
   (it answers the question). Unjudged chunks are not relevant (trec_eval's convention), and a
@@ -16,7 +16,7 @@ Copies are one answer: of the chunks of one duplicate group judged for a questio
 best-placed in the run counts (with the group's best gain); the other copies are left out of that
 question's ranking, as a retriever deduplicating its results would show them, so returning the
 same text twice neither earns twice nor inflates an ideal ranking. Then every metric is computed
-exactly as in the strict view (evaluation.metrics: same tie policy, same recall variants). With
+exactly as in the strict view (evaluation.score.metrics: same tie policy, same recall variants). With
 no duplicate of a judged chunk and no judgement, the judged view equals the strict one.
 """
 
@@ -32,8 +32,8 @@ from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.relevance import Judgement
 from retrieval_bench.core.run_table import positions
 from retrieval_bench.corpus.duplicates import group_members
-from retrieval_bench.evaluation.metrics import score_question, summary_names
-from retrieval_bench.evaluation.scoring_settings import Scoring
+from retrieval_bench.evaluation.score.metrics import score_question, summary_names
+from retrieval_bench.evaluation.score.settings import Scoring
 
 PREFIX = "judged_"
 MAX_GRADE = 3

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench.evaluation.judged import judged_summary, unjudged_warning, without_repeated_twins
-from retrieval_bench.evaluation.metrics import summarize
-from retrieval_bench.evaluation.scoring import score_run_both_views, unscorable_warning, unspanned_warning
-from retrieval_bench.evaluation.scoring_settings import Scoring
-from retrieval_bench.evaluation.segments import segments
+from retrieval_bench.evaluation.score.judged import judged_summary, unjudged_warning, without_repeated_twins
+from retrieval_bench.evaluation.score.metrics import summarize
+from retrieval_bench.evaluation.score.scoring import score_run_both_views, unscorable_warning, unspanned_warning
+from retrieval_bench.evaluation.score.segments import segments
+from retrieval_bench.evaluation.score.settings import Scoring
 
 
 def score_system(

@@ -10,8 +10,8 @@ import math
 
 import pandas as pd
 
-from retrieval_bench.evaluation.per_question import HEADLINE_BUDGET, HEADLINE_CUTOFF, headline_column
-from retrieval_bench.evaluation.verdict import VERDICT_NUMBER
+from retrieval_bench.evaluation.certificate.verdict import VERDICT_NUMBER
+from retrieval_bench.evaluation.score.per_question import HEADLINE_BUDGET, HEADLINE_CUTOFF, headline_column
 
 # Each system's headline: its mean over the compared questions (as the leaderboard's) of mrr and of
 # these at the headline cut-off (or budget), named as the per-question column is.

@@ -3,7 +3,7 @@ chunking, embedder (model, max_seq_length), method and chunk count, and the cost
 its run on this machine: the embedding seconds per 1,000 chunks (embed_corpus's info.json; none
 for a system that searches no vectors), the index size on disk and the median search time per
 question (retrieve's run_info.json). Then the Pareto front of quality (mrr over the
-compared questions) against those three costs (evaluation.pareto)."""
+compared questions) against those three costs (evaluation.panel.pareto)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from retrieval_bench.core import paths
-from retrieval_bench.evaluation.pareto import dominated_by, unmeasured
+from retrieval_bench.evaluation.panel.pareto import dominated_by, unmeasured
 
 # The methods that search vectors (retrieval.methods.USES_VECTORS; tests/evaluation/test_panel_costs.py keeps
 # the two equal): their embedding is part of their cost. A bm25 system embeds nothing (cost 0).

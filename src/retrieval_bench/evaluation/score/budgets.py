@@ -8,7 +8,7 @@ within budget cover (evidence spans). So a 400- and an 800-character chunking ar
 same amount of text, which recall@k (k 400-character chunks are half the text) does not do.
 
 Ties follow score.ties as recall@k does: pessimistic/optimistic place the judged chunks at their
-ranks of retrieval_bench.evaluation.metrics.concrete_ranks (the other chunks of the tie fill the
+ranks of retrieval_bench.evaluation.score.metrics.concrete_ranks (the other chunks of the tie fill the
 rest of it); expected is the exact expectation over all orders of each tie group (first_fits).
 A chunk the run does not hold is not retrieved (retrieval.depth; trec_eval's convention).
 """
@@ -22,8 +22,8 @@ import pandas as pd
 
 from retrieval_bench.core.relevance import Judgement, union_coverage
 from retrieval_bench.core.run_table import Positions
-from retrieval_bench.evaluation.metrics import concrete_ranks
-from retrieval_bench.evaluation.scoring_settings import Scoring
+from retrieval_bench.evaluation.score.metrics import concrete_ranks
+from retrieval_bench.evaluation.score.settings import Scoring
 
 UNITS = ("chars", "words")
 

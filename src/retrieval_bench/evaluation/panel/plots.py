@@ -7,7 +7,7 @@ import re
 
 import pandas as pd
 
-from retrieval_bench.evaluation.metrics import rank_histogram
+from retrieval_bench.evaluation.score.metrics import rank_histogram
 
 RECALL_COLUMN = re.compile(r"recall@(\d+)")  # the strict view's recall@k (judged_recall@k is the judged view's)
 

@@ -8,11 +8,11 @@ interval of that difference, a two-sided paired randomization (sign-flip) test p
 wins/ties/losses, and the minimum detectable difference for this many questions. It also lists
 the questions that flipped: first relevant chunk in the top k under one run and not the other.
 When both runs carry the judged view (judged_<metric> columns: duplicates and pooled LLM
-grades, evaluation.judged), the same statistics of the judged metrics, over the same paired
+grades, evaluation.score.judged), the same statistics of the judged metrics, over the same paired
 questions, are shown beside the strict ones, and the metrics whose verdict differs are marked.
 
 The statistics live in retrieval_bench.evaluation.stats; pairing here is pure (compare_tables),
-the report's formats are in evaluation.compare_report, reading runs from git in compare_runs.
+the report's formats are in evaluation.compare.report, reading runs from git in compare_runs.
 """
 
 from __future__ import annotations
@@ -29,18 +29,19 @@ import pandas as pd
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.paths import DEFAULT
-from retrieval_bench.evaluation.compare_report import format_json, format_markdown, format_text
-from retrieval_bench.evaluation.compare_runs import params_changed, question_context, read_run
-from retrieval_bench.evaluation.comparison import Comparison
-from retrieval_bench.evaluation.per_question import JUDGED, checked_per_question, metric_columns
-from retrieval_bench.evaluation.revisions import WORKSPACE
-from retrieval_bench.evaluation.segment_tests import paired_segment_tests, regression_report
-from retrieval_bench.evaluation.segments import SEGMENT_COLUMNS
+from retrieval_bench.core.revisions import WORKSPACE
+from retrieval_bench.evaluation.compare.outcome import Comparison
+from retrieval_bench.evaluation.compare.report import format_json, format_markdown, format_text
+from retrieval_bench.evaluation.compare.runs import params_changed, question_context, read_run
+from retrieval_bench.evaluation.score.per_question import JUDGED, checked_per_question, metric_columns
+from retrieval_bench.evaluation.score.segments import SEGMENT_COLUMNS
 from retrieval_bench.evaluation.stats import (
     MAX_RESAMPLES,
     min_detectable_delta,
     paired_bootstrap_ci,
+    paired_segment_tests,
     randomization_p_value,
+    regression_report,
     win_tie_loss,
 )
 

@@ -15,7 +15,7 @@ import pandas as pd
 from retrieval_bench.core.errors import InputError, first_line, quoted
 from retrieval_bench.core.files import file_state
 
-JUDGED = "judged_"  # the judged view's prefix (evaluation.judged.PREFIX)
+JUDGED = "judged_"  # the judged view's prefix (evaluation.score.judged.PREFIX)
 # The columns a comparison reads besides the metrics, with the values each may hold (empty: none).
 RANK_RANGE = (1.0, math.inf, "a rank >= 1")  # first_relevant_rank: fractional under score.ties expected
 COUNT_RANGE = (0.0, math.inf, "a count >= 0")

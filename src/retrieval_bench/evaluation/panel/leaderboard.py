@@ -12,10 +12,16 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.core.question_sets import ALL, reference_set
-from retrieval_bench.evaluation.corrections import HOLM, holm_adjust
-from retrieval_bench.evaluation.per_question import HEADLINE_CUTOFF, headline_column, metric_columns
-from retrieval_bench.evaluation.segment_tests import paired_segment_tests, regression_report
-from retrieval_bench.evaluation.stats import ALPHA, paired_bootstrap_ci, randomization_p_value
+from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column, metric_columns
+from retrieval_bench.evaluation.stats import (
+    ALPHA,
+    HOLM,
+    holm_adjust,
+    paired_bootstrap_ci,
+    paired_segment_tests,
+    randomization_p_value,
+    regression_report,
+)
 
 HEADLINE = ("mrr", "reciprocal_rank")
 

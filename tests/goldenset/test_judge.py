@@ -20,10 +20,10 @@ from judge_helpers import chunk_table, golden_rows, grade_by_marker, make_projec
 from stub_llm import StubLLM, answer_then_hold, read_jsonl, run_stage_here, stage_env
 
 from retrieval_bench.corpus.duplicates import find_duplicates
-from retrieval_bench.evaluation.judged import judged_summary, unjudged_warning
-from retrieval_bench.evaluation.judging import pool_pairs
-from retrieval_bench.evaluation.scoring import score_run_both_views
-from retrieval_bench.evaluation.scoring_settings import Scoring
+from retrieval_bench.evaluation.score.judged import judged_summary, unjudged_warning
+from retrieval_bench.evaluation.score.scoring import score_run_both_views
+from retrieval_bench.evaluation.score.settings import Scoring
+from retrieval_bench.goldenset.judge import pool_pairs
 from retrieval_bench.llm.grades import parse_grade
 from retrieval_bench.llm.settings import Meta
 from retrieval_bench.llm.tasks import JUDGE

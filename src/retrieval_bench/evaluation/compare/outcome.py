@@ -1,5 +1,5 @@
 """The outcome of `retrieval-bench compare`: Comparison (what the report and the API return) and its
-one-line verdict, which its dict carries; evaluation.compare_report renders the rest."""
+one-line verdict, which its dict carries; evaluation.compare.report renders the rest."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ their tied group and use the rank formulas below.
 
 recall_budget@B, recall at an equal context budget (score.budgets: the chunks that fit in B
 characters or words, in rank order), needs the chunks' lengths and the whole run rather than the
-judged chunks' ranks: it lives in retrieval_bench.evaluation.budgets.
+judged chunks' ranks: it lives in retrieval_bench.evaluation.score.budgets.
 """
 
 from __future__ import annotations
@@ -316,7 +316,7 @@ def span_recall(judgement: Judgement, ranks: np.ndarray, ks: list[int]) -> dict[
 
 def summary_names(ks: list[int], budgets: list[int] = ()) -> list[tuple[str, str]]:
     """(metrics.json key, per-question column it averages), in the order they are reported: the
-    metric table by metric, then by k; recall_budget@B (retrieval_bench.evaluation.budgets) next
+    metric table by metric, then by k; recall_budget@B (retrieval_bench.evaluation.score.budgets) next
     to recall@k, the whole run's mrr before mrr@k."""
     names = []
     for name, column in ((metric.name, metric.column) for metric in AT_CUTOFF):

@@ -30,9 +30,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from retrieval_bench.evaluation.corrections import holm_adjust
-from retrieval_bench.evaluation.ordering import pearson
-from retrieval_bench.evaluation.stats import ALPHA, EPS, MC_PERMUTATIONS, sign_flip_p_value
+from retrieval_bench.evaluation.stats import ALPHA, EPS, MC_PERMUTATIONS, holm_adjust, pearson, sign_flip_p_value
 
 AGREES, DISAGREES, UNDETERMINED = "agrees", "disagrees", "undetermined"
 HEADLINE_METRIC = "mrr"

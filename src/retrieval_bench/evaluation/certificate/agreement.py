@@ -12,8 +12,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval_bench.evaluation.ordering import kendall_tau, kendall_tau_rows, tau_ap
-from retrieval_bench.evaluation.stats import ALPHA, MC_PERMUTATIONS, sign_flip_p_value
+from retrieval_bench.evaluation.stats import (
+    ALPHA,
+    MC_PERMUTATIONS,
+    kendall_tau,
+    kendall_tau_rows,
+    sign_flip_p_value,
+    tau_ap,
+)
 
 VERDICT_WORDS = {1: "better", -1: "worse", 0: "no significant difference"}
 # Bootstrap draws of the tau intervals: the ends are steps of the statistic, and at this many draws
@@ -128,7 +134,7 @@ def certificate(
     each with a percentile bootstrap interval (`resamples` draws of each set's questions with
     replacement, independently; their ends are empirical quantiles, values the statistic takes),
     the agreement of the two sets' pair `verdicts` (each set's pair_verdicts, uncorrected; a point
-    figure: the certificate's verdict, evaluation.verdict, decides from the pairs themselves) and
+    figure: the certificate's verdict, evaluation.certificate.verdict, decides from the pairs themselves) and
     the pairs whose verdicts differ."""
     reference, synthetic = np.asarray(reference, dtype=np.float64), np.asarray(synthetic, dtype=np.float64)
     rng = np.random.default_rng(seed)

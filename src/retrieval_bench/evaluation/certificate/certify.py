@@ -1,9 +1,9 @@
 """The agreement certificate of a panel: does each synthetic question set (generated, or imported
 from another tool) order the systems as the reference set (real queries, else hand-written ones)
-does? Per set: the verdict (evaluation.verdict) with the noise floor ("as consistent as N real
+does? Per set: the verdict (evaluation.certificate.verdict) with the noise floor ("as consistent as N real
 queries") and, when undetermined, how many questions would decide it; per leaderboard metric the
 verdict, its pairs, and Kendall tau, tau_AP and the pair-verdict agreement with bootstrap
-intervals (evaluation.agreement)."""
+intervals (evaluation.certificate.agreement)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,16 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.core.question_sets import reference_set
-from retrieval_bench.evaluation.agreement import RESAMPLES, certificate, pair_verdict
-from retrieval_bench.evaluation.leaderboard import leaderboard_metrics
+from retrieval_bench.evaluation.certificate.agreement import RESAMPLES, certificate, pair_verdict
+from retrieval_bench.evaluation.certificate.verdict import (
+    UNDETERMINED,
+    decide,
+    headline_metric,
+    noise_floor,
+    questions_to_decide,
+)
+from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.stats import ALPHA
-from retrieval_bench.evaluation.verdict import UNDETERMINED, decide, headline_metric, noise_floor, questions_to_decide
 
 
 def choose_sets(table: pd.DataFrame) -> tuple[str, list[str]] | None:

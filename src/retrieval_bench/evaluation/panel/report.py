@@ -7,18 +7,18 @@ from __future__ import annotations
 import pandas as pd
 
 from retrieval_bench.core.question_sets import ALL
-from retrieval_bench.evaluation.certify import (
+from retrieval_bench.evaluation.certificate.certify import (
     certificate_lines,
     certificate_summary,
     disagreeing_sets,
     panel_certificate,
 )
-from retrieval_bench.evaluation.headline import headline
-from retrieval_bench.evaluation.leaderboard import flat_rows, leaderboard, left_out, markdown, scorable
-from retrieval_bench.evaluation.panel_costs import MACHINE, cost_lines, plot_rows, with_pareto
-from retrieval_bench.evaluation.panel_plots import rank_histograms, recall_curve
-from retrieval_bench.evaluation.segments import question_set
-from retrieval_bench.evaluation.style_gap import style_gap, style_lines
+from retrieval_bench.evaluation.certificate.style_gap import style_gap, style_lines
+from retrieval_bench.evaluation.panel.costs import MACHINE, cost_lines, plot_rows, with_pareto
+from retrieval_bench.evaluation.panel.headline import headline
+from retrieval_bench.evaluation.panel.leaderboard import flat_rows, leaderboard, left_out, markdown, scorable
+from retrieval_bench.evaluation.panel.plots import rank_histograms, recall_curve
+from retrieval_bench.evaluation.score.segments import question_set
 
 
 def panel_report(

@@ -1,0 +1,1 @@
+"""The agreement certificate: does a synthetic question set decide as the reference set does?"""
