@@ -18,8 +18,10 @@ own: answer a batch create with a 500 after passing it through (the batch exists
 cannot know), or before (nothing was created).
 
 It counts every request and can be scripted: a fixed latency, a queue of faults applied to the
-next generation requests (429 with retry-after-ms, 529 overloaded, 500, connection reset,
-malformed body, spend-limit 429), a spend limit that trips after N successful replies, a reply
+next generation requests (429 with retry-after-ms or any retry headers, 529 overloaded, 500,
+connection reset, malformed body, spend-limit 429, a proxy's HTML page, a body trickled a byte a
+second, an endless event stream, a 401 or 500 echoing the request's key headers), replies whose
+usage has null counts or is null, a spend limit that trips after N successful replies, a reply
 function (prompt passage -> reply text), batch processing time and per-request batch outcomes.
 Tests that must not race a clock use the event-driven controls instead: batches that end after a
 number of looks (batch_views, add_batch(views=...), end_batches), a gate every reply waits on,
@@ -88,7 +90,21 @@ class Request:
     host: str | None = None  # the host named by an absolute-form request (sent through a proxy)
 
 
-FAULTS = {"rate_limit", "overloaded", "server_error", "reset", "malformed", "spend_limit", "auth"}
+FAULTS = {
+    "rate_limit",
+    "overloaded",
+    "server_error",
+    "reset",
+    "malformed",
+    "spend_limit",
+    "auth",
+    "html",
+    "trickle",
+    "event_stream",
+    "echo_auth",
+    "echo_error",
+}
+TRICKLE_BYTES = 60  # a trickled body: this many bytes, one per trickle_s (a minute at the default)
 
 
 class StubLLM:
@@ -100,6 +116,10 @@ class StubLLM:
         self.faults: list[str] = []  # consumed one per generation request, in arrival order
         self.latency = 0.0  # seconds before each generation reply
         self.retry_after_ms = 50  # on scripted 429s
+        self.retry_headers: dict[str, str] | None = None  # on scripted 429s instead of retry-after-ms
+        self.trickle_s = 1.0  # seconds between the bytes of a trickled body or event stream
+        self.usage: str | None = None  # "null_counts" (each count null) or "null" (no usage at all)
+        self._closing = threading.Event()  # ends the trickles when the stub stops
         self.spend_limit_after: int | None = None  # successes before every request hits the spend limit
         self.reply: Callable[[str], str] = default_reply  # passage -> reply text
         self.stop_reason: Callable[[str], str] = lambda passage: "end_turn"
@@ -130,6 +150,7 @@ class StubLLM:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closing.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -212,6 +233,12 @@ class StubLLM:
             "usage": {"input_tokens": max(1, len(prompt) // 4), "output_tokens": max(1, len(text) // 4)},
         }
 
+    def _usage(self, usage: dict) -> dict | None:
+        """A reply's usage as scripted (self.usage): as given, every count null, or null."""
+        if self.usage == "null":
+            return None
+        return {name: None for name in usage} if self.usage == "null_counts" else usage
+
     def _ended(self, batch: dict, look: bool) -> bool:
         """Whether a batch has ended at this look (a `look` counts against its looks left, if it
         has a count; else the clock decides)."""
@@ -267,6 +294,32 @@ class StubLLM:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _trickle(self, content_type: str, body: bytes | None) -> None:
+                """`body` (else an endless event stream) one byte per stub.trickle_s, until the
+                client hangs up or the stub stops."""
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                if body is not None:
+                    self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                endless = itertools.cycle(b'event: ping\ndata: {"type": "ping"}\n\n')
+                for byte in body if body is not None else endless:
+                    if stub._closing.wait(stub.trickle_s):
+                        break
+                    try:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    except OSError:  # the client gave up: what the test waits for
+                        break
+                self.close_connection = True
+
+            def _echo_key(self, status: int) -> None:
+                """An error body quoting the request's key headers, as a careless server or proxy does."""
+                seen = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "x-api-key")}
+                key = next(iter(seen.values()), "").removeprefix("Bearer ")
+                message = f"invalid key {key}; the request had {seen}; hint: {key[:10]}****{key[-4:]}"
+                self._send(status, {"type": "error", "error": {"type": "api_error", "message": message}})
+
             def _reset(self) -> None:
                 # An abrupt close (RST), as a dropped connection looks to the client.
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -308,6 +361,21 @@ class StubLLM:
                     self._reset()
                 elif fault == "malformed":
                     self._send(200, None, raw=b'{"id": "msg_broken", "content": [{"type": "te')
+                elif fault == "html":
+                    page = b"<!DOCTYPE html><html><body><h1>Sign in to the corporate proxy</h1></body></html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html; charset=utf-8")
+                    self.send_header("Content-Length", str(len(page)))
+                    self.end_headers()
+                    self.wfile.write(page)
+                elif fault == "trickle":
+                    self._trickle("application/json", b" " * (TRICKLE_BYTES - 2) + b"{}")
+                elif fault == "event_stream":
+                    self._trickle("text/event-stream", None)
+                elif fault == "echo_auth":
+                    self._echo_key(401)
+                elif fault == "echo_error":
+                    self._echo_key(500)
                 elif fault == "rate_limit":
                     error = {
                         "type": "rate_limit_error",
@@ -315,7 +383,8 @@ class StubLLM:
                     }
                     if openai:
                         error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
-                    self._send(429, {"type": "error", "error": error}, {"retry-after-ms": str(stub.retry_after_ms)})
+                    headers = stub.retry_headers or {"retry-after-ms": str(stub.retry_after_ms)}
+                    self._send(429, {"type": "error", "error": error}, headers)
                 elif fault == "spend_limit":
                     if openai:
                         error = {
@@ -379,8 +448,9 @@ class StubLLM:
                 message = stub._message(body.get("model", "?"), prompt)
                 with stub.lock:
                     stub.successes += 1
+                usage = stub._usage(message["usage"])
                 if not openai:
-                    return self._send(200, message)
+                    return self._send(200, {**message, "usage": usage})
                 finish = {"max_tokens": "length", "refusal": "content_filter"}.get(message["stop_reason"], "stop")
                 self._send(
                     200,
@@ -397,11 +467,13 @@ class StubLLM:
                                 "message": {"role": "assistant", "content": message["content"][0]["text"]},
                             }
                         ],
-                        "usage": {
-                            "prompt_tokens": message["usage"]["input_tokens"],
-                            "completion_tokens": message["usage"]["output_tokens"],
-                            "total_tokens": message["usage"]["input_tokens"] + message["usage"]["output_tokens"],
-                        },
+                        "usage": stub._usage(
+                            {
+                                "prompt_tokens": message["usage"]["input_tokens"],
+                                "completion_tokens": message["usage"]["output_tokens"],
+                                "total_tokens": message["usage"]["input_tokens"] + message["usage"]["output_tokens"],
+                            }
+                        ),
                     },
                 )
 

@@ -102,7 +102,7 @@ class BatchRunner:
         self.cache_path = Path(cache_path)
         self.writer = writer
         self.meter = meter
-        self.pause = SharedPause(on_pause=meter.write)
+        self.pause = SharedPause.for_run(settings, meter.write)
         self.client = api.client(settings, self.pause)
         self.journal = CacheWriter(self.journal_path)
         self.strangers: set[str] = set()  # keys of intents whose adopted batch turned out to be someone else's
@@ -110,6 +110,7 @@ class BatchRunner:
     async def close(self) -> None:
         self.journal.close()
         await self.client.close()
+        self.pause.report()
 
     def _journal(self, event: dict, what: str) -> None:
         try:
