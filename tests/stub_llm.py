@@ -20,8 +20,10 @@ own: answer a batch create with a 500 after passing it through (the batch exists
 cannot know), or before (nothing was created).
 
 It counts every request and can be scripted: a fixed latency, a queue of faults applied to the
-next generation requests (429 with retry-after-ms, 529 overloaded, 500, connection reset,
-malformed body, spend-limit 429), a spend limit that trips after N successful replies, a reply
+next generation requests (429 with retry-after-ms or any retry headers, 529 overloaded, 500,
+connection reset, malformed body, spend-limit 429, a proxy's HTML page, a body trickled a byte a
+second, an endless event stream, a 401 or 500 echoing the request's key headers), replies whose
+usage has null counts or is null, a spend limit that trips after N successful replies, a reply
 function (prompt passage -> reply text), batch processing time and per-request batch outcomes.
 Tests that must not race a clock use the event-driven controls instead: batches that end after a
 number of looks (batch_views, add_batch(views=...), end_batches), a gate every reply waits on,
@@ -70,7 +72,21 @@ class Request:
     host: str | None = None  # the host named by an absolute-form request (sent through a proxy)
 
 
-FAULTS = {"rate_limit", "overloaded", "server_error", "reset", "malformed", "spend_limit", "auth"}
+FAULTS = {
+    "rate_limit",
+    "overloaded",
+    "server_error",
+    "reset",
+    "malformed",
+    "spend_limit",
+    "auth",
+    "html",
+    "trickle",
+    "event_stream",
+    "echo_auth",
+    "echo_error",
+}
+TRICKLE_BYTES = 60  # a trickled body: this many bytes, one per trickle_s (a minute at the default)
 
 
 class StubLLM(StubServer):
@@ -82,6 +98,10 @@ class StubLLM(StubServer):
         self.faults: list[str] = []  # consumed one per generation request, in arrival order
         self.latency = 0.0  # seconds before each generation reply
         self.retry_after_ms = 50  # on scripted 429s
+        self.retry_headers: dict[str, str] | None = None  # on scripted 429s instead of retry-after-ms
+        self.trickle_s = 1.0  # seconds between the bytes of a trickled body or event stream
+        self.usage: str | None = None  # "null_counts" (each count null) or "null" (no usage at all)
+        self._closing = threading.Event()  # ends the trickles when the stub stops
         self.spend_limit_after: int | None = None  # successes before every request hits the spend limit
         self.batch_seconds = 0.0  # time a batch takes to end
         # Instead of a time: a batch created from now on ends once it has been looked at (listed, or
@@ -97,6 +117,16 @@ class StubLLM(StubServer):
         self.after_create: Callable[["StubLLM"], None] | None = None  # e.g. other users' batches appearing
         self.successes = 0
         super().__init__()  # reply and stop_reason: the library's defaults, replaced by a test at will
+
+    def __exit__(self, *exc: object) -> None:
+        self._closing.set()
+        super().__exit__(*exc)
+
+    def _usage(self, usage: dict) -> dict | None:
+        """A reply's usage as scripted (self.usage): as given, every count null, or null."""
+        if self.usage == "null":
+            return None
+        return {name: None for name in usage} if self.usage == "null_counts" else usage
 
     # --- what was asked --------------------------------------------------------------------
     def generation_requests(self) -> list[Request]:
@@ -227,6 +257,32 @@ class StubLLM(StubServer):
                     stub.requests.append(request)
                 return request
 
+            def _trickle(self, content_type: str, body: bytes | None) -> None:
+                """`body` (else an endless event stream) one byte per stub.trickle_s, until the
+                client hangs up or the stub stops."""
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                if body is not None:
+                    self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                endless = itertools.cycle(b'event: ping\ndata: {"type": "ping"}\n\n')
+                for byte in body if body is not None else endless:
+                    if stub._closing.wait(stub.trickle_s):
+                        break
+                    try:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    except OSError:  # the client gave up: what the test waits for
+                        break
+                self.close_connection = True
+
+            def _echo_key(self, status: int) -> None:
+                """An error body quoting the request's key headers, as a careless server or proxy does."""
+                seen = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "x-api-key")}
+                key = next(iter(seen.values()), "").removeprefix("Bearer ")
+                message = f"invalid key {key}; the request had {seen}; hint: {key[:10]}****{key[-4:]}"
+                self.send_json(status, {"type": "error", "error": {"type": "api_error", "message": message}})
+
             def _fault(self, fault: str, openai: bool) -> None:
                 if fault == "reset":
                     self._reset()
@@ -239,7 +295,8 @@ class StubLLM(StubServer):
                     }
                     if openai:
                         error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}
-                    self.send_json(429, {"type": "error", "error": error}, {"retry-after-ms": str(stub.retry_after_ms)})
+                    headers = stub.retry_headers or {"retry-after-ms": str(stub.retry_after_ms)}
+                    self.send_json(429, {"type": "error", "error": error}, headers)
                 elif fault == "spend_limit":
                     if openai:
                         error = {
@@ -269,6 +326,21 @@ class StubLLM(StubServer):
                         401,
                         {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}},
                     )
+                elif fault == "html":
+                    page = b"<!DOCTYPE html><html><body><h1>Sign in to the corporate proxy</h1></body></html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html; charset=utf-8")
+                    self.send_header("Content-Length", str(len(page)))
+                    self.end_headers()
+                    self.wfile.write(page)
+                elif fault == "trickle":
+                    self._trickle("application/json", b" " * (TRICKLE_BYTES - 2) + b"{}")
+                elif fault == "event_stream":
+                    self._trickle("text/event-stream", None)
+                elif fault == "echo_auth":
+                    self._echo_key(401)
+                elif fault == "echo_error":
+                    self._echo_key(500)
                 else:
                     raise ValueError(f"unknown fault {fault!r}")
 
@@ -302,7 +374,8 @@ class StubLLM(StubServer):
                 message = stub.message(body.get("model", "?"), prompt)
                 with stub.lock:
                     stub.successes += 1
-                self.send_json(200, chat_completion(message) if openai else message)
+                reply = chat_completion(message) if openai else message
+                self.send_json(200, {**reply, "usage": stub._usage(reply["usage"])})
 
             def _create_batch(self, body: dict) -> None:
                 fault = stub._next_fault() if stub.spend_limit_after is not None else None

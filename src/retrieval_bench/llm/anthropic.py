@@ -1,9 +1,9 @@
 """generate.provider `anthropic`: the Messages API through AsyncAnthropic.
 
 The SDK retries 429/5xx/connection errors generate.max_retries times and honours
-retry-after(-ms); the shared pause (ratelimit.py) holds back every worker on top of that. The key
-comes only from ANTHROPIC_API_KEY and the endpoint only from ANTHROPIC_BASE_URL (credentials.py),
-and its models' list prices are here.
+retry-after(-ms), capped at generate.timeout_s; the shared pause (ratelimit.py) holds back every
+worker on top of that. The key comes only from ANTHROPIC_API_KEY and the endpoint only from
+ANTHROPIC_BASE_URL (credentials.py), and its models' list prices are here.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from retrieval_bench.llm.connection import ConnectionGuard, guarded_http_client
 from retrieval_bench.llm.credentials import endpoint_for
-from retrieval_bench.llm.provider import CallSettings, Provider, Reply
+from retrieval_bench.llm.provider import CallSettings, Provider, Reply, reported_tokens
 from retrieval_bench.llm.schema import ReplySchema
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class Messages(Provider):
         http = guarded_http_client(
             anthropic,
             anthropic.AnthropicError,
-            pause.hooks(),
+            pause,
             ConnectionGuard(endpoint),
             settings.timeout_s,
             settings.section,
@@ -78,8 +78,8 @@ class Messages(Provider):
 
     def reply(self, answer: Any, prompt: str = "") -> Reply:
         text = "".join(getattr(block, "text", "") for block in answer.content if getattr(block, "type", None) == "text")
-        usage = answer.usage
-        return Reply(text, answer.stop_reason, int(usage.input_tokens or 0), int(usage.output_tokens or 0))
+        tokens = reported_tokens(getattr(answer, "usage", None), "input_tokens", "output_tokens", prompt, text)
+        return Reply(text, answer.stop_reason, *tokens)
 
     def sdk_errors(self) -> tuple[type, type]:
         import anthropic

@@ -103,7 +103,7 @@ class BatchRunner:
         self.cache_path = Path(cache_path)
         self.writer = writer
         self.meter = meter
-        self.pause = SharedPause(on_pause=meter.write)
+        self.pause = SharedPause.for_run(settings, meter.write)
         self.client = api.client(settings, self.pause)
         self.key = endpoint_for(api, settings.base_url, section=settings.section).key  # never stored (key_leak)
         self.journal = CacheWriter(self.journal_path, checksum=False)
@@ -112,6 +112,7 @@ class BatchRunner:
     async def close(self) -> None:
         self.journal.close()
         await self.client.close()
+        self.pause.report()
 
     def _journal(self, event: dict, what: str) -> None:
         try:

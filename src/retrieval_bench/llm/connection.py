@@ -1,9 +1,16 @@
-"""The HTTP client under every SDK: <section>.timeout_s per request and a short connect timeout, the
-shared rate-limit pause's hooks, a
+"""The HTTP client under every SDK: <section>.timeout_s for the whole of each request and a short
+connect timeout, the shared rate-limit pause, a
 guard that stops a run naming the endpoint once it refuses (or cannot be resolved or reached
 within CONNECT_TIMEOUT_S) a few connection attempts in a row, and no redirects: the SDKs follow
 them (to any host, port or scheme), which would send the prompt, passages included, to a host the
-user never named; a 3xx with a Location stops the run in one line naming where it pointed.
+user never named; a 3xx with a Location stops the run in one line naming where it pointed, and so
+does a success that is not an API reply (a proxy's HTML page), naming the URL and content-type.
+
+httpx's timeouts are per read, so a server trickling a byte a second (one long body, an endless
+event stream) never trips them: each request runs under a deadline of <section>.timeout_s from its
+first byte sent to its last byte read (the shared pause before it not counted). A streamed body
+(batch results, read at the pace of the cache's writes) counts only the time spent waiting on the
+network against what is left of it.
 
 A request to a loopback server that runs past <section>.timeout_s fails at once (RequestTimedOut),
 without the SDK's retries: a local server decodes one request at a time and keeps computing the
@@ -11,12 +18,18 @@ abandoned one, so each retry would queue behind it. Other endpoints keep the SDK
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import time
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 from retrieval_bench.core.endpoints import is_loopback, origin
 from retrieval_bench.llm.credentials import Endpoint
+
+if TYPE_CHECKING:
+    from retrieval_bench.llm.ratelimit import SharedPause
 
 CONNECT_TIMEOUT_S = 3.0
 # An endpoint is deemed unreachable after this many failed connection attempts in a row spanning
@@ -27,8 +40,9 @@ CONNECT_FAILURE_SPAN_S = 1.0
 
 class EndpointUnreachable(Exception):
     """Mixed into an SDK error type (so the SDK neither wraps nor retries it): the endpoint cannot
-    be used, as it refused or dropped CONNECT_FAILURES connection attempts in a row or answered with
-    a redirect (not followed); the message names it."""
+    be used, as it refused or dropped CONNECT_FAILURES connection attempts in a row, answered with
+    a redirect (not followed), or answered a success with something other than an API reply (an
+    HTML page); the message names it."""
 
 
 class RequestTimedOut(Exception):
@@ -124,50 +138,108 @@ class ConnectionGuard:
         )
 
 
+def not_an_api_reply(request: Any, response: Any, endpoint: Endpoint) -> str | None:
+    """The line a read success that is no API reply stops the run with (a proxy's or login page
+    answering 200 in text/html), naming the URL and content-type; None for JSON, or a body that
+    parses as JSON whatever its content-type. A malformed JSON reply is the SDK's to report (and is
+    asked again): its content-type says JSON."""
+    kind = response.headers.get("content-type", "")
+    if not response.is_success or response.status_code == 204 or "json" in kind.lower():
+        return None
+    try:
+        json.loads(response.content)
+        return None
+    except ValueError:
+        pass
+    what = "an HTML page" if "html" in kind.lower() else "a body that is not JSON"
+    return (
+        f"{origin_of(request.url)}{request.url.path} answered HTTP {response.status_code} with {what} "
+        f"(content-type {kind or 'none'}) instead of an API reply, as a proxy's or login page does; "
+        f"the endpoint comes from {endpoint.source}: point it at the API itself"
+    )
+
+
 def guarded_http_client(
     sdk: Any,
     sdk_error: type,
-    event_hooks: dict[str, list],
+    pause: SharedPause,
     guard: ConnectionGuard,
     timeout_s: float,
     section: str,
     **kwargs: Any,
 ) -> Any:
-    """The SDK's default async HTTP client, with `event_hooks` (ratelimit.SharedPause.hooks), `timeout_s`
-    per request (`section`.timeout_s) and a short connect timeout, `guard` watching connection failures,
-    a redirect stopping the run instead of being followed, and a loopback server's timeout not retried."""
+    """The SDK's default async HTTP client: `pause` (ratelimit.SharedPause) waited for before each
+    request and fed each response, `timeout_s` (`section`.timeout_s) as a deadline on the whole
+    request and a short connect timeout, `guard` watching connection failures, a redirect or a
+    success that is no API reply stopping the run, and a loopback server's timeout not retried."""
     import httpx2
 
     loopback = loopback_endpoint(guard.endpoint)
 
+    class DeadlineStream(httpx2.AsyncByteStream):
+        """A streamed body read within `budget_s` more seconds of waiting on the network: the time
+        the reader spends between chunks is its own (batch results are read at the pace of the
+        cache's writes), a trickling server's is not."""
+
+        def __init__(self, stream: Any, budget_s: float, expired: Callable[[], Exception]) -> None:
+            self.stream, self.budget_s, self.expired = stream, budget_s, expired
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            chunks = self.stream.__aiter__()
+            while True:
+                started = time.monotonic()
+                try:
+                    async with asyncio.timeout(max(self.budget_s, 0.0)):
+                        chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    raise self.expired() from None
+                self.budget_s -= time.monotonic() - started
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.stream.aclose()
+
+    def expired(request: Any) -> Exception:
+        """What a request past its deadline raises: on a loopback server an error the SDK does not
+        retry, elsewhere an httpx timeout, which the SDK retries with back-off."""
+        line = f"no complete reply from {origin_of(request.url)} within {section}.timeout_s {timeout_s:g}s"
+        if not loopback:
+            return httpx2.ReadTimeout(line, request=request)
+        return _sdk_error(
+            RequestTimedOut, sdk_error, f"{line} (not retried: a local server keeps computing an abandoned request)"
+        )
+
     class GuardedHttpClient(sdk.DefaultAsyncHttpxClient):
-        async def send(self, request: Any, **options: Any) -> Any:
+        async def send(self, request: Any, *, stream: bool = False, **options: Any) -> Any:
             if guard.unreachable:
                 raise _unreachable_error(sdk_error, guard.unreachable)
+            await pause.wait()  # before the deadline starts: a pause is not the server's time
+            started = time.monotonic()
             try:
-                response = await super().send(request, **{**options, "follow_redirects": False})
+                async with asyncio.timeout(timeout_s):
+                    response = await super().send(request, stream=stream, **{**options, "follow_redirects": False})
             except (httpx2.ConnectError, httpx2.ConnectTimeout) as error:
                 guard.failed(request, error)
                 if guard.unreachable:
                     raise _unreachable_error(sdk_error, guard.unreachable) from None
                 raise
-            except httpx2.TimeoutException:
-                if not loopback:
-                    raise  # the SDK retries it with back-off
-                raise _sdk_error(
-                    RequestTimedOut,
-                    sdk_error,
-                    f"no reply from {origin_of(request.url)} within {section}.timeout_s {timeout_s:g}s "
-                    "(not retried: a local server keeps computing an abandoned request)",
-                ) from None
+            except (httpx2.TimeoutException, TimeoutError):
+                raise expired(request) from None
             guard.succeeded()
             if response.has_redirect_location:
                 await response.aclose()
                 raise _unreachable_error(sdk_error, guard.redirected(request, response))
+            if stream:
+                left = timeout_s - (time.monotonic() - started)
+                response.stream = DeadlineStream(response.stream, left, lambda: expired(request))
+            elif line := not_an_api_reply(request, response, guard.endpoint):
+                raise _unreachable_error(sdk_error, line)
             return response
 
     return GuardedHttpClient(
-        event_hooks=event_hooks,
+        event_hooks={"response": [pause.after_response]},
         timeout=httpx2.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S),
         follow_redirects=False,
         **kwargs,

@@ -16,12 +16,17 @@ allowed. A provider that does not take a base_url (Anthropic's) goes only where 
 
 A reply that holds the key (a server echoing it) is never stored: the question cache is pushed
 to a shared remote (key_leak, checked by the runners before anything is written).
+
+A server may echo the key back in an error body (a 401 quoting the Authorization header, a proxy's
+500 dumping the request): every message the LLM layer makes of an error or prints goes through
+mask_keys, which hides every key read here, whole or in part.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -30,6 +35,32 @@ from retrieval_bench.core.endpoints import config_path, may_receive_key, user_en
 from retrieval_bench.core.errors import InputError
 
 PLACEHOLDER_KEY = "not-needed"
+MASK = "[key hidden]"
+# A word sharing this many characters in a row with a key is taken for a partial echo of it
+# ("sk-proj-****abcd"): fewer would hide ordinary words of short test keys.
+ECHO_MIN_CHARS = 8
+_KEYS_READ: set[str] = set()  # every key endpoint_for handed out in this process
+_LABELLED = re.compile(r"(?i)\b((?:authorization|x-api-key|api[-_]key)[\s\"']*[:=][\s\"']*(?:bearer\s+)?)[^\s\"',;}]+")
+_WORD = re.compile(r"[^\s\"'`,;:()\[\]{}<>=\\]+")
+
+
+def mask_keys(text: str) -> str:
+    """`text` with every key read by endpoint_for, and any value labelled Authorization, x-api-key
+    or api_key, replaced by MASK; so is any word sharing ECHO_MIN_CHARS characters in a row with a
+    key (a partial or starred echo)."""
+    for key in sorted(_KEYS_READ, key=len, reverse=True):
+        text = text.replace(key, MASK)
+    text = _LABELLED.sub(lambda m: m.group(1) + MASK, text)
+    pieces = {k[i : i + ECHO_MIN_CHARS] for k in _KEYS_READ for i in range(len(k) - ECHO_MIN_CHARS + 1)}
+    if not pieces:
+        return text
+
+    def hide(match: re.Match[str]) -> str:
+        word = match.group()
+        echoed = any(word[i : i + ECHO_MIN_CHARS] in pieces for i in range(len(word) - ECHO_MIN_CHARS + 1))
+        return MASK if echoed else word
+
+    return _WORD.sub(hide, text)
 
 
 class KeyedAPI(Protocol):
@@ -99,6 +130,8 @@ def endpoint_for(
                 f"endpoint, export {provider.url_env}={params_base_url} (or add it to {config_path(env)}), "
                 f"or unset {provider.key_env} if the server needs no key"
             )
+    if key:
+        _KEYS_READ.add(key)
     return Endpoint(url, key or PLACEHOLDER_KEY, url or provider.default_url, source)
 
 

@@ -93,10 +93,11 @@ def classify_error(
     if connection_error is not None and isinstance(error, connection_error):
         request = getattr(error, "request", None)
         where = origin_of(request.url) if request is not None else "the endpoint"
-        what = (
-            "timed out"
-            if "timeout" in type(error).__name__.lower()
-            else f"failed ({os_reason(error.__cause__ or error)})"
-        )
+        if "timeout" not in type(error).__name__.lower():
+            what = f"failed ({os_reason(error.__cause__ or error)})"
+        elif type(error.__cause__).__name__ == "ConnectTimeout":
+            what = "timed out connecting"
+        else:  # the deadline of connection.guarded_http_client, after the SDK's retries
+            what = f"gave no complete reply within {section}.timeout_s"
         return "transient", f"{type(error).__name__}: the connection to {where} {what}"
     return "transient", f"{type(error).__name__}: {str(error)[:200]}"

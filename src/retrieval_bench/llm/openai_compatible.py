@@ -7,14 +7,12 @@ take any key, so a placeholder is sent when none is set.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from retrieval_bench.llm.connection import ConnectionGuard, guarded_http_client
 from retrieval_bench.llm.credentials import endpoint_for
-from retrieval_bench.llm.provider import CallSettings, Provider, Reply
+from retrieval_bench.llm.provider import CallSettings, Provider, Reply, reported_tokens
 from retrieval_bench.llm.schema import ReplySchema
-from retrieval_bench.llm.tokens import CHARS_PER_TOKEN, estimate_input_tokens
 
 if TYPE_CHECKING:
     from retrieval_bench.llm.ratelimit import SharedPause
@@ -41,7 +39,7 @@ class ChatCompletions(Provider):
         # Refuses a params.yaml base_url the user did not vouch for while OPENAI_API_KEY is set.
         endpoint = endpoint_for(self, settings.base_url, section=settings.section)
         http = guarded_http_client(
-            openai, openai.OpenAIError, pause.hooks(), ConnectionGuard(endpoint), settings.timeout_s, settings.section
+            openai, openai.OpenAIError, pause, ConnectionGuard(endpoint), settings.timeout_s, settings.section
         )
         # Local servers take any key; a placeholder is sent when the key is not set. The URL is
         # always given: a provider of this protocol but another vendor has its own default.
@@ -84,15 +82,8 @@ class ChatCompletions(Provider):
             raise ValueError("a completion without choices")
         choice = answer.choices[0]
         text = choice.message.content or ""
-        usage = answer.usage
-        input_tokens = usage.prompt_tokens if usage else estimate_input_tokens(prompt)
-        output_tokens = usage.completion_tokens if usage else math.ceil(len(text) / CHARS_PER_TOKEN)
-        return Reply(
-            text,
-            _STOP_REASONS.get(choice.finish_reason or "", choice.finish_reason),
-            int(input_tokens),
-            int(output_tokens),
-        )
+        tokens = reported_tokens(answer.usage, "prompt_tokens", "completion_tokens", prompt, text)
+        return Reply(text, _STOP_REASONS.get(choice.finish_reason or "", choice.finish_reason), *tokens)
 
     def sdk_errors(self) -> tuple[type, type]:
         import openai

@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass, field
 
 from retrieval_bench.core.stage import progress
+from retrieval_bench.llm.credentials import mask_keys
 from retrieval_bench.llm.prices import usd
 from retrieval_bench.llm.provider import Reply
 from retrieval_bench.llm.settings import Settings
@@ -62,14 +63,15 @@ class Meter:
         self.bar.update(int(saved))
 
     def fail(self, reason: str, timed_out: bool = False) -> None:
-        """A request that got no reply: counted beside the bar, not in it."""
-        self.outcome.failed.append(reason)
+        """A request that got no reply: counted beside the bar, not in it (its reason kept with any
+        key a server echoed masked: it ends in the closing line)."""
+        self.outcome.failed.append(mask_keys(reason))
         self.outcome.timed_out += int(timed_out)
         self._postfix()
         self.bar.refresh()
 
     def write(self, message: str) -> None:
-        self.bar.write(f"{self.stage}: {message}", file=sys.stderr)
+        self.bar.write(f"{self.stage}: {mask_keys(message)}", file=sys.stderr)
 
     def close(self) -> None:
         self.bar.close()

@@ -13,13 +13,16 @@ question paid for through either is never asked again through the other.
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from retrieval_bench.llm.credentials import mask_keys
 from retrieval_bench.llm.errors import classify_error
 from retrieval_bench.llm.schema import ReplySchema
+from retrieval_bench.llm.tokens import estimate_input_tokens, estimate_output_tokens
 
 if TYPE_CHECKING:
     from retrieval_bench.llm.ratelimit import SharedPause
@@ -31,6 +34,18 @@ class Reply:
     stop_reason: str | None  # normalised to Anthropic's names: end_turn, max_tokens, refusal, ...
     input_tokens: int
     output_tokens: int
+
+
+def reported_tokens(usage: Any, input_name: str, output_name: str, prompt: str, text: str) -> tuple[int, int]:
+    """(input, output) tokens as the API's `usage` reports them under these names; a count it leaves
+    out or null (some servers do) is estimated from the prompt's or reply's length (llm.tokens),
+    so the reply is kept and cached like any other, never paid for again."""
+    counts = []
+    for name, estimate in ((input_name, estimate_input_tokens(prompt)), (output_name, estimate_output_tokens(text))):
+        value = getattr(usage, name, None)
+        known = isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+        counts.append(int(value) if known else estimate)
+    return counts[0], counts[1]
 
 
 class CallSettings(Protocol):
@@ -78,7 +93,8 @@ class Provider:
 
     def client(self, settings: CallSettings, pause: SharedPause, max_retries: int | None = None) -> Any:
         """The SDK's async client (it has `close()`), its HTTP client from connection.guarded_http_client
-        with `pause`'s hooks; the SDK retries settings.max_retries times unless `max_retries` is given."""
+        waiting on `pause` and feeding it every response; the SDK retries settings.max_retries times
+        unless `max_retries` is given."""
         raise NotImplementedError
 
     async def send(
@@ -103,8 +119,10 @@ class Provider:
         raise NotImplementedError
 
     def classify(self, error: BaseException, section: str) -> tuple[str, str]:
-        """('spend_limit' | 'fatal' | 'transient', one line without secrets naming `section`'s keys)."""
-        return classify_error(error, *self.sdk_errors(), section)
+        """('spend_limit' | 'fatal' | 'transient', one line without secrets naming `section`'s keys):
+        a key the server echoed in its error is masked."""
+        kind, line = classify_error(error, *self.sdk_errors(), section)
+        return kind, mask_keys(line)
 
 
 @dataclass(frozen=True)

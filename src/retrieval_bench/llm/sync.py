@@ -60,7 +60,7 @@ class _SyncRun:
             writer,
             meter,
         )
-        self.pause = SharedPause(on_pause=meter.write)
+        self.pause = SharedPause.for_run(settings, meter.write)
         self.client = provider.client(settings, self.pause)
         self.key = endpoint_for(provider, settings.base_url, section=settings.section).key  # never stored (key_leak)
         self.outcome = meter.outcome
@@ -82,9 +82,7 @@ class _SyncRun:
             await asyncio.gather(*(self.one(job) for job in jobs))
         finally:
             await self.client.close()
-            summary = self.pause.summary()
-            if summary:
-                self.meter.write(summary)
+            self.pause.report()
         if self.unsaved:
             _save_late(self.unsaved, self.writer, self.meter)
         return self.outcome

@@ -1,0 +1,190 @@
+"""Bad input at the LLM transport (issue 41), one section per observation:
+
+1. a server trickling a byte a second (one long body, an endless event stream) ran past
+   <section>.timeout_s, which bounded each read, not the request;
+2. a retry-after of 100000, inf, 1e8 ms or an HTTP date next century paused the run forever;
+3. a server echoing the request's key in an error body had it printed in full;
+4. a reply with null token counts failed with a TypeError and was paid again on every rerun; a
+   proxy's HTML page failed with "AttributeError ... 'choices'".
+
+The real anthropic / openai SDKs talk to the stub server on 127.0.0.1 (tests/stub_llm.py); a
+"remote" endpoint is the stub reached as an HTTP proxy, so nothing leaves the machine. The waits
+that used to hang are run under GUARD_S: the trickle would take TRICKLE_BYTES seconds (a minute),
+a retry-after of 100000 a day; each case here ends in a few seconds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import set_params
+from llm_helpers import jobs_for, settings
+from stub_llm import TRICKLE_BYTES, StubLLM, read_jsonl, run_stage_here, stage_env, stage_project
+
+from retrieval_bench.core import paths
+from retrieval_bench.llm.cache import read_cache
+from retrieval_bench.llm.errors import StopGeneration
+from retrieval_bench.llm.runner import run
+from retrieval_bench.llm.settings import Settings
+from retrieval_bench.llm.tasks import QUESTIONS
+
+GUARD_S = TRICKLE_BYTES / 2  # well before the trickle ends, far beyond what a capped run takes
+KEY = "sk-ant-api03-LEAKCHECK-0123456789abcdefghij"
+
+
+def within(seconds: float, call: Callable[[], Any]) -> Any:
+    """call()'s result, or a failure once it has run `seconds` (it is left behind in its thread)."""
+    done: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            done["value"] = call()
+        except BaseException as error:  # noqa: BLE001 - raised again in the test's thread
+            done["error"] = error
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds:.0f}s"
+    if "error" in done:
+        raise done["error"]
+    return done["value"]
+
+
+def openai_settings(stub: StubLLM, **overrides: Any) -> Settings:
+    return settings("openai-compatible", base_url=f"{stub.url}/v1", **overrides)
+
+
+def provider_settings(provider: str, stub: StubLLM, **overrides: Any) -> Settings:
+    if provider == "openai-compatible":
+        return openai_settings(stub, **overrides)
+    return settings(provider, **overrides)
+
+
+# --- 1. timeout_s bounds the whole request ------------------------------------------------------
+@pytest.mark.parametrize("fault", ["trickle", "event_stream"])
+def test_a_trickling_loopback_server_is_cut_at_timeout_s(stub, tmp_path, fault):
+    stub.faults = [fault]
+    meta, jobs = jobs_for(1, provider="openai-compatible")
+    outcome = within(
+        GUARD_S,
+        lambda: run(QUESTIONS, jobs, meta, openai_settings(stub, timeout_s=1, max_retries=0), tmp_path / "c.jsonl"),
+    )
+    assert outcome.timed_out == 1 and outcome.succeeded == 0 and read_cache(tmp_path / "c.jsonl") == {}
+    [reason] = outcome.failed
+    assert "\n" not in reason and f"127.0.0.1:{stub.port}" in reason and "generate.timeout_s 1s" in reason
+
+
+@pytest.mark.parametrize("fault", ["trickle", "event_stream"])
+def test_a_trickling_remote_server_is_cut_at_timeout_s_each_try(stub, tmp_path, monkeypatch, fault):
+    """A remote endpoint keeps the SDK's retries: each try is cut at judge.timeout_s, the line names both."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://llm.remote.example")
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, stub.url)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    stub.faults = [fault, fault]
+    meta, jobs = jobs_for(1)
+    judge = Settings.from_params(dict(provider="anthropic", timeout_s=1, max_retries=1, concurrency=1), section="judge")
+    outcome = within(GUARD_S, lambda: run(QUESTIONS, jobs, meta, judge, tmp_path / "c.jsonl"))
+    assert outcome.timed_out == 1 and outcome.succeeded == 0
+    [reason] = outcome.failed
+    assert "llm.remote.example" in reason and "judge.timeout_s" in reason and "\n" not in reason
+    assert [r.host for r in stub.generation_requests()] == ["llm.remote.example"] * 2  # tried again once
+
+
+# --- 2. a server-asked wait is capped -----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("provider", "headers"),
+    [
+        ("anthropic", {"retry-after": "100000"}),
+        ("openai-compatible", {"retry-after": "100000"}),
+        ("anthropic", {"retry-after": "inf"}),
+        ("openai-compatible", {"retry-after-ms": "100000000"}),
+        ("anthropic", {"retry-after": "Fri, 31 Dec 2100 23:59:59 GMT"}),
+    ],
+)
+def test_a_server_asked_wait_is_capped_at_timeout_s_said_once_and_counted(stub, tmp_path, capsys, provider, headers):
+    stub.retry_headers = headers
+    stub.faults = ["rate_limit", "rate_limit"]
+    meta, jobs = jobs_for(3, provider=provider)
+    chosen = provider_settings(provider, stub, timeout_s=1, concurrency=1)
+    outcome = within(GUARD_S, lambda: run(QUESTIONS, jobs, meta, chosen, tmp_path / "c.jsonl"))
+    assert outcome.succeeded == 3 and not outcome.failed
+    err = capsys.readouterr().err
+    assert err.count("waiting 1s instead, the most generate.timeout_s allows") == 1, err
+    assert "2x rate limited (429)" in err and "2 server-asked waits capped at generate.timeout_s 1s" in err
+
+
+# --- 3. a key echoed by the server is masked ----------------------------------------------------
+def texts_under(folder: Path) -> list[tuple[Path, str]]:
+    return [(p, p.read_bytes().decode("utf-8", "replace")) for p in folder.rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
+@pytest.mark.parametrize("fault", ["echo_auth", "echo_error"])
+def test_a_key_echoed_in_an_error_body_is_masked_everywhere(tmp_path, provider, fault):
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": provider, "generate.max_questions": 2, "generate.max_retries": 1})
+    with StubLLM() as stub:
+        stub.faults = [fault] * 20
+        env = stage_env(stub, key=KEY)
+        if provider == "openai-compatible":
+            set_params(project, **{"generate.base_url": f"{stub.url}/v1"})
+            env = {**env, "OPENAI_API_KEY": KEY}
+        status, out, err = run_stage_here(project, stub, env=env)
+        sent = stub.generation_requests()[0].headers
+    assert KEY in (sent.get("x-api-key"), sent.get("authorization", "").removeprefix("Bearer "))  # it was echoed
+    assert status == 1
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "[key hidden]" in line
+    for where, text in [("stdout", out), ("stderr", err), *texts_under(project)]:
+        for part in (KEY, KEY[:10], KEY[-12:]):
+            assert part not in text, f"{part!r} in {where}"
+
+
+# --- 4. misleading messages ---------------------------------------------------------------------
+@pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
+@pytest.mark.parametrize("usage", ["null_counts", "null"])
+def test_a_reply_without_token_counts_is_kept_with_estimated_counts(stub, tmp_path, provider, usage):
+    stub.usage = usage
+    meta, jobs = jobs_for(2, provider=provider)
+    cache = tmp_path / "c.jsonl"
+    outcome = run(QUESTIONS, jobs, meta, provider_settings(provider, stub), cache)
+    assert outcome.succeeded == 2 and not outcome.failed
+    records = read_cache(cache)
+    assert set(records) == {job.key for job in jobs}
+    assert all(r["usage"]["input_tokens"] > 0 and r["usage"]["output_tokens"] > 0 for r in records.values())
+
+
+def test_a_reply_with_null_token_counts_is_not_paid_for_again(tmp_path):
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "openai-compatible", "generate.max_questions": 3})
+    with StubLLM() as stub:
+        set_params(project, **{"generate.base_url": f"{stub.url}/v1"})
+        stub.usage = "null_counts"
+        first = run_stage_here(project, stub)
+        asked = len(stub.generation_requests())
+        second = run_stage_here(project, stub)
+        assert len(stub.generation_requests()) == asked, "the rerun paid again"
+    assert first[0] == 0 and second[0] == 0, (first, second)
+    assert "Error" not in first[2] and len(read_jsonl(project / paths.GOLDENSET)) == 3
+
+
+@pytest.mark.parametrize(
+    ("provider", "path"), [("anthropic", "/v1/messages"), ("openai-compatible", "/v1/chat/completions")]
+)
+def test_an_html_page_instead_of_an_api_reply_is_one_line_naming_url_and_content_type(stub, tmp_path, provider, path):
+    stub.faults = ["html"] * 10
+    meta, jobs = jobs_for(2, provider=provider)
+    with pytest.raises(StopGeneration) as stopped:
+        run(QUESTIONS, jobs, meta, provider_settings(provider, stub), tmp_path / "c.jsonl")
+    message = str(stopped.value)
+    assert "\n" not in message and "Error" not in message, message
+    assert f"127.0.0.1:{stub.port}{path} answered HTTP 200 with an HTML page" in message
+    assert "content-type text/html" in message and "instead of an API reply" in message
+    assert read_cache(tmp_path / "c.jsonl") == {}
