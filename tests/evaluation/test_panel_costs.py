@@ -247,3 +247,31 @@ def test_show_prints_the_decision_first_and_the_left_out_questions():
     assert [line.split(" | ")[0] for line in shown[3:5]] == ["| dense", "| dense-c400"]
     board = "\n".join(leaderboard_lines(report["leaderboard"]))
     assert "dense-c400: 1 questions have no relevant chunk in chunking c400" in board
+
+
+def test_each_task_is_warmed_up_then_timed_once_a_round_in_rotated_order():
+    from retrieval_bench.core.timing import interleaved
+
+    calls = []
+    tasks = {name: (lambda name=name: calls.append(name) or 10) for name in ("a", "b", "c")}
+    timed = interleaved(tasks, repeats=3)
+    assert calls == ["a", "b", "c", "a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert all(len(figures["wall"]) == 3 and min(figures["wall"]) >= 0 for figures in timed.values())
+
+
+def test_a_rerank_search_is_scored_afresh_on_every_timed_call(tmp_path):
+    """Its cross-encoder is most of its cost: each call gets a score cache of its own, never the run's."""
+    from retrieval_bench.retrieval.costs import RERANK_SAMPLE, search_task
+    from retrieval_bench.retrieval.run import Corpus, Questions
+
+    questions = Questions([f"q{i}" for i in range(20)], [f"question {i}" for i in range(20)])
+    caches = []
+    settings = {"method": "rerank", "rerank": {"cache": "data/panel/default/rerank_cache.jsonl"}}
+    task = search_task(
+        settings, questions, Corpus(["c0"], lambda: ["text"]), lambda s, q, c: caches.append(s), tmp_path
+    )
+    assert task() == task() == RERANK_SAMPLE
+    assert len({s["rerank"]["cache"] for s in caches}) == 2 and all(
+        str(tmp_path) in s["rerank"]["cache"] for s in caches
+    )
+    assert search_task({"method": "run-file"}, questions, None, None, tmp_path) is None
