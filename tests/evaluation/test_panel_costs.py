@@ -14,7 +14,7 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.evaluation.headline import headline
 from retrieval_bench.evaluation.leaderboard import left_out, scorable
-from retrieval_bench.evaluation.panel_costs import PLOT_COLUMNS, cost_rows, searches_vectors, system_row
+from retrieval_bench.evaluation.panel_costs import PLOT_COLUMNS, cost_rows, system_row
 from retrieval_bench.evaluation.panel_report import panel_report
 
 
@@ -131,15 +131,6 @@ def test_headline_leaves_out_what_is_not_a_number():
         "goldenset": {},
         "judge": {},
     }
-
-
-def test_which_systems_pay_for_embedding_matches_the_retrieve_stage():
-    from retrieval_bench.retrieval.methods import METHODS, needs_vectors
-
-    for method in METHODS:
-        for first_stage in ("dense", "bm25", "hybrid"):
-            settings = {"method": method, "rerank": {"first_stage": first_stage}}
-            assert searches_vectors(settings) == needs_vectors(settings), settings
 
 
 def test_costs_are_read_from_each_systems_run_info_and_the_measured_timings(tmp_path):

@@ -256,9 +256,10 @@ SAMPLE_SECTION = re.compile(r"<!-- sample:.*?<!-- /sample -->", re.S)
 
 
 def test_the_sample_section_shows_the_committed_decision_table_on_both_home_pages():
-    """README's sample section shows metrics/decision.md's line and table as committed (the
-    leaderboard stage writes them: copy them here when a committed run changes them), and the docs'
-    home page holds the same section, its links relative to docs/."""
+    """README's sample section shows metrics/decision.md's line and table, as committed or as the
+    leaderboard stage has just rewritten them (a rerun's new costs need not reach the README until
+    they are committed: copy them then), and the docs' home page holds the same section, its links
+    relative to docs/."""
     readme = SAMPLE_SECTION.search(README.read_text(encoding="utf-8")).group(0)
     home = SAMPLE_SECTION.search((ROOT / "docs" / "index.md").read_text(encoding="utf-8")).group(0)
     assert home == readme.replace("](docs/", "]("), "docs/index.md's sample section is not README's"

@@ -21,11 +21,8 @@ from retrieval_bench.core.timing import REPEATS, interleaved, machine_load, summ
 from retrieval_bench.embedding.embed import embedding_task
 from retrieval_bench.evaluation.pareto import dominated_by, unmeasured
 from retrieval_bench.retrieval.inputs import questions_and_corpus
-from retrieval_bench.retrieval.methods import search_task
+from retrieval_bench.retrieval.methods import needs_vectors, search_task
 
-# The methods that search vectors (retrieval.methods.USES_VECTORS; tests/evaluation/test_panel_costs.py keeps
-# the two equal): their embedding is part of their cost. A bm25 system embeds nothing (cost 0).
-SEARCHES_VECTORS = {"dense", "hybrid", "ann", "store"}
 MEASURED = ("embed_seconds_per_1000", "search_ms_per_question")  # timed: a median with its range
 COSTS = ("embed_seconds_per_1000", "index_mb", "search_ms_per_question")
 PLOT_COLUMNS = (
@@ -41,15 +38,10 @@ PLOT_COLUMNS = (
 MACHINE = "this machine"  # where every cost was measured: compare costs across machines at your peril
 
 
-def searches_vectors(settings: dict) -> bool:
-    method = settings["method"]
-    return method in SEARCHES_VECTORS or (method == "rerank" and settings["rerank"]["first_stage"] in SEARCHES_VECTORS)
-
-
 def _embeds(params: dict, settings: dict) -> bool:
     """Whether the system's corpus vectors were embedded here (not read from a store: not measured)."""
     stored = params["embedders"][settings["embedder"]]["corpus_vectors"] == "stored"
-    return searches_vectors(settings) and not (stored and settings["chunking"] == paths.DEFAULT)
+    return needs_vectors(settings) and not (stored and settings["chunking"] == paths.DEFAULT)
 
 
 def measure(params: dict, repeats: int = REPEATS) -> dict:
@@ -57,12 +49,14 @@ def measure(params: dict, repeats: int = REPEATS) -> dict:
     timed together (core.timing.interleaved) on the saved chunks, vectors and indexes: {repeats,
     load_before, load_after, search: {system: {wall, cpu}}, embed: {"chunking/embedder": {wall, cpu}}},
     each {median, low, high} in ms per question (search) or s per 1,000 chunks (embed)."""
-    tasks = {}
+    tasks, loaded = {}, {}
     before = machine_load()
     with tempfile.TemporaryDirectory() as scratch:
         for system, settings in params["panel"].items():
-            questions, corpus = questions_and_corpus(settings, settings["chunking"], settings["embedder"])
-            task = search_task(settings, questions, corpus, Path(scratch), f"panel.{system}")
+            inputs = (settings["chunking"], settings["embedder"], needs_vectors(settings))  # loaded once, shared
+            if inputs not in loaded:
+                loaded[inputs] = questions_and_corpus(settings, settings["chunking"], settings["embedder"])
+            task = search_task(settings, *loaded[inputs], Path(scratch), f"panel.{system}")
             if task is not None:
                 tasks[f"search:{system}"] = task
             pair = f"{settings['chunking']}/{settings['embedder']}"
@@ -91,7 +85,7 @@ def system_row(
 ) -> dict:
     """One system's description and costs (None: not measured, e.g. an external run's search).
     `search`, `embed`: its timings ({wall, cpu}: {median, low, high}; {} when not measured)."""
-    vectors = searches_vectors(settings)
+    vectors = needs_vectors(settings)  # a system that searches no vectors embeds nothing: cost 0
     index_bytes = run_info.get("index_bytes")
     embed = embed if vectors else {"wall": {"median": 0.0, "low": 0.0, "high": 0.0}, "cpu": {"median": 0.0}}
     row = {
