@@ -1,7 +1,7 @@
 """Stage: embed one chunking's chunks with one embedder (`python -m stages.embed_corpus <chunking>
 <embedder>`) -> data/embeddings/corpus/<chunking>/<embedder>/vectors.npy and ids.json (row order); and, not a
-DVC output (a time differs on every run), data/timings/embed/<chunking>/<embedder>.json: the texts
-embedded and the warm encoder's seconds per 1,000 chunks on this machine.
+DVC output, data/timings/embed/<chunking>/<embedder>.json: the chunks and how many were embedded
+(not read from a cache). What embedding costs is measured by the leaderboard stage.
 
 Vectors come from the embedding cache when it holds them, or from the same embedder's caches of
 the other chunkings (a text is embedded once per embedder); only new or edited chunks are
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> None:
     settings = named(everything, "embedders", arguments.embedder)
     vectors_path, ids_path, cache = paths.corpus_vectors(arguments.chunking, arguments.embedder)
     chunks = read_table(paths.chunks_of(arguments.chunking), ["chunk_id", "text"])
-    info = {"chunks": len(chunks), "embedded": None, "seconds_per_1000": None}
+    info = {"chunks": len(chunks), "embedded": None}
     if settings["corpus_vectors"] == "stored" and arguments.chunking == paths.DEFAULT:
         vectors, line = stored_corpus_vectors(everything["load"]["source"], chunks, settings, cache)
     else:
@@ -43,11 +43,10 @@ def main(argv: list[str]) -> None:
             cache,
             unit="chunk",
             shared_caches=[Path(folder) for folder in others if folder != cache],
-            measure_speed=len(chunks) > 0,
             model_key=embedder_key(everything, arguments.embedder, "model"),
         )
         line = stats.line("chunk")
-        info.update(embedded=stats.embedded, seconds_per_1000=stats.seconds_per_1000)
+        info.update(embedded=stats.embedded)
     save_embeddings(vectors, chunks["chunk_id"].tolist(), vectors_path, ids_path)
     write_json(paths.embedding_info(arguments.chunking, arguments.embedder), info)
     print(f"embed_corpus {arguments.chunking} with {arguments.embedder}: {line}")

@@ -14,7 +14,7 @@ from retrieval_bench.core.params_panel import panel_system, settings_key
 from retrieval_bench.core.run_table import check_trec_ids, write_trec
 from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.retrieval.inputs import questions_and_corpus
-from retrieval_bench.retrieval.methods import retrieve, run_info, search_timing
+from retrieval_bench.retrieval.methods import retrieve, run_info
 
 
 def main(argv: list[str]) -> None:
@@ -34,7 +34,6 @@ def main(argv: list[str]) -> None:
     with atomic_path(paths.run_of(system)) as tmp:
         run.to_parquet(tmp, index=False)
     write_json(paths.run_info_of(system), run_info(settings, questions, corpus, run))
-    write_json(paths.search_timing(system), search_timing(settings, questions, corpus, where))
     touch_jsonl(rerank_cache)  # a persistent output of this stage, whatever the method
     if trec_export:
         write_trec(run, trec_export, settings["method"])

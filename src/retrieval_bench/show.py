@@ -1,5 +1,5 @@
-"""`retrieval-bench show`: a panel system's headline metrics (`default`, or --system), with the change against the last
-committed run, and the golden set's health; what `make repro` prints at the end."""
+"""`retrieval-bench show`: the panel's decision table, then a panel system's headline metrics (`default`, or
+--system), with the change against the last committed run, and the golden set's health; what `make repro` prints at the end."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.question_sets import ALL
 from retrieval_bench.core.revisions import git_show, resolve_revision
 from retrieval_bench.evaluation.certificate.certify import certificate_summary
-from retrieval_bench.evaluation.panel.costs import embedder_text
 from retrieval_bench.evaluation.panel.leaderboard import left_out_lines, set_title
 
 HEADLINE = ["mrr", "ndcg@10"]
@@ -78,7 +77,7 @@ LEADERBOARD_METRICS = ["mrr", "ndcg@10", "recall@10"]
 CELL = 30  # "0.123 [0.100, 0.150] (best)" and a gap
 
 
-def leaderboard_lines(board: dict, costs: dict | None = None) -> list[str]:
+def leaderboard_lines(board: dict) -> list[str]:
     """The panel's leaderboard on its headline question set (the reference when there is one, else
     all questions): each system's mean [CI] on the headline metrics, * where it differs
     significantly from the best (Holm)."""
@@ -105,34 +104,16 @@ def leaderboard_lines(board: dict, costs: dict | None = None) -> list[str]:
     left = board.get("left_out")
     if left and left["n_left_out"]:
         out += [f"  {line.removeprefix('- ')}" for line in left_out_lines(left)]
-    return out + cost_lines(costs or {})
-
-
-def _cost(value, digits: int) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def cost_lines(costs: dict) -> list[str]:
-    """Each system's chunking, embedder, method and costs (metrics/costs.json: this machine's), P on
-    the Pareto front."""
-    systems = costs.get("systems")
-    if not systems:
-        return []
-    width = max(len(name) for name in systems) + 2
-    out = [
-        f"costs (measured on {costs['measured_on']}; P: on the Pareto front of mrr against every cost):",
-        "  " + " " * width + f"{'chunking':<10}{'embedder':<42}{'method':<9}{'chunks':>7}"
-        f"{'embed s/1k':>11}{'index MB':>10}{'search ms/q':>12}",
-    ]
-    for name, row in systems.items():
-        embed = _cost(row["embed_seconds_per_1000"], 2) if row["searches_vectors"] else "none"
-        out.append(
-            f"  {name:<{width}}{row['chunking']:<10}{embedder_text(row)[:40]:<42}{row['method']:<9}"
-            f"{row['n_chunks'] if row['n_chunks'] is not None else 'n/a':>7}{embed:>11}"
-            f"{_cost(row['index_mb'], 2):>10}{_cost(row['search_ms_per_question'], 3):>12}"
-            + ("  P" if row["pareto"] else "")
-        )
     return out
+
+
+def decision_lines(text: str) -> list[str]:
+    """metrics/decision.md's first screen: its line (the systems to consider) and its table."""
+    if not text.strip():
+        return []
+    line, *rest = text.splitlines()
+    table = [row for row in rest if row.startswith("|")]
+    return [line.strip("*"), *table, f"({paths.DECISION}: how to read the table, and the rule behind the line)", ""]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -163,12 +144,15 @@ def run(args: argparse.Namespace) -> int:
     against = "HEAD" if args.against is None else resolve_revision(args.against, cwd)
     shown = (committed(path, against, cwd) for path in paths.at_revision(paths.metrics_of, args.system))
     before = next((metrics_then for metrics_then in shown if metrics_then is not None), None)
+    decision = cwd / paths.DECISION
+    for line in decision_lines(decision.read_text(encoding="utf-8") if decision.is_file() else ""):
+        print(line)
     print(render(metrics, before, health, args.against or against), end="")
-    board, costs, cert = (
+    board, cert = (
         json.loads((cwd / path).read_text(encoding="utf-8")) if (cwd / path).is_file() else {}
-        for path in (paths.LEADERBOARD, paths.COSTS, paths.CERTIFICATE)
+        for path in (paths.LEADERBOARD, paths.CERTIFICATE)
     )
-    for line in leaderboard_lines(board, costs):
+    for line in leaderboard_lines(board):
         print(line)
     if board.get("systems"):
         for line in certificate_summary(cert):

@@ -195,12 +195,12 @@ def test_the_style_gap_tells_template_questions_from_real_ones():
 
 def leaderboard_project(tmp_path: Path, synthetic_rr: dict[str, float], validity: dict) -> Path:
     """A folder holding what the leaderboard stage reads: a panel of three systems whose mean mrr
-    on the hand-written questions is dense > hybrid > bm25, and on the generated ones `synthetic_rr`."""
+    on the hand-written questions is default > hybrid > bm25, and on the generated ones `synthetic_rr`;
+    each searches the same chunks with BM25 (what the stage times: no model to load)."""
     shutil.copytree(ROOT / "stages", tmp_path / "stages", ignore=shutil.ignore_patterns("__pycache__"))
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["panel"] = {
-        name: {"chunking": "default", "embedder": "default", "method": {"default": "dense"}.get(name, name)}
-        for name in ("default", "bm25", "hybrid")
+        name: {"chunking": "default", "embedder": "default", "method": "bm25"} for name in ("default", "bm25", "hybrid")
     }
     params["validity"] = validity
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
@@ -221,6 +221,9 @@ def leaderboard_project(tmp_path: Path, synthetic_rr: dict[str, float], validity
     ]
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "goldenset.jsonl").write_text("".join(json.dumps(row) + "\n" for row in golden))
+    (tmp_path / "data" / "chunkings" / "default").mkdir(parents=True)
+    chunks = pd.DataFrame({"chunk_id": [f"c{i}" for i in range(40)], "text": [f"feature {i} works" for i in range(40)]})
+    chunks.to_parquet(tmp_path / "data" / "chunkings" / "default" / "chunks.parquet", index=False)
     real_rr = {"default": 0.8, "hybrid": 0.5, "bm25": 0.2}
     for system in params["panel"]:
         rr = np.clip(
@@ -257,13 +260,16 @@ def test_the_leaderboard_stage_prints_the_certificate_verdict_and_fails_on_it_wh
     assert mrr["pair_agreement"]["value"] == 0.0 and len(mrr["differing_pairs"]) == 3
     assert generated["style_gap"]["classifier_auc"] is not None
     assert "**generated: disagrees.**" in (project / "metrics" / "leaderboard.md").read_text()
-    # No run_info.json or timings here: the costs are n/a, every system on the front; the costs (apart
-    # from leaderboard.md: measured, not a DVC output), the plot rows and the headline are written
-    # all the same (the headline: numbers only).
-    assert "| default | default | default (" in (project / "metrics" / "costs.md").read_text()
+    # No run_info.json here: the index sizes are n/a, so every system is on the front; the searches are
+    # timed (in costs.md, apart from leaderboard.md), the decision table, the plot rows and the
+    # headline are written all the same (the headline: numbers only).
+    costs = (project / "metrics" / "costs.md").read_text()
+    assert "| default | default | none | bm25 |" in costs and "5 interleaved repeats" in costs
     assert "Pareto" not in (project / "metrics" / "leaderboard.md").read_text()
+    assert (project / "metrics" / "decision.md").read_text().startswith("**Ship default (the best mrr")
     plot = pd.read_csv(project / "metrics" / "plots" / "quality_vs_cost.csv")
     assert set(plot["system"]) == {"default", "bm25", "hybrid"} and plot["pareto"].all()
+    assert (plot["search_ms_per_question"] > 0).all()
     headline = json.loads((project / "metrics" / "headline.json").read_text())
     assert set(headline["panel"]) == {"default", "bm25", "hybrid"}
     assert headline["certificate"]["generated"] == {"verdict": -1, "kendall_tau_mrr": -1.0}

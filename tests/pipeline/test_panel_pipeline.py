@@ -98,6 +98,8 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
     assert headline["certificate"]["quotes"]["verdict"] == {"agrees": 1, "undetermined": 0, "disagrees": -1}[verdict]
     shown = run(["retrieval-bench", "show"], cwd=project).stdout
     assert "panel leaderboard" in shown and all(system in shown for system in SYSTEMS) and line in shown
+    # the measured outputs exist on a run from scratch: the costs, the decision table (show's first line), the plot
+    assert all((project / path).is_file() for path in paths.MEASURED_OUTPUTS) and shown.startswith("Ship ")
 
     git("add", "-A", cwd=project)
     git("commit", "-qm", "panel", cwd=project)
@@ -146,4 +148,3 @@ def each_text_embedded_once_per_embedder(project):
             for chunking in ("default", "c400")
         ]
         assert sum(info["embedded"] for info in infos) == len(texts["default"] | texts["c400"])
-        assert all(info["seconds_per_1000"] > 0 for info in infos)

@@ -20,6 +20,7 @@ import yaml
 from conftest import ROOT
 
 from retrieval_bench.core.params import DEFAULTS
+from retrieval_bench.core.revisions import git_show
 
 spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
 gen_reference = importlib.util.module_from_spec(spec)
@@ -248,6 +249,31 @@ def test_generated_cli_reference_is_up_to_date():
     committed = sections_and_flags(gen_reference.CLI_PAGE.read_text(encoding="utf-8"))
     assert committed == sections_and_flags(gen_reference.cli_page()), (
         "docs/reference/cli.md is out of date: run python docs/gen_reference.py"
+    )
+
+
+SAMPLE_SECTION = re.compile(r"<!-- sample:.*?<!-- /sample -->", re.S)
+
+
+def test_the_sample_section_shows_the_committed_decision_table_on_both_home_pages():
+    """README's sample section shows metrics/decision.md's line and table, as committed or as the
+    leaderboard stage has just rewritten them (a rerun's new costs need not reach the README until
+    they are committed: copy them then), and the docs' home page holds the same section, its links
+    relative to docs/."""
+    readme = SAMPLE_SECTION.search(README.read_text(encoding="utf-8")).group(0)
+    home = SAMPLE_SECTION.search((ROOT / "docs" / "index.md").read_text(encoding="utf-8")).group(0)
+    assert home == readme.replace("](docs/", "]("), "docs/index.md's sample section is not README's"
+    committed = git_show("metrics/decision.md", "HEAD", ROOT)  # a rerun's new costs are not yet the README's
+    decisions = [(ROOT / "metrics" / "decision.md").read_text(encoding="utf-8")] + (
+        [committed.decode()] if committed else []
+    )
+    heads = []
+    for decision in decisions:
+        line, table = decision.split("\n\n")[:2]
+        assert line.startswith("**Ship ") and table.startswith("| system | chunk chars |")
+        heads.append(f"{line}\n\n{table}\n")
+    assert any(head in readme for head in heads), (
+        "README's sample table is not metrics/decision.md's: copy it from there"
     )
 
 

@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 from conftest import ONLY_DEFAULT, dvc, set_params
 
-from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import sha256_file
 from retrieval_bench.core.params import DEFAULTS, load_all_params
@@ -223,9 +222,8 @@ def test_rerank_through_dvc_keeps_its_cache(reproduced, tiny_cross_encoder):
     assert scored_pairs(cache) == 20 * n_questions
     info = json.loads((reproduced / "data" / "panel" / "default" / "run_info.json").read_text())
     assert {key: info[key] for key in ("method", "depth")} == {"method": "rerank", "depth": 10}
-    # Its cost: the first stage's vectors, and a sample scored afresh (not from the run's cache, untouched)
-    assert info["index_bytes"] > 0 and "search_ms_per_question" not in info  # measured: data/timings, not an output
-    assert json.loads((reproduced / paths.search_timing("default")).read_text())["search_ms_per_question"] > 0
+    # Its size: the first stage's vectors (its search time is the leaderboard stage's to measure)
+    assert info["index_bytes"] > 0 and "search_ms_per_question" not in info
     assert scored_pairs(cache) == 20 * n_questions
 
 

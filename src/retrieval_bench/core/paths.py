@@ -75,19 +75,13 @@ def question_vectors(embedder: str) -> tuple[str, str, str]:
     )
 
 
-# Measured times (this machine's, different on every run): kept out of DVC's outputs, so that a
-# rerun's outputs and dvc.lock stay byte-identical; git-ignored, read by the leaderboard's costs.
+# What a stage did besides its outputs (texts embedded or served from a cache): git-ignored, not a DVC output.
 TIMINGS = "data/timings"
 
 
 def embedding_info(chunking: str, embedder: str) -> str:
-    """What embed_corpus@<chunking>-<embedder> measured: texts embedded, warm seconds per 1,000 chunks."""
+    """What embed_corpus@<chunking>-<embedder> did: its chunks and how many it embedded."""
     return f"{TIMINGS}/embed/{chunking}/{embedder}.json"
-
-
-def search_timing(system: str) -> str:
-    """A panel system's measured search time per question."""
-    return f"{TIMINGS}/panel/{system}.json"
 
 
 CORPUS_VECTORS, CORPUS_IDS, CORPUS_EMBEDDING_CACHE = corpus_vectors(DEFAULT, DEFAULT)
@@ -161,8 +155,12 @@ LEADERBOARD_TABLE = "metrics/leaderboard.md"
 LEADERBOARD_CSV = "metrics/leaderboard.csv"
 CERTIFICATE = "metrics/certificate.json"  # agreement of question sets on the panel, and the style gap
 HEADLINE = "metrics/headline.json"  # the one declared metrics file of the leaderboard: headline numbers only
-COSTS = "metrics/costs.json"  # each system's costs and the Pareto front (measured: git-ignored, not a DVC output)
+# Measured on every leaderboard run (outputs like the others, but their figures differ run to run;
+# nothing reads them to decide a rerun): each system's costs, the Pareto front and the decision table.
+COSTS = "metrics/costs.json"
 COSTS_TABLE = "metrics/costs.md"
+DECISION = "metrics/decision.md"  # one table per system and the systems to consider; the README's sample table
 QUALITY_VS_COST = "metrics/plots/quality_vs_cost.csv"  # mrr with its interval against each cost, per panel system
+MEASURED_OUTPUTS = (COSTS, COSTS_TABLE, DECISION, QUALITY_VS_COST)  # the outputs whose figures differ run to run
 RECALL_CURVE = "metrics/plots/recall_at_k.csv"  # recall at each score.k, per panel system
 RANK_HISTOGRAM = "metrics/plots/first_relevant_rank_histogram.csv"  # questions by first relevant rank, per system

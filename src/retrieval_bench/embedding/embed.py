@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +71,6 @@ class EmbedStats:
     seconds: float
     encoder: str | None
     shared: int = 0  # of `cached`: found in another cache of the same embedder (another chunking's)
-    seconds_per_1000: float | None = None  # the warm encoder's time for 1,000 texts, from a timed sample
 
     def line(self, unit: str) -> str:
         line = f"{self.texts} {unit}s ({self.unique} distinct): {self.cached} from the cache"
@@ -142,16 +141,16 @@ Batches = Iterator[tuple[list[bytes], np.ndarray]]
 
 def embedding_engine(
     items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: dict, log=print
-) -> tuple[str, Batches, object | None]:
+) -> tuple[str, Batches]:
     """What embeds `items` ((cache key, text) pairs, in the order to embed them) under
-    `settings["engine"]`, the (keys, vectors) batches it yields, and the local encoder (None on
-    Ray: its actors hold the model; Ray is imported only then, it is an optional extra)."""
+    `settings["engine"]` and the (keys, vectors) batches it yields (Ray is imported only for
+    engine ray: it is an optional extra)."""
     if settings["engine"] == "ray":
         from retrieval_bench.embedding.embed_ray import describe, embed_batches
 
-        return describe(settings, len(items)), embed_batches(items, model_path, fingerprint, settings), None
+        return describe(settings, len(items)), embed_batches(items, model_path, fingerprint, settings)
     encoder = load_encoder(model_path, fingerprint, settings, log=log)
-    return encoder.description, encoder.batches(items, settings["batch_size"]), encoder
+    return encoder.description, encoder.batches(items, settings["batch_size"])
 
 
 def from_other_caches(folders: list[Path], keys: list[bytes], dim: int | None) -> dict[bytes, np.ndarray]:
@@ -183,30 +182,33 @@ def _copy_shared(cache: EmbeddingCache, folders: list[Path], keys: list[bytes], 
     return shared
 
 
-# The leaderboard's embedding cost (seconds per 1,000 texts, the encoder loaded): timed on the
-# texts a run embeds when there are at least this many, else on this many of them embedded again.
+# The leaderboard's embedding cost: the encoder, loaded once, embeds this many of the texts per timed call.
 SPEED_SAMPLE = 64
 
 
-def _seconds_per_1000(encoder, texts: list[str], prompt: str, batch_size: int) -> float:
-    """The warm encoder's seconds for 1,000 texts, timed on the first SPEED_SAMPLE (vectors unused)."""
+def embedding_task(texts: list[str], settings: dict, prompt: str, log=print) -> Callable[[], int]:
+    """A call that embeds the first SPEED_SAMPLE of `texts` (`prompt` prefixed; vectors unused) with
+    the local encoder `settings` asks for, loaded here once, and returns how many it embedded (the
+    unit of core.timing.interleaved: the leaderboard's seconds per 1,000 chunks)."""
+    model_path = resolve_model(settings["model"])
+    encoder = load_encoder(model_path, model_fingerprint(model_path), settings, log=log)
     sample = [(b"", prompt + text) for text in texts[:SPEED_SAMPLE]]
-    for _ in encoder.batches(sample[:8], batch_size):  # warm-up: the first call builds kernels
-        pass
-    started = time.perf_counter()
-    for _ in encoder.batches(sample, batch_size):
-        pass
-    return (time.perf_counter() - started) / len(sample) * 1000
+
+    def run() -> int:
+        for _ in encoder.batches(sample, settings["batch_size"]):
+            pass
+        return len(sample)
+
+    return run
 
 
 def _embed_into(cache, found, items, model_path, fingerprint, settings, *, unit, progress, log):
     """Embed `items` ((key, text) pairs) into `cache` and `found`, batch by batch: (the engine's
-    description, seconds from its start-up, seconds per 1,000 texts once loaded, the local encoder)."""
+    description, seconds from its start-up)."""
     from tqdm import tqdm
 
     started = time.monotonic()  # start-up (model load, export, Ray actors) counts, for either engine
-    description, batches, encoder = embedding_engine(items, model_path, fingerprint, settings, log)
-    ready = time.monotonic()  # the encoder loaded: what follows is the embedding alone
+    description, batches = embedding_engine(items, model_path, fingerprint, settings, log)
     with (
         closing(batches),
         tqdm(total=len(items), unit=unit, desc=f"embed ({description})", disable=not progress) as bar,
@@ -215,8 +217,7 @@ def _embed_into(cache, found, items, model_path, fingerprint, settings, *, unit,
             cache.put(batch, vectors)  # a batch of another dimension than the model's is refused
             found.update(zip(batch, vectors))
             bar.update(len(batch))
-    end = time.monotonic()
-    return description, end - started, (end - ready) / len(items) * 1000, encoder
+    return description, time.monotonic() - started
 
 
 def embed_texts(
@@ -229,15 +230,13 @@ def embed_texts(
     *,
     log=print,
     shared_caches: list[Path] = (),
-    measure_speed: bool = False,
     model_key: str = "embed.model",
 ) -> tuple[np.ndarray, EmbedStats]:
     """Unit-length float32 vectors for `texts` (one row each, in order), `prompt` prefixed.
     Vectors in the cache (or in `shared_caches`, read only, then copied into it) are served; the
     others are embedded, longest first in batches, by `settings["engine"]` (here, or on Ray), and
     each batch is durably appended to the cache as it arrives, so a crash loses only the batches in
-    flight and a rerun embeds only the rest. `measure_speed`: also time the local encoder on a
-    sample (EmbedStats.seconds_per_1000). `model_key`: the params key that set the model, which a
+    flight and a rerun embeds only the rest. `model_key`: the params key that set the model, which a
     model that cannot be found is reported under (an embedder's own: embedders.NAME.model)."""
 
     model_path = resolve_model(settings["model"], model_key)
@@ -251,7 +250,6 @@ def embed_texts(
     # Undeclared (no model load just for it): the cache reads shards of any width, their keys name
     # this model, and the first batch the encoder returns sets the width of the shard written.
     dim = _declared_dimension(Path(model_path))
-    encoder = None
     with EmbeddingCache(cache_dir, dim) as cache:
         found = cache.get(list(unique))
         shared = _copy_shared(cache, list(shared_caches), [key for key in unique if key not in found], dim)
@@ -260,17 +258,12 @@ def embed_texts(
         if missing:
             order = np.argsort([-len(unique[key]) for key in missing])  # as sentence-transformers sorts
             items = [(missing[i], prompt + unique[missing[i]]) for i in order]
-            description, seconds, speed, encoder = _embed_into(
+            description, seconds = _embed_into(
                 cache, found, items, model_path, fingerprint, settings, unit=unit, progress=progress, log=log
             )
     stats = EmbedStats(
         len(texts), len(unique), len(unique) - len(missing), len(missing), seconds, description, len(shared)
     )
-    if measure_speed and settings["engine"] == "local":
-        if len(missing) < SPEED_SAMPLE:
-            encoder = encoder or load_encoder(model_path, fingerprint, settings, log=log)
-            speed = _seconds_per_1000(encoder, list(unique.values()), prompt, settings["batch_size"])
-        stats = replace(stats, seconds_per_1000=speed)
     return np.stack([found[key] for key in keys]).astype(np.float32, copy=False), stats
 
 

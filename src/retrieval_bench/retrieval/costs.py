@@ -1,21 +1,20 @@
-"""What a system costs beside its quality, measured where it runs (this machine's figures, for
-the leaderboard's cost columns and Pareto front): the time to search one question and the size
-of its index.
+"""What a system costs beside its quality (this machine's figures, for the leaderboard's cost
+columns and Pareto front): the search of one question, timed by the leaderboard stage with every
+other system's (core.timing: interleaved and repeated), and the size of its index.
 
-search_ms_per_question: the method run again, after the stage's own run (so caches and indexes
-are warm), over a sample of questions in one call, three times; the median of the three passes'
-milliseconds per question. An index loaded from the disk cache counts (the stage loads it too),
-its build does not. Method rerank scores its sample afresh (its cross-encoder is most of its
-cost), over 8 questions in one pass, the model's load included. External runs (run-file, python) cost what their system did: None.
+search_task: the method run over a sample of questions in one call. An index loaded from the disk
+cache counts (a stage loads it too), its build does not (the untimed warm-up builds it). Method
+rerank scores its sample afresh on every call (a cache file of its own each time: its
+cross-encoder is most of its cost), over RERANK_SAMPLE questions. External runs (run-file,
+python) cost what their system did: no task.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import statistics
-import tempfile
-import time
+from collections.abc import Callable
+from itertools import count
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +22,8 @@ import numpy as np
 from retrieval_bench.retrieval import ann, bm25
 from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
 
-SAMPLE = 256  # questions per timed pass
-RERANK_SAMPLE = 8  # rerank: every pair goes through the cross-encoder (loaded again each pass), in one pass
-PASSES = 3
+SAMPLE = 256  # questions per timed call
+RERANK_SAMPLE = 8  # rerank: every pair goes through the cross-encoder
 EXTERNAL = {"run-file", "python"}
 
 
@@ -35,23 +33,28 @@ def _sample(questions: Questions, size: int) -> Questions:
     return Questions([questions.qids[i] for i in rows], [questions.texts[i] for i in rows], vectors)
 
 
-def search_ms_per_question(settings: dict, questions: Questions, corpus: Corpus, search) -> float | None:
-    """The median over PASSES (rerank: one) of the milliseconds per question of `search(settings, questions,
-    corpus)` (methods.retrieve) on a sample of the questions; None for an external run."""
+def search_task(
+    settings: dict, questions: Questions, corpus: Corpus, search, scratch: Path
+) -> Callable[[], int] | None:
+    """A call that runs `search(settings, sample, corpus)` (methods.retrieve) on a sample of the
+    questions and returns the sample's size (core.timing.interleaved's unit); None for an external
+    run or no questions. `scratch`: a folder for rerank's fresh score caches."""
     if settings["method"] in EXTERNAL or not questions.qids:
         return None
-    with tempfile.TemporaryDirectory() as scratch:
-        if settings["method"] == "rerank":  # a cache of its own: every pair is scored, as a new question's would be
-            settings = {**settings, "rerank": {**settings["rerank"], "cache": str(Path(scratch) / "scores.jsonl")}}
-        rerank = settings["method"] == "rerank"
-        sample = _sample(questions, RERANK_SAMPLE if rerank else SAMPLE)
-        passes = []
-        for _ in range(1 if rerank else PASSES):
-            started = time.perf_counter()
-            with contextlib.redirect_stderr(io.StringIO()):  # the method's own report lines, once is enough
-                search(settings, sample, corpus)
-            passes.append((time.perf_counter() - started) / len(sample.qids) * 1000)
-    return round(statistics.median(passes), 4)
+    rerank = settings["method"] == "rerank"
+    sample = _sample(questions, RERANK_SAMPLE if rerank else SAMPLE)
+    calls = count()
+
+    def run() -> int:
+        timed = settings
+        if rerank:  # a cache of its own per call: every pair is scored, as a new question's would be
+            cache = str(scratch / f"rerank-{next(calls)}.jsonl")
+            timed = {**settings, "rerank": {**settings["rerank"], "cache": cache}}
+        with contextlib.redirect_stderr(io.StringIO()):  # the method's own report lines
+            search(timed, sample, corpus)
+        return len(sample.qids)
+
+    return run
 
 
 def index_bytes(settings: dict, corpus: Corpus) -> int | None:
@@ -82,7 +85,7 @@ def index_bytes(settings: dict, corpus: Corpus) -> int | None:
 
 def system_costs(settings: dict, corpus: Corpus) -> dict:
     """run_info.json's costs, those a rerun gives again byte for byte: n_chunks, index_bytes, the
-    depth resolved (the measured search time goes to a file of its own: paths.search_timing)."""
+    depth resolved (the search time is measured by the leaderboard stage: search_task)."""
     return {
         "n_chunks": len(corpus.chunk_ids),
         "index_bytes": index_bytes(settings, corpus),

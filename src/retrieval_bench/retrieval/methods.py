@@ -5,6 +5,9 @@ whether the retrieve stage must load the embeddings for it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pandas as pd
 
 from retrieval_bench.core import paths
@@ -44,13 +47,15 @@ def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataF
     }
 
 
-def search_timing(settings: dict, questions: Questions, corpus: Corpus, where: str = "retrieval") -> dict:
-    """The measured search time per question on this machine (retrieval.costs), for paths.search_timing."""
+def search_task(
+    settings: dict, questions: Questions, corpus: Corpus, scratch: Path, where: str = "retrieval"
+) -> Callable[[], int] | None:
+    """The timed search of one system (retrieval.costs.search_task), or None (an external run)."""
 
     def search(timed: dict, sample: Questions, chunks: Corpus) -> pd.DataFrame:
         return retrieve(timed, sample, chunks, rerank_cache=timed["rerank"].get("cache"), where=where)
 
-    return {"search_ms_per_question": costs.search_ms_per_question(settings, questions, corpus, search)}
+    return costs.search_task(settings, questions, corpus, search, scratch)
 
 
 def retrieve(

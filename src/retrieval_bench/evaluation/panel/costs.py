@@ -1,22 +1,29 @@
-"""What each panel system is and what it cost, for the leaderboard a team decides with: its
-chunking, embedder (model, max_seq_length), method and chunk count, and the costs measured in
-its run on this machine: the embedding seconds per 1,000 chunks (embed_corpus's info.json; none
-for a system that searches no vectors), the index size on disk and the median search time per
-question (retrieve's run_info.json). Then the Pareto front of quality (mrr over the
-compared questions) against those three costs (evaluation.panel.pareto)."""
+"""What each panel system is and what it costs, for the leaderboard a team decides with: its
+chunking, embedder (model, max_seq_length), method and chunk count, its index size on disk
+(retrieve's run_info.json) and two costs measured by the leaderboard stage in one process, every
+system interleaved with the others and repeated (core.timing): the embedding seconds per 1,000
+chunks of its chunking x embedder (none for a system that searches no vectors) and the search
+milliseconds per question, each the median of the repeats in wall time, with their range (the
+noise) and the CPU time beside, and the machine's load. Then the Pareto front of quality (mrr over
+the compared questions) against the three costs, cost differences within the noise not told apart
+(evaluation.panel.pareto)."""
 
 from __future__ import annotations
 
 import json
 import math
+import tempfile
 from pathlib import Path
 
 from retrieval_bench.core import paths
+from retrieval_bench.core.files import read_table
+from retrieval_bench.core.timing import REPEATS, interleaved, machine_load, summary
+from retrieval_bench.embedding.embed import embedding_task
 from retrieval_bench.evaluation.panel.pareto import dominated_by, unmeasured
+from retrieval_bench.retrieval.inputs import questions_and_corpus
+from retrieval_bench.retrieval.methods import needs_vectors, search_task
 
-# The methods that search vectors (retrieval.methods.USES_VECTORS; tests/evaluation/test_panel_costs.py keeps
-# the two equal): their embedding is part of their cost. A bm25 system embeds nothing (cost 0).
-SEARCHES_VECTORS = {"dense", "hybrid", "ann", "store"}
+MEASURED = ("embed_seconds_per_1000", "search_ms_per_question")  # timed: a median with its range
 COSTS = ("embed_seconds_per_1000", "index_mb", "search_ms_per_question")
 PLOT_COLUMNS = (
     "system",
@@ -31,9 +38,39 @@ PLOT_COLUMNS = (
 MACHINE = "this machine"  # where every cost was measured: compare costs across machines at your peril
 
 
-def searches_vectors(settings: dict) -> bool:
-    method = settings["method"]
-    return method in SEARCHES_VECTORS or (method == "rerank" and settings["rerank"]["first_stage"] in SEARCHES_VECTORS)
+def _embeds(params: dict, settings: dict) -> bool:
+    """Whether the system's corpus vectors were embedded here (not read from a store: not measured)."""
+    stored = params["embedders"][settings["embedder"]]["corpus_vectors"] == "stored"
+    return needs_vectors(settings) and not (stored and settings["chunking"] == paths.DEFAULT)
+
+
+def measure(params: dict, repeats: int = REPEATS) -> dict:
+    """Every panel system's search and every chunking x embedder's embedding a vector system uses,
+    timed together (core.timing.interleaved) on the saved chunks, vectors and indexes: {repeats,
+    load_before, load_after, search: {system: {wall, cpu}}, embed: {"chunking/embedder": {wall, cpu}}},
+    each {median, low, high} in ms per question (search) or s per 1,000 chunks (embed)."""
+    tasks, loaded = {}, {}
+    before = machine_load()
+    with tempfile.TemporaryDirectory() as scratch:
+        for system, settings in params["panel"].items():
+            inputs = (settings["chunking"], settings["embedder"], needs_vectors(settings))  # loaded once, shared
+            if inputs not in loaded:
+                loaded[inputs] = questions_and_corpus(settings, settings["chunking"], settings["embedder"])
+            task = search_task(settings, *loaded[inputs], Path(scratch), f"panel.{system}")
+            if task is not None:
+                tasks[f"search:{system}"] = task
+            pair = f"{settings['chunking']}/{settings['embedder']}"
+            if _embeds(params, settings) and f"embed:{pair}" not in tasks:
+                embedder = params["embedders"][settings["embedder"]]
+                texts = read_table(paths.chunks_of(settings["chunking"]), ["text"])["text"].tolist()
+                if texts:
+                    tasks[f"embed:{pair}"] = embedding_task(texts, embedder, embedder["document_prompt"])
+        timed = interleaved(tasks, repeats)
+    out = {"repeats": repeats, "load_before": before, "load_after": machine_load(), "search": {}, "embed": {}}
+    for name, figures in timed.items():
+        kind, key = name.split(":", 1)
+        out[kind][key] = {clock: summary(values, 1000) for clock, values in figures.items()}
+    return out
 
 
 def _read(path: Path) -> dict:
@@ -43,44 +80,56 @@ def _read(path: Path) -> dict:
         return {}
 
 
-def system_row(system: str, settings: dict, embedder: dict, run_info: dict, embed_info: dict, timing: dict) -> dict:
-    """One system's description and costs (None: not measured, e.g. an external run's search)."""
-    vectors = searches_vectors(settings)
+def system_row(
+    system: str, settings: dict, embedder: dict, run_info: dict, search: dict, embed: dict, *, chunk_chars: int | None
+) -> dict:
+    """One system's description and costs (None: not measured, e.g. an external run's search).
+    `search`, `embed`: its timings ({wall, cpu}: {median, low, high}; {} when not measured)."""
+    vectors = needs_vectors(settings)  # a system that searches no vectors embeds nothing: cost 0
     index_bytes = run_info.get("index_bytes")
-    return {
+    embed = embed if vectors else {"wall": {"median": 0.0, "low": 0.0, "high": 0.0}, "cpu": {"median": 0.0}}
+    row = {
         "system": system,
         "chunking": settings["chunking"],
+        "chunk_chars": chunk_chars,
         "embedder": settings["embedder"],
         "model": embedder.get("model") if vectors else None,
         "max_seq_length": embedder.get("max_seq_length") if vectors else None,
         "method": run_info.get("method", settings["method"]),
         "n_chunks": run_info.get("n_chunks"),
         "searches_vectors": vectors,
-        "embed_seconds_per_1000": embed_info.get("seconds_per_1000") if vectors else 0.0,
         "index_bytes": index_bytes,
         "index_mb": None if index_bytes is None else round(index_bytes / 1e6, 3),
-        "search_ms_per_question": timing.get("search_ms_per_question"),
     }
+    for cost, timing in zip(MEASURED, (embed, search)):
+        wall = timing.get("wall", {})
+        row[cost] = wall.get("median")
+        row[f"{cost}_range"] = [wall["low"], wall["high"]] if wall else None
+        row[f"{cost}_cpu"] = timing.get("cpu", {}).get("median")
+    return row
 
 
-def read_costs(params: dict, root: Path = Path(".")) -> dict[str, dict]:
-    """Every panel system's row: its size from run_info.json, its measured times from the timing
-    files of its search and of its chunking x embedder's embedding (paths.TIMINGS)."""
+def cost_rows(params: dict, measured: dict, root: Path = Path(".")) -> dict[str, dict]:
+    """Every panel system's row: its size from its run_info.json, its times from `measured` (measure)."""
     rows = {}
     for system, settings in params["panel"].items():
         run_info = _read(root / paths.run_info_of(system))
-        embed_info = _read(root / paths.embedding_info(settings["chunking"], settings["embedder"]))
         embedder = params.get("embedders", {}).get(settings["embedder"], {})
-        timing = _read(root / paths.search_timing(system))
-        rows[system] = system_row(system, settings, embedder, run_info, embed_info, timing)
+        search = measured.get("search", {}).get(system, {})
+        embed = measured.get("embed", {}).get(f"{settings['chunking']}/{settings['embedder']}", {})
+        chars = params.get("chunkings", {}).get(settings["chunking"], {}).get("chars")
+        rows[system] = system_row(system, settings, embedder, run_info, search, embed, chunk_chars=chars)
     return rows
+
+
+def cost_point(row: dict) -> dict:
+    """A row's costs for evaluation.panel.pareto: the measured ones as their (low, high) range."""
+    return {cost: tuple(row[f"{cost}_range"]) if row.get(f"{cost}_range") else row[cost] for cost in COSTS}
 
 
 def with_pareto(rows: dict[str, dict], quality: dict[str, float]) -> dict[str, dict]:
     """The rows with quality (mrr), pareto (on the front), dominated_by and costs_measured."""
-    points = {
-        name: {"quality": quality.get(name), "costs": {cost: rows[name][cost] for cost in COSTS}} for name in rows
-    }
+    points = {name: {"quality": quality.get(name), "costs": cost_point(rows[name])} for name in rows}
     by = dominated_by(points)
     missing = set(unmeasured(points))
     return {
@@ -101,6 +150,14 @@ def _value(value, digits: int) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
+def timed_text(row: dict, cost: str, digits: int) -> str:
+    """A measured cost: its median [low, high] over the repeats, or n/a."""
+    if row[cost] is None:
+        return "n/a"
+    low, high = row[f"{cost}_range"]
+    return f"{row[cost]:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
 def embedder_text(row: dict) -> str:
     if not row["searches_vectors"]:
         return "none"
@@ -108,31 +165,53 @@ def embedder_text(row: dict) -> str:
     return f"{row['embedder']} ({row['model']}, max_seq_length {length})"
 
 
-def cost_lines(rows: dict[str, dict]) -> list[str]:
-    """The markdown cost table with the Pareto mark (rows as with_pareto makes them)."""
+def load_text(measured: dict) -> str:
+    """How the costs were measured (measure's repeats and load), in words."""
+    before, after = measured["load_before"], measured["load_after"]
+    if not measured["repeats"]:
+        return "not measured"
+    return (
+        f"{measured['repeats']} interleaved repeats on {before['cpus']} CPUs, load average "
+        f"{before['load_1m']:.2f} before, {after['load_1m']:.2f} after (1 min)"
+    )
+
+
+def front_text(row: dict) -> str:
+    if not row["pareto"]:
+        return f"no (beaten by {', '.join(row['dominated_by'])})"
+    return "yes" if row["costs_measured"] else "yes (a cost not measured)"
+
+
+PARETO_RULE = (
+    "Pareto front: no other system has mrr >= and no cost higher beyond noise, with a higher mrr or a cost "
+    "lower beyond noise; two measured costs are within noise when the ranges [low, high] of their repeats "
+    "overlap. A system with a cost not measured (n/a, e.g. an external run) is never dominated."
+)
+
+
+def cost_lines(rows: dict[str, dict], conditions: str) -> list[str]:
+    """metrics/costs.md: the cost table with the Pareto mark (rows as with_pareto makes them);
+    `conditions`: load_text's."""
     lines = [
-        f"### Systems and their costs (measured on {MACHINE})",
+        f"### Systems and their costs (measured on {MACHINE}: {conditions})",
         "",
-        "| system | chunking | embedder | method | n_chunks | mrr | embedding s / 1,000 chunks | index MB "
-        "| search ms / question | Pareto front |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---|",
+        "| system | chunking | embedder | method | n_chunks | mrr | embedding s / 1,000 chunks [range] | CPU s "
+        "| index MB | search ms / question [range] | CPU ms | Pareto front |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, row in rows.items():
-        embed = _value(row["embed_seconds_per_1000"], 2) if row["searches_vectors"] else "none"
-        front = "yes" if row["pareto"] else f"no (beaten by {', '.join(row['dominated_by'])})"
-        if row["pareto"] and not row["costs_measured"]:
-            front = "yes (a cost not measured)"
+        embed = timed_text(row, "embed_seconds_per_1000", 2) if row["searches_vectors"] else "none"
         lines.append(
             f"| {name} | {row['chunking']} | {embedder_text(row)} | {row['method']} | {_value(row['n_chunks'], 0)} "
-            f"| {_value(row['mrr'], 3)} | {embed} | {_value(row['index_mb'], 2)} "
-            f"| {_value(row['search_ms_per_question'], 3)} | {front} |"
+            f"| {_value(row['mrr'], 3)} | {embed} | {_value(row['embed_seconds_per_1000_cpu'], 2)} "
+            f"| {_value(row['index_mb'], 2)} | {timed_text(row, 'search_ms_per_question', 3)} "
+            f"| {_value(row['search_ms_per_question_cpu'], 3)} | {front_text(row)} |"
         )
     lines += [
         "",
-        "Pareto front: no other system has mrr >= and every cost <= with one strict; a system with a cost "
-        "not measured (n/a, e.g. an external run) is never dominated. Costs are this machine's: the warm "
-        "encoder's seconds per 1,000 chunks, the searched index's size on disk (MB = 10^6 bytes), the median "
-        "search time per question.",
+        f"{PARETO_RULE} Costs are this machine's, each the median of the repeats in wall time [its range], "
+        "CPU time (this process, every thread) beside: the warm encoder's seconds per 1,000 chunks, the searched "
+        "index's size on disk (MB = 10^6 bytes), the search time per question.",
     ]
     return lines
 

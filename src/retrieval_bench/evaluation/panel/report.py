@@ -14,7 +14,8 @@ from retrieval_bench.evaluation.certificate.certify import (
     panel_certificate,
 )
 from retrieval_bench.evaluation.certificate.style_gap import style_gap, style_lines
-from retrieval_bench.evaluation.panel.costs import MACHINE, cost_lines, plot_rows, with_pareto
+from retrieval_bench.evaluation.panel.costs import MACHINE, cost_lines, load_text, plot_rows, with_pareto
+from retrieval_bench.evaluation.panel.decision import decision_markdown
 from retrieval_bench.evaluation.panel.headline import headline
 from retrieval_bench.evaluation.panel.leaderboard import flat_rows, leaderboard, left_out, markdown, scorable
 from retrieval_bench.evaluation.panel.plots import rank_histograms, recall_curve
@@ -27,12 +28,17 @@ def panel_report(
     validity: dict,
     costs: dict[str, dict] | None = None,
     reports: dict[str, dict | None] | None = None,
+    *,
+    measured: dict | None = None,
+    budget_unit: str = "chars",
 ) -> dict:
     """{leaderboard, certificate, csv rows, markdown, plot (quality_vs_cost rows), recall_curve and
-    rank_histograms (plot tables), headline, verdicts, failed}, and apart (measured: not DVC outputs) costs and costs_markdown. `costs`:
-    panel_costs rows by system (read_costs); `reports`: the goldenset and judge reports whose
-    headline numbers go to metrics/headline.json. `verdicts`: the certificate's line per synthetic
-    set; `failed`: the line saying validity.fail_on is met, or None."""
+    rank_histograms (plot tables), headline, verdicts, failed}, and the measured ones (their
+    figures differ run to run): costs, costs_markdown and decision (metrics/decision.md; "" without
+    costs). `costs`: panel_costs rows by system (cost_rows); `measured`: what panel_costs.measure
+    says of its conditions (repeats, load); `reports`: the goldenset and judge reports whose
+    headline numbers go to metrics/headline.json; `budget_unit`: score.budget_unit. `verdicts`: the
+    certificate's line per synthetic set; `failed`: the line saying validity.fail_on is met, or None."""
     reports = reports or {}
     aligned = scorable(tables)
     board = leaderboard(aligned)
@@ -42,7 +48,10 @@ def panel_report(
     priced = with_pareto(costs, {name: row["mean"] for name, row in mrr.items()})
     on = "" if board["headline_set"] == ALL else f" of the reference set, {board['headline_set']}"
     quality = f"mrr over the compared questions{on}"
-    measured = {"measured_on": MACHINE, "quality": quality, "systems": priced}
+    measured = measured or {"repeats": 0, "load_before": None, "load_after": None}
+    conditions = load_text(measured)
+    figures = {"measured_on": MACHINE, "conditions": conditions, "quality": quality, "systems": priced}
+    figures.update({key: measured[key] for key in ("repeats", "load_before", "load_after")})
     cert = panel_certificate(aligned)
     lines = certificate_lines(cert)
     for name, entry in cert.get("sets", {}).items():
@@ -51,10 +60,12 @@ def panel_report(
         lines += ["", *style_lines(entry["style_gap"], (cert["reference"], name))]
     table = markdown(board)
     compared = on_set(aligned, board["headline_set"])
+    decided = bool(priced) and set(priced) == set(mrr)
     return {
         "leaderboard": board,
-        "costs": measured,
-        "costs_markdown": "\n".join(cost_lines(priced)) + "\n" if priced else "",
+        "costs": figures,
+        "costs_markdown": "\n".join(cost_lines(priced, conditions)) + "\n" if priced else "",
+        "decision": decision_markdown(board, priced, compared, budget_unit, conditions) if decided else "",
         "certificate": cert,
         "rows": flat_rows(board),
         "markdown": table + "\n" + "\n".join(lines) + "\n",
