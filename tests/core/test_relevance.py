@@ -11,9 +11,9 @@ from retrieval_bench.evaluation.score.metrics import question_metrics, span_reca
 from retrieval_bench.goldenset.build import (
     deduplicate,
     handwritten_rows,
-    locate_evidence,
     sample_rows,
 )
+from retrieval_bench.goldenset.evidence import locate_evidence
 
 DOC = "SQLite stores data in one file.\nWAL mode lets readers   and writers run at the same time. Vacuum rebuilds it."
 

@@ -327,7 +327,7 @@ def test_many_rows_sharing_one_id_say_how_many_rows_and_ids(tmp_path):
                 "['question', 'evidence']",
             ],
         ),
-        ("questions.csv", b"", ["questions.csv:1: not a known question set", "columns found: []"]),
+        ("questions.csv", b"", ["questions.csv: empty; a question set holds at least one question"]),
         ("questions.csv", b"user_input,reference_contexts\ncaf\xe9,[]\n", ["questions.csv:2: not UTF-8 text"]),
         (
             "questions.json",

@@ -250,13 +250,50 @@ def numbered_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     for line_number, line in enumerate(read_text_lines(path), 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(f"{path}:{line_number}: invalid JSON ({error.msg})") from None
+        row = parse_json(line.rstrip("\r\n"), path, line_number)  # an error past the end is on this line
         if not isinstance(row, dict):
             raise InputError(f"{path}:{line_number}: expected a JSON object, got {type(row).__name__}")
         yield line_number, row
+
+
+def parse_json(text: str, path: str | Path, first_line: int = 1) -> Any:
+    """`text` (read from `path`, starting at line `first_line`) as JSON; invalid JSON, or JSON
+    nested deeper than Python's parser goes (its recursion limit), is an InputError naming the line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}:{first_line + error.lineno - 1}: invalid JSON ({error.msg})") from None
+    except RecursionError:
+        deepest, line = _deepest(text)
+        raise InputError(
+            f"{path}:{first_line + line}: JSON nested {deepest} levels deep, deeper than Python's JSON parser "
+            "reads (a question set or a table row is a few levels deep)"
+        ) from None
+
+
+def _deepest(text: str) -> tuple[int, int]:
+    """(depth, line from 0) of the deepest nesting of lists and objects in JSON `text`."""
+    level, deepest, deepest_line, line = 0, 0, 0, 0
+    in_string = escaped = False
+    for char in text:
+        if char == "\n":
+            line += 1
+        elif in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            level += 1
+            if level > deepest:
+                deepest, deepest_line = level, line
+        elif char in "]}":
+            level -= 1
+    return deepest, deepest_line
 
 
 def read_text(path: str | Path) -> str:

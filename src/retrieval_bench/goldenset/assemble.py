@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.question_sets import GENERATED, question_set_of
+from retrieval_bench.core.errors import InputError, quoted
+from retrieval_bench.core.question_sets import GENERATED, HANDWRITTEN, question_set_of
 from retrieval_bench.corpus.load import chunk_documents
 from retrieval_bench.goldenset import echo, style_examples
 from retrieval_bench.goldenset.build import (
@@ -36,7 +36,7 @@ from retrieval_bench.goldenset.build import (
     read_handwritten,
     sample_rows,
 )
-from retrieval_bench.goldenset.imported import found_line, imported_rows, read_imported
+from retrieval_bench.goldenset.imported import ImportedSet, found_line, imported_rows, read_imported
 from retrieval_bench.goldenset.imported import plan_line as imported_plan_line
 from retrieval_bench.goldenset.selection import (
     REJECT_REASONS,
@@ -141,6 +141,7 @@ def assemble(
             "read": len(named.questions),
             **named_counts,
         }
+    check_unique_qids(groups, lambda name, row: origin(name, row, params, imported, cache_path))
     texts = dict(zip(documents["doc_id"], documents["text"]))
     candidates = [row for group in groups.values() for row in group]
     gauge = echo.mark(candidates, evidence_texts(candidates, texts))
@@ -157,6 +158,34 @@ def assemble(
         log_synthetic(groups["synthetic"], counts, params, log)
     golden = [row for group in groups.values() for row in group]
     return GoldenSet(golden, rejects, {**report(golden, rejects, counts, gauge), "imported": imported_report})
+
+
+def check_unique_qids(groups: dict[str, list[dict]], origin: Callable[[str, dict], str]) -> None:
+    """One qid per question across all question sets (real, synthetic, each imported set): two
+    golden rows with one id would be merged by the systems that key on it. A collision (a
+    hand-written `setx:1` beside set setx's `1`) is an InputError naming both (`origin`: a row's
+    file and own qid)."""
+    first: dict[str, tuple[str, dict]] = {}
+    for name, rows in groups.items():
+        for row in rows:
+            if row["qid"] in first:
+                raise InputError(
+                    f"qid {quoted(row['qid'])} names two questions: {origin(*first[row['qid']])} and {origin(name, row)}; "
+                    "qids must be unique across question sets (an imported set's are NAME:<its own qid>): rename one"
+                )
+            first[row["qid"]] = (name, row)
+
+
+def origin(name: str, row: dict, params: dict, imported: list[ImportedSet], cache_path: str) -> str:
+    """Where golden row `row` of group `name` comes from, for messages: its file and own qid."""
+    for named in imported:
+        if named.name == name:
+            return f"{named.file} (generate.imported.{name}) qid {quoted(row['qid'][len(name) + 1 :])}"
+    if name == "real":
+        return f"the real labels (load.source) qid {quoted(row['qid'])}"
+    if question_set_of(row) == HANDWRITTEN:
+        return f"{params['handwritten']} (generate.handwritten) qid {quoted(row['qid'])}"
+    return f"the question cache {cache_path} (generated) qid {quoted(row['qid'])}"
 
 
 def drop_echoes(rows: list[dict]) -> tuple[list[dict], list[dict]]:

@@ -12,7 +12,7 @@ import pandas as pd
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.files import atomic_open, read_jsonl, read_table
+from retrieval_bench.core.files import atomic_open, numbered_jsonl, read_table
 from retrieval_bench.core.params import load_params
 from retrieval_bench.core.relevance import judge
 
@@ -39,12 +39,32 @@ def export_beir(chunks: pd.DataFrame, golden: list[dict], out: Path, min_coverag
     return written
 
 
+def read_golden(path: str | Path) -> list[dict]:
+    """The rows of a golden set as generate_goldenset writes it: each a qid, a question and
+    `relevant` or an evidence span (doc_id, start, end); a row that is not one (a hand-written
+    question, not yet located in the documents) is an InputError naming its line."""
+    rows = []
+    for line, row in numbered_jsonl(path):
+        located = row.get("relevant") is not None or all(row.get(key) is not None for key in ("doc_id", "start", "end"))
+        if "qid" not in row or "question" not in row or not located:
+            kind = (
+                "a hand-written question (question, doc_id, evidence)" if "evidence" in row else "not a golden-set row"
+            )
+            raise InputError(
+                f"{path}:{line}: {kind}; export-beir --goldenset expects a golden set as generate_goldenset writes it "
+                "(data/goldenset.jsonl: qid, question, and relevant or doc_id/start/end): "
+                "name hand-written questions in generate.handwritten and run `dvc repro generate_goldenset`"
+            )
+        rows.append(row)
+    return rows
+
+
 def run(args: argparse.Namespace) -> int:
     for path in (args.chunks, args.goldenset):
         if not Path(path).is_file():
             raise InputError(f"{path}: not found; run `dvc repro` first")
     min_coverage = args.min_coverage if args.min_coverage is not None else load_params("score")["min_coverage"]
-    golden = read_jsonl(args.goldenset)
+    golden = read_golden(args.goldenset)
     written = export_beir(
         read_table(args.chunks, ["chunk_id", "text", "doc_id", "start", "end"]), golden, Path(args.out), min_coverage
     )

@@ -8,6 +8,7 @@ not to a chunk, so the same golden set scores any chunking of the corpus.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +19,10 @@ import pandas as pd
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import numbered_jsonl
 from retrieval_bench.core.question_form import CORE_INTERROGATIVES
-from retrieval_bench.core.relevance import coverage
 from retrieval_bench.goldenset.echo import words
-from retrieval_bench.goldenset.evidence import UNLOCATED_NAMED, locate_evidence, locate_in_passage, not_located_line
-from retrieval_bench.goldenset.formats import SOURCES, hashed_qid, read_question_set
+from retrieval_bench.goldenset.evidence import UNLOCATED_NAMED, locate_in_passage, not_located_line
+from retrieval_bench.goldenset.formats import SOURCES, hashed_qid, normalise_question, read_question_set
+from retrieval_bench.goldenset.locate import EvidenceFinder, passage_finder
 from retrieval_bench.retrieval.bm25 import tokenize
 
 # Fields a golden row gets after _row (the echo gauge, hygiene flags, its question set, chunk labels):
@@ -44,15 +45,6 @@ EVIDENCE_FORMATS = tuple(SOURCES)
 
 def question_id(doc_id: str, question: str) -> str:
     return hashed_qid(question, doc_id)
-
-
-def best_passage(passages: pd.DataFrame, doc_id: str, start: int, end: int) -> pd.Series | None:
-    """The passage of `doc_id` that overlaps [start, end) the most."""
-    same_doc = passages[passages["doc_id"] == doc_id]
-    if same_doc.empty:
-        return None
-    share = coverage(same_doc["start"].to_numpy(), same_doc["end"].to_numpy(), start, end)
-    return same_doc.iloc[int(np.argmax(share))]
 
 
 def read_handwritten(path: str | Path) -> list[dict]:
@@ -99,11 +91,6 @@ def evidence_records(kind: str, questions: list[dict]) -> list[dict]:
     ]
 
 
-def normalise_question(question: str) -> str:
-    """The form two questions are compared in to find duplicates: case, spacing, end punctuation."""
-    return " ".join(re.sub(r"[\s?.!]+$", "", question.lower()).split())
-
-
 def handwritten_rows(
     records: list[dict], documents: pd.DataFrame, passages: pd.DataFrame, unlocated: list[str] | None = None
 ) -> tuple[list[dict], dict[str, int]]:
@@ -113,6 +100,7 @@ def handwritten_rows(
     has (its own `source`, say) is kept as own_<field>. The first UNLOCATED_NAMED questions whose
     evidence is not found are described in `unlocated` (not_located_line)."""
     texts = dict(zip(documents["doc_id"], documents["text"]))
+    finder, best_passage = EvidenceFinder(texts), passage_finder(passages)
     counts = {"other_corpus": 0, "not_located": 0}
     rows = []
     for record in records:
@@ -120,14 +108,14 @@ def handwritten_rows(
         if doc_id is not None and doc_id not in texts:
             counts["other_corpus"] += 1
             continue
-        found = locate_anywhere(texts, record["evidence"], doc_id)
+        found = finder.locate(record["evidence"], doc_id)
         if found is None:
             counts["not_located"] += 1
             if unlocated is not None and counts["not_located"] <= UNLOCATED_NAMED:
                 unlocated.append(not_located_line(record, texts))
             continue
         doc_id, span = found
-        passage = best_passage(passages, doc_id, *span)
+        passage = best_passage(doc_id, *span)
         source = record.get("source", "hand-written")
         row = _row(record["question"], passage, span, source, None, True)
         if record.get("qid") is not None:
@@ -137,17 +125,6 @@ def handwritten_rows(
         extra = record.get("extra", {})
         rows.append({**{f"own_{k}" if k in row or k in LATER_FIELDS else k: v for k, v in extra.items()}, **row})
     return rows, counts
-
-
-def locate_anywhere(texts: dict[str, str], evidence: str, doc_id: str | None) -> tuple[str, tuple[int, int]] | None:
-    """(document, span) of `evidence`: in document `doc_id`, or with no doc_id in the first
-    document (by id) that holds it."""
-    candidates = [doc_id] if doc_id is not None else sorted(texts)
-    for candidate in candidates:
-        span = locate_evidence(texts[candidate], evidence)
-        if span is not None:
-            return candidate, span
-    return None
 
 
 def generated_row(record: dict, passage: Mapping, document: str) -> dict:
@@ -304,45 +281,71 @@ def context_dependent(question: str) -> str | None:
 _QUESTION_WORDS: frozenset[str] | None = None
 
 
-def content_words(question: str) -> frozenset[str]:
-    """A question's stemmed content words: retrieval.bm25.tokenize (English stop words out) less
-    the words every question has (how, what, do, can, I, my, ...)."""
+def content_words(questions: list[str]) -> list[frozenset[str]]:
+    """Each question's stemmed content words: retrieval.bm25.tokenize (English stop words out) less
+    the words every question has (how, what, do, can, I, my, ...); one tokenize call for all."""
     global _QUESTION_WORDS
     if _QUESTION_WORDS is None:
         common = sorted(_LEAD | _POINTING | {"i", "me", "my", "we", "our", "you", "your", "there", "get", "use", "way"})
         _QUESTION_WORDS = frozenset(word for words_of in tokenize(common) for word in words_of) | frozenset(common)
-    return frozenset(tokenize([question])[0]) - _QUESTION_WORDS
+    return [frozenset(tokens) - _QUESTION_WORDS for tokens in tokenize(list(questions))] if questions else []
 
 
 class QuestionIndex:
     """Questions seen so far, to find a new one's exact or near duplicate: the same normalised
-    text, or a Jaccard similarity of their content words (content_words) >= `near_jaccard`. Lexical, not embeddings: the golden set is built
-    before (and independently of) the embed stage, so changing embed.model never changes it."""
+    text, or a Jaccard similarity of their content words (content_words) >= `near_jaccard`. Lexical,
+    not embeddings: the golden set is built before (and independently of) the embed stage, so
+    changing embed.model never changes it.
 
-    def __init__(self, near_jaccard: float | None = None) -> None:
+    Near duplicates by prefix filtering (Chaudhuri et al., 2006): two word sets with Jaccard >= t
+    share a word among the first n - floor(t*n) + 1 of each (n: its size) in one fixed word order,
+    so only those prefixes are indexed and probed, not every word, and a pair whose first shared
+    word comes too late to share enough is not compared (PPJoin's positional filter); `frequency`
+    (word -> how many questions hold it, when they are known in advance) puts rare words first,
+    which keeps a word every question has out of the prefixes. The answers are those of comparing
+    every pair; the work grows with the pairs that could be near, not with every pair."""
+
+    def __init__(self, near_jaccard: float | None = None, frequency: Mapping[str, int] | None = None) -> None:
         self.near_jaccard = near_jaccard
+        self.frequency = frequency or {}
         self.exact: dict[str, str] = {}
         self.sets: list[tuple[frozenset[str], str]] = []
-        self.by_word: dict[str, list[int]] = {}
+        # word -> (size of a set, the word's position in its prefix) -> the sets: the positional
+        # filter below rules out a whole group at once.
+        self.by_word: dict[str, dict[tuple[int, int], list[int]]] = {}
 
-    def add(self, question: str, label: str = "") -> None:
+    def _prefix(self, words_of: frozenset[str]) -> list[str]:
+        ordered = sorted(words_of, key=lambda word: (self.frequency.get(word, 0), word))
+        return ordered[: max(0, len(ordered) - int(self.near_jaccard * len(ordered)) + 1)]
+
+    def add(self, question: str, label: str = "", words_of: frozenset[str] | None = None) -> None:
+        """Index `question` (`words_of`: its content_words, when already known)."""
         self.exact.setdefault(normalise_question(question), label)
         if self.near_jaccard is None:
             return
-        words_of = content_words(question)
-        for word in words_of:
-            self.by_word.setdefault(word, []).append(len(self.sets))
+        words_of = content_words([question])[0] if words_of is None else words_of
+        for position, word in enumerate(self._prefix(words_of)):
+            self.by_word.setdefault(word, {}).setdefault((len(words_of), position), []).append(len(self.sets))
         self.sets.append((words_of, label))
 
     def __contains__(self, question: str) -> bool:
         return normalise_question(question) in self.exact
 
-    def near(self, question: str) -> tuple[str, float] | None:
+    def near(self, question: str, words_of: frozenset[str] | None = None) -> tuple[str, float] | None:
         """(label, similarity) of the most similar earlier question at or above the threshold."""
         if self.near_jaccard is None:
             return None
-        words_of = content_words(question)
-        candidates = {i for word in words_of for i in self.by_word.get(word, ())}
+        words_of = content_words([question])[0] if words_of is None else words_of
+        size, threshold = len(words_of), self.near_jaccard
+        # At the first prefix word two sets share (word `mine` of this one, `theirs` of the other),
+        # no earlier word of either is shared: they share at most 1 + the words after it in the
+        # smaller rest, and Jaccard >= t needs t*(n+m)/(1+t) shared words (less a rounding margin).
+        # A later shared word only lets a set through that the exact comparison then rules out.
+        candidates = set()
+        for mine, word in enumerate(self._prefix(words_of)):
+            for (other, theirs), sets in self.by_word.get(word, {}).items():
+                if 1 + min(size - mine - 1, other - theirs - 1) >= threshold * (size + other) / (1 + threshold) - 1e-9:
+                    candidates.update(sets)
         best = None
         for i in sorted(candidates):
             other, label = self.sets[i]
@@ -368,33 +371,39 @@ class Hygiene:
             float(params.get("near_duplicate_jaccard", cls.near_jaccard)),
         )
 
-    def reason(self, question: str, seen: "QuestionIndex") -> str | None:
+    def reason(self, question: str, seen: "QuestionIndex", words_of: frozenset[str] | None = None) -> str | None:
         """Why `question` is not used given the questions `seen` (exact duplicates always), or None."""
         if question in seen:
             return "duplicate_question"
-        if self.drop_near_duplicates and seen.near(question):
+        if self.drop_near_duplicates and seen.near(question, words_of):
             return "near_duplicate_question"
         if self.drop_context_dependent and context_dependent(question):
             return "context_dependent"
         return None
 
-    def index(self, questions: Iterable[str] = ()) -> "QuestionIndex":
-        index = QuestionIndex(self.near_jaccard if self.drop_near_duplicates else None)
+    def index(self, questions: Iterable[str] = (), frequency: Mapping[str, int] | None = None) -> "QuestionIndex":
+        index = QuestionIndex(self.near_jaccard if self.drop_near_duplicates else None, frequency)
         for question in questions:
             index.add(question)
         return index
+
+
+def word_frequency(word_sets: list[frozenset[str]]) -> Counter:
+    """How many of the word sets hold each word: QuestionIndex's order, rare words first."""
+    return Counter(word for words_of in word_sets for word in words_of)
 
 
 def drop_unhygienic(rows: list[dict], hygiene: Hygiene) -> tuple[list[dict], list[dict]]:
     """Hand-written rows without those hygiene drops (a near-duplicate of an earlier row, one that
     needs its passage), and the rejects to list: (kept, rejects)."""
     kept, rejects = [], []
-    index = hygiene.index()
-    for row in rows:
-        reason = hygiene.reason(row["question"], index)
+    word_sets = content_words([row["question"] for row in rows]) if hygiene.drop_near_duplicates else [None] * len(rows)
+    index = hygiene.index(frequency=word_frequency([w for w in word_sets if w is not None]))
+    for row, words_of in zip(rows, word_sets):
+        reason = hygiene.reason(row["question"], index, words_of)
         if reason is None:
             kept.append(row)
-            index.add(row["question"], row["qid"])
+            index.add(row["question"], row["qid"], words_of)
         else:
             rejects.append(
                 {
@@ -413,15 +422,16 @@ def mark_hygiene(rows: list[dict], near_jaccard: float) -> dict:
     """Flag (in place) questions that need their passage (`context_dependent`: the phrase) and
     near-duplicates of an earlier row (`near_duplicate_of`: its qid); the keys are added to flagged
     rows only. Returns the counts for metrics/goldenset.json."""
-    index = QuestionIndex(near_jaccard)
-    for row in rows:
+    word_sets = content_words([row["question"] for row in rows])
+    index = QuestionIndex(near_jaccard, word_frequency(word_sets))
+    for row, words_of in zip(rows, word_sets):
         phrase = context_dependent(row["question"])
         if phrase:
             row["context_dependent"] = phrase
-        near = index.near(row["question"])
+        near = index.near(row["question"], words_of)
         if near:
             row["near_duplicate_of"] = near[0]
-        index.add(row["question"], row["qid"])
+        index.add(row["question"], row["qid"], words_of)
     return {
         "context_dependent_flagged": sum("context_dependent" in row for row in rows),
         "near_duplicate_flagged": sum("near_duplicate_of" in row for row in rows),

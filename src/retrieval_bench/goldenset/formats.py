@@ -10,6 +10,10 @@ Formats (detected from the file):
 - DeepEval goldens (a JSON list, or JSONL): input, context (a list of texts), expected_output,
   source_file (EvaluationDataset.save_as);
 - a BEIR folder (queries.jsonl, qrels/<split>.tsv) with its corpus.
+
+Every reader checks each record with checked_question (a non-blank question; a qid of the form
+QID_RULE) and names the file, line (or record) and field of anything else; two different questions
+under one qid are refused (check_repeated_qids). An empty file is said to be empty.
 """
 
 from __future__ import annotations
@@ -18,10 +22,13 @@ import ast
 import csv
 import hashlib
 import json
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from retrieval_bench.core.errors import InputError, json_kind, quoted
-from retrieval_bench.core.files import check_regular, numbered_jsonl, read_jsonl, read_text, read_text_lines
+from retrieval_bench.core.files import check_regular, numbered_jsonl, parse_json, read_jsonl, read_text, read_text_lines
+from retrieval_bench.core.values import checked_id
 
 RAGAS_FIELDS = ("user_input", "reference_contexts")
 LLAMAINDEX_FIELDS = ("queries", "corpus", "relevant_docs")
@@ -29,11 +36,58 @@ DEEPEVAL_FIELDS = ("input", "context")
 # The formats whose questions carry evidence texts -> the `source` of their golden rows (the tool
 # that wrote them); a BEIR set's rows say `qrels`, as real labels do.
 SOURCES = {"handwritten": "hand-written", "ragas": "ragas", "llamaindex": "llamaindex", "deepeval": "deepeval"}
+# What a question's own id may be: golden-set qids are written to TSV qrels and run files, where a
+# tab or a line break would split a row, and an empty id names nothing.
+QID_RULE = (
+    "a non-empty text (or a whole number) of printable characters: no tab, line break or other control character, "
+    "no leading or trailing space"
+)
 
 
 def hashed_qid(question: str, anchor: str = "") -> str:
     """The qid of a question its source gave none: stable across runs."""
     return "q" + hashlib.sha256(f"{anchor}\0{question}".encode("utf-8")).hexdigest()[:12]
+
+
+def normalise_question(question: str) -> str:
+    """The form two questions are compared in to find duplicates: case, spacing, end punctuation."""
+    return " ".join(re.sub(r"[\s?.!]+$", "", question.lower()).split())
+
+
+def checked_question(
+    where: str, question: object, qid: object = None, fields: tuple[str, str] = ("question", "qid")
+) -> tuple[str, str | None]:
+    """(question, qid) of one record of any format, or one InputError naming `where` (file and
+    line or record) and the field (`fields`: the format's names for them): the question a text
+    with a non-blank character, the qid None (not given) or an id of the form QID_RULE."""
+    question_field, qid_field = fields
+    if not isinstance(question, str) or not question.strip():
+        got = "an empty text" if isinstance(question, str) else json_kind(question)
+        raise InputError(f"{where}: {question_field!r} must be the question, a non-blank text; got {got}")
+    if qid is None:
+        return question, None
+    text = str(qid) if isinstance(qid, (str, int)) and not isinstance(qid, bool) else ""
+    if not text or not text.isprintable() or text != text.strip():
+        raise InputError(f"{where}: {qid_field!r} must be {QID_RULE}; got {quoted(qid)}")
+    return question, text
+
+
+def check_repeated_qids(questions: list[dict]) -> None:
+    """Two different questions (normalise_question) with one qid are an InputError naming both
+    records: which one the qid names is not knowable. An identical repeat is left to the golden
+    set, which drops and counts it."""
+    first: dict[str, dict] = {}
+    for question in questions:
+        if question["qid"] is None:
+            continue
+        earlier = first.setdefault(question["qid"], question)
+        if earlier is not question and normalise_question(earlier["question"]) != normalise_question(
+            question["question"]
+        ):
+            raise InputError(
+                f"{question['where']}: qid {quoted(question['qid'])} is also that of {earlier['where']}, a different "
+                "question; give each question its own qid"
+            )
 
 
 def detect_format(path: Path) -> str:
@@ -42,11 +96,13 @@ def detect_format(path: Path) -> str:
         if (path / "queries.jsonl").is_file():
             return "beir"
         raise InputError(f"{path}: a folder must be a BEIR folder (queries.jsonl, qrels/<split>.tsv, corpus.jsonl)")
+    if not any(line.strip() for line in read_text_lines(path)):
+        raise InputError(f"{path}: empty; a question set holds at least one question")
     suffix = path.suffix.lower()
     if suffix == ".json":
         return "deepeval" if _is_deepeval_list(path) else "llamaindex"
     if suffix == ".csv":
-        columns = next(csv.reader(read_text_lines(path)), [])
+        columns = _csv_columns(path)
         if not set(RAGAS_FIELDS) & set(columns):
             raise InputError(
                 f"{path}:1: not a known question set: a CSV question set is a ragas testset, with columns "
@@ -56,8 +112,7 @@ def detect_format(path: Path) -> str:
         return "ragas"
     if suffix != ".jsonl":
         raise InputError(f"{path}: expected a .jsonl, .csv or .json question set, or a BEIR folder")
-    rows = read_jsonl(path)
-    first = rows[0] if rows else {}
+    first = next((row for _, row in numbered_jsonl(path)), {})
     if all(field in first for field in RAGAS_FIELDS):
         return "ragas"
     if all(field in first for field in DEEPEVAL_FIELDS):
@@ -72,14 +127,35 @@ def detect_format(path: Path) -> str:
     )
 
 
+def _read_json(path: Path) -> object:
+    return parse_json(read_text(path), path)
+
+
 def _is_deepeval_list(path: Path) -> bool:
     """Whether a .json file is a list of DeepEval goldens (its first has an `input`); anything
     else is read as a LlamaIndex dataset, whose reader says what is wrong with it."""
-    try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError:
-        return False
+    data = _read_json(path)
     return isinstance(data, list) and bool(data) and isinstance(data[0], dict) and "input" in data[0]
+
+
+def _csv_records(path: Path) -> Iterator[tuple[str, dict]]:
+    """(file:line, record) of each row of a CSV file with a header; the line is the row's last
+    (a quoted cell may span lines). A row csv cannot read is an InputError naming its line."""
+    reader = csv.DictReader(read_text_lines(path))
+    try:
+        for record in reader:
+            yield f"{path}:{reader.line_num}", record
+    except csv.Error as error:
+        # line_num does not count the line csv failed on.
+        raise InputError(f"{path}:{reader.line_num + 1}: not a CSV row ({error})") from None
+
+
+def _csv_columns(path: Path) -> list[str]:
+    reader = csv.reader(read_text_lines(path))
+    try:
+        return next(reader, [])
+    except csv.Error as error:
+        raise InputError(f"{path}:1: not a CSV header ({error})") from None
 
 
 def _context_list(value: object, where: str) -> list[str]:
@@ -89,56 +165,67 @@ def _context_list(value: object, where: str) -> list[str]:
             try:
                 value = parse(value)
                 break
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, RecursionError):  # too deep: not a list of texts either
                 continue
     if not isinstance(value, list) or not all(isinstance(text, str) for text in value):
-        raise InputError(f"{where}: reference_contexts must be a list of texts")
+        raise InputError(f"{where}: 'reference_contexts' must be a list of texts")
     return [text for text in value if text.strip()]
 
 
 def read_ragas(path: Path) -> list[dict]:
     if path.suffix.lower() == ".csv":
-        records = list(csv.DictReader(read_text_lines(path)))
-        numbered = [(f"{path}:{i + 2}", record) for i, record in enumerate(records)]  # line 1 is the header
+        numbered = list(_csv_records(path))
     else:
-        numbered = [(f"{path}: record {i + 1}", record) for i, record in enumerate(read_jsonl(path))]
+        numbered = [(f"{path}:{line}", record) for line, record in numbered_jsonl(path)]
     questions = []
     for where, record in numbered:
         missing = [field for field in RAGAS_FIELDS if field not in record]
         if missing:
             raise InputError(f"{where}: a ragas testset record needs {' and '.join(missing)}")
-        question = str(record["user_input"]).strip()
+        qid_field = "qid" if "qid" in record else "id"
+        question, qid = checked_question(where, record["user_input"], record.get(qid_field), ("user_input", qid_field))
+        question = question.strip()
         contexts = _context_list(record["reference_contexts"], where)
         extra = {k: v for k, v in record.items() if k not in (*RAGAS_FIELDS, "qid")}
-        qid = str(record.get("qid") or record.get("id") or hashed_qid(question, contexts[0] if contexts else ""))
-        questions.append({"qid": qid, "question": question, "evidence": contexts, "extra": extra})
+        qid = qid or hashed_qid(question, contexts[0] if contexts else "")
+        questions.append({"qid": qid, "question": question, "evidence": contexts, "extra": extra, "where": where})
     return questions
 
 
 def read_llamaindex(path: Path) -> list[dict]:
-    try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path}:{error.lineno}: invalid JSON ({error.msg})") from None
+    data = _read_json(path)
     if not isinstance(data, dict) or not all(isinstance(data.get(key), dict) for key in LLAMAINDEX_FIELDS):
         found = f"keys found: {quoted(list(data), 200)}" if isinstance(data, dict) else f"got {json_kind(data)}"
         raise InputError(
             f"{path}: not a known question set: a .json question set is a LlamaIndex EmbeddingQAFinetuneDataset, "
             f"an object whose {', '.join(LLAMAINDEX_FIELDS)} are mappings; {found}"
         )
+    corpus = data["corpus"]
     questions = []
     for qid, question in data["queries"].items():
-        node_ids = data["relevant_docs"].get(qid) or []
-        unknown = [node for node in node_ids if node not in data["corpus"]]
+        where = f"{path}: queries[{quoted(qid)}]"
+        question, qid = checked_question(where, question, qid, ("question", "qid"))
+        node_ids = data["relevant_docs"].get(qid)
+        node_ids = [] if node_ids is None else node_ids
+        field = f"relevant_docs[{quoted(qid)}]"
+        if not isinstance(node_ids, list) or not all(isinstance(node, str) for node in node_ids):
+            raise InputError(f"{path}: {field} must be a list of node ids of corpus, got {quoted(node_ids)}")
+        unknown = [node for node in node_ids if node not in corpus]
         if unknown:
-            raise InputError(f"{path}: relevant_docs[{qid!r}] names {unknown[0]!r}, which is not in corpus")
+            raise InputError(f"{path}: {field} names {quoted(unknown[0])}, which is not in corpus")
+        for node in node_ids:
+            if not isinstance(corpus[node], str):
+                raise InputError(
+                    f"{path}: corpus[{quoted(node)}] must be the node's text, got {json_kind(corpus[node])}"
+                )
         questions.append(
             {
-                "qid": str(qid),
-                "question": str(question),
-                "evidence": [data["corpus"][node] for node in node_ids],
+                "qid": qid,
+                "question": question,
+                "evidence": [corpus[node] for node in node_ids],
                 "node_ids": list(node_ids),
                 "extra": {},
+                "where": where,
             }
         )
     return questions
@@ -148,10 +235,7 @@ def _deepeval_records(path: Path) -> list[tuple[str, object]]:
     """(where, record) of DeepEval goldens: a JSON list (EvaluationDataset.save_as) or JSONL."""
     if path.suffix.lower() == ".jsonl":
         return [(f"{path}:{line}", record) for line, record in numbered_jsonl(path)]
-    try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path}:{error.lineno}: invalid JSON ({error.msg})") from None
+    data = _read_json(path)
     if not isinstance(data, list):
         raise InputError(f"{path}: DeepEval goldens are a JSON list of objects, got {json_kind(data)}")
     return [(f"{path}: golden {i + 1}", record) for i, record in enumerate(data)]
@@ -162,62 +246,85 @@ def read_deepeval(path: Path) -> list[dict]:
     source_file and any other field are kept as-is."""
     questions = []
     for where, record in _deepeval_records(path):
-        if not isinstance(record, dict) or not isinstance(record.get("input"), str):
-            raise InputError(f"{where}: a DeepEval golden needs an `input` text")
+        if not isinstance(record, dict):
+            raise InputError(f"{where}: a DeepEval golden is an object with an `input` text, got {json_kind(record)}")
+        question, qid = checked_question(where, record.get("input"), record.get("qid"), ("input", "qid"))
+        question = question.strip()
         contexts = record.get("context") or []
         if not isinstance(contexts, list) or not all(isinstance(text, str) for text in contexts):
             raise InputError(f"{where}: a DeepEval golden's `context` must be a list of texts")
         contexts = [text for text in contexts if text.strip()]
-        question = record["input"].strip()
         extra = {k: v for k, v in record.items() if k not in ("input", "context", "qid")}
-        qid = str(record.get("qid") or hashed_qid(question, contexts[0] if contexts else ""))
-        questions.append({"qid": qid, "question": question, "evidence": contexts, "extra": extra})
+        qid = qid or hashed_qid(question, contexts[0] if contexts else "")
+        questions.append({"qid": qid, "question": question, "evidence": contexts, "extra": extra, "where": where})
     return questions
 
 
-def read_question_set(path: str | Path, split: str = "test") -> tuple[str, list[dict]]:
-    """(format, questions) for the question set at `path`."""
+def read_handwritten_jsonl(path: Path) -> list[dict]:
+    """Hand-written JSONL: question, evidence (a text), doc_id (None: any document) and an
+    optional qid (None: the golden set derives one from document and question)."""
+    questions = []
+    for line, row in numbered_jsonl(path):
+        where = f"{path}:{line}"
+        question, qid = checked_question(where, row.get("question"), row.get("qid"))
+        if not isinstance(row.get("evidence"), str):
+            raise InputError(
+                f"{where}: 'evidence' must be a text of the document, got {json_kind(row.get('evidence'))}"
+            )
+        doc_id = row.get("doc_id")
+        questions.append(
+            {
+                "qid": qid,
+                "question": question,
+                "doc_id": None if doc_id is None else checked_id(doc_id, where, "doc_id"),
+                "evidence": [row["evidence"]],
+                "extra": {k: v for k, v in row.items() if k not in ("qid", "question", "doc_id", "evidence")},
+                "where": where,
+            }
+        )
+    return questions
+
+
+def read_beir(path: Path, split: str) -> list[dict]:
+    """A BEIR folder's judged queries: qid, question and relevant {document id: grade}."""
     from retrieval_bench.corpus.load import read_qrels, read_queries
 
+    queries = read_queries(path / "queries.jsonl")
+    qrels_path = path / "qrels" / f"{split}.tsv"
+    if not qrels_path.is_file():
+        raise InputError(f"{qrels_path}: not found (the BEIR folder's judgements for split {split!r})")
+    relevant: dict[str, dict[str, int]] = {}
+    for qid, chunk_id, grade in read_qrels(qrels_path):
+        relevant.setdefault(qid, {})[chunk_id] = grade
+    questions = []
+    for qid, grades in relevant.items():
+        if qid in queries:
+            where = f"{path / 'queries.jsonl'}: _id {quoted(qid)}"
+            question, qid = checked_question(where, queries[qid], qid, ("text", "_id"))
+            questions.append({"qid": qid, "question": question, "evidence": [], "relevant": grades, "extra": {}})
+    return questions
+
+
+READERS = {
+    "ragas": read_ragas,
+    "llamaindex": read_llamaindex,
+    "deepeval": read_deepeval,
+    "handwritten": read_handwritten_jsonl,
+}
+
+
+def read_question_set(path: str | Path, split: str = "test") -> tuple[str, list[dict]]:
+    """(format, questions) for the question set at `path`; each question of a format with
+    evidence says `where` it was read (file and line or record)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
     check_regular(path, folder_ok=True)
     kind = detect_format(path)
-    if kind == "ragas":
-        return kind, read_ragas(path)
-    if kind == "llamaindex":
-        return kind, read_llamaindex(path)
-    if kind == "deepeval":
-        return kind, read_deepeval(path)
     if kind == "beir":
-        queries = read_queries(path / "queries.jsonl")
-        qrels_path = path / "qrels" / f"{split}.tsv"
-        if not qrels_path.is_file():
-            raise InputError(f"{qrels_path}: not found (the BEIR folder's judgements for split {split!r})")
-        relevant: dict[str, dict[str, int]] = {}
-        for qid, chunk_id, grade in read_qrels(qrels_path):
-            relevant.setdefault(qid, {})[chunk_id] = grade
-        return kind, [
-            {"qid": q, "question": queries[q], "evidence": [], "relevant": r, "extra": {}}
-            for q, r in relevant.items()
-            if q in queries
-        ]
-    rows = read_jsonl(path)
+        return kind, read_beir(path, split)
     if kind == "goldenset":
-        return kind, [{**row, "evidence": []} for row in rows]
-    questions = []
-    for number, row in enumerate(rows, 1):
-        if not isinstance(row.get("question"), str) or not isinstance(row.get("evidence"), str):
-            raise InputError(f"{path}: record {number} needs a question and an evidence text")
-        questions.append(
-            {
-                # No qid given: None here; the golden set derives one from document and question.
-                "qid": None if row.get("qid") is None else str(row["qid"]),
-                "question": row["question"],
-                "doc_id": row.get("doc_id"),
-                "evidence": [row["evidence"]],
-                "extra": {k: v for k, v in row.items() if k not in ("qid", "question", "doc_id", "evidence")},
-            }
-        )
+        return kind, [{**row, "evidence": []} for row in read_jsonl(path)]
+    questions = READERS[kind](path)
+    check_repeated_qids(questions)
     return kind, questions

@@ -20,16 +20,17 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import atomic_open
 from retrieval_bench.core.relevance import judge
 from retrieval_bench.goldenset import echo
-from retrieval_bench.goldenset.build import locate_anywhere
 from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
+from retrieval_bench.goldenset.locate import EvidenceFinder
 
 COLUMNS = ["qid", "question", "echo", "echo_longest_ngram", "echo_content_share", "bm25_rank", "n_relevant_chunks"]
 
 
 def _relevance_rows(
-    question: dict, kind: str, texts: dict[str, str], chunk_ids: set[str]
+    question: dict, kind: str, finder: EvidenceFinder, chunk_ids: set[str]
 ) -> tuple[list[dict], list[str]]:
     """Rows retrieval_bench.core.relevance can judge (spans or chunk labels) and the evidence texts."""
+    texts = finder.texts
     if question.get("relevant") is not None:
         relevant = {c: g for c, g in question["relevant"].items() if c in chunk_ids}
         return [{"relevant": relevant}], [texts[c] for c, g in relevant.items() if g > 0 and c in texts]
@@ -42,11 +43,7 @@ def _relevance_rows(
     rows = []
     for evidence in question["evidence"]:
         doc_id = question.get("doc_id")
-        found = (
-            locate_anywhere(texts, evidence, doc_id if doc_id in texts else None)
-            if doc_id is None or doc_id in texts
-            else None
-        )
+        found = finder.locate(evidence, doc_id) if doc_id is None or doc_id in texts else None
         if found is not None:
             rows.append({"doc_id": found[0], "start": found[1][0], "end": found[1][1]})
     return rows, question["evidence"]
@@ -58,10 +55,10 @@ def _evidence_and_relevant(
     """Per question, its evidence texts and its relevant chunks' row indices (sorted): every
     question's rows judged in one call, since relevance.judge indexes all the chunks each time."""
     texts = dict(zip(documents["doc_id"].astype(str), documents["text"]))
-    chunk_ids = set(chunks["chunk_id"])
+    chunk_ids, finder = set(chunks["chunk_id"]), EvidenceFinder(texts)
     to_judge, owners, evidence = [], [], []
     for number, question in enumerate(questions):
-        judged_rows, evidence_texts = _relevance_rows(question, kind, texts, chunk_ids)
+        judged_rows, evidence_texts = _relevance_rows(question, kind, finder, chunk_ids)
         to_judge += judged_rows
         owners += [number] * len(judged_rows)
         evidence.append(evidence_texts)

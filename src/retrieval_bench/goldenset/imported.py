@@ -7,7 +7,8 @@ ones are (evidence span -> gold chunk; a BEIR set's judged ids must be document 
 corpus), pass the same hygiene and echo gauge (goldenset.assemble), are never sent to the LLM and
 do not count against generate.max_questions. Each row says `question_set: NAME`, keeps the tool's
 provenance as its `source` (ragas, deepeval, llamaindex, hand-written, qrels) and its own fields
-(a clashing one as own_<field>); its qid is NAME:<its own qid>, unique across sets.
+(a clashing one as own_<field>); its qid is NAME:<its own qid>, and a qid another set's row
+also has is refused (goldenset.assemble.check_unique_qids).
 """
 
 from __future__ import annotations
