@@ -11,8 +11,8 @@ from retrieval_bench.core.params_panel import panel_system
 from retrieval_bench.core.run_table import read_run_table
 from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.evaluation.score.budgets import chunk_columns
+from retrieval_bench.evaluation.score.scoring import score_system
 from retrieval_bench.evaluation.score.settings import Scoring
-from retrieval_bench.evaluation.score.system import score_system
 
 
 def main(argv: list[str]) -> None:

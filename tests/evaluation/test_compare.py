@@ -608,8 +608,8 @@ def scored(copied_gold, judge_enabled: bool) -> dict:
     import copy
 
     from retrieval_bench.core.params import DEFAULTS
+    from retrieval_bench.evaluation.score.scoring import score_system
     from retrieval_bench.evaluation.score.settings import Scoring
-    from retrieval_bench.evaluation.score.system import score_system
 
     golden, chunks, run_table, duplicates = copied_gold
     params = copy.deepcopy(DEFAULTS)

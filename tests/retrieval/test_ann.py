@@ -13,7 +13,7 @@ from conftest import dvc, git, set_params
 from retrieval_bench.core import locking
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import DEFAULTS, load_all_params
-from retrieval_bench.evaluation.score.system import ann_recall_metrics
+from retrieval_bench.evaluation.score.scoring import ann_recall_metrics
 from retrieval_bench.retrieval import ann, flat
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve, run_info
 from retrieval_bench.retrieval.run import Corpus, Questions
