@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/generate_throughput.py [--passages 200] [--concurrency 8] [--latency 0.2]
 
-Drives the real SDK (AsyncAnthropic) through retrieval_bench.llm.runner.run, as the stage does:
+Drives the real SDK (AsyncAnthropic) through retrieval_bench.llm.runs.runner.run, as the stage does:
 rendered prompts of sample passages, the cache appended and fsynced per reply. The stub answers
 each request after `latency` seconds, so the ideal is concurrency / latency questions per
 second (40 at 8 and 200 ms). Prints one JSON line.
@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from stub_llm import StubLLM  # noqa: E402
 
 from retrieval_bench.corpus.load import chunk_documents, read_documents_folder  # noqa: E402
-from retrieval_bench.llm.runner import run  # noqa: E402
-from retrieval_bench.llm.settings import Meta, Settings  # noqa: E402
-from retrieval_bench.llm.tasks import QUESTIONS  # noqa: E402
+from retrieval_bench.llm.cost.settings import Meta, Settings  # noqa: E402
+from retrieval_bench.llm.runs.runner import run  # noqa: E402
+from retrieval_bench.llm.runs.tasks import QUESTIONS  # noqa: E402
 
 
 def main() -> None:

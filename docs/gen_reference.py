@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from retrieval_bench.core.params_schema import CHOICES, DEFAULTS, MIXED, NULLABLE, OPTIONAL_TYPES  # noqa: E402
-from retrieval_bench.llm.registry import NO_PROVIDER, PROVIDERS  # noqa: E402
-from retrieval_bench.llm.settings import LLM_SECTIONS  # noqa: E402
+from retrieval_bench.llm.cost.settings import LLM_SECTIONS  # noqa: E402
+from retrieval_bench.llm.providers.registry import NO_PROVIDER, PROVIDERS  # noqa: E402
 
 PARAMS_PAGE = ROOT / "docs" / "reference" / "params.md"
 CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"

@@ -11,7 +11,7 @@ from retrieval_bench.core.files import atomic_open, write_json
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.stage import run_stage
 from retrieval_bench.corpus.source_stamp import imported_stamps, source_stamp, stamps
-from retrieval_bench.llm.settings import check_llm_sections
+from retrieval_bench.llm.cost.settings import check_llm_sections
 
 
 def style_examples_stamp(file: str | None) -> dict:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 
-from retrieval_bench.llm.registry import PROVIDERS
-from retrieval_bench.llm.settings import Meta, Settings
-from retrieval_bench.llm.tasks import QUESTIONS, Job
+from retrieval_bench.llm.cost.settings import Meta, Settings
+from retrieval_bench.llm.providers.registry import PROVIDERS
+from retrieval_bench.llm.runs.tasks import QUESTIONS, Job
 
 TEMPLATE = "Write one question.\n<passage>\n{passage}\n</passage>\n"
 

@@ -152,9 +152,9 @@ def measure(n: int = 32, max_tokens: int = 64, concurrency: int = 1) -> None:
     import asyncio
     import tempfile
 
-    from retrieval_bench.llm.openai_compatible import CHAT_COMPLETIONS
-    from retrieval_bench.llm.ratelimit import SharedPause
-    from retrieval_bench.llm.settings import Settings
+    from retrieval_bench.llm.cost.settings import Settings
+    from retrieval_bench.llm.providers.openai_compatible import CHAT_COMPLETIONS
+    from retrieval_bench.llm.transport.ratelimit import SharedPause
 
     prompt_text = (Path(__file__).resolve().parents[1] / "data" / "sample" / "sqlite" / "wal.md").read_text()[:1200]
     with (

@@ -1,5 +1,5 @@
 """A scriptable stand-in for the LLM APIs, served on 127.0.0.1 so the real SDKs talk to it: the
-library's deterministic stub (retrieval_bench.llm.stub_server, what `retrieval-bench stub-llm`
+library's deterministic stub (retrieval_bench.llm.providers.stub_server, what `retrieval-bench stub-llm`
 serves: its replies, its passage parsing, its answers' shapes) with a test's controls added.
 
 Speaks enough of three APIs for the providers of retrieval_bench.llm:
@@ -49,7 +49,7 @@ from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from retrieval_bench.llm.stub_server import (  # noqa: F401  (default_reply, passage_block: the tests' too)
+from retrieval_bench.llm.providers.stub_server import (  # noqa: F401  (default_reply, passage_block: the tests' too)
     StubHandler,
     StubServer,
     chat_completion,

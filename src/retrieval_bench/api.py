@@ -85,7 +85,7 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any]]:
     _check_argument("path", path, "the path of a params.yaml", _is_path(path))
     checked = checked_file(path, f"path {path}", "a params.yaml file")
     params = _params.load_all_params(checked)
-    from retrieval_bench.llm.settings import check_llm_sections  # here: `import retrieval_bench.api` stays light
+    from retrieval_bench.llm.cost.settings import check_llm_sections  # here: `import retrieval_bench.api` stays light
 
     check_llm_sections(params, str(checked))
     return params

@@ -43,7 +43,7 @@ COMMANDS = {
         "dvc.lock: `lock prune` drops the entries of stages dvc.yaml no longer has",
     ),
     "stub-llm": (
-        "retrieval_bench.llm.stub_server",
+        "retrieval_bench.llm.providers.stub_server",
         "add_arguments",
         "serve a deterministic stub LLM on 127.0.0.1: a no-key pipeline check, its questions are placeholders",
     ),

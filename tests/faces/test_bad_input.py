@@ -278,7 +278,7 @@ def test_every_price_must_be_finite(piped, section, price_key, value, monkeypatc
 
 
 def _settings(**changes):
-    from retrieval_bench.llm.settings import Settings
+    from retrieval_bench.llm.cost.settings import Settings
 
     fields = dict(
         provider="anthropic",
@@ -305,7 +305,7 @@ def _settings(**changes):
 def test_the_cost_guards_refuse_what_is_not_finite(changes, guard):
     """The guards' own check, behind params.yaml's: NaN > limit is false, so NaN passed and paid."""
     from retrieval_bench.core.errors import InputError
-    from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, check_cost, estimate
+    from retrieval_bench.llm.cost.guard import JUDGE_WORDING, QUESTIONS_WORDING, check_cost, estimate
 
     settings = _settings(**changes, section=guard)  # the settings name their params section
     with pytest.raises(InputError, match=f"both must be finite numbers of US dollars .*{guard}.max_cost_usd"):
@@ -327,8 +327,8 @@ def test_the_cost_guards_refuse_what_is_not_finite(changes, guard):
 )
 def test_a_price_that_is_not_finite_is_refused(price):
     from retrieval_bench.core.errors import InputError
-    from retrieval_bench.llm.prices import resolve
-    from retrieval_bench.llm.registry import PROVIDERS
+    from retrieval_bench.llm.cost.prices import resolve
+    from retrieval_bench.llm.providers.registry import PROVIDERS
 
     with pytest.raises(InputError, match="generate.price: prices must be finite numbers >= 0"):
         resolve(PROVIDERS["anthropic"], "claude-haiku-4-5", None, price)

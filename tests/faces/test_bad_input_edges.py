@@ -24,12 +24,12 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.store_address import parse_address
 from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.goldenset.formats import read_question_set
-from retrieval_bench.llm.anthropic import MESSAGES
-from retrieval_bench.llm.credentials import endpoint_for
-from retrieval_bench.llm.errors import StopGeneration
-from retrieval_bench.llm.openai_compatible import CHAT_COMPLETIONS
-from retrieval_bench.llm.runner import run as run_jobs
-from retrieval_bench.llm.tasks import QUESTIONS
+from retrieval_bench.llm.providers.anthropic import MESSAGES
+from retrieval_bench.llm.providers.openai_compatible import CHAT_COMPLETIONS
+from retrieval_bench.llm.runs.runner import run as run_jobs
+from retrieval_bench.llm.runs.tasks import QUESTIONS
+from retrieval_bench.llm.transport.credentials import endpoint_for
+from retrieval_bench.llm.transport.errors import StopGeneration
 from retrieval_bench.stores import registry
 from retrieval_bench.stores.base import STORE_URL_ENV, api_key
 

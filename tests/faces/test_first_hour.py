@@ -36,13 +36,13 @@ from retrieval_bench.core.files import touch_jsonl, write_jsonl
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.stage import progress, run_stage
 from retrieval_bench.goldenset import remote
-from retrieval_bench.llm.cache import read_cache
-from retrieval_bench.llm.cost import check_cost, estimate
-from retrieval_bench.llm.errors import StopGeneration
-from retrieval_bench.llm.prices import usd
-from retrieval_bench.llm.runner import run
-from retrieval_bench.llm.settings import Settings
-from retrieval_bench.llm.tasks import QUESTIONS
+from retrieval_bench.llm.cache.replies import read_cache
+from retrieval_bench.llm.cost.guard import check_cost, estimate
+from retrieval_bench.llm.cost.prices import usd
+from retrieval_bench.llm.cost.settings import Settings
+from retrieval_bench.llm.runs.runner import run
+from retrieval_bench.llm.runs.tasks import QUESTIONS
+from retrieval_bench.llm.transport.errors import StopGeneration
 
 STAGES = sorted(path.stem for path in (ROOT / "stages").glob("*.py") if path.stem != "__init__")
 

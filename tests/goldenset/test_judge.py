@@ -24,9 +24,9 @@ from retrieval_bench.evaluation.score.judged import judged_summary, unjudged_war
 from retrieval_bench.evaluation.score.scoring import score_run_both_views
 from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.goldenset.judge import pool_pairs
-from retrieval_bench.llm.grades import parse_grade
-from retrieval_bench.llm.settings import Meta
-from retrieval_bench.llm.tasks import JUDGE
+from retrieval_bench.llm.checks.grades import parse_grade
+from retrieval_bench.llm.cost.settings import Meta
+from retrieval_bench.llm.runs.tasks import JUDGE
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE, JOURNAL, POOL, REPORT = (

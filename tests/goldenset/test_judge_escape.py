@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 import re
 
-from retrieval_bench.llm.passage_escape import INVISIBLE_CHARS, escape_passage, escape_tags
-from retrieval_bench.llm.tasks import escape_judged
+from retrieval_bench.llm.checks.passage_escape import INVISIBLE_CHARS, escape_passage, escape_tags
+from retrieval_bench.llm.runs.tasks import escape_judged
 
 # The escaping as it was before escape_tags served the judge (the reference the keys were made with).
 _GAP = f"[\\s{INVISIBLE_CHARS}]*"

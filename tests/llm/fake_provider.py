@@ -1,4 +1,4 @@
-"""A provider added as a third party would add one: this module, and one line in llm/registry.py
+"""A provider added as a third party would add one: this module, and one line in llm/providers/registry.py
 (tests/llm/test_provider_plugin.py adds that line). It speaks the chat-completions protocol, so the
 stub server answers it; everything else is its own: name, family (its own cache keys), key and
 URL variables, official host and list prices."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from retrieval_bench.llm.openai_compatible import ChatCompletions
+from retrieval_bench.llm.providers.openai_compatible import ChatCompletions
 
 
 class FakeChat(ChatCompletions):

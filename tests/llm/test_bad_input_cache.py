@@ -20,12 +20,12 @@ from llm_helpers import jobs_for, settings
 from stub_llm import StubLLM, default_reply, read_jsonl, run_stage_here, stage_env, stage_project
 
 from retrieval_bench.core import paths
-from retrieval_bench.llm.cache import CHECKSUM, RAW_KEPT_CHARS, CacheWriter, read_cache
-from retrieval_bench.llm.errors import StopGeneration
-from retrieval_bench.llm.hygiene import MAX_REPLY_CHARS, clean_reply
-from retrieval_bench.llm.paid import PaidWork, pay_for
-from retrieval_bench.llm.runner import run
-from retrieval_bench.llm.tasks import QUESTIONS
+from retrieval_bench.llm.cache.replies import CHECKSUM, RAW_KEPT_CHARS, CacheWriter, read_cache
+from retrieval_bench.llm.checks.hygiene import MAX_REPLY_CHARS, clean_reply
+from retrieval_bench.llm.runs.paid import PaidWork, pay_for
+from retrieval_bench.llm.runs.runner import run
+from retrieval_bench.llm.runs.tasks import QUESTIONS
+from retrieval_bench.llm.transport.errors import StopGeneration
 
 CACHE, GOLDEN = paths.QUESTION_CACHE, paths.GOLDENSET
 
@@ -235,7 +235,7 @@ def test_a_reply_echoing_the_api_key_is_not_stored(stub, tmp_path, monkeypatch, 
     outcome = run(QUESTIONS, jobs, meta, settings(provider), cache)
     assert key not in cache.read_text() and set(read_cache(cache)) == {jobs[0].key, jobs[2].key}
     assert outcome.failed == ["the reply contained the API key (sk-a...89): not stored, asked again by the next run"]
-    with pytest.raises(StopGeneration) as stopped:  # the stage's closing line, through llm.paid
+    with pytest.raises(StopGeneration) as stopped:  # the stage's closing line, through llm.runs.paid
         work = PaidWork(QUESTIONS, meta, settings(provider), str(cache), 1)
         pay_for(work, lambda records, n: ([j for j in jobs if j.key not in records], 0), 1, False, lambda line: None)
     message = str(stopped.value)

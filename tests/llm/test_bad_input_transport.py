@@ -26,11 +26,11 @@ from llm_helpers import jobs_for, settings
 from stub_llm import TRICKLE_BYTES, StubLLM, read_jsonl, run_stage_here, stage_env, stage_project
 
 from retrieval_bench.core import paths
-from retrieval_bench.llm.cache import read_cache
-from retrieval_bench.llm.errors import StopGeneration
-from retrieval_bench.llm.runner import run
-from retrieval_bench.llm.settings import Settings
-from retrieval_bench.llm.tasks import QUESTIONS
+from retrieval_bench.llm.cache.replies import read_cache
+from retrieval_bench.llm.cost.settings import Settings
+from retrieval_bench.llm.runs.runner import run
+from retrieval_bench.llm.runs.tasks import QUESTIONS
+from retrieval_bench.llm.transport.errors import StopGeneration
 
 GUARD_S = TRICKLE_BYTES / 2  # well before the trickle ends, far beyond what a capped run takes
 KEY = "sk-ant-api03-LEAKCHECK-0123456789abcdefghij"

@@ -3,7 +3,7 @@
 import pytest
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.llm.cache import CacheWriter, cache_key, read_cache, read_journal
+from retrieval_bench.llm.cache.replies import CacheWriter, cache_key, read_cache, read_journal
 
 
 def test_torn_last_line_is_skipped_then_cut_before_the_next_append(tmp_path):
@@ -80,7 +80,7 @@ def test_bytes_that_are_not_utf8_before_the_end_are_named_by_line(tmp_path):
 def test_opening_a_writer_on_a_whole_cache_reads_only_its_last_byte(tmp_path, monkeypatch):
     import pathlib
 
-    import retrieval_bench.llm.cache as cache
+    import retrieval_bench.llm.cache.replies as cache
 
     path = tmp_path / "cache.jsonl"
     with CacheWriter(path) as writer:

@@ -1,4 +1,4 @@
-"""The cost limit holds across rounds: llm.paid.pay_for runs each round with what is left of
+"""The cost limit holds across rounds: llm.runs.paid.pay_for runs each round with what is left of
 <section>.max_cost_usd, so the sync run's in-run guard counts what earlier rounds spent.
 
 The real anthropic SDK talks to the stub server on 127.0.0.1 (tests/stub_llm.py)."""
@@ -13,12 +13,12 @@ import pytest
 from llm_helpers import TEMPLATE
 
 from retrieval_bench.core.errors import InputError, Interrupted
-from retrieval_bench.llm.cache import read_cache
-from retrieval_bench.llm.cost import estimate
-from retrieval_bench.llm.errors import StopGeneration
-from retrieval_bench.llm.paid import PaidWork, pay_for
-from retrieval_bench.llm.settings import Meta, Settings
-from retrieval_bench.llm.tasks import QUESTIONS, Job
+from retrieval_bench.llm.cache.replies import read_cache
+from retrieval_bench.llm.cost.guard import estimate
+from retrieval_bench.llm.cost.settings import Meta, Settings
+from retrieval_bench.llm.runs.paid import PaidWork, pay_for
+from retrieval_bench.llm.runs.tasks import QUESTIONS, Job
+from retrieval_bench.llm.transport.errors import StopGeneration
 
 
 def haiku_usd(usage: dict) -> float:
@@ -133,7 +133,7 @@ def test_a_later_batch_round_is_refused_when_its_upper_bound_passes_what_is_left
 
 
 def test_the_batch_journal_is_read_once_to_resume_and_once_per_round(tmp_path, monkeypatch):
-    import retrieval_bench.llm.cache as cache
+    import retrieval_bench.llm.cache.replies as cache
 
     reads = []
     read_journal = cache.read_journal

@@ -50,16 +50,23 @@ from retrieval_bench.core.stage import run_stage as run_stage_main
 from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.goldenset.evidence import evidence_in_passage, locate_in_passage
 from retrieval_bench.goldenset.selection import REJECT_REASONS, CacheIndex, walk
-from retrieval_bench.llm import batch, sync
-from retrieval_bench.llm.batch import GRACE_ENV
-from retrieval_bench.llm.cache import CacheWriter, EarlierKeys, cache_key, legacy_cache_key, read_cache, read_journal
-from retrieval_bench.llm.credentials import endpoint_for
-from retrieval_bench.llm.errors import StopGeneration
-from retrieval_bench.llm.hygiene import clean_reply
-from retrieval_bench.llm.openai_compatible import CHAT_COMPLETIONS
-from retrieval_bench.llm.runner import run
-from retrieval_bench.llm.settings import Meta
-from retrieval_bench.llm.tasks import QUESTIONS
+from retrieval_bench.llm.cache.replies import (
+    CacheWriter,
+    EarlierKeys,
+    cache_key,
+    legacy_cache_key,
+    read_cache,
+    read_journal,
+)
+from retrieval_bench.llm.checks.hygiene import clean_reply
+from retrieval_bench.llm.cost.settings import Meta
+from retrieval_bench.llm.providers.openai_compatible import CHAT_COMPLETIONS
+from retrieval_bench.llm.runs import batch, sync
+from retrieval_bench.llm.runs.batch import GRACE_ENV
+from retrieval_bench.llm.runs.runner import run
+from retrieval_bench.llm.runs.tasks import QUESTIONS
+from retrieval_bench.llm.transport.credentials import endpoint_for
+from retrieval_bench.llm.transport.errors import StopGeneration
 
 CACHE, JOURNAL, GOLDEN = paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.GOLDENSET
 
@@ -444,7 +451,7 @@ def test_a_nearly_full_disk_stops_before_paying_and_loses_nothing(stub, tmp_path
 
 
 def test_a_nearly_full_disk_stops_a_batch_before_submitting_it(stub, tmp_path, monkeypatch):
-    """The batch path checks the same room (llm.batch._check_space): no batch is created, nothing
+    """The batch path checks the same room (llm.runs.batch._check_space): no batch is created, nothing
     is journalled as submitted, one line says so."""
     monkeypatch.setattr(batch, "free_bytes", lambda path: 200 << 10)
     cache = tmp_path / "cache.jsonl"

@@ -11,15 +11,15 @@ from stub_llm import read_jsonl
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.goldenset.build import normalise_question
-from retrieval_bench.llm.anthropic_batch import MESSAGE_BATCHES
-from retrieval_bench.llm.cache import cache_key, read_cache
-from retrieval_bench.llm.cost import check_cost, estimate
-from retrieval_bench.llm.errors import StopGeneration
-from retrieval_bench.llm.hygiene import clean_reply
-from retrieval_bench.llm.ratelimit import SharedPause
-from retrieval_bench.llm.registry import PROVIDERS, counterpart
-from retrieval_bench.llm.runner import run
-from retrieval_bench.llm.tasks import QUESTIONS
+from retrieval_bench.llm.cache.replies import cache_key, read_cache
+from retrieval_bench.llm.checks.hygiene import clean_reply
+from retrieval_bench.llm.cost.guard import check_cost, estimate
+from retrieval_bench.llm.providers.anthropic_batch import MESSAGE_BATCHES
+from retrieval_bench.llm.providers.registry import PROVIDERS, counterpart
+from retrieval_bench.llm.runs.runner import run
+from retrieval_bench.llm.runs.tasks import QUESTIONS
+from retrieval_bench.llm.transport.errors import StopGeneration
+from retrieval_bench.llm.transport.ratelimit import SharedPause
 
 
 # --- output hygiene ----------------------------------------------------------------------------

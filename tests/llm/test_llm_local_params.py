@@ -18,11 +18,11 @@ from stub_llm import run_stage_here, stage_project
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import load_all_params
-from retrieval_bench.llm.cache import CacheWriter, EarlierKeys, read_cache
-from retrieval_bench.llm.runner import run
-from retrieval_bench.llm.schema import GRADE_SCHEMA
-from retrieval_bench.llm.settings import Meta, check_llm_sections
-from retrieval_bench.llm.tasks import QUESTIONS
+from retrieval_bench.llm.cache.replies import CacheWriter, EarlierKeys, read_cache
+from retrieval_bench.llm.cost.settings import Meta, check_llm_sections
+from retrieval_bench.llm.providers.schema import GRADE_SCHEMA
+from retrieval_bench.llm.runs.runner import run
+from retrieval_bench.llm.runs.tasks import QUESTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "SQLite's write-ahead log keeps new pages until a checkpoint copies them back."

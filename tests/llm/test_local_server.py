@@ -110,9 +110,9 @@ def connections_to(process: subprocess.Popen, port: int) -> int:
 
 # --- the provider: messages through the chat template, the server's token counts ---------------
 def test_the_server_applies_its_chat_template_and_the_provider_counts_its_usage(server, tokenizer):
-    from retrieval_bench.llm.openai_compatible import CHAT_COMPLETIONS
-    from retrieval_bench.llm.ratelimit import SharedPause
-    from retrieval_bench.llm.settings import Settings
+    from retrieval_bench.llm.cost.settings import Settings
+    from retrieval_bench.llm.providers.openai_compatible import CHAT_COMPLETIONS
+    from retrieval_bench.llm.transport.ratelimit import SharedPause
 
     settings = Settings.from_params(
         dict(provider="openai-compatible", model=server.model, base_url=server.base_url, max_tokens=5)

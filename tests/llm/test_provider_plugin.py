@@ -13,12 +13,12 @@ from stub_llm import read_jsonl
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import load_all_params
-from retrieval_bench.llm import registry
-from retrieval_bench.llm.cost import check_cost, estimate
-from retrieval_bench.llm.credentials import endpoint_for
-from retrieval_bench.llm.runner import run
-from retrieval_bench.llm.settings import Settings, check_llm_sections
-from retrieval_bench.llm.tasks import QUESTIONS
+from retrieval_bench.llm.cost.guard import check_cost, estimate
+from retrieval_bench.llm.cost.settings import Settings, check_llm_sections
+from retrieval_bench.llm.providers import registry
+from retrieval_bench.llm.runs.runner import run
+from retrieval_bench.llm.runs.tasks import QUESTIONS
+from retrieval_bench.llm.transport.credentials import endpoint_for
 
 KEY = "fk-test-key"
 

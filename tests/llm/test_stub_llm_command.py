@@ -15,8 +15,8 @@ from conftest import set_params
 from stub_llm import read_jsonl, run_stage_here, stage_project
 
 from retrieval_bench.core import paths
-from retrieval_bench.llm.prices import resolve
-from retrieval_bench.llm.registry import PROVIDERS
+from retrieval_bench.llm.cost.prices import resolve
+from retrieval_bench.llm.providers.registry import PROVIDERS
 
 
 @pytest.fixture

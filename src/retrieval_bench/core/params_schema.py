@@ -45,10 +45,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "concurrency": 8,
         "max_retries": 5,
         "max_cost_usd": 5.0,
-        "price": None,  # null: the price table by model (llm.prices); or a mapping like PRICE_KEYS
+        "price": None,  # null: the price table by model (llm.cost.prices); or a mapping like PRICE_KEYS
         "batch_poll_seconds": 30.0,
         "timeout_s": REQUEST_TIMEOUT_S,  # seconds per request (a local CPU server may need more)
-        "response_format": "text",  # or json_schema: the reply's JSON schema is sent (llm.tasks.Task.schema)
+        "response_format": "text",  # or json_schema: the reply's JSON schema is sent (llm.runs.tasks.Task.schema)
         "temperature": None,  # null: the server's default (not sent)
         "model_alias": None,  # the model's name in the cache key instead of generate.model (a local model folder)
     },
@@ -133,7 +133,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 # generate.provider and judge.provider are checked against the LLM layer's registry
-# (llm.settings.check_llm_sections), which this ground layer cannot read.
+# (llm.cost.settings.check_llm_sections), which this ground layer cannot read.
 CHOICES = {
     ("load", "missing_relevant"): {"error", "drop"},
     ("embed", "backend"): {"torch", "onnx", "openvino"},

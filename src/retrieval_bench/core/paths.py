@@ -95,7 +95,7 @@ JUDGEMENTS = (
     "data/judgements.jsonl"  # the judge's replies by (model, prompt, question, chunk text): persistent, append-only
 )
 JUDGE_BATCH_JOURNAL = (
-    "data/judgements.batches.jsonl"  # journal of submitted judging batches (llm.cache.journal_path_for)
+    "data/judgements.batches.jsonl"  # journal of submitted judging batches (llm.cache.replies.journal_path_for)
 )
 JUDGED_POOL = "data/judged_pool.jsonl"  # this run's pooled (question, chunk) pairs and their grades, read by score
 JUDGE_REPORT = "metrics/judge.json"

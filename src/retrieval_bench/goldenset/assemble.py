@@ -46,9 +46,9 @@ from retrieval_bench.goldenset.selection import (
     rank_passages,
     walk,
 )
-from retrieval_bench.llm.cache import EarlierKeys, read_cache
-from retrieval_bench.llm.settings import Meta, Settings
-from retrieval_bench.llm.tasks import QUESTIONS, prompt_text
+from retrieval_bench.llm.cache.replies import EarlierKeys, read_cache
+from retrieval_bench.llm.cost.settings import Meta, Settings
+from retrieval_bench.llm.runs.tasks import QUESTIONS, prompt_text
 
 Log = Callable[[str], None]
 

@@ -4,7 +4,7 @@ passage a model was shown (generated ones).
 
 A generated question's evidence is looked for only in the passage that was sent, never elsewhere
 in its document, where a chunk's text could steer it. An excerpt a model quotes back from the
-escaped passage (retrieval_bench.llm.passage_escape) still matches the original.
+escaped passage (retrieval_bench.llm.checks.passage_escape) still matches the original.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from retrieval_bench.core.errors import quoted
-from retrieval_bench.llm.passage_escape import INVISIBLE_CHARS, unescape_passage
+from retrieval_bench.llm.checks.passage_escape import INVISIBLE_CHARS, unescape_passage
 
 _MATCH_QUOTES = {ord(c): '"' for c in "“”„‟«»″〝〞＂"} | {ord(c): "'" for c in "‘’‚‛′‹›`´＇"}
 _INVISIBLE = re.compile(f"[{INVISIBLE_CHARS}\u200c\u200d]")

@@ -5,11 +5,11 @@ the default system's, data/panel/default/run.parquet, by default; other run file
 or DVC experiment) are pooled; the golden set's own relevant chunks and their duplicates are left
 out (they are relevant already), as are chunks that real labels (qrels) judge, whatever the grade
 (a person's judgement stands), and every other pooled (question, chunk) pair is graded 0-3 by
-the judge model with data/judge_prompt.txt (llm.tasks.JUDGE).
+the judge model with data/judge_prompt.txt (llm.runs.tasks.JUDGE).
 
-Everything paid for goes through the LLM layer's one entry point (llm.paid), as the golden set's
+Everything paid for goes through the LLM layer's one entry point (llm.runs.paid), as the golden set's
 questions do: the same providers, the batch API and its journal (data/judgements.batches.jsonl), the cost estimate and
-the guard at judge.max_cost_usd, the reply hygiene (llm.grades; a rejected reply is asked again
+the guard at judge.max_cost_usd, the reply hygiene (llm.checks.grades; a rejected reply is asked again
 up to judge.max_attempts times), and an append-only content-addressed cache
 (data/judgements.jsonl, keyed by provider family, model, prompt, question and chunk text), held
 under the cache's lock (retrieval_bench.core.locking) from the first look to the last reply. A kill
@@ -35,12 +35,12 @@ from retrieval_bench.core.relevance import judge as strict_judgements
 from retrieval_bench.core.revisions import read_artefact, resolve_revision
 from retrieval_bench.core.run_table import read_run_file, read_run_table
 from retrieval_bench.corpus.duplicates import group_members
-from retrieval_bench.llm.cache import EarlierKeys, read_cache
-from retrieval_bench.llm.errors import StopGeneration
-from retrieval_bench.llm.paid import PaidWork, pay_for
-from retrieval_bench.llm.prices import usd
-from retrieval_bench.llm.settings import Meta, Settings
-from retrieval_bench.llm.tasks import JUDGE, Job, prompt_text
+from retrieval_bench.llm.cache.replies import EarlierKeys, read_cache
+from retrieval_bench.llm.cost.prices import usd
+from retrieval_bench.llm.cost.settings import Meta, Settings
+from retrieval_bench.llm.runs.paid import PaidWork, pay_for
+from retrieval_bench.llm.runs.tasks import JUDGE, Job, prompt_text
+from retrieval_bench.llm.transport.errors import StopGeneration
 
 Log = Callable[[str], None]
 

@@ -28,7 +28,7 @@ import yaml
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.locking import exclusive
-from retrieval_bench.llm.cache import read_cache
+from retrieval_bench.llm.cache.replies import read_cache
 
 PULL_ENV = "RETRIEVAL_BENCH_PULL"
 

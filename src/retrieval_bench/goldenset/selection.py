@@ -10,7 +10,7 @@ times, then the next passage in the ranking takes its place. A reply whose quote
 in the passage that was sent is such a reject (evidence_not_in_passage): an excerpt found
 elsewhere would move the gold span to text the passage never held.
 
-Generation goes through the LLM layer's entry point for paid work (llm.paid), which holds the
+Generation goes through the LLM layer's entry point for paid work (llm.runs.paid), which holds the
 question cache's lock from the first look at the cache and journal to the last reply written, so
 two runs never ask for the same question.
 """
@@ -26,10 +26,10 @@ import pandas as pd
 from retrieval_bench.goldenset import echo
 from retrieval_bench.goldenset.build import Hygiene
 from retrieval_bench.goldenset.evidence import evidence_in_passage, evidence_text
-from retrieval_bench.llm import hygiene
-from retrieval_bench.llm.paid import PaidWork, pay_for
-from retrieval_bench.llm.settings import Meta, Settings
-from retrieval_bench.llm.tasks import QUESTIONS, Job
+from retrieval_bench.llm.checks import hygiene
+from retrieval_bench.llm.cost.settings import Meta, Settings
+from retrieval_bench.llm.runs.paid import PaidWork, pay_for
+from retrieval_bench.llm.runs.tasks import QUESTIONS, Job
 
 # Why a reply was not used: the reply hygiene's reasons, and the golden set's own.
 REJECT_REASONS = {
@@ -178,7 +178,7 @@ def generate_missing(
 ) -> None:
     """Generate until every chosen passage has a usable question or is out of attempts, appending
     each reply to the cache at `cache_path`. With `dry_run`, log the plan and its cost only.
-    Everything but a dry run happens under the cache's lock (llm.paid): a second run waits (or, with
+    Everything but a dry run happens under the cache's lock (llm.runs.paid): a second run waits (or, with
     RETRIEVAL_BENCH_LOCK_WAIT=0, stops with one line) and then asks only for what is still missing."""
     hygiene = Hygiene.from_params(params)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from retrieval_bench.core.errors import InputError, describe_os_error
 from retrieval_bench.core.files import numbered_jsonl
 from retrieval_bench.goldenset.formats import read_question_set
-from retrieval_bench.llm.passage_escape import escape_tags
+from retrieval_bench.llm.checks.passage_escape import escape_tags
 
 PLACEHOLDER = "{style_examples}"
 QUESTION_FIELDS = ("question", "user_input")  # hand-written, golden set, real queries; ragas

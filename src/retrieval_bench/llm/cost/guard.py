@@ -1,7 +1,7 @@
 """What a run will cost before it starts, and the guard that refuses to start above
 generate.max_cost_usd.
 
-Input tokens are counted as llm.tokens does (about 3.5 characters per token). A reply (a JSON object with a question and a short excerpt) is about 60-100 tokens: the
+Input tokens are counted as llm.providers.tokens does (about 3.5 characters per token). A reply (a JSON object with a question and a short excerpt) is about 60-100 tokens: the
 estimate assumes EXPECTED_OUTPUT_TOKENS, the upper bound assumes generate.max_tokens.
 """
 
@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.llm.prices import usd
-from retrieval_bench.llm.registry import counterpart
-from retrieval_bench.llm.tokens import estimate_input_tokens
+from retrieval_bench.llm.cost.prices import usd
+from retrieval_bench.llm.providers.registry import counterpart
+from retrieval_bench.llm.providers.tokens import estimate_input_tokens
 
 if TYPE_CHECKING:
-    from retrieval_bench.llm.settings import Settings
+    from retrieval_bench.llm.cost.settings import Settings
 
 EXPECTED_OUTPUT_TOKENS = 100
 
@@ -70,7 +70,7 @@ class Estimate:
 
 
 def estimate(prompts: Iterable[str], settings: Settings, batch: bool | None = None) -> Estimate:
-    """Estimated tokens and USD for sending `prompts` (llm.tokens: the method)."""
+    """Estimated tokens and USD for sending `prompts` (llm.providers.tokens: the method)."""
     batch = settings.batch if batch is None else batch
     prompts = list(prompts)
     n = len(prompts)

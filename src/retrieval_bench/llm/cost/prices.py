@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 
 from retrieval_bench.core.endpoints import is_loopback
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.llm.provider import Provider
-from retrieval_bench.llm.registry import PROVIDERS
+from retrieval_bench.llm.providers.base import Provider
+from retrieval_bench.llm.providers.registry import PROVIDERS
 
 BATCH_DISCOUNT = 0.5  # Message Batches: half price
 _SNAPSHOT = re.compile(r"-\d{8}$")  # claude-haiku-4-5-20251001 -> claude-haiku-4-5

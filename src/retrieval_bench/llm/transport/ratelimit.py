@@ -12,13 +12,10 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import timezone
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from retrieval_bench.core.params import DEFAULTS
-from retrieval_bench.llm.errors import is_spend_limit
-
-if TYPE_CHECKING:
-    from retrieval_bench.llm.provider import CallSettings
+from retrieval_bench.llm.transport.errors import is_spend_limit
 
 
 def retry_after_seconds(headers: Any) -> float | None:
@@ -75,11 +72,6 @@ class SharedPause:
         self.max_pause_s = max_pause_s
         self.cap_key = cap_key
         self._on_pause = on_pause
-
-    @classmethod
-    def for_run(cls, settings: CallSettings, on_pause: Callable[[str], None]) -> SharedPause:
-        """A run's pause: waits capped at its section's timeout_s, lines written by `on_pause`."""
-        return cls(on_pause, settings.timeout_s, f"{settings.section}.timeout_s")
 
     async def wait(self) -> None:
         while True:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from retrieval_bench.llm.anthropic import Messages, message_params
-from retrieval_bench.llm.provider import BatchInfo, BatchProvider, BatchResult
-from retrieval_bench.llm.schema import ReplySchema
+from retrieval_bench.llm.providers.anthropic import Messages, message_params
+from retrieval_bench.llm.providers.base import BatchInfo, BatchProvider, BatchResult
+from retrieval_bench.llm.providers.schema import ReplySchema
 
 
 class MessageBatches(BatchProvider, Messages):

@@ -1,17 +1,17 @@
 """Every provider by its `generate.provider` name (`none`, no calls, has no entry).
 
 A new API is one module implementing provider.Provider (its name, key and URL variables, official
-hosts and list prices included) and one line here: params.yaml's choices (llm.settings), the
+hosts and list prices included) and one line here: params.yaml's choices (llm.cost.settings), the
 credentials and the prices are read from the providers listed here (tests/llm/test_provider_plugin.py
 adds one that way)."""
 
 from __future__ import annotations
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.llm.anthropic import MESSAGES
-from retrieval_bench.llm.anthropic_batch import MESSAGE_BATCHES
-from retrieval_bench.llm.openai_compatible import CHAT_COMPLETIONS
-from retrieval_bench.llm.provider import BatchProvider, Provider
+from retrieval_bench.llm.providers.anthropic import MESSAGES
+from retrieval_bench.llm.providers.anthropic_batch import MESSAGE_BATCHES
+from retrieval_bench.llm.providers.base import BatchProvider, Provider
+from retrieval_bench.llm.providers.openai_compatible import CHAT_COMPLETIONS
 
 PROVIDERS: dict[str, Provider] = {
     MESSAGES.name: MESSAGES,

@@ -9,7 +9,7 @@ asks nothing again. Records written before max_tokens left the key (KEY_VERSION 
 key_version field) are still found: EarlierKeys maps a job to the key it had then.
 
 A record carries: key, passage_sha256, model, prompt_sha256, question, evidence (the excerpt the
-generator quotes), and from retrieval_bench.llm.tasks.Task.record also family, provider, max_tokens, attempt,
+generator quotes), and from retrieval_bench.llm.runs.tasks.Task.record also family, provider, max_tokens, attempt,
 key_version, temperature and seed (null: not sent), model_alias and response_format (when set),
 rejected (a reason, or null), stop_reason, raw (the reply as received; cut when rejected), usage
 and created; and, written by CacheWriter, record_sha256.
@@ -19,7 +19,7 @@ too: an "intent" event (the requests and the sha256 of their keys) is written an
 a batch is created, a "submitted" event (batch id and its requests, created or adopted) once
 its id is known, an "abandoned" event when an intent is known never to have become a batch, and
 a "collected" event once its results are cached. A rerun resumes uncollected batches and
-reconciles intents left without an outcome (see retrieval_bench.llm.batch) before submitting
+reconciles intents left without an outcome (see retrieval_bench.llm.runs.batch) before submitting
 anything.
 
 Appends are whole lines: a write or fsync that fails (a full disk, the file-size limit of
@@ -61,7 +61,7 @@ from pathlib import Path
 from retrieval_bench.core.errors import InputError, describe_os_error
 
 # Hashed into the key of a passage whose text had to be escaped to stay inside the prompt's
-# <passage> delimiters (retrieval_bench.llm.passage_escape.escape_passage): such a passage is sent
+# <passage> delimiters (retrieval_bench.llm.checks.passage_escape.escape_passage): such a passage is sent
 # differently from before, so it must not be served a reply cached for the unescaped prompt.
 ESCAPED_MARKER = "passage-delimiters-escaped"
 
@@ -109,7 +109,7 @@ def _key(fields: list, attempt: int, escaped: bool) -> str:
 @dataclass(frozen=True)
 class EarlierKeys:
     """The keys of a cache's KEY_VERSION 1 records and the max_tokens values they were made with:
-    a job whose earlier key is one of them is served that record (llm.tasks), so a cache written
+    a job whose earlier key is one of them is served that record (llm.runs.tasks), so a cache written
     before max_tokens left the key is paid for once, whatever max_tokens is now."""
 
     keys: frozenset[str] = frozenset()

@@ -11,17 +11,17 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from retrieval_bench.llm.connection import ConnectionGuard, guarded_http_client
-from retrieval_bench.llm.credentials import endpoint_for
-from retrieval_bench.llm.provider import CallSettings, Provider, Reply, reported_tokens
-from retrieval_bench.llm.schema import ReplySchema
+from retrieval_bench.llm.providers.base import CallSettings, Provider, Reply, reported_tokens
+from retrieval_bench.llm.providers.schema import ReplySchema
+from retrieval_bench.llm.transport.connection import ConnectionGuard, guarded_http_client
+from retrieval_bench.llm.transport.credentials import endpoint_for
 
 if TYPE_CHECKING:
-    from retrieval_bench.llm.ratelimit import SharedPause
+    from retrieval_bench.llm.transport.ratelimit import SharedPause
 
 
 # Anthropic's list prices, US dollars per million input / output tokens (the Message Batches API:
-# half). A dated snapshot (claude-haiku-4-5-20251001) costs what its alias costs (llm.prices).
+# half). A dated snapshot (claude-haiku-4-5-20251001) costs what its alias costs (llm.cost.prices).
 LIST_PRICES = MappingProxyType(
     {
         "claude-haiku-4-5": (1.0, 5.0),

@@ -6,7 +6,7 @@ SDK's answer into a Reply, and names its SDK's error types so that errors.classi
 tell a spend limit, a refused request and a passing fault apart. A BatchProvider adds an API
 that takes many requests at once (runs by batch.BatchRunner, which journals every batch).
 
-`family` goes into every cache key (retrieval_bench.llm.cache.cache_key): providers whose
+`family` goes into every cache key (retrieval_bench.llm.cache.replies.cache_key): providers whose
 replies are interchangeable (Anthropic's Messages and Message Batches APIs) share one, so a
 question paid for through either is never asked again through the other.
 """
@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from retrieval_bench.llm.credentials import mask_keys
-from retrieval_bench.llm.errors import classify_error
-from retrieval_bench.llm.schema import ReplySchema
-from retrieval_bench.llm.tokens import estimate_input_tokens, estimate_output_tokens
+from retrieval_bench.llm.providers.schema import ReplySchema
+from retrieval_bench.llm.providers.tokens import estimate_input_tokens, estimate_output_tokens
+from retrieval_bench.llm.transport.credentials import mask_keys
+from retrieval_bench.llm.transport.errors import classify_error
 
 if TYPE_CHECKING:
-    from retrieval_bench.llm.ratelimit import SharedPause
+    from retrieval_bench.llm.transport.ratelimit import SharedPause
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Reply:
 
 def reported_tokens(usage: Any, input_name: str, output_name: str, prompt: str, text: str) -> tuple[int, int]:
     """(input, output) tokens as the API's `usage` reports them under these names; a count it leaves
-    out or null (some servers do) is estimated from the prompt's or reply's length (llm.tokens),
+    out or null (some servers do) is estimated from the prompt's or reply's length (llm.providers.tokens),
     so the reply is kept and cached like any other, never paid for again."""
     counts = []
     for name, estimate in ((input_name, estimate_input_tokens(prompt)), (output_name, estimate_output_tokens(text))):
@@ -49,7 +49,7 @@ def reported_tokens(usage: Any, input_name: str, output_name: str, prompt: str, 
 
 
 class CallSettings(Protocol):
-    """What a provider reads of llm.settings.Settings (which looks providers up in the registry, so
+    """What a provider reads of llm.cost.settings.Settings (which looks providers up in the registry, so
     providers name only this)."""
 
     @property
@@ -80,7 +80,7 @@ class Provider:
     name: str
     family: str  # in the cache key: providers with interchangeable replies share one
     batch = False  # a BatchProvider: submitted in batches, half price
-    sends_seed = False  # each request carries a seed (llm.tasks.Job.seed), so a re-ask is not the same request
+    sends_seed = False  # each request carries a seed (llm.runs.tasks.Job.seed), so a re-ask is not the same request
     takes_temperature = False  # the API takes <section>.temperature
     key_env: str  # the environment variable holding the user's key
     url_env: str  # the environment variable where the user may point it elsewhere

@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from retrieval_bench.core.errors import InputError
 
-HOST = "127.0.0.1"  # loopback only: nothing off this machine reaches it, and it prices at $0 (llm.prices)
+HOST = "127.0.0.1"  # loopback only: nothing off this machine reaches it, and it prices at $0 (llm.cost.prices)
 DEFAULT_PORT = 8000
 STUB_MODEL = "stub"  # the model name the docs suggest: it keeps the stub's replies apart in the question cache
 _PASSAGE = re.compile(r"<passage>\n(.*)\n</passage>", re.DOTALL)

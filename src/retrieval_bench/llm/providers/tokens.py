@@ -1,7 +1,7 @@
 """Input tokens counted without a tokenizer: Claude's gives about 3.5-4 characters per token on
 English prose and fewer on code, so ceil(chars / 3.5) + a small per-message overhead is a slightly
 pessimistic count (the cost estimate's, and a reply's when a server reports no usage or null counts:
-llm.provider.reported_tokens)."""
+llm.providers.base.reported_tokens)."""
 
 from __future__ import annotations
 

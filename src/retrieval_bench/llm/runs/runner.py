@@ -15,17 +15,17 @@ import asyncio
 from pathlib import Path
 
 from retrieval_bench.core.errors import Interrupted
-from retrieval_bench.llm.batch import run_batches
-from retrieval_bench.llm.cache import CacheWriter, journal_path_for
-from retrieval_bench.llm.errors import StopGeneration
-from retrieval_bench.llm.prices import usd
-from retrieval_bench.llm.progress import Meter, Outcome
-from retrieval_bench.llm.provider import BatchProvider, Provider
-from retrieval_bench.llm.ratelimit import SharedPause
-from retrieval_bench.llm.registry import batch_api
-from retrieval_bench.llm.settings import Meta, Settings
-from retrieval_bench.llm.sync import run_sync
-from retrieval_bench.llm.tasks import Job, Task
+from retrieval_bench.llm.cache.replies import CacheWriter, journal_path_for
+from retrieval_bench.llm.cost.prices import usd
+from retrieval_bench.llm.cost.settings import Meta, Settings
+from retrieval_bench.llm.providers.base import BatchProvider, Provider
+from retrieval_bench.llm.providers.registry import batch_api
+from retrieval_bench.llm.runs.batch import run_batches
+from retrieval_bench.llm.runs.progress import Meter, Outcome
+from retrieval_bench.llm.runs.sync import run_sync
+from retrieval_bench.llm.runs.tasks import Job, Task
+from retrieval_bench.llm.transport.errors import StopGeneration
+from retrieval_bench.llm.transport.ratelimit import SharedPause
 
 
 def run(task: Task, jobs: list[Job], meta: Meta, settings: Settings, cache_path: str | Path) -> Outcome:

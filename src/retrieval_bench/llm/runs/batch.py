@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.llm.cache import (
+from retrieval_bench.llm.cache.replies import (
     CacheWriteError,
     CacheWriter,
     free_bytes,
@@ -32,15 +32,13 @@ from retrieval_bench.llm.cache import (
     read_cache,
     read_journal,
 )
-from retrieval_bench.llm.connection import EndpointUnreachable
-from retrieval_bench.llm.credentials import endpoint_for, key_leak
-from retrieval_bench.llm.errors import StopGeneration
-from retrieval_bench.llm.progress import Meter, Outcome
-from retrieval_bench.llm.provider import BatchProvider, BatchResult
-from retrieval_bench.llm.ratelimit import SharedPause
-from retrieval_bench.llm.settings import Meta, Settings
-from retrieval_bench.llm.sync import SPACE_RESERVE_BYTES
-from retrieval_bench.llm.tasks import Job, Task
+from retrieval_bench.llm.cost.settings import Meta, Settings
+from retrieval_bench.llm.providers.base import BatchProvider, BatchResult
+from retrieval_bench.llm.runs.progress import Meter, Outcome
+from retrieval_bench.llm.runs.sync import SPACE_RESERVE_BYTES, run_pause
+from retrieval_bench.llm.runs.tasks import Job, Task
+from retrieval_bench.llm.transport.credentials import endpoint_for, key_leak
+from retrieval_bench.llm.transport.errors import EndpointUnreachable, StopGeneration
 
 # An intent without a batch is reconciled by listing the batches created since it was written
 # (less this much, for a server clock behind ours), adopting one whose requests are its requests.
@@ -103,7 +101,7 @@ class BatchRunner:
         self.cache_path = Path(cache_path)
         self.writer = writer
         self.meter = meter
-        self.pause = SharedPause.for_run(settings, meter.write)
+        self.pause = run_pause(settings, meter.write)
         self.client = api.client(settings, self.pause)
         self.key = endpoint_for(api, settings.base_url, section=settings.section).key  # never stored (key_leak)
         self.journal = CacheWriter(self.journal_path, checksum=False)

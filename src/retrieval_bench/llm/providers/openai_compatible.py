@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from retrieval_bench.llm.connection import ConnectionGuard, guarded_http_client
-from retrieval_bench.llm.credentials import endpoint_for
-from retrieval_bench.llm.provider import CallSettings, Provider, Reply, reported_tokens
-from retrieval_bench.llm.schema import ReplySchema
+from retrieval_bench.llm.providers.base import CallSettings, Provider, Reply, reported_tokens
+from retrieval_bench.llm.providers.schema import ReplySchema
+from retrieval_bench.llm.transport.connection import ConnectionGuard, guarded_http_client
+from retrieval_bench.llm.transport.credentials import endpoint_for
 
 if TYPE_CHECKING:
-    from retrieval_bench.llm.ratelimit import SharedPause
+    from retrieval_bench.llm.transport.ratelimit import SharedPause
 
 # finish_reason in Anthropic's stop_reason names (what the reply hygiene reads).
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal", "tool_calls": "tool_use"}

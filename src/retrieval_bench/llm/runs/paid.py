@@ -20,14 +20,14 @@ from dataclasses import dataclass, field, replace
 
 from retrieval_bench.core.errors import Interrupted
 from retrieval_bench.core.locking import exclusive
-from retrieval_bench.llm.cache import journal_path_for, journal_pending, read_cache
-from retrieval_bench.llm.cost import check_cost, estimate
-from retrieval_bench.llm.errors import StopGeneration
-from retrieval_bench.llm.prices import usd
-from retrieval_bench.llm.registry import batch_providers, counterpart
-from retrieval_bench.llm.runner import can_resume, resume_batches, run
-from retrieval_bench.llm.settings import Meta, Settings
-from retrieval_bench.llm.tasks import Job, Task
+from retrieval_bench.llm.cache.replies import journal_path_for, journal_pending, read_cache
+from retrieval_bench.llm.cost.guard import check_cost, estimate
+from retrieval_bench.llm.cost.prices import usd
+from retrieval_bench.llm.cost.settings import Meta, Settings
+from retrieval_bench.llm.providers.registry import batch_providers, counterpart
+from retrieval_bench.llm.runs.runner import can_resume, resume_batches, run
+from retrieval_bench.llm.runs.tasks import Job, Task
+from retrieval_bench.llm.transport.errors import StopGeneration
 
 Log = Callable[[str], None]
 # The cache's records by key and the round's number -> (the jobs still to ask, how many are done).

@@ -2,7 +2,7 @@
 appended to the cache as it arrives.
 
 It stops cleanly (Outcome.stop) at a spend limit, a refused request, an unreachable endpoint,
-settings.max_cost_usd (what llm.paid left of <section>.max_cost_usd for this round; counting the
+settings.max_cost_usd (what llm.runs.paid left of <section>.max_cost_usd for this round; counting the
 requests in flight at their worst case), a disk too full to keep the replies in flight (before
 paying for more), or a run of failures; a failed request is never cached and is asked again by
 the next run, and neither is a reply that holds the API key (credentials.key_leak), which counts
@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
-from retrieval_bench.llm.cache import CacheWriteError, CacheWriter, free_bytes
-from retrieval_bench.llm.connection import EndpointUnreachable, timed_out
-from retrieval_bench.llm.credentials import endpoint_for, key_leak
-from retrieval_bench.llm.prices import usd
-from retrieval_bench.llm.progress import Meter, Outcome
-from retrieval_bench.llm.provider import Provider, Reply
-from retrieval_bench.llm.ratelimit import SharedPause
-from retrieval_bench.llm.settings import Meta, Settings
-from retrieval_bench.llm.tasks import Job, Task
-from retrieval_bench.llm.tokens import estimate_input_tokens
+from retrieval_bench.llm.cache.replies import CacheWriteError, CacheWriter, free_bytes
+from retrieval_bench.llm.cost.prices import usd
+from retrieval_bench.llm.cost.settings import Meta, Settings
+from retrieval_bench.llm.providers.base import Provider, Reply
+from retrieval_bench.llm.providers.tokens import estimate_input_tokens
+from retrieval_bench.llm.runs.progress import Meter, Outcome
+from retrieval_bench.llm.runs.tasks import Job, Task
+from retrieval_bench.llm.transport.connection import timed_out
+from retrieval_bench.llm.transport.credentials import endpoint_for, key_leak
+from retrieval_bench.llm.transport.errors import EndpointUnreachable
+from retrieval_bench.llm.transport.ratelimit import SharedPause
 
 MALFORMED_TRIES = 3  # a reply that cannot be decoded (a proxy hiccup) is asked again this often
 # Free space kept on the cache's disk for the replies in flight: a sync run stops before paying
@@ -31,6 +33,12 @@ MALFORMED_TRIES = 3  # a reply that cannot be decoded (a proxy hiccup) is asked 
 # batch is not created without room for its results (batch.RESULT_BYTES_PER_REQUEST).
 SPACE_RESERVE_BYTES = 1 << 20
 SPACE_PER_REPLY_BYTES = 64 << 10
+
+
+def run_pause(settings: Settings, on_pause: Callable[[str], None]) -> SharedPause:
+    """A run's shared pause (sync or batch): server-asked waits capped at its section's timeout_s,
+    lines written by `on_pause`."""
+    return SharedPause(on_pause, settings.timeout_s, f"{settings.section}.timeout_s")
 
 
 async def run_sync(
@@ -60,7 +68,7 @@ class _SyncRun:
             writer,
             meter,
         )
-        self.pause = SharedPause.for_run(settings, meter.write)
+        self.pause = run_pause(settings, meter.write)
         self.client = provider.client(settings, self.pause)
         self.key = endpoint_for(provider, settings.base_url, section=settings.section).key  # never stored (key_leak)
         self.outcome = meter.outcome

@@ -29,14 +29,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.llm.cache import KEY_VERSION, RAW_KEPT_CHARS, cache_key, legacy_cache_key, raw_for_cache
-from retrieval_bench.llm.cost import JUDGE_WORDING, QUESTIONS_WORDING, Wording
-from retrieval_bench.llm.grades import parse_grade
-from retrieval_bench.llm.hygiene import REJECT_REASONS, clean_reply
-from retrieval_bench.llm.passage_escape import escape_passage, escape_tags
-from retrieval_bench.llm.provider import Reply
-from retrieval_bench.llm.schema import GRADE_SCHEMA, QUESTION_SCHEMA, ReplySchema
-from retrieval_bench.llm.settings import Meta
+from retrieval_bench.llm.cache.replies import KEY_VERSION, RAW_KEPT_CHARS, cache_key, legacy_cache_key, raw_for_cache
+from retrieval_bench.llm.checks.grades import parse_grade
+from retrieval_bench.llm.checks.hygiene import REJECT_REASONS, clean_reply
+from retrieval_bench.llm.checks.passage_escape import escape_passage, escape_tags
+from retrieval_bench.llm.cost.guard import JUDGE_WORDING, QUESTIONS_WORDING, Wording
+from retrieval_bench.llm.cost.settings import Meta
+from retrieval_bench.llm.providers.base import Reply
+from retrieval_bench.llm.providers.schema import GRADE_SCHEMA, QUESTION_SCHEMA, ReplySchema
 
 
 def prompt_text(data: bytes, path: str | Path) -> str:
@@ -123,8 +123,8 @@ class Task:
         *,
         seed: int | None = None,
     ) -> dict:
-        """The cache record of one reply (llm.cache describes its fields); a rejected reply's text
-        is stored cut (llm.cache.raw_for_cache)."""
+        """The cache record of one reply (llm.cache.replies describes its fields); a rejected reply's text
+        is stored cut (llm.cache.replies.raw_for_cache)."""
         fields = self.parsed(reply, meta.response_format)
         return {
             "key": key,
@@ -193,7 +193,7 @@ def escape_judged(text: str) -> str:
 
 def _grade_fields(text: str, stop_reason: str | None) -> dict:
     graded = parse_grade(text, stop_reason)
-    # `question` (null here, set from the task's context) keeps the record readable by llm.cache.read_cache.
+    # `question` (null here, set from the task's context) keeps the record readable by llm.cache.replies.read_cache.
     return {"question": None, "grade": graded.grade, "rejected": graded.rejected}
 
 

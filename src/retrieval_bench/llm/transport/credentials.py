@@ -64,7 +64,7 @@ def mask_keys(text: str) -> str:
 
 
 class KeyedAPI(Protocol):
-    """What the credentials read of a provider (llm.provider.Provider, which imports this module)."""
+    """What the credentials read of a provider (llm.providers.base.Provider, which imports this module)."""
 
     name: str
     key_env: str

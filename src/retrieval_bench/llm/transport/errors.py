@@ -1,12 +1,15 @@
 """What a failed request means: a spend limit (stop, keep progress), a refused request (stop), or
-a passing fault (count it, go on); and StopGeneration, the clean stop that ends a run in one line."""
+a passing fault (count it, go on); EndpointUnreachable (what connection.py raises when an endpoint
+cannot be used) and the words naming a failed connection; and StopGeneration, the clean stop that
+ends a run in one line."""
 
 from __future__ import annotations
 
+import os
 import re
+from typing import Any
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.llm.connection import EndpointUnreachable, origin_of, os_reason
 
 SPEND_LIMIT_CODES = {
     "enforced_spend_limit_reached",
@@ -20,6 +23,33 @@ _SPEND_LIMIT_TEXT = re.compile(
     r"credit balance|spend(?:ing)? limit|usage limits?\b|insufficient[_ ]quota|exceeded your current quota|billing",
     re.IGNORECASE,
 )
+
+
+class EndpointUnreachable(Exception):
+    """Mixed into an SDK error type (so the SDK neither wraps nor retries it): the endpoint cannot
+    be used, as it refused or dropped connection.CONNECT_FAILURES connection attempts in a row, answered with
+    a redirect (not followed), or answered a success with something other than an API reply (an
+    HTML page); the message names it."""
+
+
+def os_reason(error: BaseException) -> str:
+    """The operating system's words for a failed connection ("Connection refused"), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and (current.errno or current.strerror):
+            return os.strerror(current.errno) if current.errno else current.strerror
+        current = current.__cause__ or current.__context__
+    return str(error) or type(error).__name__
+
+
+def origin_of(url: Any) -> str:
+    try:
+        scheme, host, port = url.scheme, url.host, url.port
+    except AttributeError:
+        return str(url)
+    return f"{scheme}://{host}" + (f":{port}" if port else "")
 
 
 class StopGeneration(InputError):

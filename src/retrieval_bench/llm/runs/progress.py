@@ -8,10 +8,10 @@ import sys
 from dataclasses import dataclass, field
 
 from retrieval_bench.core.stage import progress
-from retrieval_bench.llm.credentials import mask_keys
-from retrieval_bench.llm.prices import usd
-from retrieval_bench.llm.provider import Reply
-from retrieval_bench.llm.settings import Settings
+from retrieval_bench.llm.cost.prices import usd
+from retrieval_bench.llm.cost.settings import Settings
+from retrieval_bench.llm.providers.base import Reply
+from retrieval_bench.llm.transport.credentials import mask_keys
 
 
 @dataclass

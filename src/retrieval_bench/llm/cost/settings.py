@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import DEFAULTS
-from retrieval_bench.llm.cache import EarlierKeys
-from retrieval_bench.llm.prices import resolve
-from retrieval_bench.llm.provider import Provider
-from retrieval_bench.llm.registry import PROVIDERS, named
+from retrieval_bench.llm.cache.replies import EarlierKeys
+from retrieval_bench.llm.cost.prices import resolve
+from retrieval_bench.llm.providers.base import Provider
+from retrieval_bench.llm.providers.registry import PROVIDERS, named
 
 LLM_SECTIONS = ("generate", "judge")
 
@@ -53,14 +53,14 @@ class Settings:
     timeout_s: float = DEFAULTS["generate"]["timeout_s"]  # seconds per request
     response_format: str = "text"  # or json_schema: the task's reply schema is sent with each request
     temperature: float | None = None  # None: the server's default (not sent)
-    price_source: str = "generate.price"  # where the prices came from (llm.prices), for messages
+    price_source: str = "generate.price"  # where the prices came from (llm.cost.prices), for messages
     section: str = "generate"  # the params.yaml section it came from, named in messages (judge: "judge")
 
     @classmethod
     def from_params(cls, params: dict, section: str = "generate") -> "Settings":
         """From a validated generate (or judge) section; keys it lacks take their params.DEFAULTS
         value. The provider is checked against the registry; the prices: <section>.price, else the
-        providers' list prices (llm.prices); an unknown paid model is an InputError."""
+        providers' list prices (llm.cost.prices); an unknown paid model is an InputError."""
         params = {**DEFAULTS["generate"], **params}
         api = check_provider(params, section)
         price = resolve(api, params["model"], params["base_url"], params["price"], section=section)
@@ -116,7 +116,7 @@ class Meta:
     max_tokens: int  # recorded, not in the key: a reply is not asked again because max_tokens changed
     model_alias: str | None = None  # the model's name in the key instead of `model` (a local model folder)
     temperature: float | None = None  # sent and recorded; None: the server's default
-    seed: int | None = None  # each job's seed derives from it (llm.tasks); None: the API takes no seed
+    seed: int | None = None  # each job's seed derives from it (llm.runs.tasks); None: the API takes no seed
     response_format: str = "text"  # json_schema: every reply is held to the task's schema
     earlier: EarlierKeys = field(default_factory=EarlierKeys)  # records keyed the old way (max_tokens hashed)
 

@@ -19,30 +19,24 @@ abandoned one, so each retry would queue behind it. Other endpoints keep the SDK
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-import os
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from retrieval_bench.core.endpoints import is_loopback, origin
-from retrieval_bench.llm.credentials import Endpoint
+from retrieval_bench.llm.transport.credentials import Endpoint
+from retrieval_bench.llm.transport.errors import EndpointUnreachable, origin_of, os_reason
 
 if TYPE_CHECKING:
-    from retrieval_bench.llm.ratelimit import SharedPause
+    from retrieval_bench.llm.transport.ratelimit import SharedPause
 
 CONNECT_TIMEOUT_S = 3.0
 # An endpoint is deemed unreachable after this many failed connection attempts in a row spanning
 # at least this many seconds (so a momentary blip under high concurrency does not stop a run).
 CONNECT_FAILURES = 3
 CONNECT_FAILURE_SPAN_S = 1.0
-
-
-class EndpointUnreachable(Exception):
-    """Mixed into an SDK error type (so the SDK neither wraps nor retries it): the endpoint cannot
-    be used, as it refused or dropped CONNECT_FAILURES connection attempts in a row, answered with
-    a redirect (not followed), or answered a success with something other than an API reply (an
-    HTML page); the message names it."""
 
 
 class RequestTimedOut(Exception):
@@ -73,26 +67,6 @@ def timed_out(error: BaseException) -> bool:
 def loopback_endpoint(endpoint: Endpoint) -> bool:
     """Whether requests go to this machine (a local model server)."""
     return endpoint.url is not None and is_loopback(origin(endpoint.url)[1])
-
-
-def os_reason(error: BaseException) -> str:
-    """The operating system's words for a failed connection ("Connection refused"), if any."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, OSError) and (current.errno or current.strerror):
-            return os.strerror(current.errno) if current.errno else current.strerror
-        current = current.__cause__ or current.__context__
-    return str(error) or type(error).__name__
-
-
-def origin_of(url: Any) -> str:
-    try:
-        scheme, host, port = url.scheme, url.host, url.port
-    except AttributeError:
-        return str(url)
-    return f"{scheme}://{host}" + (f":{port}" if port else "")
 
 
 class ConnectionGuard:
@@ -159,22 +133,10 @@ def not_an_api_reply(request: Any, response: Any, endpoint: Endpoint) -> str | N
     )
 
 
-def guarded_http_client(
-    sdk: Any,
-    sdk_error: type,
-    pause: SharedPause,
-    guard: ConnectionGuard,
-    timeout_s: float,
-    section: str,
-    **kwargs: Any,
-) -> Any:
-    """The SDK's default async HTTP client: `pause` (ratelimit.SharedPause) waited for before each
-    request and fed each response, `timeout_s` (`section`.timeout_s) as a deadline on the whole
-    request and a short connect timeout, `guard` watching connection failures, a redirect or a
-    success that is no API reply stopping the run, and a loopback server's timeout not retried."""
+@functools.cache
+def _deadline_stream_type() -> type:
+    """DeadlineStream, an httpx2.AsyncByteStream (httpx2 is imported when the first client is made)."""
     import httpx2
-
-    loopback = loopback_endpoint(guard.endpoint)
 
     class DeadlineStream(httpx2.AsyncByteStream):
         """A streamed body read within `budget_s` more seconds of waiting on the network: the time
@@ -200,6 +162,26 @@ def guarded_http_client(
 
         async def aclose(self) -> None:
             await self.stream.aclose()
+
+    return DeadlineStream
+
+
+def guarded_http_client(
+    sdk: Any,
+    sdk_error: type,
+    pause: SharedPause,
+    guard: ConnectionGuard,
+    timeout_s: float,
+    section: str,
+    **kwargs: Any,
+) -> Any:
+    """The SDK's default async HTTP client: `pause` (ratelimit.SharedPause) waited for before each
+    request and fed each response, `timeout_s` (`section`.timeout_s) as a deadline on the whole
+    request and a short connect timeout, `guard` watching connection failures, a redirect or a
+    success that is no API reply stopping the run, and a loopback server's timeout not retried."""
+    import httpx2
+
+    loopback = loopback_endpoint(guard.endpoint)
 
     def expired(request: Any) -> Exception:
         """What a request past its deadline raises: on a loopback server an error the SDK does not
@@ -233,7 +215,7 @@ def guarded_http_client(
                 raise _unreachable_error(sdk_error, guard.redirected(request, response))
             if stream:
                 left = timeout_s - (time.monotonic() - started)
-                response.stream = DeadlineStream(response.stream, left, lambda: expired(request))
+                response.stream = _deadline_stream_type()(response.stream, left, lambda: expired(request))
             elif line := not_an_api_reply(request, response, guard.endpoint):
                 raise _unreachable_error(sdk_error, line)
             return response

@@ -1,7 +1,7 @@
 """Reply hygiene: the one question (and quoted evidence) in a model's reply, cleaned, or the
 reason the reply is rejected. The parser of the question-writing task (tasks.QUESTIONS).
 
-A rejected reply is cached all the same (with its reason, its text cut: llm.cache.raw_for_cache),
+A rejected reply is cached all the same (with its reason, its text cut: llm.cache.replies.raw_for_cache),
 so a refusal is not paid for on every run; the golden-set build asks the passage again or moves
 on (goldenset.selection).
 """
