@@ -164,9 +164,6 @@ JUDGE_CASES = {
         ["judge.pool runs/norank.parquet: no column 'rank'"],
     ),
     "parquet run truncated": (truncated_run, ["judge.pool runs/cut.parquet: not a readable Parquet table"]),
-    "cache line not JSON": (prepend(CACHE, b"{broken\n"), [f"{CACHE}:1: invalid JSON"]),
-    "cache line a list": (prepend(CACHE, b"[1, 2]\n"), [f"{CACHE}:1:", "needs 'key'"]),
-    "cache not UTF-8": (prepend(CACHE, b"\xff\xfe{}\n"), [f"{CACHE}:1: not UTF-8 text"]),
     "prompt without a query": (
         lambda p, s: write(p, PROMPT, "Grade <passage>\n{passage}\n</passage>\n"),
         [f"{PROMPT}: the judge prompt has no {{query}}"],
@@ -239,6 +236,28 @@ def test_bad_judge_input_is_one_line_and_keeps_the_last_good_outputs(project, st
     change(project, stub)
     assert_one_error_line(stage_in_process("judge", project, monkeypatch, capsys), *fragments)
     assert snapshot(project, JUDGE_OUTPUTS + SCORE_OUTPUTS) == before
+
+
+# A damaged line of the grade cache is named and ignored (its pair asked again, never a sound one):
+# the cache is shared through a DVC remote, and one bad line must not stop every teammate's judge.
+DAMAGED_CACHE_LINES = {
+    "not JSON": (b"{broken\n", "invalid JSON"),
+    "a list": (b"[1, 2]\n", "not a record with 'key' and 'question'"),
+    "not UTF-8": (b"\xff\xfe{}\n", "not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED_CACHE_LINES))
+def test_a_damaged_grade_cache_line_is_named_and_nothing_sound_is_paid_again(project, stub, case, monkeypatch, capsys):
+    before = snapshot(project, JUDGE_OUTPUTS)
+    asked = len(stub.generation_requests())
+    line, why = DAMAGED_CACHE_LINES[case]
+    prepend(CACHE, line)(project)
+    result = stage_in_process("judge", project, monkeypatch, capsys)
+    assert result.returncode == 0, result.stderr
+    assert f"reply cache: {CACHE}:1: {why}; ignored, its question is asked again" in result.stderr, result.stderr
+    assert len(stub.generation_requests()) == asked  # every pooled pair still has its sound grade
+    assert snapshot(project, JUDGE_OUTPUTS)["data/judged_pool.jsonl"] == before["data/judged_pool.jsonl"]
 
 
 @pytest.mark.parametrize("case", list(SCORE_CASES))
