@@ -211,6 +211,30 @@ def check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dic
     return systems
 
 
+def embedded_pairs(panel: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """The (chunking, embedder) pairs the panel's systems use, each once, by the name of the stage
+    that embeds it (CHUNKING-EMBEDDER), in panel order: what params.yaml's `embedded` must hold."""
+    return {
+        f"{system['chunking']}-{system['embedder']}": {"chunking": system["chunking"], "embedder": system["embedder"]}
+        for system in panel.values()
+    }
+
+
+def check_embedded(embedded: Any, panel: dict[str, dict[str, Any]], path: Path) -> dict[str, dict[str, str]]:
+    """params.yaml's `embedded`, DVC's list of embed_corpus stages, held to the panel it is derived
+    from: a pair no system uses is never embedded, and one a system uses always is."""
+    wanted = embedded_pairs(panel)
+    if embedded != wanted:
+        spelled = ", ".join(
+            f"{name}: {{chunking: {p['chunking']}, embedder: {p['embedder']}}}" for name, p in wanted.items()
+        )
+        raise InputError(
+            f"{path}: embedded must be the (chunking, embedder) pairs the panel uses, each embedded once "
+            f"(stage embed_corpus@CHUNKING-EMBEDDER); write embedded: {{{spelled}}}"
+        )
+    return wanted
+
+
 def _check_exports_apart(systems: dict[str, dict[str, Any]], path: Path) -> None:
     writers: dict[str, str] = {}
     for name, settings in systems.items():
