@@ -14,8 +14,8 @@ import yaml
 from conftest import ROOT, run
 
 from retrieval_bench.core import paths
-from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.files import write_json
+from retrieval_bench.core.params import load_all_params
 from retrieval_bench.evaluation.headline import system_headline
 from retrieval_bench.evaluation.metrics import summary_names
 

@@ -10,9 +10,8 @@ pytestmark = pytest.mark.pipeline
 
 
 def ran_stages(output: str) -> set[str]:
-    """The stages that ran, besides check_params, which runs on every repro (asserted here)."""
+    """The stages that ran, besides check_params, which runs whenever params.yaml changed."""
     ran = {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")}
-    assert "check_params" in ran
     return ran - {"check_params"}
 
 

@@ -222,9 +222,10 @@ def embedded_pairs(panel: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]
 
 def check_embedded(embedded: Any, panel: dict[str, dict[str, Any]], path: Path) -> dict[str, dict[str, str]]:
     """params.yaml's `embedded`, DVC's list of embed_corpus stages, held to the panel it is derived
-    from: a pair no system uses is never embedded, and one a system uses always is."""
+    from: a pair no system uses is never embedded, and one a system uses always is (None, the key
+    left out, is the derived one, as for a missing panel; DVC's foreach still needs it written)."""
     wanted = embedded_pairs(panel)
-    if embedded != wanted:
+    if embedded is not None and embedded != wanted:
         spelled = ", ".join(
             f"{name}: {{chunking: {p['chunking']}, embedder: {p['embedder']}}}" for name, p in wanted.items()
         )
