@@ -19,7 +19,7 @@ STAGE_LINE = re.compile(
     r"|Stage '[^']+' is cached - skipping run, checking out outputs)$"
 )
 PUSH_ADVICE = "Use `dvc push` to send your updates to remote storage."
-# Measured (docs/benchmarks.md, "make repro"): the sample's first run, every stage, on 2 busy CPU cores.
+# The sample's first run, every stage, on 2 busy CPU cores (docs/benchmarks.md, "`make repro`'s first run").
 FIRST_RUN_MINUTES, MEASURED_CORES = 30, 2
 
 
