@@ -1,8 +1,8 @@
 """Stage 6: one leaderboard of the panel systems (params panel) on every question set ->
 metrics/leaderboard.json, .csv and .md, the plots recall_at_k.csv and first_relevant_rank_histogram.csv,
 metrics/certificate.json (does each synthetic question set
-order the systems as the real or hand-written ones do? agrees / disagrees / undetermined) and metrics/headline.json (the numbers `dvc
-metrics show` lists). Beside them, not DVC outputs (measured times differ on every run, the
+order the systems as the real or hand-written ones do? agrees / disagrees / undetermined) and metrics/headline.json (its few
+numbers; the DVC metrics are each system's, by score). Beside them, not DVC outputs (measured times differ on every run, the
 outputs must not): each system's costs and the Pareto front, metrics/costs.json and .md, and
 metrics/plots/quality_vs_cost.csv."""
 
