@@ -225,6 +225,14 @@ def check_embedded(embedded: Any, panel: dict[str, dict[str, Any]], path: Path) 
     from: a pair no system uses is never embedded, and one a system uses always is (None, the key
     left out, is the derived one, as for a missing panel; DVC's foreach still needs it written)."""
     wanted = embedded_pairs(panel)
+    for name, system in panel.items():  # a-b with c and a with b-c would be one stage: DVC keeps one
+        pair = wanted[f"{system['chunking']}-{system['embedder']}"]
+        if (pair["chunking"], pair["embedder"]) != (system["chunking"], system["embedder"]):
+            raise InputError(
+                f"{path}: panel.{name} (chunking {system['chunking']}, embedder {system['embedder']}) and another "
+                f"system (chunking {pair['chunking']}, embedder {pair['embedder']}) would both be embedded by "
+                f"stage embed_corpus@{system['chunking']}-{system['embedder']}: rename one of those chunkings or embedders"
+            )
     if embedded is not None and embedded != wanted:
         spelled = ", ".join(
             f"{name}: {{chunking: {p['chunking']}, embedder: {p['embedder']}}}" for name, p in wanted.items()
