@@ -1,6 +1,6 @@
 """`make repro`'s view of `dvc repro`'s output (`dvc repro | python -m retrieval_bench.core.repro_log`):
 each line passed on the moment it arrives, every stage DVC reaches numbered against the pipeline's
-stages ("[5/27] Running stage 'embed_corpus@c400-default':"), after one line of what a first run
+stages ("[5/29] Running stage 'embed_corpus@c400-default':"), after one line of what a first run
 costs; and with --no-remote, DVC's closing advice to `dvc push` (nowhere to push) left out."""
 
 from __future__ import annotations
