@@ -36,6 +36,8 @@ from pathlib import Path
 import yaml
 from common import ROOT, copy_project, project_env
 
+from retrieval_bench.core.params_panel import embedded_pairs
+
 sys.path.insert(0, str(ROOT / "tests"))
 from stub_llm import StubLLM, stage_env  # noqa: E402  (tests/ holds the stub server)
 
@@ -68,6 +70,7 @@ def prepare(project: Path, env: dict[str, str], style_examples: Path | None) -> 
     params["panel"] = {
         name: {"chunking": "default", "embedder": "default", **system} for name, system in CERTIFIED_PANEL.items()
     }
+    params["embedded"] = embedded_pairs(params["panel"])
     if style_examples is not None:
         copied = Path("data") / f"style_examples{style_examples.suffix}"
         shutil.copy2(style_examples, project / copied)

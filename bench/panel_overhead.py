@@ -40,6 +40,8 @@ from pathlib import Path
 import yaml
 from common import ROOT, copy_project, machine, project_env, thread_env
 
+from retrieval_bench.core.params_panel import embedded_pairs
+
 OWN_WORK = """
 import json, sys, time
 import stages.retrieve as retrieve, stages.score as score
@@ -74,6 +76,7 @@ def run(command: list[str], project: Path, env: dict[str, str]) -> tuple[float, 
 def set_panel(project: Path, systems: dict[str, dict]) -> None:
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["panel"] = systems
+    params["embedded"] = embedded_pairs(systems)
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 

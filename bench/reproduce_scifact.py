@@ -47,11 +47,13 @@ def scifact_params(scifact: Path) -> dict:
     """The params.yaml of the reproduction: the code's defaults (every key the stages read), PINNED
     over them, load.source the SciFact folder; nothing from the workspace's params.yaml."""
     from retrieval_bench.core.params import DEFAULTS
+    from retrieval_bench.core.params_panel import embedded_pairs
 
     params = copy.deepcopy(DEFAULTS)
     for section, values in PINNED.items():
         params[section].update(copy.deepcopy(values))
     params["load"]["source"] = str(scifact)
+    params["embedded"] = embedded_pairs(params["panel"])  # DVC's list of embed_corpus stages
     return params
 
 

@@ -33,6 +33,8 @@ from common import ROOT, SCIFACT, copy_project, project_env
 from install_mpnet import DEFAULT_TARGET, WEIGHTS_SHA256, installed_sha256
 from reproduce_scifact import MTEB_NDCG_AT_10, scifact_params
 
+from retrieval_bench.core.params_panel import embedded_pairs
+
 TOLERANCE = 0.002
 MPNET = "models/all-mpnet-base-v2"  # relative to the project: the temporary copy links models/
 # The published SciFact nDCG@10 (test split) of each model. all-MiniLM-L6-v2: MTEB, as in
@@ -64,6 +66,7 @@ def panel_params(scifact: Path) -> dict:
     params["chunkings"] = copy.deepcopy(CHUNKINGS)
     params["embedders"] = copy.deepcopy(EMBEDDERS)
     params["panel"] = copy.deepcopy(PANEL)
+    params["embedded"] = embedded_pairs(PANEL)
     return params
 
 

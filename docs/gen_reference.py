@@ -58,6 +58,14 @@ FREE_SECTIONS = {
         "`default` (required) is the system `show`, `compare` and `judge.pool` read when none is named; "
         "see [Which model and chunk size?](../how-to/panels.md)",
     ),
+    "embedded": (
+        "embedded.CHUNKING-EMBEDDER",
+        "derived from panel",
+        "mapping: chunking, embedder",
+        "a (chunking, embedder) pair some panel system uses, embedded once (stage `embed_corpus@CHUNKING-EMBEDDER`); "
+        "DVC reads it, so it is written out, and `check_params` refuses any other list than the panel's pairs, "
+        "saying what to write: a pair no system uses is not embedded",
+    ),
 }
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w-]*):(?P<value>[^#]*)(?:#\s?(?P<comment>.*))?$")
 COMMENT_LINE = re.compile(r"^ *#\s?(?P<comment>.*)$")
@@ -130,13 +138,13 @@ def params_page() -> str:
         "",
         "Every key `params.yaml` may hold, with its default. A key not listed here is an error naming the",
         "closest valid key; a value must have the type shown (an int is accepted for a number). Each stage",
-        "reads its own section; `check_params` validates the whole file on every `dvc repro`. Every number",
+        "reads its own section; `check_params` validates the whole file whenever it changed. Every number",
         "must be finite (`.nan` and `.inf` are refused in one line naming the key), and a value outside a",
         "key's bounds is one line naming them.",
         "Set a key for one experiment with `dvc exp run -S <section>.<key>=<value>`",
         "([Compare configurations](../how-to/experiments.md)).",
     ]
-    for section, keys in DEFAULTS.items():
+    for section, keys in {**DEFAULTS, "embedded": None}.items():  # embedded: no default, derived from panel
         lines += ["", f"## {section}", "", "| key | default | type | description |", "|---|---|---|---|"]
         if section in FREE_SECTIONS:
             key, shown, kind, description = FREE_SECTIONS[section]

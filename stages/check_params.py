@@ -1,8 +1,10 @@
-"""Stage 0: validate the whole params.yaml on every `dvc repro` (the stage is always_changed), so
-a typo'd key or a bad value fails the run even when every other stage is cached; and stamp
-load.source and the stores embed_corpus and retrieve read (data/*stamp.json), which may be vector
-stores DVC cannot depend on, generate.style_examples, which may be null, and generate.imported, a
-mapping of files DVC cannot list as deps."""
+"""Stage 0: validate the whole params.yaml (the stage depends on all of it and re-runs on any edit),
+so a typo'd key or a bad value fails the run before anything else runs; write each panel system's
+resolved retrieval settings (data/panel_settings/<system>.json: retrieve@<system> depends on its own);
+and stamp load.source and the stores embed_corpus and retrieve read (data/*stamp.json), which may be
+vector stores DVC cannot depend on, generate.style_examples, which may be null, and
+generate.imported, a mapping of files DVC cannot list as deps. `make repro` runs it before `dvc
+repro` too: a stamp that moved (a source edited in place) re-runs it, and what reads that stamp."""
 
 from pathlib import Path
 
@@ -36,7 +38,10 @@ def main() -> None:
         # The panel's names: the leaderboard depends on the folder holding this file and the
         # systems' scores, which then exists even without a panel (DVC needs every dep to exist).
         paths.PANEL_SYSTEMS: list(params["panel"]),
+        **{paths.settings_of(system): dict(sorted(resolved.items())) for system, resolved in params["panel"].items()},
     }
+    for stale in set(map(str, Path(paths.PANEL_SETTINGS).glob("*.json"))) - set(outputs):  # a system since removed
+        Path(stale).unlink()
     for path, content in outputs.items():
         write_json(path, content)
     # Constant content: stages downstream depend on this file only to run after the check.

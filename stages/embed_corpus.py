@@ -4,7 +4,7 @@ DVC output, data/timings/embed/<chunking>/<embedder>.json: the chunks and how ma
 (not read from a cache). What embedding costs is measured by the leaderboard stage.
 
 Vectors come from the embedding cache when it holds them, or from the same embedder's caches of
-the other chunkings (a text is embedded once per embedder); only new or edited chunks are
+the other chunkings it embeds (params embedded; a text is embedded once per embedder); only new or edited chunks are
 embedded, each batch appended to the cache as soon as it is computed. With
 `embed.corpus_vectors: stored` the default chunking's vectors are read from the vector store at
 load.source instead, after a sample of chunks embedded again shows that embed.model made them."""
@@ -35,7 +35,11 @@ def main(argv: list[str]) -> None:
     if settings["corpus_vectors"] == "stored" and arguments.chunking == paths.DEFAULT:
         vectors, line = stored_corpus_vectors(everything["load"]["source"], chunks, settings, cache)
     else:
-        others = [paths.corpus_vectors(name, arguments.embedder)[2] for name in everything["chunkings"]]
+        others = [
+            paths.corpus_vectors(pair["chunking"], arguments.embedder)[2]
+            for pair in everything["embedded"].values()
+            if pair["embedder"] == arguments.embedder
+        ]
         vectors, stats = embed_texts(
             chunks["text"].tolist(),
             settings,

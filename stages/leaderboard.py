@@ -1,10 +1,11 @@
 """Stage 6: one leaderboard of the panel systems (params panel) on every question set ->
 metrics/leaderboard.json, .csv and .md, the plots recall_at_k.csv and first_relevant_rank_histogram.csv,
 metrics/certificate.json (does each synthetic question set order the systems as the real or
-hand-written ones do?) and metrics/headline.json (the numbers `dvc metrics show` lists). Then
-every system's costs, measured here in one process (evaluation.panel.costs.measure):
-metrics/costs.json and .md with the Pareto front, the decision table metrics/decision.md and
-metrics/plots/quality_vs_cost.csv, whose figures differ from run to run (no stage reads them)."""
+hand-written ones do?) and metrics/headline.json (its few numbers; the DVC metrics are each
+system's, declared by score). Then every system's costs, measured here in one process
+(evaluation.panel.costs.measure): metrics/costs.json and .md with the Pareto front, the decision
+table metrics/decision.md and metrics/plots/quality_vs_cost.csv, whose figures differ from run to
+run (no stage reads them)."""
 
 import json
 from pathlib import Path

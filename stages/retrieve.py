@@ -1,20 +1,21 @@
 """Stage 4, once per panel system (`python -m stages.retrieve <system>`): params panel.<system> over
 the retrieval section, on its chunking and embedder -> data/panel/<system>/run.parquet (qid,
-chunk_id, rank, score; depth per question), run_info.json and, for method rerank, the system's own
-cross-encoder score cache rerank_cache.jsonl; and its TREC run file when it sets trec_export."""
+chunk_id, rank, score; depth per question) and run_info.json (method rerank keeps its cross-encoder
+scores apart, not a DVC output: rerank.score_cache); and its TREC run file when it sets trec_export."""
 
 import sys
 
 from tqdm import tqdm
 
 from retrieval_bench.core import paths
-from retrieval_bench.core.files import atomic_path, touch_jsonl, write_json
+from retrieval_bench.core.files import atomic_path, write_json
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.params_panel import panel_system, settings_key
 from retrieval_bench.core.run_table import check_trec_ids, write_trec
 from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.retrieval.inputs import questions_and_corpus
 from retrieval_bench.retrieval.methods import retrieve, run_info
+from retrieval_bench.retrieval.rerank import score_cache
 
 
 def main(argv: list[str]) -> None:
@@ -26,15 +27,13 @@ def main(argv: list[str]) -> None:
     where = settings_key(params, system)  # what the user wrote: retrieval.X, or panel.NAME.X
     trec_export = settings["trec_export"]  # retrieval.trec_export is the default system's (params_panel)
     questions, corpus = questions_and_corpus(settings, settings["chunking"], settings["embedder"])
-    rerank_cache = paths.rerank_cache_of(system)
     with tqdm(total=len(questions.qids), desc=f"retrieve {system} ({settings['method']})", unit="q") as progress:
-        run = retrieve(settings, questions, corpus, progress, rerank_cache=rerank_cache, where=where)
+        run = retrieve(settings, questions, corpus, progress, rerank_cache=score_cache(system), where=where)
     if trec_export:  # checked before anything is written: no run without its export
         check_trec_ids(run, f"{where}.trec_export {trec_export}")
     with atomic_path(paths.run_of(system)) as tmp:
         run.to_parquet(tmp, index=False)
     write_json(paths.run_info_of(system), run_info(settings, questions, corpus, run))
-    touch_jsonl(rerank_cache)  # a persistent output of this stage, whatever the method
     if trec_export:
         write_trec(run, trec_export, settings["method"])
     print(

@@ -1,6 +1,7 @@
 """Stage 5, once per panel system (`python -m stages.score <system>`): its run scored against the
 golden set on its chunking -> metrics/panel/<system>/metrics.json and per_question.csv, in two
-views: strict (the golden set's labels) and judged (plus duplicate chunks and pooled LLM grades)."""
+views: strict (the golden set's labels) and judged (plus duplicate chunks and pooled LLM grades);
+and headline.json, its few headline numbers (the DVC metrics file: one row of `dvc metrics show`)."""
 
 import sys
 
@@ -10,6 +11,7 @@ from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.params_panel import panel_system
 from retrieval_bench.core.run_table import read_run_table
 from retrieval_bench.core.stage import run_stage, stage_parser
+from retrieval_bench.evaluation.panel.headline import system_headline
 from retrieval_bench.evaluation.score.budgets import chunk_columns
 from retrieval_bench.evaluation.score.scoring import score_system
 from retrieval_bench.evaluation.score.settings import Scoring
@@ -34,6 +36,7 @@ def main(argv: list[str]) -> None:
         label=f"score {system}",
     )
     write_json(paths.metrics_of(system), summary)
+    write_json(paths.headline_of(system), system_headline(table))
     with atomic_open(paths.per_question_of(system)) as handle:
         table.to_csv(handle, index=False, lineterminator="\n")
     print(

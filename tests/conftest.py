@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from retrieval_bench.core.params_panel import embedded_pairs
 from retrieval_bench.core.params_schema import DEFAULTS
 
 # Ray reads RAY_AUTH_MODE once, when it is first imported: every test process uses token mode (the
@@ -95,7 +96,8 @@ def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS, panel: bool = 
 
 
 def set_params(project: Path, **changes: object) -> None:
-    """Set dotted params.yaml keys, e.g. set_params(p, **{"score.k": [1, 2]})."""
+    """Set dotted params.yaml keys, e.g. set_params(p, **{"score.k": [1, 2]}); an edit to the panel
+    writes `embedded` derived from it too, as a user must (unless `embedded` itself is set)."""
     import yaml
 
     path = project / "params.yaml"
@@ -106,6 +108,8 @@ def set_params(project: Path, **changes: object) -> None:
         for key in parents:
             node = node[key]
         node[last] = value
+    if "embedded" not in changes and any(dotted.split(".")[0] == "panel" for dotted in changes):
+        params["embedded"] = embedded_pairs(params["panel"])
     path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from conftest import ROOT
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import load_all_params
@@ -82,3 +83,28 @@ def test_a_stage_argument_naming_nothing_lists_the_names(tmp_path):
     params = load_all_params(write(tmp_path))
     with pytest.raises(InputError, match="embedders has no 'mpnet' \\(have: default, seq64\\)"):
         named(params, "embedders", "mpnet")
+
+
+def test_embedded_is_the_panels_pairs_and_a_drifted_list_says_what_to_write(tmp_path):
+    """params.yaml's `embedded` (DVC's embed_corpus stages) is derived from the panel: a pair no
+    system uses is refused (it would be embedded for nothing), one missing too; two pairs that
+    would share a stage name are refused."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["panel"] = {"default": {"chunking": "default", "embedder": "default"}}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))  # the sample's 4 pairs, a panel using one
+    with pytest.raises(
+        InputError, match=r"write embedded: \{default-default: \{chunking: default, embedder: default\}\}$"
+    ):
+        load_all_params(path)
+    params["embedded"] = {"default-default": {"chunking": "default", "embedder": "default"}}
+    path.write_text(yaml.safe_dump(params))
+    assert load_all_params(path)["embedded"] == params["embedded"]
+    params["chunkings"]["a-b"] = {}
+    params["embedders"]["b-c"], params["embedders"]["c"] = {}, {}
+    params["chunkings"]["a"] = {}
+    params["panel"] |= {"one": {"chunking": "a-b", "embedder": "c"}, "two": {"chunking": "a", "embedder": "b-c"}}
+    del params["embedded"]
+    path.write_text(yaml.safe_dump(params))
+    with pytest.raises(InputError, match="would both be embedded by stage embed_corpus@a-b-c"):
+        load_all_params(path)

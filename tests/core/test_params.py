@@ -9,7 +9,7 @@ import yaml
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import DEFAULTS, load_all_params
-from retrieval_bench.core.params_panel import settings_key
+from retrieval_bench.core.params_panel import embedded_pairs, settings_key
 from retrieval_bench.core.params_sections import DVC_IGNORED_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,16 +33,17 @@ def test_no_param_key_is_one_dvc_leaves_out_of_its_run_cache(tree):
 
 def test_the_bundled_params_are_valid_and_complete():
     params = load_all_params(ROOT / "params.yaml")
-    assert set(params) == set(DEFAULTS)
+    assert set(params) == set(DEFAULTS) | {"embedded"}  # embedded: derived from the panel, no default of its own
     # The panel is the sample's own (by default the default system alone): its systems are retrieval overrides.
     written = {
         ".".join(p)
         for p in leaves(yaml.safe_load((ROOT / "params.yaml").read_text()))
-        if p[0] not in ("panel", "chunkings", "embedders") or len(p) == 1
+        if p[0] != "embedded" and (p[0] not in ("panel", "chunkings", "embedders") or len(p) == 1)
     }
     named = {".".join(p) for p in leaves(DEFAULTS) if p[0] not in ("panel", "chunkings", "embedders") or len(p) == 1}
     assert written == named  # every default is visible to the user (the names are the user's own)
     panel, chunkings, embedders = (params.pop(name) for name in ("panel", "chunkings", "embedders"))
+    assert params.pop("embedded") == embedded_pairs(panel)
     assert params == {
         key: value for key, value in DEFAULTS.items() if key not in ("panel", "chunkings", "embedders")
     }  # and params.yaml states the defaults

@@ -44,6 +44,8 @@ def embedded(output: str, stage: str) -> tuple[int, int] | None:
 
 
 def repro(project, *extra: str) -> str:
+    """As `make repro`: the source stamped first (check_params sees a source edited in place), then DVC."""
+    run([sys.executable, "-m", "stages.check_params"], cwd=project)
     return dvc("repro", *extra, "embed_corpus", "embed_questions", cwd=project).stdout
 
 

@@ -140,6 +140,7 @@ def test_editing_the_style_examples_file_reruns_generate_goldenset_under_dvc(tmp
         assert "Running stage 'generate_goldenset'" not in unchanged.stdout and not stub.requests
 
         write_examples(project, HOSTILE + ["is an in-memory db lost on close"])
+        run([sys.executable, "-m", "stages.check_params"], cwd=project, env=env)  # as `make repro`: the file stamped
         edited = run(repro, cwd=project, env=env)  # an edited file: the stage runs, every question asked again
         assert "Running stage 'generate_goldenset'" in edited.stdout
         assert len(stub.generation_requests()) == generated

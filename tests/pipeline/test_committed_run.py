@@ -80,7 +80,7 @@ def test_a_run_from_scratch_is_reproducible_and_a_clone_with_its_remote_reruns_n
     included), so a fresh clone's run on
     the committer's kind of CPU leaves the committed dvc.lock as it is; and a clone whose default
     remote holds the outputs runs no stage
-    in `make repro` (check_params, which always runs, aside) and leaves `git status` clean."""
+    in `make repro` and leaves `git status` clean."""
     env = tool_env()
     one, two = reproduced, copy_project(tmp_path / "two")  # one: the session's run from scratch
     run([sys.executable, "-m", "dvc", "repro"], cwd=two, env=env)
@@ -94,5 +94,5 @@ def test_a_run_from_scratch_is_reproducible_and_a_clone_with_its_remote_reruns_n
     git("clone", "-q", str(one), str(clone), cwd=tmp_path)
     result = make_repro(clone, env)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert re.findall(r"Running stage '([^']+)'", result.stdout) == ["check_params"]
+    assert re.findall(r"Running stage '([^']+)'", result.stdout) == []
     assert git("status", "--porcelain", cwd=clone).stdout == ""

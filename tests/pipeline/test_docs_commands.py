@@ -16,19 +16,18 @@ import yaml
 from conftest import ROOT, dvc, git, run
 
 EXPERIMENTS_PAGE = ROOT / "docs" / "how-to" / "experiments.md"
-HEADLINE = ["mrr", "ndcg@10", "recall@10"]  # per panel system in metrics/headline.json
+HEADLINE = ["mrr", "ndcg@10", "recall@10"]  # per panel system in metrics/panel/SYSTEM/headline.json
+SYSTEMS = ("default", "bm25")
 
-# A stage that writes the pipeline's one declared metrics file, metrics/headline.json (each panel
-# system's headline numbers, the golden set's, the judge's), from one param: DVC names the columns
-# as it does there, and in seconds.
+# A stage that writes the pipeline's declared metrics files, each panel system's
+# metrics/panel/SYSTEM/headline.json, from one param: DVC names the columns as it does there, and in seconds.
 WRITE_METRICS = """
 import json, os, yaml
 method = yaml.safe_load(open("params.yaml"))["retrieval"]["method"]
 value = {"dense": 0.5, "hybrid": 0.6}[method]
-system = {"mrr": value, "ndcg@10": value, "recall@10": value}
-headline = {"panel": {"default": system, "bm25": system}, "goldenset": {"n_questions": 3}, "judge": {"judged": 0}}
-os.makedirs("metrics", exist_ok=True)
-json.dump(headline, open("metrics/headline.json", "w"))
+for system in ("default", "bm25"):
+    os.makedirs(f"metrics/panel/{system}", exist_ok=True)
+    json.dump({"mrr": value, "ndcg@10": value, "recall@10": value}, open(f"metrics/panel/{system}/headline.json", "w"))
 """
 
 
@@ -49,7 +48,7 @@ def metric_project(folder: Path) -> Path:
         "cmd": f"{shlex.quote(sys.executable)} write_metrics.py",
         "deps": ["write_metrics.py"],
         "params": ["retrieval"],
-        "metrics": [{"metrics/headline.json": {"cache": False}}],
+        "metrics": [{f"metrics/panel/{system}/headline.json": {"cache": False}} for system in SYSTEMS],
     }
     (folder / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"score": stage}}, sort_keys=False))
     git("init", "-q", "-b", "main", cwd=folder)
@@ -62,27 +61,32 @@ def metric_project(folder: Path) -> Path:
 
 
 def test_the_documented_exp_show_shows_the_headline_metrics_and_the_changed_param(tmp_path):
-    """The documented --drop keeps each panel system's headline columns (panel.SYSTEM.mrr, from
-    metrics/headline.json) and the changed param, and drops the golden set's counts."""
+    """The documented --drop keeps each panel system's headline columns
+    (metrics/panel/SYSTEM/headline.json:mrr) and the changed param."""
     project = metric_project(tmp_path / "project")
     dvc("exp", "run", "-q", "-n", "hybrid", "-S", "retrieval.method=hybrid", cwd=project)
     shown = run([sys.executable, "-m", "dvc", *documented_exp_show()[1:]], cwd=project).stdout
     header = [cell.strip() for cell in shown.splitlines()[0].strip("|").split("|")]
-    metrics = [f"panel.{system}.{name}" for system in ("default", "bm25") for name in HEADLINE]
+    metrics = [f"metrics/panel/{system}/headline.json:{name}" for system in SYSTEMS for name in HEADLINE]
     assert set(metrics) <= set(header) and "retrieval.method" in header and header[0] == "Experiment", shown
-    assert not any(column.startswith("goldenset.") for column in header), shown  # the headline only
     row = next(line for line in shown.splitlines() if "hybrid" in line.split("|")[1])
     cells = dict(zip(header, (cell.strip() for cell in row.strip("|").split("|"))))
-    assert cells["retrieval.method"] == "hybrid" and float(cells["panel.default.mrr"]) == 0.6
+    assert cells["retrieval.method"] == "hybrid" and float(cells["metrics/panel/default/headline.json:mrr"]) == 0.6
 
 
 def test_the_documented_drop_pattern_keeps_the_headline_and_the_params():
-    """DVC's columns for the one metrics file are unprefixed (panel.SYSTEM.METRIC); with a second
-    metrics file they would be FILE:NAME, which the pattern drops."""
+    """DVC names a column of one of several metrics files FILE:NAME: the pattern keeps each system's
+    headline.json and the params, and drops any other file's (an undeclared one given with --targets)."""
     command = documented_exp_show()
     pattern = command[command.index("--drop") + 1]
-    kept = ["Experiment", "panel.default.mrr", "panel.bm25.ndcg@10", "retrieval.method", "chunkings.c400.chars"]
-    dropped = ["goldenset.n_questions", "metrics/panel/default/metrics.json:mrr", "hit@1"]
+    kept = [
+        "Experiment",
+        "metrics/panel/default/headline.json:mrr",
+        "metrics/panel/bm25/headline.json:ndcg@10",
+        "retrieval.method",
+        "chunkings.c400.chars",
+    ]
+    dropped = ["metrics/panel/default/metrics.json:mrr", "hit@1"]
     assert [name for name in kept + dropped if not re.match(pattern, name)] == kept
 
 

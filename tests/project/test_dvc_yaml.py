@@ -16,7 +16,7 @@ spec.loader.exec_module(dvc_deps)
 
 def test_every_stage_runs_its_own_script_with_arguments_every_item_spells():
     """One script per stage, named after it (stages/NAME.py runs as `python -m stages.NAME`); a
-    foreach stage passes its ${key}, and a matrix stage only ${item.AXIS} of its own axes (DVC
+    foreach stage passes its ${key} (or its items' ${item.FIELD}s), and a matrix stage only ${item.AXIS} of its own axes (DVC
     fails a stage whose item lacks a name its command uses)."""
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     scripts = {path.stem for path in (ROOT / "stages").glob("*.py")} - {"__init__"}
@@ -25,8 +25,10 @@ def test_every_stage_runs_its_own_script_with_arguments_every_item_spells():
         command = stage.get("do", stage)["cmd"].split()
         assert command[:3] == ["python", "-m", f"stages.{name}"], name
         arguments = command[3:]
-        if "foreach" in stage:
+        if "foreach" in stage and not arguments[0].startswith("${item."):
             assert arguments == ["${key}"], name
+        elif "foreach" in stage:  # a mapping of items: each argument one of its fields
+            assert all(re.fullmatch(r"\$\{item\.\w+\}", argument) for argument in arguments), name
         elif "matrix" in stage:
             axes = [re.fullmatch(r"\$\{item\.(\w+)\}", argument) for argument in arguments]
             assert all(axes) and [axis[1] for axis in axes] == list(stage["matrix"]), name

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from conftest import ONLY_DEFAULT, dvc, set_params
 
+from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import sha256_file
 from retrieval_bench.core.params import DEFAULTS, load_all_params
@@ -124,7 +125,7 @@ def test_rerank_scores_candidates_with_the_cross_encoder_and_caches_them(
         retrieve({**settings(None), "method": "dense", "depth": 4}, questions, corpus).query("qid == 'q1'")["chunk_id"]
     )
     assert set(q1["chunk_id"]) <= dense_candidates
-    lines = (tmp_path / "data" / "panel" / "default" / "rerank_cache.jsonl").read_text().splitlines()
+    lines = (tmp_path / paths.rerank_cache_of("default")).read_text().splitlines()
     assert len(lines) == 8 and set(json.loads(lines[0])) == {"key", "score"}
 
     counted.clear()
@@ -195,7 +196,7 @@ def test_missing_model_is_one_line_naming_the_key(tmp_path, monkeypatch):
 
 
 def scored_pairs(cache: Path) -> int:
-    """The records of a rerank cache (the blank line an unused one holds is none: core.files.touch_jsonl)."""
+    """The records of a rerank cache."""
     return sum(1 for line in cache.read_text().splitlines() if line.strip())
 
 
@@ -212,10 +213,10 @@ def test_rerank_through_dvc_keeps_its_cache(reproduced, tiny_cross_encoder):
     first = dvc("repro", "retrieve", cwd=reproduced)
     n_questions = len((reproduced / "data" / "goldenset.jsonl").read_text().splitlines())
     assert f"rerank: {20 * n_questions} pairs, {20 * n_questions} scored" in first.stderr + first.stdout
-    cache = reproduced / "data" / "panel" / "default" / "rerank_cache.jsonl"
+    cache = reproduced / paths.rerank_cache_of("default")
     assert scored_pairs(cache) == 20 * n_questions
-    assert "rerank_cache.jsonl" in (reproduced / "dvc.lock").read_text()
-    # A new depth re-runs retrieve, which scores nothing: the persistent cache survived the rerun.
+    assert "rerank_cache" not in (reproduced / "dvc.lock").read_text()  # no DVC output: DVC run-caches retrieve
+    # A new depth re-runs retrieve, which scores nothing: the cache, no DVC output, survived the rerun.
     set_params(reproduced, **{"retrieval.depth": 10, "score.k": [1, 5, 10]})  # no k beyond the depth
     second = dvc("repro", "retrieve", cwd=reproduced)
     assert f"rerank: {20 * n_questions} pairs, 0 scored by the cross-encoder" in second.stderr + second.stdout
@@ -230,7 +231,8 @@ def test_rerank_through_dvc_keeps_its_cache(reproduced, tiny_cross_encoder):
 @pytest.mark.pipeline
 def test_a_rerank_panel_system_keeps_its_own_cache(reproduced, tiny_cross_encoder):
     """Observed: a panel system with method rerank appended to data/rerank_cache.jsonl, an output
-    of the retrieve stage, so DVC saw retrieve's output changed behind its back."""
+    of the retrieve stage, so DVC saw retrieve's output changed behind its back. Each system's cache
+    is its own and no DVC output (.dvc/tmp/retrieval-bench/rerank/<system>.jsonl)."""
     set_params(
         reproduced,
         panel={
@@ -245,13 +247,11 @@ def test_a_rerank_panel_system_keeps_its_own_cache(reproduced, tiny_cross_encode
     )
     dvc("repro", cwd=reproduced)
     n_questions = len((reproduced / "data" / "goldenset.jsonl").read_text().splitlines())
-    own = reproduced / "data" / "panel" / "rr" / "rerank_cache.jsonl"
+    own = reproduced / paths.rerank_cache_of("rr")
     assert scored_pairs(own) == 20 * n_questions
-    assert (
-        reproduced / "data" / "panel" / "default" / "rerank_cache.jsonl"
-    ).read_text().strip() == ""  # retrieve's (dense): no score
+    assert not (reproduced / paths.rerank_cache_of("default")).exists()  # retrieve's (dense): no score
     status = json.loads(dvc("status", "--json", cwd=reproduced).stdout or "{}")
-    assert set(status) <= {"check_params"}, status  # nothing changed behind DVC's back
+    assert status == {}, status  # nothing changed behind DVC's back
 
 
 def copy_into_hf_cache(model_folder: str, hf_home: Path, repo_id: str) -> None:

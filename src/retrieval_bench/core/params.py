@@ -10,11 +10,11 @@ from retrieval_bench.core.errors import InputError, json_kind
 from retrieval_bench.core.params_panel import (
     NAMED_BASE,
     check_chunking,
+    check_embedded,
     check_imported,
     check_named,
     check_panel,
     check_retrieval,
-    check_stage_names,
 )
 from retrieval_bench.core.params_schema import (
     CHOICES,
@@ -54,7 +54,7 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
             f"{path}: expected a mapping of sections {', '.join(DEFAULTS)}, got {json_kind(raw)} at the top level"
         )
     ignored = first_ignored_key(raw, path)
-    raw_panel = raw.pop("panel", DEFAULTS["panel"])  # no panel key: the default system alone
+    raw_panel, raw_embedded = raw.pop("panel", None), raw.pop("embedded", None)
     raw_named = {section: raw.pop(section, DEFAULTS[section]) for section in NAMED_BASE}
     params = check_shape(raw, DEFAULTS, "params", path)
     if ignored:  # after the schema check, which tells a renamed key (load.chunking.size) its new name
@@ -74,8 +74,8 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
     _check_values(params, path)
     for section, value in raw_named.items():
         params[section] = check_named(section, value, params, path)
-    check_stage_names(params["chunkings"], params["embedders"], path)
     params["panel"] = check_panel(raw_panel, params, path)
+    params["embedded"] = check_embedded(raw_embedded, params["panel"], path)
     return params
 
 

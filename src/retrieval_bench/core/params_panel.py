@@ -125,24 +125,6 @@ def check_named(section: str, entries: Any, params: dict[str, Any], path: Path) 
     return checked
 
 
-def check_stage_names(chunkings: dict[str, Any], embedders: dict[str, Any], path: Path) -> None:
-    """Every (chunking, embedder) pair its own embed_corpus stage: DVC names a matrix stage by its
-    values joined with `-` (embed_corpus@a-b-c is both a-b with c and a with b-c) and keeps only one
-    stage of a name, so the other pair would silently never be embedded."""
-    pairs: dict[str, tuple[str, str]] = {}
-    for chunking in chunkings:
-        for embedder in embedders:
-            stage = f"{chunking}-{embedder}"
-            if stage in pairs:
-                first = pairs[stage]
-                raise InputError(
-                    f"{path}: chunkings.{first[0]} with embedders.{first[1]} and chunkings.{chunking} with "
-                    f"embedders.{embedder} would both be the stage embed_corpus@{stage}, and DVC keeps only one: "
-                    "rename one of those chunkings or embedders"
-                )
-            pairs[stage] = (chunking, embedder)
-
-
 def check_imported(imported: dict[Any, Any], path: Path) -> None:
     """generate.imported: {NAME: FILE}, each name a panel name's (the leaderboard and the
     certificate name a column after it) and not a reserved question set, each file a path."""
@@ -228,6 +210,41 @@ def check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dic
         )
     _check_exports_apart(systems, path)
     return systems
+
+
+def embedded_pairs(panel: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """The (chunking, embedder) pairs the panel's systems use, each once, by the name of the stage
+    that embeds it (CHUNKING-EMBEDDER), in panel order: what params.yaml's `embedded` must hold."""
+    return {
+        f"{system['chunking']}-{system['embedder']}": {"chunking": system["chunking"], "embedder": system["embedder"]}
+        for system in panel.values()
+    }
+
+
+def check_embedded(embedded: Any, panel: dict[str, dict[str, Any]], path: Path) -> dict[str, dict[str, str]]:
+    """params.yaml's `embedded`, DVC's list of embed_corpus stages, held to the panel it is derived
+    from: a pair no system uses is never embedded, and one a system uses always is (None, the key
+    left out, is the derived one, as for a missing panel; DVC's foreach still needs it written)."""
+    wanted = embedded_pairs(panel)
+    first_user: dict[str, str] = {}  # stage name -> the first system embedded by it
+    for name, system in panel.items():  # a-b with c and a with b-c would be one stage: DVC keeps one
+        stage = f"{system['chunking']}-{system['embedder']}"
+        other = panel[first_user.setdefault(stage, name)]
+        if (other["chunking"], other["embedder"]) != (system["chunking"], system["embedder"]):
+            raise InputError(
+                f"{path}: panel.{first_user[stage]} (chunking {other['chunking']}, embedder {other['embedder']}) and "
+                f"panel.{name} (chunking {system['chunking']}, embedder {system['embedder']}) would both be embedded "
+                f"by stage embed_corpus@{stage}: rename one of those chunkings or embedders"
+            )
+    if embedded is not None and embedded != wanted:
+        spelled = ", ".join(
+            f"{name}: {{chunking: {p['chunking']}, embedder: {p['embedder']}}}" for name, p in wanted.items()
+        )
+        raise InputError(
+            f"{path}: embedded must be the (chunking, embedder) pairs the panel uses, each embedded once "
+            f"(stage embed_corpus@CHUNKING-EMBEDDER); write embedded: {{{spelled}}}"
+        )
+    return wanted
 
 
 def _check_exports_apart(systems: dict[str, dict[str, Any]], path: Path) -> None:

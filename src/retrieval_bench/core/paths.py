@@ -120,14 +120,37 @@ def run_info_of(system: str) -> str:
     return f"{PANEL_RUNS}/{system}/run_info.json"
 
 
+# Each panel system's settings as it runs them (its keys over the retrieval section), one JSON file
+# each, by check_params: retrieve@<system> depends on its own file, so an edit to the retrieval
+# section re-runs only the systems that inherit the key edited.
+PANEL_SETTINGS = "data/panel_settings"
+
+
+def settings_of(system: str) -> str:
+    """A panel system's resolved retrieval settings, chunking and embedder included."""
+    return f"{PANEL_SETTINGS}/{system}.json"
+
+
+# Cross-encoder scores by (model, question, chunk), append-only, one file per panel system: not a
+# DVC output (a persistent output would keep DVC from run-caching retrieve), under the DVC project's
+# .dvc/tmp (DVC_ROOT's, for an experiment too), beside the embedding cache's mirror.
+RERANK_CACHE = ".dvc/tmp/retrieval-bench/rerank"
+
+
 def rerank_cache_of(system: str) -> str:
-    """A system's cross-encoder scores by (model, question, chunk): persistent, append-only."""
-    return f"{PANEL_RUNS}/{system}/rerank_cache.jsonl"
+    """A system's cross-encoder score cache, relative to the DVC project's root."""
+    return f"{RERANK_CACHE}/{system}.jsonl"
 
 
 def metrics_of(system: str) -> str:
     """A system's scores: every metric, both views (stage score@<system>)."""
     return f"{PANEL_METRICS}/{system}/metrics.json"
+
+
+def headline_of(system: str) -> str:
+    """A system's few headline numbers, flat: the metrics file score@<system> declares to DVC (one
+    row of `dvc metrics show` per system)."""
+    return f"{PANEL_METRICS}/{system}/headline.json"
 
 
 def per_question_of(system: str) -> str:
@@ -154,7 +177,7 @@ LEADERBOARD = "metrics/leaderboard.json"
 LEADERBOARD_TABLE = "metrics/leaderboard.md"
 LEADERBOARD_CSV = "metrics/leaderboard.csv"
 CERTIFICATE = "metrics/certificate.json"  # agreement of question sets on the panel, and the style gap
-HEADLINE = "metrics/headline.json"  # the one declared metrics file of the leaderboard: headline numbers only
+HEADLINE = "metrics/headline.json"  # the panel's, the golden set's and the judge's headline numbers (not a DVC metric)
 # Measured on every leaderboard run (outputs like the others, but their figures differ run to run;
 # nothing reads them to decide a rerun): each system's costs, the Pareto front and the decision table.
 COSTS = "metrics/costs.json"

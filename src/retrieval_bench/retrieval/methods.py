@@ -5,6 +5,7 @@ whether the retrieve stage must load the embeddings for it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,19 +64,19 @@ def retrieve(
     questions: Questions,
     corpus: Corpus,
     progress=None,
-    rerank_cache: str | None = None,
+    rerank_cache: str | os.PathLike | None = None,
     where: str = "retrieval",
 ) -> pd.DataFrame:
     """The run of `settings["method"]` (the validated retrieval section of params.yaml).
-    `rerank_cache`: where method rerank keeps its cross-encoder scores, an output of the calling
-    stage (each panel system has its own; the default system's by default).
+    `rerank_cache`: where method rerank keeps its cross-encoder scores (each panel system has its
+    own, rerank.score_cache; the default system's by default).
     `where`: the params key the settings came from (`panel.NAME` for a panel system), which the
     methods' messages name (run.section)."""
     settings = {**settings, "section": where}
     if settings["method"] == "rerank":
         settings = {
             **settings,
-            "rerank": {**settings["rerank"], "cache": rerank_cache or paths.rerank_cache_of(paths.DEFAULT)},
+            "rerank": {**settings["rerank"], "cache": rerank_cache or rerank.score_cache(paths.DEFAULT)},
         }
     depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))
     run = METHODS[settings["method"]](questions, corpus, settings, depth, progress)

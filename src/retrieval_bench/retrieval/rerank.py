@@ -3,8 +3,8 @@ chunks of a first-stage method (`retrieval.rerank.first_stage`: dense, bm25 or h
 the candidates in the cross-encoder's order (its raw logits are the scores), cut to the depth;
 chunks beyond the candidates are not retrieved.
 
-Scores are cached in data/panel/<system>/rerank_cache.jsonl (a persistent DVC output of retrieve@<system>), one
-line per pair: {"key": sha256 of (model identity, question text, chunk text), "score": logit}.
+Scores are cached in .dvc/tmp/retrieval-bench/rerank/<system>.jsonl under the DVC project (not a
+DVC output, so that DVC run-caches retrieve; score_cache), one line per pair: {"key": sha256 of (model identity, question text, chunk text), "score": logit}.
 The model identity is its fingerprint (model_source.model_fingerprint: the files that decide its
 outputs, weights, config and tokenizer, by name and sha256), so a retrained model never reuses
 another's scores, while changing the first stage, the candidates or the depth re-scores only
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.run_table import from_records
 from retrieval_bench.embedding import model_source
@@ -38,6 +39,12 @@ def resolve_model(model: str, what: str = "retrieval.rerank.model") -> str:
     """Where to load the cross-encoder from; anything unavailable is a one-line InputError (an
     unset model is refused earlier, by params.py, naming params_sections.RERANK_DEFAULT_MODEL)."""
     return model_source.resolve_model(model, what=what, bundled=False)
+
+
+def score_cache(system: str) -> Path:
+    """Where panel system `system` caches its scores: under the DVC project (DVC_ROOT: the project
+    for an experiment run in a temporary copy too), else under the working directory."""
+    return Path(os.environ.get("DVC_ROOT", ".")) / paths.rerank_cache_of(system)
 
 
 def pair_key(identity: str, question: str, chunk: str) -> str:

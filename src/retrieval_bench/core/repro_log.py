@@ -1,0 +1,66 @@
+"""`make repro`'s view of `dvc repro`'s output (`dvc repro | python -m retrieval_bench.core.repro_log`):
+each line passed on the moment it arrives, every stage DVC reaches numbered against the pipeline's
+stages ("[5/29] Running stage 'embed_corpus@c400-default':"), after one line of what a first run
+costs; and with --no-remote, DVC's closing advice to `dvc push` (nowhere to push) left out."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable
+from typing import TextIO
+
+# What DVC 3 says of each stage it reaches: runs it, finds it unchanged, or restores it from the run-cache.
+STAGE_LINE = re.compile(
+    r"^(?:Running stage '[^']+':|Stage '[^']+' didn't change, skipping"
+    r"|Stage '[^']+' is cached - skipping run, checking out outputs)$"
+)
+PUSH_ADVICE = "Use `dvc push` to send your updates to remote storage."
+# The sample's first run, every stage, on 2 busy CPU cores (docs/benchmarks.md, "`make repro`'s first run").
+FIRST_RUN_MINUTES, MEASURED_CORES = 30, 2
+
+
+def expected_time(stages: int, cores: int) -> str:
+    """One line: the pipeline's size and what a first run of the sample takes on `cores` CPU cores
+    (scaled from the measured run, embedding being CPU-bound; a rerun takes only what changed)."""
+    minutes = max(1, round(FIRST_RUN_MINUTES * MEASURED_CORES / max(cores, 1)))
+    return (
+        f"{stages} stages; a first run of the sample takes about {minutes} min on {cores} CPU core(s) "
+        f"(measured: {FIRST_RUN_MINUTES} min on {MEASURED_CORES}); a rerun only what changed"
+    )
+
+
+def relay(lines: Iterable[str], total: int, out: TextIO, no_remote: bool) -> None:
+    """Write each of `lines` to `out` and flush it at once, each stage line numbered against `total`."""
+    reached = 0
+    for line in lines:
+        text = line.rstrip("\n")
+        if no_remote and text == PUSH_ADVICE:
+            continue
+        if STAGE_LINE.match(text):
+            reached += 1
+            line = f"[{reached}/{total}] {line}"
+        out.write(line)
+        out.flush()
+
+
+def pipeline_stages() -> int:
+    """How many stages `dvc repro` reaches (every foreach and matrix item counted)."""
+    listed = subprocess.run(["dvc", "stage", "list", "--name-only"], capture_output=True, text=True, check=True)
+    return len(listed.stdout.split())
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-remote", action="store_true", help="drop DVC's advice to `dvc push`")
+    arguments = parser.parse_args(argv)
+    total = pipeline_stages()
+    print(expected_time(total, os.cpu_count() or 1), flush=True)
+    relay(iter(sys.stdin.readline, ""), total, sys.stdout, arguments.no_remote)
+
+
+if __name__ == "__main__":
+    main()

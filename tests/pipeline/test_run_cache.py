@@ -1,0 +1,48 @@
+"""The first run a team sees (issue 42), with the real DVC and an empty run-cache: only the
+(chunking, embedder) pairs some panel system uses are embedded; editing a retrieval key re-runs
+only the systems that inherit it, and setting it back restores their runs from DVC's run-cache;
+`dvc status` is clean after a run (no always-changed stage)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import copy_project, dvc, set_params
+
+pytestmark = pytest.mark.pipeline
+
+PANEL = {
+    "default": {"chunking": "default", "embedder": "default"},
+    "bm25": {"chunking": "default", "embedder": "default", "method": "bm25"},
+}
+
+
+def stages(output: str, said: str) -> set[str]:
+    """The stages DVC's output says `said` of: ran ("Running stage"), or restored ("is cached")."""
+    pattern = {"ran": r"^Running stage '([^']+)':", "restored": r"^Stage '([^']+)' is cached - skipping run"}[said]
+    return set(re.findall(pattern, output, flags=re.MULTILINE))
+
+
+def test_a_retrieval_edit_reruns_only_its_systems_and_an_unused_pair_is_never_embedded(tmp_path):
+    project = copy_project(tmp_path / "project")
+    set_params(project, chunkings={"default": {}, "c400": {"chars": 400, "overlap": 50}}, panel=PANEL)
+    listed = dvc("stage", "list", "--name-only", cwd=project).stdout.split()
+    assert [name for name in listed if name.startswith("embed_corpus@")] == ["embed_corpus@default-default"]
+
+    first = dvc("repro", cwd=project).stdout
+    assert {"chunk@c400", "retrieve@default", "retrieve@bm25"} <= stages(first, "ran")
+    assert not (project / "data" / "embeddings" / "corpus" / "c400").exists()  # chunked, never embedded
+    assert dvc("status", cwd=project).stdout.strip() == "Data and pipelines are up to date."
+
+    set_params(project, **{"retrieval.method": "hybrid"})  # the default system's; bm25 sets its own
+    edited = dvc("repro", cwd=project).stdout
+    rerun = {"check_params", "retrieve@default", "score@default", "judge", "leaderboard"}  # judge pools default's run
+    assert stages(edited, "ran") == rerun, edited
+    assert dvc("status", cwd=project).stdout.strip() == "Data and pipelines are up to date."
+
+    set_params(project, **{"retrieval.method": "dense"})  # back: its run comes from the run-cache
+    back = dvc("repro", cwd=project).stdout
+    assert stages(back, "restored") == {"retrieve@default"}, back
+    assert "retrieve@default" not in stages(back, "ran") and "retrieve@bm25" not in stages(back, "ran")
+    assert dvc("status", cwd=project).stdout.strip() == "Data and pipelines are up to date."

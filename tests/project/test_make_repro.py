@@ -1,0 +1,87 @@
+"""`make repro` shows each stage the moment DVC starts it (issue 42): the Makefile's recipe run
+against a stand-in `dvc` that holds its second stage until the test has read the first stage's line."""
+
+from __future__ import annotations
+
+import io
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from retrieval_bench.core.repro_log import expected_time, relay
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE_DVC = """#!/bin/bash
+case "$1 $2" in
+  "config core.remote") exit 1 ;;
+  "stage list") printf 'a\\nb@x\\n' ;;
+  "repro "*)
+    echo "Running stage 'a':"
+    while [ ! -e "$GATE" ]; do sleep 0.05; done   # stage b waits for the test
+    echo "Stage 'b@x' didn't change, skipping"
+    echo 'Use `dvc push` to send your updates to remote storage.' ;;
+esac
+"""
+
+
+def _executable(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def test_make_repro_prints_a_stage_line_before_the_next_stage_ends(tmp_path):
+    venv, project = tmp_path / "venv", tmp_path / "project"
+    (venv / "bin").mkdir(parents=True)
+    (venv / ".installed").touch()
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    _executable(venv / "bin" / "dvc", FAKE_DVC)
+    _executable(venv / "bin" / "retrieval-bench", "#!/bin/sh\n")
+    (project / "stages").mkdir(parents=True)
+    (project / "stages" / "__init__.py").touch()
+    (project / "stages" / "check_params.py").touch()
+    gate = tmp_path / "gate"
+    env = {**os.environ, "GATE": str(gate), "PYTHONPATH": str(ROOT / "src")}
+    make = subprocess.Popen(
+        ["make", "-s", "-f", str(ROOT / "Makefile"), "repro", f"VENV={venv}", "-o", f"{venv}/.installed"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in make.stdout], daemon=True).start()
+    seen = []
+    try:
+        while "Running stage 'a'" not in "".join(seen):  # no line before the gate opens: the test fails here
+            seen.append(lines.get(timeout=120))
+    finally:
+        gate.touch()
+    assert make.wait(timeout=120) == 0
+    while not lines.empty():
+        seen.append(lines.get())
+    printed = "".join(seen)
+    assert "[1/2] Running stage 'a':" in printed
+    assert "[2/2] Stage 'b@x' didn't change, skipping" in printed
+    assert "2 stages; a first run of the sample takes about" in printed
+    assert "Use `dvc push`" not in printed
+
+
+def test_relay_numbers_every_stage_dvc_reaches_and_keeps_push_advice_where_a_remote_is():
+    out = io.StringIO()
+    dvc = [
+        "Running stage 'a':\n",
+        "> python -m stages.a\n",
+        "Stage 'b' is cached - skipping run, checking out outputs\n",
+        "Use `dvc push` to send your updates to remote storage.\n",
+    ]
+    relay(dvc, 3, out, no_remote=False)
+    assert out.getvalue().splitlines() == [
+        "[1/3] Running stage 'a':",
+        "> python -m stages.a",
+        "[2/3] Stage 'b' is cached - skipping run, checking out outputs",
+        "Use `dvc push` to send your updates to remote storage.",
+    ]
+    assert "about 15 min on 4 CPU core(s)" in expected_time(27, 4)
