@@ -177,6 +177,12 @@ CASES = [
     ),
     pytest.param(panel("x", bm25={"stemmer": "porter"}), ["panel.x.bm25.stemmer must be one of"], id="panel-stemmer"),
     pytest.param(panel("x", rrf_k=-1), ["panel.x.rrf_k must be >= 0"], id="panel-rrf-k"),
+    pytest.param(
+        dumped(**{"retrieval.device": "gpu"}),
+        ["retrieval.device must be cpu, cuda, cuda:N or auto, got 'gpu'"],
+        id="retrieval-device",
+    ),
+    pytest.param(panel("x", device="cuda:x"), ["panel.x.device must be cpu, cuda, cuda:N or auto"], id="panel-device"),
     # neighbours: the validity section
     pytest.param(
         dumped(**{"validity.threshold": 0.8}),

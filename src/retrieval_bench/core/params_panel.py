@@ -47,6 +47,8 @@ def check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Pat
     for method, key in (("run-file", "run_file"), ("python", "python")):
         if retrieval["method"] == method and not retrieval[key]:
             raise InputError(f"{path}: {where}.method {method} needs {where}.{key}")
+    if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", retrieval["device"]):  # whether the GPU is here: at retrieve
+        raise InputError(f"{path}: {where}.device must be cpu, cuda, cuda:N or auto, got {retrieval['device']!r}")
     check_rerank_and_ann(retrieval, where, path)
 
 

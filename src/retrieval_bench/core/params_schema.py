@@ -96,6 +96,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
             "pq_bits": 8,
         },
         "store": {"address": None, "search": None, "filter": None},
+        "device": "cpu",
     },
     "score": {
         "k": [1, 3, 5, 10, 20],

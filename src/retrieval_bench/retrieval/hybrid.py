@@ -90,7 +90,7 @@ def retrieve(questions, corpus, settings: dict, depth: int, progress=None) -> pd
     candidates = max(depth, min(settings["fusion_depth"], n_chunks))
     # both candidate lists keep the whole tie group at their cut, so the fused run never depends on chunk order
     tops = [
-        Top(*dense.top_with_ties(questions, corpus, candidates)),
+        Top(*dense.top_with_ties(questions, corpus, candidates, device=dense.device_of(settings))),
         Top(*bm25.top(questions, corpus, settings, candidates)),
     ]
     weights = [settings["weights"]["dense"], settings["weights"]["bm25"]]
