@@ -178,7 +178,8 @@ def set_certificate(
 def _hypothesis_text(h: dict, names: tuple[str, str]) -> str:
     if h["kind"] == "level":
         return f"level on {h['metric']} {h['diff']:+.3f} (margin {h['margin']:.2f})"
-    return f"{h['pair'][1]} - {h['pair'][0]} on {h['metric']}: {names[1]} differs from {names[0]} by {h['diff']:+.3f} (margin {h['margin']:.2f})"
+    pair = f"{h['pair'][1]} - {h['pair'][0]} on {h['metric']}"
+    return f"{pair}: {names[1]} differs from {names[0]} by {h['diff']:+.3f} (margin {h['margin']:.2f})"
 
 
 def _inflated(shift: dict[str, float]) -> str:
@@ -226,9 +227,11 @@ def verdict_line(cert: dict, names: tuple[str, str], sizes: dict[str, int], rule
         else f"best {winner['synthetic_best']} where {reference} has {winner['reference_best']}"
     )
     summary = (
-        f"{best} (P {winner['p_synthetic_picks_reference_best']:.2f}; reverse {winner['p_reference_picks_synthetic_best']:.2f}); "
+        f"{best} (P {winner['p_synthetic_picks_reference_best']:.2f}; "
+        f"reverse {winner['p_reference_picks_synthetic_best']:.2f}); "
         f"{sum(h['equivalent'] for h in pairs)} of {len(pairs)} decision pairs equivalent within {rule.margin:.2f}; "
-        f"level {level['diff']:+.3f} [{level['tost_low']:+.3f}, {level['tost_high']:+.3f}] (margin {rule.level_margin:.2f}), "
+        f"level {level['diff']:+.3f} [{level['tost_low']:+.3f}, {level['tost_high']:+.3f}] "
+        f"(margin {rule.level_margin:.2f}), "
         f"most inflated: {_inflated(head['shift'])}"
     )
     who = f"{synthetic} ({sizes[synthetic]}) {{}} {reference} ({sizes[reference]}) on the decision ({metric})"
@@ -293,12 +296,13 @@ def certificate_lines(cert: dict) -> list[str]:
             lines.append(f"| {metric} | " + " | ".join(cells) + " |")
         lines.append("")
     lines.append(
-        f"Decision pairs: the {cert['reference']} set's best system against each system within {rule['margin']} of it "
-        f"(and the pairs named in validity.candidates). disagrees: a decision pair's difference or the level differs "
-        f"beyond its margin (margin {rule['margin']}, level {rule['level_margin']}; one max-T permutation test over "
+        f"Decision pairs: the {cert['reference']} set's best system against each system within {rule['margin']} of "
+        "it and against the synthetic set's best, and the pairs named in validity.candidates. disagrees: a decision "
+        f"pair's difference or the level differs beyond its margin (margin {rule['margin']}, level "
+        f"{rule['level_margin']}; one max-T permutation test over "
         f"every pair and level of every metric, clustered by document, family-wise alpha {cert['alpha']}); agrees: "
         f"every decision pair and the level of the headline metric are equivalent within the margins (TOST, alpha "
-        f"{cert['alpha']}), its best is a close candidate and the style classifier's AUC is at most "
+        f"{cert['alpha']}), no metric disagrees and the style classifier's AUC is at most "
         f"{rule['max_style_auc']}. Kendall tau, tau_AP (95% bootstrap CIs) and pair agreement are descriptive."
     )
     return lines

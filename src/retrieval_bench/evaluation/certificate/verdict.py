@@ -19,7 +19,8 @@ Each estimate's standard error is clustered by document, each set on its own.
   permutation test is valid without exchangeability).
 - `agrees`: the headline metric's every decision pair and its level are equivalent within their
   margins (TOST at ALPHA each: an intersection-union test, so no correction is owed; the
-  synthetic set's best is then a close candidate), no metric disagrees, and the style classifier does not tell the sets apart (AUC <= max_style_auc): a set beyond a margin is
+  synthetic set's best is then a close candidate), no metric disagrees, and the style
+  classifier does not tell the sets apart (AUC <= max_style_auc): a set beyond a margin is
   judged `agrees` with probability <= ALPHA.
 - `undetermined` otherwise, with how many questions per side would decide it (resampled).
 """
