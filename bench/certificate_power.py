@@ -1,28 +1,31 @@
-"""The certificate's error rates, measured (issue 30; docs/explanation/golden-set-trust.md).
+"""The certificate's error rates, measured (issue 44; docs/explanation/golden-set-trust.md).
 
-    python bench/certificate_power.py [--trials 400] [--scifact ../shared/data/scifact] [--no-scifact]
+    python bench/certificate_power.py [--trials 200] [--seeds 5] [--sizes 20 40 80 150]
+                                      [--scifact ../shared/data/scifact] [--no-scifact]
 
-On a panel of 6 real systems (MiniLM at 256 and at 64 tokens, exact dense search; BM25 stemmed and
-plain; hybrid RRF of each dense with stemmed BM25), scored by the library itself (retrieve,
-score_run) on two corpora:
+A panel of real systems (MiniLM at 256 and 64 tokens, exact dense search; BM25 stemmed and plain;
+hybrid RRF of each dense with stemmed BM25), scored by the library itself (retrieve, score_run),
+in two compositions: `strong` (those six) and `with weak` (plus MiniLM cut at 16 tokens, far
+behind). Corpora: the bundled sample (800-character chunks; reference pool: its hand-written
+questions) and BEIR SciFact when its folder is there (one chunk per abstract; its real test
+queries). Per corpus, composition, size n (a side) and kind, `--trials` independent trials, each
+judged by evaluation.certificate.verdict.decide over every leaderboard metric, clustered by
+document, with the style gap's AUC, as the leaderboard stage judges a set:
 
-- the bundled sample (48 documents, 800-character chunks; the reference: its 180 hand-written
-  questions, which rank dense above BM25);
-- BEIR SciFact, when its folder is there (5,183 abstracts, one chunk each; the reference: its 300
-  real test queries with their qrels).
+- `split`: 2n reference questions drawn afresh, split in two (target: disagrees <= 5%; agrees
+  >= 50% at 80 a side);
+- `template`: n questions quoting 8-12 consecutive words of a random passage ("What does the
+  documentation say about <quote>?"); `reworded`: a passage sentence of 8+ words, lightly
+  reworded into a question; `inserted`: real questions (not the reference's) with 8-12 words of
+  their own passage inserted; `mix 25%` / `mix 50%`: real questions with that share replaced by
+  template quotes (target: agrees <= 5% for each at every size).
 
-Two kinds of trial, each `--trials` times per size, each judged by evaluation.certificate.verdict.decide over
-every leaderboard metric, as the leaderboard stage judges a set:
-
-- *false alarm*: the reference questions split at random into two disjoint halves of n, one
-  playing the synthetic set: the share judged `disagrees` (target <= 5% at every size);
-- *detection*: n reference questions against n questions that quote 8 to 12 consecutive words of
-  their passage ("What does the documentation say about <quote>?", made here from random chunks):
-  the share judged `disagrees` (target >= 80% at >= 100 a side on the sample; SciFact's as it
-  comes out: BM25 is strong on its real queries, so agreement there can be genuine).
-
-Prints one line per corpus, kind and size (with the share agrees / undetermined too) and the
-machine. Seeded: a rerun prints the same figures.
+Every generated question is drawn afresh for its trial (random passage, random words): no fixed
+pool of quotes. Reference questions come from a finite pool, so trials share questions (never
+within a trial: the two sides are disjoint). Per line: the shares disagrees / agrees /
+undetermined, agrees with a different winner (the synthetic set's best on mrr is not the best on
+the whole reference pool), and the trials whose verdict flips over `--seeds` permutation seeds.
+Seeded: a rerun prints the same figures.
 """
 
 from __future__ import annotations
@@ -30,22 +33,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from common import ROOT, SCIFACT, machine, scifact_folder
-from tqdm import tqdm
 
 from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
 from retrieval_bench.embedding.embed import encode, load_model
-from retrieval_bench.evaluation.certificate.verdict import DISAGREES, decide
+from retrieval_bench.evaluation.certificate.style_gap import style_gap
+from retrieval_bench.evaluation.certificate.verdict import AGREES, DISAGREES, UNDETERMINED, decide, side
 from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.score.scoring import score_run
 from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
+from retrieval_bench.goldenset.echo import measure
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
 
@@ -58,142 +65,244 @@ SYSTEMS = {
     "bm25-plain": (256, {"method": "bm25", "bm25": {"stemmer": "none", "stopwords": "none"}}),
     "hybrid": (256, {"method": "hybrid"}),
     "hybrid-seq64": (64, {"method": "hybrid"}),
+    "dense-seq16": (16, {"method": "dense"}),  # the weak system: 16 tokens of each passage
 }
+COMPOSITIONS = {"strong": list(SYSTEMS)[:6], "with weak": list(SYSTEMS)}
+KINDS = ("split", "template", "reworded", "inserted", "mix 25%", "mix 50%")
+PERMUTATIONS = 4_000  # per decision here (the stage uses verdict.PERMUTATIONS); flips are counted over --seeds
 
 
-def quotes(chunks: pd.DataFrame, n: int, rng: np.random.Generator) -> list[dict]:
-    """n questions quoting 8-12 consecutive words of a random chunk each, with that quote as evidence."""
-    picked = []
-    for index in rng.permutation(len(chunks)):
-        words = chunks["text"].iloc[index].split()
-        if len(words) < 20:
+@dataclass
+class Panel:
+    """A corpus scored by every system: `score(rows)` gives {metric: (systems x questions)}."""
+
+    name: str
+    chunks: pd.DataFrame
+    real: list[dict]  # golden rows with `evidence_text` (for the echo measures) and `doc_id`
+    score: Callable[[list[dict]], dict[str, np.ndarray]]
+
+
+def scorer(chunks: pd.DataFrame, models: dict) -> Callable[[list[dict]], dict[str, np.ndarray]]:
+    vectors = {seq: encode(model, chunks["text"].tolist(), 64, progress=False) for seq, model in models.items()}
+
+    def score(golden: list[dict]) -> dict[str, np.ndarray]:
+        texts = [row["question"] for row in golden]
+        question_vectors = {seq: encode(model, texts, 64, progress=False) for seq, model in models.items()}
+        tables = []
+        for seq, overrides in SYSTEMS.values():
+            corpus = Corpus(chunks["chunk_id"].tolist(), chunks["text"].tolist(), vectors[seq])
+            questions = Questions([row["qid"] for row in golden], texts, question_vectors[seq])
+            run = retrieve({**DEFAULTS["retrieval"], **overrides}, questions, corpus)
+            tables.append(score_run(golden, chunks, run, Scoring(ks=tuple(KS))))
+        return {
+            name: np.vstack([table[column].to_numpy(dtype=float) for table in tables])
+            for name, column in leaderboard_metrics(tables[0].columns)
+        }
+
+    return score
+
+
+def with_echo(row: dict) -> dict:
+    echo = measure(row["question"], row["evidence_text"])
+    return {**row, "echo_content_share": echo.content_share, "echo_longest_ngram": echo.longest_ngram}
+
+
+def quote(words: list[str], rng: np.random.Generator) -> str:
+    length = min(int(rng.integers(8, 13)), len(words))
+    start = int(rng.integers(0, len(words) - length + 1))
+    return " ".join(words[start : start + length])
+
+
+def template_question(text: str, rng: np.random.Generator) -> str:
+    return f"What does the documentation say about {quote(text.split(), rng)}?"
+
+
+def reworded_question(text: str, rng: np.random.Generator) -> str | None:
+    """A passage sentence of 8+ words as a question, lightly reworded: one inner word dropped,
+    lowercased, "Is it true that ...?"."""
+    sentences = [s.split() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) >= 9]
+    if not sentences:
+        return None
+    words = sentences[int(rng.integers(len(sentences)))]
+    dropped = int(rng.integers(1, len(words) - 1))
+    return "Is it true that " + " ".join(words[:dropped] + words[dropped + 1 :]).rstrip(".!?").lower() + "?"
+
+
+def generated(panel: Panel, kind: str, n: int, rng: np.random.Generator, tag: str) -> list[dict]:
+    """n fresh questions of a quoting kind, each on a random passage (20+ words)."""
+    rows = []
+    while len(rows) < n:
+        index = int(rng.integers(len(panel.chunks)))
+        text = panel.chunks["text"].iloc[index]
+        if len(text.split()) < 20:
             continue
-        length = int(rng.integers(8, 13))
-        start = int(rng.integers(0, len(words) - length))
-        quote = " ".join(words[start : start + length])
-        picked.append({"question": f"What does the documentation say about {quote}?", "evidence": quote, "row": index})
-        if len(picked) == n:
-            break
-    return picked
+        question = template_question(text, rng) if kind == "template" else reworded_question(text, rng)
+        if question is None:
+            continue
+        chunk = panel.chunks.iloc[index]
+        rows.append(
+            with_echo(
+                {
+                    "qid": f"{tag}-{len(rows)}",
+                    "question": question,
+                    "doc_id": str(chunk["doc_id"]),
+                    "relevant": {str(chunk["chunk_id"]): 1},
+                    "evidence_text": text,
+                }
+            )
+        )
+    return rows
 
 
-def scores(golden: list[dict], chunks: pd.DataFrame, vectors: dict, texts: list[str], models: dict) -> dict:
-    """{metric: (systems x questions)} of the questions `golden` (texts `texts`) on the panel."""
-    question_vectors = {seq: encode(model, texts, 64, progress=False) for seq, model in models.items()}
-    tables = []
-    for seq, overrides in SYSTEMS.values():
-        corpus = Corpus(chunks["chunk_id"].tolist(), chunks["text"].tolist(), vectors[seq])
-        questions = Questions([row["qid"] for row in golden], texts, question_vectors[seq])
-        run = retrieve({**DEFAULTS["retrieval"], **overrides}, questions, corpus)
-        tables.append(score_run(golden, chunks, run, Scoring(ks=tuple(KS))))
-    return {
-        name: np.vstack([table[column].to_numpy(dtype=float) for table in tables])
-        for name, column in leaderboard_metrics(tables[0].columns)
-    }
+def inserted(rows: list[dict], rng: np.random.Generator, tag: str) -> list[dict]:
+    """The real questions with 8-12 words of their own passage (its chunk) inserted at the end."""
+    return [
+        with_echo(
+            {**row, "qid": f"{tag}-{i}", "question": f"{row['question']} ({quote(row['passage_text'].split(), rng)})"}
+        )
+        for i, row in enumerate(rows)
+    ]
 
 
-def sample_panel(models: dict, n_quotes: int, rng: np.random.Generator) -> tuple[dict, dict]:
-    """(reference, quoting) score matrices on the bundled sample."""
+def sample_panel(models: dict) -> Panel:
     documents = read_documents_folder(ROOT / "data" / "sample" / "sqlite")
     chunks = chunk_documents(documents, 800, 100)
-    vectors = {seq: encode(model, chunks["text"].tolist(), 64) for seq, model in models.items()}
+    texts = dict(zip(documents["doc_id"], documents["text"]))
     hand, _ = handwritten_rows(read_handwritten(ROOT / "data" / "handwritten_questions.jsonl"), documents, chunks)
-    made = quotes(chunks, n_quotes, rng)
-    quoting, _ = handwritten_rows(
-        [
-            {"question": q["question"], "doc_id": chunks["doc_id"].iloc[q["row"]], "evidence": q["evidence"]}
-            for q in made
-        ],
-        documents,
-        chunks,
-    )
-    return (
-        scores(hand, chunks, vectors, [row["question"] for row in hand], models),
-        scores(quoting, chunks, vectors, [row["question"] for row in quoting], models),
-    )
+    passages = dict(zip(chunks["chunk_id"], chunks["text"]))
+    real = [
+        with_echo(
+            {
+                **row,
+                "evidence_text": texts[row["doc_id"]][row["start"] : row["end"]],
+                "passage_text": passages[row["gold_chunk_id"]],
+            }
+        )
+        for row in hand
+    ]
+    return Panel("sample", chunks, real, scorer(chunks, models))
 
 
-def scifact_panel(scifact: Path, models: dict, n_quotes: int, rng: np.random.Generator) -> tuple[dict, dict]:
-    """(reference: the real test queries with their qrels, quoting) score matrices on SciFact, one
-    chunk per abstract."""
+def scifact_panel(scifact: Path, models: dict) -> Panel:
     corpus = [json.loads(line) for line in (scifact / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
     texts = [f"{row.get('title', '')} {row['text']}".strip() for row in corpus]
     chunks = pd.DataFrame({"chunk_id": [str(row["_id"]) for row in corpus], "text": texts})
     chunks = chunks.assign(doc_id=chunks["chunk_id"], start=0, end=chunks["text"].str.len())
-    vectors = {seq: encode(model, texts, 32) for seq, model in models.items()}
+    by_id = dict(zip(chunks["chunk_id"], texts))
     qrels = pd.read_csv(scifact / "qrels" / "test.tsv", sep="\t", dtype=str)
     queries = {
         str(row["_id"]): row["text"]
         for row in map(json.loads, (scifact / "queries.jsonl").read_text(encoding="utf-8").splitlines())
     }
     real = [
-        {
-            "qid": qid,
-            "question": queries[qid],
-            "relevant": {cid: int(g) for cid, g in zip(group["corpus-id"], group["score"])},
-        }
+        with_echo(
+            {
+                "qid": qid,
+                "question": queries[qid],
+                "relevant": {cid: int(g) for cid, g in zip(group["corpus-id"], group["score"])},
+                "doc_id": str(group["corpus-id"].iloc[0]),
+                "evidence_text": by_id[str(group["corpus-id"].iloc[0])],
+                "passage_text": by_id[str(group["corpus-id"].iloc[0])],
+            }
+        )
         for qid, group in qrels.groupby("query-id", sort=False)
     ]
-    made = quotes(chunks, n_quotes, rng)
-    quoting = [
-        {"qid": f"quote-{i}", "question": q["question"], "relevant": {chunks["chunk_id"].iloc[q["row"]]: 1}}
-        for i, q in enumerate(made)
+    return Panel("scifact", chunks, real, scorer(chunks, models))
+
+
+def judged(reference: list[dict], synthetic: list[dict], scores: dict, rows: list[str], seeds: int) -> list[dict]:
+    """The decision of one trial at each seed (scores: {metric: (systems x questions)} of
+    reference + synthetic, in that order; rows: the composition's systems' indexes)."""
+    n = len(reference)
+    sides = [
+        side({m: x[rows][:, part] for m, x in scores.items()}, [row["doc_id"] for row in group])
+        for part, group in ((slice(0, n), reference), (slice(n, None), synthetic))
     ]
-    return (
-        scores(real, chunks, vectors, [row["question"] for row in real], models),
-        scores(quoting, chunks, vectors, [row["question"] for row in quoting], models),
-    )
+    auc = style_gap(reference, synthetic)["classifier_auc"]
+    return [decide(*sides, style_auc=auc, permutations=PERMUTATIONS, seed=seed) for seed in range(seeds)]
 
 
-def columns(matrices: dict, picked: np.ndarray) -> dict:
-    return {name: matrix[:, picked] for name, matrix in matrices.items()}
-
-
-def rates(verdicts: list[str]) -> str:
-    share = {v: verdicts.count(v) / len(verdicts) for v in ("disagrees", "agrees", "undetermined")}
-    return ", ".join(f"{name} {value:.1%}" for name, value in share.items())
-
-
-def trials(corpus: str, reference: dict, quoting: dict, sizes: dict, n_trials: int, seed: int) -> None:
+def trials(panel: Panel, sizes: list[int], n_trials: int, seeds: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
-    n_ref, n_quotes = next(iter(reference.values())).shape[1], next(iter(quoting.values())).shape[1]
-    for kind, kind_sizes in sizes.items():
-        for n in kind_sizes:
-            verdicts = []
-            for _ in tqdm(range(n_trials), desc=f"{corpus} {kind} {n}", leave=False):
-                order = rng.permutation(n_ref)
-                if kind == "false alarm":
-                    pair = columns(reference, order[:n]), columns(reference, order[n : 2 * n])
-                else:
-                    pair = columns(reference, order[:n]), columns(quoting, rng.permutation(n_quotes)[:n])
-                verdicts.append(decide(*pair, seed=len(verdicts))["verdict"])
-            target = (
-                "<= 5%" if kind == "false alarm" else ">= 80%" if corpus == "sample" and n >= 100 else "as it comes"
-            )
-            share = verdicts.count(DISAGREES) / len(verdicts)
-            print(
-                f"{corpus}: {kind}, {n} a side, {len(SYSTEMS)} systems, {n_trials} trials: "
-                f"disagrees {share:.1%} (target {target}); {rates(verdicts)}",
-                flush=True,
-            )
+    pool = len(panel.real)
+    real_scores = panel.score(panel.real)
+    for n in sizes:
+        if 2 * n > pool:
+            print(f"{panel.name}: {n} a side needs {2 * n} reference questions, the pool has {pool}: skipped")
+            continue
+        draws = [rng.permutation(pool) for _ in range(n_trials)]
+        fresh = {
+            kind: [generated(panel, kind, n, rng, f"{kind}-{t}") for t in range(n_trials)]
+            for kind in ("template", "reworded")
+        }
+        fresh["inserted"] = [
+            inserted([panel.real[i] for i in order[n : 2 * n]], rng, f"ins-{t}") for t, order in enumerate(draws)
+        ]
+        for share in (25, 50):
+            quotes = round(n * share / 100)
+            fresh[f"mix {share}%"] = [
+                [panel.real[i] for i in order[n : 2 * n - quotes]] + fresh["template"][t][:quotes]
+                for t, order in enumerate(draws)
+            ]
+        fresh["split"] = [[panel.real[i] for i in order[n : 2 * n]] for order in draws]
+        scored = {}
+        for kind in KINDS:  # one retrieval per kind for every trial: fresh questions, one batch
+            batch = [row for rows in fresh[kind] for row in rows]
+            scored[kind] = panel.score(batch) if kind in ("template", "reworded", "inserted") else None
+        for name, systems in COMPOSITIONS.items():
+            rows = [list(SYSTEMS).index(s) for s in systems]
+            truth = int(np.argmax(real_scores["mrr"][rows].mean(axis=1)))  # the best on the whole pool
+            for kind in KINDS:
+                verdicts, flips, wrong_winner = [], 0, 0
+                for t, order in enumerate(draws):
+                    reference = [panel.real[i] for i in order[:n]]
+                    synthetic = fresh[kind][t]
+                    ref_part = {m: x[:, order[:n]] for m, x in real_scores.items()}
+                    syn_part = synthetic_scores(kind, t, n, order, real_scores, scored)
+                    both = {m: np.hstack([ref_part[m], syn_part[m]]) for m in real_scores}
+                    runs = judged(reference, synthetic, both, rows, seeds)
+                    verdict = runs[0]["verdict"]
+                    verdicts.append(verdict)
+                    flips += len({run["verdict"] for run in runs}) > 1
+                    wrong_winner += verdict == AGREES and runs[0]["winner"]["mrr"]["synthetic_best"] != truth
+                share = {v: verdicts.count(v) / len(verdicts) for v in (DISAGREES, AGREES, UNDETERMINED)}
+                print(
+                    f"{panel.name} | {name} | {kind} | {n} | {n_trials} | {share[DISAGREES]:.1%} | {share[AGREES]:.1%} | "
+                    f"{share[UNDETERMINED]:.1%} | {wrong_winner / n_trials:.1%} | {flips} of {n_trials} ({seeds} seeds)",
+                    flush=True,
+                )
+
+
+def synthetic_scores(kind: str, t: int, n: int, order: np.ndarray, real_scores: dict, scored: dict) -> dict:
+    """{metric: (systems x n)} of trial t's synthetic set of this kind."""
+    if kind == "split":
+        return {m: x[:, order[n : 2 * n]] for m, x in real_scores.items()}
+    if kind.startswith("mix"):
+        quotes = round(n * int(kind.split()[1].rstrip("%")) / 100)
+        return {
+            m: np.hstack([x[:, order[n : 2 * n - quotes]], scored["template"][m][:, t * n : t * n + quotes]])
+            for m, x in real_scores.items()
+        }
+    return {m: x[:, t * n : (t + 1) * n] for m, x in scored[kind].items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=400)
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[20, 40, 80, 150])
     parser.add_argument("--scifact", default=str(SCIFACT))
     parser.add_argument("--no-scifact", action="store_true")
     args = parser.parse_args()
     started = time.perf_counter()
-    rng = np.random.default_rng(0)
-    models = {seq: load_model(DEFAULTS["embed"]["model"], seq) for seq in (256, 64)}
-    reference, quoting = sample_panel(models, 300, rng)
-    sizes = {"false alarm": [30, 60, 90], "detection": [50, 100, 150]}
-    trials("sample", reference, quoting, sizes, args.trials, 1)
+    models = {seq: load_model(DEFAULTS["embed"]["model"], seq) for seq in sorted({seq for seq, _ in SYSTEMS.values()})}
+    print(
+        "corpus | panel | kind | n a side | trials | disagrees | agrees | undetermined | agrees, other winner | flips"
+    )
+    trials(sample_panel(models), args.sizes, args.trials, args.seeds, 1)
     scifact = None if args.no_scifact else scifact_folder(args.scifact, "certificate_power")
     if scifact is not None:
-        reference, quoting = scifact_panel(scifact, models, 300, rng)
-        trials("scifact", reference, quoting, {"false alarm": [50, 100, 150], "detection": [100, 150]}, args.trials, 2)
+        trials(scifact_panel(scifact, models), args.sizes, args.trials, args.seeds, 2)
     print(f"{time.perf_counter() - started:.0f} s on {machine(os.cpu_count() or 1)}")
 
 

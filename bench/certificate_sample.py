@@ -92,7 +92,7 @@ def style_examples_line(project: Path, prompts: list[str]) -> str:
 
 def summary(project: Path, prompts: list[str]) -> list[str]:
     """The figures the README quotes: the verdict line, mrr's and ndcg@10's statistics, the
-    contradicted pairs, the style gap, the style examples."""
+    hypotheses beyond the margin, the style gap, the style examples."""
     cert = json.loads((project / "metrics" / "certificate.json").read_text())
     if not cert["available"]:
         return [f"certificate not available: {cert['reason']}", style_examples_line(project, prompts)]
@@ -105,10 +105,14 @@ def summary(project: Path, prompts: list[str]) -> list[str]:
         lines.append(f"{set_name}: {entry['verdict']}: {entry['line']}")
         for name in ("mrr", "ndcg@10"):
             m = entry["metrics"][name]
-            contradicted = [f"{p['b']} vs {p['a']}" for p in m["pair_calls"] if p.get("status") == "contradicted"]
+            beyond = [
+                f"{h['pair'][1]} vs {h['pair'][0]}" if h["pair"] else "level" for h in m["hypotheses"] if h["beyond"]
+            ]
+            pairs = [h for h in m["hypotheses"] if h["kind"] == "pair"]
             lines.append(
-                f"{name}: {m['verdict']}; separable {m['separable']} of {m['pairs']}, reproduced {m['reproduced']}, "
-                f"contradicted: {', '.join(contradicted) or 'none'}; tau {estimate(m, 'kendall_tau')}, "
+                f"{name}: best {m['winner']['reference_best']} / {m['winner']['synthetic_best']}; decision pairs "
+                f"equivalent {sum(h['equivalent'] for h in pairs)} of {len(pairs)}; beyond the margin: "
+                f"{', '.join(beyond) or 'none'}; tau {estimate(m, 'kendall_tau')}, "
                 f"tau_AP {estimate(m, 'tau_ap')}, pair agreement {m['pair_agreement']['value']:.2f}"
             )
         gap = entry["style_gap"]

@@ -123,6 +123,14 @@ def write(tmp_path: Path, tree: dict) -> Path:
             "panel.s1.method store needs panel.s1.store.address",
         ),
         ({"validity": {"fail_on": "sometimes"}}, "validity.fail_on must be one of disagrees, none, not-agrees"),
+        ({"validity": {"margin": 0}}, "validity.margin must be above 0, got 0"),
+        ({"validity": {"level_margin": 1.5}}, "validity.level_margin must be between 0.0 and 1.0, got 1.5"),
+        ({"validity": {"max_style_auc": 0.3}}, "validity.max_style_auc must be between 0.5 and 1.0, got 0.3"),
+        (
+            {"validity": {"candidates": [["default", "nope"]]}},
+            "validity.candidates must be pairs of two different panel systems (default), got ['default', 'nope']",
+        ),
+        ({"validity": {"candidates": [["default", "default"]]}}, "validity.candidates must be pairs of two different"),
         # the retrieve and score stages run once per panel system: the single system moved into the panel
         (
             {"panel": {"bm25": {"chunking": "default", "embedder": "default", "method": "bm25"}}},

@@ -29,6 +29,7 @@ from retrieval_bench.core.params_sections import (
     check_llm_requests,
     check_similarity_bars,
     check_style_examples,
+    check_validity,
     first_ignored_key,
     read_yaml_file,
 )
@@ -100,6 +101,7 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     check_embed(params["embed"], "embed", path)
     check_store_params(params, path)
     check_retrieval(params["retrieval"], "retrieval", max(ks), path)
+    check_validity(params["validity"], list(params["panel"]), path)
 
 
 def _distinct_positive(values: list) -> bool:

@@ -130,7 +130,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "embedders": {"default": {}},  # named embedders, each over embed's EMBEDDER_KEYS (checked in _check_named)
     # the systems, by name: each a chunking, an embedder and a retrieval override (params_panel.check_panel)
     "panel": {"default": {"chunking": "default", "embedder": "default"}},
-    "validity": {"fail_on": "none"},  # the certificate's verdict that fails the leaderboard stage
+    # the certificate (evaluation.certificate.verdict): the verdict that fails the leaderboard stage,
+    # the practical margins of a decision pair and of the level, the pairs always decided, the style bar
+    "validity": {"fail_on": "none", "margin": 0.03, "level_margin": 0.10, "candidates": [], "max_style_auc": 0.85},
 }
 
 # generate.provider and judge.provider are checked against the LLM layer's registry

@@ -320,3 +320,21 @@ def check_llm_requests(settings: dict[str, Any], section: str, path: Path) -> No
         raise InputError(
             f"{path}: {section}.model_alias must be null (the cache key uses {section}.model) or a name, got {alias!r}"
         )
+
+
+VALIDITY_BOUNDS = {"margin": (0.0, 1.0), "level_margin": (0.0, 1.0), "max_style_auc": (0.5, 1.0)}
+
+
+def check_validity(validity: dict[str, Any], systems: list[str], path: Path) -> None:
+    """The certificate's margins and bar in range, and each named candidate pair two distinct
+    panel systems."""
+    check_bounds(validity, VALIDITY_BOUNDS, "validity", path)
+    for key in ("margin", "level_margin"):
+        if validity[key] <= 0:
+            raise InputError(f"{path}: validity.{key} must be above 0, got {validity[key]!r}")
+    for pair in validity["candidates"]:
+        if not (isinstance(pair, list) and len(pair) == 2 and pair[0] != pair[1] and set(pair) <= set(systems)):
+            raise InputError(
+                f"{path}: validity.candidates must be pairs of two different panel systems "
+                f"({', '.join(systems)}), got {pair!r}"
+            )

@@ -22,9 +22,10 @@ from retrieval_bench.evaluation.stats import (
 )
 
 VERDICT_WORDS = {1: "better", -1: "worse", 0: "no significant difference"}
-# Bootstrap draws of the tau intervals: the ends are steps of the statistic, and at this many draws
-# they stay put across seeds unless a tail's share is within ~0.1% of its bar (tests/evaluation/test_verdict.py)
-RESAMPLES = 100_000
+# Bootstrap draws of the (descriptive) tau intervals, shared by every metric: the ends are steps of the
+# statistic, and at this many draws they stay put across seeds unless a tail's share is within ~0.2% of
+# its bar (tests/evaluation/test_verdict.py); 100,000 cost 4 CPU-s a set at 8 systems, this 1 (issue 45)
+RESAMPLES = 20_000
 
 
 def pair_verdicts(
@@ -83,7 +84,7 @@ def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float]
     """The percentile interval's ends: empirical quantiles of the draws (method inverted_cdf), so
     values the statistic takes (tau over 6 systems: steps of 2/15), not interpolations between two
     that would move with every draw. With RESAMPLES draws an end jumps a step across seeds only
-    when a tail's true share sits within about 0.1% of (1 - level) / 2."""
+    when a tail's true share sits within about 0.2% of (1 - level) / 2."""
     finite = values[~np.isnan(values)]
     if len(finite) == 0:
         return math.nan, math.nan
@@ -107,16 +108,29 @@ def resampled_means(scores: np.ndarray, resamples: int, rng: np.random.Generator
 
 
 def _tau_ap_rows(estimated: np.ndarray, actual: np.ndarray) -> np.ndarray:
-    """tau_ap of each row pair, computed once per distinct pair of orderings (tau_AP depends on the
-    orders and ties only, and resampled orderings of a few systems repeat)."""
-
-    def ranks(rows: np.ndarray) -> np.ndarray:  # systems below each one: ties share a rank
-        return (rows[:, :, None] > rows[:, None, :]).sum(axis=2)
-
-    width = estimated.shape[1]
-    patterns, where = np.unique(np.hstack([ranks(estimated), ranks(actual)]), axis=0, return_inverse=True)
-    values = np.array([tau_ap(row[:width], row[width:]) for row in patterns], dtype=np.float64)
-    return values[where.ravel()]
+    """stats.tau_ap of each row pair, vectorised: its closed form for ties taken per system. A
+    system with `a` systems above it in the estimated ordering and a tie group of k sits at a rank
+    i - 1 uniform over a..a+k-1, so the systems above count with weight mean 1/(i - 1) =
+    (H(a+k-1) - H(a-1)) / k, and those of its own group with sum_{j=1}^{k-1} j / ((k-1)(a+j)) / k
+    = ((k-1) - a (H(a+k-1) - H(a))) / ((k-1) k), H the harmonic numbers."""
+    rows, width = estimated.shape
+    out = np.full(rows, np.nan)
+    if width < 2:
+        return out
+    higher, same = estimated[:, :, None] > estimated[:, None, :], estimated[:, :, None] == estimated[:, None, :]
+    tied = actual[:, :, None] == actual[:, None, :]
+    agree = (actual[:, :, None] > actual[:, None, :]) + np.where(same, 1.0, 0.5) * tied  # [r, u, v]: u above v
+    agree[:, np.arange(width), np.arange(width)] = 0.0
+    above, size = higher.sum(axis=1), same.sum(axis=1)  # per system v: systems above it, its group's size
+    harmonic = np.concatenate([[0.0], np.cumsum(1 / np.arange(1, 2 * width + 1))])
+    span = harmonic[above + size - 1] - harmonic[np.maximum(above - 1, 0)]
+    from_above = np.where(above > 0, span / size, 0.0)
+    inner = (size - 1) - above * (harmonic[above + size - 1] - harmonic[above])
+    from_group = np.where(size > 1, inner / np.maximum((size - 1) * size, 1), 0.0)
+    total = ((agree * higher).sum(axis=1) * from_above + (agree * same).sum(axis=1) * from_group).sum(axis=1)
+    valid = (estimated != estimated[:, :1]).any(axis=1) & (actual != actual[:, :1]).any(axis=1)
+    out[valid] = (2 * total / (width - 1) - 1)[valid]
+    return out
 
 
 def certificate(
@@ -129,16 +143,20 @@ def certificate(
     *,
     seed: int = 0,
     level: float = 0.95,
+    drawn: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict:
     """Kendall tau (tau-b) and tau_AP of the synthetic set's ordering against the reference set's,
     each with a percentile bootstrap interval (`resamples` draws of each set's questions with
     replacement, independently; their ends are empirical quantiles, values the statistic takes),
     the agreement of the two sets' pair `verdicts` (each set's pair_verdicts, uncorrected; a point
     figure: the certificate's verdict, evaluation.certificate.verdict, decides from the pairs themselves) and
-    the pairs whose verdicts differ."""
+    the pairs whose verdicts differ. `drawn`: each set's resampled means (resampled_means), when
+    the draws are shared across metrics."""
     reference, synthetic = np.asarray(reference, dtype=np.float64), np.asarray(synthetic, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    drawn_ref, drawn_syn = resampled_means(reference, resamples, rng), resampled_means(synthetic, resamples, rng)
+    if drawn is None:
+        rng = np.random.default_rng(seed)
+        drawn = resampled_means(reference, resamples, rng), resampled_means(synthetic, resamples, rng)
+    drawn_ref, drawn_syn = drawn
     taus, aps = kendall_tau_rows(drawn_ref, drawn_syn), _tau_ap_rows(drawn_syn, drawn_ref)
     means_ref, means_syn = reference.mean(axis=1), synthetic.mean(axis=1)
     return {

@@ -1,9 +1,10 @@
-"""The agreement certificate of a panel: does each synthetic question set (generated, or imported
-from another tool) order the systems as the reference set (real queries, else hand-written ones)
-does? Per set: the verdict (evaluation.certificate.verdict) with the noise floor ("as consistent as N real
-queries") and, when undetermined, how many questions would decide it; per leaderboard metric the
-verdict, its pairs, and Kendall tau, tau_AP and the pair-verdict agreement with bootstrap
-intervals (evaluation.certificate.agreement)."""
+"""The agreement certificate of a panel: would each synthetic question set (generated, or imported
+from another tool) make the shipping decision the reference set (real queries, else hand-written
+ones) makes? Per set: the verdict (evaluation.certificate.verdict: the same best system, the same
+choice between the close candidates, the same difficulty, and a style the classifier cannot tell
+apart), and when undetermined how many questions would decide it; per leaderboard metric the
+decision's hypotheses, the same-winner probabilities, and Kendall tau, tau_AP and the pair-verdict
+agreement with bootstrap intervals (evaluation.certificate.agreement, descriptive)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,21 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.core.question_sets import reference_set
-from retrieval_bench.evaluation.certificate.agreement import RESAMPLES, certificate, pair_verdict
+from retrieval_bench.evaluation.certificate.agreement import RESAMPLES, certificate, pair_verdicts, resampled_means
+from retrieval_bench.evaluation.certificate.style_gap import style_gap
 from retrieval_bench.evaluation.certificate.verdict import (
     UNDETERMINED,
+    Rule,
     decide,
     headline_metric,
-    noise_floor,
     questions_to_decide,
+    side,
 )
 from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
+from retrieval_bench.evaluation.score.segments import question_set
 from retrieval_bench.evaluation.stats import ALPHA
+
+SHOWN = 3  # systems named as inflated, hypotheses named as beyond the margin
 
 
 def choose_sets(table: pd.DataFrame) -> tuple[str, list[str]] | None:
@@ -38,25 +44,63 @@ def _unavailable(aligned: dict[str, pd.DataFrame]) -> str | None:
     return "needs 3 or more panel systems" if len(aligned) < 3 else None
 
 
-def panel_certificate(aligned: dict[str, pd.DataFrame], resamples: int = RESAMPLES, seed: int = 0) -> dict:
+def rule_of(validity: dict | None, systems: list[str]) -> Rule:
+    """The decision rule from params validity (defaults where a key is absent); named candidate
+    pairs of systems not in the panel are left out (the panel may be a subset in tests)."""
+    validity = validity or {}
+    default = Rule()
+    index = {name: i for i, name in enumerate(systems)}
+    pairs = tuple(
+        (index[a], index[b]) for a, b in validity.get("candidates", []) if a in index and b in index and a != b
+    )
+    return Rule(
+        margin=float(validity.get("margin", default.margin)),
+        level_margin=float(validity.get("level_margin", default.level_margin)),
+        candidates=pairs,
+        max_style_auc=float(validity.get("max_style_auc", default.max_style_auc)),
+    )
+
+
+def panel_certificate(
+    aligned: dict[str, pd.DataFrame],
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+    golden: list[dict] | None = None,
+    validity: dict | None = None,
+) -> dict:
     """The certificate for per-question tables (by system, aligned by qid as leaderboard.scorable
-    makes them); `available` false (with the reason) when it cannot be made."""
+    makes them); `golden` rows give each question's document (its cluster) and the style gap;
+    `validity` the params section. `available` false (with the reason) when it cannot be made."""
     reason = _unavailable(aligned)
     if reason:
         return {"available": False, "reason": reason}
     systems = list(aligned)
     first = next(iter(aligned.values()))
     reference, synthetic_sets = choose_sets(first)
+    rule = rule_of(validity, systems)
     metrics = leaderboard_metrics(first.columns)
-    matrices = {
-        name: {m: np.vstack([aligned[s][column].to_numpy(dtype=float) for s in systems]) for m, column in metrics}
-        for name in [reference, *synthetic_sets]
-    }
-    for name, by_metric in matrices.items():
+    documents = {str(row["qid"]): str(row.get("doc_id") or row["qid"]) for row in golden or []}
+    sides = {}
+    for name in [reference, *synthetic_sets]:
         mask = (first["question_set"] == name).to_numpy()
-        matrices[name] = {m: matrix[:, mask] for m, matrix in by_metric.items()}
+        qids = [str(qid) for qid in first.index[mask]]
+        sides[name] = side(
+            {m: np.vstack([aligned[s][column].to_numpy(dtype=float)[mask] for s in systems]) for m, column in metrics},
+            [documents.get(qid, qid) for qid in qids],
+        )
+    rows = {name: [row for row in golden if question_set(row) == name] for name in sides} if golden else {}
     sets = {
-        name: set_certificate(matrices[reference], matrices[name], systems, (reference, name), resamples, seed)
+        name: set_certificate(
+            sides[reference],
+            sides[name],
+            systems,
+            (reference, name),
+            rule,
+            resamples,
+            seed,
+            rows.get(reference),
+            rows.get(name),
+        )
         for name in synthetic_sets
     }
     return {
@@ -64,95 +108,145 @@ def panel_certificate(aligned: dict[str, pd.DataFrame], resamples: int = RESAMPL
         "reference": reference,
         "systems": systems,
         "alpha": ALPHA,
-        "n_questions": {name: int(next(iter(m.values())).shape[1]) for name, m in matrices.items()},
+        "rule": {
+            "margin": rule.margin,
+            "level_margin": rule.level_margin,
+            "max_style_auc": rule.max_style_auc,
+            "candidates": [[systems[a], systems[b]] for a, b in rule.candidates],
+        },
+        "n_questions": {name: one.n for name, one in sides.items()},
         "sets": sets,
     }
 
 
 def set_certificate(
-    reference: dict[str, np.ndarray],
-    synthetic: dict[str, np.ndarray],
+    reference,
+    synthetic,
     systems: list[str],
     names: tuple[str, str],
+    rule: Rule,
     resamples: int,
     seed: int,
+    reference_rows: list[dict] | None = None,
+    synthetic_rows: list[dict] | None = None,
 ) -> dict:
-    """One synthetic set against the reference: verdict, noise floor, what would decide it, and per
-    metric the verdict with its pairs (by system name) and the descriptive statistics."""
-    decision = decide(reference, synthetic, seed=seed)
+    """One synthetic set (verdict.Side) against the reference: the verdict, what would decide it,
+    the style gap (with golden rows), and per metric its hypotheses, winners and descriptive
+    orderings."""
+    gap = (
+        style_gap(reference_rows, synthetic_rows) if reference_rows is not None and synthetic_rows is not None else None
+    )
+    decision = decide(reference, synthetic, rule, gap and gap["classifier_auc"], seed=seed)
     metrics = {}
-    for metric, judged in decision["metrics"].items():
-        calls = [{**call, "a": systems[call["a"]], "b": systems[call["b"]]} for call in judged["calls"]]
-        verdicts = tuple(
-            np.array([pair_verdict(call[f"{side}_diff"], call[f"p_{side}"]) for call in judged["calls"]], dtype=np.int8)
-            for side in ("reference", "synthetic")
-        )
-        described = certificate(reference[metric], synthetic[metric], verdicts, systems, names, resamples, seed=seed)
-        metrics[metric] = {**{k: v for k, v in judged.items() if k != "calls"}, **described, "pair_calls": calls}
-    headline = headline_metric(reference)
+    rng, width = np.random.default_rng(seed), len(systems)
+    # one set of bootstrap draws per set, shared by every metric's intervals
+    shared = [resampled_means(np.vstack(list(one.matrices.values())), resamples, rng) for one in (reference, synthetic)]
+    for i, metric in enumerate(reference.matrices):
+        ref, syn = reference.matrices[metric], synthetic.matrices[metric]
+        drawn = tuple(means[:, i * width : (i + 1) * width] for means in shared)
+        verdicts = (pair_verdicts(ref, seed=seed), pair_verdicts(syn, seed=seed))
+        winner = decision["winner"][metric]
+        metrics[metric] = {
+            "hypotheses": [
+                {**h, "pair": h["pair"] and [systems[h["pair"][0]], systems[h["pair"][1]]]}
+                for h in decision["hypotheses"]
+                if h["metric"] == metric
+            ],
+            "winner": {
+                **winner,
+                "reference_best": systems[winner["reference_best"]],
+                "synthetic_best": systems[winner["synthetic_best"]],
+            },
+            "shift": dict(zip(systems, decision["shifts"][metric])),
+            **certificate(ref, syn, verdicts, systems, names, resamples, seed=seed, drawn=drawn),
+        }
     out = {
         "verdict": decision["verdict"],
-        "headline_metric": headline,
-        "noise_floor": noise_floor(reference[headline], synthetic[headline], seed=seed),
+        "headline_metric": headline_metric(reference.matrices),
+        "why_not_agrees": decision["why_not_agrees"],
+        "permutations": decision["permutations"],
         "to_decide": None,
         "metrics": metrics,
+        "style_gap": gap,
     }
     if decision["verdict"] == UNDETERMINED:
-        out["to_decide"] = questions_to_decide(reference, synthetic, seed=seed)
-    out["line"] = verdict_line(
-        out, names, {names[0]: reference[headline].shape[1], names[1]: synthetic[headline].shape[1]}
-    )
+        out["to_decide"] = questions_to_decide(reference, synthetic, decision, rule, seed=seed)
+    out["line"] = verdict_line(out, names, {names[0]: reference.n, names[1]: synthetic.n}, rule)
     return out
 
 
-def _floor_text(floor: dict, reference: str) -> str:
-    if floor["as_consistent_as"] is None:
-        return f"no noise floor ({floor['why']})"
-    return f"as consistent as {floor['bound']} {floor['as_consistent_as']} {reference} questions"
+def _hypothesis_text(h: dict, names: tuple[str, str]) -> str:
+    if h["kind"] == "level":
+        return f"level on {h['metric']} {h['diff']:+.3f} (margin {h['margin']:.2f})"
+    pair = f"{h['pair'][1]} - {h['pair'][0]} on {h['metric']}"
+    return f"{pair}: {names[1]} differs from {names[0]} by {h['diff']:+.3f} (margin {h['margin']:.2f})"
 
 
-def _contradicted_text(cert: dict, names: tuple[str, str]) -> str:
-    found = [
-        f"{call['b']} vs {call['a']} on {metric} ({names[0]} {call['reference_diff']:+.3f}, {names[1]} {call['synthetic_diff']:+.3f})"
-        for metric, m in cert["metrics"].items()
-        for call in m["pair_calls"]
-        if call.get("status") == "contradicted"
-    ]
-    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-    return "; ".join(found[:3]) + more
+def _inflated(shift: dict[str, float]) -> str:
+    top = sorted(shift.items(), key=lambda item: -abs(item[1]))[:SHOWN]
+    return ", ".join(f"{name} {value:+.3f}" for name, value in top)
 
 
-def verdict_line(cert: dict, names: tuple[str, str], sizes: dict[str, int]) -> str:
-    """One line: the set's verdict, why, and its noise floor, e.g. "generated (300) agrees with
-    real (120) on the panel's order: as consistent as about 95 real questions; 14 of 14 separable
-    pairs reproduced on mrr (1 not separable with these questions)"."""
-    reference, synthetic = names
-    head = cert["metrics"][cert["headline_metric"]]
-    pairs = (
-        f"{head['reproduced']} of {head['separable']} separable pairs reproduced on {cert['headline_metric']}"
-        f" ({head['pairs'] - head['separable']} not separable with these questions)"
+def _style_text(gap: dict, rule: Rule) -> str:
+    given = sorted(gap["feature_auc"].items(), key=lambda item: -abs(item[1] - 0.5))[:2]
+    features = ", ".join(f"{name} (AUC {auc:.2f})" for name, auc in given)
+    shown = "; ".join(f'"{row["question"]}"' for row in gap["most_distinguishable"][:2])
+    return (
+        f"a classifier tells it apart from the reference (AUC {gap['classifier_auc']:.2f} > {rule.max_style_auc:.2f}), "
+        f"given away by {features}; most obviously generated: {shown}"
     )
-    who = f"{synthetic} ({sizes[synthetic]}) {{}} {reference} ({sizes[reference]}) on the panel's order"
-    floor = _floor_text(cert["noise_floor"], reference)
-    if cert["verdict"] == "disagrees":
-        return f"{who.format('disagrees with')}: contradicted: {_contradicted_text(cert, names)}; {floor}"
-    if cert["verdict"] == "agrees":
-        return f"{who.format('agrees with')}: {floor}; {pairs}"
-    estimate, named = cert["to_decide"], {"reference": reference, "synthetic": synthetic}
+
+
+def _decide_text(estimate: dict, names: tuple[str, str]) -> str:
     if estimate["n"] is not None:
-        wanted = " and ".join(f"{n} {named[name]}" for name, n in estimate["n"].items())
-        decide_text = f"; about {wanted} questions would decide it (resampled)"
-    elif "too_few" in estimate:
-        name = named[estimate["too_few"]["set"]]
-        decide_text = f"; too few {name} questions ({estimate['too_few']['n']}) to estimate how many would decide it"
-    elif "factor" in estimate:
-        decide_text = (
-            f"; not even {estimate['factor']} times as many {reference} and {synthetic} questions would decide it "
-            "(resampled)"
+        n = estimate["n"]
+        return (
+            f"about {n['reference']} {names[0]} and {n['synthetic']} {names[1]} questions would decide it (resampled)"
         )
-    else:  # a certificate written before the estimate said why in parts
-        decide_text = f"; {estimate['why']}"
-    return f"{who.format('undetermined against')}: {pairs}, {head['unsettled']} unsettled{decide_text}; {floor}"
+    if "too_few" in estimate:
+        name = names[0] if estimate["too_few"]["set"] == "reference" else names[1]
+        return f"too few {name} questions ({estimate['too_few']['n']}) to estimate how many would decide it"
+    return (
+        f"not even {estimate['factor']} times as many {names[0]} and {names[1]} questions would decide it (resampled)"
+    )
+
+
+def verdict_line(cert: dict, names: tuple[str, str], sizes: dict[str, int], rule: Rule) -> str:
+    """One line: the verdict on the decision and why, e.g. "generated (300) agrees with real (120)
+    on the decision (mrr): the same best, dense (P 0.91; reverse 0.88); 2 of 2 close pairs
+    equivalent within 0.03; level +0.012 within 0.10"."""
+    reference, synthetic = names
+    metric = cert["headline_metric"]
+    head = cert["metrics"][metric]
+    winner = head["winner"]
+    pairs = [h for h in head["hypotheses"] if h["kind"] == "pair"]
+    level = next(h for h in head["hypotheses"] if h["kind"] == "level")
+    best = (
+        f"the same best, {winner['reference_best']}"
+        if winner["reference_best"] == winner["synthetic_best"]
+        else f"best {winner['synthetic_best']} where {reference} has {winner['reference_best']}"
+    )
+    summary = (
+        f"{best} (P {winner['p_synthetic_picks_reference_best']:.2f}; "
+        f"reverse {winner['p_reference_picks_synthetic_best']:.2f}); "
+        f"{sum(h['equivalent'] for h in pairs)} of {len(pairs)} decision pairs equivalent within {rule.margin:.2f}; "
+        f"level {level['diff']:+.3f} [{level['tost_low']:+.3f}, {level['tost_high']:+.3f}] "
+        f"(margin {rule.level_margin:.2f}), "
+        f"most inflated: {_inflated(head['shift'])}"
+    )
+    who = f"{synthetic} ({sizes[synthetic]}) {{}} {reference} ({sizes[reference]}) on the decision ({metric})"
+    if cert["verdict"] == "disagrees":
+        beyond = [h for m in cert["metrics"].values() for h in m["hypotheses"] if h["beyond"]]
+        more = f" and {len(beyond) - SHOWN} more" if len(beyond) > SHOWN else ""
+        found = "; ".join(_hypothesis_text(h, names) for h in beyond[:SHOWN]) + more
+        return f"{who.format('disagrees with')}: beyond the margin: {found}; {summary}"
+    if cert["verdict"] == "agrees":
+        return f"{who.format('agrees with')}: {summary}"
+    reasons = []
+    if "style" in cert["why_not_agrees"]:
+        reasons.append(_style_text(cert["style_gap"], rule))
+    why = "; cannot agree: " + "; ".join(reasons) if reasons else ""
+    return f"{who.format('undetermined against')}: {summary}{why}; {_decide_text(cert['to_decide'], names)}"
 
 
 def certificate_summary(cert: dict) -> list[str]:
@@ -173,25 +267,42 @@ def certificate_lines(cert: dict) -> list[str]:
     """The certificate as markdown lines."""
     if not cert["available"]:
         return [f"Agreement certificate: not available ({cert['reason']})."]
+    rule = cert["rule"]
     lines = [f"Agreement certificate against {cert['reference']}, {len(cert['systems'])} systems:", ""]
     for name, entry in cert["sets"].items():
         lines += [
             f"**{name}: {entry['verdict']}.** {entry['line']}",
             "",
-            "| metric | verdict | separable pairs | reproduced | contradicted | Kendall tau | tau_AP | pair agreement |",
-            "|---|---|---|---|---|---|---|---|",
+            "| metric | best (reference / synthetic) | P same best | decision pairs equivalent | beyond the margin "
+            "| level shift [90%] | Kendall tau | tau_AP | pair agreement |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for metric, m in entry["metrics"].items():
+            pairs = [h for h in m["hypotheses"] if h["kind"] == "pair"]
+            level = next(h for h in m["hypotheses"] if h["kind"] == "level")
+            winner = m["winner"]
             cells = [
-                f"{m[key]['value']:.2f} [{m[key]['ci_low']:.2f}, {m[key]['ci_high']:.2f}]"
-                for key in ("kendall_tau", "tau_ap")
-            ] + [f"{m['pair_agreement']['value']:.2f}"]
-            counts = f"{m['separable']} of {m['pairs']} | {m['reproduced']} | {m['contradicted']}"
-            lines.append(f"| {metric} | {m['verdict']} | {counts} | " + " | ".join(cells) + " |")
+                f"{winner['reference_best']} / {winner['synthetic_best']}",
+                f"{winner['p_synthetic_picks_reference_best']:.2f}",
+                f"{sum(h['equivalent'] for h in pairs)} of {len(pairs)}",
+                str(sum(h["beyond"] for h in m["hypotheses"])),
+                f"{level['diff']:+.3f} [{level['tost_low']:+.3f}, {level['tost_high']:+.3f}]",
+                *(
+                    f"{m[key]['value']:.2f} [{m[key]['ci_low']:.2f}, {m[key]['ci_high']:.2f}]"
+                    for key in ("kendall_tau", "tau_ap")
+                ),
+                f"{m['pair_agreement']['value']:.2f}",
+            ]
+            lines.append(f"| {metric} | " + " | ".join(cells) + " |")
         lines.append("")
     lines.append(
-        f"Separable: the {cert['reference']} questions tell the pair apart (paired randomization test, Holm, "
-        f"alpha {cert['alpha']}); reproduced: the synthetic set does too, the same way; contradicted: it does not "
-        "and its difference is significantly smaller (Welch, Holm over the set). 95% bootstrap CIs over questions."
+        f"Decision pairs: the {cert['reference']} set's best system against each system within {rule['margin']} of "
+        "it and against the synthetic set's best, and the pairs named in validity.candidates. disagrees: a decision "
+        f"pair's difference or the level differs beyond its margin (margin {rule['margin']}, level "
+        f"{rule['level_margin']}; one max-T permutation test over "
+        f"every pair and level of every metric, clustered by document, family-wise alpha {cert['alpha']}); agrees: "
+        f"every decision pair and the level of the headline metric are equivalent within the margins (TOST, alpha "
+        f"{cert['alpha']}), no metric disagrees and the style classifier's AUC is at most "
+        f"{rule['max_style_auc']}. Kendall tau, tau_AP (95% bootstrap CIs) and pair agreement are descriptive."
     )
     return lines

@@ -1,8 +1,9 @@
 """How generated questions differ in style from real (or hand-written) ones: length, the share
 phrased as questions, lexical overlap with their evidence (the echo gauge's content-word share,
 stored on each golden row), and how well a classifier on those features tells the two apart
-(cross-validated AUC: 0.5 = indistinguishable, 1.0 = always told apart), with the generated
-questions it finds most obviously generated."""
+(cross-validated AUC: 0.5 = indistinguishable, 1.0 = always told apart), each feature's own AUC,
+and the generated questions it finds most obviously generated. Above validity.max_style_auc a
+set cannot be certified `agrees` (evaluation.certificate.verdict)."""
 
 from __future__ import annotations
 
@@ -98,6 +99,7 @@ def style_gap(reference: list[dict], synthetic: list[dict], seed: int = 0) -> di
         "reference": _describe(reference),
         "synthetic": _describe(synthetic),
         "classifier_auc": None,
+        "feature_auc": {},
         "most_distinguishable": [],
     }
     if min(len(reference), len(synthetic)) < FOLDS:
@@ -106,6 +108,8 @@ def style_gap(reference: list[dict], synthetic: list[dict], seed: int = 0) -> di
     y = np.array([0] * len(reference) + [1] * len(synthetic))
     scores = cross_validated_scores(x, y, seed)
     gap["classifier_auc"] = rank_auc(scores, y)
+    # each feature's own AUC: which of them gave the set away (0.5 none; far from 0.5 either way)
+    gap["feature_auc"] = {name: rank_auc(x[:, i], y) for i, name in enumerate(FEATURES)}
     order = np.argsort(-scores[len(reference) :], kind="stable")[:WORST]
     gap["most_distinguishable"] = [
         {

@@ -1,138 +1,83 @@
-"""The certificate's decision: does a synthetic question set order a panel as the reference set
-(real queries, else hand-written ones) does? `agrees`, `disagrees` or `undetermined`, per metric
-and per set, from tests over both sets' questions, never from a point estimate alone. Pure
-functions of score matrices: one row per system (same order in both), one column per question.
+"""The certificate's decision: would a synthetic question set make the shipping decision the
+reference set (real queries, else hand-written ones) makes? Pure functions of score matrices:
+one row per system (same order in both sets), one column per question, and each question's
+cluster (its document: questions on one page are not independent).
 
-Per metric:
-- a pair of systems is *separable* when the reference set tells them apart: paired randomization
-  test, Holm-corrected over all pairs, p < ALPHA. Only separable pairs can agree or flip; the
-  rest are "not separable with these questions".
-- a separable pair is *reproduced* when the synthetic set tells them apart in the same direction
-  (the same test, Holm-corrected over the separable pairs), and *contradicted* when it is not and
-  the two sets see significantly different differences, the synthetic one smaller or reversed
-  (Welch's t-test of the two sets' per-question differences, Holm-corrected over every pair of
-  every metric of the set): a flip, or a difference the synthetic questions cannot see.
-  Otherwise it is *unsettled*.
-- the metric `disagrees` when a pair is contradicted, `agrees` when every separable pair is
-  reproduced, and is `undetermined` otherwise (or when no pair is separable).
+Per metric, from the reference: its best system b, and the *decision pairs*: b against every
+system within `margin` of it (the close candidates), against the synthetic set's best (the
+system it would ship), and the pairs named in `candidates`. Any other pair decides nothing: a
+weak or outlying system cannot decide the verdict unless the synthetic set would ship it.
+The hypotheses, each a difference synthetic - reference of a mean over questions:
+- a decision pair: the synthetic set's difference b - a against the reference's (within `margin`?);
+- the level: the systems' mean score (within `level_margin`? an easier or harder set).
+Each estimate's standard error is clustered by document, each set on its own.
 
-The set `disagrees` when any metric does, `agrees` when none does and the headline metric (mrr)
-agrees, and is `undetermined` otherwise. Random splits of one set are judged `disagrees` in at
-most ALPHA of trials by construction (the Holm-corrected family); bench/certificate_power.py
-measures that rate and the power against questions that quote their passage.
+- `disagrees`: some hypothesis of some metric is beyond its margin, by one joint max-T
+  permutation test (clusters permuted between the sets, studentized) over every pair and level of
+  every metric: a set whose decision pairs and level are within their margins is judged
+  `disagrees` with probability <= ALPHA (family-wise; asymptotically, the studentized
+  permutation test is valid without exchangeability).
+- `agrees`: the headline metric's every decision pair and its level are equivalent within their
+  margins (TOST at ALPHA each: an intersection-union test, so no correction is owed; the
+  synthetic set's best is then a close candidate), no metric disagrees, and the style
+  classifier does not tell the sets apart (AUC <= max_style_auc): a set beyond a margin is
+  judged `agrees` with probability <= ALPHA.
+- `undetermined` otherwise, with how many questions per side would decide it (resampled).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
-from retrieval_bench.evaluation.stats import ALPHA, EPS, MC_PERMUTATIONS, holm_adjust, pearson, sign_flip_p_value
+from retrieval_bench.evaluation.stats import ALPHA, EPS
 
 AGREES, DISAGREES, UNDETERMINED = "agrees", "disagrees", "undetermined"
 HEADLINE_METRIC = "mrr"
 MIN_TO_RESAMPLE = 10  # fewer questions than this are not grown by resampling (questions_to_decide)
 VERDICT_NUMBER = {AGREES: 1, UNDETERMINED: 0, DISAGREES: -1}  # metrics/headline.json holds numbers only
+# Max-T permutations: the p-value's Monte Carlo error at ALPHA is sqrt(.05 * .95 / 20_000) = 0.0015,
+# so only a set within ~0.005 of the bar can change verdict with the seed (bench/certificate_power.py counts)
+PERMUTATIONS = 20_000
+BOOTSTRAPS = 4_000  # cluster bootstrap draws of the same-winner probabilities
+DECIDE_DRAWS = 200  # resampled sets per size in questions_to_decide
+FACTORS = (2, 4, 8, 16)
 
 
-def welch_p(first: np.ndarray, second: np.ndarray) -> float:
-    """Two-sided p-value of "the two independent samples have the same mean" (Welch's t-test,
-    Welch-Satterthwaite degrees of freedom). Both constant: 0 when the means differ, else 1; NaN
-    with fewer than 2 values in either."""
-    first, second = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
-    if len(first) < 2 or len(second) < 2:
-        return math.nan
-    gap = abs(first.mean() - second.mean())
-    var_f, var_s = first.var(ddof=1) / len(first), second.var(ddof=1) / len(second)
-    if var_f + var_s <= EPS * EPS:
-        return 0.0 if gap > EPS else 1.0
-    dof = (var_f + var_s) ** 2 / (var_f**2 / (len(first) - 1) + var_s**2 / (len(second) - 1))
-    return float(min(1.0, 2 * stats.t.sf(gap / math.sqrt(var_f + var_s), dof)))
+@dataclass(frozen=True)
+class Rule:
+    """The practical margins (in units of the metric), the named decision pairs (system indexes)
+    and the style classifier's bar (validity.* in params.yaml)."""
+
+    margin: float = 0.03
+    level_margin: float = 0.10
+    candidates: tuple[tuple[int, int], ...] = ()
+    max_style_auc: float = 0.85
 
 
-def _pair_p(diffs: np.ndarray, permutations: int, seed: int) -> float:
-    p = sign_flip_p_value(diffs, permutations, seed)
-    return 1.0 if math.isnan(p) else p
+@dataclass(frozen=True)
+class Side:
+    """One question set: {metric: (systems x questions)} and each question's cluster (0..G-1)."""
+
+    matrices: dict[str, np.ndarray]
+    clusters: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(next(iter(self.matrices.values())).shape[1])
 
 
-def pair_calls(
-    reference: np.ndarray,
-    synthetic: np.ndarray,
-    permutations: int = MC_PERMUTATIONS,
-    seed: int = 0,
-    every_synthetic_p: bool = True,
-) -> list[dict]:
-    """Every pair (a, b), a < b in itertools.combinations order: the reference's and the synthetic
-    set's mean difference b - a and each set's raw paired randomization p (`p_reference`,
-    `p_synthetic`: for separable pairs only unless `every_synthetic_p`, which the descriptive
-    pair agreement needs and a resampled verdict does not), the raw Welch p of "the two sets see
-    the same difference" (`p_differs`, corrected by judge_pairs over the whole set), whether the
-    reference separates them, and for separable pairs the synthetic test's Holm-adjusted p
-    (`p_reproduced`)."""
-    pairs = list(itertools.combinations(range(len(reference)), 2))
-    diffs = [(reference[b] - reference[a], synthetic[b] - synthetic[a]) for a, b in pairs]
-    ref_p = [_pair_p(ref_diff, permutations, seed) for ref_diff, _ in diffs]
-    separable = holm_adjust(ref_p) < ALPHA
-    calls, reproduced_p = [], []
-    for (a, b), (ref_diff, syn_diff), p, is_separable in zip(pairs, diffs, ref_p, separable):
-        call = {
-            "a": a,
-            "b": b,
-            "reference_diff": float(ref_diff.mean()),
-            "synthetic_diff": float(syn_diff.mean()),
-            "p_reference": p,
-            "p_differs": welch_p(syn_diff, ref_diff),
-            "separable": bool(is_separable),
-        }
-        if is_separable or every_synthetic_p:
-            call["p_synthetic"] = _pair_p(syn_diff, permutations, seed)
-        if is_separable:
-            same_way = np.sign(call["reference_diff"]) * call["synthetic_diff"] > EPS
-            reproduced_p.append(call["p_synthetic"] if same_way else 1.0)
-        calls.append(call)
-    for call, p in zip([c for c in calls if c["separable"]], holm_adjust(reproduced_p)):
-        call["p_reproduced"] = float(p)
-    return calls
-
-
-def judge_pairs(calls_by_metric: dict[str, list[dict]]) -> None:
-    """Marks each separable pair reproduced / contradicted / unsettled (`status`), in place. The
-    Welch p-values are Holm-corrected over every pair of every metric, separable or not: the
-    family is fixed before the reference picks its separable pairs, so a pair it picked for a
-    lucky large difference cannot make a false alarm more likely than ALPHA (the winner's curse)."""
-    every = [call for calls in calls_by_metric.values() for call in calls]
-    adjusted = holm_adjust([1.0 if math.isnan(c["p_differs"]) else c["p_differs"] for c in every])
-    for call, p in zip(every, adjusted):
-        call["p_differs_holm"] = float(p)
-        if not call["separable"]:
-            continue
-        smaller = abs(call["synthetic_diff"]) < abs(call["reference_diff"]) or (
-            call["synthetic_diff"] * call["reference_diff"] < 0
-        )
-        if call["p_reproduced"] < ALPHA:
-            call["status"] = "reproduced"
-        elif p < ALPHA and smaller:
-            call["status"] = "contradicted"
-        else:
-            call["status"] = "unsettled"
-
-
-def metric_verdict(calls: list[dict]) -> dict:
-    """The verdict of one metric from its judged pair calls, with the counts behind it."""
-    counts = {
-        key: sum(call.get("status") == key for call in calls) for key in ("reproduced", "contradicted", "unsettled")
-    }
-    separable = sum(call["separable"] for call in calls)
-    if counts["contradicted"]:
-        verdict = DISAGREES
-    elif separable and counts["reproduced"] == separable:
-        verdict = AGREES
-    else:
-        verdict = UNDETERMINED
-    return {"verdict": verdict, "pairs": len(calls), "separable": separable, **counts}
+def side(matrices: dict[str, np.ndarray], clusters=None) -> Side:
+    """A Side, clusters relabelled 0..G-1; every question its own cluster when none are given or
+    there is only one (a clustered variance needs two)."""
+    n = next(iter(matrices.values())).shape[1]
+    labels = np.arange(n) if clusters is None else np.unique(np.asarray(clusters), return_inverse=True)[1].ravel()
+    if labels.size and labels.max() < 1:
+        labels = np.arange(n)
+    return Side({m: np.asarray(x, dtype=np.float64) for m, x in matrices.items()}, labels)
 
 
 def headline_metric(names) -> str:
@@ -141,143 +86,277 @@ def headline_metric(names) -> str:
     return HEADLINE_METRIC if HEADLINE_METRIC in names else names[0]
 
 
-def set_verdict(metric_verdicts: dict[str, str]) -> str:
-    """disagrees when any metric does; agrees when none does and the headline metric agrees."""
-    if DISAGREES in metric_verdicts.values():
-        return DISAGREES
-    return AGREES if metric_verdicts[headline_metric(metric_verdicts)] == AGREES else UNDETERMINED
+def decision_pairs(
+    reference_means: np.ndarray, synthetic_means: np.ndarray, rule: Rule
+) -> tuple[int, list[tuple[int, int]]]:
+    """(the reference's best system b, the decision pairs): (b, s) for every s within the margin
+    of b on the reference, (b, the synthetic set's best) when that is another system (the choice
+    the synthetic set would make), then the named pairs; ties go to the first system."""
+    best = int(np.argmax(reference_means))
+    close = [s for s in range(len(reference_means)) if reference_means[best] - reference_means[s] <= rule.margin + EPS]
+    chosen = int(np.argmax(synthetic_means))
+    pairs = [(best, s) for s in [*close, *([] if chosen in close else [chosen])] if s != best]
+    return best, pairs + [(a, b) for a, b in rule.candidates if (a, b) not in pairs and (b, a) not in pairs]
+
+
+@dataclass(frozen=True)
+class Family:
+    """The tested hypotheses of every metric, as contrasts of the systems' scores."""
+
+    metric: list[str]  # per hypothesis
+    kind: list[str]  # "pair" or "level"
+    pair: list[tuple[int, int] | None]
+    margin: np.ndarray
+    weights: np.ndarray  # (hypotheses, metrics * systems): the contrast of the stacked scores
+
+
+def family(reference: Side, synthetic: Side, rule: Rule) -> Family:
+    """The decision pairs (second minus first) and the level of every metric."""
+    metrics = list(reference.matrices)
+    systems = len(next(iter(reference.matrices.values())))
+    rows, meta = [], []
+    for i, metric in enumerate(metrics):
+        _, pairs = decision_pairs(
+            reference.matrices[metric].mean(axis=1), synthetic.matrices[metric].mean(axis=1), rule
+        )
+        for a, b in pairs:
+            row = np.zeros(len(metrics) * systems)
+            row[i * systems + b], row[i * systems + a] = 1.0, -1.0
+            rows.append(row)
+            meta.append((metric, "pair", (a, b), rule.margin))
+        row = np.zeros(len(metrics) * systems)
+        row[i * systems : (i + 1) * systems] = 1.0 / systems
+        rows.append(row)
+        meta.append((metric, "level", None, rule.level_margin))
+    metric, kind, pair, margin = (list(column) for column in zip(*meta))
+    return Family(metric, kind, pair, np.array(margin), np.vstack(rows))
+
+
+def stacked(one: Side) -> np.ndarray:
+    """(metrics * systems, questions): every metric's matrix, one under the other."""
+    return np.vstack(list(one.matrices.values()))
+
+
+def cluster_sums(values: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """((clusters, rows) sums of `values` (rows x questions) by cluster, (clusters,) sizes)."""
+    groups = int(clusters.max()) + 1
+    sums = np.zeros((groups, len(values)))
+    np.add.at(sums, clusters, values.T)
+    return sums, np.bincount(clusters, minlength=groups).astype(np.float64)
+
+
+def weighted_moments(weights: np.ndarray, sums: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(draws, rows) means and clustered variances of the mean of the questions in the clusters
+    taken `weights` (draws x clusters) times each: var = G/(G-1) sum_g w_g (S_g - n_g mean)^2 / N^2,
+    G the clusters taken, expanded so that three products serve every draw."""
+    total = weights @ sizes
+    mean = (weights @ sums) / total[:, None]
+    squares = (
+        weights @ (sums**2) - 2 * mean * (weights @ (sums * sizes[:, None])) + mean**2 * (weights @ sizes**2)[:, None]
+    )
+    taken = weights.sum(axis=1)
+    variance = np.maximum(squares, 0) * (taken / np.maximum(taken - 1, 1) / total**2)[:, None]
+    return mean, variance
+
+
+def estimates(reference: Side, synthetic: Side, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(differences synthetic - reference of each contrast, their clustered standard errors)."""
+    out = []
+    for one in (reference, synthetic):
+        sums, sizes = cluster_sums(weights @ stacked(one), one.clusters)
+        out.append(weighted_moments(np.ones((1, len(sizes))), sums, sizes))
+    (mean_r, var_r), (mean_s, var_s) = out
+    return (mean_s - mean_r)[0], np.sqrt(var_r + var_s)[0]
+
+
+def permutation_assignments(groups_reference: int, groups_synthetic: int, draws: int, seed: int) -> np.ndarray:
+    """(draws, G_r + G_s) booleans: the pooled clusters each draw gives the reference (G_r of them)."""
+    total = groups_reference + groups_synthetic
+    keys = np.random.default_rng(seed).random((draws, total))
+    return np.argsort(keys, axis=1) < groups_reference if draws else np.zeros((0, total), bool)
+
+
+def studentized(diff: np.ndarray, se: np.ndarray, margin: np.ndarray | float = 0.0) -> np.ndarray:
+    """(|diff| - margin) / se; where se is 0, +inf beyond the margin and -inf within it."""
+    excess = np.abs(diff) - margin
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = excess / se
+    return np.where(se > EPS, t, np.where(excess > EPS, np.inf, -np.inf))
+
+
+def max_t_null(reference: Side, synthetic: Side, weights: np.ndarray, assignments: np.ndarray) -> np.ndarray:
+    """(draws,) max over hypotheses of |difference| / se with the clusters permuted between the sets
+    by `assignments` (True: to the reference)."""
+    sums_r, sizes_r = cluster_sums(weights @ stacked(reference), reference.clusters)
+    sums_s, sizes_s = cluster_sums(weights @ stacked(synthetic), synthetic.clusters)
+    sums, sizes = np.vstack([sums_r, sums_s]), np.concatenate([sizes_r, sizes_s])
+    mean_r, var_r = weighted_moments(assignments.astype(np.float64), sums, sizes)
+    mean_s, var_s = weighted_moments((~assignments).astype(np.float64), sums, sizes)
+    return studentized(mean_s - mean_r, np.sqrt(var_r + var_s)).max(axis=1)
+
+
+def max_t_critical(null: np.ndarray) -> float:
+    """The value a studentized excess must pass for its adjusted p, (1 + #{null >= it}) / (1 +
+    draws), to be <= ALPHA: the (k+1)-th largest null value, k = floor(ALPHA (draws + 1)) - 1."""
+    k = math.floor(ALPHA * (len(null) + 1) + EPS) - 1
+    return float(np.sort(null)[::-1][k]) if k >= 0 else math.inf
+
+
+def t_quantile(reference: Side, synthetic: Side, factor: int = 1) -> float:
+    """The one-sided (1 - ALPHA) t quantile of the TOSTs, with the fewer clusters' degrees of freedom."""
+    dof = max(1, factor * min(int(reference.clusters.max()) + 1, int(synthetic.clusters.max()) + 1) - 1)
+    return float(stats.t.ppf(1 - ALPHA, dof))
+
+
+def winner_probabilities(reference: Side, synthetic: Side, draws: int, seed: int) -> dict[str, dict]:
+    """Per metric, the cluster bootstrap probability that the synthetic set's best system is the
+    reference's best (resampling the synthetic questions) and of the reverse (resampling the
+    reference's), the draws shared across metrics."""
+    rng = np.random.default_rng(seed)
+    means = {}
+    for name, one in (("reference", reference), ("synthetic", synthetic)):
+        sums, sizes = cluster_sums(stacked(one), one.clusters)
+        counts = resampled_counts(len(sizes), 1, draws, rng)
+        means[name] = weighted_moments(counts, sums, sizes)[0]
+    systems = len(next(iter(reference.matrices.values())))
+    out = {}
+    for i, metric in enumerate(reference.matrices):
+        block = slice(i * systems, (i + 1) * systems)
+        best_r, best_s = (int(np.argmax(one.matrices[metric].mean(axis=1))) for one in (reference, synthetic))
+        out[metric] = {
+            "reference_best": best_r,
+            "synthetic_best": best_s,
+            "p_synthetic_picks_reference_best": float(np.mean(means["synthetic"][:, block].argmax(axis=1) == best_r)),
+            "p_reference_picks_synthetic_best": float(np.mean(means["reference"][:, block].argmax(axis=1) == best_s)),
+        }
+    return out
+
+
+def resampled_counts(groups: int, factor: int, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """(draws, groups): how often each cluster is drawn in `factor * groups` draws with replacement."""
+    picked = rng.integers(0, groups, (draws, factor * groups)) + (np.arange(draws) * groups)[:, None]
+    return np.bincount(picked.ravel(), minlength=draws * groups).reshape(draws, groups).astype(np.float64)
+
+
+def judge(
+    diff: np.ndarray, se: np.ndarray, fam: Family, headline: str, critical: float, t_tost: float, may_agree: bool
+) -> tuple[str, np.ndarray, np.ndarray]:
+    """(verdict, beyond, equivalent) from estimates (rows: draws, columns: hypotheses): beyond the
+    margin when the studentized excess passes the max-T critical value; equivalent when the TOST
+    interval diff +- t se lies inside the margin. Vectorised over draws for questions_to_decide."""
+    beyond = studentized(diff, se, fam.margin) > critical
+    equivalent = np.abs(diff) + t_tost * se < fam.margin - EPS
+    on_headline = np.array([m == headline for m in fam.metric])
+    agree = equivalent[..., on_headline].all(axis=-1) & may_agree
+    verdict = np.where(beyond.any(axis=-1), DISAGREES, np.where(agree, AGREES, UNDETERMINED))
+    return verdict, beyond, equivalent
 
 
 def decide(
-    reference: dict[str, np.ndarray],
-    synthetic: dict[str, np.ndarray],
-    permutations: int = MC_PERMUTATIONS,
+    reference: Side,
+    synthetic: Side,
+    rule: Rule = Rule(),
+    style_auc: float | None = None,
+    permutations: int = PERMUTATIONS,
     seed: int = 0,
-    every_synthetic_p: bool = True,
 ) -> dict:
-    """{verdict, metrics: {metric: {verdict, counts, calls}}} of a synthetic set against the
-    reference, both as {metric: (systems x questions) matrix} (pair_calls for every_synthetic_p)."""
-    calls = {
-        name: pair_calls(reference[name], synthetic[name], permutations, seed, every_synthetic_p) for name in reference
-    }
-    judge_pairs(calls)
-    metrics = {name: {**metric_verdict(metric_calls), "calls": metric_calls} for name, metric_calls in calls.items()}
-    return {"verdict": set_verdict({name: m["verdict"] for name, m in metrics.items()}), "metrics": metrics}
-
-
-def _floor_sizes(n_reference: int) -> list[int]:
-    """Reference subset sizes for the noise floor: doubling from 5 up to half the reference."""
-    largest = n_reference // 2
-    sizes = [n for n in (5 * 2**i for i in range(20)) if n < largest]
-    return sizes + [largest] if largest >= 5 else []
-
-
-def noise_floor(reference: np.ndarray, synthetic: np.ndarray, draws: int = 50, seed: int = 0) -> dict:
-    """How many reference questions order the panel as consistently as the synthetic set does.
-    Each draw splits the reference questions at random into two halves: the first n questions of
-    one half against the other half (Pearson correlation of the systems' means: their order and
-    spacing, finer than a tau over a handful of systems) is the reference's own consistency at
-    size n, and the synthetic set against that other half is the synthetic set's.
-    `as_consistent_as` is where the mean curves cross (linear between sizes), with `bound` "about",
-    "at least" (never crossed: at least half the reference) or "fewer than" (crossed at the
-    smallest size, 5); None, with `why`, when the reference has fewer than 10 questions or either
-    side's means do not vary (no correlation)."""
-    n_ref = reference.shape[1]
-    sizes = _floor_sizes(n_ref)
-    rng = np.random.default_rng(seed)
-    syn_means = synthetic.mean(axis=1)
-    own, theirs = np.full((draws, len(sizes)), np.nan), np.full(draws, np.nan)
-    for draw in range(draws):
-        order = rng.permutation(n_ref)
-        judge = reference[:, order[n_ref // 2 :]].mean(axis=1)
-        theirs[draw] = pearson(syn_means, judge)
-        for i, n in enumerate(sizes):
-            own[draw, i] = pearson(reference[:, order[:n]].mean(axis=1), judge)
-    synthetic_correlation = float(np.nanmean(theirs)) if sizes and not np.isnan(theirs).all() else math.nan
-    curve = [
-        {"n": n, "reference_correlation": float(np.nanmean(own[:, i])) if not np.isnan(own[:, i]).all() else math.nan}
-        for i, n in enumerate(sizes)
+    """{verdict, why_not_agrees, critical, hypotheses: [...], winner: {metric: ...}, level:
+    {metric: per-system shifts}} of a synthetic set against the reference (see the module)."""
+    fam = family(reference, synthetic, rule)
+    diff, se = estimates(reference, synthetic, fam.weights)
+    groups = (int(reference.clusters.max()) + 1, int(synthetic.clusters.max()) + 1)
+    null = max_t_null(reference, synthetic, fam.weights, permutation_assignments(*groups, permutations, seed))
+    observed = studentized(diff, se, fam.margin)
+    # single-step max-T adjusted p: the share of permutations whose largest statistic reaches this one
+    p_beyond = (1 + (null[None, :] >= observed[:, None]).sum(axis=1)) / (1 + len(null))
+    critical = max_t_critical(null)
+    t_tost = t_quantile(reference, synthetic)
+    headline = headline_metric(reference.matrices)
+    winner = winner_probabilities(reference, synthetic, BOOTSTRAPS, seed)
+    # the synthetic set's best, when not a close candidate, is in the decision pairs (its pair with
+    # the reference's best cannot be equivalent), so only the style bar is checked apart
+    why_not = ["style"] if style_auc is not None and style_auc > rule.max_style_auc else []
+    verdict, _, equivalent = judge(diff, se, fam, headline, critical, t_tost, not why_not)
+    verdict = str(verdict)
+    hypotheses = [
+        {
+            "metric": metric,
+            "kind": kind,
+            "pair": pair,
+            "margin": float(margin),
+            "diff": float(d),
+            "se": float(s),
+            "tost_low": float(d - t_tost * s),
+            "tost_high": float(d + t_tost * s),
+            "p_beyond": float(p),
+            "beyond": bool(o > critical),
+            "equivalent": bool(e),
+        }
+        for metric, kind, pair, margin, d, s, o, p, e in zip(
+            fam.metric, fam.kind, fam.pair, fam.margin, diff, se, observed, p_beyond, equivalent
+        )
     ]
-    result = {
-        "draws": draws,
-        "synthetic_correlation": synthetic_correlation,
-        "curve": curve,
-        "as_consistent_as": None,
-        "bound": None,
-        "why": None,
+    shifts = {
+        metric: (synthetic.matrices[metric].mean(axis=1) - reference.matrices[metric].mean(axis=1)).tolist()
+        for metric in reference.matrices
     }
-    points = [point for point in curve if not math.isnan(point["reference_correlation"])]
-    if not sizes:
-        return {**result, "why": "fewer than 10 reference questions"}
-    if not points:
-        return {**result, "why": "the reference's halves score every system alike"}
-    if math.isnan(synthetic_correlation):
-        return {**result, "why": "the synthetic set scores every system alike"}
-    crossing = next(
-        (i for i, point in enumerate(points) if point["reference_correlation"] >= synthetic_correlation), None
-    )
-    if crossing is None:
-        return {**result, "as_consistent_as": points[-1]["n"], "bound": "at least"}
-    if crossing == 0:
-        return {**result, "as_consistent_as": points[0]["n"], "bound": "fewer than"}
-    low, high = points[crossing - 1], points[crossing]
-    share = (synthetic_correlation - low["reference_correlation"]) / (
-        high["reference_correlation"] - low["reference_correlation"]
-    )
-    return {**result, "as_consistent_as": round(low["n"] + share * (high["n"] - low["n"])), "bound": "about"}
+    return {
+        "verdict": verdict,
+        "why_not_agrees": why_not,
+        "critical": critical,
+        "t_tost": t_tost,
+        "permutations": permutations,
+        "hypotheses": hypotheses,
+        "winner": winner,
+        "shifts": shifts,
+    }
 
 
 def questions_to_decide(
-    reference: dict[str, np.ndarray],
-    synthetic: dict[str, np.ndarray],
-    draws: int = 10,
-    permutations: int = 1_000,
-    seed: int = 0,
-    factors: tuple[int, ...] = (2, 4, 8, 16),
+    reference: Side, synthetic: Side, decision: dict, rule: Rule = Rule(), draws: int = DECIDE_DRAWS, seed: int = 0
 ) -> dict:
-    """For an undetermined set: how many questions would likely decide it, by resampling. The
-    limiting set is the reference when it separates no pair on the headline metric, else the
-    synthetic set; its questions are drawn with replacement at `factors` times its size (the same
-    questions for every metric; the other set kept), then, if that never decides, both sets at
-    once (a pair the reference only just separates needs both). The first size at which at least
-    half of `draws` resampled verdicts (decide, the same families) are agrees or disagrees is
-    returned as {grown: [reference and/or synthetic], n: {set: size in all}, why: None}; n None,
-    with why (and the largest factor tried, or too_few: the set and its size), when none does, or
-    when a set to grow has fewer than MIN_TO_RESAMPLE questions
-    (copies of a handful of questions would look decisive). The estimate takes the differences the
-    questions show as the true ones: it says how many questions like these would decide, not what
-    more questions would show."""
-    sets = {"reference": reference, "synthetic": synthetic}
-    sizes = {name: next(iter(matrices.values())).shape[1] for name, matrices in sets.items()}
-    headline = headline_metric(reference)
-    calls = pair_calls(reference[headline], synthetic[headline], permutations, seed, every_synthetic_p=False)
-    limiting = "synthetic" if any(call["separable"] for call in calls) else "reference"
-    small = [name for name in ("reference", "synthetic") if sizes[name] < MIN_TO_RESAMPLE]
+    """For an undetermined set: the questions per side that would likely decide it. Both sets'
+    clusters are drawn with replacement at `FACTORS` times their number, and each draw judged with
+    the decision's own critical values (max-T; the TOST's t at the grown degrees of freedom); the
+    first size at which at least half the draws decide is {n: {reference, synthetic}, factor}; n
+    None with why when none does, or when a set has fewer than MIN_TO_RESAMPLE questions (copies of
+    a handful would look decisive). It takes the differences the questions show as the true ones:
+    how many questions like these would decide, not what more would show."""
+    small = [
+        (name, one.n) for name, one in (("reference", reference), ("synthetic", synthetic)) if one.n < MIN_TO_RESAMPLE
+    ]
     if small:
         return {
-            "grown": small,
             "n": None,
-            "why": f"too few {small[0]} questions ({sizes[small[0]]}) to estimate how many would decide it",
-            "too_few": {"set": small[0], "n": sizes[small[0]]},
+            "too_few": {"set": small[0][0], "n": small[0][1]},
+            "why": f"too few {small[0][0]} questions ({small[0][1]}) to estimate how many would decide it",
         }
+    fam = family(reference, synthetic, rule)
+    headline = headline_metric(reference.matrices)
     rng = np.random.default_rng(seed)
-    for grown in ([limiting], ["reference", "synthetic"]):
-        for factor in factors:
-            decided = 0
-            for _ in range(draws):
-                drawn = dict(sets)
-                for name in grown:
-                    picked = rng.integers(0, sizes[name], factor * sizes[name])
-                    drawn[name] = {metric: matrix[:, picked] for metric, matrix in sets[name].items()}
-                verdict = decide(drawn["reference"], drawn["synthetic"], permutations, seed, every_synthetic_p=False)[
-                    "verdict"
-                ]
-                decided += verdict != UNDETERMINED
-            if 2 * decided >= draws:
-                return {"grown": grown, "n": {name: factor * sizes[name] for name in grown}, "why": None}
+    for factor in FACTORS:
+        moments = []
+        for one in (reference, synthetic):
+            sums, sizes = cluster_sums(fam.weights @ stacked(one), one.clusters)
+            moments.append(weighted_moments(resampled_counts(len(sizes), factor, draws, rng), sums, sizes))
+        (mean_r, var_r), (mean_s, var_s) = moments
+        verdicts, _, _ = judge(
+            mean_s - mean_r,
+            np.sqrt(var_r + var_s),
+            fam,
+            headline,
+            decision["critical"],
+            t_quantile(reference, synthetic, factor),
+            not decision["why_not_agrees"],
+        )
+        if 2 * int((verdicts != UNDETERMINED).sum()) >= draws:
+            return {
+                "n": {"reference": factor * reference.n, "synthetic": factor * synthetic.n},
+                "factor": factor,
+                "why": None,
+            }
     return {
-        "grown": ["reference", "synthetic"],
         "n": None,
-        "why": f"not even {factors[-1]} times as many reference and synthetic questions would decide it (resampled)",
-        "factor": factors[-1],
+        "factor": FACTORS[-1],
+        "why": f"not even {FACTORS[-1]} times as many questions on each side would decide it (resampled)",
     }

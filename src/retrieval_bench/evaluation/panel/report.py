@@ -13,13 +13,12 @@ from retrieval_bench.evaluation.certificate.certify import (
     disagreeing_sets,
     panel_certificate,
 )
-from retrieval_bench.evaluation.certificate.style_gap import style_gap, style_lines
+from retrieval_bench.evaluation.certificate.style_gap import style_lines
 from retrieval_bench.evaluation.panel.costs import MACHINE, cost_lines, load_text, plot_rows, with_pareto
 from retrieval_bench.evaluation.panel.decision import decision_markdown
 from retrieval_bench.evaluation.panel.headline import headline
 from retrieval_bench.evaluation.panel.leaderboard import flat_rows, leaderboard, left_out, markdown, scorable
 from retrieval_bench.evaluation.panel.plots import rank_histograms, recall_curve
-from retrieval_bench.evaluation.score.segments import question_set
 
 
 def panel_report(
@@ -52,12 +51,11 @@ def panel_report(
     conditions = load_text(measured)
     figures = {"measured_on": MACHINE, "conditions": conditions, "quality": quality, "systems": priced}
     figures.update({key: measured[key] for key in ("repeats", "load_before", "load_after")})
-    cert = panel_certificate(aligned)
+    cert = panel_certificate(aligned, golden=golden, validity=validity)
     lines = certificate_lines(cert)
     for name, entry in cert.get("sets", {}).items():
-        by_set = {n: [row for row in golden if question_set(row) == n] for n in (cert["reference"], name)}
-        entry["style_gap"] = style_gap(by_set[cert["reference"]], by_set[name])
-        lines += ["", *style_lines(entry["style_gap"], (cert["reference"], name))]
+        if entry["style_gap"]:
+            lines += ["", *style_lines(entry["style_gap"], (cert["reference"], name))]
     table = markdown(board)
     compared = on_set(aligned, board["headline_set"])
     decided = bool(priced) and set(priced) == set(mrr)
