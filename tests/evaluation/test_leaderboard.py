@@ -16,6 +16,7 @@ import yaml
 from scipy.stats import mannwhitneyu
 from statsmodels.stats.multitest import multipletests
 
+from retrieval_bench.core.params_panel import embedded_pairs
 from retrieval_bench.evaluation.certificate.style_gap import rank_auc, style_gap
 from retrieval_bench.evaluation.panel import leaderboard as leaderboard_module
 from retrieval_bench.evaluation.panel import report as panel_report_module
@@ -202,6 +203,7 @@ def leaderboard_project(tmp_path: Path, synthetic_rr: dict[str, float], validity
     params["panel"] = {
         name: {"chunking": "default", "embedder": "default", "method": "bm25"} for name in ("default", "bm25", "hybrid")
     }
+    params["embedded"] = embedded_pairs(params["panel"])
     params["validity"] = validity
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     rng = np.random.default_rng(1)

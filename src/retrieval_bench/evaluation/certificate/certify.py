@@ -96,10 +96,10 @@ def panel_certificate(
             systems,
             (reference, name),
             rule,
-            resamples,
-            seed,
-            rows.get(reference),
-            rows.get(name),
+            resamples=resamples,
+            seed=seed,
+            reference_rows=rows.get(reference),
+            synthetic_rows=rows.get(name),
         )
         for name in synthetic_sets
     }
@@ -125,6 +125,7 @@ def set_certificate(
     systems: list[str],
     names: tuple[str, str],
     rule: Rule,
+    *,
     resamples: int,
     seed: int,
     reference_rows: list[dict] | None = None,

@@ -239,7 +239,7 @@ def resampled_counts(groups: int, factor: int, draws: int, rng: np.random.Genera
 
 
 def judge(
-    diff: np.ndarray, se: np.ndarray, fam: Family, headline: str, critical: float, t_tost: float, may_agree: bool
+    diff: np.ndarray, se: np.ndarray, fam: Family, headline: str, *, critical: float, t_tost: float, may_agree: bool
 ) -> tuple[str, np.ndarray, np.ndarray]:
     """(verdict, beyond, equivalent) from estimates (rows: draws, columns: hypotheses): beyond the
     margin when the studentized excess passes the max-T critical value; equivalent when the TOST
@@ -276,7 +276,7 @@ def decide(
     # the synthetic set's best, when not a close candidate, is in the decision pairs (its pair with
     # the reference's best cannot be equivalent), so only the style bar is checked apart
     why_not = ["style"] if style_auc is not None and style_auc > rule.max_style_auc else []
-    verdict, _, equivalent = judge(diff, se, fam, headline, critical, t_tost, not why_not)
+    verdict, _, equivalent = judge(diff, se, fam, headline, critical=critical, t_tost=t_tost, may_agree=not why_not)
     verdict = str(verdict)
     hypotheses = [
         {
@@ -345,9 +345,9 @@ def questions_to_decide(
             np.sqrt(var_r + var_s),
             fam,
             headline,
-            decision["critical"],
-            t_quantile(reference, synthetic, factor),
-            not decision["why_not_agrees"],
+            critical=decision["critical"],
+            t_tost=t_quantile(reference, synthetic, factor),
+            may_agree=not decision["why_not_agrees"],
         )
         if 2 * int((verdicts != UNDETERMINED).sum()) >= draws:
             return {
