@@ -1,5 +1,9 @@
-"""Write each dvc.yaml stage's code deps from what its script imports: the script, then every
-retrieval_bench module it imports directly or not (lazy imports inside functions too), sorted.
+"""Write each dvc.yaml stage's code deps from what its script imports: the script, then one line per
+package of the retrieval_bench modules it imports directly or not (lazy imports inside functions too),
+sorted. A package is a folder without sub-packages (`core`, `llm/transport`, `evaluation/score`): DVC
+hashes a folder dep over all its files, so an edit to any module of a package the stage imports
+reruns it. A module beside sub-packages (`evaluation/stats.py`, `api.py`) is its own line: its folder
+would take in the sub-packages too. .dvcignore keeps __pycache__ and editor files out of the hash.
 Data deps, their order and comments are left as they are.
 
     python .ci/dvc_deps.py          # rewrite dvc.yaml (make deps)
@@ -18,7 +22,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "retrieval_bench"
-CODE_DEP = re.compile(r"^(\s*)- (src/retrieval_bench/\S+\.py|stages/\S+\.py)\s*(#.*)?$")
+CODE_DEP = re.compile(r"^(\s*)- (src/retrieval_bench/\S+|stages/\S+\.py)\s*(#.*)?$")
 
 
 def module_path(dotted: str) -> Path:
@@ -55,11 +59,19 @@ def closure(script: Path) -> set[str]:
     return seen
 
 
+def package_dep(module: str) -> str:
+    """The dvc.yaml dep that covers `module` (dotted): its folder, unless that folder has sub-packages
+    (then a folder dep would take them in too), in which case the module's own file."""
+    path = module_path(module)
+    if not any((sub / "__init__.py").is_file() for sub in path.parent.iterdir()):
+        path = path.parent
+    return path.relative_to(ROOT).as_posix()
+
+
 def code_deps(stage: str) -> list[str]:
-    """The script of `stage`, then the modules it runs, as dvc.yaml paths."""
+    """The script of `stage`, then the packages (or loose modules) it runs, as dvc.yaml paths."""
     script = f"stages/{stage}.py"
-    modules = sorted(f"src/retrieval_bench/{m.replace('.', '/')}.py" for m in closure(ROOT / script))
-    return [script, *modules]
+    return [script, *sorted({package_dep(m) for m in closure(ROOT / script)})]
 
 
 def rewritten(text: str) -> str:

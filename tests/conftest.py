@@ -76,7 +76,7 @@ def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS, panel: bool = 
     for name in filter(None, tracked.split("\0")):
         if not (ROOT / name).is_file():  # deleted in the working tree, not yet in git
             continue
-        if name.startswith((".dvc/", "tests/", "bench/")) or name in {".dvcignore", "dvc.lock"}:
+        if name.startswith((".dvc/", "tests/", "bench/")) or name == "dvc.lock":
             continue
         if name.startswith("data/sample/sqlite/") and docs is not None and Path(name).name not in docs:
             continue

@@ -62,18 +62,26 @@ def stages_to_rerun(project) -> set[str]:
 
 
 def test_editing_a_metric_definition_reruns_only_score(reproduced):
+    """A stage depends on the packages it imports (dvc.yaml, .ci/dvc_deps.py): an edit to any module
+    of one reruns it, bytecode written beside the modules reruns nothing (.dvcignore)."""
     assert stages_to_rerun(reproduced) == set()
-    store_base = reproduced / "src" / "retrieval_bench" / "stores" / "base.py"
+    package = reproduced / "src" / "retrieval_bench"
+    (package / "evaluation" / "score" / "__pycache__").mkdir(exist_ok=True)
+    (package / "evaluation" / "score" / "__pycache__" / "metrics.cpython-312.pyc").write_bytes(b"bytecode")
+    assert stages_to_rerun(reproduced) == set()
+
+    store_base = package / "stores" / "base.py"
     original = store_base.read_text()
     store_base.write_text(original + "# an edit to the store adapters' shared part\n")
     assert stages_to_rerun(reproduced) == {
         "load_chunks",
         "embed_corpus@default-default",
         "retrieve@default",
-    }  # those that may read a vector store
+        "leaderboard",
+    }  # those that may read a vector store (the leaderboard times each system's retrieval)
     store_base.write_text(original)
 
-    metrics = reproduced / "src" / "retrieval_bench" / "evaluation" / "metrics.py"
+    metrics = package / "evaluation" / "score" / "metrics.py"
     metrics.write_text(metrics.read_text() + "# a metric definition edited\n")
     assert stages_to_rerun(reproduced) == {"score@default", "leaderboard"}  # the leaderboard draws rank histograms
     output = dvc("repro", "--no-run-cache", cwd=reproduced).stdout  # a stage whose deps changed runs, never restored
