@@ -55,7 +55,8 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
             f"{path}: expected a mapping of sections {', '.join(DEFAULTS)}, got {json_kind(raw)} at the top level"
         )
     ignored = first_ignored_key(raw, path)
-    raw_panel, raw_embedded = raw.pop("panel", None), raw.pop("embedded", None)
+    # No panel key: the default system alone; `panel: null` is refused (check_panel). No `embedded`: derived.
+    raw_panel, raw_embedded = raw.pop("panel", DEFAULTS["panel"]), raw.pop("embedded", None)
     raw_named = {section: raw.pop(section, DEFAULTS[section]) for section in NAMED_BASE}
     params = check_shape(raw, DEFAULTS, "params", path)
     if ignored:  # after the schema check, which tells a renamed key (load.chunking.size) its new name
