@@ -63,6 +63,7 @@ repro: $(INSTALLED)
 test: $(INSTALLED_TEST) browser
 	$(PYTHON) -m ruff check src stages tests bench docs
 	$(PYTHON) -m ruff format --check src stages tests bench docs
+	$(PYTHON) -m mypy src
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) -m pytest -n 2 --dist loadfile --durations=10 -q
 
 deps: $(INSTALLED)   # dvc.yaml's code deps from what each stage imports (.ci/dvc_deps.py)

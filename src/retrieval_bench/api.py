@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,7 @@ import pandas as pd
 from retrieval_bench.core import params as _params
 from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import read_jsonl, read_table
+from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.core.run_table import check_scores, check_unique, checked_file, from_records, read_run_file
 from retrieval_bench.core.values import checked_id
 from retrieval_bench.evaluation.compare import command as _compare
@@ -37,13 +38,16 @@ from retrieval_bench.evaluation.score.segments import segments
 from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.evaluation.stats import MAX_RESAMPLES
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeGuard, TypeIs
+
 Comparison = _compare.Comparison
 Labels = Union[str, Path, Sequence[Mapping[str, Any]], Mapping[str, Mapping[str, int]]]
 RunInput = Union[str, Path, pd.DataFrame, Mapping[str, Mapping[str, float]]]
 TableInput = Union[str, Path, pd.DataFrame]
 SPAN_COLUMNS = ["doc_id", "start", "end"]
-DEFAULT_K = tuple(_params.DEFAULTS["score"]["k"])
-DEFAULT_MIN_COVERAGE = _params.DEFAULTS["score"]["min_coverage"]
+DEFAULT_K = tuple(DEFAULTS["score"]["k"])
+DEFAULT_MIN_COVERAGE = DEFAULTS["score"]["min_coverage"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ def _check_argument(name: str, value: object, expected: str, valid: bool) -> Non
         raise InputError(f"{name} must be {expected}, got {quoted(value)}")
 
 
-def _is_whole(value: object) -> bool:
+def _is_whole(value: object) -> TypeGuard[int | np.integer[Any]]:
     """An integer and not a bool (True is an int in Python, but no count)."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
@@ -76,7 +80,7 @@ def _is_real(value: object) -> bool:
     )
 
 
-def _is_path(value: object) -> bool:
+def _is_path(value: object) -> TypeIs[str | Path]:
     return isinstance(value, (str, Path))
 
 
@@ -91,7 +95,7 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any]]:
     return params
 
 
-def read_golden(source: Labels) -> list[dict]:
+def read_golden(source: Labels) -> list[dict[str, Any]]:
     """Golden-set rows from a golden set (.jsonl, as data/goldenset.jsonl), a qrels file (TREC
     `qid 0 chunk_id grade`, or BEIR `query-id corpus-id score`), a list of rows, or a qrels dict
     {qid: {chunk_id: grade}}. Each row has a qid and either `relevant` {chunk_id: grade} (chunk
@@ -119,7 +123,7 @@ def read_golden(source: Labels) -> list[dict]:
     )
 
 
-def _unique_qids(rows: list[dict], where: str) -> list[dict]:
+def _unique_qids(rows: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
     """`rows`, at least one and each question once: two rows with one qid would score it twice
     (n_questions 2), and no row would leave nothing to score."""
     if not rows:
@@ -131,7 +135,7 @@ def _unique_qids(rows: list[dict], where: str) -> list[dict]:
     return rows
 
 
-def _qrels_rows(qrels: Mapping, where: str) -> list[dict]:
+def _qrels_rows(qrels: Mapping[Any, Any], where: str) -> list[dict[str, Any]]:
     rows = []
     for qid, judged in qrels.items():
         if not isinstance(judged, Mapping):
@@ -142,7 +146,7 @@ def _qrels_rows(qrels: Mapping, where: str) -> list[dict]:
     return rows
 
 
-def _golden_row(row: Any, where: str) -> dict:
+def _golden_row(row: Any, where: str) -> dict[str, Any]:
     """A golden-set row with text ids and integer grades, or an InputError naming `where`."""
     if not isinstance(row, Mapping):
         raise InputError(
@@ -172,30 +176,31 @@ def read_run(source: RunInput, depth: int | str | None = None) -> pd.DataFrame:
         "depth",
         depth,
         "a positive whole number of chunks, 'all' or None",
-        depth is None or (isinstance(depth, str) and depth == "all") or (_is_whole(depth) and depth >= 1),
+        bool(depth is None or (isinstance(depth, str) and depth == "all") or (_is_whole(depth) and depth >= 1)),
     )
-    depth = None if depth == "all" else depth
+    cut: int | None = None if depth is None or isinstance(depth, str) else depth  # a str here is "all"
+    frame: pd.DataFrame
     if _is_path(source):
         path = checked_file(source, f"run {source}", "a run: .parquet, a TREC run or .jsonl")
         if path.suffix.lower() != ".parquet":
-            return _checked_run(read_run_file(path, depth, "run"), str(path))
-        source, where = read_table(path), str(path)
+            return _checked_run(read_run_file(path, cut, "run"), str(path))
+        frame, where = read_table(path), str(path)
     elif isinstance(source, Mapping):
         where = "run"
         for qid, scored in source.items():
             if not isinstance(scored, Mapping):
                 raise InputError(f"run[{qid!r}]: expected a dict {{chunk_id: score}}, got {type(scored).__name__}")
-        source = pd.DataFrame(
+        frame = pd.DataFrame(
             [(qid, chunk_id, score) for qid, scored in source.items() for chunk_id, score in scored.items()],
             columns=["qid", "chunk_id", "score"],
         )
     elif isinstance(source, pd.DataFrame):
-        where = "run DataFrame"
+        frame, where = source, "run DataFrame"
     else:
         raise InputError(
             f"run: expected a DataFrame, a run file path or a dict {{qid: {{chunk_id: score}}}}, got {type(source).__name__}"
         )
-    return _checked_run(_run_from_frame(source, where, depth), where)
+    return _checked_run(_run_from_frame(frame, where, cut), where)
 
 
 def _run_from_frame(frame: pd.DataFrame, where: str, depth: int | None) -> pd.DataFrame:
@@ -207,7 +212,7 @@ def _run_from_frame(frame: pd.DataFrame, where: str, depth: int | None) -> pd.Da
         for value in frame[column].drop_duplicates():
             checked_id(value, where, column)
     scores = pd.to_numeric(frame["score"]).astype(np.float64)
-    return from_records(zip(frame["qid"].astype(str), frame["chunk_id"].astype(str), scores), depth)
+    return from_records(zip(frame["qid"].astype(str), frame["chunk_id"].astype(str), scores, strict=True), depth)
 
 
 def _checked_run(run: pd.DataFrame, where: str) -> pd.DataFrame:
@@ -225,7 +230,7 @@ def score(
     ties: str = "expected",
     min_coverage: float = DEFAULT_MIN_COVERAGE,
     duplicates: TableInput | None = None,
-    judged_pool: str | Path | Sequence[Mapping] | None = None,
+    judged_pool: str | Path | Sequence[Mapping[str, Any]] | None = None,
     min_grade: int = 2,
     ambiguous_at: int = 3,
     budgets: Sequence[int] | None = None,
@@ -268,7 +273,7 @@ def score(
     return Scores({**strict, **judged}, _with_segments(per_question, golden))
 
 
-def _with_segments(per_question: pd.DataFrame, golden: list[dict]) -> pd.DataFrame:
+def _with_segments(per_question: pd.DataFrame, golden: list[dict[str, Any]]) -> pd.DataFrame:
     """The per-question rows with their segments (question set, document, folder, length bucket),
     as the score stage writes them; labels without question texts (bare qrels) have none."""
     if not all(isinstance(row.get("question"), str) for row in golden):
@@ -307,7 +312,9 @@ def _checked_budgets(budgets: Sequence[int] | None, unit: str, chunks: TableInpu
     _check_argument("budget_unit", unit, "chars or words", isinstance(unit, str) and unit in ("chars", "words"))
     if budgets is None:
         return None
-    values = list(budgets) if isinstance(budgets, Iterable) and not isinstance(budgets, (str, bytes)) else [None]
+    values: list[Any] = (
+        list(budgets) if isinstance(budgets, Iterable) and not isinstance(budgets, (str, bytes)) else [None]
+    )
     valid = all(_is_whole(v) and v > 0 for v in values) and len(set(values)) == len(values)
     _check_argument("budgets", budgets, "a list of distinct positive integers, or []", valid)
     if values and chunks is None:
@@ -318,7 +325,9 @@ def _checked_budgets(budgets: Sequence[int] | None, unit: str, chunks: TableInpu
 
 
 def _checked_ks(k: Sequence[int]) -> list[int]:
-    ks = [k] if _is_whole(k) else list(k) if isinstance(k, Iterable) and not isinstance(k, (str, bytes)) else []
+    ks: list[Any] = (
+        [k] if _is_whole(k) else list(k) if isinstance(k, Iterable) and not isinstance(k, (str, bytes)) else []
+    )
     _check_argument(
         "k",
         k,
@@ -329,7 +338,7 @@ def _checked_ks(k: Sequence[int]) -> list[int]:
 
 
 def _chunk_table(
-    chunks: TableInput | None, golden: list[dict], run: pd.DataFrame, budgets: list[int] | None, unit: str
+    chunks: TableInput | None, golden: list[dict[str, Any]], run: pd.DataFrame, budgets: list[int] | None, unit: str
 ) -> tuple[pd.DataFrame, list[int]]:
     """The chunks scoring judges against: the given table, or with chunk labels only, every chunk id
     the labels and the run name; and the budgets scored (None: score.budgets' default if the table
@@ -351,23 +360,27 @@ def _chunk_table(
         if budgets is not None or not lengths:
             raise
         table = _read_table(chunks, columns, "chunks")  # no lengths: the default budgets are left out
-    default = _params.DEFAULTS["score"]["budgets"] if set(lengths) <= set(table.columns) else []
+    default = DEFAULTS["score"]["budgets"] if set(lengths) <= set(table.columns) else []
     return table.assign(chunk_id=table["chunk_id"].astype(str)), sorted(default if budgets is None else budgets)
 
 
 def _read_table(source: TableInput, columns: list[str], what: str) -> pd.DataFrame:
     """The `columns` of a table given as a DataFrame or a .parquet path, or an InputError naming what is missing."""
     if _is_path(source):
-        return read_table(checked_file(source, f"{what} {source}", "a .parquet table"), columns, f"{what} {source}")
+        table: pd.DataFrame = read_table(
+            checked_file(source, f"{what} {source}", "a .parquet table"), columns, f"{what} {source}"
+        )
+        return table
     if not isinstance(source, pd.DataFrame):
         raise InputError(f"{what}: expected a DataFrame or a .parquet path, got {type(source).__name__}")
     missing = [column for column in columns if column not in source.columns]
     if missing:
         raise InputError(f"{what} DataFrame: expected columns {', '.join(columns)}; missing {', '.join(missing)}")
-    return source[columns]
+    selected: pd.DataFrame = source[columns]
+    return selected
 
 
-def _read_pool(path: str | Path) -> list[dict]:
+def _read_pool(path: str | Path) -> list[dict[str, Any]]:
     return read_jsonl(checked_file(path, f"judged_pool {path}", "data/judged_pool.jsonl rows"))
 
 
@@ -395,7 +408,9 @@ def compare(
     )
     _check_argument("seed", seed, "a whole number >= 0", _is_whole(seed) and seed >= 0)
     _check_argument("level", level, "a confidence level between 0 and 1 (e.g. 0.95)", _is_real(level) and 0 < level < 1)
-    _check_argument("k", k, "None or a positive whole number (a hit@k column)", k is None or (_is_whole(k) and k >= 1))
+    _check_argument(
+        "k", k, "None or a positive whole number (a hit@k column)", bool(k is None or (_is_whole(k) and k >= 1))
+    )
     return _compare.compare_tables(
         _per_question(a, a_label),
         _per_question(b, b_label),

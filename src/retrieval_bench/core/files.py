@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterable
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, Literal
 
 import numpy as np
 
@@ -146,7 +146,7 @@ def hash_file(source: str | Path | IO[bytes], digest: Any = None) -> Any:
 
 def sha256_file(source: str | Path | IO[bytes]) -> str:
     """The hex sha256 of a file (a path or a binary handle open for reading)."""
-    return hash_file(source).hexdigest()
+    return str(hash_file(source).hexdigest())
 
 
 def cache_root() -> Path:
@@ -174,7 +174,7 @@ def write_json(path: str | Path, data: Any) -> None:
         handle.write("\n")
 
 
-def write_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
+def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
     """JSON Lines; no rows is one blank line (see touch_jsonl)."""
     with atomic_open(path) as handle:
         written = 0
@@ -223,12 +223,12 @@ def read_table(source: str | Path | IO[bytes], columns: list[str] | None = None,
         ) from None
 
 
-def load_array(path: str | Path, mmap_mode: str | None = None) -> np.ndarray:
+def load_array(path: str | Path, mmap_mode: Literal["r+", "r", "w+", "c"] | None = None) -> np.ndarray:
     """A 2-d float .npy array this pipeline wrote; a truncated, empty or foreign file is an
     InputError naming it."""
     check_regular(path)
     try:
-        array = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+        array: np.ndarray = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
     except (ValueError, EOFError) as error:
         raise InputError(
             f"{path}: not a readable .npy array ({first_line(error)}); rerun the embed stages (`dvc repro`)"
@@ -240,12 +240,12 @@ def load_array(path: str | Path, mmap_mode: str | None = None) -> np.ndarray:
     return array
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Read a JSON Lines file of objects; a bad line is an InputError naming file and line."""
     return [row for _, row in numbered_jsonl(path)]
 
 
-def numbered_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+def numbered_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of a JSON Lines file, checked as read_jsonl does."""
     for line_number, line in enumerate(read_text_lines(path), 1):
         if not line.strip():

@@ -58,7 +58,7 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
     # No panel key: the default system alone; `panel: null` is refused (check_panel). No `embedded`: derived.
     raw_panel, raw_embedded = raw.pop("panel", DEFAULTS["panel"]), raw.pop("embedded", None)
     raw_named = {section: raw.pop(section, DEFAULTS[section]) for section in NAMED_BASE}
-    params = check_shape(raw, DEFAULTS, "params", path)
+    params: dict[str, dict[str, Any]] = check_shape(raw, DEFAULTS, "params", path)
     if ignored:  # after the schema check, which tells a renamed key (load.chunking.size) its new name
         raise InputError(
             f"{path}: {ignored} is named {ignored.rpartition('.')[2]!r}, which DVC leaves out of its run-cache "
@@ -105,7 +105,7 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     check_validity(params["validity"], list(params["panel"]), path)
 
 
-def _distinct_positive(values: list) -> bool:
+def _distinct_positive(values: list[Any]) -> bool:
     positive = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
     return positive and len(set(values)) == len(values)
 

@@ -265,7 +265,8 @@ def named(params: dict[str, Any], section: str, name: str, path: str | Path = "p
     """The settings of chunking or embedder `name` (`section`: chunkings or embedders), a stage's argument."""
     if name not in params[section]:
         raise InputError(f"{path}: {section} has no {name!r} (have: {', '.join(params[section])})")
-    return params[section][name]
+    settings: dict[str, Any] = params[section][name]
+    return settings
 
 
 def panel_system(panel: dict[str, dict[str, Any]], system: str, path: str | Path = "params.yaml") -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,8 @@ class _ParamsLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ign
                 first_lines[key] = line
             except TypeError:  # an unhashable key: the constructor names it below
                 break
-        return super().construct_mapping(node, deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep)
+        return mapping
 
 
 # A number in exponent form without a point (1e-9, 2E3) is text to PyYAML (YAML 1.1) but a float to
@@ -157,7 +159,7 @@ ANN_BOUNDS = {
 }
 
 
-def check_bounds(section: dict[str, Any], bounds: dict[str, tuple[float, float]], where: str, path: Path) -> None:
+def check_bounds(section: dict[str, Any], bounds: Mapping[str, tuple[float, float]], where: str, path: Path) -> None:
     for key, (lowest, highest) in bounds.items():
         group, _, name = key.rpartition(".")
         value = section[group][name] if group else section[name]

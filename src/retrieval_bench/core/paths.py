@@ -163,7 +163,11 @@ def per_question_of(system: str) -> str:
 LEGACY_RUN = "data/run.parquet"
 LEGACY_METRICS = "metrics/metrics.json"
 LEGACY_PER_QUESTION = "metrics/per_question.csv"
-_REPLACED = {run_of: LEGACY_RUN, metrics_of: LEGACY_METRICS, per_question_of: LEGACY_PER_QUESTION}
+_REPLACED: dict[Callable[[str], str], str] = {
+    run_of: LEGACY_RUN,
+    metrics_of: LEGACY_METRICS,
+    per_question_of: LEGACY_PER_QUESTION,
+}
 
 
 def at_revision(of: Callable[[str], str], system: str) -> list[str]:

@@ -6,6 +6,7 @@ certificate that read them."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 HANDWRITTEN, REAL, GENERATED, ALL = "hand-written", "real", "generated", "all"
 # A row's `source` -> its question set when the row names none; any other source was generated.
@@ -15,10 +16,10 @@ RESERVED = (REAL, HANDWRITTEN, GENERATED, ALL)
 REFERENCE_SETS = (REAL, HANDWRITTEN)  # the first present is the reference: the headline's and the certificate's
 
 
-def question_set_of(row: Mapping) -> str:
+def question_set_of(row: Mapping[str, Any]) -> str:
     """The row's own `question_set` (an imported set's name) when it has one, else by its source:
     hand-written (the user's own questions), real (labelled queries: qrels, BEIR) or generated."""
-    return row.get("question_set") or SOURCE_SETS.get(row.get("source"), GENERATED)
+    return str(row.get("question_set") or SOURCE_SETS.get(str(row.get("source")), GENERATED))
 
 
 def reference_set(present: Iterable[str]) -> str | None:

@@ -16,6 +16,7 @@ least min_coverage of it lies inside one, with that label's grade (the highest, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,23 +36,32 @@ class Judgement:
     starts: np.ndarray | None = None
     ends: np.ndarray | None = None
 
+    def evidence(self) -> tuple[tuple[int, int], np.ndarray, np.ndarray]:
+        """A span question's evidence span and its chunks' starts and ends (set for every span question)."""
+        assert self.span is not None and self.starts is not None and self.ends is not None, "not a span question"
+        return self.span, self.starts, self.ends
+
 
 def coverage(chunk_start: np.ndarray, chunk_end: np.ndarray, span_start: int, span_end: int) -> np.ndarray:
     """Share of [span_start, span_end) inside each chunk [chunk_start, chunk_end) of the same document."""
     covered = np.clip(np.minimum(chunk_end, span_end) - np.maximum(chunk_start, span_start), 0, None)
-    return covered / max(span_end - span_start, 1)
+    share: np.ndarray = covered / max(span_end - span_start, 1)
+    return share
 
 
 def chunk_evidence_share(chunk_start: np.ndarray, chunk_end: np.ndarray, span_start: int, span_end: int) -> np.ndarray:
     """Share of each chunk's own characters that lie inside the evidence span."""
     inside = np.clip(np.minimum(chunk_end, span_end) - np.maximum(chunk_start, span_start), 0, None)
-    return inside / np.maximum(chunk_end - chunk_start, 1)
+    share: np.ndarray = inside / np.maximum(chunk_end - chunk_start, 1)
+    return share
 
 
 def union_coverage(starts: np.ndarray, ends: np.ndarray, span_start: int, span_end: int) -> float:
     """Share of the span covered by the union of the given chunks (they may overlap each other)."""
     clipped = sorted(
-        (max(s, span_start), min(e, span_end)) for s, e in zip(starts, ends) if min(e, span_end) > max(s, span_start)
+        (max(s, span_start), min(e, span_end))
+        for s, e in zip(starts, ends, strict=True)
+        if min(e, span_end) > max(s, span_start)
     )
     covered, reach = 0, span_start
     for start, end in clipped:
@@ -62,13 +72,15 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, span_start: int, span_e
     return covered / max(span_end - span_start, 1)
 
 
-def with_label_spans(labels: list[dict], chunks: pd.DataFrame) -> list[dict]:
+def with_label_spans(labels: list[dict[str, Any]], chunks: pd.DataFrame) -> list[dict[str, Any]]:
     """`labels` (qid, question, relevant {chunk_id: grade}), each with relevant_spans: where each
     labelled chunk that `chunks` (chunk_id, doc_id, start, end) holds lies, [doc_id, start, end,
     grade] in the order of `relevant`."""
     where = {
         chunk_id: (str(doc_id), int(start), int(end))
-        for chunk_id, doc_id, start, end in zip(chunks["chunk_id"], chunks["doc_id"], chunks["start"], chunks["end"])
+        for chunk_id, doc_id, start, end in zip(
+            chunks["chunk_id"], chunks["doc_id"], chunks["start"], chunks["end"], strict=True
+        )
     }
     return [
         {**label, "relevant_spans": [[*where[c], int(g)] for c, g in label["relevant"].items() if c in where]}
@@ -76,7 +88,7 @@ def with_label_spans(labels: list[dict], chunks: pd.DataFrame) -> list[dict]:
     ]
 
 
-def by_label_spans(row: dict, index_of: dict, located: bool) -> bool:
+def by_label_spans(row: dict[str, Any], index_of: dict[Any, int], located: bool) -> bool:
     """Whether a chunk-labelled row is judged by its relevant_spans: it has them, the chunk table
     has doc_id/start/end (`located`), and some labelled id is not in the table. A table holding
     only some of the ids is another chunking too (a content-derived id such as doc#start-end
@@ -85,7 +97,7 @@ def by_label_spans(row: dict, index_of: dict, located: bool) -> bool:
     return bool(row.get("relevant_spans")) and located and any(c not in index_of for c in row["relevant"])
 
 
-def labels_without_spans(golden: list[dict], chunks: pd.DataFrame) -> list[str]:
+def labels_without_spans(golden: list[dict[str, Any]], chunks: pd.DataFrame) -> list[str]:
     """qids of chunk-labelled rows naming a chunk id the table lacks and carrying no relevant_spans
     (a golden set from before them): judged by the ids found only, unscorable under another chunking."""
     ids = set(chunks["chunk_id"])
@@ -98,19 +110,20 @@ def labels_without_spans(golden: list[dict], chunks: pd.DataFrame) -> list[str]:
     ]
 
 
-def judge(golden: list[dict], chunks: pd.DataFrame, min_coverage: float) -> list[Judgement]:
+def judge(golden: list[dict[str, Any]], chunks: pd.DataFrame, min_coverage: float) -> list[Judgement]:
     """A Judgement per golden-set row, in order. `chunks` needs chunk_id, and doc_id, start and end
     when a row is span-anchored (or judged by its relevant_spans)."""
     index_of = {chunk_id: i for i, chunk_id in enumerate(chunks["chunk_id"])}
     located = {"doc_id", "start", "end"} <= set(chunks.columns)
     spans = [row.get("relevant") is None or by_label_spans(row, index_of, located) for row in golden]
     if not any(spans):  # chunk labels only: a chunk id column is enough
-        by_doc, starts, ends = {}, np.array([]), np.array([])
+        by_doc: dict[Any, Any] = {}
+        starts, ends = np.array([]), np.array([])
     else:
         by_doc = chunks.groupby("doc_id", sort=False).indices  # doc_id -> row indices
         starts, ends = chunks["start"].to_numpy(), chunks["end"].to_numpy()
     judgements = []
-    for row, by_span in zip(golden, spans):
+    for row, by_span in zip(golden, spans, strict=True):
         if row.get("relevant") is not None and by_span:
             judgements.append(_label_span_judgement(row["relevant_spans"], by_doc, starts, ends, min_coverage))
             continue
@@ -132,7 +145,7 @@ def judge(golden: list[dict], chunks: pd.DataFrame, min_coverage: float) -> list
 
 
 def _label_span_judgement(
-    relevant_spans: list, by_doc: dict, starts: np.ndarray, ends: np.ndarray, min_coverage: float
+    relevant_spans: list[list[Any]], by_doc: dict[Any, Any], starts: np.ndarray, ends: np.ndarray, min_coverage: float
 ) -> Judgement:
     """Chunk labels re-drawn on this chunking: each chunk relevant to a labelled span (the evidence
     rule), with the highest grade of those spans; scored as chunk labels (no span recall)."""

@@ -12,7 +12,7 @@ WORKSPACE = "workspace"
 EXPERIMENT_REFS = "refs/exps"
 
 
-def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
     except FileNotFoundError:
@@ -39,7 +39,7 @@ def resolve_revision(rev: str, cwd: Path) -> str:
     """The commit of a git revision or DVC experiment name; an InputError when it is neither."""
     found = _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd)
     if found.returncode == 0:
-        return found.stdout.strip()
+        return str(found.stdout.strip())
     inside = _git(["rev-parse", "--is-inside-work-tree"], cwd)
     if inside.returncode != 0:
         raise InputError(f"{rev}: not in a git repository (run from the project's root)")
@@ -47,7 +47,7 @@ def resolve_revision(rev: str, cwd: Path) -> str:
     if ref is not None:
         found = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd)
         if found.returncode == 0:
-            return found.stdout.strip()
+            return str(found.stdout.strip())
     raise InputError(f"{rev}: not a git revision or DVC experiment name")
 
 
@@ -72,6 +72,7 @@ def read_artefact(path: str, commit: str | None, cwd: Path) -> bytes | None:
     try:
         import dvc.api
 
-        return dvc.api.read(path, repo=str(cwd), rev=commit, mode="rb")
+        data: bytes = dvc.api.read(path, repo=str(cwd), rev=commit, mode="rb")
+        return data
     except Exception:  # noqa: BLE001 - not in the local cache: the context is optional
         return None

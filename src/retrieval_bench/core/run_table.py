@@ -45,7 +45,8 @@ def cut_to_depth(run: pd.DataFrame, depth: int) -> pd.DataFrame:
     that straddles the cut (the run contract)."""
     at_cut = run.loc[run["rank"] == depth, ["qid", "score"]].set_index("qid")["score"]
     cut_score = run["qid"].map(at_cut).astype(np.float64)  # NaN where a question has fewer rows: none kept past depth
-    return run[(run["rank"] <= depth) | (run["score"] >= cut_score)].reset_index(drop=True)
+    cut: pd.DataFrame = run[(run["rank"] <= depth) | (run["score"] >= cut_score)].reset_index(drop=True)
+    return cut
 
 
 def ranked(run: pd.DataFrame) -> pd.DataFrame:
@@ -56,7 +57,8 @@ def ranked(run: pd.DataFrame) -> pd.DataFrame:
         ["_q", "score", "chunk_id"], ascending=[True, False, True], kind="stable"
     )
     run["rank"] = run.groupby("_q").cumcount() + 1
-    return run[RUN_COLUMNS].reset_index(drop=True)
+    numbered: pd.DataFrame = run[RUN_COLUMNS].reset_index(drop=True)
+    return numbered
 
 
 def from_records(records: Iterable[tuple[str, str, float]], depth: int | None = None) -> pd.DataFrame:
@@ -76,12 +78,12 @@ def positions(run: pd.DataFrame, qids: list[str], judged_chunk_ids: list[list[st
     inf."""
     by_qid = {qid: group for qid, group in run.groupby("qid", sort=False)}
     placed = []
-    for qid, judged in zip(qids, judged_chunk_ids):
+    for qid, judged in zip(qids, judged_chunk_ids, strict=True):
         group = by_qid.get(qid)
         if group is None or not judged:
             placed.append(Positions(np.full(len(judged), math.inf), np.ones(len(judged), dtype=np.int64)))
             continue
-        score_of = dict(zip(group["chunk_id"], group["score"]))
+        score_of = dict(zip(group["chunk_id"], group["score"], strict=True))
         scores = group["score"].to_numpy()
         better, tied = [], []
         for chunk_id in judged:
@@ -114,7 +116,7 @@ def write_trec(run: pd.DataFrame, path: str | Path, tag: str) -> None:
     whitespace are refused (check_trec_ids), so read_run_file reads back what was written."""
     check_trec_ids(run, f"retrieval.trec_export {path}")
     with atomic_open(path) as handle:
-        for qid, chunk_id, rank, score in zip(run["qid"], run["chunk_id"], run["rank"], run["score"]):
+        for qid, chunk_id, rank, score in zip(run["qid"], run["chunk_id"], run["rank"], run["score"], strict=True):
             handle.write(f"{qid} Q0 {chunk_id} {int(rank)} {float(score)!r} {tag}\n")
 
 
@@ -248,4 +250,5 @@ def read_run_table(source: str | Path | IO[bytes], name: str | None = None) -> p
                 f"{name}: column {column!r} must hold {kind}, got {run[column].dtype}; rerun the retrieve stage"
             )
     check_scores(run, name)
-    return run.astype({"qid": str, "chunk_id": str, "score": np.float64})
+    typed: pd.DataFrame = run.astype({"qid": str, "chunk_id": str, "score": np.float64})
+    return typed

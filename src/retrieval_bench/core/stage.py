@@ -8,7 +8,10 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from tqdm import tqdm as Tqdm
 
 from retrieval_bench.core.errors import (
     INTERRUPTED_EXIT,
@@ -19,7 +22,7 @@ from retrieval_bench.core.errors import (
 
 
 class _StageArguments(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not argparse's usage block
+    def error(self, message: str) -> NoReturn:  # one line, not argparse's usage block
         print(f"error: {self.prog}: {message} (see --help)", file=sys.stderr)
         sys.exit(2)
 
@@ -69,20 +72,21 @@ def run_stage(main: Callable[[], None], own_arguments: bool = False) -> None:
         sys.exit(INTERRUPTED_EXIT)
 
 
-def progress(total: int, desc: str, unit: str = "q"):
+def progress(total: int, desc: str, unit: str = "q") -> Tqdm[Any]:
     """A progress bar on stderr (tqdm) that counts what is done, with its rate and time left. Used
     as a context manager it ends at total/total when the block succeeds (the work is done even if
     a step reported nothing); in a log (stderr not a terminal) it prints at most every 15 s and
     never the same count twice."""
     from tqdm import tqdm
 
-    class Bar(tqdm):
+    class Bar(tqdm):  # type: ignore[type-arg]  # generic in types-tqdm only: not subscriptable at run time
         def __init__(self, **options: Any) -> None:
             self._log = not sys.stderr.isatty()
-            self._shown: int | None = None
+            self._shown: float | None = None
             super().__init__(**options)
 
-        def display(self, msg: str | None = None, pos: int | None = None) -> bool | None:
+        # tqdm.display returns True once shown (types-tqdm says None); this keeps what it returns.
+        def display(self, msg: str | None = None, pos: int | None = None) -> bool | None:  # type: ignore[override]
             if self._log and msg is None and self._shown == self.n:
                 return None  # in a log this count is already printed: the final close would repeat it
             self._shown = self.n

@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from retrieval_bench.core.errors import InputError
@@ -59,6 +59,12 @@ class StoreAddress:
     def is_remote(self) -> bool:
         """A server or object storage (s3://, gs://, ...): nothing on this machine to look at."""
         return "://" in self.location
+
+    @overload
+    def option(self, name: str, default: str) -> str: ...
+
+    @overload
+    def option(self, name: str, default: None = None) -> str | None: ...
 
     def option(self, name: str, default: str | None = None) -> str | None:
         return self.options.get(name, default)
@@ -147,7 +153,7 @@ SEARCH_PARAMETERS: dict[str, dict[str, str]] = {
 }
 
 
-def check_search(engine: str, search: dict | None, where: str = "retrieval.store.search") -> None:
+def check_search(engine: str, search: dict[str, Any] | None, where: str = "retrieval.store.search") -> None:
     """One InputError naming the key for a query parameter `engine` does not take or a bad value."""
     known = SEARCH_PARAMETERS.get(engine)
     if not search or known is None:

@@ -21,7 +21,7 @@ def interleaved(tasks: dict[str, Callable[[], int]], repeats: int = REPEATS) -> 
     names = list(tasks)
     for name in names:
         tasks[name]()
-    out = {name: {"wall": [], "cpu": []} for name in names}
+    out: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in names}
     for round_ in range(repeats):
         for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
             wall, cpu = time.perf_counter(), time.process_time()
@@ -41,7 +41,7 @@ def summary(values: list[float], scale: float = 1.0, digits: int = 4) -> dict[st
     }
 
 
-def machine_load() -> dict:
+def machine_load() -> dict[str, float | int | None]:
     """The 1-, 5- and 15-minute load averages and the CPU count: how busy the machine was."""
     one, five, fifteen = os.getloadavg()
     return {"load_1m": round(one, 2), "load_5m": round(five, 2), "load_15m": round(fifteen, 2), "cpus": os.cpu_count()}

@@ -11,7 +11,7 @@ import pandas as pd
 
 from retrieval_bench.core.errors import InputError, json_kind, quoted
 from retrieval_bench.core.files import check_regular, numbered_jsonl, read_text_lines
-from retrieval_bench.core.params import DEFAULTS
+from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.core.values import checked_id, checked_text
 from retrieval_bench.corpus.chunk import chunk_id, chunk_spans
 from retrieval_bench.corpus.documents import read_documents_folder
@@ -51,7 +51,7 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
         numbered = list(numbered_jsonl(path))  # record n is line n: a blank line is counted, not read
         if not numbered:
             raise InputError(f"{path}: no chunks (the file holds no JSON object)")
-        numbers, rows = zip(*numbered)
+        numbers, rows = zip(*numbered, strict=True)
         for line_number, row in numbered:
             for key in (id_field, text_field):
                 if key not in row:
@@ -78,8 +78,8 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
         raise InputError(f"{path}: no chunks")
     records = pd.DataFrame(
         {
-            "chunk_id": [checked_id(v, f"{path}: record {n}", id_field) for n, v in zip(numbers, ids)],
-            "text": [checked_text(v, f"{path}: record {n}", text_field) for n, v in zip(numbers, texts)],
+            "chunk_id": [checked_id(v, f"{path}: record {n}", id_field) for n, v in zip(numbers, ids, strict=True)],
+            "text": [checked_text(v, f"{path}: record {n}", text_field) for n, v in zip(numbers, texts, strict=True)],
         }
     )
     for key in DOCUMENT_FIELDS:
@@ -169,7 +169,7 @@ def read_qrels(path: Path) -> list[tuple[str, str, int]]:
 def chunk_documents(documents: pd.DataFrame, chars: int, overlap: int) -> pd.DataFrame:
     """Cut every document into chunks; ids and offsets refer to the document's text."""
     rows = []
-    for doc_id, text in zip(documents["doc_id"], documents["text"]):
+    for doc_id, text in zip(documents["doc_id"], documents["text"], strict=True):
         for start, end in chunk_spans(text, chars, overlap):
             rows.append((chunk_id(doc_id, start, end), doc_id, start, end, text[start:end]))
     return _with_sha(pd.DataFrame(rows, columns=CHUNK_COLUMNS[:-1]))
@@ -228,21 +228,26 @@ def _document_fields(records: pd.DataFrame, source: object) -> pd.DataFrame:
                 f"{source}: chunk {records['chunk_id'][missing].iloc[0]} has no {key!r} while other chunks have one"
             )
     where = [f"{source}: chunk {chunk_id}" for chunk_id in records["chunk_id"]]
-    doc_ids = [checked_id(value, at, "doc_id") for value, at in zip(records["doc_id"], where)]
+    doc_ids = [checked_id(value, at, "doc_id") for value, at in zip(records["doc_id"], where, strict=True)]
     lengths = records["text"].str.len().to_numpy()
-    starts = (
-        [checked_offset(value, at, "start") for value, at in zip(records["start"], where)]
+    given_starts = (
+        [checked_offset(value, at, "start") for value, at in zip(records["start"], where, strict=True)]
         if "start" in present
         else None
     )
-    ends = [checked_offset(value, at, "end") for value, at in zip(records["end"], where)] if "end" in present else None
-    if starts is None and ends is None:
-        starts, next_start = [], {}
-        for doc_id, length in zip(doc_ids, lengths):
-            starts.append(next_start.get(doc_id, 0))
-            next_start[doc_id] = starts[-1] + int(length) + CHUNK_GAP
-    starts = np.asarray(starts if starts is not None else np.asarray(ends) - lengths, dtype=np.int64)
-    ends = np.asarray(ends if ends is not None else starts + lengths, dtype=np.int64)
+    given_ends = (
+        [checked_offset(value, at, "end") for value, at in zip(records["end"], where, strict=True)]
+        if "end" in present
+        else None
+    )
+    if given_starts is None and given_ends is None:
+        next_start: dict[str, int] = {}
+        given_starts = []
+        for doc_id, length in zip(doc_ids, lengths, strict=True):
+            given_starts.append(next_start.get(doc_id, 0))
+            next_start[doc_id] = given_starts[-1] + int(length) + CHUNK_GAP
+    starts = np.asarray(given_starts if given_starts is not None else np.asarray(given_ends) - lengths, dtype=np.int64)
+    ends = np.asarray(given_ends if given_ends is not None else starts + lengths, dtype=np.int64)
     wrong = np.flatnonzero((ends - starts != lengths) | (starts < 0))
     if len(wrong):
         i = wrong[0]
@@ -269,7 +274,9 @@ def rebuild_documents(chunks: pd.DataFrame, source: object) -> pd.DataFrame:
     for doc_id, group in chunks.groupby("doc_id", sort=False):
         pieces: list[str] = []
         tail, covered, longest, previous = "", 0, 0, None  # tail: the last `longest` characters written
-        for this_chunk_id, start, end, text in zip(group["chunk_id"], group["start"], group["end"], group["text"]):
+        for this_chunk_id, start, end, text in zip(
+            group["chunk_id"], group["start"], group["end"], group["text"], strict=True
+        ):
             longest = max(longest, len(text))
             if start > covered:
                 pieces.append(UNCOVERED * (start - covered))

@@ -16,9 +16,10 @@ under ~. The model is read from the exported ONNX file (`Core.read_model`), neve
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,8 @@ def import_openvino():
         return sys.modules["openvino"]
     blocked = ("openvino_telemetry", "openvino_telemetry.backend")
     saved = {name: sys.modules[name] for name in blocked if name in sys.modules}
-    sys.modules.update(dict.fromkeys(blocked))  # a None entry makes `import` raise ImportError
+    # A None entry makes `import` raise ImportError (typeshed types sys.modules as modules only).
+    sys.modules.update(dict.fromkeys(blocked))  # type: ignore[arg-type]
     try:
         with optional_extra("openvino", "embed.backend openvino"):
             import openvino
@@ -117,7 +119,7 @@ def st_dimension(st) -> int:
 class Encoder:
     """Call with a batch of texts: unit-length float32 vectors, one row per text."""
 
-    st: object
+    st: Any  # a SentenceTransformer (imported only when an encoder is loaded)
     first: Callable[[dict], dict]  # features -> features with float32 token_embeddings
     description: str
 
@@ -136,7 +138,9 @@ class Encoder:
             vectors = torch.nn.functional.normalize(features["sentence_embedding"].float(), p=2, dim=1)
         return vectors.cpu().numpy().astype(np.float32, copy=False)
 
-    def batches(self, items: list[tuple[bytes, str]], batch_size: int) -> Iterator[tuple[list[bytes], np.ndarray]]:
+    def batches(
+        self, items: list[tuple[bytes, str]], batch_size: int
+    ) -> Generator[tuple[list[bytes], np.ndarray], None, None]:
         """(keys, vectors) for `items` ((key, text) pairs), embedded in order in batches of
         `batch_size`: the local engine appends each to the cache, a Ray actor joins them."""
         for start in range(0, len(items), batch_size):
@@ -180,7 +184,8 @@ def _torch_first(st, precision: str, device: str) -> Callable[[dict], dict]:
         first.to(torch.float16 if precision == "fp16" else torch.bfloat16)
 
     def run(features: dict) -> dict:
-        features = first(batch_to_device(features, device))
+        # batch_to_device moves each tensor with .to(device), which takes a device name too.
+        features = first(batch_to_device(features, device))  # type: ignore[arg-type]
         features["token_embeddings"] = features["token_embeddings"].float()
         return features
 

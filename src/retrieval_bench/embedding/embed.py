@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +136,7 @@ def _pooled_dimension(config: dict) -> int | None:
     return None
 
 
-Batches = Iterator[tuple[list[bytes], np.ndarray]]
+Batches = Generator[tuple[list[bytes], np.ndarray], None, None]  # closed when embedding ends (closing)
 
 
 def embedding_engine(
@@ -166,7 +166,7 @@ def from_other_caches(folders: list[Path], keys: list[bytes], dim: int | None) -
             if not rows:
                 continue
             vectors, sound = shard.rows(np.array([row for _, row in rows]))
-            for (key, _), vector, ok in zip(rows, vectors, sound):
+            for (key, _), vector, ok in zip(rows, vectors, sound, strict=True):
                 if ok and key not in found:
                     found[key] = vector
             wanted -= found.keys()
@@ -215,7 +215,7 @@ def _embed_into(cache, found, items, model_path, fingerprint, settings, *, unit,
     ):
         for batch, vectors in batches:
             cache.put(batch, vectors)  # a batch of another dimension than the model's is refused
-            found.update(zip(batch, vectors))
+            found.update(zip(batch, vectors, strict=True))
             bar.update(len(batch))
     return description, time.monotonic() - started
 
@@ -229,7 +229,7 @@ def embed_texts(
     progress: bool = True,
     *,
     log=print,
-    shared_caches: list[Path] = (),
+    shared_caches: Sequence[Path] = (),
     model_key: str = "embed.model",
 ) -> tuple[np.ndarray, EmbedStats]:
     """Unit-length float32 vectors for `texts` (one row each, in order), `prompt` prefixed.
@@ -245,7 +245,7 @@ def embed_texts(
         return np.zeros((0, embedding_dimension(model_path)), dtype=np.float32), EmbedStats(0, 0, 0, 0, 0.0, None)
     fingerprint = model_fingerprint(model_path)
     keys = cache_keys(texts, settings, prompt, fingerprint)
-    unique = dict(zip(keys, texts))
+    unique = dict(zip(keys, texts, strict=True))
     description, seconds = None, 0.0
     # Undeclared (no model load just for it): the cache reads shards of any width, their keys name
     # this model, and the first batch the encoder returns sets the width of the shard written.

@@ -39,8 +39,9 @@ import socket
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -143,13 +144,13 @@ class EmbedActor:
         self.batch_size = settings["batch_size"]
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        pieces = self.encoder.batches(list(zip(batch["key"], batch["text"].tolist())), self.batch_size)
+        pieces = self.encoder.batches(list(zip(batch["key"], batch["text"].tolist(), strict=True)), self.batch_size)
         return {"key": batch["key"], "vector": np.concatenate([vectors for _, vectors in pieces])}
 
 
 def embed_batches(
     items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: dict
-) -> Iterator[tuple[list[bytes], np.ndarray]]:
+) -> Generator[tuple[list[bytes], np.ndarray], None, None]:
     """(keys, vectors) for `items` ((cache key, text) pairs, in the order to embed them) as Ray's
     actors return them. A dead actor, an exception raised in one, or a lost cluster is a one-line
     InputError."""
@@ -283,12 +284,14 @@ def _tied_to_this_process() -> Iterator[None]:
         text=True,
         start_new_session=True,
     )
+    pipe = watchdog.stdin
+    assert pipe is not None  # stdin=PIPE
     try:
-        watchdog.stdin.write("".join(f"{process.pid} {process.create_time()!r}\n" for process in owned))
-        watchdog.stdin.flush()
+        pipe.write("".join(f"{process.pid} {process.create_time()!r}\n" for process in owned))
+        pipe.flush()
         yield
     finally:
-        watchdog.stdin.close()
+        pipe.close()
         watchdog.wait()
 
 
@@ -351,9 +354,11 @@ def start_local(ray, options: dict) -> None:
     )
 
 
-def _runtime_env(remote: bool) -> dict:
+def _runtime_env(remote: bool) -> dict[str, Any]:
     """Workers never download a model; on a joined cluster they import the driver's retrieval_bench."""
-    env = {"env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}}
+    env: dict[str, Any] = {
+        "env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    }
     if remote:
         env["py_modules"] = [str(PACKAGE_DIR)]
     return env
@@ -388,7 +393,7 @@ def _quiet_data(ray) -> Iterator[None]:
         yield
     finally:
         context.enable_progress_bars, context.print_on_execution_start = saved
-        for handler, level in zip(consoles, levels):
+        for handler, level in zip(consoles, levels, strict=True):
             handler.setLevel(level)
 
 
@@ -437,7 +442,8 @@ def failure_line(error: BaseException, done: int, total: int) -> str:
 def _chain(error: BaseException) -> list[BaseException]:
     """`error` and the exceptions behind it (Ray's `cause`, then __cause__), outermost first."""
     chain: list[BaseException] = []
-    while isinstance(error, BaseException) and all(error is not seen for seen in chain):
-        chain.append(error)
-        error = getattr(error, "cause", None) or error.__cause__
+    current: object = error
+    while isinstance(current, BaseException) and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = getattr(current, "cause", None) or current.__cause__
     return chain

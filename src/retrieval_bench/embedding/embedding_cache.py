@@ -43,9 +43,10 @@ import shutil
 import sys
 import zlib
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -191,7 +192,8 @@ class ShardWriter:
     def __init__(self, folder: Path, dim: int | None = None):
         self.folder = folder
         self.name: str | None = None
-        self._vec = self._keys = None
+        self._vec: BinaryIO | None = None
+        self._keys: BinaryIO | None = None
         self.dim = dim
 
     def append(self, keys: list[bytes], vectors: np.ndarray) -> None:
@@ -220,11 +222,12 @@ class ShardWriter:
             self._vec.write(_header(self.dim))
             self._keys = open(self.folder / f"{self.name}.keys", "xb")
             _fsync_dir(self.folder)
+        assert self._keys is not None  # opened with _vec
         self._vec.write(vectors.tobytes())
         self._vec.flush()
         os.fsync(self._vec.fileno())  # the rows are on disk before any key names them
-        sums = [zlib.crc32(key + row.tobytes()).to_bytes(4, "little") for key, row in zip(keys, vectors)]
-        self._keys.write(b"".join(key + crc for key, crc in zip(keys, sums)))
+        sums = [zlib.crc32(key + row.tobytes()).to_bytes(4, "little") for key, row in zip(keys, vectors, strict=True)]
+        self._keys.write(b"".join(key + crc for key, crc in zip(keys, sums, strict=True)))
         self._keys.flush()
         os.fsync(self._keys.fileno())
 
@@ -289,7 +292,7 @@ class EmbeddingCache:
     def __init__(self, folder: str | Path, dim: int | None = None):
         self.folder = Path(folder)
         self.dim = dim
-        self._lock = None
+        self._lock: AbstractContextManager[None] | None = None
         self._index: dict[bytes, tuple[int, int]] = {}
         self._shards: list[Shard] = []
         self.writer = ShardWriter(self.folder, dim)
@@ -307,7 +310,8 @@ class EmbeddingCache:
             for row, key in enumerate(shard.keys):
                 self._index[key.tobytes()] = (number, row)
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
+        assert self._lock is not None  # taken by __enter__
         self.writer.close()
         try:
             if (mirror := mirror_folder(self.folder)) is not None:  # every shard: written, pulled or checked out
@@ -335,7 +339,7 @@ class EmbeddingCache:
             for shard in (read_shards(mirror, self.dim) if mirror else [])
             if shard.name not in present and any(raw.tobytes() in missing for raw in shard.keys)
         ]
-        if names:
+        if names and mirror is not None:  # names come from the mirror only
             _link_shards(mirror, self.folder, names)
             _say(f"restored {len(names)} shard(s) DVC's checkout (or a deletion) removed, from {mirror}")
             self._read()
@@ -400,7 +404,7 @@ def _sound_blocks(shard: Shard, keep: set[bytes], seen: set[bytes]) -> Iterator[
         block = wanted[start : start + BLOCK_ROWS]
         rows, sound = shard.rows(np.array([row for row, _ in block], dtype=np.int64))
         picks = []
-        for at, ((_, key), ok) in enumerate(zip(block, sound)):
+        for at, ((_, key), ok) in enumerate(zip(block, sound, strict=True)):
             if ok and key not in seen:
                 seen.add(key)
                 picks.append(at)

@@ -37,7 +37,7 @@ def _say(line: str) -> None:
 def bundled_model_path() -> Path | None:
     """The bundled all-MiniLM-L6-v2, extracted once and verified; None if the package is absent."""
     try:
-        zip_path = Path(metadata.distribution(BUNDLED_DISTRIBUTION).locate_file(BUNDLED_ZIP))
+        zip_path = Path(str(metadata.distribution(BUNDLED_DISTRIBUTION).locate_file(BUNDLED_ZIP)))
     except metadata.PackageNotFoundError:
         return None
     if not zip_path.is_file():

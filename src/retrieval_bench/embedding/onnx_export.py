@@ -127,7 +127,7 @@ def _wrap(auto_model, names):
             self.model = auto_model
 
         def forward(self, *tensors):
-            return self.model(**dict(zip(names, tensors))).last_hidden_state
+            return self.model(**dict(zip(names, tensors, strict=True))).last_hidden_state
 
     return Transformer().eval()  # export restores this mode on the whole tree: eval, so dropout stays off
 
@@ -197,7 +197,9 @@ def _session(path: Path):
 
 def _max_diff(path: Path, names, example, reference) -> float:
     """The largest difference from torch over real tokens (padding positions are never pooled)."""
-    out = _session(path).run(None, {name: t.numpy().astype(np.int64) for name, t in zip(names, example)})[0]
+    out = _session(path).run(None, {name: t.numpy().astype(np.int64) for name, t in zip(names, example, strict=True)})[
+        0
+    ]
     if out.shape != reference.shape:
         return float("inf")
     mask = (

@@ -41,10 +41,12 @@ def read_vectors(address: StoreAddress, chunk_ids: list[str]) -> np.ndarray:
     try:
         with progress(store.count(), f"read {address.engine} vectors", unit="chunk") as bar:
             for page in store.pages(PAGE_ROWS, with_vectors=True):
+                page_vectors = page.vectors
+                assert page_vectors is not None  # asked for: with_vectors=True
                 if vectors is None:
-                    vectors = np.zeros((len(chunk_ids), page.vectors.shape[1]), dtype=np.float32)
+                    vectors = np.zeros((len(chunk_ids), page_vectors.shape[1]), dtype=np.float32)
                 at = np.array([position.get(chunk_id, -1) for chunk_id in page.ids], dtype=np.int64)
-                vectors[at[at >= 0]] = page.vectors[at >= 0]
+                vectors[at[at >= 0]] = page_vectors[at >= 0]
                 filled[at[at >= 0]] = True
                 bar.update(len(page.ids))
     finally:
@@ -55,6 +57,7 @@ def read_vectors(address: StoreAddress, chunk_ids: list[str]) -> np.ndarray:
             f"{address}: {int((~filled).sum())} chunks of {paths.CHUNKS} have no vector there (e.g. {', '.join(missing)}); "
             "the store changed since load_chunks read it: rerun `dvc repro`"
         )
+    assert vectors is not None  # every chunk was filled: some page came
     return _unit_rows(vectors, address, chunk_ids)
 
 

@@ -291,7 +291,9 @@ def regressions(tests: list[dict], alpha: float = ALPHA) -> list[dict]:
     """The tests (dicts with delta and p) whose mean change is negative and significant after
     Benjamini-Hochberg over all of them, each with p_bh added."""
     adjusted = bh_adjust([test["p"] for test in tests])
-    return [{**test, "p_bh": float(p)} for test, p in zip(tests, adjusted) if p < alpha and test["delta"] < 0]
+    return [
+        {**test, "p_bh": float(p)} for test, p in zip(tests, adjusted, strict=True) if p < alpha and test["delta"] < 0
+    ]
 
 
 def paired_segment_tests(

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -118,7 +119,9 @@ def assemble(
         log(imported_plan_line(named))
     real = sample_rows(label_rows(labels), params["max_questions"], params["seed"]) if labels else []
     generating = not labels or params["provider"] != "none"
-    synthetic_rows, rejects, counts = [], [], {}
+    synthetic_rows: list[dict[str, Any]] = []
+    rejects: list[dict[str, Any]] = []
+    counts: dict[str, int] = {}
     if not generating:
         log(real_only_line(len(real), params, bool(imported)))
         if dry_run:
@@ -142,7 +145,7 @@ def assemble(
             **named_counts,
         }
     check_unique_qids(groups, lambda name, row: origin(name, row, params, imported, cache_path))
-    texts = dict(zip(documents["doc_id"], documents["text"]))
+    texts = dict(zip(documents["doc_id"], documents["text"], strict=True))
     candidates = [row for group in groups.values() for row in group]
     gauge = echo.mark(candidates, evidence_texts(candidates, texts))
     if params["drop_echo"]:  # generated echoes were already regenerated or replaced; the others are dropped
@@ -308,7 +311,7 @@ def synthetic(
     if dry_run:  # provider none: nothing is generated; what the cache leaves without a question
         log(f"provider none: nothing is generated; {plan.uncached} chosen passages have no cached question")
         raise DryRunDone("dry run: nothing was written")
-    texts = dict(zip(documents["doc_id"], documents["text"]))
+    texts = dict(zip(documents["doc_id"], documents["text"], strict=True))
     generated = [generated_row(record, passage, texts[passage["doc_id"]]) for passage, record in plan.accepted]
     counts.update(
         passages=len(passages),

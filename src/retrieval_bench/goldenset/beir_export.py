@@ -22,13 +22,13 @@ def export_beir(chunks: pd.DataFrame, golden: list[dict], out: Path, min_coverag
     judgements = judge(golden, chunks, min_coverage)
     chunk_ids = chunks["chunk_id"].tolist()
     with atomic_open(out / "corpus.jsonl") as handle:
-        for chunk_id, text in zip(chunk_ids, chunks["text"]):
+        for chunk_id, text in zip(chunk_ids, chunks["text"], strict=True):
             handle.write(json.dumps({"_id": chunk_id, "title": "", "text": text}, ensure_ascii=False) + "\n")
     written = 0
     with atomic_open(out / "queries.jsonl") as queries, atomic_open(out / "qrels" / "test.tsv") as qrels:
         qrels.write("query-id\tcorpus-id\tscore\n")
-        for row, judgement in zip(golden, judgements):
-            relevant = [(chunk_ids[i], g) for i, g in zip(judgement.indices, judgement.gains) if g > 0]
+        for row, judgement in zip(golden, judgements, strict=True):
+            relevant = [(chunk_ids[i], g) for i, g in zip(judgement.indices, judgement.gains, strict=True) if g > 0]
             if not relevant:
                 continue
             written += 1

@@ -99,7 +99,7 @@ def handwritten_rows(
     JSONL say `question_set: hand-written`. A field of the record's own that a golden row also
     has (its own `source`, say) is kept as own_<field>. The first UNLOCATED_NAMED questions whose
     evidence is not found are described in `unlocated` (not_located_line)."""
-    texts = dict(zip(documents["doc_id"], documents["text"]))
+    texts = dict(zip(documents["doc_id"], documents["text"], strict=True))
     finder, best_passage = EvidenceFinder(texts), passage_finder(passages)
     counts = {"other_corpus": 0, "not_located": 0}
     rows = []
@@ -116,6 +116,7 @@ def handwritten_rows(
             continue
         doc_id, span = found
         passage = best_passage(doc_id, *span)
+        assert passage is not None  # the evidence was found in the document, which has passages
         source = record.get("source", "hand-written")
         row = _row(record["question"], passage, span, source, None, True)
         if record.get("qid") is not None:
@@ -316,7 +317,9 @@ class QuestionIndex:
 
     def _prefix(self, words_of: frozenset[str]) -> list[str]:
         ordered = sorted(words_of, key=lambda word: (self.frequency.get(word, 0), word))
-        return ordered[: max(0, len(ordered) - int(self.near_jaccard * len(ordered)) + 1)]
+        near_jaccard = self.near_jaccard
+        assert near_jaccard is not None  # only near-duplicate checks use the prefixes
+        return ordered[: max(0, len(ordered) - int(near_jaccard * len(ordered)) + 1)]
 
     def add(self, question: str, label: str = "", words_of: frozenset[str] | None = None) -> None:
         """Index `question` (`words_of`: its content_words, when already known)."""
@@ -348,8 +351,8 @@ class QuestionIndex:
                     candidates.update(sets)
         best = None
         for i in sorted(candidates):
-            other, label = self.sets[i]
-            similarity = len(words_of & other) / len(words_of | other)
+            other_words, label = self.sets[i]
+            similarity = len(words_of & other_words) / len(words_of | other_words)
             if similarity >= self.near_jaccard and (best is None or similarity > best[1]):
                 best = (label, round(similarity, 4))
         return best
@@ -399,7 +402,7 @@ def drop_unhygienic(rows: list[dict], hygiene: Hygiene) -> tuple[list[dict], lis
     kept, rejects = [], []
     word_sets = content_words([row["question"] for row in rows]) if hygiene.drop_near_duplicates else [None] * len(rows)
     index = hygiene.index(frequency=word_frequency([w for w in word_sets if w is not None]))
-    for row, words_of in zip(rows, word_sets):
+    for row, words_of in zip(rows, word_sets, strict=True):
         reason = hygiene.reason(row["question"], index, words_of)
         if reason is None:
             kept.append(row)
@@ -424,7 +427,7 @@ def mark_hygiene(rows: list[dict], near_jaccard: float) -> dict:
     rows only. Returns the counts for metrics/goldenset.json."""
     word_sets = content_words([row["question"] for row in rows])
     index = QuestionIndex(near_jaccard, word_frequency(word_sets))
-    for row, words_of in zip(rows, word_sets):
+    for row, words_of in zip(rows, word_sets, strict=True):
         phrase = context_dependent(row["question"])
         if phrase:
             row["context_dependent"] = phrase

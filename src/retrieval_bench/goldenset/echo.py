@@ -77,7 +77,7 @@ def _measure(question: str, texts: list[str], question_tokens: list[str], text_t
     texts at once than once per text)."""
     question_set = set(question_tokens)
     share, longest = 0.0, 0
-    for text, tokens in zip(texts, text_tokens):
+    for text, tokens in zip(texts, text_tokens, strict=True):
         if question_set:
             share = max(share, len(question_set & set(tokens)) / len(question_set))
         longest = max(longest, longest_shared_run(question, text))
@@ -92,10 +92,10 @@ def mark(rows: list[dict], evidence: list[list[str]]) -> dict:
     """Mark every row (in place) with its echo measures against its evidence texts and return the
     summary; rows without evidence get null measures and are left out of it."""
     flagged = measured = 0
-    with_texts = [(row, texts) for row, texts in zip(rows, evidence) if texts]
+    with_texts = [(row, texts) for row, texts in zip(rows, evidence, strict=True) if texts]
     question_tokens = tokenize([row["question"] for row, _ in with_texts]) if with_texts else []
     text_tokens = iter(tokenize([text for _, texts in with_texts for text in texts]) if with_texts else [])
-    for row, texts in zip(rows, evidence):
+    for row, texts in zip(rows, evidence, strict=True):
         if not texts:
             row.update(echo=None, echo_content_share=None, echo_longest_ngram=None)
             continue

@@ -57,6 +57,7 @@ def locate_in_passage(evidence: str, passage: str) -> tuple[int, int] | None:
             return None
         start = found if start is None else start
         position = found + len(piece)
+    assert start is not None  # set by the first of the pieces (there is one)
     return where[start], where[position - 1] + 1
 
 
@@ -107,7 +108,8 @@ def loose_pattern(excerpt: str) -> str:
     Two words still need some whitespace between them."""
     tokens = _TOKEN.findall(excerpt)
     parts = []
-    for previous, token in zip([None, *tokens], tokens):
+    # Each token with the one before it: the first list is one longer, its last item left over.
+    for previous, token in zip([None, *tokens], tokens, strict=False):
         if previous is not None:
             parts.append(r"\s+" if _is_word(previous) and _is_word(token) else r"\s*")
         quote = token.translate(_MATCH_QUOTES)

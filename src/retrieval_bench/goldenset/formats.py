@@ -23,8 +23,9 @@ import csv
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from retrieval_bench.core.errors import InputError, json_kind, quoted
 from retrieval_bench.core.files import check_regular, numbered_jsonl, parse_json, read_jsonl, read_text, read_text_lines
@@ -161,9 +162,11 @@ def _csv_columns(path: Path) -> list[str]:
 def _context_list(value: object, where: str) -> list[str]:
     """ragas' reference_contexts: a list, or in CSV its JSON or Python-literal text."""
     if isinstance(value, str):
-        for parse in (json.loads, ast.literal_eval):
+        raw = value
+        parsers: tuple[Callable[[str], Any], ...] = (json.loads, ast.literal_eval)
+        for parse in parsers:
             try:
-                value = parse(value)
+                value = parse(raw)
                 break
             except (ValueError, SyntaxError, RecursionError):  # too deep: not a list of texts either
                 continue
@@ -201,7 +204,7 @@ def read_llamaindex(path: Path) -> list[dict]:
             f"an object whose {', '.join(LLAMAINDEX_FIELDS)} are mappings; {found}"
         )
     corpus = data["corpus"]
-    questions = []
+    questions: list[dict[str, Any]] = []
     for qid, question in data["queries"].items():
         where = f"{path}: queries[{quoted(qid)}]"
         question, qid = checked_question(where, question, qid, ("question", "qid"))
@@ -296,12 +299,14 @@ def read_beir(path: Path, split: str) -> list[dict]:
     relevant: dict[str, dict[str, int]] = {}
     for qid, chunk_id, grade in read_qrels(qrels_path):
         relevant.setdefault(qid, {})[chunk_id] = grade
-    questions = []
+    questions: list[dict[str, Any]] = []
     for qid, grades in relevant.items():
         if qid in queries:
             where = f"{path / 'queries.jsonl'}: _id {quoted(qid)}"
-            question, qid = checked_question(where, queries[qid], qid, ("text", "_id"))
-            questions.append({"qid": qid, "question": question, "evidence": [], "relevant": grades, "extra": {}})
+            question, checked_qid = checked_question(where, queries[qid], qid, ("text", "_id"))
+            questions.append(
+                {"qid": checked_qid, "question": question, "evidence": [], "relevant": grades, "extra": {}}
+            )
     return questions
 
 

@@ -54,7 +54,7 @@ def _evidence_and_relevant(
 ) -> tuple[list[list[str]], list[np.ndarray]]:
     """Per question, its evidence texts and its relevant chunks' row indices (sorted): every
     question's rows judged in one call, since relevance.judge indexes all the chunks each time."""
-    texts = dict(zip(documents["doc_id"].astype(str), documents["text"]))
+    texts = dict(zip(documents["doc_id"].astype(str), documents["text"], strict=True))
     chunk_ids, finder = set(chunks["chunk_id"]), EvidenceFinder(texts)
     to_judge, owners, evidence = [], [], []
     for number, question in enumerate(questions):
@@ -63,7 +63,7 @@ def _evidence_and_relevant(
         owners += [number] * len(judged_rows)
         evidence.append(evidence_texts)
     found: list[set[int]] = [set() for _ in questions]
-    for owner, judged in zip(owners, judge(to_judge, chunks, min_coverage)):
+    for owner, judged in zip(owners, judge(to_judge, chunks, min_coverage), strict=True):
         found[owner].update(int(i) for i in judged.indices[judged.gains > 0])
     return evidence, [np.array(sorted(indices), dtype=np.int64) for indices in found]
 
@@ -82,11 +82,11 @@ def gauge_question_set(
             "question": question["question"],
             "n_relevant_chunks": len(indices),
         }
-        for question, indices in zip(questions, relevant)
+        for question, indices in zip(questions, relevant, strict=True)
     ]
     summary = echo.mark(rows, evidence)
     ranks = echo.bm25_ranks(chunks["text"].tolist(), [row["question"] for row in rows], relevant)
-    for row, rank in zip(rows, ranks):
+    for row, rank in zip(rows, ranks, strict=True):
         row["bm25_rank"] = rank
     found = [rank for rank in ranks if rank is not None]
     summary.update(
@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         for row in offenders.itertuples():
             mark = "ECHO" if row.echo else "    "
             print(
-                f"  {mark} {row.qid}  run {row.echo_longest_ngram}, share {row.echo_content_share:.2f}: {row.question[:100]}"
+                f"  {mark} {row.qid}  run {row.echo_longest_ngram}, share {row.echo_content_share:.2f}: {str(row.question)[:100]}"
             )
     print(f"per-question results: {args.out}")
     return 0

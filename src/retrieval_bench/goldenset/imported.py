@@ -86,7 +86,7 @@ def imported_rows(
     """(rows, rejects, counts) of one imported set: its questions found in this corpus, without
     repeated questions and those hygiene drops (within the set only: two sets may ask alike)."""
     if imported.kind == "beir":
-        texts = dict(zip(documents["doc_id"], documents["text"]))
+        texts = dict(zip(documents["doc_id"], documents["text"], strict=True))
         rows, counts = judged_rows(imported.questions, texts)
     else:
         rows, counts = handwritten_rows(evidence_records(imported.kind, imported.questions), documents, passages)

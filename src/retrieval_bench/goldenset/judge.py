@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -78,7 +79,7 @@ def read_prompt(data: bytes, path: str) -> tuple[str, str]:
     """(template, sha256 of its bytes) of the judge prompt; the sha256 is part of every cache key."""
     template = prompt_text(data, path)
     for placeholder in (JUDGE.query_placeholder, JUDGE.placeholder):
-        if placeholder not in template:
+        if placeholder is not None and placeholder not in template:
             raise InputError(f"{path}: the judge prompt has no {placeholder} placeholder")
     return template, hashlib.sha256(data).hexdigest()
 
@@ -125,8 +126,8 @@ def pool_pairs(
     appearance; the gold (the strict judgement's relevant chunks) and its copies are left out."""
     members = group_members(duplicates)
     chunk_ids = chunks["chunk_id"].to_numpy()
-    text_of = dict(zip(chunks["chunk_id"], chunks["text"]))
-    sha_of = dict(zip(chunks["chunk_id"], chunks["text_sha256"]))
+    text_of = dict(zip(chunks["chunk_id"], chunks["text"], strict=True))
+    sha_of = dict(zip(chunks["chunk_id"], chunks["text_sha256"], strict=True))
     tops = {
         label: {
             qid: group.sort_values("rank")["chunk_id"].tolist()
@@ -135,9 +136,11 @@ def pool_pairs(
         for label, run in runs.items()
     }
     pairs: list[Pair] = []
-    counts = Counter()
-    for row, strict in zip(golden, strict_judgements(golden, chunks, min_coverage)):
-        gold = {chunk_ids[i] for i, gain in zip(strict.indices.tolist(), strict.gains.tolist()) if gain > 0}
+    counts: Counter[str] = Counter()
+    for row, strict in zip(golden, strict_judgements(golden, chunks, min_coverage), strict=True):
+        gold = {
+            chunk_ids[i] for i, gain in zip(strict.indices.tolist(), strict.gains.tolist(), strict=True) if gain > 0
+        }
         gold |= {member for chunk_id in gold for member in members.get(chunk_id, ())}
         gold |= set(row.get("relevant") or {})  # chunks real labels judged (0 included) are judged already
         found: dict[str, Pair] = {}
@@ -195,7 +198,7 @@ def judge_pool(
     settings = Settings.from_params(params, section="judge")
     # The judge has no seed of its own: each request's seed derives from 0 and its key.
     meta = Meta.from_params(params, settings, prompt_sha256, EarlierKeys.of(read_cache(cache_path)), seed=0)
-    context = {}
+    context: dict[str, Any] = {}
     for pair in pairs:
         for attempt in range(params["max_attempts"]):
             key = JUDGE.pair_job(meta, template, pair.question, pair.text, pair.text_sha256, attempt).key

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -67,7 +68,7 @@ class CacheIndex:
         self.meta = meta
         self.by_key = by_key
         self.records = records
-        self.by_passage: dict[tuple[str, int], dict] = {}
+        self.by_passage: dict[tuple[Any, int], dict] = {}  # (passage_sha256 as recorded, attempt)
         if not by_key:
             matching = [
                 r
@@ -80,6 +81,7 @@ class CacheIndex:
 
     def lookup(self, passage: dict, attempt: int, job: Job | None) -> dict | None:
         if self.by_key:
+            assert job is not None  # keyed lookups come with the job (walk makes one when by_key)
             return self.records.get(job.key)
         return self.by_passage.get((passage["text_sha256"], attempt))
 
@@ -121,6 +123,7 @@ def walk(
             record = index.lookup(passage, attempt, job)
             if record is None:
                 if generating:
+                    assert job is not None  # only generate_missing generates, with a keyed index
                     plan.misses.append(job)
                 else:
                     plan.uncached += 1

@@ -50,7 +50,7 @@ def cache_dir() -> Path:
 
 def vectors_sha256(vectors: np.ndarray) -> str:
     digest = hashlib.sha256(f"{vectors.dtype.str}{vectors.shape}".encode())
-    digest.update(memoryview(np.ascontiguousarray(vectors)).cast("B"))
+    digest.update(np.ascontiguousarray(vectors).data.cast("B"))
     return digest.hexdigest()
 
 

@@ -185,7 +185,8 @@ def numba_threads() -> int:
     import numba
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(cores, numba.config.NUMBA_NUM_THREADS))
+    # numba.config sets its settings from the environment at import: no attribute a type checker sees.
+    return max(1, min(cores, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
 
 
 def top(questions, corpus, settings: dict, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -68,7 +68,7 @@ def index_bytes(settings: dict, corpus: Corpus) -> int | None:
         return None
     total = 0
     if method in ("dense", "hybrid"):
-        total += int(corpus.vectors.nbytes)
+        total += int(corpus.dense_vectors.nbytes)
     if method == "ann":
         total += (
             ann.cached_index_path(np.ascontiguousarray(corpus.vectors, dtype=np.float32), settings["ann"])

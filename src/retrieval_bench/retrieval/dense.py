@@ -13,7 +13,7 @@ from retrieval_bench.retrieval.run import Corpus, Questions, from_top, section, 
 
 def candidates(corpus: Corpus, device: str | None) -> flat.Candidates | None:
     """Where the candidates are found: a torch device, or None (FAISS on this CPU)."""
-    return None if device is None else torch_flat.candidates_on(device, corpus.vectors)
+    return None if device is None else torch_flat.candidates_on(device, corpus.dense_vectors)
 
 
 def top(
@@ -21,7 +21,7 @@ def top(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The `depth` best chunk indices and cosine scores per question, best first. `device`: the
     torch device the candidates are found on (torch_flat.torch_device), None for FAISS."""
-    return flat.top_k(questions.vectors, corpus.vectors, depth, progress, candidates(corpus, device))
+    return flat.top_k(questions.dense_vectors, corpus.dense_vectors, depth, progress, candidates(corpus, device))
 
 
 def top_with_ties(
@@ -29,7 +29,7 @@ def top_with_ties(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each question's `depth` best chunks and the whole tie group at the cut: (indices, scores,
     kept), as whole_ties gives them, so which tied chunks make the cut never depends on their order."""
-    q, c = questions.vectors, corpus.vectors
+    q, c = questions.dense_vectors, corpus.dense_vectors
     indices, scores = flat.search(q, c, depth + 1, progress, candidates(corpus, device))
     return whole_ties(
         indices, scores, np.ones(indices.shape, dtype=bool), depth, lambda row: flat.row_scores(q, c, row)

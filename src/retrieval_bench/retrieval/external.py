@@ -53,7 +53,7 @@ def retrieve_python(questions, corpus, settings: dict, depth: int, progress=None
         raise InputError(f"{where}: cannot import it ({type(error).__name__}: {first_line(error)})") from None
     finally:
         sys.path.pop(0)
-    asked = [{"qid": q, "question": t} for q, t in zip(questions.qids, questions.texts)]
+    asked = [{"qid": q, "question": t} for q, t in zip(questions.qids, questions.texts, strict=True)]
     run = from_records(_plugin_records(lambda: function(asked, depth), where), depth)
     check_run(run, questions.qids, set(corpus.chunk_ids), where)
     return run
@@ -76,7 +76,7 @@ def _plugin_records(call, where: str) -> list[tuple[str, str, float]]:
                     f"{where}: returned a DataFrame without column {', '.join(missing)} "
                     f"(columns: {quoted(list(result.columns))}); expected {PLUGIN_SHAPES}"
                 )
-            rows = list(zip(result["qid"], result["chunk_id"], result["score"]))
+            rows = list(zip(result["qid"], result["chunk_id"], result["score"], strict=True))
         elif isinstance(result, dict):
             rows = [(qid, *_pair(hit, where, qid)) for qid, hits in result.items() for hit in _hits(hits, where, qid)]
         elif isinstance(result, Iterable) and not isinstance(result, (str, bytes)):

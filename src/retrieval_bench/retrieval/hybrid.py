@@ -63,12 +63,12 @@ class Fused(NamedTuple):
 def fuse(tops: list[Top], weights: list[float], fusion: str, rrf_k: float, n_chunks: int, depth: int) -> Fused:
     """Each chunk's fused score over the component runs, and which make the question's top `depth`."""
     n_questions = tops[0].indices.shape[0]
-    keys, added = [], []
-    for top, weight in zip(tops, weights):
+    key_parts, added_parts = [], []
+    for top, weight in zip(tops, weights, strict=True):
         rows = np.broadcast_to(np.arange(n_questions)[:, None], top.indices.shape)
-        keys.append(rows[top.retrieved] * np.int64(n_chunks) + top.indices[top.retrieved])
-        added.append(contributions(top, weight, fusion, rrf_k)[top.retrieved])
-    keys, added = np.concatenate(keys), np.concatenate(added)
+        key_parts.append(rows[top.retrieved] * np.int64(n_chunks) + top.indices[top.retrieved])
+        added_parts.append(contributions(top, weight, fusion, rrf_k)[top.retrieved])
+    keys, added = np.concatenate(key_parts), np.concatenate(added_parts)
     order = np.argsort(keys, kind="stable")  # stable: a chunk's contributions add in run order
     keys, added = keys[order], added[order]
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, dtype=np.int64)

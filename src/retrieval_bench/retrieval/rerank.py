@@ -105,12 +105,17 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
     identity = model_source.model_fingerprint(folder)  # the model in every score key
     candidates = min(options["candidates"], len(corpus.chunk_ids))
     first = FIRST_STAGES[options["first_stage"]](questions, corpus, settings, candidates)
-    question_text = dict(zip(questions.qids, questions.texts))
-    chunk_text = dict(zip(corpus.chunk_ids, corpus.texts))
-    pairs = [(question_text[qid], chunk_text[chunk_id]) for qid, chunk_id in zip(first["qid"], first["chunk_id"])]
+    question_text = dict(zip(questions.qids, questions.texts, strict=True))
+    chunk_text = dict(zip(corpus.chunk_ids, corpus.texts, strict=True))
+    pairs = [
+        (question_text[qid], chunk_text[chunk_id])
+        for qid, chunk_id in zip(first["qid"], first["chunk_id"], strict=True)
+    ]
     keys = [pair_key(identity, question, chunk) for question, chunk in pairs]
     cache = ScoreCache(options["cache"])
-    todo = {key: pair for key, pair in zip(keys, pairs) if key not in cache.scores}  # each distinct pair once
+    todo = {
+        key: pair for key, pair in zip(keys, pairs, strict=True) if key not in cache.scores
+    }  # each distinct pair once
     if todo:
         score_pairs(todo, cache, load_cross_encoder(folder), options["batch_size"], len(questions.qids), progress)
     elif progress is not None:
@@ -119,7 +124,7 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
         f"rerank: {len(keys)} pairs, {len(todo)} scored by the cross-encoder (the others from {options['cache']}, or repeats)",
         file=sys.stderr,
     )
-    return from_records(zip(first["qid"], first["chunk_id"], (cache.scores[key] for key in keys)), depth)
+    return from_records(zip(first["qid"], first["chunk_id"], (cache.scores[key] for key in keys), strict=True), depth)
 
 
 def score_pairs(
@@ -131,7 +136,7 @@ def score_pairs(
     for start in range(0, len(items), batch_size):
         batch = items[start : start + batch_size]
         scores = model.predict([pair for _, pair in batch], batch_size=batch_size, show_progress_bar=False)
-        cache.append({key: float(score) for (key, _), score in zip(batch, scores)})
+        cache.append({key: float(score) for (key, _), score in zip(batch, scores, strict=True)})
         if progress is not None:  # in questions, as the stage's bar counts them
             done = n_questions * (start + len(batch)) // len(items)
             progress.update(done - reported)

@@ -20,6 +20,12 @@ class Questions:
     texts: list[str]
     vectors: np.ndarray | None = None
 
+    @property
+    def dense_vectors(self) -> np.ndarray:
+        """The unit vectors a dense method asks with (embedded for every dense method)."""
+        assert self.vectors is not None, "a dense method's questions have their vectors"
+        return self.vectors
+
 
 class Corpus:
     """What a method searches: chunk ids, texts and, for dense methods, unit vectors (row order).
@@ -28,6 +34,9 @@ class Corpus:
     run) never holds the texts (at 400k chunks of 800 characters, over 600 MB in Python)."""
 
     __slots__ = ("chunk_ids", "vectors", "_texts")
+    chunk_ids: list[str]
+    vectors: np.ndarray | None
+    _texts: list[str] | Callable[[], list[str]]
 
     def __init__(
         self, chunk_ids: list[str], texts: list[str] | Callable[[], list[str]], vectors: np.ndarray | None = None
@@ -41,9 +50,17 @@ class Corpus:
 
     @property
     def texts(self) -> list[str]:
-        if callable(self._texts):
-            object.__setattr__(self, "_texts", self._texts())
-        return self._texts
+        texts = self._texts
+        if callable(texts):
+            texts = texts()
+            object.__setattr__(self, "_texts", texts)
+        return texts
+
+    @property
+    def dense_vectors(self) -> np.ndarray:
+        """The unit vectors a dense method searches (its corpus is always built with them)."""
+        assert self.vectors is not None, "a dense method's corpus has its vectors"
+        return self.vectors
 
     @property
     def texts_read(self) -> bool:
@@ -54,7 +71,7 @@ class Corpus:
         return Corpus, (self.chunk_ids, self.texts, self.vectors)
 
     def __repr__(self) -> str:
-        texts = f"{len(self._texts)} texts" if self.texts_read else "texts not read"
+        texts = f"{len(self.texts)} texts" if self.texts_read else "texts not read"
         vectors = "no vectors" if self.vectors is None else f"vectors {self.vectors.shape}"
         return f"Corpus({len(self.chunk_ids)} chunks, {texts}, {vectors})"
 

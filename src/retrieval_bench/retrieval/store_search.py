@@ -42,12 +42,14 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
         for start in range(0, len(questions.qids), QUERY_BLOCK):
             qids = questions.qids[start : start + QUERY_BLOCK]
             found = store.search(
-                questions.vectors[start : start + QUERY_BLOCK],
+                questions.dense_vectors[start : start + QUERY_BLOCK],
                 depth,
                 store_settings["search"],
                 store_settings["filter"],
             )
-            records.extend((qid, chunk_id, score) for qid, hits in zip(qids, found) for chunk_id, score in hits)
+            records.extend(
+                (qid, chunk_id, score) for qid, hits in zip(qids, found, strict=True) for chunk_id, score in hits
+            )
             if progress is not None:
                 progress.update(len(qids))
     finally:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 from urllib.parse import urlparse
 
 import httpx
@@ -66,7 +66,9 @@ class TimedClient(ClientCreator):
     def get_user_identity(self) -> UserIdentity:
         # The first request the client makes, as it connects: the session exists, nothing was sent yet.
         # Not super()'s: it turns a timeout into ValueError("timed out"), and _reported names timeouts.
-        self._server._session.timeout = httpx.Timeout(self._system.settings.request_timeout_seconds)
+        # chromadb types neither the FastAPI server's private session nor our TimedSettings' field.
+        settings = cast(TimedSettings, self._system.settings)
+        self._server._session.timeout = httpx.Timeout(settings.request_timeout_seconds)  # type: ignore[attr-defined]
         return self._server.get_user_identity()
 
 
@@ -89,7 +91,8 @@ def _client(address: StoreAddress, create: bool):
     not answer is one InputError naming the address."""
     # No .env: it sits in the working directory, where a pull request can put one (naming a server
     # for a store this process writes, or credentials for Chroma's auth provider).
-    settings = Settings(_env_file=None, anonymized_telemetry=False)
+    # pydantic-settings' init-only _env_file is not in the generated signature.
+    settings = Settings(_env_file=None, anonymized_telemetry=False)  # type: ignore[call-arg]
     if not address.is_server:
         folder = Path(address.location)
         if not create and not (folder / PERSISTENT_MARKER).is_file():
@@ -102,7 +105,7 @@ def _client(address: StoreAddress, create: bool):
     try:
         with _reported(address):
             return TimedClient(
-                settings=TimedSettings(
+                settings=TimedSettings(  # type: ignore[call-arg]  # pydantic-settings' _env_file, as above
                     _env_file=None,
                     anonymized_telemetry=False,
                     chroma_api_impl="chromadb.api.fastapi.FastAPI",
@@ -154,10 +157,13 @@ class ChromaStore:
             metadata = [dict(m) if m else {} for m in got["metadatas"]]
             ids = [
                 id_text(m.get(self.id_field) if self.id_field else i, self.address)
-                for i, m in zip(got["ids"], metadata)
+                for i, m in zip(got["ids"], metadata, strict=True)
             ]
-            texts = [m.get(self.text_field) if self.text_field else d for d, m in zip(got["documents"], metadata)]
-            for chunk_id, text in zip(ids, texts):
+            texts = [
+                m.get(self.text_field) if self.text_field else d
+                for d, m in zip(got["documents"], metadata, strict=True)
+            ]
+            for chunk_id, text in zip(ids, texts, strict=True):
                 if not isinstance(text, str):
                     where = (
                         f"metadata field {self.text_field!r}"
@@ -166,7 +172,7 @@ class ChromaStore:
                     )
                     raise InputError(f"{self.address}: chunk {chunk_id} has no text in its {where}")
             vectors = np.asarray(got["embeddings"], dtype=np.float32) if with_vectors else None
-            yield StorePage(ids, texts, metadata, vectors)
+            yield StorePage(ids, cast("list[str]", texts), metadata, vectors)  # each text checked above
             offset += len(got["ids"])
 
     def search(
@@ -191,11 +197,11 @@ class ChromaStore:
                 f"{self.address}: the query was refused ({reason(error)}); check retrieval.store.filter (a Chroma where mapping)"
             ) from None
         results = []
-        for row, (ids, distances) in enumerate(zip(got["ids"], got["distances"])):
+        for row, (ids, distances) in enumerate(zip(got["ids"], got["distances"], strict=True)):
             if self.id_field:
                 ids = [id_text(m.get(self.id_field), self.address) for m in got["metadatas"][row]]
             scores = similarity(np.asarray(distances, dtype=np.float64), self.metric)
-            results.append(list(zip(ids, scores.tolist())))
+            results.append(list(zip(ids, scores.tolist(), strict=True)))
         return results
 
     def close(self) -> None:
@@ -239,7 +245,7 @@ def create_collection(
     )
     id_field, text_field = address.option("id"), address.option("text")
     records = []
-    for chunk_id, text, fields in zip(ids, texts, metadata):
+    for chunk_id, text, fields in zip(ids, texts, metadata, strict=True):
         record = {key: value for key, value in fields.items() if value is not None}  # Chroma stores no nulls
         record.update({id_field: chunk_id} if id_field else {})
         record.update({text_field: text} if text_field else {})

@@ -103,7 +103,7 @@ class LanceStore:
                 continue
             ids = [id_text(value, self.address) for value in batch.column(self.id_field).to_pylist()]
             texts = batch.column(self.text_field).to_pylist()
-            for chunk_id, text in zip(ids, texts):
+            for chunk_id, text in zip(ids, texts, strict=True):
                 if not isinstance(text, str):
                     raise InputError(f"{self.address}: chunk {chunk_id} has no text in column {self.text_field!r}")
             metadata = batch.select(self.metadata_fields).to_pylist() if self.metadata_fields else [{} for _ in ids]
@@ -156,7 +156,7 @@ class LanceStore:
         ids = found.column(self.id_field).to_pylist()
         scores = similarity(found.column("_distance").to_numpy(), DISTANCES[metric]).tolist()
         results: list[list[tuple[str, float]]] = [[] for _ in range(len(vectors))]
-        for row, chunk_id, score in zip(rows.tolist(), ids, scores):
+        for row, chunk_id, score in zip(rows.tolist(), ids, scores, strict=True):
             results[row].append((id_text(chunk_id, self.address), score))
         return results
 

@@ -29,7 +29,7 @@ import uuid
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 import httpx
 import numpy as np
@@ -115,6 +115,7 @@ class QdrantStore:
                         address, "collection", (c.name for c in self.client.get_collections().collections)
                     )
                 vectors = self.client.get_collection(address.collection).config.params.vectors
+            assert vectors is not None  # a collection searched by vector has dense vector params
             self._choose_vector(vectors)
         except InputError:
             self.client.close()
@@ -136,11 +137,12 @@ class QdrantStore:
                     f"{self.address}: no vector {wanted!r} (named vectors: {', '.join(vectors)}; choose one with ?vector=)"
                 )
             self.vector, params = wanted, vectors[wanted]
-        self.metric = DISTANCES.get(params.distance)
-        if self.metric is None:
+        metric = DISTANCES.get(params.distance)
+        if metric is None:
             raise InputError(
                 f"{self.address}: distance {params.distance} is not supported (Cosine, Dot, Euclid, Manhattan)"
             )
+        self.metric = metric
 
     def count(self) -> int:
         with _reported(self.address, "count failed"):
@@ -161,7 +163,9 @@ class QdrantStore:
         vectors = None
         if with_vectors:
             vectors = np.asarray(
-                [r.vector[self.vector] if self.vector else r.vector for r in records], dtype=np.float32
+                # A named vector: the record's vectors are {name: values}.
+                [cast("dict[str, Any]", r.vector)[self.vector] if self.vector else r.vector for r in records],
+                dtype=np.float32,
             )
         return StorePage(ids, texts, metadata, vectors)
 
@@ -209,7 +213,7 @@ class QdrantStore:
                 results.append(
                     [
                         (id_text((point.payload or {}).get(self.id, point.id), self.address), score)
-                        for point, score in zip(response.points, scores.tolist())
+                        for point, score in zip(response.points, scores.tolist(), strict=True)
                     ]
                 )
         return results
@@ -262,7 +266,9 @@ def create_collection(
                         vectors={vector: vectors[start:stop].tolist()} if vector else vectors[start:stop].tolist(),
                         payloads=[
                             {id_field: chunk_id, text_field: text, **{k: plain(v) for k, v in record.items()}}
-                            for chunk_id, text, record in zip(ids[start:stop], texts[start:stop], metadata[start:stop])
+                            for chunk_id, text, record in zip(
+                                ids[start:stop], texts[start:stop], metadata[start:stop], strict=True
+                            )
                         ],
                     ),
                 )

@@ -19,14 +19,20 @@ def adapter(engine: str) -> ModuleType:
     extra, _ = ENGINES[engine]
     with optional_extra(extra, f"a {engine} store"):
         if engine == "chroma":
-            from retrieval_bench.stores import chroma as found
-        elif engine == "lancedb":
-            from retrieval_bench.stores import lancedb as found
-        elif engine == "qdrant":
-            from retrieval_bench.stores import qdrant as found
-        else:
-            from retrieval_bench.stores import sqlite_vec as found
-    return found
+            from retrieval_bench.stores import chroma
+
+            return chroma
+        if engine == "lancedb":
+            from retrieval_bench.stores import lancedb
+
+            return lancedb
+        if engine == "qdrant":
+            from retrieval_bench.stores import qdrant
+
+            return qdrant
+        from retrieval_bench.stores import sqlite_vec
+
+        return sqlite_vec
 
 
 def open_store(address: StoreAddress) -> Store:

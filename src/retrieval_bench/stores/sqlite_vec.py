@@ -67,9 +67,8 @@ class SqliteVecStore:
             raise InputError(f"{address}: no SQLite file at {path}")
         self._count: int | None = None
         self._matching: dict[str, int] = {}  # filter -> the chunks it keeps (counted once per store)
-        self._after_knn: set[str] = (
-            set()
-        )  # filters SQLite applied after the k-nearest search: searched at the largest k
+        # Filters SQLite applied after the k-nearest search: searched at the largest k.
+        self._after_knn: set[str | None] = set()
         self.connection = _connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
             self._read_schema()
@@ -150,7 +149,7 @@ class SqliteVecStore:
                 yield StorePage(
                     ids=[id_text(row[0], self.address) for row in batch],
                     texts=[row[1] for row in batch],
-                    metadata=[dict(zip(self.metadata, row[2 : 2 + len(self.metadata)])) for row in batch],
+                    metadata=[dict(zip(self.metadata, row[2 : 2 + len(self.metadata)], strict=True)) for row in batch],
                     vectors=np.stack([np.frombuffer(row[-1], dtype=np.float32) for row in batch])
                     if with_vectors
                     else None,
@@ -210,7 +209,10 @@ class SqliteVecStore:
                     )
                 scores = similarity(np.array([distance for _, distance in found], dtype=np.float64), metric)
                 results.append(
-                    [(id_text(chunk_id, self.address), score) for (chunk_id, _), score in zip(found, scores.tolist())]
+                    [
+                        (id_text(chunk_id, self.address), score)
+                        for (chunk_id, _), score in zip(found, scores.tolist(), strict=True)
+                    ]
                 )
         except (sqlite3.Error, sqlite3.Warning) as error:  # Warning: more than one statement in the filter
             raise self._fail("search failed", error) from None
@@ -274,7 +276,7 @@ def create_collection(
                 f"INSERT INTO {table}(rowid, {', '.join(map(_quoted, names))}) VALUES ({', '.join('?' * (len(names) + 1))})",
                 (
                     (row + 1, vectors[row].tobytes(), *(plain(record.get(key)) for key in keys), chunk_id, chunk_text)
-                    for row, (chunk_id, chunk_text, record) in enumerate(zip(ids, texts, metadata))
+                    for row, (chunk_id, chunk_text, record) in enumerate(zip(ids, texts, metadata, strict=True))
                 ),
             )
     finally:

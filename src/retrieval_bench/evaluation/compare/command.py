@@ -23,6 +23,7 @@ import re
 import sys
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -85,13 +86,13 @@ def flipped_questions(a: pd.DataFrame, b: pd.DataFrame, k: int) -> list[dict]:
     rank_b = (
         b["first_relevant_rank"].to_numpy(dtype=np.float64) if "first_relevant_rank" in b else np.full(len(b), np.nan)
     )
-    rows = []
+    rows: list[dict[str, Any]] = []
     for index in np.flatnonzero(hit_a != hit_b):
         ra, rb = rank_a[index], rank_b[index]
         loss = np.nan_to_num(rb, nan=np.inf) - np.nan_to_num(ra, nan=np.inf)
         rows.append(
             {
-                "qid": str(a.index[index]),
+                "qid": str(a.index[int(index)]),
                 "change": "lost" if hit_a[index] else "gained",
                 "a_rank": _rank(ra),
                 "b_rank": _rank(rb),

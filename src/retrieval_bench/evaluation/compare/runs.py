@@ -27,10 +27,10 @@ def read_run(rev: str, cwd: Path, system: str = DEFAULT) -> tuple[pd.DataFrame, 
             raise InputError(f"{table} not found in the workspace; run `dvc repro` first")
         return read_per_question(path, f"{WORKSPACE}:{table}"), None
     commit = resolve_revision(rev, cwd)
-    for path in at_revision(per_question_of, system):
-        committed = git_show(path, commit, cwd)
+    for revision_path in at_revision(per_question_of, system):
+        committed = git_show(revision_path, commit, cwd)
         if committed is not None:
-            return read_per_question(committed, f"{rev}:{path}"), commit
+            return read_per_question(committed, f"{rev}:{revision_path}"), commit
     raise InputError(f"{rev}: no {table} committed there (run `dvc repro` and commit its outputs)")
 
 
@@ -89,14 +89,14 @@ def _context_at(cwd: Path, commit: str | None) -> tuple[list[dict], dict[str, st
     documents_raw = read_artefact(DOCUMENTS, commit, cwd) if spans else None
     if documents_raw is not None:
         documents = pd.read_parquet(io.BytesIO(documents_raw), columns=["doc_id", "text"])
-        texts = dict(zip(documents["doc_id"].astype(str), documents["text"]))
+        texts = dict(zip(documents["doc_id"].astype(str), documents["text"], strict=True))
         for row in spans:
             if str(row["doc_id"]) in texts:
                 gold_text[str(row["qid"])] = texts[str(row["doc_id"])][int(row["start"]) : int(row["end"])]
     chunks_raw = read_artefact(CHUNKS, commit, cwd) if len(gold_text) < len(golden) else None
     if chunks_raw is not None:
         chunks = pd.read_parquet(io.BytesIO(chunks_raw), columns=["chunk_id", "text"])
-        chunk_text = dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str)))
+        chunk_text = dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str), strict=True))
         for row in golden:
             qid, gold = str(row.get("qid")), str(row.get("gold_chunk_id"))
             if qid not in gold_text and gold in chunk_text:

@@ -14,6 +14,7 @@ import json
 import math
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import read_table
@@ -66,7 +67,13 @@ def measure(params: dict, repeats: int = REPEATS) -> dict:
                 if texts:
                     tasks[f"embed:{pair}"] = embedding_task(texts, embedder, embedder["document_prompt"])
         timed = interleaved(tasks, repeats)
-    out = {"repeats": repeats, "load_before": before, "load_after": machine_load(), "search": {}, "embed": {}}
+    out: dict[str, Any] = {
+        "repeats": repeats,
+        "load_before": before,
+        "load_after": machine_load(),
+        "search": {},
+        "embed": {},
+    }
     for name, figures in timed.items():
         kind, key = name.split(":", 1)
         out[kind][key] = {clock: summary(values, 1000) for clock, values in figures.items()}
@@ -101,7 +108,7 @@ def system_row(
         "index_bytes": index_bytes,
         "index_mb": None if index_bytes is None else round(index_bytes / 1e6, 3),
     }
-    for cost, timing in zip(MEASURED, (embed, search)):
+    for cost, timing in zip(MEASURED, (embed, search), strict=True):
         wall = timing.get("wall", {})
         row[cost] = wall.get("median")
         row[f"{cost}_range"] = [wall["low"], wall["high"]] if wall else None

@@ -95,6 +95,7 @@ def table_lines(ranked: dict, rows: dict[str, dict], compared: dict[str, pd.Data
     """The decision table (and the README's sample table): a row per system."""
     columns = next(iter(compared.values())).columns
     recall = headline_column(columns, "recall", HEADLINE_CUTOFF)
+    assert recall is not None  # score.k is never empty: some recall@k is always scored
     budgets = sorted(int(c.split("@")[1]) for c in columns if str(c).startswith("recall_budget@"))
     budget = f"recall_budget@{budgets[0]}" if budgets else None
     heads = ["system", "chunk chars", "embedder", "method", "mrr [95% CI]", recall]

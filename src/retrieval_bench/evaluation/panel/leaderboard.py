@@ -7,6 +7,7 @@ Benjamini-Hochberg false-discovery-rate control. Pure functions of per-question 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -112,7 +113,7 @@ def rank_systems(scores: dict[str, np.ndarray], resamples: int, seed: int, level
     best = max(means, key=lambda name: (means[name], -list(means).index(name)))
     others = [name for name in scores if name != best]
     raw = [randomization_p_value(scores[name] - scores[best], resamples, seed) for name in others]
-    adjusted = dict(zip(others, holm_adjust(raw))) if others else {}
+    adjusted = dict(zip(others, holm_adjust(raw), strict=True)) if others else {}
     rows = {}
     for name, values in scores.items():
         low, high = paired_bootstrap_ci(values, resamples, seed, level)
@@ -129,7 +130,7 @@ def leaderboard(aligned: dict[str, pd.DataFrame], resamples: int = 10_000, seed:
     aligns them)."""
     first = next(iter(aligned.values()))
     metrics = leaderboard_metrics(first.columns)
-    sets = {}
+    sets: dict[str, dict[str, Any]] = {}
     for set_name, mask in question_sets(first).items():
         if mask.sum() == 0:
             continue

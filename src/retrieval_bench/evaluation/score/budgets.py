@@ -63,7 +63,7 @@ def budget_table(
     by_qid = {qid: group for qid, group in run.groupby("qid", sort=False)}
     budgets, ties = list(scoring.budgets), scoring.ties
     rows = []
-    for qid, judgement, where in zip(qids, judgements, placed):
+    for qid, judgement, where in zip(qids, judgements, placed, strict=True):
         group = by_qid.get(qid)
         if group is None:
             group = run.iloc[:0]
@@ -72,7 +72,7 @@ def budget_table(
         recall = budget_recall(
             judgement, where, in_run, group["score"].to_numpy()[order], lengths, budgets=budgets, ties=ties
         )
-        rows.append(dict(zip(budget_columns(budgets), recall)))
+        rows.append(dict(zip(budget_columns(budgets), recall, strict=True)))
     return pd.DataFrame(rows, columns=budget_columns(budgets))
 
 
@@ -99,8 +99,8 @@ def budget_recall(
         fits = _concrete_fits(judgement, where, at, run_lengths, rooms, ties)
         if judgement.span is None:
             return [float(fits[relevant, b].mean()) for b in range(len(budgets))]
-        starts, ends = judgement.starts, judgement.ends
-        return [union_coverage(starts[fits[:, b]], ends[fits[:, b]], *judgement.span) for b in range(len(budgets))]
+        span, starts, ends = judgement.evidence()
+        return [union_coverage(starts[fits[:, b]], ends[fits[:, b]], *span) for b in range(len(budgets))]
     group = np.unique(-scores, return_inverse=True)[1].ravel()  # tie group of each run row, 0 = best
     totals = np.bincount(group, weights=run_lengths).astype(np.int64)
     before = np.concatenate([[0], np.cumsum(totals)[:-1]])  # the length of all better tie groups
@@ -137,12 +137,12 @@ def _expected_coverage(judgement: Judgement, at: np.ndarray, group: np.ndarray, 
     """E[share of the evidence covered]: each stretch between chunk boundaries is covered when the
     first-ranked chunk over it is within budget (the context is a prefix of the ranking): that is
     the first of those in the best tie group holding any."""
-    span_start, span_end = judgement.span
-    starts = np.clip(judgement.starts, span_start, span_end)
-    ends = np.clip(judgement.ends, span_start, span_end)
+    (span_start, span_end), chunk_starts, chunk_ends = judgement.evidence()
+    starts = np.clip(chunk_starts, span_start, span_end)
+    ends = np.clip(chunk_ends, span_start, span_end)
     cuts = np.unique(np.concatenate([starts, ends, [span_start, span_end]]))
     covered, cache = np.zeros(n_budgets), {}
-    for low, high in zip(cuts[:-1], cuts[1:]):
+    for low, high in zip(cuts[:-1], cuts[1:], strict=True):
         over = np.flatnonzero((starts <= low) & (ends >= high) & (at >= 0))
         if len(over):
             best = over[group[at[over]] == group[at[over]].min()]
@@ -172,7 +172,7 @@ def first_fits(others: np.ndarray, marked: np.ndarray, rooms: np.ndarray) -> np.
     share = np.zeros((most + 1, top + 1))  # share[j, t]: P(a random j-subset of the others so far totals t)
     share[0, 0] = 1.0
     seen = 0
-    for length, count in zip(*np.unique(others, return_counts=True)):
+    for length, count in zip(*np.unique(others, return_counts=True), strict=True):
         share = _add_equal(share, seen, int(length), int(count))
         seen += int(count)
     p_j = np.array([a * comb(n, j) / ((n + a) * comb(n + a - 1, j)) for j in range(most + 1)])

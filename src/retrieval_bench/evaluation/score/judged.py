@@ -23,7 +23,9 @@ no duplicate of a judged chunk and no judgement, the judged view equals the stri
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -47,7 +49,9 @@ class Item:
     source: str  # gold (the golden set's own judgement), duplicate, judge
 
 
-def pool_grades(rows: list[dict], qids: set[str], chunk_ids: set[str], where: str) -> dict[str, dict[str, int | None]]:
+def pool_grades(
+    rows: Sequence[Mapping[str, Any]], qids: set[str], chunk_ids: set[str], where: str
+) -> dict[str, dict[str, int | None]]:
     """qid -> chunk id -> grade (None: pooled, not judged) from the rows of data/judged_pool.jsonl."""
     grades: dict[str, dict[str, int | None]] = {}
     for number, row in enumerate(rows, 1):
@@ -74,20 +78,21 @@ def _items(
     labelled: set[str],
 ) -> dict[int, Item]:
     span = judgement.span
+    _, starts, ends = judgement.evidence() if span is not None else (None, None, None)
     items: dict[int, Item] = {}
     for position, index in enumerate(judgement.indices.tolist()):
-        start = int(judgement.starts[position]) if span is not None else None
-        end = int(judgement.ends[position]) if span is not None else None
+        start = int(starts[position]) if starts is not None else None
+        end = int(ends[position]) if ends is not None else None
         items[index] = Item(float(judgement.gains[position]), start, end, "gold")
     best = float(judgement.gains.max()) if len(judgement.gains) and judgement.gains.max() > 0 else 1.0
-    whole = span if span is not None else (None, None)
+    whole_start, whole_end = span if span is not None else (None, None)
     for chunk_id, grade in grades.items():
         if chunk_id in labelled:  # a person's judgement (real labels) stands
             continue
         index = index_of[chunk_id]
         old = items.get(index)
         if grade is not None and grade >= min_grade and (old is None or old.gain <= 0):
-            items[index] = Item(best * grade / MAX_GRADE, *whole, "judge")
+            items[index] = Item(best * grade / MAX_GRADE, whole_start, whole_end, "judge")
     for index, item in list(items.items()):  # the judged chunks' copies are judged like them
         for member in members.get(chunk_ids[index], ()):
             other = index_of[member]
@@ -104,7 +109,7 @@ def _collapse(
     members: dict[str, list[str]],
     chunk_ids: np.ndarray,
     index_of: dict[str, int],
-    rank_of: dict[str, int],
+    rank_of: Mapping[Any, int],
 ) -> list[str]:
     """Keep one member of each duplicate group among `items` (in place): the best-placed in the run,
     with the group's best gain and that member's stretch of the evidence. Returns the chunk ids of
@@ -144,9 +149,12 @@ def judged_table(
     chunk_ids = chunks["chunk_id"].to_numpy()
     index_of = {chunk_id: i for i, chunk_id in enumerate(chunk_ids)}
     members = group_members(duplicates)
-    ranks = {qid: dict(zip(group["chunk_id"], group["rank"])) for qid, group in run.groupby("qid", sort=False)}
-    judged, drop, extras = [], [], []
-    for row, strict in zip(golden, judgements):
+    ranks = {
+        qid: dict(zip(group["chunk_id"], group["rank"], strict=True)) for qid, group in run.groupby("qid", sort=False)
+    }
+    judged, extras = [], []
+    drop: list[tuple[str, str]] = []
+    for row, strict in zip(golden, judgements, strict=True):
         qid = row["qid"]
         question_grades = grades.get(qid, {})
         items = _items(
@@ -172,7 +180,7 @@ def judged_table(
         run = run[~pd.MultiIndex.from_frame(run[["qid", "chunk_id"]]).isin(left_out)]
     placed = positions(run, [row["qid"] for row in golden], [chunk_ids[j.indices].tolist() for j in judged])
     rows = []
-    for row, judgement, where, extra in zip(golden, judged, placed, extras):
+    for row, judgement, where, extra in zip(golden, judged, placed, extras, strict=True):
         metrics = score_question(judgement, where, ks, ties)
         n_relevant = metrics.pop("n_relevant")
         for column in ("n_relevant_tied", "tie_group_size"):

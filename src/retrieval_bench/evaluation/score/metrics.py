@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -184,7 +184,7 @@ def concrete_ranks(positions: Positions, gains: np.ndarray, policy: str) -> np.n
 def _groups(positions: Positions) -> dict[tuple[float, int], list[int]]:
     """Judged chunk indices by tied group (chunks of one group share `better` and `tied`)."""
     groups: dict[tuple[float, int], list[int]] = defaultdict(list)
-    for index, (better, tied) in enumerate(zip(positions.better.tolist(), positions.tied.tolist())):
+    for index, (better, tied) in enumerate(zip(positions.better.tolist(), positions.tied.tolist(), strict=True)):
         groups[(float(better), int(tied))].append(index)
     return dict(sorted(groups.items()))
 
@@ -263,9 +263,9 @@ def expected_span_recall(judgement: Judgement, positions: Positions, ks: list[in
     """E[share of the evidence covered by the top k chunks], exactly: each stretch of the span
     between chunk boundaries is covered unless none of the chunks over it is in the top k; only
     the tied group straddling rank k is uncertain, a random subset of it being inside."""
-    span_start, span_end = judgement.span
-    starts = np.clip(judgement.starts, span_start, span_end)
-    ends = np.clip(judgement.ends, span_start, span_end)
+    (span_start, span_end), chunk_starts, chunk_ends = judgement.evidence()
+    starts = np.clip(chunk_starts, span_start, span_end)
+    ends = np.clip(chunk_ends, span_start, span_end)
     cuts = np.unique(np.concatenate([starts, ends, [span_start, span_end]]))
     better, tied = positions.better.astype(np.float64), positions.tied
     recall = {}
@@ -273,7 +273,7 @@ def expected_span_recall(judgement: Judgement, positions: Positions, ks: list[in
         inside = better + tied <= k  # the whole tied group is in the top k
         straddling = (better < k) & (better + tied > k)
         covered = 0.0
-        for low, high in zip(cuts[:-1], cuts[1:]):
+        for low, high in zip(cuts[:-1], cuts[1:], strict=True):
             over = (starts <= low) & (ends >= high)
             if inside[over].any():
                 covered += high - low
@@ -311,10 +311,11 @@ def score_question(judgement: Judgement, positions: Positions, ks: list[int], ti
 
 def span_recall(judgement: Judgement, ranks: np.ndarray, ks: list[int]) -> dict[int, float]:
     """recall@k for a span question: share of the evidence covered by the top-k chunks together."""
-    return {k: union_coverage(judgement.starts[ranks <= k], judgement.ends[ranks <= k], *judgement.span) for k in ks}
+    span, starts, ends = judgement.evidence()
+    return {k: union_coverage(starts[ranks <= k], ends[ranks <= k], *span) for k in ks}
 
 
-def summary_names(ks: list[int], budgets: list[int] = ()) -> list[tuple[str, str]]:
+def summary_names(ks: list[int], budgets: Sequence[int] = ()) -> list[tuple[str, str]]:
     """(metrics.json key, per-question column it averages), in the order they are reported: the
     metric table by metric, then by k; recall_budget@B (retrieval_bench.evaluation.score.budgets) next
     to recall@k, the whole run's mrr before mrr@k."""
@@ -327,7 +328,7 @@ def summary_names(ks: list[int], budgets: list[int] = ()) -> list[tuple[str, str
 
 
 def summarize(
-    per_question: pd.DataFrame, ks: list[int], n_chunks: int, budgets: list[int] = ()
+    per_question: pd.DataFrame, ks: list[int], n_chunks: int, budgets: Sequence[int] = ()
 ) -> dict[str, float | int]:
     """metrics.json: the mean of every metric over questions, and the counts."""
     summary: dict[str, float | int] = {
@@ -354,7 +355,7 @@ def rank_histogram(first_relevant_ranks: pd.Series) -> pd.DataFrame:
     (2.5 counts under 2)."""
     rows = []
     lows = [low for low, _ in RANK_BUCKETS] + [np.inf]
-    for (low, high), next_low in zip(RANK_BUCKETS, lows[1:]):
+    for (low, high), next_low in zip(RANK_BUCKETS, lows[1:], strict=True):
         inside = (first_relevant_ranks >= low) & (first_relevant_ranks < next_low)
         # Zero-padded so the bars sort in rank order as text (dvc plots sorts labels as strings).
         label = f"{low:02d}" if low == high else (f"{low:02d}-{high:02d}" if high is not None else f">{low - 1}")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -53,7 +55,7 @@ def score_run_both_views(
     run: pd.DataFrame,
     scoring: Scoring,
     duplicates: pd.DataFrame,
-    pool_rows: list[dict],
+    pool_rows: Sequence[Mapping[str, Any]],
     *,
     pool_path: str = "judged pool",
 ) -> pd.DataFrame:
@@ -73,7 +75,7 @@ def _table(golden, judgements, placed, scoring: Scoring) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {"qid": row["qid"], **score_question(judgement, where, ks, scoring.ties)}
-            for row, judgement, where in zip(golden, judgements, placed)
+            for row, judgement, where in zip(golden, judgements, placed, strict=True)
         ]
     )
 
@@ -119,7 +121,7 @@ def score_system(
     *,
     run_info_path: str,
     duplicates: pd.DataFrame,
-    pool_rows: list[dict],
+    pool_rows: Sequence[Mapping[str, Any]],
     pool_path: str,
     label: str = "score",
 ) -> tuple[pd.DataFrame, dict]:

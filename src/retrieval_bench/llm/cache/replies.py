@@ -196,9 +196,13 @@ def read_cache(path: str | Path, say: Callable[[str], None] | None = None) -> di
             records[key], lines_of[key] = record, number
         elif not _same_reply(records[key], record):
             say(f"{path}:{number}: key {key}: a second, different reply for this key; line {lines_of[key]}'s is used")
-    for number, why, key in damaged[:SAID_PER_READ]:
-        named = f" key {key}:" if key else ""
-        fate = f"line {lines_of[key]} holds it soundly" if key in lines_of else "its question is asked again"
+    for number, why, damaged_key in damaged[:SAID_PER_READ]:
+        named = f" key {damaged_key}:" if damaged_key else ""
+        fate = (
+            f"line {lines_of[damaged_key]} holds it soundly"
+            if damaged_key is not None and damaged_key in lines_of
+            else "its question is asked again"
+        )
         say(f"{path}:{number}:{named} {why}; ignored, {fate}")
     if len(damaged) > SAID_PER_READ:
         say(f"{path}: {len(damaged) - SAID_PER_READ} more damaged lines ignored; their questions are asked again")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.params import DEFAULTS
+from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.llm.cache.replies import EarlierKeys
 from retrieval_bench.llm.cost.prices import resolve
 from retrieval_bench.llm.providers.base import Provider

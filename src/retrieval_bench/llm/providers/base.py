@@ -44,7 +44,7 @@ def reported_tokens(usage: Any, input_name: str, output_name: str, prompt: str, 
     for name, estimate in ((input_name, estimate_input_tokens(prompt)), (output_name, estimate_output_tokens(text))):
         value = getattr(usage, name, None)
         known = isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
-        counts.append(int(value) if known else estimate)
+        counts.append(int(value) if known and value is not None else estimate)
     return counts[0], counts[1]
 
 

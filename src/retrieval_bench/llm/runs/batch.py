@@ -134,7 +134,7 @@ class BatchRunner:
 
     # --- submission: intent first, create once, reconcile anything ambiguous ---------------------
     async def submit(self, jobs: list[Job], meta: Meta) -> list[dict]:
-        events = []
+        events: list[dict] = []
         for begin in range(0, len(jobs), self.api.max_requests):
             chunk = jobs[begin : begin + self.api.max_requests]
             events.extend(await self._submit_one(chunk, meta, len(events)))
@@ -427,6 +427,7 @@ async def run_batches(
         for _ in range(CREATE_TRIES):
             if not jobs:
                 break
+            assert meta is not None  # new jobs come with their run's meta (only a resume has none)
             events = await runner.submit(jobs, meta)
             await runner.wait_and_collect(events)
             # An intent whose only adopted batches were strangers' created nothing: submit it now.

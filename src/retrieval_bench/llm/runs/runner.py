@@ -34,6 +34,7 @@ def run(task: Task, jobs: list[Job], meta: Meta, settings: Settings, cache_path:
     failed requests are listed in the outcome and stay uncached. The caller holds the cache's
     lock (retrieval_bench.core.locking) and has reconciled the journal (resume_batches)."""
     provider = settings.api
+    assert provider is not None  # generation runs only with a provider (not `none`)
     preflight(provider, settings)
     meter = Meter(len(jobs), settings, f"{task.stage} ({settings.provider})", task.stage)
     writer = CacheWriter(cache_path)
@@ -85,6 +86,7 @@ def resume_batches(
     intents = intents or []
     total = sum(len(event["requests"]) for event in events) + sum(len(i["requests"]) for i in intents)
     api = batch_api(settings.family)
+    assert api is not None  # journalled batches were made by a batch API of this family
     preflight(api, settings)
     meter = Meter(total, settings, f"{task.stage}: resume batches", task.stage, batch=True)
     writer = CacheWriter(cache_path)

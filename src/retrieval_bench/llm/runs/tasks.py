@@ -105,8 +105,10 @@ class Task:
     def pair_job(self, meta: Meta, template: str, query: str, text: str, text_sha256: str, attempt: int) -> Job:
         """The job for a (query, text) pair: both escaped into the template in one pass (neither
         can inject the other's placeholder), keyed by the task, the query and the text."""
-        fields = {self.query_placeholder: self.escape(query), self.placeholder: self.escape(text)}
-        escaped = (fields[self.query_placeholder], fields[self.placeholder]) != (query, text)
+        query_placeholder = self.query_placeholder
+        assert query_placeholder is not None  # a pair task names where the query goes
+        fields = {query_placeholder: self.escape(query), self.placeholder: self.escape(text)}
+        escaped = (fields[query_placeholder], fields[self.placeholder]) != (query, text)
         payload = json.dumps([self.name, query, text], ensure_ascii=False)
         key, seed = _keyed(meta, payload, attempt, escaped)
         pattern = "|".join(re.escape(name) for name in fields)

@@ -39,7 +39,7 @@ def os_reason(error: BaseException) -> str:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, OSError) and (current.errno or current.strerror):
-            return os.strerror(current.errno) if current.errno else current.strerror
+            return os.strerror(current.errno) if current.errno else str(current.strerror)
         current = current.__cause__ or current.__context__
     return str(error) or type(error).__name__
 
@@ -69,7 +69,9 @@ def error_body_fields(body: object) -> tuple[str | None, str]:
     error = body.get("error", body)
     if not isinstance(error, dict):
         return None, str(error)
-    details = error.get("details") if isinstance(error.get("details"), dict) else {}
+    details = error.get("details")
+    if not isinstance(details, dict):
+        details = {}
     code = (
         details.get("error_code")
         or error.get("code")

@@ -14,7 +14,7 @@ from datetime import timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from retrieval_bench.core.params import DEFAULTS
+from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.llm.transport.errors import is_spend_limit
 
 
@@ -25,6 +25,7 @@ def retry_after_seconds(headers: Any) -> float | None:
         value = headers.get(name)
         if value is None:
             continue
+        seconds: float | None
         try:
             seconds = float(value) / scale
         except ValueError:
