@@ -56,7 +56,7 @@ def differing_pairs(first: np.ndarray, second: np.ndarray, systems: list[str], n
     """The pairs whose verdicts differ, each as {a, b, <first name>: verdict of b against a, ...};
     `flip` is true when the verdicts are opposite (not only one of them significant)."""
     rows = []
-    for (a, b), v1, v2 in zip(itertools.combinations(systems, 2), first, second):
+    for (a, b), v1, v2 in zip(itertools.combinations(systems, 2), first, second, strict=True):
         if v1 != v2:
             rows.append(
                 {

@@ -76,7 +76,9 @@ def panel_certificate(
         return {"available": False, "reason": reason}
     systems = list(aligned)
     first = next(iter(aligned.values()))
-    reference, synthetic_sets = choose_sets(first)
+    chosen = choose_sets(first)
+    assert chosen is not None  # else _unavailable gave the reason above
+    reference, synthetic_sets = chosen
     rule = rule_of(validity, systems)
     metrics = leaderboard_metrics(first.columns)
     documents = {str(row["qid"]): str(row.get("doc_id") or row["qid"]) for row in golden or []}
@@ -137,14 +139,14 @@ def set_certificate(
     gap = (
         style_gap(reference_rows, synthetic_rows) if reference_rows is not None and synthetic_rows is not None else None
     )
-    decision = decide(reference, synthetic, rule, gap and gap["classifier_auc"], seed=seed)
+    decision = decide(reference, synthetic, rule, gap["classifier_auc"] if gap else None, seed=seed)
     metrics = {}
     rng, width = np.random.default_rng(seed), len(systems)
     # one set of bootstrap draws per set, shared by every metric's intervals
     shared = [resampled_means(np.vstack(list(one.matrices.values())), resamples, rng) for one in (reference, synthetic)]
     for i, metric in enumerate(reference.matrices):
         ref, syn = reference.matrices[metric], synthetic.matrices[metric]
-        drawn = tuple(means[:, i * width : (i + 1) * width] for means in shared)
+        drawn = (shared[0][:, i * width : (i + 1) * width], shared[1][:, i * width : (i + 1) * width])
         verdicts = (pair_verdicts(ref, seed=seed), pair_verdicts(syn, seed=seed))
         winner = decision["winner"][metric]
         metrics[metric] = {
@@ -158,7 +160,7 @@ def set_certificate(
                 "reference_best": systems[winner["reference_best"]],
                 "synthetic_best": systems[winner["synthetic_best"]],
             },
-            "shift": dict(zip(systems, decision["shifts"][metric])),
+            "shift": dict(zip(systems, decision["shifts"][metric], strict=True)),
             **certificate(ref, syn, verdicts, systems, names, resamples, seed=seed, drawn=drawn),
         }
     out = {

@@ -8,6 +8,7 @@ set cannot be certified `agrees` (evaluation.certificate.verdict)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -94,7 +95,7 @@ def _describe(rows: list[dict]) -> dict:
 def style_gap(reference: list[dict], synthetic: list[dict], seed: int = 0) -> dict:
     """The style gap of `synthetic` golden rows from `reference` ones; the classifier needs
     FOLDS or more of each."""
-    gap = {
+    gap: dict[str, Any] = {
         "features": list(FEATURES),
         "reference": _describe(reference),
         "synthetic": _describe(synthetic),
@@ -115,7 +116,7 @@ def style_gap(reference: list[dict], synthetic: list[dict], seed: int = 0) -> di
         {
             "qid": synthetic[i]["qid"],
             "question": synthetic[i]["question"],
-            **dict(zip(FEATURES, features(synthetic[i]))),
+            **dict(zip(FEATURES, features(synthetic[i]), strict=True)),
         }
         for i in order
     ]

@@ -114,7 +114,8 @@ def family(reference: Side, synthetic: Side, rule: Rule) -> Family:
     """The decision pairs (second minus first) and the level of every metric."""
     metrics = list(reference.matrices)
     systems = len(next(iter(reference.matrices.values())))
-    rows, meta = [], []
+    rows: list[np.ndarray] = []
+    meta: list[tuple[str, str, tuple[int, int] | None, float]] = []
     for i, metric in enumerate(metrics):
         _, pairs = decision_pairs(
             reference.matrices[metric].mean(axis=1), synthetic.matrices[metric].mean(axis=1), rule
@@ -128,8 +129,13 @@ def family(reference: Side, synthetic: Side, rule: Rule) -> Family:
         row[i * systems : (i + 1) * systems] = 1.0 / systems
         rows.append(row)
         meta.append((metric, "level", None, rule.level_margin))
-    metric, kind, pair, margin = (list(column) for column in zip(*meta))
-    return Family(metric, kind, pair, np.array(margin), np.vstack(rows))
+    return Family(
+        [m[0] for m in meta],
+        [m[1] for m in meta],
+        [m[2] for m in meta],
+        np.array([m[3] for m in meta]),
+        np.vstack(rows),
+    )
 
 
 def stacked(one: Side) -> np.ndarray:
@@ -240,7 +246,7 @@ def resampled_counts(groups: int, factor: int, draws: int, rng: np.random.Genera
 
 def judge(
     diff: np.ndarray, se: np.ndarray, fam: Family, headline: str, *, critical: float, t_tost: float, may_agree: bool
-) -> tuple[str, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(verdict, beyond, equivalent) from estimates (rows: draws, columns: hypotheses): beyond the
     margin when the studentized excess passes the max-T critical value; equivalent when the TOST
     interval diff +- t se lies inside the margin. Vectorised over draws for questions_to_decide."""
@@ -276,8 +282,8 @@ def decide(
     # the synthetic set's best, when not a close candidate, is in the decision pairs (its pair with
     # the reference's best cannot be equivalent), so only the style bar is checked apart
     why_not = ["style"] if style_auc is not None and style_auc > rule.max_style_auc else []
-    verdict, _, equivalent = judge(diff, se, fam, headline, critical=critical, t_tost=t_tost, may_agree=not why_not)
-    verdict = str(verdict)
+    verdicts, _, equivalent = judge(diff, se, fam, headline, critical=critical, t_tost=t_tost, may_agree=not why_not)
+    verdict = str(verdicts)
     hypotheses = [
         {
             "metric": metric,
@@ -293,7 +299,7 @@ def decide(
             "equivalent": bool(e),
         }
         for metric, kind, pair, margin, d, s, o, p, e in zip(
-            fam.metric, fam.kind, fam.pair, fam.margin, diff, se, observed, p_beyond, equivalent
+            fam.metric, fam.kind, fam.pair, fam.margin, diff, se, observed, p_beyond, equivalent, strict=True
         )
     ]
     shifts = {
