@@ -21,6 +21,7 @@ from conftest import dvc, git, run, tool_env
 import retrieval_bench as rb
 from retrieval_bench.cli import main as cli_main
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params_panel import embedded_pairs
 from retrieval_bench.evaluation.stats import MAX_RESAMPLES
 from retrieval_bench.lockfile import prune
 
@@ -122,6 +123,7 @@ def test_a_model_that_cannot_be_found_is_named_by_the_key_that_set_it(
     params = yaml.safe_load((workdir / "params.yaml").read_text())
     params["embedders"] = {"default": {}, **embedders}
     params["panel"] = {"default": {"chunking": "default", "embedder": "default"}}
+    params["embedded"] = embedded_pairs(params["panel"])
     if embed_model is not None:
         params["embed"]["model"] = embed_model
     (workdir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

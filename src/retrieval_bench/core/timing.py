@@ -19,13 +19,15 @@ def interleaved(tasks: dict[str, Callable[[], int]], repeats: int = REPEATS) -> 
     """{task: {"wall": [...], "cpu": [...]}}: seconds per unit (each call returns its units of
     work, e.g. questions searched), one value per round, in round order."""
     names = list(tasks)
+    out: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in names}
+    if not names:  # nothing to time (a panel of run files and external retrievers alone)
+        return out
     for name in names:
         tasks[name]()
-    out: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in names}
     for round_ in range(repeats):
         for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
             wall, cpu = time.perf_counter(), time.process_time()
-            units = tasks[name]()
+            units = max(tasks[name](), 1)  # a task with no work (no question) is timed per call
             out[name]["wall"].append((time.perf_counter() - wall) / units)
             out[name]["cpu"].append((time.process_time() - cpu) / units)
     return out
