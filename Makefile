@@ -39,7 +39,7 @@ browser:
 # With a default DVC remote, `dvc repro --pull`: the shared question cache (and every other output a
 # teammate pushed) is pulled before anything runs, so nothing is paid for twice. Without one, DVC's
 # closing "Use `dvc push` to send your updates to remote storage." has nowhere to send them: it is
-# left out (DVC has no switch for it). DVC's output goes through core/repro_log.py line by line (a
+# left out (DVC has no switch for it). DVC's output goes through repro_log.py line by line (a
 # first run's time, each stage numbered as it starts), and bash's pipefail keeps dvc's exit status.
 # check_params runs first, outside DVC: it stamps what DVC cannot depend on (load.source's content,
 # a store), and DVC re-runs it (and what reads a stamp) only when one changed; it is not
@@ -51,9 +51,9 @@ repro: $(INSTALLED)
 	retrieval-bench lock prune && python -m stages.check_params || exit 1; \
 	remote="$$(dvc config core.remote 2>/dev/null)"; \
 	if [ -n "$$remote" ]; then \
-		echo "dvc repro --pull   # default remote '$$remote'"; dvc repro --pull | python -m retrieval_bench.core.repro_log; \
+		echo "dvc repro --pull   # default remote '$$remote'"; dvc repro --pull | python -m retrieval_bench.repro_log; \
 	else \
-		echo "dvc repro"; dvc repro | python -m retrieval_bench.core.repro_log --no-remote; \
+		echo "dvc repro"; dvc repro | python -m retrieval_bench.repro_log --no-remote; \
 	fi && \
 	retrieval-bench show
 

@@ -7,7 +7,7 @@ tests/project/test_architecture.py read the same graph.
     python .ci/import_graph.py /tmp/before  # another source root, e.g. a `git worktree` of an older commit
 
 The packages are those of the layers (core < stores, llm, embedding < corpus, goldenset, retrieval <
-evaluation) and `faces`, the modules beside the package's __init__ (api, cli, show, lockfile).
+evaluation) and `faces`, the modules beside the package's __init__ (api, cli, show, lockfile, repro_log).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from retrieval_bench.core.repro_log import expected_time, relay
+from retrieval_bench.repro_log import expected_time, relay
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_DVC = """#!/bin/bash
@@ -84,4 +84,4 @@ def test_relay_numbers_every_stage_dvc_reaches_and_keeps_push_advice_where_a_rem
         "[2/3] Stage 'b' is cached - skipping run, checking out outputs",
         "Use `dvc push` to send your updates to remote storage.",
     ]
-    assert "about 15 min on 4 CPU core(s)" in expected_time(27, 4)
+    assert "about 2 min on 4 CPU core(s)" in expected_time(27, 4)  # 5 min on 2 cores, halved, rounded

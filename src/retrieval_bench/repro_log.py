@@ -1,4 +1,4 @@
-"""`make repro`'s view of `dvc repro`'s output (`dvc repro | python -m retrieval_bench.core.repro_log`):
+"""`make repro`'s view of `dvc repro`'s output (`dvc repro | python -m retrieval_bench.repro_log`):
 each line passed on the moment it arrives, every stage DVC reaches numbered against the pipeline's
 stages ("[5/29] Running stage 'embed_corpus@c400-default':"), after one line of what a first run
 costs; and with --no-remote, DVC's closing advice to `dvc push` (nowhere to push) left out."""
@@ -19,8 +19,9 @@ STAGE_LINE = re.compile(
     r"|Stage '[^']+' is cached - skipping run, checking out outputs)$"
 )
 PUSH_ADVICE = "Use `dvc push` to send your updates to remote storage."
-# The sample's first run, every stage, on 2 busy CPU cores (docs/benchmarks.md, "`make repro`'s first run").
-FIRST_RUN_MINUTES, MEASURED_CORES = 30, 2
+# The sample's first run, every stage, on 2 CPU cores with a light load: 4 min 42 s (docs/benchmarks.md,
+# "`make repro`'s first run"); other core counts scaled from it (embedding is CPU-bound).
+FIRST_RUN_MINUTES, MEASURED_CORES = 5, 2
 
 
 def expected_time(stages: int, cores: int) -> str:
