@@ -25,6 +25,7 @@ from retrieval_bench.llm.checks.hygiene import MAX_REPLY_CHARS, clean_reply
 from retrieval_bench.llm.runs.paid import PaidWork, pay_for
 from retrieval_bench.llm.runs.runner import run
 from retrieval_bench.llm.runs.tasks import QUESTIONS
+from retrieval_bench.llm.transport.credentials import MASK
 from retrieval_bench.llm.transport.errors import StopGeneration
 
 CACHE, GOLDEN = paths.QUESTION_CACHE, paths.GOLDENSET
@@ -234,10 +235,10 @@ def test_a_reply_echoing_the_api_key_is_not_stored(stub, tmp_path, monkeypatch, 
     cache = tmp_path / "cache.jsonl"
     outcome = run(QUESTIONS, jobs, meta, settings(provider), cache)
     assert key not in cache.read_text() and set(read_cache(cache)) == {jobs[0].key, jobs[2].key}
-    assert outcome.failed == ["the reply contained the API key (sk-a...89): not stored, asked again by the next run"]
+    assert outcome.failed == [f"the reply contained the API key ({MASK}): not stored, asked again by the next run"]
     with pytest.raises(StopGeneration) as stopped:  # the stage's closing line, through llm.runs.paid
         work = PaidWork(QUESTIONS, meta, settings(provider), str(cache), 1)
         pay_for(work, lambda records, n: ([j for j in jobs if j.key not in records], 0), 1, False, lambda line: None)
     message = str(stopped.value)
-    assert "\n" not in message and "contained the API key (sk-a...89)" in message and key not in message
+    assert "\n" not in message and f"contained the API key ({MASK})" in message and key not in message
     assert key not in cache.read_text()

@@ -6,11 +6,14 @@ too: a room that needs another for a type hint still cannot be read without it).
 
 from __future__ import annotations
 
-import ast
-import functools
+import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# The one import reader and graph algorithms (.ci/import_graph.py, as test_architecture uses them).
+spec = importlib.util.spec_from_file_location("import_graph", ROOT / ".ci" / "import_graph.py")
+import_graph = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(import_graph)
 LLM = ROOT / "src" / "retrieval_bench" / "llm"
 MAX_FLOORS = 6
 MAX_ROOMS = 6
@@ -38,13 +41,7 @@ def rooms() -> dict[str, list[Path]]:
 def imported_rooms(path: Path) -> set[str]:
     """The llm rooms a module imports anywhere in it (`from retrieval_bench.llm.ROOM...` or
     `import retrieval_bench.llm.ROOM...`, inside functions and `if TYPE_CHECKING:` too)."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
+    names = import_graph.imports(path)
     prefix = "retrieval_bench.llm."
     return {name.removeprefix(prefix).split(".")[0] for name in names if name.startswith(prefix)}
 
@@ -54,32 +51,9 @@ def room_graph() -> dict[str, set[str]]:
     return {room: set().union(*(imported_rooms(path) for path in paths)) - {room} for room, paths in rooms().items()}
 
 
-def longest_chain(graph: dict[str, set[str]]) -> int:
-    """The most rooms on one import chain (a room alone is 1); call only on a graph without cycles."""
-
-    @functools.cache
-    def height(room: str) -> int:
-        return 1 + max((height(below) for below in graph.get(room, ())), default=0)
-
-    return max((height(room) for room in graph), default=0)
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Each room that reaches itself through other rooms, with the path that does."""
-    found = []
-    for start in sorted(graph):
-        todo, seen = [(start, [start])], set()
-        while todo:
-            room, path = todo.pop()
-            for below in sorted(graph.get(room, ())):
-                if below == start:
-                    found.append([*path, start])
-                    todo = []
-                    break
-                if below not in seen:
-                    seen.add(below)
-                    todo.append((below, [*path, below]))
-    return found
+def floors(graph: dict[str, set[str]]) -> int:
+    """The most rooms on one import chain (a room alone is 1)."""
+    return import_graph.longest_chain(graph) + 1 if graph else 0
 
 
 def test_every_module_of_the_layer_is_in_a_room_with_a_floor():
@@ -103,18 +77,15 @@ def test_no_room_imports_a_room_that_is_not_below_it():
 
 def test_no_cycle_between_rooms_and_at_most_six_floors():
     graph = room_graph()
-    assert cycles(graph) == []
-    assert longest_chain(graph) <= MAX_FLOORS
+    assert import_graph.import_cycles(graph) == []
+    assert floors(graph) <= MAX_FLOORS
     assert max(FLOORS.values()) <= MAX_FLOORS
 
 
 def test_the_floor_checks_find_a_cycle_and_a_tall_stack(tmp_path):
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [
-        ["a", "b", "c", "a"],
-        ["b", "c", "a", "b"],
-        ["c", "a", "b", "c"],
-    ]
-    assert longest_chain({str(i): {str(i - 1)} if i else set() for i in range(8)}) == 8
+    circles = import_graph.import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})
+    assert [sorted(circle) for circle in circles] == [["a", "b", "c"]]
+    assert floors({str(i): {str(i - 1)} if i else set() for i in range(8)}) == 8
     hinted = tmp_path / "x.py"
     hinted.write_text(
         "from typing import TYPE_CHECKING\n"

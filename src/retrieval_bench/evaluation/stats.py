@@ -249,15 +249,6 @@ def tau_ap(estimated, actual) -> float:
     return float(2 * total / (n - 1) - 1)
 
 
-def pearson(x, y) -> float:
-    """Pearson's correlation of two score vectors: how alike the systems' spacing is, not only their
-    order; NaN when either vector is constant or there are fewer than 2 systems."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return math.nan
-    return float(np.corrcoef(x, y)[0, 1])
-
-
 def kendall_tau_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """kendall_tau of each row of `x` against the same row of `y` (draws x systems), vectorised:
     tau-b = sum over pairs of sign(dx) sign(dy) / sqrt(untied pairs of x x untied pairs of y);

@@ -46,7 +46,6 @@ to be read, and the cache is pushed to a shared remote.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -279,7 +278,6 @@ class CacheWriteError(Exception):
     def __init__(self, path: Path, error: OSError) -> None:
         self.path = path
         self.errno = error.errno
-        self.disk_full = error.errno in (errno.ENOSPC, errno.EDQUOT)
         super().__init__(f"{describe_os_error(error, with_file=False)} writing {path}")
 
 

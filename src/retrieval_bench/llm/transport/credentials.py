@@ -138,14 +138,9 @@ def endpoint_for(
 MIN_GUARDED_KEY_CHARS = 8  # shorter "keys" ("EMPTY" for a local server) are placeholders, not secrets
 
 
-def masked(key: str) -> str:
-    """The key as a message may show it: its first 4 and last 2 characters."""
-    return f"{key[:4]}...{key[-2:]}"
-
-
 def key_leak(record: Mapping, key: str) -> str | None:
-    """Why a record about to be stored must not be (a field holds the API key `key` verbatim, said
-    masked), or None."""
+    """Why a record about to be stored must not be (a field holds the API key `key` verbatim), or
+    None; the key is named as mask_keys names it."""
     if key == PLACEHOLDER_KEY or len(key) < MIN_GUARDED_KEY_CHARS or key not in json.dumps(record, ensure_ascii=False):
         return None
-    return f"the reply contained the API key ({masked(key)}): not stored, asked again by the next run"
+    return f"the reply contained the API key ({MASK}): not stored, asked again by the next run"
