@@ -1,8 +1,11 @@
 """Write the generated reference pages: docs/reference/params.md (every key of params.yaml, from
 params.py's schema and defaults, described by the comments in params.yaml) and
-docs/reference/cli.md (the --help of every `retrieval-bench` command and pipeline stage).
+docs/reference/cli.md (the --help of every `retrieval-bench` command and pipeline stage); and the
+sample section of README.md and docs/index.md, whose decision line and table are
+metrics/decision.md's (written by the leaderboard stage; not part of --check, as a rerun's new
+costs need not reach the README until they are committed).
 
-    python docs/gen_reference.py           # rewrite both pages
+    python docs/gen_reference.py           # rewrite both pages and the two sample sections
     python docs/gen_reference.py --check   # exit 1 if either page is out of date (tests/project/test_docs.py)
 """
 
@@ -210,6 +213,18 @@ def pages() -> dict[Path, str]:
     return {PARAMS_PAGE: params_page(), CLI_PAGE: cli_page()}
 
 
+SAMPLE_PAGES = (ROOT / "README.md", ROOT / "docs" / "index.md")
+SAMPLE_SECTION = re.compile(r"<!-- sample:.*?<!-- /sample -->", re.S)
+DECISION_HEAD = re.compile(r"\*\*Ship .*?\n\n(?:\|.*\n)+")  # the line, a blank line, the table
+
+
+def with_decision(page: str, decision: str) -> str:
+    """`page` with its sample section's decision line and table replaced by `decision`'s."""
+    line, table = decision.split("\n\n")[:2]
+    section = SAMPLE_SECTION.search(page).group(0)
+    return page.replace(section, DECISION_HEAD.sub(lambda _: f"{line}\n\n{table}\n", section, count=1))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a generated page is out of date")
@@ -222,6 +237,9 @@ def main() -> int:
         return 1 if stale else 0
     for path, text in generated.items():
         path.write_text(text, encoding="utf-8")
+    decision = (ROOT / "metrics" / "decision.md").read_text(encoding="utf-8")
+    for path in SAMPLE_PAGES:
+        path.write_text(with_decision(path.read_text(encoding="utf-8"), decision), encoding="utf-8")
     return 0
 
 

@@ -252,7 +252,7 @@ def test_generated_cli_reference_is_up_to_date():
     )
 
 
-SAMPLE_SECTION = re.compile(r"<!-- sample:.*?<!-- /sample -->", re.S)
+SAMPLE_SECTION = gen_reference.SAMPLE_SECTION
 
 
 def test_the_sample_section_shows_the_committed_decision_table_on_both_home_pages():
@@ -273,8 +273,18 @@ def test_the_sample_section_shows_the_committed_decision_table_on_both_home_page
         assert line.startswith("**Ship ") and table.startswith("| system | chunk chars |")
         heads.append(f"{line}\n\n{table}\n")
     assert any(head in readme for head in heads), (
-        "README's sample table is not metrics/decision.md's: copy it from there"
+        "README's sample table is not metrics/decision.md's: run python docs/gen_reference.py"
     )
+
+
+def test_the_sample_section_is_rewritten_from_a_decision_and_nothing_else_moves():
+    page = "intro\n<!-- sample: x -->\ntext\n\n**Ship a (old).**\n\n| system | chunk chars |\n|---|---|\n| a | 1 |\n\nafter\n<!-- /sample -->\nend\n"
+    decision = "**Ship b (new).**\n\n| system | chunk chars |\n|---|---|\n| b | 2 |\n| a | 1 |\n\nhow to read it\n"
+    rewritten = gen_reference.with_decision(page, decision)
+    assert rewritten == page.replace(
+        "**Ship a (old).**\n\n| system | chunk chars |\n|---|---|\n| a | 1 |\n", decision.split("\n\nhow")[0] + "\n"
+    )
+    assert gen_reference.with_decision(rewritten, decision) == rewritten
 
 
 def test_readme_is_short_and_keeps_the_two_commands_and_its_links():
