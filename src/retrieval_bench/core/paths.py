@@ -97,6 +97,7 @@ JUDGEMENTS = (
 JUDGE_BATCH_JOURNAL = (
     "data/judgements.batches.jsonl"  # journal of submitted judging batches (llm.cache.replies.journal_path_for)
 )
+REVIEWS = "data/reviews"  # people's reviews, one append-only JSONL per reviewer (goldenset.reviews)
 JUDGED_POOL = "data/judged_pool.jsonl"  # this run's pooled (question, chunk) pairs and their grades, read by score
 JUDGE_REPORT = "metrics/judge.json"
 

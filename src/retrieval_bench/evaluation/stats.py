@@ -1,7 +1,8 @@
 """The statistics every verdict rests on, pure functions of arrays: paired tests of per-question
 differences (B - A: bootstrap confidence interval, randomization test, minimum detectable
 difference, wins/ties/losses), multiple-comparison corrections (Holm, Benjamini-Hochberg), the
-agreement of two orderings (Kendall's tau-b, tau_AP) and the segments where a change regressed.
+agreement of two orderings (Kendall's tau-b, tau_AP) and of two raters (Cohen's kappa), and the
+segments where a change regressed.
 
 Why not scipy.stats.bootstrap / permutation_test: the interval here is the expanded percentile
 interval (Hesterberg 2015), which scipy does not offer and which corrects the plain percentile
@@ -193,6 +194,23 @@ def bh_adjust(p_values) -> np.ndarray:
     scipy.stats.false_discovery_control computes them; none for no p-value."""
     p = np.asarray(p_values, dtype=np.float64)
     return p.copy() if len(p) == 0 else stats.false_discovery_control(p, method="bh")
+
+
+def cohen_kappa(a, b) -> float:
+    """Cohen's kappa of two raters' labels of the same items (aligned): (p_o - p_e) / (1 - p_e),
+    p_o the share of items they label alike, p_e the share expected by chance from each rater's
+    own label frequencies. NaN with no items, or when chance agreement is certain (both raters
+    gave every item the same single label)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if len(a) != len(b):
+        raise ValueError(f"kappa of {len(a)} against {len(b)} labels")
+    if len(a) == 0:
+        return math.nan
+    labels = np.union1d(a, b)
+    share_a = np.array([np.mean(a == label) for label in labels])
+    share_b = np.array([np.mean(b == label) for label in labels])
+    observed, chance = float(np.mean(a == b)), float(share_a @ share_b)
+    return math.nan if chance >= 1.0 - EPS else (observed - chance) / (1.0 - chance)
 
 
 # Agreement of two orderings of the same systems: Kendall's tau-b and tau_AP (Yilmaz, Aslam and

@@ -1,0 +1,165 @@
+"""People's reviews of the golden set: one append-only JSON Lines file per reviewer in
+core.paths.REVIEWS (`<reviewer>.jsonl`), one line per click, so a closed tab or a killed server loses
+nothing and a teammate's file merges by `dvc pull` without conflicts.
+
+A line is a question mark or a chunk grade:
+
+    {"type": "question", "qid": "q1", "mark": "fine", "reviewer": "ana", "at": "2026-12-05T10:00:00Z"}
+    {"type": "grade", "qid": "q1", "chunk_id": "a.md:0-800", "grade": 2, "reviewer": "ana", "at": "..."}
+
+A reviewer may change their mind: the last click on the same question (or the same question and
+chunk) wins. Grades are the UMBRELA scale the LLM judge uses (0 unrelated .. 3 answers it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Collection
+
+import pandas as pd
+
+from retrieval_bench.core.errors import InputError, quoted
+from retrieval_bench.core.files import read_text_lines
+
+# What a reviewer can say of a question; `fine` keeps it, every other mark takes it out of scoring.
+QUESTION_MARKS = ("fine", "ambiguous", "not_answerable", "gives_away", "not_real")
+MARK_LABELS = {
+    "fine": "fine",
+    "ambiguous": "ambiguous",
+    "not_answerable": "not answerable from its evidence",
+    "gives_away": "gives the answer away",
+    "not_real": "not a real user's question",
+}
+GRADES = (0, 1, 2, 3)
+# A file-safe word: the reviewer's name is a file name on every OS and in a DVC remote.
+REVIEWER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+QUESTION_COLUMNS = ["reviewer", "qid", "mark", "at"]
+GRADE_COLUMNS = ["reviewer", "qid", "chunk_id", "grade", "at"]
+
+
+@dataclass(frozen=True)
+class Reviews:
+    """Every reviewer's last word: one row per (reviewer, qid) in `questions`, one per
+    (reviewer, qid, chunk_id) in `grades`."""
+
+    questions: pd.DataFrame
+    grades: pd.DataFrame
+
+    @property
+    def reviewers(self) -> list[str]:
+        return sorted(set(self.questions["reviewer"]) | set(self.grades["reviewer"]))
+
+    def rejected(self) -> pd.DataFrame:
+        """(qid, mark) of questions some reviewer marked other than fine (the first such mark by
+        reviewer name, so the choice does not depend on file order)."""
+        marked = self.questions[self.questions["mark"] != "fine"].sort_values(["qid", "reviewer"])
+        return marked.drop_duplicates("qid")[["qid", "mark"]].reset_index(drop=True)
+
+
+def check_reviewer(name: str) -> str:
+    """`name` if it is a file-safe word, else an InputError saying what is expected."""
+    if not REVIEWER_NAME.fullmatch(name or ""):
+        raise InputError(
+            f"reviewer {quoted(name)}: expected a file-safe word (letters, digits, _ or -, at most 64, "
+            "starting with a letter or digit)"
+        )
+    return name
+
+
+def reviews_path(folder: str | Path, reviewer: str) -> Path:
+    return Path(folder) / f"{check_reviewer(reviewer)}.jsonl"
+
+
+def question_click(reviewer: str, qid: str, mark: str) -> dict[str, Any]:
+    return {"type": "question", "qid": qid, "mark": mark, "reviewer": reviewer, "at": _now()}
+
+
+def grade_click(reviewer: str, qid: str, chunk_id: str, grade: int) -> dict[str, Any]:
+    return {"type": "grade", "qid": qid, "chunk_id": chunk_id, "grade": grade, "reviewer": reviewer, "at": _now()}
+
+
+def append_click(folder: str | Path, click: dict[str, Any], known_qids: Collection[str] | None = None) -> None:
+    """Check `click` and append it as one line to its reviewer's file, flushed to disk before
+    returning: what the page acknowledged survives a crash."""
+    path = reviews_path(folder, str(click.get("reviewer", "")))
+    _check_click(click, known_qids, where=f"{path} (new click)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(click, ensure_ascii=False, separators=(",", ":")) + "\n"
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_reviews(folder: str | Path, known_qids: Collection[str] | None = None) -> Reviews:
+    """Every `*.jsonl` in `folder` (none, or no folder: no reviews), checked line by line: a
+    malformed line, an unknown type or mark, a grade outside 0-3, a question id not in
+    `known_qids` (when given) or a reviewer field that is not the file's name is one InputError
+    naming file and line. A last line cut short (a crash while appending) is skipped."""
+    questions: list[dict[str, Any]] = []
+    grades: list[dict[str, Any]] = []
+    folder = Path(folder)
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        reviewer = check_reviewer(path.stem) if REVIEWER_NAME.fullmatch(path.stem) else None
+        if reviewer is None:
+            raise InputError(f"{path}: a reviews file is named <reviewer>.jsonl with a file-safe word as the name")
+        for line_number, click in _clicks(path):
+            where = f"{path}:{line_number}"
+            _check_click(click, known_qids, where)
+            if click["reviewer"] != reviewer:
+                raise InputError(f"{where}: reviewer {quoted(click['reviewer'])} in {reviewer}'s file")
+            (questions if click["type"] == "question" else grades).append(click)
+    question_frame = pd.DataFrame(questions, columns=QUESTION_COLUMNS + ["type"])[QUESTION_COLUMNS]
+    grade_frame = pd.DataFrame(grades, columns=GRADE_COLUMNS + ["type"])[GRADE_COLUMNS]
+    grade_frame["grade"] = grade_frame["grade"].astype("int64")
+    return Reviews(
+        questions=question_frame.drop_duplicates(["reviewer", "qid"], keep="last").reset_index(drop=True),
+        grades=grade_frame.drop_duplicates(["reviewer", "qid", "chunk_id"], keep="last").reset_index(drop=True),
+    )
+
+
+def _clicks(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    lines = list(read_text_lines(path))
+    clicks = []
+    for line_number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            click = json.loads(line)
+        except json.JSONDecodeError as error:
+            if line_number == len(lines) and not line.endswith("\n"):
+                break  # the append a crash cut short: the page never acknowledged it
+            raise InputError(f"{path}:{line_number}: invalid JSON ({error.msg})") from None
+        if not isinstance(click, dict):
+            raise InputError(f"{path}:{line_number}: expected a JSON object, got {type(click).__name__}")
+        clicks.append((line_number, click))
+    return clicks
+
+
+def _check_click(click: dict[str, Any], known_qids: Collection[str] | None, where: str) -> None:
+    kind = click.get("type")
+    if kind not in ("question", "grade"):
+        raise InputError(f"{where}: type {quoted(kind)}: expected 'question' or 'grade'")
+    check_reviewer(str(click.get("reviewer", "")))
+    qid = click.get("qid")
+    if not isinstance(qid, str) or not qid:
+        raise InputError(f"{where}: qid {quoted(qid)}: expected a question id")
+    if known_qids is not None and qid not in known_qids:
+        raise InputError(f"{where}: question {quoted(qid)} is not in the golden set")
+    if kind == "question" and click.get("mark") not in QUESTION_MARKS:
+        raise InputError(f"{where}: mark {quoted(click.get('mark'))}: expected one of {', '.join(QUESTION_MARKS)}")
+    if kind == "grade":
+        grade, chunk_id = click.get("grade"), click.get("chunk_id")
+        if isinstance(grade, bool) or grade not in GRADES:
+            raise InputError(f"{where}: grade {quoted(grade)}: expected 0, 1, 2 or 3 (the UMBRELA scale)")
+        if not isinstance(chunk_id, str) or not chunk_id:
+            raise InputError(f"{where}: chunk_id {quoted(chunk_id)}: expected a chunk id")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,107 @@
+"""The reviews format: clicks appended and read back, last click wins, bad lines as one line."""
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.evaluation.stats import cohen_kappa
+from retrieval_bench.goldenset.reviews import (
+    append_click,
+    grade_click,
+    question_click,
+    read_reviews,
+)
+
+
+def test_clicks_round_trip_and_last_click_wins(tmp_path):
+    append_click(tmp_path, question_click("ana", "q1", "fine"))
+    append_click(tmp_path, grade_click("ana", "q1", "a.md:0-10", 3))
+    append_click(tmp_path, question_click("ana", "q1", "ambiguous"))  # changed her mind
+    append_click(tmp_path, grade_click("ana", "q1", "a.md:0-10", 1))
+    append_click(tmp_path, question_click("bo", "q2", "fine"))
+    reviews = read_reviews(tmp_path, known_qids={"q1", "q2"})
+    assert reviews.reviewers == ["ana", "bo"]
+    assert reviews.questions[["reviewer", "qid", "mark"]].values.tolist() == [
+        ["ana", "q1", "ambiguous"],
+        ["bo", "q2", "fine"],
+    ]
+    assert reviews.grades[["qid", "chunk_id", "grade"]].values.tolist() == [["q1", "a.md:0-10", 1]]
+    assert reviews.rejected().values.tolist() == [["q1", "ambiguous"]]
+    assert len((tmp_path / "ana.jsonl").read_text().splitlines()) == 4  # append-only: every click kept
+
+
+def test_no_folder_is_no_reviews(tmp_path):
+    reviews = read_reviews(tmp_path / "absent")
+    assert reviews.questions.empty and reviews.grades.empty and reviews.reviewers == []
+
+
+def test_a_line_cut_short_by_a_crash_is_skipped(tmp_path):
+    append_click(tmp_path, question_click("ana", "q1", "fine"))
+    with open(tmp_path / "ana.jsonl", "a") as handle:
+        handle.write('{"type": "grade", "qid": "q1", "chu')
+    assert len(read_reviews(tmp_path).questions) == 1
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        (
+            {"type": "grade", "qid": "q1", "chunk_id": "c", "grade": 4, "reviewer": "ana"},
+            "grade 4: expected 0, 1, 2 or 3",
+        ),
+        ({"type": "grade", "qid": "q1", "chunk_id": "c", "grade": True, "reviewer": "ana"}, "grade True"),
+        (
+            {"type": "question", "qid": "q9", "mark": "fine", "reviewer": "ana"},
+            "question 'q9' is not in the golden set",
+        ),
+        ({"type": "question", "qid": "q1", "mark": "meh", "reviewer": "ana"}, "mark 'meh': expected one of fine"),
+        ({"type": "vote", "qid": "q1", "reviewer": "ana"}, "type 'vote'"),
+        ({"type": "question", "qid": "q1", "mark": "fine", "reviewer": "bo"}, "reviewer 'bo' in ana's file"),
+    ],
+)
+def test_bad_lines_are_one_line_naming_file_and_line(tmp_path, line, expected):
+    (tmp_path / "ana.jsonl").write_text(
+        json.dumps(question_click("ana", "q1", "fine")) + "\n" + json.dumps(line) + "\n"
+    )
+    with pytest.raises(InputError) as error:
+        read_reviews(tmp_path, known_qids={"q1"})
+    message = str(error.value)
+    assert expected in message and f"{tmp_path / 'ana.jsonl'}:2:" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("name", ["", "../x", "a b", "é", "-lead", "x" * 65])
+def test_reviewer_names_must_be_file_safe_words(tmp_path, name):
+    with pytest.raises(InputError, match="expected a file-safe word"):
+        append_click(tmp_path, question_click(name, "q1", "fine"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_invalid_json_in_the_middle_is_an_error(tmp_path):
+    (tmp_path / "ana.jsonl").write_text('{"type": \n' + json.dumps(question_click("ana", "q1", "fine")) + "\n")
+    with pytest.raises(InputError, match=r"ana.jsonl:1: invalid JSON"):
+        read_reviews(tmp_path)
+
+
+def test_cohen_kappa_equals_sklearn_on_random_cases():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n, labels = int(rng.integers(2, 60)), int(rng.integers(2, 5))
+        a = rng.integers(0, labels, n)
+        b = np.where(rng.random(n) < rng.random(), a, rng.integers(0, labels, n))
+        expected = cohen_kappa_score(a, b)
+        if np.isnan(expected):
+            assert np.isnan(cohen_kappa(a, b))
+        else:
+            assert cohen_kappa(a, b) == pytest.approx(expected, abs=1e-12)
+
+
+def test_cohen_kappa_by_hand():
+    # 10 items: both "yes" 4, both "no" 3, a yes/b no 2, a no/b yes 1 -> p_o 0.7; a yes 0.6, b yes 0.5
+    a = ["y"] * 4 + ["n"] * 3 + ["y"] * 2 + ["n"]
+    b = ["y"] * 4 + ["n"] * 3 + ["n"] * 2 + ["y"]
+    chance = 0.6 * 0.5 + 0.4 * 0.5
+    assert cohen_kappa(a, b) == pytest.approx((0.7 - chance) / (1 - chance))
+    assert np.isnan(cohen_kappa(["y", "y"], ["y", "y"])) and np.isnan(cohen_kappa([], []))
