@@ -292,7 +292,7 @@ def segment_groups(frame: pd.DataFrame, min_questions: int = 2) -> list[tuple[st
         for value, index in frame.reset_index(drop=True).groupby(column, sort=True).indices.items():
             if min_questions <= len(index) < len(frame) and tuple(index) not in seen:
                 seen.add(tuple(index))
-                groups.append((column, str(value), index))
+                groups.append((column, str(value), np.asarray(index)))
     return groups
 
 

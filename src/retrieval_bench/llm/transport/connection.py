@@ -151,8 +151,7 @@ def _deadline_stream_type() -> type:
             while True:
                 started = time.monotonic()
                 try:
-                    # asyncio.timeout is Python 3.11+ (requires-python says >=3.10: see #43 item 6).
-                    async with asyncio.timeout(max(self.budget_s, 0.0)):  # type: ignore[attr-defined]
+                    async with asyncio.timeout(max(self.budget_s, 0.0)):
                         chunk = await chunks.__anext__()
                 except StopAsyncIteration:
                     return
@@ -201,8 +200,7 @@ def guarded_http_client(
             await pause.wait()  # before the deadline starts: a pause is not the server's time
             started = time.monotonic()
             try:
-                # asyncio.timeout is Python 3.11+ (requires-python says >=3.10: see #43 item 6).
-                async with asyncio.timeout(timeout_s):  # type: ignore[attr-defined]
+                async with asyncio.timeout(timeout_s):
                     response = await super().send(request, stream=stream, **{**options, "follow_redirects": False})
             except (httpx2.ConnectError, httpx2.ConnectTimeout) as error:
                 guard.failed(request, error)
