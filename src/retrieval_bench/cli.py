@@ -42,6 +42,11 @@ COMMANDS = {
         "add_arguments",
         "dvc.lock: `lock prune` drops the entries of stages dvc.yaml no longer has",
     ),
+    "review": (
+        "retrieval_bench.review.command",
+        "add_arguments",
+        "review a sample of the golden set in a local page: mark questions, grade retrieved chunks 0-3",
+    ),
     "stub-llm": (
         "retrieval_bench.llm.providers.stub_server",
         "add_arguments",
