@@ -37,7 +37,11 @@ def make_review_project(root: Path, questions: int = 8, seed: int = 0) -> Path:
     (data / "chunkings" / "default").mkdir(parents=True)
     pd.DataFrame({"doc_id": list(texts), "text": list(texts.values())}).to_parquet(data / "documents.parquet")
     chunks = [
-        {"chunk_id": f"{doc}:{start}-{min(start + CHUNK, len(text))}", "doc_id": doc, "text": text[start : start + CHUNK]}
+        {
+            "chunk_id": f"{doc}:{start}-{min(start + CHUNK, len(text))}",
+            "doc_id": doc,
+            "text": text[start : start + CHUNK],
+        }
         for doc, text in texts.items()
         for start in range(0, len(text), CHUNK)
     ]
@@ -56,7 +60,10 @@ def make_review_project(root: Path, questions: int = 8, seed: int = 0) -> Path:
         if kind:
             row["kind"] = kind
         if kind == "multi":
-            row["evidence_spans"] = [{"doc_id": "d0.md", "start": 5, "end": 25}, {"doc_id": "d1.md", "start": 40, "end": 70}]
+            row["evidence_spans"] = [
+                {"doc_id": "d0.md", "start": 5, "end": 25},
+                {"doc_id": "d1.md", "start": 40, "end": 70},
+            ]
         golden.append(row)
     (data / "goldenset.jsonl").write_text("".join(json.dumps(row) + "\n" for row in golden))
     for system in panel:

@@ -1,5 +1,5 @@
-"""The `retrieval-bench` command: compare two runs, gauge a question set, export a golden set or its questions,
-serve a stub LLM to check the generation path with."""
+"""The `retrieval-bench` command: compare two runs, gauge a question set, review a sample of the golden
+set, export it or its questions, serve a stub LLM to check the generation path with."""
 
 from __future__ import annotations
 

@@ -73,7 +73,10 @@ def test_three_questions_by_keyboard_then_a_reload_resumes_and_the_file_holds_ex
             for step, (mark_key, mark) in enumerate([("f", "fine"), ("a", "ambiguous"), ("g", "gives_away")]):
                 qid = order[step]
                 assert page.inner_text("#question") == questions[qid]
-                cards = [json.loads(card) for card in page.eval_on_selector_all(".card", "cs => cs.map(c => c.dataset.chunkIds)")]
+                cards = [
+                    json.loads(card)
+                    for card in page.eval_on_selector_all(".card", "cs => cs.map(c => c.dataset.chunkIds)")
+                ]
                 assert len(cards) >= 2
                 page.keyboard.press(mark_key)
                 expected.append(("question", qid, mark))
@@ -96,7 +99,11 @@ def test_three_questions_by_keyboard_then_a_reload_resumes_and_the_file_holds_ex
     clicks = [json.loads(line) for line in lines]
     assert all(click["reviewer"] == "ana" for click in clicks)
     assert [
-        (c["type"], c["qid"], c["mark"]) if c["type"] == "question" else (c["type"], c["qid"], c["chunk_id"], c["grade"])
+        (c["type"], c["qid"], c["mark"])
+        if c["type"] == "question"
+        else (c["type"], c["qid"], c["chunk_id"], c["grade"])
         for c in clicks
     ] == expected
-    assert status == 130 and stderr.strip().splitlines() == [f"review: stopped; every click is in {os.path.join('data', 'reviews', 'ana.jsonl')}"]
+    assert status == 130 and stderr.strip().splitlines() == [
+        f"review: stopped; every click is in {os.path.join('data', 'reviews', 'ana.jsonl')}"
+    ]

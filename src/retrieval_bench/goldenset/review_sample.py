@@ -31,7 +31,8 @@ DEFAULT_KIND = "single"  # a row without `kind` is a single-evidence question (c
 def strata(golden: pd.DataFrame) -> dict[tuple[str, str], list[str]]:
     """(question set, kind) -> the question ids of that stratum, sorted (the file's order does not matter)."""
     groups: dict[tuple[str, str], list[str]] = {}
-    for row in golden.to_dict("records"):
+    for record in golden.to_dict("records"):
+        row = {str(key): value for key, value in record.items()}
         kind = row.get("kind")
         key = (question_set_of(row), str(kind) if isinstance(kind, str) and kind else DEFAULT_KIND)
         groups.setdefault(key, []).append(str(row["qid"]))

@@ -27,7 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"by keyboard; every click is appended at once to {paths.REVIEWS}/<reviewer>.jsonl. Ctrl-C stops it."
     )
     parser.add_argument("--reviewer", help="your name, a file-safe word (default: your login name)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the port on {HOST} (default {DEFAULT_PORT}; 0: a free one)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"the port on {HOST} (default {DEFAULT_PORT}; 0: a free one)"
+    )
     parser.add_argument("--sample", type=int, help="questions in the sample (default: params review.sample)")
     action = parser.add_mutually_exclusive_group()
     action.add_argument(

@@ -62,9 +62,7 @@ def evidence_html(passages: list[dict[str, str]]) -> str:
 
 def labeling_config(slots: int) -> str:
     """The labeling config: the question and its mark, the evidence, then each chunk slot and its grade."""
-    marks = "".join(
-        f'<Choice value="{html.escape(MARK_LABELS[mark])}" alias="{mark}"/>' for mark in QUESTION_MARKS
-    )
+    marks = "".join(f'<Choice value="{html.escape(MARK_LABELS[mark])}" alias="{mark}"/>' for mark in QUESTION_MARKS)
     lines = [
         "<View>",
         '  <Header value="Question"/>',
@@ -91,7 +89,9 @@ def import_clicks(path: Path, reviewer: str, known_qids: set[str]) -> list[dict[
     try:
         tasks = json.loads(read_text(path))
     except json.JSONDecodeError as error:
-        raise InputError(f"{path}: invalid JSON ({error.msg}, line {error.lineno}); expected a Label Studio JSON export") from None
+        raise InputError(
+            f"{path}: invalid JSON ({error.msg}, line {error.lineno}); expected a Label Studio JSON export"
+        ) from None
     if not isinstance(tasks, list):
         raise InputError(f"{path}: expected a Label Studio JSON export (a list of tasks), got {type(tasks).__name__}")
     clicks = []

@@ -58,7 +58,8 @@ def clicks_of(body: Any, reviewer: str) -> list[dict[str, Any]]:
     # the clicks differ only by chunk id: checked here, the first click's check stands for all of them
     if not isinstance(chunk_ids, list) or not chunk_ids or not all(isinstance(c, str) and c for c in chunk_ids):
         raise InputError("a grade click names its chunk_ids")
-    return [grade_click(reviewer, body["qid"], chunk_id, body.get("grade")) for chunk_id in chunk_ids]
+    grade = body.get("grade")  # append_click refuses anything but 0-3
+    return [grade_click(reviewer, body["qid"], chunk_id, grade) for chunk_id in chunk_ids]  # type: ignore[arg-type]
 
 
 def make_server(port: int, review: Review, reviewer: str, folder: Path) -> ThreadingHTTPServer:
@@ -115,5 +116,7 @@ def make_server(port: int, review: Review, reviewer: str, folder: Path) -> Threa
         return ThreadingHTTPServer((HOST, port), Handler)
     except OSError as error:
         if error.errno == errno.EADDRINUSE:
-            raise InputError(f"port {port} on {HOST} is in use: pass --port with another (0 picks a free one)") from None
+            raise InputError(
+                f"port {port} on {HOST} is in use: pass --port with another (0 picks a free one)"
+            ) from None
         raise InputError(f"cannot serve on {HOST}:{port}: {error.strerror}") from None
