@@ -70,7 +70,9 @@ def test_three_questions_by_keyboard_then_a_reload_resumes_and_the_file_holds_ex
             page.on("request", lambda request: requested.append(request.url))
             page.goto(address)
             page.wait_for_selector("body[data-ready='1']")
-            for step, (mark_key, mark) in enumerate([("f", "fine"), ("a", "ambiguous"), ("g", "gives_away")]):
+            # the first question's reviewer changes their mind at once: both clicks, in order, the last one wins
+            steps = [[("g", "gives_away"), ("f", "fine")], [("a", "ambiguous")], [("g", "gives_away")]]
+            for step, marks in enumerate(steps):
                 qid = order[step]
                 assert page.inner_text("#question") == questions[qid]
                 cards = [
@@ -78,12 +80,13 @@ def test_three_questions_by_keyboard_then_a_reload_resumes_and_the_file_holds_ex
                     for card in page.eval_on_selector_all(".card", "cs => cs.map(c => c.dataset.chunkIds)")
                 ]
                 assert len(cards) >= 2
-                page.keyboard.press(mark_key)
-                expected.append(("question", qid, mark))
+                for mark_key, mark in marks:
+                    page.keyboard.press(mark_key)
+                    expected.append(("question", qid, mark))
                 for card, grade in zip(cards, ["2", "0"]):  # a grade selects the next ungraded chunk
                     page.keyboard.press(grade)
                     expected += [("grade", qid, chunk_id, int(grade)) for chunk_id in card]
-                posts += 3
+                posts += len(marks) + 2
                 page.wait_for_function(f"document.body.dataset.saved === '{posts}'")
                 page.keyboard.press("ArrowRight")
             page.reload()
@@ -91,6 +94,11 @@ def test_three_questions_by_keyboard_then_a_reload_resumes_and_the_file_holds_ex
             assert page.inner_text("#question") == questions[order[3]]  # the first question without a mark
             assert page.inner_text("#progress") == f"3 of {len(order)} questions marked"
             assert page.eval_on_selector(".card.selected", "c => c.querySelector('.grade').textContent") == "–"
+            for _ in range(3):
+                page.keyboard.press("ArrowLeft")
+            assert page.inner_text("#question") == questions[order[0]] and page.inner_text("#mark") == "fine"
+            badges = page.eval_on_selector_all(".card .grade", "gs => gs.map(g => g.textContent)")
+            assert badges[:2] == ["2", "0"] and set(badges[2:]) <= {"–"}
             browser.close()
         assert requested and all(url.startswith(address) for url in requested)  # nothing from the network
     finally:

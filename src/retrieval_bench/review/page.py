@@ -68,10 +68,12 @@ const $ = (id) => document.getElementById(id);
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; }
 function gradeOf(qid, card) { const g = (S.grades[qid] || {})[card.chunk_ids[0]]; return g === undefined ? null : g; }
 function firstUnmarked() { const i = S.items.findIndex((it) => !(it.qid in S.marks)); return i < 0 ? S.items.length - 1 : i; }
+let sending = Promise.resolve();
+// One click at a time, in the order made: the file's order is the clicks' (the last click wins).
 function post(body) {
-  fetch("/click", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)})
+  sending = sending.then(() => fetch("/click", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)})
     .then((r) => r.json().then((j) => { if (!r.ok) throw new Error(j.error); saved += 1; show(); }))
-    .catch((e) => { failed += 1; $("status").textContent = "NOT SAVED: " + e.message; $("status").className = "failed"; document.body.dataset.failed = failed; });
+    .catch((e) => { failed += 1; $("status").textContent = "NOT SAVED: " + e.message; $("status").className = "failed"; document.body.dataset.failed = failed; }));
 }
 function render() {
   const item = S.items[at];
