@@ -82,9 +82,8 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
-        print(f"review: stopped; every click is in {path}", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # the way to stop a server: its normal end, as stub-llm's
+        print(f"review: stopped; every click is in {path}", flush=True)
     finally:
         server.server_close()
     return 0
