@@ -53,7 +53,7 @@ def write_clicks(root, reviewer: str, clicks: list[dict]) -> None:
 
 def test_the_evidence_is_the_span_in_its_document_and_each_piece_of_a_multi_evidence_question():
     documents = {"a.md": "x" * 700 + "EVIDENCE" + "y" * 10, "b.md": "first SECOND third"}
-    chunks = pd.DataFrame({"chunk_id": ["c1"], "text": ["labelled text"]})
+    chunks = {"c1": "labelled text"}
     (single,) = evidence_passages({"doc_id": "a.md", "start": 700, "end": 708}, documents, chunks)
     assert single["span"] == "EVIDENCE" and single["before"] == "…" + "x" * 600 and single["after"] == "y" * 10
     pieces = [{"doc_id": "a.md", "start": 700, "end": 708}, {"doc_id": "b.md", "start": 6, "end": 12}]
@@ -65,9 +65,7 @@ def test_the_evidence_is_the_span_in_its_document_and_each_piece_of_a_multi_evid
 
 
 def test_pooled_chunks_are_shown_once_per_text_shuffled_by_the_seed():
-    chunks = pd.DataFrame(
-        {"chunk_id": [f"c{i}" for i in range(8)], "text": ["t0", "t1", "t2", "t3", "t4", "t1", "t6", "t7"]}
-    )
+    chunks = dict(zip([f"c{i}" for i in range(8)], ["t0", "t1", "t2", "t3", "t4", "t1", "t6", "t7"]))
     pooled = ["c3", "c1", "c0", "c1", "c5", "c2", "c4", "c6", "c7", "unknown"]
     cards = pooled_cards(pooled, chunks, "0:q1")
     assert sorted(tuple(card["chunk_ids"]) for card in cards) == [

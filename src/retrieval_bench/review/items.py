@@ -68,10 +68,11 @@ def load_review(root: Path, sample: int | None = None) -> Review:
     return Review(items, set(by_qid))
 
 
-def evidence_passages(row: dict[str, Any], documents: dict[str, str], chunks: pd.DataFrame) -> list[dict[str, str]]:
+def evidence_passages(row: dict[str, Any], documents: dict[str, str], text_of: dict[str, str]) -> list[dict[str, str]]:
     """Each evidence span of `row` as {doc_id, before, span, after}: the span and up to
     CONTEXT_CHARS of its document on each side. A multi-evidence row has one per piece of
-    `evidence_spans`, an unanswerable one none, a row judged by chunk labels its relevant chunks."""
+    `evidence_spans`, an unanswerable one none, a row judged by chunk labels its relevant chunks
+    (their texts in `text_of`, by chunk id)."""
     if row.get("kind") == "unanswerable":
         return []
     if row.get("evidence_spans"):
@@ -79,7 +80,6 @@ def evidence_passages(row: dict[str, Any], documents: dict[str, str], chunks: pd
     elif row.get("doc_id") is not None and row.get("start") is not None:
         spans = [(row["doc_id"], row["start"], row["end"])]
     else:  # real labels: the labelled chunks are the evidence
-        text_of = dict(zip(chunks["chunk_id"], chunks["text"], strict=True))
         relevant = [c for c, grade in (row.get("relevant") or {}).items() if grade > 0 and c in text_of]
         return [{"doc_id": c, "before": "", "span": text_of[c], "after": ""} for c in relevant]
     passages = []
@@ -96,10 +96,9 @@ def evidence_passages(row: dict[str, Any], documents: dict[str, str], chunks: pd
     return passages
 
 
-def pooled_cards(chunk_ids: list[str], chunks: pd.DataFrame, shuffle_seed: str) -> list[dict[str, Any]]:
+def pooled_cards(chunk_ids: list[str], text_of: dict[str, str], shuffle_seed: str) -> list[dict[str, Any]]:
     """One card per distinct chunk text among `chunk_ids` (its chunk ids: a grade is one click per
     id), shuffled by `shuffle_seed` so no position tells which system ranked it."""
-    text_of = dict(zip(chunks["chunk_id"], chunks["text"], strict=True))
     cards: dict[str, list[str]] = {}
     for chunk_id in dict.fromkeys(chunk_ids):
         if chunk_id in text_of:
@@ -117,8 +116,8 @@ def _documents(root: Path) -> dict[str, str]:
     return dict(zip(documents["doc_id"].astype(str), documents["text"].astype(str), strict=True))
 
 
-def _chunk_texts(root: Path, chunkings: set[str]) -> pd.DataFrame:
-    """chunk_id and text of every chunking a panel system reads (chunk ids name their span, so
+def _chunk_texts(root: Path, chunkings: set[str]) -> dict[str, str]:
+    """chunk id -> text, over every chunking a panel system reads (chunk ids name their span, so
     two chunkings' ids differ unless their chunks are the same)."""
     tables = []
     for chunking in sorted(chunkings):
@@ -126,7 +125,8 @@ def _chunk_texts(root: Path, chunkings: set[str]) -> pd.DataFrame:
         if not path.is_file():
             raise InputError(f"{paths.chunks_of(chunking)}: not found; {MAKE_REPRO}")
         tables.append(read_table(path, ["chunk_id", "text"], paths.chunks_of(chunking)))
-    return pd.concat(tables).drop_duplicates("chunk_id").astype(str).reset_index(drop=True)
+    chunks = pd.concat(tables).drop_duplicates("chunk_id")
+    return dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str), strict=True))
 
 
 def _pooled(root: Path, systems: list[str], qids: list[str], depth: int) -> dict[str, list[str]]:
