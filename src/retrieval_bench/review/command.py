@@ -76,11 +76,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     server = make_server(args.port, review, reviewer, folder)
     port = server.server_address[1]
-    print(f"review: {len(review.items)} questions for {reviewer} at http://{HOST}:{port}/ ; clicks go to {path}")
-    for line in agreement_lines(reviews):
-        print(f"review: {line}")
-    sys.stdout.flush()
-    try:
+    try:  # from the first line on: a Ctrl-C as soon as the address is out is a stop like any other
+        print(f"review: {len(review.items)} questions for {reviewer} at http://{HOST}:{port}/ ; clicks go to {path}")
+        for line in agreement_lines(reviews):
+            print(f"review: {line}")
+        sys.stdout.flush()
         server.serve_forever()
     except KeyboardInterrupt:  # the way to stop a server: its normal end, as stub-llm's
         print(f"review: stopped; every click is in {path}", flush=True)
