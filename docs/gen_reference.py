@@ -31,7 +31,17 @@ from retrieval_bench.llm.providers.registry import NO_PROVIDER, PROVIDERS  # noq
 
 PARAMS_PAGE = ROOT / "docs" / "reference" / "params.md"
 CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
-CLI_COMMANDS = ["compare", "show", "gauge", "export-beir", "export-questions", "cache prune", "lock prune", "stub-llm"]
+CLI_COMMANDS = [
+    "compare",
+    "show",
+    "gauge",
+    "review",
+    "export-beir",
+    "export-questions",
+    "cache prune",
+    "lock prune",
+    "stub-llm",
+]
 # Sections whose keys are the user's own names (no defaults to list): one row for the name.
 FREE_SECTIONS = {
     "chunkings": (

@@ -1,5 +1,5 @@
-"""The `retrieval-bench` command: compare two runs, gauge a question set, export a golden set or its questions,
-serve a stub LLM to check the generation path with."""
+"""The `retrieval-bench` command: compare two runs, gauge a question set, review a sample of the golden
+set, export it or its questions, serve a stub LLM to check the generation path with."""
 
 from __future__ import annotations
 
@@ -41,6 +41,11 @@ COMMANDS = {
         "retrieval_bench.lockfile",
         "add_arguments",
         "dvc.lock: `lock prune` drops the entries of stages dvc.yaml no longer has",
+    ),
+    "review": (
+        "retrieval_bench.review.command",
+        "add_arguments",
+        "review a sample of the golden set in a local page: mark questions, grade retrieved chunks 0-3",
     ),
     "stub-llm": (
         "retrieval_bench.llm.providers.stub_server",

@@ -59,6 +59,7 @@ LAYERS = {
     "show": FACES,
     "lockfile": FACES,
     "repro_log": FACES,
+    "review": FACES,
     "__init__": FACES,
 }
 

@@ -25,6 +25,8 @@ from retrieval_bench.core.params_schema import (
     unknown_key,
 )
 from retrieval_bench.core.params_sections import (
+    REVIEW_BOUNDS,
+    check_bounds,
     check_embed,
     check_llm_requests,
     check_similarity_bars,
@@ -103,6 +105,7 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     check_store_params(params, path)
     check_retrieval(params["retrieval"], "retrieval", max(ks), path)
     check_validity(params["validity"], list(params["panel"]), path)
+    check_bounds(params["review"], REVIEW_BOUNDS, "review", path)
 
 
 def _distinct_positive(values: list[Any]) -> bool:

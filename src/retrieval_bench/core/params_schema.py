@@ -133,6 +133,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # the certificate (evaluation.certificate.verdict): the verdict that fails the leaderboard stage,
     # the practical margins of a decision pair and of the level, the pairs always decided, the style bar
     "validity": {"fail_on": "none", "margin": 0.03, "level_margin": 0.10, "candidates": [], "max_style_auc": 0.85},
+    # the people's review (`retrieval-bench review`): the questions shown (goldenset.review_sample) and the
+    # pooled chunks per question; the PPI figures read the same sample
+    "review": {"sample": 100, "seed": 0, "depth": 5},
 }
 
 # generate.provider and judge.provider are checked against the LLM layer's registry

@@ -324,6 +324,9 @@ def check_llm_requests(settings: dict[str, Any], section: str, path: Path) -> No
         )
 
 
+# review.sample: questions on the review page (at most the golden set's, checked where it is read);
+# review.depth: the top chunks of each panel system shown per question
+REVIEW_BOUNDS = {"sample": (1, 100_000), "seed": (0, 2**32 - 1), "depth": (1, 100)}
 VALIDITY_BOUNDS = {"margin": (0.0, 1.0), "level_margin": (0.0, 1.0), "max_style_auc": (0.5, 1.0)}
 
 
