@@ -247,7 +247,10 @@ def check_kinds(generate: dict[str, Any], path: Path) -> None:
             raise InputError(f"{path}: generate.kinds.{kind} is a negative share ({share!r}): shares are >= 0")
     total = math.fsum(kinds.values())
     if abs(total - 1) > SHARES_TOLERANCE:
-        raise InputError(f"{path}: generate.kinds: the shares sum to {total!r}, not 1 ({kinds})")  # few-shot style examples per question prompt: each is paid for in every request
+        listed = ", ".join(f"{kind}: {share}" for kind, share in kinds.items())
+        raise InputError(
+            f"{path}: generate.kinds: the shares sum to {round(total, 12)}, not 1 ({{{listed}}})"
+        )  # few-shot style examples per question prompt: each is paid for in every request
 
 
 def check_similarity_bars(params: dict[str, Any], path: Path) -> None:

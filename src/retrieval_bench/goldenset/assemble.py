@@ -122,6 +122,7 @@ def assemble(
     imported = read_imported(dict(settings.imported))
     for named in imported:
         log(imported_plan_line(named))
+    settings.check_match(len(labels), len(read_handwritten(settings.handwritten)) if settings.match else 0)
     real = sample_rows(label_rows(labels), settings.max_questions, settings.seed) if labels else []
     generating = not labels or settings.provider != "none"
     synthetic_rows: list[dict[str, Any]] = []
@@ -319,7 +320,9 @@ def synthetic(
     if run.dry_run:  # provider none: nothing is generated; what the cache leaves without a question
         run.log(f"provider none: nothing is generated; {counts['uncached']} chosen passages have no cached question")
         raise DryRunDone("dry run: nothing was written")
-    counts.update(passages=len(passages), evidence_not_located=sum(row["evidence_located"] is False for row in generated))
+    counts.update(
+        passages=len(passages), evidence_not_located=sum(row["evidence_located"] is False for row in generated)
+    )
     covered |= {row["chunk_sha256"] for row in generated}
     counts["passages_without_question"] = int((~passages["text_sha256"].isin(covered)).sum())
     return hw_rows + generated, rejects, counts
@@ -339,8 +342,10 @@ def kind_runs(
     llm = Settings.from_params(dict(settings.section))
     corpus = kinds.Corpus(passages)
     eligible = len(rank_passages(passages, settings.seed, covered))
-    shares = None if budget is None and len(settings.kinds) == 1 else kinds.allocate(
-        eligible if budget is None else budget, settings.kinds
+    shares = (
+        None
+        if budget is None and len(settings.kinds) == 1
+        else kinds.allocate(eligible if budget is None else budget, settings.kinds)
     )
     runs = []
     for kind in settings.kind_names:

@@ -167,7 +167,9 @@ def evidence_texts(rows: list[dict], texts: Mapping[str, str]) -> list[list[str]
     evidence = []
     for row in rows:
         if row.get("evidence_spans"):  # a multi-evidence question: each piece
-            evidence.append([texts[s["doc_id"]][s["start"] : s["end"]] for s in row["evidence_spans"] if s["doc_id"] in texts])
+            evidence.append(
+                [texts[s["doc_id"]][s["start"] : s["end"]] for s in row["evidence_spans"] if s["doc_id"] in texts]
+            )
         elif row.get("relevant_spans"):
             evidence.append([texts[d][s:e] for d, s, e, grade in row["relevant_spans"] if grade > 0 and d in texts])
         elif row.get("relevant") is not None:

@@ -34,17 +34,13 @@ class GenerateSettings:
     imported: Mapping[str, str]
     kinds: tuple[tuple[str, float], ...]  # (kind, share) in QUESTION_KINDS order, shares > 0
     hygiene: Hygiene
+    match: bool = False  # generate.kinds: match (refused for now: check_match)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "GenerateSettings":
-        """From a validated generate section; `generate.kinds: match` is refused in one line (the
-        kind of each real question is not assigned yet)."""
+        """From a validated generate section (`generate.kinds: match`: no kinds, `match` set)."""
         kinds = params["kinds"]
-        if kinds == KINDS_MATCH:
-            raise InputError(
-                "params.yaml: generate.kinds: match is not available yet (real and hand-written questions are not "
-                "assigned kinds); name the shares instead, e.g. {single: 0.8, multi: 0.2}"
-            )
+        shares = {} if kinds == KINDS_MATCH else kinds
         return cls(
             section=params,
             provider=params["provider"],
@@ -56,8 +52,25 @@ class GenerateSettings:
             passage_overlap=params["passages"]["overlap"],
             handwritten=params["handwritten"],
             imported=params["imported"],
-            kinds=tuple((kind, float(kinds[kind])) for kind in QUESTION_KINDS if kinds.get(kind, 0) > 0),
+            kinds=tuple((kind, float(shares[kind])) for kind in QUESTION_KINDS if shares.get(kind, 0) > 0),
             hygiene=Hygiene.from_params(params),
+            match=kinds == KINDS_MATCH,
+        )
+
+    def check_match(self, n_real: int, n_handwritten: int) -> None:
+        """`generate.kinds: match` in one line: without real or hand-written questions there is no mix
+        to match; with them, the kind of each is not assigned yet (not implemented)."""
+        if not self.match:
+            return
+        if not n_real and not n_handwritten:
+            raise InputError(
+                f"params.yaml: generate.kinds: {KINDS_MATCH} generates in the mix of the real or hand-written questions, "
+                f"and there are none (no real labels, nothing in {self.handwritten}); name the shares instead, "
+                "e.g. {single: 0.8, multi: 0.2}"
+            )
+        raise InputError(
+            f"params.yaml: generate.kinds: {KINDS_MATCH} is not available yet (the kinds of real and hand-written "
+            "questions are not assigned); name the shares instead, e.g. {single: 0.8, multi: 0.2}"
         )
 
     @property

@@ -51,7 +51,8 @@ def allocate(total: int, kinds: tuple[tuple[str, float], ...]) -> dict[str, int]
     exact = {kind: share * total for kind, share in kinds}
     counts = {kind: int(math.floor(value + 1e-9)) for kind, value in exact.items()}
     left = total - sum(counts.values())
-    for kind in sorted(exact, key=lambda k: -(exact[k] - counts[k]))[: max(0, left)]:
+    # Remainders rounded: shares that tie exactly (1/3 and 1/3) must not be told apart by float error.
+    for kind in sorted(exact, key=lambda k: -round(exact[k] - counts[k], 9))[: max(0, left)]:
         counts[kind] += 1
     return counts
 
@@ -186,7 +187,8 @@ def echoes(kind: str, record: dict, unit: dict, corpus: Corpus) -> bool:
         return False
     if kind == "multi":
         texts = [
-            evidence_text(piece, p["text"]) for piece, p in zip(record["evidence_pieces"], unit["passages"], strict=True)
+            evidence_text(piece, p["text"])
+            for piece, p in zip(record["evidence_pieces"], unit["passages"], strict=True)
         ]
         return echo.is_echo(record["question"], texts)
     evidence = evidence_text(record.get("evidence") or "", unit["text"])

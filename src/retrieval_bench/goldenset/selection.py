@@ -116,7 +116,9 @@ class KindRun:
     corpus: kinds.Corpus  # the reference passages' words (multi groups, unanswerable check, keyword echo)
 
 
-def walk(run: KindRun, index: CacheIndex, seen_questions: set[str], settings: GenerateSettings, generating: bool) -> Plan:
+def walk(
+    run: KindRun, index: CacheIndex, seen_questions: set[str], settings: GenerateSettings, generating: bool
+) -> Plan:
     """Go down the kind's units until its budget has a usable question or is waiting for one.
     Deterministic for a given cache: a duplicate is the later unit's question in this order."""
     plan = Plan()
@@ -125,7 +127,11 @@ def walk(run: KindRun, index: CacheIndex, seen_questions: set[str], settings: Ge
         if run.budget is not None and len(plan.accepted) + len(plan.misses) + plan.uncached >= run.budget:
             break
         for attempt in range(settings.max_attempts):
-            job = run.task.job(run.meta, run.template, unit["text"], unit["text_sha256"], attempt) if index.by_key else None
+            job = (
+                run.task.job(run.meta, run.template, unit["text"], unit["text_sha256"], attempt)
+                if index.by_key
+                else None
+            )
             record = index.lookup(unit, attempt, job)
             if record is None:
                 if generating:
@@ -193,11 +199,15 @@ def generate_missing(runs: list[KindRun], settings: GenerateSettings, seen: set[
         log = run.log if len(runs) == 1 else (lambda line, kind=kind_run.kind: run.log(f"{kind}: {line}"))
         spent += pay_for(work, missing, settings.max_rounds, run.dry_run, log).spent
         if not run.dry_run:
-            plan = walk(kind_run, CacheIndex(read_cache(run.cache_path), kind_run.meta, by_key=True), seen, settings, False)
+            plan = walk(
+                kind_run, CacheIndex(read_cache(run.cache_path), kind_run.meta, by_key=True), seen, settings, False
+            )
             seen.update(record["question"] for _, record in plan.accepted)
 
 
-def _all_kinds(runs: list[KindRun], settings: GenerateSettings, seen: set[str], llm: Settings, run: GenerationRun) -> None:
+def _all_kinds(
+    runs: list[KindRun], settings: GenerateSettings, seen: set[str], llm: Settings, run: GenerationRun
+) -> None:
     """Several kinds: the first requests of all of them estimated together, logged, and (unless a dry
     run) checked against generate.max_cost_usd before any kind is asked, so the limit covers them all."""
     cache = read_cache(run.cache_path)
