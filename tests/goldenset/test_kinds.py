@@ -112,15 +112,15 @@ def test_a_multi_group_joins_the_passages_sharing_the_most_rare_terms():
     }
     corpus = Corpus(_passages(texts))
     anchor = next(r for r in corpus.records if r["doc_id"] == "a")
-    (group,) = corpus.groups([anchor])
+    (group,) = list(corpus.groups([anchor]))
     # zorblax, quuxlet and vellum are each in two passages (rare): a shares one with b and one with c
     # (a tie: the earlier passage, b, comes first); c shares vellum with b as well, so it joins them.
     assert [p["doc_id"] for p in group["passages"]] == ["a", "b", "c"]
     assert json.loads(group["text"]) == [texts["a"], texts["b"], texts["c"]]
-    (pair,) = corpus.groups([next(r for r in corpus.records if r["doc_id"] == "d")])
+    (pair,) = list(corpus.groups([next(r for r in corpus.records if r["doc_id"] == "d")]))
     assert [p["doc_id"] for p in pair["passages"]] == ["d", "e"]  # no third shares a rare term with both
     lonely = next(r for r in corpus.records if r["doc_id"] == "f0")
-    assert corpus.groups([lonely]) == []  # no rare term shared with anyone: no multi question
+    assert list(corpus.groups([lonely])) == []  # no rare term shared with anyone: no multi question
 
 
 def test_the_unanswerable_check_finds_a_passage_holding_every_content_word():

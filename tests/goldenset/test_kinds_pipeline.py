@@ -23,9 +23,13 @@ def test_dvc_repro_writes_every_kind_and_a_rerun_asks_nothing(tmp_path):
         **{
             "generate.provider": "anthropic",
             "generate.max_questions": 40,
-            "generate.handwritten": "data/none.jsonl",
+            "generate.handwritten": "data/no_questions.jsonl",  # every question generated
             "generate.kinds": KINDS,
         },
+    )
+    # a hand-written question of another corpus: skipped, so every question of this one is generated
+    (project / "data/no_questions.jsonl").write_text(
+        '{"question": "Where is the moon tonight?", "doc_id": "not-in-this-corpus.md", "evidence": "the moon"}\n'
     )
     git("add", "-A", cwd=project)
     git("commit", "-qm", "every question kind", cwd=project)

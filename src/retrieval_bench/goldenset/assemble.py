@@ -166,12 +166,16 @@ def assemble(
             raise no_usable_question(params, cache_path, counts, rejects)
         log_synthetic(groups["synthetic"], counts, settings, log)
     golden = [row for group in groups.values() for row in group]
-    for row in golden:
+    summary = {**report(golden, rejects, counts, gauge), **mark_kinds(golden, settings), "imported": imported_report}
+    return GoldenSet(golden, rejects, summary)
+
+
+def mark_kinds(rows: list[dict], settings: GenerateSettings) -> dict:
+    """Every row's kind (in place: single unless the row says another), and what
+    metrics/goldenset.json says of the kinds' checks (the unanswerable questions' check)."""
+    for row in rows:
         row.setdefault("kind", "single")
-    kind_report = {"unanswerable_check": kinds.UNANSWERABLE_CHECK} if "unanswerable" in settings.kind_names else {}
-    return GoldenSet(
-        golden, rejects, {**report(golden, rejects, counts, gauge), **kind_report, "imported": imported_report}
-    )
+    return {"unanswerable_check": kinds.UNANSWERABLE_CHECK} if "unanswerable" in settings.kind_names else {}
 
 
 def check_unique_qids(groups: dict[str, list[dict]], origin: Callable[[str, dict], str]) -> None:

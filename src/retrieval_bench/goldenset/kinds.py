@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import pandas as pd
 
@@ -71,6 +71,9 @@ class Corpus:
         self.records = passages.to_dict("records")
         self._tokens: list[set[str]] | None = None
         self._postings: dict[str, set[int]] | None = None
+        self._rare: frozenset[str] | None = None
+        self._idf: dict[str, float] | None = None  # rare term -> log(N / document frequency)
+        self._position: dict[str, int] = {}
 
     @property
     def tokens(self) -> list[set[str]]:
@@ -89,7 +92,9 @@ class Corpus:
         return self._postings
 
     def rare(self) -> frozenset[str]:
-        return echo.rare_terms([list(t) for t in self.tokens])
+        if self._rare is None:
+            self._rare = echo.rare_terms([list(t) for t in self.tokens])
+        return self._rare
 
     def holding_all(self, question: str) -> str | None:
         """The chunk id of a passage holding every content word of `question`, or None."""
@@ -104,33 +109,37 @@ class Corpus:
         assert found  # terms is not empty
         return str(self.records[min(found)]["chunk_id"])
 
-    def groups(self, anchors: Iterable[Mapping]) -> list[dict]:
-        """Multi-evidence units for `anchors` in order (see the module's docstring): each a passage
-        group with the fields of a passage (`text`: the passage_group), and its `passages`."""
-        rare = self.rare()
-        n = len(self.records)
-        idf = {term: math.log(n / len(self.postings[term])) for term in rare}
-        position = {r["chunk_id"]: i for i, r in enumerate(self.records)}
-        units = []
-        for anchor in anchors:
-            first = position[anchor["chunk_id"]]
-            scores = self._partners(first, rare, idf)
-            if not scores:
-                continue
-            ranked = sorted(scores, key=lambda i: (-scores[i], self._other_document(first, i), i))
-            chosen = [first, ranked[0]]
-            second = self._partners(ranked[0], rare, idf)
-            thirds = [i for i in ranked[1:] if i in second and self.records[i]["text_sha256"] not in self._shas(chosen)]
-            if thirds:
-                chosen.append(max(thirds, key=lambda i: (scores[i] + second[i], -i)))
-            units.append(self._unit([self.records[i] for i in chosen]))
-        return units
+    def groups(self, anchors: Iterable[Mapping]) -> "Groups":
+        """Multi-evidence units for `anchors` in order (see the module's docstring), made as a walk
+        first reaches them: each a passage group with the fields of a passage (`text`: the
+        passage_group) and its `passages`."""
+        return Groups(self, anchors)
 
-    def _partners(self, first: int, rare: frozenset[str], idf: Mapping[str, float]) -> dict[int, float]:
+    def group(self, anchor: Mapping) -> dict | None:
+        """The multi-evidence unit anchored at passage `anchor`, or None when it shares no rare term."""
+        if self._idf is None:
+            rare, n = self.rare(), len(self.records)
+            self._idf = {term: math.log(n / len(self.postings[term])) for term in rare}
+            self._position = {r["chunk_id"]: i for i, r in enumerate(self.records)}
+        first = self._position[anchor["chunk_id"]]
+        scores = self._partners(first)
+        if not scores:
+            return None
+        ranked = sorted(scores, key=lambda i: (-scores[i], self._other_document(first, i), i))
+        chosen = [first, ranked[0]]
+        second = self._partners(ranked[0])
+        thirds = [i for i in ranked[1:] if i in second and self.records[i]["text_sha256"] not in self._shas(chosen)]
+        if thirds:
+            chosen.append(max(thirds, key=lambda i: (scores[i] + second[i], -i)))
+        return self._unit([self.records[i] for i in chosen])
+
+    def _partners(self, first: int) -> dict[int, float]:
         """Passages sharing a rare term with passage `first` (not overlapping it, not its text): their scores."""
+        assert self._idf is not None  # set by group()
+        idf = self._idf
         scores: dict[int, float] = defaultdict(float)
         mine = self.records[first]
-        for term in self.tokens[first] & rare:
+        for term in self.tokens[first] & idf.keys():
             for other in self.postings[term]:
                 record = self.records[other]
                 overlapping = record["doc_id"] == mine["doc_id"] and (
@@ -156,6 +165,31 @@ class Corpus:
             "text_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
             "passages": passages,
         }
+
+
+class Groups:
+    """Corpus.groups' units, each made when a walk first reaches it and kept (a walk goes only as far
+    down the ranking as its budget needs, and walks again each round)."""
+
+    def __init__(self, corpus: Corpus, anchors: Iterable[Mapping]) -> None:
+        self._corpus = corpus
+        self._anchors = iter(anchors)
+        self._made: list[dict] = []
+
+    def __iter__(self) -> Iterator[dict]:
+        position = 0
+        while position < len(self._made) or self._make():
+            yield self._made[position]
+            position += 1
+
+    def _make(self) -> bool:
+        """Make the next anchor's unit (anchors without one are passed over); False when none is left."""
+        for anchor in self._anchors:
+            unit = self._corpus.group(anchor)
+            if unit is not None:
+                self._made.append(unit)
+                return True
+        return False
 
 
 def evidence_reason(kind: str, record: dict, unit: dict) -> str | None:

@@ -22,6 +22,7 @@ two runs never ask for the same question.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -111,7 +112,7 @@ class KindRun:
     task: Task
     template: str
     meta: Meta
-    units: list[dict]
+    units: Iterable[dict]  # passages, or a multi question's groups (kinds.Groups: made as the walk reaches them)
     budget: int | None  # None: every unit
     corpus: kinds.Corpus  # the reference passages' words (multi groups, unanswerable check, keyword echo)
 
