@@ -271,3 +271,54 @@ def test_openai_sdk_with_json_schema_writes_every_kind(tmp_path):
     assert sorted(row["kind"] for row in read_jsonl(project / GOLDEN)) == sorted(
         ["single", "multi", "unanswerable", "keyword"] * 2
     )
+
+
+# --- the walk: each kind's replies checked where its passages are known -------------------------------------
+def _walk(kind: str, units: list[dict], corpus: Corpus, replies: list[dict]):
+    from retrieval_bench.core.params_schema import DEFAULTS
+    from retrieval_bench.goldenset.generate_settings import GenerateSettings
+    from retrieval_bench.goldenset.selection import CacheIndex, KindRun, walk
+    from retrieval_bench.llm.cost.settings import Meta
+
+    meta = Meta("anthropic", "anthropic", "m", "p" * 64, 300)
+    task = QUESTION_TASKS[kind]
+    run = KindRun(kind, task, task.placeholder, meta, units, None, corpus)
+    keys = [task.job(meta, task.placeholder, unit["text"], unit["text_sha256"], 0).key for unit in units]
+    records = {key: {"key": key, "rejected": None, **reply} for key, reply in zip(keys, replies, strict=True)}
+    settings = GenerateSettings.from_params({**DEFAULTS["generate"], "kinds": {kind: 1.0}})
+    return walk(run, CacheIndex(records, meta, by_key=True), set(), settings, generating=True)
+
+
+def test_a_multi_reply_with_an_excerpt_outside_its_own_passage_is_asked_again():
+    texts = {f"f{i}": text for i, text in enumerate(FILLER)}
+    texts |= {"a": "The zorblax codec compresses frames.", "b": "Decoding needs the zorblax codec and a buffer."}
+    corpus = Corpus(_passages(texts))
+    units = list(corpus.groups([r for r in corpus.records if r["doc_id"] in ("a", "b")]))
+    question = "Which codec both packs and unpacks the stream?"
+    good = {"question": question, "evidence_pieces": ["compresses frames", "needs the zorblax codec"]}
+    # the second group is b's: its second excerpt must be in a, its second passage
+    both_from_b = {
+        "question": "Which codec unpacks the stream into a buffer?",
+        "evidence_pieces": ["needs the zorblax codec", "a buffer"],
+    }
+    plan = _walk("multi", units, corpus, [good, both_from_b])
+    assert [unit["chunk_id"] for unit, _ in plan.accepted] == [units[0]["chunk_id"]]
+    assert [(r["reason"], r["kind"], r["regenerated"]) for r in plan.rejects] == [
+        ("evidence_not_in_passage", "multi", True)
+    ]
+    assert [job.attempt for job in plan.misses] == [1]
+
+
+def test_an_unanswerable_question_the_corpus_may_answer_is_asked_again():
+    text = "SQLite supports WAL mode since version 3.7.0."
+    corpus = Corpus(_passages({"a": text, "b": "Vacuum rebuilds files."}))
+    units = [r for r in corpus.records if r["doc_id"] == "a"]
+    answered = {"question": "Which version of SQLite supports WAL mode?", "changed_fact": "x", "evidence": ""}
+    plan = _walk("unanswerable", units, corpus, [answered])
+    assert [r["reason"] for r in plan.rejects] == ["answer_may_be_in_corpus"] and not plan.accepted
+    near_miss = {
+        "question": "When did SQLite drop WAL mode?",
+        "changed_fact": "WAL dropped",
+        "evidence": "supports WAL",
+    }
+    assert len(_walk("unanswerable", units, corpus, [near_miss]).accepted) == 1
