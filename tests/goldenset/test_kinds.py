@@ -322,3 +322,21 @@ def test_an_unanswerable_question_the_corpus_may_answer_is_asked_again():
         "evidence": "supports WAL",
     }
     assert len(_walk("unanswerable", units, corpus, [near_miss]).accepted) == 1
+
+
+def test_real_and_handwritten_questions_get_their_kind_by_rule():
+    from retrieval_bench.goldenset.kinds import assigned_kind, mix
+
+    span = {"doc_id": "d", "start": 0, "end": 5}
+    rows = [
+        {"question": "How do I reset the counter?", "gold_chunk_id": "c"},
+        {"question": "reset autoincrement counter", "gold_chunk_id": "c"},
+        {"question": "reset counter?", "gold_chunk_id": "c"},  # short but asks: a question
+        {"question": "Which two files hold it?", "gold_chunk_id": "c", "evidence_spans": [span, span]},
+        {"question": "When was WAL removed?", "gold_chunk_id": None},
+        {"question": "What is it?", "gold_chunk_id": "c", "relevant": {"c": 0}},  # a real query, nothing relevant
+        {"question": "reset autoincrement counter", "gold_chunk_id": "c", "kind": "single"},  # its own kind wins
+    ]
+    kinds = [assigned_kind(row) for row in rows]
+    assert kinds == ["single", "keyword", "single", "multi", "unanswerable", "unanswerable", "single"]
+    assert mix(rows) == (("single", 3 / 7), ("multi", 1 / 7), ("unanswerable", 2 / 7), ("keyword", 1 / 7))

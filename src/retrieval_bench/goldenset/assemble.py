@@ -83,7 +83,7 @@ def read_question_prompts(
     if examples.file is not None:
         log(f"{len(examples.questions)} style examples from {examples.file} in every question prompt")
     prompts = {}
-    for kind in settings.kind_names:
+    for kind in settings.prompt_kinds:
         path = Path(files[kind])
         if not path.is_file():
             raise InputError(f"{path}: no such file (the prompt of question kind {kind}, generate.kinds)")
@@ -122,7 +122,6 @@ def assemble(
     imported = read_imported(dict(settings.imported))
     for named in imported:
         log(imported_plan_line(named))
-    settings.check_match(len(labels), len(read_handwritten(settings.handwritten)) if settings.match else 0)
     real = sample_rows(label_rows(labels), settings.max_questions, settings.seed) if labels else []
     generating = not labels or settings.provider != "none"
     synthetic_rows: list[dict[str, Any]] = []
@@ -133,7 +132,7 @@ def assemble(
         if run.dry_run:
             raise DryRunDone("dry run: nothing would be generated or written")
     else:
-        synthetic_rows, rejects, counts = synthetic(settings, documents, prompts, run, n_real=len(real))
+        synthetic_rows, rejects, counts = synthetic(settings, documents, prompts, run, real)
     hygiene = settings.hygiene
     groups = {"real": real, "synthetic": synthetic_rows}
     passages = settings.passages(documents)
@@ -166,16 +165,18 @@ def assemble(
             raise no_usable_question(params, cache_path, counts, rejects)
         log_synthetic(groups["synthetic"], counts, settings, log)
     golden = [row for group in groups.values() for row in group]
-    summary = {**report(golden, rejects, counts, gauge), **mark_kinds(golden, settings), "imported": imported_report}
+    summary = {**report(golden, rejects, counts, gauge), **mark_kinds(golden, counts), "imported": imported_report}
     return GoldenSet(golden, rejects, summary)
 
 
-def mark_kinds(rows: list[dict], settings: GenerateSettings) -> dict:
+def mark_kinds(rows: list[dict], counts: dict) -> dict:
     """Every row's kind (in place: single unless the row says another), and what
-    metrics/goldenset.json says of the kinds' checks (the unanswerable questions' check)."""
+    metrics/goldenset.json says of the kinds: the unanswerable questions' check, and with
+    generate.kinds match the mix matched (from `counts`)."""
     for row in rows:
         row.setdefault("kind", "single")
-    return {"unanswerable_check": kinds.UNANSWERABLE_CHECK} if "unanswerable" in settings.kind_names else {}
+    said = {"unanswerable_check": kinds.UNANSWERABLE_CHECK} if any(r["kind"] == "unanswerable" for r in rows) else {}
+    return {**said, **({"matched_mix": counts["matched_mix"]} if "matched_mix" in counts else {})}
 
 
 def check_unique_qids(groups: dict[str, list[dict]], origin: Callable[[str, dict], str]) -> None:
@@ -281,14 +282,25 @@ def located_handwritten(
 
 
 def synthetic(
-    settings: GenerateSettings, documents: pd.DataFrame, prompts: Prompts, run: GenerationRun, n_real: int = 0
+    settings: GenerateSettings, documents: pd.DataFrame, prompts: Prompts, run: GenerationRun, real: list[dict]
 ) -> tuple[list[dict], list[dict], dict]:
     """Hand-written questions located in the documents, then generated ones of each kind for the
-    chosen passages (generating what the cache lacks): (rows, rejected replies, counts). `n_real`:
-    the real labelled queries beside them (in the plan line only)."""
+    chosen passages (generating what the cache lacks): (rows, rejected replies, counts). `real`:
+    the real labelled queries beside them (the plan line counts them; generate.kinds match takes
+    their mix, else the hand-written questions')."""
     passages = settings.passages(documents)
-    hw_rows, counts = located_handwritten(settings.handwritten, documents, passages, run.log)
+    hw_rows, found = located_handwritten(settings.handwritten, documents, passages, run.log)
+    counts: dict[str, Any] = dict(found)
     hw_rows, hw_rejects = drop_unhygienic(hw_rows, settings.hygiene)  # generated ones are asked again instead (walk)
+    if settings.match:
+        settings.check_match(len(real), len(hw_rows))
+        settings = settings.matched(kinds.mix(real or hw_rows))
+        source = "real" if real else "hand-written"
+        counts["matched_mix"] = {"from": source, **{kind: round(share, 4) for kind, share in settings.kinds}}
+        run.log(
+            f"generate.kinds match: the {source} questions' mix, "
+            + ", ".join(f"{k} {v:.0%}" for k, v in settings.kinds)
+        )
     llm = Settings.from_params(dict(settings.section))
     if llm.batch and settings.kind_names != ("single",):
         raise InputError(
@@ -298,7 +310,7 @@ def synthetic(
     covered = {row["chunk_sha256"] for row in hw_rows}
     ranked = rank_passages(passages, settings.seed, covered)
     budget = None if settings.max_questions == 0 else max(0, settings.max_questions - len(hw_rows))
-    run.log(plan_line(settings.max_questions, len(hw_rows), budget, len(ranked), n_real))
+    run.log(plan_line(settings.max_questions, len(hw_rows), budget, len(ranked), len(real)))
     runs = kind_runs(settings, passages, prompts, budget, covered, EarlierKeys.of(read_cache(run.cache_path)))
     if len(runs) > 1:
         run.log("kinds: " + ", ".join(f"{r.kind} {'all' if r.budget is None else r.budget}" for r in runs))

@@ -4,6 +4,7 @@ section and its companions. GenerationRun: where one run writes and what it says
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,11 +35,11 @@ class GenerateSettings:
     imported: Mapping[str, str]
     kinds: tuple[tuple[str, float], ...]  # (kind, share) in QUESTION_KINDS order, shares > 0
     hygiene: Hygiene
-    match: bool = False  # generate.kinds: match (refused for now: check_match)
+    match: bool = False  # generate.kinds: match: the kinds come from the real (else hand-written) questions' mix
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "GenerateSettings":
-        """From a validated generate section (`generate.kinds: match`: no kinds, `match` set)."""
+        """From a validated generate section (`generate.kinds: match`: no kinds until matched)."""
         kinds = params["kinds"]
         shares = {} if kinds == KINDS_MATCH else kinds
         return cls(
@@ -58,20 +59,25 @@ class GenerateSettings:
         )
 
     def check_match(self, n_real: int, n_handwritten: int) -> None:
-        """`generate.kinds: match` in one line: without real or hand-written questions there is no mix
-        to match; with them, the kind of each is not assigned yet (not implemented)."""
-        if not self.match:
-            return
-        if not n_real and not n_handwritten:
+        """`generate.kinds: match` without real or hand-written questions (found in this corpus) is one
+        line: no mix to match."""
+        if self.match and not n_real and not n_handwritten:
             raise InputError(
                 f"params.yaml: generate.kinds: {KINDS_MATCH} generates in the mix of the real or hand-written questions, "
-                f"and there are none (no real labels, nothing in {self.handwritten}); name the shares instead, "
+                f"and there are none (no real labels, none of {self.handwritten} found in this corpus); name the shares "
+                "instead, "
                 "e.g. {single: 0.8, multi: 0.2}"
             )
-        raise InputError(
-            f"params.yaml: generate.kinds: {KINDS_MATCH} is not available yet (the kinds of real and hand-written "
-            "questions are not assigned); name the shares instead, e.g. {single: 0.8, multi: 0.2}"
-        )
+
+    def matched(self, shares: tuple[tuple[str, float], ...]) -> "GenerateSettings":
+        """These settings generating in the mix `shares` (goldenset.kinds.mix of the real, else the
+        hand-written questions) when generate.kinds is match; else these settings."""
+        return dataclasses.replace(self, kinds=shares) if self.match else self
+
+    @property
+    def prompt_kinds(self) -> tuple[str, ...]:
+        """The kinds whose prompts are read: every kind for match (the mix is known later)."""
+        return QUESTION_KINDS if self.match else self.kind_names
 
     @property
     def kind_names(self) -> tuple[str, ...]:
