@@ -293,14 +293,7 @@ def synthetic(
     counts: dict[str, Any] = dict(found)
     hw_rows, hw_rejects = drop_unhygienic(hw_rows, settings.hygiene)  # generated ones are asked again instead (walk)
     if settings.match:
-        settings.check_match(len(real), len(hw_rows))
-        settings = settings.matched(kinds.mix(real or hw_rows))
-        source = "real" if real else "hand-written"
-        counts["matched_mix"] = {"from": source, **{kind: round(share, 4) for kind, share in settings.kinds}}
-        run.log(
-            f"generate.kinds match: the {source} questions' mix, "
-            + ", ".join(f"{k} {v:.0%}" for k, v in settings.kinds)
-        )
+        settings = matched(settings, real, hw_rows, counts, run.log)
     llm = Settings.from_params(dict(settings.section))
     if llm.batch and settings.kind_names != ("single",):
         raise InputError(
@@ -342,6 +335,19 @@ def synthetic(
     covered |= {row["chunk_sha256"] for row in generated}
     counts["passages_without_question"] = int((~passages["text_sha256"].isin(covered)).sum())
     return hw_rows + generated, rejects, counts
+
+
+def matched(
+    settings: GenerateSettings, real: list[dict], hw_rows: list[dict], counts: dict, log: Log
+) -> GenerateSettings:
+    """generate.kinds match: the settings generating in the mix of the `real` (else the hand-written)
+    questions, logged and recorded in `counts` (matched_mix)."""
+    settings.check_match(len(real), len(hw_rows))
+    settings = settings.matched(kinds.mix(real or hw_rows))
+    source = "real" if real else "hand-written"
+    counts["matched_mix"] = {"from": source, **{kind: round(share, 4) for kind, share in settings.kinds}}
+    log(f"generate.kinds match: the {source} questions' mix, " + ", ".join(f"{k} {v:.0%}" for k, v in settings.kinds))
+    return settings
 
 
 def kind_runs(
