@@ -25,7 +25,14 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from retrieval_bench.core.params_schema import CHOICES, DEFAULTS, MIXED, NULLABLE, OPTIONAL_TYPES  # noqa: E402
+from retrieval_bench.core.params_schema import (  # noqa: E402
+    CHECKED_APART,
+    CHOICES,
+    DEFAULTS,
+    MIXED,
+    NULLABLE,
+    OPTIONAL_TYPES,
+)
 from retrieval_bench.llm.cost.settings import LLM_SECTIONS  # noqa: E402
 from retrieval_bench.llm.providers.registry import NO_PROVIDER, PROVIDERS  # noqa: E402
 
@@ -105,14 +112,15 @@ def yaml_comments(text: str) -> dict[str, str]:
     return comments
 
 
-def flatten(node: dict[str, Any], prefix: str = "") -> list[tuple[str, Any, bool]]:
-    """(dotted key, default, is_group) in schema order; a mapping is a group followed by its keys."""
+def flatten(node: dict[str, Any], prefix: str = "", section: str = "") -> list[tuple[str, Any, bool]]:
+    """(dotted key, default, is_group) in schema order; a mapping is a group followed by its keys,
+    unless its keys are the user's own (CHECKED_APART: one row, its default shown whole)."""
     rows: list[tuple[str, Any, bool]] = []
     for key, value in node.items():
         dotted = f"{prefix}{key}"
-        if isinstance(value, dict):
+        if isinstance(value, dict) and f"params.{section}.{dotted}" not in CHECKED_APART:
             rows.append((dotted, value, True))
-            rows.extend(flatten(value, f"{dotted}."))
+            rows.extend(flatten(value, f"{dotted}.", section))
         else:
             rows.append((dotted, value, False))
     return rows
@@ -127,6 +135,8 @@ def value_type(section: str, key: str, dotted: str, default: Any) -> str:
         return " \\| ".join(f"`{choice}`" for choice in sorted(choices))
     if f"params.{dotted}" in MIXED:
         return "int or `all`"
+    if f"params.{dotted}" in CHECKED_APART:
+        return "mapping or `match`"
     if default is None:
         kind = OPTIONAL_TYPES.get((section, key))
         return f"{kind.__name__} or null" if kind else "any (null = unset)"
@@ -162,7 +172,7 @@ def params_page() -> str:
         if section in FREE_SECTIONS:
             key, shown, kind, description = FREE_SECTIONS[section]
             lines.append(f"| `{key}` | `{shown}` | {kind} | {description} |")
-        for key, default, is_group in [] if section in FREE_SECTIONS else flatten(keys):
+        for key, default, is_group in [] if section in FREE_SECTIONS else flatten(keys, section=section):
             dotted = f"{section}.{key}"
             shown = json.dumps(default, ensure_ascii=False) if default is not None else "null"
             kind = "mapping" if is_group else value_type(section, key, dotted, default)

@@ -17,7 +17,8 @@ from retrieval_bench.core.files import read_jsonl, read_table, touch_jsonl, writ
 from retrieval_bench.core.locking import dry_run_from_env, paid_stage_arguments
 from retrieval_bench.core.params import load_params
 from retrieval_bench.core.stage import run_stage, stage_parser
-from retrieval_bench.goldenset.assemble import DryRunDone, assemble, read_question_prompt
+from retrieval_bench.goldenset.assemble import DryRunDone, assemble, read_question_prompts
+from retrieval_bench.goldenset.generate_settings import GenerateSettings, GenerationRun
 from retrieval_bench.goldenset.remote import fetch_shared_cache
 
 
@@ -30,22 +31,21 @@ def main(argv: list[str] | None = None) -> None:
     dry_run = paid_stage_arguments(
         parser, argv, "print what would be generated and its cost; write nothing", "question cache"
     )
-    params = load_params("generate")
+    settings = GenerateSettings.from_params(load_params("generate"))
     documents = read_table(paths.DOCUMENTS)
     labels = read_jsonl(paths.LABELS)
-    generating = not labels or params["provider"] != "none"  # real labels alone generate nothing
-    template, prompt_sha256, examples = read_question_prompt(
-        paths.QUESTION_PROMPT, params, log if generating else lambda line: None
+    generating = not labels or settings.provider != "none"  # real labels alone generate nothing
+    prompts, examples = read_question_prompts(
+        paths.QUESTION_PROMPTS, settings, log if generating else lambda line: None
     )
     if generating:
         fetch_shared_cache(
-            paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.DVC_LOCK, params["provider"] != "none", dry_run, log
+            paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.DVC_LOCK, settings.provider != "none", dry_run, log
         )
     for path in () if dry_run else (paths.QUESTION_CACHE, paths.BATCH_JOURNAL):
         touch_jsonl(path)  # persistent stage outputs: they must exist, and DVC warns about empty ones
-    cache = paths.QUESTION_CACHE
     try:
-        golden = assemble(params, documents, labels, template, prompt_sha256, cache, dry_run=dry_run, log=log)
+        golden = assemble(settings, documents, labels, prompts, GenerationRun(paths.QUESTION_CACHE, dry_run, log))
     except DryRunDone as done:  # exit 0 from the command line, 3 under `dvc repro` (the switch): DVC records nothing
         log(str(done))
         raise SystemExit(3 if dry_run_from_env() else 0) from None

@@ -574,7 +574,7 @@ def answer_then_hold(n: int, reply: Callable[[str], str], held: threading.Event)
 # --- running the generate stage against the stub -------------------------------------------
 def stage_project(dest, docs: list[str] | None = None):
     """A minimal project to run `python -m stages.generate_goldenset` in, without git or DVC:
-    stages/, params.yaml, the prompt, and data/documents.parquet of a slice of the sample.
+    stages/, params.yaml, the prompts, and data/documents.parquet of a slice of the sample.
     Hand-written questions are off (generate.handwritten names a missing file), so every
     question is generated."""
     import shutil
@@ -587,7 +587,8 @@ def stage_project(dest, docs: list[str] | None = None):
     dest = Path(dest)
     shutil.copytree(root / "stages", dest / "stages", ignore=shutil.ignore_patterns("__pycache__"))
     (dest / "data").mkdir(parents=True)
-    shutil.copy2(root / "data" / "question_prompt.txt", dest / "data" / "question_prompt.txt")
+    for prompt in (root / "data").glob("question_prompt*.txt"):  # every question kind's
+        shutil.copy2(prompt, dest / "data" / prompt.name)
     sample = root / "data" / "sample" / "sqlite"
     names = docs or ["wal.md", "autoinc.md", "inmemorydb.md"]
     frame = pd.DataFrame({"doc_id": names, "text": [(sample / name).read_text(encoding="utf-8") for name in names]})

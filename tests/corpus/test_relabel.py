@@ -14,6 +14,7 @@ from retrieval_bench.evaluation.score.scoring import score_run, unscorable_warni
 from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.goldenset.assemble import assemble
 from retrieval_bench.goldenset.build import evidence_texts, label_rows
+from retrieval_bench.goldenset.generate_settings import GenerateSettings, GenerationRun
 
 SENTENCE = "Aspirin thins the blood and lowers the risk of a second heart attack in adults. "
 DOCS = {
@@ -147,9 +148,8 @@ def test_ready_chunks_with_offsets_carry_spans_into_the_golden_rows(tmp_path):
     assert rows[0]["relevant_spans"] == [["doc", 81, 162, 2], ["doc", 162, 200, 1]]
     texts = dict(zip(corpus.documents["doc_id"], corpus.documents["text"]))
     assert evidence_texts(rows, texts) == [[text[81:162], text[162:200]]]  # found by span, not by chunk id
-    golden = assemble(
-        DEFAULTS["generate"], corpus.documents, corpus.labels, "", "", "", dry_run=False, log=lambda _: None
-    )
+    settings = GenerateSettings.from_params(DEFAULTS["generate"])
+    golden = assemble(settings, corpus.documents, corpus.labels, {}, GenerationRun("", False, lambda _: None))
     assert golden.rows[0]["relevant_spans"] == [["doc", 81, 162, 2], ["doc", 162, 200, 1]]
     json.dumps(golden.rows)  # plain ints and strings: data/goldenset.jsonl takes them as they are
     recut = chunk_documents(corpus.documents, chars=60, overlap=0)

@@ -46,10 +46,13 @@ from stub_llm import (
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.locking import exclusive
+from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.core.stage import run_stage as run_stage_main
 from retrieval_bench.corpus.load import load_corpus
 from retrieval_bench.goldenset.evidence import evidence_in_passage, locate_in_passage
-from retrieval_bench.goldenset.selection import REJECT_REASONS, CacheIndex, walk
+from retrieval_bench.goldenset.generate_settings import GenerateSettings
+from retrieval_bench.goldenset.kinds import Corpus
+from retrieval_bench.goldenset.selection import REJECT_REASONS, CacheIndex, KindRun, walk
 from retrieval_bench.llm.cache.replies import (
     CacheWriter,
     EarlierKeys,
@@ -396,9 +399,9 @@ def test_a_reply_quoting_evidence_from_outside_its_passage_is_rejected_and_asked
             "raw": "{}",
         },
     }
-    plan = walk(
-        passages, CacheIndex(records, meta, by_key=True), None, 2, False, set(), template=TEMPLATE, generating=True
-    )
+    run = KindRun("single", QUESTIONS, TEMPLATE, meta, passages, None, Corpus(pd.DataFrame(passages)))
+    generate = GenerateSettings.from_params({**DEFAULTS["generate"], "max_attempts": 2})
+    plan = walk(run, CacheIndex(records, meta, by_key=True), set(), generate, generating=True)
     assert [p["chunk_id"] for p, _ in plan.accepted] == ["d:0-40"]
     assert [(r["reason"], r["chunk_id"], r["regenerated"]) for r in plan.rejects] == [
         ("evidence_not_in_passage", "d:40-80", True)

@@ -36,6 +36,7 @@ MAY_IMPORT_LLM = {
     "goldenset/remote.py",
     "goldenset/evidence.py",
     "goldenset/style_examples.py",
+    "goldenset/kinds.py",  # a multi question's passages are one text as the LLM task keys and renders it
     "goldenset/judge.py",
     # params.yaml's provider names are the LLM registry's: checked where the whole file is
     "api.py",

@@ -20,6 +20,7 @@ import yaml
 from conftest import ROOT
 
 from retrieval_bench.core.params import DEFAULTS
+from retrieval_bench.core.params_sections import QUESTION_KINDS
 from retrieval_bench.core.revisions import git_show
 
 spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
@@ -135,7 +136,8 @@ def key_exists(key: str) -> bool:
     """A dotted params key (`*` for any child) exists in DEFAULTS; below a key whose default is null
     (an engine's own mapping: retrieval.store.search, generate.price) anything goes. A panel
     system's name is the user's own: panel.<name>.<key> is checked as retrieval.<key>. An imported
-    question set's name is the user's own too: generate.imported.<name>."""
+    question set's name is the user's own too: generate.imported.<name>; generate.kinds.<kind> is a
+    kind's share."""
     parts = key.split(".")
     if parts[0] == "panel" and len(parts) > 2 and parts[2] in ("chunking", "embedder"):
         return True  # a system's chunking and embedder, by name
@@ -143,6 +145,8 @@ def key_exists(key: str) -> bool:
         parts = ["retrieval", *parts[2:]]
     if parts[:2] == ["generate", "imported"]:
         return len(parts) <= 3  # an imported question set, by the user's own name
+    if parts[:2] == ["generate", "kinds"]:
+        return len(parts) == 2 or (len(parts) == 3 and parts[2] in QUESTION_KINDS)  # a kind's share
     if parts[0] in ("chunkings", "embedders") and len(parts) > 1:  # named overrides of load.chunking, of embed
         parts = [*(["load", "chunking"] if parts[0] == "chunkings" else ["embed"]), *parts[2:]]
     node: object = DEFAULTS

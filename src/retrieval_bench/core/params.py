@@ -28,6 +28,7 @@ from retrieval_bench.core.params_sections import (
     REVIEW_BOUNDS,
     check_bounds,
     check_embed,
+    check_kinds,
     check_llm_requests,
     check_similarity_bars,
     check_style_examples,
@@ -98,6 +99,7 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
         raise InputError(f"{path}: generate.max_questions must be >= 0 (0 = no limit)")
     _check_generate(params["generate"], "generate", path)
     check_style_examples(params["generate"], path)
+    check_kinds(params["generate"], path)
     check_imported(params["generate"]["imported"], path)
     check_similarity_bars(params, path)
     _check_judge(params["judge"], path)

@@ -38,6 +38,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "style_examples": None,  # a question set whose questions are few-shot style examples (goldenset.style_examples)
         "style_examples_count": 8,
         "imported": {},  # question sets made by other tools, by name: {NAME: FILE} (params_panel.check_imported)
+        # the question kinds and their shares, or the word match (params_sections.check_kinds)
+        "kinds": {"single": 1.0},
         "drop_echo": False,
         "drop_context_dependent": False,
         "drop_near_duplicates": False,
@@ -168,6 +170,8 @@ RETIRED = {
 NULLABLE = {"params.generate.max_cost_usd", "params.judge.max_cost_usd"}
 # Mappings whose keys are the user's names, not the schema's; checked on their own (params_panel).
 FREE_MAPPINGS = {"params.generate.imported"}
+# Keys whose value may be a mapping of the user's names or a word; checked on their own (params_sections).
+CHECKED_APART = {"params.generate.kinds"}
 # Keys whose value may be a number or a word; checked in _check_values.
 MIXED = {"params.retrieval.depth"}
 
@@ -200,6 +204,8 @@ def check_shape(value: Any, default: Any, where: str, path: Path, schema: str | 
         if value is not None and not isinstance(value, dict):
             raise InputError(f"{path}: {where} must be a mapping of names to files (or {{}}), got {quoted(value)}")
         return value or {}
+    if schema in CHECKED_APART:
+        return value
     if isinstance(default, dict):
         if not isinstance(value, dict):
             raise InputError(f"{path}: {where} must be a mapping with keys {sorted(default)}")

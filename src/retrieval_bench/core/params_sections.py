@@ -4,6 +4,7 @@ value only costs time or memory."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections import deque
 from collections.abc import Mapping
@@ -220,7 +221,36 @@ def check_style_examples(generate: dict[str, Any], path: Path) -> None:
         )
 
 
-STYLE_EXAMPLES_MAX = 50  # few-shot style examples per question prompt: each is paid for in every request
+STYLE_EXAMPLES_MAX = 50
+# The question kinds generate.kinds may name (goldenset.kinds writes each), and its word for the real queries' mix.
+QUESTION_KINDS = ("single", "multi", "unanswerable", "keyword")
+KINDS_MATCH = "match"
+SHARES_TOLERANCE = 1e-9
+
+
+def check_kinds(generate: dict[str, Any], path: Path) -> None:
+    """generate.kinds: `match`, or a mapping of known kinds to shares >= 0 that sum to 1."""
+    kinds = generate["kinds"]
+    if kinds == KINDS_MATCH:
+        return
+    if not isinstance(kinds, dict) or not kinds:
+        raise InputError(
+            f"{path}: generate.kinds must be a mapping of kinds to shares (e.g. {{single: 0.8, multi: 0.2}}) "
+            f"or {KINDS_MATCH}, got {kinds!r}"
+        )
+    for kind, share in kinds.items():
+        if kind not in QUESTION_KINDS:
+            raise InputError(f"{path}: generate.kinds.{kind}: unknown kind (kinds: {', '.join(QUESTION_KINDS)})")
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share):
+            raise InputError(f"{path}: generate.kinds.{kind} must be a share between 0 and 1, got {share!r}")
+        if share < 0:
+            raise InputError(f"{path}: generate.kinds.{kind} is a negative share ({share!r}): shares are >= 0")
+    total = math.fsum(kinds.values())
+    if abs(total - 1) > SHARES_TOLERANCE:
+        listed = ", ".join(f"{kind}: {share}" for kind, share in kinds.items())
+        raise InputError(
+            f"{path}: generate.kinds: the shares sum to {round(total, 12)}, not 1 ({{{listed}}})"
+        )  # few-shot style examples per question prompt: each is paid for in every request
 
 
 def check_similarity_bars(params: dict[str, Any], path: Path) -> None:

@@ -43,6 +43,13 @@ DUPLICATES = duplicates_of(DEFAULT)
 
 # generate_goldenset
 QUESTION_PROMPT = "data/question_prompt.txt"
+# Each question kind's prompt (generate.kinds; the single question's is QUESTION_PROMPT)
+QUESTION_PROMPTS = {
+    "single": QUESTION_PROMPT,
+    "multi": "data/question_prompt_multi.txt",
+    "unanswerable": "data/question_prompt_unanswerable.txt",
+    "keyword": "data/question_prompt_keyword.txt",
+}
 QUESTION_CACHE = "data/question_cache.jsonl"
 BATCH_JOURNAL = "data/question_cache.batches.jsonl"
 GOLDENSET = "data/goldenset.jsonl"

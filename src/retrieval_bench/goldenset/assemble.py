@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,14 +22,11 @@ import pandas as pd
 
 from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.question_sets import GENERATED, HANDWRITTEN, question_set_of
-from retrieval_bench.corpus.load import chunk_documents
-from retrieval_bench.goldenset import echo, style_examples
+from retrieval_bench.goldenset import echo, kinds, style_examples
 from retrieval_bench.goldenset.build import (
-    Hygiene,
     deduplicate,
     drop_unhygienic,
     evidence_texts,
-    generated_row,
     handwritten_rows,
     label_rows,
     mark_hygiene,
@@ -37,19 +34,20 @@ from retrieval_bench.goldenset.build import (
     read_handwritten,
     sample_rows,
 )
+from retrieval_bench.goldenset.generate_settings import GenerateSettings, GenerationRun
 from retrieval_bench.goldenset.imported import ImportedSet, found_line, imported_rows, read_imported
 from retrieval_bench.goldenset.imported import plan_line as imported_plan_line
 from retrieval_bench.goldenset.selection import (
     REJECT_REASONS,
     CacheIndex,
+    KindRun,
     generate_missing,
-    max_rounds,
     rank_passages,
     walk,
 )
 from retrieval_bench.llm.cache.replies import EarlierKeys, read_cache
 from retrieval_bench.llm.cost.settings import Meta, Settings
-from retrieval_bench.llm.runs.tasks import QUESTIONS, prompt_text
+from retrieval_bench.llm.runs.tasks import QUESTION_TASKS, QUESTIONS, prompt_text
 
 Log = Callable[[str], None]
 
@@ -59,25 +57,38 @@ class DryRunDone(Exception):
     generated or written."""
 
 
-def read_prompt(data: bytes, path: str | Path, examples: list[str] | None = None) -> tuple[str, str]:
+def read_prompt(
+    data: bytes, path: str | Path, examples: list[str] | None = None, placeholder: str = QUESTIONS.placeholder
+) -> tuple[str, str]:
     """(template, sha256 of its bytes) of the question prompt read from `path`, with the style
     examples rendered in (goldenset.style_examples); the sha256 of the template as sent is part of
-    every cache key, so the examples are too (none: the file's own bytes, the keys as before)."""
-    template = style_examples.render(prompt_text(data, path), examples or [], QUESTIONS.placeholder)
+    every cache key, so the examples are too (none: the file's own bytes, the keys as before).
+    `placeholder`: where the kind's task puts its passage(s)."""
+    template = style_examples.render(prompt_text(data, path), examples or [], placeholder)
     prompt_sha256 = hashlib.sha256(template.encode("utf-8")).hexdigest()
-    if QUESTIONS.placeholder not in template:
-        raise InputError(f"{path}: the prompt has no {QUESTIONS.placeholder} placeholder")
+    if placeholder not in template:
+        raise InputError(f"{path}: the prompt has no {placeholder} placeholder")
     return template, prompt_sha256
 
 
-def read_question_prompt(path: str, params: dict, log: Log) -> tuple[str, str, style_examples.StyleExamples]:
-    """(template, sha256, style examples): read_prompt of the file at `path` with the examples
-    generate.style_examples names rendered in."""
-    examples = style_examples.load(params)
+Prompts = Mapping[str, tuple[str, str]]  # kind -> (template, sha256): read_question_prompts
+
+
+def read_question_prompts(
+    files: Mapping[str, str], settings: GenerateSettings, log: Log
+) -> tuple[Prompts, style_examples.StyleExamples]:
+    """Each generated kind's prompt, read_prompt of its file in `files` (by kind) with the examples
+    generate.style_examples names rendered in, and the examples. A kind's missing file is one line."""
+    examples = style_examples.load(settings.section)
     if examples.file is not None:
         log(f"{len(examples.questions)} style examples from {examples.file} in every question prompt")
-    template, prompt_sha256 = read_prompt(Path(path).read_bytes(), path, examples.questions)
-    return template, prompt_sha256, examples
+    prompts = {}
+    for kind in settings.prompt_kinds:
+        path = Path(files[kind])
+        if not path.is_file():
+            raise InputError(f"{path}: no such file (the prompt of question kind {kind}, generate.kinds)")
+        prompts[kind] = read_prompt(path.read_bytes(), path, examples.questions, QUESTION_TASKS[kind].placeholder)
+    return prompts, examples
 
 
 @dataclass
@@ -100,39 +111,31 @@ class GoldenSet:
 
 
 def assemble(
-    params: dict,
-    documents: pd.DataFrame,
-    labels: list[dict],
-    template: str,
-    prompt_sha256: str,
-    cache_path: str,
-    *,
-    dry_run: bool,
-    log: Log,
+    settings: GenerateSettings, documents: pd.DataFrame, labels: list[dict], prompts: Prompts, run: GenerationRun
 ) -> GoldenSet:
-    """The golden set for the generate section `params`: real `labels` (question set real), and
-    hand-written and generated questions unless there are real labels and the provider is none
-    (generating what the cache lacks), and the imported sets (generate.imported). Raises
-    DryRunDone at the end of a dry run."""
-    imported = read_imported(params["imported"])
+    """The golden set for the generate section `settings`: real `labels` (question set real), and
+    hand-written and generated questions (each kind from its prompt in `prompts`) unless there are
+    real labels and the provider is none (generating what the cache lacks), and the imported sets
+    (generate.imported). Every row says its kind (single unless its question set says another).
+    Raises DryRunDone at the end of a dry run."""
+    params, log, cache_path = settings.section, run.log, run.cache_path
+    imported = read_imported(dict(settings.imported))
     for named in imported:
         log(imported_plan_line(named))
-    real = sample_rows(label_rows(labels), params["max_questions"], params["seed"]) if labels else []
-    generating = not labels or params["provider"] != "none"
+    real = sample_rows(label_rows(labels), settings.max_questions, settings.seed) if labels else []
+    generating = not labels or settings.provider != "none"
     synthetic_rows: list[dict[str, Any]] = []
     rejects: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
     if not generating:
         log(real_only_line(len(real), params, bool(imported)))
-        if dry_run:
+        if run.dry_run:
             raise DryRunDone("dry run: nothing would be generated or written")
     else:
-        synthetic_rows, rejects, counts = synthetic(
-            params, documents, template, prompt_sha256, cache_path, dry_run, log=log, n_real=len(real)
-        )
-    hygiene = Hygiene.from_params(params)
+        synthetic_rows, rejects, counts = synthetic(settings, documents, prompts, run, real)
+    hygiene = settings.hygiene
     groups = {"real": real, "synthetic": synthetic_rows}
-    passages = chunk_documents(documents, params["passages"]["chars"], params["passages"]["overlap"])
+    passages = settings.passages(documents)
     imported_report = {}
     for named in imported:
         groups[named.name], named_rejects, named_counts = imported_rows(named, documents, passages, hygiene)
@@ -147,20 +150,33 @@ def assemble(
     check_unique_qids(groups, lambda name, row: origin(name, row, params, imported, cache_path))
     texts = dict(zip(documents["doc_id"], documents["text"], strict=True))
     candidates = [row for group in groups.values() for row in group]
-    gauge = echo.mark(candidates, evidence_texts(candidates, texts))
-    if params["drop_echo"]:  # generated echoes were already regenerated or replaced; the others are dropped
+    # Keyword queries are held to the short-query rule too, which needs the corpus's rare terms.
+    rare = kinds.Corpus(passages).rare() if any(row.get("kind") == "keyword" for row in candidates) else None
+    gauge = echo.mark(candidates, evidence_texts(candidates, texts), rare)
+    if settings.drop_echo:  # generated echoes were already regenerated or replaced; the others are dropped
         for name in [name for name in groups if name != "real"]:
             groups[name], dropped = drop_echoes(groups[name])
             rejects += dropped
     for group in groups.values():
         mark_hygiene(group, hygiene.near_jaccard)
     if generating:
-        groups["synthetic"] = sample_rows(groups["synthetic"], params["max_questions"], params["seed"])
+        groups["synthetic"] = sample_rows(groups["synthetic"], settings.max_questions, settings.seed)
         if not any(groups.values()):
             raise no_usable_question(params, cache_path, counts, rejects)
-        log_synthetic(groups["synthetic"], counts, params, log)
+        log_synthetic(groups["synthetic"], counts, settings, log)
     golden = [row for group in groups.values() for row in group]
-    return GoldenSet(golden, rejects, {**report(golden, rejects, counts, gauge), "imported": imported_report})
+    summary = {**report(golden, rejects, counts, gauge), **mark_kinds(golden, counts), "imported": imported_report}
+    return GoldenSet(golden, rejects, summary)
+
+
+def mark_kinds(rows: list[dict], counts: dict) -> dict:
+    """Every row's kind (in place: single unless the row says another), and what
+    metrics/goldenset.json says of the kinds: the unanswerable questions' check, and with
+    generate.kinds match the mix matched (from `counts`)."""
+    for row in rows:
+        row.setdefault("kind", "single")
+    said = {"unanswerable_check": kinds.UNANSWERABLE_CHECK} if any(r["kind"] == "unanswerable" for r in rows) else {}
+    return {**said, **({"matched_mix": counts["matched_mix"]} if "matched_mix" in counts else {})}
 
 
 def check_unique_qids(groups: dict[str, list[dict]], origin: Callable[[str, dict], str]) -> None:
@@ -179,7 +195,7 @@ def check_unique_qids(groups: dict[str, list[dict]], origin: Callable[[str, dict
             first[row["qid"]] = (name, row)
 
 
-def origin(name: str, row: dict, params: dict, imported: list[ImportedSet], cache_path: str) -> str:
+def origin(name: str, row: dict, params: Mapping, imported: list[ImportedSet], cache_path: str) -> str:
     """Where golden row `row` of group `name` comes from, for messages: its file and own qid."""
     for named in imported:
         if named.name == name:
@@ -209,7 +225,7 @@ def drop_echoes(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     return [row for row in rows if not row.get("echo")], rejects
 
 
-def real_only_line(n_real: int, params: dict, imported: bool) -> str:
+def real_only_line(n_real: int, params: Mapping, imported: bool) -> str:
     """The plan with real labels and provider none: the real queries only, and the settings that
     cannot take effect so: files of questions to add, and (without `imported` sets, which they
     apply to) the drops of questions, which never drop a real one."""
@@ -225,7 +241,7 @@ def real_only_line(n_real: int, params: dict, imported: bool) -> str:
     )
 
 
-def no_usable_question(params: dict, cache_path: str | Path, counts: dict, rejects: list[dict]) -> InputError:
+def no_usable_question(params: Mapping, cache_path: str | Path, counts: dict, rejects: list[dict]) -> InputError:
     """The one line a golden set without any usable question stops with: why, and what to do."""
     skipped = counts.get("other_corpus", 0)
     why = (
@@ -266,63 +282,109 @@ def located_handwritten(
 
 
 def synthetic(
-    params: dict,
-    documents: pd.DataFrame,
-    template: str,
-    prompt_sha256: str,
-    cache_path: str,
-    dry_run: bool,
-    *,
-    log: Log,
-    n_real: int = 0,
+    settings: GenerateSettings, documents: pd.DataFrame, prompts: Prompts, run: GenerationRun, real: list[dict]
 ) -> tuple[list[dict], list[dict], dict]:
-    """Hand-written questions located in the documents, then generated ones for the chosen
-    passages (generating what the cache lacks): (rows, rejected replies, counts). `n_real`: the
-    real labelled queries beside them (in the plan line only)."""
-    passages = chunk_documents(documents, params["passages"]["chars"], params["passages"]["overlap"])
-    hw_rows, counts = located_handwritten(params["handwritten"], documents, passages, log)
-    hygiene = Hygiene.from_params(params)
-    hw_rows, hw_rejects = drop_unhygienic(hw_rows, hygiene)  # generated ones are asked again instead (walk)
-    settings = Settings.from_params(params)
-    family = settings.family
-    meta = Meta.from_params(params, settings, prompt_sha256, EarlierKeys.of(read_cache(cache_path)), params["seed"])
-    ranked = rank_passages(passages, params["seed"], {row["chunk_sha256"] for row in hw_rows})
-    budget = None if params["max_questions"] == 0 else max(0, params["max_questions"] - len(hw_rows))
-    log(plan_line(params["max_questions"], len(hw_rows), budget, len(ranked), n_real))
-    seen = {normalise_question(row["question"]) for row in hw_rows}
-    if family is not None:
-        generate_missing(
-            params, settings, meta, template, ranked, budget, seen=seen, cache_path=cache_path, dry_run=dry_run, log=log
+    """Hand-written questions located in the documents, then generated ones of each kind for the
+    chosen passages (generating what the cache lacks): (rows, rejected replies, counts). `real`:
+    the real labelled queries beside them (the plan line counts them; generate.kinds match takes
+    their mix, else the hand-written questions')."""
+    passages = settings.passages(documents)
+    hw_rows, found = located_handwritten(settings.handwritten, documents, passages, run.log)
+    counts: dict[str, Any] = dict(found)
+    hw_rows, hw_rejects = drop_unhygienic(hw_rows, settings.hygiene)  # generated ones are asked again instead (walk)
+    if settings.match:
+        settings = matched(settings, real, hw_rows, counts, run.log)
+    llm = Settings.from_params(dict(settings.section))
+    if llm.batch and settings.kind_names != ("single",):
+        raise InputError(
+            f"params.yaml: generate.kinds {', '.join(settings.kind_names)} need a sync provider for now "
+            f"(generate.provider {llm.provider} collects batches of one kind): use anthropic, or kinds {{single: 1.0}}"
         )
-        if dry_run:
+    covered = {row["chunk_sha256"] for row in hw_rows}
+    ranked = rank_passages(passages, settings.seed, covered)
+    budget = None if settings.max_questions == 0 else max(0, settings.max_questions - len(hw_rows))
+    run.log(plan_line(settings.max_questions, len(hw_rows), budget, len(ranked), len(real)))
+    runs = kind_runs(settings, passages, prompts, budget, covered, EarlierKeys.of(read_cache(run.cache_path)))
+    if len(runs) > 1:
+        run.log("kinds: " + ", ".join(f"{r.kind} {'all' if r.budget is None else r.budget}" for r in runs))
+    seen = {normalise_question(row["question"]) for row in hw_rows}
+    if llm.family is not None:
+        generate_missing(runs, settings, seen, run)
+        if run.dry_run:
             raise DryRunDone("dry run: nothing was generated or written")
-    index = CacheIndex(read_cache(cache_path), meta, by_key=family is not None)
-    plan = walk(
-        ranked,
-        index,
-        budget,
-        params["max_attempts"],
-        params["drop_echo"],
-        seen,
-        template=template,
-        generating=False,
-        hygiene=hygiene,
-    )
-    if dry_run:  # provider none: nothing is generated; what the cache leaves without a question
-        log(f"provider none: nothing is generated; {plan.uncached} chosen passages have no cached question")
-        raise DryRunDone("dry run: nothing was written")
     texts = dict(zip(documents["doc_id"], documents["text"], strict=True))
-    generated = [generated_row(record, passage, texts[passage["doc_id"]]) for passage, record in plan.accepted]
+    generated: list[dict] = []
+    rejects = list(hw_rejects)
+    records = read_cache(run.cache_path)
+    counts.update(uncached=0, exhausted=0, cache_matches=0)
+    for kind_run in runs:
+        index = CacheIndex(records, kind_run.meta, by_key=llm.family is not None)
+        plan = walk(kind_run, index, seen, settings, generating=False)
+        seen.update(record["question"] for _, record in plan.accepted)
+        generated += [kinds.kind_row(kind_run.kind, record, unit, texts) for unit, record in plan.accepted]
+        rejects += plan.rejects
+        counts["uncached"] += plan.uncached
+        counts["exhausted"] += plan.exhausted
+        counts["cache_matches"] += len(index.by_passage)
+    if run.dry_run:  # provider none: nothing is generated; what the cache leaves without a question
+        run.log(f"provider none: nothing is generated; {counts['uncached']} chosen passages have no cached question")
+        raise DryRunDone("dry run: nothing was written")
     counts.update(
-        passages=len(passages),
-        uncached=plan.uncached,
-        exhausted=plan.exhausted,
-        cache_matches=len(index.by_passage),
-        evidence_not_located=sum(not row["evidence_located"] for row in generated),
+        passages=len(passages), evidence_not_located=sum(row["evidence_located"] is False for row in generated)
     )
-    covered = {row["chunk_sha256"] for row in hw_rows + generated}
+    covered |= {row["chunk_sha256"] for row in generated}
     counts["passages_without_question"] = int((~passages["text_sha256"].isin(covered)).sum())
-    return hw_rows + generated, hw_rejects + plan.rejects, counts
+    return hw_rows + generated, rejects, counts
+
+
+def matched(
+    settings: GenerateSettings, real: list[dict], hw_rows: list[dict], counts: dict, log: Log
+) -> GenerateSettings:
+    """generate.kinds match: the settings generating in the mix of the `real` (else the hand-written)
+    questions, logged and recorded in `counts` (matched_mix)."""
+    settings.check_match(len(real), len(hw_rows))
+    settings = settings.matched(kinds.mix(real or hw_rows))
+    source = "real" if real else "hand-written"
+    counts["matched_mix"] = {"from": source, **{kind: round(share, 4) for kind, share in settings.kinds}}
+    log(f"generate.kinds match: the {source} questions' mix, " + ", ".join(f"{k} {v:.0%}" for k, v in settings.kinds))
+    return settings
+
+
+def kind_runs(
+    settings: GenerateSettings,
+    passages: pd.DataFrame,
+    prompts: Prompts,
+    budget: int | None,
+    covered: set[str],
+    earlier: EarlierKeys,
+) -> list[KindRun]:
+    """Each generated kind's run: its share of `budget` (None: every passage, for single alone;
+    with several kinds their shares of the eligible passages), its units in its own seeded ranking
+    (passages no hand-written question `covered`; multi: passage groups), its task and prompt."""
+    llm = Settings.from_params(dict(settings.section))
+    corpus = kinds.Corpus(passages)
+    eligible = len(rank_passages(passages, settings.seed, covered))
+    shares = (
+        None
+        if budget is None and len(settings.kinds) == 1
+        else kinds.allocate(eligible if budget is None else budget, settings.kinds)
+    )
+    runs = []
+    for kind in settings.kind_names:
+        ranked = rank_passages(passages, kinds.ranking_seed(settings.seed, kind), covered)
+        template, prompt_sha256 = prompts[kind]
+        runs.append(
+            KindRun(
+                kind,
+                QUESTION_TASKS[kind],
+                template,
+                Meta.from_params(dict(settings.section), llm, prompt_sha256, earlier, settings.seed),
+                corpus.groups(ranked) if kind == "multi" else ranked,
+                None if shares is None else shares[kind],
+                corpus,
+            )
+        )
+    return runs
 
 
 def plan_line(max_questions: int, n_handwritten: int, budget: int | None, n_eligible: int, n_real: int = 0) -> str:
@@ -350,7 +412,8 @@ def plan_line(max_questions: int, n_handwritten: int, budget: int | None, n_elig
     )
 
 
-def log_synthetic(rows: list[dict], counts: dict, params: dict, log: Log) -> None:
+def log_synthetic(rows: list[dict], counts: dict, settings: GenerateSettings, log: Log) -> None:
+    params = settings.section
     n_generated = sum(question_set_of(row) == GENERATED for row in rows)
     log(
         f"{len(rows)} questions ({len(rows) - n_generated} hand-written, {n_generated} generated); "
@@ -373,7 +436,7 @@ def log_synthetic(rows: list[dict], counts: dict, params: dict, log: Log) -> Non
         log(f"{len(rows) - n_generated} hand-written questions{cached}; generation off (provider none){more}")
     elif counts["uncached"]:
         log(
-            f"{counts['uncached']} chosen passages still have no question after {max_rounds(params)} rounds "
+            f"{counts['uncached']} chosen passages still have no question after {settings.max_rounds} rounds "
             "of replacing rejected replies; rerun to continue"
         )
 
@@ -388,6 +451,7 @@ def report(rows: list[dict], rejects: list[dict], counts: dict, gauge: dict) -> 
         "n_handwritten": by_set["hand-written"],
         "n_generated": by_set["generated"],
         "n_by_question_set": dict(sorted(by_set.items())),
+        "n_by_kind": dict(sorted(Counter(row.get("kind", "single") for row in rows).items())),
         "echo_rate": gauge["echo_rate"],
         "echo_flagged": sum(bool(row.get("echo")) for row in rows),
         "rejected": len(rejects),

@@ -160,12 +160,17 @@ def _row(
 
 
 def evidence_texts(rows: list[dict], texts: Mapping[str, str]) -> list[list[str]]:
-    """Each row's evidence: its span of its document, or for chunk labels the relevant chunks'
-    texts: where their relevant_spans say, else by chunk id (`texts` maps document ids, which are
-    the chunk ids of a pre-chunked corpus)."""
+    """Each row's evidence: its span of its document (a multi-evidence question: each of its
+    evidence_spans), or for chunk labels the relevant chunks' texts: where their relevant_spans
+    say, else by chunk id (`texts` maps document ids, which are the chunk ids of a pre-chunked
+    corpus); none for an unanswerable question."""
     evidence = []
     for row in rows:
-        if row.get("relevant_spans"):
+        if row.get("evidence_spans"):  # a multi-evidence question: each piece
+            evidence.append(
+                [texts[s["doc_id"]][s["start"] : s["end"]] for s in row["evidence_spans"] if s["doc_id"] in texts]
+            )
+        elif row.get("relevant_spans"):
             evidence.append([texts[d][s:e] for d, s, e, grade in row["relevant_spans"] if grade > 0 and d in texts])
         elif row.get("relevant") is not None:
             evidence.append([texts[c] for c, grade in row["relevant"].items() if grade > 0 and c in texts])

@@ -14,13 +14,19 @@ chunk-labelled questions the relevant chunks), keeping the highest:
 The rule (ECHO_RULE): a question echoes its evidence if it shares a run of ECHO_MIN_NGRAM (5)
 or more words with it, or if at least ECHO_MIN_SHARE (90%) of its content words occur in it and
 it has at least ECHO_MIN_CONTENT_WORDS (3) of them (a two-word question naming its topic is not
-an echo). `bm25_ranks` adds the lexical view: the rank BM25 gives a question's first relevant
+an echo). A short query (a keyword row: SHORT_QUERY_WORDS words or fewer) is held to a rule of
+its own (SHORT_ECHO_RULE), since two or three words never reach those bars: it echoes when
+SHORT_MIN_RARE (2) or more of its content words are rare terms of the corpus (rare_terms: in at
+most RARE_SHARE of the passages, or 2) found in its evidence: a search box query that quotes the
+passage's distinctive terms gives the answer away to any lexical retriever (``echo_rare_terms``:
+how many it quotes). `bm25_ranks` adds the lexical view: the rank BM25 gives a question's first relevant
 chunk among the chunks being scored (retrieval-bench gauge).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
@@ -35,6 +41,14 @@ ECHO_MIN_CONTENT_WORDS = 3
 ECHO_RULE = (
     f"longest word run shared with the evidence >= {ECHO_MIN_NGRAM} words, or >= {ECHO_MIN_SHARE:.0%} "
     f"of the question's content words (at least {ECHO_MIN_CONTENT_WORDS}) found in it"
+)
+
+SHORT_QUERY_WORDS = 6
+SHORT_MIN_RARE = 2
+RARE_SHARE = 0.02
+SHORT_ECHO_RULE = (
+    f"a query of {SHORT_QUERY_WORDS} words or fewer (kind keyword) quoting >= {SHORT_MIN_RARE} of its evidence's "
+    f"rare terms (in at most {RARE_SHARE:.0%} of the passages, or 2)"
 )
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
@@ -84,13 +98,35 @@ def _measure(question: str, texts: list[str], question_tokens: list[str], text_t
     return Echo(round(share, 4), len(question_set), longest)
 
 
-def is_echo(question: str, evidence: str | list[str]) -> bool:
-    return measure(question, evidence).flagged
+def is_echo(question: str, evidence: str | list[str], rare: frozenset[str] | None = None) -> bool:
+    """Whether `question` echoes its evidence; with the corpus's `rare` terms (rare_terms), a short
+    query is held to SHORT_ECHO_RULE as well."""
+    return measure(question, evidence).flagged or (
+        rare is not None and rare_quoted(question, evidence, rare) >= SHORT_MIN_RARE
+    )
 
 
-def mark(rows: list[dict], evidence: list[list[str]]) -> dict:
+def rare_terms(token_lists: list[list[str]]) -> frozenset[str]:
+    """The terms (tokenize's) found in at most RARE_SHARE of the texts (at least 2 allowed), from
+    each text's tokens: what makes a passage findable by its words alone."""
+    frequency = Counter(term for tokens in token_lists for term in set(tokens))
+    most = max(2, int(RARE_SHARE * len(token_lists)))
+    return frozenset(term for term, n in frequency.items() if n <= most)
+
+
+def rare_quoted(question: str, evidence: str | list[str], rare: frozenset[str]) -> int:
+    """How many of a short query's content words (tokenize's) are `rare` terms found in its
+    evidence; 0 for a query of more than SHORT_QUERY_WORDS words (the other rule holds it)."""
+    if len(words(question)) > SHORT_QUERY_WORDS:
+        return 0
+    texts = [evidence] if isinstance(evidence, str) else evidence
+    return len(set(tokenize([question])[0]) & rare & {term for tokens in tokenize(texts) for term in tokens})
+
+
+def mark(rows: list[dict], evidence: list[list[str]], rare: frozenset[str] | None = None) -> dict:
     """Mark every row (in place) with its echo measures against its evidence texts and return the
-    summary; rows without evidence get null measures and are left out of it."""
+    summary; rows without evidence get null measures and are left out of it. With the corpus's
+    `rare` terms, keyword rows are also held to SHORT_ECHO_RULE (`echo_rare_terms`)."""
     flagged = measured = 0
     with_texts = [(row, texts) for row, texts in zip(rows, evidence, strict=True) if texts]
     question_tokens = tokenize([row["question"] for row, _ in with_texts]) if with_texts else []
@@ -100,9 +136,13 @@ def mark(rows: list[dict], evidence: list[list[str]]) -> dict:
             row.update(echo=None, echo_content_share=None, echo_longest_ngram=None)
             continue
         echo = _measure(row["question"], texts, question_tokens[measured], [next(text_tokens) for _ in texts])
-        row.update(echo=echo.flagged, echo_content_share=echo.content_share, echo_longest_ngram=echo.longest_ngram)
+        flag = echo.flagged
+        row.update(echo=flag, echo_content_share=echo.content_share, echo_longest_ngram=echo.longest_ngram)
+        if rare is not None and row.get("kind") == "keyword":
+            row["echo_rare_terms"] = rare_quoted(row["question"], texts, rare)
+            flag = row["echo"] = flag or row["echo_rare_terms"] >= SHORT_MIN_RARE
         measured += 1
-        flagged += echo.flagged
+        flagged += flag
     return {
         "echo_rate": round(flagged / measured, 4) if measured else None,
         "echo_flagged": flagged,

@@ -10,6 +10,10 @@ times, then the next passage in the ranking takes its place. A reply whose quote
 in the passage that was sent is such a reject (evidence_not_in_passage): an excerpt found
 elsewhere would move the gold span to text the passage never held.
 
+With several question kinds (generate.kinds, goldenset.kinds) each kind has its own ranking (its
+own seed), its share of the questions to generate, and its own walk (KindRun); a multi question's
+unit is a passage group, every one of whose excerpts must be in its own passage.
+
 Generation goes through the LLM layer's entry point for paid work (llm.runs.paid), which holds the
 question cache's lock from the first look at the cache and journal to the last reply written, so
 two runs never ask for the same question.
@@ -18,24 +22,28 @@ two runs never ask for the same question.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
 
-from retrieval_bench.goldenset import echo
-from retrieval_bench.goldenset.build import Hygiene
-from retrieval_bench.goldenset.evidence import evidence_in_passage, evidence_text
+from retrieval_bench.goldenset import kinds
+from retrieval_bench.goldenset.generate_settings import GenerateSettings, GenerationRun
+from retrieval_bench.llm.cache.replies import read_cache
 from retrieval_bench.llm.checks import hygiene
+from retrieval_bench.llm.checks import kinds as reply_kinds
+from retrieval_bench.llm.cost.guard import check_cost, estimate
 from retrieval_bench.llm.cost.settings import Meta, Settings
 from retrieval_bench.llm.runs.paid import PaidWork, pay_for
-from retrieval_bench.llm.runs.tasks import QUESTIONS, Job
+from retrieval_bench.llm.runs.tasks import Job, Task
 
-# Why a reply was not used: the reply hygiene's reasons, and the golden set's own.
+# Why a reply was not used: the reply checks' reasons, and the golden set's own.
 REJECT_REASONS = {
     **hygiene.REJECT_REASONS,
-    "evidence_not_in_passage": "the quoted evidence is not in the passage that was sent",
+    **reply_kinds.REJECT_REASONS,
+    **kinds.REJECT_REASONS,
+    "evidence_not_in_passage": "the quoted evidence is not in the passage that was sent (multi: each excerpt in its own)",
     "echo": "the question copies its passage (echo gauge; generate.drop_echo)",
     "duplicate_question": "the same question as for another passage (ambiguous label)",
     "near_duplicate_question": "nearly the same question as an earlier one (generate.drop_near_duplicates)",
@@ -44,10 +52,10 @@ REJECT_REASONS = {
 
 
 # --------------------------------------------------------------------------------------------
-def rank_passages(passages: pd.DataFrame, seed: int, covered: set[str]) -> list[dict]:
+def rank_passages(passages: pd.DataFrame, seed: int | str, covered: set[str]) -> list[dict]:
     """Passages that may get a generated question, in the order they are chosen: one per distinct
     text (identical passages would get identical questions), none already covered by a
-    hand-written question, ordered by sha256(seed, text sha256)."""
+    hand-written question, ordered by sha256(seed, text sha256) (a kind's seed: kinds.ranking_seed)."""
     seen: set[str] = set(covered)
     eligible = []
     for passage in passages.to_dict("records"):
@@ -88,39 +96,44 @@ class CacheIndex:
 
 @dataclass
 class Plan:
-    accepted: list[tuple[dict, dict]] = field(default_factory=list)  # (passage, cache record)
+    accepted: list[tuple[dict, dict]] = field(default_factory=list)  # (unit, cache record)
     misses: list[Job] = field(default_factory=list)
     rejects: list[dict] = field(default_factory=list)
-    uncached: int = 0  # chosen passages with no cached question (they keep their place in the choice)
-    exhausted: int = 0  # passages whose every attempt was rejected
+    uncached: int = 0  # chosen units with no cached question (they keep their place in the choice)
+    exhausted: int = 0  # units whose every attempt was rejected
+
+
+@dataclass(frozen=True)
+class KindRun:
+    """One kind's share of the generation: its task and prompt, how its records are made, the units
+    it writes from in the order they are chosen (passages; multi: passage groups) and how many."""
+
+    kind: str
+    task: Task
+    template: str
+    meta: Meta
+    units: Iterable[dict]  # passages, or a multi question's groups (kinds.Groups: made as the walk reaches them)
+    budget: int | None  # None: every unit
+    corpus: kinds.Corpus  # the reference passages' words (multi groups, unanswerable check, keyword echo)
 
 
 def walk(
-    ranked: list[dict],
-    index: CacheIndex,
-    budget: int | None,
-    max_attempts: int,
-    drop_echo: bool,
-    seen_questions: set[str],
-    *,
-    template: str,
-    generating: bool,
-    hygiene: Hygiene = Hygiene(),
+    run: KindRun, index: CacheIndex, seen_questions: set[str], settings: GenerateSettings, generating: bool
 ) -> Plan:
-    """Go down the ranking until `budget` passages have a usable question or are waiting for one.
-    Deterministic for a given cache: a duplicate is the later passage's question in this order."""
+    """Go down the kind's units until its budget has a usable question or is waiting for one.
+    Deterministic for a given cache: a duplicate is the later unit's question in this order."""
     plan = Plan()
-    seen = hygiene.index(seen_questions)
-    for passage in ranked:
-        if budget is not None and len(plan.accepted) + len(plan.misses) + plan.uncached >= budget:
+    seen = settings.hygiene.index(seen_questions)
+    for unit in run.units:
+        if run.budget is not None and len(plan.accepted) + len(plan.misses) + plan.uncached >= run.budget:
             break
-        for attempt in range(max_attempts):
+        for attempt in range(settings.max_attempts):
             job = (
-                QUESTIONS.job(index.meta, template, passage["text"], passage["text_sha256"], attempt)
+                run.task.job(run.meta, run.template, unit["text"], unit["text_sha256"], attempt)
                 if index.by_key
                 else None
             )
-            record = index.lookup(passage, attempt, job)
+            record = index.lookup(unit, attempt, job)
             if record is None:
                 if generating:
                     assert job is not None  # only generate_missing generates, with a keyed index
@@ -128,21 +141,22 @@ def walk(
                 else:
                     plan.uncached += 1
                 break
-            reason = _reject_reason(record, passage, hygiene, seen, drop_echo)
+            reason = _reject_reason(record, unit, run, seen, settings)
             if reason is None:
-                plan.accepted.append((passage, record))
+                plan.accepted.append((unit, record))
                 seen.add(record["question"])
                 break
             plan.rejects.append(
                 {
                     "reason": reason,
                     "source": "generated",
-                    "chunk_id": passage["chunk_id"],
-                    "doc_id": passage["doc_id"],
+                    **({"kind": run.kind} if run.kind != "single" else {}),
+                    "chunk_id": unit["chunk_id"],
+                    "doc_id": unit["doc_id"],
                     "attempt": attempt,
                     "question": record.get("question") or "",
                     "raw": record.get("raw"),
-                    "regenerated": attempt + 1 < max_attempts,
+                    "regenerated": attempt + 1 < settings.max_attempts,
                     "key": record.get("key"),
                 }
             )
@@ -151,59 +165,61 @@ def walk(
     return plan
 
 
-def _reject_reason(record: dict, passage: dict, hygiene: Hygiene, seen, drop_echo: bool) -> str | None:
-    """Why a cached reply is not used for `passage` (None: it is): its own reject reason, evidence
-    not in the passage sent, the golden set's hygiene given the questions `seen`, or an echo."""
-    reason = record.get("rejected")
-    evidence = record.get("evidence") or ""
-    if reason is None and evidence and not evidence_in_passage(evidence, passage["text"]):
-        reason = "evidence_not_in_passage"  # an empty excerpt anchors the question to the whole passage
+def _reject_reason(record: dict, unit: dict, run: KindRun, seen, settings: GenerateSettings) -> str | None:
+    """Why a cached reply is not used for `unit` (None: it is): its own reject reason, evidence
+    not in the passage sent (kinds.evidence_reason), the golden set's hygiene given the questions
+    `seen`, a near miss the corpus may answer, or an echo with generate.drop_echo."""
+    reason = record.get("rejected") or kinds.evidence_reason(run.kind, record, unit)
     if reason is None:
-        reason = hygiene.reason(record["question"], seen)
-    # The echo gauge measures against the evidence (the whole passage when there is none).
-    if reason is None and drop_echo and echo.is_echo(record["question"], evidence_text(evidence, passage["text"])):
+        reason = settings.hygiene.reason(record["question"], seen) or kinds.corpus_reason(run.kind, record, run.corpus)
+    if reason is None and settings.drop_echo and kinds.echoes(run.kind, record, unit, run.corpus):
         reason = "echo"
     return reason
 
 
-def generate_missing(
-    params: dict,
-    settings: Settings,
-    meta: Meta,
-    template: str,
-    ranked: list[dict],
-    budget: int | None,
-    *,
-    seen: set[str],
-    cache_path: str,
-    dry_run: bool,
-    log: Callable[[str], None],
-) -> None:
-    """Generate until every chosen passage has a usable question or is out of attempts, appending
-    each reply to the cache at `cache_path`. With `dry_run`, log the plan and its cost only.
-    Everything but a dry run happens under the cache's lock (llm.runs.paid): a second run waits (or, with
+def generate_missing(runs: list[KindRun], settings: GenerateSettings, seen: set[str], run: GenerationRun) -> None:
+    """Generate until every chosen unit of every kind has a usable question or is out of attempts,
+    appending each reply to the cache at `run.cache_path`, kind after kind (a kind's questions count
+    as seen for the next). With a dry run, log each kind's plan and cost only. generate.max_cost_usd
+    covers all kinds: each kind runs with what the kinds before it left of it. Everything but a dry
+    run happens under the cache's lock (llm.runs.paid): a second run waits (or, with
     RETRIEVAL_BENCH_LOCK_WAIT=0, stops with one line) and then asks only for what is still missing."""
-    hygiene = Hygiene.from_params(params)
+    llm = Settings.from_params(dict(settings.section))
+    if len(runs) > 1:
+        _all_kinds(runs, settings, seen, llm, run)
+    seen = set(seen)
+    spent = 0.0
+    for kind_run in runs:
 
-    def missing(cache: dict[str, dict], round_number: int) -> tuple[list[Job], int]:
-        plan = walk(
-            ranked,
-            CacheIndex(cache, meta, by_key=True),
-            budget,
-            params["max_attempts"],
-            params["drop_echo"],
-            seen,
-            template=template,
-            generating=True,
-            hygiene=hygiene,
-        )
-        return plan.misses, len(plan.accepted)
+        def missing(cache: dict[str, dict], round_number: int, kind_run: KindRun = kind_run) -> tuple[list[Job], int]:
+            plan = walk(kind_run, CacheIndex(cache, kind_run.meta, by_key=True), seen, settings, generating=True)
+            return plan.misses, len(plan.accepted)
 
-    work = PaidWork(QUESTIONS, meta, settings, cache_path, params["max_attempts"])
-    pay_for(work, missing, max_rounds(params), dry_run, log)
+        left = llm if llm.max_cost_usd is None else replace(llm, max_cost_usd=max(0.0, llm.max_cost_usd - spent))
+        work = PaidWork(kind_run.task, kind_run.meta, left, run.cache_path, settings.max_attempts)
+        log = run.log if len(runs) == 1 else (lambda line, kind=kind_run.kind: run.log(f"{kind}: {line}"))
+        spent += pay_for(work, missing, settings.max_rounds, run.dry_run, log).spent
+        if not run.dry_run:
+            plan = walk(
+                kind_run, CacheIndex(read_cache(run.cache_path), kind_run.meta, by_key=True), seen, settings, False
+            )
+            seen.update(record["question"] for _, record in plan.accepted)
 
 
-def max_rounds(params: dict) -> int:
-    # Each round asks for the missing questions: first attempts, then regenerations and
-    # replacements for rejected ones. More rounds than attempts only matter for replacements.
-    return params["max_attempts"] + 2
+def _all_kinds(
+    runs: list[KindRun], settings: GenerateSettings, seen: set[str], llm: Settings, run: GenerationRun
+) -> None:
+    """Several kinds: the first requests of all of them estimated together, logged, and (unless a dry
+    run) checked against generate.max_cost_usd before any kind is asked, so the limit covers them all."""
+    cache = read_cache(run.cache_path)
+    prompts = [
+        job.prompt
+        for kind_run in runs
+        for job in walk(kind_run, CacheIndex(cache, kind_run.meta, by_key=True), seen, settings, generating=True).misses
+    ]
+    if not prompts:
+        return
+    est = estimate(prompts, llm)
+    run.log(f"all kinds ({', '.join(r.kind for r in runs)}): {est.describe(llm)}")
+    if not run.dry_run:
+        check_cost(est, llm)

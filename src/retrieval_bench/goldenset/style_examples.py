@@ -17,6 +17,7 @@ stand in for the {passage} placeholder.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def choose(questions: list[str], count: int, seed: int) -> list[str]:
     return distinct[:count]
 
 
-def load(params: dict) -> StyleExamples:
+def load(params: Mapping) -> StyleExamples:
     """The style examples the generate section `params` names (none when generate.style_examples is null)."""
     file = params["style_examples"]
     if file is None:

@@ -10,7 +10,7 @@ Six rooms on four floors: a module imports only its own room, the rooms below it
 (tests/project/test_llm_floors.py checks it).
 
 floor 4  runs/          running requests
-    tasks.py              Task (template placeholder, escaping, reply parser), Job, QUESTIONS, JUDGE
+    tasks.py              Task (template placeholder, escaping, reply parser), Job, QUESTIONS (and each kind's), JUDGE
     progress.py           Outcome and the progress bar
     sync.py               the sync runner (and a run's shared pause)
     batch.py              the batch runner: intent journal, reconciliation, collection
@@ -36,6 +36,7 @@ floor 1  transport/     HTTP safety
     errors.py             spend limit / refused / transient, EndpointUnreachable, StopGeneration
 floor 1  checks/        reply checks
     hygiene.py            the question task's reply parser: clean_reply and its reject reasons
+    kinds.py              the other question kinds' reply parsers (keyword, multi, unanswerable)
     grades.py             the judging task's reply parser: parse_grade (0-3) and its reject reasons
     passage_escape.py     how a passage is escaped before it is sent
 floor 1  cache/         the reply cache

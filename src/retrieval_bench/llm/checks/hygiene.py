@@ -17,6 +17,23 @@ from retrieval_bench.core.question_form import reads_as_question
 
 
 @dataclass(frozen=True)
+class Shape:
+    """What a usable reply's question looks like: its length in words, and whether it must read as
+    a question ('?' or an interrogative opening); the reasons a reply outside it is rejected for."""
+
+    min_words: int
+    max_words: int
+    asks: bool
+    too_short: str = "too_short"
+    too_long: str = "too_long"
+
+
+QUESTION_SHAPE = Shape(3, 60, asks=True)
+# A search-box query (question kind keyword): 2-6 words, a question or not.
+KEYWORD_SHAPE = Shape(2, 6, asks=False, too_short="keyword_too_short", too_long="keyword_too_long")
+
+
+@dataclass(frozen=True)
 class Cleaned:
     question: str
     evidence: str
@@ -39,6 +56,8 @@ REJECT_REASONS = {
     "schema_mismatch": "not one JSON object of the reply schema (generate.response_format json_schema)",
     "oversize": f"over {MAX_REPLY_CHARS:,} characters outside <think> blocks: not one question and its excerpt",
     "too_deep": "JSON nested too deep to read: expected one flat object {question, evidence}",
+    "keyword_too_short": "a keyword query of fewer than 2 words",
+    "keyword_too_long": "a keyword query of more than 6 words: not what a search box gets",
 }
 
 _THINKING = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
@@ -120,7 +139,20 @@ def _split_questions(text: str) -> list[str]:
     return [p for p in parts if len(p.split()) >= 3] or parts
 
 
-def clean_reply(raw: str, stop_reason: str | None = None) -> Cleaned:
+def reply_object(raw: str) -> dict | None:
+    """The one JSON object of a reply (outside <think> blocks), or None when it holds not exactly
+    one: what a kind whose reply has more fields than question and evidence reads them from."""
+    text = _THINKING.sub("", raw or "").strip()
+    if len(text) > MAX_REPLY_CHARS:
+        return None
+    try:
+        values, _ = _json_values(text)
+    except RecursionError:
+        return None
+    return values[0] if len(values) == 1 and isinstance(values[0], dict) else None
+
+
+def clean_reply(raw: str, stop_reason: str | None = None, shape: Shape = QUESTION_SHAPE) -> Cleaned:
     """The question and evidence in a reply, cleaned, or the reason to reject it.
 
     The expected reply is {"question": ..., "evidence": ...}: exactly one JSON object, in a code
@@ -130,9 +162,10 @@ def clean_reply(raw: str, stop_reason: str | None = None) -> Cleaned:
     accepted (then without evidence). Preambles ("Here is a question:"), numbering, bullets and
     enclosing quotes are stripped; replies over MAX_REPLY_CHARS (oversize), JSON nested too deep
     to read (too_deep), empty replies, refusals, several questions, truncated replies
-    (stop_reason max_tokens), replies that are not a plausible search query (under 3 or over 60
-    words) and statements (no '?', no interrogative opening) are rejected. Whether the evidence
-    is in the passage is checked where the passage is known (selection.walk)."""
+    (stop_reason max_tokens), replies that are not a plausible search query (`shape`: under 3 or
+    over 60 words) and statements (no '?', no interrogative opening; a keyword query need not ask)
+    are rejected. Whether the evidence is in the passage is checked where the passage is known
+    (selection.walk)."""
     text = _THINKING.sub("", raw or "").strip()  # reasoning models served locally think out loud first
     if stop_reason in ("max_tokens", "length"):
         return Cleaned("", "", "truncated")
@@ -158,7 +191,7 @@ def clean_reply(raw: str, stop_reason: str | None = None) -> Cleaned:
         return Cleaned("", "", "malformed_json")
     else:
         question, evidence = text, ""
-    return _checked(question, evidence, text)
+    return _checked(question, evidence, text, shape)
 
 
 def _question_in(item: Any, outside: str) -> tuple[str, str] | Cleaned:
@@ -187,7 +220,7 @@ def _question_in(item: Any, outside: str) -> tuple[str, str] | Cleaned:
     return question, evidence
 
 
-def _checked(question: str, evidence: str, text: str) -> Cleaned:
+def _checked(question: str, evidence: str, text: str, shape: Shape) -> Cleaned:
     """The question's wrappers stripped and its shape checked (one plausible search question)."""
     question = _QUESTION_INVISIBLE.sub("", question)
     lines = [_strip_wrappers(line) for line in question.splitlines()]
@@ -209,10 +242,10 @@ def _checked(question: str, evidence: str, text: str) -> Cleaned:
     if len(_split_questions(question)) > 1:
         return Cleaned("", evidence, "several_questions")
     n_words = len(question.split())
-    if n_words < 3:
-        return Cleaned(question, evidence, "too_short")
-    if n_words > 60:
-        return Cleaned("", evidence, "too_long")
-    if not reads_as_question(question):
+    if n_words < shape.min_words:
+        return Cleaned(question, evidence, shape.too_short)
+    if n_words > shape.max_words:
+        return Cleaned("", evidence, shape.too_long)
+    if shape.asks and not reads_as_question(question):
         return Cleaned(question, evidence, "not_a_question")
     return Cleaned(question, evidence, None)

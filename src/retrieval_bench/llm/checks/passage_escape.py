@@ -7,7 +7,9 @@ Used by the LLM tasks (the prompt) and by the golden set (matching evidence in t
 from __future__ import annotations
 
 import functools
+import json
 import re
+from collections.abc import Sequence
 
 # Characters that render as nothing (zero-width, soft hyphen, bidi controls, BOM): text that hides
 # them inside a tag name still reads as that tag to a model.
@@ -52,3 +54,15 @@ def _entity(match: re.Match[str]) -> str:
 def unescape_passage(text: str) -> str:
     """Undo escape_passage (for text a model quotes back from an escaped passage)."""
     return _ESCAPED_DELIMITER.sub(lambda m: "<" if m.group(1).lower() == "lt" else chr(int(m.group(1)[2:], 16)), text)
+
+
+def passage_group(texts: Sequence[str]) -> str:
+    """Several passages as one text (JSON, in order): what a multi-evidence question's job is keyed
+    by, and what escape_group renders into its prompt."""
+    return json.dumps(list(texts), ensure_ascii=False)
+
+
+def escape_group(group: str) -> str:
+    """A passage_group as it stands in a prompt: each passage between its own <passage> and
+    </passage> lines, escaped as escape_passage escapes one, a blank line between them."""
+    return "\n\n".join(f"<passage>\n{escape_passage(text)}\n</passage>" for text in json.loads(group))

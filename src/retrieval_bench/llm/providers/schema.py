@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 # JSON Schema types as Python sees them (a bool is not an integer).
-_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "object": (dict,)}
+_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "object": (dict,), "array": (list,)}
 
 
 @dataclass(frozen=True)
 class ReplySchema:
-    """A reply's schema: a flat object of typed fields, all required, no others (strict mode's shape)."""
+    """A reply's schema: an object of typed fields, all required, no others (strict mode's shape); a
+    field may be an array of strings (a multi-evidence question's excerpts)."""
 
     name: str
     properties: dict[str, dict[str, Any]]
@@ -48,8 +49,21 @@ class ReplySchema:
                 return f"{key} is not a {rule['type']}"
             if "enum" in rule and field not in rule["enum"]:
                 return f"{key} is not one of {rule['enum']}"
+            items = field if isinstance(field, list) and "items" in rule else []
+            if not all(isinstance(item, _TYPES[rule["items"]["type"]]) for item in items):
+                return f"{key} holds an item that is not a {rule['items']['type']}"
         return None
 
 
 QUESTION_SCHEMA = ReplySchema("question", {"question": {"type": "string"}, "evidence": {"type": "string"}})
+# The other question kinds' replies (goldenset.kinds): a search-box query; a question needing several
+# passages with one excerpt from each, in order; a near-miss question with the fact it changed.
+KEYWORD_SCHEMA = ReplySchema("keyword_query", {"query": {"type": "string"}, "evidence": {"type": "string"}})
+MULTI_SCHEMA = ReplySchema(
+    "multi_question", {"question": {"type": "string"}, "evidence": {"type": "array", "items": {"type": "string"}}}
+)
+UNANSWERABLE_SCHEMA = ReplySchema(
+    "unanswerable_question",
+    {"question": {"type": "string"}, "evidence": {"type": "string"}, "changed_fact": {"type": "string"}},
+)
 GRADE_SCHEMA = ReplySchema("grade", {"grade": {"type": "integer", "enum": [0, 1, 2, 3]}})

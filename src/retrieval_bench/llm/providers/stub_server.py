@@ -5,7 +5,9 @@ stub (tests/stub_llm.py: faults, batches, latency) builds on it, so both answer 
 It speaks OpenAI chat completions (POST /v1/chat/completions, the openai-compatible provider) and
 Anthropic Messages (POST /v1/messages). Its replies are placeholders made from the passage alone:
 "Where is topic <hash> explained?", with the passage's first words as evidence. A pipeline check,
-not questions to measure retrieval with.
+not questions to measure retrieval with. The other question kinds' prompts (goldenset.kinds) are
+told by what they ask for and answered in their reply schema (kind_reply): several <passage>
+blocks (multi: one excerpt from each), a `changed_fact` (unanswerable), a `query` (keyword).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ HOST = "127.0.0.1"  # loopback only: nothing off this machine reaches it, and it
 DEFAULT_PORT = 8000
 STUB_MODEL = "stub"  # the model name the docs suggest: it keeps the stub's replies apart in the question cache
 _PASSAGE = re.compile(r"<passage>\n(.*)\n</passage>", re.DOTALL)
+_PASSAGES = re.compile(r"<passage>\n(.*?)\n</passage>", re.DOTALL)
 _ESCAPED = re.compile(r"&(lt|#x[0-9a-f]{4});", re.IGNORECASE)
 
 
@@ -34,13 +37,40 @@ def passage_block(prompt: str) -> str | None:
     return match.group(1) if match else None
 
 
+def _unescaped(block: str) -> str:
+    return _ESCAPED.sub(lambda m: "<" if m.group(1).lower() == "lt" else chr(int(m.group(1)[2:], 16)), block)
+
+
 def passage_of(prompt: str) -> str:
     """The passage inside a rendered question prompt (the whole prompt if it has no markers), with
     the entities the generator escapes delimiter look-alikes with turned back into characters."""
     block = passage_block(prompt)
-    if block is None:
-        return prompt
-    return _ESCAPED.sub(lambda m: "<" if m.group(1).lower() == "lt" else chr(int(m.group(1)[2:], 16)), block)
+    return prompt if block is None else _unescaped(block)
+
+
+def _tag(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+
+
+def kind_reply(prompt: str) -> str | None:
+    """The reply to another question kind's prompt, in its schema, or None for a single question's.
+    Like default_reply's, its questions share no run of words with the passages and its excerpts
+    are each passage's first words; the near miss names a topic no passage holds."""
+    blocks = [_unescaped(block) for block in _PASSAGES.findall(prompt)]
+    if len(blocks) > 1:
+        tags = " and ".join(_tag(block) for block in blocks)
+        pieces = [" ".join(block.split()[:8]) for block in blocks]
+        return json.dumps({"question": f"How do topics {tags} work together?", "evidence": pieces})
+    if not blocks:
+        return None
+    passage = blocks[0]
+    evidence = " ".join(passage.split()[:8])
+    if '"changed_fact"' in prompt:
+        question = f"When was topic {_tag(passage)} retired?"
+        return json.dumps({"question": question, "evidence": evidence, "changed_fact": "it was never retired"})
+    if '"query"' in prompt:
+        return json.dumps({"query": f"topic {_tag(passage)} overview", "evidence": evidence})
+    return None
 
 
 def passage_sha(prompt: str) -> str:
@@ -50,9 +80,8 @@ def passage_sha(prompt: str) -> str:
 def default_reply(passage: str) -> str:
     """A well-formed reply: a paraphrase-like question unique to the passage (it shares no run
     of words with it) and a verbatim excerpt (the passage's first words) as evidence."""
-    tag = hashlib.sha256(passage.encode("utf-8")).hexdigest()[:8]
     evidence = " ".join(passage.split()[:8])
-    return json.dumps({"question": f"Where is topic {tag} explained?", "evidence": evidence})
+    return json.dumps({"question": f"Where is topic {_tag(passage)} explained?", "evidence": evidence})
 
 
 def prompt_of(body: dict) -> str:
@@ -182,9 +211,13 @@ class StubServer:
         return StubHandler
 
     def message(self, model: str, prompt: str) -> dict:
-        """The Messages API answer to `prompt`: `reply` of its passage."""
+        """The Messages API answer to `prompt`: another kind's reply (kind_reply), else `reply` of
+        its passage."""
         passage = passage_of(prompt)
-        return anthropic_message(model, prompt, self.reply(passage), self.stop_reason(passage))
+        text = kind_reply(prompt)
+        return anthropic_message(
+            model, prompt, self.reply(passage) if text is None else text, self.stop_reason(passage)
+        )
 
 
 # --- the `retrieval-bench stub-llm` command --------------------------------------------------------------

@@ -7,7 +7,8 @@ a new task (relevance judging, say) is a new Task here and its parser, and no pr
 
 QUESTIONS writes one search question a passage answers: the passage goes between the prompt's
 <passage> tags escaped (passage_escape.escape_passage), the reply is read by
-hygiene.clean_reply.
+hygiene.clean_reply. KEYWORDS, MULTI and UNANSWERABLE write the other question kinds
+(QUESTION_TASKS by kind; checks.kinds reads their replies).
 
 JUDGE grades how well a chunk answers a question, 0-3 (UMBRELA, Upadhyay et al. 2024, after
 Thomas et al. 2023): two texts, the question between <query> tags and the chunk between
@@ -30,13 +31,21 @@ from pathlib import Path
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.llm.cache.replies import KEY_VERSION, RAW_KEPT_CHARS, cache_key, legacy_cache_key, raw_for_cache
+from retrieval_bench.llm.checks import kinds
 from retrieval_bench.llm.checks.grades import parse_grade
 from retrieval_bench.llm.checks.hygiene import REJECT_REASONS, clean_reply
-from retrieval_bench.llm.checks.passage_escape import escape_passage, escape_tags
+from retrieval_bench.llm.checks.passage_escape import escape_group, escape_passage, escape_tags
 from retrieval_bench.llm.cost.guard import JUDGE_WORDING, QUESTIONS_WORDING, Wording
 from retrieval_bench.llm.cost.settings import Meta
 from retrieval_bench.llm.providers.base import Reply
-from retrieval_bench.llm.providers.schema import GRADE_SCHEMA, QUESTION_SCHEMA, ReplySchema
+from retrieval_bench.llm.providers.schema import (
+    GRADE_SCHEMA,
+    KEYWORD_SCHEMA,
+    MULTI_SCHEMA,
+    QUESTION_SCHEMA,
+    UNANSWERABLE_SCHEMA,
+    ReplySchema,
+)
 
 
 def prompt_text(data: bytes, path: str | Path) -> str:
@@ -178,13 +187,25 @@ def _question_fields(text: str, stop_reason: str | None) -> dict:
     return {"question": cleaned.question, "evidence": cleaned.evidence, "rejected": cleaned.rejected}
 
 
+_NOTED = {reason: REJECT_REASONS[reason] for reason in ("oversize", "too_deep")}
 QUESTIONS = Task(
     "questions",
     "{passage}",
     escape_passage,
     _question_fields,
-    noted={reason: REJECT_REASONS[reason] for reason in ("oversize", "too_deep")},
+    noted=_NOTED,
 )
+
+
+# The other question kinds (goldenset.kinds): each its own prompt placeholder, parser and schema, so
+# its own cache keys (its prompt's sha256 is in them). MULTI's text is a passage group
+# (passage_escape.passage_group), each passage escaped into its own <passage> block.
+KEYWORDS = Task("keywords", "{passage}", escape_passage, kinds.keyword_fields, schema=KEYWORD_SCHEMA, noted=_NOTED)
+MULTI = Task("multi", "{passages}", escape_group, kinds.multi_fields, schema=MULTI_SCHEMA, noted=_NOTED)
+UNANSWERABLE = Task(
+    "unanswerable", "{passage}", escape_passage, kinds.unanswerable_fields, schema=UNANSWERABLE_SCHEMA, noted=_NOTED
+)
+QUESTION_TASKS = {"single": QUESTIONS, "multi": MULTI, "unanswerable": UNANSWERABLE, "keyword": KEYWORDS}
 
 
 def escape_judged(text: str) -> str:
