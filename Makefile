@@ -24,16 +24,16 @@ $(INSTALLED_TEST): $(INSTALLED)
 	$(PYTHON) -m pip install --quiet -e '.[test,all]'
 	touch $(INSTALLED_TEST)
 
-# Headless Chromium renders `dvc plots show`'s page in the suite: Debian's package, installed where
-# this is root with apt-get; elsewhere that one test skips (and fails under CI=true).
+# Headless Chromium renders `dvc plots show`'s page and drives the review page in the suite: Debian's package, installed where
+# this is root with apt-get; elsewhere those tests skip (and fail under CI=true).
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing Debian's chromium (the plots render test)"; \
+			echo "installing Debian's chromium (the browser tests (plots, review page))"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
-				|| echo "could not install chromium: the plots render test will skip"; \
+				|| echo "could not install chromium: the browser tests (plots, review page) will skip"; \
 		else \
-			echo "no Chromium and no root apt-get: the plots render test will skip (apt-get install chromium)"; \
+			echo "no Chromium and no root apt-get: the browser tests (plots, review page) will skip (apt-get install chromium)"; \
 		fi; }
 
 # With a default DVC remote, `dvc repro --pull`: the shared question cache (and every other output a
