@@ -29,11 +29,11 @@ $(INSTALLED_TEST): $(INSTALLED)
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing Debian's chromium (the browser tests (plots, review page))"; \
+			echo "installing Debian's chromium (the browser tests: plots, review page)"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
-				|| echo "could not install chromium: the browser tests (plots, review page) will skip"; \
+				|| echo "could not install chromium: the browser tests will skip"; \
 		else \
-			echo "no Chromium and no root apt-get: the browser tests (plots, review page) will skip (apt-get install chromium)"; \
+			echo "no Chromium and no root apt-get: the browser tests will skip (apt-get install chromium)"; \
 		fi; }
 
 # With a default DVC remote, `dvc repro --pull`: the shared question cache (and every other output a
