@@ -66,8 +66,10 @@ def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_pat
     first = repro(project)
     assert embedded(first, CORPUS) == (0, N_CHUNKS)
     assert embedded(first, QUESTIONS) == (0, N_QUESTIONS)
+    run([sys.executable, "-m", "dvc", "remote", "add", "-d", "store", str(tmp_path / "remote")], cwd=project)
     git("add", "-A", cwd=project)
     git("commit", "-qm", "embedded", cwd=project)
+    dvc("push", "--run-cache", cwd=project)  # this state's outputs and run-cache entries: a teammate can restore it
 
     # 1% of the chunks edited: 1% embedded, and the questions are not touched. Chunks no question
     # labels: the golden set carries where each labelled chunk lies (relevant_spans), so editing a
@@ -99,10 +101,9 @@ def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_pat
     assert f"{paths.QUESTION_EMBEDDING_CACHE}: kept {len(queries)} vectors, dropped {len(reworded)}," in pruned
     assert "changed" not in dvc("status", "embed_corpus", "embed_questions", cwd=project).stdout
 
-    run([sys.executable, "-m", "dvc", "remote", "add", "-d", "store", str(tmp_path / "remote")], cwd=project)
     git("add", "-A", cwd=project)
-    git("commit", "-qm", "edits, remote", cwd=project)
-    dvc("push", "--run-cache", "--all-commits", cwd=project)  # the run-cache, and every commit's outputs
+    git("commit", "-qm", "edits", cwd=project)
+    dvc("push", "--run-cache", cwd=project)
 
     clone = tmp_path / "clone"
     git("clone", "-q", str(project), str(clone), cwd=tmp_path)
@@ -112,8 +113,8 @@ def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_pat
     for name in (paths.CORPUS_VECTORS, paths.QUESTION_VECTORS):
         np.testing.assert_array_equal(np.load(clone / name), np.load(project / name))
 
-    # The teammate goes back to the chunks as first embedded: DVC's run-cache, pulled, restores the
-    # stage (the embedding cache is local: the clone has none).
+    # The teammate goes back to the chunks as first embedded: DVC's run-cache and that state's
+    # outputs, pushed after the first run, restore the stage (the embedding cache is local: the clone has none).
     for key in edited:
         chunks[key] = chunks[key].removesuffix(" Edited.")
     write_corpus(clone / "data" / "synthetic", chunks, queries)
