@@ -32,6 +32,8 @@ import numpy as np
 import yaml
 from common import SCIFACT, abstracts, copy_project, project_env, scifact_folder
 
+from retrieval_bench.core import paths
+
 CONFIGS = [  # (label, backend, precision, quantize)
     ("torch fp32", "torch", "fp32", "none"),
     ("onnx fp32", "onnx", "fp32", "none"),
@@ -117,7 +119,7 @@ def ndcg(scifact: Path) -> None:
             params = scifact_params(scifact)
             params["embed"].update(batch_size=BATCH, backend=backend, precision=precision, quantize=quantize)
             (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-            shutil.rmtree(project / "data" / "embedding_cache", ignore_errors=True)  # every backend embeds everything
+            shutil.rmtree(project / paths.EMBEDDING_CACHE, ignore_errors=True)  # every backend embeds everything
             result = subprocess.run(
                 [sys.executable, "-m", "dvc", "repro"], cwd=project, env=env, capture_output=True, text=True
             )

@@ -28,6 +28,8 @@ from pathlib import Path
 import yaml
 from common import copy_project, project_env
 
+from retrieval_bench.core import paths
+
 WORDS = (
     "page cache journal index btree vacuum checkpoint writer reader lock schema table column row query planner "
     "statistics trigger view transaction savepoint rollback commit pragma wal blob collation virtual module "
@@ -107,7 +109,7 @@ def main() -> int:
             queries[f"q{i}"] = f"which note first mentions {rng.choice(WORDS)} and {rng.choice(WORDS)}"
         write_corpus(source, chunks, queries)
         rows.append((f"{args.add_questions} questions added", *repro(project, env)))
-        cache_mb = sum(p.stat().st_size for p in (project / "data" / "embedding_cache").rglob("*") if p.is_file()) / 1e6
+        cache_mb = sum(p.stat().st_size for p in (project / paths.EMBEDDING_CACHE).rglob("*") if p.is_file()) / 1e6
 
     full_texts, full_seconds = rows[0][1]["embed_corpus"]
     print(

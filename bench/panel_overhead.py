@@ -5,7 +5,8 @@ and 16 panel systems that do cheap, equal work.
 
 Method. Copies the project with the whole bundled sample (bench/common.copy_project; the copy's own
 src/ is imported: PYTHONPATH), with the embedding cache of --embedding-cache copied in when it has
-one (default: this checkout's data/embedding_cache; then the warm-up embeds nothing new), and runs
+one (default: this checkout's .dvc/tmp/retrieval-bench/embeddings, or a 0.2.0 data/embedding_cache:
+the same layout; then the warm-up embeds nothing new), and runs
 `dvc repro` once with a panel of the default system and one more to build everything up to the
 embeddings and the default system's retrieve/score. Then for each size n: the default system and n dense systems on chunking default and embedder
 default that differ only in depth (20, 21, ..., named p<n>-<i>: new stages each round), the run
@@ -40,6 +41,7 @@ from pathlib import Path
 import yaml
 from common import ROOT, copy_project, machine, project_env, thread_env
 
+from retrieval_bench.core import paths
 from retrieval_bench.core.params_panel import embedded_pairs
 
 OWN_WORK = """
@@ -92,7 +94,7 @@ def prepare(project: Path, env: dict[str, str], embedding_cache: Path | None) ->
     copy_project(project, env)
     shutil.copytree(ROOT / "data" / "sample", project / "data" / "sample")
     if embedding_cache is not None and any(p.is_file() and p.name != ".gitignore" for p in embedding_cache.rglob("*")):
-        shutil.copytree(embedding_cache, project / "data" / "embedding_cache", dirs_exist_ok=True)
+        shutil.copytree(embedding_cache, project / paths.EMBEDDING_CACHE, dirs_exist_ok=True)
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["chunkings"] = {"default": {}}
     params["embedders"] = {"default": {}}
@@ -103,7 +105,7 @@ def prepare(project: Path, env: dict[str, str], embedding_cache: Path | None) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="0,1,4,16", help="panel sizes, comma-separated (0: the fixed part; needed)")
-    parser.add_argument("--embedding-cache", type=Path, default=ROOT / "data" / "embedding_cache")
+    parser.add_argument("--embedding-cache", type=Path, default=ROOT / paths.EMBEDDING_CACHE)
     parser.add_argument("--keep", type=Path, help="build the project copy here and leave it")
     parser.add_argument("--no-prune", action="store_true", help="do not run `retrieval-bench lock prune` first")
     args = parser.parse_args()

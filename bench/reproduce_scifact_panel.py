@@ -33,6 +33,7 @@ from common import ROOT, SCIFACT, copy_project, project_env
 from install_mpnet import DEFAULT_TARGET, WEIGHTS_SHA256, installed_sha256
 from reproduce_scifact import MTEB_NDCG_AT_10, scifact_params
 
+from retrieval_bench.core import paths
 from retrieval_bench.core.params_panel import embedded_pairs
 
 TOLERANCE = 0.002
@@ -70,15 +71,11 @@ def panel_params(scifact: Path) -> dict:
     return params
 
 
-def _caches(data: Path) -> list[Path]:
-    return sorted(path for path in data.rglob("embedding_cache") if path.is_dir())
-
-
 def save_caches(project: Path, cache: Path) -> None:
-    for folder in _caches(project / "data"):
-        saved = cache / folder.relative_to(project / "data")
-        shutil.rmtree(saved, ignore_errors=True)
-        shutil.copytree(folder, saved)
+    """The copy's embedding caches into `cache`/embedding_cache (the layout saved before 0.3, kept)."""
+    if (project / paths.EMBEDDING_CACHE).is_dir():
+        shutil.rmtree(cache / "embedding_cache", ignore_errors=True)
+        shutil.copytree(project / paths.EMBEDDING_CACHE, cache / "embedding_cache")
 
 
 def run_repro(scifact: Path, params: dict, cache: Path) -> tuple[Path, float]:
@@ -89,8 +86,8 @@ def run_repro(scifact: Path, params: dict, cache: Path) -> tuple[Path, float]:
     copy_project(project, env)
     (project / "models").symlink_to(ROOT / "models", target_is_directory=True)
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    if cache.is_dir():
-        shutil.copytree(cache, project / "data", dirs_exist_ok=True)
+    if (cache / "embedding_cache").is_dir():
+        shutil.copytree(cache / "embedding_cache", project / paths.EMBEDDING_CACHE, dirs_exist_ok=True)
     started = time.monotonic()
     try:
         subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=project, check=True, env=env)

@@ -3,14 +3,15 @@
 DVC output, data/timings/embed/<chunking>/<embedder>.json: the chunks and how many were embedded
 (not read from a cache). What embedding costs is measured by the leaderboard stage.
 
-Vectors come from the embedding cache when it holds them, or from the same embedder's caches of
-the other chunkings it embeds (params embedded; a text is embedded once per embedder); only new or edited chunks are
+Vectors come from the embedding cache (.dvc/tmp/retrieval-bench/embeddings/corpus/<chunking>/<embedder>,
+not a DVC output: DVC run-caches this stage) when it holds them, or from the same embedder's caches of
+the other chunkings it embeds (params embedded; a text is embedded once per embedder), or from the
+0.2.0 location (data/embedding_cache); only new or edited chunks are
 embedded, each batch appended to the cache as soon as it is computed. With
 `embed.corpus_vectors: stored` the default chunking's vectors are read from the vector store at
 load.source instead, after a sample of chunks embedded again shows that embed.model made them."""
 
 import sys
-from pathlib import Path
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import read_table, write_json
@@ -35,18 +36,15 @@ def main(argv: list[str]) -> None:
     if settings["corpus_vectors"] == "stored" and arguments.chunking == paths.DEFAULT:
         vectors, line = stored_corpus_vectors(everything["load"]["source"], chunks, settings, cache)
     else:
-        others = [
-            paths.corpus_vectors(pair["chunking"], arguments.embedder)[2]
-            for pair in everything["embedded"].values()
-            if pair["embedder"] == arguments.embedder
-        ]
+        pairs = [pair for pair in everything["embedded"].values() if pair["embedder"] == arguments.embedder]
+        others = {paths.corpus_vectors(pair["chunking"], arguments.embedder)[2] for pair in pairs} - {cache}
         vectors, stats = embed_texts(
             chunks["text"].tolist(),
             settings,
             settings["document_prompt"],
             cache,
             unit="chunk",
-            shared_caches=[Path(folder) for folder in others if folder != cache],
+            shared_caches=sorted(others) + paths.legacy_caches(cache),
             model_key=embedder_key(everything, arguments.embedder, "model"),
         )
         line = stats.line("chunk")

@@ -1,8 +1,9 @@
 """Stage: embed the golden set's questions with one embedder (`python -m stages.embed_questions
 <embedder>`) -> data/embeddings/questions/<embedder>/vectors.npy and ids.json.
 
-Vectors come from the question embedding cache when it holds them: adding 10 questions embeds 10
-texts, and the corpus is never touched."""
+Vectors come from the question embedding cache (.dvc/tmp/retrieval-bench/embeddings/questions/<embedder>,
+not a DVC output: DVC run-caches this stage) when it holds them, or from the 0.2.0 location
+(data/embedding_cache): adding 10 questions embeds 10 texts, and the corpus is never touched."""
 
 import sys
 
@@ -29,6 +30,7 @@ def main(argv: list[str]) -> None:
         settings["query_prompt"],
         cache,
         unit="question",
+        shared_caches=paths.legacy_caches(cache),
         model_key=embedder_key(params, embedder, "model"),
     )
     save_embeddings(vectors, [row["qid"] for row in golden], vectors_path, ids_path)

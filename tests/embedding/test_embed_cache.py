@@ -160,9 +160,10 @@ def test_a_prune_that_only_merges_shards_says_it_rewrote_the_cache(tmp_path):
     assert not ec.prune(folder, set(keys(6)), dry_run=True).rewritten
 
 
-def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path, monkeypatch, capsys):
-    """`retrieval-bench cache prune` on caches that hold only needed vectors, in two shards each:
-    nothing dropped, yet the DVC outputs were rewritten, so it says to record them."""
+def test_the_prune_command_merges_shards_and_names_the_old_location_to_delete(tmp_path, monkeypatch, capsys):
+    """`retrieval-bench cache prune` on caches (under .dvc/tmp, no DVC outputs) that hold only needed
+    vectors, in two shards each: nothing dropped, one shard each; a 0.2.0 cache folder left in data/
+    is named, to be deleted."""
     from retrieval_bench.core import paths
     from retrieval_bench.embedding.cache_prune import run_prune
     from retrieval_bench.embedding.embed import cache_keys
@@ -184,7 +185,7 @@ def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path
         for i, key in enumerate(
             cache_keys(texts, settings, prompt, model_fingerprint(resolve_model(settings["model"])))
         ):  # one run per text: two shards
-            with ec.EmbeddingCache(folder) as cache:
+            with ec.EmbeddingCache(ec.in_project(folder)) as cache:
                 cache.put([key], vectors(1, dim=384, seed=i))  # the model's dimension: prune checks it
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"embed": {}}))
@@ -198,11 +199,12 @@ def test_the_prune_command_asks_for_dvc_commit_after_merging_shards_too(tmp_path
     assert resolved == [settings["model"]]
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines[:2]] == [paths.CORPUS_EMBEDDING_CACHE, paths.QUESTION_EMBEDDING_CACHE]
-    assert all("kept 2 vectors, dropped 0, in one shard" in line for line in lines[:2])
-    assert lines[2].startswith("record the pruned caches with `dvc commit -f embed_corpus embed_questions`")
-    run_prune(args)  # one shard each now, nothing to drop: nothing changed, nothing to record
+    assert len(lines) == 2 and all("kept 2 vectors, dropped 0, in one shard" in line for line in lines)
+    Path(paths.LEGACY_EMBEDDING_CACHES[0], "corpus").mkdir(parents=True)
+    run_prune(args)  # one shard each now, nothing to drop: unchanged
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2 and all("unchanged" in line for line in lines)
+    assert len(lines) == 3 and all("unchanged" in line for line in lines[:2])
+    assert lines[2].startswith(f"{paths.LEGACY_EMBEDDING_CACHES[0]}: the embedding caches' 0.2.0 location")
 
 
 def test_prune_waits_for_the_runs_using_the_cache_and_says_so(tmp_path, monkeypatch):
@@ -476,33 +478,49 @@ def test_a_second_run_on_the_same_cache_waits_and_embeds_nothing_twice(tmp_path)
     assert _cache_entries(folder) == 24  # one row per key
 
 
-def test_shards_dvc_checkout_removed_are_restored_from_the_mirror_byte_for_byte(tmp_path, monkeypatch, capsys):
-    """`dvc exp run` checks out the committed dvc.lock first: a persistent cache folder whose
-    committed version is not in DVC's cache (a dvc.lock written on another CPU) is deleted. The
-    mirror under DVC_ROOT/.dvc/tmp brings its shards back, so nothing is embedded again."""
-    project = tmp_path / "project"
-    project.mkdir()
-    monkeypatch.chdir(project)
-    monkeypatch.setenv("DVC_ROOT", str(project))
-    folder = Path("data/embedding_cache/corpus")
-    with ec.EmbeddingCache(folder) as cache:
-        cache.put(keys(5), vectors(5))
-    written = {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in ec.SHARD_SUFFIXES}
-    for path in folder.iterdir():  # what DVC's checkout does to the folder
-        path.unlink()
-    folder.rmdir()
-    with ec.EmbeddingCache(folder) as cache:
-        found = cache.get(keys(5) + keys(1, "new"))
-    assert set(found) == set(keys(5))
-    np.testing.assert_array_equal(np.stack([found[k] for k in keys(5)]), vectors(5))
-    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in ec.SHARD_SUFFIXES} == written
-    assert capsys.readouterr().err.count("restored 1 shard(s)") == 1
-
-
-def test_no_mirror_outside_dvc_or_outside_the_working_directory(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_cache_folders_lie_under_the_dvc_project_for_an_experiment_in_a_temporary_copy_too(tmp_path, monkeypatch):
+    """DVC_ROOT (the project, whichever copy DVC runs the stage in) places a relative folder; outside
+    DVC the working directory does; an absolute folder stays where it is."""
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    monkeypatch.chdir(copy)
     monkeypatch.delenv("DVC_ROOT", raising=False)
-    assert ec.mirror_folder(Path("data/cache")) is None
-    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
-    assert ec.mirror_folder(Path("data/cache")) == tmp_path / ".dvc" / "tmp" / "retrieval-bench" / "data" / "cache"
-    assert ec.mirror_folder(tmp_path.parent / "elsewhere") is None
+    assert ec.in_project(paths.CORPUS_EMBEDDING_CACHE).resolve() == copy / paths.CORPUS_EMBEDDING_CACHE
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path / "project"))
+    assert ec.in_project(paths.CORPUS_EMBEDDING_CACHE) == tmp_path / "project" / paths.CORPUS_EMBEDDING_CACHE
+    assert ec.in_project(tmp_path / "elsewhere") == tmp_path / "elsewhere"
+
+
+@pytest.mark.parametrize("old", range(len(paths.LEGACY_EMBEDDING_CACHES)))
+def test_an_upgrade_copies_the_vectors_of_the_0_2_0_location_in_and_embeds_nothing(old, tmp_path, monkeypatch):
+    """Up to 0.2.0 the caches were DVC outputs in data/embedding_cache (mirrored under
+    .dvc/tmp/retrieval-bench/data): the first run after an upgrade serves their vectors, byte for
+    byte, without loading an encoder, and copies them into the new cache, which serves them alone
+    afterwards."""
+    from retrieval_bench.embedding import embed
+    from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
+
+    project = tmp_path / "project"
+    monkeypatch.setenv("DVC_ROOT", str(project))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)  # the stage runs in a temporary copy: the folders are the project's
+    settings = dict(DEFAULTS["embed"])
+    texts = [f"chunk {i}" for i in range(6)]
+    fingerprint = model_fingerprint(resolve_model(settings["model"]))
+    rows = vectors(6, dim=384, seed=old)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    legacy = paths.legacy_caches(paths.CORPUS_EMBEDDING_CACHE)
+    with ec.EmbeddingCache(project / legacy[old]) as cache:
+        cache.put(embed.cache_keys(texts, settings, settings["document_prompt"], fingerprint), rows)
+
+    def no_encoder(*args, **kwargs):
+        raise AssertionError("an encoder was loaded: the old location's vectors were embedded again")
+
+    monkeypatch.setattr(embed, "load_encoder", no_encoder)
+    for sources, shared in ((legacy, 6), ((), 0)):  # the upgrade's first run, then the new cache alone
+        found, stats = embed.embed_texts(
+            texts, settings, settings["document_prompt"], paths.CORPUS_EMBEDDING_CACHE, shared_caches=sources
+        )
+        np.testing.assert_array_equal(found, rows)
+        assert (stats.cached, stats.shared, stats.embedded) == (6, shared, 0)
+    assert _cache_entries(project / paths.CORPUS_EMBEDDING_CACHE) == 6

@@ -1,6 +1,7 @@
 """The two embed stages under the real `dvc repro`: each embeds only what changed (counted, from
-the stages' own output), the caches prune to what the data needs, and a fresh clone that pulls
-from a local DVC remote embeds nothing it did not change."""
+the stages' own output), the caches (local, under .dvc/tmp) prune to what the data needs without
+changing a stage, and a fresh clone that pulls from a local DVC remote embeds nothing: the
+stages' outputs, and DVC's run-cache for a state the teammate ran, come from the remote."""
 
 from __future__ import annotations
 
@@ -65,8 +66,10 @@ def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_pat
     first = repro(project)
     assert embedded(first, CORPUS) == (0, N_CHUNKS)
     assert embedded(first, QUESTIONS) == (0, N_QUESTIONS)
+    run([sys.executable, "-m", "dvc", "remote", "add", "-d", "store", str(tmp_path / "remote")], cwd=project)
     git("add", "-A", cwd=project)
     git("commit", "-qm", "embedded", cwd=project)
+    dvc("push", "--run-cache", cwd=project)  # this state's outputs and run-cache entries: a teammate can restore it
 
     # 1% of the chunks edited: 1% embedded, and the questions are not touched. Chunks no question
     # labels: the golden set carries where each labelled chunk lies (relevant_spans), so editing a
@@ -92,19 +95,15 @@ def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_pat
     assert embedded(output, QUESTIONS) == (N_QUESTIONS - len(reworded), len(reworded) + len(added))
     assert embedded(output, CORPUS) is None and "Running stage 'embed_corpus@" not in output
 
-    # Prune drops the vectors of the edited-away texts; `dvc commit` records the pruned caches.
+    # Prune drops the vectors of the edited-away texts; the caches are no DVC outputs: no stage changed.
     pruned = run([sys.executable, "-m", "retrieval_bench.cli", "cache", "prune"], cwd=project).stdout
     assert f"{paths.CORPUS_EMBEDDING_CACHE}: kept {N_CHUNKS} vectors, dropped {len(edited)}," in pruned
     assert f"{paths.QUESTION_EMBEDDING_CACHE}: kept {len(queries)} vectors, dropped {len(reworded)}," in pruned
-    assert "record the pruned caches with `dvc commit -f embed_corpus embed_questions`" in pruned
-    assert "modified:" in dvc("status", "embed_corpus", "embed_questions", cwd=project).stdout
-    dvc("commit", "-f", "embed_corpus", "embed_questions", cwd=project)
     assert "changed" not in dvc("status", "embed_corpus", "embed_questions", cwd=project).stdout
 
-    run([sys.executable, "-m", "dvc", "remote", "add", "-d", "store", str(tmp_path / "remote")], cwd=project)
     git("add", "-A", cwd=project)
-    git("commit", "-qm", "edits, pruned caches, remote", cwd=project)
-    dvc("push", cwd=project)
+    git("commit", "-qm", "edits", cwd=project)
+    dvc("push", "--run-cache", cwd=project)
 
     clone = tmp_path / "clone"
     git("clone", "-q", str(project), str(clone), cwd=tmp_path)
@@ -114,7 +113,12 @@ def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_pat
     for name in (paths.CORPUS_VECTORS, paths.QUESTION_VECTORS):
         np.testing.assert_array_equal(np.load(clone / name), np.load(project / name))
 
-    # The pulled cache serves the teammate's next run too: one chunk edited, one embedded.
-    chunks["c0005"] += " Edited on the clone."
+    # The teammate goes back to the chunks as first embedded: DVC's run-cache and that state's
+    # outputs, pushed after the first run, restore the stage (the embedding cache is local: the clone has none).
+    for key in edited:
+        chunks[key] = chunks[key].removesuffix(" Edited.")
     write_corpus(clone / "data" / "synthetic", chunks, queries)
-    assert embedded(repro(clone), CORPUS) == (N_CHUNKS - 1, 1)
+    output = repro(clone, "--pull")
+    assert embedded(output, CORPUS) is None, output
+    assert "Stage 'embed_corpus@default-default' is cached - skipping run, checking out outputs" in output
+    assert not (clone / paths.CORPUS_EMBEDDING_CACHE).exists()

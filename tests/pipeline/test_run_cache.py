@@ -1,14 +1,18 @@
 """The first run a team sees (issue 42), with the real DVC and an empty run-cache: only the
 (chunking, embedder) pairs some panel system uses are embedded; editing a retrieval key re-runs
 only the systems that inherit it, and setting it back restores their runs from DVC's run-cache;
-`dvc status` is clean after a run (no always-changed stage)."""
+`dvc status` is clean after a run (no always-changed stage); the embed stages are run-cached too."""
 
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
+import yaml
 from conftest import copy_project, dvc, set_params
+
+from retrieval_bench.core import paths
 
 pytestmark = pytest.mark.pipeline
 
@@ -46,3 +50,25 @@ def test_a_retrieval_edit_reruns_only_its_systems_and_an_unused_pair_is_never_em
     assert stages(back, "restored") == {"retrieve@default"}, back
     assert "retrieve@default" not in stages(back, "ran") and "retrieve@bm25" not in stages(back, "ran")
     assert dvc("status", cwd=project).stdout.strip() == "Data and pipelines are up to date."
+
+
+def test_an_embed_setting_set_back_restores_both_embed_stages_from_the_run_cache(tmp_path):
+    """The embed stages have no persistent output (their embedding cache lives in .dvc/tmp), so DVC
+    run-caches them: an embed.max_seq_length edit re-embeds corpus and questions, and setting it back
+    restores both from DVC's run-cache, the local embedding cache deleted in between."""
+    project = copy_project(tmp_path / "project")
+    assert not (project / ".dvc" / "cache" / "runs").exists()  # an empty run-cache at the start
+    embeds = {"embed_corpus@default-default", "embed_questions@default"}
+    dvc("repro", cwd=project)
+    first = {name: (project / name).read_bytes() for name in (paths.CORPUS_VECTORS, paths.QUESTION_VECTORS)}
+    original = yaml.safe_load((project / "params.yaml").read_text())["embed"]["max_seq_length"]
+
+    set_params(project, **{"embed.max_seq_length": 64})
+    assert embeds <= stages(dvc("repro", cwd=project).stdout, "ran")
+    shutil.rmtree(project / paths.EMBEDDING_CACHE)  # what is restored comes from DVC's run-cache alone
+
+    set_params(project, **{"embed.max_seq_length": original})
+    back = dvc("repro", cwd=project).stdout
+    assert embeds <= stages(back, "restored") and not embeds & stages(back, "ran"), back
+    assert {name: (project / name).read_bytes() for name in first} == first
+    assert not (project / paths.EMBEDDING_CACHE).exists()  # nothing embedded

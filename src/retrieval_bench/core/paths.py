@@ -58,14 +58,26 @@ GENERATE_REJECTS = "metrics/generate_rejects.jsonl"
 
 # embed_corpus@<chunking>-<embedder> and embed_questions@<embedder>: separate files, one stage each
 EMBEDDINGS = "data/embeddings"
-# One embedding cache per embed stage (DVC lets one stage own an output): persistent, append-only
-# shards of vectors keyed by (model hash, backend, precision, max_seq_length, prompt, text). A
-# corpus stage also reads its embedder's caches of the other chunkings (a text embedded once).
-EMBEDDING_CACHE = "data/embedding_cache"
+# One embedding cache per embed stage: append-only shards of vectors keyed by (model hash, backend,
+# precision, max_seq_length, prompt, text), under the DVC project's .dvc/tmp (DVC_ROOT's, for an
+# experiment too). Not a DVC output: a persistent output would keep DVC from run-caching the embed
+# stages; teammates share their vectors through the stages' outputs and DVC's run-cache (`dvc push
+# --run-cache`). A corpus stage also reads its embedder's caches of the other chunkings (a text
+# embedded once).
+EMBEDDING_CACHE = ".dvc/tmp/retrieval-bench/embeddings"
+# Where the caches lived up to 0.2.0 (persistent DVC outputs, and their mirror): the embed stages
+# still read them for the vectors the cache lacks and copy those in, so an upgrade embeds nothing again.
+LEGACY_EMBEDDING_CACHES = ("data/embedding_cache", ".dvc/tmp/retrieval-bench/data/embedding_cache")
+
+
+def legacy_caches(cache: str) -> list[str]:
+    """Where an embedding cache folder (under EMBEDDING_CACHE) lived up to 0.2.0."""
+    return [old + cache.removeprefix(EMBEDDING_CACHE) for old in LEGACY_EMBEDDING_CACHES]
 
 
 def corpus_vectors(chunking: str, embedder: str) -> tuple[str, str, str]:
-    """(vectors .npy, row ids .json, embedding cache folder) of a chunking embedded by an embedder."""
+    """(vectors .npy, row ids .json, embedding cache folder under the DVC project) of a chunking
+    embedded by an embedder."""
     return (
         f"{EMBEDDINGS}/corpus/{chunking}/{embedder}/vectors.npy",
         f"{EMBEDDINGS}/corpus/{chunking}/{embedder}/ids.json",
@@ -74,7 +86,7 @@ def corpus_vectors(chunking: str, embedder: str) -> tuple[str, str, str]:
 
 
 def question_vectors(embedder: str) -> tuple[str, str, str]:
-    """(vectors .npy, row ids .json, embedding cache folder) of the golden set's questions."""
+    """(vectors .npy, row ids .json, embedding cache folder under the DVC project) of the golden set's questions."""
     return (
         f"{EMBEDDINGS}/questions/{embedder}/vectors.npy",
         f"{EMBEDDINGS}/questions/{embedder}/ids.json",
@@ -141,7 +153,7 @@ def settings_of(system: str) -> str:
 
 # Cross-encoder scores by (model, question, chunk), append-only, one file per panel system: not a
 # DVC output (a persistent output would keep DVC from run-caching retrieve), under the DVC project's
-# .dvc/tmp (DVC_ROOT's, for an experiment too), beside the embedding cache's mirror.
+# .dvc/tmp (DVC_ROOT's, for an experiment too), beside the embedding caches.
 RERANK_CACHE = ".dvc/tmp/retrieval-bench/rerank"
 
 

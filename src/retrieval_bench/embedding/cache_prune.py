@@ -1,11 +1,13 @@
 """`retrieval-bench cache prune`: keep in each embedding cache only the vectors the current data
 needs (the chunks in data/chunks.parquet and the questions in data/goldenset.jsonl, under the
 embed settings in params.yaml); everything else — old models, prompts, backends, edited-away
-texts — is dropped and the rest rewritten as one shard."""
+texts — is dropped and the rest rewritten as one shard. The caches are local (under .dvc/tmp, not
+DVC outputs): pruning changes no stage."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +17,7 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import read_jsonl
 from retrieval_bench.core.params import load_params
 from retrieval_bench.embedding.embed import cache_keys, embedding_dimension
-from retrieval_bench.embedding.embedding_cache import prune
+from retrieval_bench.embedding.embedding_cache import in_project, prune
 from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
 
 
@@ -52,9 +54,10 @@ def run_prune(args: argparse.Namespace) -> int:
         ),
     )
     model_path = resolve_model(settings["model"])
-    changed, fingerprint, dim = False, model_fingerprint(model_path), embedding_dimension(model_path)
-    for folder, source, read, prompt in caches:
-        if not Path(folder).is_dir():
+    fingerprint, dim = model_fingerprint(model_path), embedding_dimension(model_path)
+    for relative, source, read, prompt in caches:
+        folder = in_project(relative)
+        if not folder.is_dir():
             print(f"{folder}: no cache")
             continue
         report = prune(
@@ -64,9 +67,9 @@ def run_prune(args: argparse.Namespace) -> int:
             dim=dim,
         )
         print(report.line(args.dry_run))
-        changed |= report.rewritten  # vectors dropped, or only shards merged: the DVC output changed either way
-    if changed:
+    for legacy in filter(os.path.isdir, paths.LEGACY_EMBEDDING_CACHES):
         print(
-            "record the pruned caches with `dvc commit -f embed_corpus embed_questions` (or let the next `dvc repro` do it: it embeds nothing)"
+            f"{legacy}: the embedding caches' 0.2.0 location, read by the embed stages only for vectors the cache "
+            "lacks; delete it once `dvc repro` has run every embed stage"
         )
     return 0

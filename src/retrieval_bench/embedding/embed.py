@@ -14,7 +14,7 @@ import numpy as np
 
 from retrieval_bench.core.files import atomic_open, write_json
 from retrieval_bench.embedding.backends import load_encoder, runtime_version, st_dimension
-from retrieval_bench.embedding.embedding_cache import EmbeddingCache, read_shards, space_digest, text_keys
+from retrieval_bench.embedding.embedding_cache import EmbeddingCache, in_project, read_shards, space_digest, text_keys
 from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
 
 
@@ -70,12 +70,12 @@ class EmbedStats:
     embedded: int
     seconds: float
     encoder: str | None
-    shared: int = 0  # of `cached`: found in another cache of the same embedder (another chunking's)
+    shared: int = 0  # of `cached`: found in another cache (another chunking's of the embedder, the 0.2.0 location)
 
     def line(self, unit: str) -> str:
         line = f"{self.texts} {unit}s ({self.unique} distinct): {self.cached} from the cache"
         if self.shared:
-            line += f" ({self.shared} from another chunking's)"
+            line += f" ({self.shared} from another chunking's cache or the 0.2.0 one)"
         line += f", {self.embedded} embedded"
         if self.embedded:
             rate = self.embedded / self.seconds if self.seconds > 0 else float("inf")
@@ -154,8 +154,8 @@ def embedding_engine(
 
 
 def from_other_caches(folders: list[Path], keys: list[bytes], dim: int | None) -> dict[bytes, np.ndarray]:
-    """The sound vectors of `keys` other caches hold (read only: each is another stage's output),
-    the first folder's copy first."""
+    """The sound vectors of `keys` other caches hold (read only: another stage's cache, or the 0.2.0
+    location), the first folder's copy first."""
     found: dict[bytes, np.ndarray] = {}
     for folder in folders:
         wanted = {key for key in keys if key not in found}
@@ -175,7 +175,7 @@ def from_other_caches(folders: list[Path], keys: list[bytes], dim: int | None) -
 
 def _copy_shared(cache: EmbeddingCache, folders: list[Path], keys: list[bytes], dim: int | None) -> dict:
     """The vectors of `keys` the other caches hold, copied into `cache` so that it alone serves its
-    texts (dvc push, a teammate's pull)."""
+    texts from then on (`retrieval-bench cache prune` reads it alone)."""
     shared = from_other_caches(folders, keys, dim)
     if shared:
         cache.put(list(shared), np.stack(list(shared.values())))
@@ -229,19 +229,20 @@ def embed_texts(
     progress: bool = True,
     *,
     log=print,
-    shared_caches: Sequence[Path] = (),
+    shared_caches: Sequence[str | Path] = (),
     model_key: str = "embed.model",
 ) -> tuple[np.ndarray, EmbedStats]:
     """Unit-length float32 vectors for `texts` (one row each, in order), `prompt` prefixed.
     Vectors in the cache (or in `shared_caches`, read only, then copied into it) are served; the
     others are embedded, longest first in batches, by `settings["engine"]` (here, or on Ray), and
     each batch is durably appended to the cache as it arrives, so a crash loses only the batches in
-    flight and a rerun embeds only the rest. `model_key`: the params key that set the model, which a
+    flight and a rerun embeds only the rest. Relative cache folders lie under the DVC project
+    (embedding_cache.in_project). `model_key`: the params key that set the model, which a
     model that cannot be found is reported under (an embedder's own: embedders.NAME.model)."""
 
     model_path = resolve_model(settings["model"], model_key)
+    cache_dir, sources = in_project(cache_dir), [in_project(folder) for folder in shared_caches]
     if not texts:  # no encoder, nor an export: only the dimension is needed
-        Path(cache_dir).mkdir(parents=True, exist_ok=True)  # the cache folder (a DVC output) exists, as with texts
         return np.zeros((0, embedding_dimension(model_path)), dtype=np.float32), EmbedStats(0, 0, 0, 0, 0.0, None)
     fingerprint = model_fingerprint(model_path)
     keys = cache_keys(texts, settings, prompt, fingerprint)
@@ -252,7 +253,7 @@ def embed_texts(
     dim = _declared_dimension(Path(model_path))
     with EmbeddingCache(cache_dir, dim) as cache:
         found = cache.get(list(unique))
-        shared = _copy_shared(cache, list(shared_caches), [key for key in unique if key not in found], dim)
+        shared = _copy_shared(cache, sources, [key for key in unique if key not in found], dim)
         found.update(shared)
         missing = [key for key in unique if key not in found]
         if missing:

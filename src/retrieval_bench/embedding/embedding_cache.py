@@ -1,8 +1,8 @@
 """A content-addressed store of embeddings: key -> unit vector, in append-only shards.
 
-A cache is one folder (a persistent DVC output). Each run that embeds something writes one new
-*shard* and never touches an existing one, so a DVC cache of hardlinks or symlinks is never
-written through, and unchanged shards deduplicate in DVC's cache and remote:
+A cache is one folder, under the DVC project's .dvc/tmp (core.paths.EMBEDDING_CACHE; not a DVC
+output, so DVC run-caches the embed stages). Each run that embeds something writes one new *shard*
+and never touches an existing one:
 
     <name>.vec    a 128-byte JSON header (dtype, dim, the header's own CRC-32), then float32
                   rows, one per vector
@@ -23,10 +23,8 @@ unverified, with their rows checked by value (finite unit vectors, the model's d
 cache to their last append, so a second run on the same cache waits and then embeds only what the
 first did not.
 
-Mirror: DVC's checkout deletes a persistent output whose committed version is not in its cache (a
-`dvc exp run` from a dvc.lock written on another CPU), so every shard is also hard-linked (else
-copied) to DVC_ROOT/.dvc/tmp/retrieval-bench/<folder> (DVC_ROOT: the project, for an experiment
-too); a run lacking keys a mirrored shard holds restores it, name and bytes unchanged, in one line.
+Where: `in_project` places a cache folder under DVC_ROOT (the project, for an experiment run in a
+temporary copy too), so DVC's checkout never touches it and every experiment shares it.
 
 Keys are sha256(space digest + sha256(text)): the space (model weights hash, backend, precision,
 quantization, max_seq_length, prompt) is inside every key, so a vector computed under other
@@ -36,10 +34,8 @@ settings is never served. `prune` keeps the keys the current data needs, in one 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
-import shutil
 import sys
 import zlib
 from collections.abc import Iterable, Iterator
@@ -254,35 +250,10 @@ def _say(line: str) -> None:
     print(f"embedding cache: {line}", file=sys.stderr)
 
 
-MIRROR_ROOT = Path(".dvc") / "tmp" / "retrieval-bench"
-SHARD_SUFFIXES = (".vec", ".keys")  # linked in this order: a key never names a missing row
-
-
-def mirror_folder(folder: Path) -> Path | None:
-    """Where `folder` (inside the working directory) is mirrored, under the DVC project in
-    DVC_ROOT; None outside DVC, or for a folder elsewhere."""
-    root, here, resolved = os.environ.get("DVC_ROOT"), Path.cwd().resolve(), folder.resolve()
-    if not root or not resolved.is_relative_to(here):
-        return None
-    return Path(root) / MIRROR_ROOT / resolved.relative_to(here)
-
-
-def _shard_names(folder: Path) -> set[str]:
-    return {path.stem for path in folder.glob("*.keys")}
-
-
-def _link_shards(source: Path, target: Path, names: Iterable[str]) -> None:
-    """Hard-link (else copy) the named shards of `source` into `target`, an existing file left
-    alone; a copy cut short is a torn shard, which readers ignore."""
-    target.mkdir(parents=True, exist_ok=True)
-    for name, suffix in itertools.product(names, SHARD_SUFFIXES):
-        try:
-            os.link(source / f"{name}{suffix}", target / f"{name}{suffix}")
-        except FileExistsError:
-            pass
-        except OSError:  # another file system, or one without hard links
-            shutil.copyfile(source / f"{name}{suffix}", target / f"{name}{suffix}")
-    _fsync_dir(target)
+def in_project(folder: str | Path) -> Path:
+    """`folder` under the DVC project: DVC_ROOT when DVC runs the stage, else the working
+    directory (an absolute `folder` stays as it is)."""
+    return Path(os.environ.get("DVC_ROOT", ".")) / folder
 
 
 class EmbeddingCache:
@@ -312,40 +283,14 @@ class EmbeddingCache:
 
     def __exit__(self, *exc: Any) -> None:
         assert self._lock is not None  # taken by __enter__
-        self.writer.close()
         try:
-            if (mirror := mirror_folder(self.folder)) is not None:  # every shard: written, pulled or checked out
-                _link_shards(self.folder, mirror, _shard_names(self.folder) - _shard_names(mirror))
-        except OSError as error:  # the mirror only saves work: the run's vectors are in the folder
-            _say(f"could not mirror {self.folder} ({error})")
+            self.writer.close()
         finally:
             self._lock.__exit__(*exc)
 
     def get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         """The sound cached vectors among `keys` (others are absent from the result: a damaged one
-        is said, once per shard, and embedded again); a key only the mirror holds first restores
-        its shard."""
-        found = self._get(keys)
-        missing = {key for key in keys if key not in found}
-        if missing and self._restore(missing):
-            found = self._get(keys)
-        return found
-
-    def _restore(self, missing: set[bytes]) -> bool:
-        """Link back from the mirror each shard this folder lacks that holds a `missing` key."""
-        mirror, present = mirror_folder(self.folder), _shard_names(self.folder)
-        names = [
-            shard.name
-            for shard in (read_shards(mirror, self.dim) if mirror else [])
-            if shard.name not in present and any(raw.tobytes() in missing for raw in shard.keys)
-        ]
-        if names and mirror is not None:  # names come from the mirror only
-            _link_shards(mirror, self.folder, names)
-            _say(f"restored {len(names)} shard(s) DVC's checkout (or a deletion) removed, from {mirror}")
-            self._read()
-        return bool(names)
-
-    def _get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        is said, once per shard, and embedded again)."""
         wanted: dict[int, list[tuple[bytes, int]]] = {}
         for key in dict.fromkeys(keys):
             where = self._index.get(key)
