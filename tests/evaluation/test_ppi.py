@@ -221,6 +221,8 @@ def test_the_leaderboards_ppi_figures_and_compares_paired_interval_agree():
     tables = _aligned_tables(np.random.default_rng(2))
     figures = ppi_figures(tables)
     assert figures["available"] and figures["n_reviewed"] == 60 and figures["n_unreviewed"] == 240
+    assert figures["too_few"] is None
+    assert ppi_figures(_aligned_tables(np.random.default_rng(2), reviewed_n=10))["too_few"].startswith("only 10 ")
     judged = figures["views"]["judged"]["mrr"]
     assert judged["best"] == "b" and "delta_to_best" in judged["systems"]["a"]
     reviewed = tables["a"]["review"].to_numpy() == "fine"

@@ -25,6 +25,9 @@ from retrieval_bench.goldenset.reviews import GRADES, QUESTION_MARKS, Reviews
 
 SINGLE = "single"  # a golden row without `kind`
 NO_REVIEWS = "no reviews yet: review a sample (retrieval-bench review) for prediction-powered intervals"
+# Below this many reviewed questions the 95% intervals covered 87-92% in bench/ppi_coverage.py
+# (docs/benchmarks.md): said beside the figures.
+ENOUGH_REVIEWED = 50
 
 
 def kind_of(row: Mapping[str, Any]) -> str:
@@ -132,8 +135,18 @@ def ppi_figures(aligned: dict[str, pd.DataFrame], best: Mapping[str, str] | None
         "n_kept": int(keep.sum()),
         "n_unreviewed": int((~reviewed).sum()),
         "assumes": "the reviewed questions are a uniformly random sample of the golden set",
+        "too_few": _too_few(int(reviewed.sum())),
         "views": views,
     }
+
+
+def _too_few(n_reviewed: int) -> str | None:
+    if n_reviewed >= ENOUGH_REVIEWED:
+        return None
+    return (
+        f"only {n_reviewed} reviewed questions: below {ENOUGH_REVIEWED} the 95% intervals covered 87-92% "
+        "in docs/benchmarks.md; review more"
+    )
 
 
 def paired_delta(a: pd.DataFrame, b: pd.DataFrame, truth: str, model: str) -> Estimate | None:
@@ -218,6 +231,7 @@ def review_lines(report: dict) -> list[str]:
         "",
         f"PPI++ estimates and 95% intervals from {figures['n_reviewed']} reviewed questions "
         f"({figures['n_kept']} kept) and {figures['n_unreviewed']} unreviewed; {figures['assumes']}.",
+        *([f"Warning: {figures['too_few']}."] if figures["too_few"] else []),
     ]
     for view, metrics in figures["views"].items():
         for metric, entry in metrics.items():
@@ -257,6 +271,8 @@ def show_lines(entry: dict, metric: str = "mrr") -> list[str]:
         kappa = "n/a" if agreement["kappa"] is None else f"{agreement['kappa']:.2f}"
         leniency = "n/a" if agreement["leniency"] is None else f"{agreement['leniency']:.0%}"
         out.append(f"  judge against people ({agreement['n_pairs']} pairs): kappa {kappa}, leniency {leniency}")
+    if figures.get("too_few"):
+        out.append(f"  warning: {figures['too_few']}")
     for view, metrics in figures.get("views", {}).items():
         if metric not in metrics:
             continue
