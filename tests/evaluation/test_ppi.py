@@ -225,6 +225,11 @@ def test_the_leaderboards_ppi_figures_and_compares_paired_interval_agree():
     assert ppi_figures(_aligned_tables(np.random.default_rng(2), reviewed_n=10))["too_few"].startswith("only 10 ")
     judged = figures["views"]["judged"]["mrr"]
     assert judged["best"] == "b" and "delta_to_best" in judged["systems"]["a"]
+    delta = judged["systems"]["a"]["delta_to_best"]
+    z = delta["estimate"] / ((delta["high"] - delta["low"]) / (2 * Z))
+    p = 2 * stats.norm.sf(abs(z))  # one system against the best: Holm leaves it as it is
+    assert judged["systems"]["a"]["p_holm"] == pytest.approx(p, abs=1e-3)
+    assert judged["systems"]["a"]["differs_from_best"] == (p < 0.05)
     reviewed = tables["a"]["review"].to_numpy() == "fine"
     a = tables["a"]
     direct = ppi_mean(

@@ -48,6 +48,13 @@ class Estimate:
     n_kept: int
     n_unreviewed: int
 
+    def p_value(self) -> float:
+        """The two-sided normal test of a zero mean (a delta of no difference): erfc(|z| / sqrt 2)."""
+        sd = (self.high - self.low) / (2 * Z95)
+        if sd <= 0:
+            return 1.0 if self.estimate == 0 else 0.0
+        return math.erfc(abs(self.estimate) / sd / math.sqrt(2))
+
     def to_dict(self, digits: int = 4) -> dict:
         return {key: round(value, digits) if isinstance(value, float) else value for key, value in asdict(self).items()}
 

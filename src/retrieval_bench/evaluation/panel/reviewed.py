@@ -20,7 +20,7 @@ from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.ppi import Estimate, ppi_mean, ppi_paired
 from retrieval_bench.evaluation.score.judged import PREFIX
 from retrieval_bench.evaluation.score.reviewed import FINE, JUDGE_ONLY, REVIEW, UNREVIEWED, human_grades
-from retrieval_bench.evaluation.stats import cohen_kappa
+from retrieval_bench.evaluation.stats import ALPHA, cohen_kappa, holm_adjust
 from retrieval_bench.goldenset.reviews import GRADES, QUESTION_MARKS, Reviews
 
 SINGLE = "single"  # a golden row without `kind`
@@ -109,7 +109,9 @@ def ppi_figures(aligned: dict[str, pd.DataFrame], best: Mapping[str, str] | None
     (aligned as leaderboard.scorable makes them): `uncorrected` the mean of the model's figure over
     every question, `ppi` the PPI++ estimate and 95% interval, `human_only` the reviewed questions'
     interval alone, `delta_to_best` the paired PPI interval of this system minus the best (`best`:
-    metric -> the leaderboard's best; else the highest PPI estimate)."""
+    metric -> the leaderboard's best; else the highest PPI estimate), and as the leaderboard marks
+    its systems, `p_holm` (its normal test, Holm-adjusted over the systems compared with the best)
+    and `differs_from_best` (p_holm < alpha)."""
     first = next(iter(aligned.values()))
     if REVIEW not in first or not (first[REVIEW].astype(str) != UNREVIEWED).any():
         return {"available": False, "note": NO_REVIEWS}
@@ -125,9 +127,14 @@ def ppi_figures(aligned: dict[str, pd.DataFrame], best: Mapping[str, str] | None
                 "human_only": _dict(ppi_mean(y[reviewed], f[reviewed], f[~reviewed], keep, lam=0.0)),
             }
         leader = (best or {}).get(metric) or max(rows, key=lambda s: (rows[s]["ppi"] or {}).get("estimate", -1.0))
-        for system, table in aligned.items():
-            if system != leader:
-                rows[system]["delta_to_best"] = _dict(paired_delta(aligned[leader], table, truth, model))
+        deltas = {s: paired_delta(aligned[leader], t, truth, model) for s, t in aligned.items() if s != leader}
+        tested = {system: delta for system, delta in deltas.items() if delta is not None}
+        adjusted = dict(zip(tested, holm_adjust([delta.p_value() for delta in tested.values()]), strict=True))
+        for system, delta in deltas.items():
+            rows[system]["delta_to_best"] = _dict(delta)
+            if system in adjusted:
+                p_holm = float(adjusted[system])
+                rows[system].update(p_holm=round(p_holm, 4), differs_from_best=bool(p_holm < ALPHA))
         views.setdefault(view, {})[metric] = {"best": leader, "systems": rows}
     return {
         "available": True,
@@ -239,11 +246,12 @@ def review_lines(report: dict) -> list[str]:
                 "",
                 f"{view} {metric} (best: {entry['best']})",
                 "",
-                "| system | uncorrected | PPI [95%] | people only [95%] | delta to best, PPI [95%] |",
+                f"| system | uncorrected | PPI [95%] | people only [95%] | delta to best, PPI [95%] (*: Holm p < {ALPHA}) |",
                 "|---|---:|---:|---:|---:|",
             ]
             for system, row in entry["systems"].items():
                 delta = _interval(row["delta_to_best"]) if "delta_to_best" in row else "best"
+                delta += " *" if row.get("differs_from_best") else ""
                 lines.append(
                     f"| {system} | {row['uncorrected']:.3f} | {_interval(row['ppi'])} | "
                     f"{_interval(row['human_only'])} | {delta} |"
