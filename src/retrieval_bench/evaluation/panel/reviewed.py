@@ -19,6 +19,7 @@ from retrieval_bench.core.question_sets import ALL, question_set_of
 from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.ppi import Estimate, ppi_mean, ppi_paired
 from retrieval_bench.evaluation.score.judged import PREFIX
+from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column
 from retrieval_bench.evaluation.score.reviewed import FINE, JUDGE_ONLY, REVIEW, UNREVIEWED, human_grades
 from retrieval_bench.evaluation.stats import ALPHA, cohen_kappa, holm_adjust
 from retrieval_bench.goldenset.reviews import GRADES, QUESTION_MARKS, Reviews
@@ -87,10 +88,15 @@ def judge_agreement(reviews: Reviews, judge_rows: Sequence[Mapping[str, Any]], m
 
 
 def _views(columns) -> list[tuple[str, str, str, str]]:
-    """(view, metric, human-truth column, model-truth column): the strict view (the same labels;
+    """(view, metric, human-truth column, model-truth column) of the headline metrics (mrr, the
+    leaderboard's ndcg@k, recall@10 or its nearest cut-off): the strict view (the same labels;
     people only reject questions) and the judged view (people's grades against the judge's)."""
+    metrics = leaderboard_metrics(columns)
+    recall = headline_column([name for name, _ in metrics], "recall", HEADLINE_CUTOFF)
     out = []
-    for name, column in leaderboard_metrics(columns):
+    for name, column in metrics:
+        if name.startswith("recall@") and name != recall:
+            continue
         out.append(("strict", name, column, column))
         if JUDGE_ONLY + column in columns:
             out.append(("judged", name, PREFIX + column, JUDGE_ONLY + column))
