@@ -129,6 +129,7 @@ def _reviewed(tmp_path, golden):
         grade_click("ana", "q0", "c05", 3),
         grade_click("ana", "q0", "c01", 0),
         grade_click("bo", "q0", "c01", 1),
+        grade_click("bo", "q0", "other-chunking:0-800", 3),  # another system's chunk: not this one's
     ):
         append_click(folder, click)
     return read_reviews(folder, {row["qid"] for row in golden})
@@ -173,7 +174,7 @@ def test_rejected_questions_leave_the_summary_and_peoples_grades_win_over_the_ju
     first = ranked[(ranked["qid"] == "q0") & ranked["chunk_id"].isin(["c00", "c05"])]["rank"].min()
     assert table.loc[0, "judged_reciprocal_rank"] == pytest.approx(1 / first)
     assert table.loc[0, "judge_only_reciprocal_rank"] == pytest.approx(1.0)
-    assert human_grades(reviews) == {"q0": {"c01": 0, "c05": 3}}
+    assert human_grades(reviews, set(chunks["chunk_id"])) == {"q0": {"c01": 0, "c05": 3}}
     assert review_marks(reviews, ["q0", "q1", "q9"]) == ["fine", "ambiguous", "unreviewed"]
 
 

@@ -7,6 +7,8 @@ the stage's outputs are what they were."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import pandas as pd
 
 from retrieval_bench.goldenset.reviews import Reviews
@@ -29,11 +31,15 @@ def review_marks(reviews: Reviews, qids: list[str]) -> list[str]:
     return [rejected.get(qid, FINE if qid in marked else UNREVIEWED) for qid in qids]
 
 
-def human_grades(reviews: Reviews) -> dict[str, dict[str, int]]:
+def human_grades(reviews: Reviews, chunk_ids: Collection[str] | None = None) -> dict[str, dict[str, int]]:
     """qid -> chunk id -> the people's grade: with several reviewers, the lower median of their
-    grades (an integer on the UMBRELA scale; the lower so a tie between relevant and not is not)."""
+    grades (an integer on the UMBRELA scale; the lower so a tie between relevant and not is not).
+    With `chunk_ids`, only those chunks: the page shows chunks of every panel system's chunking,
+    a system is scored on its own."""
     out: dict[str, dict[str, int]] = {}
     for (qid, chunk_id), group in reviews.grades.groupby(["qid", "chunk_id"], sort=True):
+        if chunk_ids is not None and chunk_id not in chunk_ids:
+            continue
         values = sorted(int(grade) for grade in group["grade"])
         out.setdefault(str(qid), {})[str(chunk_id)] = values[(len(values) - 1) // 2]
     return out

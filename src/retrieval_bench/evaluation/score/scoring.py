@@ -81,11 +81,12 @@ def score_run_both_views(
     judgements, placed = _judged_and_placed(golden, chunks, run, scoring.min_coverage)
     strict = _table(golden, judgements, placed, scoring)
     strict = _with_budgets(strict, golden, judgements, placed, chunks, run, scoring=scoring)
-    grades = pool_grades(pool_rows, {row["qid"] for row in golden}, set(chunks["chunk_id"]), pool_path)
+    chunk_ids = set(chunks["chunk_id"])
+    grades = pool_grades(pool_rows, {row["qid"] for row in golden}, chunk_ids, pool_path)
     judged = judged_table(golden, judgements, chunks, run, scoring, duplicates=duplicates, grades=grades)
     if reviews is None or not has_reviews(reviews):
         return pd.concat([strict, judged], axis=1)
-    human = human_grades(reviews)
+    human = human_grades(reviews, chunk_ids)
     judge_only = judged
     if human:
         merged = with_human_grades(grades, human)
