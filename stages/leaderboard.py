@@ -1,11 +1,10 @@
-"""Stage 6: one leaderboard of the panel systems (params panel) on every question set ->
-metrics/leaderboard.json, .csv and .md, the plots recall_at_k.csv and first_relevant_rank_histogram.csv,
-metrics/certificate.json (does each synthetic question set order the systems as the real or
-hand-written ones do?) and metrics/headline.json (its few numbers; the DVC metrics are each
-system's, declared by score). Then every system's costs, measured here in one process
-(evaluation.panel.costs.measure): metrics/costs.json and .md with the Pareto front, the decision
-table metrics/decision.md and metrics/plots/quality_vs_cost.csv, whose figures differ from run to
-run (no stage reads them)."""
+"""Stage 6: one leaderboard of the panel systems (params panel) on every question set -> metrics/leaderboard.json,
+.csv and .md, the plots recall_at_k.csv and first_relevant_rank_histogram.csv, metrics/certificate.json (does each
+synthetic question set order the systems as the real or hand-written ones do?) and metrics/headline.json (its few
+numbers; the DVC metrics are each system's, declared by score); people's reviews (data/reviews/) add the
+prediction-powered figures. Then every system's costs, measured here in one process (evaluation.panel.costs.measure):
+metrics/costs.json and .md with the Pareto front, the decision table metrics/decision.md and
+metrics/plots/quality_vs_cost.csv, whose figures differ from run to run (no stage reads them)."""
 
 import json
 from pathlib import Path
@@ -14,11 +13,11 @@ import pandas as pd
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.files import atomic_open, read_jsonl, write_json
+from retrieval_bench.core.files import atomic_open, write_json
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.stage import run_stage
 from retrieval_bench.evaluation.panel.costs import PLOT_COLUMNS, cost_rows, measure
-from retrieval_bench.evaluation.panel.report import panel_report, summary_line
+from retrieval_bench.evaluation.panel.report import panel_report, review_inputs, summary_line
 from retrieval_bench.evaluation.score.per_question import read_per_question
 
 
@@ -31,8 +30,9 @@ def main() -> None:
     }
     measured = measure(params)
     costs, unit = cost_rows(params, measured), params["score"]["budget_unit"]
+    golden, reviewed = review_inputs(params["judge"]["min_grade"])
     report = panel_report(
-        tables, read_jsonl(paths.GOLDENSET), params["validity"], costs, reports, measured=measured, budget_unit=unit
+        tables, golden, params["validity"], costs, reports, measured=measured, budget_unit=unit, **reviewed
     )
     write_json(paths.LEADERBOARD, report["leaderboard"])
     write_json(paths.CERTIFICATE, report["certificate"])

@@ -1,7 +1,8 @@
 """Stage 5, once per panel system (`python -m stages.score <system>`): its run scored against the
 golden set on its chunking -> metrics/panel/<system>/metrics.json and per_question.csv, in two
 views: strict (the golden set's labels) and judged (plus duplicate chunks and pooled LLM grades);
-and headline.json, its few headline numbers (the DVC metrics file: one row of `dvc metrics show`)."""
+and headline.json, its few headline numbers (the DVC metrics file: one row of `dvc metrics show`).
+People's reviews (data/reviews/) take rejected questions out and put their grades before the judge's."""
 
 import sys
 
@@ -15,6 +16,7 @@ from retrieval_bench.evaluation.panel.headline import system_headline
 from retrieval_bench.evaluation.score.budgets import chunk_columns
 from retrieval_bench.evaluation.score.scoring import score_system
 from retrieval_bench.evaluation.score.settings import Scoring
+from retrieval_bench.goldenset.reviews import read_reviews
 
 
 def main(argv: list[str]) -> None:
@@ -24,9 +26,10 @@ def main(argv: list[str]) -> None:
     all_params = load_all_params()
     chunking = panel_system(all_params["panel"], system)["chunking"]
     chunks = read_table(paths.chunks_of(chunking), chunk_columns(all_params["score"]))
+    golden = read_jsonl(paths.GOLDENSET)
     table, summary = score_system(
         Scoring.from_params(all_params),
-        read_jsonl(paths.GOLDENSET),
+        golden,
         chunks,
         read_run_table(paths.run_of(system)),
         run_info_path=paths.run_info_of(system),
@@ -34,6 +37,7 @@ def main(argv: list[str]) -> None:
         pool_rows=read_jsonl(paths.JUDGED_POOL),
         pool_path=paths.JUDGED_POOL,
         label=f"score {system}",
+        reviews=read_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden}),
     )
     write_json(paths.metrics_of(system), summary)
     write_json(paths.headline_of(system), system_headline(table))

@@ -14,6 +14,7 @@ from retrieval_bench.core.question_sets import ALL
 from retrieval_bench.core.revisions import git_show, resolve_revision
 from retrieval_bench.evaluation.certificate.certify import certificate_summary
 from retrieval_bench.evaluation.panel.leaderboard import left_out_lines, set_title
+from retrieval_bench.evaluation.panel.reviewed import show_lines
 
 HEADLINE = ["mrr", "ndcg@10"]
 COUNTS = ["n_questions", "n_chunks", "n_questions_without_relevant_chunk", "n_questions_judged_tied"]
@@ -157,4 +158,6 @@ def run(args: argparse.Namespace) -> int:
     if board.get("systems"):
         for line in certificate_summary(cert):
             print(line)
+    for line in show_lines(board["reviews"]) if "reviews" in board else []:  # people's reviews and PPI
+        print(line)
     return 0

@@ -118,3 +118,25 @@ def test_the_certificate_separates_agreeing_from_disagreeing_question_sets(score
     assert np.argmax(means["template"]) == SYSTEMS.index("bm25") and np.argmax(means["hand-written"]) == SYSTEMS.index(
         "dense"
     )
+
+
+def test_without_real_or_hand_written_questions_the_reviewed_ones_are_the_reference_and_the_line_says_so(scored):
+    tables = side_by_side(scored, "template")
+    reviewed = {
+        system: table.assign(
+            review=np.where(table["question_set"] == "hand-written", "fine", "unreviewed"), question_set="generated"
+        )
+        for system, table in tables.items()
+    }
+    against_people = panel_certificate(scorable(tables), resamples=100)
+    against_reviews = panel_certificate(scorable(reviewed), resamples=100)
+    assert against_reviews["reference"] == "reviewed"
+    assert against_reviews["n_questions"] == {"reviewed": 27, "generated": 27}  # the reviewed leave the generated
+    ours, theirs = against_reviews["sets"]["generated"], against_people["sets"]["generated"]
+    assert ours["verdict"] == theirs["verdict"] == "disagrees"
+    assert ours["line"].startswith("generated (27) disagrees with reviewed (27) on the decision (mrr): ")
+    assert ours["line"].endswith(
+        "(reference: the questions people reviewed and kept, no real queries; generated without them)"
+    )
+    no_reviews = {system: table.assign(question_set="generated") for system, table in tables.items()}
+    assert not panel_certificate(scorable(no_reviews), resamples=100)["available"]

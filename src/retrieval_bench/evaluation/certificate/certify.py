@@ -23,24 +23,51 @@ from retrieval_bench.evaluation.certificate.verdict import (
     side,
 )
 from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
+from retrieval_bench.evaluation.score.reviewed import FINE, REVIEW
 from retrieval_bench.evaluation.score.segments import question_set
 from retrieval_bench.evaluation.stats import ALPHA
 
 SHOWN = 3  # systems named as inflated, hypotheses named as beyond the margin
+REVIEWED = "reviewed"  # the reference when no real queries exist: the questions people reviewed and kept
 
 
 def choose_sets(table: pd.DataFrame) -> tuple[str, list[str]] | None:
-    """(reference set, the synthetic sets in name order), or None without both."""
+    """(reference set, the synthetic sets in name order), or None without both. Without real or
+    hand-written questions, the questions people reviewed and kept (REVIEWED) are the reference."""
     present = sorted(set(table["question_set"].dropna())) if "question_set" in table else []
     reference = reference_set(present)
+    if reference is None and REVIEW in table and (table[REVIEW] == FINE).any():
+        reference = REVIEWED
     synthetic = [name for name in present if name != reference]
     return (reference, synthetic) if reference and synthetic else None
+
+
+def set_masks(table: pd.DataFrame, reference: str, synthetic: list[str]) -> dict[str, np.ndarray]:
+    """Each set's rows of `table`. With REVIEWED as the reference, its rows are the kept reviewed
+    questions and they leave the synthetic sets: the two sides of a verdict never share a question."""
+    sets = table["question_set"].to_numpy()
+    if reference != REVIEWED:
+        return {name: sets == name for name in [reference, *synthetic]}
+    reviewed = (table[REVIEW] == FINE).to_numpy()
+    return {REVIEWED: reviewed, **{name: (sets == name) & ~reviewed for name in synthetic}}
+
+
+def _set_rows(golden: list[dict], first: pd.DataFrame, masks: dict[str, np.ndarray], reference: str) -> dict:
+    """Each set's golden rows (the style gap's input): by question set, or with REVIEWED as the
+    reference, the rows of the questions in each side."""
+    if reference != REVIEWED:
+        return {name: [row for row in golden if question_set(row) == name] for name in masks}
+    qids = {name: {str(qid) for qid in first.index[mask]} for name, mask in masks.items()}
+    return {name: [row for row in golden if str(row["qid"]) in qids[name]] for name in masks}
 
 
 def _unavailable(aligned: dict[str, pd.DataFrame]) -> str | None:
     first = next(iter(aligned.values()))
     if choose_sets(first) is None:
-        return "needs real or hand-written questions and a synthetic set (generated or imported) in the golden set"
+        return (
+            "needs real or hand-written (or reviewed) questions and a synthetic set (generated or imported) in the "
+            "golden set"
+        )
     return "needs 3 or more panel systems" if len(aligned) < 3 else None
 
 
@@ -82,15 +109,14 @@ def panel_certificate(
     rule = rule_of(validity, systems)
     metrics = leaderboard_metrics(first.columns)
     documents = {str(row["qid"]): str(row.get("doc_id") or row["qid"]) for row in golden or []}
-    sides = {}
-    for name in [reference, *synthetic_sets]:
-        mask = (first["question_set"] == name).to_numpy()
+    sides, masks = {}, set_masks(first, reference, synthetic_sets)
+    for name, mask in masks.items():
         qids = [str(qid) for qid in first.index[mask]]
         sides[name] = side(
             {m: np.vstack([aligned[s][column].to_numpy(dtype=float)[mask] for s in systems]) for m, column in metrics},
             [documents.get(qid, qid) for qid in qids],
         )
-    rows = {name: [row for row in golden if question_set(row) == name] for name in sides} if golden else {}
+    rows = _set_rows(golden, first, masks, reference) if golden else {}
     sets = {
         name: set_certificate(
             sides[reference],
@@ -175,6 +201,8 @@ def set_certificate(
     if decision["verdict"] == UNDETERMINED:
         out["to_decide"] = questions_to_decide(reference, synthetic, decision, rule, seed=seed)
     out["line"] = verdict_line(out, names, {names[0]: reference.n, names[1]: synthetic.n}, rule)
+    if names[0] == REVIEWED:
+        out["line"] += f" (reference: the questions people reviewed and kept, no real queries; {names[1]} without them)"
     return out
 
 

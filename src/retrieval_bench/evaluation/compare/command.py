@@ -34,6 +34,7 @@ from retrieval_bench.core.revisions import WORKSPACE
 from retrieval_bench.evaluation.compare.outcome import Comparison
 from retrieval_bench.evaluation.compare.report import format_json, format_markdown, format_text
 from retrieval_bench.evaluation.compare.runs import params_changed, question_context, read_run
+from retrieval_bench.evaluation.panel.reviewed import paired_deltas
 from retrieval_bench.evaluation.score.per_question import JUDGED, checked_per_question, metric_columns
 from retrieval_bench.evaluation.score.segments import SEGMENT_COLUMNS
 from retrieval_bench.evaluation.stats import (
@@ -150,6 +151,7 @@ def compare_tables(
         judged=judged,
         views_coincide=coincide,
         segments=_segment_regressions(a, b, names[0][1], resamples, seed),
+        ppi=paired_deltas(a.reset_index(), b.reset_index()),
     )
 
 

@@ -28,6 +28,7 @@ class Comparison:
     views_coincide: bool = False  # every judged column equals its strict one (no duplicates, no judgements)
     segments: dict | None = None  # segment regressions on the headline metric; None: the runs carry no segments
     params_changed: list[dict] | None = None  # params.yaml keys that differ, A's and B's value; None: unknown
+    ppi: dict = field(default_factory=dict)  # paired PPI intervals of B - A by view and metric; {}: no reviews
 
     def to_dict(self) -> dict:
         return {
@@ -50,6 +51,7 @@ class Comparison:
             "warnings": self.warnings,
             "views_coincide": self.views_coincide,
             "segment_regressions": self.segments,
+            **({"ppi_deltas": self.ppi} if self.ppi else {}),
             "verdict": verdict_line(self),
         }
 

@@ -185,6 +185,18 @@ def _aligned(rows: list[list[str]]) -> list[str]:
     return out
 
 
+def ppi_lines(comparison: Comparison) -> list[str]:
+    """The prediction-powered deltas B - A (people's reviews in both runs' tables), or nothing."""
+    if not comparison.ppi:
+        return []
+    out = ["Prediction-powered delta B - A [95%], from the reviewed questions and the rest (docs/explanation/ppi.md):"]
+    for view, metrics in comparison.ppi.items():
+        for metric, entry in metrics.items():
+            shown = "n/a" if entry is None else f"{entry['estimate']:+.4f} [{entry['low']:+.4f}, {entry['high']:+.4f}]"
+            out.append(f"  {view} {metric}: {shown}")
+    return [*out, ""]
+
+
 def format_text(comparison: Comparison, limit: int = 10) -> str:
     """The report as an aligned plain-text table for a terminal."""
     out = [
@@ -202,6 +214,7 @@ def format_text(comparison: Comparison, limit: int = 10) -> str:
     out += _aligned(_rows(comparison))
     out.append("")
     out += _judged_lines(comparison, _aligned, SIDE_BY_SIDE_TITLE)
+    out += ppi_lines(comparison)
     out += _footnotes(comparison)
     out.append("")
     if comparison.flip_k is None:
@@ -249,6 +262,7 @@ def format_markdown(comparison: Comparison, limit: int = 10) -> str:
         out.append("")
     out += [*_markdown_table(_rows(comparison)), ""]
     out += _judged_lines(comparison, _markdown_verdicts, f"**{SIDE_BY_SIDE_TITLE}**")
+    out += ppi_lines(comparison)
     out += [f"- {note}" for note in _footnotes(comparison)]
     out.append("")
     if comparison.flip_k is None:

@@ -4,8 +4,14 @@ certificate with the style gap, their markdown, the quality-vs-cost plot and the
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
 import pandas as pd
 
+from retrieval_bench.core import paths
+from retrieval_bench.core.files import read_jsonl
 from retrieval_bench.core.question_sets import ALL
 from retrieval_bench.evaluation.certificate.certify import (
     certificate_lines,
@@ -19,6 +25,9 @@ from retrieval_bench.evaluation.panel.decision import decision_markdown
 from retrieval_bench.evaluation.panel.headline import headline
 from retrieval_bench.evaluation.panel.leaderboard import flat_rows, leaderboard, left_out, markdown, scorable
 from retrieval_bench.evaluation.panel.plots import rank_histograms, recall_curve
+from retrieval_bench.evaluation.panel.reviewed import NO_REVIEWS, review_lines, reviews_entry
+from retrieval_bench.evaluation.score.reviewed import has_reviews, kept
+from retrieval_bench.goldenset.reviews import Reviews, read_reviews
 
 
 def panel_report(
@@ -30,6 +39,9 @@ def panel_report(
     *,
     measured: dict | None = None,
     budget_unit: str = "chars",
+    reviews: Reviews | None = None,
+    judge_rows: Sequence[Mapping[str, Any]] = (),
+    min_grade: int = 2,
 ) -> dict:
     """{leaderboard, certificate, csv rows, markdown, plot (quality_vs_cost rows), recall_curve and
     rank_histograms (plot tables), headline, verdicts, failed}, and the measured ones (their
@@ -37,9 +49,13 @@ def panel_report(
     costs). `costs`: panel_costs rows by system (cost_rows); `measured`: what panel_costs.measure
     says of its conditions (repeats, load); `reports`: the goldenset and judge reports whose
     headline numbers go to metrics/headline.json; `budget_unit`: score.budget_unit. `verdicts`: the
-    certificate's line per synthetic set; `failed`: the line saying validity.fail_on is met, or None."""
+    certificate's line per synthetic set; `failed`: the line saying validity.fail_on is met, or None.
+    `reviews` (people's, goldenset.reviews): rejected questions leave every figure, the board's
+    `reviews` entry holds the rejections, the judge's agreement with people (`judge_rows`: the
+    judged pool's rows; relevant from `min_grade`) and the prediction-powered figures."""
     reports = reports or {}
-    aligned = scorable(tables)
+    every = scorable(tables)
+    aligned = {name: kept(table) for name, table in every.items()}
     board = leaderboard(aligned)
     costs = costs or {}
     board["left_out"] = left_out(tables, {name: row["chunking"] for name, row in costs.items()})
@@ -57,6 +73,14 @@ def panel_report(
         if entry["style_gap"]:
             lines += ["", *style_lines(entry["style_gap"], (cert["reference"], name))]
     table = markdown(board)
+    if has_reviews(reviews):
+        assert reviews is not None
+        board["reviews"] = reviews_entry(
+            every, board, golden, reviews=reviews, judge_rows=judge_rows, min_grade=min_grade
+        )
+        table += "\n" + "\n".join(review_lines(board["reviews"])) + "\n"
+    else:
+        board["reviews"] = {"ppi": {"available": False, "note": NO_REVIEWS}}
     compared = on_set(aligned, board["headline_set"])
     decided = bool(priced) and set(priced) == set(mrr)
     return {
@@ -74,6 +98,17 @@ def panel_report(
         "verdicts": certificate_summary(cert) if cert["available"] else [],
         "failed": failed_line(cert, validity["fail_on"]),
     }
+
+
+def review_inputs(min_grade: int) -> tuple[list[dict], dict[str, Any]]:
+    """The golden set's rows, and panel_report's keywords for people's reviews: the reviews
+    (data/reviews/, checked against the golden set), the judged pool's rows (read only with reviews)
+    and judge.min_grade."""
+    golden = read_jsonl(paths.GOLDENSET)
+    reviews = read_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden})
+    pool = Path(paths.JUDGED_POOL)
+    judge_rows = read_jsonl(pool) if has_reviews(reviews) and pool.is_file() else []  # nothing to set against
+    return golden, {"reviews": reviews, "judge_rows": judge_rows, "min_grade": min_grade}
 
 
 def on_set(aligned: dict[str, pd.DataFrame], set_name: str) -> dict[str, pd.DataFrame]:

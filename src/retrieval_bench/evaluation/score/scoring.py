@@ -18,6 +18,7 @@ from retrieval_bench.core.relevance import judge, labels_without_spans
 from retrieval_bench.core.run_table import positions
 from retrieval_bench.evaluation.score.budgets import budget_table
 from retrieval_bench.evaluation.score.judged import (
+    PREFIX,
     judged_summary,
     judged_table,
     pool_grades,
@@ -25,8 +26,20 @@ from retrieval_bench.evaluation.score.judged import (
     without_repeated_twins,
 )
 from retrieval_bench.evaluation.score.metrics import score_question, summarize
+from retrieval_bench.evaluation.score.per_question import metric_columns
+from retrieval_bench.evaluation.score.reviewed import (
+    JUDGE_ONLY,
+    REVIEW,
+    has_reviews,
+    human_grades,
+    kept,
+    rejected_count,
+    review_marks,
+    with_human_grades,
+)
 from retrieval_bench.evaluation.score.segments import segments
 from retrieval_bench.evaluation.score.settings import Scoring
+from retrieval_bench.goldenset.reviews import Reviews
 
 UNSCORABLE_EXAMPLES = 5
 
@@ -58,16 +71,30 @@ def score_run_both_views(
     pool_rows: Sequence[Mapping[str, Any]],
     *,
     pool_path: str = "judged pool",
+    reviews: Reviews | None = None,
 ) -> pd.DataFrame:
     """per_question.csv: the strict columns of score_run, unchanged and first (recall_budget@B
     with them: the judged view has no budgets), then the judged view's (duplicates of judged
-    chunks from `duplicates`, LLM grades from `pool_rows`, the rows of data/judged_pool.jsonl)."""
+    chunks from `duplicates`, LLM grades from `pool_rows`, the rows of data/judged_pool.jsonl).
+    With `reviews`, people's grades win over the judge's in the judged view, and the columns
+    `review` and judge_only_<metric> (evaluation.score.reviewed) follow."""
     judgements, placed = _judged_and_placed(golden, chunks, run, scoring.min_coverage)
     strict = _table(golden, judgements, placed, scoring)
     strict = _with_budgets(strict, golden, judgements, placed, chunks, run, scoring=scoring)
-    grades = pool_grades(pool_rows, {row["qid"] for row in golden}, set(chunks["chunk_id"]), pool_path)
+    chunk_ids = set(chunks["chunk_id"])
+    grades = pool_grades(pool_rows, {row["qid"] for row in golden}, chunk_ids, pool_path)
     judged = judged_table(golden, judgements, chunks, run, scoring, duplicates=duplicates, grades=grades)
-    return pd.concat([strict, judged], axis=1)
+    if reviews is None or not has_reviews(reviews):
+        return pd.concat([strict, judged], axis=1)
+    human = human_grades(reviews, chunk_ids)
+    judge_only = judged
+    if human:
+        merged = with_human_grades(grades, human)
+        judged = judged_table(golden, judgements, chunks, run, scoring, duplicates=duplicates, grades=merged)
+    marks = review_marks(reviews, [str(row["qid"]) for row in golden])
+    columns = [f"{PREFIX}{column}" for _, column in metric_columns(strict.columns)]
+    judge_figures = judge_only[columns].rename(columns=lambda c: JUDGE_ONLY + c.removeprefix(PREFIX))
+    return pd.concat([strict, judged, pd.DataFrame({REVIEW: marks}), judge_figures], axis=1)
 
 
 def _table(golden, judgements, placed, scoring: Scoring) -> pd.DataFrame:
@@ -124,16 +151,23 @@ def score_system(
     pool_rows: Sequence[Mapping[str, Any]],
     pool_path: str,
     label: str = "score",
+    reviews: Reviews | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """(per-question table, summary); warns on stderr about questions nothing could be scored for."""
+    """(per-question table, summary); warns on stderr about questions nothing could be scored for.
+    The summary leaves out the questions a reviewer rejected (`n_rejected` says how many)."""
     ks = list(scoring.ks)
-    table = score_run_both_views(golden, chunks, run, scoring, duplicates, pool_rows, pool_path=pool_path)
+    table = score_run_both_views(
+        golden, chunks, run, scoring, duplicates, pool_rows, pool_path=pool_path, reviews=reviews
+    )
     for warning in (unscorable_warning(table), unspanned_warning(golden, chunks), unjudged_warning(table)):
         if warning:
             print(f"{label}: warning: {warning}", file=sys.stderr)
-    strict = summarize(table, ks, len(chunks), list(scoring.budgets))
-    judged = without_repeated_twins(strict, judged_summary(table, ks, duplicates), graded=scoring.judge_enabled)
+    scored = kept(table)
+    strict = summarize(scored, ks, len(chunks), list(scoring.budgets))
+    judged = without_repeated_twins(strict, judged_summary(scored, ks, duplicates), graded=scoring.judge_enabled)
     summary = {**strict, **judged, **ann_recall_metrics(run_info_path, ks)}
+    if REVIEW in table:
+        summary["n_rejected"] = rejected_count(table)
     return pd.concat([table, segments(golden)], axis=1), summary
 
 

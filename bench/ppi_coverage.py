@@ -1,0 +1,176 @@
+"""Do the prediction-powered intervals (evaluation.ppi) keep their promise when the LLM judge is
+biased? A simulation over real per-question tables: the bundled sample's panel systems
+(metrics/panel/*/per_question.csv) and, where the workplace has it, BM25 on BEIR SciFact's test
+queries (skipped without it).
+
+People's truth is each question's reciprocal rank under its labels (first_relevant_rank, depth 20).
+The simulated judge is biased the two ways Alaofi et al. (SIGIR-AP 2024) found: lenient (each
+irrelevant chunk ranked above the first relevant one is graded relevant with probability p) and
+fooled (on a share of the questions, the top-ranked irrelevant chunk, the one with the question's
+words pasted in, is graded relevant). The model's figure is the reciprocal rank under the judge.
+Each trial draws a golden set from the table (with replacement), a judge and a uniformly random
+reviewed sample of n of its questions, and computes the
+PPI++ 95% interval of the mean reciprocal rank, the people-only interval (the reviewed questions
+alone) and the uncorrected figure (the judge's mean over every question). Reported per size n:
+the coverage of the PPI interval (goal >= 93%), its mean width against the people-only one
+(goal: narrower), and the uncorrected figure's bias.
+
+    python bench/ppi_coverage.py [--trials 1000] [--sizes 25 50 100 150] [--scifact PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+from common import ROOT, SCIFACT
+
+from retrieval_bench.evaluation.ppi import ppi_mean
+from retrieval_bench.evaluation.score.per_question import read_per_question
+
+DEPTH = 20
+JUDGES = {"mild (p 0.1, fooled 5%)": (0.1, 0.05), "strong (p 0.3, fooled 20%)": (0.3, 0.2)}
+
+
+def sample_ranks() -> dict[str, np.ndarray]:
+    """Each panel system's first relevant rank per question (inf: none in the top DEPTH)."""
+    out = {}
+    for path in sorted((ROOT / "metrics" / "panel").glob("*/per_question.csv")):
+        table = read_per_question(path, str(path))
+        ranks = table["first_relevant_rank"].to_numpy(dtype=float)
+        out[path.parent.name] = np.where(np.isnan(ranks) | (ranks > DEPTH), math.inf, np.ceil(ranks))
+    return out
+
+
+def scifact_ranks(folder: Path) -> np.ndarray | None:
+    """BM25 (bm25s, the project's tokenizer settings) on SciFact's test queries: the first relevant
+    abstract's rank per query; None without the data."""
+    if not (folder / "corpus.jsonl").is_file():
+        print(f"ppi_coverage: SciFact skipped: {folder} has no corpus.jsonl", flush=True)
+        return None
+    import json
+
+    import bm25s
+    import Stemmer
+
+    ids, texts = [], []
+    with open(folder / "corpus.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            ids.append(str(row["_id"]))
+            texts.append(f"{row.get('title', '')} {row['text']}".strip())
+    relevant: dict[str, set[str]] = {}
+    for line in (folder / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]:
+        qid, doc, score = line.split("\t")[:3]
+        if int(score) > 0:
+            relevant.setdefault(qid, set()).add(doc)
+    queries = {}
+    with open(folder / "queries.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            if str(row["_id"]) in relevant:
+                queries[str(row["_id"])] = row["text"]
+    stemmer = Stemmer.Stemmer("english")
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    tokens = bm25s.tokenize(list(queries.values()), stopwords="en", stemmer=stemmer, show_progress=False)
+    found, _ = retriever.retrieve(tokens, k=DEPTH, show_progress=False)
+    ranks = []
+    for qid, row in zip(queries, found, strict=True):
+        hits = [rank for rank, index in enumerate(row, 1) if ids[index] in relevant[qid]]
+        ranks.append(float(hits[0]) if hits else math.inf)
+    return np.array(ranks)
+
+
+def judged_ranks(ranks: np.ndarray, lenient: float, fooled: float, rng: np.random.Generator) -> np.ndarray:
+    """The first rank the judge calls relevant: the true one, or an irrelevant chunk above it."""
+    above = np.minimum(ranks - 1, DEPTH)  # irrelevant chunks above the first relevant one
+    positions = np.arange(1, DEPTH + 1)
+    false_relevant = (rng.random((len(ranks), DEPTH)) < lenient) & (positions[None, :] <= above[:, None])
+    first_false = np.where(false_relevant.any(axis=1), false_relevant.argmax(axis=1) + 1.0, math.inf)
+    fooled_first = np.where((rng.random(len(ranks)) < fooled) & (above >= 1), 1.0, math.inf)
+    return np.minimum(ranks, np.minimum(first_false, fooled_first))
+
+
+def simulate(ranks: np.ndarray, size: int, lenient: float, fooled: float, trials: int, seed: int) -> dict:
+    """Each trial: a golden set drawn from the table (with replacement, as a generator draws
+    questions), a judge, and `size` of its questions reviewed at random. The target is the table's
+    mean, the population the golden sets are drawn from: what the interval claims to cover, like
+    the leaderboard's bootstrap intervals (over the questions one could have drawn)."""
+    rng = np.random.default_rng(seed)
+    target = float((1.0 / ranks).mean())  # inf -> 0: nothing relevant in the top DEPTH
+    covered, people_covered, widths, people_widths, biases = 0, 0, [], [], []
+    for _ in range(trials):
+        drawn = ranks[rng.integers(0, len(ranks), len(ranks))]
+        truth, model = 1.0 / drawn, 1.0 / judged_ranks(drawn, lenient, fooled, rng)
+        reviewed = np.zeros(len(drawn), dtype=bool)
+        reviewed[rng.choice(len(drawn), size, replace=False)] = True
+        ppi = ppi_mean(truth[reviewed], model[reviewed], model[~reviewed])
+        people = ppi_mean(truth[reviewed], model[reviewed], model[~reviewed], lam=0.0)
+        assert ppi is not None and people is not None
+        covered += ppi.low <= target <= ppi.high
+        people_covered += people.low <= target <= people.high
+        widths.append(ppi.high - ppi.low)
+        people_widths.append(people.high - people.low)
+        biases.append(float(model.mean()) - target)
+    return {
+        "coverage": covered / trials,
+        "people_coverage": people_covered / trials,
+        "width": float(np.mean(widths)),
+        "people_width": float(np.mean(people_widths)),
+        "bias": float(np.mean(biases)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[25, 50, 100, 150])
+    parser.add_argument("--scifact", default=str(SCIFACT))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    start, load = time.perf_counter(), os.getloadavg()[0]
+    tables = {f"sample {name}": ranks for name, ranks in sample_ranks().items()}
+    scifact = scifact_ranks(Path(args.scifact))
+    if scifact is not None:
+        tables["SciFact BM25"] = scifact
+    print(f"tables: {', '.join(f'{name} ({len(r)} questions)' for name, r in tables.items())}")
+    print(
+        "| tables | judge | reviewed | coverage (PPI 95%) | worst table | people-only coverage | PPI width "
+        "| people-only width | uncorrected bias |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    groups = {
+        "sample (each system)": [n for n in tables if n.startswith("sample")],
+        "SciFact BM25": [n for n in tables if n == "SciFact BM25"],
+    }
+    for group, names in groups.items():
+        for judge, (lenient, fooled) in JUDGES.items():
+            for size in args.sizes:
+                runs = [
+                    simulate(tables[name], size, lenient, fooled, args.trials, args.seed + i)
+                    for i, name in enumerate(names)
+                    if len(tables[name]) > size
+                ]
+                if not runs:
+                    continue
+                mean = {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
+                worst = min(run["coverage"] for run in runs)
+                print(
+                    f"| {group} | {judge} | {size} | {mean['coverage']:.1%} | {worst:.1%} | {mean['people_coverage']:.1%} | "
+                    f"{mean['width']:.3f} | "
+                    f"{mean['people_width']:.3f} | {mean['bias']:+.3f} |",
+                    flush=True,
+                )
+    print(
+        f"{args.trials} trials per table and cell; {time.perf_counter() - start:.0f} s; "
+        f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after"
+    )
+
+
+if __name__ == "__main__":
+    main()

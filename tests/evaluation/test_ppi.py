@@ -1,0 +1,255 @@
+"""Prediction-powered figures (evaluation.ppi) against computations written independently, and what
+people's reviews change in a system's scores, the leaderboard's report, compare and the certificate."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from judge_helpers import chunk_table, golden_rows, run_table
+from scipy import optimize, stats
+
+from retrieval_bench.corpus.duplicates import find_duplicates
+from retrieval_bench.evaluation.compare.command import compare_tables
+from retrieval_bench.evaluation.compare.report import format_text
+from retrieval_bench.evaluation.panel.reviewed import judge_agreement, ppi_figures, rejections, show_lines
+from retrieval_bench.evaluation.ppi import ppi_mean, ppi_paired
+from retrieval_bench.evaluation.score.reviewed import human_grades, review_marks
+from retrieval_bench.evaluation.score.scoring import score_system
+from retrieval_bench.evaluation.score.settings import Scoring
+from retrieval_bench.goldenset.reviews import append_click, grade_click, question_click, read_reviews
+
+Z = stats.norm.ppf(0.975)
+
+
+def _case(rng: np.random.Generator):
+    n, big_n = int(rng.integers(3, 80)), int(rng.integers(3, 500))
+    f_lab, f_unl = rng.random(n), rng.random(big_n)
+    noise = rng.normal(0, rng.random(), n)
+    y = np.clip(rng.random() * f_lab + noise, 0, 1)
+    return y, f_lab, f_unl
+
+
+def _by_hand(y, f_lab, f_unl):
+    """PPI++'s mean as its three plain means, lambda from its sums, the variance written out."""
+    n, big_n = len(y), len(f_unl)
+    f_all = np.concatenate([f_lab, f_unl])
+    covariance = sum((a - y.mean()) * (b - f_lab.mean()) for a, b in zip(y, f_lab, strict=True)) / n
+    spread = sum((v - f_all.mean()) ** 2 for v in f_all) / (n + big_n - 1)
+    lam = min(1.0, max(0.0, covariance / ((1 + n / big_n) * spread)))
+    estimate = lam * f_unl.mean() + y.mean() - lam * f_lab.mean()
+    rectifier = y - lam * f_lab
+    variance = sum((r - rectifier.mean()) ** 2 for r in rectifier) / n / n
+    variance += lam**2 * sum((v - f_unl.mean()) ** 2 for v in f_unl) / big_n / big_n
+    return estimate, lam, math.sqrt(variance)
+
+
+def test_the_ppi_mean_matches_a_hand_computation_on_random_cases():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        y, f_lab, f_unl = _case(rng)
+        estimate, lam, sd = _by_hand(y, f_lab, f_unl)
+        got = ppi_mean(y, f_lab, f_unl)
+        assert got is not None
+        assert got.estimate == pytest.approx(estimate, abs=1e-12) and got.lam == pytest.approx(lam, abs=1e-12)
+        assert (got.low, got.high) == pytest.approx((estimate - Z * sd, estimate + Z * sd), abs=1e-12)
+
+
+def test_lambda_zero_is_the_people_only_interval_and_lambda_one_plain_ppi():
+    rng = np.random.default_rng(3)
+    y, f_lab, f_unl = _case(rng)
+    classical = ppi_mean(y, f_lab, f_unl, lam=0.0)
+    sd = y.std() / math.sqrt(len(y))
+    assert (classical.estimate, classical.low, classical.high) == pytest.approx(
+        (y.mean(), y.mean() - Z * sd, y.mean() + Z * sd)
+    )
+    plain = ppi_mean(y, f_lab, f_unl, lam=1.0)
+    assert plain.estimate == pytest.approx(f_unl.mean() + (y - f_lab).mean())
+
+
+def test_with_rejected_questions_the_estimate_solves_the_ppi_equation_and_the_variance_is_the_sandwich():
+    rng = np.random.default_rng(11)
+    for _ in range(100):
+        y, f_lab, f_unl = _case(rng)
+        keep = (rng.random(len(y)) < 0.8).astype(float)
+        keep[0] = 1.0
+        got = ppi_mean(y, f_lab, f_unl, keep)
+        lam = got.lam
+
+        def equation(theta, lam=lam, y=y, f_lab=f_lab, f_unl=f_unl, keep=keep):
+            return lam * np.mean(f_unl - theta) + np.mean(keep * (y - theta) - lam * (f_lab - theta))
+
+        root = optimize.brentq(equation, -10, 10, xtol=1e-14)
+        assert got.estimate == pytest.approx(root, abs=1e-10)
+        labelled = keep * (y - root) - lam * (f_lab - root)
+        sd = math.sqrt(np.var(labelled) / len(y) + lam**2 * np.var(f_unl) / len(f_unl)) / keep.mean()
+        assert got.high - got.low == pytest.approx(2 * Z * sd, abs=1e-10)
+        all_kept = ppi_mean(y, f_lab, f_unl, np.ones_like(y))
+        assert all_kept == ppi_mean(y, f_lab, f_unl)
+
+
+def test_the_paired_interval_is_the_ppi_mean_of_the_differences():
+    rng = np.random.default_rng(5)
+    reviewed = rng.random(120) < 0.3
+    f_a, f_b = rng.random(120), rng.random(120)
+    y_a, y_b = np.clip(f_a[reviewed] + 0.1, 0, 1), f_b[reviewed]
+    direct = ppi_mean(y_b - y_a, (f_b - f_a)[reviewed], (f_b - f_a)[~reviewed])
+    assert ppi_paired(y_a, y_b, f_a, f_b, reviewed) == direct
+
+
+def test_the_intervals_cover_a_biased_judges_truth_about_95_percent_of_the_time():
+    rng = np.random.default_rng(0)
+    truth = (rng.random(2000) < 0.4).astype(float)
+    model = np.where(rng.random(2000) < 0.3, 1.0, truth)  # a lenient model: 30% of pairs called relevant
+    covered = 0
+    for _ in range(400):
+        reviewed = np.zeros(2000, dtype=bool)
+        reviewed[rng.choice(2000, 60, replace=False)] = True
+        got = ppi_mean(truth[reviewed], model[reviewed], model[~reviewed])
+        covered += got.low <= truth.mean() <= got.high
+    assert covered / 400 >= 0.91  # 95% nominal; 400 draws put the observed share within about 2 points
+
+
+def test_too_few_reviewed_questions_give_no_interval():
+    assert ppi_mean(np.array([1.0]), np.array([1.0]), np.array([0.0, 1.0])) is None
+    assert ppi_mean(np.array([1.0, 0.0]), np.array([1.0, 0.0]), np.array([0.5]), np.zeros(2)) is None
+
+
+# --- reviews in the pipeline's scoring ---------------------------------------------------------
+def _reviewed(tmp_path, golden):
+    folder = tmp_path / "reviews"
+    for click in (
+        question_click("ana", "q0", "fine"),
+        question_click("ana", "q1", "ambiguous"),
+        question_click("ana", "q2", "fine"),
+        question_click("bo", "q2", "fine"),
+        grade_click("ana", "q0", "c05", 3),
+        grade_click("ana", "q0", "c01", 0),
+        grade_click("bo", "q0", "c01", 1),
+        grade_click("bo", "q0", "other-chunking:0-800", 3),  # another system's chunk: not this one's
+    ):
+        append_click(folder, click)
+    return read_reviews(folder, {row["qid"] for row in golden})
+
+
+def _scored(golden, chunks, reviews, pool=()):
+    return score_system(
+        Scoring(ks=(1, 5)),
+        golden,
+        chunks,
+        run_table(golden, chunks),
+        run_info_path="absent.json",
+        duplicates=find_duplicates(chunks),
+        pool_rows=list(pool),
+        pool_path="pool",
+        reviews=reviews,
+    )
+
+
+def test_without_reviews_the_scores_are_unchanged(tmp_path):
+    chunks = chunk_table()
+    golden = golden_rows(chunks)
+    before = _scored(golden, chunks, None)
+    empty = _scored(golden, chunks, read_reviews(tmp_path / "none", {row["qid"] for row in golden}))
+    pd.testing.assert_frame_equal(before[0], empty[0])
+    assert before[1] == empty[1] and "review" not in before[0] and "n_rejected" not in before[1]
+
+
+def test_rejected_questions_leave_the_summary_and_peoples_grades_win_over_the_judges(tmp_path):
+    chunks = chunk_table()
+    golden = golden_rows(chunks)
+    reviews = _reviewed(tmp_path, golden)
+    pool = [{"qid": "q0", "chunk_id": "c01", "grade": 3}, {"qid": "q0", "chunk_id": "c05", "grade": 0}]
+    table, summary = _scored(golden, chunks, reviews, pool)
+    assert table["review"].tolist() == ["fine", "ambiguous", "fine", "unreviewed", "unreviewed", "unreviewed"]
+    assert summary["n_rejected"] == 1 and summary["n_questions"] == 5
+    kept = table[table["review"] != "ambiguous"]
+    assert summary["mrr"] == pytest.approx(kept["reciprocal_rank"].mean())
+    # q0: the judge calls c01 (rank 1) relevant, people do not (grades 0 and 1: lower median 0) and
+    # call c05 relevant: people's view ranks its gold (rank 3) first among relevant chunks
+    ranked = run_table(golden, chunks)
+    first = ranked[(ranked["qid"] == "q0") & ranked["chunk_id"].isin(["c00", "c05"])]["rank"].min()
+    assert table.loc[0, "judged_reciprocal_rank"] == pytest.approx(1 / first)
+    assert table.loc[0, "judge_only_reciprocal_rank"] == pytest.approx(1.0)
+    assert human_grades(reviews, set(chunks["chunk_id"])) == {"q0": {"c01": 0, "c05": 3}}
+    assert review_marks(reviews, ["q0", "q1", "q9"]) == ["fine", "ambiguous", "unreviewed"]
+
+
+def test_the_review_report_counts_rejections_by_set_and_kind_and_the_judges_agreement(tmp_path):
+    chunks = chunk_table()
+    golden = golden_rows(chunks)
+    golden[1]["kind"] = "multi_hop"
+    reviews = _reviewed(tmp_path, golden)
+    counted = rejections(golden, reviews)
+    assert counted["n_reviewed"] == 3 and counted["n_rejected"] == 1 and counted["by_reason"]["ambiguous"] == 1
+    assert counted["by_set"]["hand-written"]["multi_hop"]["rejection_rate"] == 1.0
+    assert counted["by_set"]["hand-written"]["single"] == {
+        "n_reviewed": 2,
+        "n_rejected": 0,
+        "by_reason": dict.fromkeys(["ambiguous", "not_answerable", "gives_away", "not_real"], 0),
+        "rejection_rate": 0.0,
+    }
+    pool = [{"qid": "q0", "chunk_id": "c01", "grade": 3}, {"qid": "q0", "chunk_id": "c05", "grade": 3}]
+    agreement = judge_agreement(reviews, pool, min_grade=2)
+    assert agreement["n_pairs"] == 2 and agreement["leniency"] == 1.0  # c01: people 0, judge 3
+    assert agreement["confusion"]["counts"][0][3] == 1 and agreement["confusion"]["counts"][3][3] == 1
+    assert agreement["kappa"] == 0.0  # the judge says 3 to everything: no agreement beyond chance
+
+
+def _aligned_tables(rng, n=300, reviewed_n=60):
+    marks = np.array(["unreviewed"] * n, dtype=object)
+    marks[rng.choice(n, reviewed_n, replace=False)] = "fine"
+    tables = {}
+    for system, level in (("a", 0.4), ("b", 0.6)):
+        truth = (rng.random(n) < level).astype(float)
+        judge = np.where(rng.random(n) < 0.2, 1.0, truth)
+        tables[system] = pd.DataFrame(
+            {
+                "reciprocal_rank": truth,
+                "judged_reciprocal_rank": np.where(marks == "fine", truth, judge),
+                "judge_only_reciprocal_rank": judge,
+                "review": marks,
+            },
+            index=[f"q{i}" for i in range(n)],
+        )
+    return tables
+
+
+def test_the_leaderboards_ppi_figures_and_compares_paired_interval_agree():
+    tables = _aligned_tables(np.random.default_rng(2))
+    figures = ppi_figures(tables)
+    assert figures["available"] and figures["n_reviewed"] == 60 and figures["n_unreviewed"] == 240
+    assert figures["too_few"] is None
+    assert ppi_figures(_aligned_tables(np.random.default_rng(2), reviewed_n=10))["too_few"].startswith("only 10 ")
+    judged = figures["views"]["judged"]["mrr"]
+    assert judged["best"] == "b" and "delta_to_best" in judged["systems"]["a"]
+    delta = judged["systems"]["a"]["delta_to_best"]
+    z = delta["estimate"] / ((delta["high"] - delta["low"]) / (2 * Z))
+    p = 2 * stats.norm.sf(abs(z))  # one system against the best: Holm leaves it as it is
+    assert judged["systems"]["a"]["p_holm"] == pytest.approx(p, abs=1e-3)
+    assert judged["systems"]["a"]["differs_from_best"] == (p < 0.05)
+    reviewed = tables["a"]["review"].to_numpy() == "fine"
+    a = tables["a"]
+    direct = ppi_mean(
+        a["judged_reciprocal_rank"][reviewed],
+        a["judge_only_reciprocal_rank"][reviewed],
+        a["judge_only_reciprocal_rank"][~reviewed],
+    )
+    assert judged["systems"]["a"]["ppi"] == direct.to_dict()
+    assert judged["systems"]["a"]["uncorrected"] == round(a["judge_only_reciprocal_rank"].mean(), 4)
+    comparison = compare_tables(tables["b"].reset_index(names="qid"), tables["a"].reset_index(names="qid"))
+    assert comparison.ppi["judged"]["mrr"] == judged["systems"]["a"]["delta_to_best"]
+    assert "Prediction-powered delta B - A" in format_text(comparison)
+    assert "ppi_deltas" in json.loads(json.dumps(comparison.to_dict(), default=str))
+
+
+def test_without_reviews_the_figures_say_so_and_compare_is_unchanged():
+    tables = _aligned_tables(np.random.default_rng(2))
+    unreviewed = {name: t.assign(review="unreviewed") for name, t in tables.items()}
+    assert ppi_figures(unreviewed) == {"available": False, "note": show_lines({})[0].removeprefix("reviews: ")}
+    plain = {name: t.drop(columns=["review", "judge_only_reciprocal_rank"]) for name, t in tables.items()}
+    comparison = compare_tables(*(t.reset_index(names="qid") for t in plain.values()))
+    assert comparison.ppi == {} and "ppi_deltas" not in comparison.to_dict()

@@ -1,0 +1,33 @@
+"""People's reviews in the real `dvc repro`: a reviews file reruns score and the leaderboard, takes
+the rejected question out, and `show` prints the prediction-powered figures; without one, `show`
+says there are no reviews yet."""
+
+import json
+
+import pytest
+from conftest import dvc, read_metrics, run
+
+from retrieval_bench.goldenset.reviews import append_click, question_click
+
+pytestmark = pytest.mark.pipeline
+
+
+def ran_stages(output: str) -> set[str]:
+    return {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")}
+
+
+def test_a_reviews_file_reruns_scoring_and_the_figures_follow(reproduced):
+    before = read_metrics(reproduced)
+    assert "no reviews yet" in run(["retrieval-bench", "show"], cwd=reproduced).stdout
+    qids = [json.loads(line)["qid"] for line in (reproduced / "data" / "goldenset.jsonl").read_text().splitlines()]
+    for qid, mark in zip(qids[:4], ["fine", "fine", "ambiguous", "fine"], strict=True):
+        append_click(reproduced / "data" / "reviews", question_click("ana", qid, mark))
+    assert ran_stages(dvc("repro", cwd=reproduced).stdout) == {"score@default", "leaderboard"}
+    after = read_metrics(reproduced)
+    assert after["n_rejected"] == 1 and after["n_questions"] == before["n_questions"] - 1
+    board = json.loads((reproduced / "metrics" / "leaderboard.json").read_text())
+    figures = board["reviews"]["ppi"]
+    assert figures["available"] and figures["n_reviewed"] == 4 and figures["n_kept"] == 3
+    assert board["reviews"]["rejections"]["by_reason"]["ambiguous"] == 1
+    shown = run(["retrieval-bench", "show"], cwd=reproduced).stdout
+    assert "reviews: 4 questions reviewed, 1 rejected (ambiguous 1)" in shown and "PPI" in shown
