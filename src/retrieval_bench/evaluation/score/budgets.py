@@ -16,7 +16,6 @@ A chunk the run does not hold is not retrieved (retrieval.depth; trec_eval's con
 from __future__ import annotations
 
 import math
-
 from math import comb
 
 import numpy as np

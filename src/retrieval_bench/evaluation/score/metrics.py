@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from itertools import combinations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 import pandas as pd
