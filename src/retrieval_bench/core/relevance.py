@@ -161,7 +161,9 @@ def judge(golden: list[dict[str, Any]], chunks: pd.DataFrame, min_coverage: floa
             indices = np.array([i for i, _ in judged], dtype=np.int64)
             judgements.append(Judgement(indices, np.array([g for _, g in judged], dtype=np.float64)))
             continue
-        candidates, gains = _span_gains(by_doc, starts, ends, row["doc_id"], row["start"], row["end"], min_coverage)
+        candidates, gains = _span_gains(
+            by_doc, starts, ends, (row["doc_id"], row["start"], row["end"]), min_coverage=min_coverage
+        )
         judgements.append(
             Judgement(candidates, gains, (row["start"], row["end"]), starts[candidates], ends[candidates])
         )
@@ -169,10 +171,11 @@ def judge(golden: list[dict[str, Any]], chunks: pd.DataFrame, min_coverage: floa
 
 
 def _span_gains(
-    by_doc: dict[Any, Any], starts: np.ndarray, ends: np.ndarray, doc_id: Any, start: int, end: int, min_coverage: float
+    by_doc: dict[Any, Any], starts: np.ndarray, ends: np.ndarray, span: tuple[Any, int, int], *, min_coverage: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """The chunks overlapping one evidence span and their gains: the share of the span each holds,
     0 below min_coverage unless min_coverage of the chunk itself is evidence."""
+    doc_id, start, end = span
     candidates = by_doc.get(doc_id, np.array([], dtype=np.int64))
     share = coverage(starts[candidates], ends[candidates], start, end)
     overlapping = share > 0
@@ -195,7 +198,7 @@ def _pieces_judgement(
     pieces = []
     for piece in evidence_spans:
         candidates, piece_gains = _span_gains(
-            by_doc, starts, ends, piece["doc_id"], piece["start"], piece["end"], min_coverage
+            by_doc, starts, ends, (piece["doc_id"], piece["start"], piece["end"]), min_coverage=min_coverage
         )
         for i, gain in zip(candidates.tolist(), piece_gains.tolist(), strict=True):
             gains[i] = gains.get(i, 0.0) + gain

@@ -28,6 +28,7 @@ class Comparison:
     views_coincide: bool = False  # every judged column equals its strict one (no duplicates, no judgements)
     segments: dict | None = None  # segment regressions on the headline metric; None: the runs carry no segments
     params_changed: list[dict] | None = None  # params.yaml keys that differ, A's and B's value; None: unknown
+    by_kind: dict[str, dict] = field(default_factory=dict)  # per question kind (evaluation.compare.kinds); {}: one kind
 
     def to_dict(self) -> dict:
         return {
@@ -50,6 +51,7 @@ class Comparison:
             "warnings": self.warnings,
             "views_coincide": self.views_coincide,
             "segment_regressions": self.segments,
+            "by_kind": self.by_kind,
             "verdict": verdict_line(self),
         }
 

@@ -173,7 +173,7 @@ def segment_regressions(aligned: dict[str, pd.DataFrame], permutations: int = 10
     return {"baseline": baseline, "metric": HEADLINE[0], **regression_report(tests)}
 
 
-def _cell(row: dict) -> str:
+def cell(row: dict) -> str:
     text = f"{row['mean']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
     return text + (" *" if row.get("differs_from_best") else "")
 
@@ -213,8 +213,8 @@ def markdown(board: dict) -> str:
             cells = []
             for metric in metrics:
                 ranked = entry["metrics"][metric]
-                cell = _cell(ranked["systems"][system])
-                cells.append(f"**{cell}**" if system == ranked["best"] else cell)
+                text = cell(ranked["systems"][system])
+                cells.append(f"**{text}**" if system == ranked["best"] else text)
             lines.append(f"| {system} | " + " | ".join(cells) + " |")
         lines.append("")
     level = round(board["ci_level"] * 100)

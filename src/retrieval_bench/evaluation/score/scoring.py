@@ -25,6 +25,7 @@ from retrieval_bench.evaluation.score.judged import (
     unjudged_warning,
     without_repeated_twins,
 )
+from retrieval_bench.evaluation.score.kinds import by_kind
 from retrieval_bench.evaluation.score.metrics import score_question, summarize
 from retrieval_bench.evaluation.score.segments import segments
 from retrieval_bench.evaluation.score.settings import Scoring
@@ -139,6 +140,9 @@ def score_system(
     strict = summarize(table, ks, len(chunks), list(scoring.budgets))
     judged = without_repeated_twins(strict, judged_summary(table, ks, duplicates), graded=scoring.judge_enabled)
     summary = {**strict, **judged, **abstention_summary(table), **ann_recall_metrics(run_info_path, ks)}
+    kinds = by_kind(table)
+    if kinds:
+        summary["by_kind"] = kinds
     return table, summary
 
 
