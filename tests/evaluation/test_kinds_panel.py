@@ -106,3 +106,10 @@ def test_compare_reports_per_kind_and_pairs_no_unanswerable_question(tables):
     lines = compare_kind_lines(comparison.by_kind)
     assert any(line.strip().startswith("abstention_auc:") for line in lines)
     assert not math.isnan(comparison.by_kind["unanswerable"]["b"]["abstention_auc"])
+
+
+def test_unanswerable_questions_are_not_reported_as_left_out(tables):
+    from retrieval_bench.evaluation.panel.leaderboard import left_out
+
+    report = left_out(tables)
+    assert report["n_left_out"] == 0 and report["n_questions"] == 32

@@ -41,6 +41,10 @@ def _relevant_qids(table: pd.DataFrame) -> pd.Series:
     return qids[table["n_relevant"].to_numpy() > 0] if "n_relevant" in table else qids
 
 
+def _answerable(table: pd.DataFrame) -> pd.DataFrame:
+    return table[table["kind"] != "unanswerable"] if "kind" in table else table
+
+
 def scorable(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """The systems' tables on the questions every system can be scored on (a relevant chunk
     exists in each system's own chunking: n_relevant > 0 in every table), aligned by qid in the
@@ -59,7 +63,9 @@ def left_out(tables: dict[str, pd.DataFrame], chunkings: dict[str, str] | None =
     """Which questions the comparison leaves out and why: {n_questions (every qid in any table),
     n_compared, n_left_out, by_system: {system: {no_relevant_chunk, missing, chunking}}}. A
     question is left out when any system cannot score it: no relevant chunk in that system's
-    chunking (n_relevant 0), or absent from its table."""
+    chunking (n_relevant 0), or absent from its table. Unanswerable questions (kind unanswerable)
+    are not counted: they have no relevant chunk by definition and their own section (panel.kinds)."""
+    tables = {name: _answerable(table) for name, table in tables.items()}
     every = pd.Index(pd.concat([table["qid"].astype(str) for table in tables.values()]).unique())
     compared = set(every)
     by_system = {}
