@@ -105,24 +105,11 @@ def panel_certificate(
         )
         for name in synthetic_sets
     }
-    kinds = {
-        name: _kind_certificates(
-            aligned,
-            first,
-            (reference, name),
-            metrics=metrics,
-            documents=documents,
-            rule=rule,
-            resamples=resamples,
-            seed=seed,
-        )
-        for name in synthetic_sets
-    }
     return {
         "available": True,
         "reference": reference,
         "systems": systems,
-        "kinds": {name: entry for name, entry in kinds.items() if entry},
+        "kinds": _kinds(aligned, chosen, golden, rule, resamples=resamples, seed=seed),
         "alpha": ALPHA,
         "rule": {
             "margin": rule.margin,
@@ -133,6 +120,29 @@ def panel_certificate(
         "n_questions": {name: one.n for name, one in sides.items()},
         "sets": sets,
     }
+
+
+def _kinds(
+    aligned, sets: tuple[str, list[str]], golden: list[dict] | None, rule: Rule, **resampling
+) -> dict[str, dict]:
+    """_kind_certificates of every synthetic set that has some; `sets`: the reference and the
+    synthetic sets; `resampling`: resamples and seed."""
+    first = next(iter(aligned.values()))
+    documents = {str(row["qid"]): str(row.get("doc_id") or row["qid"]) for row in golden or []}
+    reference, synthetic_sets = sets
+    kinds = {
+        name: _kind_certificates(
+            aligned,
+            first,
+            (reference, name),
+            metrics=leaderboard_metrics(first.columns),
+            documents=documents,
+            rule=rule,
+            **resampling,
+        )
+        for name in synthetic_sets
+    }
+    return {name: entry for name, entry in kinds.items() if entry}
 
 
 MIN_KIND_QUESTIONS = 10  # reference questions of a kind below which it is not certified on its own
