@@ -46,7 +46,9 @@ def main(argv: list[str]) -> None:
     print(
         f"score {system}: "
         + " ".join(
-            f"{name}={value:.4f}" if isinstance(value, float) else f"{name}={value}" for name, value in summary.items()
+            f"{name}={value:.4f}" if isinstance(value, float) else f"{name}={value}"
+            for name, value in summary.items()
+            if not isinstance(value, dict)  # by_kind: in metrics.json
         )
     )
 

@@ -69,6 +69,8 @@ def render(metrics: dict, before: dict | None, health: dict | None, revision: st
     recalls = sorted((name for name in metrics if name.startswith("recall@")), key=lambda n: int(n.split("@")[1]))
     against = f"change against {revision}" if before is not None else "nothing committed to compare with"
     out = [f"retrieval-bench: this run ({against})", *table(metrics, before, HEADLINE + recalls + COUNTS)]
+    for kind, figures in (metrics.get("by_kind") or {}).items():
+        out += [f"kind {kind}:", *table(figures, (before or {}).get("by_kind", {}).get(kind), list(figures))]
     if health is not None:
         out += ["golden set:", *table(health, None, HEALTH)]
     return "\n".join(out) + "\n"
@@ -105,6 +107,29 @@ def leaderboard_lines(board: dict) -> list[str]:
     left = board.get("left_out")
     if left and left["n_left_out"]:
         out += [f"  {line.removeprefix('- ')}" for line in left_out_lines(left)]
+    return out + kind_lines(board)
+
+
+def kind_lines(board: dict) -> list[str]:
+    """The leaderboard's kinds in a line per system each: a multi-evidence kind's complete@k and
+    evidence_recall@k at the headline cut-off, an answerable kind's mrr, the unanswerable
+    questions' abstention AUC and false-hit rate ({paths.LEADERBOARD_TABLE} has every figure)."""
+    out = []
+    for kind, entry in (board.get("kinds") or {}).items():
+        if kind == "unanswerable":
+            out.append(f"kind unanswerable ({entry['n_questions']} questions): abstention AUC, false-hit rate")
+            for system, row in entry["systems"].items():
+                figures = (_number(row.get(name)) for name in ("abstention_auc", "false_hit_rate"))
+                out.append(f"  {system}: " + ", ".join(figures))
+            continue
+        names = [n for n in entry["metrics"] if n in ("mrr", "complete@10", "evidence_recall@10")] or list(
+            entry["metrics"]
+        )[:3]
+        out.append(f"kind {kind} ({entry['n_questions']} questions): {', '.join(names)}")
+        for system in board["systems"]:
+            out.append(
+                f"  {system}: " + ", ".join(f"{entry['metrics'][n]['systems'][system]['mean']:.3f}" for n in names)
+            )
     return out
 
 

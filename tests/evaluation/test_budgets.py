@@ -162,7 +162,15 @@ def test_a_tie_group_too_big_to_enumerate_has_its_closed_form():
 
 def test_budgets_reach_the_summary_and_words_read_the_text():
     per_question = pd.DataFrame({"recall@1": [0.5], "recall_budget@100": [0.25], "hit@1": [1.0], "n_relevant": [1]})
-    for name in ("reciprocal_rank", "reciprocal_rank@1", "ndcg@1", "map@1", "first_relevant_rank"):
+    for name in (
+        "reciprocal_rank",
+        "reciprocal_rank@1",
+        "ndcg@1",
+        "map@1",
+        "complete@1",
+        "evidence_recall@1",
+        "first_relevant_rank",
+    ):
         per_question[name] = 0.0
     summary = summarize(per_question, [1], 3, [100])
     assert list(summary)[:3] == ["recall@1", "recall_budget@100", "hit@1"] and summary["recall_budget@100"] == 0.25

@@ -52,6 +52,7 @@ def scored() -> dict[str, dict[str, pd.DataFrame]]:
     documents = documents[documents["doc_id"].isin(DOCS)].reset_index(drop=True)
     chunks = chunk_documents(documents, 800, 100)
     rows, _ = handwritten_rows(read_handwritten(ROOT / "data" / "handwritten_questions.jsonl"), documents, chunks)
+    rows = [row for row in rows if row["kind"] == "single"]  # one evidence span each: the template quotes it
     texts = dict(zip(documents["doc_id"], documents["text"]))
     model = load_model(DEFAULTS["embed"]["model"])
     corpus = Corpus(

@@ -594,6 +594,7 @@ def copied_gold():
     documents = documents[documents["doc_id"].isin(["wal.md", "inmemorydb.md"])].reset_index(drop=True)
     chunks = chunk_documents(documents, 800, 100)
     golden, _ = handwritten_rows(read_handwritten(root / "data" / "handwritten_questions.jsonl"), documents, chunks)
+    golden = [row for row in golden if row["kind"] == "single"]  # one evidence span each
     copy = chunks.set_index("chunk_id").loc[golden[0]["gold_chunk_id"], "text"]
     documents = pd.concat([documents, pd.DataFrame({"doc_id": ["copy.md"], "text": [copy]})], ignore_index=True)
     chunks = chunk_documents(documents, 800, 100)

@@ -132,18 +132,31 @@ def test_segments_name_the_question_set_document_folder_and_length():
     golden = [
         {"question": "What is WAL?", "source": "hand-written", "doc_id": "guides/wal.md"},
         {"question": "how do i " + "x " * 10, "source": "qrels", "doc_id": None},
-        {"question": " ".join(["word"] * 20), "source": "claude-haiku-4-5", "doc_id": "faq.md"},
+        {"question": " ".join(["word"] * 20), "source": "claude-haiku-4-5", "doc_id": "faq.md", "kind": "multi"},
     ]
     frame = segments(golden)
     assert frame.to_dict("records") == [
         {
             "question_set": "hand-written",
+            "kind": "single",
             "document": "guides/wal.md",
             "folder": "guides",
             "length_bucket": "short (<= 8 words)",
         },
-        {"question_set": "real", "document": "", "folder": ".", "length_bucket": "medium (9-15 words)"},
-        {"question_set": "generated", "document": "faq.md", "folder": ".", "length_bucket": "long (16+ words)"},
+        {
+            "question_set": "real",
+            "kind": "single",
+            "document": "",
+            "folder": ".",
+            "length_bucket": "medium (9-15 words)",
+        },
+        {
+            "question_set": "generated",
+            "kind": "multi",
+            "document": "faq.md",
+            "folder": ".",
+            "length_bucket": "long (16+ words)",
+        },
     ]
 
 

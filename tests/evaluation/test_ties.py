@@ -27,14 +27,14 @@ from retrieval_bench.retrieval.hybrid import Top, fuse
 from retrieval_bench.retrieval.rank import judged_positions
 
 KS = [1, 2, 3, 5]
-CUT = ("recall", "hit", "reciprocal_rank", "ndcg", "map")  # every per-question column at a cut-off, written out
+CUT = ("recall", "hit", "reciprocal_rank", "ndcg", "map", "complete", "evidence_recall")  # every column at a cut-off
 
 
 def test_these_tests_cover_every_metric_of_the_table():
     assert [metric.column for metric in AT_CUTOFF] == list(CUT)
 
 
-METRICS = ["reciprocal_rank", "first_relevant_rank"] + [f"{name}@{k}" for name in CUT for k in KS]
+METRICS = ["reciprocal_rank", "first_relevant_rank", "last_piece_rank"] + [f"{name}@{k}" for name in CUT for k in KS]
 
 
 def all_orders(scores: np.ndarray):

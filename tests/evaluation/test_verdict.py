@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from retrieval_bench.evaluation.certificate.agreement import certificate, pair_verdicts, percentile_interval
-from retrieval_bench.evaluation.certificate.certify import panel_certificate
+from retrieval_bench.evaluation.certificate.certify import certificate_lines, panel_certificate
 from retrieval_bench.evaluation.certificate.verdict import (
     AGREES,
     DISAGREES,
@@ -283,3 +283,32 @@ def test_the_vectorised_tau_ap_equals_the_definition_with_and_without_ties():
         estimated, actual = (rng.integers(0, levels, (300, 6)).astype(float) for _ in range(2))
         expected = [tau_ap(e, a) for e, a in zip(estimated, actual)]
         np.testing.assert_allclose(_tau_ap_rows(estimated, actual), expected, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+def test_each_kind_is_certified_against_reference_questions_of_the_same_kind():
+    """Generated multi-evidence questions that reverse the ranking disagree with the hand-written
+    multi questions, while the generated single ones do not; a kind the reference lacks is said to
+    be uncertified."""
+    rng = np.random.default_rng(21)
+    n = 60
+    sets = ["hand-written"] * (2 * n) + ["generated"] * (3 * n)
+    kinds = ["single"] * n + ["multi"] * n + ["single"] * n + ["multi"] * n + ["keyword"] * n
+    scores = np.hstack([pool(n, rng), pool(n, rng), pool(n, rng), pool(n, rng, TRUE_MRR[::-1]), pool(n, rng)])
+    tables = {
+        f"s{i}": pd.DataFrame(
+            {"qid": [f"q{j}" for j in range(5 * n)], "question_set": sets, "kind": kinds, "reciprocal_rank": scores[i]}
+        )
+        for i in range(6)
+    }
+    cert = panel_certificate(tables, resamples=20)
+    by_kind = cert["kinds"]["generated"]
+    text = "\n".join(certificate_lines(cert))
+    assert "- generated, kind multi against the hand-written questions of that kind: disagrees." in text
+    assert "- generated, kind keyword against the hand-written questions of that kind: not certified: 0 " in text
+    assert by_kind["multi"]["verdict"] == DISAGREES and by_kind["single"]["verdict"] != DISAGREES
+    assert by_kind["keyword"] == {
+        "verdict": None,
+        "reason": "0 hand-written questions of kind keyword (certified from 10)",
+    }
+    one_kind = {name: table.assign(kind="single") for name, table in tables.items()}
+    assert panel_certificate(one_kind, resamples=20)["kinds"] == {}

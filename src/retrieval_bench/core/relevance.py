@@ -11,6 +11,14 @@ Real labels carry where each labelled chunk lies, `relevant_spans` [[doc_id, sta
 under another chunking (a labelled id missing from the chunk table) by those spans, with the
 evidence-span rule: a chunk is relevant when it holds at least min_coverage of a labelled span or at
 least min_coverage of it lies inside one, with that label's grade (the highest, over several).
+
+A question's `kind` (single, multi, unanswerable, keyword; absent: single) changes two things. A
+multi-evidence question's `evidence_spans` are pieces, each judged by the evidence rule on its own:
+its relevant chunks are those relevant to any piece, with a chunk's gain the sum of its coverage of
+the pieces it is relevant to (a chunk may hold two pieces; a piece may span two chunks), and its
+`pieces` say which chunks answer which piece (complete@k, evidence_recall@k). An unanswerable
+question has no relevant chunk by definition (`answerable` false): it is left out of every
+ranking metric and scored by abstention (retrieval_bench.evaluation.score.abstention).
 """
 
 from __future__ import annotations
@@ -28,6 +36,9 @@ class Judgement:
 
     For span questions `indices` holds every chunk overlapping the evidence (gain = coverage,
     0 for chunks below min_coverage), with their spans in `starts`/`ends` for coverage recall.
+    `pieces` (multi-evidence questions): for each piece of evidence, the chunk-table indices of the
+    chunks relevant to it; None: the question's relevant chunks are its one piece. `answerable`
+    false: an unanswerable question (no relevant chunk, no ranking metric).
     """
 
     indices: np.ndarray
@@ -35,6 +46,15 @@ class Judgement:
     span: tuple[int, int] | None = None
     starts: np.ndarray | None = None
     ends: np.ndarray | None = None
+    pieces: tuple[np.ndarray, ...] | None = None
+    answerable: bool = True
+
+    def piece_masks(self) -> list[np.ndarray]:
+        """For each piece of evidence, which of `indices` are relevant to it (one piece, the
+        relevant chunks, when the question has no pieces)."""
+        if self.pieces is None:
+            return [self.gains > 0]
+        return [np.isin(self.indices, piece) for piece in self.pieces]
 
     def evidence(self) -> tuple[tuple[int, int], np.ndarray, np.ndarray]:
         """A span question's evidence span and its chunks' starts and ends (set for every span question)."""
@@ -115,7 +135,10 @@ def judge(golden: list[dict[str, Any]], chunks: pd.DataFrame, min_coverage: floa
     when a row is span-anchored (or judged by its relevant_spans)."""
     index_of = {chunk_id: i for i, chunk_id in enumerate(chunks["chunk_id"])}
     located = {"doc_id", "start", "end"} <= set(chunks.columns)
-    spans = [row.get("relevant") is None or by_label_spans(row, index_of, located) for row in golden]
+    spans = [
+        row.get("kind") == "multi" or row.get("relevant") is None or by_label_spans(row, index_of, located)
+        for row in golden
+    ]
     if not any(spans):  # chunk labels only: a chunk id column is enough
         by_doc: dict[Any, Any] = {}
         starts, ends = np.array([]), np.array([])
@@ -124,6 +147,12 @@ def judge(golden: list[dict[str, Any]], chunks: pd.DataFrame, min_coverage: floa
         starts, ends = chunks["start"].to_numpy(), chunks["end"].to_numpy()
     judgements = []
     for row, by_span in zip(golden, spans, strict=True):
+        if row.get("kind") == "unanswerable":
+            judgements.append(Judgement(np.array([], dtype=np.int64), np.array([]), answerable=False))
+            continue
+        if row.get("kind") == "multi":
+            judgements.append(_pieces_judgement(row["evidence_spans"], by_doc, starts, ends, min_coverage))
+            continue
         if row.get("relevant") is not None and by_span:
             judgements.append(_label_span_judgement(row["relevant_spans"], by_doc, starts, ends, min_coverage))
             continue
@@ -132,16 +161,50 @@ def judge(golden: list[dict[str, Any]], chunks: pd.DataFrame, min_coverage: floa
             indices = np.array([i for i, _ in judged], dtype=np.int64)
             judgements.append(Judgement(indices, np.array([g for _, g in judged], dtype=np.float64)))
             continue
-        candidates = by_doc.get(row["doc_id"], np.array([], dtype=np.int64))
-        share = coverage(starts[candidates], ends[candidates], row["start"], row["end"])
-        overlapping = share > 0
-        candidates, share = candidates[overlapping], share[overlapping]
-        chunk_share = chunk_evidence_share(starts[candidates], ends[candidates], row["start"], row["end"])
-        gains = np.where((share >= min_coverage) | (chunk_share >= min_coverage), share, 0.0)
+        candidates, gains = _span_gains(
+            by_doc, starts, ends, (row["doc_id"], row["start"], row["end"]), min_coverage=min_coverage
+        )
         judgements.append(
             Judgement(candidates, gains, (row["start"], row["end"]), starts[candidates], ends[candidates])
         )
     return judgements
+
+
+def _span_gains(
+    by_doc: dict[Any, Any], starts: np.ndarray, ends: np.ndarray, span: tuple[Any, int, int], *, min_coverage: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The chunks overlapping one evidence span and their gains: the share of the span each holds,
+    0 below min_coverage unless min_coverage of the chunk itself is evidence."""
+    doc_id, start, end = span
+    candidates = by_doc.get(doc_id, np.array([], dtype=np.int64))
+    share = coverage(starts[candidates], ends[candidates], start, end)
+    overlapping = share > 0
+    candidates, share = candidates[overlapping], share[overlapping]
+    chunk_share = chunk_evidence_share(starts[candidates], ends[candidates], start, end)
+    return candidates, np.where((share >= min_coverage) | (chunk_share >= min_coverage), share, 0.0)
+
+
+def _pieces_judgement(
+    evidence_spans: list[dict[str, Any]],
+    by_doc: dict[Any, Any],
+    starts: np.ndarray,
+    ends: np.ndarray,
+    min_coverage: float,
+) -> Judgement:
+    """A multi-evidence question: each piece judged by the evidence rule on its own; a chunk's gain
+    is the sum of its coverage of the pieces it is relevant to; scored as chunk labels (its recall
+    is the share of relevant chunks) with its pieces."""
+    gains: dict[int, float] = {}
+    pieces = []
+    for piece in evidence_spans:
+        candidates, piece_gains = _span_gains(
+            by_doc, starts, ends, (piece["doc_id"], piece["start"], piece["end"]), min_coverage=min_coverage
+        )
+        for i, gain in zip(candidates.tolist(), piece_gains.tolist(), strict=True):
+            gains[i] = gains.get(i, 0.0) + gain
+        pieces.append(candidates[piece_gains > 0])
+    indices = np.array(sorted(gains), dtype=np.int64)
+    return Judgement(indices, np.array([gains[i] for i in indices.tolist()]), pieces=tuple(pieces))
 
 
 def _label_span_judgement(

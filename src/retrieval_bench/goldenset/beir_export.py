@@ -1,6 +1,9 @@
 """Write a golden set as a BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) for BEIR,
 MTEB or ranx. Span-anchored questions become binary qrels: every chunk holding at least
-min_coverage of the evidence is relevant (grade 1); imported labels keep their grades."""
+min_coverage of the evidence is relevant (grade 1); imported labels keep their grades. A
+multi-evidence question's qrels are the chunks relevant to any of its pieces (BEIR has no pieces:
+complete@k is this project's); an unanswerable question has no qrels and is left out, as BEIR
+scores only judged queries."""
 
 from __future__ import annotations
 
@@ -45,7 +48,11 @@ def read_golden(path: str | Path) -> list[dict]:
     question, not yet located in the documents) is an InputError naming its line."""
     rows = []
     for line, row in numbered_jsonl(path):
-        located = row.get("relevant") is not None or all(row.get(key) is not None for key in ("doc_id", "start", "end"))
+        located = (
+            row.get("relevant") is not None
+            or row.get("kind") == "unanswerable"  # located nowhere by definition
+            or all(row.get(key) is not None for key in ("doc_id", "start", "end"))
+        )
         if "qid" not in row or "question" not in row or not located:
             kind = (
                 "a hand-written question (question, doc_id, evidence)" if "evidence" in row else "not a golden-set row"

@@ -41,6 +41,9 @@ LATER_FIELDS = frozenset(
 )
 # The formats whose questions carry evidence texts, located in the documents as hand-written ones.
 EVIDENCE_FORMATS = tuple(SOURCES)
+# The formats whose question with several evidence texts is a multi-evidence question (each text a
+# piece); LlamaIndex's several relevant nodes stay one question anchored to the first, as before.
+MULTI_CONTEXT_FORMATS = ("ragas", "deepeval")
 
 
 def question_id(doc_id: str, question: str) -> str:
@@ -57,15 +60,19 @@ def read_handwritten(path: str | Path) -> list[dict]:
     lines: list[int] = []  # a JSONL file's: the line of each record
     if path.suffix.lower() == ".jsonl":
         for line, record in numbered_jsonl(path):
-            missing = {"question", "doc_id", "evidence"} - set(record)
-            if missing and not ({"user_input", "reference_contexts"} <= set(record) or "input" in record):
+            needed = {"question"} | (
+                {"doc_id", "evidence"} if record.get("kind") not in ("multi", "unanswerable") else set()
+            )
+            missing = needed - set(record)
+            own_format = {"user_input", "reference_contexts"} <= set(record) or "input" in record
+            if missing and not (own_format or {"reference_context", "metadata"} <= set(record)):
                 raise InputError(f"{path}:{line}: record {len(lines) + 1} lacks {', '.join(sorted(missing))}")
             lines.append(line)
     kind, questions = read_question_set(path)
     if kind not in EVIDENCE_FORMATS:
         raise InputError(
-            f"{path}: generate.handwritten takes hand-written JSONL, a ragas testset, a LlamaIndex dataset or "
-            f"DeepEval goldens, not a {kind} set"
+            f"{path}: generate.handwritten takes hand-written JSONL, a ragas testset, a LlamaIndex dataset, "
+            f"DeepEval goldens or a Giskard testset, not a {kind} set"
         )
     records = evidence_records(kind, questions)
     for number, record in enumerate(records, 1):  # a JSONL file's questions are its records, in order
@@ -76,19 +83,30 @@ def read_handwritten(path: str | Path) -> list[dict]:
 def evidence_records(kind: str, questions: list[dict]) -> list[dict]:
     """Records handwritten_rows locates, from read_question_set's `questions` of format `kind`:
     qid (None: derived), question, evidence (the first text), doc_id (None: any document), source
-    (the tool that wrote the set: hand-written, ragas, llamaindex, deepeval) and extra (the
-    source's other fields, kept as-is)."""
-    return [
-        {
-            "qid": question["qid"],  # None: derived from document and question, as it always was
-            "question": question["question"],
-            "evidence": question["evidence"][0] if question["evidence"] else "",
-            "doc_id": question.get("doc_id"),
-            "source": SOURCES[kind],
-            "extra": question["extra"],
-        }
-        for question in questions
-    ]
+    (the tool that wrote the set: hand-written, ragas, llamaindex, deepeval, giskard), extra (the
+    source's other fields, kept as-is), the question's kind and, for a multi-evidence question,
+    its pieces [{doc_id, evidence}]: a hand-written multi question's, or a ragas or DeepEval
+    question's several contexts (doc_id None: any document)."""
+    records = []
+    for question in questions:
+        texts = question["evidence"]
+        question_kind = question.get("kind") or (
+            "multi" if kind in MULTI_CONTEXT_FORMATS and len(texts) > 1 else "single"
+        )
+        pieces = question.get("pieces") or [{"doc_id": None, "evidence": text} for text in texts]
+        records.append(
+            {
+                "qid": question["qid"],  # None: derived from document and question, as it always was
+                "question": question["question"],
+                "evidence": texts[0] if texts else "",
+                "doc_id": question.get("doc_id"),
+                "source": SOURCES[kind],
+                "extra": question["extra"],
+                "kind": question_kind,
+                **({"pieces": pieces} if question_kind == "multi" else {}),
+            }
+        )
+    return records
 
 
 def handwritten_rows(
@@ -98,27 +116,40 @@ def handwritten_rows(
     corpus. A row's source is its record's (the tool's); rows of a tool other than hand-written
     JSONL say `question_set: hand-written`. A field of the record's own that a golden row also
     has (its own `source`, say) is kept as own_<field>. The first UNLOCATED_NAMED questions whose
-    evidence is not found are described in `unlocated` (not_located_line)."""
+    evidence is not found are described in `unlocated` (not_located_line). A multi-evidence
+    question is kept when every piece is found (its row: the first piece, and evidence_spans); an
+    unanswerable one has no evidence to find (its doc_id, when given, must be in the corpus)."""
     texts = dict(zip(documents["doc_id"], documents["text"], strict=True))
     finder, best_passage = EvidenceFinder(texts), passage_finder(passages)
     counts = {"other_corpus": 0, "not_located": 0}
     rows = []
     for record in records:
-        doc_id = record.get("doc_id")
-        if doc_id is not None and doc_id not in texts:
+        kind = record.get("kind", "single")
+        pieces = record.get("pieces") or [{"doc_id": record.get("doc_id"), "evidence": record["evidence"]}]
+        if any(piece["doc_id"] is not None and piece["doc_id"] not in texts for piece in pieces):
             counts["other_corpus"] += 1
             continue
-        found = finder.locate(record["evidence"], doc_id)
-        if found is None:
-            counts["not_located"] += 1
-            if unlocated is not None and counts["not_located"] <= UNLOCATED_NAMED:
-                unlocated.append(not_located_line(record, texts))
-            continue
-        doc_id, span = found
-        passage = best_passage(doc_id, *span)
-        assert passage is not None  # the evidence was found in the document, which has passages
         source = record.get("source", "hand-written")
-        row = _row(record["question"], passage, span, source, None, True)
+        if kind == "unanswerable":
+            row = unanswerable_row(record["question"], record.get("doc_id"), source)
+        else:
+            spans = []
+            for piece in pieces:
+                found = finder.locate(piece["evidence"], piece["doc_id"])
+                if found is None:
+                    break
+                spans.append(found)
+            if len(spans) < len(pieces):
+                counts["not_located"] += 1
+                if unlocated is not None and counts["not_located"] <= UNLOCATED_NAMED:
+                    unlocated.append(not_located_line({**record, **pieces[len(spans)]}, texts))
+                continue
+            doc_id, span = spans[0]
+            passage = best_passage(doc_id, *span)
+            assert passage is not None  # the evidence was found in the document, which has passages
+            row = {**_row(record["question"], passage, span, source, None, True), "kind": kind}
+            if kind == "multi":
+                row["evidence_spans"] = [{"doc_id": d, "start": int(a), "end": int(b)} for d, (a, b) in spans]
         if record.get("qid") is not None:
             row["qid"] = str(record["qid"])
         if source != "hand-written":
@@ -126,6 +157,26 @@ def handwritten_rows(
         extra = record.get("extra", {})
         rows.append({**{f"own_{k}" if k in row or k in LATER_FIELDS else k: v for k, v in extra.items()}, **row})
     return rows, counts
+
+
+def unanswerable_row(question: str, near_doc_id: str | None, source: str) -> dict:
+    """A golden row for a question the corpus does not answer: no evidence, no relevant chunk;
+    near_doc_id, the document it was written near, when known."""
+    return {
+        "qid": question_id(near_doc_id or "", question),
+        "question": question,
+        "gold_chunk_id": None,
+        "doc_id": None,
+        "start": None,
+        "end": None,
+        "chunk_sha256": None,
+        "source": source,
+        "prompt_sha256": None,
+        "evidence_located": None,
+        "kind": "unanswerable",
+        "evidence_spans": [],
+        **({"near_doc_id": near_doc_id} if near_doc_id is not None else {}),
+    }
 
 
 def generated_row(record: dict, passage: Mapping, document: str) -> dict:
@@ -166,9 +217,9 @@ def evidence_texts(rows: list[dict], texts: Mapping[str, str]) -> list[list[str]
     corpus); none for an unanswerable question."""
     evidence = []
     for row in rows:
-        if row.get("evidence_spans"):  # a multi-evidence question: each piece
+        if row.get("evidence_spans"):  # a multi-evidence question's pieces
             evidence.append(
-                [texts[s["doc_id"]][s["start"] : s["end"]] for s in row["evidence_spans"] if s["doc_id"] in texts]
+                [texts[p["doc_id"]][p["start"] : p["end"]] for p in row["evidence_spans"] if p["doc_id"] in texts]
             )
         elif row.get("relevant_spans"):
             evidence.append([texts[d][s:e] for d, s, e, grade in row["relevant_spans"] if grade > 0 and d in texts])
@@ -200,6 +251,7 @@ def label_rows(labels: list[dict]) -> list[dict]:
                 "prompt_sha256": None,
                 "evidence_located": None,
                 "relevant": label["relevant"],
+                "kind": "single",
                 **({"relevant_spans": label["relevant_spans"]} if "relevant_spans" in label else {}),
             }
         )

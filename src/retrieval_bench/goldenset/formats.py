@@ -4,11 +4,18 @@ where the format has them, an evidence span or chunk labels; every other field i
 Formats (detected from the file):
 
 - this project's golden set (data/goldenset.jsonl): qid, question, doc_id/start/end or relevant;
-- hand-written questions (JSONL): question, doc_id, evidence, optional qid and any other fields;
-- a ragas testset (CSV or JSONL): user_input, reference_contexts (a list of texts);
+- hand-written questions (JSONL): question, doc_id, evidence, optional qid and any other fields; a
+  multi-evidence one says `"kind": "multi"` with evidence a list of {doc_id, evidence} pieces, an
+  unanswerable one `"kind": "unanswerable"` with no evidence (an optional doc_id: the document
+  it was written near, and `why`: what the corpus lacks);
+- a ragas testset (CSV or JSONL): user_input, reference_contexts (a list of texts: several make a
+  multi-evidence question, as ragas' multi-hop synthesizers write);
 - a LlamaIndex EmbeddingQAFinetuneDataset (JSON): queries, corpus, relevant_docs;
-- DeepEval goldens (a JSON list, or JSONL): input, context (a list of texts), expected_output,
-  source_file (EvaluationDataset.save_as);
+- DeepEval goldens (a JSON list, or JSONL): input, context (a list of texts: several make a
+  multi-evidence question), expected_output, source_file (EvaluationDataset.save_as);
+- a Giskard RAGET testset (QATestset.save, JSONL): question, reference_context ("Document ID:
+  text" blocks), metadata.question_type; an "out of scope" question is unanswerable, any other is
+  anchored to its first context block;
 - a BEIR folder (queries.jsonl, qrels/<split>.tsv) with its corpus.
 
 Every reader checks each record with checked_question (a non-blank question; a qid of the form
@@ -34,9 +41,21 @@ from retrieval_bench.core.values import checked_id
 RAGAS_FIELDS = ("user_input", "reference_contexts")
 LLAMAINDEX_FIELDS = ("queries", "corpus", "relevant_docs")
 DEEPEVAL_FIELDS = ("input", "context")
+GISKARD_FIELDS = ("question", "reference_context", "metadata")
+GISKARD_OUT_OF_SCOPE = "out of scope"  # Giskard's question_type of a question its knowledge base cannot answer
+_GISKARD_BLOCK = re.compile(r"(?:^|\n\n)Document [^\n:]*: ")
+# A question's kinds (goldenset rows say `kind`; none: single). Hand-written JSONL may say multi or
+# unanswerable (with their own evidence shapes), single or keyword (one evidence text).
+KINDS = ("single", "multi", "unanswerable", "keyword")
 # The formats whose questions carry evidence texts -> the `source` of their golden rows (the tool
 # that wrote them); a BEIR set's rows say `qrels`, as real labels do.
-SOURCES = {"handwritten": "hand-written", "ragas": "ragas", "llamaindex": "llamaindex", "deepeval": "deepeval"}
+SOURCES = {
+    "handwritten": "hand-written",
+    "ragas": "ragas",
+    "llamaindex": "llamaindex",
+    "deepeval": "deepeval",
+    "giskard": "giskard",
+}
 # What a question's own id may be: golden-set qids are written to TSV qrels and run files, where a
 # tab or a line break would split a row, and an empty id names nothing.
 QID_RULE = (
@@ -92,7 +111,8 @@ def check_repeated_qids(questions: list[dict]) -> None:
 
 
 def detect_format(path: Path) -> str:
-    """goldenset | handwritten | ragas | llamaindex | deepeval | beir, from the file's name and first record."""
+    """goldenset | handwritten | ragas | llamaindex | deepeval | giskard | beir, from the file's name
+    and first record."""
     if path.is_dir():
         if (path / "queries.jsonl").is_file():
             return "beir"
@@ -118,13 +138,16 @@ def detect_format(path: Path) -> str:
         return "ragas"
     if all(field in first for field in DEEPEVAL_FIELDS):
         return "deepeval"
-    if "evidence" in first and "question" in first:
+    if all(field in first for field in GISKARD_FIELDS):
+        return "giskard"
+    if "question" in first and ("evidence" in first or first.get("kind") in KINDS):
         return "handwritten"
     if "qid" in first and "question" in first and ("start" in first or "relevant" in first):
         return "goldenset"
     raise InputError(
         f"{path}:1: not a known question set: expected question + doc_id + evidence (hand-written), "
-        f"user_input + reference_contexts (ragas), input + context (DeepEval) or this project's golden set; fields found: {', '.join(first) or 'none'}"
+        f"user_input + reference_contexts (ragas), input + context (DeepEval), question + reference_context + metadata "
+        f"(Giskard) or this project's golden set; fields found: {', '.join(first) or 'none'}"
     )
 
 
@@ -265,23 +288,92 @@ def read_deepeval(path: Path) -> list[dict]:
 
 def read_handwritten_jsonl(path: Path) -> list[dict]:
     """Hand-written JSONL: question, evidence (a text), doc_id (None: any document) and an
-    optional qid (None: the golden set derives one from document and question)."""
+    optional qid (None: the golden set derives one from document and question); `kind` (default
+    single): multi with evidence a list of {doc_id (optional), evidence} pieces (2 or more),
+    unanswerable with no evidence (doc_id: the document it was written near, optional)."""
     questions = []
     for line, row in numbered_jsonl(path):
         where = f"{path}:{line}"
         question, qid = checked_question(where, row.get("question"), row.get("qid"))
-        if not isinstance(row.get("evidence"), str):
-            raise InputError(
-                f"{where}: 'evidence' must be a text of the document, got {json_kind(row.get('evidence'))}"
-            )
+        kind = row.get("kind", "single")
+        if kind not in KINDS:
+            raise InputError(f"{where}: 'kind' must be one of {', '.join(KINDS)}; got {quoted(kind)}")
         doc_id = row.get("doc_id")
+        doc_id = None if doc_id is None else checked_id(doc_id, where, "doc_id")
+        pieces = _hand_written_pieces(row.get("evidence"), kind, where)
         questions.append(
             {
                 "qid": qid,
                 "question": question,
-                "doc_id": None if doc_id is None else checked_id(doc_id, where, "doc_id"),
-                "evidence": [row["evidence"]],
-                "extra": {k: v for k, v in row.items() if k not in ("qid", "question", "doc_id", "evidence")},
+                "doc_id": pieces[0]["doc_id"] if kind == "multi" else doc_id,
+                "evidence": [piece["evidence"] for piece in pieces],
+                "kind": kind,
+                **({"pieces": pieces} if kind == "multi" else {}),
+                "extra": {k: v for k, v in row.items() if k not in ("qid", "question", "doc_id", "evidence", "kind")},
+                "where": where,
+            }
+        )
+    return questions
+
+
+def _hand_written_pieces(evidence: object, kind: str, where: str) -> list[dict]:
+    """A hand-written record's evidence as pieces {doc_id, evidence}: one text (single, keyword),
+    a list of 2 or more {doc_id, evidence} (multi), none (unanswerable); else one InputError."""
+    if kind == "unanswerable":
+        if evidence not in (None, "", []):
+            raise InputError(
+                f"{where}: an unanswerable question has no 'evidence' (say what the corpus lacks in 'why')"
+            )
+        return []
+    if kind != "multi":
+        if not isinstance(evidence, str):
+            raise InputError(f"{where}: 'evidence' must be a text of the document, got {json_kind(evidence)}")
+        return [{"doc_id": None, "evidence": evidence}]
+    expected = 'a list of 2 or more {"doc_id": ..., "evidence": "excerpt"} pieces'
+    if not isinstance(evidence, list) or len(evidence) < 2:
+        raise InputError(f"{where}: a multi question's 'evidence' must be {expected}, got {json_kind(evidence)}")
+    pieces = []
+    for number, piece in enumerate(evidence, 1):
+        if not isinstance(piece, dict) or not isinstance(piece.get("evidence"), str) or not piece["evidence"].strip():
+            raise InputError(f"{where}: evidence piece {number} must be {{doc_id, evidence: a non-blank text}}")
+        doc_id = piece.get("doc_id")
+        pieces.append(
+            {
+                "doc_id": None if doc_id is None else checked_id(doc_id, where, f"evidence[{number}].doc_id"),
+                "evidence": piece["evidence"],
+            }
+        )
+    return pieces
+
+
+def read_giskard(path: Path) -> list[dict]:
+    """A Giskard RAGET testset (QATestset.save): question, reference_context ("Document ID: text"
+    blocks joined by blank lines), metadata.question_type; "out of scope" questions are
+    unanswerable (the knowledge base does not answer them), the others single, their evidence the
+    first context block (the seed document Giskard wrote the question from)."""
+    questions = []
+    for line, record in numbered_jsonl(path):
+        where = f"{path}:{line}"
+        missing = [field for field in GISKARD_FIELDS if field not in record]
+        if missing:
+            raise InputError(f"{where}: a Giskard testset record needs {' and '.join(missing)}")
+        question, qid = checked_question(where, record["question"], record.get("id"), ("question", "id"))
+        metadata = record["metadata"] if isinstance(record["metadata"], dict) else {}
+        context = record["reference_context"]
+        if not isinstance(context, str):
+            raise InputError(f"{where}: 'reference_context' must be a text, got {json_kind(context)}")
+        kind = "unanswerable" if metadata.get("question_type") == GISKARD_OUT_OF_SCOPE else "single"
+        blocks = [block for block in _GISKARD_BLOCK.split(context) if block.strip()]
+        evidence = [] if kind == "unanswerable" else blocks[:1]
+        extra = {k: v for k, v in record.items() if k not in ("question", "id", "reference_context")}
+        qid = qid or hashed_qid(question, evidence[0] if evidence else "")
+        questions.append(
+            {
+                "qid": qid,
+                "question": question.strip(),
+                "evidence": evidence,
+                "kind": kind,
+                "extra": extra,
                 "where": where,
             }
         )
@@ -315,6 +407,7 @@ READERS = {
     "llamaindex": read_llamaindex,
     "deepeval": read_deepeval,
     "handwritten": read_handwritten_jsonl,
+    "giskard": read_giskard,
 }
 
 

@@ -41,8 +41,12 @@ def _relevance_rows(
     if question.get("node_ids") and all(node in chunk_ids for node in question["node_ids"]):
         return [{"relevant": {node: 1 for node in question["node_ids"]}}], question["evidence"]
     rows = []
-    for evidence in question["evidence"]:
-        doc_id = question.get("doc_id")
+    # a hand-written multi-evidence question's pieces each name their own document
+    pieces = question.get("pieces") or [
+        {"doc_id": question.get("doc_id"), "evidence": text} for text in question["evidence"]
+    ]
+    for piece in pieces:
+        evidence, doc_id = piece["evidence"], piece["doc_id"]
         found = finder.locate(evidence, doc_id) if doc_id is None or doc_id in texts else None
         if found is not None:
             rows.append({"doc_id": found[0], "start": found[1][0], "end": found[1][1]})

@@ -1,8 +1,10 @@
 """Question sets made by other tools (generate.imported: {NAME: FILE}) as named question sets of
 the golden set, so that generators, prompts or models sit side by side with the reference.
 
-A set is a ragas testset, DeepEval goldens, a LlamaIndex dataset, hand-written JSONL with evidence
-or a BEIR folder (goldenset.formats). Its questions are located in the documents as hand-written
+A set is a ragas testset, DeepEval goldens, a Giskard testset, a LlamaIndex dataset, hand-written
+JSONL with evidence or a BEIR folder (goldenset.formats); each keeps its questions' kinds (a ragas
+or DeepEval question with several contexts is multi-evidence, a Giskard out-of-scope one
+unanswerable). Its questions are located in the documents as hand-written
 ones are (evidence span -> gold chunk; a BEIR set's judged ids must be document ids of this
 corpus), pass the same hygiene and echo gauge (goldenset.assemble), are never sent to the LLM and
 do not count against generate.max_questions. Each row says `question_set: NAME`, keeps the tool's
@@ -56,7 +58,7 @@ def read_imported(imported: dict[str, str]) -> list[ImportedSet]:
         if kind not in (*EVIDENCE_FORMATS, "beir"):
             raise InputError(
                 f"{where}: {file} is a {kind} set; an imported set is a ragas testset, DeepEval goldens, "
-                "a LlamaIndex dataset, hand-written JSONL with evidence or a BEIR folder"
+                "a Giskard testset, a LlamaIndex dataset, hand-written JSONL with evidence or a BEIR folder"
             )
         if not questions:
             raise InputError(f"{where}: {file} holds no question")

@@ -135,6 +135,7 @@ def panel_certificate(
         "available": True,
         "reference": reference,
         "systems": systems,
+        "kinds": _kinds(aligned, chosen, golden, rule, resamples=resamples, seed=seed),
         "alpha": ALPHA,
         "rule": {
             "margin": rule.margin,
@@ -145,6 +146,75 @@ def panel_certificate(
         "n_questions": {name: one.n for name, one in sides.items()},
         "sets": sets,
     }
+
+
+def _kinds(
+    aligned, sets: tuple[str, list[str]], golden: list[dict] | None, rule: Rule, **resampling
+) -> dict[str, dict]:
+    """_kind_certificates of every synthetic set that has some; `sets`: the reference and the
+    synthetic sets; `resampling`: resamples and seed."""
+    first = next(iter(aligned.values()))
+    documents = {str(row["qid"]): str(row.get("doc_id") or row["qid"]) for row in golden or []}
+    reference, synthetic_sets = sets
+    kinds = {
+        name: _kind_certificates(
+            aligned,
+            first,
+            (reference, name),
+            metrics=leaderboard_metrics(first.columns),
+            documents=documents,
+            rule=rule,
+            **resampling,
+        )
+        for name in synthetic_sets
+    }
+    return {name: entry for name, entry in kinds.items() if entry}
+
+
+MIN_KIND_QUESTIONS = 10  # reference questions of a kind below which it is not certified on its own
+
+
+def _kind_certificates(
+    aligned: dict[str, pd.DataFrame],
+    first: pd.DataFrame,
+    names: tuple[str, str],
+    *,
+    metrics: list[tuple[str, str]],
+    documents: dict[str, str],
+    rule: Rule,
+    resamples: int,
+    seed: int,
+) -> dict[str, dict]:
+    """A synthetic set certified per question kind against the reference's questions of the same
+    kind ({kind: {verdict, line}}), or {kind: {verdict: None, reason}} where the reference has fewer
+    than MIN_KIND_QUESTIONS of it; {} when the table has one kind. Unanswerable questions are not in
+    `aligned` (they have no ranking metric): abstention is compared in the leaderboard instead."""
+    if "kind" not in first or first["kind"].nunique() < 2:
+        return {}
+    systems = list(aligned)
+    reference, synthetic = names
+    out: dict[str, dict] = {}
+    for kind in sorted(set(first.loc[first["question_set"] == synthetic, "kind"].dropna())):
+        masks = [((first["question_set"] == name) & (first["kind"] == kind)).to_numpy() for name in names]
+        if masks[0].sum() < MIN_KIND_QUESTIONS:
+            out[kind] = {
+                "verdict": None,
+                "reason": f"{int(masks[0].sum())} {reference} questions of kind {kind} (certified from {MIN_KIND_QUESTIONS})",
+            }
+            continue
+        sides = [
+            side(
+                {
+                    m: np.vstack([aligned[s][column].to_numpy(dtype=float)[mask] for s in systems])
+                    for m, column in metrics
+                },
+                [documents.get(str(qid), str(qid)) for qid in first.index[mask]],
+            )
+            for mask in masks
+        ]
+        entry = set_certificate(sides[0], sides[1], systems, names, rule, resamples=resamples, seed=seed)
+        out[kind] = {"verdict": entry["verdict"], "line": entry["line"]}
+    return out
 
 
 def set_certificate(
@@ -326,6 +396,14 @@ def certificate_lines(cert: dict) -> list[str]:
             ]
             lines.append(f"| {metric} | " + " | ".join(cells) + " |")
         lines.append("")
+        for kind, verdict in cert.get("kinds", {}).get(name, {}).items():
+            said = (
+                f"{verdict['verdict']}. {verdict['line']}"
+                if verdict["verdict"]
+                else f"not certified: {verdict['reason']}"
+            )
+            lines.append(f"- {name}, kind {kind} against the {cert['reference']} questions of that kind: {said}")
+        lines += [""] if cert.get("kinds", {}).get(name) else []
     lines.append(
         f"Decision pairs: the {cert['reference']} set's best system against each system within {rule['margin']} of "
         "it and against the synthetic set's best, and the pairs named in validity.candidates. disagrees: a decision "

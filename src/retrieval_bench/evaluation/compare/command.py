@@ -31,6 +31,7 @@ import pandas as pd
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.paths import DEFAULT
 from retrieval_bench.core.revisions import WORKSPACE
+from retrieval_bench.evaluation.compare.kinds import kind_comparison
 from retrieval_bench.evaluation.compare.outcome import Comparison
 from retrieval_bench.evaluation.compare.report import format_json, format_markdown, format_text
 from retrieval_bench.evaluation.compare.runs import params_changed, question_context, read_run
@@ -126,8 +127,8 @@ def compare_tables(
     if not 0 < level < 1:  # also refuses NaN
         raise InputError(f"--level must be a confidence level between 0 and 1 (e.g. 0.95), got {level}")
     warnings: list[str] = []
-    a, b = (checked_per_question(df, label).set_index("qid") for df, label in ((a_df, a_label), (b_df, b_label)))
-    a, b, dropped = _paired(a, b, a_label, b_label, warnings)
+    a_all, b_all = (checked_per_question(df, label) for df, label in ((a_df, a_label), (b_df, b_label)))
+    a, b, dropped = _paired(a_all.set_index("qid"), b_all.set_index("qid"), a_label, b_label, warnings)
     common = list(a.index)
     names = metric_columns(set(a.columns) & set(b.columns))
     if not names:
@@ -152,6 +153,7 @@ def compare_tables(
         views_coincide=coincide,
         segments=_segment_regressions(a, b, names[0][1], resamples, seed),
         ppi=paired_deltas(a.reset_index(), b.reset_index()),
+        by_kind=kind_comparison(a_all, b_all, a, b, resamples, seed),
     )
 
 
@@ -277,6 +279,9 @@ def _scorable_in_both(
         pd.to_numeric(b["n_relevant"], errors="coerce").fillna(1) > 0 if "n_relevant" in b else pd.Series(True, b.index)
     )
     both = scorable_a & scorable_b
+    # an unanswerable question has no relevant chunk by definition: scored by abstention, never paired
+    unanswerable = (a["kind"] == "unanswerable") if "kind" in a else pd.Series(False, a.index)
+    scorable_a, scorable_b = scorable_a | unanswerable, scorable_b | unanswerable
     only_a, only_b = int((scorable_a & ~scorable_b).sum()), int((scorable_b & ~scorable_a).sum())
     neither = int((~scorable_a & ~scorable_b).sum())
     if only_a or only_b:

@@ -29,6 +29,7 @@ class Comparison:
     segments: dict | None = None  # segment regressions on the headline metric; None: the runs carry no segments
     params_changed: list[dict] | None = None  # params.yaml keys that differ, A's and B's value; None: unknown
     ppi: dict = field(default_factory=dict)  # paired PPI intervals of B - A by view and metric; {}: no reviews
+    by_kind: dict[str, dict] = field(default_factory=dict)  # per question kind (evaluation.compare.kinds); {}: one kind
 
     def to_dict(self) -> dict:
         return {
@@ -52,6 +53,7 @@ class Comparison:
             "views_coincide": self.views_coincide,
             "segment_regressions": self.segments,
             **({"ppi_deltas": self.ppi} if self.ppi else {}),
+            "by_kind": self.by_kind,
             "verdict": verdict_line(self),
         }
 

@@ -41,6 +41,10 @@ def _relevant_qids(table: pd.DataFrame) -> pd.Series:
     return qids[table["n_relevant"].to_numpy() > 0] if "n_relevant" in table else qids
 
 
+def _answerable(table: pd.DataFrame) -> pd.DataFrame:
+    return table[table["kind"] != "unanswerable"] if "kind" in table else table
+
+
 def scorable(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """The systems' tables on the questions every system can be scored on (a relevant chunk
     exists in each system's own chunking: n_relevant > 0 in every table), aligned by qid in the
@@ -59,7 +63,9 @@ def left_out(tables: dict[str, pd.DataFrame], chunkings: dict[str, str] | None =
     """Which questions the comparison leaves out and why: {n_questions (every qid in any table),
     n_compared, n_left_out, by_system: {system: {no_relevant_chunk, missing, chunking}}}. A
     question is left out when any system cannot score it: no relevant chunk in that system's
-    chunking (n_relevant 0), or absent from its table."""
+    chunking (n_relevant 0), or absent from its table. Unanswerable questions (kind unanswerable)
+    are not counted: they have no relevant chunk by definition and their own section (panel.kinds)."""
+    tables = {name: _answerable(table) for name, table in tables.items()}
     every = pd.Index(pd.concat([table["qid"].astype(str) for table in tables.values()]).unique())
     compared = set(every)
     by_system = {}
@@ -173,7 +179,7 @@ def segment_regressions(aligned: dict[str, pd.DataFrame], permutations: int = 10
     return {"baseline": baseline, "metric": HEADLINE[0], **regression_report(tests)}
 
 
-def _cell(row: dict) -> str:
+def cell(row: dict) -> str:
     text = f"{row['mean']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
     return text + (" *" if row.get("differs_from_best") else "")
 
@@ -213,8 +219,8 @@ def markdown(board: dict) -> str:
             cells = []
             for metric in metrics:
                 ranked = entry["metrics"][metric]
-                cell = _cell(ranked["systems"][system])
-                cells.append(f"**{cell}**" if system == ranked["best"] else cell)
+                text = cell(ranked["systems"][system])
+                cells.append(f"**{text}**" if system == ranked["best"] else text)
             lines.append(f"| {system} | " + " | ".join(cells) + " |")
         lines.append("")
     level = round(board["ci_level"] * 100)

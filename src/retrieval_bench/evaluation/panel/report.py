@@ -23,6 +23,7 @@ from retrieval_bench.evaluation.certificate.style_gap import style_lines
 from retrieval_bench.evaluation.panel.costs import MACHINE, cost_lines, load_text, plot_rows, with_pareto
 from retrieval_bench.evaluation.panel.decision import decision_markdown
 from retrieval_bench.evaluation.panel.headline import headline
+from retrieval_bench.evaluation.panel.kinds import kind_lines, kind_rows, kind_sections
 from retrieval_bench.evaluation.panel.leaderboard import flat_rows, leaderboard, left_out, markdown, scorable
 from retrieval_bench.evaluation.panel.plots import rank_histograms, recall_curve
 from retrieval_bench.evaluation.panel.reviewed import NO_REVIEWS, review_lines, reviews_entry
@@ -59,6 +60,7 @@ def panel_report(
     board = leaderboard(aligned)
     costs = costs or {}
     board["left_out"] = left_out(tables, {name: row["chunking"] for name, row in costs.items()})
+    board["kinds"] = kind_sections(aligned, tables)
     mrr = board["question_sets"].get(board["headline_set"], {}).get("metrics", {}).get("mrr", {}).get("systems", {})
     priced = with_pareto(costs, {name: row["mean"] for name, row in mrr.items()})
     on = "" if board["headline_set"] == ALL else f" of the reference set, {board['headline_set']}"
@@ -72,7 +74,7 @@ def panel_report(
     for name, entry in cert.get("sets", {}).items():
         if entry["style_gap"]:
             lines += ["", *style_lines(entry["style_gap"], (cert["reference"], name))]
-    table = markdown(board)
+    table = markdown(board) + "\n".join(["", *kind_lines(board)] if board["kinds"] else [])
     if has_reviews(reviews):
         assert reviews is not None
         board["reviews"] = reviews_entry(
@@ -89,7 +91,7 @@ def panel_report(
         "costs_markdown": "\n".join(cost_lines(priced, conditions)) + "\n" if priced else "",
         "decision": decision_markdown(board, priced, compared, budget_unit, conditions) if decided else "",
         "certificate": cert,
-        "rows": flat_rows(board),
+        "rows": flat_rows(board) + kind_rows(board),
         "markdown": table + "\n" + "\n".join(lines) + "\n",
         "plot": plot_rows({name: row for name, row in priced.items() if name in mrr}, mrr),
         "recall_curve": recall_curve(compared),

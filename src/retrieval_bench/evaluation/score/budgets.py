@@ -15,6 +15,7 @@ A chunk the run does not hold is not retrieved (retrieval.depth; trec_eval's con
 
 from __future__ import annotations
 
+import math
 from math import comb
 
 import numpy as np
@@ -86,8 +87,11 @@ def budget_recall(
     budgets: list[int],
     ties: str,
 ) -> list[float]:
-    """recall_budget@B of one question for each B in `budgets`. in_run, scores: the chunk-table
-    rows of the run's chunks and their scores, best first; lengths: every chunk's length."""
+    """recall_budget@B of one question for each B in `budgets` (empty for an unanswerable one).
+    in_run, scores: the chunk-table rows of the run's chunks and their scores, best first; lengths:
+    every chunk's length."""
+    if not judgement.answerable:
+        return [math.nan] * len(budgets)
     slot = {row: i for i, row in enumerate(in_run.tolist())}
     at = np.array([slot.get(row, -1) for row in judgement.indices.tolist()], dtype=np.int64)  # -1: not retrieved
     relevant = judgement.gains > 0

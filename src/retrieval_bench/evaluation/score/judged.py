@@ -104,6 +104,24 @@ def _items(
     return items
 
 
+def _with_copies(
+    pieces: tuple[np.ndarray, ...] | None,
+    members: dict[str, list[str]],
+    chunk_ids: np.ndarray,
+    index_of: dict[str, int],
+) -> tuple[np.ndarray, ...] | None:
+    """A multi-evidence question's pieces with the copies of their chunks: a copy answers the piece
+    its twin answers (a chunk the judge alone graded answers no piece: it is no piece's evidence)."""
+    if pieces is None:
+        return None
+    return tuple(
+        np.array(
+            sorted({*piece.tolist(), *(index_of[m] for i in piece.tolist() for m in members.get(chunk_ids[i], ()))})
+        )
+        for piece in pieces
+    )
+
+
 def _collapse(
     items: dict[int, Item],
     members: dict[str, list[str]],
@@ -172,6 +190,8 @@ def judged_table(
                 strict.span,
                 np.array([items[i].start for i in order], dtype=np.int64) if strict.span is not None else None,
                 np.array([items[i].end for i in order], dtype=np.int64) if strict.span is not None else None,
+                _with_copies(strict.pieces, members, chunk_ids, index_of),
+                strict.answerable,
             )
         )
         extras.append(_question_counts(items, question_grades, gained_by_copy, min_grade, ambiguous_at))

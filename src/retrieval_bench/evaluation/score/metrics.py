@@ -21,6 +21,14 @@ Ties (chunks with equal scores) follow score.ties, decided in `score_question`:
 (McSherry & Najork, ECIR 2008), `pessimistic`/`optimistic` put the judged chunks last/first in
 their tied group and use the rank formulas below.
 
+Multi-evidence questions (kind multi) have pieces of evidence, each with its own relevant chunks
+(retrieval_bench.core.relevance): complete@k (every piece has a relevant chunk in the top k),
+evidence_recall@k (the share of pieces that have one) and last_piece_rank (the rank at which the
+last piece is first found; empty when a piece is not retrieved). Every other question is one
+piece, its relevant chunks: complete@k and evidence_recall@k equal hit@k. Unanswerable questions
+get no ranking metric (empty: left out of every mean); retrieval_bench.evaluation.score.abstention
+scores them.
+
 recall_budget@B, recall at an equal context budget (score.budgets: the chunks that fit in B
 characters or words, in rank order), needs the chunks' lengths and the whole run rather than the
 judged chunks' ranks: it lives in retrieval_bench.evaluation.score.budgets.
@@ -32,6 +40,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 import pandas as pd
@@ -74,6 +83,7 @@ class Ranked:
     gains: np.ndarray
     first: float
     recall_at: dict[int, float] | None
+    piece_firsts: np.ndarray  # each piece's first relevant rank (inf: not retrieved)
 
 
 @dataclass(frozen=True)
@@ -92,6 +102,7 @@ class Tied:
     first_relevant: int
     places: np.ndarray
     first_weights: np.ndarray
+    pieces: list[frozenset[int]]  # each piece's relevant chunks (indices of `gains`)
 
 
 def _recall(question: Ranked, k: int) -> float:
@@ -107,6 +118,32 @@ def _expected_recall(tied: Tied, k: int) -> float:
 
 def _expected_hit(tied: Tied, k: int) -> float:
     return 1.0 - _none_in_first(tied.first_size, tied.first_relevant, k - tied.first_better)
+
+
+def _none_found(tied: Tied, chunks: frozenset[int], k: int) -> float:
+    """P(none of `chunks` is in the top k): the tied groups are ordered independently."""
+    return math.prod(
+        _none_in_first(size, len(chunks.intersection(members)), k - int(better))
+        for better, size, members in tied.groups
+    )
+
+
+def _expected_complete(tied: Tied, k: int) -> float:
+    """P(every piece has a chunk in the top k), by inclusion-exclusion over the sets of pieces
+    none of whose chunks is in the top k (0 outright when a piece has no retrieved chunk: the sum
+    would leave a rounding error where it cancels)."""
+    placed = set().union(*(members for _, _, members in tied.groups))
+    if any(not piece & placed for piece in tied.pieces):
+        return 0.0
+    total = 0.0
+    for n in range(len(tied.pieces) + 1):
+        for chosen in combinations(tied.pieces, n):
+            total += (-1) ** n * _none_found(tied, frozenset().union(*chosen), k)
+    return max(total, 0.0)
+
+
+def _expected_evidence_recall(tied: Tied, k: int) -> float:
+    return float(np.mean([1.0 - _none_found(tied, piece, k) for piece in tied.pieces])) if tied.pieces else 0.0
 
 
 def _expected_ndcg(tied: Tied, k: int) -> float:
@@ -144,7 +181,22 @@ AT_CUTOFF = (
         lambda q, k: average_precision_at(q.ranks, k),
         lambda t, k: _expected_average_precision(t.groups, t.n_relevant, k),
     ),
+    AtCutoff(
+        "complete",
+        "complete",
+        lambda q, k: float(len(q.piece_firsts) > 0 and bool(np.all(q.piece_firsts <= k))),
+        _expected_complete,
+    ),
+    AtCutoff(
+        "evidence_recall",
+        "evidence_recall",
+        lambda q, k: float(np.mean(q.piece_firsts <= k)) if len(q.piece_firsts) else 0.0,
+        _expected_evidence_recall,
+    ),
 )
+# The metrics of multi-evidence questions (equal to hit@k for the others): the leaderboard shows
+# them in the multi section only.
+PIECE_METRICS = ("complete", "evidence_recall")
 
 
 def question_metrics(
@@ -152,17 +204,26 @@ def question_metrics(
     gains: np.ndarray,
     ks: list[int],
     recall_at: dict[int, float] | None = None,
+    piece_firsts: np.ndarray | None = None,
 ) -> dict[str, float]:
     """All metrics of one question.
 
     ranks, gains: the rank and gain of each relevant chunk; a relevant chunk the retriever did not
     return has rank inf. recall_at: recall per k when it is not the share of relevant chunks in
-    the top k (evidence coverage); None for chunk labels.
+    the top k (evidence coverage); None for chunk labels. piece_firsts: each piece's first
+    relevant rank (a multi-evidence question); None: one piece, the relevant chunks.
     """
     ranks = np.asarray(ranks, dtype=np.float64)
     first = float(ranks.min()) if len(ranks) else math.inf
-    question = Ranked(ranks, np.asarray(gains, dtype=np.float64), first, recall_at)
-    row = {"first_relevant_rank": first if math.isfinite(first) else math.nan, "reciprocal_rank": 1.0 / first}
+    if piece_firsts is None:
+        piece_firsts = np.array([first])
+    question = Ranked(ranks, np.asarray(gains, dtype=np.float64), first, recall_at, piece_firsts)
+    last = float(piece_firsts.max()) if len(piece_firsts) else math.inf
+    row = {
+        "first_relevant_rank": first if math.isfinite(first) else math.nan,
+        "last_piece_rank": last if math.isfinite(last) else math.nan,
+        "reciprocal_rank": 1.0 / first,
+    }
     for k in ks:
         row.update({f"{metric.column}@{k}": metric.at_ranks(question, k) for metric in AT_CUTOFF})
     return row
@@ -200,22 +261,30 @@ def _none_in_first(n: int, s: int, m: int) -> float:
     return float(np.prod((n - s - i) / (n - i)))
 
 
-def expected_metrics(positions: Positions, gains: np.ndarray, ks: list[int]) -> dict[str, float]:
+def expected_metrics(
+    positions: Positions, gains: np.ndarray, ks: list[int], pieces: list[np.ndarray] | None = None
+) -> dict[str, float]:
     """Every metric's expected value when each tied group is in uniformly random order, exactly.
 
     By linearity, a relevant chunk of a tied group of n chunks behind p better ones stands at each
     rank p+1..p+n with probability 1/n; that gives recall@k, DCG and AP. The first relevant chunk
     lies in the first group holding r >= 1 relevant chunks, at its j-th place with probability
     C(n-j, r-1) / C(n, r): that gives hit@k, the reciprocal rank and the expected first rank
-    p + (n + 1) / (r + 1)."""
+    p + (n + 1) / (r + 1). `pieces` (masks over the judged chunks; None: one piece, the relevant
+    ones): a piece is missed in the top k when each tied group leaves all of its chunks out,
+    independently; complete@k by inclusion-exclusion over the pieces missed, and the last piece's
+    expected rank as the sum over r of P(not complete at r)."""
     relevant = gains > 0
     gains = gains.astype(np.float64)
     n_relevant = int(relevant.sum())
+    piece_sets = [frozenset(np.flatnonzero(mask).tolist()) for mask in (pieces or [relevant])]
     groups = [(b, n, [i for i in members if relevant[i]]) for (b, n), members in _groups(positions).items()]
     groups = [(b, n, members) for b, n, members in groups if members and math.isfinite(b)]
     row: dict[str, float] = {}
     if not groups:
-        return question_metrics(np.full(n_relevant, np.inf), gains[relevant], ks)
+        return question_metrics(
+            np.full(n_relevant, np.inf), gains[relevant], ks, piece_firsts=np.full(len(piece_sets), np.inf)
+        )
     p, n, first_members = groups[0]
     p, r = int(p), len(first_members)
     j = np.arange(1, n - r + 2, dtype=np.float64)
@@ -223,14 +292,26 @@ def expected_metrics(positions: Positions, gains: np.ndarray, ks: list[int]) -> 
     p_first_at[0] = r / n
     if len(j) > 1:
         p_first_at[1:] = r / n * np.cumprod((n - j[:-1] - r + 1) / (n - j[:-1]))
-    tied = Tied(groups, gains, gains[relevant], n_relevant, p, n, r, p + j, p_first_at / (p + j))
+    tied = Tied(groups, gains, gains[relevant], n_relevant, p, n, r, p + j, p_first_at / (p + j), piece_sets)
     row["first_relevant_rank"] = p + (n + 1) / (r + 1)
+    row["last_piece_rank"] = _expected_last_piece_rank(tied)
     row["reciprocal_rank"] = float(np.sum(tied.first_weights))
     for k in ks:
         row.update({f"{metric.column}@{k}": metric.under_ties(tied, k) for metric in AT_CUTOFF})
     # every metric but the rank is a share: a sum that is exactly 1 may round to 1 + 2e-16 (seven
     # relevant chunks tied at the top: ndcg), which no reader of per_question.csv may be handed
-    return {name: value if name == "first_relevant_rank" else min(value, 1.0) for name, value in row.items()}
+    ranks = ("first_relevant_rank", "last_piece_rank")
+    return {name: value if name in ranks else min(value, 1.0) for name, value in row.items()}
+
+
+def _expected_last_piece_rank(tied: Tied) -> float:
+    """E[the rank at which the last piece is first found] = sum over r >= 0 of P(not complete at
+    r); NaN when a piece has no retrieved chunk (it is never found)."""
+    placed = set().union(*(members for _, _, members in tied.groups))
+    if not tied.pieces or any(not piece & placed for piece in tied.pieces):
+        return math.nan
+    deepest = max(int(better) + size for better, size, _ in tied.groups)
+    return float(sum(1.0 - _expected_complete(tied, r) for r in range(deepest)))
 
 
 def _ideal_dcg(gains: np.ndarray, k: int) -> float:
@@ -287,18 +368,23 @@ def expected_span_recall(judgement: Judgement, positions: Positions, ks: list[in
 
 def score_question(judgement: Judgement, positions: Positions, ks: list[int], ties: str) -> dict[str, float]:
     """All metrics of one question under tie policy `ties`, with the recall variant of its labels
-    (evidence coverage for span questions, the share of relevant chunks for chunk labels), plus
+    (evidence coverage for span questions, the share of relevant chunks for chunk labels and
+    multi-evidence questions; every metric empty for an unanswerable question), plus
     n_relevant and tie_group_size (chunks tied with its best-placed relevant chunk, itself
     included; 1 = no tie)."""
     relevant = judgement.gains > 0
-    if ties == "expected":
-        row = expected_metrics(positions, judgement.gains, ks)
+    pieces = judgement.piece_masks()
+    if not judgement.answerable:
+        row = dict.fromkeys(question_metrics(np.array([]), np.array([]), ks), math.nan)
+    elif ties == "expected":
+        row = expected_metrics(positions, judgement.gains, ks, pieces)
         if judgement.span is not None:
             row.update({f"recall@{k}": value for k, value in expected_span_recall(judgement, positions, ks).items()})
     else:
         ranks = concrete_ranks(positions, judgement.gains, ties)
         recall_at = span_recall(judgement, ranks, ks) if judgement.span is not None else None
-        row = question_metrics(ranks[relevant], judgement.gains[relevant], ks, recall_at)
+        firsts = np.array([ranks[mask].min() if mask.any() else np.inf for mask in pieces])
+        row = question_metrics(ranks[relevant], judgement.gains[relevant], ks, recall_at, firsts)
     placed = np.flatnonzero(relevant & np.isfinite(positions.better))
     tie_size = int(positions.tied[placed[np.argmin(positions.better[placed])]]) if len(placed) else 0
     return {
@@ -330,16 +416,18 @@ def summary_names(ks: list[int], budgets: Sequence[int] = ()) -> list[tuple[str,
 def summarize(
     per_question: pd.DataFrame, ks: list[int], n_chunks: int, budgets: Sequence[int] = ()
 ) -> dict[str, float | int]:
-    """metrics.json: the mean of every metric over questions, and the counts."""
+    """metrics.json: the mean of every metric over the answerable questions (an unanswerable one
+    has none), and the counts."""
+    answerable = per_question["kind"] != "unanswerable" if "kind" in per_question else True
     summary: dict[str, float | int] = {
         name: float(per_question[column].mean()) for name, column in summary_names(ks, budgets)
     }
     summary.update(
         n_questions=len(per_question),
         n_chunks=n_chunks,
-        n_questions_without_relevant_chunk=int((per_question["n_relevant"] == 0).sum())
+        n_questions_without_relevant_chunk=int(((per_question["n_relevant"] == 0) & answerable).sum())
         if "n_relevant" in per_question
-        else int(per_question["first_relevant_rank"].isna().sum()),
+        else int((per_question["first_relevant_rank"].isna() & answerable).sum()),
     )
     if "n_relevant_tied" in per_question:
         summary["n_questions_judged_tied"] = int((per_question["n_relevant_tied"] > 0).sum())

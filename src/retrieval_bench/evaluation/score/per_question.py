@@ -52,6 +52,25 @@ def metric_columns(columns) -> list[tuple[str, str]]:
     return names
 
 
+def kind_metric_columns(kind: str, columns) -> list[tuple[str, str]]:
+    """(name, per-question column) of the metrics that fit a question kind, those present: a
+    multi-evidence question's complete@k and evidence_recall@k (every k) beside mrr; an
+    answerable one's mrr, ndcg@k and recall@k at the headline cut-off; none for unanswerable
+    questions (scored by abstention, evaluation.score.abstention)."""
+    if kind == "unanswerable":
+        return []
+    names = [("mrr", "reciprocal_rank")] if "reciprocal_rank" in set(columns) else []
+    if kind == "multi":
+        for prefix in ("complete", "evidence_recall"):
+            ks = sorted(int(m.group(1)) for c in columns if (m := re.fullmatch(rf"{prefix}@(\d+)", str(c))))
+            names += [(f"{prefix}@{k}", f"{prefix}@{k}") for k in ks]
+        return names
+    for prefix in ("ndcg", "recall"):
+        column = headline_column(columns, prefix, HEADLINE_CUTOFF)
+        names += [(column, column)] if column else []
+    return names
+
+
 # The cut-off of the headline figures (ndcg@k, recall@k in metrics/headline.json) and of the one
 # ndcg@k the leaderboard ranks by, and the context budget of the headline's recall_budget@B.
 HEADLINE_CUTOFF = 10

@@ -16,6 +16,7 @@ import pandas as pd
 
 from retrieval_bench.core.relevance import judge, labels_without_spans
 from retrieval_bench.core.run_table import positions
+from retrieval_bench.evaluation.score.abstention import UNANSWERABLE, abstention_summary, top_scores
 from retrieval_bench.evaluation.score.budgets import budget_table
 from retrieval_bench.evaluation.score.judged import (
     PREFIX,
@@ -25,6 +26,7 @@ from retrieval_bench.evaluation.score.judged import (
     unjudged_warning,
     without_repeated_twins,
 )
+from retrieval_bench.evaluation.score.kinds import by_kind
 from retrieval_bench.evaluation.score.metrics import score_question, summarize
 from retrieval_bench.evaluation.score.per_question import metric_columns
 from retrieval_bench.evaluation.score.reviewed import (
@@ -81,6 +83,7 @@ def score_run_both_views(
     judgements, placed = _judged_and_placed(golden, chunks, run, scoring.min_coverage)
     strict = _table(golden, judgements, placed, scoring)
     strict = _with_budgets(strict, golden, judgements, placed, chunks, run, scoring=scoring)
+    strict["top_score"] = top_scores(run, [row["qid"] for row in golden])  # the abstention signal
     chunk_ids = set(chunks["chunk_id"])
     grades = pool_grades(pool_rows, {row["qid"] for row in golden}, chunk_ids, pool_path)
     judged = judged_table(golden, judgements, chunks, run, scoring, duplicates=duplicates, grades=grades)
@@ -115,8 +118,9 @@ def _with_budgets(table, golden, judgements, placed, chunks, run, *, scoring: Sc
 
 
 def unscorable_warning(per_question: pd.DataFrame) -> str | None:
-    """A warning naming how many questions have no relevant chunk in this chunking, or None."""
-    unscorable = per_question.loc[per_question["n_relevant"] == 0, "qid"].astype(str).tolist()
+    """A warning naming how many answerable questions have no relevant chunk in this chunking, or None."""
+    answerable = per_question["kind"] != UNANSWERABLE if "kind" in per_question else True
+    unscorable = per_question.loc[(per_question["n_relevant"] == 0) & answerable, "qid"].astype(str).tolist()
     if not unscorable:
         return None
     examples = ", ".join(unscorable[:UNSCORABLE_EXAMPLES]) + (", ..." if len(unscorable) > UNSCORABLE_EXAMPLES else "")
@@ -153,22 +157,27 @@ def score_system(
     label: str = "score",
     reviews: Reviews | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """(per-question table, summary); warns on stderr about questions nothing could be scored for.
+    """(per-question table with the question's segments, summary with the abstention figures when
+    there are unanswerable questions); warns on stderr about questions nothing could be scored for.
     The summary leaves out the questions a reviewer rejected (`n_rejected` says how many)."""
     ks = list(scoring.ks)
     table = score_run_both_views(
         golden, chunks, run, scoring, duplicates, pool_rows, pool_path=pool_path, reviews=reviews
     )
+    table = pd.concat([table, segments(golden)], axis=1)
     for warning in (unscorable_warning(table), unspanned_warning(golden, chunks), unjudged_warning(table)):
         if warning:
             print(f"{label}: warning: {warning}", file=sys.stderr)
     scored = kept(table)
     strict = summarize(scored, ks, len(chunks), list(scoring.budgets))
     judged = without_repeated_twins(strict, judged_summary(scored, ks, duplicates), graded=scoring.judge_enabled)
-    summary = {**strict, **judged, **ann_recall_metrics(run_info_path, ks)}
+    summary = {**strict, **judged, **abstention_summary(scored), **ann_recall_metrics(run_info_path, ks)}
     if REVIEW in table:
         summary["n_rejected"] = rejected_count(table)
-    return pd.concat([table, segments(golden)], axis=1), summary
+    kinds = by_kind(scored)
+    if kinds:
+        summary["by_kind"] = kinds
+    return table, summary
 
 
 def ann_recall_metrics(run_info_path: str | Path, ks: list[int]) -> dict[str, float]:

@@ -1,5 +1,6 @@
 """The segments a question belongs to, carried by every per-question row so that a verdict can be
-broken down: its question set (origin), source document, the document's folder, and its length.
+broken down: its question set (origin), kind (single, multi, unanswerable, keyword), source
+document, the document's folder, and its length.
 The tests over them are segment_tests.py's (kept apart: scoring needs only the tags)."""
 
 from __future__ import annotations
@@ -10,12 +11,18 @@ import pandas as pd
 
 from retrieval_bench.core.question_sets import question_set_of
 
-SEGMENT_COLUMNS = ["question_set", "document", "folder", "length_bucket"]
+SEGMENT_COLUMNS = ["question_set", "kind", "document", "folder", "length_bucket"]
+KINDS = ("single", "multi", "unanswerable", "keyword")  # a golden row's kind (none: single, as before kinds)
 LENGTH_BUCKETS = ((8, "short (<= 8 words)"), (15, "medium (9-15 words)"))
 LONG = "long (16+ words)"
 
 
 question_set = question_set_of  # the segment a row's origin puts it in
+
+
+def kind_of(row: dict) -> str:
+    """A golden row's kind: single when it says none (a golden set from before kinds)."""
+    return str(row.get("kind") or "single")
 
 
 def length_bucket(question: str) -> str:
@@ -32,6 +39,7 @@ def segments(golden: list[dict]) -> pd.DataFrame:
         rows.append(
             {
                 "question_set": question_set(row),
+                "kind": kind_of(row),
                 "document": document,
                 "folder": posixpath.dirname(document) or ".",
                 "length_bucket": length_bucket(row["question"]),

@@ -1,0 +1,79 @@
+"""`retrieval-bench compare` per question kind: for each answerable kind, A's and B's means of the
+metrics that fit it over its paired questions, the difference and its randomization p-value; for
+unanswerable questions, each run's abstention AUC and false-hit rate (on its own table: abstention
+needs no pairing of relevant chunks)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from retrieval_bench.evaluation.score.abstention import UNANSWERABLE, abstention_summary
+from retrieval_bench.evaluation.score.kinds import kinds_present
+from retrieval_bench.evaluation.score.per_question import kind_metric_columns
+from retrieval_bench.evaluation.stats import randomization_p_value
+
+
+def kind_comparison(
+    a_all: pd.DataFrame, b_all: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, resamples: int, seed: int
+) -> dict[str, dict]:
+    """{kind: figures} when the runs carry kinds and hold two or more of them or unanswerable
+    questions (else {}). `a_all`, `b_all`: the whole tables; `a`, `b`: the paired scorable
+    questions (same qids, same order)."""
+    if "kind" not in a_all or "kind" not in b_all:
+        return {}
+    kinds = kinds_present(b_all)
+    if len(kinds) < 2 and UNANSWERABLE not in kinds:
+        return {}
+    out: dict[str, dict] = {}
+    for kind in kinds:
+        if kind == UNANSWERABLE:
+            figures = {
+                side: {
+                    name: abstention_summary(table).get(name, math.nan) for name in ("abstention_auc", "false_hit_rate")
+                }
+                for side, table in (("a", a_all), ("b", b_all))
+            }
+            out[kind] = {"n": int((b_all["kind"] == kind).sum()), **figures}
+            continue
+        mask = (b["kind"] == kind).to_numpy()
+        if not mask.any():
+            continue
+        metrics = {}
+        for name, column in kind_metric_columns(kind, set(a.columns) & set(b.columns)):
+            va, vb = (pd.to_numeric(t[column], errors="coerce").to_numpy(dtype=np.float64)[mask] for t in (a, b))
+            metrics[name] = {
+                "a": float(np.nanmean(va)),
+                "b": float(np.nanmean(vb)),
+                "delta": float(np.nanmean(vb - va)),
+                "p_value": randomization_p_value((vb - va)[~np.isnan(vb - va)], resamples, seed),
+            }
+        out[kind] = {"n": int(mask.sum()), "metrics": metrics}
+    return out
+
+
+def _figure(value: float) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.4f}"
+
+
+def kind_lines(by_kind: dict[str, dict]) -> list[str]:
+    """The per-kind part of the report, a line per kind and metric (none without kinds)."""
+    if not by_kind:
+        return []
+    out = ["By question kind (A -> B):"]
+    for kind, entry in by_kind.items():
+        if kind == UNANSWERABLE:
+            out.append(
+                f"  unanswerable ({entry['n']} questions; abstention, higher AUC and lower false-hit rate are better):"
+            )
+            for name in ("abstention_auc", "false_hit_rate"):
+                out.append(f"    {name}: {_figure(entry['a'][name])} -> {_figure(entry['b'][name])}")
+            continue
+        out.append(f"  {kind} ({entry['n']} paired questions):")
+        for name, row in entry["metrics"].items():
+            out.append(
+                f"    {name}: {_figure(row['a'])} -> {_figure(row['b'])} ({row['delta']:+.4f}, p = {row['p_value']:.3g})"
+            )
+    return [*out, ""]

@@ -1,0 +1,89 @@
+"""Does a system know when nothing answers? Its top-1 score as an abstention signal, from the
+unanswerable questions (kind unanswerable: no relevant chunk by definition) beside the answerable
+ones (docs/reference/metrics.md, Abstention).
+
+- abstention_auc: the chance that a random answerable question's top-1 score is above a random
+  unanswerable one's, ties counting half (the Mann-Whitney AUC); 0.5 is no signal, 1 a perfect one.
+- false_hit_rate: the share of unanswerable questions whose top-1 score reaches the threshold that
+  keeps 95% of the answerable questions' top-1 hits: a RAG system that answers above that
+  threshold answers them from a chunk that does not hold the answer.
+
+A question the run returned nothing for has no top-1 score: it scores below every score (it abstained).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy.stats import rankdata
+
+KEEP_HITS = 0.95  # the share of answerable top-1 hits the false-hit threshold keeps
+UNANSWERABLE = "unanswerable"
+
+
+def top_scores(run: pd.DataFrame, qids: list[str]) -> np.ndarray:
+    """Each question's top-1 score in the run (NaN where the run returned nothing for it)."""
+    best = run.groupby("qid", sort=False)["score"].max()
+    return best.reindex(pd.Index(qids, dtype=object)).to_numpy(dtype=np.float64)
+
+
+def _lowest_when_missing(scores: np.ndarray) -> np.ndarray:
+    return np.where(np.isnan(scores), -np.inf, scores)
+
+
+def abstention_auc(answerable: np.ndarray, unanswerable: np.ndarray) -> float:
+    """P(answerable top-1 score > unanswerable one) + P(equal) / 2 over all pairs, from the rank
+    sum (Mann-Whitney U); NaN when either side is empty."""
+    answerable, unanswerable = _lowest_when_missing(answerable), _lowest_when_missing(unanswerable)
+    if not len(answerable) or not len(unanswerable):
+        return math.nan
+    ranks = rankdata(np.concatenate([answerable, unanswerable]))  # average ranks of equal scores
+    n = len(answerable)
+    return float((ranks[:n].sum() - n * (n + 1) / 2) / (n * len(unanswerable)))
+
+
+def hit_threshold(scores: np.ndarray, hits: np.ndarray, keep: float = KEEP_HITS) -> float:
+    """The highest top-1 score t such that the answerable questions whose top-1 chunk is relevant
+    (weighted by hit@1: a share under score.ties expected) scoring >= t hold at least `keep` of
+    them all; NaN when no answerable question has a top-1 hit."""
+    scores, hits = _lowest_when_missing(scores), np.asarray(hits, dtype=np.float64)
+    total = float(hits.sum())
+    if total <= 0:
+        return math.nan
+    order = np.argsort(-scores, kind="stable")
+    distinct, first_of = np.unique(-scores[order], return_index=True)  # descending scores, where each starts
+    reached = np.cumsum(hits[order])[np.append(first_of[1:], len(order)) - 1]  # weight at or above each score
+    return float(-distinct[np.flatnonzero(reached >= keep * total - 1e-12)[0]])
+
+
+def false_hit_rate(unanswerable: np.ndarray, threshold: float) -> float:
+    """The share of unanswerable questions whose top-1 score is at least `threshold`."""
+    if not len(unanswerable) or math.isnan(threshold):
+        return math.nan
+    return float(np.mean(_lowest_when_missing(unanswerable) >= threshold))
+
+
+def abstention_summary(per_question: pd.DataFrame) -> dict[str, float | int]:
+    """metrics.json's abstention figures from a per-question table with kind, top_score and hit@1
+    (nothing without unanswerable and answerable questions): n_unanswerable, abstention_auc,
+    abstention_threshold, false_hit_rate, the answerable and unanswerable top-1 scores' medians."""
+    if "kind" not in per_question or "top_score" not in per_question or "hit@1" not in per_question:
+        return {}
+    unanswerable = (per_question["kind"] == UNANSWERABLE).to_numpy()
+    answerable = ~unanswerable & (per_question["n_relevant"].to_numpy() > 0)
+    if not unanswerable.any() or not answerable.any():
+        return {}
+    scores = per_question["top_score"].to_numpy(dtype=np.float64)
+    threshold = hit_threshold(scores[answerable], per_question["hit@1"].to_numpy(dtype=np.float64)[answerable])
+    summary: dict[str, float | int] = {
+        "n_unanswerable": int(unanswerable.sum()),
+        "abstention_auc": abstention_auc(scores[answerable], scores[unanswerable]),
+        "false_hit_rate": false_hit_rate(scores[unanswerable], threshold),
+        "abstention_threshold": threshold,
+        "top_score_median_answerable": float(np.nanmedian(scores[answerable])),
+        "top_score_median_unanswerable": float(np.nanmedian(scores[unanswerable])),
+    }
+    # a declared DVC metric holds numbers only: a figure that could not be computed is left out
+    return {name: value for name, value in summary.items() if not (isinstance(value, float) and math.isnan(value))}
