@@ -133,6 +133,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # the certificate (evaluation.certificate.verdict): the verdict that fails the leaderboard stage,
     # the practical margins of a decision pair and of the level, the pairs always decided, the style bar
     "validity": {"fail_on": "none", "margin": 0.03, "level_margin": 0.10, "candidates": [], "max_style_auc": 0.85},
+    # the leaderboard's cost measurement (evaluation.panel.costs.measure): timed rounds after the warm-up. A
+    # median of 5: identical tasks' ranges fail to overlap with probability 2/C(10,5) < 1%
+    "costs": {"rounds": 5},
 }
 
 # generate.provider and judge.provider are checked against the LLM layer's registry
