@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import set_params
 from scipy.stats import mannwhitneyu
 from statsmodels.stats.multitest import multipletests
 
@@ -256,6 +257,18 @@ def leaderboard_project(tmp_path: Path, synthetic_rr: dict[str, float], validity
 
 def run_leaderboard(project: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "stages.leaderboard"], cwd=project, capture_output=True, text=True)
+
+
+def test_the_leaderboard_times_the_costs_in_the_rounds_params_asks_for(tmp_path):
+    """costs.rounds is how many timed rounds the stage runs (the default's 5: the test below): each
+    system's costs are the median and range of that many repeats, and costs.json and costs.md say so."""
+    project = leaderboard_project(tmp_path, {"default": 0.8, "hybrid": 0.5, "bm25": 0.2}, {"fail_on": "none"})
+    set_params(project, **{"costs.rounds": 2})
+    result = run_leaderboard(project)
+    assert result.returncode == 0, result.stderr
+    costs = json.loads((project / "metrics" / "costs.json").read_text())
+    assert costs["repeats"] == 2 and costs["conditions"].startswith("2 interleaved repeats on ")
+    assert "2 interleaved repeats" in (project / "metrics" / "costs.md").read_text()
 
 
 def test_the_leaderboard_stage_prints_the_certificate_verdict_and_fails_on_it_when_asked(tmp_path, monkeypatch, capsys):

@@ -93,6 +93,12 @@ def test_editing_a_metric_definition_reruns_only_score(reproduced):
     }  # not the golden set, retrieve (minutes at scale), judge
 
 
+def test_the_costs_rounds_rerun_the_leaderboard_alone(reproduced):
+    """costs.rounds changes how the costs are timed, nothing a stage before the leaderboard writes."""
+    set_params(reproduced, **{"costs.rounds": 2})
+    assert stages_to_rerun(reproduced) == {"leaderboard"}
+
+
 def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable(reproduced):
     # Hand-written questions whose evidence is a whole 800-character chunk: at 400 characters no
     # chunk holds half of it, but every chunk inside it is wholly evidence, so each stays scorable.

@@ -108,6 +108,10 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     check_retrieval(params["retrieval"], "retrieval", max(ks), path)
     check_validity(params["validity"], list(params["panel"]), path)
     check_bounds(params["review"], REVIEW_BOUNDS, "review", path)
+    if params["costs"]["rounds"] < 1:
+        raise InputError(
+            f"{path}: costs.rounds must be a positive integer (timed rounds), got {params['costs']['rounds']!r}"
+        )
 
 
 def _distinct_positive(values: list[Any]) -> bool:

@@ -138,6 +138,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # the people's review (`retrieval-bench review`): the questions shown (goldenset.review_sample) and the
     # pooled chunks per question; the PPI figures read the same sample
     "review": {"sample": 100, "seed": 0, "depth": 5},
+    # the leaderboard's cost measurement (evaluation.panel.costs.measure): timed rounds after the warm-up. A
+    # median of 5: identical tasks' ranges fail to overlap with probability 2/C(10,5) < 1%
+    "costs": {"rounds": 5},
 }
 
 # generate.provider and judge.provider are checked against the LLM layer's registry

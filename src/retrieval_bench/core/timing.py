@@ -1,9 +1,10 @@
 """Costs measured so that systems compare: every task timed in one process, interleaved and
-repeated. Each task runs once untimed (warm-up: loads, caches, kernels), then REPEATS rounds each
-run every task once, the order rotated by one per round (no task always first after another); a
-task's cost per repeat is its wall and its CPU seconds (this process, every thread) per unit of
-work. A load burst then lands on every system alike rather than on whichever ran during it, and
-the spread of a task's repeats is the noise its cost is read with (evaluation.panel.pareto)."""
+repeated. Each task runs once untimed (warm-up: loads, caches, kernels), then `repeats` rounds (the
+leaderboard's: params costs.rounds) each run every task once, the order rotated by one per round
+(no task always first after another); a task's cost per repeat is its wall and its CPU seconds
+(this process, every thread) per unit of work. A load burst then lands on every system alike
+rather than on whichever ran during it, and the spread of a task's repeats is the noise its cost
+is read with (evaluation.panel.pareto)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-REPEATS = 5  # rounds: a median of 5; identical tasks' ranges fail to overlap with probability 2/C(10,5) < 1%
 
-
-def interleaved(tasks: dict[str, Callable[[], int]], repeats: int = REPEATS) -> dict[str, dict[str, list[float]]]:
+def interleaved(tasks: dict[str, Callable[[], int]], repeats: int) -> dict[str, dict[str, list[float]]]:
     """{task: {"wall": [...], "cpu": [...]}}: seconds per unit (each call returns its units of
     work, e.g. questions searched), one value per round, in round order."""
     names = list(tasks)

@@ -18,7 +18,7 @@ from typing import Any
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import read_table
-from retrieval_bench.core.timing import REPEATS, interleaved, machine_load, summary
+from retrieval_bench.core.timing import interleaved, machine_load, summary
 from retrieval_bench.embedding.embed import embedding_task
 from retrieval_bench.evaluation.panel.pareto import dominated_by, unmeasured
 from retrieval_bench.retrieval.inputs import questions_and_corpus
@@ -45,12 +45,13 @@ def _embeds(params: dict, settings: dict) -> bool:
     return needs_vectors(settings) and not (stored and settings["chunking"] == paths.DEFAULT)
 
 
-def measure(params: dict, repeats: int = REPEATS) -> dict:
+def measure(params: dict) -> dict:
     """Every panel system's search and every chunking x embedder's embedding a vector system uses,
-    timed together (core.timing.interleaved) on the saved chunks, vectors and indexes: {repeats,
-    load_before, load_after, search: {system: {wall, cpu}}, embed: {"chunking/embedder": {wall, cpu}}},
-    each {median, low, high} in ms per question (search) or s per 1,000 chunks (embed)."""
-    tasks, loaded = {}, {}
+    timed together in params costs.rounds rounds (core.timing.interleaved) on the saved chunks,
+    vectors and indexes: {repeats, load_before, load_after, search: {system: {wall, cpu}}, embed:
+    {"chunking/embedder": {wall, cpu}}}, each {median, low, high} in ms per question (search) or s
+    per 1,000 chunks (embed)."""
+    tasks, loaded, repeats = {}, {}, params["costs"]["rounds"]
     before = machine_load()
     with tempfile.TemporaryDirectory() as scratch:
         for system, settings in params["panel"].items():
