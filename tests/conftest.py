@@ -25,9 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 # A small slice of the bundled sample keeps pipeline tests fast: about 60 chunks, 25 questions.
 SLICE_DOCS = ["wal.md", "autoinc.md", "inmemorydb.md"]
-# The leaderboard's timed rounds (params costs.rounds) in a test project: one round runs every timed
-# task as five do, at a third of the time (the warm-up and one round, each embedder over 64 chunks).
-TEST_COST_ROUNDS = 1
+# The leaderboard's cost measurement in a test project: one timed round (params costs.rounds) runs
+# every timed task as five do, at a third of the time, and each embedding call embeds 8 chunks
+# (costs.embed_texts), not 64: the same code path, a fraction of the encoder's time.
+TEST_COSTS = {"costs.rounds": 1, "costs.embed_texts": 8}
 
 
 def pessimistic_ranks(scores, judged):
@@ -69,7 +70,7 @@ def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS, panel: bool = 
     then `git init`, `dvc init` and commit, as a user's fresh clone would be. Without `panel` the
     sample's panel is its `default` system alone, and its chunkings and embedders are the defaults
     alone: a single-system project (no other systems, chunkings or embedders to wait for). Its
-    leaderboard times the costs in TEST_COST_ROUNDS rounds."""
+    leaderboard times the costs as TEST_COSTS says."""
     tracked = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
@@ -90,7 +91,7 @@ def copy_project(dest: Path, docs: list[str] | None = SLICE_DOCS, panel: bool = 
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, target)
     only_default = {} if panel else {"panel": ONLY_DEFAULT, "chunkings": {"default": {}}, "embedders": {"default": {}}}
-    set_params(dest, **{"costs.rounds": TEST_COST_ROUNDS}, **only_default)
+    set_params(dest, **TEST_COSTS, **only_default)
     git("init", "-q", "-b", "main", cwd=dest)
     dvc("init", "-q", cwd=dest)
     dvc("config", "core.analytics", "false", cwd=dest)

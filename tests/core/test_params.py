@@ -133,6 +133,10 @@ def write(tmp_path: Path, tree: dict) -> Path:
         ({"validity": {"candidates": [["default", "default"]]}}, "validity.candidates must be pairs of two different"),
         ({"costs": {"rounds": 0}}, "costs.rounds must be a positive integer (timed rounds), got 0"),
         ({"costs": {"rounds": 2.5}}, "params.costs.rounds must be int, got 2.5"),
+        (
+            {"costs": {"embed_texts": 0}},
+            "costs.embed_texts must be a positive integer (chunks embedded per timed call), got 0",
+        ),
         # the retrieve and score stages run once per panel system: the single system moved into the panel
         (
             {"panel": {"bm25": {"chunking": "default", "embedder": "default", "method": "bm25"}}},

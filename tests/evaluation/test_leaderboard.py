@@ -261,13 +261,15 @@ def run_leaderboard(project: Path) -> subprocess.CompletedProcess:
 
 def test_the_leaderboard_times_the_costs_in_the_rounds_params_asks_for(tmp_path):
     """costs.rounds is how many timed rounds the stage runs (the default's 5: the test below): each
-    system's costs are the median and range of that many repeats, and costs.json and costs.md say so."""
+    system's costs are the median and range of that many repeats, and costs.json and costs.md say so;
+    costs.json also says on how many chunks (costs.embed_texts) the embedding was timed."""
     project = leaderboard_project(tmp_path, {"default": 0.8, "hybrid": 0.5, "bm25": 0.2}, {"fail_on": "none"})
-    set_params(project, **{"costs.rounds": 2})
+    set_params(project, **{"costs.rounds": 2, "costs.embed_texts": 3})
     result = run_leaderboard(project)
     assert result.returncode == 0, result.stderr
     costs = json.loads((project / "metrics" / "costs.json").read_text())
     assert costs["repeats"] == 2 and costs["conditions"].startswith("2 interleaved repeats on ")
+    assert costs["embed_texts"] == 3
     assert "2 interleaved repeats" in (project / "metrics" / "costs.md").read_text()
 
 

@@ -108,10 +108,9 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     check_retrieval(params["retrieval"], "retrieval", max(ks), path)
     check_validity(params["validity"], list(params["panel"]), path)
     check_bounds(params["review"], REVIEW_BOUNDS, "review", path)
-    if params["costs"]["rounds"] < 1:
-        raise InputError(
-            f"{path}: costs.rounds must be a positive integer (timed rounds), got {params['costs']['rounds']!r}"
-        )
+    for key, what in (("rounds", "timed rounds"), ("embed_texts", "chunks embedded per timed call")):
+        if params["costs"][key] < 1:
+            raise InputError(f"{path}: costs.{key} must be a positive integer ({what}), got {params['costs'][key]!r}")
 
 
 def _distinct_positive(values: list[Any]) -> bool:

@@ -140,7 +140,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "review": {"sample": 100, "seed": 0, "depth": 5},
     # the leaderboard's cost measurement (evaluation.panel.costs.measure): timed rounds after the warm-up. A
     # median of 5: identical tasks' ranges fail to overlap with probability 2/C(10,5) < 1%
-    "costs": {"rounds": 5},
+    "costs": {"rounds": 5, "embed_texts": 64},
 }
 
 # generate.provider and judge.provider are checked against the LLM layer's registry

@@ -182,17 +182,13 @@ def _copy_shared(cache: EmbeddingCache, folders: list[Path], keys: list[bytes], 
     return shared
 
 
-# The leaderboard's embedding cost: the encoder, loaded once, embeds this many of the texts per timed call.
-SPEED_SAMPLE = 64
-
-
 def embedding_task(texts: list[str], settings: dict, prompt: str, log=print) -> Callable[[], int]:
-    """A call that embeds the first SPEED_SAMPLE of `texts` (`prompt` prefixed; vectors unused) with
+    """A call that embeds `texts` (`prompt` prefixed; vectors unused; the leaderboard's sample) with
     the local encoder `settings` asks for, loaded here once, and returns how many it embedded (the
     unit of core.timing.interleaved: the leaderboard's seconds per 1,000 chunks)."""
     model_path = resolve_model(settings["model"])
     encoder = load_encoder(model_path, model_fingerprint(model_path), settings, log=log)
-    sample = [(b"", prompt + text) for text in texts[:SPEED_SAMPLE]]
+    sample = [(b"", prompt + text) for text in texts]
 
     def run() -> int:
         for _ in encoder.batches(sample, settings["batch_size"]):

@@ -47,8 +47,8 @@ def _embeds(params: dict, settings: dict) -> bool:
 
 def measure(params: dict) -> dict:
     """Every panel system's search and every chunking x embedder's embedding a vector system uses,
-    timed together in params costs.rounds rounds (core.timing.interleaved) on the saved chunks,
-    vectors and indexes: {repeats, load_before, load_after, search: {system: {wall, cpu}}, embed:
+    timed together in params costs.rounds rounds (embedding: the first costs.embed_texts chunks) (core.timing.interleaved) on the saved chunks,
+    vectors and indexes: {repeats, embed_texts, load_before, load_after, search: {system: {wall, cpu}}, embed:
     {"chunking/embedder": {wall, cpu}}}, each {median, low, high} in ms per question (search) or s
     per 1,000 chunks (embed)."""
     tasks, loaded, repeats = {}, {}, params["costs"]["rounds"]
@@ -65,11 +65,13 @@ def measure(params: dict) -> dict:
             if _embeds(params, settings) and f"embed:{pair}" not in tasks:
                 embedder = params["embedders"][settings["embedder"]]
                 texts = read_table(paths.chunks_of(settings["chunking"]), ["text"])["text"].tolist()
+                texts = texts[: params["costs"]["embed_texts"]]  # the first chunks: the same sample every run
                 if texts:
                     tasks[f"embed:{pair}"] = embedding_task(texts, embedder, embedder["document_prompt"])
         timed = interleaved(tasks, repeats)
     out: dict[str, Any] = {
         "repeats": repeats,
+        "embed_texts": params["costs"]["embed_texts"],
         "load_before": before,
         "load_after": machine_load(),
         "search": {},

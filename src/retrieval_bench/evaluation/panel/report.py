@@ -48,7 +48,7 @@ def panel_report(
     rank_histograms (plot tables), headline, verdicts, failed}, and the measured ones (their
     figures differ run to run): costs, costs_markdown and decision (metrics/decision.md; "" without
     costs). `costs`: panel_costs rows by system (cost_rows); `measured`: what panel_costs.measure
-    says of its conditions (repeats, load); `reports`: the goldenset and judge reports whose
+    says of its conditions (repeats, chunks embedded, load); `reports`: the goldenset and judge reports whose
     headline numbers go to metrics/headline.json; `budget_unit`: score.budget_unit. `verdicts`: the
     certificate's line per synthetic set; `failed`: the line saying validity.fail_on is met, or None.
     `reviews` (people's, goldenset.reviews): rejected questions leave every figure, the board's
@@ -65,10 +65,10 @@ def panel_report(
     priced = with_pareto(costs, {name: row["mean"] for name, row in mrr.items()})
     on = "" if board["headline_set"] == ALL else f" of the reference set, {board['headline_set']}"
     quality = f"mrr over the compared questions{on}"
-    measured = measured or {"repeats": 0, "load_before": None, "load_after": None}
+    measured = measured or {"repeats": 0, "embed_texts": 0, "load_before": None, "load_after": None}
     conditions = load_text(measured)
     figures = {"measured_on": MACHINE, "conditions": conditions, "quality": quality, "systems": priced}
-    figures.update({key: measured[key] for key in ("repeats", "load_before", "load_after")})
+    figures.update({key: measured[key] for key in ("repeats", "embed_texts", "load_before", "load_after")})
     cert = panel_certificate(aligned, golden=golden, validity=validity)
     lines = certificate_lines(cert)
     for name, entry in cert.get("sets", {}).items():
