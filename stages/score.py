@@ -16,7 +16,7 @@ from retrieval_bench.evaluation.panel.headline import system_headline
 from retrieval_bench.evaluation.score.budgets import chunk_columns
 from retrieval_bench.evaluation.score.scoring import score_system
 from retrieval_bench.evaluation.score.settings import Scoring
-from retrieval_bench.goldenset.reviews import read_reviews
+from retrieval_bench.goldenset.reviews import golden_reviews
 
 
 def main(argv: list[str]) -> None:
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> None:
         pool_rows=read_jsonl(paths.JUDGED_POOL),
         pool_path=paths.JUDGED_POOL,
         label=f"score {system}",
-        reviews=read_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden}),
+        reviews=golden_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden}),
     )
     write_json(paths.metrics_of(system), summary)
     write_json(paths.headline_of(system), system_headline(table))

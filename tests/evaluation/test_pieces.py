@@ -16,6 +16,7 @@ from retrieval_bench.core.relevance import Judgement, judge
 from retrieval_bench.evaluation.score.abstention import (
     abstention_auc,
     abstention_summary,
+    abstention_warning,
     false_hit_rate,
     hit_threshold,
     top_scores,
@@ -240,3 +241,9 @@ def test_abstention_summary_reads_the_per_question_table():
     assert summary["abstention_threshold"] == 0.4 and summary["false_hit_rate"] == pytest.approx(1 / 3)
     assert summary["n_unanswerable"] == 3
     assert abstention_summary(table[table["kind"] != "unanswerable"]) == {}
+    assert abstention_warning(table) is None
+    without_hit1 = table.drop(columns="hit@1")  # score.k without 1: no figures, and a line saying why
+    assert abstention_summary(without_hit1) == {}
+    assert abstention_warning(without_hit1) == (
+        "no abstention figures for the unanswerable questions: they need hit@1, add 1 to score.k"
+    )

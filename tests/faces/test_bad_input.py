@@ -52,7 +52,7 @@ def test_unknown_section_and_broken_yaml(workdir, monkeypatch, capsys):
         stage_in_process("load_chunks", workdir, monkeypatch, capsys),
         "unknown key params.scoring",
         "did you mean params.score?",
-        "valid keys under params: chunkings, embed, embedders, generate, ",
+        "valid keys under params: chunkings, costs, embed, embedders, generate, ",
     )
     (workdir / "params.yaml").write_text("load: [unclosed\n")
     assert_one_line_error(stage("load_chunks", workdir), "params.yaml: invalid YAML")

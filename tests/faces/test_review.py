@@ -300,10 +300,10 @@ def test_a_label_studio_export_with_a_bad_result_is_one_line_and_writes_nothing(
     assert not (project / "data" / "reviews" / "lee.jsonl").exists()
 
 
-def test_an_import_of_a_task_not_in_the_golden_set(project, capsys, tmp_path):
+def test_an_import_of_a_task_not_in_the_review_sample(project, capsys, tmp_path):
     (project / "export.json").write_text(json.dumps([{"id": 1, "data": {"qid": "elsewhere"}, "annotations": []}]))
-    with pytest.raises(InputError, match=r"task 1: question 'elsewhere' is not in the golden set"):
-        import_clicks(project / "export.json", "lee", load_review(project).golden_qids)
+    with pytest.raises(InputError, match=r"task 1: question 'elsewhere' is not in the review sample"):
+        import_clicks(project / "export.json", "lee", set(load_review(project).qids))
     export_tasks([], tmp_path / "none.json")
     assert json.loads((tmp_path / "none.json").read_text()) == []
 

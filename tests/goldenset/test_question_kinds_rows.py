@@ -58,7 +58,7 @@ def test_hand_written_multi_and_unanswerable_rows_follow_the_schema(tmp_path):
     rows, counts = rows_of(path)
     assert counts == {"other_corpus": 0, "not_located": 0}
     single, multi, near, nowhere = rows
-    assert single["kind"] == "single" and "evidence_spans" not in single
+    assert "kind" not in single and "evidence_spans" not in single  # unsaid: assigned by rule in assemble
     assert multi["kind"] == "multi"
     first, second = multi["evidence_spans"]
     assert VACUUM[first["start"] : first["end"]] == "as much free disk space as the database itself"
@@ -112,6 +112,10 @@ def test_a_multi_piece_not_found_names_the_file_line_qid_and_piece(tmp_path):
         ),
         ({"question": "q?", "kind": "multi", "evidence": "x"}, "a multi question's 'evidence' must be a list of 2"),
         (
+            {"question": "q?", "kind": "multi", "evidence": [{"evidence": f"x{i}"} for i in range(9)]},
+            "a multi question's 'evidence' must be a list of 2 to 8",
+        ),
+        (
             {"question": "q?", "kind": "multi", "evidence": [{"evidence": "x"}, {"doc_id": "a"}]},
             "evidence piece 2 must be",
         ),
@@ -146,7 +150,7 @@ def test_ragas_multi_hop_and_deepeval_multi_context_questions_are_multi(tmp_path
         kind, questions = read_question_set(path)
         rows, counts = handwritten_rows(evidence_records(kind, questions), DOCUMENTS, PASSAGES)
         assert counts["not_located"] == 0
-        assert sum(row["kind"] == "multi" for row in rows) == n_multi
+        assert sum(row.get("kind") == "multi" for row in rows) == n_multi
         multi = next(row for row in rows if row["kind"] == "multi")
         assert [span["doc_id"] for span in multi["evidence_spans"]] == ["wal.md", "vacuum.md"]
 

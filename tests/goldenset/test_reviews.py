@@ -105,3 +105,17 @@ def test_cohen_kappa_by_hand():
     chance = 0.6 * 0.5 + 0.4 * 0.5
     assert cohen_kappa(a, b) == pytest.approx((0.7 - chance) / (1 - chance))
     assert np.isnan(cohen_kappa(["y", "y"], ["y", "y"])) and np.isnan(cohen_kappa([], []))
+
+
+def test_the_pipeline_leaves_out_clicks_on_questions_the_golden_set_no_longer_holds(tmp_path, capsys):
+    from retrieval_bench.goldenset.reviews import golden_reviews
+
+    append_click(tmp_path, question_click("ana", "gone", "fine"))
+    append_click(tmp_path, question_click("ana", "q1", "ambiguous"))
+    reviews = golden_reviews(tmp_path, {"q1"})
+    assert reviews.questions["qid"].tolist() == ["q1"] and reviews.n_unknown == 1
+    assert capsys.readouterr().err.strip() == (
+        f"warning: {tmp_path}: 1 clicks on questions no longer in the golden set are left out"
+    )
+    with pytest.raises(InputError, match="question 'gone' is not in the golden set"):
+        read_reviews(tmp_path, known_qids={"q1"})  # the review page and its import stay strict

@@ -136,7 +136,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # the practical margins of a decision pair and of the level, the pairs always decided, the style bar
     "validity": {"fail_on": "none", "margin": 0.03, "level_margin": 0.10, "candidates": [], "max_style_auc": 0.85},
     # the people's review (`retrieval-bench review`): the questions shown (goldenset.review_sample) and the
-    # pooled chunks per question; the PPI figures read the same sample
+    # pooled chunks per question; the PPI figures take the reviewed questions as that random sample
     "review": {"sample": 100, "seed": 0, "depth": 5},
     # the leaderboard's cost measurement (evaluation.panel.costs.measure): timed rounds after the warm-up. A
     # median of 5: identical tasks' ranges fail to overlap with probability 2/C(10,5) < 1%

@@ -221,7 +221,7 @@ def check_style_examples(generate: dict[str, Any], path: Path) -> None:
         )
 
 
-STYLE_EXAMPLES_MAX = 50
+STYLE_EXAMPLES_MAX = 50  # few-shot style examples per question prompt: each is paid for in every request
 # The question kinds generate.kinds may name (goldenset.kinds writes each), and its word for the real queries' mix.
 QUESTION_KINDS = ("single", "multi", "unanswerable", "keyword")
 KINDS_MATCH = "match"
@@ -241,16 +241,16 @@ def check_kinds(generate: dict[str, Any], path: Path) -> None:
     for kind, share in kinds.items():
         if kind not in QUESTION_KINDS:
             raise InputError(f"{path}: generate.kinds.{kind}: unknown kind (kinds: {', '.join(QUESTION_KINDS)})")
-        if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share):
+        if isinstance(share, float) and not math.isfinite(share):  # worded as every other float param's
+            raise InputError(f"{path}: params.generate.kinds.{kind} must be a finite number, got {share!r}")
+        if isinstance(share, bool) or not isinstance(share, (int, float)):
             raise InputError(f"{path}: generate.kinds.{kind} must be a share between 0 and 1, got {share!r}")
         if share < 0:
             raise InputError(f"{path}: generate.kinds.{kind} is a negative share ({share!r}): shares are >= 0")
     total = math.fsum(kinds.values())
     if abs(total - 1) > SHARES_TOLERANCE:
         listed = ", ".join(f"{kind}: {share}" for kind, share in kinds.items())
-        raise InputError(
-            f"{path}: generate.kinds: the shares sum to {round(total, 12)}, not 1 ({{{listed}}})"
-        )  # few-shot style examples per question prompt: each is paid for in every request
+        raise InputError(f"{path}: generate.kinds: the shares sum to {round(total, 12)}, not 1 ({{{listed}}})")
 
 
 def check_similarity_bars(params: dict[str, Any], path: Path) -> None:

@@ -150,6 +150,7 @@ def assemble(
     check_unique_qids(groups, lambda name, row: origin(name, row, params, imported, cache_path))
     texts = dict(zip(documents["doc_id"], documents["text"], strict=True))
     candidates = [row for group in groups.values() for row in group]
+    assign_kinds(candidates)  # before the echo gauge: a keyword question gets its short-query rule
     # Keyword queries are held to the short-query rule too, which needs the corpus's rare terms.
     rare = kinds.Corpus(passages).rare() if any(row.get("kind") == "keyword" for row in candidates) else None
     gauge = echo.mark(candidates, evidence_texts(candidates, texts), rare)
@@ -165,16 +166,21 @@ def assemble(
             raise no_usable_question(params, cache_path, counts, rejects)
         log_synthetic(groups["synthetic"], counts, settings, log)
     golden = [row for group in groups.values() for row in group]
-    summary = {**report(golden, rejects, counts, gauge), **mark_kinds(golden, counts), "imported": imported_report}
+    summary = {**report(golden, rejects, counts, gauge), **kinds_report(golden, counts), "imported": imported_report}
     return GoldenSet(golden, rejects, summary)
 
 
-def mark_kinds(rows: list[dict], counts: dict) -> dict:
-    """Every row's kind (in place: single unless the row says another), and what
-    metrics/goldenset.json says of the kinds: the unanswerable questions' check, and with
-    generate.kinds match the mix matched (from `counts`)."""
+def assign_kinds(rows: list[dict]) -> None:
+    """Every row's kind, in place: the one its source said (a generated row's always); else by
+    goldenset.kinds' rules, the rules generate.kinds match reads the real questions' mix by."""
     for row in rows:
-        row.setdefault("kind", "single")
+        if not row.get("kind"):
+            row["kind"] = kinds.assigned_kind(row)
+
+
+def kinds_report(rows: list[dict], counts: dict) -> dict:
+    """What metrics/goldenset.json says of the kinds: the unanswerable questions' check, and with
+    generate.kinds match the mix matched (from `counts`)."""
     said = {"unanswerable_check": kinds.UNANSWERABLE_CHECK} if any(r["kind"] == "unanswerable" for r in rows) else {}
     return {**said, **({"matched_mix": counts["matched_mix"]} if "matched_mix" in counts else {})}
 

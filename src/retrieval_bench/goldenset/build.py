@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import numbered_jsonl
 from retrieval_bench.core.question_form import CORE_INTERROGATIVES
 from retrieval_bench.goldenset.echo import words
 from retrieval_bench.goldenset.evidence import UNLOCATED_NAMED, locate_in_passage, not_located_line
-from retrieval_bench.goldenset.formats import SOURCES, hashed_qid, normalise_question, read_question_set
+from retrieval_bench.goldenset.formats import MAX_PIECES, SOURCES, hashed_qid, normalise_question, read_question_set
 from retrieval_bench.goldenset.locate import EvidenceFinder, passage_finder
 from retrieval_bench.retrieval.bm25 import tokenize
 
@@ -90,10 +90,13 @@ def evidence_records(kind: str, questions: list[dict]) -> list[dict]:
     records = []
     for question in questions:
         texts = question["evidence"]
-        question_kind = question.get("kind") or (
-            "multi" if kind in MULTI_CONTEXT_FORMATS and len(texts) > 1 else "single"
-        )
+        question_kind = question.get("kind") or ("multi" if kind in MULTI_CONTEXT_FORMATS and len(texts) > 1 else None)
         pieces = question.get("pieces") or [{"doc_id": None, "evidence": text} for text in texts]
+        if question_kind == "multi" and len(pieces) > MAX_PIECES:
+            raise InputError(
+                f"{SOURCES[kind]} question {quoted(question['question'])}: {len(pieces)} contexts, a multi-evidence "
+                f"question takes at most {MAX_PIECES}"
+            )
         records.append(
             {
                 "qid": question["qid"],  # None: derived from document and question, as it always was
@@ -102,7 +105,7 @@ def evidence_records(kind: str, questions: list[dict]) -> list[dict]:
                 "doc_id": question.get("doc_id"),
                 "source": SOURCES[kind],
                 "extra": question["extra"],
-                "kind": question_kind,
+                **({"kind": question_kind} if question_kind else {}),  # unsaid: assigned by rule later
                 **({"pieces": pieces} if question_kind == "multi" else {}),
             }
         )
@@ -147,7 +150,7 @@ def handwritten_rows(
             doc_id, span = spans[0]
             passage = best_passage(doc_id, *span)
             assert passage is not None  # the evidence was found in the document, which has passages
-            row = {**_row(record["question"], passage, span, source, None, True), "kind": kind}
+            row = {**_row(record["question"], passage, span, source, None, True), **_stated_kind(record)}
             if kind == "multi":
                 row["evidence_spans"] = [{"doc_id": d, "start": int(a), "end": int(b)} for d, (a, b) in spans]
         if record.get("qid") is not None:
@@ -157,6 +160,12 @@ def handwritten_rows(
         extra = record.get("extra", {})
         rows.append({**{f"own_{k}" if k in row or k in LATER_FIELDS else k: v for k, v in extra.items()}, **row})
     return rows, counts
+
+
+def _stated_kind(record: dict) -> dict:
+    """{"kind": ...} when the question's source said it; else {} (assemble.assign_kinds assigns one by
+    goldenset.kinds' rules, as generate.kinds match reads the mix)."""
+    return {"kind": record["kind"]} if record.get("kind") else {}
 
 
 def unanswerable_row(question: str, near_doc_id: str | None, source: str) -> dict:
@@ -251,7 +260,6 @@ def label_rows(labels: list[dict]) -> list[dict]:
                 "prompt_sha256": None,
                 "evidence_located": None,
                 "relevant": label["relevant"],
-                "kind": "single",
                 **({"relevant_spans": label["relevant_spans"]} if "relevant_spans" in label else {}),
             }
         )

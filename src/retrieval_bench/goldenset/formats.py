@@ -64,6 +64,11 @@ QID_RULE = (
 )
 
 
+# The most evidence pieces one multi question may have: its complete@k is exact over every subset of
+# its pieces (2^pieces terms), and a question needing more passages than this is no longer one question.
+MAX_PIECES = 8
+
+
 def hashed_qid(question: str, anchor: str = "") -> str:
     """The qid of a question its source gave none: stable across runs."""
     return "q" + hashlib.sha256(f"{anchor}\0{question}".encode("utf-8")).hexdigest()[:12]
@@ -289,7 +294,7 @@ def read_deepeval(path: Path) -> list[dict]:
 def read_handwritten_jsonl(path: Path) -> list[dict]:
     """Hand-written JSONL: question, evidence (a text), doc_id (None: any document) and an
     optional qid (None: the golden set derives one from document and question); `kind` (default
-    single): multi with evidence a list of {doc_id (optional), evidence} pieces (2 or more),
+    single): multi with evidence a list of {doc_id (optional), evidence} pieces (2 to MAX_PIECES),
     unanswerable with no evidence (doc_id: the document it was written near, optional)."""
     questions = []
     for line, row in numbered_jsonl(path):
@@ -307,7 +312,7 @@ def read_handwritten_jsonl(path: Path) -> list[dict]:
                 "question": question,
                 "doc_id": pieces[0]["doc_id"] if kind == "multi" else doc_id,
                 "evidence": [piece["evidence"] for piece in pieces],
-                "kind": kind,
+                **({"kind": kind} if "kind" in row else {}),  # unsaid: assigned by rule (goldenset.kinds)
                 **({"pieces": pieces} if kind == "multi" else {}),
                 "extra": {k: v for k, v in row.items() if k not in ("qid", "question", "doc_id", "evidence", "kind")},
                 "where": where,
@@ -318,7 +323,7 @@ def read_handwritten_jsonl(path: Path) -> list[dict]:
 
 def _hand_written_pieces(evidence: object, kind: str, where: str) -> list[dict]:
     """A hand-written record's evidence as pieces {doc_id, evidence}: one text (single, keyword),
-    a list of 2 or more {doc_id, evidence} (multi), none (unanswerable); else one InputError."""
+    a list of 2 to MAX_PIECES {doc_id, evidence} (multi), none (unanswerable); else one InputError."""
     if kind == "unanswerable":
         if evidence not in (None, "", []):
             raise InputError(
@@ -329,8 +334,8 @@ def _hand_written_pieces(evidence: object, kind: str, where: str) -> list[dict]:
         if not isinstance(evidence, str):
             raise InputError(f"{where}: 'evidence' must be a text of the document, got {json_kind(evidence)}")
         return [{"doc_id": None, "evidence": evidence}]
-    expected = 'a list of 2 or more {"doc_id": ..., "evidence": "excerpt"} pieces'
-    if not isinstance(evidence, list) or len(evidence) < 2:
+    expected = f'a list of 2 to {MAX_PIECES} {{"doc_id": ..., "evidence": "excerpt"}} pieces'
+    if not isinstance(evidence, list) or not 2 <= len(evidence) <= MAX_PIECES:
         raise InputError(f"{where}: a multi question's 'evidence' must be {expected}, got {json_kind(evidence)}")
     pieces = []
     for number, piece in enumerate(evidence, 1):

@@ -2,8 +2,8 @@
 kind, in the order they are shown.
 
 The prediction-powered estimates (evaluation) assume the reviewed questions are a uniformly random
-sample of the golden set; the review page (retrieval_bench.review) shows them. Both call
-`review_sample` with `review.sample` and `review.seed`, so they name the same questions.
+sample of the golden set; the review page (retrieval_bench.review) shows, and its Label Studio
+import accepts, only the questions `review_sample` draws with `review.sample` and `review.seed`.
 
 How: the rows are grouped in strata (question set x kind); each stratum's question ids are shuffled
 with the seed; then the sample is built one question at a time, each taken from the stratum with the

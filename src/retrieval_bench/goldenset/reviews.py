@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -49,6 +50,7 @@ class Reviews:
 
     questions: pd.DataFrame
     grades: pd.DataFrame
+    n_unknown: int = 0  # clicks left out: on questions no longer in the golden set (golden_reviews)
 
     @property
     def reviewers(self) -> list[str]:
@@ -96,13 +98,28 @@ def append_click(folder: str | Path, click: dict[str, Any], known_qids: Collecti
         os.fsync(handle.fileno())
 
 
-def read_reviews(folder: str | Path, known_qids: Collection[str] | None = None) -> Reviews:
+def golden_reviews(folder: str | Path, golden_qids: Collection[str]) -> Reviews:
+    """The reviews the pipeline scores with: as read_reviews, but a click on a question the golden
+    set no longer holds (regenerated since the review) is left out with one warning on stderr, so
+    a new golden set does not stop `dvc repro` on append-only files."""
+    reviews = read_reviews(folder, golden_qids, drop_unknown=True)
+    if reviews.n_unknown:
+        print(
+            f"warning: {folder}: {reviews.n_unknown} clicks on questions no longer in the golden set are left out",
+            file=sys.stderr,
+        )
+    return reviews
+
+
+def read_reviews(folder: str | Path, known_qids: Collection[str] | None = None, drop_unknown: bool = False) -> Reviews:
     """Every `*.jsonl` in `folder` (none, or no folder: no reviews), checked line by line: a
     malformed line, an unknown type or mark, a grade outside 0-3, a question id not in
-    `known_qids` (when given) or a reviewer field that is not the file's name is one InputError
-    naming file and line. A last line cut short (a crash while appending) is skipped."""
+    `known_qids` (when given; with `drop_unknown` left out and counted instead) or a reviewer field
+    that is not the file's name is one InputError naming file and line. A last line cut short (a
+    crash while appending) is skipped."""
     questions: list[dict[str, Any]] = []
     grades: list[dict[str, Any]] = []
+    unknown = 0
     folder = Path(folder)
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
         reviewer = check_reviewer(path.stem) if REVIEWER_NAME.fullmatch(path.stem) else None
@@ -110,6 +127,10 @@ def read_reviews(folder: str | Path, known_qids: Collection[str] | None = None) 
             raise InputError(f"{path}: a reviews file is named <reviewer>.jsonl with a file-safe word as the name")
         for line_number, click in _clicks(path):
             where = f"{path}:{line_number}"
+            if drop_unknown and known_qids is not None and click.get("qid") not in known_qids:
+                _check_click(click, None, where)
+                unknown += 1
+                continue
             _check_click(click, known_qids, where)
             if click["reviewer"] != reviewer:
                 raise InputError(f"{where}: reviewer {quoted(click['reviewer'])} in {reviewer}'s file")
@@ -120,6 +141,7 @@ def read_reviews(folder: str | Path, known_qids: Collection[str] | None = None) 
     return Reviews(
         questions=question_frame.drop_duplicates(["reviewer", "qid"], keep="last").reset_index(drop=True),
         grades=grade_frame.drop_duplicates(["reviewer", "qid", "chunk_id"], keep="last").reset_index(drop=True),
+        n_unknown=unknown,
     )
 
 

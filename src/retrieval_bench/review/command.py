@@ -69,9 +69,10 @@ def run(args: argparse.Namespace) -> int:
     reviews = read_reviews(folder, review.golden_qids)  # a file naming an unknown question stops here
     path = reviews_path(folder, reviewer)
     if args.import_file is not None:
-        clicks = import_clicks(Path(args.import_file), reviewer, review.golden_qids)
+        sample = set(review.qids)  # the estimates take what is reviewed as the random sample: only it
+        clicks = import_clicks(Path(args.import_file), reviewer, sample)
         for click in clicks:
-            append_click(folder, click, review.golden_qids)
+            append_click(folder, click, sample)
         print(f"review: {len(clicks)} clicks from {args.import_file} appended to {path}")
         return 0
     server = make_server(args.port, review, reviewer, folder)

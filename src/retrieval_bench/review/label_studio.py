@@ -101,7 +101,10 @@ def import_clicks(path: Path, reviewer: str, known_qids: set[str]) -> list[dict[
         if not isinstance(data, dict) or not isinstance(data.get("qid"), str):
             raise InputError(f"{where}: no data.qid; expected a task exported by `retrieval-bench review --export`")
         if data["qid"] not in known_qids:
-            raise InputError(f"{where}: question {quoted(data['qid'])} is not in the golden set")
+            raise InputError(
+                f"{where}: question {quoted(data['qid'])} is not in the review sample (review.sample, review.seed): "
+                "the prediction-powered figures take what is reviewed as that random sample"
+            )
         where = f"{path}: task {number} ({data['qid']})"
         annotations = [a for a in task.get("annotations") or [] if isinstance(a, dict) and not a.get("was_cancelled")]
         annotations.sort(key=lambda a: str(a.get("updated_at") or a.get("created_at") or ""))

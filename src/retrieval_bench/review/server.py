@@ -86,14 +86,14 @@ def make_server(port: int, review: Review, reviewer: str, folder: Path) -> Threa
             if self.path != "/click":
                 self._json(404, {"error": f"no page {self.path}"})
                 return
-            length = int(self.headers.get("Content-Length") or 0)
             try:
+                length = int(self.headers.get("Content-Length") or 0)
                 if not 0 < length <= MAX_BODY:
                     raise InputError(f"a click of {length} bytes: expected 1 to {MAX_BODY}")
                 clicks = clicks_of(json.loads(self.rfile.read(length)), reviewer)
                 for click in clicks:  # append_click checks each (mark, grade 0-3, a sampled qid)
                     append_click(folder, click, sample_qids)
-            except (InputError, json.JSONDecodeError, UnicodeDecodeError) as error:
+            except (InputError, ValueError) as error:  # ValueError: bad JSON, UTF-8 or Content-Length
                 self._json(400, {"error": str(error)})
                 return
             self._json(200, {"saved": len(clicks)})

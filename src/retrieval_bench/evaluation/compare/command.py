@@ -37,6 +37,7 @@ from retrieval_bench.evaluation.compare.report import format_json, format_markdo
 from retrieval_bench.evaluation.compare.runs import params_changed, question_context, read_run
 from retrieval_bench.evaluation.panel.reviewed import paired_deltas
 from retrieval_bench.evaluation.score.per_question import JUDGED, checked_per_question, metric_columns
+from retrieval_bench.evaluation.score.reviewed import kept
 from retrieval_bench.evaluation.score.segments import SEGMENT_COLUMNS
 from retrieval_bench.evaluation.stats import (
     MAX_RESAMPLES,
@@ -128,7 +129,15 @@ def compare_tables(
         raise InputError(f"--level must be a confidence level between 0 and 1 (e.g. 0.95), got {level}")
     warnings: list[str] = []
     a_all, b_all = (checked_per_question(df, label) for df, label in ((a_df, a_label), (b_df, b_label)))
-    a, b, dropped = _paired(a_all.set_index("qid"), b_all.set_index("qid"), a_label, b_label, warnings)
+    a_reviewed, b_reviewed, dropped = _paired(
+        a_all.set_index("qid"), b_all.set_index("qid"), a_label, b_label, warnings
+    )
+    # As score and the leaderboard: questions a reviewer rejected (A's marks) leave every figure but the
+    # prediction-powered ones, which need them (a rejected question counts there as K = 0).
+    a = kept(a_reviewed)
+    b = b_reviewed.loc[a.index]
+    if len(a) < len(a_reviewed):
+        warnings.append(f"{len(a_reviewed) - len(a)} questions a reviewer rejected are left out (data/reviews)")
     common = list(a.index)
     names = metric_columns(set(a.columns) & set(b.columns))
     if not names:
@@ -152,8 +161,8 @@ def compare_tables(
         judged=judged,
         views_coincide=coincide,
         segments=_segment_regressions(a, b, names[0][1], resamples, seed),
-        ppi=paired_deltas(a.reset_index(), b.reset_index()),
-        by_kind=kind_comparison(a_all, b_all, a, b, resamples, seed),
+        ppi=paired_deltas(a_reviewed.reset_index(), b_reviewed.reset_index()),
+        by_kind=kind_comparison(kept(a_all), kept(b_all), a, b, resamples, seed),
     )
 
 

@@ -24,7 +24,7 @@ def kind_comparison(
     questions (same qids, same order)."""
     if "kind" not in a_all or "kind" not in b_all:
         return {}
-    kinds = kinds_present(b_all)
+    kinds = kinds_present(pd.concat([a_all, b_all]))  # an unanswerable question in either run counts
     if len(kinds) < 2 and UNANSWERABLE not in kinds:
         return {}
     out: dict[str, dict] = {}

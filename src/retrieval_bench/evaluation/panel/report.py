@@ -28,7 +28,7 @@ from retrieval_bench.evaluation.panel.leaderboard import flat_rows, leaderboard,
 from retrieval_bench.evaluation.panel.plots import rank_histograms, recall_curve
 from retrieval_bench.evaluation.panel.reviewed import NO_REVIEWS, review_lines, reviews_entry
 from retrieval_bench.evaluation.score.reviewed import has_reviews, kept
-from retrieval_bench.goldenset.reviews import Reviews, read_reviews
+from retrieval_bench.goldenset.reviews import Reviews, golden_reviews
 
 
 def panel_report(
@@ -60,7 +60,7 @@ def panel_report(
     board = leaderboard(aligned)
     costs = costs or {}
     board["left_out"] = left_out(tables, {name: row["chunking"] for name, row in costs.items()})
-    board["kinds"] = kind_sections(aligned, tables)
+    board["kinds"] = kind_sections(aligned, {name: kept(table) for name, table in tables.items()})
     mrr = board["question_sets"].get(board["headline_set"], {}).get("metrics", {}).get("mrr", {}).get("systems", {})
     priced = with_pareto(costs, {name: row["mean"] for name, row in mrr.items()})
     on = "" if board["headline_set"] == ALL else f" of the reference set, {board['headline_set']}"
@@ -107,7 +107,7 @@ def review_inputs(min_grade: int) -> tuple[list[dict], dict[str, Any]]:
     (data/reviews/, checked against the golden set), the judged pool's rows (read only with reviews)
     and judge.min_grade."""
     golden = read_jsonl(paths.GOLDENSET)
-    reviews = read_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden})
+    reviews = golden_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden})
     pool = Path(paths.JUDGED_POOL)
     judge_rows = read_jsonl(pool) if has_reviews(reviews) and pool.is_file() else []  # nothing to set against
     return golden, {"reviews": reviews, "judge_rows": judge_rows, "min_grade": min_grade}

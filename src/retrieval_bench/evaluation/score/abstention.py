@@ -65,6 +65,15 @@ def false_hit_rate(unanswerable: np.ndarray, threshold: float) -> float:
     return float(np.mean(_lowest_when_missing(unanswerable) >= threshold))
 
 
+def abstention_warning(per_question: pd.DataFrame) -> str | None:
+    """Why a table with unanswerable questions gets no abstention figures, when it is score.k
+    lacking 1 (the threshold keeps 95% of the top-1 hits, hit@1); else None."""
+    has_unanswerable = "kind" in per_question and bool((per_question["kind"] == UNANSWERABLE).any())
+    if has_unanswerable and "hit@1" not in per_question:
+        return "no abstention figures for the unanswerable questions: they need hit@1, add 1 to score.k"
+    return None
+
+
 def abstention_summary(per_question: pd.DataFrame) -> dict[str, float | int]:
     """metrics.json's abstention figures from a per-question table with kind, top_score and hit@1
     (nothing without unanswerable and answerable questions): n_unanswerable, abstention_auc,

@@ -16,7 +16,7 @@ import pandas as pd
 
 from retrieval_bench.core.relevance import judge, labels_without_spans
 from retrieval_bench.core.run_table import positions
-from retrieval_bench.evaluation.score.abstention import UNANSWERABLE, abstention_summary, top_scores
+from retrieval_bench.evaluation.score.abstention import UNANSWERABLE, abstention_summary, abstention_warning, top_scores
 from retrieval_bench.evaluation.score.budgets import budget_table
 from retrieval_bench.evaluation.score.judged import (
     PREFIX,
@@ -165,7 +165,8 @@ def score_system(
         golden, chunks, run, scoring, duplicates, pool_rows, pool_path=pool_path, reviews=reviews
     )
     table = pd.concat([table, segments(golden)], axis=1)
-    for warning in (unscorable_warning(table), unspanned_warning(golden, chunks), unjudged_warning(table)):
+    warnings = (unscorable_warning(table), unspanned_warning(golden, chunks), unjudged_warning(table))
+    for warning in (*warnings, abstention_warning(table)):
         if warning:
             print(f"{label}: warning: {warning}", file=sys.stderr)
     scored = kept(table)
