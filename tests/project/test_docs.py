@@ -20,7 +20,7 @@ import yaml
 from conftest import ROOT
 
 from retrieval_bench.core.params import DEFAULTS
-from retrieval_bench.core.params_sections import QUESTION_KINDS
+from retrieval_bench.core.question_sets import QUESTION_KINDS
 from retrieval_bench.core.revisions import git_show
 
 spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")

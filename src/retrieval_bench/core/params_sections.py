@@ -15,6 +15,7 @@ import yaml
 
 from retrieval_bench.core.errors import InputError, describe_os_error, quoted
 from retrieval_bench.core.files import file_state
+from retrieval_bench.core.question_sets import QUESTION_KINDS
 
 # DVC leaves every param key named `size` or `nfiles` out of its run-cache key
 # (treeverse/dvc#10296), so a change to such a key is silently served stale outputs: no key of
@@ -222,9 +223,7 @@ def check_style_examples(generate: dict[str, Any], path: Path) -> None:
 
 
 STYLE_EXAMPLES_MAX = 50  # few-shot style examples per question prompt: each is paid for in every request
-# The question kinds generate.kinds may name (goldenset.kinds writes each), and its word for the real queries' mix.
-QUESTION_KINDS = ("single", "multi", "unanswerable", "keyword")
-KINDS_MATCH = "match"
+KINDS_MATCH = "match"  # generate.kinds: generate in the mix of the real (else hand-written) questions
 SHARES_TOLERANCE = 1e-9
 
 

@@ -1,5 +1,5 @@
-"""The golden set's question sets: which set a row belongs to, the names the golden set keeps
-for itself, and which set is the reference the others are judged against. One place for the
+"""The golden set's question sets and kinds: which set a row belongs to, the names the golden set
+keeps for itself, which set is the reference the others are judged against, and a row's kind. One place for the
 golden set that writes the rows, the params that name imported sets, and the leaderboard and
 certificate that read them."""
 
@@ -14,6 +14,14 @@ SOURCE_SETS = {"hand-written": HANDWRITTEN, "qrels": REAL}
 # Names no imported set (generate.imported) may take: the golden set's own, and the leaderboard's whole set.
 RESERVED = (REAL, HANDWRITTEN, GENERATED, ALL)
 REFERENCE_SETS = (REAL, HANDWRITTEN)  # the first present is the reference: the headline's and the certificate's
+# A question's kind: what it needs of the corpus (one passage, several, none, or a search-box query).
+QUESTION_KINDS = ("single", "multi", "unanswerable", "keyword")
+SINGLE, MULTI, UNANSWERABLE, KEYWORD = QUESTION_KINDS
+
+
+def kind_of(row: Mapping[str, Any]) -> str:
+    """A golden row's kind: single when it says none (a golden set from before kinds)."""
+    return str(row.get("kind") or SINGLE)
 
 
 def question_set_of(row: Mapping[str, Any]) -> str:

@@ -36,6 +36,7 @@ from typing import Any
 
 from retrieval_bench.core.errors import InputError, json_kind, quoted
 from retrieval_bench.core.files import check_regular, numbered_jsonl, parse_json, read_jsonl, read_text, read_text_lines
+from retrieval_bench.core.question_sets import QUESTION_KINDS
 from retrieval_bench.core.values import checked_id
 
 RAGAS_FIELDS = ("user_input", "reference_contexts")
@@ -46,7 +47,6 @@ GISKARD_OUT_OF_SCOPE = "out of scope"  # Giskard's question_type of a question i
 _GISKARD_BLOCK = re.compile(r"(?:^|\n\n)Document [^\n:]*: ")
 # A question's kinds (goldenset rows say `kind`; none: single). Hand-written JSONL may say multi or
 # unanswerable (with their own evidence shapes), single or keyword (one evidence text).
-KINDS = ("single", "multi", "unanswerable", "keyword")
 # The formats whose questions carry evidence texts -> the `source` of their golden rows (the tool
 # that wrote them); a BEIR set's rows say `qrels`, as real labels do.
 SOURCES = {
@@ -145,7 +145,7 @@ def detect_format(path: Path) -> str:
         return "deepeval"
     if all(field in first for field in GISKARD_FIELDS):
         return "giskard"
-    if "question" in first and ("evidence" in first or first.get("kind") in KINDS):
+    if "question" in first and ("evidence" in first or first.get("kind") in QUESTION_KINDS):
         return "handwritten"
     if "qid" in first and "question" in first and ("start" in first or "relevant" in first):
         return "goldenset"
@@ -301,8 +301,8 @@ def read_handwritten_jsonl(path: Path) -> list[dict]:
         where = f"{path}:{line}"
         question, qid = checked_question(where, row.get("question"), row.get("qid"))
         kind = row.get("kind", "single")
-        if kind not in KINDS:
-            raise InputError(f"{where}: 'kind' must be one of {', '.join(KINDS)}; got {quoted(kind)}")
+        if kind not in QUESTION_KINDS:
+            raise InputError(f"{where}: 'kind' must be one of {', '.join(QUESTION_KINDS)}; got {quoted(kind)}")
         doc_id = row.get("doc_id")
         doc_id = None if doc_id is None else checked_id(doc_id, where, "doc_id")
         pieces = _hand_written_pieces(row.get("evidence"), kind, where)

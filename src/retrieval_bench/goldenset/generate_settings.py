@@ -12,7 +12,8 @@ from typing import Any
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.params_sections import KINDS_MATCH, QUESTION_KINDS
+from retrieval_bench.core.params_sections import KINDS_MATCH
+from retrieval_bench.core.question_sets import QUESTION_KINDS
 from retrieval_bench.corpus.load import chunk_documents
 from retrieval_bench.goldenset.build import Hygiene
 

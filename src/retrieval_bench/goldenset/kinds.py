@@ -29,8 +29,8 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import pandas as pd
 
-from retrieval_bench.core.params_sections import QUESTION_KINDS
 from retrieval_bench.core.question_form import reads_as_question
+from retrieval_bench.core.question_sets import QUESTION_KINDS
 from retrieval_bench.goldenset import echo
 from retrieval_bench.goldenset.build import content_words, generated_row, question_id
 from retrieval_bench.goldenset.evidence import evidence_in_passage, evidence_text, locate_in_passage

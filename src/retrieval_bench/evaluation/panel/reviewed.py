@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.core.question_sets import ALL, question_set_of
+from retrieval_bench.core.question_sets import ALL, kind_of, question_set_of
 from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.ppi import Estimate, ppi_mean, ppi_paired
 from retrieval_bench.evaluation.score.judged import PREFIX
@@ -24,15 +24,10 @@ from retrieval_bench.evaluation.score.reviewed import FINE, JUDGE_ONLY, REVIEW, 
 from retrieval_bench.evaluation.stats import ALPHA, cohen_kappa, holm_adjust
 from retrieval_bench.goldenset.reviews import GRADES, QUESTION_MARKS, Reviews
 
-SINGLE = "single"  # a golden row without `kind`
 NO_REVIEWS = "no reviews yet: review a sample (retrieval-bench review) for prediction-powered intervals"
 # Below this many reviewed questions the 95% intervals covered 87-92% in bench/ppi_coverage.py
 # (docs/benchmarks.md): said beside the figures.
 ENOUGH_REVIEWED = 50
-
-
-def kind_of(row: Mapping[str, Any]) -> str:
-    return str(row.get("kind") or SINGLE)
 
 
 def rejections(golden: Sequence[Mapping[str, Any]], reviews: Reviews) -> dict:

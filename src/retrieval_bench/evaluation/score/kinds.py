@@ -1,15 +1,15 @@
 """Each question kind scored by the metrics that fit it (metrics.json's by_kind): a
 multi-evidence question by complete@k and evidence_recall@k, an answerable one by mrr, ndcg and
 recall at the headline cut-off, an unanswerable one by abstention (evaluation.score.abstention).
-The kinds are the golden rows' (evaluation.score.segments.KINDS)."""
+The kinds are the golden rows' (core.question_sets.QUESTION_KINDS)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from retrieval_bench.core.question_sets import QUESTION_KINDS as KINDS
 from retrieval_bench.evaluation.score.abstention import abstention_summary
 from retrieval_bench.evaluation.score.per_question import kind_metric_columns
-from retrieval_bench.evaluation.score.segments import KINDS
 
 
 def kinds_present(per_question: pd.DataFrame) -> list[str]:

@@ -9,20 +9,14 @@ import posixpath
 
 import pandas as pd
 
-from retrieval_bench.core.question_sets import question_set_of
+from retrieval_bench.core.question_sets import kind_of, question_set_of
 
 SEGMENT_COLUMNS = ["question_set", "kind", "document", "folder", "length_bucket"]
-KINDS = ("single", "multi", "unanswerable", "keyword")  # a golden row's kind (none: single, as before kinds)
 LENGTH_BUCKETS = ((8, "short (<= 8 words)"), (15, "medium (9-15 words)"))
 LONG = "long (16+ words)"
 
 
 question_set = question_set_of  # the segment a row's origin puts it in
-
-
-def kind_of(row: dict) -> str:
-    """A golden row's kind: single when it says none (a golden set from before kinds)."""
-    return str(row.get("kind") or "single")
 
 
 def length_bucket(question: str) -> str:
