@@ -15,6 +15,7 @@ from retrieval_bench.core.revisions import git_show, resolve_revision
 from retrieval_bench.evaluation.certificate.certify import certificate_summary
 from retrieval_bench.evaluation.panel.leaderboard import left_out_lines, set_title
 from retrieval_bench.evaluation.panel.reviewed import show_lines
+from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column
 
 HEADLINE = ["mrr", "ndcg@10"]
 COUNTS = ["n_questions", "n_chunks", "n_questions_without_relevant_chunk", "n_questions_judged_tied"]
@@ -107,13 +108,13 @@ def leaderboard_lines(board: dict) -> list[str]:
     left = board.get("left_out")
     if left and left["n_left_out"]:
         out += [f"  {line.removeprefix('- ')}" for line in left_out_lines(left)]
-    return out + kind_lines(board)
+    return out + kind_summary_lines(board)
 
 
-def kind_lines(board: dict) -> list[str]:
+def kind_summary_lines(board: dict) -> list[str]:
     """The leaderboard's kinds in a line per system each: a multi-evidence kind's complete@k and
     evidence_recall@k at the headline cut-off, an answerable kind's mrr, the unanswerable
-    questions' abstention AUC and false-hit rate ({paths.LEADERBOARD_TABLE} has every figure)."""
+    questions' abstention AUC and false-hit rate (metrics/leaderboard.md has every figure)."""
     out = []
     for kind, entry in (board.get("kinds") or {}).items():
         if kind == "unanswerable":
@@ -122,9 +123,11 @@ def kind_lines(board: dict) -> list[str]:
                 figures = (_number(row.get(name)) for name in ("abstention_auc", "false_hit_rate"))
                 out.append(f"  {system}: " + ", ".join(figures))
             continue
-        names = [n for n in entry["metrics"] if n in ("mrr", "complete@10", "evidence_recall@10")] or list(
-            entry["metrics"]
-        )[:3]
+        shown = (
+            "mrr",
+            *(headline_column(entry["metrics"], p, HEADLINE_CUTOFF) for p in ("complete", "evidence_recall")),
+        )
+        names = [n for n in entry["metrics"] if n in shown] or list(entry["metrics"])[:3]
         out.append(f"kind {kind} ({entry['n_questions']} questions): {', '.join(names)}")
         for system in board["systems"]:
             out.append(

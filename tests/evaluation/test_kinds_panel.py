@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 from retrieval_bench.evaluation.compare.command import compare_tables
-from retrieval_bench.evaluation.compare.kinds import kind_lines as compare_kind_lines
-from retrieval_bench.evaluation.panel.kinds import kind_lines, kind_rows, kind_sections
+from retrieval_bench.evaluation.compare.kinds import compare_kind_lines
+from retrieval_bench.evaluation.panel.kinds import kind_rows, kind_sections, leaderboard_kind_lines
 from retrieval_bench.evaluation.panel.leaderboard import leaderboard, scorable
 from retrieval_bench.evaluation.score.abstention import abstention_auc
 from retrieval_bench.evaluation.score.kinds import by_kind
-from retrieval_bench.show import kind_lines as show_kind_lines
+from retrieval_bench.show import kind_summary_lines as show_kind_lines
 
 KINDS = ["single"] * 20 + ["multi"] * 12 + ["unanswerable"] * 10
 
@@ -72,7 +72,7 @@ def test_the_leaderboard_has_a_section_per_kind_with_its_metrics(tables):
         )
     assert abstention["best"] == "sharp" and abstention["n_questions"] == 10
     board = {**leaderboard(aligned, resamples=200), "kinds": sections}
-    text = "\n".join(kind_lines(board))
+    text = "\n".join(leaderboard_kind_lines(board))
     assert "### kind multi (12 questions)" in text and "complete@10" in text
     assert "### kind unanswerable (10 questions, beside 32 answerable ones)" in text
     rows = kind_rows(board)

@@ -58,7 +58,7 @@ def test_hand_written_multi_and_unanswerable_rows_follow_the_schema(tmp_path):
     rows, counts = rows_of(path)
     assert counts == {"other_corpus": 0, "not_located": 0}
     single, multi, near, nowhere = rows
-    assert "kind" not in single and "evidence_spans" not in single  # unsaid: assigned by rule in assemble
+    assert single["kind"] == "single" and "evidence_spans" not in single
     assert multi["kind"] == "multi"
     first, second = multi["evidence_spans"]
     assert VACUUM[first["start"] : first["end"]] == "as much free disk space as the database itself"

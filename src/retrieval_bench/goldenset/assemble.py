@@ -171,11 +171,10 @@ def assemble(
 
 
 def assign_kinds(rows: list[dict]) -> None:
-    """Every row's kind, in place: the one its source said (a generated row's always); else by
-    goldenset.kinds' rules, the rules generate.kinds match reads the real questions' mix by."""
+    """Every row's kind, in place: real, hand-written and imported rows carry theirs (build.assigned_kind),
+    a generated one its kind's, and single when generated with generate.kinds single alone."""
     for row in rows:
-        if not row.get("kind"):
-            row["kind"] = kinds.assigned_kind(row)
+        row.setdefault("kind", "single")
 
 
 def kinds_report(rows: list[dict], counts: dict) -> dict:

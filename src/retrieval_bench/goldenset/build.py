@@ -18,8 +18,9 @@ import pandas as pd
 
 from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import numbered_jsonl
-from retrieval_bench.core.question_form import CORE_INTERROGATIVES
-from retrieval_bench.goldenset.echo import words
+from retrieval_bench.core.question_form import CORE_INTERROGATIVES, reads_as_question
+from retrieval_bench.core.question_sets import QUESTION_KINDS
+from retrieval_bench.goldenset.echo import SHORT_QUERY_WORDS, words
 from retrieval_bench.goldenset.evidence import UNLOCATED_NAMED, locate_in_passage, not_located_line
 from retrieval_bench.goldenset.formats import MAX_PIECES, SOURCES, hashed_qid, normalise_question, read_question_set
 from retrieval_bench.goldenset.locate import EvidenceFinder, passage_finder
@@ -105,7 +106,7 @@ def evidence_records(kind: str, questions: list[dict]) -> list[dict]:
                 "doc_id": question.get("doc_id"),
                 "source": SOURCES[kind],
                 "extra": question["extra"],
-                **({"kind": question_kind} if question_kind else {}),  # unsaid: assigned by rule later
+                **({"kind": question_kind} if question_kind else {}),  # unsaid: assigned by rule (assigned_kind)
                 **({"pieces": pieces} if question_kind == "multi" else {}),
             }
         )
@@ -150,9 +151,10 @@ def handwritten_rows(
             doc_id, span = spans[0]
             passage = best_passage(doc_id, *span)
             assert passage is not None  # the evidence was found in the document, which has passages
-            row = {**_row(record["question"], passage, span, source, None, True), **_stated_kind(record)}
+            row = _row(record["question"], passage, span, source, None, True)
             if kind == "multi":
                 row["evidence_spans"] = [{"doc_id": d, "start": int(a), "end": int(b)} for d, (a, b) in spans]
+            row["kind"] = record.get("kind") or assigned_kind(row)  # the one the source said, else by rule
         if record.get("qid") is not None:
             row["qid"] = str(record["qid"])
         if source != "hand-written":
@@ -162,10 +164,24 @@ def handwritten_rows(
     return rows, counts
 
 
-def _stated_kind(record: dict) -> dict:
-    """{"kind": ...} when the question's source said it; else {} (assemble.assign_kinds assigns one by
-    goldenset.kinds' rules, as generate.kinds match reads the mix)."""
-    return {"kind": record["kind"]} if record.get("kind") else {}
+def assigned_kind(row: Mapping) -> str:
+    """The kind of a real or hand-written question (golden row), by rule, in this order: the kind its
+    row says; unanswerable when none of its evidence is relevant (no gold chunk and no relevant
+    grade); multi with two or more evidence spans; keyword for echo.SHORT_QUERY_WORDS words or
+    fewer that do not read as a question; else single. Golden rows carry it (the rule is what
+    generate.kinds match reads the real questions' mix by)."""
+    if row.get("kind") in QUESTION_KINDS:
+        return str(row["kind"])
+    relevant = row.get("relevant")
+    if (row.get("gold_chunk_id") is None and not row.get("evidence_spans")) or (
+        relevant is not None and not any(grade > 0 for grade in relevant.values())
+    ):
+        return "unanswerable"
+    if len(row.get("evidence_spans") or []) >= 2:
+        return "multi"
+    if len(words(row["question"])) <= SHORT_QUERY_WORDS and not reads_as_question(row["question"]):
+        return "keyword"
+    return "single"
 
 
 def unanswerable_row(question: str, near_doc_id: str | None, source: str) -> dict:
@@ -263,6 +279,7 @@ def label_rows(labels: list[dict]) -> list[dict]:
                 **({"relevant_spans": label["relevant_spans"]} if "relevant_spans" in label else {}),
             }
         )
+        rows[-1]["kind"] = assigned_kind(rows[-1])
     return rows
 
 

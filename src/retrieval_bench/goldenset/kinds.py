@@ -29,10 +29,9 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import pandas as pd
 
-from retrieval_bench.core.question_form import reads_as_question
 from retrieval_bench.core.question_sets import QUESTION_KINDS
 from retrieval_bench.goldenset import echo
-from retrieval_bench.goldenset.build import content_words, generated_row, question_id
+from retrieval_bench.goldenset.build import assigned_kind, content_words, generated_row, question_id
 from retrieval_bench.goldenset.evidence import evidence_in_passage, evidence_text, locate_in_passage
 from retrieval_bench.llm.checks.passage_escape import passage_group
 from retrieval_bench.retrieval.bm25 import tokenize
@@ -57,25 +56,6 @@ def allocate(total: int, kinds: tuple[tuple[str, float], ...]) -> dict[str, int]
     for kind in sorted(exact, key=lambda k: -round(exact[k] - counts[k], 9))[: max(0, left)]:
         counts[kind] += 1
     return counts
-
-
-def assigned_kind(row: Mapping) -> str:
-    """The kind of a real or hand-written question (golden row), by rule, in this order: the kind its
-    row says; unanswerable when none of its evidence is relevant (no gold chunk and no relevant
-    grade); multi with two or more evidence spans; keyword for echo.SHORT_QUERY_WORDS words or
-    fewer that do not read as a question; else single."""
-    if row.get("kind") in QUESTION_KINDS:
-        return str(row["kind"])
-    relevant = row.get("relevant")
-    if (row.get("gold_chunk_id") is None and not row.get("evidence_spans")) or (
-        relevant is not None and not any(grade > 0 for grade in relevant.values())
-    ):
-        return "unanswerable"
-    if len(row.get("evidence_spans") or []) >= 2:
-        return "multi"
-    if len(echo.words(row["question"])) <= echo.SHORT_QUERY_WORDS and not reads_as_question(row["question"]):
-        return "keyword"
-    return "single"
 
 
 def mix(rows: list[dict]) -> tuple[tuple[str, float], ...]:

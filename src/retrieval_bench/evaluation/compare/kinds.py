@@ -58,7 +58,7 @@ def _figure(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.4f}"
 
 
-def kind_lines(by_kind: dict[str, dict]) -> list[str]:
+def compare_kind_lines(by_kind: dict[str, dict]) -> list[str]:
     """The per-kind part of the report, a line per kind and metric (none without kinds)."""
     if not by_kind:
         return []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 
-from retrieval_bench.evaluation.compare.kinds import kind_lines
+from retrieval_bench.evaluation.compare.kinds import compare_kind_lines
 from retrieval_bench.evaluation.compare.outcome import Comparison, alpha, direction, num, verdict_line
 from retrieval_bench.evaluation.stats import ALPHA, EXACT_MAX_NONZERO, MC_PERMUTATIONS, MDD_FORMULA
 
@@ -218,7 +218,7 @@ def format_text(comparison: Comparison, limit: int = 10) -> str:
     out += ppi_lines(comparison)
     out += _footnotes(comparison)
     out.append("")
-    out += kind_lines(comparison.by_kind)
+    out += compare_kind_lines(comparison.by_kind)
     if comparison.flip_k is None:
         out.append("Flipped questions: no hit@k column to judge them by.")
     elif not comparison.flipped:
@@ -267,7 +267,7 @@ def format_markdown(comparison: Comparison, limit: int = 10) -> str:
     out += ppi_lines(comparison)
     out += [f"- {note}" for note in _footnotes(comparison)]
     out.append("")
-    out += [f"    {line}" if line else line for line in kind_lines(comparison.by_kind)]
+    out += [f"    {line}" if line else line for line in compare_kind_lines(comparison.by_kind)]
     if comparison.flip_k is None:
         out.append("No hit@k column to find flipped questions by.")
     else:

@@ -98,7 +98,7 @@ def _spread(quartiles: list[float]) -> str:
     return f"{quartiles[1]:.3f} [{quartiles[0]:.3f}, {quartiles[2]:.3f}]" if quartiles else "n/a"
 
 
-def kind_lines(board: dict) -> list[str]:
+def leaderboard_kind_lines(board: dict) -> list[str]:
     """metrics/leaderboard.md's sections per kind (none when board has no kinds)."""
     sections = board.get("kinds") or {}
     if not sections:

@@ -23,7 +23,7 @@ from retrieval_bench.evaluation.certificate.style_gap import style_lines
 from retrieval_bench.evaluation.panel.costs import MACHINE, cost_lines, load_text, plot_rows, with_pareto
 from retrieval_bench.evaluation.panel.decision import decision_markdown
 from retrieval_bench.evaluation.panel.headline import headline
-from retrieval_bench.evaluation.panel.kinds import kind_lines, kind_rows, kind_sections
+from retrieval_bench.evaluation.panel.kinds import kind_rows, kind_sections, leaderboard_kind_lines
 from retrieval_bench.evaluation.panel.leaderboard import flat_rows, leaderboard, left_out, markdown, scorable
 from retrieval_bench.evaluation.panel.plots import rank_histograms, recall_curve
 from retrieval_bench.evaluation.panel.reviewed import NO_REVIEWS, review_lines, reviews_entry
@@ -74,7 +74,7 @@ def panel_report(
     for name, entry in cert.get("sets", {}).items():
         if entry["style_gap"]:
             lines += ["", *style_lines(entry["style_gap"], (cert["reference"], name))]
-    table = markdown(board) + "\n".join(["", *kind_lines(board)] if board["kinds"] else [])
+    table = markdown(board) + "\n".join(["", *leaderboard_kind_lines(board)] if board["kinds"] else [])
     if has_reviews(reviews):
         assert reviews is not None
         board["reviews"] = reviews_entry(
