@@ -247,3 +247,18 @@ def test_abstention_summary_reads_the_per_question_table():
     assert abstention_warning(without_hit1) == (
         "no abstention figures for the unanswerable questions: they need hit@1, add 1 to score.k"
     )
+
+
+def test_a_piece_no_chunk_of_the_chunking_holds_makes_the_question_unscorable_there():
+    """As a single question whose evidence no chunk holds: left out of the comparison (no relevant
+    chunk), not scored 0 on complete@k in this chunking alone."""
+    from retrieval_bench.core.relevance import _pieces_judgement
+
+    chunks = pd.DataFrame({"chunk_id": ["a:0-10", "a:10-20"], "doc_id": ["a", "a"], "start": [0, 10], "end": [10, 20]})
+    by_doc = {"a": np.array([0, 1])}
+    starts, ends = chunks["start"].to_numpy(), chunks["end"].to_numpy()
+    reachable = [{"doc_id": "a", "start": 0, "end": 8}, {"doc_id": "a", "start": 11, "end": 19}]
+    judged = _pieces_judgement(reachable, by_doc, starts, ends, 0.5)
+    assert judged.indices.tolist() == [0, 1] and len(judged.pieces) == 2
+    missing = [*reachable[:1], {"doc_id": "b", "start": 0, "end": 5}]  # a document this chunking lacks
+    assert len(_pieces_judgement(missing, by_doc, starts, ends, 0.5).indices) == 0

@@ -193,13 +193,17 @@ def _pieces_judgement(
 ) -> Judgement:
     """A multi-evidence question: each piece judged by the evidence rule on its own; a chunk's gain
     is the sum of its coverage of the pieces it is relevant to; scored as chunk labels (its recall
-    is the share of relevant chunks) with its pieces."""
+    is the share of relevant chunks) with its pieces. A piece no chunk of this chunking holds makes
+    the question unscorable here (no relevant chunk), as a single question's evidence would: else
+    its complete@k would be 0 in this chunking alone, unfair to the chunking, not to the retriever."""
     gains: dict[int, float] = {}
     pieces = []
     for piece in evidence_spans:
         candidates, piece_gains = _span_gains(
             by_doc, starts, ends, (piece["doc_id"], piece["start"], piece["end"]), min_coverage=min_coverage
         )
+        if not (piece_gains > 0).any():
+            return Judgement(np.array([], dtype=np.int64), np.array([], dtype=np.float64))
         for i, gain in zip(candidates.tolist(), piece_gains.tolist(), strict=True):
             gains[i] = gains.get(i, 0.0) + gain
         pieces.append(candidates[piece_gains > 0])
