@@ -151,6 +151,8 @@ def test_the_leaderboard_and_the_decision_state_the_weights():
     assert said in report["decision"] and said in summary_line(board) and said in "\n".join(leaderboard_lines(board))
     assert json.loads(json.dumps(board))["reweighted"]["weights"] == {"single": 0.7, "multi": 0.3}
     mrr = board["reweighted"]["metrics"]["mrr"]["systems"]
+    csv = [r for r in report["rows"] if r["question_set"] == "reweighted" and r["metric"] == "mrr"]
+    assert {r["system"]: r["mean"] for r in csv} == {name: row["mean"] for name, row in mrr.items()}
     assert f"{mrr['dense']['mean']:.3f} [{mrr['dense']['ci_low']:.3f}" in report["decision"]
     # the Pareto front and the line read the reweighted mrr
     assert report["costs"]["systems"]["dense"]["mrr"] == pytest.approx(mrr["dense"]["mean"])
@@ -176,3 +178,9 @@ def test_show_states_each_question_sets_mix():
     )
     assert lines == ["  mix of kinds:", "    generated: single 100%", "    hand-written: single 72%, multi 28%"]
     assert mix_lines({}) == []
+
+
+def test_a_panel_without_a_compared_question_has_no_headline_to_reweight():
+    tables = {"a": system_table(["single"] * 3, np.array([0.1, 0.2, 0.3])).assign(n_relevant=0)}
+    report = panel_report(tables, golden({"single": 2}), {"fail_on": "none"}, weights="real-mix")
+    assert "reweighted" not in report["leaderboard"] and summary_line(report["leaderboard"]) == "leaderboard: no panel"

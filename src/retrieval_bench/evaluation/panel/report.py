@@ -65,8 +65,8 @@ def panel_report(
     costs = costs or {}
     board["left_out"] = left_out(tables, {name: row["chunking"] for name, row in costs.items()})
     board["kinds"] = kind_sections(aligned, tables)
-    if weights == "real-mix":
-        board["reweighted"] = reweighted(aligned, golden)
+    if weights == "real-mix" and (entry := reweighted(aligned, golden)) is not None:
+        board["reweighted"] = entry
     mrr = headline_entry(board).get("metrics", {}).get("mrr", {}).get("systems", {})
     priced = with_pareto(costs, {name: row["mean"] for name, row in mrr.items()})
     on = "" if board["headline_set"] == ALL else f" of the reference set, {board['headline_set']}"
@@ -94,6 +94,7 @@ def panel_report(
         board["reviews"] = {"ppi": {"available": False, "note": NO_REVIEWS}}
     compared = on_set(aligned, board["headline_set"])
     decided = bool(priced) and set(priced) == set(mrr)
+    again = {"reweighted": board["reweighted"]} if "reweighted" in board else {}  # leaderboard.csv's question_set
     return {
         "leaderboard": board,
         "costs": figures,
@@ -104,7 +105,7 @@ def panel_report(
         if decided
         else "",
         "certificate": cert,
-        "rows": flat_rows(board) + kind_rows(board),
+        "rows": flat_rows(board) + kind_rows(board) + flat_rows({"question_sets": again}),
         "markdown": table + "\n" + "\n".join(lines) + "\n",
         "plot": plot_rows({name: row for name, row in priced.items() if name in mrr}, mrr),
         "recall_curve": recall_curve(compared),

@@ -113,13 +113,16 @@ def reweighted(
     resamples: int = 10_000,
     seed: int = 0,
     level: float = 0.95,
-) -> dict:
+) -> dict | None:
     """The leaderboard's reweighted headline over all compared questions (`aligned`, as
     leaderboard.scorable gives them): {mix_of, weights (over the kinds compared), absent (kinds of
     the mix no compared question has), n_questions, n_by_kind, metrics: {metric: rank_systems'
-    entry, its means reweighted, its interval stratified}}."""
+    entry, its means reweighted, its interval stratified}}; None without a compared question (the
+    board then has no headline to reweight: leaderboard.left_out says why)."""
     source, mixed = real_mix(golden)
     first = next(iter(aligned.values()))
+    if not len(first):
+        return None
     kinds = kinds_of(first)
     present = set(kinds)
     weights = normalised({kind: weight for kind, weight in mixed.items() if kind in present})
