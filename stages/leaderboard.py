@@ -29,11 +29,9 @@ def main() -> None:
         for name, path in (("goldenset", paths.GOLDENSET_REPORT), ("judge", paths.JUDGE_REPORT))
     }
     measured = measure(params)
-    costs, unit = cost_rows(params, measured), params["score"]["budget_unit"]
+    costs, score = cost_rows(params, measured), {key: params["score"][key] for key in ("budget_unit", "weights")}
     golden, reviewed = review_inputs(params["judge"]["min_grade"])
-    report = panel_report(
-        tables, golden, params["validity"], costs, reports, measured=measured, budget_unit=unit, **reviewed
-    )
+    report = panel_report(tables, golden, params["validity"], costs, reports, measured=measured, **score, **reviewed)
     write_json(paths.LEADERBOARD, report["leaderboard"])
     write_json(paths.CERTIFICATE, report["certificate"])
     write_json(paths.HEADLINE, report["headline"])

@@ -15,6 +15,7 @@ from retrieval_bench.core.revisions import git_show, resolve_revision
 from retrieval_bench.evaluation.certificate.certify import certificate_summary
 from retrieval_bench.evaluation.panel.leaderboard import left_out_lines, set_title
 from retrieval_bench.evaluation.panel.reviewed import show_lines
+from retrieval_bench.evaluation.panel.reweighted import headline_entry, weights_text
 from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column
 
 HEADLINE = ["mrr", "ndcg@10"]
@@ -73,8 +74,17 @@ def render(metrics: dict, before: dict | None, health: dict | None, revision: st
     for kind, figures in (metrics.get("by_kind") or {}).items():
         out += [f"kind {kind}:", *table(figures, (before or {}).get("by_kind", {}).get(kind), list(figures))]
     if health is not None:
-        out += ["golden set:", *table(health, None, HEALTH)]
+        out += ["golden set:", *table(health, None, HEALTH), *mix_lines(health)]
     return "\n".join(out) + "\n"
+
+
+def mix_lines(health: dict) -> list[str]:
+    """Each question set's mix of kinds (metrics/goldenset.json's mix_by_question_set), a line each."""
+    mixes = health.get("mix_by_question_set") or {}
+    return ["  mix of kinds:"] * bool(mixes) + [
+        f"    {name}: " + ", ".join(f"{kind} {share:.0%}" for kind, share in shares.items())
+        for name, shares in mixes.items()
+    ]
 
 
 LEADERBOARD_METRICS = ["mrr", "ndcg@10", "recall@10"]
@@ -82,16 +92,17 @@ CELL = 30  # "0.123 [0.100, 0.150] (best)" and a gap
 
 
 def leaderboard_lines(board: dict) -> list[str]:
-    """The panel's leaderboard on its headline question set (the reference when there is one, else
-    all questions): each system's mean [CI] on the headline metrics, * where it differs
+    """The panel's leaderboard on its headline (score.weights real-mix: all questions reweighted to the
+    real mix; else its headline question set, the reference when there is one, else all questions): each system's mean [CI] on the headline metrics, * where it differs
     significantly from the best (Holm)."""
     headline_set = board.get("headline_set", ALL)
-    entry = board.get("question_sets", {}).get(headline_set)
-    if not board.get("systems") or not entry:
+    if not board.get("systems") or not (entry := headline_entry(board)):
         return []
     names = [name for name in LEADERBOARD_METRICS if name in entry["metrics"]]
     width = max(len(system) for system in board["systems"]) + 2
     on = "" if headline_set == ALL else f" of {set_title(board, headline_set)}"
+    if "reweighted" in board:
+        on = f", {weights_text(board['reweighted'])}"
     out = [
         f"panel leaderboard ({entry['n_questions']} questions{on}; {paths.LEADERBOARD_TABLE} has every question set and metric):",
         "  " + " " * width + "".join(f"{name:<{CELL}}" for name in names),

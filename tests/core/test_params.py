@@ -84,6 +84,7 @@ def write(tmp_path: Path, tree: dict) -> Path:
             "it is called params.load.chunking.chars now (DVC ignores param keys named nfiles/size: treeverse/dvc#10296)",
         ),
         ({"score": {"ties": "random"}}, "score.ties must be one of expected, optimistic, pessimistic, got 'random'"),
+        ({"score": {"weights": "real"}}, "score.weights must be one of none, real-mix, got 'real'"),
         ({"retrieval": {"bm25": {"stemmer": "porter"}}}, "retrieval.bm25.stemmer must be one of english, none"),
         (
             {"load": {"chunking": {"chars": 400, "overlap": 400}}},

@@ -70,6 +70,11 @@ def test_match_generates_in_the_mix_of_the_handwritten_questions(tmp_path):
     assert sorted(row["kind"] for row in generated) == ["keyword"] * 2 + ["single"] * 4  # 6 to generate, 2:1
     report = json.loads((project / "metrics/goldenset.json").read_text())
     assert report["matched_mix"] == {"from": "hand-written", "single": 0.6667, "keyword": 0.3333}
+    # each question set's mix beside the other, by the rules match uses: the generated set matches
+    assert report["mix_by_question_set"] == {
+        "generated": {"single": 0.6667, "keyword": 0.3333},
+        "hand-written": {"single": 0.6667, "keyword": 0.3333},
+    }
 
 
 def test_several_kinds_with_a_batch_provider_are_refused_in_one_line(tmp_path):

@@ -1,9 +1,11 @@
 """The sample shows question kinds without a key, under the real `dvc repro`: the bundled
 hand-written multi-evidence and unanswerable questions reach the golden set in their schema, each
 system's metrics leave the unanswerable ones out of every mean, and the leaderboard (and `show`)
-has complete@k and the abstention figures."""
+has complete@k and the abstention figures; the hand-written mix is reported beside the generated
+one, and score.weights real-mix reruns the leaderboard alone, stating the weights."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -68,3 +70,21 @@ def test_the_sample_s_kinds_reach_the_leaderboard(tmp_path):
     assert "### kind multi" in text and "### kind unanswerable" in text and "abstention AUC" in text
     shown = run(["retrieval-bench", "show"], cwd=project).stdout
     assert "kind unanswerable" in shown and "complete@10" in shown
+
+    mixes = json.loads((project / "metrics" / "goldenset.json").read_text())["mix_by_question_set"]
+    assert {"single", "multi", "unanswerable"} <= set(mixes["hand-written"])
+    assert sum(mixes["hand-written"].values()) == pytest.approx(1, abs=1e-3) and "mix of kinds:" in shown
+    assert "reweighted" not in board and "reweighted" not in text  # score.weights none: the headline as it was
+    set_params(project, **{"score.weights": "real-mix"})
+    again = dvc("repro", cwd=project).stdout
+    assert set(re.findall(r"Running stage '([^']+)'", again)) - {"check_params"} == {"leaderboard"}
+    weights = json.loads((project / "metrics" / "leaderboard.json").read_text())["reweighted"]["weights"]
+    said = "reweighted to the hand-written mix: " + ", ".join(f"{k} {w:.2f}" for k, w in weights.items())
+    assert (
+        {"single", "multi"} <= set(weights)
+        and "unanswerable" not in weights
+        and sum(weights.values()) == pytest.approx(1, abs=1e-3)
+    )
+    for path in ("leaderboard.md", "decision.md"):
+        assert said in (project / "metrics" / path).read_text()
+    assert said in run(["retrieval-bench", "show"], cwd=project).stdout

@@ -106,6 +106,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "ties": "expected",
         "budgets": [2000, 4000],
         "budget_unit": "chars",
+        "weights": "none",
     },
     "judge": {
         "enabled": False,
@@ -156,6 +157,7 @@ CHOICES = {
     ("retrieval", "fusion"): {"rrf", "weighted"},
     ("score", "ties"): {"expected", "pessimistic", "optimistic"},
     ("score", "budget_unit"): {"chars", "words"},
+    ("score", "weights"): {"none", "real-mix"},
     ("validity", "fail_on"): {"none", "disagrees", "not-agrees"},
 }
 

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError, quoted
-from retrieval_bench.core.question_sets import GENERATED, HANDWRITTEN, question_set_of
+from retrieval_bench.core.question_sets import GENERATED, HANDWRITTEN, REAL, question_set_of
 from retrieval_bench.goldenset import echo, kinds, style_examples
 from retrieval_bench.goldenset.build import (
     deduplicate,
@@ -178,10 +178,27 @@ def assign_kinds(rows: list[dict]) -> None:
 
 
 def kinds_report(rows: list[dict], counts: dict) -> dict:
-    """What metrics/goldenset.json says of the kinds: the unanswerable questions' check, and with
-    generate.kinds match the mix matched (from `counts`)."""
+    """What metrics/goldenset.json says of the kinds: the unanswerable questions' check, each question
+    set's mix (mix_by_question_set), and with generate.kinds match the mix matched (from `counts`)."""
+    mixes = mix_by_question_set(rows)
     said = {"unanswerable_check": kinds.UNANSWERABLE_CHECK} if any(r["kind"] == "unanswerable" for r in rows) else {}
-    return {**said, **({"matched_mix": counts["matched_mix"]} if "matched_mix" in counts else {})}
+    return {
+        **said,
+        **({"mix_by_question_set": mixes} if mixes else {}),
+        **({"matched_mix": counts["matched_mix"]} if "matched_mix" in counts else {}),
+    }
+
+
+def mix_by_question_set(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """{question set: {kind: share}} (kinds.mix, the rules generate.kinds match uses; shares to 4
+    decimals), every set's, when real or hand-written questions are present (the mix the others
+    are set against); else {}."""
+    by_set: dict[str, list[dict]] = {}
+    for row in rows:
+        by_set.setdefault(question_set_of(row), []).append(row)
+    if not any(name in by_set for name in (REAL, HANDWRITTEN)):
+        return {}
+    return {name: {kind: round(share, 4) for kind, share in kinds.mix(by_set[name])} for name in sorted(by_set)}
 
 
 def check_unique_qids(groups: dict[str, list[dict]], origin: Callable[[str, dict], str]) -> None:

@@ -8,10 +8,13 @@ the others are named with what they save. Pure functions of the leaderboard, the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
 from retrieval_bench.evaluation.panel.costs import COSTS, cost_point
 from retrieval_bench.evaluation.panel.pareto import dominates, lower_beyond_noise
+from retrieval_bench.evaluation.panel.reweighted import headline_entry, kinds_of, weighted_mean, weights_text
 from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column
 
 RULE = (
@@ -76,8 +79,21 @@ def recommendation(ranked: dict, rows: dict[str, dict]) -> dict:
     return {"best": best, "as_good": as_good, "ship": ship, "consider": consider, "line": line + "."}
 
 
-def _means(tables: dict[str, pd.DataFrame], column: str | None) -> dict[str, float | None]:
-    return {name: float(t[column].astype(float).mean()) if column in t else None for name, t in tables.items()}
+def _means(
+    tables: dict[str, pd.DataFrame], column: str | None, weights: Mapping[str, float] | None = None
+) -> dict[str, float | None]:
+    """Each table's mean of `column` (None where it lacks it); with `weights` (score.weights
+    real-mix), reweighted by kind (panel.reweighted.weighted_mean)."""
+    return {
+        name: (
+            None
+            if column not in t
+            else float(t[column].astype(float).mean())
+            if weights is None
+            else weighted_mean(t[column].to_numpy(dtype=float), kinds_of(t), weights)
+        )
+        for name, t in tables.items()
+    }
 
 
 def _embedder(row: dict) -> str:
@@ -91,8 +107,15 @@ def _figure(value, digits: int) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
-def table_lines(ranked: dict, rows: dict[str, dict], compared: dict[str, pd.DataFrame], unit: str) -> list[str]:
-    """The decision table (and the README's sample table): a row per system."""
+def table_lines(
+    ranked: dict,
+    rows: dict[str, dict],
+    compared: dict[str, pd.DataFrame],
+    unit: str,
+    weights: Mapping[str, float] | None = None,
+) -> list[str]:
+    """The decision table (and the README's sample table): a row per system; `weights`: its
+    recalls reweighted by kind, as `ranked` is (score.weights real-mix)."""
     columns = next(iter(compared.values())).columns
     recall = headline_column(columns, "recall", HEADLINE_CUTOFF)
     assert recall is not None  # score.k is never empty: some recall@k is always scored
@@ -101,7 +124,7 @@ def table_lines(ranked: dict, rows: dict[str, dict], compared: dict[str, pd.Data
     heads = ["system", "chunk chars", "embedder", "method", "mrr [95% CI]", recall]
     heads += [f"recall in {budgets[0]:,} {unit}"] if budget else []
     heads += ["search ms / question", "embedding s / 1,000 chunks", "index MB", "Pareto"]
-    recalls, within = _means(compared, recall), _means(compared, budget)
+    recalls, within = _means(compared, recall, weights), _means(compared, budget, weights)
     lines = ["| " + " | ".join(heads) + " |", "|---|---:|---|---|---|---:|" + "---:|" * (len(heads) - 7) + "---|"]
     for name, row in rows.items():
         mrr = ranked["systems"][name]
@@ -125,17 +148,20 @@ def table_lines(ranked: dict, rows: dict[str, dict], compared: dict[str, pd.Data
 
 def decision_markdown(board: dict, rows: dict[str, dict], compared: dict, unit: str, conditions: str) -> str:
     """metrics/decision.md: the line, the table and how to read them. `rows`: priced rows;
-    `compared`: the per-question tables of the headline set; `conditions`: how the costs were measured."""
-    entry = board["question_sets"][board["headline_set"]]
+    `compared`: the per-question tables of the headline set (all of them with `reweighted`);
+    `conditions`: how the costs were measured."""
+    entry = headline_entry(board)
     ranked = entry["metrics"]["mrr"]
     decided = recommendation(ranked, rows)
+    again = board.get("reweighted")
+    over = f"{board['headline_set']}" if again is None else f"all; {weights_text(again)}"
     lines = [
         f"**{decided['line']}**",
         "",
-        *table_lines(ranked, rows, compared, unit),
+        *table_lines(ranked, rows, compared, unit, None if again is None else again["weights"]),
         "",
         f"mrr [{round(board['ci_level'] * 100)}% bootstrap CI] and recall over the {entry['n_questions']} compared "
-        f"questions ({board['headline_set']}); *: significantly worse than the best ({board['correction']}). "
+        f"questions ({over}); *: significantly worse than the best ({board['correction']}). "
         f"Costs measured on this machine ({conditions}): medians in wall time; their ranges, the CPU time and "
         "the chunk counts are in metrics/costs.md. Pareto: no other system is as good on mrr and no dearer "
         "beyond noise, and better on one of them (metrics/costs.md says how).",

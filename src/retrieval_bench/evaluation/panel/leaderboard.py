@@ -207,22 +207,7 @@ def markdown(board: dict) -> str:
     """metrics/leaderboard.md: a table per question set, systems by rows, metrics by columns."""
     lines = []
     for set_name in set_order(board):
-        entry = board["question_sets"][set_name]
-        metrics = list(entry["metrics"])
-        lines += [
-            f"### {set_title(board, set_name)} ({entry['n_questions']} questions)",
-            "",
-            "| system | " + " | ".join(metrics) + " |",
-            "|---" * (len(metrics) + 1) + "|",
-        ]
-        for system in board["systems"]:
-            cells = []
-            for metric in metrics:
-                ranked = entry["metrics"][metric]
-                text = cell(ranked["systems"][system])
-                cells.append(f"**{text}**" if system == ranked["best"] else text)
-            lines.append(f"| {system} | " + " | ".join(cells) + " |")
-        lines.append("")
+        lines += entry_table(board, board["question_sets"][set_name], set_title(board, set_name))
     level = round(board["ci_level"] * 100)
     lines.append(
         f"Mean [{level}% bootstrap CI]; bold: the best; *: differs significantly from the best ({board['correction']})."
@@ -231,6 +216,25 @@ def markdown(board: dict) -> str:
         lines += ["", *left_out_lines(board["left_out"])]
     lines += ["", *segment_lines(board["segment_regressions"])]
     return "\n".join(lines) + "\n"
+
+
+def entry_table(board: dict, entry: dict, title: str) -> list[str]:
+    """One entry's ({n_questions, metrics}) markdown table under its heading, systems by rows."""
+    metrics = list(entry["metrics"])
+    lines = [
+        f"### {title} ({entry['n_questions']} questions)",
+        "",
+        "| system | " + " | ".join(metrics) + " |",
+        "|---" * (len(metrics) + 1) + "|",
+    ]
+    for system in board["systems"]:
+        cells = []
+        for metric in metrics:
+            ranked = entry["metrics"][metric]
+            text = cell(ranked["systems"][system])
+            cells.append(f"**{text}**" if system == ranked["best"] else text)
+        lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def set_order(board: dict) -> list[str]:
@@ -243,7 +247,8 @@ def set_order(board: dict) -> list[str]:
 def set_title(board: dict, set_name: str) -> str:
     """A set's heading: the reference is marked as the headline, and `all` as mixed when it mixes sets."""
     if set_name == board.get("headline_set", ALL) and set_name != ALL:
-        return f"{set_name} (the reference: the headline)"
+        # score.weights real-mix: the headline is the reweighted table above
+        return f"{set_name} (the reference)" if "reweighted" in board else f"{set_name} (the reference: the headline)"
     if set_name == ALL and len(board["question_sets"]) > 2:
         return "all, mixed question sets"
     return set_name

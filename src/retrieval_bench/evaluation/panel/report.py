@@ -27,6 +27,7 @@ from retrieval_bench.evaluation.panel.kinds import kind_rows, kind_sections, lea
 from retrieval_bench.evaluation.panel.leaderboard import flat_rows, leaderboard, left_out, markdown, scorable
 from retrieval_bench.evaluation.panel.plots import rank_histograms, recall_curve
 from retrieval_bench.evaluation.panel.reviewed import NO_REVIEWS, review_lines, reviews_entry
+from retrieval_bench.evaluation.panel.reweighted import headline_entry, reweighted, reweighted_lines, weights_text
 from retrieval_bench.evaluation.score.reviewed import has_reviews, kept
 from retrieval_bench.goldenset.reviews import Reviews, golden_reviews
 
@@ -43,6 +44,7 @@ def panel_report(
     reviews: Reviews | None = None,
     judge_rows: Sequence[Mapping[str, Any]] = (),
     min_grade: int = 2,
+    weights: str = "none",
 ) -> dict:
     """{leaderboard, certificate, csv rows, markdown, plot (quality_vs_cost rows), recall_curve and
     rank_histograms (plot tables), headline, verdicts, failed}, and the measured ones (their
@@ -53,7 +55,9 @@ def panel_report(
     certificate's line per synthetic set; `failed`: the line saying validity.fail_on is met, or None.
     `reviews` (people's, goldenset.reviews): rejected questions leave every figure, the board's
     `reviews` entry holds the rejections, the judge's agreement with people (`judge_rows`: the
-    judged pool's rows; relevant from `min_grade`) and the prediction-powered figures."""
+    judged pool's rows; relevant from `min_grade`) and the prediction-powered figures. `weights`
+    (score.weights): real-mix adds the board's `reweighted` headline (panel.reweighted), which the
+    Pareto front, the decision and the summary line then read."""
     reports = reports or {}
     every = scorable(tables)
     aligned = {name: kept(table) for name, table in every.items()}
@@ -61,9 +65,13 @@ def panel_report(
     costs = costs or {}
     board["left_out"] = left_out(tables, {name: row["chunking"] for name, row in costs.items()})
     board["kinds"] = kind_sections(aligned, {name: kept(table) for name, table in tables.items()})
-    mrr = board["question_sets"].get(board["headline_set"], {}).get("metrics", {}).get("mrr", {}).get("systems", {})
+    if weights == "real-mix" and (entry := reweighted(aligned, golden)) is not None:
+        board["reweighted"] = entry
+    mrr = headline_entry(board).get("metrics", {}).get("mrr", {}).get("systems", {})
     priced = with_pareto(costs, {name: row["mean"] for name, row in mrr.items()})
     on = "" if board["headline_set"] == ALL else f" of the reference set, {board['headline_set']}"
+    if "reweighted" in board:
+        on = f", {weights_text(board['reweighted'])}"
     quality = f"mrr over the compared questions{on}"
     measured = measured or {"repeats": 0, "embed_texts": 0, "load_before": None, "load_after": None}
     conditions = load_text(measured)
@@ -74,7 +82,8 @@ def panel_report(
     for name, entry in cert.get("sets", {}).items():
         if entry["style_gap"]:
             lines += ["", *style_lines(entry["style_gap"], (cert["reference"], name))]
-    table = markdown(board) + "\n".join(["", *leaderboard_kind_lines(board)] if board["kinds"] else [])
+    table = "\n".join(reweighted_lines(board)) + "\n" if "reweighted" in board else ""
+    table += markdown(board) + "\n".join(["", *leaderboard_kind_lines(board)] if board["kinds"] else [])
     if has_reviews(reviews):
         assert reviews is not None
         board["reviews"] = reviews_entry(
@@ -85,13 +94,18 @@ def panel_report(
         board["reviews"] = {"ppi": {"available": False, "note": NO_REVIEWS}}
     compared = on_set(aligned, board["headline_set"])
     decided = bool(priced) and set(priced) == set(mrr)
+    again = {"reweighted": board["reweighted"]} if "reweighted" in board else {}  # leaderboard.csv's question_set
     return {
         "leaderboard": board,
         "costs": figures,
         "costs_markdown": "\n".join(cost_lines(priced, conditions)) + "\n" if priced else "",
-        "decision": decision_markdown(board, priced, compared, budget_unit, conditions) if decided else "",
+        "decision": decision_markdown(
+            board, priced, aligned if "reweighted" in board else compared, budget_unit, conditions
+        )
+        if decided
+        else "",
         "certificate": cert,
-        "rows": flat_rows(board) + kind_rows(board),
+        "rows": flat_rows(board) + kind_rows(board) + flat_rows({"question_sets": again}),
         "markdown": table + "\n" + "\n".join(lines) + "\n",
         "plot": plot_rows({name: row for name, row in priced.items() if name in mrr}, mrr),
         "recall_curve": recall_curve(compared),
@@ -137,7 +151,7 @@ def failed_line(cert: dict, fail_on: str) -> str | None:
 
 def summary_line(board: dict) -> str:
     """One line: the best system on mrr over all questions and those not significantly worse."""
-    entry = board["question_sets"].get(board.get("headline_set", ALL))
+    entry = headline_entry(board)
     if not entry or "mrr" not in entry["metrics"]:
         return "leaderboard: no panel"
     ranked = entry["metrics"]["mrr"]
@@ -148,6 +162,8 @@ def summary_line(board: dict) -> str:
         f"; not significantly different: {', '.join(tied)}" if tied else "; every other system is significantly worse"
     )
     on = "" if board.get("headline_set", ALL) == ALL else f" of {board['headline_set']}"
+    if "reweighted" in board:
+        on = f" ({weights_text(board['reweighted'])})"
     return (
         f"leaderboard: best on mrr{on}: {ranked['best']} ({ranked['systems'][ranked['best']]['mean']:.3f}){also} (Holm)"
     )
