@@ -343,7 +343,7 @@ def test_real_and_handwritten_questions_get_their_kind_by_rule():
 
 
 def test_each_question_sets_mix_is_reported_when_real_or_handwritten_questions_are_present():
-    from retrieval_bench.goldenset.assemble import mark_kinds
+    from retrieval_bench.goldenset.assemble import kinds_report
 
     generated = [{"question": "How is it reset?", "gold_chunk_id": "c", "source": "m", "kind": "multi"}]
     handwritten = [
@@ -352,9 +352,9 @@ def test_each_question_sets_mix_is_reported_when_real_or_handwritten_questions_a
         {"question": "When was WAL removed?", "gold_chunk_id": None, "source": "hand-written"},
         {"question": "How is WAL switched on?", "gold_chunk_id": "c", "source": "hand-written"},
     ]
-    report = mark_kinds(generated + handwritten, {})
+    report = kinds_report(generated + handwritten, {})
     assert report["mix_by_question_set"] == {
         "generated": {"multi": 1.0},
         "hand-written": {"single": 0.5, "unanswerable": 0.25, "keyword": 0.25},
     }
-    assert "mix_by_question_set" not in mark_kinds([dict(row) for row in generated], {})  # nothing to set it against
+    assert "mix_by_question_set" not in kinds_report([dict(row) for row in generated], {})  # nothing to set it against

@@ -181,7 +181,9 @@ def kinds_report(rows: list[dict], counts: dict) -> dict:
     """What metrics/goldenset.json says of the kinds: the unanswerable questions' check, each question
     set's mix (mix_by_question_set), and with generate.kinds match the mix matched (from `counts`)."""
     mixes = mix_by_question_set(rows)
-    said = {"unanswerable_check": kinds.UNANSWERABLE_CHECK} if any(r["kind"] == "unanswerable" for r in rows) else {}
+    said = (
+        {"unanswerable_check": kinds.UNANSWERABLE_CHECK} if any(r.get("kind") == "unanswerable" for r in rows) else {}
+    )
     return {
         **said,
         **({"mix_by_question_set": mixes} if mixes else {}),
