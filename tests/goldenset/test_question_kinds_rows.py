@@ -215,3 +215,17 @@ def test_export_beir_leaves_unanswerable_questions_out_and_joins_a_multi_questio
     qrels = (tmp_path / "beir" / "qrels" / "test.tsv").read_text().splitlines()[1:]
     documents = {PASSAGES.set_index("chunk_id").loc[line.split("\t")[1], "doc_id"] for line in qrels}
     assert documents == {"vacuum.md", "wal.md"}
+
+
+def test_a_golden_set_starting_with_an_unanswerable_row_is_read_as_a_golden_set(tmp_path):
+    """Every golden row has a kind; an unanswerable one has no evidence: it is still this project's
+    golden set (qid, question, start), not hand-written questions (`retrieval-bench gauge` failed)."""
+    from retrieval_bench.goldenset.build import unanswerable_row
+    from retrieval_bench.goldenset.formats import detect_format
+
+    path = write_jsonl(
+        tmp_path / "goldenset.jsonl", [unanswerable_row("Does SQLite ship a GUI?", "wal.md", "hand-written")]
+    )
+    assert detect_format(path) == "goldenset"
+    hand_written = write_jsonl(tmp_path / "hw.jsonl", [{"question": "Does it?", "kind": "unanswerable"}])
+    assert detect_format(hand_written) == "handwritten"

@@ -145,10 +145,12 @@ def detect_format(path: Path) -> str:
         return "deepeval"
     if all(field in first for field in GISKARD_FIELDS):
         return "giskard"
-    if "question" in first and ("evidence" in first or first.get("kind") in QUESTION_KINDS):
-        return "handwritten"
+    # A golden row (qid, question and where its evidence lies) before a hand-written one: every golden
+    # row carries a kind, and a hand-written unanswerable question has a kind and no evidence.
     if "qid" in first and "question" in first and ("start" in first or "relevant" in first):
         return "goldenset"
+    if "question" in first and ("evidence" in first or first.get("kind") in QUESTION_KINDS):
+        return "handwritten"
     raise InputError(
         f"{path}:1: not a known question set: expected question + doc_id + evidence (hand-written), "
         f"user_input + reference_contexts (ragas), input + context (DeepEval), question + reference_context + metadata "
