@@ -27,13 +27,14 @@ from retrieval_bench.core import params as _params
 from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import read_jsonl, read_table
 from retrieval_bench.core.params_schema import DEFAULTS
+from retrieval_bench.core.question_sets import UNANSWERABLE
 from retrieval_bench.core.run_table import check_scores, check_unique, checked_file, from_records, read_run_file
 from retrieval_bench.core.values import checked_id
 from retrieval_bench.evaluation.compare import command as _compare
-from retrieval_bench.evaluation.score.judged import MAX_GRADE, judged_summary, without_repeated_twins
-from retrieval_bench.evaluation.score.metrics import TIE_POLICIES, summarize
+from retrieval_bench.evaluation.score.judged import MAX_GRADE
+from retrieval_bench.evaluation.score.metrics import TIE_POLICIES
 from retrieval_bench.evaluation.score.per_question import check_one_row_per_question, read_per_question
-from retrieval_bench.evaluation.score.scoring import score_run, score_run_both_views
+from retrieval_bench.evaluation.score.scoring import score_run, score_run_both_views, system_summary
 from retrieval_bench.evaluation.score.segments import segments
 from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.evaluation.stats import MAX_RESAMPLES
@@ -162,6 +163,8 @@ def _golden_row(row: Any, where: str) -> dict[str, Any]:
                 raise InputError(f"{where}: the grade of chunk {chunk_id!r} must be an integer, got {grade!r}")
         checked["relevant"] = {checked_id(c, where, "chunk id"): int(g) for c, g in relevant.items()}
         return checked
+    if row.get("kind") == UNANSWERABLE:  # no evidence by design: scored by abstention, in no ranking mean
+        return checked
     if any(row.get(column) is None for column in SPAN_COLUMNS):
         raise InputError(f"{where}: expected 'relevant' {{chunk_id: grade}} or an evidence span (doc_id, start, end)")
     return checked
@@ -263,14 +266,12 @@ def score(
         ambiguous_at=ambiguous_at,
     )
     if duplicates is None:
-        per_question = score_run(golden, table, run_frame, scoring)
-        return Scores(summarize(per_question, ks, len(table), budgets), _with_segments(per_question, golden))
+        per_question = _with_segments(score_run(golden, table, run_frame, scoring), golden)
+        return Scores(system_summary(per_question, len(table), scoring, None, graded=False), per_question)
     copies = _read_table(duplicates, ["group", "chunk_id"], "duplicates")
     pool = _read_pool(judged_pool) if _is_path(judged_pool) else list(judged_pool or [])
-    per_question = score_run_both_views(golden, table, run_frame, scoring, copies, pool)
-    strict = summarize(per_question, ks, len(table), budgets)
-    judged = without_repeated_twins(strict, judged_summary(per_question, ks, copies), graded=bool(pool))
-    return Scores({**strict, **judged}, _with_segments(per_question, golden))
+    per_question = _with_segments(score_run_both_views(golden, table, run_frame, scoring, copies, pool), golden)
+    return Scores(system_summary(per_question, len(table), scoring, copies, graded=bool(pool)), per_question)
 
 
 def _with_segments(per_question: pd.DataFrame, golden: list[dict[str, Any]]) -> pd.DataFrame:

@@ -136,7 +136,7 @@ def test_segments_name_the_question_set_document_folder_and_length():
         {"question": " ".join(["word"] * 20), "source": "claude-haiku-4-5", "doc_id": "faq.md", "kind": "multi"},
     ]
     frame = segments(golden)
-    assert frame.to_dict("records") == [
+    assert frame.astype(object).where(frame.notna(), None).to_dict("records") == [
         {
             "question_set": "hand-written",
             "kind": "single",
@@ -147,8 +147,8 @@ def test_segments_name_the_question_set_document_folder_and_length():
         {
             "question_set": "real",
             "kind": "single",
-            "document": "",
-            "folder": ".",
+            "document": None,  # names no document: in no document or folder segment
+            "folder": None,
             "length_bucket": "medium (9-15 words)",
         },
         {

@@ -148,6 +148,7 @@ def test_load_params_fills_defaults_and_names_bad_keys(tmp_path):
         "ties": "expected",
         "budgets": [2000, 4000],
         "budget_unit": "chars",
+        "weights": "none",
     }
     path.write_text("score: {kk: [1]}\n")
     with pytest.raises(rb.InputError, match="unknown key params.score.kk; did you mean params.score.k"):

@@ -169,16 +169,31 @@ def score_system(
     for warning in (*warnings, abstention_warning(table)):
         if warning:
             print(f"{label}: warning: {warning}", file=sys.stderr)
-    scored = kept(table)
-    strict = summarize(scored, ks, len(chunks), list(scoring.budgets))
-    judged = without_repeated_twins(strict, judged_summary(scored, ks, duplicates), graded=scoring.judge_enabled)
-    summary = {**strict, **judged, **abstention_summary(scored), **ann_recall_metrics(run_info_path, ks)}
+    summary = {
+        **system_summary(kept(table), len(chunks), scoring, duplicates, graded=scoring.judge_enabled),
+        **ann_recall_metrics(run_info_path, ks),
+    }
     if REVIEW in table:
         summary["n_rejected"] = rejected_count(table)
+    return table, summary
+
+
+def system_summary(
+    scored: pd.DataFrame, n_chunks: int, scoring: Scoring, duplicates: pd.DataFrame | None, *, graded: bool
+) -> dict[str, Any]:
+    """metrics.json's figures of a per-question table (with its segments; the questions reviewers
+    kept): the strict metrics, the judged view's when `duplicates` are given (`graded`: the judge
+    graded some pair), the abstention figures and, with several kinds, by_kind. The score stage's
+    and the Python API's one summary."""
+    ks = list(scoring.ks)
+    summary: dict[str, Any] = summarize(scored, ks, n_chunks, list(scoring.budgets))
+    if duplicates is not None:
+        summary = {**summary, **without_repeated_twins(summary, judged_summary(scored, ks, duplicates), graded=graded)}
+    summary.update(abstention_summary(scored))
     kinds = by_kind(scored)
     if kinds:
         summary["by_kind"] = kinds
-    return table, summary
+    return summary
 
 
 def ann_recall_metrics(run_info_path: str | Path, ks: list[int]) -> dict[str, float]:

@@ -25,17 +25,19 @@ def length_bucket(question: str) -> str:
 
 
 def segments(golden: list[dict]) -> pd.DataFrame:
-    """One row per golden row, in order: the SEGMENT_COLUMNS (document and folder empty when the
-    row names no document, e.g. a labelled query with several relevant chunks)."""
+    """One row per golden row, in order: the SEGMENT_COLUMNS (an unanswerable question's document
+    is the one it was written near; document and folder missing when the row names none, e.g. a
+    labelled query with several relevant chunks: in no segment, as per_question.csv reads back)."""
     rows = []
     for row in golden:
-        document = str(row.get("doc_id") or "")
+        named = row.get("doc_id") or row.get("near_doc_id")
+        document = str(named) if named else None
         rows.append(
             {
                 "question_set": question_set(row),
                 "kind": kind_of(row),
                 "document": document,
-                "folder": posixpath.dirname(document) or ".",
+                "folder": (posixpath.dirname(document) or ".") if document else None,
                 "length_bucket": length_bucket(row["question"]),
             }
         )
