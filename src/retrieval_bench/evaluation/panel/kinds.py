@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.evaluation.panel.leaderboard import cell, rank_systems
+from retrieval_bench.evaluation.panel.leaderboard import entry_table, rank_systems
 from retrieval_bench.evaluation.score.abstention import KEEP_HITS, UNANSWERABLE, abstention_summary
 from retrieval_bench.evaluation.score.kinds import kinds_present
 from retrieval_bench.evaluation.score.per_question import kind_metric_columns
@@ -108,26 +108,12 @@ def leaderboard_kind_lines(board: dict) -> list[str]:
         if kind == UNANSWERABLE:
             lines += abstention_lines(board["systems"], entry)
             continue
-        metrics = list(entry["metrics"])
-        lines += [
-            f"### kind {kind} ({entry['n_questions']} questions)",
-            "",
-            "| system | " + " | ".join(metrics) + " |",
-            "|---" * (len(metrics) + 1) + "|",
-        ]
-        for system in board["systems"]:
-            cells = []
-            for metric in metrics:
-                ranked = entry["metrics"][metric]
-                text = cell(ranked["systems"][system])
-                cells.append(f"**{text}**" if system == ranked["best"] else text)
-            lines.append(f"| {system} | " + " | ".join(cells) + " |")
+        lines += entry_table(board, entry, f"kind {kind}")
         if kind == "multi":
             lines += [
-                "",
                 "complete@k: every piece of evidence has a relevant chunk in the top k; evidence_recall@k: the share of pieces that have one.",
+                "",
             ]
-        lines.append("")
     return lines
 
 
