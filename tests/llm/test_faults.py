@@ -317,7 +317,7 @@ def test_cache_keys_of_ordinary_passages_did_not_change():
     )
     job = QUESTIONS.job(meta, TEMPLATE, text, "s", 0)
     assert (
-        job.key == earlier == legacy_cache_key("anthropic", "claude-haiku-4-5", "p" * 64, text, 300, 0, escaped=False)
+        job.key == earlier == legacy_cache_key(("anthropic", "claude-haiku-4-5", "p" * 64, text), 300, 0, escaped=False)
     )
     hostile = QUESTIONS.job(meta, TEMPLATE, HOSTILE, "s", 0)
     assert hostile.key != cache_key("anthropic", "claude-haiku-4-5", "p" * 64, HOSTILE)  # sent differently now

@@ -89,11 +89,13 @@ def cache_key(
     return _key([family, model, prompt_sha256, passage_text], attempt, escaped)
 
 
-def legacy_cache_key(
-    family: str, model: str, prompt_sha256: str, passage_text: str, max_tokens: int, attempt: int, *, escaped: bool
-) -> str:
-    """The key a record of KEY_VERSION 1 has: max_tokens hashed after the passage."""
-    return _key([family, model, prompt_sha256, passage_text, max_tokens], attempt, escaped)
+# What a reply's key hashes before the attempt: (provider family, model, prompt sha256, passage text).
+KeyFields = tuple[str, str, str, str]
+
+
+def legacy_cache_key(fields: KeyFields, max_tokens: int, attempt: int, *, escaped: bool) -> str:
+    """The key a record of KEY_VERSION 1 has: cache_key's `fields`, max_tokens hashed after the passage."""
+    return _key([*fields, max_tokens], attempt, escaped)
 
 
 def _key(fields: list, attempt: int, escaped: bool) -> str:

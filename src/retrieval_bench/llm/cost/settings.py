@@ -154,9 +154,10 @@ class Meta:
 
     @classmethod
     def from_journal(cls, event: dict, provider: str) -> "Meta":
-        """The Meta a journalled batch's requests were made with (events before these fields: text, no alias)."""
+        """The Meta a journalled batch's requests were made with (events before these fields: text, no
+        alias), its records naming `provider`: the batch API that answered."""
         return cls(
-            event.get("provider", provider),
+            provider,
             event["family"],
             event["model"],
             event["prompt_sha256"],

@@ -32,11 +32,12 @@ from retrieval_bench.llm.cache.replies import (
     read_cache,
     read_journal,
 )
-from retrieval_bench.llm.cost.settings import Meta, Settings
+from retrieval_bench.llm.cost.settings import Meta
 from retrieval_bench.llm.providers.base import BatchProvider, BatchResult
-from retrieval_bench.llm.runs.progress import Meter, Outcome
+from retrieval_bench.llm.runs.context import RunContext
+from retrieval_bench.llm.runs.progress import Outcome
 from retrieval_bench.llm.runs.sync import SPACE_RESERVE_BYTES, run_pause
-from retrieval_bench.llm.runs.tasks import Job, Task
+from retrieval_bench.llm.runs.tasks import Job
 from retrieval_bench.llm.transport.credentials import endpoint_for, key_leak
 from retrieval_bench.llm.transport.errors import EndpointUnreachable, StopGeneration
 
@@ -85,23 +86,16 @@ def _not_created(error: BaseException) -> bool:
 
 
 class BatchRunner:
-    def __init__(
-        self,
-        api: BatchProvider,
-        task: Task,
-        settings: Settings,
-        cache_path: str | Path,
-        writer: CacheWriter,
-        meter: Meter,
-    ) -> None:
+    def __init__(self, api: BatchProvider, context: RunContext) -> None:
+        settings = context.settings
         self.api = api
-        self.task = task
+        self.task = context.task
         self.settings = settings
-        self.journal_path = journal_path_for(cache_path)
-        self.cache_path = Path(cache_path)
-        self.writer = writer
-        self.meter = meter
-        self.pause = run_pause(settings, meter.write)
+        self.journal_path = journal_path_for(context.cache_path)
+        self.cache_path = Path(context.cache_path)
+        self.writer = context.writer
+        self.meter = context.meter
+        self.pause = run_pause(settings, self.meter.write)
         self.client = api.client(settings, self.pause)
         self.key = endpoint_for(api, settings.base_url, section=settings.section).key  # never stored (key_leak)
         self.journal = CacheWriter(self.journal_path, checksum=False)
@@ -368,9 +362,7 @@ class BatchRunner:
     def _keep(self, event: dict, meta: Meta, request: dict, item: BatchResult) -> None:
         """One succeeded result appended to the cache (one holding the API key counts as failed)."""
         reply = self.api.reply(item.answer, "")
-        record = self.task.record(
-            meta, request["key"], request["passage_sha256"], request["attempt"], reply, self.api.name
-        )
+        record = self.task.record(meta, request["key"], request["passage_sha256"], request["attempt"], reply)
         leak = key_leak(record, self.key)
         if leak:
             self.meter.fail(leak)
@@ -399,20 +391,17 @@ class BatchRunner:
 
 async def run_batches(
     api: BatchProvider,
-    task: Task,
+    context: RunContext,
     jobs: list[Job],
     meta: Meta | None,
-    settings: Settings,
-    cache_path: str | Path,
     *,
-    writer: CacheWriter,
-    meter: Meter,
     resume: list[dict],
     intents: list[dict],
 ) -> Outcome:
     """Reconcile `intents`, collect the journalled batches `resume`, then submit `jobs` (resubmitting
     those whose only adopted batch turned out to be a stranger's) and collect them."""
-    runner = BatchRunner(api, task, settings, cache_path, writer, meter)
+    runner = BatchRunner(api, context)
+    meter = context.meter
     try:
         resume = list(resume)
         for intent in intents:
@@ -431,7 +420,7 @@ async def run_batches(
             events = await runner.submit(jobs, meta)
             await runner.wait_and_collect(events)
             # An intent whose only adopted batches were strangers' created nothing: submit it now.
-            cached = set(read_cache(cache_path))
+            cached = set(read_cache(context.cache_path))
             jobs = [job for job in jobs if job.key in runner.strangers and job.key not in cached]
             runner.strangers.clear()
     finally:

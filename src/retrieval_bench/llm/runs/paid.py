@@ -45,6 +45,15 @@ class PaidWork:
     max_attempts: int  # replies a rejected one may be asked again for (the dry run says so)
 
 
+@dataclass(frozen=True)
+class Round:
+    """One round of asking: its number (0: the first), the jobs still to ask and how many are done."""
+
+    number: int
+    jobs: list[Job]
+    done: int
+
+
 @dataclass
 class Paid:
     spent: float = 0.0  # USD, resumed batches included
@@ -67,7 +76,7 @@ def pay_for(work: PaidWork, missing: Missing, rounds: int, dry_run: bool, log: L
             jobs = [job for job in jobs if job.key not in in_flight]
             if not jobs:
                 break
-            if not _round(work, jobs, done, round_number, paid, dry_run, log=log):
+            if not _round(work, Round(round_number, jobs, done), paid, dry_run, log=log):
                 break
     if paid.failed:
         reasons = "; ".join(f"{n}x {r}" for r, n in Counter(paid.failed).most_common(3))
@@ -99,21 +108,13 @@ def _resume(work: PaidWork, dry_run: bool, log: Log) -> float:
     return resume_batches(work.task, pending, work.settings, work.cache_path, intents).cost
 
 
-def _round(
-    work: PaidWork,
-    jobs: list[Job],
-    done: int,
-    round_number: int,
-    paid: Paid,
-    dry_run: bool,
-    *,
-    log: Log,
-) -> bool:
+def _round(work: PaidWork, this: Round, paid: Paid, dry_run: bool, *, log: Log) -> bool:
     """One round: the estimate, a dry run's plan or the guard and the run; whether to go on."""
-    settings, wording = work.settings, work.task.wording
+    settings, wording, jobs = work.settings, work.task.wording, this.jobs
     est = estimate([job.prompt for job in jobs], settings)
     log(
-        f"{len(jobs)} {wording.to_do if round_number == 0 else wording.to_redo}, {done} {wording.done}; {est.describe(settings)}"
+        f"{len(jobs)} {wording.to_do if this.number == 0 else wording.to_redo}, {this.done} {wording.done}; "
+        f"{est.describe(settings)}"
     )
     if settings.max_cost_usd is not None:
         log(f"cost limit {settings.section}.max_cost_usd {usd(settings.max_cost_usd)}")

@@ -21,6 +21,7 @@ from retrieval_bench.llm.cost.settings import Meta, Settings
 from retrieval_bench.llm.providers.base import BatchProvider, Provider
 from retrieval_bench.llm.providers.registry import batch_api
 from retrieval_bench.llm.runs.batch import run_batches
+from retrieval_bench.llm.runs.context import RunContext
 from retrieval_bench.llm.runs.progress import Meter, Outcome
 from retrieval_bench.llm.runs.sync import run_sync
 from retrieval_bench.llm.runs.tasks import Job, Task
@@ -38,15 +39,12 @@ def run(task: Task, jobs: list[Job], meta: Meta, settings: Settings, cache_path:
     preflight(provider, settings)
     meter = Meter(len(jobs), settings, f"{task.stage} ({settings.provider})", task.stage)
     writer = CacheWriter(cache_path)
+    context = RunContext(task, settings, cache_path, writer, meter)
     try:
         if isinstance(provider, BatchProvider):
-            outcome = asyncio.run(
-                run_batches(
-                    provider, task, jobs, meta, settings, cache_path, writer=writer, meter=meter, resume=[], intents=[]
-                )
-            )
+            outcome = asyncio.run(run_batches(provider, context, jobs, meta, resume=[], intents=[]))
         else:
-            outcome = asyncio.run(run_sync(provider, task, jobs, meta, settings, writer, meter=meter))
+            outcome = asyncio.run(run_sync(provider, context, jobs, meta))
     except KeyboardInterrupt:
         raise interrupted(meter.outcome, cache_path, settings.batch) from None
     finally:
@@ -90,12 +88,9 @@ def resume_batches(
     preflight(api, settings)
     meter = Meter(total, settings, f"{task.stage}: resume batches", task.stage, batch=True)
     writer = CacheWriter(cache_path)
+    context = RunContext(task, settings, cache_path, writer, meter)
     try:
-        outcome = asyncio.run(
-            run_batches(
-                api, task, [], None, settings, cache_path, writer=writer, meter=meter, resume=events, intents=intents
-            )
-        )
+        outcome = asyncio.run(run_batches(api, context, [], None, resume=events, intents=intents))
     except KeyboardInterrupt:
         raise interrupted(meter.outcome, cache_path, batch=True) from None
     finally:

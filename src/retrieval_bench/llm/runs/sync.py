@@ -20,8 +20,9 @@ from retrieval_bench.llm.cost.prices import usd
 from retrieval_bench.llm.cost.settings import Meta, Settings
 from retrieval_bench.llm.providers.base import Provider, Reply
 from retrieval_bench.llm.providers.tokens import estimate_input_tokens
+from retrieval_bench.llm.runs.context import RunContext
 from retrieval_bench.llm.runs.progress import Meter, Outcome
-from retrieval_bench.llm.runs.tasks import Job, Task
+from retrieval_bench.llm.runs.tasks import Job
 from retrieval_bench.llm.transport.connection import timed_out
 from retrieval_bench.llm.transport.credentials import endpoint_for, key_leak
 from retrieval_bench.llm.transport.errors import EndpointUnreachable
@@ -41,33 +42,17 @@ def run_pause(settings: Settings, on_pause: Callable[[str], None]) -> SharedPaus
     return SharedPause(on_pause, settings.timeout_s, f"{settings.section}.timeout_s")
 
 
-async def run_sync(
-    provider: Provider,
-    task: Task,
-    jobs: list[Job],
-    meta: Meta,
-    settings: Settings,
-    writer: CacheWriter,
-    *,
-    meter: Meter,
-) -> Outcome:
-    return await _SyncRun(provider, task, meta, settings, writer, meter).run(jobs)
+async def run_sync(provider: Provider, context: RunContext, jobs: list[Job], meta: Meta) -> Outcome:
+    return await _SyncRun(provider, context, meta).run(jobs)
 
 
 class _SyncRun:
     """One sync run's shared state: the client, the pause, the in-flight count, the breaker."""
 
-    def __init__(
-        self, provider: Provider, task: Task, meta: Meta, settings: Settings, writer: CacheWriter, meter: Meter
-    ) -> None:
-        self.provider, self.task, self.meta, self.settings, self.writer, self.meter = (
-            provider,
-            task,
-            meta,
-            settings,
-            writer,
-            meter,
-        )
+    def __init__(self, provider: Provider, context: RunContext, meta: Meta) -> None:
+        settings, meter = context.settings, context.meter
+        self.provider, self.meta = provider, meta
+        self.task, self.settings, self.writer, self.meter = context.task, settings, context.writer, meter
         self.pause = run_pause(settings, meter.write)
         self.client = provider.client(settings, self.pause)
         self.key = endpoint_for(provider, settings.base_url, section=settings.section).key  # never stored (key_leak)
@@ -80,7 +65,7 @@ class _SyncRun:
         self.unsaved: list[tuple[dict, Reply]] = []
         self.space_needed = SPACE_RESERVE_BYTES + settings.concurrency * SPACE_PER_REPLY_BYTES
         self.kept_lock = threading.Lock()
-        self.schema = task.schema if settings.response_format == "json_schema" else None
+        self.schema = self.task.schema if settings.response_format == "json_schema" else None
 
     async def run(self, jobs: list[Job]) -> Outcome:
         self.worst_case = self.settings.cost(

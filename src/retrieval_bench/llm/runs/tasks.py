@@ -30,7 +30,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.llm.cache.replies import KEY_VERSION, RAW_KEPT_CHARS, cache_key, legacy_cache_key, raw_for_cache
+from retrieval_bench.llm.cache.replies import (
+    KEY_VERSION,
+    RAW_KEPT_CHARS,
+    KeyFields,
+    cache_key,
+    legacy_cache_key,
+    raw_for_cache,
+)
 from retrieval_bench.llm.checks import kinds
 from retrieval_bench.llm.checks.grades import parse_grade
 from retrieval_bench.llm.checks.hygiene import REJECT_REASONS, clean_reply
@@ -70,14 +77,14 @@ def _keyed(meta: Meta, text: str, attempt: int, escaped: bool) -> tuple[str, int
     """(the job's cache key, its seed). The key is the earlier scheme's (max_tokens hashed) when
     the cache holds a record under it, so an old cache is served whatever max_tokens is now. The
     seed derives from Meta.seed and the key's fields, the attempt included: a re-ask differs."""
-    fields = (meta.family, meta.cache_model, meta.prompt_sha256, text)
+    fields: KeyFields = (meta.family, meta.cache_model, meta.prompt_sha256, text)
     key = cache_key(*fields, attempt, escaped)
     seed = None
     if meta.seed is not None:
         digest = hashlib.sha256(f"{meta.seed}\0{key}".encode()).digest()
         seed = int.from_bytes(digest[:4], "big") >> 1  # 31 bits: every server's seed type holds it
     for max_tokens in meta.earlier.max_tokens:
-        earlier = legacy_cache_key(*fields, max_tokens, attempt, escaped=escaped)
+        earlier = legacy_cache_key(fields, max_tokens, attempt, escaped=escaped)
         if earlier in meta.earlier.keys:
             return earlier, seed
     return key, seed
@@ -130,18 +137,18 @@ class Task:
         passage_sha256: str,
         attempt: int,
         reply: Reply,
-        provider: str | None = None,
         *,
         seed: int | None = None,
     ) -> dict:
-        """The cache record of one reply (llm.cache.replies describes its fields); a rejected reply's text
-        is stored cut (llm.cache.replies.raw_for_cache)."""
+        """The cache record of one reply (llm.cache.replies describes its fields), naming meta.provider
+        (a batch's: the batch API that answered, Meta.from_journal); a rejected reply's text is stored
+        cut (llm.cache.replies.raw_for_cache)."""
         fields = self.parsed(reply, meta.response_format)
         return {
             "key": key,
             "key_version": KEY_VERSION,
             "family": meta.family,
-            "provider": provider or meta.provider,
+            "provider": meta.provider,
             "model": meta.model,
             **({"model_alias": meta.model_alias} if meta.model_alias else {}),
             "prompt_sha256": meta.prompt_sha256,
