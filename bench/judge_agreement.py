@@ -126,11 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from retrieval_bench.core.errors import InputError
-    from retrieval_bench.core.params import load_params
+    from retrieval_bench.core.params import load_all_params
     from retrieval_bench.corpus.load import load_corpus
-    from retrieval_bench.goldenset.judge import Pair, judge_pool, read_prompt
+    from retrieval_bench.goldenset.judge import JudgeSettings, Pair, judge_pool, read_prompt
 
-    params = dict(load_params("judge", ROOT / "params.yaml"))
+    all_params = load_all_params(ROOT / "params.yaml")
+    params = all_params["judge"]
     params.update(
         {
             k: v
@@ -138,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
             if v is not None
         }
     )
-    if params["provider"] == "none":
+    settings = JudgeSettings.from_params(all_params)
+    if settings.provider == "none":
         print(
             "error: judge.provider is none: set --provider (anthropic, anthropic-batch, openai-compatible)",
             file=sys.stderr,
@@ -165,14 +167,13 @@ def main(argv: list[str] | None = None) -> int:
                 Pair(row.qid, row.chunk_id, [], label["question"], text_of[row.chunk_id], sha_of[row.chunk_id]),
             )
             pair.runs.append(system)
-    template, prompt_sha256 = read_prompt((ROOT / "data" / "judge_prompt.txt").read_bytes(), "data/judge_prompt.txt")
+    prompt = read_prompt((ROOT / "data" / "judge_prompt.txt").read_bytes(), "data/judge_prompt.txt")
     Path(args.cache).parent.mkdir(parents=True, exist_ok=True)
     try:
         judged = judge_pool(
-            params,
+            settings,
             list(pairs.values()),
-            template,
-            prompt_sha256,
+            prompt,
             args.cache,
             False,
             log=lambda message: print(f"judge_agreement: {message}", file=sys.stderr),
@@ -184,10 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     human = {label["qid"]: label["relevant"] for label in labels}
     graded = [row for row in judged.rows if row["grade"] is not None]
     human_bits = [int(human[row["qid"]].get(row["chunk_id"], 0) > 0) for row in graded]
-    judge_bits = [int(row["grade"] >= params["min_grade"]) for row in graded]
+    judge_bits = [int(row["grade"] >= settings.min_grade) for row in graded]
     llm_qrels: dict[str, dict[str, int]] = {}
     for row in graded:
-        if row["grade"] >= params["min_grade"]:
+        if row["grade"] >= settings.min_grade:
             llm_qrels.setdefault(row["qid"], {})[row["chunk_id"]] = row["grade"]
     human_ndcg = {system: ndcg10(labels, human, chunks, run) for system, run in runs.items()}
     judge_ndcg = {system: ndcg10(labels, llm_qrels, chunks, run) for system, run in runs.items()}
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         "abstracts": len(chunks),
         "depth": args.depth,
         "systems": systems,
-        "judge": {"provider": params["provider"], "model": params["model"], "min_grade": params["min_grade"]},
+        "judge": {"provider": params["provider"], "model": params["model"], "min_grade": settings.min_grade},
         "pooled_pairs": len(pairs),
         "graded_pairs": len(graded),
         "requests": judged.report["requests"],
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(graded)} graded by {params['provider']} {params['model']} ({report['requests']} requests, ${report['cost_usd']:.4f})"
     )
     print(
-        f"agreement with the human labels (grade >= {params['min_grade']} vs qrels > 0): Cohen's kappa {report['cohen_kappa']}; "
+        f"agreement with the human labels (grade >= {settings.min_grade} vs qrels > 0): Cohen's kappa {report['cohen_kappa']}; "
         f"confusion {report['confusion']}"
     )
     for system in systems:

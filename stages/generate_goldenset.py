@@ -38,14 +38,13 @@ def main(argv: list[str] | None = None) -> None:
     prompts, examples = read_question_prompts(
         paths.QUESTION_PROMPTS, settings, log if generating else lambda line: None
     )
+    run = GenerationRun(paths.QUESTION_CACHE, dry_run, log)
     if generating:
-        fetch_shared_cache(
-            paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.DVC_LOCK, settings.provider != "none", dry_run, log
-        )
+        fetch_shared_cache(run, paths.BATCH_JOURNAL, paths.DVC_LOCK, settings.provider != "none")
     for path in () if dry_run else (paths.QUESTION_CACHE, paths.BATCH_JOURNAL):
         touch_jsonl(path)  # persistent stage outputs: they must exist, and DVC warns about empty ones
     try:
-        golden = assemble(settings, documents, labels, prompts, GenerationRun(paths.QUESTION_CACHE, dry_run, log))
+        golden = assemble(settings, documents, labels, prompts, run)
     except DryRunDone as done:  # exit 0 from the command line, 3 under `dvc repro` (the switch): DVC records nothing
         log(str(done))
         raise SystemExit(3 if dry_run_from_env() else 0) from None

@@ -25,26 +25,23 @@ def log(message: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = stage_parser("judge", __doc__)
     dry_run = paid_stage_arguments(parser, argv, "print what judging would cost; write nothing", "judgement cache")
-    params = load_all_params()
-    settings = params["judge"]
+    settings = judging.JudgeSettings.from_params(load_all_params())
     for path in () if dry_run else (paths.JUDGEMENTS, paths.JUDGE_BATCH_JOURNAL):  # persistent outputs: they must exist
         touch_jsonl(path)
     # A dry run exits 0 from the command line, 3 under `dvc repro` (the switch): DVC records nothing.
     try:
-        if not judging.is_on(settings):
+        if not settings.on:
             judged = judging.off(settings, dry_run)
         else:
-            template, prompt_sha256 = judging.read_prompt(Path(paths.JUDGE_PROMPT).read_bytes(), paths.JUDGE_PROMPT)
+            prompt = judging.read_prompt(Path(paths.JUDGE_PROMPT).read_bytes(), paths.JUDGE_PROMPT)
             chunks = read_table(paths.CHUNKS, ["chunk_id", "doc_id", "start", "end", "text", "text_sha256"])
             golden, runs, duplicates = (
                 read_jsonl(paths.GOLDENSET),
-                judging.read_pool(settings["pool"]),
+                judging.read_pool(settings.pool),
                 read_table(paths.DUPLICATES),
             )
-            pairs = judging.pool_pairs(
-                golden, chunks, runs, settings["depth"], duplicates, params["score"]["min_coverage"], log=log
-            )
-            judged = judging.judge_pool(settings, pairs, template, prompt_sha256, paths.JUDGEMENTS, dry_run, log=log)
+            pairs = judging.pool_pairs(golden, chunks, runs, duplicates, settings, log=log)
+            judged = judging.judge_pool(settings, pairs, prompt, paths.JUDGEMENTS, dry_run, log=log)
     except judging.JudgeDryRun as done:
         log(str(done))
         raise SystemExit(3 if dry_run_from_env() else 0) from None

@@ -36,6 +36,7 @@ from retrieval_bench.core.files import touch_jsonl, write_jsonl
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.stage import progress, run_stage
 from retrieval_bench.goldenset import remote
+from retrieval_bench.goldenset.generate_settings import GenerationRun
 from retrieval_bench.llm.cache.replies import read_cache
 from retrieval_bench.llm.cost.guard import check_cost, estimate
 from retrieval_bench.llm.cost.prices import usd
@@ -86,12 +87,10 @@ def dvc_repo(tmp_path: Path, pushed: bytes, remote_has_it: bool = True) -> tuple
 def fetch(root: Path, paying: bool = True, dry_run: bool = False) -> list[str]:
     said: list[str] = []
     remote.fetch_shared_cache(
-        "data/question_cache.jsonl",
+        GenerationRun("data/question_cache.jsonl", dry_run, said.append),
         "data/question_cache.batches.jsonl",
         "dvc.lock",
         paying,
-        dry_run,
-        said.append,
         root=root,
     )
     return said

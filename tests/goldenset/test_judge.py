@@ -19,11 +19,12 @@ from conftest import set_params
 from judge_helpers import chunk_table, golden_rows, grade_by_marker, make_project, run_table
 from stub_llm import StubLLM, answer_then_hold, read_jsonl, run_stage_here, stage_env
 
+from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.corpus.duplicates import find_duplicates
 from retrieval_bench.evaluation.score.judged import judged_summary, unjudged_warning
 from retrieval_bench.evaluation.score.scoring import score_run_both_views
 from retrieval_bench.evaluation.score.settings import Scoring
-from retrieval_bench.goldenset.judge import pool_pairs
+from retrieval_bench.goldenset.judge import JudgeSettings, pool_pairs
 from retrieval_bench.llm.checks.grades import parse_grade
 from retrieval_bench.llm.cost.settings import Meta
 from retrieval_bench.llm.runs.tasks import JUDGE
@@ -97,7 +98,10 @@ def test_the_pool_is_the_top_depth_of_every_run_without_the_gold_or_its_copies()
     run = run_table(golden, chunks)
     run.loc[(run["qid"] == "q0") & (run["rank"] == 1), "chunk_id"] = "copy"  # an exact copy of q0's gold
     other = run.assign(chunk_id=run.groupby("qid")["chunk_id"].transform(lambda s: s.iloc[::-1].values))
-    pairs = pool_pairs(golden, chunks, {"a": run, "b": other}, 2, find_duplicates(chunks), 0.5)
+    params = {"judge": {**DEFAULTS["judge"], "depth": 2}, "score": {**DEFAULTS["score"], "min_coverage": 0.5}}
+    pairs = pool_pairs(
+        golden, chunks, {"a": run, "b": other}, find_duplicates(chunks), JudgeSettings.from_params(params)
+    )
     by_question = {qid: {p.chunk_id: p.runs for p in pairs if p.qid == qid} for qid in ("q0", "q1")}
     top = {
         (label, qid): frame[(frame.qid == qid) & (frame["rank"] <= 2)]["chunk_id"].tolist()

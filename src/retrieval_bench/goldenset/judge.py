@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import io
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,49 @@ class JudgeDryRun(Exception):
     """A dry run has said what judging would cost; nothing was asked or written."""
 
 
+@dataclass(frozen=True)
+class JudgeSettings:
+    """The judge section as pooling and grading read it (a validated section: params.DEFAULTS), built
+    once from params (as evaluation's Scoring is), with score.min_coverage: the strict judgement
+    whose relevant chunks (the gold) the pool leaves out."""
+
+    section: Mapping[str, Any]  # the section as validated: the LLM layer's Settings and Meta read it
+    enabled: bool
+    provider: str
+    pool: tuple[str, ...]  # run files or rev:<revision> (read_pool)
+    depth: int  # the top chunks of each pooled run judged per question
+    max_attempts: int
+    min_grade: int  # a chunk graded >= this counts as relevant (the report's `relevant`)
+    min_coverage: float  # score.min_coverage
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "JudgeSettings":
+        """From the checked params (load_all_params): the judge section and score.min_coverage."""
+        judge = params["judge"]
+        return cls(
+            section=judge,
+            enabled=bool(judge["enabled"]),
+            provider=judge["provider"],
+            pool=tuple(judge["pool"]),
+            depth=judge["depth"],
+            max_attempts=judge["max_attempts"],
+            min_grade=judge["min_grade"],
+            min_coverage=params["score"]["min_coverage"],
+        )
+
+    @property
+    def on(self) -> bool:
+        return self.enabled and self.provider != "none"
+
+
+@dataclass(frozen=True)
+class JudgePrompt:
+    """The judge prompt's template and the sha256 of its file's bytes (part of every cache key)."""
+
+    template: str
+    sha256: str
+
+
 @dataclass
 class Pair:
     qid: str
@@ -75,16 +118,16 @@ class Judged:
         )
 
 
-def read_prompt(data: bytes, path: str) -> tuple[str, str]:
-    """(template, sha256 of its bytes) of the judge prompt; the sha256 is part of every cache key."""
+def read_prompt(data: bytes, path: str) -> JudgePrompt:
+    """The judge prompt of a file's bytes, checked for its placeholders."""
     template = prompt_text(data, path)
     for placeholder in (JUDGE.query_placeholder, JUDGE.placeholder):
         if placeholder is not None and placeholder not in template:
             raise InputError(f"{path}: the judge prompt has no {placeholder} placeholder")
-    return template, hashlib.sha256(data).hexdigest()
+    return JudgePrompt(template, hashlib.sha256(data).hexdigest())
 
 
-def read_pool(pool: list[str], cwd: Path = Path(".")) -> dict[str, pd.DataFrame]:
+def read_pool(pool: Iterable[str], cwd: Path = Path(".")) -> dict[str, pd.DataFrame]:
     """Each judge.pool entry's run (qid, chunk_id, rank): a run file (our Parquet run, a TREC run
         or JSONL), or rev:<revision>, the default system's run as committed there (from git or the DVC
     cache; data/run.parquet at revisions from before the panel held every system)."""
@@ -116,14 +159,15 @@ def pool_pairs(
     golden: list[dict],
     chunks: pd.DataFrame,
     runs: dict[str, pd.DataFrame],
-    depth: int,
     duplicates: pd.DataFrame,
-    min_coverage: float,
+    settings: JudgeSettings,
     *,
     log: Log | None = None,
 ) -> list[Pair]:
-    """The pooled pairs, question by question in golden-set order, chunks in order of first
-    appearance; the gold (the strict judgement's relevant chunks) and its copies are left out."""
+    """The pooled pairs of the top settings.depth of each run, question by question in golden-set
+    order, chunks in order of first appearance; the gold (the strict judgement's relevant chunks at
+    settings.min_coverage) and its copies are left out."""
+    depth = settings.depth
     members = group_members(duplicates)
     chunk_ids = chunks["chunk_id"].to_numpy()
     text_of = dict(zip(chunks["chunk_id"], chunks["text"], strict=True))
@@ -137,7 +181,7 @@ def pool_pairs(
     }
     pairs: list[Pair] = []
     counts: Counter[str] = Counter()
-    for row, strict in zip(golden, strict_judgements(golden, chunks, min_coverage), strict=True):
+    for row, strict in zip(golden, strict_judgements(golden, chunks, settings.min_coverage), strict=True):
         gold = {
             chunk_ids[i] for i, gain in zip(strict.indices.tolist(), strict.gains.tolist(), strict=True) if gain > 0
         }
@@ -191,34 +235,35 @@ def _status(
 
 
 def judge_pool(
-    params: dict, pairs: list[Pair], template: str, prompt_sha256: str, cache_path: str, dry_run: bool, *, log: Log
+    settings: JudgeSettings, pairs: list[Pair], prompt: JudgePrompt, cache_path: str, dry_run: bool, *, log: Log
 ) -> Judged:
     """Grade every pooled pair the cache lacks (see the module's docstring); the judged pool and
     the report. Raises JudgeDryRun after a dry run, StopGeneration on a clean stop."""
-    settings = Settings.from_params(params, section="judge")
+    section, template, max_attempts = dict(settings.section), prompt.template, settings.max_attempts
+    calls = Settings.from_params(section, section="judge")
     # The judge has no seed of its own: each request's seed derives from 0 and its key.
-    meta = Meta.from_params(params, settings, prompt_sha256, EarlierKeys.of(read_cache(cache_path)), seed=0)
+    meta = Meta.from_params(section, calls, prompt.sha256, EarlierKeys.of(read_cache(cache_path)), seed=0)
     context: dict[str, Any] = {}
     for pair in pairs:
-        for attempt in range(params["max_attempts"]):
+        for attempt in range(max_attempts):
             key = JUDGE.pair_job(meta, template, pair.question, pair.text, pair.text_sha256, attempt).key
             context.setdefault(key, {"qid": pair.qid, "chunk_id": pair.chunk_id, "question": pair.question})
 
     def missing(cache: dict[str, dict], round_number: int) -> tuple[list[Job], int]:
-        accepted, jobs, _, _ = _status(pairs, cache, meta, template, params["max_attempts"])
+        accepted, jobs, _, _ = _status(pairs, cache, meta, template, max_attempts)
         return jobs, len(accepted)
 
-    work = PaidWork(JUDGE.with_context(context), meta, settings, cache_path, params["max_attempts"])
-    paid = pay_for(work, missing, params["max_attempts"] + 1, dry_run, log)
+    work = PaidWork(JUDGE.with_context(context), meta, calls, cache_path, max_attempts)
+    paid = pay_for(work, missing, max_attempts + 1, dry_run, log)
     if dry_run:
         raise JudgeDryRun(
             "dry run: nothing was asked or written"
             if paid.planned
             else f"dry run: all {len(pairs)} pooled pairs are graded or in flight already; nothing to ask"
         )
-    accepted, _, rejected, waiting = _status(pairs, read_cache(cache_path), meta, template, params["max_attempts"])
+    accepted, _, rejected, waiting = _status(pairs, read_cache(cache_path), meta, template, max_attempts)
     _check_all_answered(pairs, waiting, cache_path)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "qid": p.qid,
             "chunk_id": p.chunk_id,
@@ -240,7 +285,7 @@ def judge_pool(
         "rejected_replies": sum(rejected.values()),
         "rejected_by_reason": dict(sorted(rejected.items())),
         "grades": {str(g): grades.get(g, 0) for g in range(4)},
-        "relevant": sum(n for g, n in grades.items() if g >= params["min_grade"]),
+        "relevant": sum(n for g, n in grades.items() if g >= settings.min_grade),
     }
     return Judged(rows, report)
 
@@ -257,9 +302,9 @@ def _check_all_answered(pairs: list[Pair], waiting: int, cache_path: str) -> Non
         )
 
 
-def off(params: dict, dry_run: bool) -> Judged:
+def off(settings: JudgeSettings, dry_run: bool) -> Judged:
     """What the stage writes when judging is off: no pair, no request, no cost."""
-    why = "judge.enabled is false" if not params["enabled"] else "judge.provider is none"
+    why = "judge.enabled is false" if not settings.enabled else "judge.provider is none"
     if dry_run:
         raise JudgeDryRun(f"dry run: judging is off ({why}); nothing would be asked")
     report = {
@@ -277,7 +322,3 @@ def off(params: dict, dry_run: bool) -> Judged:
         "relevant": 0,
     }
     return Judged([], report)
-
-
-def is_on(params: dict) -> bool:
-    return bool(params["enabled"]) and params["provider"] != "none"

@@ -21,13 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.locking import exclusive
+from retrieval_bench.goldenset.generate_settings import GenerationRun
 from retrieval_bench.llm.cache.replies import read_cache
 
 PULL_ENV = "RETRIEVAL_BENCH_PULL"
@@ -135,18 +135,13 @@ def _key(line: bytes) -> str | None:
 
 
 def fetch_shared_cache(
-    cache_path: str,
-    journal_path: str,
-    lock_path: str,
-    paying: bool,
-    dry_run: bool,
-    log: Callable[[str], None],
-    *,
-    root: str | Path = ".",
+    run: GenerationRun, journal_path: str, lock_path: str, paying: bool, *, root: str | Path = "."
 ) -> None:
-    """Complete the question cache and batch journal from the versions dvc.lock records (see the
-    module docstring) before anything is paid for. Raises InputError when `paying` and a version
-    a default remote should hold cannot be read."""
+    """Complete the question cache (run.cache_path) and batch journal from the versions dvc.lock
+    records (see the module docstring) before anything is paid for; a dry run only says whether
+    they differ. Raises InputError when `paying` and a version a default remote should hold cannot
+    be read."""
+    cache_path, dry_run, log = run.cache_path, run.dry_run, run.log
     stale = stale_versions(root, lock_path, (cache_path, journal_path))
     if not stale:
         return
