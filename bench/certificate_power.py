@@ -55,6 +55,7 @@ from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
 from retrieval_bench.goldenset.echo import measure
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 KS = [1, 3, 5, 10, 20]
 # name -> (embedder's max_seq_length, retrieval overrides)
@@ -92,7 +93,7 @@ def scorer(chunks: pd.DataFrame, models: dict) -> Callable[[list[dict]], dict[st
         for seq, overrides in SYSTEMS.values():
             corpus = Corpus(chunks["chunk_id"].tolist(), chunks["text"].tolist(), vectors[seq])
             questions = Questions([row["qid"] for row in golden], texts, question_vectors[seq])
-            run = retrieve({**DEFAULTS["retrieval"], **overrides}, questions, corpus)
+            run = retrieve(RetrievalSettings.from_params({**DEFAULTS["retrieval"], **overrides}), questions, corpus)
             tables.append(score_run(golden, chunks, run, Scoring(ks=tuple(KS))))
         return {
             name: np.vstack([table[column].to_numpy(dtype=float) for table in tables])

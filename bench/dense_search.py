@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -124,15 +125,23 @@ def hnsw(chunks, questions, gold, args):
     """The project's ann method (retrieval.ann's build_index and search), timed apart."""
     import faiss
 
+    from retrieval_bench.core.params import DEFAULTS
     from retrieval_bench.retrieval import ann
     from retrieval_bench.retrieval.run_info import recall_curve
+    from retrieval_bench.retrieval.settings import AnnSettings
 
-    settings = {"index": "hnsw", "hnsw_m": args.hnsw_m, "ef_construction": args.ef_construction}
+    settings = replace(
+        AnnSettings(**DEFAULTS["retrieval"]["ann"]),
+        index="hnsw",
+        hnsw_m=args.hnsw_m,
+        ef_construction=args.ef_construction,
+        ef_search=args.ef_search,
+    )
     start = time.perf_counter()
     index = ann.build_index(chunks, settings, threads=args.threads)
     build = time.perf_counter() - start
     start = time.perf_counter()
-    _, indices = ann.search(index, questions, {**settings, "ef_search": args.ef_search}, args.depth)
+    _, indices = ann.search(index, questions, settings, args.depth)
     seconds = time.perf_counter() - start
     curve = recall_curve(indices, np.load(Path(args.workdir) / "exact.npy"))
     note = (

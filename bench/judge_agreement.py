@@ -24,7 +24,6 @@ tests/goldenset/test_judge_agreement.py runs it against the stub server on a sma
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
 from collections import Counter
@@ -71,11 +70,13 @@ def runs_for(chunks, labels, systems: tuple[str, ...], depth: int, max_seq_lengt
     from retrieval_bench.embedding.embed import encode, load_model
     from retrieval_bench.retrieval.methods import needs_vectors, retrieve
     from retrieval_bench.retrieval.run import Corpus, Questions
+    from retrieval_bench.retrieval.settings import RetrievalSettings
 
     questions = Questions([label["qid"] for label in labels], [label["question"] for label in labels])
     corpus = Corpus(chunks["chunk_id"].tolist(), chunks["text"].tolist())
     settings = {
-        system: {**copy.deepcopy(DEFAULTS["retrieval"]), "method": system, "depth": depth} for system in systems
+        system: RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": system, "depth": depth})
+        for system in systems
     }
     if any(needs_vectors(s) for s in settings.values()):
         model = load_model(DEFAULTS["embed"]["model"], max_seq_length)

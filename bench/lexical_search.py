@@ -115,6 +115,7 @@ def project(args, texts, question_texts) -> tuple[dict, np.ndarray, np.ndarray]:
     from retrieval_bench.retrieval import bm25
     from retrieval_bench.retrieval.methods import retrieve
     from retrieval_bench.retrieval.run import Corpus, Questions
+    from retrieval_bench.retrieval.settings import RetrievalSettings
 
     vectors, question_vectors = (
         make_data(args.chunks, args.questions, args.dim)[:2] if args.child == "hybrid" else (None, None)
@@ -134,9 +135,8 @@ def project(args, texts, question_texts) -> tuple[dict, np.ndarray, np.ndarray]:
 
     bm25.load_or_build = timed
     start, start_cpu = time.perf_counter(), time.process_time()
-    run = retrieve(
-        {**DEFAULTS["retrieval"], "method": "hybrid" if args.child == "hybrid" else "bm25"}, questions, corpus
-    )
+    method = "hybrid" if args.child == "hybrid" else "bm25"
+    run = retrieve(RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": method}), questions, corpus)
     timing["total"], timing["cpu"] = time.perf_counter() - start, time.process_time() - start_cpu
     rows = run["qid"].str[1:].astype(int).to_numpy()
     chunks = run["chunk_id"].str[3:-6].astype(int).to_numpy()

@@ -194,18 +194,25 @@ def search(engine: str, workdir: Path, args) -> tuple[float, str]:
     from retrieval_bench.retrieval import store_search
     from retrieval_bench.retrieval.run import Corpus, Questions
     from retrieval_bench.retrieval.run_info import recall_against_exact
+    from retrieval_bench.retrieval.settings import RetrievalSettings
 
     engine, _, query = engine.partition("+")
     chunk_ids = pd.read_parquet(workdir / "chunks.parquet", columns=["chunk_id"])["chunk_id"].tolist()
     vectors = np.load(workdir / "questions.npy")
     questions = Questions([f"q{i}" for i in range(len(vectors))], [""] * len(vectors), vectors)
     corpus = Corpus(chunk_ids, [""] * len(chunk_ids), read_vectors(parse_address(address(engine, workdir)), chunk_ids))
-    settings = {
-        **DEFAULTS["retrieval"],
-        "method": "store",
-        "depth": args.depth,
-        "store": {"address": address(engine, workdir), "search": json.loads(query) if query else None, "filter": None},
-    }
+    settings = RetrievalSettings.from_params(
+        {
+            **DEFAULTS["retrieval"],
+            "method": "store",
+            "depth": args.depth,
+            "store": {
+                "address": address(engine, workdir),
+                "search": json.loads(query) if query else None,
+                "filter": None,
+            },
+        }
+    )
     start = time.perf_counter()
     run = store_search.retrieve(questions, corpus, settings, args.depth)
     seconds = time.perf_counter() - start

@@ -16,6 +16,7 @@ from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.retrieval.inputs import questions_and_corpus
 from retrieval_bench.retrieval.methods import retrieve, run_info
 from retrieval_bench.retrieval.rerank import score_cache
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 
 def main(argv: list[str]) -> None:
@@ -23,22 +24,23 @@ def main(argv: list[str]) -> None:
     parser.add_argument("system", help="a system named under panel in params.yaml (the sample's first: default)")
     system = parser.parse_args(argv).system
     params = load_all_params()
-    settings = panel_system(params["panel"], system)
+    picked = panel_system(params["panel"], system)  # its chunking, embedder and retrieval keys
     where = settings_key(params, system)  # what the user wrote: retrieval.X, or panel.NAME.X
-    trec_export = settings["trec_export"]  # retrieval.trec_export is the default system's (params_panel)
-    questions, corpus = questions_and_corpus(settings, settings["chunking"], settings["embedder"])
-    with tqdm(total=len(questions.qids), desc=f"retrieve {system} ({settings['method']})", unit="q") as progress:
-        run = retrieve(settings, questions, corpus, progress, rerank_cache=score_cache(system), where=where)
+    settings = RetrievalSettings.from_params(picked, where, rerank_cache=score_cache(system))
+    trec_export = settings.trec_export  # retrieval.trec_export is the default system's (params_panel)
+    questions, corpus = questions_and_corpus(settings, picked["chunking"], picked["embedder"])
+    with tqdm(total=len(questions.qids), desc=f"retrieve {system} ({settings.method})", unit="q") as progress:
+        run = retrieve(settings, questions, corpus, progress)
     if trec_export:  # checked before anything is written: no run without its export
         check_trec_ids(run, f"{where}.trec_export {trec_export}")
     with atomic_path(paths.run_of(system)) as tmp:
         run.to_parquet(tmp, index=False)
     write_json(paths.run_info_of(system), run_info(settings, questions, corpus, run))
     if trec_export:
-        write_trec(run, trec_export, settings["method"])
+        write_trec(run, trec_export, settings.method)
     print(
         f"retrieve {system}: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions "
-        f"({settings['method']}, depth {settings['depth']})"
+        f"({settings.method}, depth {settings.depth})"
     )
 
 

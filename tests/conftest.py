@@ -189,7 +189,7 @@ def builds(monkeypatch) -> list[str]:
     build = ann.build_index
 
     def counted(vectors, settings, *args, **kwargs):
-        made.append(settings["index"])
+        made.append(settings.index)
         return build(vectors, settings, *args, **kwargs)
 
     monkeypatch.setattr(ann, "build_index", counted)

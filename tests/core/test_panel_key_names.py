@@ -10,6 +10,7 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.retrieval import methods
 from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 
 def inputs():
@@ -38,7 +39,7 @@ def test_a_panel_systems_errors_name_its_own_keys(tmp_path, monkeypatch, changes
     questions, corpus = inputs()
     settings = {**DEFAULTS["retrieval"], **changes}
     with pytest.raises(InputError) as raised:
-        methods.retrieve(settings, questions, corpus, where="panel.x")
+        methods.retrieve(RetrievalSettings.from_params(settings, where="panel.x"), questions, corpus)
     assert named in str(raised.value) and "retrieval." not in str(raised.value)
     with pytest.raises(InputError, match=r"^retrieval\."):  # the single system keeps its own keys
-        methods.retrieve(settings, questions, corpus)
+        methods.retrieve(RetrievalSettings.from_params(settings), questions, corpus)

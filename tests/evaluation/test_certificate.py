@@ -22,6 +22,7 @@ from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.goldenset.build import handwritten_rows, read_handwritten
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [
@@ -71,7 +72,7 @@ def scored() -> dict[str, dict[str, pd.DataFrame]]:
             system: score_run(
                 golden,
                 chunks,
-                retrieve({**DEFAULTS["retrieval"], "method": system}, questions, corpus),
+                retrieve(RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": system}), questions, corpus),
                 Scoring(ks=tuple(KS)),
             )
             for system in SYSTEMS

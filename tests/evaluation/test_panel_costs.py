@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.core import paths
-from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.params import DEFAULTS, load_all_params
 from retrieval_bench.evaluation.panel.costs import PLOT_COLUMNS, cost_rows, system_row
 from retrieval_bench.evaluation.panel.headline import headline
 from retrieval_bench.evaluation.panel.leaderboard import left_out, scorable
@@ -55,7 +55,7 @@ def timing(median, spread=0.0):
 
 
 def row(system, chunking, method, search, index_bytes, embed, embedder="default", spread=0.0):
-    settings = {"chunking": chunking, "embedder": embedder, "method": method, "rerank": {"first_stage": "dense"}}
+    settings = {**DEFAULTS["retrieval"], "chunking": chunking, "embedder": embedder, "method": method}
     info = {"method": method, "n_chunks": 100, "index_bytes": index_bytes}
     searched = {} if search is None else timing(search, spread)
     embedded = {} if embed is None else timing(embed, spread)
@@ -254,15 +254,17 @@ def test_a_rerank_search_is_scored_afresh_on_every_timed_call(tmp_path):
     """Its cross-encoder is most of its cost: each call gets a score cache of its own, never the run's."""
     from retrieval_bench.retrieval.costs import RERANK_SAMPLE, search_task
     from retrieval_bench.retrieval.run import Corpus, Questions
+    from retrieval_bench.retrieval.settings import RetrievalSettings
 
     questions = Questions([f"q{i}" for i in range(20)], [f"question {i}" for i in range(20)])
     caches = []
-    settings = {"method": "rerank", "rerank": {"cache": "data/panel/default/rerank_cache.jsonl"}}
+    settings = RetrievalSettings.from_params(
+        {**DEFAULTS["retrieval"], "method": "rerank"}, rerank_cache="data/panel/default/rerank_cache.jsonl"
+    )
     task = search_task(
         settings, questions, Corpus(["c0"], lambda: ["text"]), lambda s, q, c: caches.append(s), tmp_path
     )
     assert task() == task() == RERANK_SAMPLE
-    assert len({s["rerank"]["cache"] for s in caches}) == 2 and all(
-        str(tmp_path) in s["rerank"]["cache"] for s in caches
-    )
-    assert search_task({"method": "run-file"}, questions, None, None, tmp_path) is None
+    assert len({s.rerank.cache for s in caches}) == 2 and all(str(tmp_path) in s.rerank.cache for s in caches)
+    external = RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": "run-file"})
+    assert search_task(external, questions, None, None, tmp_path) is None

@@ -180,6 +180,7 @@ def test_hybrid_candidates_keep_the_dense_tie_group_at_the_fusion_cut(seed):
     from retrieval_bench.core.params import DEFAULTS
     from retrieval_bench.retrieval import hybrid
     from retrieval_bench.retrieval.run import Corpus, Questions
+    from retrieval_bench.retrieval.settings import RetrievalSettings
 
     rng = np.random.default_rng(seed)
     # 30 chunks, 4 distinct vectors of halves and quarters: dot products are exact in float32 whatever
@@ -190,7 +191,7 @@ def test_hybrid_candidates_keep_the_dense_tie_group_at_the_fusion_cut(seed):
     chunk_ids = [f"c{i:02d}" for i in range(30)]
     question_vectors = rng.integers(0, 3, size=(3, 8)).astype(np.float32) / 4
     questions = Questions(["q0", "q1", "q2"], ["alpha beta", "gamma", "delta alpha"], question_vectors)
-    settings = {**DEFAULTS["retrieval"], "method": "hybrid", "fusion_depth": 5}
+    settings = RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": "hybrid", "fusion_depth": 5})
     order = rng.permutation(30)
     shuffled = Corpus([chunk_ids[i] for i in order], [texts[i] for i in order], vectors[order])
     runs_ = [

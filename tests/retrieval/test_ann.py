@@ -18,6 +18,7 @@ from retrieval_bench.retrieval import ann, flat
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve, run_info
 from retrieval_bench.retrieval.run import Corpus, Questions
 from retrieval_bench.retrieval.run_info import recall_curve
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 pytest.importorskip("faiss")
 
@@ -47,13 +48,15 @@ def files(folder) -> dict[str, tuple[int, int]]:
     return {path.name: (path.stat().st_ino, path.stat().st_mtime_ns) for path in sorted(folder.glob("*.faiss"))}
 
 
-def settings(depth=20, **ann_changes):
-    return {
-        **DEFAULTS["retrieval"],
-        "method": "ann",
-        "depth": depth,
-        "ann": {**DEFAULTS["retrieval"]["ann"], "nlist": 16, "nprobe": 4, "pq_m": 8, **ann_changes},
-    }
+def settings(depth=20, method="ann", **ann_changes):
+    return RetrievalSettings.from_params(
+        {
+            **DEFAULTS["retrieval"],
+            "method": method,
+            "depth": depth,
+            "ann": {**DEFAULTS["retrieval"]["ann"], "nlist": 16, "nprobe": 4, "pq_m": 8, **ann_changes},
+        }
+    )
 
 
 @pytest.mark.parametrize("depth", [1, 7, 64, 130])
@@ -117,12 +120,12 @@ def test_each_index_is_built_once_and_searched_with_its_query_parameters(data, c
 def test_exhaustive_hnsw_equals_exact_dense(data):
     questions, corpus = data
     approximate = retrieve(settings(ef_search=2000), questions, corpus)
-    exact = retrieve({**settings(), "method": "dense"}, questions, corpus)
+    exact = retrieve(settings(method="dense"), questions, corpus)
     assert (approximate["chunk_id"] == exact["chunk_id"]).all()
     np.testing.assert_allclose(approximate["score"], exact["score"], rtol=1e-5)
     info = run_info(settings(ef_search=2000), questions, corpus, approximate)
     assert set(info["ann_recall"].values()) == {1.0}
-    dense_info = run_info({**settings(), "method": "dense"}, questions, corpus, exact)
+    dense_info = run_info(settings(method="dense"), questions, corpus, exact)
     assert {key: dense_info[key] for key in ("method", "depth")} == {"method": "dense", "depth": 20}
     assert "ann_recall" not in dense_info  # exact search reports no recall against itself
     assert dense_info["index_bytes"] == corpus.vectors.nbytes and dense_info["n_chunks"] == len(corpus.chunk_ids)
@@ -189,8 +192,8 @@ def test_ef_search_change_reruns_retrieve_and_reuses_the_index(reproduced, cache
 def test_hnsw_builds_are_deterministic(data, tmp_path):
     faiss = pytest.importorskip("faiss")
     _, corpus = data
-    one, _, _ = ann.load_or_build(corpus.vectors, settings()["ann"], tmp_path / "one")
-    two, _, _ = ann.load_or_build(corpus.vectors, settings()["ann"], tmp_path / "two")
+    one, _, _ = ann.load_or_build(corpus.vectors, settings().ann, tmp_path / "one")
+    two, _, _ = ann.load_or_build(corpus.vectors, settings().ann, tmp_path / "two")
     assert (
         faiss.serialize_index(one) == faiss.serialize_index(two)
     ).all()  # one build thread: the same graph every time

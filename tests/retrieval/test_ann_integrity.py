@@ -13,6 +13,7 @@ import pytest
 from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 faiss = pytest.importorskip("faiss")
 
@@ -35,13 +36,15 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache" / "ann"
 
 
-def settings(index: str = "hnsw") -> dict:
-    return {
-        **DEFAULTS["retrieval"],
-        "method": "ann",
-        "depth": 20,
-        "ann": {**DEFAULTS["retrieval"]["ann"], "index": index, "nlist": 16, "nprobe": 4, "pq_m": 8},
-    }
+def settings(index: str = "hnsw") -> RetrievalSettings:
+    return RetrievalSettings.from_params(
+        {
+            **DEFAULTS["retrieval"],
+            "method": "ann",
+            "depth": 20,
+            "ann": {**DEFAULTS["retrieval"]["ann"], "index": index, "nlist": 16, "nprobe": 4, "pq_m": 8},
+        }
+    )
 
 
 def cached_index(cache):

@@ -18,6 +18,7 @@ from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.retrieval import bm25
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 WORDS = [f"w{i}" for i in range(200)] + ["running", "runs", "ran", "the", "and"]
 
@@ -32,13 +33,15 @@ def make(seed: int = 4, n_chunks: int = 300):
     return Questions([f"q{i}" for i in range(len(asked))], asked), Corpus([f"c{i}" for i in range(n_chunks)], texts)
 
 
-def settings(depth=10, **bm25_options):
-    return {
-        **DEFAULTS["retrieval"],
-        "method": "bm25",
-        "depth": depth,
-        "bm25": {**DEFAULTS["retrieval"]["bm25"], **bm25_options},
-    }
+def settings(depth=10, method="bm25", **bm25_options):
+    return RetrievalSettings.from_params(
+        {
+            **DEFAULTS["retrieval"],
+            "method": method,
+            "depth": depth,
+            "bm25": {**DEFAULTS["retrieval"]["bm25"], **bm25_options},
+        }
+    )
 
 
 def plain_run(questions: Questions, corpus: Corpus, options: dict, depth: int) -> pd.DataFrame:
@@ -92,7 +95,8 @@ def test_second_run_loads_the_index_and_changes_build_another(cache, monkeypatch
     retrieve(settings(stopwords="none"), questions, corpus)
     assert len(builds) == 4 and len(entries(cache)) == 4
     texts_moved = Corpus(corpus.chunk_ids, [corpus.texts[0] + corpus.texts[1], "", *corpus.texts[2:]])
-    assert bm25.index_key(texts_moved.texts, "english", "en") != bm25.index_key(corpus.texts, "english", "en")
+    options = settings().bm25
+    assert bm25.index_key(texts_moved.texts, options) != bm25.index_key(corpus.texts, options)
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "delete", "manifest"])
@@ -111,7 +115,7 @@ def test_a_damaged_entry_is_rebuilt_not_read(cache, damage):
         (entry / "vocab.index.json").unlink()
     else:
         (entry / bm25.MANIFEST).write_text("{", encoding="utf-8")
-    index, built = bm25.load_or_build(corpus.texts, "english", "en", "numpy")
+    index, built = bm25.load_or_build(corpus.texts, settings().bm25, "numpy")
     assert built
     pd.testing.assert_frame_equal(retrieve(settings(), questions, corpus), expected)
     assert bm25._intact(entry) and entries(cache) == [entry.name]
@@ -122,10 +126,14 @@ import sys, pickle
 sys.modules["numba"] = None  # numba not installed
 from retrieval_bench.retrieval import bm25
 from retrieval_bench.retrieval.methods import retrieve
+from retrieval_bench.retrieval.settings import RetrievalSettings
 from retrieval_bench.core.params import DEFAULTS
 questions, corpus, out = pickle.load(open(sys.argv[1], "rb"))
 bm25.NUMBA_FROM_CHUNKS = 1  # a large corpus: numba would be asked for
-runs = [retrieve({**DEFAULTS["retrieval"], "method": m, "depth": 5}, questions, corpus) for m in ("bm25", "hybrid")]
+runs = [
+    retrieve(RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": m, "depth": 5}), questions, corpus)
+    for m in ("bm25", "hybrid")
+]
 pickle.dump((bm25.numba_installed(), runs), open(out, "wb"))
 """
 
@@ -138,9 +146,7 @@ def test_without_numba_the_numpy_backend_gives_the_same_runs(cache, tmp_path, mo
     questions = Questions(questions.qids, questions.texts, rng.normal(size=(len(questions.qids), 4)).astype(np.float32))
     corpus = Corpus(corpus.chunk_ids, corpus.texts, rng.normal(size=(len(corpus.chunk_ids), 4)).astype(np.float32))
     monkeypatch.setattr(bm25, "NUMBA_FROM_CHUNKS", 1)
-    expected = [
-        retrieve({**DEFAULTS["retrieval"], "method": m, "depth": 5}, questions, corpus) for m in ("bm25", "hybrid")
-    ]
+    expected = [retrieve(settings(5, method=m), questions, corpus) for m in ("bm25", "hybrid")]
     assert bm25.backend_for(len(corpus.texts)) == "numba"
     data = tmp_path / "in.pickle"
     data.write_bytes(pickle.dumps((questions, corpus, str(tmp_path / "out.pickle"))))
@@ -160,10 +166,11 @@ import sys, pickle
 from bm25s.numba import retrieve_utils
 from retrieval_bench.retrieval import bm25
 from retrieval_bench.retrieval.methods import retrieve
+from retrieval_bench.retrieval.settings import RetrievalSettings
 from retrieval_bench.core.params import DEFAULTS
 questions, corpus = pickle.load(open(sys.argv[1], "rb"))
 bm25.NUMBA_FROM_CHUNKS = 1  # a large corpus: numba searches
-retrieve({**DEFAULTS["retrieval"], "method": "bm25", "depth": 5}, questions, corpus)
+retrieve(RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": "bm25", "depth": 5}), questions, corpus)
 stats = retrieve_utils._retrieve_internal_jitted_serial.stats  # the search on one thread
 print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
 """

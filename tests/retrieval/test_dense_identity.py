@@ -8,10 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.core.run_table import ranked
 from retrieval_bench.retrieval import dense, flat
 from retrieval_bench.retrieval import run as runs
 from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.settings import RetrievalSettings
 from tests.exact_reference import reference_scores
 
 
@@ -48,7 +50,10 @@ def test_dense_runs_are_the_plain_definitions_with_ties(monkeypatch, block, dept
     qids = [f"q{i}" for i in range(len(questions))]
     chunk_ids = [f"c{(i * 7919) % 2_000}" for i in range(len(chunks))]  # text order is not index order
     run = dense.retrieve(
-        Questions(qids, [""] * len(qids), questions), Corpus(chunk_ids, [""] * len(chunk_ids), chunks), {}, depth
+        Questions(qids, [""] * len(qids), questions),
+        Corpus(chunk_ids, [""] * len(chunk_ids), chunks),
+        RetrievalSettings.from_params(DEFAULTS["retrieval"]),
+        depth,
     )
     pd.testing.assert_frame_equal(run, plain_run(questions, chunks, qids, chunk_ids, depth), check_dtype=False)
     full = reference_scores(questions, chunks)

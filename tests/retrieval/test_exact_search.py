@@ -12,9 +12,15 @@ import pytest
 from test_dense_identity import plain_run, tied_data
 
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.retrieval import dense, flat, torch_flat
 from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.settings import RetrievalSettings
 from tests.exact_reference import reference_scores
+
+
+def on_device(device: str) -> RetrievalSettings:
+    return RetrievalSettings.from_params({**DEFAULTS["retrieval"], "device": device})
 
 
 def unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
@@ -59,9 +65,9 @@ def test_the_torch_path_gives_the_faiss_run_on_data_full_of_ties(monkeypatch, sc
     chunk_ids = [f"c{(i * 7919) % 2_000}" for i in range(len(chunks))]
     asked = Questions(qids, [""] * len(qids), questions)
     corpus = Corpus(chunk_ids, [""] * len(chunk_ids), chunks)
-    on_faiss = dense.retrieve(asked, corpus, {"device": "cpu"}, depth)
+    on_faiss = dense.retrieve(asked, corpus, on_device("cpu"), depth)
     monkeypatch.setattr(torch_flat, "torch_device", lambda setting, where: "cpu")  # torch's CPU backend for a GPU
-    on_torch = dense.retrieve(asked, corpus, {"device": "cuda"}, depth)
+    on_torch = dense.retrieve(asked, corpus, on_device("cuda"), depth)
     pd.testing.assert_frame_equal(on_torch, on_faiss)
     pd.testing.assert_frame_equal(on_torch, plain_run(questions, chunks, qids, chunk_ids, depth), check_dtype=False)
 

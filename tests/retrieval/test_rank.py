@@ -21,6 +21,7 @@ from retrieval_bench.retrieval.hybrid import Top, fuse
 from retrieval_bench.retrieval.methods import retrieve
 from retrieval_bench.retrieval.rank import judged_ranks
 from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.settings import RetrievalSettings
 from tests.exact_reference import reference_scores
 
 CHUNKS = ["apples and pears", "write ahead logging in sqlite", "vacuum rebuilds the file", "sqlite logs every write"]
@@ -28,7 +29,7 @@ QUESTIONS = ["how does sqlite logging work", "the of and"]  # the second has onl
 
 
 def settings(method, **changes):
-    return {**DEFAULTS["retrieval"], "method": method, **changes}
+    return RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": method, **changes})
 
 
 def unit(rows):

@@ -24,6 +24,7 @@ from retrieval_bench.embedding.model_source import folder_fingerprint
 from retrieval_bench.retrieval import rerank
 from retrieval_bench.retrieval.methods import needs_vectors, retrieve
 from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 CHUNKS = [
     "apples and pears",
@@ -74,19 +75,21 @@ def example():
     return questions, corpus
 
 
-def settings(model, **rerank_changes):
-    return {
-        **DEFAULTS["retrieval"],
-        "method": "rerank",
-        "depth": 3,
-        "rerank": {
-            **DEFAULTS["retrieval"]["rerank"],
-            "model": model,
-            "candidates": 4,
-            "batch_size": 3,
-            **rerank_changes,
-        },
-    }
+def settings(model, method="rerank", depth=3, **rerank_changes):
+    return RetrievalSettings.from_params(
+        {
+            **DEFAULTS["retrieval"],
+            "method": method,
+            "depth": depth,
+            "rerank": {
+                **DEFAULTS["retrieval"]["rerank"],
+                "model": model,
+                "candidates": 4,
+                "batch_size": 3,
+                **rerank_changes,
+            },
+        }
+    )
 
 
 @pytest.fixture
@@ -122,7 +125,7 @@ def test_rerank_scores_candidates_with_the_cross_encoder_and_caches_them(
     np.testing.assert_allclose(q1["score"], expected, rtol=1e-5)
     assert q1["score"].is_monotonic_decreasing
     dense_candidates = set(
-        retrieve({**settings(None), "method": "dense", "depth": 4}, questions, corpus).query("qid == 'q1'")["chunk_id"]
+        retrieve(settings(None, method="dense", depth=4), questions, corpus).query("qid == 'q1'")["chunk_id"]
     )
     assert set(q1["chunk_id"]) <= dense_candidates
     lines = (tmp_path / paths.rerank_cache_of("default")).read_text().splitlines()

@@ -17,12 +17,13 @@ from retrieval_bench.embedding.embed import save_embeddings
 from retrieval_bench.retrieval import methods
 from retrieval_bench.retrieval.inputs import questions_and_corpus
 from retrieval_bench.retrieval.run import Corpus
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 TEXTS = ["alpha beta", "beta gamma", "gamma delta", "delta alpha", "epsilon"]
 
 
-def _settings(method: str) -> dict:
-    return {**DEFAULTS["retrieval"], "method": method, "depth": 2}
+def _settings(method: str) -> RetrievalSettings:
+    return RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": method, "depth": 2})
 
 
 @pytest.fixture

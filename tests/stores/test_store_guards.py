@@ -19,10 +19,12 @@ from store_helpers import own_address, random_chunks
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.core.store_address import parse_address
 from retrieval_bench.embedding.stored_vectors import read_vectors
 from retrieval_bench.retrieval import store_search
 from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.settings import RetrievalSettings
 from retrieval_bench.stores import registry
 from retrieval_bench.stores.base import STORE_URL_ENV, api_key
 
@@ -108,13 +110,19 @@ def test_a_store_key_is_not_sent_to_a_host_params_yaml_chose(
     assert not (workdir / paths.DOCUMENTS).exists() and not (workdir / paths.SOURCE_CHUNKS).exists()
 
 
+def searching(address: str) -> RetrievalSettings:
+    """Method store's settings, searching the store at `address` 10 deep."""
+    store = {"address": address, "search": None, "filter": None}
+    return RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": "store", "depth": 10, "store": store})
+
+
 SURFACES = {
     "load.source": lambda address: registry.open_store(address),
     "embed stored vectors": lambda address: read_vectors(address, ["c0"]),
     "retrieval.store.address": lambda address: store_search.retrieve(
         Questions(["q1"], ["what"], np.ones((1, 8), dtype=np.float32)),
         Corpus(["c0"], ["text"]),
-        {"store": {"address": str(address), "search": None, "filter": None}},
+        searching(str(address)),
         10,
     ),
 }
@@ -252,7 +260,7 @@ def test_a_chroma_store_run_says_it_is_one_draw(engine, tmp_path, capsys):
     key = "collection" if engine == "chroma" else "table"
     address = f"{engine}:{tmp_path / engine}?{key}=docs"
     registry.create_collection(parse_address(address), ids, texts, metadata, vectors, None)
-    settings = {"store": {"address": address, "search": None, "filter": None}, "depth": 10}
+    settings = searching(address)
     questions, corpus = (
         Questions([f"q{i}" for i in range(len(queries))], ["?"] * len(queries), queries),
         Corpus(ids, texts, vectors),

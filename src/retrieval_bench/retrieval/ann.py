@@ -35,8 +35,9 @@ from retrieval_bench.core import locking
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import atomic_path, cache_root
 from retrieval_bench.retrieval.flat import SEARCH_BLOCK, import_faiss
-from retrieval_bench.retrieval.run import Corpus, Questions, from_top, resolve_depth, section
+from retrieval_bench.retrieval.run import Corpus, Questions, from_top, resolve_depth
 from retrieval_bench.retrieval.run_info import recall_against_exact
+from retrieval_bench.retrieval.settings import AnnSettings, RetrievalSettings
 
 BUILD_PARAMS = {"hnsw": ("hnsw_m", "ef_construction"), "ivf-flat": ("nlist",), "ivf-pq": ("nlist", "pq_m", "pq_bits")}
 BUILD_THREADS_ENV = "RETRIEVAL_BENCH_ANN_BUILD_THREADS"
@@ -54,9 +55,9 @@ def vectors_sha256(vectors: np.ndarray) -> str:
     return digest.hexdigest()
 
 
-def index_key(vectors_hash: str, ann: dict, faiss_version: str) -> str:
-    build = {key: ann[key] for key in BUILD_PARAMS[ann["index"]]}
-    payload = json.dumps([faiss_version, ann["index"], build, vectors_hash], sort_keys=True)
+def index_key(vectors_hash: str, ann: AnnSettings, faiss_version: str) -> str:
+    build = {key: getattr(ann, key) for key in BUILD_PARAMS[ann.index]}
+    payload = json.dumps([faiss_version, ann.index, build, vectors_hash], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
@@ -69,15 +70,15 @@ def build_threads() -> int | None:
     return int(value)
 
 
-def build_index(vectors: np.ndarray, ann: dict, threads: int | None = None, where: str = "retrieval"):
+def build_index(vectors: np.ndarray, ann: AnnSettings, threads: int | None = None, where: str = "retrieval"):
     """A FAISS index of `vectors` (float32, unit rows) for retrieval.ann; HNSW on one thread unless
     `threads` is given (IVF trains and adds on FAISS's default threads: the result is the same)."""
     faiss = import_faiss()
     n, dim = vectors.shape
-    kind = ann["index"]
+    kind = ann.index
     if kind == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, ann["hnsw_m"], faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = ann["ef_construction"]
+        index = faiss.IndexHNSWFlat(dim, ann.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = ann.ef_construction
         previous = faiss.omp_get_max_threads()
         faiss.omp_set_num_threads(threads or 1)
         try:
@@ -85,21 +86,21 @@ def build_index(vectors: np.ndarray, ann: dict, threads: int | None = None, wher
         finally:
             faiss.omp_set_num_threads(previous)
         return index
-    if ann["nlist"] > n:
+    if ann.nlist > n:
         raise InputError(
-            f"{where}.ann.nlist {ann['nlist']} is more than the {n} chunks: lower it (about sqrt(chunks) to 4*sqrt(chunks) is usual)"
+            f"{where}.ann.nlist {ann.nlist} is more than the {n} chunks: lower it (about sqrt(chunks) to 4*sqrt(chunks) is usual)"
         )
     quantizer = faiss.IndexFlatIP(dim)
     if kind == "ivf-flat":
-        index = faiss.IndexIVFFlat(quantizer, dim, ann["nlist"], faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexIVFFlat(quantizer, dim, ann.nlist, faiss.METRIC_INNER_PRODUCT)
     else:
-        if dim % ann["pq_m"]:
-            raise InputError(f"{where}.ann.pq_m {ann['pq_m']} must divide the vector dimension {dim}")
-        if n < 2 ** ann["pq_bits"]:
+        if dim % ann.pq_m:
+            raise InputError(f"{where}.ann.pq_m {ann.pq_m} must divide the vector dimension {dim}")
+        if n < 2**ann.pq_bits:
             raise InputError(
-                f"{where}.ann.pq_bits {ann['pq_bits']} needs at least {2 ** ann['pq_bits']} chunks to train on, there are {n}"
+                f"{where}.ann.pq_bits {ann.pq_bits} needs at least {2**ann.pq_bits} chunks to train on, there are {n}"
             )
-        index = faiss.IndexIVFPQ(quantizer, dim, ann["nlist"], ann["pq_m"], ann["pq_bits"], faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexIVFPQ(quantizer, dim, ann.nlist, ann.pq_m, ann.pq_bits, faiss.METRIC_INNER_PRODUCT)
     index.train(vectors)
     index.add(vectors)
     return index  # FAISS's Python wrapper keeps the quantizer alive with the index
@@ -168,13 +169,13 @@ def _read(faiss, path: Path):
         return None, "FAISS cannot read it"
 
 
-def cached_index_path(vectors: np.ndarray, ann: dict, folder: Path | None = None) -> Path:
+def cached_index_path(vectors: np.ndarray, ann: AnnSettings, folder: Path | None = None) -> Path:
     """Where the index of these vectors under these build parameters is cached."""
     key = index_key(vectors_sha256(vectors), ann, import_faiss().__version__)
-    return (folder or cache_dir()) / f"{ann['index']}-{key}.faiss"
+    return (folder or cache_dir()) / f"{ann.index}-{key}.faiss"
 
 
-def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None, where: str = "retrieval"):
+def load_or_build(vectors: np.ndarray, ann: AnnSettings, folder: Path | None = None, where: str = "retrieval"):
     """The cached index for these vectors and build parameters, built (and cached) on a miss.
     Readers of a cached index share its lock, so two runs on it never wait for each other (nor
     fail under RETRIEVAL_BENCH_LOCK_WAIT=0); a build holds it alone, so a second process waits for
@@ -203,13 +204,13 @@ def load_or_build(vectors: np.ndarray, ann: dict, folder: Path | None = None, wh
     return index, path, True
 
 
-def search(index, queries: np.ndarray, ann: dict, k: int, progress=None) -> tuple[np.ndarray, np.ndarray]:
+def search(index, queries: np.ndarray, ann: AnnSettings, k: int, progress=None) -> tuple[np.ndarray, np.ndarray]:
     """(scores, indices) of the k best per query under the query-time parameters; -1 = none."""
     faiss = import_faiss()
-    if ann["index"] == "hnsw":
-        params = faiss.SearchParametersHNSW(efSearch=ann["ef_search"])
+    if ann.index == "hnsw":
+        params = faiss.SearchParametersHNSW(efSearch=ann.ef_search)
     else:
-        params = faiss.SearchParametersIVF(nprobe=ann["nprobe"])
+        params = faiss.SearchParametersIVF(nprobe=ann.nprobe)
     scores = np.empty((len(queries), k), dtype=np.float32)
     indices = np.empty((len(queries), k), dtype=np.int64)
     for start in range(0, len(queries), SEARCH_BLOCK):
@@ -220,16 +221,18 @@ def search(index, queries: np.ndarray, ann: dict, k: int, progress=None) -> tupl
     return scores, indices
 
 
-def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
-    ann = settings["ann"]
+def retrieve(
+    questions: Questions, corpus: Corpus, settings: RetrievalSettings, depth: int, progress=None
+) -> pd.DataFrame:
+    ann = settings.ann
     vectors = np.ascontiguousarray(corpus.vectors, dtype=np.float32)
-    index, _, _ = load_or_build(vectors, ann, where=section(settings))
+    index, _, _ = load_or_build(vectors, ann, where=settings.where)
     scores, indices = search(index, np.ascontiguousarray(questions.vectors, dtype=np.float32), ann, depth, progress)
     found = indices >= 0
     return from_top(questions.qids, corpus.chunk_ids, np.where(found, indices, 0), scores, keep=found)
 
 
-def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
+def run_info(settings: RetrievalSettings, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
     """The ANN run's recall against exact dense search at every k up to the depth."""
-    depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))
-    return {"index": settings["ann"]["index"], "ann_recall": recall_against_exact(questions, corpus, run, depth)}
+    depth = resolve_depth(settings.depth, len(corpus.chunk_ids))
+    return {"index": settings.ann.index, "ann_recall": recall_against_exact(questions, corpus, run, depth)}

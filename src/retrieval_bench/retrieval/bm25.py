@@ -20,10 +20,12 @@ from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from retrieval_bench.core import locking
 from retrieval_bench.core.files import cache_root, sha256_file
-from retrieval_bench.retrieval.run import from_top, whole_ties
+from retrieval_bench.retrieval.run import Corpus, Questions, from_top, whole_ties
+from retrieval_bench.retrieval.settings import Bm25Settings, RetrievalSettings
 
 # bm25s' numba backend retrieves ~30x faster than its numpy one at 200,000 chunks (the same
 # scores; equal scores may come out in another order, which score.ties makes irrelevant), but
@@ -109,11 +111,11 @@ def cache_dir() -> Path:
     return cache_root() / "bm25"
 
 
-def index_key(texts: list[str], stemmer: str, stopwords: str) -> str:
+def index_key(texts: list[str], options: Bm25Settings) -> str:
     """The cache entry's name: what the index depends on (every text, in order, and its length,
     so no two corpora join into one digest)."""
     digest = hashlib.sha256(
-        json.dumps([INDEX_FORMAT, version("bm25s"), version("PyStemmer"), stemmer, stopwords]).encode()
+        json.dumps([INDEX_FORMAT, version("bm25s"), version("PyStemmer"), options.stemmer, options.stopwords]).encode()
     )
     for text in texts:
         encoded = text.encode("utf-8", "surrogatepass")
@@ -136,17 +138,17 @@ def _intact(folder: Path) -> bool:
         return False
 
 
-def load_or_build(texts: list[str], stemmer: str, stopwords: str, backend: str, folder: Path | None = None):
-    """The BM25 index of `texts` searching with `backend`: from the cache, or built (tokenized to
-    ids) and cached on a miss. Returns (index, built)."""
+def load_or_build(texts: list[str], options: Bm25Settings, backend: str, folder: Path | None = None):
+    """The BM25 index of `texts` tokenized as `options` say, searching with `backend`: from the
+    cache, or built (tokenized to ids) and cached on a miss. Returns (index, built)."""
     import bm25s
 
-    entry = (folder or cache_dir()) / index_key(texts, stemmer, stopwords)
+    entry = (folder or cache_dir()) / index_key(texts, options)
     built_here = []
 
     def build(staging: Path) -> None:
         index = bm25s.BM25(backend=backend)
-        index.index(_tokenize(texts, stemmer, stopwords, return_ids=True), show_progress=False)
+        index.index(_tokenize(texts, options.stemmer, options.stopwords, return_ids=True), show_progress=False)
         index.save(staging, show_progress=False)
         (staging / MANIFEST).write_text(json.dumps(_file_digests(staging)), encoding="utf-8")
         built_here.append(index)
@@ -189,19 +191,20 @@ def numba_threads() -> int:
     return max(1, min(cores, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
 
 
-def top(questions, corpus, settings: dict, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def top(
+    questions: Questions, corpus: Corpus, options: Bm25Settings, depth: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sparse top-k through bm25s' own retrieval (no dense score row per question): per question
     the `depth` best chunk indices and scores, best first (equal scores by chunk index), and which
     were retrieved, plus the whole tie group straddling the cut (run.whole_ties: bm25s' choice
     among equal scores never decides what is in). A chunk that shares no word with the question
     is not retrieved, as in Lucene, so no zero-score chunk enters a run for its position in the
     corpus."""
-    options = settings["bm25"]
     backend = backend_for(len(corpus.texts))
-    index, _ = load_or_build(corpus.texts, options["stemmer"], options["stopwords"], backend)
+    index, _ = load_or_build(corpus.texts, options, backend)
     if backend == "numba":
         cache_numba_code()
-    tokens = [index.get_tokens_ids(words) for words in tokenize(questions.texts, **options)]
+    tokens = [index.get_tokens_ids(words) for words in tokenize(questions.texts, options.stemmer, options.stopwords)]
     k = min(depth + 1, len(corpus.texts))  # one more: does a tie group straddle the cut?
     indices = np.zeros((len(tokens), k), dtype=np.int64)
     scores = np.zeros((len(tokens), k), dtype=np.float32)
@@ -217,8 +220,10 @@ def top(questions, corpus, settings: dict, depth: int) -> tuple[np.ndarray, np.n
     return whole_ties(indices, scores, scores > 0, depth, lambda row: index.get_scores(tokens[row]))
 
 
-def retrieve(questions, corpus, settings: dict, depth: int, progress=None):
-    indices, scores, retrieved = top(questions, corpus, settings, depth)
+def retrieve(
+    questions: Questions, corpus: Corpus, settings: RetrievalSettings, depth: int, progress=None
+) -> pd.DataFrame:
+    indices, scores, retrieved = top(questions, corpus, settings.bm25, depth)
     if progress is not None:
         progress.update(len(questions.qids))
     return from_top(questions.qids, corpus.chunk_ids, indices, scores, keep=retrieved)

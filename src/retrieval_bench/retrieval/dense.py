@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.retrieval import flat, torch_flat
-from retrieval_bench.retrieval.run import Corpus, Questions, from_top, section, whole_ties
+from retrieval_bench.retrieval.run import Corpus, Questions, from_top, whole_ties
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 
 def candidates(corpus: Corpus, device: str | None) -> flat.Candidates | None:
@@ -36,12 +37,14 @@ def top_with_ties(
     )
 
 
-def device_of(settings: dict) -> str | None:
-    """`retrieval.device` (cpu when the settings have none) as a torch device, or None for FAISS."""
-    return torch_flat.torch_device(settings.get("device", "cpu"), section(settings))
+def device_of(settings: RetrievalSettings) -> str | None:
+    """`retrieval.device` as a torch device, or None for FAISS."""
+    return torch_flat.torch_device(settings.device, settings.where)
 
 
-def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
+def retrieve(
+    questions: Questions, corpus: Corpus, settings: RetrievalSettings, depth: int, progress=None
+) -> pd.DataFrame:
     """The run: each question's `depth` best chunks and the whole tie group at the cut."""
     indices, scores, kept = top_with_ties(questions, corpus, depth, progress, device_of(settings))
     return from_top(questions.qids, corpus.chunk_ids, indices, scores, keep=kept)

@@ -25,24 +25,29 @@ from retrieval_bench.core.errors import InputError, first_line, quoted
 from retrieval_bench.core.files import atomic_open, read_jsonl
 from retrieval_bench.core.run_table import check_run, from_records, read_run_file
 from retrieval_bench.core.values import checked_id
-from retrieval_bench.retrieval.run import section
+from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 
-def retrieve_run_file(questions, corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
-    key = section(settings)
-    if not settings["run_file"]:
+def retrieve_run_file(
+    questions: Questions, corpus: Corpus, settings: RetrievalSettings, depth: int, progress=None
+) -> pd.DataFrame:
+    key = settings.where
+    if not settings.run_file:
         raise InputError(f"{key}.method run-file needs {key}.run_file: the path of a TREC run or JSONL")
-    run = read_run_file(settings["run_file"], depth, where=f"{key}.run_file")
-    check_run(run, questions.qids, set(corpus.chunk_ids), settings["run_file"])
+    run = read_run_file(settings.run_file, depth, where=f"{key}.run_file")
+    check_run(run, questions.qids, set(corpus.chunk_ids), settings.run_file)
     return run[run["qid"].isin(set(questions.qids))].reset_index(drop=True)
 
 
-def retrieve_python(questions, corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
-    target = settings["python"] or ""
+def retrieve_python(
+    questions: Questions, corpus: Corpus, settings: RetrievalSettings, depth: int, progress=None
+) -> pd.DataFrame:
+    target = settings.python or ""
     module_name, _, function_name = target.partition(":")
     if not module_name or not function_name:
-        raise InputError(f"{section(settings)}.python must be 'module:function', got {target!r}")
-    where = f"{section(settings)}.python {target}"
+        raise InputError(f"{settings.where}.python must be 'module:function', got {target!r}")
+    where = f"{settings.where}.python {target}"
     sys.path.insert(0, str(Path.cwd()))
     try:
         function = getattr(importlib.import_module(module_name), function_name)

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.retrieval import bm25, dense
-from retrieval_bench.retrieval.run import from_top
+from retrieval_bench.retrieval.run import Corpus, Questions, from_top
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 
 class Top(NamedTuple):
@@ -85,16 +86,19 @@ def fuse(tops: list[Top], weights: list[float], fusion: str, rrf_k: float, n_chu
     return Fused(indices, scores, (scores >= kth_best) & np.isfinite(scores))
 
 
-def retrieve(questions, corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
+def retrieve(
+    questions: Questions, corpus: Corpus, settings: RetrievalSettings, depth: int, progress=None
+) -> pd.DataFrame:
+    options = settings.hybrid
     n_chunks = len(corpus.chunk_ids)
-    candidates = max(depth, min(settings["fusion_depth"], n_chunks))
+    candidates = max(depth, min(options.fusion_depth, n_chunks))
     # both candidate lists keep the whole tie group at their cut, so the fused run never depends on chunk order
     tops = [
         Top(*dense.top_with_ties(questions, corpus, candidates, device=dense.device_of(settings))),
-        Top(*bm25.top(questions, corpus, settings, candidates)),
+        Top(*bm25.top(questions, corpus, settings.bm25, candidates)),
     ]
-    weights = [settings["weights"]["dense"], settings["weights"]["bm25"]]
-    fused = fuse(tops, weights, settings["fusion"], settings["rrf_k"], n_chunks, depth)
+    weights = [options.dense_weight, options.bm25_weight]
+    fused = fuse(tops, weights, options.fusion, options.rrf_k, n_chunks, depth)
     if progress is not None:
         progress.update(len(questions.qids))
     return from_top(questions.qids, corpus.chunk_ids, fused.indices, fused.scores, keep=fused.kept)

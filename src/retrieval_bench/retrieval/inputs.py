@@ -12,13 +12,14 @@ from retrieval_bench.core.files import read_jsonl, read_table
 from retrieval_bench.embedding.saved_vectors import load_saved_vectors
 from retrieval_bench.retrieval.methods import needs_vectors
 from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 
 def questions_and_corpus(
-    settings: dict, chunking: str = paths.DEFAULT, embedder: str = paths.DEFAULT
+    settings: RetrievalSettings, chunking: str = paths.DEFAULT, embedder: str = paths.DEFAULT
 ) -> tuple[Questions, Corpus]:
     """The golden set's questions and the chunks of `chunking` (their texts read on first use),
-    with `embedder`'s vectors when `settings` (a retrieval section) needs them."""
+    with `embedder`'s vectors when the method of `settings` searches vectors."""
     chunks_path = paths.chunks_of(chunking)
     chunk_ids = read_table(chunks_path, ["chunk_id"])["chunk_id"].tolist()
     check_has_texts(chunks_path)  # now, not when a method first asks for them

@@ -1,20 +1,20 @@
-"""Every retrieval method behind one interface: (questions, corpus, settings, depth) -> run.
+"""Every retrieval method behind one interface: (questions, corpus, settings, depth) -> run, `settings`
+a RetrievalSettings and `depth` resolved (a number of chunks).
 
 A new method is one module with a `retrieve` function and one line here; `needs_vectors` says
 whether the retrieve stage must load the embeddings for it."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench.core import paths
 from retrieval_bench.core.run_table import check_scores
 from retrieval_bench.retrieval import ann, bm25, costs, dense, external, hybrid, rerank, store_search
-from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth, section
+from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 METHODS = {
     "dense": dense.retrieve,
@@ -31,54 +31,35 @@ USES_VECTORS = {"dense", "hybrid", "ann", "store"}  # store: the questions' vect
 RUN_INFO = {"ann": ann.run_info, "store": store_search.run_info}
 
 
-def needs_vectors(settings: dict) -> bool:
-    method = settings["method"]
-    return method in USES_VECTORS or (method == "rerank" and settings["rerank"]["first_stage"] in USES_VECTORS)
+def needs_vectors(settings: RetrievalSettings) -> bool:
+    return settings.method in USES_VECTORS or (
+        settings.method == "rerank" and settings.rerank.first_stage in USES_VECTORS
+    )
 
 
-def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
+def run_info(settings: RetrievalSettings, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
     """data/panel/<system>/run_info.json: the method, the depth, what the method reports (ANN recall), and the
     system's size (retrieval.costs: chunks, index bytes)."""
-    report = RUN_INFO.get(settings["method"])
+    report = RUN_INFO.get(settings.method)
     return {
-        "method": settings["method"],
-        "depth": settings["depth"],
+        "method": settings.method,
+        "depth": settings.depth,
         **(report(settings, questions, corpus, run) if report else {}),
         **costs.system_costs(settings, corpus),
     }
 
 
 def search_task(
-    settings: dict, questions: Questions, corpus: Corpus, scratch: Path, where: str = "retrieval"
+    settings: RetrievalSettings, questions: Questions, corpus: Corpus, scratch: Path
 ) -> Callable[[], int] | None:
     """The timed search of one system (retrieval.costs.search_task), or None (an external run)."""
-
-    def search(timed: dict, sample: Questions, chunks: Corpus) -> pd.DataFrame:
-        return retrieve(timed, sample, chunks, rerank_cache=timed["rerank"].get("cache"), where=where)
-
-    return costs.search_task(settings, questions, corpus, search, scratch)
+    return costs.search_task(settings, questions, corpus, retrieve, scratch)
 
 
-def retrieve(
-    settings: dict,
-    questions: Questions,
-    corpus: Corpus,
-    progress=None,
-    rerank_cache: str | os.PathLike | None = None,
-    where: str = "retrieval",
-) -> pd.DataFrame:
-    """The run of `settings["method"]` (the validated retrieval section of params.yaml).
-    `rerank_cache`: where method rerank keeps its cross-encoder scores (each panel system has its
-    own, rerank.score_cache; the default system's by default).
-    `where`: the params key the settings came from (`panel.NAME` for a panel system), which the
-    methods' messages name (run.section)."""
-    settings = {**settings, "section": where}
-    if settings["method"] == "rerank":
-        settings = {
-            **settings,
-            "rerank": {**settings["rerank"], "cache": rerank_cache or rerank.score_cache(paths.DEFAULT)},
-        }
-    depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))
-    run = METHODS[settings["method"]](questions, corpus, settings, depth, progress)
-    check_scores(run, f"{section(settings)}.method {settings['method']}")  # before the stage writes anything
+def retrieve(settings: RetrievalSettings, questions: Questions, corpus: Corpus, progress=None) -> pd.DataFrame:
+    """The run of `settings.method`, checked before the stage writes anything; its messages name
+    `settings.where` (`panel.NAME` for a panel system's own keys)."""
+    depth = resolve_depth(settings.depth, len(corpus.chunk_ids))
+    run = METHODS[settings.method](questions, corpus, settings, depth, progress)
+    check_scores(run, f"{settings.where}.method {settings.method}")  # before the stage writes anything
     return run

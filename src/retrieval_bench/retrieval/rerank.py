@@ -30,7 +30,8 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.run_table import from_records
 from retrieval_bench.embedding import model_source
 from retrieval_bench.retrieval import bm25, dense, hybrid
-from retrieval_bench.retrieval.run import Corpus, Questions, section
+from retrieval_bench.retrieval.run import Corpus, Questions
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 FIRST_STAGES = {"dense": dense.retrieve, "bm25": bm25.retrieve, "hybrid": hybrid.retrieve}
 
@@ -97,14 +98,17 @@ def load_cross_encoder(folder: str):
     return CrossEncoder(folder, local_files_only=True, activation_fn=torch.nn.Identity())
 
 
-def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
+def retrieve(
+    questions: Questions, corpus: Corpus, settings: RetrievalSettings, depth: int, progress=None
+) -> pd.DataFrame:
     """The first stage's candidates rescored by the cross-encoder. Scores are cached in the calling
-    stage's own output, settings["rerank"]["cache"] (set by methods.retrieve)."""
-    options = settings["rerank"]
-    folder = resolve_model(options["model"], f"{section(settings)}.rerank.model")
+    system's own cache, settings.rerank.cache (the default system's when None: score_cache)."""
+    options = settings.rerank
+    assert options.model is not None, "params validation refuses method rerank without rerank.model"
+    folder = resolve_model(options.model, f"{settings.where}.rerank.model")
     identity = model_source.model_fingerprint(folder)  # the model in every score key
-    candidates = min(options["candidates"], len(corpus.chunk_ids))
-    first = FIRST_STAGES[options["first_stage"]](questions, corpus, settings, candidates)
+    candidates = min(options.candidates, len(corpus.chunk_ids))
+    first = FIRST_STAGES[options.first_stage](questions, corpus, settings, candidates)
     question_text = dict(zip(questions.qids, questions.texts, strict=True))
     chunk_text = dict(zip(corpus.chunk_ids, corpus.texts, strict=True))
     pairs = [
@@ -112,16 +116,17 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
         for qid, chunk_id in zip(first["qid"], first["chunk_id"], strict=True)
     ]
     keys = [pair_key(identity, question, chunk) for question, chunk in pairs]
-    cache = ScoreCache(options["cache"])
+    cache_path = options.cache or score_cache(paths.DEFAULT)
+    cache = ScoreCache(cache_path)
     todo = {
         key: pair for key, pair in zip(keys, pairs, strict=True) if key not in cache.scores
     }  # each distinct pair once
     if todo:
-        score_pairs(todo, cache, load_cross_encoder(folder), options["batch_size"], len(questions.qids), progress)
+        score_pairs(todo, cache, load_cross_encoder(folder), options.batch_size, len(questions.qids), progress)
     elif progress is not None:
         progress.update(len(questions.qids))
     print(
-        f"rerank: {len(keys)} pairs, {len(todo)} scored by the cross-encoder (the others from {options['cache']}, or repeats)",
+        f"rerank: {len(keys)} pairs, {len(todo)} scored by the cross-encoder (the others from {cache_path}, or repeats)",
         file=sys.stderr,
     )
     return from_records(zip(first["qid"], first["chunk_id"], (cache.scores[key] for key in keys), strict=True), depth)

@@ -76,12 +76,6 @@ class Corpus:
         return f"Corpus({len(self.chunk_ids)} chunks, {texts}, {vectors})"
 
 
-def section(settings: dict) -> str:
-    """The params key a method's settings came from, for its messages: `retrieval` or `panel.NAME`
-    (set by methods.retrieve)."""
-    return settings.get("section", "retrieval")
-
-
 def resolve_depth(depth: int | str, n_chunks: int) -> int:
     """retrieval.depth: a positive number of chunks per question, or `all`."""
     return n_chunks if depth == "all" else min(int(depth), n_chunks)

@@ -18,18 +18,27 @@ import sys
 import pandas as pd
 
 from retrieval_bench.core.run_table import check_run, from_records
-from retrieval_bench.core.store_address import parse_address
-from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth, section
+from retrieval_bench.core.store_address import StoreAddress, parse_address
+from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
 from retrieval_bench.retrieval.run_info import recall_against_exact
+from retrieval_bench.retrieval.settings import RetrievalSettings
 from retrieval_bench.stores.base import NONDETERMINISTIC_SEARCH
 from retrieval_bench.stores.registry import open_store
 
 QUERY_BLOCK = 256  # questions per request to the store
 
 
-def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, progress=None) -> pd.DataFrame:
-    store_settings = settings["store"]
-    address = parse_address(store_settings["address"], f"{section(settings)}.store.address")
+def searched_store(settings: RetrievalSettings) -> StoreAddress:
+    """retrieval.store.address, parsed (validation resolves a null one to load.source, or refuses it)."""
+    assert settings.store.address is not None, "params validation resolves or refuses a null store.address"
+    return parse_address(settings.store.address, f"{settings.where}.store.address")
+
+
+def retrieve(
+    questions: Questions, corpus: Corpus, settings: RetrievalSettings, depth: int, progress=None
+) -> pd.DataFrame:
+    store_settings = settings.store
+    address = searched_store(settings)
     records: list[tuple[str, str, float]] = []
     if address.engine in NONDETERMINISTIC_SEARCH:
         print(
@@ -44,8 +53,8 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
             found = store.search(
                 questions.dense_vectors[start : start + QUERY_BLOCK],
                 depth,
-                store_settings["search"],
-                store_settings["filter"],
+                store_settings.search,
+                store_settings.filter,
             )
             records.extend(
                 (qid, chunk_id, score) for qid, hits in zip(qids, found, strict=True) for chunk_id, score in hits
@@ -61,17 +70,17 @@ def retrieve(questions: Questions, corpus: Corpus, settings: dict, depth: int, p
     return run
 
 
-def run_info(settings: dict, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
+def run_info(settings: RetrievalSettings, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
     """The store, its query settings and the run's recall against exact search (no filter only)."""
-    store_settings = settings["store"]
-    address = parse_address(store_settings["address"], f"{section(settings)}.store.address")
-    info = {"store": str(address), "search": store_settings["search"], "filter": store_settings["filter"]}
+    store_settings = settings.store
+    address = searched_store(settings)
+    info = {"store": str(address), "search": store_settings.search, "filter": store_settings.filter}
     if address.engine in NONDETERMINISTIC_SEARCH:
         info["one_draw"] = f"{NONDETERMINISTIC_SEARCH[address.engine]}: this run is one draw of it"
-    if store_settings["filter"]:
+    if store_settings.filter:
         return {
             **info,
-            "ann_recall_skipped": f"{section(settings)}.store.filter is set: the store searched a subset, exact search every chunk",
+            "ann_recall_skipped": f"{settings.where}.store.filter is set: the store searched a subset, exact search every chunk",
         }
-    depth = resolve_depth(settings["depth"], len(corpus.chunk_ids))
+    depth = resolve_depth(settings.depth, len(corpus.chunk_ids))
     return {**info, "ann_recall": recall_against_exact(questions, corpus, run, depth)}

@@ -23,6 +23,7 @@ from retrieval_bench.embedding.embed import embedding_task
 from retrieval_bench.evaluation.panel.pareto import dominated_by, unmeasured
 from retrieval_bench.retrieval.inputs import questions_and_corpus
 from retrieval_bench.retrieval.methods import needs_vectors, search_task
+from retrieval_bench.retrieval.settings import RetrievalSettings
 
 MEASURED = ("embed_seconds_per_1000", "search_ms_per_question")  # timed: a median with its range
 COSTS = ("embed_seconds_per_1000", "index_mb", "search_ms_per_question")
@@ -42,7 +43,8 @@ MACHINE = "this machine"  # where every cost was measured: compare costs across 
 def _embeds(params: dict, settings: dict) -> bool:
     """Whether the system's corpus vectors were embedded here (not read from a store: not measured)."""
     stored = params["embedders"][settings["embedder"]]["corpus_vectors"] == "stored"
-    return needs_vectors(settings) and not (stored and settings["chunking"] == paths.DEFAULT)
+    searches_vectors = needs_vectors(RetrievalSettings.from_params(settings))
+    return searches_vectors and not (stored and settings["chunking"] == paths.DEFAULT)
 
 
 def measure(params: dict) -> dict:
@@ -55,10 +57,11 @@ def measure(params: dict) -> dict:
     before = machine_load()
     with tempfile.TemporaryDirectory() as scratch:
         for system, settings in params["panel"].items():
-            inputs = (settings["chunking"], settings["embedder"], needs_vectors(settings))  # loaded once, shared
+            retrieval = RetrievalSettings.from_params(settings, f"panel.{system}")
+            inputs = (settings["chunking"], settings["embedder"], needs_vectors(retrieval))  # loaded once, shared
             if inputs not in loaded:
-                loaded[inputs] = questions_and_corpus(settings, settings["chunking"], settings["embedder"])
-            task = search_task(settings, *loaded[inputs], Path(scratch), f"panel.{system}")
+                loaded[inputs] = questions_and_corpus(retrieval, settings["chunking"], settings["embedder"])
+            task = search_task(retrieval, *loaded[inputs], Path(scratch))
             if task is not None:
                 tasks[f"search:{system}"] = task
             pair = f"{settings['chunking']}/{settings['embedder']}"
@@ -95,7 +98,8 @@ def system_row(
 ) -> dict:
     """One system's description and costs (None: not measured, e.g. an external run's search).
     `search`, `embed`: its timings ({wall, cpu}: {median, low, high}; {} when not measured)."""
-    vectors = needs_vectors(settings)  # a system that searches no vectors embeds nothing: cost 0
+    # a system that searches no vectors embeds nothing: cost 0
+    vectors = needs_vectors(RetrievalSettings.from_params(settings))
     index_bytes = run_info.get("index_bytes")
     embed = embed if vectors else {"wall": {"median": 0.0, "low": 0.0, "high": 0.0}, "cpu": {"median": 0.0}}
     row = {
