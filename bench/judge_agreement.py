@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from retrieval_bench.core.errors import InputError
     from retrieval_bench.core.params import load_params
-    from retrieval_bench.corpus.load import load_corpus
+    from retrieval_bench.corpus.load import LoadSettings, load_corpus
     from retrieval_bench.goldenset.judge import Pair, judge_pool, read_prompt
 
     params = dict(load_params("judge", ROOT / "params.yaml"))
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    corpus = load_corpus(scifact, split="test")
+    corpus = load_corpus(scifact, LoadSettings(split="test"))
     labels = corpus.labels[: args.queries]
     chunks = corpus.chunks
     if args.corpus_limit:
