@@ -51,6 +51,7 @@ def speed(texts: list[str], rounds: int, model: str | None, max_seq_length: int,
     from retrieval_bench.embedding.backends import load_encoder
     from retrieval_bench.embedding.embed import load_model
     from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
+    from retrieval_bench.embedding.settings import EmbedSettings
 
     base = {**DEFAULTS["embed"], "max_seq_length": max_seq_length, "batch_size": BATCH}
     base["model"] = model or base["model"]
@@ -60,7 +61,9 @@ def speed(texts: list[str], rounds: int, model: str | None, max_seq_length: int,
     encoders = {"plain ST (torch fp32)": lambda batch: plain.encode(batch, batch_size=BATCH, normalize_embeddings=True)}
     for label, backend, precision, quantize in configs:
         encoder = load_encoder(
-            path, model_fingerprint(path), {**base, "backend": backend, "precision": precision, "quantize": quantize}
+            path,
+            model_fingerprint(path),
+            EmbedSettings.from_params({**base, "backend": backend, "precision": precision, "quantize": quantize}),
         )
 
         def run(batch, encoder=encoder):

@@ -27,51 +27,57 @@ import os
 import sys
 import tempfile
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 from common import SCIFACT, abstracts, scifact_folder
+
+if TYPE_CHECKING:
+    from retrieval_bench.embedding.settings import EmbedSettings
 
 MAX_SEQ_LENGTH = 256
 BATCH = 64
 
 
-def configurations(device: str) -> list[tuple[str, dict]]:
+def configurations(device: str) -> list[tuple[str, EmbedSettings]]:
     from retrieval_bench.core.params import DEFAULTS
+    from retrieval_bench.embedding.settings import EmbedSettings
 
     base = copy.deepcopy(DEFAULTS["embed"])
     base.update(max_seq_length=MAX_SEQ_LENGTH, batch_size=BATCH, device=device)
     base["ray"].update(address=None, batch_size=256)
 
-    def ray(actors: int, gpus: float) -> dict:
+    def ray(actors: int, gpus: float) -> EmbedSettings:
         embed = copy.deepcopy(base)
         embed["engine"] = "ray"
         embed["ray"].update(num_actors=actors, num_cpus_per_actor=1.0, num_gpus_per_actor=gpus)
-        return embed
+        return EmbedSettings.from_params(embed)
 
+    local = EmbedSettings.from_params(base)
     if device == "cuda":
-        return [("local engine (cuda)", base), ("ray, 1 GPU actor", ray(1, 1.0))]
-    return [("local engine", base), ("ray, 1 CPU actor", ray(1, 0.0)), ("ray, 2 CPU actors", ray(2, 0.0))]
+        return [("local engine (cuda)", local), ("ray, 1 GPU actor", ray(1, 1.0))]
+    return [("local engine", local), ("ray, 1 CPU actor", ray(1, 0.0)), ("ray, 2 CPU actors", ray(2, 0.0))]
 
 
-def timed_embed(texts: list[str], settings: dict) -> tuple[float, np.ndarray, str]:
+def timed_embed(texts: list[str], settings: EmbedSettings) -> tuple[float, np.ndarray, str]:
     """Wall seconds, vectors and the stats line of one `embed_texts` from an empty cache."""
-    from retrieval_bench.embedding.embed import embed_texts
+    from retrieval_bench.embedding.embed import QUIET, embed_texts
 
     with tempfile.TemporaryDirectory(prefix="bench-embed-ray-") as cache:
         started = time.perf_counter()
-        vectors, stats = embed_texts(texts, settings, "", cache, unit="chunk", progress=False, log=lambda line: None)
+        vectors, stats = embed_texts(texts, settings, "", cache, progress=QUIET)
         seconds = time.perf_counter() - started
     assert stats.embedded == len(texts), stats.line("chunk")
     return seconds, vectors, stats.line("chunk")
 
 
-def ray_init_seconds(settings: dict) -> float:
+def ray_init_seconds(settings: EmbedSettings) -> float:
     """`ray.init` of a local instance sized for these actors, and its shutdown."""
     from retrieval_bench.embedding import embed_ray
 
     ray = embed_ray.import_ray()
     started = time.perf_counter()
-    embed_ray.start_local(ray, settings["ray"])
+    embed_ray.start_local(ray, settings.ray)
     ray.shutdown()
     return time.perf_counter() - started
 

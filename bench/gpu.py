@@ -38,13 +38,14 @@ def embedding(device: str, n_texts: int, rounds: int, scifact: str) -> None:
     from retrieval_bench.core.params import DEFAULTS
     from retrieval_bench.embedding.backends import load_encoder
     from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
+    from retrieval_bench.embedding.settings import EmbedSettings
 
     folder = scifact_folder(scifact, "bench/gpu.py")
     if folder is None:
         return
     texts = abstracts(folder, n_texts)
-    settings = {**DEFAULTS["embed"], "device": device, "batch_size": BATCH}
-    path = resolve_model(settings["model"])
+    settings = EmbedSettings.from_params({**DEFAULTS["embed"], "device": device, "batch_size": BATCH})
+    path = resolve_model(settings.model)
     encoder = load_encoder(path, model_fingerprint(path), settings, log=lambda line: None)
     plain = SentenceTransformer(path, device=device, local_files_only=True)
 

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from retrieval_bench.core.errors import InputError
     from retrieval_bench.core.params import load_all_params
-    from retrieval_bench.corpus.load import load_corpus
+    from retrieval_bench.corpus.load import LoadSettings, load_corpus
     from retrieval_bench.goldenset.judge import JudgeSettings, Pair, judge_pool, read_prompt
 
     all_params = load_all_params(ROOT / "params.yaml")
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    corpus = load_corpus(scifact, split="test")
+    corpus = load_corpus(scifact, LoadSettings(split="test"))
     labels = corpus.labels[: args.queries]
     chunks = corpus.chunks
     if args.corpus_limit:

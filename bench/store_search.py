@@ -68,7 +68,8 @@ def prepare(args, workdir: Path) -> list[str]:
     """Data files and the stores; returns lines describing the builds."""
     from retrieval_bench.core.params import DEFAULTS
     from retrieval_bench.core.store_address import parse_address
-    from retrieval_bench.embedding.embed import embed_texts
+    from retrieval_bench.embedding.embed import QUIET, embed_texts
+    from retrieval_bench.embedding.settings import EmbedSettings
     from retrieval_bench.embedding.stored_vectors import sample_rows
     from retrieval_bench.stores import registry
 
@@ -77,11 +78,10 @@ def prepare(args, workdir: Path) -> list[str]:
     rows = sample_rows(chunks["chunk_id"].tolist())
     vectors[rows], _ = embed_texts(
         chunks["text"].iloc[rows].tolist(),
-        DEFAULTS["embed"],
+        EmbedSettings.from_params(DEFAULTS["embed"]),
         "",
         workdir / "cache",
-        progress=False,
-        log=lambda *_: None,
+        progress=QUIET,
     )
     chunks.to_parquet(workdir / "chunks.parquet", index=False)
     np.save(workdir / "vectors.npy", vectors)
@@ -110,12 +110,12 @@ def prepare(args, workdir: Path) -> list[str]:
 
 def load(engine: str, workdir: Path, args) -> tuple[float, str]:
     """load_chunks' work: the store (or the Parquet file) -> chunks and documents frames -> Parquet."""
-    from retrieval_bench.corpus.load import load_corpus
+    from retrieval_bench.corpus.load import LoadSettings, load_corpus
     from retrieval_bench.corpus.store_source import load_store_corpus
 
     start = time.perf_counter()
     corpus = (
-        load_corpus(workdir / "chunks.parquet", id_field="chunk_id")
+        load_corpus(workdir / "chunks.parquet", LoadSettings(id_field="chunk_id"))
         if engine == "parquet"
         else load_store_corpus(address(engine, workdir))
     )
@@ -141,6 +141,7 @@ def stored(engine: str, workdir: Path, args) -> tuple[float, str]:
     """embed_corpus with corpus_vectors stored: read every vector in chunk order, then the model check."""
     from retrieval_bench.core.params import DEFAULTS
     from retrieval_bench.core.store_address import parse_address
+    from retrieval_bench.embedding.settings import EmbedSettings
     from retrieval_bench.embedding.stored_vectors import check_model, read_vectors
 
     chunks = pd.read_parquet(workdir / "chunks.parquet", columns=["chunk_id", "text"])
@@ -149,7 +150,11 @@ def stored(engine: str, workdir: Path, args) -> tuple[float, str]:
     read = time.perf_counter() - start
     # A fresh cache: the first run's cost (a later one finds the sample's vectors in the corpus cache).
     lowest = check_model(
-        parse_address(address(engine, workdir)), vectors, chunks, DEFAULTS["embed"], workdir / f"check-cache-{engine}"
+        parse_address(address(engine, workdir)),
+        vectors,
+        chunks,
+        EmbedSettings.from_params(DEFAULTS["embed"]),
+        workdir / f"check-cache-{engine}",
     )
     seconds = time.perf_counter() - start
     same = float(np.abs(vectors - np.load(workdir / "vectors.npy")).max())
@@ -162,7 +167,8 @@ def stored(engine: str, workdir: Path, args) -> tuple[float, str]:
 def embed(engine: str, workdir: Path, args) -> tuple[float, str]:
     """embed_corpus with corpus_vectors embed, on a sample, extrapolated to every chunk."""
     from retrieval_bench.core.params import DEFAULTS
-    from retrieval_bench.embedding.embed import embed_texts
+    from retrieval_bench.embedding.embed import QUIET, embed_texts
+    from retrieval_bench.embedding.settings import EmbedSettings
 
     texts = (
         pd.read_parquet(workdir / "chunks.parquet", columns=["text"])["text"]
@@ -172,12 +178,10 @@ def embed(engine: str, workdir: Path, args) -> tuple[float, str]:
     start = time.perf_counter()
     embed_texts(
         texts,
-        DEFAULTS["embed"],
+        EmbedSettings.from_params(DEFAULTS["embed"]),
         "",
         workdir / f"embed-cache-{time.time_ns()}",
-        unit="chunk",
-        progress=False,
-        log=lambda *_: None,
+        progress=QUIET,
     )
     seconds = time.perf_counter() - start
     return (

@@ -16,9 +16,10 @@ import sys
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import read_table, write_json
 from retrieval_bench.core.params import load_all_params
-from retrieval_bench.core.params_panel import embedder_key, named
+from retrieval_bench.core.params_panel import named
 from retrieval_bench.core.stage import run_stage, stage_parser
-from retrieval_bench.embedding.embed import embed_texts, save_embeddings
+from retrieval_bench.embedding.embed import EmbedProgress, embed_texts, save_embeddings
+from retrieval_bench.embedding.settings import EmbedSettings
 from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
 
 
@@ -29,11 +30,11 @@ def main(argv: list[str]) -> None:
     arguments = parser.parse_args(argv)
     everything = load_all_params()
     named(everything, "chunkings", arguments.chunking)
-    settings = named(everything, "embedders", arguments.embedder)
+    settings = EmbedSettings.of_embedder(everything, arguments.embedder)
     vectors_path, ids_path, cache = paths.corpus_vectors(arguments.chunking, arguments.embedder)
     chunks = read_table(paths.chunks_of(arguments.chunking), ["chunk_id", "text"])
     info = {"chunks": len(chunks), "embedded": None}
-    if settings["corpus_vectors"] == "stored" and arguments.chunking == paths.DEFAULT:
+    if settings.corpus_vectors == "stored" and arguments.chunking == paths.DEFAULT:
         vectors, line = stored_corpus_vectors(everything["load"]["source"], chunks, settings, cache)
     else:
         pairs = [pair for pair in everything["embedded"].values() if pair["embedder"] == arguments.embedder]
@@ -41,11 +42,10 @@ def main(argv: list[str]) -> None:
         vectors, stats = embed_texts(
             chunks["text"].tolist(),
             settings,
-            settings["document_prompt"],
+            settings.document_prompt,
             cache,
-            unit="chunk",
             shared_caches=sorted(others) + paths.legacy_caches(cache),
-            model_key=embedder_key(everything, arguments.embedder, "model"),
+            progress=EmbedProgress("chunk"),
         )
         line = stats.line("chunk")
         info.update(embedded=stats.embedded)

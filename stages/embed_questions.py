@@ -10,9 +10,9 @@ import sys
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import read_jsonl
 from retrieval_bench.core.params import load_all_params
-from retrieval_bench.core.params_panel import embedder_key, named
 from retrieval_bench.core.stage import run_stage, stage_parser
-from retrieval_bench.embedding.embed import embed_texts, save_embeddings
+from retrieval_bench.embedding.embed import EmbedProgress, embed_texts, save_embeddings
+from retrieval_bench.embedding.settings import EmbedSettings
 
 
 def main(argv: list[str]) -> None:
@@ -20,18 +20,17 @@ def main(argv: list[str]) -> None:
     parser.add_argument("embedder", help="an embedder named under embedders in params.yaml")
     embedder = parser.parse_args(argv).embedder
     params = load_all_params()
-    settings = named(params, "embedders", embedder)
+    settings = EmbedSettings.of_embedder(params, embedder)
     vectors_path, ids_path, cache = paths.question_vectors(embedder)
     golden = read_jsonl(paths.GOLDENSET)
     texts = [row["question"] for row in golden]
     vectors, stats = embed_texts(
         texts,
         settings,
-        settings["query_prompt"],
+        settings.query_prompt,
         cache,
-        unit="question",
         shared_caches=paths.legacy_caches(cache),
-        model_key=embedder_key(params, embedder, "model"),
+        progress=EmbedProgress("question"),
     )
     save_embeddings(vectors, [row["qid"] for row in golden], vectors_path, ids_path)
     print(f"embed_questions with {embedder}: {stats.line('question')}")

@@ -9,7 +9,7 @@ from retrieval_bench.core.files import atomic_path, write_jsonl
 from retrieval_bench.core.params import load_params
 from retrieval_bench.core.stage import run_stage
 from retrieval_bench.core.store_address import is_store_address
-from retrieval_bench.corpus.load import CHUNK_COLUMNS, load_corpus
+from retrieval_bench.corpus.load import CHUNK_COLUMNS, LoadSettings, load_corpus
 from retrieval_bench.corpus.store_source import load_store_corpus
 
 
@@ -18,14 +18,7 @@ def main() -> None:
     corpus = (
         load_store_corpus(params["source"])
         if is_store_address(params["source"])
-        else load_corpus(
-            params["source"],
-            id_field=params["id_field"],
-            text_field=params["text_field"],
-            split=params["split"],
-            missing_relevant=params["missing_relevant"],
-            html_skip=params["html_skip"],
-        )
+        else load_corpus(params["source"], LoadSettings.from_params(params))
     )
     given = corpus.chunks if corpus.given else pd.DataFrame(columns=CHUNK_COLUMNS)
     for path, frame in ((paths.DOCUMENTS, corpus.documents), (paths.SOURCE_CHUNKS, given)):

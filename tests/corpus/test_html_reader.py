@@ -10,7 +10,7 @@ import pytest
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.corpus.documents import html_text, parse_selectors
-from retrieval_bench.corpus.load import load_corpus
+from retrieval_bench.corpus.load import LoadSettings, load_corpus
 
 PAGE = Path(__file__).parent / "pages" / "sql-vacuum.html"  # a PostgreSQL 17 reference page, cut short
 NAVIGATION = ["Prev", "Next", "Home", "Up", "SQL Commands", "Supported Versions", "Download", "Privacy Policy", "1996"]
@@ -35,9 +35,13 @@ def test_the_selector_is_a_param(tmp_path):
     )
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.html").write_text(page)
-    assert load_corpus(tmp_path / "docs", html_skip="#menu, aside.toc").documents["text"][0] == "Title\n\nBody text."
     assert (
-        load_corpus(tmp_path / "docs", html_skip="").documents["text"][0] == "Home\n\nContents\n\nTitle\n\nBody text."
+        load_corpus(tmp_path / "docs", LoadSettings(html_skip="#menu, aside.toc")).documents["text"][0]
+        == "Title\n\nBody text."
+    )
+    assert (
+        load_corpus(tmp_path / "docs", LoadSettings(html_skip="")).documents["text"][0]
+        == "Home\n\nContents\n\nTitle\n\nBody text."
     )
 
 

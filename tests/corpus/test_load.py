@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.corpus.load import load_corpus, read_beir_corpus, read_qrels
+from retrieval_bench.corpus.load import LoadSettings, load_corpus, read_beir_corpus, read_qrels
 
 
 def write_jsonl(path, rows):
@@ -26,7 +26,7 @@ def test_ready_chunks_in_every_format(tmp_path, fmt):
         pd.DataFrame(CHUNKS).to_parquet(path)
     else:
         pd.DataFrame(CHUNKS).to_csv(path, index=False)
-    corpus = load_corpus(path, id_field="cid", text_field="body")
+    corpus = load_corpus(path, LoadSettings(id_field="cid", text_field="body"))
     assert corpus.chunks["chunk_id"].tolist() == ["a", "b"]
     assert corpus.chunks["doc_id"].tolist() == ["a", "b"]  # a ready chunk is its own document
     assert corpus.chunks[["start", "end"]].values.tolist() == [[0, 11], [0, 10]]
@@ -132,7 +132,7 @@ def test_relevant_ids_missing_from_corpus_error_or_drop(tmp_path):
         InputError, match=r"2 queries judge chunk ids that are not in the corpus \(q1 -> gone; q2 -> gone2\)"
     ):
         load_corpus(folder)
-    corpus = load_corpus(folder, missing_relevant="drop")
+    corpus = load_corpus(folder, LoadSettings(missing_relevant="drop"))
     assert [label["qid"] for label in corpus.labels] == ["q1"]
     assert any("dropped 1 queries with no relevant chunk" in note for note in corpus.notes)
 
@@ -200,7 +200,7 @@ def test_ready_chunks_with_documents_and_offsets_rebuild_the_documents(tmp_path,
     rows.insert(0, {"cid": "solo", "text": "Alone.", "doc_id": "b.md", "start": 3, "end": 9})
     path = tmp_path / f"chunks.{fmt}"
     write_jsonl(path, rows) if fmt == "jsonl" else getattr(pd.DataFrame(rows), f"to_{fmt}")(path, index=False)
-    corpus = load_corpus(path, id_field="cid")
+    corpus = load_corpus(path, LoadSettings(id_field="cid"))
     assert corpus.documents.values.tolist() == [
         ["a.md", DOCUMENT],
         ["b.md", "\n\n\nAlone."],

@@ -9,6 +9,8 @@ import pytest
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.embedding import embed, model_source
+from retrieval_bench.embedding.embed import EmbedProgress
+from retrieval_bench.embedding.settings import EmbedSettings
 
 
 def test_bundled_model_is_verified_and_embeds(tmp_path, monkeypatch):
@@ -68,7 +70,11 @@ def test_an_empty_text_list_loads_no_encoder(tmp_path, monkeypatch):
     monkeypatch.setattr(embed, "load_encoder", no_encoder)
     for backend in ("torch", "onnx"):
         vectors, stats = embed.embed_texts(
-            [], {**DEFAULTS["embed"], "backend": backend}, "", tmp_path / backend, progress=False
+            [],
+            EmbedSettings.from_params({**DEFAULTS["embed"], "backend": backend}),
+            "",
+            tmp_path / backend,
+            progress=EmbedProgress(bar=False),
         )
         assert vectors.shape == (0, 384) and vectors.dtype == np.float32
         assert (stats.texts, stats.embedded, stats.encoder) == (0, 0, None)
@@ -98,8 +104,10 @@ def test_a_model_saved_now_declares_its_dimension_and_an_undeclared_one_is_loade
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(sentence_transformers, "SentenceTransformer", Counted)
-    settings = {**DEFAULTS["embed"], "model": str(saved)}
-    vectors, _ = embed.embed_texts(["a text", "another"], settings, "", tmp_path / "cache", progress=False)
+    settings = EmbedSettings.from_params({**DEFAULTS["embed"], "model": str(saved)})
+    vectors, _ = embed.embed_texts(
+        ["a text", "another"], settings, "", tmp_path / "cache", progress=EmbedProgress(bar=False)
+    )
     assert vectors.shape == (2, 768) and loads == [str(saved)]
 
 
@@ -131,14 +139,16 @@ def test_the_model_is_resolved_once_per_call_and_each_engine_gets_only_what_the_
     monkeypatch.setattr(embed, "resolve_model", counted)
     monkeypatch.setattr(embed, "load_encoder", lambda *args, **kwargs: FakeEncoder())
     monkeypatch.setattr(embed_ray, "embed_batches", lambda items, *args: batches(items))
-    settings = {**DEFAULTS["embed"], "engine": engine}
-    vectors, stats = embed.embed_texts(["a", "bb", "a"], settings, "", tmp_path / "cache", progress=False)
-    assert resolved == [settings["model"]] and asked == [
-        (engine, ["a", "bb"])
-    ]  # the engine settings name, each text once
+    settings = EmbedSettings.from_params({**DEFAULTS["embed"], "engine": engine})
+    vectors, stats = embed.embed_texts(
+        ["a", "bb", "a"], settings, "", tmp_path / "cache", progress=EmbedProgress(bar=False)
+    )
+    assert resolved == [settings.model] and asked == [(engine, ["a", "bb"])]  # the engine settings name, each text once
     assert vectors.shape == (3, 384) and (stats.unique, stats.embedded) == (2, 2)
     assert stats.encoder == ("fake encoder" if engine == "local" else embed_ray.describe(settings, 2))
-    _, stats = embed.embed_texts(["a", "bb", "ccc"], settings, "", tmp_path / "cache", progress=False)
+    _, stats = embed.embed_texts(
+        ["a", "bb", "ccc"], settings, "", tmp_path / "cache", progress=EmbedProgress(bar=False)
+    )
     assert stats.cached == 2 and asked[1:] == [(engine, ["ccc"])]  # only what the cache lacks
 
 

@@ -17,7 +17,8 @@ from conftest import tool_env
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import DEFAULTS, load_all_params
 from retrieval_bench.embedding import onnx_export
-from retrieval_bench.embedding.embed import embed_texts, load_model
+from retrieval_bench.embedding.embed import QUIET, EmbedProgress, embed_texts, load_model
+from retrieval_bench.embedding.settings import EmbedSettings
 
 TEXTS = [
     "How do I enable WAL mode?",
@@ -44,13 +45,13 @@ def plain():
     return load_model(DEFAULTS["embed"]["model"]).encode(TEXTS, batch_size=2, normalize_embeddings=True)
 
 
-def settings(**changes) -> dict:
-    return {**DEFAULTS["embed"], "batch_size": 2, **changes}
+def settings(**changes) -> EmbedSettings:
+    return EmbedSettings.from_params({**DEFAULTS["embed"], "batch_size": 2, **changes})
 
 
 def embed(tmp_path, log=None, **changes):
     return embed_texts(
-        TEXTS, settings(**changes), "", tmp_path / "cache", progress=False, log=log or (lambda line: None)
+        TEXTS, settings(**changes), "", tmp_path / "cache", progress=EmbedProgress(bar=False, log=log) if log else QUIET
     )
 
 
@@ -104,7 +105,7 @@ def test_the_export_is_built_once_verified_and_rebuilt_when_corrupt(exports, pla
 
 def test_a_vector_cached_under_other_settings_is_never_served(exports, tmp_path):
     cache = tmp_path / "shared-cache"
-    first, stats = embed_texts(TEXTS, settings(), "", cache, progress=False)
+    first, stats = embed_texts(TEXTS, settings(), "", cache, progress=EmbedProgress(bar=False))
     assert stats.embedded == len(TEXTS)
     for changes, prompt in (
         ({"backend": "onnx"}, ""),
@@ -112,7 +113,7 @@ def test_a_vector_cached_under_other_settings_is_never_served(exports, tmp_path)
         ({"max_seq_length": 8}, ""),
         ({"precision": "bf16"}, ""),
     ):
-        vectors, stats = embed_texts(TEXTS, settings(**changes), prompt, cache, progress=False, log=lambda line: None)
+        vectors, stats = embed_texts(TEXTS, settings(**changes), prompt, cache, progress=QUIET)
         assert (stats.cached, stats.embedded) == (0, len(TEXTS)), (changes, prompt)
     # another model: the same files with one changed byte in its config
     from retrieval_bench.embedding.model_source import resolve_model
@@ -125,9 +126,9 @@ def test_a_vector_cached_under_other_settings_is_never_served(exports, tmp_path)
             (other / path.relative_to(source)).write_bytes(path.read_bytes())
     config = other / "config_sentence_transformers.json"
     config.write_text(json.dumps({**json.loads(config.read_text()), "note": "a fine-tuned copy"}))
-    _, stats = embed_texts(TEXTS, settings(model=str(other)), "", cache, progress=False)
+    _, stats = embed_texts(TEXTS, settings(model=str(other)), "", cache, progress=EmbedProgress(bar=False))
     assert (stats.cached, stats.embedded) == (0, len(TEXTS))
-    again, stats = embed_texts(TEXTS, settings(), "", cache, progress=False)
+    again, stats = embed_texts(TEXTS, settings(), "", cache, progress=EmbedProgress(bar=False))
     assert stats.embedded == 0
     np.testing.assert_array_equal(again, first)
 
@@ -140,9 +141,11 @@ def test_onnx_and_openvino_send_no_telemetry_and_write_nothing_in_home(exports, 
     script = (
         "import os, sys\n"
         "from retrieval_bench.core.params import DEFAULTS\n"
-        "from retrieval_bench.embedding.embed import embed_texts\n"
+        "from retrieval_bench.embedding.embed import EmbedProgress, embed_texts\n"
+        "from retrieval_bench.embedding.settings import EmbedSettings\n"
         "for backend in ('onnx', 'openvino'):\n"
-        "    v, stats = embed_texts(['a text'], {**DEFAULTS['embed'], 'backend': backend}, '', sys.argv[1] + backend, progress=False)\n"
+        "    settings = EmbedSettings.from_params({**DEFAULTS['embed'], 'backend': backend})\n"
+        "    v, stats = embed_texts(['a text'], settings, '', sys.argv[1] + backend, progress=EmbedProgress(bar=False))\n"
         "    print(stats.embedded)\n"
         "from openvino.tools.ovc import telemetry_utils\n"
         "print(telemetry_utils.tm.__name__, 'openvino_telemetry' in sys.modules, os.environ['ORT_DISABLE_TELEMETRY'])\n"

@@ -4,6 +4,7 @@ in flight."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -23,7 +24,8 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.embedding import embedding_cache as ec
-from retrieval_bench.embedding.embed import embedding_space, load_model
+from retrieval_bench.embedding.embed import EmbedProgress, embedding_space, load_model
+from retrieval_bench.embedding.settings import EmbedSettings
 
 N_KILL = 160  # chunks embedded in batches of 4 by the stage that is killed
 
@@ -96,22 +98,22 @@ def test_a_torn_tail_is_ignored_and_a_foreign_shard_skipped(tmp_path, capsys):
 
 
 def test_every_setting_that_decides_a_vector_is_in_its_key():
-    settings = dict(DEFAULTS["embed"])
+    settings = EmbedSettings.from_params(DEFAULTS["embed"])
     base = embedding_space("sha256:model-a", settings, "")
     variants = [
         embedding_space("sha256:model-b", settings, ""),
         embedding_space("sha256:model-a", settings, "query: "),
-        embedding_space("sha256:model-a", {**settings, "max_seq_length": 128}, ""),
-        embedding_space("sha256:model-a", {**settings, "precision": "bf16"}, ""),
-        embedding_space("sha256:model-a", {**settings, "backend": "onnx"}, ""),
-        embedding_space("sha256:model-a", {**settings, "backend": "onnx", "quantize": "int8"}, ""),
+        embedding_space("sha256:model-a", dataclasses.replace(settings, max_seq_length=128), ""),
+        embedding_space("sha256:model-a", dataclasses.replace(settings, precision="bf16"), ""),
+        embedding_space("sha256:model-a", dataclasses.replace(settings, backend="onnx"), ""),
+        embedding_space("sha256:model-a", dataclasses.replace(settings, backend="onnx", quantize="int8"), ""),
     ]
     digests = {ec.space_digest(space) for space in [base, *variants]}
     assert len(digests) == 1 + len(variants)
     texts = ["same text"]
     assert len({ec.text_keys(d, texts)[0] for d in digests}) == len(digests)
     # batch_size and device decide nothing: the same key
-    same = embedding_space("sha256:model-a", {**settings, "batch_size": 3, "device": "cpu"}, "")
+    same = embedding_space("sha256:model-a", dataclasses.replace(settings, batch_size=3, device="cpu"), "")
     assert ec.space_digest(same) == ec.space_digest(base)
 
 
@@ -171,7 +173,7 @@ def test_the_prune_command_merges_shards_and_names_the_old_location_to_delete(tm
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    settings = dict(DEFAULTS["embed"])
+    settings = EmbedSettings.from_params(DEFAULTS["embed"])
     chunks, questions = ["chunk one", "chunk two"], ["question one?", "question two?"]
     Path(paths.CHUNKS).parent.mkdir(parents=True)
     pd.DataFrame({"chunk_id": ["c1", "c2"], "text": chunks}).to_parquet(paths.CHUNKS)
@@ -179,11 +181,11 @@ def test_the_prune_command_merges_shards_and_names_the_old_location_to_delete(tm
         "".join(json.dumps({"qid": f"q{i}", "question": q}) + "\n" for i, q in enumerate(questions))
     )
     for folder, texts, prompt in (
-        (paths.CORPUS_EMBEDDING_CACHE, chunks, settings["document_prompt"]),
-        (paths.QUESTION_EMBEDDING_CACHE, questions, settings["query_prompt"]),
+        (paths.CORPUS_EMBEDDING_CACHE, chunks, settings.document_prompt),
+        (paths.QUESTION_EMBEDDING_CACHE, questions, settings.query_prompt),
     ):
         for i, key in enumerate(
-            cache_keys(texts, settings, prompt, model_fingerprint(resolve_model(settings["model"])))
+            cache_keys(texts, settings, prompt, model_fingerprint(resolve_model(settings.model)))
         ):  # one run per text: two shards
             with ec.EmbeddingCache(ec.in_project(folder)) as cache:
                 cache.put([key], vectors(1, dim=384, seed=i))  # the model's dimension: prune checks it
@@ -196,7 +198,7 @@ def test_the_prune_command_merges_shards_and_names_the_old_location_to_delete(tm
     for module in (cache_prune, embed):  # wherever the command resolves the model: once
         monkeypatch.setattr(module, "resolve_model", lambda model, *a: resolved.append(model) or resolve_model(model))
     assert run_prune(args) == 0
-    assert resolved == [settings["model"]]
+    assert resolved == [settings.model]
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines[:2]] == [paths.CORPUS_EMBEDDING_CACHE, paths.QUESTION_EMBEDDING_CACHE]
     assert len(lines) == 2 and all("kept 2 vectors, dropped 0, in one shard" in line for line in lines)
@@ -405,15 +407,15 @@ def test_a_damaged_cached_vector_is_embedded_again_by_embed_texts(tmp_path, caps
     from retrieval_bench.embedding.embed import embed_texts
 
     texts = ["the write-ahead log", "a checkpoint copies pages back", "readers and writers"]
-    settings = {**DEFAULTS["embed"], "batch_size": 2}
-    fresh, _ = embed_texts(texts, settings, "", tmp_path / "cache", progress=False)
+    settings = EmbedSettings.from_params({**DEFAULTS["embed"], "batch_size": 2})
+    fresh, _ = embed_texts(texts, settings, "", tmp_path / "cache", progress=EmbedProgress(bar=False))
     vec = next((tmp_path / "cache").glob("*.vec"))
     damage_row(vec, 1, 384, flip_exponent=True)
-    again, stats = embed_texts(texts, settings, "", tmp_path / "cache", progress=False)
+    again, stats = embed_texts(texts, settings, "", tmp_path / "cache", progress=EmbedProgress(bar=False))
     assert (stats.cached, stats.embedded) == (2, 1) and np.isfinite(again).all()
     np.testing.assert_allclose(again, fresh, atol=1e-6)
     assert f"{vec}: 1 vectors fail their checksum" in capsys.readouterr().err
-    _, stats = embed_texts(texts, settings, "", tmp_path / "cache", progress=False)
+    _, stats = embed_texts(texts, settings, "", tmp_path / "cache", progress=EmbedProgress(bar=False))
     assert (stats.cached, stats.embedded) == (3, 0)
 
 
@@ -422,7 +424,8 @@ import sys, time
 from pathlib import Path
 from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.embedding import embedding_cache
-from retrieval_bench.embedding.embed import embed_texts
+from retrieval_bench.embedding.embed import EmbedProgress, embed_texts
+from retrieval_bench.embedding.settings import EmbedSettings
 
 folder, signals, pause = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "pause"
 put = embedding_cache.EmbeddingCache.put
@@ -436,7 +439,8 @@ def put_then_wait(self, keys, vectors):  # the first batch is in the cache: say 
 
 embedding_cache.EmbeddingCache.put = put_then_wait
 texts = [f"Chunk {i}: the write-ahead log keeps page {i} until a checkpoint." for i in range(24)]
-_, stats = embed_texts(texts, {**DEFAULTS["embed"], "batch_size": 4}, "", folder, progress=False)
+settings = EmbedSettings.from_params({**DEFAULTS["embed"], "batch_size": 4})
+_, stats = embed_texts(texts, settings, "", folder, progress=EmbedProgress(bar=False))
 print(stats.line("chunk"))
 """
 
@@ -504,14 +508,14 @@ def test_an_upgrade_copies_the_vectors_of_the_0_2_0_location_in_and_embeds_nothi
     monkeypatch.setenv("DVC_ROOT", str(project))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)  # the stage runs in a temporary copy: the folders are the project's
-    settings = dict(DEFAULTS["embed"])
+    settings = EmbedSettings.from_params(DEFAULTS["embed"])
     texts = [f"chunk {i}" for i in range(6)]
-    fingerprint = model_fingerprint(resolve_model(settings["model"]))
+    fingerprint = model_fingerprint(resolve_model(settings.model))
     rows = vectors(6, dim=384, seed=old)
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
     legacy = paths.legacy_caches(paths.CORPUS_EMBEDDING_CACHE)
     with ec.EmbeddingCache(project / legacy[old]) as cache:
-        cache.put(embed.cache_keys(texts, settings, settings["document_prompt"], fingerprint), rows)
+        cache.put(embed.cache_keys(texts, settings, settings.document_prompt, fingerprint), rows)
 
     def no_encoder(*args, **kwargs):
         raise AssertionError("an encoder was loaded: the old location's vectors were embedded again")
@@ -519,7 +523,7 @@ def test_an_upgrade_copies_the_vectors_of_the_0_2_0_location_in_and_embeds_nothi
     monkeypatch.setattr(embed, "load_encoder", no_encoder)
     for sources, shared in ((legacy, 6), ((), 0)):  # the upgrade's first run, then the new cache alone
         found, stats = embed.embed_texts(
-            texts, settings, settings["document_prompt"], paths.CORPUS_EMBEDDING_CACHE, shared_caches=sources
+            texts, settings, settings.document_prompt, paths.CORPUS_EMBEDDING_CACHE, shared_caches=sources
         )
         np.testing.assert_array_equal(found, rows)
         assert (stats.cached, stats.shared, stats.embedded) == (6, shared, 0)

@@ -7,6 +7,7 @@ the local engine's vectors and metrics."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import json
 import random
@@ -32,9 +33,10 @@ from retrieval_bench.core.errors import InputError, first_line
 from retrieval_bench.core.files import read_jsonl
 from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.embedding import embed_ray
-from retrieval_bench.embedding.embed import cache_keys, embed_texts
+from retrieval_bench.embedding.embed import QUIET, EmbedProgress, cache_keys, embed_texts
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, read_shards
 from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
+from retrieval_bench.embedding.settings import EmbedSettings
 
 WORDS = (
     "page cache journal index btree vacuum checkpoint writer reader lock schema table column row query "
@@ -47,15 +49,11 @@ def corpus(n: int, words: tuple[int, int], seed: int) -> list[str]:
     return [f"Note {i}: " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(*words))) + "." for i in range(n)]
 
 
-def settings(engine: str, **ray_options) -> dict:
+def settings(engine: str, **ray_options) -> EmbedSettings:
     embed = copy.deepcopy(DEFAULTS["embed"])
     embed.update(engine=engine, batch_size=8)
     embed["ray"].update(batch_size=8, **ray_options)
-    return embed
-
-
-def quiet(line: str) -> None:
-    pass
+    return EmbedSettings.from_params(embed)
 
 
 def test_an_error_message_is_told_by_its_first_non_blank_line():
@@ -75,7 +73,7 @@ def ray_cluster(tmp_path_factory):
         patch.setenv("RETRIEVAL_BENCH_CACHE", str(tmp_path_factory.mktemp("cache-root")))
         patch.setenv("RAY_AUTH_MODE", "token")
         ray = embed_ray.import_ray()
-        embed_ray.start_local(ray, settings("ray")["ray"])
+        embed_ray.start_local(ray, settings("ray").ray)
         try:
             address = ray.get_runtime_context().gcs_address  # this machine's own IP, not loopback: vouched for
             patch.setenv(RAY_ADDRESS_ENV, address)
@@ -86,14 +84,14 @@ def ray_cluster(tmp_path_factory):
 
 def test_ray_embeds_only_what_the_cache_lacks_and_gives_the_local_engines_vectors(ray_cluster, tmp_path):
     texts = corpus(64, (5, 60), seed=1)
-    local, _ = embed_texts(texts, settings("local"), "", tmp_path / "local", progress=False, log=quiet)
+    local, _ = embed_texts(texts, settings("local"), "", tmp_path / "local", progress=QUIET)
     cache = tmp_path / "cache"
-    keys = cache_keys(texts, settings("ray"), "", model_fingerprint(resolve_model(settings("ray")["model"])))
+    keys = cache_keys(texts, settings("ray"), "", model_fingerprint(resolve_model(settings("ray").model)))
     with EmbeddingCache(cache) as prefill:  # half the texts cached already, with the local engine's vectors
         prefill.put(keys[::2], local[::2])
     before = {shard.name for shard in read_shards(cache)}
 
-    vectors, stats = embed_texts(texts, settings("ray"), "", cache, progress=False)
+    vectors, stats = embed_texts(texts, settings("ray"), "", cache, progress=EmbedProgress(bar=False))
 
     assert (stats.cached, stats.embedded) == (
         len(keys[::2]),
@@ -104,7 +102,7 @@ def test_ray_embeds_only_what_the_cache_lacks_and_gives_the_local_engines_vector
         keys[1::2]
     )  # what Ray returned, nothing more
     assert np.abs(vectors - local).max() <= 1e-5
-    again, stats = embed_texts(texts, settings("ray"), "", cache, progress=False)
+    again, stats = embed_texts(texts, settings("ray"), "", cache, progress=EmbedProgress(bar=False))
     assert stats.embedded == 0 and np.array_equal(again, vectors)  # all cached now: nothing goes to Ray
 
 
@@ -154,19 +152,19 @@ def test_an_exception_raised_in_an_actors_call_is_one_line_and_the_cache_stays_i
     whose text holds the actor's traceback: the run ends in one line naming the actor's own
     exception (torch's here: max_seq_length 1024 lets a long text past the model's 512 positions),
     not Ray's wrapper, and what the cache held is untouched and served."""
-    long_enough = {**settings("local"), "max_seq_length": 1024}
+    long_enough = dataclasses.replace(settings("local"), max_seq_length=1024)
     short = corpus(4, (3, 6), seed=3)
     cache = tmp_path / "cache"
-    cached, _ = embed_texts(short, long_enough, "", cache, progress=False, log=quiet)
+    cached, _ = embed_texts(short, long_enough, "", cache, progress=QUIET)
     before = {path.name: path.read_bytes() for path in cache.iterdir()}
 
     with pytest.raises(InputError) as failed:
         embed_texts(
             short + ["word " * 700],
-            {**long_enough, "engine": "ray", "ray": {**long_enough["ray"], "num_actors": 1}},
+            dataclasses.replace(long_enough, engine="ray", ray=dataclasses.replace(long_enough.ray, num_actors=1)),
             "",
             cache,
-            progress=False,
+            progress=EmbedProgress(bar=False),
         )
     line = str(failed.value)
     assert "\n" not in line and "UserCodeException" not in line, line
@@ -175,7 +173,7 @@ def test_an_exception_raised_in_an_actors_call_is_one_line_and_the_cache_stays_i
         "; the 0 of 1 vectors returned before are in the embedding cache, and a rerun embeds only the rest"
     )
     assert {path.name: path.read_bytes() for path in cache.iterdir()} == before
-    again, stats = embed_texts(short, long_enough, "", cache, progress=False, log=quiet)
+    again, stats = embed_texts(short, long_enough, "", cache, progress=QUIET)
     assert stats.embedded == 0 and np.array_equal(again, cached)
     # The failed run's Ray Data executor sits in a reference cycle (the exception's traceback) and
     # keeps its actor, and a CPU of this module's cluster, until collected: free them for the next test.
@@ -192,7 +190,7 @@ def test_without_ray_installed_the_ray_engine_is_one_line_naming_the_extra(tmp_p
         InputError,
         match=r"^embed.engine ray needs the ray extra, which is not installed \(.*\): pip install -e '\.\[ray\]'$",
     ):
-        embed_texts(["a text"], settings("ray"), "", tmp_path / "cache", progress=False)
+        embed_texts(["a text"], settings("ray"), "", tmp_path / "cache", progress=EmbedProgress(bar=False))
 
 
 def test_an_address_that_cannot_work_fails_at_once_in_one_line(monkeypatch):
@@ -252,13 +250,13 @@ def test_an_address_that_accepts_and_never_answers_ends_after_embed_ray_timeout_
     a stage is: this one may already hold the module's Ray connection, which embed_texts would reuse."""
     with socket.create_server(("127.0.0.1", 0)) as silent:
         address = f"127.0.0.1:{silent.getsockname()[1]}"
-        ray_settings = {**settings("ray")["ray"], "address": address, "timeout_s": 0.3}
+        ray_settings = dataclasses.replace(settings("ray").ray, address=address, timeout_s=0.3)
         job = tmp_path / "job.json"
         job.write_text(
             json.dumps(
                 {
                     "texts": ["a text"],
-                    "settings": {**settings("ray"), "ray": ray_settings},
+                    "settings": dataclasses.asdict(dataclasses.replace(settings("ray"), ray=ray_settings)),
                     "cache": str(tmp_path / "cache"),
                 }
             )
@@ -276,10 +274,12 @@ def test_an_address_that_accepts_and_never_answers_ends_after_embed_ray_timeout_
 STAGE = """
 import json, sys
 from retrieval_bench.core.stage import run_stage
-from retrieval_bench.embedding.embed import embed_texts
+from retrieval_bench.embedding.embed import EmbedProgress, embed_texts
+from retrieval_bench.embedding.settings import EmbedSettings
 job = json.loads(open(sys.argv[1]).read())
 def main():
-    _, stats = embed_texts(job["texts"], job["settings"], "", job["cache"], progress=False)
+    settings = EmbedSettings.from_params(job["settings"])
+    _, stats = embed_texts(job["texts"], settings, "", job["cache"], progress=EmbedProgress(bar=False))
     print(stats.line("text"))
 run_stage(main, own_arguments=True)
 """
@@ -324,7 +324,11 @@ def test_an_actor_killed_mid_run_ends_in_one_line_and_the_rerun_embeds_only_the_
     texts = corpus(160, (60, 90), seed=2)
     cache = tmp_path / "cache"
     job = tmp_path / "job.json"
-    job.write_text(json.dumps({"texts": texts, "settings": settings("ray", address=ray_cluster), "cache": str(cache)}))
+    job.write_text(
+        json.dumps(
+            {"texts": texts, "settings": dataclasses.asdict(settings("ray", address=ray_cluster)), "cache": str(cache)}
+        )
+    )
     killed: list[int] = []
     spared = {process.pid for process in actor_processes()}  # left by an earlier test: not this stage's
     killer = threading.Thread(
@@ -345,19 +349,19 @@ def test_an_actor_killed_mid_run_ends_in_one_line_and_the_rerun_embeds_only_the_
     lines = stage.stderr.splitlines()
     assert len(lines) == 1, stage.stderr
     assert lines[0].startswith(f"error: embed.engine ray: a Ray actor died (pid {killed[0]}, node ")
-    keys = cache_keys(texts, settings("local"), "", model_fingerprint(resolve_model(settings("local")["model"])))
+    keys = cache_keys(texts, settings("local"), "", model_fingerprint(resolve_model(settings("local").model)))
     with EmbeddingCache(cache) as kept:
         from_ray = kept.get(keys)
-    saved, batch = len(from_ray), settings("ray")["ray"]["batch_size"]
+    saved, batch = len(from_ray), settings("ray").ray.batch_size
     assert FAULT_BATCHES * batch <= saved < len(texts) and saved % batch == 0  # whole batches only
     assert f"the {saved} of {len(texts)} vectors returned before are in the embedding cache" in lines[0]
 
     # The rerun (here with the local engine) embeds only what is missing ...
-    _, stats = embed_texts(texts, settings("local"), "", cache, progress=False, log=quiet)
+    _, stats = embed_texts(texts, settings("local"), "", cache, progress=QUIET)
     assert (stats.cached, stats.embedded) == (saved, len(texts) - saved)
     # ... and what the killed run kept is whole and right: the local engine's vectors for those texts.
     kept_texts = [text for text, key in zip(texts, keys) if key in from_ray]
-    local, _ = embed_texts(kept_texts, settings("local"), "", tmp_path / "local", progress=False, log=quiet)
+    local, _ = embed_texts(kept_texts, settings("local"), "", tmp_path / "local", progress=QUIET)
     assert np.abs(np.stack([from_ray[key] for key in keys if key in from_ray]) - local).max() <= 1e-5
 
 
@@ -417,11 +421,12 @@ import json, os, signal, sys
 from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.core import paths
 from retrieval_bench.embedding import embed_ray
+from retrieval_bench.embedding.settings import RaySettings
 
 ray = embed_ray.import_ray()
 import psutil  # noqa: E402 - Ray's copy when no other is installed
 
-with embed_ray._connected(ray, DEFAULTS["embed"]["ray"]):
+with embed_ray._connected(ray, RaySettings.from_params(DEFAULTS["embed"]["ray"])):
     children = psutil.Process().children(recursive=True)
     watchdogs = [p.pid for p in children if "the local Ray instance's watchdog" in " ".join(p.cmdline())]
     ray_processes = [[p.pid, repr(p.create_time())] for p in children if p.pid not in watchdogs]

@@ -14,6 +14,7 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.embedding import backends
 from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
+from retrieval_bench.embedding.settings import EmbedSettings
 
 HEAVY = ("torch", "pandas", "numpy", "scipy", "dvc", "sentence_transformers", "pyarrow")
 X86_WITHOUT_BF16 = "processor\t: 0\nflags\t\t: fpu sse sse2 avx avx2 avx512f avx512bw avx512_vnni\n"
@@ -65,7 +66,9 @@ def test_bf16_on_a_cpu_without_native_bf16_warns_in_one_line(tmp_path, monkeypat
     fake.write_text(cpuinfo)
     monkeypatch.setattr(backends, "CPUINFO", fake)
     folder = resolve_model(DEFAULTS["embed"]["model"])
-    backends.load_encoder(folder, model_fingerprint(folder), {**DEFAULTS["embed"], **settings})
+    backends.load_encoder(
+        folder, model_fingerprint(folder), EmbedSettings.from_params({**DEFAULTS["embed"], **settings})
+    )
     lines = [line for line in capsys.readouterr().err.splitlines() if "bf16" in line]
     if warned:
         assert len(lines) == 1 and lines[0].startswith(

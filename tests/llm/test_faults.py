@@ -48,7 +48,7 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.locking import exclusive
 from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.core.stage import run_stage as run_stage_main
-from retrieval_bench.corpus.load import load_corpus
+from retrieval_bench.corpus.load import LoadSettings, load_corpus
 from retrieval_bench.goldenset.evidence import evidence_in_passage, locate_in_passage
 from retrieval_bench.goldenset.generate_settings import GenerateSettings
 from retrieval_bench.goldenset.kinds import Corpus
@@ -540,7 +540,7 @@ def test_a_beir_folder_without_corpus_or_split_names_the_missing_file(tmp_path):
         load_corpus(beir)
     (beir / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "text": "x"}) + "\n")
     with pytest.raises(InputError, match=r"qrels/dev.tsv: not found \(load.split is 'dev'\); splits found: test"):
-        load_corpus(beir, split="dev")
+        load_corpus(beir, LoadSettings(split="dev"))
 
 
 def test_cache_writer_cuts_a_failed_append_back(tmp_path, monkeypatch):

@@ -22,6 +22,7 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.core.store_address import parse_address
 from retrieval_bench.corpus.load import load_corpus
+from retrieval_bench.embedding.settings import EmbedSettings
 from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
 from retrieval_bench.stores import registry
 
@@ -189,7 +190,12 @@ def test_vectors_another_model_made_are_refused_in_one_line(routes, tmp_path):
     with pytest.raises(
         InputError, match=r"have 64 dimensions and embed.model sentence-transformers/all-MiniLM-L6-v2 makes 384"
     ):
-        stored_corpus_vectors(narrow, routes.chunks[["chunk_id", "text"]], DEFAULTS["embed"], tmp_path / "cache")
+        stored_corpus_vectors(
+            narrow,
+            routes.chunks[["chunk_id", "text"]],
+            EmbedSettings.from_params(DEFAULTS["embed"]),
+            tmp_path / "cache",
+        )
 
 
 def test_a_chroma_server_started_here_serves_the_pipeline_through_its_url(routes, tmp_path):

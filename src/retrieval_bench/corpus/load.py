@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -352,19 +354,38 @@ def _check_beir_split(folder: Path, split: str) -> None:
 _LOAD = DEFAULTS["load"]
 
 
+@dataclass(frozen=True)
+class LoadSettings:
+    """How load_corpus reads a source: the load section's keys besides the source and chunking
+    (params.DEFAULTS' values by default)."""
+
+    id_field: str = _LOAD["id_field"]  # ready chunks: the field holding the chunk id
+    text_field: str = _LOAD["text_field"]  # ready chunks: the field holding the chunk text
+    split: str = _LOAD["split"]  # BEIR folders: qrels/<split>.tsv
+    missing_relevant: str = _LOAD["missing_relevant"]  # qrels naming unknown chunks: error | drop
+    html_skip: str = _LOAD["html_skip"]  # .html documents: the blocks the reader drops
+
+    @classmethod
+    def from_params(cls, load: Mapping[str, Any]) -> LoadSettings:
+        """From the validated load section."""
+        return cls(
+            id_field=load["id_field"],
+            text_field=load["text_field"],
+            split=load["split"],
+            missing_relevant=load["missing_relevant"],
+            html_skip=load["html_skip"],
+        )
+
+
 def load_corpus(
     source: str | Path,
-    id_field: str = _LOAD["id_field"],
-    text_field: str = _LOAD["text_field"],
+    settings: LoadSettings = LoadSettings(),
     chunk_chars: int = _LOAD["chunking"]["chars"],
     chunk_overlap: int = _LOAD["chunking"]["overlap"],
-    split: str = _LOAD["split"],
-    *,
-    missing_relevant: str = _LOAD["missing_relevant"],
-    html_skip: str = _LOAD["html_skip"],
 ) -> Corpus:
     """Load `source`, which is one of:
-    - a folder of .md/.txt/.html documents, cut into chunks (HTML without the blocks `html_skip` selects);
+    - a folder of .md/.txt/.html documents, cut into chunks of `chunk_chars` (HTML without the blocks
+      `settings.html_skip` selects);
     - a .jsonl/.parquet/.csv file of ready chunks: each chunk is its own document, unless the file
       has a doc_id column (and start/end offsets), from which the documents are rebuilt;
     - a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv): documents are the chunks;
@@ -380,23 +401,25 @@ def load_corpus(
     if source.is_file():
         if source.suffix.lower() not in CHUNK_SUFFIXES:
             raise InputError(f"load.source {source}: expected a folder or a {', '.join(CHUNK_SUFFIXES)} file")
-        records = read_ready_chunks(source, id_field, text_field)
+        records = read_ready_chunks(source, settings.id_field, settings.text_field)
     elif (source / "corpus.jsonl").is_file():
         records = read_beir_corpus(source / "corpus.jsonl").rename(columns={"doc_id": "chunk_id"})
-        labels_from = (source / "queries.jsonl", source / "qrels" / f"{split}.tsv")
-        _check_beir_split(source, split)
+        labels_from = (source / "queries.jsonl", source / "qrels" / f"{settings.split}.tsv")
+        _check_beir_split(source, settings.split)
     elif _looks_like_beir(source):
         raise InputError(
             f"{source / 'corpus.jsonl'}: not found; {source} looks like a BEIR folder "
-            f"({', '.join(_beir_parts(source))}), which needs corpus.jsonl, queries.jsonl and qrels/{split}.tsv"
+            f"({', '.join(_beir_parts(source))}), which needs corpus.jsonl, queries.jsonl and qrels/{settings.split}.tsv"
         )
     elif (source / "qrels.tsv").is_file():
-        records = read_ready_chunks(_single_file(source, "chunks", CHUNK_SUFFIXES), id_field, text_field)
+        records = read_ready_chunks(
+            _single_file(source, "chunks", CHUNK_SUFFIXES), settings.id_field, settings.text_field
+        )
         labels_from = (_single_file(source, "queries", (".jsonl", ".tsv")), source / "qrels.tsv")
     if records is not None:
         documents, chunks = ready_chunks_corpus(records, source, notes)
     else:
-        documents = _drop_empty_and_check_ids(read_documents_folder(source, notes, html_skip), source, notes)
+        documents = _drop_empty_and_check_ids(read_documents_folder(source, notes, settings.html_skip), source, notes)
         chunks = chunk_documents(documents, chunk_chars, chunk_overlap)
     note_repeated_texts(chunks, notes)
     labels: list[dict] = []
@@ -406,7 +429,7 @@ def load_corpus(
             if not path.is_file():
                 raise InputError(f"{path}: not found (needed for real labels in {source})")
         labels, label_notes = build_labels(
-            read_queries(queries_path), read_qrels(qrels_path), chunks, missing_relevant, qrels_path
+            read_queries(queries_path), read_qrels(qrels_path), chunks, settings.missing_relevant, qrels_path
         )
         notes.extend(label_notes)
     return Corpus(

@@ -25,6 +25,7 @@ import numpy as np
 
 from retrieval_bench.core.errors import InputError, optional_extra
 from retrieval_bench.embedding.onnx_export import exported_model, import_onnxruntime, input_names
+from retrieval_bench.embedding.settings import EmbedSettings
 
 OPENVINO_HINTS = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 CPUINFO = Path("/proc/cpuinfo")  # Linux; elsewhere the CPU's bf16 support is not checked
@@ -88,16 +89,14 @@ def cpu_flags() -> set[str] | None:
     return None
 
 
-def warn_without_bf16(settings: dict, device: str) -> None:
+def warn_without_bf16(settings: EmbedSettings, device: str) -> None:
     """One line on stderr when bf16 on the CPU is asked for and the CPU has no native bf16."""
-    if settings["precision"] != "bf16" or device != "cpu":
+    if settings.precision != "bf16" or device != "cpu":
         return
     flags = cpu_flags()
     if flags is None or flags & BF16_FLAGS:
         return
-    emulated = (
-        "OpenVINO computes in fp32: the fp32 vectors" if settings["backend"] == "openvino" else "torch emulates it"
-    )
+    emulated = "OpenVINO computes in fp32: the fp32 vectors" if settings.backend == "openvino" else "torch emulates it"
     print(
         f"embed: warning: embed.precision bf16, but this CPU has no native bf16 (no {'/'.join(sorted(BF16_FLAGS))} flag in "
         f"{CPUINFO}): {emulated}, with no speed-up over fp32",
@@ -105,9 +104,9 @@ def warn_without_bf16(settings: dict, device: str) -> None:
     )
 
 
-def encoder_label(settings: dict) -> str:
-    """The backend and number format `settings` (the embed section) asks for: "onnx int8"."""
-    return f"{settings['backend']} {'int8' if settings['quantize'] == 'int8' else settings['precision']}"
+def encoder_label(settings: EmbedSettings) -> str:
+    """The backend and number format `settings` asks for: "onnx int8"."""
+    return f"{settings.backend} {'int8' if settings.quantize == 'int8' else settings.precision}"
 
 
 def st_dimension(st) -> int:
@@ -148,12 +147,12 @@ class Encoder:
             yield [key for key, _ in batch], self([text for _, text in batch])
 
 
-def load_encoder(model_path: str, fingerprint: str, settings: dict, log=print) -> Encoder:
-    """The encoder `settings` (the embed section of params.yaml) asks for."""
+def load_encoder(model_path: str, fingerprint: str, settings: EmbedSettings, log=print) -> Encoder:
+    """The encoder `settings` (the embed section of params.yaml, or an embedder) asks for."""
     from sentence_transformers import SentenceTransformer
 
-    backend, precision, quantize = settings["backend"], settings["precision"], settings["quantize"]
-    device = resolve_device(settings["device"]) if backend == "torch" else "cpu"
+    backend, precision, quantize = settings.backend, settings.precision, settings.quantize
+    device = resolve_device(settings.device) if backend == "torch" else "cpu"
     if backend == "torch" and precision == "fp16" and device == "cpu":
         raise InputError("embed.precision fp16 needs a GPU with embed.backend torch (none found); use bf16 on the CPU")
     warn_without_bf16(settings, device)
@@ -161,8 +160,8 @@ def load_encoder(model_path: str, fingerprint: str, settings: dict, log=print) -
         st = SentenceTransformer(model_path, device=device, local_files_only=True)
     except (RuntimeError, AssertionError) as error:
         raise InputError(f"embed.device {device!r}: {str(error).splitlines()[0]}") from None
-    if settings["max_seq_length"]:
-        st.max_seq_length = settings["max_seq_length"]
+    if settings.max_seq_length:
+        st.max_seq_length = settings.max_seq_length
     st.eval()
     name = f"{encoder_label(settings)} on {device}"
     if backend == "torch":

@@ -19,6 +19,7 @@ from retrieval_bench.core.params import load_params
 from retrieval_bench.embedding.embed import cache_keys, embedding_dimension
 from retrieval_bench.embedding.embedding_cache import in_project, prune
 from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
+from retrieval_bench.embedding.settings import EmbedSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,22 +39,22 @@ def _current(source: str, read) -> list[str]:
 
 
 def run_prune(args: argparse.Namespace) -> int:
-    settings = load_params("embed", args.params)
+    settings = EmbedSettings.from_params(load_params("embed", args.params))
     caches = (
         (
             paths.CORPUS_EMBEDDING_CACHE,
             paths.CHUNKS,
             lambda p: pd.read_parquet(p, columns=["text"])["text"].tolist(),
-            settings["document_prompt"],
+            settings.document_prompt,
         ),
         (
             paths.QUESTION_EMBEDDING_CACHE,
             paths.GOLDENSET,
             lambda p: [row["question"] for row in read_jsonl(p)],
-            settings["query_prompt"],
+            settings.query_prompt,
         ),
     )
-    model_path = resolve_model(settings["model"])
+    model_path = resolve_model(settings.model, settings.model_key)
     fingerprint, dim = model_fingerprint(model_path), embedding_dimension(model_path)
     for relative, source, read, prompt in caches:
         folder = in_project(relative)

@@ -16,6 +16,9 @@ from retrieval_bench.core.files import atomic_open, write_json
 from retrieval_bench.embedding.backends import load_encoder, runtime_version, st_dimension
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, in_project, read_shards, space_digest, text_keys
 from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
+from retrieval_bench.embedding.settings import EmbedSettings
+
+Log = Callable[[str], None]
 
 
 def load_model(model: str, max_seq_length: int | None = None):
@@ -45,16 +48,16 @@ def encode(model, texts: list[str], batch_size: int, prompt: str = "", progress:
 SPACE_FORMAT = 1  # bump when the way vectors are computed changes
 
 
-def embedding_space(fingerprint: str, settings: dict, prompt: str) -> dict:
+def embedding_space(fingerprint: str, settings: EmbedSettings, prompt: str) -> dict:
     """Everything besides the text that decides a vector: part of every cache key."""
     return {
         "format": SPACE_FORMAT,
         "model": fingerprint,
-        "backend": settings["backend"],
-        "runtime": runtime_version(settings["backend"]),
-        "quantize": settings["quantize"],
-        "precision": settings["precision"],
-        "max_seq_length": settings["max_seq_length"],  # null = the model's own, fixed by its files
+        "backend": settings.backend,
+        "runtime": runtime_version(settings.backend),
+        "quantize": settings.quantize,
+        "precision": settings.precision,
+        "max_seq_length": settings.max_seq_length,  # null = the model's own, fixed by its files
         "prompt": prompt,
     }
 
@@ -83,7 +86,7 @@ class EmbedStats:
         return line
 
 
-def cache_keys(texts: list[str], settings: dict, prompt: str, fingerprint: str) -> list[bytes]:
+def cache_keys(texts: list[str], settings: EmbedSettings, prompt: str, fingerprint: str) -> list[bytes]:
     """The embedding-cache key of each text under `settings` and the model's `fingerprint`."""
     return text_keys(space_digest(embedding_space(fingerprint, settings, prompt)), texts)
 
@@ -140,17 +143,17 @@ Batches = Generator[tuple[list[bytes], np.ndarray], None, None]  # closed when e
 
 
 def embedding_engine(
-    items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: dict, log=print
+    items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: EmbedSettings, log: Log = print
 ) -> tuple[str, Batches]:
     """What embeds `items` ((cache key, text) pairs, in the order to embed them) under
-    `settings["engine"]` and the (keys, vectors) batches it yields (Ray is imported only for
+    `settings.engine` and the (keys, vectors) batches it yields (Ray is imported only for
     engine ray: it is an optional extra)."""
-    if settings["engine"] == "ray":
+    if settings.engine == "ray":
         from retrieval_bench.embedding.embed_ray import describe, embed_batches
 
         return describe(settings, len(items)), embed_batches(items, model_path, fingerprint, settings)
     encoder = load_encoder(model_path, fingerprint, settings, log=log)
-    return encoder.description, encoder.batches(items, settings["batch_size"])
+    return encoder.description, encoder.batches(items, settings.batch_size)
 
 
 def from_other_caches(folders: list[Path], keys: list[bytes], dim: int | None) -> dict[bytes, np.ndarray]:
@@ -182,61 +185,79 @@ def _copy_shared(cache: EmbeddingCache, folders: list[Path], keys: list[bytes], 
     return shared
 
 
-def embedding_task(texts: list[str], settings: dict, prompt: str, log=print) -> Callable[[], int]:
+def embedding_task(texts: list[str], settings: EmbedSettings, prompt: str, log: Log = print) -> Callable[[], int]:
     """A call that embeds `texts` (`prompt` prefixed; vectors unused; the leaderboard's sample) with
     the local encoder `settings` asks for, loaded here once, and returns how many it embedded (the
     unit of core.timing.interleaved: the leaderboard's seconds per 1,000 chunks)."""
-    model_path = resolve_model(settings["model"])
+    model_path = resolve_model(settings.model, settings.model_key)
     encoder = load_encoder(model_path, model_fingerprint(model_path), settings, log=log)
     sample = [(b"", prompt + text) for text in texts]
 
     def run() -> int:
-        for _ in encoder.batches(sample, settings["batch_size"]):
+        for _ in encoder.batches(sample, settings.batch_size):
             pass
         return len(sample)
 
     return run
 
 
-def _embed_into(cache, found, items, model_path, fingerprint, settings, *, unit, progress, log):
-    """Embed `items` ((key, text) pairs) into `cache` and `found`, batch by batch: (the engine's
-    description, seconds from its start-up)."""
+@dataclass(frozen=True)
+class EmbedProgress:
+    """How an embed call reports: `unit` names the texts on its progress bar, `bar` shows the bar,
+    `log` takes the encoder's lines (an ONNX export's)."""
+
+    unit: str = "text"
+    bar: bool = True
+    log: Log = print
+
+
+QUIET = EmbedProgress(bar=False, log=lambda line: None)  # no bar, no lines: a check's or a benchmark's call
+
+
+def _embed_into(
+    cache: EmbeddingCache,
+    items: list[tuple[bytes, str]],
+    model_path: str,
+    fingerprint: str,
+    settings: EmbedSettings,
+    progress: EmbedProgress,
+) -> tuple[dict[bytes, np.ndarray], str, float]:
+    """Embed `items` ((key, text) pairs) into `cache`, batch by batch: (their vectors by key, the
+    engine's description, seconds from its start-up)."""
     from tqdm import tqdm
 
     started = time.monotonic()  # start-up (model load, export, Ray actors) counts, for either engine
-    description, batches = embedding_engine(items, model_path, fingerprint, settings, log)
+    description, batches = embedding_engine(items, model_path, fingerprint, settings, progress.log)
+    embedded: dict[bytes, np.ndarray] = {}
     with (
         closing(batches),
-        tqdm(total=len(items), unit=unit, desc=f"embed ({description})", disable=not progress) as bar,
+        tqdm(total=len(items), unit=progress.unit, desc=f"embed ({description})", disable=not progress.bar) as bar,
     ):
         for batch, vectors in batches:
             cache.put(batch, vectors)  # a batch of another dimension than the model's is refused
-            found.update(zip(batch, vectors, strict=True))
+            embedded.update(zip(batch, vectors, strict=True))
             bar.update(len(batch))
-    return description, time.monotonic() - started
+    return embedded, description, time.monotonic() - started
 
 
 def embed_texts(
     texts: list[str],
-    settings: dict,
+    settings: EmbedSettings,
     prompt: str,
     cache_dir: str | Path,
-    unit: str = "text",
-    progress: bool = True,
     *,
-    log=print,
     shared_caches: Sequence[str | Path] = (),
-    model_key: str = "embed.model",
+    progress: EmbedProgress = EmbedProgress(),
 ) -> tuple[np.ndarray, EmbedStats]:
     """Unit-length float32 vectors for `texts` (one row each, in order), `prompt` prefixed.
     Vectors in the cache (or in `shared_caches`, read only, then copied into it) are served; the
-    others are embedded, longest first in batches, by `settings["engine"]` (here, or on Ray), and
+    others are embedded, longest first in batches, by `settings.engine` (here, or on Ray), and
     each batch is durably appended to the cache as it arrives, so a crash loses only the batches in
     flight and a rerun embeds only the rest. Relative cache folders lie under the DVC project
-    (embedding_cache.in_project). `model_key`: the params key that set the model, which a
-    model that cannot be found is reported under (an embedder's own: embedders.NAME.model)."""
+    (embedding_cache.in_project). A model that cannot be found is reported under
+    `settings.model_key` (an embedder's own: embedders.NAME.model)."""
 
-    model_path = resolve_model(settings["model"], model_key)
+    model_path = resolve_model(settings.model, settings.model_key)
     cache_dir, sources = in_project(cache_dir), [in_project(folder) for folder in shared_caches]
     if not texts:  # no encoder, nor an export: only the dimension is needed
         return np.zeros((0, embedding_dimension(model_path)), dtype=np.float32), EmbedStats(0, 0, 0, 0, 0.0, None)
@@ -255,9 +276,8 @@ def embed_texts(
         if missing:
             order = np.argsort([-len(unique[key]) for key in missing])  # as sentence-transformers sorts
             items = [(missing[i], prompt + unique[missing[i]]) for i in order]
-            description, seconds = _embed_into(
-                cache, found, items, model_path, fingerprint, settings, unit=unit, progress=progress, log=log
-            )
+            embedded, description, seconds = _embed_into(cache, items, model_path, fingerprint, settings, progress)
+            found.update(embedded)
     stats = EmbedStats(
         len(texts), len(unique), len(unique) - len(missing), len(missing), seconds, description, len(shared)
     )

@@ -33,6 +33,7 @@ the cache is intact then too."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import socket
@@ -51,6 +52,7 @@ from retrieval_bench.core.files import cache_root
 from retrieval_bench.core.locking import build_once
 from retrieval_bench.embedding.backends import encoder_label, load_encoder
 from retrieval_bench.embedding.model_source import folder_fingerprint, model_files, model_fingerprint
+from retrieval_bench.embedding.settings import EmbedSettings, RaySettings
 
 # A local instance holds the texts and vectors in flight, nothing more (Ray spills beyond it to
 # disk); Ray's default, 30% of the machine's memory, is reserved in /dev/shm for nothing.
@@ -69,27 +71,25 @@ def import_ray():
     return ray
 
 
-def actor_count(settings: dict, texts: int) -> int:
+def actor_count(settings: EmbedSettings, texts: int) -> int:
     """`embed.ray.num_actors`, but never more actors than Ray batches: each loads the model."""
-    return max(1, min(settings["ray"]["num_actors"], -(-texts // settings["ray"]["batch_size"])))
+    return max(1, min(settings.ray.num_actors, -(-texts // settings.ray.batch_size)))
 
 
-def describe(settings: dict, texts: int) -> str:
+def describe(settings: EmbedSettings, texts: int) -> str:
     """What embeds `texts` texts, for the progress bar and the stage's summary line."""
-    options = settings["ray"]
+    options = settings.ray
     each = (
-        f"{options['num_gpus_per_actor']:g} GPU"
-        if options["num_gpus_per_actor"]
-        else f"{options['num_cpus_per_actor']:g} CPU"
+        f"{options.num_gpus_per_actor:g} GPU" if options.num_gpus_per_actor else f"{options.num_cpus_per_actor:g} CPU"
     )
     actors = actor_count(settings, texts)
     return f"{encoder_label(settings)} on ray, {actors} actor{'s' if actors > 1 else ''} x {each}"
 
 
-def actor_device(settings: dict) -> str:
+def actor_device(settings: EmbedSettings) -> str:
     """`embed.device`, else cuda for an actor that holds a GPU and cpu for one that does not: an
     actor never takes a GPU Ray did not give it."""
-    return settings["device"] or ("cuda" if settings["ray"]["num_gpus_per_actor"] else "cpu")
+    return settings.device or ("cuda" if settings.ray.num_gpus_per_actor else "cpu")
 
 
 def read_model_files(model_path: str) -> dict[str, bytes]:
@@ -136,12 +136,12 @@ class EmbedActor:
     """One model replica in a Ray actor: loaded once, then called with batches of rows {key, text};
     returns {key, vector}, the texts embedded in `embed.batch_size` pieces as the local engine does."""
 
-    def __init__(self, model_path: str, fingerprint: str, settings: dict, shipped: tuple | None):
+    def __init__(self, model_path: str, fingerprint: str, settings: EmbedSettings, shipped: tuple | None):
         path = worker_model_path(model_path, fingerprint, shipped)
         self.encoder = load_encoder(
-            path, fingerprint, {**settings, "device": actor_device(settings)}, log=lambda line: None
+            path, fingerprint, dataclasses.replace(settings, device=actor_device(settings)), log=lambda line: None
         )
-        self.batch_size = settings["batch_size"]
+        self.batch_size = settings.batch_size
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         pieces = self.encoder.batches(list(zip(batch["key"], batch["text"].tolist(), strict=True)), self.batch_size)
@@ -149,15 +149,14 @@ class EmbedActor:
 
 
 def embed_batches(
-    items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: dict
+    items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: EmbedSettings
 ) -> Generator[tuple[list[bytes], np.ndarray], None, None]:
     """(keys, vectors) for `items` ((cache key, text) pairs, in the order to embed them) as Ray's
     actors return them. A dead actor, an exception raised in one, or a lost cluster is a one-line
     InputError."""
     ray = import_ray()
-    options = settings["ray"]
     done = 0
-    with _connected(ray, options) as started, _quiet_data(ray):
+    with _connected(ray, settings.ray) as started, _quiet_data(ray):
         # A local instance we started runs on this machine, where model_path is; a cluster may not have it.
         shipped = None if started else (ray.put(read_model_files(model_path)),)
         try:
@@ -177,12 +176,17 @@ def embed_batches(
 
 
 def _dataset(
-    ray, items: list[tuple[bytes, str]], model_path: str, fingerprint: str, settings: dict, shipped: tuple | None
+    ray,
+    items: list[tuple[bytes, str]],
+    model_path: str,
+    fingerprint: str,
+    settings: EmbedSettings,
+    shipped: tuple | None,
 ):
     import pyarrow as pa
 
-    options = settings["ray"]
-    size = options["batch_size"]
+    options = settings.ray
+    size = options.batch_size
     # One block per Ray batch: the actors share the work batch by batch, and each result streams
     # back to the driver as soon as its batch is done.
     blocks = [
@@ -209,27 +213,27 @@ def _dataset(
             compute=ray.data.ActorPoolStrategy(size=actor_count(settings, len(items))),
             batch_size=size,
             batch_format="numpy",
-            num_cpus=options["num_cpus_per_actor"],
-            num_gpus=options["num_gpus_per_actor"] or None,
+            num_cpus=options.num_cpus_per_actor,
+            num_gpus=options.num_gpus_per_actor or None,
             max_restarts=0,
             max_task_retries=0,
         )
 
 
 @contextlib.contextmanager
-def _connected(ray, options: dict) -> Iterator[bool]:
+def _connected(ray, options: RaySettings) -> Iterator[bool]:
     """Ray, connected for the block; yields whether it is a local instance started here. A
     connection already open in this process is used and left open; one opened here is closed (and
     a local instance started here shut down) whatever happens."""
     if ray.is_initialized():
         yield False
         return
-    address = options["address"]
+    address = options.address
     try:
         if address is None:
             start_local(ray, options)
         else:
-            check_address(address, options["timeout_s"])
+            check_address(address, options.timeout_s)
             ray.init(address=address, runtime_env=_runtime_env(remote=True), log_to_driver=False, logging_level="ERROR")
     except (ray.exceptions.RayError, ConnectionError, ValueError, RuntimeError) as error:
         ray.shutdown()
@@ -339,13 +343,13 @@ def check_address(address: str, timeout: float) -> None:
             pass
 
 
-def start_local(ray, options: dict) -> None:
+def start_local(ray, options: RaySettings) -> None:
     """A private local Ray instance sized to the actors (`address: local` never joins a running
     cluster nor RAY_ADDRESS); no dashboard, no worker logs on the driver's terminal."""
     os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "120")  # Ray's 20 s GCS wait fails on busy machines
     ray.init(
         address="local",
-        num_cpus=max(1, int(np.ceil(options["num_actors"] * options["num_cpus_per_actor"]))),
+        num_cpus=max(1, int(np.ceil(options.num_actors * options.num_cpus_per_actor))),
         object_store_memory=LOCAL_OBJECT_STORE_BYTES,
         include_dashboard=False,
         log_to_driver=False,
@@ -364,10 +368,10 @@ def _runtime_env(remote: bool) -> dict[str, Any]:
     return env
 
 
-def _check_resources(ray, options: dict, local: bool) -> None:
+def _check_resources(ray, options: RaySettings, local: bool) -> None:
     """A local instance that cannot hold one actor would wait forever: say so at once. (A cluster
     may be autoscaling, so there Ray Data waits for the nodes.)"""
-    gpus = options["num_gpus_per_actor"]
+    gpus = options.num_gpus_per_actor
     if local and gpus > ray.cluster_resources().get("GPU", 0):
         raise InputError(
             f"embed.ray.num_gpus_per_actor {gpus:g}: this machine has "

@@ -11,6 +11,7 @@ are, so dense search stays cosine.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 from pathlib import Path
@@ -22,7 +23,8 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.stage import progress
 from retrieval_bench.core.store_address import StoreAddress, parse_address
-from retrieval_bench.embedding.embed import embed_texts
+from retrieval_bench.embedding.embed import EmbedProgress, embed_texts
+from retrieval_bench.embedding.settings import EmbedSettings
 from retrieval_bench.stores.base import PAGE_ROWS
 from retrieval_bench.stores.registry import open_store
 
@@ -89,7 +91,7 @@ def sample_rows(chunk_ids: list[str], size: int = SAMPLE) -> list[int]:
 
 
 def check_model(
-    address: StoreAddress, stored: np.ndarray, chunks: pd.DataFrame, settings: dict, cache_dir: str | Path
+    address: StoreAddress, stored: np.ndarray, chunks: pd.DataFrame, settings: EmbedSettings, cache_dir: str | Path
 ) -> float:
     """The lowest cosine between stored vectors and embed.model's own for the sample; a dimension or
     cosine that shows another model made them is a one-line InputError saying how to go on."""
@@ -97,9 +99,13 @@ def check_model(
     texts = chunks["text"].iloc[rows].tolist()
     # Here, not on Ray (embed.engine): a Ray cluster gives the same vectors, and 32 texts do not pay for starting one.
     embedded, _ = embed_texts(
-        texts, {**settings, "engine": "local"}, settings["document_prompt"], cache_dir, unit="chunk", progress=False
+        texts,
+        dataclasses.replace(settings, engine="local"),
+        settings.document_prompt,
+        cache_dir,
+        progress=EmbedProgress("chunk", bar=False),
     )
-    model = f"embed.model {settings['model']}"
+    model = f"embed.model {settings.model}"
     how = (
         f"set embed.model (and its document_prompt, max_seq_length, backend) to the model that made the vectors in {address}, "
         "or embed.corpus_vectors: embed to embed the chunks again"
@@ -121,7 +127,7 @@ def check_model(
 
 
 def stored_corpus_vectors(
-    source: str, chunks: pd.DataFrame, settings: dict, cache_dir: str | Path
+    source: str, chunks: pd.DataFrame, settings: EmbedSettings, cache_dir: str | Path
 ) -> tuple[np.ndarray, str]:
     """The stored vectors of `chunks` (chunk_id, text) in their order, checked against embed.model,
     and the line the stage prints."""
@@ -129,6 +135,6 @@ def stored_corpus_vectors(
     vectors = read_vectors(address, chunks["chunk_id"].tolist())
     lowest = check_model(address, vectors, chunks, settings, cache_dir)
     return vectors, (
-        f"{len(chunks)} chunk vectors read from {address}; embed.model {settings['model']} checked on "
+        f"{len(chunks)} chunk vectors read from {address}; embed.model {settings.model} checked on "
         f"{min(SAMPLE, len(chunks))} of them (lowest cosine {lowest:.5f})"
     )

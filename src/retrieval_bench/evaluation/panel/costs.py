@@ -20,6 +20,7 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.files import read_table
 from retrieval_bench.core.timing import interleaved, machine_load, summary
 from retrieval_bench.embedding.embed import embedding_task
+from retrieval_bench.embedding.settings import EmbedSettings
 from retrieval_bench.evaluation.panel.pareto import dominated_by, unmeasured
 from retrieval_bench.retrieval.inputs import questions_and_corpus
 from retrieval_bench.retrieval.methods import needs_vectors, search_task
@@ -66,11 +67,11 @@ def measure(params: dict) -> dict:
                 tasks[f"search:{system}"] = task
             pair = f"{settings['chunking']}/{settings['embedder']}"
             if _embeds(params, settings) and f"embed:{pair}" not in tasks:
-                embedder = params["embedders"][settings["embedder"]]
+                embedder = EmbedSettings.of_embedder(params, settings["embedder"])
                 texts = read_table(paths.chunks_of(settings["chunking"]), ["text"])["text"].tolist()
                 texts = texts[: params["costs"]["embed_texts"]]  # the first chunks: the same sample every run
                 if texts:
-                    tasks[f"embed:{pair}"] = embedding_task(texts, embedder, embedder["document_prompt"])
+                    tasks[f"embed:{pair}"] = embedding_task(texts, embedder, embedder.document_prompt)
         timed = interleaved(tasks, repeats)
     out: dict[str, Any] = {
         "repeats": repeats,

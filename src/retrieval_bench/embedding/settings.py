@@ -1,0 +1,80 @@
+"""EmbedSettings: params.yaml's embed section, or a named embedder (its keys over embed's), built
+once from the validated params (as evaluation's Scoring is) and passed through the embedding
+(embed_texts, the encoders, the Ray engine, the cache keys) instead of the raw section and the
+params key that named its model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from retrieval_bench.core.params_panel import embedder_key, named
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """embed.ray: the Ray engine's cluster and actors (engine ray only)."""
+
+    address: str | None  # None: start a private local Ray; auto; host:port
+    num_actors: int
+    num_cpus_per_actor: float
+    num_gpus_per_actor: float
+    batch_size: int  # texts per Ray batch sent to an actor
+    timeout_s: float
+
+    @classmethod
+    def from_params(cls, ray: Mapping[str, Any]) -> RaySettings:
+        return cls(
+            address=ray["address"],
+            num_actors=ray["num_actors"],
+            num_cpus_per_actor=ray["num_cpus_per_actor"],
+            num_gpus_per_actor=ray["num_gpus_per_actor"],
+            batch_size=ray["batch_size"],
+            timeout_s=ray["timeout_s"],
+        )
+
+
+@dataclass(frozen=True)
+class EmbedSettings:
+    """An embedder as the embedding reads it (a validated embed section or embedder: params.DEFAULTS),
+    and `model_key`, the params key that set its model, which messages about the model name."""
+
+    model: str
+    batch_size: int
+    max_seq_length: int | None  # None: the model's own
+    query_prompt: str
+    document_prompt: str
+    backend: str  # torch | onnx | openvino
+    quantize: str  # none | int8
+    precision: str  # fp32 | bf16 | fp16
+    device: str | None  # None: the best present (torch only)
+    engine: str  # local | ray
+    ray: RaySettings
+    corpus_vectors: str  # embed | stored
+    model_key: str = "embed.model"
+
+    @classmethod
+    def from_params(cls, section: Mapping[str, Any], model_key: str = "embed.model") -> EmbedSettings:
+        """From a validated embed section, or an embedder's merged settings (`model_key`: its model's key)."""
+        return cls(
+            model=section["model"],
+            batch_size=section["batch_size"],
+            max_seq_length=section["max_seq_length"],
+            query_prompt=section["query_prompt"],
+            document_prompt=section["document_prompt"],
+            backend=section["backend"],
+            quantize=section["quantize"],
+            precision=section["precision"],
+            device=section["device"],
+            engine=section["engine"],
+            ray=RaySettings.from_params(section["ray"]),
+            corpus_vectors=section["corpus_vectors"],
+            model_key=model_key,
+        )
+
+    @classmethod
+    def of_embedder(cls, params: dict[str, Any], embedder: str) -> EmbedSettings:
+        """Embedder `embedder` of the checked params (load_all_params), a stage's argument: its model
+        key is embedders.NAME.model where it sets a model of its own, else embed.model."""
+        return cls.from_params(named(params, "embedders", embedder), embedder_key(params, embedder, "model"))
