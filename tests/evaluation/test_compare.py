@@ -609,6 +609,7 @@ def scored(copied_gold, judge_enabled: bool) -> dict:
     import copy
 
     from retrieval_bench.core.params import DEFAULTS
+    from retrieval_bench.evaluation.score.judged import JudgedInputs
     from retrieval_bench.evaluation.score.scoring import score_system
     from retrieval_bench.evaluation.score.settings import Scoring
 
@@ -620,10 +621,8 @@ def scored(copied_gold, judge_enabled: bool) -> dict:
         golden,
         chunks,
         run_table,
+        JudgedInputs(duplicates, [], "pool.jsonl"),
         run_info_path="no-run-info.json",
-        duplicates=duplicates,
-        pool_rows=[],
-        pool_path="pool.jsonl",
     )[1]
 
 

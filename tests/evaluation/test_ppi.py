@@ -17,6 +17,7 @@ from retrieval_bench.evaluation.compare.command import compare_tables
 from retrieval_bench.evaluation.compare.report import format_text
 from retrieval_bench.evaluation.panel.reviewed import judge_agreement, ppi_figures, rejections, show_lines
 from retrieval_bench.evaluation.ppi import ppi_mean, ppi_paired
+from retrieval_bench.evaluation.score.judged import JudgedInputs
 from retrieval_bench.evaluation.score.reviewed import human_grades, review_marks
 from retrieval_bench.evaluation.score.scoring import score_system
 from retrieval_bench.evaluation.score.settings import Scoring
@@ -141,12 +142,9 @@ def _scored(golden, chunks, reviews, pool=()):
         golden,
         chunks,
         run_table(golden, chunks),
+        JudgedInputs(find_duplicates(chunks), list(pool), "pool", reviews),
         run_info_path="absent.json",
-        duplicates=find_duplicates(chunks),
-        pool_rows=list(pool),
-        pool_path="pool",
-        reviews=reviews,
-    )
+    )[:2]
 
 
 def test_without_reviews_the_scores_are_unchanged(tmp_path):
