@@ -37,7 +37,7 @@ from retrieval_bench.evaluation.score.per_question import check_one_row_per_ques
 from retrieval_bench.evaluation.score.scoring import score_run, score_run_both_views, system_summary
 from retrieval_bench.evaluation.score.segments import segments
 from retrieval_bench.evaluation.score.settings import Scoring
-from retrieval_bench.evaluation.stats import MAX_RESAMPLES
+from retrieval_bench.evaluation.stats import MAX_RESAMPLES, Resampling
 
 if TYPE_CHECKING:
     from typing_extensions import TypeGuard, TypeIs
@@ -419,9 +419,7 @@ def compare(
         _per_question(b, b_label),
         a_label,
         b_label,
-        resamples=resamples,
-        seed=seed,
-        level=level,
+        Resampling(resamples, seed, level),
         k=k,
     )
 
