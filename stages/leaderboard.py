@@ -17,8 +17,9 @@ from retrieval_bench.core.files import atomic_open, write_json
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.stage import run_stage
 from retrieval_bench.evaluation.panel.costs import PLOT_COLUMNS, cost_rows, measure
-from retrieval_bench.evaluation.panel.report import panel_report, review_inputs, summary_line
+from retrieval_bench.evaluation.panel.report import PanelInputs, panel_report, review_inputs, summary_line
 from retrieval_bench.evaluation.score.per_question import read_per_question
+from retrieval_bench.evaluation.score.settings import Scoring
 
 
 def main() -> None:
@@ -30,8 +31,8 @@ def main() -> None:
     }
     measured = measure(params)
     costs, score = cost_rows(params, measured), {key: params["score"][key] for key in ("budget_unit", "weights")}
-    golden, reviewed = review_inputs(params["judge"]["min_grade"])
-    report = panel_report(tables, golden, params["validity"], costs, reports, measured=measured, **score, **reviewed)
+    golden, reviewed = review_inputs(Scoring.from_params(params))
+    report = panel_report(PanelInputs(tables, golden, costs, reports, measured, reviewed), params["validity"], **score)
     write_json(paths.LEADERBOARD, report["leaderboard"])
     write_json(paths.CERTIFICATE, report["certificate"])
     write_json(paths.HEADLINE, report["headline"])

@@ -14,6 +14,7 @@ from retrieval_bench.core.run_table import read_run_table
 from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.evaluation.panel.headline import system_headline
 from retrieval_bench.evaluation.score.budgets import chunk_columns
+from retrieval_bench.evaluation.score.judged import JudgedInputs
 from retrieval_bench.evaluation.score.scoring import score_system
 from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.goldenset.reviews import golden_reviews
@@ -27,18 +28,20 @@ def main(argv: list[str]) -> None:
     chunking = panel_system(all_params["panel"], system)["chunking"]
     chunks = read_table(paths.chunks_of(chunking), chunk_columns(all_params["score"]))
     golden = read_jsonl(paths.GOLDENSET)
-    table, summary = score_system(
+    reviews = golden_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden})
+    judged = JudgedInputs(
+        read_table(paths.duplicates_of(chunking)), read_jsonl(paths.JUDGED_POOL), paths.JUDGED_POOL, reviews
+    )
+    table, summary, warnings = score_system(
         Scoring.from_params(all_params),
         golden,
         chunks,
         read_run_table(paths.run_of(system)),
+        judged,
         run_info_path=paths.run_info_of(system),
-        duplicates=read_table(paths.duplicates_of(chunking)),
-        pool_rows=read_jsonl(paths.JUDGED_POOL),
-        pool_path=paths.JUDGED_POOL,
-        label=f"score {system}",
-        reviews=golden_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden}),
     )
+    for warning in warnings:
+        print(f"score {system}: warning: {warning}", file=sys.stderr)
     write_json(paths.metrics_of(system), summary)
     write_json(paths.headline_of(system), system_headline(table))
     with atomic_open(paths.per_question_of(system)) as handle:

@@ -31,13 +31,13 @@ from retrieval_bench.core.question_sets import UNANSWERABLE
 from retrieval_bench.core.run_table import check_scores, check_unique, checked_file, from_records, read_run_file
 from retrieval_bench.core.values import checked_id
 from retrieval_bench.evaluation.compare import command as _compare
-from retrieval_bench.evaluation.score.judged import MAX_GRADE
+from retrieval_bench.evaluation.score.judged import MAX_GRADE, JudgedInputs
 from retrieval_bench.evaluation.score.metrics import TIE_POLICIES
 from retrieval_bench.evaluation.score.per_question import check_one_row_per_question, read_per_question
 from retrieval_bench.evaluation.score.scoring import score_run, score_run_both_views, system_summary
 from retrieval_bench.evaluation.score.segments import segments
 from retrieval_bench.evaluation.score.settings import Scoring
-from retrieval_bench.evaluation.stats import MAX_RESAMPLES
+from retrieval_bench.evaluation.stats import MAX_RESAMPLES, Resampling
 
 if TYPE_CHECKING:
     from typing_extensions import TypeGuard, TypeIs
@@ -270,7 +270,9 @@ def score(
         return Scores(system_summary(per_question, len(table), scoring, None, graded=False), per_question)
     copies = _read_table(duplicates, ["group", "chunk_id"], "duplicates")
     pool = _read_pool(judged_pool) if _is_path(judged_pool) else list(judged_pool or [])
-    per_question = _with_segments(score_run_both_views(golden, table, run_frame, scoring, copies, pool), golden)
+    per_question = _with_segments(
+        score_run_both_views(golden, table, run_frame, scoring, JudgedInputs(copies, pool)), golden
+    )
     return Scores(system_summary(per_question, len(table), scoring, copies, graded=bool(pool)), per_question)
 
 
@@ -417,9 +419,7 @@ def compare(
         _per_question(b, b_label),
         a_label,
         b_label,
-        resamples=resamples,
-        seed=seed,
-        level=level,
+        Resampling(resamples, seed, level),
         k=k,
     )
 

@@ -15,7 +15,7 @@ from retrieval_bench.core.run_table import from_records
 from retrieval_bench.corpus.chunk import chunk_spans
 from retrieval_bench.corpus.duplicates import find_duplicates, jaccard, normalise, shingles
 from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
-from retrieval_bench.evaluation.score.judged import judged_summary
+from retrieval_bench.evaluation.score.judged import JudgedInputs, judged_summary
 from retrieval_bench.evaluation.score.metrics import summarize
 from retrieval_bench.evaluation.score.scoring import score_run_both_views
 from retrieval_bench.evaluation.score.settings import Scoring
@@ -107,7 +107,7 @@ def planted():
 
 def scores(golden, chunks, run, pool=()):
     duplicates = find_duplicates(chunks)
-    table = score_run_both_views(golden, chunks, run, Scoring(ks=tuple(KS)), duplicates, list(pool))
+    table = score_run_both_views(golden, chunks, run, Scoring(ks=tuple(KS)), JudgedInputs(duplicates, list(pool)))
     return table.set_index("qid"), {**summarize(table, KS, len(chunks)), **judged_summary(table, KS, duplicates)}
 
 

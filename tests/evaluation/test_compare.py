@@ -19,7 +19,12 @@ from retrieval_bench.evaluation.compare import command as compare
 from retrieval_bench.evaluation.compare import report as compare_report
 from retrieval_bench.evaluation.compare.command import choose_flip_k, compare_tables
 from retrieval_bench.evaluation.panel.leaderboard import segment_regressions
-from retrieval_bench.evaluation.stats import min_detectable_delta, paired_bootstrap_ci, randomization_p_value
+from retrieval_bench.evaluation.stats import (
+    Resampling,
+    min_detectable_delta,
+    paired_bootstrap_ci,
+    randomization_p_value,
+)
 
 KS = [1, 3, 5, 10, 20]
 
@@ -74,7 +79,7 @@ def test_bootstrap_ci_is_seeded_and_ordered():
 
 def test_identical_runs_give_zero_delta_and_p_one():
     table = per_question([1, 2, 3, 7, 15, np.nan, 1, 4, 30, 2])
-    result = compare_tables(table, table.copy(), "main", "workspace", resamples=2000)
+    result = compare_tables(table, table.copy(), "main", "workspace", resampling=Resampling(2000))
     assert result.warnings == []
     assert result.n_questions == 10
     assert result.flipped == []
@@ -91,7 +96,7 @@ def test_planted_large_improvement_is_significant():
     rng = np.random.default_rng(3)
     a_ranks = rng.integers(3, 40, 60).astype(float)
     b_ranks = np.maximum(1.0, a_ranks - rng.integers(2, 30, 60))  # B ranks every gold chunk higher
-    result = compare_tables(per_question(a_ranks), per_question(b_ranks), resamples=10_000, seed=1)
+    result = compare_tables(per_question(a_ranks), per_question(b_ranks), resampling=Resampling(10_000, 1))
     mrr = result.metrics["mrr"]
     assert mrr["delta"] > 0.2
     assert mrr["p_value"] < 0.01
@@ -129,7 +134,7 @@ def test_min_detectable_delta_formula():
 def test_unequal_question_sets_warn_and_compare_the_intersection():
     a = per_question([1, 2, 3, 4, 5], qids=["q1", "q2", "q3", "q4", "q5"])
     b = per_question([1, 1, 1, 9], qids=["q2", "q3", "q4", "q6"])
-    result = compare_tables(a, b, "A", "B", resamples=500)
+    result = compare_tables(a, b, "A", "B", resampling=Resampling(500))
     assert result.n_questions == 3  # q2, q3, q4
     assert len(result.warnings) == 1
     assert (
@@ -151,7 +156,7 @@ def test_questions_scorable_under_one_run_only_are_left_out_loudly():
     b = pd.DataFrame(
         {"qid": ["q1", "q2", "q3", "q4"], "reciprocal_rank": [1.0, 0.0, 1.0, 0.0], "n_relevant": [2, 0, 1, 0]}
     )
-    result = compare.compare_tables(a, b, "A", "B", resamples=200)
+    result = compare.compare_tables(a, b, "A", "B", resampling=Resampling(200))
     assert result.n_questions == 2 and result.n_unscorable_dropped == 2
     assert result.metrics["mrr"]["a"] == 0.75 and result.metrics["mrr"]["b"] == 1.0
     assert any(
@@ -172,9 +177,9 @@ def test_adding_a_cutoff_changes_no_other_metrics_figures():
         }
     )
     b = a.assign(reciprocal_rank=rng.random(60), **{"hit@1": rng.integers(0, 2, 60), "hit@5": rng.integers(0, 2, 60)})
-    before = compare.compare_tables(a, b, resamples=500).metrics
+    before = compare.compare_tables(a, b, resampling=Resampling(500)).metrics
     after = compare.compare_tables(
-        a.assign(**{"hit@3": a["hit@5"]}), b.assign(**{"hit@3": b["hit@1"]}), resamples=500
+        a.assign(**{"hit@3": a["hit@5"]}), b.assign(**{"hit@3": b["hit@1"]}), resampling=Resampling(500)
     ).metrics
     for name in before:
         assert (after[name]["p_value"], after[name]["ci_low"], after[name]["ci_high"]) == (
@@ -194,13 +199,13 @@ def test_flipped_questions_worst_first():
     qids = ["steady", "small_loss", "big_loss", "gain", "lost_all"]
     a = per_question([1, 4, 2, 9, 3], qids=qids)
     b = per_question([2, 6, 40, 1, np.nan], qids=qids)
-    result = compare_tables(a, b, resamples=200)
+    result = compare_tables(a, b, resampling=Resampling(200))
     assert result.flip_k == 5
     assert [row["qid"] for row in result.flipped] == ["lost_all", "big_loss", "small_loss", "gain"]
     assert [row["change"] for row in result.flipped] == ["lost", "lost", "lost", "gained"]
     assert result.flipped[1]["a_rank"] == 2 and result.flipped[1]["b_rank"] == 40
     assert result.flipped[0]["b_rank"] is None
-    assert [row["qid"] for row in compare_tables(a, b, resamples=200, k=1).flipped] == ["steady", "gain"]
+    assert [row["qid"] for row in compare_tables(a, b, resampling=Resampling(200), k=1).flipped] == ["steady", "gain"]
 
 
 def test_choose_flip_k():
@@ -233,7 +238,7 @@ def test_question_text_and_gold_first_line_are_attached():
 def test_reports_render():
     a = per_question([1, 2, 8, np.nan, 3, 1])
     b = per_question([1, 9, 2, 4, 3, 2])
-    result = compare_tables(a, b, "main", "workspace", resamples=500)
+    result = compare_tables(a, b, "main", "workspace", resampling=Resampling(500))
     text = compare.format_text(result)
     assert "p" in text.split("\n")[6].split() and "2.8 x sd(paired differences) / sqrt(n)" in text
     assert "recall@20" in text and "Flipped questions" in text
@@ -411,7 +416,7 @@ def test_strict_and_judged_deltas_are_shown_side_by_side_and_disagreements_marke
     n = 40
     a = with_judged(per_question([2] * n), [2] * n)
     b = with_judged(per_question([1] * 10 + [50] * 30), [1] * n)
-    result = compare_tables(a, b, "main", "workspace", resamples=2000)
+    result = compare_tables(a, b, "main", "workspace", resampling=Resampling(2000))
     assert set(result.judged) == set(result.metrics)
     assert result.metrics["hit@1"]["delta"] == pytest.approx(0.25) and result.judged["hit@1"]["delta"] == pytest.approx(
         1.0
@@ -432,7 +437,7 @@ def test_strict_and_judged_deltas_are_shown_side_by_side_and_disagreements_marke
 
 def test_runs_without_the_judged_view_report_as_before():
     a, b = per_question([1, 2, 3, 4]), with_judged(per_question([1, 1, 1, 1]), [1, 1, 1, 1])
-    result = compare_tables(a, b, resamples=200)
+    result = compare_tables(a, b, resampling=Resampling(200))
     assert result.judged == {} and "side by side" not in compare.format_text(result)
 
 
@@ -443,7 +448,7 @@ def test_the_report_begins_with_one_verdict_line():
     rng = np.random.default_rng(4)
     a = per_question(rng.integers(2, 6, 80).astype(float))
     b = per_question(np.ones(80))  # B puts every gold chunk first
-    result = compare_tables(a, b, "main", "workspace", resamples=1000)
+    result = compare_tables(a, b, "main", "workspace", resampling=Resampling(1000))
     first = compare.format_text(result).split("\n")[0]
     m = result.metrics["mrr"]
     assert first.startswith(
@@ -452,8 +457,8 @@ def test_the_report_begins_with_one_verdict_line():
     assert first.endswith(
         f"segments not compared (per_question.csv without segment columns); smallest detectable change {m['min_detectable_delta']:.2g}"
     )
-    assert compare.format_text(compare_tables(b, a, resamples=200)).startswith("B is worse on mrr (")
-    same = compare.format_text(compare_tables(a, a.copy(), resamples=200)).split("\n")[0]
+    assert compare.format_text(compare_tables(b, a, resampling=Resampling(200))).startswith("B is worse on mrr (")
+    same = compare.format_text(compare_tables(a, a.copy(), resampling=Resampling(200))).split("\n")[0]
     assert same.startswith("No significant difference on mrr (+0.0000,") and same.endswith(
         "smallest detectable change n/a"
     )
@@ -470,13 +475,15 @@ def test_the_verdict_and_the_stars_follow_the_ci_level():
     a = rng.integers(1, 4, 40).astype(float)
     b = a.copy()
     b[rng.choice(40, 6, replace=False)] = 1
-    loose = compare_tables(per_question(a), per_question(b), resamples=2000, level=0.9)
+    loose = compare_tables(per_question(a), per_question(b), resampling=Resampling(2000, level=0.9))
     m = loose.metrics["mrr"]
     assert 0.05 < m["p_value"] < 0.1 and m["ci_low"] > 0
     text = compare.format_text(loose)
     assert text.startswith("B is better on mrr (") and "90% CI" in text.split("\n")[0]
     assert f"{m['p_value']:.4f}*" in text and "* p < 0.1, 1 - the CI's level" in text
-    strict = compare.format_text(compare_tables(per_question(a), per_question(b), resamples=2000, level=0.95))
+    strict = compare.format_text(
+        compare_tables(per_question(a), per_question(b), resampling=Resampling(2000, level=0.95))
+    )
     assert strict.startswith("No significant difference on mrr (") and "* p < 0.05, 1 - the CI's level" in strict
     assert f"{m['p_value']:.4f}*" not in strict
 
@@ -485,7 +492,7 @@ def test_judge_off_prints_one_table_and_no_legend():
     """With the judge off the judged columns equal the strict ones: one table, no "views disagree"."""
     a = with_judged(per_question([2, 3, 1, 4, 2, 5]), [2, 3, 1, 4, 2, 5])
     b = with_judged(per_question([1, 3, 1, 2, 2, 1]), [1, 3, 1, 2, 2, 1])
-    result = compare_tables(a, b, resamples=200)
+    result = compare_tables(a, b, resampling=Resampling(200))
     text, markdown = compare.format_text(result), compare.format_markdown(result)
     assert (
         result.views_coincide
@@ -501,7 +508,7 @@ def test_coinciding_views_report_the_strict_figures_for_the_judged_view():
     p-values and intervals differ by their seed."""
     a = with_judged(per_question([2, 3, 1, 4, 2, 5, 3, 2]), [2, 3, 1, 4, 2, 5, 3, 2])
     b = with_judged(per_question([1, 3, 1, 2, 2, 1, 1, 2]), [1, 3, 1, 2, 2, 1, 1, 2])
-    result = compare_tables(a, b, resamples=200)
+    result = compare_tables(a, b, resampling=Resampling(200))
     assert result.views_coincide and set(result.judged) == set(result.metrics)
     for name, strict in result.metrics.items():
         assert result.judged[name] == {**strict, "column": "judged_" + strict["column"]}
@@ -510,14 +517,14 @@ def test_coinciding_views_report_the_strict_figures_for_the_judged_view():
 def test_a_judged_column_only_one_run_carries_is_left_out():
     a = with_judged(per_question([2, 3, 1, 4]), [2, 3, 1, 4])
     b = with_judged(per_question([1, 3, 1, 2]), [1, 3, 1, 2]).drop(columns=["judged_hit@1", "judged_recall@1"])
-    result = compare_tables(a, b, resamples=200)
+    result = compare_tables(a, b, resampling=Resampling(200))
     assert result.views_coincide and "hit@1" not in result.judged and "mrr" in result.judged
 
 
 def test_views_that_differ_without_a_disagreement_carry_no_legend():
     a = with_judged(per_question([2] * 30), [2] * 30)
     b = with_judged(per_question([2] * 30), [2] * 29 + [1])  # judged: one question better; no verdict changes
-    text = compare.format_text(compare_tables(a, b, resamples=200))
+    text = compare.format_text(compare_tables(a, b, resampling=Resampling(200)))
     assert "side by side" in text and "views disagree" not in text
 
 
@@ -532,7 +539,7 @@ def test_a_regressed_segment_is_named_in_the_verdict():
         table["document"] = ["good.md"] * 40 + ["bad.md"] * 20
         table["folder"] = "."
         table["length_bucket"] = ["short (<= 8 words)", "medium (9-15 words)"] * 30
-    result = compare_tables(a, b, resamples=2000)
+    result = compare_tables(a, b, resampling=Resampling(2000))
     regressed = result.segments["regressed"]
     assert [(r["segment"], r["value"]) for r in regressed] == [("document", "bad.md")]
     assert regressed[0]["delta"] == pytest.approx(1 / 20 - 1 / 3) and regressed[0]["p_bh"] < 0.05
@@ -554,7 +561,7 @@ def test_compare_and_the_leaderboard_find_the_same_segment_regressions_leaving_o
         table["document"] = ["good.md"] * 40 + ["bad.md"] * 20
         table["folder"] = "."
         table["length_bucket"] = ["short (<= 8 words)", "medium (9-15 words)"] * 30
-    segments = compare_tables(a, b, resamples=2000).segments
+    segments = compare_tables(a, b, resampling=Resampling(2000)).segments
     board = segment_regressions({"A": a.set_index("qid"), "B": b.set_index("qid")}, 2000)
     assert [(r["segment"], r["value"], r["n_questions"]) for r in segments["regressed"]] == [("document", "bad.md", 18)]
     assert segments["regressed"][0]["delta"] == pytest.approx(1 / 20 - 1 / 3)
@@ -609,6 +616,7 @@ def scored(copied_gold, judge_enabled: bool) -> dict:
     import copy
 
     from retrieval_bench.core.params import DEFAULTS
+    from retrieval_bench.evaluation.score.judged import JudgedInputs
     from retrieval_bench.evaluation.score.scoring import score_system
     from retrieval_bench.evaluation.score.settings import Scoring
 
@@ -620,10 +628,8 @@ def scored(copied_gold, judge_enabled: bool) -> dict:
         golden,
         chunks,
         run_table,
+        JudgedInputs(duplicates, [], "pool.jsonl"),
         run_info_path="no-run-info.json",
-        duplicates=duplicates,
-        pool_rows=[],
-        pool_path="pool.jsonl",
     )[1]
 
 
@@ -642,6 +648,6 @@ def test_coinciding_views_are_not_called_free_of_duplicates_when_the_corpus_has_
     summary = scored(copied_gold, judge_enabled=True)
     assert summary["n_duplicate_chunks"] == 1 and summary["judged_mrr"] == summary["mrr"]
     a = with_judged(per_question([2, 3, 1, 4]), [2, 3, 1, 4])
-    text = compare.format_text(compare_tables(a, a.copy(), resamples=200))
+    text = compare.format_text(compare_tables(a, a.copy(), resampling=Resampling(200)))
     assert compare_report.VIEWS_COINCIDE in text and "no duplicate chunks" not in text
     assert "no duplicate of a relevant chunk was retrieved" in text

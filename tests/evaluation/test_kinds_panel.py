@@ -16,6 +16,7 @@ from retrieval_bench.evaluation.panel.kinds import kind_rows, kind_sections, lea
 from retrieval_bench.evaluation.panel.leaderboard import leaderboard, scorable
 from retrieval_bench.evaluation.score.abstention import abstention_auc
 from retrieval_bench.evaluation.score.kinds import by_kind
+from retrieval_bench.evaluation.stats import Resampling
 from retrieval_bench.show import kind_summary_lines as show_kind_lines
 
 KINDS = ["single"] * 20 + ["multi"] * 12 + ["unanswerable"] * 10
@@ -96,7 +97,7 @@ def test_metrics_json_by_kind_averages_each_kind_on_its_own(tables):
 
 
 def test_compare_reports_per_kind_and_pairs_no_unanswerable_question(tables):
-    comparison = compare_tables(tables["base"], tables["sharp"], resamples=200)
+    comparison = compare_tables(tables["base"], tables["sharp"], resampling=Resampling(200))
     assert comparison.n_questions == 32 and comparison.n_unscorable_dropped == 0
     assert not any("no relevant chunk" in warning for warning in comparison.warnings)
     assert set(comparison.by_kind) == {"single", "multi", "unanswerable"}

@@ -100,7 +100,7 @@ def test_the_panel_report_aligns_the_tables_once(monkeypatch):
     monkeypatch.setattr(panel_report_module, "scorable", counted)
     monkeypatch.setattr(leaderboard_module, "scorable", counted)
     tables = {name: table for name, table in panel(n=12).items() if name != "close"}
-    report = panel_report_module.panel_report(tables, [], {"fail_on": "none"})
+    report = panel_report_module.panel_report(panel_report_module.PanelInputs(tables, []), {"fail_on": "none"})
     assert calls == [2] and report["leaderboard"]["systems"] == ["best", "bad"]
 
 
@@ -356,7 +356,7 @@ def test_the_leaderboard_stage_reads_qids_as_text_and_refuses_a_non_utf8_table_i
 def test_a_panel_whose_every_question_is_left_out_reports_it_without_a_crash():
     """No system has a relevant chunk for any question: nothing to compare, and the report says so."""
     tables = {name: table(np.linspace(0, 1, 6), ["hand-written"] * 6).assign(n_relevant=0) for name in ("a", "b", "c")}
-    report = panel_report_module.panel_report(tables, [], {"fail_on": "none"})
+    report = panel_report_module.panel_report(panel_report_module.PanelInputs(tables, []), {"fail_on": "none"})
     assert report["leaderboard"]["question_sets"] == {} and "6 of 6 questions are left out" in report["markdown"]
     assert panel_report_module.summary_line(report["leaderboard"]) == "leaderboard: no panel"
 

@@ -202,6 +202,7 @@ def test_judged_view_equals_trec_eval_on_the_labels_plus_the_llm_grades(seed):
     the pooled grades >= min_grade (gain = grade / 3 x the best label: the label scale here is
     0-3, so gains stay integers); unjudged and low-graded chunks are not relevant."""
     from retrieval_bench.core.run_table import from_records
+    from retrieval_bench.evaluation.score.judged import JudgedInputs
     from retrieval_bench.evaluation.score.scoring import score_run_both_views
 
     rng = np.random.default_rng(5000 + seed)
@@ -221,7 +222,7 @@ def test_judged_view_equals_trec_eval_on_the_labels_plus_the_llm_grades(seed):
     pool = [{"qid": "q", "chunk_id": d, "grade": g} for d, g in pooled.items()]
     ks = [1, 3, 5, 10]
     row = score_run_both_views(
-        [{"qid": "q", "relevant": grades}], chunks, run_frame, Scoring(ks=tuple(ks)), no_duplicates, pool
+        [{"qid": "q", "relevant": grades}], chunks, run_frame, Scoring(ks=tuple(ks)), JudgedInputs(no_duplicates, pool)
     ).iloc[0]
     augmented = {**grades, **{d: g for d, g in pooled.items() if g >= 2}}
     assert_matches_trec_eval(row, augmented, run_frame, ks, prefix="judged_")
@@ -231,7 +232,7 @@ def test_judged_view_equals_trec_eval_on_the_labels_plus_the_llm_grades(seed):
 
 def test_without_duplicates_or_judgements_the_judged_view_is_the_strict_one():
     from retrieval_bench.core.run_table import from_records
-    from retrieval_bench.evaluation.score.judged import judged_summary
+    from retrieval_bench.evaluation.score.judged import JudgedInputs, judged_summary
     from retrieval_bench.evaluation.score.scoring import score_run, score_run_both_views
 
     rng = np.random.default_rng(7)
@@ -252,7 +253,7 @@ def test_without_duplicates_or_judgements_the_judged_view_is_the_strict_one():
     )  # ties
     empty = pd.DataFrame(columns=["chunk_id", "group", "kind", "similarity"])
     for ties in ("expected", "pessimistic", "optimistic"):
-        both = score_run_both_views(golden, chunks, run, Scoring(ks=tuple(KS), ties=ties), empty, [])
+        both = score_run_both_views(golden, chunks, run, Scoring(ks=tuple(KS), ties=ties), JudgedInputs(empty))
         strict = score_run(golden, chunks, run, Scoring(ks=tuple(KS), ties=ties))
         pd.testing.assert_frame_equal(both[strict.columns], strict)  # the strict columns, unchanged and first
         assert list(both.columns[: len(strict.columns)]) == list(strict.columns)

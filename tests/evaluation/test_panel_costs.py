@@ -12,10 +12,10 @@ import pandas as pd
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.params import DEFAULTS, load_all_params
-from retrieval_bench.evaluation.panel.costs import PLOT_COLUMNS, cost_rows, system_row
+from retrieval_bench.evaluation.panel.costs import PLOT_COLUMNS, Timings, cost_rows, system_row
 from retrieval_bench.evaluation.panel.headline import headline
 from retrieval_bench.evaluation.panel.leaderboard import left_out, scorable
-from retrieval_bench.evaluation.panel.report import panel_report
+from retrieval_bench.evaluation.panel.report import PanelInputs, panel_report
 
 
 def table(rr, n_relevant=None, qids=None) -> pd.DataFrame:
@@ -61,7 +61,12 @@ def row(system, chunking, method, search, index_bytes, embed, embedder="default"
     embedded = {} if embed is None else timing(embed, spread)
     chars = {"default": 800, "c400": 400}[chunking]
     return system_row(
-        system, settings, {"model": "org/m", "max_seq_length": None}, info, searched, embedded, chunk_chars=chars
+        system,
+        settings,
+        {"model": "org/m", "max_seq_length": None},
+        info,
+        Timings(searched, embedded),
+        chunk_chars=chars,
     )
 
 
@@ -82,7 +87,9 @@ def test_the_report_has_costs_the_pareto_front_left_out_questions_and_a_numeric_
     }
     golden_report = {"n_questions": 30, "n_generated": 0, "echo_rate": 0.0, "style_examples": {"file": None}}
     judge_report = {"enabled": False, "why": "off", "judged": 0, "relevant": 0, "cost_usd": 0.0}
-    report = panel_report(tables, [], {"fail_on": "none"}, costs, {"goldenset": golden_report, "judge": judge_report})
+    report = panel_report(
+        PanelInputs(tables, [], costs, {"goldenset": golden_report, "judge": judge_report}), {"fail_on": "none"}
+    )
     board = report["leaderboard"]
     assert board["question_sets"]["all"]["n_questions"] == 27
     assert board["left_out"]["n_left_out"] == 3
@@ -114,7 +121,9 @@ def test_the_report_has_costs_the_pareto_front_left_out_questions_and_a_numeric_
 
 def test_a_panel_of_the_default_system_alone_has_its_headline_and_the_golden_set():
     alone = {"default": table([0.5, 1.0])}
-    report = panel_report(alone, [], {"fail_on": "none"}, {}, {"goldenset": {"n_questions": 5}, "judge": None})
+    report = panel_report(
+        PanelInputs(alone, [], {}, {"goldenset": {"n_questions": 5}, "judge": None}), {"fail_on": "none"}
+    )
     assert report["headline"]["panel"] == {
         "default": {"mrr": 0.75, "ndcg@10": 0.75, "recall@10": 0.75, "recall_budget@4000": 0.75}
     }
@@ -162,10 +171,10 @@ def test_costs_within_the_noise_do_not_separate_systems_on_the_front():
         "a": row("a", "default", "dense", 0.50, 1_000_000, 3.0, spread=0.2),
         "b": row("b", "default", "dense", 0.45, 1_000_000, 3.0, spread=0.2),
     }
-    systems = panel_report(tables, [], {"fail_on": "none"}, noisy)["costs"]["systems"]
+    systems = panel_report(PanelInputs(tables, [], noisy), {"fail_on": "none"})["costs"]["systems"]
     assert systems["b"]["dominated_by"] == ["a"] and systems["a"]["pareto"]
     apart = {**noisy, "b": row("b", "default", "dense", 0.05, 1_000_000, 3.0, spread=0.01)}  # faster beyond it
-    systems = panel_report(tables, [], {"fail_on": "none"}, apart)["costs"]["systems"]
+    systems = panel_report(PanelInputs(tables, [], apart), {"fail_on": "none"})["costs"]["systems"]
     assert systems["a"]["pareto"] and systems["b"]["pareto"]
 
 
@@ -205,7 +214,7 @@ def test_the_decision_names_the_best_and_the_as_good_cheaper_systems_by_its_rule
         "hybrid": row("hybrid", "default", "hybrid", 0.3, 1_750_000, 3.0, spread=0.05),
         "bm25": row("bm25", "default", "bm25", 0.1, 900_000, None),
     }
-    report = panel_report(tables, [], {"fail_on": "none"}, costs)
+    report = panel_report(PanelInputs(tables, [], costs), {"fail_on": "none"})
     first, _, header, _, *rows = report["decision"].splitlines()[:7]
     assert first.startswith(
         "**Ship hybrid (as good as default (not significantly worse, Holm) and 3.0x cheaper to search)"
@@ -216,7 +225,7 @@ def test_the_decision_names_the_best_and_the_as_good_cheaper_systems_by_its_rule
     assert rows[0].startswith("| default | 800 | m | dense | ") and "| bm25 | 800 | — | bm25 |" in rows[2]
     assert rows[2].split(" | ")[4].endswith(" *") and RULE in report["decision"]
     costs["hybrid"] = row("hybrid", "default", "hybrid", 0.85, 1_750_000, 3.0, spread=0.05)  # within the noise
-    line = panel_report(tables, [], {"fail_on": "none"}, costs)["decision"].splitlines()[0]
+    line = panel_report(PanelInputs(tables, [], costs), {"fail_on": "none"})["decision"].splitlines()[0]
     best = f"{base.mean():.3f}"
     assert (
         line
@@ -232,7 +241,7 @@ def test_show_prints_the_decision_first_and_the_left_out_questions():
         "dense": row("dense", "default", "dense", 0.4, 1_750_000, 3.0),
         "dense-c400": row("dense-c400", "c400", "dense", 0.7, 3_100_000, 3.5),
     }
-    report = panel_report(tables, [], {"fail_on": "none"}, costs)
+    report = panel_report(PanelInputs(tables, [], costs), {"fail_on": "none"})
     shown = decision_lines(report["decision"])
     assert shown[0].startswith("Ship dense (the best mrr") and shown[1].startswith("| system | chunk chars |")
     assert [line.split(" | ")[0] for line in shown[3:5]] == ["| dense", "| dense-c400"]

@@ -26,7 +26,14 @@ from retrieval_bench.evaluation.certificate.certify import panel_certificate
 from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.panel.report import summary_line
 from retrieval_bench.evaluation.score.per_question import metric_columns
-from retrieval_bench.evaluation.stats import bh_adjust, holm_adjust, kendall_tau, randomization_p_value, tau_ap
+from retrieval_bench.evaluation.stats import (
+    Resampling,
+    bh_adjust,
+    holm_adjust,
+    kendall_tau,
+    randomization_p_value,
+    tau_ap,
+)
 
 P_VALUE_SETS = [
     [0.01, 0.04, 0.03, 0.005, 0.5],
@@ -98,8 +105,12 @@ def test_certificate_separates_agreeing_from_disagreeing_sets():
         name: pair_verdicts(scores, permutations=500)
         for name, scores in (("real", real), ("good", agreeing), ("bad", reversed_))
     }
-    good = certificate(real, agreeing, (verdicts["real"], verdicts["good"]), systems, ("real", "synthetic"), 50)
-    bad = certificate(real, reversed_, (verdicts["real"], verdicts["bad"]), systems, ("real", "synthetic"), 50)
+    good = certificate(
+        (real, agreeing), (verdicts["real"], verdicts["good"]), systems, ("real", "synthetic"), Resampling(50)
+    )
+    bad = certificate(
+        (real, reversed_), (verdicts["real"], verdicts["bad"]), systems, ("real", "synthetic"), Resampling(50)
+    )
     assert (
         good["kendall_tau"]["value"] == 1.0 and good["pair_agreement"]["value"] == 1.0 and good["differing_pairs"] == []
     )

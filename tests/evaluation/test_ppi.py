@@ -16,7 +16,8 @@ from retrieval_bench.corpus.duplicates import find_duplicates
 from retrieval_bench.evaluation.compare.command import compare_tables
 from retrieval_bench.evaluation.compare.report import format_text
 from retrieval_bench.evaluation.panel.reviewed import judge_agreement, ppi_figures, rejections, show_lines
-from retrieval_bench.evaluation.ppi import ppi_mean, ppi_paired
+from retrieval_bench.evaluation.ppi import ReviewSample, ppi_mean, ppi_paired
+from retrieval_bench.evaluation.score.judged import JudgedInputs
 from retrieval_bench.evaluation.score.reviewed import human_grades, review_marks
 from retrieval_bench.evaluation.score.scoring import score_system
 from retrieval_bench.evaluation.score.settings import Scoring
@@ -97,7 +98,7 @@ def test_the_paired_interval_is_the_ppi_mean_of_the_differences():
     f_a, f_b = rng.random(120), rng.random(120)
     y_a, y_b = np.clip(f_a[reviewed] + 0.1, 0, 1), f_b[reviewed]
     direct = ppi_mean(y_b - y_a, (f_b - f_a)[reviewed], (f_b - f_a)[~reviewed])
-    assert ppi_paired(y_a, y_b, f_a, f_b, reviewed) == direct
+    assert ppi_paired(y_a, y_b, f_a, f_b, ReviewSample(reviewed)) == direct
 
 
 def test_the_intervals_cover_a_biased_judges_truth_about_95_percent_of_the_time():
@@ -141,12 +142,9 @@ def _scored(golden, chunks, reviews, pool=()):
         golden,
         chunks,
         run_table(golden, chunks),
+        JudgedInputs(find_duplicates(chunks), list(pool), "pool", reviews),
         run_info_path="absent.json",
-        duplicates=find_duplicates(chunks),
-        pool_rows=list(pool),
-        pool_path="pool",
-        reviews=reviews,
-    )
+    )[:2]
 
 
 def test_without_reviews_the_scores_are_unchanged(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.evaluation.panel.leaderboard import scorable
-from retrieval_bench.evaluation.panel.report import panel_report, summary_line
+from retrieval_bench.evaluation.panel.report import PanelInputs, panel_report, summary_line
 from retrieval_bench.evaluation.panel.reweighted import real_mix, reweighted, stratified_bootstrap_ci
 from retrieval_bench.evaluation.stats import paired_bootstrap_ci
 from retrieval_bench.show import leaderboard_lines, mix_lines
@@ -86,7 +86,7 @@ def test_the_mix_is_the_real_questions_else_the_handwritten_ones():
 def test_real_mix_without_a_mix_to_take_is_one_line(rows, message):
     tables = {"a": system_table(["single"] * 4, np.array([0.1, 0.2, 0.3, 0.4]))}
     with pytest.raises(InputError) as error:
-        panel_report(tables, rows, {"fail_on": "none"}, weights="real-mix")
+        panel_report(PanelInputs(tables, rows), {"fail_on": "none"}, weights="real-mix")
     assert str(error.value).startswith(message) and "\n" not in str(error.value)
 
 
@@ -143,7 +143,9 @@ def test_the_leaderboard_and_the_decision_state_the_weights():
         "dense": row("dense", "default", "dense", 0.4, 1_750_000, 3.0),
         "bm25": row("bm25", "default", "bm25", 0.1, 900_000, None),
     }
-    report = panel_report(tables, golden({"single": 7, "multi": 3}), {"fail_on": "none"}, costs, weights="real-mix")
+    report = panel_report(
+        PanelInputs(tables, golden({"single": 7, "multi": 3}), costs), {"fail_on": "none"}, weights="real-mix"
+    )
     said = "reweighted to the hand-written mix: single 0.70, multi 0.30"
     board = report["leaderboard"]
     assert report["markdown"].startswith(f"### the headline: all questions, {said} (40 questions)")
@@ -163,12 +165,12 @@ def test_the_default_weights_leave_every_output_as_it_was():
     kinds = ["single"] * 20 + ["multi"] * 10
     tables = {"dense": system_table(kinds, rng.random(30)), "bm25": system_table(kinds, rng.random(30))}
     rows = golden({"single": 1, "multi": 1})
-    before = panel_report(tables, rows, {"fail_on": "none"})
-    after = panel_report(tables, rows, {"fail_on": "none"}, weights="none")
+    before = panel_report(PanelInputs(tables, rows), {"fail_on": "none"})
+    after = panel_report(PanelInputs(tables, rows), {"fail_on": "none"}, weights="none")
     assert "reweighted" not in after["leaderboard"] and "reweighted" not in after["markdown"]
     for key in ("markdown", "decision", "rows", "headline"):
         assert after[key] == before[key]
-    weighted = panel_report(tables, rows, {"fail_on": "none"}, weights="real-mix")
+    weighted = panel_report(PanelInputs(tables, rows), {"fail_on": "none"}, weights="real-mix")
     assert weighted["leaderboard"]["question_sets"] == before["leaderboard"]["question_sets"]  # only added to
 
 
@@ -182,5 +184,5 @@ def test_show_states_each_question_sets_mix():
 
 def test_a_panel_without_a_compared_question_has_no_headline_to_reweight():
     tables = {"a": system_table(["single"] * 3, np.array([0.1, 0.2, 0.3])).assign(n_relevant=0)}
-    report = panel_report(tables, golden({"single": 2}), {"fail_on": "none"}, weights="real-mix")
+    report = panel_report(PanelInputs(tables, golden({"single": 2})), {"fail_on": "none"}, weights="real-mix")
     assert "reweighted" not in report["leaderboard"] and summary_line(report["leaderboard"]) == "leaderboard: no panel"

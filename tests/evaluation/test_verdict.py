@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from retrieval_bench.evaluation.certificate.agreement import certificate, pair_verdicts, percentile_interval
+from retrieval_bench.evaluation.certificate.agreement import RESAMPLES, certificate, pair_verdicts, percentile_interval
 from retrieval_bench.evaluation.certificate.certify import certificate_lines, panel_certificate
 from retrieval_bench.evaluation.certificate.verdict import (
     AGREES,
@@ -27,7 +27,7 @@ from retrieval_bench.evaluation.certificate.verdict import (
     questions_to_decide,
     side,
 )
-from retrieval_bench.evaluation.stats import ALPHA, kendall_tau_rows
+from retrieval_bench.evaluation.stats import ALPHA, Resampling, kendall_tau_rows
 
 # 6 systems; per-question reciprocal ranks drawn so that a question's difficulty is shared by the systems
 TRUE_MRR = np.array([0.30, 0.45, 0.50, 0.52, 0.65, 0.80])
@@ -267,7 +267,10 @@ def test_a_far_outlier_among_the_draws_does_not_drag_an_interval_end():
     reference, synthetic = (np.clip(means[:, None] + rng.normal(0, 0.3, (4, 150)), 0, 1) for _ in range(2))
     lows = {
         certificate(
-            reference, synthetic, (pair_verdicts(reference), pair_verdicts(synthetic)), list("abcd"), seed=seed
+            (reference, synthetic),
+            (pair_verdicts(reference), pair_verdicts(synthetic)),
+            list("abcd"),
+            resampling=Resampling(RESAMPLES, seed),
         )["tau_ap"]["ci_low"]
         for seed in range(5)
     }

@@ -22,6 +22,7 @@ import retrieval_bench as rb
 from retrieval_bench.cli import main as cli_main
 from retrieval_bench.evaluation.compare.command import compare_tables
 from retrieval_bench.evaluation.score.per_question import read_per_question
+from retrieval_bench.evaluation.stats import Resampling
 
 QRELS = {"q1": {"a": 1}, "q2": {"b": 2}, "q3": {"c": 1}}
 RUN = {"q1": {"a": 0.9, "b": 0.1}, "q2": {"a": 0.8, "b": 0.7}, "q3": {"c": 0.2, "a": 0.5}}
@@ -350,7 +351,7 @@ def test_the_command_line_refuses_a_negative_seed(tmp_path):
     """--seed -1 reached numpy's generator (ValueError traceback) once the runs had segment columns."""
     table = read_per_question(scores().per_question.to_csv(index=False).encode(), "per_question.csv")
     with pytest.raises(rb.InputError, match=r"^--seed must be 0 or more, got -1$"):
-        compare_tables(table, table, seed=-1)
+        compare_tables(table, table, resampling=Resampling(seed=-1))
 
 
 def test_depth_all_keeps_every_chunk():

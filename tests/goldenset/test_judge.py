@@ -21,7 +21,7 @@ from stub_llm import StubLLM, answer_then_hold, read_jsonl, run_stage_here, stag
 
 from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.corpus.duplicates import find_duplicates
-from retrieval_bench.evaluation.score.judged import judged_summary, unjudged_warning
+from retrieval_bench.evaluation.score.judged import JudgedInputs, judged_summary, unjudged_warning
 from retrieval_bench.evaluation.score.scoring import score_run_both_views
 from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.goldenset.judge import JudgeSettings, pool_pairs
@@ -248,7 +248,7 @@ def test_score_says_when_pooled_pairs_are_unjudged_instead_of_passing_them_off_a
         {"qid": "q0", "chunk_id": "c02", "grade": None},
         {"qid": "q1", "chunk_id": "c03", "grade": None},
     ]
-    table = score_run_both_views(golden, chunks, run, Scoring(ks=(1, 5)), find_duplicates(chunks), pool)
+    table = score_run_both_views(golden, chunks, run, Scoring(ks=(1, 5)), JudgedInputs(find_duplicates(chunks), pool))
     summary = judged_summary(table, [1, 5], find_duplicates(chunks))
     assert summary["judge_pooled"] == 3 and summary["judge_judged"] == 1 and summary["judge_unjudged"] == 2
     warning = unjudged_warning(table)

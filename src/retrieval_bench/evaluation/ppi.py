@@ -59,6 +59,15 @@ class Estimate:
         return {key: round(value, digits) if isinstance(value, float) else value for key, value in asdict(self).items()}
 
 
+@dataclass(frozen=True)
+class ReviewSample:
+    """Which questions people reviewed (`mask`, over every question) and, in their order, which
+    they kept (`keep`: 1 fine, 0 rejected; None: all kept)."""
+
+    mask: np.ndarray
+    keep: np.ndarray | None = None
+
+
 def ppi_mean(
     y: np.ndarray,
     f_labelled: np.ndarray,
@@ -95,15 +104,13 @@ def ppi_paired(
     y_b: np.ndarray,
     f_a: np.ndarray,
     f_b: np.ndarray,
-    reviewed: np.ndarray,
+    reviewed: ReviewSample,
     *,
-    keep: np.ndarray | None = None,
     lam: float | None = None,
 ) -> Estimate | None:
     """The PPI interval of the mean delta B - A over the same questions: ppi_mean of the per-question
-    differences. `y_*` on the reviewed questions (in `reviewed` order), `f_*` on every question,
-    `reviewed` a boolean mask over every question."""
-    reviewed = np.asarray(reviewed, dtype=bool)
+    differences. `y_*` on the reviewed questions (in reviewed.mask order), `f_*` on every question."""
+    mask = np.asarray(reviewed.mask, dtype=bool)
     delta_f = np.asarray(f_b, dtype=np.float64) - np.asarray(f_a, dtype=np.float64)
     delta_y = np.asarray(y_b, dtype=np.float64) - np.asarray(y_a, dtype=np.float64)
-    return ppi_mean(delta_y, delta_f[reviewed], delta_f[~reviewed], keep, lam)
+    return ppi_mean(delta_y, delta_f[mask], delta_f[~mask], reviewed.keep, lam)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -38,6 +39,16 @@ MC_PERMUTATIONS = 12_000
 # interval's ends and a p-value move between seeds by far less than the sampling error of the
 # questions themselves.
 MAX_RESAMPLES = 100_000
+
+
+@dataclass(frozen=True)
+class Resampling:
+    """How a verdict resamples: `resamples` bootstrap draws (and sign-flip permutations), their
+    `seed`, and the confidence `level` of the intervals."""
+
+    resamples: int = 10_000
+    seed: int = 0
+    level: float = 0.95
 
 
 def _batches(total: int, n: int) -> list[int]:

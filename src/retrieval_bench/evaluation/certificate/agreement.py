@@ -15,6 +15,7 @@ import numpy as np
 from retrieval_bench.evaluation.stats import (
     ALPHA,
     MC_PERMUTATIONS,
+    Resampling,
     kendall_tau,
     kendall_tau_rows,
     sign_flip_p_value,
@@ -134,31 +135,33 @@ def _tau_ap_rows(estimated: np.ndarray, actual: np.ndarray) -> np.ndarray:
 
 
 def certificate(
-    reference: np.ndarray,
-    synthetic: np.ndarray,
+    scores: tuple[np.ndarray, np.ndarray],
     verdicts: tuple[np.ndarray, np.ndarray],
     systems: list[str],
     names: tuple[str, str] = ("reference", "synthetic"),
-    resamples: int = RESAMPLES,
+    resampling: Resampling = Resampling(RESAMPLES),
     *,
-    seed: int = 0,
-    level: float = 0.95,
     drawn: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict:
-    """Kendall tau (tau-b) and tau_AP of the synthetic set's ordering against the reference set's,
-    each with a percentile bootstrap interval (`resamples` draws of each set's questions with
-    replacement, independently; their ends are empirical quantiles, values the statistic takes),
-    the agreement of the two sets' pair `verdicts` (each set's pair_verdicts, uncorrected; a point
-    figure: the certificate's verdict, evaluation.certificate.verdict, decides from the pairs themselves) and
-    the pairs whose verdicts differ. `drawn`: each set's resampled means (resampled_means), when
-    the draws are shared across metrics."""
-    reference, synthetic = np.asarray(reference, dtype=np.float64), np.asarray(synthetic, dtype=np.float64)
+    """Kendall tau (tau-b) and tau_AP of the synthetic set's ordering against the reference set's
+    (`scores`: the reference's and the synthetic set's score matrices), each with a percentile
+    bootstrap interval at resampling.level (resampling.resamples draws of each set's questions with
+    replacement, independently, from resampling.seed; their ends are empirical quantiles, values the
+    statistic takes), the agreement of the two sets' pair `verdicts` (each set's pair_verdicts,
+    uncorrected; a point figure: the certificate's verdict, evaluation.certificate.verdict, decides
+    from the pairs themselves) and the pairs whose verdicts differ. `drawn`: each set's resampled
+    means (resampled_means), when the draws are shared across metrics."""
+    reference, synthetic = (np.asarray(one, dtype=np.float64) for one in scores)
     if drawn is None:
-        rng = np.random.default_rng(seed)
-        drawn = resampled_means(reference, resamples, rng), resampled_means(synthetic, resamples, rng)
+        rng = np.random.default_rng(resampling.seed)
+        drawn = (
+            resampled_means(reference, resampling.resamples, rng),
+            resampled_means(synthetic, resampling.resamples, rng),
+        )
     drawn_ref, drawn_syn = drawn
     taus, aps = kendall_tau_rows(drawn_ref, drawn_syn), _tau_ap_rows(drawn_syn, drawn_ref)
     means_ref, means_syn = reference.mean(axis=1), synthetic.mean(axis=1)
+    level = resampling.level
     return {
         "kendall_tau": Estimate(kendall_tau(means_ref, means_syn), *percentile_interval(taus, level)).to_dict(),
         "tau_ap": Estimate(tau_ap(means_syn, means_ref), *percentile_interval(aps, level)).to_dict(),

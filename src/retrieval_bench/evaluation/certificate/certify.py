@@ -17,6 +17,7 @@ from retrieval_bench.evaluation.certificate.style_gap import style_gap
 from retrieval_bench.evaluation.certificate.verdict import (
     UNDETERMINED,
     Rule,
+    Side,
     decide,
     headline_metric,
     questions_to_decide,
@@ -25,7 +26,7 @@ from retrieval_bench.evaluation.certificate.verdict import (
 from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.score.reviewed import FINE, REVIEW
 from retrieval_bench.evaluation.score.segments import question_set
-from retrieval_bench.evaluation.stats import ALPHA
+from retrieval_bench.evaluation.stats import ALPHA, Resampling
 
 SHOWN = 3  # systems named as inflated, hypotheses named as beyond the margin
 REVIEWED = "reviewed"  # the reference when no real queries exist: the questions people reviewed and kept
@@ -106,7 +107,7 @@ def panel_certificate(
     chosen = choose_sets(first)
     assert chosen is not None  # else _unavailable gave the reason above
     reference, synthetic_sets = chosen
-    rule = rule_of(validity, systems)
+    rule, resampling = rule_of(validity, systems), Resampling(resamples, seed)
     metrics = leaderboard_metrics(first.columns)
     documents = {str(row["qid"]): str(row.get("doc_id") or row["qid"]) for row in golden or []}
     sides, masks = {}, set_masks(first, reference, synthetic_sets)
@@ -119,15 +120,12 @@ def panel_certificate(
     rows = _set_rows(golden, first, masks, reference) if golden else {}
     sets = {
         name: set_certificate(
-            sides[reference],
-            sides[name],
+            (sides[reference], sides[name]),
             systems,
             (reference, name),
             rule,
-            resamples=resamples,
-            seed=seed,
-            reference_rows=rows.get(reference),
-            synthetic_rows=rows.get(name),
+            resampling=resampling,
+            rows=(rows[reference], rows[name]) if rows else None,
         )
         for name in synthetic_sets
     }
@@ -135,7 +133,7 @@ def panel_certificate(
         "available": True,
         "reference": reference,
         "systems": systems,
-        "kinds": _kinds(aligned, chosen, golden, rule, resamples=resamples, seed=seed),
+        "kinds": _kinds(aligned, chosen, golden, rule, resampling),
         "alpha": ALPHA,
         "rule": {
             "margin": rule.margin,
@@ -149,23 +147,14 @@ def panel_certificate(
 
 
 def _kinds(
-    aligned, sets: tuple[str, list[str]], golden: list[dict] | None, rule: Rule, **resampling
+    aligned, sets: tuple[str, list[str]], golden: list[dict] | None, rule: Rule, resampling: Resampling
 ) -> dict[str, dict]:
     """_kind_certificates of every synthetic set that has some; `sets`: the reference and the
-    synthetic sets; `resampling`: resamples and seed."""
-    first = next(iter(aligned.values()))
+    synthetic sets."""
     documents = {str(row["qid"]): str(row.get("doc_id") or row["qid"]) for row in golden or []}
     reference, synthetic_sets = sets
     kinds = {
-        name: _kind_certificates(
-            aligned,
-            first,
-            (reference, name),
-            metrics=leaderboard_metrics(first.columns),
-            documents=documents,
-            rule=rule,
-            **resampling,
-        )
+        name: _kind_certificates(aligned, (reference, name), documents=documents, rule=rule, resampling=resampling)
         for name in synthetic_sets
     }
     return {name: entry for name, entry in kinds.items() if entry}
@@ -176,22 +165,20 @@ MIN_KIND_QUESTIONS = 10  # reference questions of a kind below which it is not c
 
 def _kind_certificates(
     aligned: dict[str, pd.DataFrame],
-    first: pd.DataFrame,
     names: tuple[str, str],
     *,
-    metrics: list[tuple[str, str]],
     documents: dict[str, str],
     rule: Rule,
-    resamples: int,
-    seed: int,
+    resampling: Resampling,
 ) -> dict[str, dict]:
     """A synthetic set certified per question kind against the reference's questions of the same
     kind ({kind: {verdict, line}}), or {kind: {verdict: None, reason}} where the reference has fewer
     than MIN_KIND_QUESTIONS of it; {} when the table has one kind. Unanswerable questions are not in
     `aligned` (they have no ranking metric): abstention is compared in the leaderboard instead."""
+    first = next(iter(aligned.values()))
     if "kind" not in first or first["kind"].nunique() < 2:
         return {}
-    systems = list(aligned)
+    systems, metrics = list(aligned), leaderboard_metrics(first.columns)
     reference, synthetic = names
     out: dict[str, dict] = {}
     for kind in sorted(set(first.loc[first["question_set"] == synthetic, "kind"].dropna())):
@@ -212,29 +199,26 @@ def _kind_certificates(
             )
             for mask in masks
         ]
-        entry = set_certificate(sides[0], sides[1], systems, names, rule, resamples=resamples, seed=seed)
+        entry = set_certificate((sides[0], sides[1]), systems, names, rule, resampling=resampling)
         out[kind] = {"verdict": entry["verdict"], "line": entry["line"]}
     return out
 
 
 def set_certificate(
-    reference,
-    synthetic,
+    sides: tuple[Side, Side],
     systems: list[str],
     names: tuple[str, str],
     rule: Rule,
     *,
-    resamples: int,
-    seed: int,
-    reference_rows: list[dict] | None = None,
-    synthetic_rows: list[dict] | None = None,
+    resampling: Resampling,
+    rows: tuple[list[dict], list[dict]] | None = None,
 ) -> dict:
-    """One synthetic set (verdict.Side) against the reference: the verdict, what would decide it,
-    the style gap (with golden rows), and per metric its hypotheses, winners and descriptive
-    orderings."""
-    gap = (
-        style_gap(reference_rows, synthetic_rows) if reference_rows is not None and synthetic_rows is not None else None
-    )
+    """One synthetic set against the reference (`sides`: the reference's verdict.Side, then the
+    synthetic set's): the verdict, what would decide it, the style gap (with `rows`, each side's
+    golden rows), and per metric its hypotheses, winners and descriptive orderings."""
+    reference, synthetic = sides
+    seed, resamples = resampling.seed, resampling.resamples
+    gap = style_gap(*rows) if rows is not None else None
     decision = decide(reference, synthetic, rule, gap["classifier_auc"] if gap else None, seed=seed)
     metrics = {}
     rng, width = np.random.default_rng(seed), len(systems)
@@ -257,7 +241,7 @@ def set_certificate(
                 "synthetic_best": systems[winner["synthetic_best"]],
             },
             "shift": dict(zip(systems, decision["shifts"][metric], strict=True)),
-            **certificate(ref, syn, verdicts, systems, names, resamples, seed=seed, drawn=drawn),
+            **certificate((ref, syn), verdicts, systems, names, resampling, drawn=drawn),
         }
     out = {
         "verdict": decision["verdict"],

@@ -244,16 +244,27 @@ def resampled_counts(groups: int, factor: int, draws: int, rng: np.random.Genera
     return np.bincount(picked.ravel(), minlength=draws * groups).reshape(draws, groups).astype(np.float64)
 
 
+@dataclass(frozen=True)
+class Bars:
+    """What judge holds the estimates to: the max-T `critical` value (beyond the margin), the TOST's
+    `t_tost` (equivalent within it), and whether the set `may_agree` (no other bar, the style's,
+    is failed)."""
+
+    critical: float
+    t_tost: float
+    may_agree: bool
+
+
 def judge(
-    diff: np.ndarray, se: np.ndarray, fam: Family, headline: str, *, critical: float, t_tost: float, may_agree: bool
+    diff: np.ndarray, se: np.ndarray, fam: Family, headline: str, bars: Bars
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(verdict, beyond, equivalent) from estimates (rows: draws, columns: hypotheses): beyond the
     margin when the studentized excess passes the max-T critical value; equivalent when the TOST
     interval diff +- t se lies inside the margin. Vectorised over draws for questions_to_decide."""
-    beyond = studentized(diff, se, fam.margin) > critical
-    equivalent = np.abs(diff) + t_tost * se < fam.margin - EPS
+    beyond = studentized(diff, se, fam.margin) > bars.critical
+    equivalent = np.abs(diff) + bars.t_tost * se < fam.margin - EPS
     on_headline = np.array([m == headline for m in fam.metric])
-    agree = equivalent[..., on_headline].all(axis=-1) & may_agree
+    agree = equivalent[..., on_headline].all(axis=-1) & bars.may_agree
     verdict = np.where(beyond.any(axis=-1), DISAGREES, np.where(agree, AGREES, UNDETERMINED))
     return verdict, beyond, equivalent
 
@@ -282,7 +293,7 @@ def decide(
     # the synthetic set's best, when not a close candidate, is in the decision pairs (its pair with
     # the reference's best cannot be equivalent), so only the style bar is checked apart
     why_not = ["style"] if style_auc is not None and style_auc > rule.max_style_auc else []
-    verdicts, _, equivalent = judge(diff, se, fam, headline, critical=critical, t_tost=t_tost, may_agree=not why_not)
+    verdicts, _, equivalent = judge(diff, se, fam, headline, Bars(critical, t_tost, may_agree=not why_not))
     verdict = str(verdicts)
     hypotheses = [
         {
@@ -346,15 +357,10 @@ def questions_to_decide(
             sums, sizes = cluster_sums(fam.weights @ stacked(one), one.clusters)
             moments.append(weighted_moments(resampled_counts(len(sizes), factor, draws, rng), sums, sizes))
         (mean_r, var_r), (mean_s, var_s) = moments
-        verdicts, _, _ = judge(
-            mean_s - mean_r,
-            np.sqrt(var_r + var_s),
-            fam,
-            headline,
-            critical=decision["critical"],
-            t_tost=t_quantile(reference, synthetic, factor),
-            may_agree=not decision["why_not_agrees"],
+        bars = Bars(
+            decision["critical"], t_quantile(reference, synthetic, factor), may_agree=not decision["why_not_agrees"]
         )
+        verdicts, _, _ = judge(mean_s - mean_r, np.sqrt(var_r + var_s), fam, headline, bars)
         if 2 * int((verdicts != UNDETERMINED).sum()) >= draws:
             return {
                 "n": {"reference": factor * reference.n, "synthetic": factor * synthetic.n},

@@ -41,6 +41,7 @@ from retrieval_bench.evaluation.score.reviewed import kept
 from retrieval_bench.evaluation.score.segments import SEGMENT_COLUMNS
 from retrieval_bench.evaluation.stats import (
     MAX_RESAMPLES,
+    Resampling,
     min_detectable_delta,
     paired_bootstrap_ci,
     paired_segment_tests,
@@ -113,14 +114,14 @@ def compare_tables(
     b_df: pd.DataFrame,
     a_label: str = "A",
     b_label: str = "B",
-    resamples: int = 10_000,
-    seed: int = 0,
+    resampling: Resampling = Resampling(),
     *,
-    level: float = 0.95,
     k: int | None = None,
 ) -> Comparison:
     """Pair two per-question tables by qid (the intersection, with a warning when the question
-    sets differ) and compute every metric's statistics and the flipped questions."""
+    sets differ) and compute every metric's statistics (drawn as `resampling` says) and the flipped
+    questions."""
+    resamples, seed, level = resampling.resamples, resampling.seed, resampling.level
     if not 1 <= resamples <= MAX_RESAMPLES:
         raise InputError(f"--resamples must be between 1 and {MAX_RESAMPLES}, got {resamples}")
     if seed < 0:  # numpy seeds no generator with a negative number
@@ -142,8 +143,8 @@ def compare_tables(
     names = metric_columns(set(a.columns) & set(b.columns))
     if not names:
         raise InputError(f"{a_label} and {b_label} share no metric column (reciprocal_rank, ndcg@10, recall@k, hit@k)")
-    metrics = _statistics(a, b, names, resamples, seed, level, warnings=warnings)
-    judged, coincide = _judged_view(a, b, names, metrics, resamples, seed, level=level, warnings=warnings)
+    metrics = _statistics(a, b, names, resampling, warnings=warnings)
+    judged, coincide = _judged_view(a, b, names, metrics, resampling, warnings=warnings)
     flip_k = choose_flip_k(set(a.columns) & set(b.columns), k)
     flipped = flipped_questions(a, b, flip_k) if flip_k is not None else []
     return Comparison(
@@ -192,10 +193,8 @@ def _judged_view(
     b: pd.DataFrame,
     names: list[tuple[str, str]],
     strict: dict[str, dict],
-    resamples: int,
-    seed: int,
+    resampling: Resampling,
     *,
-    level: float,
     warnings: list[str],
 ) -> tuple[dict[str, dict], bool]:
     """The judged view's statistics over the metrics whose judged column both runs carry, and
@@ -208,7 +207,7 @@ def _judged_view(
     if all(_same(t[column], t[JUDGED + column]) for _, column in judged_names for t in (a, b)):
         return {name: {**strict[name], "column": JUDGED + column} for name, column in judged_names}, True
     named = [(name, JUDGED + column) for name, column in judged_names]
-    return _statistics(a, b, named, resamples, seed, level, warnings=warnings, view=JUDGED), False
+    return _statistics(a, b, named, resampling, warnings=warnings, view=JUDGED), False
 
 
 def _same(first: pd.Series, second: pd.Series) -> bool:
@@ -237,14 +236,13 @@ def _statistics(
     a: pd.DataFrame,
     b: pd.DataFrame,
     names: list[tuple[str, str]],
-    resamples: int,
-    seed: int,
-    level: float,
+    resampling: Resampling,
     *,
     warnings: list[str],
     view: str = "",
 ) -> dict[str, dict]:
     """Every metric's paired statistics over the questions of `a` and `b` (same qids, same order)."""
+    resamples, seed, level = resampling.resamples, resampling.seed, resampling.level
     metrics = {}
     for name, column in names:
         # Each metric draws from its own stream, seeded by its name: adding a k changes no other figure.
@@ -377,9 +375,7 @@ def run(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
     a_df, a_commit = read_run(args.a, cwd, args.system)
     b_df, b_commit = read_run(args.b, cwd, args.system)
-    comparison = compare_tables(
-        a_df, b_df, args.a, args.b, resamples=args.resamples, seed=args.seed, level=args.level, k=args.k
-    )
+    comparison = compare_tables(a_df, b_df, args.a, args.b, Resampling(args.resamples, args.seed, args.level), k=args.k)
     comparison.a_commit, comparison.b_commit = a_commit, b_commit
     comparison.params_changed = params_changed(cwd, a_commit, b_commit)
     if comparison.flipped:

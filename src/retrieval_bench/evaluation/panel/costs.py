@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,15 +95,24 @@ def _read(path: Path) -> dict:
         return {}
 
 
+@dataclass(frozen=True)
+class Timings:
+    """One system's timings, measure's figures ({wall, cpu}: {median, low, high}; {} when not
+    measured): its search, and the embedding of its chunking x embedder."""
+
+    search: dict
+    embed: dict
+
+
 def system_row(
-    system: str, settings: dict, embedder: dict, run_info: dict, search: dict, embed: dict, *, chunk_chars: int | None
+    system: str, settings: dict, embedder: dict, run_info: dict, timings: Timings, *, chunk_chars: int | None
 ) -> dict:
-    """One system's description and costs (None: not measured, e.g. an external run's search).
-    `search`, `embed`: its timings ({wall, cpu}: {median, low, high}; {} when not measured)."""
+    """One system's description and costs (None: not measured, e.g. an external run's search)."""
     # a system that searches no vectors embeds nothing: cost 0
     vectors = needs_vectors(RetrievalSettings.from_params(settings))
     index_bytes = run_info.get("index_bytes")
-    embed = embed if vectors else {"wall": {"median": 0.0, "low": 0.0, "high": 0.0}, "cpu": {"median": 0.0}}
+    search = timings.search
+    embed = timings.embed if vectors else {"wall": {"median": 0.0, "low": 0.0, "high": 0.0}, "cpu": {"median": 0.0}}
     row = {
         "system": system,
         "chunking": settings["chunking"],
@@ -133,7 +143,7 @@ def cost_rows(params: dict, measured: dict, root: Path = Path(".")) -> dict[str,
         search = measured.get("search", {}).get(system, {})
         embed = measured.get("embed", {}).get(f"{settings['chunking']}/{settings['embedder']}", {})
         chars = params.get("chunkings", {}).get(settings["chunking"], {}).get("chars")
-        rows[system] = system_row(system, settings, embedder, run_info, search, embed, chunk_chars=chars)
+        rows[system] = system_row(system, settings, embedder, run_info, Timings(search, embed), chunk_chars=chars)
     return rows
 
 

@@ -4,9 +4,8 @@ certificate with the style gap, their markdown, the quality-vs-cost plot and the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -26,43 +25,43 @@ from retrieval_bench.evaluation.panel.headline import headline
 from retrieval_bench.evaluation.panel.kinds import kind_rows, kind_sections, leaderboard_kind_lines
 from retrieval_bench.evaluation.panel.leaderboard import flat_rows, leaderboard, left_out, markdown, scorable
 from retrieval_bench.evaluation.panel.plots import rank_histograms, recall_curve
-from retrieval_bench.evaluation.panel.reviewed import NO_REVIEWS, review_lines, reviews_entry
+from retrieval_bench.evaluation.panel.reviewed import NO_REVIEWS, ReviewInputs, review_lines, reviews_entry
 from retrieval_bench.evaluation.panel.reweighted import headline_entry, reweighted, reweighted_lines, weights_text
 from retrieval_bench.evaluation.score.reviewed import has_reviews, kept
-from retrieval_bench.goldenset.reviews import Reviews, golden_reviews
+from retrieval_bench.evaluation.score.settings import Scoring
+from retrieval_bench.goldenset.reviews import golden_reviews
 
 
-def panel_report(
-    tables: dict[str, pd.DataFrame],
-    golden: list[dict],
-    validity: dict,
-    costs: dict[str, dict] | None = None,
-    reports: dict[str, dict | None] | None = None,
-    *,
-    measured: dict | None = None,
-    budget_unit: str = "chars",
-    reviews: Reviews | None = None,
-    judge_rows: Sequence[Mapping[str, Any]] = (),
-    min_grade: int = 2,
-    weights: str = "none",
-) -> dict:
+@dataclass(frozen=True)
+class PanelInputs:
+    """What the leaderboard stage reads: the panel systems' per-question tables, the golden set's
+    rows, the systems' cost rows (costs.cost_rows), the goldenset and judge reports whose headline
+    numbers go to metrics/headline.json, what costs.measure says of its conditions (repeats, chunks
+    embedded, load) and people's reviews (review_inputs)."""
+
+    tables: dict[str, pd.DataFrame]
+    golden: list[dict]
+    costs: dict[str, dict] = field(default_factory=dict)
+    reports: dict[str, dict | None] = field(default_factory=dict)
+    measured: dict | None = None
+    reviewed: ReviewInputs = ReviewInputs()
+
+
+def panel_report(inputs: PanelInputs, validity: dict, *, budget_unit: str = "chars", weights: str = "none") -> dict:
     """{leaderboard, certificate, csv rows, markdown, plot (quality_vs_cost rows), recall_curve and
     rank_histograms (plot tables), headline, verdicts, failed}, and the measured ones (their
     figures differ run to run): costs, costs_markdown and decision (metrics/decision.md; "" without
-    costs). `costs`: panel_costs rows by system (cost_rows); `measured`: what panel_costs.measure
-    says of its conditions (repeats, chunks embedded, load); `reports`: the goldenset and judge reports whose
-    headline numbers go to metrics/headline.json; `budget_unit`: score.budget_unit. `verdicts`: the
-    certificate's line per synthetic set; `failed`: the line saying validity.fail_on is met, or None.
-    `reviews` (people's, goldenset.reviews): rejected questions leave every figure, the board's
-    `reviews` entry holds the rejections, the judge's agreement with people (`judge_rows`: the
-    judged pool's rows; relevant from `min_grade`) and the prediction-powered figures. `weights`
+    costs). `budget_unit`: score.budget_unit. `verdicts`: the certificate's line per synthetic set;
+    `failed`: the line saying validity.fail_on is met, or None. With people's reviews
+    (inputs.reviewed): rejected questions leave every figure, the board's `reviews` entry holds the
+    rejections, the judge's agreement with people and the prediction-powered figures. `weights`
     (score.weights): real-mix adds the board's `reweighted` headline (panel.reweighted), which the
     Pareto front, the decision and the summary line then read."""
-    reports = reports or {}
+    tables, golden, costs, reports = inputs.tables, inputs.golden, inputs.costs, inputs.reports
+    measured = inputs.measured
     every = scorable(tables)
     aligned = {name: kept(table) for name, table in every.items()}
     board = leaderboard(aligned)
-    costs = costs or {}
     board["left_out"] = left_out(tables, {name: row["chunking"] for name, row in costs.items()})
     board["kinds"] = kind_sections(aligned, {name: kept(table) for name, table in tables.items()})
     if weights == "real-mix" and (entry := reweighted(aligned, golden)) is not None:
@@ -84,11 +83,8 @@ def panel_report(
             lines += ["", *style_lines(entry["style_gap"], (cert["reference"], name))]
     table = "\n".join(reweighted_lines(board)) + "\n" if "reweighted" in board else ""
     table += markdown(board) + "\n".join(["", *leaderboard_kind_lines(board)] if board["kinds"] else [])
-    if has_reviews(reviews):
-        assert reviews is not None
-        board["reviews"] = reviews_entry(
-            every, board, golden, reviews=reviews, judge_rows=judge_rows, min_grade=min_grade
-        )
+    if has_reviews(inputs.reviewed.reviews):
+        board["reviews"] = reviews_entry(every, board, golden, inputs.reviewed)
         table += "\n" + "\n".join(review_lines(board["reviews"])) + "\n"
     else:
         board["reviews"] = {"ppi": {"available": False, "note": NO_REVIEWS}}
@@ -116,15 +112,15 @@ def panel_report(
     }
 
 
-def review_inputs(min_grade: int) -> tuple[list[dict], dict[str, Any]]:
-    """The golden set's rows, and panel_report's keywords for people's reviews: the reviews
+def review_inputs(scoring: Scoring) -> tuple[list[dict], ReviewInputs]:
+    """The golden set's rows, and what the report reads of people's reviews: the reviews
     (data/reviews/, checked against the golden set), the judged pool's rows (read only with reviews)
-    and judge.min_grade."""
+    and scoring.min_grade (judge.min_grade)."""
     golden = read_jsonl(paths.GOLDENSET)
     reviews = golden_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden})
     pool = Path(paths.JUDGED_POOL)
     judge_rows = read_jsonl(pool) if has_reviews(reviews) and pool.is_file() else []  # nothing to set against
-    return golden, {"reviews": reviews, "judge_rows": judge_rows, "min_grade": min_grade}
+    return golden, ReviewInputs(reviews, judge_rows, scoring.min_grade)
 
 
 def on_set(aligned: dict[str, pd.DataFrame], set_name: str) -> dict[str, pd.DataFrame]:

@@ -10,6 +10,7 @@ intervals' promise (docs/explanation/ppi.md)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ import pandas as pd
 
 from retrieval_bench.core.question_sets import ALL, kind_of, question_set_of
 from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
-from retrieval_bench.evaluation.ppi import Estimate, ppi_mean, ppi_paired
+from retrieval_bench.evaluation.ppi import Estimate, ReviewSample, ppi_mean, ppi_paired
 from retrieval_bench.evaluation.score.judged import PREFIX
 from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column
 from retrieval_bench.evaluation.score.reviewed import FINE, JUDGE_ONLY, REVIEW, UNREVIEWED, human_grades
@@ -28,6 +29,17 @@ NO_REVIEWS = "no reviews yet: review a sample (retrieval-bench review) for predi
 # Below this many reviewed questions the 95% intervals covered 87-92% in bench/ppi_coverage.py
 # (docs/benchmarks.md): said beside the figures.
 ENOUGH_REVIEWED = 50
+
+
+@dataclass(frozen=True)
+class ReviewInputs:
+    """What the report reads of people's reviews: the reviews (goldenset.reviews; None: none), the
+    judged pool's rows (the judge's grades to set against people's) and judge.min_grade (relevant
+    from it)."""
+
+    reviews: Reviews | None = None
+    judge_rows: Sequence[Mapping[str, Any]] = ()
+    min_grade: int = 2
 
 
 def rejections(golden: Sequence[Mapping[str, Any]], reviews: Reviews) -> dict:
@@ -162,7 +174,8 @@ def paired_delta(a: pd.DataFrame, b: pd.DataFrame, truth: str, model: str) -> Es
     model's) over the questions of two aligned tables (the same qids in the same order; A's marks)."""
     reviewed, keep = _parts(a)
     y_a, y_b = (t[truth].to_numpy(dtype=float)[reviewed] for t in (a, b))
-    return ppi_paired(y_a, y_b, a[model].to_numpy(dtype=float), b[model].to_numpy(dtype=float), reviewed, keep=keep)
+    f_a, f_b = (t[model].to_numpy(dtype=float) for t in (a, b))
+    return ppi_paired(y_a, y_b, f_a, f_b, ReviewSample(reviewed, keep))
 
 
 def paired_deltas(a: pd.DataFrame, b: pd.DataFrame) -> dict:
@@ -181,18 +194,18 @@ def reviews_entry(
     every: dict[str, pd.DataFrame],
     board: dict,
     golden: Sequence[Mapping[str, Any]],
-    *,
-    reviews: Reviews,
-    judge_rows: Sequence[Mapping[str, Any]],
-    min_grade: int,
+    inputs: ReviewInputs,
 ) -> dict:
-    """The leaderboard's `reviews` entry: rejections, the judge's agreement, and the PPI figures of
-    the compared questions (`every`, rejected ones included), each system's delta taken to the
-    board's best over all questions."""
+    """The leaderboard's `reviews` entry (with inputs.reviews): rejections, the judge's agreement
+    (inputs.judge_rows, relevant from inputs.min_grade), and the PPI figures of the compared
+    questions (`every`, rejected ones included), each system's delta taken to the board's best over
+    all questions."""
+    reviews = inputs.reviews
+    assert reviews is not None  # the report asks for the entry only with reviews
     best = {metric: ranked["best"] for metric, ranked in board["question_sets"][ALL]["metrics"].items()}
     return {
         "rejections": rejections(golden, reviews),
-        "agreement": judge_agreement(reviews, judge_rows, min_grade),
+        "agreement": judge_agreement(reviews, inputs.judge_rows, inputs.min_grade),
         "ppi": ppi_figures(every, best),
     }
 

@@ -62,7 +62,7 @@ def budget_table(
     lengths = chunk_lengths(chunks, scoring.budget_unit)
     row_of = pd.Series(np.arange(len(chunks)), index=chunks["chunk_id"].to_numpy())
     by_qid = {qid: group for qid, group in run.groupby("qid", sort=False)}
-    budgets, ties = list(scoring.budgets), scoring.ties
+    columns = budget_columns(list(scoring.budgets))
     rows = []
     for qid, judgement, where in zip(qids, judgements, placed, strict=True):
         group = by_qid.get(qid)
@@ -70,11 +70,9 @@ def budget_table(
             group = run.iloc[:0]
         order = np.argsort(-group["score"].to_numpy(), kind="stable")
         in_run = row_of[group["chunk_id"].to_numpy()].to_numpy()[order]
-        recall = budget_recall(
-            judgement, where, in_run, group["score"].to_numpy()[order], lengths, budgets=budgets, ties=ties
-        )
-        rows.append(dict(zip(budget_columns(budgets), recall, strict=True)))
-    return pd.DataFrame(rows, columns=budget_columns(budgets))
+        recall = budget_recall(judgement, where, in_run, group["score"].to_numpy()[order], lengths, scoring)
+        rows.append(dict(zip(columns, recall, strict=True)))
+    return pd.DataFrame(rows, columns=columns)
 
 
 def budget_recall(
@@ -83,13 +81,12 @@ def budget_recall(
     in_run: np.ndarray,
     scores: np.ndarray,
     lengths: np.ndarray,
-    *,
-    budgets: list[int],
-    ties: str,
+    scoring: Scoring,
 ) -> list[float]:
-    """recall_budget@B of one question for each B in `budgets` (empty for an unanswerable one).
-    in_run, scores: the chunk-table rows of the run's chunks and their scores, best first; lengths:
-    every chunk's length."""
+    """recall_budget@B of one question for each B of scoring.budgets (NaN for an unanswerable one),
+    ties by scoring.ties. in_run, scores: the chunk-table rows of the run's chunks and their scores,
+    best first; lengths: every chunk's length."""
+    budgets, ties = scoring.budgets, scoring.ties
     if not judgement.answerable:
         return [math.nan] * len(budgets)
     slot = {row: i for i, row in enumerate(in_run.tolist())}

@@ -36,6 +36,7 @@ from retrieval_bench.core.run_table import positions
 from retrieval_bench.corpus.duplicates import group_members
 from retrieval_bench.evaluation.score.metrics import score_question, summary_names
 from retrieval_bench.evaluation.score.settings import Scoring
+from retrieval_bench.goldenset.reviews import Reviews
 
 PREFIX = "judged_"
 MAX_GRADE = 3
@@ -47,6 +48,33 @@ class Item:
     start: int | None
     end: int | None
     source: str  # gold (the golden set's own judgement), duplicate, judge
+
+
+@dataclass(frozen=True)
+class JudgedInputs:
+    """What the judged view reads beside the golden set and the run: the chunk table's duplicates
+    (corpus.duplicates), the pooled LLM grades (`pool_rows`, the rows of data/judged_pool.jsonl;
+    `pool_path` names it in errors) and people's reviews (goldenset.reviews; None: none)."""
+
+    duplicates: pd.DataFrame
+    pool_rows: Sequence[Mapping[str, Any]] = ()
+    pool_path: str = "judged pool"
+    reviews: Reviews | None = None
+
+
+@dataclass(frozen=True)
+class ChunkCopies:
+    """The chunk table's ids (by row), each id's row and each chunk's duplicates
+    (corpus.duplicates.group_members): what judging a judged chunk's copies like it reads."""
+
+    chunk_ids: np.ndarray
+    index_of: dict[str, int]
+    members: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, chunks: pd.DataFrame, duplicates: pd.DataFrame) -> ChunkCopies:
+        chunk_ids = chunks["chunk_id"].to_numpy()
+        return cls(chunk_ids, {chunk_id: i for i, chunk_id in enumerate(chunk_ids)}, group_members(duplicates))
 
 
 def pool_grades(
@@ -70,13 +98,12 @@ def pool_grades(
 def _items(
     judgement: Judgement,
     grades: dict[str, int | None],
-    index_of: dict[str, int],
-    members: dict[str, list[str]],
-    chunk_ids: np.ndarray,
+    copies: ChunkCopies,
     min_grade: int,
     *,
     labelled: set[str],
 ) -> dict[int, Item]:
+    chunk_ids, index_of, members = copies.chunk_ids, copies.index_of, copies.members
     span = judgement.span
     _, starts, ends = judgement.evidence() if span is not None else (None, None, None)
     items: dict[int, Item] = {}
@@ -104,16 +131,12 @@ def _items(
     return items
 
 
-def _with_copies(
-    pieces: tuple[np.ndarray, ...] | None,
-    members: dict[str, list[str]],
-    chunk_ids: np.ndarray,
-    index_of: dict[str, int],
-) -> tuple[np.ndarray, ...] | None:
+def _with_copies(pieces: tuple[np.ndarray, ...] | None, copies: ChunkCopies) -> tuple[np.ndarray, ...] | None:
     """A multi-evidence question's pieces with the copies of their chunks: a copy answers the piece
     its twin answers (a chunk the judge alone graded answers no piece: it is no piece's evidence)."""
     if pieces is None:
         return None
+    chunk_ids, index_of, members = copies.chunk_ids, copies.index_of, copies.members
     return tuple(
         np.array(
             sorted({*piece.tolist(), *(index_of[m] for i in piece.tolist() for m in members.get(chunk_ids[i], ()))})
@@ -122,16 +145,11 @@ def _with_copies(
     )
 
 
-def _collapse(
-    items: dict[int, Item],
-    members: dict[str, list[str]],
-    chunk_ids: np.ndarray,
-    index_of: dict[str, int],
-    rank_of: Mapping[Any, int],
-) -> list[str]:
+def _collapse(items: dict[int, Item], copies: ChunkCopies, rank_of: Mapping[Any, int]) -> list[str]:
     """Keep one member of each duplicate group among `items` (in place): the best-placed in the run,
     with the group's best gain and that member's stretch of the evidence. Returns the chunk ids of
     the copies left out."""
+    chunk_ids, index_of, members = copies.chunk_ids, copies.index_of, copies.members
     dropped: list[str] = []
     seen: set[int] = set()
     for index in sorted(items):
@@ -152,21 +170,19 @@ def _collapse(
 def judged_table(
     golden: list[dict],
     judgements: list[Judgement],
-    chunks: pd.DataFrame,
     run: pd.DataFrame,
     scoring: Scoring,
     *,
-    duplicates: pd.DataFrame,
+    copies: ChunkCopies,
     grades: dict[str, dict[str, int | None]],
 ) -> pd.DataFrame:
     """The judged view's per-question columns (judged_<metric>, judged_n_relevant,
     n_duplicate_relevant, n_judge_relevant, n_pooled, n_pooled_judged, n_pooled_relevant,
-    ambiguous), one row per golden row in order; `judgements` are the strict ones. LLM grades
-    count from scoring.min_grade, a question is ambiguous from scoring.ambiguous_at."""
+    ambiguous), one row per golden row in order; `judgements` are the strict ones, `copies` the
+    chunk table's duplicates. LLM grades count from scoring.min_grade, a question is ambiguous
+    from scoring.ambiguous_at."""
     ks, ties, min_grade, ambiguous_at = list(scoring.ks), scoring.ties, scoring.min_grade, scoring.ambiguous_at
-    chunk_ids = chunks["chunk_id"].to_numpy()
-    index_of = {chunk_id: i for i, chunk_id in enumerate(chunk_ids)}
-    members = group_members(duplicates)
+    chunk_ids = copies.chunk_ids
     ranks = {
         qid: dict(zip(group["chunk_id"], group["rank"], strict=True)) for qid, group in run.groupby("qid", sort=False)
     }
@@ -175,13 +191,11 @@ def judged_table(
     for row, strict in zip(golden, judgements, strict=True):
         qid = row["qid"]
         question_grades = grades.get(qid, {})
-        items = _items(
-            strict, question_grades, index_of, members, chunk_ids, min_grade, labelled=set(row.get("relevant") or {})
-        )
+        items = _items(strict, question_grades, copies, min_grade, labelled=set(row.get("relevant") or {}))
         gained_by_copy = sum(
             item.gain > 0 and item.source == "duplicate" for item in items.values()
         )  # before _collapse
-        drop.extend((qid, chunk_id) for chunk_id in _collapse(items, members, chunk_ids, index_of, ranks.get(qid, {})))
+        drop.extend((qid, chunk_id) for chunk_id in _collapse(items, copies, ranks.get(qid, {})))
         order = sorted(items)
         judged.append(
             Judgement(
@@ -190,7 +204,7 @@ def judged_table(
                 strict.span,
                 np.array([items[i].start for i in order], dtype=np.int64) if strict.span is not None else None,
                 np.array([items[i].end for i in order], dtype=np.int64) if strict.span is not None else None,
-                _with_copies(strict.pieces, members, chunk_ids, index_of),
+                _with_copies(strict.pieces, copies),
                 strict.answerable,
             )
         )

@@ -7,19 +7,19 @@ for each panel system: both views, the question's segments, the summary and the 
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from retrieval_bench.core.relevance import judge, labels_without_spans
+from retrieval_bench.core.relevance import Judgement, judge, labels_without_spans
 from retrieval_bench.core.run_table import positions
 from retrieval_bench.evaluation.score.abstention import UNANSWERABLE, abstention_summary, abstention_warning, top_scores
 from retrieval_bench.evaluation.score.budgets import budget_table
 from retrieval_bench.evaluation.score.judged import (
     PREFIX,
+    ChunkCopies,
+    JudgedInputs,
     judged_summary,
     judged_table,
     pool_grades,
@@ -41,7 +41,6 @@ from retrieval_bench.evaluation.score.reviewed import (
 )
 from retrieval_bench.evaluation.score.segments import segments
 from retrieval_bench.evaluation.score.settings import Scoring
-from retrieval_bench.goldenset.reviews import Reviews
 
 UNSCORABLE_EXAMPLES = 5
 
@@ -50,10 +49,19 @@ def score_run(golden: list[dict], chunks: pd.DataFrame, run: pd.DataFrame, scori
     """per_question.csv from a run (retrieval_bench.retrieval.run): a judged chunk the run did not
     retrieve is not retrieved, and ties are equal scores within the run; recall_budget@B columns
     for scoring.budgets (retrieval_bench.evaluation.score.budgets)."""
+    return _strict_view(golden, chunks, run, scoring)[0]
+
+
+def _strict_view(
+    golden: list[dict], chunks: pd.DataFrame, run: pd.DataFrame, scoring: Scoring
+) -> tuple[pd.DataFrame, list[Judgement]]:
+    """score_run's table, and each question's judgement (the judged view starts from them)."""
     judgements, placed = _judged_and_placed(golden, chunks, run, scoring.min_coverage)
-    return _with_budgets(
-        _table(golden, judgements, placed, scoring), golden, judgements, placed, chunks, run, scoring=scoring
-    )
+    table = _table(golden, judgements, placed, scoring)
+    if scoring.budgets:
+        qids = [row["qid"] for row in golden]
+        table = pd.concat([table, budget_table(judgements, placed, run, qids, chunks, scoring)], axis=1)
+    return table, judgements
 
 
 def _judged_and_placed(golden: list[dict], chunks: pd.DataFrame, run: pd.DataFrame, min_coverage: float):
@@ -69,31 +77,27 @@ def score_run_both_views(
     chunks: pd.DataFrame,
     run: pd.DataFrame,
     scoring: Scoring,
-    duplicates: pd.DataFrame,
-    pool_rows: Sequence[Mapping[str, Any]],
-    *,
-    pool_path: str = "judged pool",
-    reviews: Reviews | None = None,
+    inputs: JudgedInputs,
 ) -> pd.DataFrame:
     """per_question.csv: the strict columns of score_run, unchanged and first (recall_budget@B
     with them: the judged view has no budgets), then the judged view's (duplicates of judged
-    chunks from `duplicates`, LLM grades from `pool_rows`, the rows of data/judged_pool.jsonl).
-    With `reviews`, people's grades win over the judge's in the judged view, and the columns
-    `review` and judge_only_<metric> (evaluation.score.reviewed) follow."""
-    judgements, placed = _judged_and_placed(golden, chunks, run, scoring.min_coverage)
-    strict = _table(golden, judgements, placed, scoring)
-    strict = _with_budgets(strict, golden, judgements, placed, chunks, run, scoring=scoring)
+    chunks from inputs.duplicates, LLM grades from inputs.pool_rows, the rows of
+    data/judged_pool.jsonl). With inputs.reviews, people's grades win over the judge's in the
+    judged view, and the columns `review` and judge_only_<metric> (evaluation.score.reviewed) follow."""
+    strict, judgements = _strict_view(golden, chunks, run, scoring)
     strict["top_score"] = top_scores(run, [row["qid"] for row in golden])  # the abstention signal
     chunk_ids = set(chunks["chunk_id"])
-    grades = pool_grades(pool_rows, {row["qid"] for row in golden}, chunk_ids, pool_path)
-    judged = judged_table(golden, judgements, chunks, run, scoring, duplicates=duplicates, grades=grades)
+    grades = pool_grades(inputs.pool_rows, {row["qid"] for row in golden}, chunk_ids, inputs.pool_path)
+    copies = ChunkCopies.of(chunks, inputs.duplicates)
+    judged = judged_table(golden, judgements, run, scoring, copies=copies, grades=grades)
+    reviews = inputs.reviews
     if reviews is None or not has_reviews(reviews):
         return pd.concat([strict, judged], axis=1)
     human = human_grades(reviews, chunk_ids)
     judge_only = judged
     if human:
         merged = with_human_grades(grades, human)
-        judged = judged_table(golden, judgements, chunks, run, scoring, duplicates=duplicates, grades=merged)
+        judged = judged_table(golden, judgements, run, scoring, copies=copies, grades=merged)
     marks = review_marks(reviews, [str(row["qid"]) for row in golden])
     columns = [f"{PREFIX}{column}" for _, column in metric_columns(strict.columns)]
     judge_figures = judge_only[columns].rename(columns=lambda c: JUDGE_ONLY + c.removeprefix(PREFIX))
@@ -108,13 +112,6 @@ def _table(golden, judgements, placed, scoring: Scoring) -> pd.DataFrame:
             for row, judgement, where in zip(golden, judgements, placed, strict=True)
         ]
     )
-
-
-def _with_budgets(table, golden, judgements, placed, chunks, run, *, scoring: Scoring) -> pd.DataFrame:
-    if not scoring.budgets:
-        return table
-    qids = [row["qid"] for row in golden]
-    return pd.concat([table, budget_table(judgements, placed, run, qids, chunks, scoring)], axis=1)
 
 
 def unscorable_warning(per_question: pd.DataFrame) -> str | None:
@@ -149,33 +146,30 @@ def score_system(
     golden: list[dict],
     chunks: pd.DataFrame,
     run: pd.DataFrame,
+    inputs: JudgedInputs,
     *,
     run_info_path: str,
-    duplicates: pd.DataFrame,
-    pool_rows: Sequence[Mapping[str, Any]],
-    pool_path: str,
-    label: str = "score",
-    reviews: Reviews | None = None,
-) -> tuple[pd.DataFrame, dict]:
+) -> tuple[pd.DataFrame, dict, list[str]]:
     """(per-question table with the question's segments, summary with the abstention figures when
-    there are unanswerable questions); warns on stderr about questions nothing could be scored for.
-    The summary leaves out the questions a reviewer rejected (`n_rejected` says how many)."""
+    there are unanswerable questions, the warnings: questions nothing could be scored for, unjudged
+    pairs, abstention). The summary leaves out the questions a reviewer rejected (`n_rejected` says
+    how many)."""
     ks = list(scoring.ks)
-    table = score_run_both_views(
-        golden, chunks, run, scoring, duplicates, pool_rows, pool_path=pool_path, reviews=reviews
-    )
+    table = score_run_both_views(golden, chunks, run, scoring, inputs)
     table = pd.concat([table, segments(golden)], axis=1)
-    warnings = (unscorable_warning(table), unspanned_warning(golden, chunks), unjudged_warning(table))
-    for warning in (*warnings, abstention_warning(table)):
-        if warning:
-            print(f"{label}: warning: {warning}", file=sys.stderr)
+    warnings = (
+        unscorable_warning(table),
+        unspanned_warning(golden, chunks),
+        unjudged_warning(table),
+        abstention_warning(table),
+    )
     summary = {
-        **system_summary(kept(table), len(chunks), scoring, duplicates, graded=scoring.judge_enabled),
+        **system_summary(kept(table), len(chunks), scoring, inputs.duplicates, graded=scoring.judge_enabled),
         **ann_recall_metrics(run_info_path, ks),
     }
     if REVIEW in table:
         summary["n_rejected"] = rejected_count(table)
-    return table, summary
+    return table, summary, [warning for warning in warnings if warning]
 
 
 def system_summary(
