@@ -15,6 +15,8 @@ from retrieval_bench.evaluation.certificate.certify import certificate_lines, pa
 from retrieval_bench.evaluation.certificate.verdict import (
     AGREES,
     DISAGREES,
+    MAX_BLOCKS,
+    MC_BAND,
     UNDETERMINED,
     Rule,
     decide,
@@ -23,6 +25,7 @@ from retrieval_bench.evaluation.certificate.verdict import (
     family,
     max_t_critical,
     max_t_null,
+    null_until_decided,
     permutation_assignments,
     questions_to_decide,
     side,
@@ -315,3 +318,23 @@ def test_each_kind_is_certified_against_reference_questions_of_the_same_kind():
     }
     one_kind = {name: table.assign(kind="single") for name, table in tables.items()}
     assert panel_certificate(one_kind, resamples=20)["kinds"] == {}
+
+
+def test_more_permutations_are_drawn_only_while_the_verdict_sits_on_the_bar():
+    """null_until_decided: one block when the largest statistic is far from the max-T bar; more
+    blocks (the first one kept, then fresh seeds) while its p is within Monte Carlo error of ALPHA."""
+    rng = np.random.default_rng(5)
+    reference, synthetic = two_metrics(pool(30, rng)), two_metrics(pool(30, rng))
+    weights = family(reference, synthetic, Rule()).weights
+    first = max_t_null(reference, synthetic, weights, permutation_assignments(30, 30, 400, 0))
+    on_the_bar = float(np.quantile(first, 1 - ALPHA))
+    for observed, grows in ((float(first.max()) + 1.0, False), (-1.0, False), (on_the_bar, True)):
+        null = null_until_decided((reference, synthetic), weights, observed, 400, 0)
+        assert np.array_equal(null[:400], first)  # the first block is the plain one: same seed, same draws
+        assert (len(null) > 400) == grows
+        assert len(null) % 400 == 0 and len(null) <= MAX_BLOCKS * 400
+        if grows:  # drawn until p is clear of ALPHA by MC_BAND errors, or MAX_BLOCKS
+            p = (1 + (null >= observed).sum()) / (1 + len(null))
+            assert len(null) == MAX_BLOCKS * 400 or abs(p - ALPHA) > MC_BAND * np.sqrt(ALPHA * (1 - ALPHA) / len(null))
+    decision = decide(reference, synthetic, permutations=400, seed=0)
+    assert decision["permutations"] % 400 == 0
