@@ -17,6 +17,7 @@ from retrieval_bench.evaluation.score.abstention import (
     abstention_auc,
     abstention_summary,
     abstention_warning,
+    contradiction_warning,
     false_hit_rate,
     hit_threshold,
     top_scores,
@@ -247,6 +248,32 @@ def test_abstention_summary_reads_the_per_question_table():
     assert abstention_warning(without_hit1) == (
         "no abstention figures for the unanswerable questions: they need hit@1, add 1 to score.k"
     )
+
+
+def test_an_unanswerable_question_a_judged_chunk_answers_leaves_the_abstention_figures():
+    """With the judge on (or a reviewer's grades), an unanswerable question with a relevant judged
+    chunk is counted, named and left out: the figures equal those of the table without it."""
+    table = pd.DataFrame(
+        {
+            "qid": ["a", "b", "u", "v", "w"],
+            "kind": ["single", "single", "unanswerable", "unanswerable", "unanswerable"],
+            "n_relevant": [1, 1, 0, 0, 0],
+            "hit@1": [1.0, 0.0, np.nan, np.nan, np.nan],
+            "top_score": [0.9, 0.3, 0.8, 0.2, 0.1],
+            "judged_n_relevant": [1, 2, 1, 0, 0],  # u: the judge graded a pooled chunk as answering it
+        }
+    )
+    summary = abstention_summary(table)
+    assert summary["n_unanswerable_contradicted"] == 1 and summary["n_unanswerable"] == 2
+    without_u = abstention_summary(table[table["qid"] != "u"])
+    assert {k: v for k, v in summary.items() if k != "n_unanswerable_contradicted"} == without_u
+    assert summary["abstention_auc"] == pytest.approx(auc_by_pairs(np.array([0.9, 0.3]), np.array([0.2, 0.1])))
+    assert contradiction_warning(table) == (
+        "1 unanswerable question(s) have a pooled chunk graded as answering them (u): "
+        "left out of the abstention figures; fix or drop them in the golden set"
+    )
+    assert contradiction_warning(table.assign(judged_n_relevant=0)) is None
+    assert "n_unanswerable_contradicted" not in abstention_summary(table.drop(columns="judged_n_relevant"))
 
 
 def test_a_piece_no_chunk_of_the_chunking_holds_makes_the_question_unscorable_there():

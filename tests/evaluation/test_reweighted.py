@@ -158,6 +158,12 @@ def test_the_leaderboard_and_the_decision_state_the_weights():
     assert f"{mrr['dense']['mean']:.3f} [{mrr['dense']['ci_low']:.3f}" in report["decision"]
     # the Pareto front and the line read the reweighted mrr
     assert report["costs"]["systems"]["dense"]["mrr"] == pytest.approx(mrr["dense"]["mean"])
+    # and so do metrics/headline.json and the decision's rule: 0.7 x mean(single) + 0.3 x mean(multi), by hand
+    for name, table in tables.items():
+        single, multi = (table.loc[table["kind"] == k, "reciprocal_rank"].mean() for k in ("single", "multi"))
+        assert report["headline"]["panel"][name]["mrr"] == pytest.approx(round(0.7 * single + 0.3 * multi, 4))
+        assert report["headline"]["panel"][name]["recall@10"] == pytest.approx(round(0.7 * single + 0.3 * multi, 4))
+    assert f"Rule: the best system on mrr ({said});" in report["decision"]
 
 
 def test_the_default_weights_leave_every_output_as_it_was():

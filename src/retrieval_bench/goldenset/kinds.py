@@ -17,7 +17,8 @@ kind's question is written from, when a reply of the kind is usable, and its gol
 - unanswerable: a near-miss question on a passage's topic whose answer the corpus does not hold
   (the passage's key fact changed: the reply quotes the fact and says what it changed). Gold: no
   relevant chunk. Kept only when the reply states the changed fact and not every content word of
-  the question occurs in one passage of the corpus (UNANSWERABLE_CHECK; the judge is not asked).
+  the question occurs in one passage of the corpus (UNANSWERABLE_CHECK); with the judge on, the
+  judge's grades are checked when scoring (evaluation.score.abstention).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from retrieval_bench.retrieval.bm25 import tokenize
 
 UNANSWERABLE_CHECK = (
     "lexical: the reply states the changed fact, and no reference passage holds every content word of the "
-    "question (stemmed, stop words out); no pooled chunk is judged"
+    "question (stemmed, stop words out); with the judge on, scoring leaves out any question a pooled chunk is "
+    "graded as answering (n_unanswerable_contradicted in metrics.json)"
 )
 # The golden set's reasons for a kind's reply not being used (beside the reply checks' own).
 REJECT_REASONS = {

@@ -18,7 +18,7 @@ from retrieval_bench.evaluation.panel.reweighted import headline_entry, kinds_of
 from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column
 
 RULE = (
-    "Rule: the best system on mrr (of the headline question set); the systems not significantly worse than it "
+    "Rule: the best system on mrr ({over}); the systems not significantly worse than it "
     "(Holm) are as good; of those, the ones no other as-good system undercuts on cost beyond noise (no cost "
     "higher beyond noise, one lower) are worth considering, and the best of them by mrr is the one to ship."
 )
@@ -166,6 +166,6 @@ def decision_markdown(board: dict, rows: dict[str, dict], compared: dict, unit: 
         "the chunk counts are in metrics/costs.md. Pareto: no other system is as good on mrr and no dearer "
         "beyond noise, and better on one of them (metrics/costs.md says how).",
         "",
-        RULE,
+        RULE.format(over="of the headline question set" if again is None else weights_text(again)),
     ]
     return "\n".join(lines) + "\n"

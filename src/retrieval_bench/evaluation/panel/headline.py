@@ -8,10 +8,12 @@ segments, the reports' reasons and settings) stays in the leaderboard files and 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 
 from retrieval_bench.evaluation.certificate.verdict import VERDICT_NUMBER
+from retrieval_bench.evaluation.panel.reweighted import kinds_of, weighted_mean
 from retrieval_bench.evaluation.score.per_question import HEADLINE_BUDGET, HEADLINE_CUTOFF, headline_column
 
 # Each system's headline: its mean over the compared questions (as the leaderboard's) of mrr and of
@@ -35,10 +37,18 @@ def _numbers(report: dict | None, keys: tuple[str, ...]) -> dict:
     return {key: value for key in keys if (value := _number(report.get(key))) is not None}
 
 
-def system_headline(table: pd.DataFrame) -> dict:
-    """One system's headline means over the rows of `table` (the compared questions)."""
+def system_headline(table: pd.DataFrame, weights: Mapping[str, float] | None = None) -> dict:
+    """One system's headline means over the rows of `table` (the compared questions); with
+    `weights` (score.weights real-mix: kind -> weight), each mean reweighted by kind as the
+    leaderboard's headline is (panel.reweighted.weighted_mean)."""
     if not len(table):
         return {}
+    kinds = None if weights is None else kinds_of(table)
+
+    def mean(column: str) -> float:
+        values = table[column].to_numpy(dtype=float)
+        return float(values.mean()) if kinds is None else weighted_mean(values, kinds, weights or {})
+
     names = {"mrr": "reciprocal_rank"} | {
         column: column
         for prefix, preferred in SYSTEM_METRICS
@@ -47,18 +57,26 @@ def system_headline(table: pd.DataFrame) -> dict:
     return {
         name: value
         for name, column in names.items()
-        if column in table and (value := _number(float(table[column].astype(float).mean()))) is not None
+        if column in table and (value := _number(mean(column))) is not None
     }
 
 
-def headline(aligned: dict[str, pd.DataFrame], goldenset: dict | None, judge: dict | None, certificate: dict) -> dict:
+def headline(
+    aligned: dict[str, pd.DataFrame],
+    goldenset: dict | None,
+    judge: dict | None,
+    certificate: dict,
+    weights: Mapping[str, float] | None = None,
+) -> dict:
     """{panel: {system: {mrr, ndcg@10, recall@10, recall_budget@4000 (or the cut-off and budget
     nearest: per_question.headline_column)}}, goldenset: {...},
     judge: {...}, certificate: {SET: {verdict (1 agrees, 0 undetermined, -1 disagrees),
     kendall_tau_mrr}}} with the unavailable figures left out. The systems' figures are over the
-    reference question set when the leaderboard heads with one (leaderboard.headline_set)."""
+    reference question set when the leaderboard heads with one (leaderboard.headline_set); with
+    `weights` (score.weights real-mix: the board's reweighted entry), over every compared question,
+    reweighted to the real mix as the leaderboard's headline."""
     out = {
-        "panel": {system: system_headline(table) for system, table in aligned.items()},
+        "panel": {system: system_headline(table, weights) for system, table in aligned.items()},
         "goldenset": _numbers(goldenset, GOLDENSET),
         "judge": _numbers(judge, JUDGE),
     }

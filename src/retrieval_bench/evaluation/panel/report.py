@@ -106,7 +106,13 @@ def panel_report(inputs: PanelInputs, validity: dict, *, budget_unit: str = "cha
         "plot": plot_rows({name: row for name, row in priced.items() if name in mrr}, mrr),
         "recall_curve": recall_curve(compared),
         "rank_histograms": rank_histograms(compared),
-        "headline": headline(compared, reports.get("goldenset"), reports.get("judge"), cert),
+        "headline": headline(
+            aligned if "reweighted" in board else compared,
+            reports.get("goldenset"),
+            reports.get("judge"),
+            cert,
+            board["reweighted"]["weights"] if "reweighted" in board else None,
+        ),
         "verdicts": certificate_summary(cert) if cert["available"] else [],
         "failed": failed_line(cert, validity["fail_on"]),
     }

@@ -9,6 +9,11 @@ ones (docs/reference/metrics.md, Abstention).
   threshold answers them from a chunk that does not hold the answer.
 
 A question the run returned nothing for has no top-1 score: it scores below every score (it abstained).
+
+An unanswerable question for which the judged view found a relevant chunk (the LLM judge, or a
+reviewer, graded a pooled chunk as answering it: judged_n_relevant > 0) is not unanswerable after
+all: it is counted (n_unanswerable_contradicted), named in a warning, and left out of the figures.
+Without the judge only the golden-set build's check stands (metrics/goldenset.json names it).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from scipy.stats import rankdata
 
 KEEP_HITS = 0.95  # the share of answerable top-1 hits the false-hit threshold keeps
 UNANSWERABLE = "unanswerable"
+JUDGED_RELEVANT = "judged_n_relevant"  # the judged view's relevant chunks of a question (grades, reviews, copies)
+EXAMPLES = 5  # question ids a warning names
 
 
 def top_scores(run: pd.DataFrame, qids: list[str]) -> np.ndarray:
@@ -74,20 +81,46 @@ def abstention_warning(per_question: pd.DataFrame) -> str | None:
     return None
 
 
+def contradicted(per_question: pd.DataFrame) -> np.ndarray:
+    """The unanswerable questions the judged view found a relevant chunk for (booleans, row order)."""
+    unanswerable = (per_question["kind"] == UNANSWERABLE).to_numpy()
+    if JUDGED_RELEVANT not in per_question:
+        return np.zeros(len(per_question), dtype=bool)
+    return unanswerable & (per_question[JUDGED_RELEVANT].to_numpy() > 0)
+
+
+def contradiction_warning(per_question: pd.DataFrame) -> str | None:
+    """A warning naming the unanswerable questions a judged chunk answers, or None."""
+    if "kind" not in per_question:
+        return None
+    qids = per_question.loc[contradicted(per_question), "qid"].astype(str).tolist()
+    if not qids:
+        return None
+    examples = ", ".join(qids[:EXAMPLES]) + (", ..." if len(qids) > EXAMPLES else "")
+    return (
+        f"{len(qids)} unanswerable question(s) have a pooled chunk graded as answering them ({examples}): "
+        "left out of the abstention figures; fix or drop them in the golden set"
+    )
+
+
 def abstention_summary(per_question: pd.DataFrame) -> dict[str, float | int]:
     """metrics.json's abstention figures from a per-question table with kind, top_score and hit@1
     (nothing without unanswerable and answerable questions): n_unanswerable, abstention_auc,
-    abstention_threshold, false_hit_rate, the answerable and unanswerable top-1 scores' medians."""
+    abstention_threshold, false_hit_rate, the answerable and unanswerable top-1 scores' medians;
+    with n_unanswerable_contradicted, the unanswerable questions a judged chunk answers, which are
+    left out of the figures."""
     if "kind" not in per_question or "top_score" not in per_question or "hit@1" not in per_question:
         return {}
-    unanswerable = (per_question["kind"] == UNANSWERABLE).to_numpy()
-    answerable = ~unanswerable & (per_question["n_relevant"].to_numpy() > 0)
+    answered = contradicted(per_question)
+    unanswerable = (per_question["kind"] == UNANSWERABLE).to_numpy() & ~answered
+    answerable = (per_question["kind"] != UNANSWERABLE).to_numpy() & (per_question["n_relevant"].to_numpy() > 0)
     if not unanswerable.any() or not answerable.any():
-        return {}
+        return {"n_unanswerable_contradicted": int(answered.sum())} if answered.any() else {}
     scores = per_question["top_score"].to_numpy(dtype=np.float64)
     threshold = hit_threshold(scores[answerable], per_question["hit@1"].to_numpy(dtype=np.float64)[answerable])
     summary: dict[str, float | int] = {
         "n_unanswerable": int(unanswerable.sum()),
+        **({"n_unanswerable_contradicted": int(answered.sum())} if answered.any() else {}),
         "abstention_auc": abstention_auc(scores[answerable], scores[unanswerable]),
         "false_hit_rate": false_hit_rate(scores[unanswerable], threshold),
         "abstention_threshold": threshold,

@@ -14,7 +14,13 @@ import pandas as pd
 
 from retrieval_bench.core.relevance import Judgement, judge, labels_without_spans
 from retrieval_bench.core.run_table import positions
-from retrieval_bench.evaluation.score.abstention import UNANSWERABLE, abstention_summary, abstention_warning, top_scores
+from retrieval_bench.evaluation.score.abstention import (
+    UNANSWERABLE,
+    abstention_summary,
+    abstention_warning,
+    contradiction_warning,
+    top_scores,
+)
 from retrieval_bench.evaluation.score.budgets import budget_table
 from retrieval_bench.evaluation.score.judged import (
     PREFIX,
@@ -162,6 +168,7 @@ def score_system(
         unspanned_warning(golden, chunks),
         unjudged_warning(table),
         abstention_warning(table),
+        contradiction_warning(table),
     )
     summary = {
         **system_summary(kept(table), len(chunks), scoring, inputs.duplicates, graded=scoring.judge_enabled),
