@@ -44,6 +44,7 @@ import pandas as pd
 from common import ROOT, SCIFACT, machine, scifact_folder
 
 from retrieval_bench.core.params import DEFAULTS
+from retrieval_bench.core.question_sets import SINGLE, kind_of
 from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
 from retrieval_bench.embedding.embed import encode, load_model
 from retrieval_bench.evaluation.certificate.style_gap import style_gap
@@ -180,6 +181,7 @@ def sample_panel(models: dict) -> Panel:
             }
         )
         for row in hand
+        if kind_of(row) == SINGLE  # the reference pool: single-passage questions (the synthetic kinds are too)
     ]
     return Panel("sample", chunks, real, scorer(chunks, models))
 
