@@ -94,13 +94,20 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, fl
     return cpu, wall, result.stdout
 
 
+def cold_repro(project: Path, data: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Copy the project into `project` with the reproduction's params on `data`, then a timed
+    cold `dvc repro`: (CPU, wall) seconds."""
+    copy_project(project, env)
+    (project / "params.yaml").write_text(yaml.safe_dump(scifact_params(data), sort_keys=False))
+    cpu, wall, _ = timed([sys.executable, "-m", "dvc", "repro", "--quiet"], project, env)
+    return cpu, wall
+
+
 def pipeline_round(data: Path, env: dict[str, str]) -> dict:
     """A cold `dvc repro` in a fresh copy of the project: CPU, wall and nDCG@10."""
     with tempfile.TemporaryDirectory(prefix="cold-pipeline-") as tmp:
         project = Path(tmp)
-        copy_project(project, env)
-        (project / "params.yaml").write_text(yaml.safe_dump(scifact_params(data), sort_keys=False))
-        cpu, wall, _ = timed([sys.executable, "-m", "dvc", "repro", "--quiet"], project, env)
+        cpu, wall = cold_repro(project, data, env)
         metrics = json.loads((project / "metrics" / "panel" / "default" / "metrics.json").read_text())
     return {"cpu": cpu, "wall": wall, "ndcg@10": metrics["ndcg@10"]}
 
@@ -109,9 +116,7 @@ def breakdown(data: Path, env: dict[str, str]) -> None:
     """Print each stage's CPU seconds, run again by itself after a cold `dvc repro` (see --breakdown)."""
     with tempfile.TemporaryDirectory(prefix="cold-breakdown-") as tmp:
         project = Path(tmp)
-        copy_project(project, env)
-        (project / "params.yaml").write_text(yaml.safe_dump(scifact_params(data), sort_keys=False))
-        repro, _, _ = timed([sys.executable, "-m", "dvc", "repro", "--quiet"], project, env)
+        repro, _ = cold_repro(project, data, env)
         shutil.rmtree(project / ".dvc" / "tmp" / "retrieval-bench", ignore_errors=True)  # embed again
         rows = [("`dvc repro` (all of it)", repro)]
         for stage, entry in yaml.safe_load((project / "dvc.lock").read_text())["stages"].items():

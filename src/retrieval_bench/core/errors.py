@@ -41,6 +41,12 @@ def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
+def some_of(items: list[str], limit: int = 5) -> str:
+    """The first `limit` of `items`, comma-separated, with ", ..." when there are more: the
+    examples a warning names."""
+    return ", ".join(items[:limit]) + (", ..." if len(items) > limit else "")
+
+
 @contextmanager
 def optional_extra(extra: str, what: str) -> Iterator[None]:
     """Imports in the block come from the optional extra `extra` of pyproject.toml: one that fails

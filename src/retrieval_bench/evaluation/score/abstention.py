@@ -24,6 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
+from retrieval_bench.core.errors import some_of
+
 KEEP_HITS = 0.95  # the share of answerable top-1 hits the false-hit threshold keeps
 UNANSWERABLE = "unanswerable"
 JUDGED_RELEVANT = "judged_n_relevant"  # the judged view's relevant chunks of a question (grades, reviews, copies)
@@ -96,9 +98,8 @@ def contradiction_warning(per_question: pd.DataFrame) -> str | None:
     qids = per_question.loc[contradicted(per_question), "qid"].astype(str).tolist()
     if not qids:
         return None
-    examples = ", ".join(qids[:EXAMPLES]) + (", ..." if len(qids) > EXAMPLES else "")
     return (
-        f"{len(qids)} unanswerable question(s) have a pooled chunk graded as answering them ({examples}): "
+        f"{len(qids)} unanswerable question(s) have a pooled chunk graded as answering them ({some_of(qids, EXAMPLES)}): "
         "left out of the abstention figures; fix or drop them in the golden set"
     )
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from retrieval_bench.core.errors import some_of
 from retrieval_bench.core.relevance import Judgement, judge, labels_without_spans
 from retrieval_bench.core.run_table import positions
 from retrieval_bench.evaluation.score.abstention import (
@@ -126,7 +127,7 @@ def unscorable_warning(per_question: pd.DataFrame) -> str | None:
     unscorable = per_question.loc[(per_question["n_relevant"] == 0) & answerable, "qid"].astype(str).tolist()
     if not unscorable:
         return None
-    examples = ", ".join(unscorable[:UNSCORABLE_EXAMPLES]) + (", ..." if len(unscorable) > UNSCORABLE_EXAMPLES else "")
+    examples = some_of(unscorable, UNSCORABLE_EXAMPLES)
     return (
         f"{len(unscorable)} of {len(per_question)} questions have no relevant chunk in this chunking ({examples}): "
         "they score 0 on every metric; see score.min_coverage in docs/reference/metrics.md"
@@ -139,7 +140,7 @@ def unspanned_warning(golden: list[dict], chunks: pd.DataFrame) -> str | None:
     qids = [str(qid) for qid in labels_without_spans(golden, chunks)]
     if not qids:
         return None
-    examples = ", ".join(qids[:UNSCORABLE_EXAMPLES]) + (", ..." if len(qids) > UNSCORABLE_EXAMPLES else "")
+    examples = some_of(qids, UNSCORABLE_EXAMPLES)
     return (
         f"{len(qids)} of {len(golden)} labelled questions name chunks not in this chunking and carry no "
         f"relevant_spans ({examples}): only the labelled chunks found are judged; rebuild the golden set "
