@@ -15,6 +15,7 @@ from scipy import optimize, stats
 from retrieval_bench.corpus.duplicates import find_duplicates
 from retrieval_bench.evaluation.compare.command import compare_tables
 from retrieval_bench.evaluation.compare.report import format_text
+from retrieval_bench.evaluation.panel.headline import headline
 from retrieval_bench.evaluation.panel.reviewed import judge_agreement, ppi_figures, rejections, show_lines
 from retrieval_bench.evaluation.ppi import ReviewSample, ppi_mean, ppi_paired
 from retrieval_bench.evaluation.score.judged import JudgedInputs
@@ -195,6 +196,17 @@ def test_the_review_report_counts_rejections_by_set_and_kind_and_the_judges_agre
     assert agreement["n_pairs"] == 2 and agreement["leniency"] == 1.0  # c01: people 0, judge 3
     assert agreement["confusion"]["counts"][0][3] == 1 and agreement["confusion"]["counts"][3][3] == 1
     assert agreement["kappa"] == 0.0  # the judge says 3 to everything: no agreement beyond chance
+    # metrics/headline.json's reviews block: the counts, a number per reason
+    figures = headline({}, None, None, {}, rejections=counted)["reviews"]
+    assert figures == {
+        "n_reviewed": 3,
+        "n_rejected": 1,
+        "rejected_ambiguous": 1,
+        "rejected_not_answerable": 0,
+        "rejected_gives_away": 0,
+        "rejected_not_real": 0,
+    }
+    assert "reviews" not in headline({}, None, None, {})
 
 
 def _aligned_tables(rng, n=300, reviewed_n=60):

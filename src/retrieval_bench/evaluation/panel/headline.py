@@ -67,6 +67,7 @@ def headline(
     judge: dict | None,
     certificate: dict,
     weights: Mapping[str, float] | None = None,
+    rejections: Mapping | None = None,
 ) -> dict:
     """{panel: {system: {mrr, ndcg@10, recall@10, recall_budget@4000 (or the cut-off and budget
     nearest: per_question.headline_column)}}, goldenset: {...},
@@ -74,12 +75,16 @@ def headline(
     kendall_tau_mrr}}} with the unavailable figures left out. The systems' figures are over the
     reference question set when the leaderboard heads with one (leaderboard.headline_set); with
     `weights` (score.weights real-mix: the board's reweighted entry), over every compared question,
-    reweighted to the real mix as the leaderboard's headline."""
+    reweighted to the real mix as the leaderboard's headline. With people's reviews (`rejections`:
+    panel.reviewed.rejections), reviews: {n_reviewed, n_rejected, rejected_<reason> per reason}."""
     out = {
         "panel": {system: system_headline(table, weights) for system, table in aligned.items()},
         "goldenset": _numbers(goldenset, GOLDENSET),
         "judge": _numbers(judge, JUDGE),
     }
+    if rejections is not None:
+        by_reason = {f"rejected_{reason}": n for reason, n in rejections["by_reason"].items()}
+        out["reviews"] = {"n_reviewed": rejections["n_reviewed"], "n_rejected": rejections["n_rejected"], **by_reason}
     for name, entry in certificate.get("sets", {}).items():
         figures = {"verdict": VERDICT_NUMBER[entry["verdict"]]}
         tau = _number(entry["metrics"].get("mrr", {}).get("kendall_tau", {}).get("value"))

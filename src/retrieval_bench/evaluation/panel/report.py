@@ -112,6 +112,7 @@ def panel_report(inputs: PanelInputs, validity: dict, *, budget_unit: str = "cha
             reports.get("judge"),
             cert,
             board["reweighted"]["weights"] if "reweighted" in board else None,
+            board["reviews"].get("rejections"),
         ),
         "verdicts": certificate_summary(cert) if cert["available"] else [],
         "failed": failed_line(cert, validity["fail_on"]),
