@@ -114,3 +114,21 @@ def test_unanswerable_questions_are_not_reported_as_left_out(tables):
 
     report = left_out(tables)
     assert report["n_left_out"] == 0 and report["n_questions"] == 32
+
+
+def test_an_unanswerable_question_a_judged_chunk_answers_in_one_table_leaves_every_systems_abstention(tables):
+    """q32 is contradicted in one system's table only (its chunking's judged chunks): every system's
+    abstention figures are read without it, so the systems are compared on the same questions."""
+    tables = {name: table.assign(judged_n_relevant=0) for name, table in tables.items()}
+    tables["base"].loc[tables["base"]["qid"] == "q32", "judged_n_relevant"] = 1
+    section = kind_sections(scorable(tables), tables, resamples=200)["unanswerable"]
+    assert section["n_questions"] == 9 and section["n_contradicted"] == 1
+    for name, table in tables.items():
+        answerable = table[table["kind"] != "unanswerable"]["top_score"].to_numpy()
+        kept = table[(table["kind"] == "unanswerable") & (table["qid"] != "q32")]["top_score"].to_numpy()
+        assert section["systems"][name]["abstention_auc"] == pytest.approx(abstention_auc(answerable, kept))
+        assert "n_unanswerable_contradicted" not in section["systems"][name]
+    board = {**leaderboard(scorable(tables), resamples=200), "kinds": {"unanswerable": section}}
+    assert "(9 questions, beside 32 answerable ones; 1 left out: a judged chunk answers them)" in "\n".join(
+        leaderboard_kind_lines(board)
+    )

@@ -105,9 +105,9 @@ def check_model(
         cache_dir,
         progress=EmbedProgress("chunk", bar=False),
     )
-    model = f"embed.model {settings.model}"
+    model = f"{settings.model_key} {settings.model}"
     how = (
-        f"set embed.model (and its document_prompt, max_seq_length, backend) to the model that made the vectors in {address}, "
+        f"set {settings.model_key} (and its document_prompt, max_seq_length, backend) to the model that made the vectors in {address}, "
         "or embed.corpus_vectors: embed to embed the chunks again"
     )
     if embedded.shape[1] != stored.shape[1]:
@@ -135,6 +135,6 @@ def stored_corpus_vectors(
     vectors = read_vectors(address, chunks["chunk_id"].tolist())
     lowest = check_model(address, vectors, chunks, settings, cache_dir)
     return vectors, (
-        f"{len(chunks)} chunk vectors read from {address}; embed.model {settings.model} checked on "
+        f"{len(chunks)} chunk vectors read from {address}; {settings.model_key} {settings.model} checked on "
         f"{min(SAMPLE, len(chunks))} of them (lowest cosine {lowest:.5f})"
     )

@@ -14,8 +14,8 @@ import pandas as pd
 
 from retrieval_bench.evaluation.panel.costs import COSTS, cost_point
 from retrieval_bench.evaluation.panel.pareto import dominates, lower_beyond_noise
-from retrieval_bench.evaluation.panel.reweighted import headline_entry, kinds_of, weighted_mean, weights_text
-from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column
+from retrieval_bench.evaluation.panel.reweighted import headline_entry, weights_text
+from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column, kinds_of, weighted_mean
 
 RULE = (
     "Rule: the best system on mrr ({over}); the systems not significantly worse than it "
@@ -83,7 +83,7 @@ def _means(
     tables: dict[str, pd.DataFrame], column: str | None, weights: Mapping[str, float] | None = None
 ) -> dict[str, float | None]:
     """Each table's mean of `column` (None where it lacks it); with `weights` (score.weights
-    real-mix), reweighted by kind (panel.reweighted.weighted_mean)."""
+    real-mix), reweighted by kind (score.per_question.weighted_mean)."""
     return {
         name: (
             None

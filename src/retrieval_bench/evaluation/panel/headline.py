@@ -13,8 +13,13 @@ from collections.abc import Mapping
 import pandas as pd
 
 from retrieval_bench.evaluation.certificate.verdict import VERDICT_NUMBER
-from retrieval_bench.evaluation.panel.reweighted import kinds_of, weighted_mean
-from retrieval_bench.evaluation.score.per_question import HEADLINE_BUDGET, HEADLINE_CUTOFF, headline_column
+from retrieval_bench.evaluation.score.per_question import (
+    HEADLINE_BUDGET,
+    HEADLINE_CUTOFF,
+    headline_column,
+    kinds_of,
+    weighted_mean,
+)
 
 # Each system's headline: its mean over the compared questions (as the leaderboard's) of mrr and of
 # these at the headline cut-off (or budget), named as the per-question column is.
@@ -40,7 +45,7 @@ def _numbers(report: dict | None, keys: tuple[str, ...]) -> dict:
 def system_headline(table: pd.DataFrame, weights: Mapping[str, float] | None = None) -> dict:
     """One system's headline means over the rows of `table` (the compared questions); with
     `weights` (score.weights real-mix: kind -> weight), each mean reweighted by kind as the
-    leaderboard's headline is (panel.reweighted.weighted_mean)."""
+    leaderboard's headline is (score.per_question.weighted_mean)."""
     if not len(table):
         return {}
     kinds = None if weights is None else kinds_of(table)

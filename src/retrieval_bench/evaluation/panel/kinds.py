@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.evaluation.panel.leaderboard import entry_table, rank_systems
-from retrieval_bench.evaluation.score.abstention import KEEP_HITS, UNANSWERABLE, abstention_summary
+from retrieval_bench.evaluation.score.abstention import KEEP_HITS, UNANSWERABLE, abstention_summary, contradicted
 from retrieval_bench.evaluation.score.kinds import kinds_present
 from retrieval_bench.evaluation.score.per_question import kind_metric_columns
 
@@ -63,9 +63,13 @@ def _quartiles(values: np.ndarray) -> list[float]:
 
 def abstention_section(tables: dict[str, pd.DataFrame]) -> dict:
     """Each system's abstention figures (abstention_summary) and the quartiles of its answerable
-    and unanswerable questions' top-1 scores, on the questions every table holds; the best system
-    is the one with the highest abstention AUC."""
+    and unanswerable questions' top-1 scores, on the questions every table holds less the
+    unanswerable ones a judged chunk answers in any table (abstention.contradicted: the judge's or
+    a reviewer's grades, per chunking), so every system is read on the same questions
+    (`n_contradicted` of them left out); the best system is the one with the highest abstention AUC."""
     common = set.intersection(*(set(t["qid"].astype(str)) for t in tables.values()))
+    answered = set().union(*(set(t.loc[contradicted(t), "qid"].astype(str)) for t in tables.values()))
+    common -= answered
     systems: dict[str, dict[str, Any]] = {}
     for name, table in tables.items():
         table = table[table["qid"].astype(str).isin(common)]
@@ -83,6 +87,7 @@ def abstention_section(tables: dict[str, pd.DataFrame]) -> dict:
     best = max(aucs, key=lambda name: -math.inf if math.isnan(aucs[name]) else aucs[name])
     return {
         "n_questions": int((first["kind"] == UNANSWERABLE).sum()),
+        "n_contradicted": len(answered),
         "n_answerable": int(((first["kind"] != UNANSWERABLE) & (first["n_relevant"] > 0)).sum()),
         "keep_hits": KEEP_HITS,
         "systems": systems,
@@ -120,9 +125,11 @@ def leaderboard_kind_lines(board: dict) -> list[str]:
 def abstention_lines(systems: list[str], entry: dict) -> list[str]:
     """The unanswerable section: a row per system."""
     keep = round(entry["keep_hits"] * 100)
+    left_out = entry.get("n_contradicted", 0)
+    also = f"; {left_out} left out: a judged chunk answers them" if left_out else ""
     lines = [
-        f"### kind unanswerable ({entry['n_questions']} questions, beside {entry['n_answerable']} answerable ones): "
-        "does the system know when nothing answers?",
+        f"### kind unanswerable ({entry['n_questions']} questions, beside {entry['n_answerable']} answerable "
+        f"ones{also}): does the system know when nothing answers?",
         "",
         "| system | abstention AUC | false-hit rate | threshold | top-1 score, answerable | top-1 score, unanswerable |",
         "|---|---|---|---|---|---|",

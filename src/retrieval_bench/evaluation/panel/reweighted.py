@@ -27,6 +27,7 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.question_sets import ALL, REFERENCE_SETS, question_set_of
 from retrieval_bench.evaluation.panel.leaderboard import entry_table, leaderboard_metrics, rank_systems
 from retrieval_bench.evaluation.score.abstention import UNANSWERABLE
+from retrieval_bench.evaluation.score.per_question import kinds_of
 from retrieval_bench.goldenset.kinds import mix
 
 BATCH_ELEMENTS = 4_000_000  # as stats' bootstrap: ~32 MB of indices at once
@@ -57,16 +58,6 @@ def real_mix(golden: Sequence[Mapping]) -> tuple[str, dict[str, float]]:
 def normalised(weights: Mapping[str, float]) -> dict[str, float]:
     total = sum(weights.values())
     return {kind: weight / total for kind, weight in weights.items()}
-
-
-def weighted_mean(values: np.ndarray, kinds: np.ndarray, weights: Mapping[str, float]) -> float:
-    """sum_k weights[k] x mean of `values` of kind k (weights over the kinds present, summing to 1)."""
-    return float(sum(weight * values[kinds == kind].mean() for kind, weight in weights.items()))
-
-
-def kinds_of(table: pd.DataFrame) -> np.ndarray:
-    """A per-question table's kinds (single for a table scored before kinds)."""
-    return table["kind"].astype(str).to_numpy() if "kind" in table else np.full(len(table), "single")
 
 
 def question_factors(kinds: np.ndarray, weights: Mapping[str, float]) -> np.ndarray:

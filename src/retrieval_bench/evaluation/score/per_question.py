@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -137,3 +137,13 @@ def _checked_values(values: pd.Series, column: str, low: float, high: float, exp
             f"or empty (bad values in the column: {len(bad)} of {len(values)})"
         )
     return numbers
+
+
+def weighted_mean(values: np.ndarray, kinds: np.ndarray, weights: Mapping[str, float]) -> float:
+    """sum_k weights[k] x mean of `values` of kind k (weights over the kinds present, summing to 1)."""
+    return float(sum(weight * values[kinds == kind].mean() for kind, weight in weights.items()))
+
+
+def kinds_of(table: pd.DataFrame) -> np.ndarray:
+    """A per-question table's kinds (single for a table scored before kinds)."""
+    return table["kind"].astype(str).to_numpy() if "kind" in table else np.full(len(table), "single")
