@@ -18,13 +18,13 @@ lambda_i:
 lambda = 0 is the human-only (classical) estimate, lambda = 1 plain PPI. The power-tuned lambda of a
 set S of reviewed questions minimises the variance: Cov_S(g, g_f) / ((1 + |S|/N) Var(g_f)), clipped
 to [0, 1], with g = K (Y - theta0), g_f = f - theta0 at S's classical theta0 = sum_S(K Y) / sum_S(K)
-(the variance of g_f over S and the N unreviewed questions, ddof 1, as ppi_py does; lambda 0 where
-S has no kept question or f does not vary). Tuned, lambda_i is the lambda of the other n - 1
-reviewed questions (cross-fitted, leave one out): plugging in the lambda of all n would tune it to
-the very questions it corrects and, on a few dozen of them, make the interval too narrow exactly
-when the sample misses the judge's mistakes. A given lambda is every lambda_i.
+(Cov_S over S, ddof 0; Var over S and the N unreviewed questions, ddof 1, as ppi_py does; lambda 0
+where S has no kept question or f does not vary). Tuned, lambda_i is the lambda of the other n - 1
+reviewed questions (cross-fitted, leave one out): the lambda of all n, PPI++'s plug-in, is tuned to
+the very questions it corrects and on a few dozen of them fits their noise, biasing the estimate
+and narrowing the interval. A given lambda is every lambda_i.
 
-The variance is the jackknife's over the reviewed questions plus the unreviewed mean's:
+The variance is the jackknife's over the reviewed questions plus the unreviewed mean's (Var_N ddof 0):
 
     Var(theta) = (n - 1) / n sum_j (theta_(-j) - mean_j theta_(-j))^2
                  + (mean_n(lambda_i) / mean_n(K))^2 Var_N(f) / N
@@ -32,8 +32,9 @@ The variance is the jackknife's over the reviewed questions plus the unreviewed 
 where theta_(-j) is the estimate without reviewed question j, its lambdas tuned again on what is
 left (each lambda_i then of the n - 2 others): unlike the sandwich it counts how lambda and the
 ratio move with the sample. With lambda 0 and nothing rejected it is Var_n(Y) / n (ddof 1), the
-classical one. The interval is theta +- t sd, t the 97.5% quantile of Student's t with n - 1 degrees
-of freedom (the classical small-sample interval; the normal's 1.96 from about 100 on). It assumes
+classical one. The interval is theta +- t sd, t the 97.5% quantile of Student's t with n - 1
+degrees of freedom (the classical small-sample interval; within 1% of the normal's 1.96 from 100
+on). The three corrections and what each buys: bench/ppi_coverage.py --ablation. It assumes
 the reviewed questions are a uniformly random sample of the golden set: a reviewer who picks
 questions (or reviews beyond the drawn sample) breaks it, and the interval then covers nothing in
 particular. A paired delta of two systems is the same estimator on per-question differences
