@@ -107,8 +107,8 @@ def test_with_rejected_questions_it_matches_the_hand_computation_too():
     rng = np.random.default_rng(11)
     for case in range(60):
         y, f_lab, f_unl = _case(rng, most=20)
-        keep = (rng.random(len(y)) < 0.7).astype(float)
-        keep[:2] = 1.0
+        keep = (rng.random(len(y)) < (0.7 if case % 3 else 0.0)).astype(float)
+        keep[:2] = 1.0  # every third case keeps just 2: some left-out pairs leave no kept question
         lam = None if case % 2 else float(rng.random())
         estimate, lam_bar, interval = _by_hand(y, f_lab, f_unl, keep, lam)
         got = ppi_mean(y, f_lab, f_unl, keep, lam)
@@ -130,6 +130,13 @@ def test_lambda_zero_is_students_t_interval_and_lambda_one_plain_ppi():
         assert classical.p_value() == pytest.approx(student.pvalue, rel=1e-9)
         plain = ppi_mean(y, f_lab, f_unl, lam=1.0)
         assert plain.estimate == pytest.approx(f_unl.mean() + (y - f_lab).mean())
+
+
+def test_a_model_figure_that_never_varies_gets_lambda_zero():
+    rng = np.random.default_rng(19)
+    y = rng.random(30)
+    flat = ppi_mean(y, np.full(30, 0.3), np.full(200, 0.3))
+    assert flat.lam == 0.0 and flat == ppi_mean(y, np.full(30, 0.3), np.full(200, 0.3), lam=0.0)
 
 
 def test_the_jackknife_in_chunks_equals_it_in_one_go(monkeypatch):
