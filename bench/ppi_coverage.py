@@ -13,9 +13,11 @@ reviewed sample of n of its questions, and computes the
 PPI++ 95% interval of the mean reciprocal rank, the people-only interval (the reviewed questions
 alone) and the uncorrected figure (the judge's mean over every question). Reported per size n:
 the coverage of the PPI interval (goal >= 93%), its mean width against the people-only one
-(goal: narrower), and the uncorrected figure's bias.
+(goal: narrower), and the uncorrected figure's bias. With --ablation, a second table: the coverage
+and width of PPI++'s interval as published (ppi_py's ppi_mean_ci) with evaluation.ppi's
+small-sample corrections added one at a time, on the same trials.
 
-    python bench/ppi_coverage.py [--trials 1000] [--sizes 25 50 100 150] [--scifact PATH]
+    python bench/ppi_coverage.py [--trials 1000] [--sizes 25 50 100 150] [--scifact PATH] [--ablation]
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ from pathlib import Path
 
 import numpy as np
 from common import ROOT, SCIFACT
+from scipy import stats
 
 from retrieval_bench.evaluation.ppi import ppi_mean
 from retrieval_bench.evaluation.score.per_question import read_per_question
 
 DEPTH = 20
 JUDGES = {"mild (p 0.1, fooled 5%)": (0.1, 0.05), "strong (p 0.3, fooled 20%)": (0.3, 0.2)}
+# --ablation's steps: (Student's t, cross-fitted lambda) added to PPI++ as published; then evaluation.ppi
+STEPS = {"published PPI++": (False, False), "+ Student t": (True, False), "+ cross-fitted lambda": (True, True)}
 
 
 def sample_ranks() -> dict[str, np.ndarray]:
@@ -96,34 +101,57 @@ def judged_ranks(ranks: np.ndarray, lenient: float, fooled: float, rng: np.rando
     return np.minimum(ranks, np.minimum(first_false, fooled_first))
 
 
-def simulate(ranks: np.ndarray, size: int, lenient: float, fooled: float, trials: int, seed: int) -> dict:
+def published(y: np.ndarray, f_lab: np.ndarray, f_unl: np.ndarray, student: bool, cross_fit: bool):
+    """PPI++'s mean interval as published (ppi_py's ppi_mean_ci: lambda tuned on all n reviewed
+    questions, the plug-in variance, the normal's 1.96), with two of evaluation.ppi's corrections:
+    `student` Student's t with n - 1 df (and the variance's ddof 1), `cross_fit` each reviewed
+    question's lambda tuned on the others. Written here for the ablation only: no rejections."""
+    n, big_n = len(y), len(f_unl)
+
+    def tuned(rows: np.ndarray) -> float:
+        ys, fs = y[rows], f_lab[rows]
+        spread = float(np.var(np.concatenate([fs, f_unl]), ddof=1))
+        covariance = float(np.mean((ys - ys.mean()) * (fs - fs.mean())))
+        return 0.0 if spread <= 0 else float(np.clip(covariance / ((1 + len(ys) / big_n) * spread), 0, 1))
+
+    every = np.arange(n)
+    lams = np.array([tuned(every[every != i]) for i in every]) if cross_fit else np.full(n, tuned(every))
+    theta = float(y.mean() + lams.mean() * f_unl.mean() - np.mean(lams * f_lab))
+    variance = np.var(y - lams * f_lab, ddof=int(student)) / n + lams.mean() ** 2 * np.var(f_unl) / big_n
+    quantile = stats.t.ppf(0.975, n - 1) if student else stats.norm.ppf(0.975)
+    return theta - quantile * math.sqrt(variance), theta + quantile * math.sqrt(variance)
+
+
+def simulate(
+    ranks: np.ndarray, size: int, judge: tuple[float, float], trials: int, seed: int, ablation: bool = False
+) -> dict:
     """Each trial: a golden set drawn from the table (with replacement, as a generator draws
     questions), a judge, and `size` of its questions reviewed at random. The target is the table's
     mean, the population the golden sets are drawn from: what the interval claims to cover, like
-    the leaderboard's bootstrap intervals (over the questions one could have drawn)."""
+    the leaderboard's bootstrap intervals (over the questions one could have drawn). Per interval
+    (ppi, people, and with `ablation` the STEPS) its coverage and mean width; the mean bias."""
     rng = np.random.default_rng(seed)
     target = float((1.0 / ranks).mean())  # inf -> 0: nothing relevant in the top DEPTH
-    covered, people_covered, widths, people_widths, biases = 0, 0, [], [], []
+    covered: dict[str, int] = {}
+    widths: dict[str, float] = {}
+    biases = []
     for _ in range(trials):
         drawn = ranks[rng.integers(0, len(ranks), len(ranks))]
-        truth, model = 1.0 / drawn, 1.0 / judged_ranks(drawn, lenient, fooled, rng)
+        truth, model = 1.0 / drawn, 1.0 / judged_ranks(drawn, *judge, rng)
         reviewed = np.zeros(len(drawn), dtype=bool)
         reviewed[rng.choice(len(drawn), size, replace=False)] = True
-        ppi = ppi_mean(truth[reviewed], model[reviewed], model[~reviewed])
-        people = ppi_mean(truth[reviewed], model[reviewed], model[~reviewed], lam=0.0)
+        y, f_lab, f_unl = truth[reviewed], model[reviewed], model[~reviewed]
+        ppi, people = ppi_mean(y, f_lab, f_unl), ppi_mean(y, f_lab, f_unl, lam=0.0)
         assert ppi is not None and people is not None
-        covered += ppi.low <= target <= ppi.high
-        people_covered += people.low <= target <= people.high
-        widths.append(ppi.high - ppi.low)
-        people_widths.append(people.high - people.low)
+        intervals = {"ppi": (ppi.low, ppi.high), "people": (people.low, people.high)}
+        if ablation:
+            intervals |= {step: published(y, f_lab, f_unl, *how) for step, how in STEPS.items()}
+        for name, (low, high) in intervals.items():
+            covered[name] = covered.get(name, 0) + (low <= target <= high)
+            widths[name] = widths.get(name, 0.0) + (high - low)
         biases.append(float(model.mean()) - target)
-    return {
-        "coverage": covered / trials,
-        "people_coverage": people_covered / trials,
-        "width": float(np.mean(widths)),
-        "people_width": float(np.mean(people_widths)),
-        "bias": float(np.mean(biases)),
-    }
+    out = {f"{name}_coverage": count / trials for name, count in covered.items()}
+    return out | {f"{name}_width": total / trials for name, total in widths.items()} | {"bias": float(np.mean(biases))}
 
 
 def main() -> None:
@@ -132,6 +160,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[25, 50, 100, 150])
     parser.add_argument("--scifact", default=str(SCIFACT))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ablation", action="store_true", help="also the corrections' table (slower)")
     args = parser.parse_args()
     start, load = time.perf_counter(), os.getloadavg()[0]
     tables = {f"sample {name}": ranks for name, ranks in sample_ranks().items()}
@@ -148,24 +177,32 @@ def main() -> None:
         "sample (each system)": [n for n in tables if n.startswith("sample")],
         "SciFact BM25": [n for n in tables if n == "SciFact BM25"],
     }
+    cells = []
     for group, names in groups.items():
-        for judge, (lenient, fooled) in JUDGES.items():
+        for judge, how in JUDGES.items():
             for size in args.sizes:
                 runs = [
-                    simulate(tables[name], size, lenient, fooled, args.trials, args.seed + i)
+                    simulate(tables[name], size, how, args.trials, args.seed + i, args.ablation)
                     for i, name in enumerate(names)
                     if len(tables[name]) > size
                 ]
                 if not runs:
                     continue
                 mean = {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
-                worst = min(run["coverage"] for run in runs)
+                worst = min(run["ppi_coverage"] for run in runs)
+                cells.append((f"| {group} | {judge} | {size} |", mean))
                 print(
-                    f"| {group} | {judge} | {size} | {mean['coverage']:.1%} | {worst:.1%} | {mean['people_coverage']:.1%} | "
-                    f"{mean['width']:.3f} | "
-                    f"{mean['people_width']:.3f} | {mean['bias']:+.3f} |",
+                    f"{cells[-1][0]} {mean['ppi_coverage']:.1%} | {worst:.1%} | {mean['people_coverage']:.1%} | "
+                    f"{mean['ppi_width']:.3f} | {mean['people_width']:.3f} | {mean['bias']:+.3f} |",
                     flush=True,
                 )
+    if args.ablation:
+        print("\ncoverage (mean width), the same trials:")
+        print(f"| tables | judge | reviewed | {' | '.join(STEPS)} | + jackknife (evaluation.ppi) |")
+        print("|---|---|---:|" + "---:|" * (len(STEPS) + 1))
+        for cell, mean in cells:
+            steps = [*STEPS, "ppi"]
+            print(cell, " | ".join(f"{mean[f'{s}_coverage']:.1%} ({mean[f'{s}_width']:.3f})" for s in steps), "|")
     print(
         f"{args.trials} trials per table and cell; {time.perf_counter() - start:.0f} s; "
         f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after"

@@ -26,8 +26,8 @@ from retrieval_bench.evaluation.stats import ALPHA, cohen_kappa, holm_adjust
 from retrieval_bench.goldenset.reviews import GRADES, QUESTION_MARKS, Reviews
 
 NO_REVIEWS = "no reviews yet: review a sample (retrieval-bench review) for prediction-powered intervals"
-# Below this many reviewed questions the 95% intervals covered 87-92% in bench/ppi_coverage.py
-# (docs/benchmarks.md): said beside the figures.
+# Below this many reviewed questions the 95% intervals are wide and a review may hold none of a
+# rarely wrong judge's mistakes (docs/explanation/ppi.md): said beside the figures.
 ENOUGH_REVIEWED = 50
 
 
@@ -123,7 +123,7 @@ def ppi_figures(aligned: dict[str, pd.DataFrame], best: Mapping[str, str] | None
     every question, `ppi` the PPI++ estimate and 95% interval, `human_only` the reviewed questions'
     interval alone, `delta_to_best` the paired PPI interval of this system minus the best (`best`:
     metric -> the leaderboard's best; else the highest PPI estimate), and as the leaderboard marks
-    its systems, `p_holm` (its normal test, Holm-adjusted over the systems compared with the best)
+    its systems, `p_holm` (its t test, Holm-adjusted over the systems compared with the best)
     and `differs_from_best` (p_holm < alpha)."""
     first = next(iter(aligned.values()))
     if REVIEW not in first or not (first[REVIEW].astype(str) != UNREVIEWED).any():
@@ -164,8 +164,8 @@ def _too_few(n_reviewed: int) -> str | None:
     if n_reviewed >= ENOUGH_REVIEWED:
         return None
     return (
-        f"only {n_reviewed} reviewed questions: below {ENOUGH_REVIEWED} the 95% intervals covered 87-92% "
-        "in docs/benchmarks.md; review more"
+        f"only {n_reviewed} reviewed questions: below {ENOUGH_REVIEWED} the 95% intervals are wide and may miss "
+        "a rarely wrong judge's bias (docs/explanation/ppi.md); review more"
     )
 
 
