@@ -1,7 +1,7 @@
 """The certificate's error rates, measured (issue 44; docs/explanation/golden-set-trust.md).
 
     python bench/certificate_power.py [--trials 200] [--seeds 5] [--sizes 20 40 80 150]
-                                      [--scifact ../shared/data/scifact] [--no-scifact]
+                                      [--scifact ../shared/data/scifact] [--no-scifact] [--no-sample]
 
 A panel of real systems (MiniLM at 256 and 64 tokens, exact dense search; BM25 stemmed and plain;
 hybrid RRF of each dense with stemmed BM25), scored by the library itself (retrieve, score_run),
@@ -296,13 +296,15 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[20, 40, 80, 150])
     parser.add_argument("--scifact", default=str(SCIFACT))
     parser.add_argument("--no-scifact", action="store_true")
+    parser.add_argument("--no-sample", action="store_true", help="SciFact's lines only")
     args = parser.parse_args()
     started = time.perf_counter()
     models = {seq: load_model(DEFAULTS["embed"]["model"], seq) for seq in sorted({seq for seq, _ in SYSTEMS.values()})}
     print(
         "corpus | panel | kind | n a side | trials | disagrees | agrees | undetermined | agrees, other winner | flips"
     )
-    trials(sample_panel(models), args.sizes, args.trials, args.seeds, 1)
+    if not args.no_sample:
+        trials(sample_panel(models), args.sizes, args.trials, args.seeds, 1)
     scifact = None if args.no_scifact else scifact_folder(args.scifact, "certificate_power")
     if scifact is not None:
         trials(scifact_panel(scifact, models), args.sizes, args.trials, args.seeds, 2)
