@@ -13,7 +13,7 @@ import pandas as pd
 from retrieval_bench.core import paths
 from retrieval_bench.core.params import DEFAULTS, load_all_params
 from retrieval_bench.evaluation.panel.costs import PLOT_COLUMNS, Timings, cost_rows, system_row
-from retrieval_bench.evaluation.panel.headline import headline
+from retrieval_bench.evaluation.panel.headline import headline, system_headline
 from retrieval_bench.evaluation.panel.leaderboard import left_out, scorable
 from retrieval_bench.evaluation.panel.report import PanelInputs, panel_report
 
@@ -140,6 +140,15 @@ def test_headline_leaves_out_what_is_not_a_number():
         "goldenset": {},
         "judge": {},
     }
+
+
+def test_a_systems_headline_leaves_out_the_unanswerable_questions_nan_figures():
+    """The score stage's table holds every question: an unanswerable one has no ranking figure
+    (NaN), which the means leave out, as metrics.json's do."""
+    rows = table([0.5, 1.0, float("nan")]).assign(kind=["single", "single", "unanswerable"])
+    figures = system_headline(rows)
+    assert figures == {"mrr": 0.75, "ndcg@10": 0.75, "recall@10": 0.75, "recall_budget@4000": 0.75}
+    assert system_headline(rows, {"single": 1.0}) == figures  # one answerable kind: the same mean
 
 
 def test_costs_are_read_from_each_systems_run_info_and_the_measured_timings(tmp_path):

@@ -51,8 +51,9 @@ def system_headline(table: pd.DataFrame, weights: Mapping[str, float] | None = N
     kinds = None if weights is None else kinds_of(table)
 
     def mean(column: str) -> float:
-        values = table[column].to_numpy(dtype=float)
-        return float(values.mean()) if kinds is None else weighted_mean(values, kinds, weights or {})
+        if kinds is None:  # pandas' mean: an unanswerable question's NaN is no ranking figure, left out
+            return float(table[column].astype(float).mean())
+        return weighted_mean(table[column].to_numpy(dtype=float), kinds, weights or {})
 
     names = {"mrr": "reciprocal_rank"} | {
         column: column
