@@ -4,6 +4,7 @@ exit status 1 for bad input, Ctrl-C in one line (exit status 130), progress bars
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import textwrap
 from collections.abc import Callable
@@ -70,6 +71,13 @@ def run_stage(main: Callable[[], None], own_arguments: bool = False) -> None:
         )
         print(f"\n{said}", file=sys.stderr)
         sys.exit(INTERRUPTED_EXIT)
+
+
+def ctrl_c_stops() -> None:
+    """Make Ctrl-C (SIGINT) raise KeyboardInterrupt in this process even where it started with
+    SIGINT ignored, as a background job of a non-interactive shell does (Python then leaves it
+    ignored): a local server's documented way to stop must always work."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def progress(total: int, desc: str, unit: str = "q") -> Tqdm[Any]:

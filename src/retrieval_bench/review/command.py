@@ -10,6 +10,7 @@ from pathlib import Path
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.stage import ctrl_c_stops
 from retrieval_bench.goldenset.reviews import append_click, check_reviewer, read_reviews, reviews_path
 from retrieval_bench.review.agreement import agreement_lines
 from retrieval_bench.review.items import load_review
@@ -77,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     server = make_server(args.port, review, reviewer, folder)
     port = server.server_address[1]
+    ctrl_c_stops()
     try:  # from the first line on: a Ctrl-C as soon as the address is out is a stop like any other
         print(f"review: {len(review.items)} questions for {reviewer} at http://{HOST}:{port}/ ; clicks go to {path}")
         for line in agreement_lines(reviews):

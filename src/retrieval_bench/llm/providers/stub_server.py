@@ -22,6 +22,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.stage import ctrl_c_stops
 
 HOST = "127.0.0.1"  # loopback only: nothing off this machine reaches it, and it prices at $0 (llm.cost.prices)
 DEFAULT_PORT = 8000
@@ -256,6 +257,7 @@ def serve(args: argparse.Namespace) -> int:
         stub = StubServer(args.port)
     except OSError as error:
         raise InputError(f"--port {args.port}: cannot listen on {HOST}:{args.port} ({error.strerror})") from None
+    ctrl_c_stops()
     with stub:
         print("\n".join(startup_lines(stub.url)), flush=True)
         try:
