@@ -202,3 +202,20 @@ def test_retrieval_trec_export_is_the_default_systems_and_messages_name_what_the
     assert [settings_key(params, name) for name in panel] == ["retrieval", "panel.bm25", "panel.own"]
     params = load_all_params(write(tmp_path, {"panel": {"default": {**pick, "depth": 50}}}))
     assert settings_key(params, "default") == "panel.default"  # its own depth: the key the user wrote
+
+
+def test_a_settings_object_takes_its_sections_keys_of_the_same_names_and_the_given_ones_over_them():
+    from retrieval_bench.corpus.load import LoadSettings
+    from retrieval_bench.embedding.settings import EmbedSettings, RaySettings
+
+    params = load_all_params()
+    load = LoadSettings.from_params({**params["load"], "split": "dev"})
+    assert (load.split, load.id_field) == ("dev", params["load"]["id_field"])
+    embed = EmbedSettings.from_params(params["embed"], "embedders.x.model")
+    assert embed.model_key == "embedders.x.model" and embed.ray == RaySettings.from_params(params["embed"]["ray"])
+    assert (
+        embed.batch_size == params["embed"]["batch_size"]
+        and embed.document_prompt == params["embed"]["document_prompt"]
+    )
+    with pytest.raises(KeyError, match="html_skip"):  # a key the section lacks is an error, not a silent default
+        LoadSettings.from_params({k: v for k, v in params["load"].items() if k != "html_skip"})

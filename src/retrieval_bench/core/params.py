@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from retrieval_bench.core.errors import InputError, json_kind
 from retrieval_bench.core.params_panel import (
@@ -38,6 +40,16 @@ from retrieval_bench.core.params_sections import (
 )
 from retrieval_bench.core.paths import DEFAULT, LEGACY_RUN, run_of
 from retrieval_bench.core.store_address import check_store_params
+
+SettingsT = TypeVar("SettingsT")
+
+
+def from_section(cls: type[SettingsT], section: Mapping[str, Any], **given: Any) -> SettingsT:
+    """A frozen settings dataclass whose fields are the checked `section`'s keys of the same names,
+    `given` (converted parts, values from elsewhere) over them: one place that copies a section
+    into its settings object, so a field cannot be read from a key of another name by mistake."""
+    names = [field.name for field in dataclasses.fields(cast(Any, cls)) if field.name not in given]
+    return cls(**{name: section[name] for name in names}, **given)
 
 
 def load_params(section: str, path: str | Path = "params.yaml") -> dict[str, Any]:

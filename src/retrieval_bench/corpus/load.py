@@ -13,6 +13,7 @@ import pandas as pd
 
 from retrieval_bench.core.errors import InputError, json_kind, quoted
 from retrieval_bench.core.files import check_regular, numbered_jsonl, read_text_lines
+from retrieval_bench.core.params import from_section
 from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.core.values import checked_id, checked_text
 from retrieval_bench.corpus.chunk import chunk_id, chunk_spans
@@ -368,13 +369,7 @@ class LoadSettings:
     @classmethod
     def from_params(cls, load: Mapping[str, Any]) -> LoadSettings:
         """From the validated load section."""
-        return cls(
-            id_field=load["id_field"],
-            text_field=load["text_field"],
-            split=load["split"],
-            missing_relevant=load["missing_relevant"],
-            html_skip=load["html_skip"],
-        )
+        return from_section(cls, load)
 
 
 def load_corpus(

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from retrieval_bench.core.params import from_section
 from retrieval_bench.core.params_panel import embedder_key, named
 
 
@@ -25,14 +26,7 @@ class RaySettings:
 
     @classmethod
     def from_params(cls, ray: Mapping[str, Any]) -> RaySettings:
-        return cls(
-            address=ray["address"],
-            num_actors=ray["num_actors"],
-            num_cpus_per_actor=ray["num_cpus_per_actor"],
-            num_gpus_per_actor=ray["num_gpus_per_actor"],
-            batch_size=ray["batch_size"],
-            timeout_s=ray["timeout_s"],
-        )
+        return from_section(cls, ray)
 
 
 @dataclass(frozen=True)
@@ -57,21 +51,7 @@ class EmbedSettings:
     @classmethod
     def from_params(cls, section: Mapping[str, Any], model_key: str = "embed.model") -> EmbedSettings:
         """From a validated embed section, or an embedder's merged settings (`model_key`: its model's key)."""
-        return cls(
-            model=section["model"],
-            batch_size=section["batch_size"],
-            max_seq_length=section["max_seq_length"],
-            query_prompt=section["query_prompt"],
-            document_prompt=section["document_prompt"],
-            backend=section["backend"],
-            quantize=section["quantize"],
-            precision=section["precision"],
-            device=section["device"],
-            engine=section["engine"],
-            ray=RaySettings.from_params(section["ray"]),
-            corpus_vectors=section["corpus_vectors"],
-            model_key=model_key,
-        )
+        return from_section(cls, section, ray=RaySettings.from_params(section["ray"]), model_key=model_key)
 
     @classmethod
     def of_embedder(cls, params: dict[str, Any], embedder: str) -> EmbedSettings:

@@ -46,7 +46,7 @@ VERDICT_NUMBER = {AGREES: 1, UNDETERMINED: 0, DISAGREES: -1}  # metrics/headline
 # (bench/certificate_power.py counts the flips)
 PERMUTATIONS = 20_000
 MAX_BLOCKS = 16
-MC_BAND = 3.29  # the two-sided 99.9% normal quantile
+MC_BAND = float(stats.norm.ppf(1 - 0.001 / 2))  # 3.29: the two-sided 99.9% normal quantile
 BOOTSTRAPS = 4_000  # cluster bootstrap draws of the same-winner probabilities
 DECIDE_DRAWS = 200  # resampled sets per size in questions_to_decide
 FACTORS = (2, 4, 8, 16)

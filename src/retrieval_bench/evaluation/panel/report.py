@@ -91,15 +91,14 @@ def panel_report(inputs: PanelInputs, validity: dict, *, budget_unit: str = "cha
     compared = on_set(aligned, board["headline_set"])
     decided = bool(priced) and set(priced) == set(mrr)
     again = {"reweighted": board["reweighted"]} if "reweighted" in board else {}  # leaderboard.csv's question_set
+    # the headline's questions and weights: all of them reweighted to the real mix, else the headline set's
+    headline_tables = aligned if again else compared
+    mix = board["reweighted"]["weights"] if again else None
     return {
         "leaderboard": board,
         "costs": figures,
         "costs_markdown": "\n".join(cost_lines(priced, conditions)) + "\n" if priced else "",
-        "decision": decision_markdown(
-            board, priced, aligned if "reweighted" in board else compared, budget_unit, conditions
-        )
-        if decided
-        else "",
+        "decision": decision_markdown(board, priced, headline_tables, budget_unit, conditions) if decided else "",
         "certificate": cert,
         "rows": flat_rows(board) + kind_rows(board) + flat_rows({"question_sets": again}),
         "markdown": table + "\n" + "\n".join(lines) + "\n",
@@ -107,11 +106,11 @@ def panel_report(inputs: PanelInputs, validity: dict, *, budget_unit: str = "cha
         "recall_curve": recall_curve(compared),
         "rank_histograms": rank_histograms(compared),
         "headline": headline(
-            aligned if "reweighted" in board else compared,
+            headline_tables,
             reports.get("goldenset"),
             reports.get("judge"),
             cert,
-            board["reweighted"]["weights"] if "reweighted" in board else None,
+            mix,
             board["reviews"].get("rejections"),
         ),
         "verdicts": certificate_summary(cert) if cert["available"] else [],
