@@ -1,7 +1,9 @@
 """Stage: embed one chunking's chunks with one embedder (`python -m stages.embed_corpus <chunking>
-<embedder>`) -> data/embeddings/corpus/<chunking>/<embedder>/vectors.npy and ids.json (row order); and, not a
+<embedder>`) -> data/embeddings/corpus/<chunking>/<embedder>/vectors.npy and ids.json (row order), and
+cost.json: what embedding the chunks costs, measured here on the stage's own batches (a timed sample
+when they are too few: embedding.embed_cost), read by the leaderboard's cost columns; and, not a
 DVC output, data/timings/embed/<chunking>/<embedder>.json: the chunks and how many were embedded
-(not read from a cache). What embedding costs is measured by the leaderboard stage.
+(not read from a cache).
 
 Vectors come from the embedding cache (.dvc/tmp/retrieval-bench/embeddings/corpus/<chunking>/<embedder>,
 not a DVC output: DVC run-caches this stage) when it holds them, or from the same embedder's caches of
@@ -19,6 +21,7 @@ from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.params_panel import named
 from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.embedding.embed import EmbedProgress, embed_texts, save_embeddings
+from retrieval_bench.embedding.embed_cost import CostSettings, embedding_cost
 from retrieval_bench.embedding.settings import EmbedSettings
 from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
 
@@ -33,7 +36,7 @@ def main(argv: list[str]) -> None:
     settings = EmbedSettings.of_embedder(everything, arguments.embedder)
     vectors_path, ids_path, cache = paths.corpus_vectors(arguments.chunking, arguments.embedder)
     chunks = read_table(paths.chunks_of(arguments.chunking), ["chunk_id", "text"])
-    info = {"chunks": len(chunks), "embedded": None}
+    info, cost = {"chunks": len(chunks), "embedded": None}, {}  # vectors read from a store: nothing embedded here
     if settings.corpus_vectors == "stored" and arguments.chunking == paths.DEFAULT:
         vectors, line = stored_corpus_vectors(everything["load"]["source"], chunks, settings, cache)
     else:
@@ -49,7 +52,10 @@ def main(argv: list[str]) -> None:
         )
         line = stats.line("chunk")
         info.update(embedded=stats.embedded)
+        costs = CostSettings.from_params(everything["costs"])
+        cost = embedding_cost(stats.batch_times, chunks["text"].tolist(), settings, costs)
     save_embeddings(vectors, chunks["chunk_id"].tolist(), vectors_path, ids_path)
+    write_json(paths.embed_cost_of(arguments.chunking, arguments.embedder), cost)
     write_json(paths.embedding_info(arguments.chunking, arguments.embedder), info)
     print(f"embed_corpus {arguments.chunking} with {arguments.embedder}: {line}")
 

@@ -66,6 +66,10 @@ def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_pat
     first = repro(project)
     assert embedded(first, CORPUS) == (0, N_CHUNKS)
     assert embedded(first, QUESTIONS) == (0, N_QUESTIONS)
+    # What embedding costs is timed on the stage's own batches: 400 chunks in 7 batches of 64, the
+    # first a warm-up (embedding.embed_cost); no model is loaded again to time it.
+    cost = json.loads((project / paths.embed_cost_of("default", "default")).read_text())
+    assert cost["timed_on"] == "the stage's own batches" and cost["chunks_timed"] == N_CHUNKS - 64
     run([sys.executable, "-m", "dvc", "remote", "add", "-d", "store", str(tmp_path / "remote")], cwd=project)
     git("add", "-A", cwd=project)
     git("commit", "-qm", "embedded", cwd=project)
@@ -83,6 +87,8 @@ def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_pat
     output = repro(project)
     assert embedded(output, CORPUS) == (N_CHUNKS - len(edited), len(edited))
     assert embedded(output, QUESTIONS) is None and "Running stage 'embed_questions@" not in output
+    cost = json.loads((project / paths.embed_cost_of("default", "default")).read_text())
+    assert cost["timed_on"] == "a sample of the first 8 chunks"  # 4 chunks embedded: too few to time
 
     # Two questions reworded, three added: five embedded, no corpus text.
     reworded = {"q1": " exactly", "q2": " in practice"}

@@ -268,7 +268,7 @@ def test_the_leaderboard_times_the_costs_in_the_rounds_params_asks_for(tmp_path)
     result = run_leaderboard(project)
     assert result.returncode == 0, result.stderr
     costs = json.loads((project / "metrics" / "costs.json").read_text())
-    assert costs["repeats"] == 2 and costs["conditions"].startswith("2 interleaved repeats on ")
+    assert costs["repeats"] == 2 and costs["conditions"].startswith("search in 2 interleaved repeats on ")
     assert costs["embed_texts"] == 3
     assert "2 interleaved repeats" in (project / "metrics" / "costs.md").read_text()
 

@@ -39,6 +39,10 @@ def test_repro_caches_and_reruns_only_what_changed(reproduced_template, reproduc
     per_question = pd.read_csv(reproduced / "metrics" / "panel" / "default" / "per_question.csv")
     assert len(per_question) == metrics["n_questions"]
     assert per_question["reciprocal_rank"].mean() == pytest.approx(metrics["mrr"])
+    # the embedding cost, timed by the embed stage: 68 chunks in batches of 64 are too few batches for
+    # its own (embedding.embed_cost), so it timed a sample of costs.embed_texts (8) in costs.rounds (1)
+    cost = json.loads((reproduced / paths.embed_cost_of("default", "default")).read_text())
+    assert cost["timed_on"] == "a sample of the first 8 chunks" and cost["repeats"] == 1 and cost["wall"]["median"] > 0
 
     assert ran_stages(dvc("repro", cwd=reproduced).stdout) == set()  # nothing changed, nothing runs
     git("add", "-A", cwd=reproduced)
@@ -52,10 +56,16 @@ def test_repro_caches_and_reruns_only_what_changed(reproduced_template, reproduc
     every = dvc("metrics", "diff", "HEAD", "--json", "--targets", "metrics/panel/default/metrics.json", cwd=reproduced)
     assert '"recall@2"' in every.stdout and '"recall@20"' in every.stdout  # a new metric and a removed one
 
-    # No vector or score depends on the batch size; the leaderboard's measured embedding cost does
-    # (it times each embedder as configured), so the leaderboard alone measures again.
+    # No vector or score depends on the batch size; the embedding cost does: the embed stage times it
+    # again (its vectors from the embedding cache, the same bytes, so nothing after it reruns but the
+    # leaderboard, which reads the new cost).
     set_params(reproduced, **{"embed.batch_size": 7})
-    assert ran_stages(dvc("repro", cwd=reproduced).stdout) == {"leaderboard"}
+    assert ran_stages(dvc("repro", cwd=reproduced).stdout) == {"embed_corpus@default-default", "leaderboard"}
+    assert json.loads((reproduced / paths.embedding_info("default", "default")).read_text())["embedded"] == 0
+    cost = json.loads((reproduced / paths.embed_cost_of("default", "default")).read_text())
+    assert cost["batch_size"] == 7 and cost["timed_on"].startswith("a sample of the first ")
+    board = json.loads((reproduced / paths.COSTS).read_text())["systems"]["default"]
+    assert board["embed_seconds_per_1000"] == cost["wall"]["median"]
 
 
 def stages_to_rerun(project) -> set[str]:
@@ -93,10 +103,11 @@ def test_editing_a_metric_definition_reruns_only_score(reproduced):
     }  # not the golden set, retrieve (minutes at scale), judge
 
 
-def test_the_costs_rounds_rerun_the_leaderboard_alone(reproduced):
-    """costs.rounds changes how the costs are timed, nothing a stage before the leaderboard writes."""
+def test_the_costs_rounds_rerun_the_leaderboard_and_the_embed_stages_timing_alone(reproduced):
+    """costs.rounds changes how the costs are timed: the search's by the leaderboard, the embedding's
+    by the embed stage (its vectors served from the cache), nothing else."""
     set_params(reproduced, **{"costs.rounds": 2})
-    assert stages_to_rerun(reproduced) == {"leaderboard"}
+    assert stages_to_rerun(reproduced) == {"embed_corpus@default-default", "leaderboard"}
 
 
 def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable(reproduced):

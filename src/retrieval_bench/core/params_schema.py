@@ -139,8 +139,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # the people's review (`retrieval-bench review`): the questions shown (goldenset.review_sample) and the
     # pooled chunks per question; the PPI figures take the reviewed questions as that random sample
     "review": {"sample": 100, "seed": 0, "depth": 5},
-    # the leaderboard's cost measurement (evaluation.panel.costs.measure): timed rounds after the warm-up. A
-    # median of 5: identical tasks' ranges fail to overlap with probability 2/C(10,5) < 1%
+    # the cost measurement (search: evaluation.panel.costs.measure; embedding: embedding.embed_cost): the
+    # repeats after the warm-up. A median of 5: identical tasks' ranges fail to overlap with probability 2/C(10,5) < 1%
     "costs": {"rounds": 5, "embed_texts": 64},
 }
 

@@ -103,7 +103,13 @@ def embedding_info(chunking: str, embedder: str) -> str:
     return f"{TIMINGS}/embed/{chunking}/{embedder}.json"
 
 
+def embed_cost_of(chunking: str, embedder: str) -> str:
+    """What embedding a chunking with an embedder costs, measured by its embed stage (embedding.embed_cost)."""
+    return f"{EMBEDDINGS}/corpus/{chunking}/{embedder}/cost.json"
+
+
 CORPUS_VECTORS, CORPUS_IDS, CORPUS_EMBEDDING_CACHE = corpus_vectors(DEFAULT, DEFAULT)
+
 QUESTION_VECTORS, QUESTION_IDS, QUESTION_EMBEDDING_CACHE = question_vectors(DEFAULT)
 
 EXPORTED_QUESTIONS = "data/questions.jsonl"  # retrieval-bench export-questions, for external systems

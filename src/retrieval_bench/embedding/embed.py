@@ -63,6 +63,16 @@ def embedding_space(fingerprint: str, settings: EmbedSettings, prompt: str) -> d
 
 
 @dataclass(frozen=True)
+class BatchTime:
+    """One batch the local encoder embedded: its texts, and the encoder's wall and CPU seconds
+    (this process, every thread) for it, writing it to the cache apart."""
+
+    texts: int
+    wall: float
+    cpu: float
+
+
+@dataclass(frozen=True)
 class EmbedStats:
     """What an embed call did; `seconds`: from the engine's start (its start-up included) to the
     last vector."""
@@ -74,6 +84,7 @@ class EmbedStats:
     seconds: float
     encoder: str | None
     shared: int = 0  # of `cached`: found in another cache (another chunking's of the embedder, the 0.2.0 location)
+    batch_times: tuple[BatchTime, ...] = ()  # the local encoder's batches in order (none on Ray: embed_cost)
 
     def line(self, unit: str) -> str:
         line = f"{self.texts} {unit}s ({self.unique} distinct): {self.cached} from the cache"
@@ -214,6 +225,17 @@ class EmbedProgress:
 QUIET = EmbedProgress(bar=False, log=lambda line: None)  # no bar, no lines: a check's or a benchmark's call
 
 
+@dataclass(frozen=True)
+class EmbeddedBatches:
+    """What _embed_into embedded: the vectors by key, the engine's description, the seconds from its
+    start-up, and the local encoder's batch times."""
+
+    vectors: dict[bytes, np.ndarray]
+    description: str
+    seconds: float
+    batch_times: tuple[BatchTime, ...]
+
+
 def _embed_into(
     cache: EmbeddingCache,
     items: list[tuple[bytes, str]],
@@ -221,23 +243,30 @@ def _embed_into(
     fingerprint: str,
     settings: EmbedSettings,
     progress: EmbedProgress,
-) -> tuple[dict[bytes, np.ndarray], str, float]:
-    """Embed `items` ((key, text) pairs) into `cache`, batch by batch: (their vectors by key, the
-    engine's description, seconds from its start-up)."""
+) -> EmbeddedBatches:
+    """Embed `items` ((key, text) pairs) into `cache`, batch by batch."""
     from tqdm import tqdm
 
     started = time.monotonic()  # start-up (model load, export, Ray actors) counts, for either engine
     description, batches = embedding_engine(items, model_path, fingerprint, settings, progress.log)
     embedded: dict[bytes, np.ndarray] = {}
+    times: list[BatchTime] = []
     with (
         closing(batches),
         tqdm(total=len(items), unit=progress.unit, desc=f"embed ({description})", disable=not progress.bar) as bar,
     ):
-        for batch, vectors in batches:
+        while True:
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                batch, vectors = next(batches)  # the local engine encodes the batch here
+            except StopIteration:
+                break
+            times.append(BatchTime(len(batch), time.perf_counter() - wall, time.process_time() - cpu))
             cache.put(batch, vectors)  # a batch of another dimension than the model's is refused
             embedded.update(zip(batch, vectors, strict=True))
             bar.update(len(batch))
-    return embedded, description, time.monotonic() - started
+    local = tuple(times) if settings.engine == "local" else ()  # Ray's batches arrive from actors, timed there
+    return EmbeddedBatches(embedded, description, time.monotonic() - started, local)
 
 
 def embed_texts(
@@ -265,6 +294,7 @@ def embed_texts(
     keys = cache_keys(texts, settings, prompt, fingerprint)
     unique = dict(zip(keys, texts, strict=True))
     description, seconds = None, 0.0
+    batch_times: tuple[BatchTime, ...] = ()
     # Undeclared (no model load just for it): the cache reads shards of any width, their keys name
     # this model, and the first batch the encoder returns sets the width of the shard written.
     dim = _declared_dimension(Path(model_path))
@@ -276,10 +306,18 @@ def embed_texts(
         if missing:
             order = np.argsort([-len(unique[key]) for key in missing])  # as sentence-transformers sorts
             items = [(missing[i], prompt + unique[missing[i]]) for i in order]
-            embedded, description, seconds = _embed_into(cache, items, model_path, fingerprint, settings, progress)
-            found.update(embedded)
+            done = _embed_into(cache, items, model_path, fingerprint, settings, progress)
+            found.update(done.vectors)
+            description, seconds, batch_times = done.description, done.seconds, done.batch_times
     stats = EmbedStats(
-        len(texts), len(unique), len(unique) - len(missing), len(missing), seconds, description, len(shared)
+        len(texts),
+        len(unique),
+        len(unique) - len(missing),
+        len(missing),
+        seconds,
+        description,
+        len(shared),
+        batch_times,
     )
     return np.stack([found[key] for key in keys]).astype(np.float32, copy=False), stats
 

@@ -1,10 +1,11 @@
 """What each panel system is and what it costs, for the leaderboard a team decides with: its
 chunking, embedder (model, max_seq_length), method and chunk count, its index size on disk
-(retrieve's run_info.json) and two costs measured by the leaderboard stage in one process, every
-system interleaved with the others and repeated (core.timing): the embedding seconds per 1,000
-chunks of its chunking x embedder (none for a system that searches no vectors) and the search
-milliseconds per question, each the median of the repeats in wall time, with their range (the
-noise) and the CPU time beside, and the machine's load. Then the Pareto front of quality (mrr over
+(retrieve's run_info.json) and two measured costs, each the median of its repeats in wall time,
+with their range (the noise) and the CPU time beside: the search milliseconds per question,
+timed by the leaderboard stage in one process, every system interleaved with the others and
+repeated (core.timing), with the machine's load; and the embedding seconds per 1,000 chunks of
+its chunking x embedder (none for a system that searches no vectors), measured by that pair's
+embed stage as it embedded them (embedding.embed_cost: once per embedding, not per leaderboard). Then the Pareto front of quality (mrr over
 the compared questions) against the three costs, cost differences within the noise not told apart
 (evaluation.panel.pareto)."""
 
@@ -15,13 +16,9 @@ import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from retrieval_bench.core import paths
-from retrieval_bench.core.files import read_table
 from retrieval_bench.core.timing import interleaved, machine_load, summary
-from retrieval_bench.embedding.embed import embedding_task
-from retrieval_bench.embedding.settings import EmbedSettings
 from retrieval_bench.evaluation.panel.pareto import dominated_by, unmeasured
 from retrieval_bench.retrieval.inputs import questions_and_corpus
 from retrieval_bench.retrieval.methods import needs_vectors, search_task
@@ -49,13 +46,14 @@ def _embeds(params: dict, settings: dict) -> bool:
     return searches_vectors and not (stored and settings["chunking"] == paths.DEFAULT)
 
 
-def measure(params: dict) -> dict:
-    """Every panel system's search and every chunking x embedder's embedding a vector system uses,
-    timed together in params costs.rounds rounds (embedding: the first costs.embed_texts chunks) (core.timing.interleaved) on the saved chunks,
-    vectors and indexes: {repeats, embed_texts, load_before, load_after, search: {system: {wall, cpu}}, embed:
-    {"chunking/embedder": {wall, cpu}}}, each {median, low, high} in ms per question (search) or s
-    per 1,000 chunks (embed)."""
-    tasks, loaded, repeats = {}, {}, params["costs"]["rounds"]
+def measure(params: dict, root: Path = Path(".")) -> dict:
+    """Every panel system's search timed here, all together in params costs.rounds rounds
+    (core.timing.interleaved) on the saved vectors and indexes, and the embedding cost of every
+    chunking x embedder a vector system uses, as its embed stage measured it (embedding.embed_cost:
+    data/embeddings/corpus/<chunking>/<embedder>/cost.json): {repeats, embed_texts, load_before,
+    load_after, search: {system: {wall, cpu}}, embed: {"chunking/embedder": {wall, cpu, ...}}},
+    each {median, low, high} in ms per question (search) or s per 1,000 chunks (embed)."""
+    tasks, loaded, embed, repeats = {}, {}, {}, params["costs"]["rounds"]
     before = machine_load()
     with tempfile.TemporaryDirectory() as scratch:
         for system, settings in params["panel"].items():
@@ -65,27 +63,22 @@ def measure(params: dict) -> dict:
                 loaded[inputs] = questions_and_corpus(retrieval, settings["chunking"], settings["embedder"])
             task = search_task(retrieval, *loaded[inputs], Path(scratch))
             if task is not None:
-                tasks[f"search:{system}"] = task
-            pair = f"{settings['chunking']}/{settings['embedder']}"
-            if _embeds(params, settings) and f"embed:{pair}" not in tasks:
-                embedder = EmbedSettings.of_embedder(params, settings["embedder"])
-                texts = read_table(paths.chunks_of(settings["chunking"]), ["text"])["text"].tolist()
-                texts = texts[: params["costs"]["embed_texts"]]  # the first chunks: the same sample every run
-                if texts:
-                    tasks[f"embed:{pair}"] = embedding_task(texts, embedder, embedder.document_prompt)
+                tasks[system] = task
+            if _embeds(params, settings):
+                pair = f"{settings['chunking']}/{settings['embedder']}"
+                embed[pair] = _read(root / paths.embed_cost_of(settings["chunking"], settings["embedder"]))
         timed = interleaved(tasks, repeats)
-    out: dict[str, Any] = {
+    return {
         "repeats": repeats,
         "embed_texts": params["costs"]["embed_texts"],
         "load_before": before,
         "load_after": machine_load(),
-        "search": {},
-        "embed": {},
+        "search": {
+            system: {clock: summary(values, 1000) for clock, values in figures.items()}
+            for system, figures in timed.items()
+        },
+        "embed": {pair: cost for pair, cost in embed.items() if cost},
     }
-    for name, figures in timed.items():
-        kind, key = name.split(":", 1)
-        out[kind][key] = {clock: summary(values, 1000) for clock, values in figures.items()}
-    return out
 
 
 def _read(path: Path) -> dict:
@@ -196,8 +189,8 @@ def load_text(measured: dict) -> str:
     if not measured["repeats"]:
         return "not measured"
     return (
-        f"{measured['repeats']} interleaved repeats on {before['cpus']} CPUs, load average "
-        f"{before['load_1m']:.2f} before, {after['load_1m']:.2f} after (1 min)"
+        f"search in {measured['repeats']} interleaved repeats on {before['cpus']} CPUs, load average "
+        f"{before['load_1m']:.2f} before, {after['load_1m']:.2f} after (1 min); embedding by each embed stage"
     )
 
 
@@ -235,8 +228,11 @@ def cost_lines(rows: dict[str, dict], conditions: str) -> list[str]:
     lines += [
         "",
         f"{PARETO_RULE} Costs are this machine's, each the median of the repeats in wall time [its range], "
-        "CPU time (this process, every thread) beside: the warm encoder's seconds per 1,000 chunks, the searched "
-        "index's size on disk (MB = 10^6 bytes), the search time per question.",
+        "CPU time (this process, every thread) beside: the warm encoder's seconds per 1,000 chunks, measured by "
+        "the embed stage of the system's chunking and embedder as it embedded them (its batches dealt into "
+        "costs.rounds repeats, else a timed sample: its cost.json says which, when and at what load; timed apart "
+        "from the other pairs, so a load that changed between them shows), the searched index's size on disk "
+        "(MB = 10^6 bytes), the search time per question (every system timed together).",
     ]
     return lines
 
