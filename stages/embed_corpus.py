@@ -1,15 +1,13 @@
 """Stage: embed one chunking's chunks with one embedder (`python -m stages.embed_corpus <chunking>
-<embedder>`) -> data/embeddings/corpus/<chunking>/<embedder>/vectors.npy and ids.json (row order), and
-cost.json: what embedding the chunks costs, measured here on the stage's own batches (a timed sample
-when they are too few: embedding.embed_cost), read by the leaderboard's cost columns; and, not a
-DVC output, data/timings/embed/<chunking>/<embedder>.json: the chunks and how many were embedded
-(not read from a cache).
+<embedder>`) -> data/embeddings/corpus/<chunking>/<embedder>/vectors.npy and ids.json (row order);
+data/costs/embed/<chunking>/<embedder>.json, what embedding them costs, timed on the stage's own
+batches (embedding.embed_cost); and, not a DVC output, data/timings/embed/<chunking>/<embedder>.json:
+the chunks and how many were embedded (not read from a cache).
 
 Vectors come from the embedding cache (.dvc/tmp/retrieval-bench/embeddings/corpus/<chunking>/<embedder>,
-not a DVC output: DVC run-caches this stage) when it holds them, or from the same embedder's caches of
-the other chunkings it embeds (params embedded; a text is embedded once per embedder), or from the
-0.2.0 location (data/embedding_cache); only new or edited chunks are
-embedded, each batch appended to the cache as soon as it is computed. With
+not a DVC output: DVC run-caches this stage), or from the same embedder's caches of the other
+chunkings (params embedded), or from the 0.2.0 location (data/embedding_cache); only new or edited
+chunks are embedded, each batch appended to the cache as soon as it is computed. With
 `embed.corpus_vectors: stored` the default chunking's vectors are read from the vector store at
 load.source instead, after a sample of chunks embedded again shows that embed.model made them."""
 
@@ -42,18 +40,14 @@ def main(argv: list[str]) -> None:
     else:
         pairs = [pair for pair in everything["embedded"].values() if pair["embedder"] == arguments.embedder]
         others = {paths.corpus_vectors(pair["chunking"], arguments.embedder)[2] for pair in pairs} - {cache}
+        texts, shared = chunks["text"].tolist(), sorted(others) + paths.legacy_caches(cache)
+        progress = EmbedProgress("chunk")
         vectors, stats = embed_texts(
-            chunks["text"].tolist(),
-            settings,
-            settings.document_prompt,
-            cache,
-            shared_caches=sorted(others) + paths.legacy_caches(cache),
-            progress=EmbedProgress("chunk"),
+            texts, settings, settings.document_prompt, cache, shared_caches=shared, progress=progress
         )
         line = stats.line("chunk")
         info.update(embedded=stats.embedded)
-        costs = CostSettings.from_params(everything["costs"])
-        cost = embedding_cost(stats.batch_times, chunks["text"].tolist(), settings, costs)
+        cost = embedding_cost(stats.batch_times, texts, settings, CostSettings.from_params(everything["costs"]))
     save_embeddings(vectors, chunks["chunk_id"].tolist(), vectors_path, ids_path)
     write_json(paths.embed_cost_of(arguments.chunking, arguments.embedder), cost)
     write_json(paths.embedding_info(arguments.chunking, arguments.embedder), info)

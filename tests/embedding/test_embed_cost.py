@@ -67,7 +67,7 @@ def test_the_stage_s_own_batches_give_the_cost_and_a_cached_run_times_a_sample(t
     assert cost["wall"]["low"] == round(min(repeats) * 1000, 4) and cost["wall"]["high"] == round(
         max(repeats) * 1000, 4
     )
-    assert cost["repeats"] == 3 and cost["batch_size"] == 4 and cost["engine"] == "local"
+    assert cost["repeats"] == 3 and cost["batch_size"] == 4 and cost["device"] == "cpu"
 
     _, again = embed_texts(TEXTS, embedder, "", tmp_path / "cache", progress=QUIET)
     assert again.embedded == 0 and again.batch_times == ()  # every vector from the cache: nothing timed

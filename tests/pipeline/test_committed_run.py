@@ -49,10 +49,11 @@ def changed_dependencies(status: dict, produced: frozenset[str] = frozenset()) -
 
 
 def without_measured(lock_text: str) -> dict:
-    """dvc.lock without the entries of the measured outputs (paths.MEASURED_OUTPUTS)."""
+    """dvc.lock without the entries of the measured outputs and dependencies (paths.is_measured)."""
     lock = yaml.safe_load(lock_text)
     for stage in lock["stages"].values():
-        stage["outs"] = [out for out in stage.get("outs", []) if out["path"] not in paths.MEASURED_OUTPUTS]
+        for entries in ("outs", "deps"):
+            stage[entries] = [entry for entry in stage.get(entries, []) if not paths.is_measured(entry["path"])]
     return lock
 
 

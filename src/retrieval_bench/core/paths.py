@@ -103,9 +103,13 @@ def embedding_info(chunking: str, embedder: str) -> str:
     return f"{TIMINGS}/embed/{chunking}/{embedder}.json"
 
 
+# Measured by the stages (timings): their figures differ from run to run, as the leaderboard's costs do.
+MEASURED_COSTS = "data/costs"
+
+
 def embed_cost_of(chunking: str, embedder: str) -> str:
     """What embedding a chunking with an embedder costs, measured by its embed stage (embedding.embed_cost)."""
-    return f"{EMBEDDINGS}/corpus/{chunking}/{embedder}/cost.json"
+    return f"{MEASURED_COSTS}/embed/{chunking}/{embedder}.json"
 
 
 CORPUS_VECTORS, CORPUS_IDS, CORPUS_EMBEDDING_CACHE = corpus_vectors(DEFAULT, DEFAULT)
@@ -215,5 +219,12 @@ COSTS_TABLE = "metrics/costs.md"
 DECISION = "metrics/decision.md"  # one table per system and the systems to consider; the README's sample table
 QUALITY_VS_COST = "metrics/plots/quality_vs_cost.csv"  # mrr with its interval against each cost, per panel system
 MEASURED_OUTPUTS = (COSTS, COSTS_TABLE, DECISION, QUALITY_VS_COST)  # the outputs whose figures differ run to run
+
+
+def is_measured(path: str) -> bool:
+    """Whether a DVC output or dependency holds measured figures (MEASURED_OUTPUTS, MEASURED_COSTS)."""
+    return path in MEASURED_OUTPUTS or path == MEASURED_COSTS or path.startswith(MEASURED_COSTS + "/")
+
+
 RECALL_CURVE = "metrics/plots/recall_at_k.csv"  # recall at each score.k, per panel system
 RANK_HISTOGRAM = "metrics/plots/first_relevant_rank_histogram.csv"  # questions by first relevant rank, per system

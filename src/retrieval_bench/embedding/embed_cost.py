@@ -56,7 +56,7 @@ def embedding_cost(
     """The cost of embedding with `settings`, from the stage's `batches` (embed_texts's
     batch_times) when they are enough, else timed on the first costs.sample of `texts` (the
     chunking's, in file order): {wall, cpu: {median, low, high} seconds per 1,000 chunks, timed_on,
-    repeats, chunks_timed, batch_size, engine, load (the machine's after the timed work, whose last
+    repeats, chunks_timed, batch_size, device, load (the machine's after the timed work, whose last
     minute its 1-minute average covers), measured_at}; {} for no text."""
     repeats = dealt_rounds(batches, costs)
     timed_on, chunks = "the stage's own batches", sum(batch.texts for batch in batches[1:])
@@ -73,7 +73,7 @@ def embedding_cost(
         "repeats": costs.rounds,
         "chunks_timed": chunks,
         "batch_size": settings.batch_size,
-        "engine": settings.engine,
+        "device": settings.device or "auto",
         "load": machine_load(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

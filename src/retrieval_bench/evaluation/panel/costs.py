@@ -50,7 +50,7 @@ def measure(params: dict, root: Path = Path(".")) -> dict:
     """Every panel system's search timed here, all together in params costs.rounds rounds
     (core.timing.interleaved) on the saved vectors and indexes, and the embedding cost of every
     chunking x embedder a vector system uses, as its embed stage measured it (embedding.embed_cost:
-    data/embeddings/corpus/<chunking>/<embedder>/cost.json): {repeats, embed_texts, load_before,
+    data/costs/embed/<chunking>/<embedder>.json): {repeats, embed_texts, load_before,
     load_after, search: {system: {wall, cpu}}, embed: {"chunking/embedder": {wall, cpu, ...}}},
     each {median, low, high} in ms per question (search) or s per 1,000 chunks (embed)."""
     tasks, loaded, embed, repeats = {}, {}, {}, params["costs"]["rounds"]
@@ -230,7 +230,7 @@ def cost_lines(rows: dict[str, dict], conditions: str) -> list[str]:
         f"{PARETO_RULE} Costs are this machine's, each the median of the repeats in wall time [its range], "
         "CPU time (this process, every thread) beside: the warm encoder's seconds per 1,000 chunks, measured by "
         "the embed stage of the system's chunking and embedder as it embedded them (its batches dealt into "
-        "costs.rounds repeats, else a timed sample: its cost.json says which, when and at what load; timed apart "
+        "costs.rounds repeats, else a timed sample: data/costs/embed/ says which, when and at what load; timed apart "
         "from the other pairs, so a load that changed between them shows), the searched index's size on disk "
         "(MB = 10^6 bytes), the search time per question (every system timed together).",
     ]
