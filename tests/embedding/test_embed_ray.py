@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import psutil
 import pytest
-from conftest import copy_project, dvc, read_metrics, set_params, tool_env
+from conftest import dvc, read_metrics, set_params, tool_env
 from store_helpers import own_address
 
 from retrieval_bench.core import paths
@@ -381,12 +381,12 @@ CORPUS_LINE, QUESTIONS_LINE = "embed_corpus default with default", "embed_questi
 
 
 @pytest.mark.pipeline
-def test_dvc_repro_with_the_ray_engine_gives_the_local_engines_vectors_and_metrics(tmp_path):
-    """A fresh clone run with the local engine, then with `embed.engine: ray` (a local Ray instance
-    per embed stage) from empty caches: the same vectors (within 1e-5) and metrics. The engine is
-    not a result param: switching it reruns nothing."""
-    project = copy_project(tmp_path / "project")
-    local = embed_lines(dvc("repro", cwd=project).stdout)
+def test_dvc_repro_with_the_ray_engine_gives_the_local_engines_vectors_and_metrics(reproduced, reproduced_template):
+    """A fresh clone run with the local engine (the reproduced template's), then with `embed.engine:
+    ray` (a local Ray instance per embed stage) from empty caches: the same vectors (within 1e-5)
+    and metrics. The engine is not a result param: switching it reruns nothing."""
+    project = reproduced
+    local = embed_lines(reproduced_template.output)
     # Each distinct text is embedded once.
     chunks = pd.read_parquet(project / paths.CHUNKS, columns=["text"])["text"].nunique()
     questions = len({row["question"] for row in read_jsonl(project / paths.GOLDENSET)})

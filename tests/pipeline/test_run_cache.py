@@ -52,14 +52,13 @@ def test_a_retrieval_edit_reruns_only_its_systems_and_an_unused_pair_is_never_em
     assert dvc("status", cwd=project).stdout.strip() == "Data and pipelines are up to date."
 
 
-def test_an_embed_setting_set_back_restores_both_embed_stages_from_the_run_cache(tmp_path):
+def test_an_embed_setting_set_back_restores_both_embed_stages_from_the_run_cache(reproduced):
     """The embed stages have no persistent output (their embedding cache lives in .dvc/tmp), so DVC
     run-caches them: an embed.max_seq_length edit re-embeds corpus and questions, and setting it back
-    restores both from DVC's run-cache, the local embedding cache deleted in between."""
-    project = copy_project(tmp_path / "project")
-    assert not (project / ".dvc" / "cache" / "runs").exists()  # an empty run-cache at the start
+    restores both from DVC's run-cache, the local embedding cache deleted in between. (The project is
+    the reproduced template: its first `dvc repro` started from an empty run-cache.)"""
+    project = reproduced
     embeds = {"embed_corpus@default-default", "embed_questions@default"}
-    dvc("repro", cwd=project)
     first = {name: (project / name).read_bytes() for name in (paths.CORPUS_VECTORS, paths.QUESTION_VECTORS)}
     original = yaml.safe_load((project / "params.yaml").read_text())["embed"]["max_seq_length"]
 
