@@ -60,11 +60,16 @@ repro: $(INSTALLED)
 # Lint and format checks (ruff, configured in pyproject.toml), then the suite; tests/project/test_docs.py
 # builds the docs site with `mkdocs build --strict` (a broken link, a missing page or a page left out
 # of the nav fails) and checks every documented flag and params key.
+# mypy runs beside the suite: the suite's stages wait on one another and leave part of two cores
+# idle, which mypy's minute fills (its report is printed after the suite's); either failing fails.
+test: SHELL := /bin/bash
 test: $(INSTALLED_TEST) browser
 	$(PYTHON) -m ruff check src stages tests bench docs
 	$(PYTHON) -m ruff format --check src stages tests bench docs
-	$(PYTHON) -m mypy src
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) -m pytest -n 2 --dist loadfile --durations=10 -q
+	@$(PYTHON) -m mypy src > $(VENV)/mypy.log 2>&1 & typing=$$!; \
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PYTHON) -m pytest -n 2 --dist loadfile --durations=10 -q; suite=$$?; \
+	wait $$typing; typed=$$?; echo "$(PYTHON) -m mypy src"; cat $(VENV)/mypy.log; \
+	[ $$suite = 0 ] && [ $$typed = 0 ]
 
 deps: $(INSTALLED)   # dvc.yaml's code deps from what each stage imports (.ci/dvc_deps.py)
 	$(PYTHON) .ci/dvc_deps.py
