@@ -1,12 +1,11 @@
 """Stage 2: the golden set -> data/goldenset.jsonl: real labels, hand-written and generated
-questions, and question sets of other tools (generate.imported) (retrieval_bench.goldenset.assemble). Generated questions come from the
-question cache (data/question_cache.jsonl) or from the LLM of generate.provider for what it
-lacks; with a default DVC remote, the cache version dvc.lock records (a teammate's `dvc push`)
-is fetched first, so nothing is paid for twice (retrieval_bench.goldenset.remote).
-
-`--dry-run` (or RETRIEVAL_BENCH_DRY_RUN=1 under `dvc repro`) prints what would be generated and
-its cost for the sync and the batch API; it needs no API key, calls nothing, writes nothing.
-"""
+questions, and question sets of other tools (generate.imported) (retrieval_bench.goldenset.assemble).
+Generated questions come from the question cache (data/question_cache.jsonl) or from the LLM of
+generate.provider for what it lacks; with a default DVC remote, the cache version dvc.lock records (a
+teammate's `dvc push`) is fetched first, so nothing is paid for twice (retrieval_bench.goldenset.remote).
+People's reviews (data/reviews/) are counted in metrics/goldenset.json. `--dry-run` (or
+RETRIEVAL_BENCH_DRY_RUN=1 under `dvc repro`) prints what would be generated and its cost for the sync
+and the batch API; it needs no API key, calls nothing, writes nothing."""
 
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.goldenset.assemble import DryRunDone, assemble, read_question_prompts
 from retrieval_bench.goldenset.generate_settings import GenerateSettings, GenerationRun
 from retrieval_bench.goldenset.remote import fetch_shared_cache
+from retrieval_bench.goldenset.reviews import review_report
 
 
 def log(message: str) -> None:
@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(3 if dry_run_from_env() else 0) from None
     write_jsonl(paths.GOLDENSET, golden.rows)
     write_jsonl(paths.GENERATE_REJECTS, golden.rejects)
-    write_json(paths.GOLDENSET_REPORT, {**golden.report, "style_examples": examples.report()})
+    reviewed = review_report(paths.REVIEWS, golden.rows)  # people's verdicts: the set's measured quality
+    write_json(paths.GOLDENSET_REPORT, {**golden.report, "style_examples": examples.report(), **reviewed})
     for line in golden.summary(paths.GOLDENSET, paths.GENERATE_REJECTS):
         log(line)
 

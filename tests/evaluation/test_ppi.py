@@ -17,13 +17,13 @@ from retrieval_bench.evaluation import ppi
 from retrieval_bench.evaluation.compare.command import compare_tables
 from retrieval_bench.evaluation.compare.report import format_text
 from retrieval_bench.evaluation.panel.headline import headline
-from retrieval_bench.evaluation.panel.reviewed import judge_agreement, ppi_figures, rejections, show_lines
+from retrieval_bench.evaluation.panel.reviewed import judge_agreement, ppi_figures, show_lines
 from retrieval_bench.evaluation.ppi import ReviewSample, ppi_mean, ppi_paired
 from retrieval_bench.evaluation.score.judged import JudgedInputs
 from retrieval_bench.evaluation.score.reviewed import human_grades, review_marks
 from retrieval_bench.evaluation.score.scoring import score_system
 from retrieval_bench.evaluation.score.settings import Scoring
-from retrieval_bench.goldenset.reviews import append_click, grade_click, question_click, read_reviews
+from retrieval_bench.goldenset.reviews import append_click, grade_click, question_click, read_reviews, rejections
 
 
 def _t975(df: int) -> float:

@@ -13,6 +13,7 @@ from retrieval_bench.goldenset.reviews import (
     grade_click,
     question_click,
     read_reviews,
+    review_report,
 )
 
 
@@ -31,6 +32,30 @@ def test_clicks_round_trip_and_last_click_wins(tmp_path):
     assert reviews.grades[["qid", "chunk_id", "grade"]].values.tolist() == [["q1", "a.md:0-10", 1]]
     assert reviews.rejected().values.tolist() == [["q1", "ambiguous"]]
     assert len((tmp_path / "ana.jsonl").read_text().splitlines()) == 4  # append-only: every click kept
+
+
+def test_the_golden_set_report_counts_rejections_by_set_and_kind_and_says_nothing_without_reviews(tmp_path, capsys):
+    golden = [
+        {"qid": "q1", "kind": "single", "question_set": "generated"},
+        {"qid": "q2", "kind": "multi", "question_set": "generated"},
+        {"qid": "q3", "kind": "single", "source": "hand-written"},
+    ]
+    assert review_report(tmp_path / "absent", golden) == {}
+    append_click(tmp_path, grade_click("ana", "q1", "a.md:0-10", 3))
+    assert review_report(tmp_path, golden) == {}  # grades alone mark no question
+    for qid, mark in (("q1", "gives_away"), ("q2", "fine"), ("q3", "fine"), ("q-gone", "ambiguous")):
+        append_click(tmp_path, question_click("ana", qid, mark))
+    report = review_report(tmp_path, golden)["reviews"]
+    assert "1 clicks on questions no longer in the golden set are left out" in capsys.readouterr().err
+    assert (report["n_reviewed"], report["n_rejected"]) == (3, 1) and report["by_reason"]["gives_away"] == 1
+    generated = report["by_set"]["generated"]
+    assert generated["single"]["rejection_rate"] == 1.0 and generated["multi"]["rejection_rate"] == 0.0
+    assert report["by_set"]["hand-written"]["single"] == {
+        "n_reviewed": 1,
+        "n_rejected": 0,
+        "by_reason": {"ambiguous": 0, "not_answerable": 0, "gives_away": 0, "not_real": 0},
+        "rejection_rate": 0.0,
+    }
 
 
 def test_no_folder_is_no_reviews(tmp_path):

@@ -1,5 +1,6 @@
-"""People's reviews in the real `dvc repro`: a reviews file reruns score and the leaderboard, takes
-the rejected question out, and `show` prints the prediction-powered figures; without one, `show`
+"""People's reviews in the real `dvc repro`: a reviews file reruns the golden set's stage (which
+counts the rejections in metrics/goldenset.json), score and the leaderboard, takes the rejected
+question out, and `show` prints the prediction-powered figures; without one, `show`
 says there are no reviews yet."""
 
 import json
@@ -22,7 +23,13 @@ def test_a_reviews_file_reruns_scoring_and_the_figures_follow(reproduced):
     qids = [json.loads(line)["qid"] for line in (reproduced / "data" / "goldenset.jsonl").read_text().splitlines()]
     for qid, mark in zip(qids[:4], ["fine", "fine", "ambiguous", "fine"], strict=True):
         append_click(reproduced / "data" / "reviews", question_click("ana", qid, mark))
-    assert ran_stages(dvc("repro", cwd=reproduced).stdout) == {"score@default", "leaderboard"}
+    # the golden set's stage counts the rejections (its questions unchanged: nothing between it and
+    # score reruns, and nothing is generated: the slice generates no question)
+    assert ran_stages(dvc("repro", cwd=reproduced).stdout) == {"generate_goldenset", "score@default", "leaderboard"}
+    counted = json.loads((reproduced / "metrics" / "goldenset.json").read_text())["reviews"]
+    assert counted["n_reviewed"] == 4 and counted["n_rejected"] == 1 and counted["by_reason"]["ambiguous"] == 1
+    (cell,) = [cell for kinds in counted["by_set"].values() for cell in kinds.values() if cell["n_rejected"]]
+    assert cell["by_reason"]["ambiguous"] == 1 and cell["rejection_rate"] == round(1 / cell["n_reviewed"], 4)
     after = read_metrics(reproduced)
     assert after["n_rejected"] == 1 and after["n_questions"] == before["n_questions"] - 1
     board = json.loads((reproduced / "metrics" / "leaderboard.json").read_text())

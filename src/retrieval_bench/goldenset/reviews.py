@@ -17,6 +17,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +27,7 @@ import pandas as pd
 
 from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import read_text_lines
+from retrieval_bench.core.question_sets import kind_of, question_set_of
 
 # What a reviewer can say of a question; `fine` keeps it, every other mark takes it out of scoring.
 QUESTION_MARKS = ("fine", "ambiguous", "not_answerable", "gives_away", "not_real")
@@ -61,6 +63,39 @@ class Reviews:
         reviewer name, so the choice does not depend on file order)."""
         marked = self.questions[self.questions["mark"] != "fine"].sort_values(["qid", "reviewer"])
         return marked.drop_duplicates("qid")[["qid", "mark"]].reset_index(drop=True)
+
+
+def rejections(golden: Sequence[Mapping[str, Any]], reviews: Reviews) -> dict:
+    """{n_reviewed, n_rejected, by_reason, by_set: {set: {kind: {n_reviewed, n_rejected,
+    rejection_rate, by_reason}}}}: a question is reviewed when a reviewer marked it, rejected when
+    one marked it other than fine (Reviews.rejected); the rate is each generator's measured quality."""
+    rejected = dict(zip(reviews.rejected()["qid"], reviews.rejected()["mark"], strict=True))
+    marked = set(reviews.questions["qid"])
+    by_reason = dict.fromkeys(QUESTION_MARKS[1:], 0)
+    by_set: dict[str, dict[str, dict]] = {}
+    for row in golden:
+        qid = str(row["qid"])
+        if qid not in marked:
+            continue
+        cell = by_set.setdefault(question_set_of(row), {}).setdefault(
+            kind_of(row), {"n_reviewed": 0, "n_rejected": 0, "by_reason": dict.fromkeys(QUESTION_MARKS[1:], 0)}
+        )
+        cell["n_reviewed"] += 1
+        if qid in rejected:
+            cell["n_rejected"] += 1
+            cell["by_reason"][rejected[qid]] += 1
+            by_reason[rejected[qid]] += 1
+    for kinds in by_set.values():
+        for cell in kinds.values():
+            cell["rejection_rate"] = round(cell["n_rejected"] / cell["n_reviewed"], 4)
+    return {"n_reviewed": len(marked), "n_rejected": len(rejected), "by_reason": by_reason, "by_set": by_set}
+
+
+def review_report(folder: str | Path, golden: Sequence[Mapping[str, Any]]) -> dict:
+    """What metrics/goldenset.json says of people's reviews in `folder` (golden_reviews): {"reviews":
+    rejections(...)} once a reviewer marked a question, else {}."""
+    rejected = rejections(golden, golden_reviews(folder, {str(row["qid"]) for row in golden}))
+    return {"reviews": rejected} if rejected["n_reviewed"] else {}
 
 
 def check_reviewer(name: str) -> str:

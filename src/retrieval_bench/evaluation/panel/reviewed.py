@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.core.question_sets import ALL, kind_of, question_set_of
+from retrieval_bench.core.question_sets import ALL
 from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.ppi import Estimate, ReviewSample, ppi_mean, ppi_paired
 from retrieval_bench.evaluation.score.judged import PREFIX
 from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column
 from retrieval_bench.evaluation.score.reviewed import FINE, JUDGE_ONLY, REVIEW, UNREVIEWED, human_grades
 from retrieval_bench.evaluation.stats import ALPHA, cohen_kappa, holm_adjust
-from retrieval_bench.goldenset.reviews import GRADES, QUESTION_MARKS, Reviews
+from retrieval_bench.goldenset.reviews import GRADES, Reviews, rejections
 
 NO_REVIEWS = "no reviews yet: review a sample (retrieval-bench review) for prediction-powered intervals"
 # Below this many reviewed questions the 95% intervals are wide and a review may hold none of a
@@ -40,32 +40,6 @@ class ReviewInputs:
     reviews: Reviews | None = None
     judge_rows: Sequence[Mapping[str, Any]] = ()
     min_grade: int = 2
-
-
-def rejections(golden: Sequence[Mapping[str, Any]], reviews: Reviews) -> dict:
-    """{n_reviewed, n_rejected, by_reason, by_set: {set: {kind: {n_reviewed, n_rejected,
-    rejection_rate, by_reason}}}}: a question is reviewed when a reviewer marked it, rejected when
-    one marked it other than fine (Reviews.rejected); the rate is each generator's measured quality."""
-    rejected = dict(zip(reviews.rejected()["qid"], reviews.rejected()["mark"], strict=True))
-    marked = set(reviews.questions["qid"])
-    by_reason = dict.fromkeys(QUESTION_MARKS[1:], 0)
-    by_set: dict[str, dict[str, dict]] = {}
-    for row in golden:
-        qid = str(row["qid"])
-        if qid not in marked:
-            continue
-        cell = by_set.setdefault(question_set_of(row), {}).setdefault(
-            kind_of(row), {"n_reviewed": 0, "n_rejected": 0, "by_reason": dict.fromkeys(QUESTION_MARKS[1:], 0)}
-        )
-        cell["n_reviewed"] += 1
-        if qid in rejected:
-            cell["n_rejected"] += 1
-            cell["by_reason"][rejected[qid]] += 1
-            by_reason[rejected[qid]] += 1
-    for kinds in by_set.values():
-        for cell in kinds.values():
-            cell["rejection_rate"] = round(cell["n_rejected"] / cell["n_reviewed"], 4)
-    return {"n_reviewed": len(marked), "n_rejected": len(rejected), "by_reason": by_reason, "by_set": by_set}
 
 
 def judge_agreement(reviews: Reviews, judge_rows: Sequence[Mapping[str, Any]], min_grade: int) -> dict:
