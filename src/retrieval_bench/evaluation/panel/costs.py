@@ -5,9 +5,9 @@ with their range (the noise) and the CPU time beside: the search milliseconds pe
 timed by the leaderboard stage in one process, every system interleaved with the others and
 repeated (core.timing), with the machine's load; and the embedding seconds per 1,000 chunks of
 its chunking x embedder (none for a system that searches no vectors), measured by that pair's
-embed stage as it embedded them (embedding.embed_cost: once per embedding, not per leaderboard). Then the Pareto front of quality (mrr over
-the compared questions) against the three costs, cost differences within the noise not told apart
-(evaluation.panel.pareto)."""
+embed stage as it embedded them (embedding.embed_cost: once per embedding, not per leaderboard).
+Then the Pareto front of quality (mrr over the compared questions) against the three costs, cost
+differences within the noise not told apart (evaluation.panel.pareto)."""
 
 from __future__ import annotations
 
