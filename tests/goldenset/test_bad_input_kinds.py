@@ -75,13 +75,3 @@ def test_match_generates_in_the_mix_of_the_handwritten_questions(tmp_path):
         "generated": {"single": 0.6667, "keyword": 0.3333},
         "hand-written": {"single": 0.6667, "keyword": 0.3333},
     }
-
-
-def test_several_kinds_with_a_batch_provider_are_refused_in_one_line(tmp_path):
-    project = stage_project(tmp_path / "p", docs=["inmemorydb.md"])
-    set_params(project, **{"generate.provider": "anthropic-batch", "generate.kinds": {"single": 0.5, "keyword": 0.5}})
-    with StubLLM() as stub:
-        status, _, err = run_stage_here(project, stub)
-        assert not stub.requests
-    assert status == 1 and len(err.strip().splitlines()) == 1, err
-    assert "generate.kinds single, keyword need a sync provider" in err

@@ -86,6 +86,38 @@ def test_batch_killed_before_results_is_collected_by_the_rerun_without_a_second_
         assert len(read_jsonl(project / GOLDEN)) == 12
 
 
+def test_several_kinds_are_batched_each_with_its_task_and_a_rerun_collects_each_with_its_own(tmp_path):
+    """generate.kinds with anthropic-batch: one batch per kind, each journalled with its task. Killed
+    while the second kind's batch is processing, the rerun collects it with that kind's parser (the
+    first kind's work leaves it alone) and submits nothing again: every question of both kinds kept."""
+    project = stage_project(tmp_path / "p")
+    kinds = {"single": 0.5, "keyword": 0.5}
+    set_params(
+        project, **{"generate.provider": "anthropic-batch", "generate.max_questions": 12, "generate.kinds": kinds}
+    )
+    with StubLLM() as stub:
+        stub.after_create = lambda server: setattr(server, "batch_views", 10**9)  # the first ends, the next waits
+        process = start_stage(project, stub)
+        wait_for(lambda: sum(e["event"] == "submitted" for e in read_jsonl(project / JOURNAL)) == 2, process)
+        kill(process)
+        events = read_jsonl(project / JOURNAL)
+        first_task, second_task = [e["task"] for e in events if e["event"] == "submitted"]
+        assert {first_task, second_task} == {"questions", "keywords"}
+        assert [e["event"] for e in events].count("collected") == 1
+        stub.after_create, stub.batch_views = None, None  # a batch created again would end (and be counted)
+        stub.end_batches()
+
+        status, out, err = run_stage_here(project, stub)
+        assert status == 0, err
+        assert stub.batch_creates() == 2, "a journalled batch was submitted again"
+        events = read_jsonl(project / JOURNAL)
+        assert [e["event"] for e in events].count("collected") == 2
+        records = read_jsonl(project / CACHE)
+        assert not [record for record in records if record["rejected"]], "a batch's results were read by another kind"
+        golden = read_jsonl(project / GOLDEN)
+        assert Counter(row["kind"] for row in golden) == Counter({"single": 6, "keyword": 6})
+
+
 def test_batch_errored_expired_and_canceled_requests_stay_uncached_and_are_resubmitted(tmp_path):
     project = stage_project(tmp_path / "p")
     set_params(project, **{"generate.provider": "anthropic-batch", "generate.max_questions": 12})

@@ -16,8 +16,9 @@ from retrieval_bench.llm.checks.hygiene import clean_reply
 from retrieval_bench.llm.cost.guard import check_cost, estimate
 from retrieval_bench.llm.providers.anthropic_batch import MESSAGE_BATCHES
 from retrieval_bench.llm.providers.registry import PROVIDERS, counterpart
+from retrieval_bench.llm.runs.paid import of_task
 from retrieval_bench.llm.runs.runner import run
-from retrieval_bench.llm.runs.tasks import QUESTIONS
+from retrieval_bench.llm.runs.tasks import JUDGE, KEYWORDS, MULTI, QUESTIONS
 from retrieval_bench.llm.transport.errors import StopGeneration
 from retrieval_bench.llm.transport.ratelimit import SharedPause
 
@@ -291,3 +292,16 @@ def test_batch_submits_journals_and_collects(stub, tmp_path, monkeypatch):
     custom_ids = [r["custom_id"] for b in stub.batches.values() for r in b["requests"]]
     assert sorted(custom_ids) == sorted(submitted) and all(len(c) <= 64 for c in custom_ids)
     assert outcome.cost == pytest.approx(settings().cost(outcome.input_tokens, outcome.output_tokens) / 2)
+
+
+def test_each_task_resumes_its_own_journalled_batches_and_unnamed_ones_are_the_questions_or_the_judges():
+    events = [
+        {"batch_id": "a", "task": "questions"},
+        {"batch_id": "b", "task": "multi"},
+        {"batch_id": "c"},  # written before batches named their task: one task's journal
+        {"batch_id": "d", "task": "keywords"},
+    ]
+    assert [e["batch_id"] for e in of_task(events, QUESTIONS)] == ["a", "c"]
+    assert [e["batch_id"] for e in of_task(events, MULTI)] == ["b"]
+    assert [e["batch_id"] for e in of_task(events, KEYWORDS)] == ["d"]
+    assert [e["batch_id"] for e in of_task(events, JUDGE)] == ["c"]

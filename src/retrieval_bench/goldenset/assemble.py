@@ -319,11 +319,6 @@ def synthetic(
     if settings.match:
         settings = matched(settings, real, hw_rows, counts, run.log)
     llm = Settings.from_params(dict(settings.section))
-    if llm.batch and settings.kind_names != ("single",):
-        raise InputError(
-            f"params.yaml: generate.kinds {', '.join(settings.kind_names)} need a sync provider for now "
-            f"(generate.provider {llm.provider} collects batches of one kind): use anthropic, or kinds {{single: 1.0}}"
-        )
     covered = {row["chunk_sha256"] for row in hw_rows}
     ranked = rank_passages(passages, settings.seed, covered)
     budget = None if settings.max_questions == 0 else max(0, settings.max_questions - len(hw_rows))

@@ -149,6 +149,7 @@ class BatchRunner:
             "intent_at": _now(),
             "intent_unix": time.time(),
             "n_requests": len(chunk),
+            "task": self.task.name,  # whose parser reads its results: a journal holds every kind's batches
             **meta.journal_fields(),
             "requests": [
                 {"key": job.key, "passage_sha256": job.passage_sha256, "attempt": job.attempt} for job in chunk

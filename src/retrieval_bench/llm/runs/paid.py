@@ -87,9 +87,24 @@ def pay_for(work: PaidWork, missing: Missing, rounds: int, dry_run: bool, log: L
     return paid
 
 
+# Journals written before batches named their task held one task's batches: the question cache's
+# (the batch provider then refused several question kinds) or the judge's.
+UNNAMED_TASKS = ("questions", "judge")
+
+
+def of_task(events: list[dict], task: Task) -> list[dict]:
+    """The journal events of `task`'s batches (each names its task; an unnamed one is the
+    questions' or the judge's, UNNAMED_TASKS): another task's are collected by that task's work,
+    whose parser reads its results."""
+    return [
+        event for event in events if event.get("task", task.name if task.name in UNNAMED_TASKS else None) == task.name
+    ]
+
+
 def _resume(work: PaidWork, dry_run: bool, log: Log) -> float:
-    """Collect the batches an earlier run journalled (none in a dry run); what they cost."""
-    pending, intents = journal_pending(work.cache_path)
+    """Collect the batches of this work's task an earlier run journalled (none in a dry run); what
+    they cost."""
+    pending, intents = (of_task(events, work.task) for events in journal_pending(work.cache_path))
     if not (pending or intents):
         return 0.0
     if dry_run or not can_resume(work.settings):
