@@ -113,7 +113,6 @@ def embed_cost_of(chunking: str, embedder: str) -> str:
 
 
 CORPUS_VECTORS, CORPUS_IDS, CORPUS_EMBEDDING_CACHE = corpus_vectors(DEFAULT, DEFAULT)
-
 QUESTION_VECTORS, QUESTION_IDS, QUESTION_EMBEDDING_CACHE = question_vectors(DEFAULT)
 
 EXPORTED_QUESTIONS = "data/questions.jsonl"  # retrieval-bench export-questions, for external systems

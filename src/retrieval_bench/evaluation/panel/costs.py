@@ -64,8 +64,8 @@ def measure(params: dict, root: Path = Path(".")) -> dict:
             task = search_task(retrieval, *loaded[inputs], Path(scratch))
             if task is not None:
                 tasks[system] = task
-            if _embeds(params, settings):
-                pair = f"{settings['chunking']}/{settings['embedder']}"
+            pair = f"{settings['chunking']}/{settings['embedder']}"
+            if pair not in embed and _embeds(params, settings):  # read once: systems share their pair
                 embed[pair] = _read(root / paths.embed_cost_of(settings["chunking"], settings["embedder"]))
         timed = interleaved(tasks, repeats)
     return {

@@ -26,7 +26,7 @@ from retrieval_bench.llm.cost.prices import usd
 from retrieval_bench.llm.cost.settings import Meta, Settings
 from retrieval_bench.llm.providers.registry import batch_providers, counterpart
 from retrieval_bench.llm.runs.runner import can_resume, resume_batches, run
-from retrieval_bench.llm.runs.tasks import Job, Task
+from retrieval_bench.llm.runs.tasks import JUDGE, QUESTIONS, Job, Task
 from retrieval_bench.llm.transport.errors import StopGeneration
 
 Log = Callable[[str], None]
@@ -89,7 +89,7 @@ def pay_for(work: PaidWork, missing: Missing, rounds: int, dry_run: bool, log: L
 
 # Journals written before batches named their task held one task's batches: the question cache's
 # (the batch provider then refused several question kinds) or the judge's.
-UNNAMED_TASKS = ("questions", "judge")
+UNNAMED_TASKS = (QUESTIONS.name, JUDGE.name)
 
 
 def of_task(events: list[dict], task: Task) -> list[dict]:
