@@ -12,10 +12,13 @@ import pytest
 from scipy.stats import binomtest, permutation_test
 
 from retrieval_bench.evaluation.stats import (
+    EPS,
     EXACT_MAX_NONZERO,
     MC_PERMUTATIONS,
+    _test_seed,
     kendall_tau,
     randomization_p_value,
+    sign_flip_p_value,
     tau_ap,
 )
 
@@ -178,3 +181,21 @@ def test_fewer_permutations_asked_still_draw_enough():
     exact = binomtest(21, 30).pvalue
     base = np.array([1.0] * 21 + [-1.0] * 9)
     assert abs(randomization_p_value(base, permutations=100) - exact) <= 4 * math.sqrt(exact * (1 - exact) / 12_000)
+
+
+def test_drawn_flips_count_as_the_plain_sums_of_their_flipped_differences():
+    """Beyond 20 nonzero differences, p against each drawn flip summed one difference at a time:
+    the test's own bytes (its seed), bit i of byte j (most significant first) flipping nonzero
+    difference 8j + i. Quarters: every sum is exact, so any order of summing counts alike."""
+    rng = np.random.default_rng(15)
+    for n, draws, seed in ((24, 500, 0), (61, 3_000, 1), (150, MC_PERMUTATIONS, 2)):
+        diffs = rng.choice([-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75], n)
+        nonzero = diffs[diffs != 0]
+        assert len(nonzero) > EXACT_MAX_NONZERO
+        drawn = np.random.default_rng(_test_seed(diffs, seed)).integers(
+            0, 256, (draws, -(-len(nonzero) // 8)), dtype=np.uint8
+        )
+        flipped = np.unpackbits(drawn, axis=1)[:, : len(nonzero)].astype(bool)
+        sums = np.where(flipped, -nonzero, nonzero).sum(axis=1)
+        count = np.count_nonzero(np.abs(sums) >= n * (abs(diffs.mean()) - EPS))
+        assert sign_flip_p_value(diffs, draws, seed) == (count + 1) / (draws + 1)

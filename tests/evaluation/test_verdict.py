@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from retrieval_bench.evaluation.certificate.agreement import RESAMPLES, certificate, pair_verdicts, percentile_interval
-from retrieval_bench.evaluation.certificate.certify import certificate_lines, panel_certificate
+from retrieval_bench.evaluation.certificate.certify import certificate_lines, panel_certificate, set_certificate
 from retrieval_bench.evaluation.certificate.verdict import (
     AGREES,
     DISAGREES,
@@ -318,6 +318,34 @@ def test_each_kind_is_certified_against_reference_questions_of_the_same_kind():
     }
     one_kind = {name: table.assign(kind="single") for name, table in tables.items()}
     assert panel_certificate(one_kind, resamples=20)["kinds"] == {}
+
+
+def test_a_kinds_verdict_and_line_are_those_of_the_full_set_certificate_of_its_questions():
+    """The per-kind verdicts skip the descriptive orderings (set_decision): each kind's verdict
+    and line are those the full set_certificate gives that kind's questions, taken here from the
+    tables (each question its own cluster, labelled by its row as panel_certificate does)."""
+    rng = np.random.default_rng(22)
+    n = 30
+    sets = ["hand-written"] * (2 * n) + ["generated"] * (2 * n)
+    kinds = ["single"] * n + ["multi"] * n + ["single"] * n + ["multi"] * n
+    scores = np.hstack([pool(n, rng), pool(n, rng), pool(n, rng, TRUE_MRR + 0.02), pool(n, rng, TRUE_MRR[::-1])])
+    systems = [f"s{i}" for i in range(len(TRUE_MRR))]
+    tables = {
+        name: pd.DataFrame({"qid": range(4 * n), "question_set": sets, "kind": kinds, "reciprocal_rank": scores[i]})
+        for i, name in enumerate(systems)
+    }
+    by_kind = panel_certificate(tables, resamples=20)["kinds"]["generated"]
+    verdicts = set()
+    for kind in ("single", "multi"):
+        rows = [
+            [j for j in range(4 * n) if sets[j] == name and kinds[j] == kind] for name in ("hand-written", "generated")
+        ]
+        sides = tuple(side({"mrr": scores[:, picked]}, [str(j) for j in picked]) for picked in rows)
+        full = set_certificate(sides, systems, ("hand-written", "generated"), Rule(), resampling=Resampling(20))
+        assert "kendall_tau" in full["metrics"]["mrr"]
+        assert by_kind[kind] == {"verdict": full["verdict"], "line": full["line"]}
+        verdicts.add(full["verdict"])
+    assert DISAGREES in verdicts and len(verdicts) == 2
 
 
 def test_more_permutations_are_drawn_only_while_the_verdict_sits_on_the_bar():

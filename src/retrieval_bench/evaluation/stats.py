@@ -117,11 +117,12 @@ def sign_flip_p_value(diffs: np.ndarray, draws: int, seed: int) -> float:
         return _exact_count(nonzero, threshold) / 2 ** len(nonzero)
     rng = np.random.default_rng(_test_seed(diffs, seed))
     # A flip is a random bit per difference (1 = flipped): its sum is total - 2 x the flipped ones,
-    # read 8 differences at a time from a table of each byte's 256 subset sums.
+    # read 8 differences at a time from a table of each byte's 256 subset sums (byte b of group j
+    # at 256 j + b of the raveled table: one take, half the time of indexing by (group, byte)).
     table = _byte_sums(nonzero)
-    columns, total, count = np.arange(len(table)), nonzero.sum(), 0
+    flat, offsets, total, count = table.ravel(), 256 * np.arange(len(table)), nonzero.sum(), 0
     for batch in _batches(draws, len(table)):
-        flipped = table[columns, rng.integers(0, 256, size=(batch, len(table)), dtype=np.uint8)].sum(axis=1)
+        flipped = flat.take(rng.integers(0, 256, size=(batch, len(table)), dtype=np.uint8) + offsets).sum(axis=1)
         count += int(np.count_nonzero(np.abs(total - 2 * flipped) >= threshold))
     return (count + 1) / (draws + 1)
 
