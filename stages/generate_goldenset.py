@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     labels = read_jsonl(paths.LABELS)
     generating = not labels or settings.provider != "none"  # real labels alone generate nothing
     prompts, examples = read_question_prompts(
-        paths.QUESTION_PROMPTS, settings, log if generating else lambda line: None
+        paths.GOLDENSET_PROMPTS, settings, log if generating else lambda line: None
     )
     run = GenerationRun(paths.QUESTION_CACHE, dry_run, log)
     if generating:

@@ -587,7 +587,10 @@ def stage_project(dest, docs: list[str] | None = None):
     dest = Path(dest)
     shutil.copytree(root / "stages", dest / "stages", ignore=shutil.ignore_patterns("__pycache__"))
     (dest / "data").mkdir(parents=True)
-    for prompt in (root / "data").glob("question_prompt*.txt"):  # every question kind's
+    for prompt in [
+        *(root / "data").glob("question_prompt*.txt"),
+        root / "data" / "kind_prompt.txt",
+    ]:  # every kind's, the classifier's
         shutil.copy2(prompt, dest / "data" / prompt.name)
     sample = root / "data" / "sample" / "sqlite"
     names = docs or ["wal.md", "autoinc.md", "inmemorydb.md"]

@@ -38,6 +38,7 @@ MAY_IMPORT_LLM = {
     "goldenset/style_examples.py",
     "goldenset/kinds.py",  # a multi question's passages are one text as the LLM task keys and renders it
     "goldenset/judge.py",
+    "goldenset/kind_classifier.py",  # asks the LLM a real or hand-written question's kind
     # params.yaml's provider names are the LLM registry's: checked where the whole file is
     "api.py",
     "stages/check_params.py",

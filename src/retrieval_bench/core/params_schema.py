@@ -40,6 +40,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "imported": {},  # question sets made by other tools, by name: {NAME: FILE} (params_panel.check_imported)
         # the question kinds and their shares, or the word match (params_sections.check_kinds)
         "kinds": {"single": 1.0},
+        # how a real or hand-written question that names no kind gets one: rules (build.assigned_kind), or
+        # llm (goldenset.kind_classifier: asked of generate.provider's model, cached and priced)
+        "kind_classifier": "rules",
         "drop_echo": False,
         "drop_context_dependent": False,
         "drop_near_duplicates": False,
@@ -148,6 +151,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 # (llm.cost.settings.check_llm_sections), which this ground layer cannot read.
 CHOICES = {
     ("load", "missing_relevant"): {"error", "drop"},
+    ("generate", "kind_classifier"): {"rules", "llm"},
     ("embed", "backend"): {"torch", "onnx", "openvino"},
     ("embed", "quantize"): {"none", "int8"},
     ("embed", "precision"): {"fp32", "fp16", "bf16"},

@@ -50,6 +50,10 @@ QUESTION_PROMPTS = {
     "unanswerable": "data/question_prompt_unanswerable.txt",
     "keyword": "data/question_prompt_keyword.txt",
 }
+# generate.kind_classifier llm: the prompt that asks a real or hand-written question's kind
+KIND_PROMPT = "data/kind_prompt.txt"
+# Every prompt generate_goldenset reads: each question kind's (by kind) and the kind classifier's (llm.runs.tasks.KIND_LABEL).
+GOLDENSET_PROMPTS = {**QUESTION_PROMPTS, "kind_label": KIND_PROMPT}
 QUESTION_CACHE = "data/question_cache.jsonl"
 BATCH_JOURNAL = "data/question_cache.batches.jsonl"
 GOLDENSET = "data/goldenset.jsonl"

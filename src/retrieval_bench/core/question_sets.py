@@ -17,6 +17,9 @@ REFERENCE_SETS = (REAL, HANDWRITTEN)  # the first present is the reference: the 
 # A question's kind: what it needs of the corpus (one passage, several, none, or a search-box query).
 QUESTION_KINDS = ("single", "multi", "unanswerable", "keyword")
 SINGLE, MULTI, UNANSWERABLE, KEYWORD = QUESTION_KINDS
+# The kinds a question's wording tells (generate.kind_classifier llm): whether the corpus answers it
+# (unanswerable) is a fact of its labels, not of its words.
+WORDED_KINDS = (SINGLE, MULTI, KEYWORD)
 
 
 def kind_of(row: Mapping[str, Any]) -> str:

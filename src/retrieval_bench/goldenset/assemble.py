@@ -37,6 +37,7 @@ from retrieval_bench.goldenset.build import (
 from retrieval_bench.goldenset.generate_settings import GenerateSettings, GenerationRun
 from retrieval_bench.goldenset.imported import ImportedSet, found_line, imported_rows, read_imported
 from retrieval_bench.goldenset.imported import plan_line as imported_plan_line
+from retrieval_bench.goldenset.kind_classifier import LLM, classify, read_kind_prompt
 from retrieval_bench.goldenset.selection import (
     REJECT_REASONS,
     CacheIndex,
@@ -47,7 +48,7 @@ from retrieval_bench.goldenset.selection import (
 )
 from retrieval_bench.llm.cache.replies import EarlierKeys, read_cache
 from retrieval_bench.llm.cost.settings import Meta, Settings
-from retrieval_bench.llm.runs.tasks import QUESTION_TASKS, QUESTIONS, prompt_text
+from retrieval_bench.llm.runs.tasks import KIND_LABEL, QUESTION_TASKS, QUESTIONS, prompt_text
 
 Log = Callable[[str], None]
 
@@ -71,14 +72,16 @@ def read_prompt(
     return template, prompt_sha256
 
 
-Prompts = Mapping[str, tuple[str, str]]  # kind -> (template, sha256): read_question_prompts
+# kind -> (template, sha256), and the kind classifier's under KIND_LABEL.name: read_question_prompts
+Prompts = Mapping[str, tuple[str, str]]
 
 
 def read_question_prompts(
     files: Mapping[str, str], settings: GenerateSettings, log: Log
 ) -> tuple[Prompts, style_examples.StyleExamples]:
     """Each generated kind's prompt, read_prompt of its file in `files` (by kind) with the examples
-    generate.style_examples names rendered in, and the examples. A kind's missing file is one line."""
+    generate.style_examples names rendered in, and the examples; with generate.kind_classifier llm,
+    the classifier's (files[KIND_LABEL.name]) too. A missing file is one line."""
     examples = style_examples.load(settings.section)
     if examples.file is not None:
         log(f"{len(examples.questions)} style examples from {examples.file} in every question prompt")
@@ -88,6 +91,8 @@ def read_question_prompts(
         if not path.is_file():
             raise InputError(f"{path}: no such file (the prompt of question kind {kind}, generate.kinds)")
         prompts[kind] = read_prompt(path.read_bytes(), path, examples.questions, QUESTION_TASKS[kind].placeholder)
+    if settings.kind_classifier == LLM:
+        prompts[KIND_LABEL.name] = read_kind_prompt(files[KIND_LABEL.name])
     return prompts, examples
 
 
@@ -126,11 +131,12 @@ def assemble(
     generating = not labels or settings.provider != "none"
     synthetic_rows: list[dict[str, Any]] = []
     rejects: list[dict[str, Any]] = []
-    counts: dict[str, int] = {}
+    counts: dict[str, Any] = {}
     if not generating:
         log(real_only_line(len(real), params, bool(imported)))
         if run.dry_run:
             raise DryRunDone("dry run: nothing would be generated or written")
+        classified(real, settings, prompts, run, counts)  # provider none: the cached kinds only
     else:
         synthetic_rows, rejects, counts = synthetic(settings, documents, prompts, run, real)
     hygiene = settings.hygiene
@@ -188,6 +194,7 @@ def kinds_report(rows: list[dict], counts: dict) -> dict:
         **said,
         **({"mix_by_question_set": mixes} if mixes else {}),
         **({"matched_mix": counts["matched_mix"]} if "matched_mix" in counts else {}),
+        **({"kind_classifier": counts["kind_classifier"]} if "kind_classifier" in counts else {}),
     }
 
 
@@ -316,6 +323,7 @@ def synthetic(
     hw_rows, found = located_handwritten(settings.handwritten, documents, passages, run.log)
     counts: dict[str, Any] = dict(found)
     hw_rows, hw_rejects = drop_unhygienic(hw_rows, settings.hygiene)  # generated ones are asked again instead (walk)
+    settings = classified(real + hw_rows, settings, prompts, run, counts)  # before their mix is matched
     if settings.match:
         settings = matched(settings, real, hw_rows, counts, run.log)
     llm = Settings.from_params(dict(settings.section))
@@ -354,6 +362,18 @@ def synthetic(
     covered |= {row["chunk_sha256"] for row in generated}
     counts["passages_without_question"] = int((~passages["text_sha256"].isin(covered)).sum())
     return hw_rows + generated, rejects, counts
+
+
+def classified(
+    rows: list[dict], settings: GenerateSettings, prompts: Prompts, run: GenerationRun, counts: dict
+) -> GenerateSettings:
+    """generate.kind_classifier llm: the kinds of `rows` the rules gave asked of the LLM, in place
+    (goldenset.kind_classifier), its report in `counts`; the settings to generate with (the limit
+    less what it spent). rules: the settings unchanged."""
+    if settings.kind_classifier != LLM:
+        return settings
+    counts["kind_classifier"] = classify(rows, settings, prompts[KIND_LABEL.name], run)
+    return settings.after_spending(counts["kind_classifier"]["cost_usd"])
 
 
 def matched(

@@ -154,7 +154,9 @@ def handwritten_rows(
             row = _row(record["question"], passage, span, source, None, True)
             if kind == "multi":
                 row["evidence_spans"] = [{"doc_id": d, "start": int(a), "end": int(b)} for d, (a, b) in spans]
-            row["kind"] = record.get("kind") or assigned_kind(row)  # the one the source said, else by rule
+            row.update(
+                {"kind": record["kind"]} if record.get("kind") else by_rule(row)
+            )  # the source's, else the rule's
         if record.get("qid") is not None:
             row["qid"] = str(record["qid"])
         if source != "hand-written":
@@ -182,6 +184,14 @@ def assigned_kind(row: Mapping) -> str:
     if len(words(row["question"])) <= SHORT_QUERY_WORDS and not reads_as_question(row["question"]):
         return "keyword"
     return "single"
+
+
+RULE = "rule"  # a row's kind_by: its kind came from assigned_kind (goldenset.kind_classifier may ask the LLM)
+
+
+def by_rule(row: Mapping) -> dict[str, str]:
+    """The fields of a row whose source names no kind: its kind by assigned_kind, and kind_by rule."""
+    return {"kind": assigned_kind(row), "kind_by": RULE}
 
 
 def unanswerable_row(question: str, near_doc_id: str | None, source: str) -> dict:
@@ -279,7 +289,7 @@ def label_rows(labels: list[dict]) -> list[dict]:
                 **({"relevant_spans": label["relevant_spans"]} if "relevant_spans" in label else {}),
             }
         )
-        rows[-1]["kind"] = assigned_kind(rows[-1])
+        rows[-1].update(by_rule(rows[-1]))
     return rows
 
 

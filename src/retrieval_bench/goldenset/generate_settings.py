@@ -37,6 +37,7 @@ class GenerateSettings:
     kinds: tuple[tuple[str, float], ...]  # (kind, share) in QUESTION_KINDS order, shares > 0
     hygiene: Hygiene
     match: bool = False  # generate.kinds: match: the kinds come from the real (else hand-written) questions' mix
+    kind_classifier: str = "rules"  # or llm: real and hand-written questions' kinds asked (goldenset.kind_classifier)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "GenerateSettings":
@@ -57,6 +58,7 @@ class GenerateSettings:
             kinds=tuple((kind, float(shares[kind])) for kind in QUESTION_KINDS if shares.get(kind, 0) > 0),
             hygiene=Hygiene.from_params(params),
             match=kinds == KINDS_MATCH,
+            kind_classifier=params["kind_classifier"],
         )
 
     def check_match(self, n_real: int, n_handwritten: int) -> None:
@@ -74,6 +76,14 @@ class GenerateSettings:
         """These settings generating in the mix `shares` (goldenset.kinds.mix of the real, else the
         hand-written questions) when generate.kinds is match; else these settings."""
         return dataclasses.replace(self, kinds=shares) if self.match else self
+
+    def after_spending(self, spent: float) -> "GenerateSettings":
+        """These settings with generate.max_cost_usd less `spent` (the kind classifier's), so the
+        limit covers the classifier and every question kind together."""
+        limit = self.section["max_cost_usd"]
+        if not spent or limit is None:
+            return self
+        return dataclasses.replace(self, section={**self.section, "max_cost_usd": max(0.0, limit - spent)})
 
     @property
     def prompt_kinds(self) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
 """The reply parsers of the question kinds other than `single` (goldenset.kinds): a search-box
-query, a question that needs several passages, and a near-miss question the corpus cannot answer.
+query, a question that needs several passages, and a near-miss question the corpus cannot answer;
+and of the kind classifier's reply (a real or hand-written question's kind, kind_label_fields).
 
 Each reads its reply as hygiene.clean_reply reads a question's (preambles, fences, refusals,
 several questions: the same rejects), then holds the kind's own fields to its rules. Whether each
@@ -8,8 +9,10 @@ where the passages are known (goldenset.selection)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from retrieval_bench.core.question_sets import WORDED_KINDS
 from retrieval_bench.llm.checks.hygiene import KEYWORD_SHAPE, clean_reply, reply_object
 
 MULTI_PIECES = (2, 3)  # a multi-evidence question's excerpts: one from each of its 2-3 passages
@@ -20,7 +23,10 @@ REJECT_REASONS = {
         "`evidence`), one from each passage"
     ),
     "no_changed_fact": "an unanswerable question's reply without `changed_fact` (what it changed of the passage)",
+    "no_kind": f'a kind classifier\'s reply naming no kind of {", ".join(WORDED_KINDS)} (as {{"kind": ...}} or alone)',
 }
+_THINKING = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
+_BARE_WORD = re.compile(r"[\s\"'*`.:]*(?:kind[\s\"'*`:=]*)?([a-z]+)[\s\"'*`.]*", re.IGNORECASE)
 
 
 def keyword_fields(text: str, stop_reason: str | None) -> dict[str, Any]:
@@ -54,3 +60,21 @@ def unanswerable_fields(text: str, stop_reason: str | None) -> dict[str, Any]:
     if cleaned.rejected is None and not changed:
         return {**fields, "rejected": "no_changed_fact"}
     return {**fields, "rejected": cleaned.rejected}
+
+
+def kind_label_fields(text: str, stop_reason: str | None) -> dict[str, Any]:
+    """The kind classifier's fields: `kind`, one of WORDED_KINDS, from {"kind": ...} or a reply
+    that is the word alone ("multi", "Kind: multi"); `question` is null (the record's context
+    names the question). An empty reply, or one cut at max_tokens before its kind, is rejected as
+    hygiene's empty / truncated; any other reply without a kind as no_kind."""
+    body = _THINKING.sub("", text or "").strip()
+    fields: dict[str, Any] = {"question": None, "kind": None}
+    if not body:
+        return {**fields, "rejected": "truncated" if stop_reason == "max_tokens" else "empty"}
+    said = (reply_object(body) or {}).get("kind")
+    bare = _BARE_WORD.fullmatch(body)
+    word = said if isinstance(said, str) else bare.group(1) if bare else ""
+    kind = word.strip().lower()
+    if kind in WORDED_KINDS:
+        return {**fields, "kind": kind, "rejected": None}
+    return {**fields, "rejected": "truncated" if stop_reason == "max_tokens" else "no_kind"}

@@ -43,6 +43,14 @@ QUESTIONS_WORDING = Wording(
     "more questions to replace rejected replies",
     "cached",
 )
+KIND_WORDING = Wording(
+    "kind labels",
+    "generate.kind_classifier (rules)",
+    "classifying requests",
+    "questions to classify",
+    "questions to classify again",
+    "classified already",
+)
 JUDGE_WORDING = Wording(
     "judgements", "judge.depth", "judging requests", "pairs to grade", "pairs to grade", "graded already"
 )

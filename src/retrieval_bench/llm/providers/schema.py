@@ -8,6 +8,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from retrieval_bench.core.question_sets import WORDED_KINDS
+
 # JSON Schema types as Python sees them (a bool is not an integer).
 _TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "object": (dict,), "array": (list,)}
 
@@ -66,4 +68,6 @@ UNANSWERABLE_SCHEMA = ReplySchema(
     "unanswerable_question",
     {"question": {"type": "string"}, "evidence": {"type": "string"}, "changed_fact": {"type": "string"}},
 )
+# A real or hand-written question's kind, as its wording tells it (generate.kind_classifier llm).
+KIND_SCHEMA = ReplySchema("question_kind", {"kind": {"type": "string", "enum": list(WORDED_KINDS)}})
 GRADE_SCHEMA = ReplySchema("grade", {"grade": {"type": "integer", "enum": [0, 1, 2, 3]}})

@@ -7,7 +7,8 @@ Anthropic Messages (POST /v1/messages). Its replies are placeholders made from t
 "Where is topic <hash> explained?", with the passage's first words as evidence. A pipeline check,
 not questions to measure retrieval with. The other question kinds' prompts (goldenset.kinds) are
 told by what they ask for and answered in their reply schema (kind_reply): several <passage>
-blocks (multi: one excerpt from each), a `changed_fact` (unanswerable), a `query` (keyword).
+blocks (multi: one excerpt from each), a `changed_fact` (unanswerable), a `query` (keyword); the
+kind classifier's <question> block with a `kind` (stub_kind).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ DEFAULT_PORT = 8000
 STUB_MODEL = "stub"  # the model name the docs suggest: it keeps the stub's replies apart in the question cache
 _PASSAGE = re.compile(r"<passage>\n(.*)\n</passage>", re.DOTALL)
 _PASSAGES = re.compile(r"<passage>\n(.*?)\n</passage>", re.DOTALL)
+_QUESTION = re.compile(r"<question>\n(.*?)\n</question>", re.DOTALL)
+_JOINING = re.compile(r"\b(?:compare|both|differ|versus|vs|and)\b", re.IGNORECASE)
 _ESCAPED = re.compile(r"&(lt|#x[0-9a-f]{4});", re.IGNORECASE)
 
 
@@ -57,6 +60,9 @@ def kind_reply(prompt: str) -> str | None:
     """The reply to another question kind's prompt, in its schema, or None for a single question's.
     Like default_reply's, its questions share no run of words with the passages and its excerpts
     are each passage's first words; the near miss names a topic no passage holds."""
+    classified = _QUESTION.search(prompt)
+    if classified and '"kind"' in prompt:
+        return json.dumps({"kind": stub_kind(_unescaped(classified.group(1)))})
     blocks = [_unescaped(block) for block in _PASSAGES.findall(prompt)]
     if len(blocks) > 1:
         tags = " and ".join(_tag(block) for block in blocks)
@@ -72,6 +78,17 @@ def kind_reply(prompt: str) -> str | None:
     if '"query"' in prompt:
         return json.dumps({"query": f"topic {_tag(passage)} overview", "evidence": evidence})
     return None
+
+
+def stub_kind(question: str) -> str:
+    """The stub's answer to the kind classifier (llm.runs.tasks.KIND_LABEL), by plain rules: keyword
+    for 6 words or fewer without '?', multi for a question joining two things (compare, both,
+    differ, versus, or ' and '), else single."""
+    if len(question.split()) <= 6 and "?" not in question:
+        return "keyword"
+    if _JOINING.search(question):
+        return "multi"
+    return "single"
 
 
 def passage_sha(prompt: str) -> str:

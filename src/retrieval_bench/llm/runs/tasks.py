@@ -8,7 +8,8 @@ a new task (relevance judging, say) is a new Task here and its parser, and no pr
 QUESTIONS writes one search question a passage answers: the passage goes between the prompt's
 <passage> tags escaped (passage_escape.escape_passage), the reply is read by
 hygiene.clean_reply. KEYWORDS, MULTI and UNANSWERABLE write the other question kinds
-(QUESTION_TASKS by kind; checks.kinds reads their replies).
+(QUESTION_TASKS by kind; checks.kinds reads their replies). KIND_LABEL tells a real or
+hand-written question's kind (goldenset.kind_classifier).
 
 JUDGE grades how well a chunk answers a question, 0-3 (UMBRELA, Upadhyay et al. 2024, after
 Thomas et al. 2023): two texts, the question between <query> tags and the chunk between
@@ -42,12 +43,13 @@ from retrieval_bench.llm.checks import kinds
 from retrieval_bench.llm.checks.grades import parse_grade
 from retrieval_bench.llm.checks.hygiene import REJECT_REASONS, clean_reply
 from retrieval_bench.llm.checks.passage_escape import escape_group, escape_passage, escape_tags
-from retrieval_bench.llm.cost.guard import JUDGE_WORDING, QUESTIONS_WORDING, Wording
+from retrieval_bench.llm.cost.guard import JUDGE_WORDING, KIND_WORDING, QUESTIONS_WORDING, Wording
 from retrieval_bench.llm.cost.settings import Meta
 from retrieval_bench.llm.providers.base import Reply
 from retrieval_bench.llm.providers.schema import (
     GRADE_SCHEMA,
     KEYWORD_SCHEMA,
+    KIND_SCHEMA,
     MULTI_SCHEMA,
     QUESTION_SCHEMA,
     UNANSWERABLE_SCHEMA,
@@ -213,6 +215,25 @@ UNANSWERABLE = Task(
     "unanswerable", "{passage}", escape_passage, kinds.unanswerable_fields, schema=UNANSWERABLE_SCHEMA, noted=_NOTED
 )
 QUESTION_TASKS = {"single": QUESTIONS, "multi": MULTI, "unanswerable": UNANSWERABLE, "keyword": KEYWORDS}
+
+
+def escape_classified(text: str) -> str:
+    """A question as it stands in the kind classifier's prompt: anything a model could read as a
+    <question> tag escaped (as escape_passage does); other text unchanged."""
+    return escape_tags(text, ("question",))
+
+
+# KIND_LABEL tells a real or hand-written question's kind from its words (generate.kind_classifier
+# llm): the question between <question> tags; its records land in the question cache, keyed by the
+# classifier prompt's sha256 and the question, and carry the question (context) so the cache reads on its own.
+KIND_LABEL = Task(
+    "kind_label",
+    "{question}",
+    escape_classified,
+    kinds.kind_label_fields,
+    wording=KIND_WORDING,
+    schema=KIND_SCHEMA,
+)
 
 
 def escape_judged(text: str) -> str:

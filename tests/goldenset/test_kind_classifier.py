@@ -1,0 +1,228 @@
+"""generate.kind_classifier llm: real and hand-written questions' kinds asked of the LLM (the real
+anthropic and openai SDKs against the stub server), cached in the question cache, priced and paid
+once, driving generate.kinds match; the reply parser and schema; the params check."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import set_params
+from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_env, stage_project
+
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.llm.checks.kinds import kind_label_fields
+from retrieval_bench.llm.providers.schema import KIND_SCHEMA
+
+GOLDEN = "data/goldenset.jsonl"
+# Hand-written questions on the stub project's documents (wal.md, autoinc.md): by the rules, the
+# first three are single and the fourth keyword; the stub's classifier (stub_server.stub_kind) calls
+# the second multi ("and"), and a stated kind or an unanswerable question is never asked.
+HANDWRITTEN = [
+    {
+        "question": "Is write-ahead logging usually quicker than a rollback journal?",
+        "doc_id": "wal.md",
+        "evidence": "WAL is significantly faster in most scenarios.",
+    },
+    {
+        "question": "Why can readers and writers work at the same time under WAL?",
+        "doc_id": "wal.md",
+        "evidence": "readers do not block writers and a writer does not block readers",
+    },
+    {
+        "question": "Does SQLite fill in a missing INTEGER PRIMARY KEY value by itself?",
+        "doc_id": "autoinc.md",
+        "evidence": "it will be filled automatically with an unused integer",
+    },
+    {"question": "wal fewer fsync calls", "doc_id": "wal.md", "evidence": "WAL uses many fewer fsync() operations"},
+    {
+        "question": "Should I avoid the AUTOINCREMENT keyword?",
+        "doc_id": "autoinc.md",
+        "evidence": "should be avoided if not strictly needed",
+        "kind": "single",  # stated: kept, never asked
+    },
+    {"question": "When did SQLite drop the AUTOINCREMENT keyword?", "kind": "unanswerable", "doc_id": "autoinc.md"},
+]
+
+
+@pytest.mark.parametrize(
+    ("reply", "stop", "kind", "reason"),
+    [
+        ('{"kind": "multi"}', None, "multi", None),
+        ("keyword", None, "keyword", None),
+        ("Kind: Single.", None, "single", None),
+        ('<think>two facts?</think>\n{"kind": "multi"}', None, "multi", None),
+        ('```json\n{"kind": "keyword"}\n```', None, "keyword", None),
+        ('{"kind": "unanswerable"}', None, None, "no_kind"),  # the labels decide that, not the words
+        ("It is hard to say.", None, None, "no_kind"),
+        ("", None, None, "empty"),
+        ("", "max_tokens", None, "truncated"),
+        ('{"kind": ', "max_tokens", None, "truncated"),
+    ],
+)
+def test_the_classifier_reply_names_one_worded_kind(reply, stop, kind, reason):
+    fields = kind_label_fields(reply, stop)
+    assert (fields["kind"], fields["rejected"], fields["question"]) == (kind, reason, None)
+
+
+def test_the_kind_schema_holds_the_three_worded_kinds():
+    assert KIND_SCHEMA.mismatch('{"kind": "multi"}') is None
+    assert KIND_SCHEMA.mismatch('{"kind": "unanswerable"}') is not None
+    assert KIND_SCHEMA.mismatch('{"kind": "single", "why": "one passage"}') is not None
+
+
+def _project(tmp_path, **params):
+    project = stage_project(tmp_path / "p", docs=["wal.md", "autoinc.md"])
+    (project / "data/handwritten.jsonl").write_text("".join(json.dumps(row) + "\n" for row in HANDWRITTEN))
+    set_params(
+        project,
+        **{
+            "generate.handwritten": "data/handwritten.jsonl",
+            "generate.kind_classifier": "llm",
+            "generate.kinds": "match",
+            "generate.max_questions": 12,
+            **params,
+        },
+    )
+    return project
+
+
+def _classifier_requests(stub: StubLLM) -> list:
+    return [r for r in stub.requests if r.body and "<question>" in json.dumps(r.body)]
+
+
+def test_the_llm_classifies_the_questions_the_rules_left_open_once_and_priced(tmp_path):
+    project = _project(tmp_path, **{"generate.provider": "anthropic"})
+    with StubLLM() as stub:
+        status, out, err = run_stage_here(project, stub, "--dry-run")
+        assert status == 0, err
+        assert not stub.generation_requests()
+        assert "kind classifier: 4 questions to classify, 0 classified already" in out
+        assert "kind classifier: " in out and "requests to anthropic" in out
+        status, out, err = run_stage_here(project, stub)
+        assert status == 0, err
+        asked = [json.dumps(r.body) for r in _classifier_requests(stub)]
+        report = json.loads((project / "metrics/goldenset.json").read_text())
+        status, again, err = run_stage_here(project, stub)  # a rerun pays nothing for them again
+        assert status == 0, err
+        assert len(_classifier_requests(stub)) == len(asked)
+    assert len(asked) == 4 and all("should I avoid" not in body.lower() for body in asked)
+    rows = {row["question"]: row for row in read_jsonl(project / GOLDEN) if row["source"] == "hand-written"}
+    said = {question: (row["kind"], row.get("kind_by")) for question, row in rows.items()}
+    assert said == {
+        HANDWRITTEN[0]["question"]: ("single", "llm"),
+        HANDWRITTEN[1]["question"]: ("multi", "llm"),  # the rules said single
+        HANDWRITTEN[2]["question"]: ("single", "llm"),
+        HANDWRITTEN[3]["question"]: ("keyword", "llm"),
+        HANDWRITTEN[4]["question"]: ("single", None),  # its row said so
+        HANDWRITTEN[5]["question"]: ("unanswerable", None),
+    }
+    classifier = report["kind_classifier"]
+    assert {k: classifier[k] for k in ("by", "asked", "classified", "by_rule", "changed", "requests")} == {
+        "by": "llm",
+        "asked": 4,
+        "classified": 4,
+        "by_rule": 0,
+        "changed": {"single->multi": 1},
+        "requests": 4,
+    }
+    assert classifier["cost_usd"] > 0
+    # generate.kinds match takes the classified mix: 3 single, 1 multi, 1 keyword, 1 unanswerable of 6
+    assert report["matched_mix"] == {
+        "from": "hand-written",
+        "single": 0.5,
+        "multi": 0.1667,
+        "unanswerable": 0.1667,
+        "keyword": 0.1667,
+    }
+    assert "kind classifier: 4 of 4 real and hand-written questions" in out and "1 single to multi" in out
+    assert "0 requests" in again
+
+
+def test_provider_none_reads_the_cached_kinds_and_keeps_the_rules_for_the_rest(tmp_path):
+    project = _project(tmp_path, **{"generate.provider": "anthropic", "generate.max_questions": 6})
+    with StubLLM() as stub:
+        status, _, err = run_stage_here(project, stub)
+        assert status == 0, err
+    rows = [json.loads(line) for line in (project / "data/handwritten.jsonl").read_text().splitlines()]
+    rows.append(
+        {
+            "question": "Can a WAL database live on a network filesystem?",
+            "doc_id": "wal.md",
+            "evidence": "WAL does not work over a network filesystem",
+        }
+    )
+    (project / "data/handwritten.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    set_params(project, **{"generate.provider": "none", "generate.kinds": {"single": 1.0}})
+    with StubLLM() as stub:
+        status, out, err = run_stage_here(project, stub)
+        assert status == 0, err
+        assert not stub.requests
+    by_question = {row["question"]: row for row in read_jsonl(project / GOLDEN)}
+    assert by_question[HANDWRITTEN[1]["question"]]["kind"] == "multi"  # from the cache
+    assert by_question[rows[-1]["question"]]["kind_by"] == "rule"  # never asked: the rules' kind
+    assert "1 keep the rules' kind (no cached reply, provider none)" in out
+
+
+def test_the_classifier_counts_against_the_cost_limit(tmp_path):
+    project = _project(tmp_path, **{"generate.provider": "anthropic", "generate.max_cost_usd": 0.000001})
+    with StubLLM() as stub:
+        status, _, err = run_stage_here(project, stub)
+        assert not stub.requests
+    assert status == 1 and err.startswith("error:") and len(err.strip().splitlines()) == 1, err
+    assert "max_cost_usd" in err
+
+
+def test_json_schema_is_sent_with_the_openai_sdk(tmp_path):
+    project = _project(tmp_path, **{"generate.max_questions": 6, "generate.response_format": "json_schema"})
+    with StubLLM() as stub:
+        set_params(
+            project,
+            **{
+                "generate.provider": "openai-compatible",
+                "generate.model": "stub",
+                "generate.base_url": f"{stub.url}/v1",
+            },
+        )
+        env = {k: v for k, v in stage_env(stub).items() if k != "ANTHROPIC_API_KEY"}
+        status, _, err = run_stage_here(project, stub, env=env)
+        assert status == 0, err
+        schemas = {r.body["response_format"]["json_schema"]["name"] for r in _classifier_requests(stub)}
+    assert schemas == {"question_kind"}
+
+
+def test_a_bad_classifier_param_is_one_line(tmp_path):
+    from retrieval_bench.core.params import load_all_params
+
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.kind_classifier": "maybe"})
+    with pytest.raises(InputError, match=r"generate\.kind_classifier must be one of llm, rules, got 'maybe'"):
+        load_all_params(project / "params.yaml")
+
+
+def test_real_queries_are_classified_and_read_back_without_a_provider(tmp_path):
+    """Real labelled queries: asked with a provider; with provider none (the golden set is then the
+    real queries alone, nothing generated) their cached kinds are read back."""
+    project = _project(tmp_path, **{"generate.provider": "anthropic", "generate.max_questions": 4})
+    labels = [
+        {"qid": "r1", "question": "compare wal and rollback journal", "relevant": {"wal.md#0": 1}},  # keyword by rule
+        {"qid": "r2", "question": "How do WAL and a rollback journal differ in speed?", "relevant": {"wal.md#0": 2}},
+        {"qid": "r3", "question": "Is this answered anywhere?", "relevant": {"wal.md#0": 0}},  # unanswerable by label
+    ]
+    (project / "data/labels.jsonl").write_text("".join(json.dumps(label) + "\n" for label in labels))
+    with StubLLM() as stub:
+        status, _, err = run_stage_here(project, stub)
+        assert status == 0, err
+        asked = [json.dumps(r.body) for r in _classifier_requests(stub)]
+    assert sum("Is this answered anywhere" in body for body in asked) == 0
+    set_params(project, **{"generate.provider": "none", "generate.kinds": {"single": 1.0}})
+    with StubLLM() as stub:
+        status, out, err = run_stage_here(project, stub)
+        assert status == 0, err
+        assert not stub.requests
+    real = {
+        row["qid"]: (row["kind"], row["kind_by"]) for row in read_jsonl(project / GOLDEN) if row["source"] == "qrels"
+    }
+    # the stub's classifier: 5 words, no '?' -> keyword; "differ ... and" -> multi (the rules said single)
+    assert real == {"r1": ("keyword", "llm"), "r2": ("multi", "llm"), "r3": ("unanswerable", "rule")}
+    assert json.loads((project / "metrics/goldenset.json").read_text())["kind_classifier"]["classified"] == 2
