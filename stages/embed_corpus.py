@@ -1,15 +1,14 @@
 """Stage: embed one chunking's chunks with one embedder (`python -m stages.embed_corpus <chunking>
 <embedder>`) -> data/embeddings/corpus/<chunking>/<embedder>/vectors.npy and ids.json (row order);
-data/costs/embed/<chunking>/<embedder>.json, what embedding them costs, timed on the stage's own
-batches (embedding.embed_cost); and, not a DVC output, data/timings/embed/<chunking>/<embedder>.json:
-the chunks and how many were embedded (not read from a cache).
+data/costs/embed/<chunking>/<embedder>.json, the embedding's cost timed on the stage's own batches
+(embedding.embed_cost); not DVC outputs: data/timings/embed/<chunking>/<embedder>.json (chunks, how
+many embedded), and the golden set's questions in embed_questions' cache (embedding.questions).
 
 Vectors come from the embedding cache (.dvc/tmp/retrieval-bench/embeddings/corpus/<chunking>/<embedder>,
-not a DVC output: DVC run-caches this stage), or from the same embedder's caches of the other
-chunkings (params embedded), or from the 0.2.0 location (data/embedding_cache); only new or edited
-chunks are embedded, each batch appended to the cache as soon as it is computed. With
-`embed.corpus_vectors: stored` the default chunking's vectors are read from the vector store at
-load.source instead, after a sample of chunks embedded again shows that embed.model made them."""
+not a DVC output: DVC run-caches this stage), the embedder's caches of the other chunkings, or the
+0.2.0 location (data/embedding_cache); only new or edited chunks are embedded, each batch appended
+to the cache as soon as it is computed. With `embed.corpus_vectors: stored` the default chunking's
+vectors are read from the store at load.source, once a sample embedded again shows embed.model made them."""
 
 import sys
 
@@ -20,6 +19,7 @@ from retrieval_bench.core.params_panel import named
 from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.embedding.embed import EmbedProgress, embed_texts, save_embeddings
 from retrieval_bench.embedding.embed_cost import CostSettings, embedding_cost
+from retrieval_bench.embedding.questions import embed_questions_ahead
 from retrieval_bench.embedding.settings import EmbedSettings
 from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
 
@@ -48,6 +48,8 @@ def main(argv: list[str]) -> None:
         line = stats.line("chunk")
         info.update(embedded=stats.embedded)
         cost = embedding_cost(stats.batch_times, texts, settings, CostSettings.from_params(everything["costs"]))
+        if stats.embedded:  # torch is loaded: the questions cost little more here than a second process would
+            embed_questions_ahead(arguments.embedder, settings, paths.GOLDENSET)
     save_embeddings(vectors, chunks["chunk_id"].tolist(), vectors_path, ids_path)
     write_json(paths.embed_cost_of(arguments.chunking, arguments.embedder), cost)
     write_json(paths.embedding_info(arguments.chunking, arguments.embedder), info)

@@ -3,7 +3,9 @@
 
 Vectors come from the question embedding cache (.dvc/tmp/retrieval-bench/embeddings/questions/<embedder>,
 not a DVC output: DVC run-caches this stage) when it holds them, or from the 0.2.0 location
-(data/embedding_cache): adding 10 questions embeds 10 texts, and the corpus is never touched."""
+(data/embedding_cache): adding 10 questions embeds 10 texts, and the corpus is never touched. In a
+first run embed_corpus has usually embedded them already, with the model it had loaded
+(embedding.questions): then no model is loaded here."""
 
 import sys
 
@@ -11,7 +13,8 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.files import read_jsonl
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.stage import run_stage, stage_parser
-from retrieval_bench.embedding.embed import EmbedProgress, embed_texts, save_embeddings
+from retrieval_bench.embedding.embed import save_embeddings
+from retrieval_bench.embedding.questions import embed_questions
 from retrieval_bench.embedding.settings import EmbedSettings
 
 
@@ -21,17 +24,9 @@ def main(argv: list[str]) -> None:
     embedder = parser.parse_args(argv).embedder
     params = load_all_params()
     settings = EmbedSettings.of_embedder(params, embedder)
-    vectors_path, ids_path, cache = paths.question_vectors(embedder)
+    vectors_path, ids_path, _ = paths.question_vectors(embedder)
     golden = read_jsonl(paths.GOLDENSET)
-    texts = [row["question"] for row in golden]
-    vectors, stats = embed_texts(
-        texts,
-        settings,
-        settings.query_prompt,
-        cache,
-        shared_caches=paths.legacy_caches(cache),
-        progress=EmbedProgress("question"),
-    )
+    vectors, stats = embed_questions([row["question"] for row in golden], settings, embedder)
     save_embeddings(vectors, [row["qid"] for row in golden], vectors_path, ids_path)
     print(f"embed_questions with {embedder}: {stats.line('question')}")
 

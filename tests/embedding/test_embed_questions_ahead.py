@@ -1,0 +1,58 @@
+"""embed_corpus embeds the golden set's questions ahead of embed_questions (embedding.questions):
+into the very cache embed_questions reads, so it then loads no model; no golden set, an unreadable
+one or the Ray engine: nothing done."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+
+from retrieval_bench.core.params_schema import DEFAULTS
+from retrieval_bench.embedding import questions
+from retrieval_bench.embedding.settings import EmbedSettings
+
+QUESTIONS = ["How does WAL mode work?", "reset autoincrement counter", "How does WAL mode work?"]
+
+
+def _settings(**changes) -> EmbedSettings:
+    embed = copy.deepcopy(DEFAULTS["embed"])
+    embed.update(batch_size=2, **changes)
+    return EmbedSettings.from_params(embed)
+
+
+def test_questions_embedded_ahead_are_served_to_embed_questions_without_a_model(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    golden = tmp_path / "goldenset.jsonl"
+    golden.write_text("".join(json.dumps({"qid": str(i), "question": q}) + "\n" for i, q in enumerate(QUESTIONS)))
+    settings = _settings(query_prompt="query: ")
+    ahead = questions.embed_questions_ahead("default", settings, golden)
+    assert ahead is not None and (ahead.cached, ahead.embedded) == (0, 2)
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded although every question was cached")
+
+    monkeypatch.setattr("retrieval_bench.embedding.embed.embedding_engine", no_model)
+    vectors, stats = questions.embed_questions(QUESTIONS, settings, "default")
+    assert (stats.cached, stats.embedded) == (2, 0) and vectors.shape == (3, 384)
+    np.testing.assert_array_equal(vectors[0], vectors[2])
+    # The query prompt is part of the key: another prompt finds nothing cached.
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    _, other = questions.embed_questions(QUESTIONS[:1], _settings(query_prompt=""), "default")
+    assert other.embedded == 1
+
+
+def test_nothing_is_embedded_ahead_without_a_readable_golden_set_or_with_ray(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    golden = tmp_path / "goldenset.jsonl"
+    assert questions.embed_questions_ahead("default", _settings(), golden) is None  # not made yet
+    golden.write_text('{"qid": "1", "question": "ok?"}\n{broken\n')
+    assert questions.embed_questions_ahead("default", _settings(), golden) is None  # embed_questions reports it
+    golden.write_text('{"qid": "1", "text": "no question field"}\n')
+    assert questions.embed_questions_ahead("default", _settings(), golden) is None
+    golden.write_text('{"qid": "1", "question": "ok?"}\n')
+    assert questions.embed_questions_ahead("default", _settings(engine="ray"), golden) is None
+    assert not (tmp_path / ".dvc").exists()  # no cache written
