@@ -79,12 +79,19 @@ def render(metrics: dict, before: dict | None, health: dict | None, revision: st
 
 
 def mix_lines(health: dict) -> list[str]:
-    """Each question set's mix of kinds (metrics/goldenset.json's mix_by_question_set), a line each."""
-    mixes = health.get("mix_by_question_set") or {}
-    return ["  mix of kinds:"] * bool(mixes) + [
+    """Each question set's mix of kinds (metrics/goldenset.json's mix_by_question_set), a line each,
+    and with generate.kind_classifier llm how many kinds the LLM told."""
+    mixes, told = health.get("mix_by_question_set") or {}, health.get("kind_classifier")
+    lines = ["  mix of kinds:"] * bool(mixes) + [
         f"    {name}: " + ", ".join(f"{kind} {share:.0%}" for kind, share in shares.items())
         for name, shares in mixes.items()
     ]
+    if told:  # generate.kind_classifier llm: how many kinds the LLM told, and how many it changed
+        changed = sum(told["changed"].values())
+        lines.append(
+            f"    kinds told by the LLM: {told['classified']} of {told['asked']} ({changed} changed from the rules)"
+        )
+    return lines
 
 
 LEADERBOARD_METRICS = ["mrr", "ndcg@10", "recall@10"]

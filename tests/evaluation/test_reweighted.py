@@ -186,6 +186,16 @@ def test_show_states_each_question_sets_mix():
     )
     assert lines == ["  mix of kinds:", "    generated: single 100%", "    hand-written: single 72%, multi 28%"]
     assert mix_lines({}) == []
+    told = {
+        "by": "llm",
+        "asked": 14,
+        "classified": 12,
+        "by_rule": 2,
+        "changed": {"single->multi": 2, "keyword->single": 1},
+    }
+    assert mix_lines({"mix_by_question_set": {"hand-written": {"single": 1.0}}, "kind_classifier": told})[-1] == (
+        "    kinds told by the LLM: 12 of 14 (3 changed from the rules)"
+    )
 
 
 def test_a_panel_without_a_compared_question_has_no_headline_to_reweight():
