@@ -696,6 +696,19 @@ def run_stage_here(project, stub: "StubLLM", *args: str, env: dict | None = None
     return status, out.getvalue(), err.getvalue()
 
 
+def run_stage_on_openai(project, stub: "StubLLM", model: str = "stub"):
+    """run_stage_here through the openai-compatible provider (the openai SDK) at the stub, `model`
+    the one it asks for, and no Anthropic key in the stage's environment."""
+    from conftest import set_params
+
+    set_params(
+        project,
+        **{"generate.provider": "openai-compatible", "generate.model": model, "generate.base_url": f"{stub.url}/v1"},
+    )
+    env = {k: v for k, v in stage_env(stub).items() if k != "ANTHROPIC_API_KEY"}
+    return run_stage_here(project, stub, env=env)
+
+
 def read_jsonl(path) -> list[dict]:
     from pathlib import Path
 

@@ -21,6 +21,7 @@ from stub_llm import (
     read_jsonl,
     run_stage,
     run_stage_here,
+    run_stage_on_openai,
     stage_env,
     stage_project,
     start_stage,
@@ -331,18 +332,9 @@ def test_echo_gauge_flags_copied_questions_and_drop_echo_regenerates_them(tmp_pa
 
 def test_openai_compatible_provider_through_the_stage(tmp_path):
     project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.max_questions": 4})
     with StubLLM() as stub:
-        set_params(
-            project,
-            **{
-                "generate.provider": "openai-compatible",
-                "generate.model": "qwen2.5:7b",
-                "generate.base_url": f"{stub.url}/v1",
-                "generate.max_questions": 4,
-            },
-        )
-        env = {k: v for k, v in stage_env(stub).items() if k != "ANTHROPIC_API_KEY"}
-        status, out, err = run_stage_here(project, stub, env=env)
+        status, out, err = run_stage_on_openai(project, stub, model="qwen2.5:7b")
         assert status == 0, err
         assert stub.count("POST", "/v1/chat/completions") == 4
     assert {row["source"] for row in read_jsonl(project / GOLDEN)} == {"qwen2.5:7b"}

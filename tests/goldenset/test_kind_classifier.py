@@ -8,7 +8,7 @@ import json
 
 import pytest
 from conftest import set_params
-from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_env, stage_project
+from stub_llm import StubLLM, read_jsonl, run_stage_here, run_stage_on_openai, stage_project
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.llm.checks.kinds import kind_label_fields
@@ -176,16 +176,7 @@ def test_the_classifier_counts_against_the_cost_limit(tmp_path):
 def test_json_schema_is_sent_with_the_openai_sdk(tmp_path):
     project = _project(tmp_path, **{"generate.max_questions": 6, "generate.response_format": "json_schema"})
     with StubLLM() as stub:
-        set_params(
-            project,
-            **{
-                "generate.provider": "openai-compatible",
-                "generate.model": "stub",
-                "generate.base_url": f"{stub.url}/v1",
-            },
-        )
-        env = {k: v for k, v in stage_env(stub).items() if k != "ANTHROPIC_API_KEY"}
-        status, _, err = run_stage_here(project, stub, env=env)
+        status, _, err = run_stage_on_openai(project, stub)
         assert status == 0, err
         schemas = {r.body["response_format"]["json_schema"]["name"] for r in _classifier_requests(stub)}
     assert schemas == {"question_kind"}

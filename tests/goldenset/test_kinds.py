@@ -13,7 +13,7 @@ from fractions import Fraction
 import pandas as pd
 import pytest
 from conftest import set_params
-from stub_llm import StubLLM, read_jsonl, run_stage_here, stage_env, stage_project
+from stub_llm import StubLLM, read_jsonl, run_stage_here, run_stage_on_openai, stage_project
 
 from retrieval_bench.corpus.load import chunk_documents
 from retrieval_bench.goldenset import echo
@@ -251,20 +251,16 @@ def test_single_alone_keeps_todays_cache_keys(tmp_path):
 
 def test_openai_sdk_with_json_schema_writes_every_kind(tmp_path):
     project = stage_project(tmp_path / "p")
+    set_params(
+        project,
+        **{
+            "generate.max_questions": 8,
+            "generate.response_format": "json_schema",
+            "generate.kinds": {"single": 0.25, "multi": 0.25, "unanswerable": 0.25, "keyword": 0.25},
+        },
+    )
     with StubLLM() as stub:
-        set_params(
-            project,
-            **{
-                "generate.provider": "openai-compatible",
-                "generate.model": "stub",
-                "generate.base_url": f"{stub.url}/v1",
-                "generate.max_questions": 8,
-                "generate.response_format": "json_schema",
-                "generate.kinds": {"single": 0.25, "multi": 0.25, "unanswerable": 0.25, "keyword": 0.25},
-            },
-        )
-        env = {k: v for k, v in stage_env(stub).items() if k != "ANTHROPIC_API_KEY"}
-        status, _, err = run_stage_here(project, stub, env=env)
+        status, _, err = run_stage_on_openai(project, stub)
         assert status == 0, err
         schemas = {request.body["response_format"]["json_schema"]["name"] for request in stub.generation_requests()}
     assert schemas == {"question", "multi_question", "unanswerable_question", "keyword_query"}
