@@ -17,6 +17,7 @@ from retrieval_bench.evaluation.score.abstention import (
     abstention_auc,
     abstention_summary,
     abstention_warning,
+    average_ranks,
     contradiction_warning,
     false_hit_rate,
     hit_threshold,
@@ -201,6 +202,17 @@ def threshold_by_trying(scores, hits, keep=0.95) -> float:
         if kept >= keep * total - 1e-12:
             return t
     raise AssertionError("unreachable: the lowest score keeps every hit")
+
+
+def test_average_ranks_share_the_mean_rank_of_equal_values_as_scipy_does():
+    from scipy.stats import rankdata
+
+    rng = np.random.default_rng(45)
+    for _ in range(500):
+        values = rng.integers(0, 6, rng.integers(1, 40)).astype(float)
+        values[rng.random(len(values)) < 0.2] = -np.inf  # a missing top-1 score ranks lowest
+        np.testing.assert_array_equal(average_ranks(values), rankdata(values))
+    np.testing.assert_array_equal(average_ranks(np.array([0.3, 0.1, 0.3, 0.2])), [3.5, 1.0, 3.5, 2.0])
 
 
 @pytest.mark.parametrize("seed", range(60))

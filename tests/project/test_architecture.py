@@ -103,6 +103,17 @@ def test_stages_are_thin_io_shells():
     assert {name: n for name, n in lengths.items() if n > MAX_STAGE_LINES} == {}
 
 
+def test_the_stages_run_once_per_system_import_no_scientific_or_model_stack():
+    """retrieve and score run once per panel system: scipy (0.4 CPU-s), torch or
+    sentence-transformers in their imports would be paid that many times (bench/panel_overhead.py)."""
+    import subprocess
+    import sys
+
+    probe = "import sys, stages.retrieve, stages.score; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert {"scipy", "torch", "sentence_transformers", "sklearn"} & set(loaded.stdout.split()) == set()
+
+
 def test_every_artefact_path_is_spelled_once_in_paths_py():
     spelled = []
     for path in python_files():

@@ -33,12 +33,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from retrieval_bench.evaluation.certificate.states import AGREES, DISAGREES, UNDETERMINED
 from retrieval_bench.evaluation.stats import ALPHA, EPS
 
-AGREES, DISAGREES, UNDETERMINED = "agrees", "disagrees", "undetermined"
 HEADLINE_METRIC = "mrr"
 MIN_TO_RESAMPLE = 10  # fewer questions than this are not grown by resampling (questions_to_decide)
-VERDICT_NUMBER = {AGREES: 1, UNDETERMINED: 0, DISAGREES: -1}  # metrics/headline.json holds numbers only
 # Max-T permutations, drawn in blocks: the p-value's Monte Carlo error at ALPHA is sqrt(.05 * .95 /
 # 20_000) = 0.0015, and while the verdict's p lies within MC_BAND errors of ALPHA (where another seed
 # could put it on the other side) another block is drawn, up to MAX_BLOCKS: the error shrinks to

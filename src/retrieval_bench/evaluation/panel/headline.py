@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from retrieval_bench.evaluation.certificate.verdict import VERDICT_NUMBER
+from retrieval_bench.evaluation.certificate.states import VERDICT_NUMBER
 from retrieval_bench.evaluation.score.per_question import (
     HEADLINE_BUDGET,
     HEADLINE_CUTOFF,
