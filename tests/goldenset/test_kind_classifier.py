@@ -217,3 +217,36 @@ def test_real_queries_are_classified_and_read_back_without_a_provider(tmp_path):
     # the stub's classifier: 5 words, no '?' -> keyword; "differ ... and" -> multi (the rules said single)
     assert real == {"r1": ("keyword", "llm"), "r2": ("multi", "llm"), "r3": ("unanswerable", "rule")}
     assert json.loads((project / "metrics/goldenset.json").read_text())["kind_classifier"]["classified"] == 2
+
+
+def test_with_the_batch_api_a_run_killed_while_the_classifier_batch_processes_is_resumed_not_paid_again(tmp_path):
+    """anthropic-batch: the classifier's batch (journalled with its task, kind_label) then the
+    questions'. Killed while the first processes, the rerun collects it with the classifier's parser
+    and submits only the questions' batch: 2 creates in all, every kind reply accepted."""
+    import signal
+
+    from stub_llm import start_stage, wait_for
+
+    from retrieval_bench.core import paths
+
+    project = _project(
+        tmp_path,
+        **{"generate.provider": "anthropic-batch", "generate.max_questions": 8, "generate.kinds": {"single": 1.0}},
+    )
+    journal = project / paths.BATCH_JOURNAL
+    with StubLLM() as stub:
+        stub.batch_views = 10**9  # processing until the test ends it
+        process = start_stage(project, stub)
+        wait_for(lambda: any(e["event"] == "submitted" for e in read_jsonl(journal)), process)
+        process.send_signal(signal.SIGKILL)
+        process.communicate()
+        assert [e["task"] for e in read_jsonl(journal) if e["event"] == "submitted"] == ["kind_label"]
+        stub.batch_views = None
+        stub.end_batches()
+        status, out, err = run_stage_here(project, stub)
+        assert status == 0, err
+        assert stub.batch_creates() == 2, "the classifier's journalled batch was submitted again"
+    kinds = [r for r in read_jsonl(project / paths.QUESTION_CACHE) if "kind" in r]
+    assert len(kinds) == 4 and all(r["rejected"] is None for r in kinds)
+    rows = {row["question"]: row for row in read_jsonl(project / GOLDEN)}
+    assert rows[HANDWRITTEN[1]["question"]]["kind"] == "multi"
