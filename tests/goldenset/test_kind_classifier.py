@@ -250,3 +250,24 @@ def test_with_the_batch_api_a_run_killed_while_the_classifier_batch_processes_is
     assert len(kinds) == 4 and all(r["rejected"] is None for r in kinds)
     rows = {row["question"]: row for row in read_jsonl(project / GOLDEN)}
     assert rows[HANDWRITTEN[1]["question"]]["kind"] == "multi"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "said"),
+    [
+        (None, "data/kind_prompt.txt: no such file (the prompt of generate.kind_classifier llm)"),
+        (b"Which kind is it? Reply in JSON.", "data/kind_prompt.txt: the kind classifier's prompt has no {question}"),
+        (b"\xff\xfe{question}", "data/kind_prompt.txt: not UTF-8 text (byte 0)"),
+    ],
+)
+def test_a_bad_classifier_prompt_is_one_line_and_nothing_is_asked(tmp_path, prompt, said):
+    project = _project(tmp_path, **{"generate.provider": "anthropic"})
+    path = project / "data/kind_prompt.txt"
+    if prompt is None:
+        path.unlink()
+    else:
+        path.write_bytes(prompt)
+    with StubLLM() as stub:
+        status, _, err = run_stage_here(project, stub)
+        assert not stub.requests
+    assert status == 1 and len(err.strip().splitlines()) == 1 and said in err, err
