@@ -48,12 +48,12 @@ def main(argv: list[str]) -> None:
         line = stats.line("chunk")
         info.update(embedded=stats.embedded)
         cost = embedding_cost(stats.batch_times, texts, settings, CostSettings.from_params(everything["costs"]))
-        if stats.embedded:  # torch is loaded: the questions cost little more here than a second process would
-            embed_questions_ahead(arguments.embedder, settings, paths.GOLDENSET)
     save_embeddings(vectors, chunks["chunk_id"].tolist(), vectors_path, ids_path)
     write_json(paths.embed_cost_of(arguments.chunking, arguments.embedder), cost)
     write_json(paths.embedding_info(arguments.chunking, arguments.embedder), info)
     print(f"embed_corpus {arguments.chunking} with {arguments.embedder}: {line}")
+    if info["embedded"]:  # torch is imported: the golden set's questions cost little more here than apart
+        embed_questions_ahead(arguments.embedder, settings, paths.GOLDENSET)
 
 
 if __name__ == "__main__":

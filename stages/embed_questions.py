@@ -4,8 +4,8 @@
 Vectors come from the question embedding cache (.dvc/tmp/retrieval-bench/embeddings/questions/<embedder>,
 not a DVC output: DVC run-caches this stage) when it holds them, or from the 0.2.0 location
 (data/embedding_cache): adding 10 questions embeds 10 texts, and the corpus is never touched. In a
-first run embed_corpus has usually embedded them already, with the model it had loaded
-(embedding.questions): then no model is loaded here."""
+first run embed_corpus has usually embedded them already, its imports paid (embedding.questions):
+then no model is imported or loaded here."""
 
 import sys
 

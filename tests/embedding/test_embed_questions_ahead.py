@@ -28,8 +28,10 @@ def test_questions_embedded_ahead_are_served_to_embed_questions_without_a_model(
     golden = tmp_path / "goldenset.jsonl"
     golden.write_text("".join(json.dumps({"qid": str(i), "question": q}) + "\n" for i, q in enumerate(QUESTIONS)))
     settings = _settings(query_prompt="query: ")
-    ahead = questions.embed_questions_ahead("default", settings, golden)
+    said: list[str] = []
+    ahead = questions.embed_questions_ahead("default", settings, golden, said.append)
     assert ahead is not None and (ahead.cached, ahead.embedded) == (0, 2)
+    assert len(said) == 1 and said[0].startswith("embed_corpus: ahead of embed_questions@default, 3 questions")
 
     def no_model(*args, **kwargs):
         raise AssertionError("a model was loaded although every question was cached")
@@ -56,3 +58,21 @@ def test_nothing_is_embedded_ahead_without_a_readable_golden_set_or_with_ray(tmp
     golden.write_text('{"qid": "1", "question": "ok?"}\n')
     assert questions.embed_questions_ahead("default", _settings(engine="ray"), golden) is None
     assert not (tmp_path / ".dvc").exists()  # no cache written
+
+
+def test_a_failure_ahead_is_one_line_and_leaves_the_questions_to_embed_questions(tmp_path, monkeypatch):
+    from retrieval_bench.core.errors import InputError
+
+    golden = tmp_path / "goldenset.jsonl"
+    golden.write_text('{"qid": "1", "question": "ok?"}\n')
+
+    def unwritable(*args, **kwargs):
+        raise InputError(".dvc/tmp/retrieval-bench/embeddings/questions/default: permission denied")
+
+    monkeypatch.setattr(questions, "embed_questions", unwritable)
+    said: list[str] = []
+    assert questions.embed_questions_ahead("default", _settings(), golden, said.append) is None
+    assert said == [
+        "the golden set's questions were not embedded ahead of embed_questions: "
+        ".dvc/tmp/retrieval-bench/embeddings/questions/default: permission denied"
+    ]

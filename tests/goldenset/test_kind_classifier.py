@@ -5,6 +5,7 @@ once, driving generate.kinds match; the reply parser and schema; the params chec
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import set_params
@@ -98,7 +99,7 @@ def test_the_llm_classifies_the_questions_the_rules_left_open_once_and_priced(tm
         assert status == 0, err
         assert not stub.generation_requests()
         assert "kind classifier: 4 questions to classify, 0 classified already" in out
-        assert "kind classifier: " in out and "requests to anthropic" in out
+        assert re.search(r"^generate_goldenset: kind classifier: .*requests to anthropic", out, re.MULTILINE)
         status, out, err = run_stage_here(project, stub)
         assert status == 0, err
         asked = [json.dumps(r.body) for r in _classifier_requests(stub)]
@@ -171,6 +172,25 @@ def test_the_classifier_counts_against_the_cost_limit(tmp_path):
         assert not stub.requests
     assert status == 1 and err.startswith("error:") and len(err.strip().splitlines()) == 1, err
     assert "max_cost_usd" in err
+
+
+def test_the_classifier_and_the_questions_share_one_cost_limit(tmp_path):
+    """Each fits generate.max_cost_usd $0.0075 alone (the classifier spends $0.00081; the 8
+    questions' estimate is $0.0074) but not together: the classifier runs and its replies are kept;
+    the questions are refused before any request, in one line naming the whole limit and the total."""
+    settings = {"generate.provider": "anthropic", "generate.kinds": {"single": 1.0}, "generate.max_questions": 14}
+    project = _project(tmp_path, **settings, **{"generate.max_cost_usd": 0.0075})
+    with StubLLM() as stub:
+        status, out, err = run_stage_here(project, stub)
+        kinds_asked, all_asked = len(_classifier_requests(stub)), len(stub.generation_requests())
+    assert (kinds_asked, all_asked) == (4, 4)  # the classifier's requests only
+    assert "kind classifier: 4 replies (0 rejected), 0 failed; 728 input + 16 output tokens, $0.00081" in out
+    assert "8 questions to generate, 0 cached; 8 requests to anthropic" in out and "~ $0.0074 " in out
+    errors = [line for line in err.splitlines() if line.startswith("error:")]  # the classifier's bar before it
+    assert status == 1 and len(errors) == 1 and err.rstrip().endswith(errors[0]), err
+    assert "the cost estimate $0.0082 for 8 questions is above generate.max_cost_usd $0.0075" in errors[0]
+    cached = [r for r in read_jsonl(project / "data/question_cache.jsonl") if r.get("kind")]
+    assert len(cached) == 4  # paid for and kept: a rerun with a higher limit asks only the questions
 
 
 def test_json_schema_is_sent_with_the_openai_sdk(tmp_path):

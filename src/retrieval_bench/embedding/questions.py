@@ -1,16 +1,19 @@
 """The golden set's questions embedded with one embedder into its question cache: what the
 embed_questions stage does, and what embed_corpus does ahead of it (embed_questions_ahead).
 
-Why ahead: in a first run every embedder's corpus and questions are embedded in two processes,
-each importing torch and sentence-transformers and loading the model (about 8 CPU-s, as much as
-embedding 300 questions many times over). When embed_corpus has just embedded chunks locally,
-those imports are paid, so it embeds the golden set's questions too, into the cache embed_questions
-reads (same settings, prompt and keys): embed_questions then finds every vector cached and loads
-no model. The golden set is not a dependency of embed_corpus: this only fills a cache. A question
-edit still reruns embed_questions alone, and a stale golden set costs only its questions' vectors."""
+Why ahead: in a first run every embedder's corpus and questions were embedded in two processes,
+each importing torch and sentence-transformers (about 7.7 CPU-s) and loading the model. When
+embed_corpus has just embedded chunks locally, those imports are paid, so it embeds the golden
+set's questions too (loading the model object again: under 1 CPU-s for MiniLM, more for a large
+model or an ONNX / OpenVINO export read again), into the cache embed_questions reads (same
+settings, prompt and keys): embed_questions then finds every vector cached and imports neither.
+The golden set is not a dependency of embed_corpus: this only fills a cache, after the stage's
+outputs are written, and a failure here is one line, not a failed stage. A question edit still
+reruns embed_questions alone; a stale golden set costs only its questions' vectors."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -32,15 +35,24 @@ def embed_questions(
     )
 
 
-def embed_questions_ahead(embedder: str, settings: EmbedSettings, golden_path: str | Path) -> EmbedStats | None:
+def embed_questions_ahead(
+    embedder: str, settings: EmbedSettings, golden_path: str | Path, log: Callable[[str], None] = print
+) -> EmbedStats | None:
     """The golden set's questions at `golden_path` embedded into the embedder's question cache, as
-    embed_questions will ask for them; None when there is no golden set to read (not made yet, or
-    unreadable: embed_questions, which depends on it, reports that) or the local engine is not the
-    one in use (Ray embeds elsewhere: no imports to share)."""
+    embed_questions will ask for them, said in one line; None when there is no golden set to read
+    (not made yet, or unreadable: embed_questions, which depends on it, reports that), the local
+    engine is not the one in use (Ray embeds elsewhere: no imports to share), or embedding them
+    failed (one line: embed_questions will embed them, or say why not)."""
     if settings.engine != "local" or not Path(golden_path).is_file():
         return None
     try:
         questions = [str(row["question"]) for row in read_jsonl(golden_path)]
     except (InputError, KeyError, TypeError):
         return None
-    return embed_questions(questions, settings, embedder)[1]
+    try:
+        stats = embed_questions(questions, settings, embedder)[1]
+    except InputError as error:
+        log(f"the golden set's questions were not embedded ahead of embed_questions: {error}")
+        return None
+    log(f"embed_corpus: ahead of embed_questions@{embedder}, {stats.line('question')}")
+    return stats

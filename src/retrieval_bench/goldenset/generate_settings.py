@@ -38,6 +38,7 @@ class GenerateSettings:
     hygiene: Hygiene
     match: bool = False  # generate.kinds: match: the kinds come from the real (else hand-written) questions' mix
     kind_classifier: str = "rules"  # or llm: real and hand-written questions' kinds asked (goldenset.kind_classifier)
+    spent_before: float = 0.0  # USD this run spent before generating (the kind classifier's): after_spending
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "GenerateSettings":
@@ -78,12 +79,9 @@ class GenerateSettings:
         return dataclasses.replace(self, kinds=shares) if self.match else self
 
     def after_spending(self, spent: float) -> "GenerateSettings":
-        """These settings with generate.max_cost_usd less `spent` (the kind classifier's), so the
-        limit covers the classifier and every question kind together."""
-        limit = self.section["max_cost_usd"]
-        if not spent or limit is None:
-            return self
-        return dataclasses.replace(self, section={**self.section, "max_cost_usd": max(0.0, limit - spent)})
+        """These settings once `spent` USD more went under generate.max_cost_usd this run (the kind
+        classifier's): the question kinds are guarded against the limit less it."""
+        return dataclasses.replace(self, spent_before=self.spent_before + spent)
 
     @property
     def prompt_kinds(self) -> tuple[str, ...]:

@@ -109,7 +109,8 @@ def classify(
     classifier = Classifier.of(settings, prompt, run)
     log: Log = lambda line: run.log(f"kind classifier: {line}")  # noqa: E731
     spent, requests = 0.0, 0
-    if classifier.llm.family is not None and questions:
+    # With a provider pay_for runs even with nothing to ask: it collects a batch an earlier run left.
+    if classifier.llm.family is not None:
         context = {job.key: {"question": q} for q in questions for job in classifier.jobs(q)}
         work = PaidWork(
             KIND_LABEL.with_context(context), classifier.meta, classifier.llm, run.cache_path, settings.max_attempts
@@ -139,19 +140,21 @@ def classify(
         "requests": requests,
         "cost_usd": round(spent, 6),
     }
-    log(summary_line(report, settings.provider))
+    log(summary_line(report, settings.provider, run.dry_run))
     return report
 
 
-def summary_line(report: dict[str, Any], provider: str) -> str:
+def summary_line(report: dict[str, Any], provider: str, dry_run: bool = False) -> str:
     """What the stage prints of the classifier's report."""
     moved = ", ".join(f"{n} {change.replace('->', ' to ')}" for change, n in report["changed"].items())
-    left = (
-        f"; {report['by_rule']} keep the rules' kind (no cached reply"
-        + (", provider none)" if provider == "none" else ": every attempt rejected or not asked)")
-        if report["by_rule"]
-        else ""
+    why = (
+        "not asked in a dry run: the plan below counts them so, and generate.kinds match may shift"
+        if dry_run
+        else "no cached reply, provider none"
+        if provider == "none"
+        else "every attempt rejected"
     )
+    left = f"; {report['by_rule']} keep the rules' kind ({why})" if report["by_rule"] else ""
     return (
         f"{report['classified']} of {report['asked']} real and hand-written questions without a stated kind classified "
         f"by the LLM ({moved or 'none changed'} from the rules){left}; {report['requests']} requests, "

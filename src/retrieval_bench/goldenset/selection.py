@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -181,22 +181,21 @@ def generate_missing(runs: list[KindRun], settings: GenerateSettings, seen: set[
     """Generate until every chosen unit of every kind has a usable question or is out of attempts,
     appending each reply to the cache at `run.cache_path`, kind after kind (a kind's questions count
     as seen for the next). With a dry run, log each kind's plan and cost only. generate.max_cost_usd
-    covers all kinds: each kind runs with what the kinds before it left of it. Everything but a dry
+    covers all kinds and the kind classifier before them: each kind runs with what they left of it. Everything but a dry
     run happens under the cache's lock (llm.runs.paid): a second run waits (or, with
     RETRIEVAL_BENCH_LOCK_WAIT=0, stops with one line) and then asks only for what is still missing."""
     llm = Settings.from_params(dict(settings.section))
     if len(runs) > 1:
         _all_kinds(runs, settings, seen, llm, run)
     seen = set(seen)
-    spent = 0.0
+    spent = settings.spent_before  # the kind classifier's, under the same generate.max_cost_usd
     for kind_run in runs:
 
         def missing(cache: dict[str, dict], round_number: int, kind_run: KindRun = kind_run) -> tuple[list[Job], int]:
             plan = walk(kind_run, CacheIndex(cache, kind_run.meta, by_key=True), seen, settings, generating=True)
             return plan.misses, len(plan.accepted)
 
-        left = llm if llm.max_cost_usd is None else replace(llm, max_cost_usd=max(0.0, llm.max_cost_usd - spent))
-        work = PaidWork(kind_run.task, kind_run.meta, left, run.cache_path, settings.max_attempts)
+        work = PaidWork(kind_run.task, kind_run.meta, llm, run.cache_path, settings.max_attempts, spent)
         log = run.log if len(runs) == 1 else (lambda line, kind=kind_run.kind: run.log(f"{kind}: {line}"))
         spent += pay_for(work, missing, settings.max_rounds, run.dry_run, log).spent
         if not run.dry_run:
@@ -222,4 +221,4 @@ def _all_kinds(
     est = estimate(prompts, llm)
     run.log(f"all kinds ({', '.join(r.kind for r in runs)}): {est.describe(llm)}")
     if not run.dry_run:
-        check_cost(est, llm)
+        check_cost(est, llm, settings.spent_before)

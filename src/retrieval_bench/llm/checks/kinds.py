@@ -2,8 +2,9 @@
 query, a question that needs several passages, and a near-miss question the corpus cannot answer;
 and of the kind classifier's reply (a real or hand-written question's kind, kind_label_fields).
 
-Each reads its reply as hygiene.clean_reply reads a question's (preambles, fences, refusals,
-several questions: the same rejects), then holds the kind's own fields to its rules. Whether each
+Each question kind reads its reply as hygiene.clean_reply reads a question's (preambles, fences,
+refusals, several questions: the same rejects), then holds the kind's own fields to its rules; the
+classifier's reply is one word, read on its own (kind_label_fields). Whether each
 excerpt is in its passage, and whether the corpus might answer a near miss after all, are checked
 where the passages are known (goldenset.selection)."""
 

@@ -45,7 +45,7 @@ QUESTIONS_WORDING = Wording(
 )
 KIND_WORDING = Wording(
     "kind labels",
-    "generate.kind_classifier (rules)",
+    "generate.max_questions, or set generate.kind_classifier: rules",
     "classifying requests",
     "questions to classify",
     "questions to classify again",

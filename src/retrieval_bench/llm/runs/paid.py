@@ -43,6 +43,9 @@ class PaidWork:
     settings: Settings
     cache_path: str
     max_attempts: int  # replies a rejected one may be asked again for (the dry run says so)
+    # USD this run spent before this work under the same <section>.max_cost_usd (the kind
+    # classifier's, the earlier question kinds'): counted against the limit, not in Paid.spent
+    spent_before: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -143,9 +146,10 @@ def _round(work: PaidWork, this: Round, paid: Paid, dry_run: bool, *, log: Log) 
         )
         paid.planned = True
         return False
-    check_cost(est, settings, paid.spent, wording)
+    spent = work.spent_before + paid.spent  # under the limit: other work's and this work's so far
+    check_cost(est, settings, spent, wording)
     try:
-        outcome = run(work.task, jobs, work.meta, _remaining(settings, paid.spent), work.cache_path)
+        outcome = run(work.task, jobs, work.meta, _remaining(settings, spent), work.cache_path)
     except (StopGeneration, Interrupted) as stop:  # a limit, a refusal or Ctrl-C: the line tells the whole spend
         if not paid.spent:
             raise
