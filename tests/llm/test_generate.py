@@ -3,6 +3,7 @@ driven through its real SDK against the stub server (retries, shared pause, spen
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -226,9 +227,15 @@ def test_runtime_stop_at_max_cost(stub, tmp_path):
     meta, jobs = jobs_for(60)
     # A request costs at most ~$0.0016 (max_tokens 300) and the stub's replies ~$0.00012 each:
     # with $0.004 the run stops after about 20, before the next one could pass the limit.
-    with pytest.raises(StopGeneration, match="max_cost_usd"):
+    with pytest.raises(StopGeneration, match="max_cost_usd") as stopped:
         run(QUESTIONS, jobs, meta, settings(concurrency=1, max_cost_usd=0.004), tmp_path / "cache.jsonl")
     assert 5 < len(read_cache(tmp_path / "cache.jsonl")) < 40
+    # The next request is held back while none is in flight (concurrency 1): what was spent is all there is.
+    said = re.search(
+        r"with \$(\S+) spent and 0 requests in flight .* the next could pass the \$0\.004 ", str(stopped.value)
+    )
+    kept = re.search(r"\(\$(\S+) spent\)", str(stopped.value))
+    assert said and kept and said.group(1) == kept.group(1), str(stopped.value)
 
 
 def test_missing_api_key_is_a_one_line_error(stub, tmp_path, monkeypatch):

@@ -102,9 +102,12 @@ class _SyncRun:
             return False
         limit = self.settings.max_cost_usd
         if limit is not None and self.outcome.cost + (self.in_flight + 1) * self.worst_case > limit:
+            # Said when the next request is held back, before the ones in flight are paid for: the
+            # closing line counts what they cost once they are in.
             self.stop(
-                f"stopped before passing {self.settings.section}.max_cost_usd: this run spent "
-                f"{usd(self.outcome.cost, against=limit)} of the {usd(limit)} it had left"
+                f"stopped before passing {self.settings.section}.max_cost_usd: with "
+                f"{usd(self.outcome.cost, against=limit)} spent and {self.in_flight} requests in flight (each up to "
+                f"{usd(self.worst_case)}), the next could pass the {usd(limit)} this run had left"
             )
             return False
         return True
