@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
         paths.GOLDENSET_PROMPTS, settings, log if generating else lambda line: None
     )
     run = GenerationRun(paths.QUESTION_CACHE, dry_run, log)
-    if generating or settings.kind_classifier == "llm":  # the cache holds the kinds told too
+    if generating or settings.asks_kinds:  # the question cache holds the kinds told too
         fetch_shared_cache(run, paths.BATCH_JOURNAL, paths.DVC_LOCK, settings.provider != "none")
     for path in () if dry_run else (paths.QUESTION_CACHE, paths.BATCH_JOURNAL):
         touch_jsonl(path)  # persistent stage outputs: they must exist, and DVC warns about empty ones

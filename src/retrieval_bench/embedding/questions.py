@@ -25,14 +25,11 @@ from retrieval_bench.embedding.embed import EmbedProgress, EmbedStats, embed_tex
 from retrieval_bench.embedding.settings import EmbedSettings
 
 
-def embed_questions(
-    questions: list[str], settings: EmbedSettings, embedder: str, progress: EmbedProgress = EmbedProgress("question")
-) -> tuple[np.ndarray, EmbedStats]:
+def embed_questions(questions: list[str], settings: EmbedSettings, embedder: str) -> tuple[np.ndarray, EmbedStats]:
     """The questions' vectors (embed_texts with the embedder's query prompt and question cache)."""
     _, _, cache = paths.question_vectors(embedder)
-    return embed_texts(
-        questions, settings, settings.query_prompt, cache, shared_caches=paths.legacy_caches(cache), progress=progress
-    )
+    shared, progress = paths.legacy_caches(cache), EmbedProgress("question")
+    return embed_texts(questions, settings, settings.query_prompt, cache, shared_caches=shared, progress=progress)
 
 
 def embed_questions_ahead(

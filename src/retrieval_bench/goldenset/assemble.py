@@ -37,7 +37,7 @@ from retrieval_bench.goldenset.build import (
 from retrieval_bench.goldenset.generate_settings import GenerateSettings, GenerationRun
 from retrieval_bench.goldenset.imported import ImportedSet, found_line, imported_rows, read_imported
 from retrieval_bench.goldenset.imported import plan_line as imported_plan_line
-from retrieval_bench.goldenset.kind_classifier import LLM, classify, read_kind_prompt
+from retrieval_bench.goldenset.kind_classifier import classify, read_kind_prompt
 from retrieval_bench.goldenset.selection import (
     REJECT_REASONS,
     CacheIndex,
@@ -91,7 +91,7 @@ def read_question_prompts(
         if not path.is_file():
             raise InputError(f"{path}: no such file (the prompt of question kind {kind}, generate.kinds)")
         prompts[kind] = read_prompt(path.read_bytes(), path, examples.questions, QUESTION_TASKS[kind].placeholder)
-    if settings.kind_classifier == LLM:
+    if settings.asks_kinds:
         prompts[KIND_LABEL.name] = read_kind_prompt(files[KIND_LABEL.name])
     return prompts, examples
 
@@ -370,7 +370,7 @@ def classified(
     """generate.kind_classifier llm: the kinds of `rows` the rules gave asked of the LLM, in place
     (goldenset.kind_classifier), its report in `counts`; the settings to generate with (the limit
     less what it spent). rules: the settings unchanged."""
-    if settings.kind_classifier != LLM:
+    if not settings.asks_kinds:
         return settings
     counts["kind_classifier"] = classify(rows, settings, prompts[KIND_LABEL.name], run)
     return settings.after_spending(counts["kind_classifier"]["cost_usd"])

@@ -154,9 +154,8 @@ def handwritten_rows(
             row = _row(record["question"], passage, span, source, None, True)
             if kind == "multi":
                 row["evidence_spans"] = [{"doc_id": d, "start": int(a), "end": int(b)} for d, (a, b) in spans]
-            row.update(
-                {"kind": record["kind"]} if record.get("kind") else by_rule(row)
-            )  # the source's, else the rule's
+            # the kind the source said, else the rule's (and kind_by rule)
+            row.update({"kind": record["kind"]} if record.get("kind") else by_rule(row))
         if record.get("qid") is not None:
             row["qid"] = str(record["qid"])
         if source != "hand-written":

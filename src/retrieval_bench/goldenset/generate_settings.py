@@ -18,6 +18,7 @@ from retrieval_bench.corpus.load import chunk_documents
 from retrieval_bench.goldenset.build import Hygiene
 
 Log = Callable[[str], None]
+LLM = "llm"  # generate.kind_classifier's value that asks the LLM, and a row's kind_by when it answered
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,11 @@ class GenerateSettings:
         """These settings once `spent` USD more went under generate.max_cost_usd this run (the kind
         classifier's): the question kinds are guarded against the limit less it."""
         return dataclasses.replace(self, spent_before=self.spent_before + spent)
+
+    @property
+    def asks_kinds(self) -> bool:
+        """generate.kind_classifier llm: real and hand-written questions' kinds are asked of the LLM."""
+        return self.kind_classifier == LLM
 
     @property
     def prompt_kinds(self) -> tuple[str, ...]:

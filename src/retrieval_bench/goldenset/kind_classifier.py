@@ -24,7 +24,7 @@ from typing import Any
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.question_sets import KEYWORD, SINGLE
 from retrieval_bench.goldenset.build import RULE
-from retrieval_bench.goldenset.generate_settings import GenerateSettings, GenerationRun
+from retrieval_bench.goldenset.generate_settings import LLM, GenerateSettings, GenerationRun
 from retrieval_bench.goldenset.selection import CacheIndex
 from retrieval_bench.llm.cache.replies import EarlierKeys, read_cache
 from retrieval_bench.llm.cost.prices import usd
@@ -32,7 +32,6 @@ from retrieval_bench.llm.cost.settings import Meta, Settings
 from retrieval_bench.llm.runs.paid import PaidWork, pay_for
 from retrieval_bench.llm.runs.tasks import KIND_LABEL, Job, prompt_text
 
-LLM = "llm"  # generate.kind_classifier's value that asks, and a classified row's kind_by
 Log = Callable[[str], None]
 
 
@@ -64,12 +63,12 @@ class Classifier:
     llm: Settings
 
     @classmethod
-    def of(cls, settings: GenerateSettings, prompt: tuple[str, str], run: GenerationRun) -> "Classifier":
-        """The classifier of the generate section `settings` with `prompt` (read_kind_prompt)."""
+    def of(cls, settings: GenerateSettings, prompt: tuple[str, str], cache: dict[str, dict]) -> "Classifier":
+        """The classifier of the generate section `settings` with `prompt` (read_kind_prompt), its
+        requests keyed as the question `cache`'s records were (EarlierKeys)."""
         template, sha256 = prompt
         llm = Settings.from_params(dict(settings.section))
-        earlier = EarlierKeys.of(read_cache(run.cache_path))
-        meta = Meta.from_params(dict(settings.section), llm, sha256, earlier, settings.seed)
+        meta = Meta.from_params(dict(settings.section), llm, sha256, EarlierKeys.of(cache), settings.seed)
         return cls(settings, template, meta, llm)
 
     def jobs(self, question: str) -> list[Job]:
@@ -106,7 +105,8 @@ def classify(
     report for metrics/goldenset.json, with what was spent (`cost_usd`)."""
     asked = [row for row in rows if askable(row)]
     questions = sorted({row["question"] for row in asked})
-    classifier = Classifier.of(settings, prompt, run)
+    cache = read_cache(run.cache_path)
+    classifier = Classifier.of(settings, prompt, cache)
     log: Log = lambda line: run.log(f"kind classifier: {line}")  # noqa: E731
     spent, requests = 0.0, 0
     # With a provider pay_for runs even with nothing to ask: it collects a batch an earlier run left.
@@ -116,13 +116,13 @@ def classify(
             KIND_LABEL.with_context(context), classifier.meta, classifier.llm, run.cache_path, settings.max_attempts
         )
 
-        def missing(cache: dict[str, dict], round_number: int) -> tuple[list[Job], int]:
-            kinds, jobs = classifier.status(questions, cache)
+        def missing(records: dict[str, dict], round_number: int) -> tuple[list[Job], int]:
+            kinds, jobs = classifier.status(questions, records)
             return jobs, len(kinds)
 
         paid = pay_for(work, missing, settings.max_attempts + 1, run.dry_run, log)
-        spent, requests = paid.spent, paid.asked
-    kinds, _ = classifier.status(questions, read_cache(run.cache_path))
+        spent, requests, cache = paid.spent, paid.asked, read_cache(run.cache_path)  # with the replies just paid for
+    kinds, _ = classifier.status(questions, cache)
     changed: Counter[str] = Counter()
     for row in asked:
         kind = kinds.get(row["question"])

@@ -69,7 +69,8 @@ def rejections(golden: Sequence[Mapping[str, Any]], reviews: Reviews) -> dict:
     """{n_reviewed, n_rejected, by_reason, by_set: {set: {kind: {n_reviewed, n_rejected,
     rejection_rate, by_reason}}}}: a question is reviewed when a reviewer marked it, rejected when
     one marked it other than fine (Reviews.rejected); the rate is each generator's measured quality."""
-    rejected = dict(zip(reviews.rejected()["qid"], reviews.rejected()["mark"], strict=True))
+    marks = reviews.rejected()
+    rejected = dict(zip(marks["qid"], marks["mark"], strict=True))
     marked = set(reviews.questions["qid"])
     by_reason = dict.fromkeys(QUESTION_MARKS[1:], 0)
     by_set: dict[str, dict[str, dict]] = {}
