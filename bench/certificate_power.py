@@ -2,6 +2,7 @@
 
     python bench/certificate_power.py [--trials 200] [--seeds 5] [--sizes 20 40 80 150]
                                       [--scifact ../shared/data/scifact] [--no-scifact] [--no-sample]
+                                      [--permutations 4000]
 
 A panel of real systems (MiniLM at 256 and 64 tokens, exact dense search; BM25 stemmed and plain;
 hybrid RRF of each dense with stemmed BM25), scored by the library itself (retrieve, score_run),
@@ -71,7 +72,7 @@ SYSTEMS = {
 }
 COMPOSITIONS = {"strong": list(SYSTEMS)[:6], "with weak": list(SYSTEMS)}
 KINDS = ("split", "template", "reworded", "inserted", "mix 25%", "mix 50%")
-PERMUTATIONS = 4_000  # per decision here (the stage uses verdict.PERMUTATIONS); flips are counted over --seeds
+PERMUTATIONS = 4_000  # --permutations: the first block per decision here (the stage's, verdict.PERMUTATIONS, is 20,000)
 
 
 @dataclass
@@ -213,19 +214,22 @@ def scifact_panel(scifact: Path, models: dict) -> Panel:
     return Panel("scifact", chunks, real, scorer(chunks, models))
 
 
-def judged(reference: list[dict], synthetic: list[dict], scores: dict, rows: list[str], seeds: int) -> list[dict]:
+def judged(
+    reference: list[dict], synthetic: list[dict], scores: dict, rows: list[str], seeds: int, permutations: int
+) -> list[dict]:
     """The decision of one trial at each seed (scores: {metric: (systems x questions)} of
-    reference + synthetic, in that order; rows: the composition's systems' indexes)."""
+    reference + synthetic, in that order; rows: the composition's systems' indexes; `permutations`:
+    the max-T's first block)."""
     n = len(reference)
     sides = [
         side({m: x[rows][:, part] for m, x in scores.items()}, [row["doc_id"] for row in group])
         for part, group in ((slice(0, n), reference), (slice(n, None), synthetic))
     ]
     auc = style_gap(reference, synthetic)["classifier_auc"]
-    return [decide(*sides, style_auc=auc, permutations=PERMUTATIONS, seed=seed) for seed in range(seeds)]
+    return [decide(*sides, style_auc=auc, permutations=permutations, seed=seed) for seed in range(seeds)]
 
 
-def trials(panel: Panel, sizes: list[int], n_trials: int, seeds: int, seed: int) -> None:
+def trials(panel: Panel, sizes: list[int], n_trials: int, seeds: int, seed: int, permutations: int) -> None:
     rng = np.random.default_rng(seed)
     pool = len(panel.real)
     real_scores = panel.score(panel.real)
@@ -263,7 +267,7 @@ def trials(panel: Panel, sizes: list[int], n_trials: int, seeds: int, seed: int)
                     ref_part = {m: x[:, order[:n]] for m, x in real_scores.items()}
                     syn_part = synthetic_scores(kind, t, n, order, real_scores, scored)
                     both = {m: np.hstack([ref_part[m], syn_part[m]]) for m in real_scores}
-                    runs = judged(reference, synthetic, both, rows, seeds)
+                    runs = judged(reference, synthetic, both, rows, seeds, permutations)
                     verdict = runs[0]["verdict"]
                     verdicts.append(verdict)
                     flips += len({run["verdict"] for run in runs}) > 1
@@ -297,6 +301,7 @@ def main() -> None:
     parser.add_argument("--scifact", default=str(SCIFACT))
     parser.add_argument("--no-scifact", action="store_true")
     parser.add_argument("--no-sample", action="store_true", help="SciFact's lines only")
+    parser.add_argument("--permutations", type=int, default=PERMUTATIONS, help="the max-T's first block per decision")
     args = parser.parse_args()
     started = time.perf_counter()
     models = {seq: load_model(DEFAULTS["embed"]["model"], seq) for seq in sorted({seq for seq, _ in SYSTEMS.values()})}
@@ -304,10 +309,10 @@ def main() -> None:
         "corpus | panel | kind | n a side | trials | disagrees | agrees | undetermined | agrees, other winner | flips"
     )
     if not args.no_sample:
-        trials(sample_panel(models), args.sizes, args.trials, args.seeds, 1)
+        trials(sample_panel(models), args.sizes, args.trials, args.seeds, 1, args.permutations)
     scifact = None if args.no_scifact else scifact_folder(args.scifact, "certificate_power")
     if scifact is not None:
-        trials(scifact_panel(scifact, models), args.sizes, args.trials, args.seeds, 2)
+        trials(scifact_panel(scifact, models), args.sizes, args.trials, args.seeds, 2, args.permutations)
     print(f"{time.perf_counter() - started:.0f} s on {machine(os.cpu_count() or 1)}")
 
 

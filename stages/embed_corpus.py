@@ -17,13 +17,14 @@ from retrieval_bench.core.files import read_table, write_json
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.params_panel import named
 from retrieval_bench.core.stage import run_stage, stage_parser
-from retrieval_bench.embedding.embed import EmbedProgress, embed_texts, save_embeddings
+from retrieval_bench.embedding.embed import EmbedProgress, embed_texts, loading_once, save_embeddings
 from retrieval_bench.embedding.embed_cost import CostSettings, embedding_cost
 from retrieval_bench.embedding.questions import embed_questions_ahead
 from retrieval_bench.embedding.settings import EmbedSettings
 from retrieval_bench.embedding.stored_vectors import stored_corpus_vectors
 
 
+@loading_once()  # the chunks, the questions ahead and the cost sample: one model load
 def main(argv: list[str]) -> None:
     parser = stage_parser("embed_corpus", __doc__)
     parser.add_argument("chunking", help="a chunking named under chunkings in params.yaml")
@@ -41,9 +42,8 @@ def main(argv: list[str]) -> None:
         pairs = [pair for pair in everything["embedded"].values() if pair["embedder"] == arguments.embedder]
         others = {paths.corpus_vectors(pair["chunking"], arguments.embedder)[2] for pair in pairs} - {cache}
         texts, shared = chunks["text"].tolist(), sorted(others) + paths.legacy_caches(cache)
-        progress = EmbedProgress("chunk")
         vectors, stats = embed_texts(
-            texts, settings, settings.document_prompt, cache, shared_caches=shared, progress=progress
+            texts, settings, settings.document_prompt, cache, shared_caches=shared, progress=EmbedProgress("chunk")
         )
         line = stats.line("chunk")
         info.update(embedded=stats.embedded)

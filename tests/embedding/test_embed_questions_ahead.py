@@ -76,3 +76,42 @@ def test_a_failure_ahead_is_one_line_and_leaves_the_questions_to_embed_questions
         "the golden set's questions were not embedded ahead of embed_questions: "
         ".dvc/tmp/retrieval-bench/embeddings/questions/default: permission denied"
     ]
+
+
+def test_embed_corpus_loads_each_encoder_once_and_nothing_outlives_it(tmp_path, monkeypatch):
+    """Inside loading_once() (embed_corpus's main) the chunks, the questions embedded ahead and the
+    cost sample share one encoder; another max_seq_length is another encoder; outside the scope
+    every call loads its own (a test's patched load_encoder is never bypassed)."""
+    from retrieval_bench.embedding import embed
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    loads: list[int | None] = []
+
+    class Encoder:
+        description = "counted"
+
+        def batches(self, items, batch_size):
+            yield [key for key, _ in items], np.ones((len(items), 384), np.float32) / np.sqrt(384)
+
+    def counted(model_path, fingerprint, settings, log=print):
+        loads.append(settings.max_seq_length)
+        return Encoder()
+
+    monkeypatch.setattr(embed, "load_encoder", counted)
+    golden = tmp_path / "goldenset.jsonl"
+    golden.write_text("".join(json.dumps({"qid": str(i), "question": q}) + "\n" for i, q in enumerate(QUESTIONS)))
+    settings, quiet = _settings(), embed.QUIET
+
+    @embed.loading_once()
+    def stage() -> None:
+        embed.embed_texts(["chunk one", "chunk two"], settings, "", tmp_path / "corpus", progress=quiet)
+        assert questions.embed_questions_ahead("default", settings, golden, lambda line: None).embedded == 2
+        embed.embedding_task(["a cost sample"], settings, "")()
+        embed.embed_texts(["chunk three"], _settings(max_seq_length=64), "", tmp_path / "corpus", progress=quiet)
+
+    stage()
+    assert loads == [None, 64]
+    embed.embed_texts(["chunk four"], settings, "", tmp_path / "corpus", progress=quiet)
+    embed.embedding_task(["another sample"], settings, "")()
+    assert loads == [None, 64, None, None]

@@ -4,6 +4,7 @@ in one line, Label Studio's documented formats both ways, and the reviewers' kap
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import socket
 import subprocess
@@ -12,11 +13,12 @@ import threading
 import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT, set_params, tool_env
+from conftest import ROOT, dvc, git, set_params, tool_env
 from review_project import make_review_project
 
 from retrieval_bench.cli import main
@@ -27,6 +29,7 @@ from retrieval_bench.review.agreement import agreement_lines
 from retrieval_bench.review.items import evidence_passages, load_review, pooled_cards
 from retrieval_bench.review.label_studio import export_tasks, import_clicks
 from retrieval_bench.review.server import make_server
+from retrieval_bench.review.tracking import track
 
 
 @pytest.fixture
@@ -137,20 +140,34 @@ def test_each_click_is_in_the_file_when_acknowledged_and_a_bad_one_writes_nothin
         server.server_close()
 
 
-def test_ctrl_c_stops_the_server_in_one_line_naming_the_file(project):
-    server = subprocess.Popen(
-        [sys.executable, "-m", "retrieval_bench.cli", "review", "--reviewer", "bo", "--port", "0"],
-        cwd=project,
-        env={**tool_env(), "PYTHONPATH": str(ROOT / "src")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    first = server.stdout.readline()
-    assert first.startswith("review: 6 questions for bo at http://127.0.0.1:") and "data/reviews/bo.jsonl" in first
-    server.send_signal(signal.SIGINT)
-    out, err = server.communicate()
-    assert server.returncode == 0 and out == "review: stopped; every click is in data/reviews/bo.jsonl\n" and err == ""
+def test_ctrl_c_stops_the_server_in_one_line_naming_the_file_then_dvc_tracks_it(project):
+    def serve_then_stop() -> tuple[str, str]:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "retrieval_bench.cli", "review", "--reviewer", "bo", "--port", "0"],
+            cwd=project,
+            env={**tool_env(), "PYTHONPATH": str(ROOT / "src")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        first = server.stdout.readline()
+        assert first.startswith("review: 6 questions for bo at http://127.0.0.1:")
+        assert "data/reviews/bo.jsonl" in first
+        server.send_signal(signal.SIGINT)
+        out, err = server.communicate()
+        assert server.returncode == 0 and err == ""
+        return out
+
+    assert serve_then_stop() == "review: stopped; every click is in data/reviews/bo.jsonl\n"  # no click: no file
+    git("init", "-q", cwd=project)
+    dvc("init", "-q", cwd=project)
+    write_clicks(project, "bo", [question_click("bo", "q0", "fine")])  # a click of the page, as the server writes it
+    assert serve_then_stop().splitlines() == [
+        "review: stopped; every click is in data/reviews/bo.jsonl",
+        "review: data/reviews/bo.jsonl is tracked by DVC: commit data/reviews/bo.jsonl.dvc and "
+        "data/reviews/.gitignore, and `dvc push` shares the clicks (teammates: `dvc pull`)",
+    ]
+    assert (project / "data" / "reviews" / "bo.jsonl.dvc").is_file()
 
 
 # Bad input: one line, exit status 1
@@ -270,6 +287,8 @@ def test_a_label_studio_export_comes_back_as_clicks_the_last_annotation_winning(
     second["annotations"] = [annotated(second, [("grade_2", "0"), ("mark", "ambiguous")], "2026-12-02T11:00:00Z")]
     (project / "export.json").write_text(json.dumps(tasks))
     assert main(["review", "--import", "export.json", "--reviewer", "lee"]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[-1].startswith("review: data/reviews/lee.jsonl is not tracked by DVC (no DVC project here)")
     reviews = read_reviews(project / "data" / "reviews")
     marks = dict(zip(reviews.questions["qid"], reviews.questions["mark"]))
     assert marks == {first["data"]["qid"]: "gives_away", second["data"]["qid"]: "ambiguous"}
@@ -366,6 +385,53 @@ def test_the_agreement_command_without_an_overlap(project, capsys):
     write_clicks(project, "bo", [question_click("bo", "q1", "fine")])
     assert main(["review", "--agreement"]) == 0
     assert capsys.readouterr().out == "no two reviewers in data/reviews reviewed the same question\n"
+
+
+def test_a_reviews_file_is_tracked_by_dvc_alone_and_a_clone_that_has_not_pulled_it_is_told_to(
+    project, capsys, tmp_path
+):
+    """Each reviewer's file gets its own .dvc (two reviewers never share a hash to conflict on); a
+    teammate's clone without the file says in one line to pull it (the review command and every
+    stage read reviews through read_reviews), and `dvc pull` brings exactly the clicks back."""
+    path = Path("data/reviews/ana.jsonl")
+    write_clicks(project, "ana", [question_click("ana", "q0", "fine")])
+    assert track(path) == (
+        f"review: {path} is not tracked by DVC (no DVC project here): commit it, or `dvc add` it in one"
+    )
+    git("init", "-q", cwd=project)
+    dvc("init", "-q", cwd=project)
+    dvc("remote", "add", "-d", "team", str(tmp_path / "remote"), cwd=project)
+    write_clicks(project, "bo", [question_click("bo", "q0", "ambiguous")])
+    for reviewer in ("ana", "bo"):
+        line = track(Path(f"data/reviews/{reviewer}.jsonl"))
+        assert line == (
+            f"review: data/reviews/{reviewer}.jsonl is tracked by DVC: commit data/reviews/{reviewer}.jsonl.dvc "
+            "and data/reviews/.gitignore, and `dvc push` shares the clicks (teammates: `dvc pull`)"
+        )
+    folder = project / "data" / "reviews"
+    assert (folder / "ana.jsonl.dvc").is_file() and (folder / "bo.jsonl.dvc").is_file()
+    assert {"/ana.jsonl", "/bo.jsonl"} <= set((folder / ".gitignore").read_text().split())
+    clicks = (folder / "ana.jsonl").read_text()
+    dvc("push", "-q", cwd=project)
+    (folder / "ana.jsonl").unlink()  # a teammate's clone: the .dvc file came with git, the clicks not yet
+    shutil.rmtree(project / ".dvc" / "cache")
+    assert main(["review", "--agreement"]) == 1
+    assert error_line(capsys) == (
+        "error: data/reviews/ana.jsonl.dvc: its reviews file is tracked by DVC but not here: "
+        "run `dvc pull data/reviews/ana.jsonl.dvc`"
+    )
+    dvc("pull", "-q", "data/reviews/ana.jsonl.dvc", cwd=project)
+    assert (folder / "ana.jsonl").read_text() == clicks
+    assert main(["review", "--agreement"]) == 0 and "ana and bo: 1 questions in common" in capsys.readouterr().out
+    # a team that shares reviews through git keeps doing so: a committed file is left to git
+    write_clicks(project, "lee", [question_click("lee", "q1", "fine")])
+    git("add", "data/reviews/lee.jsonl", cwd=project)
+    assert (
+        track(Path("data/reviews/lee.jsonl"))
+        == "review: data/reviews/lee.jsonl is tracked by git: commit it to share the clicks"
+    )
+    assert not (folder / "lee.jsonl.dvc").exists()
+    assert track(Path("data/reviews/nobody.jsonl")) is None  # no clicks, nothing to track
 
 
 def test_the_reviews_folder_is_in_git_so_every_clone_has_it_for_the_stages_that_read_it():

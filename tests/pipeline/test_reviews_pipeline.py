@@ -1,14 +1,16 @@
-"""People's reviews in the real `dvc repro`: a reviews file reruns the golden set's stage (which
-counts the rejections in metrics/goldenset.json), score and the leaderboard, takes the rejected
-question out, and `show` prints the prediction-powered figures; without one, `show`
-says there are no reviews yet."""
+"""People's reviews in the real `dvc repro`: a reviews file, tracked by DVC as the review command
+leaves it, reruns the golden set's stage (which counts the rejections in metrics/goldenset.json),
+score and the leaderboard, takes the rejected question out, and `show` prints the
+prediction-powered figures; without one, `show` says there are no reviews yet."""
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import dvc, read_metrics, run
 
 from retrieval_bench.goldenset.reviews import append_click, question_click
+from retrieval_bench.review.tracking import track
 
 pytestmark = pytest.mark.pipeline
 
@@ -23,6 +25,7 @@ def test_a_reviews_file_reruns_scoring_and_the_figures_follow(reproduced):
     qids = [json.loads(line)["qid"] for line in (reproduced / "data" / "goldenset.jsonl").read_text().splitlines()]
     for qid, mark in zip(qids[:4], ["fine", "fine", "ambiguous", "fine"], strict=True):
         append_click(reproduced / "data" / "reviews", question_click("ana", qid, mark))
+    assert "is tracked by DVC" in track(Path("data/reviews/ana.jsonl"), root=reproduced)  # as `review` leaves it
     # the golden set's stage counts the rejections (its questions unchanged: nothing between it and
     # score reruns, and nothing is generated: the slice generates no question)
     assert ran_stages(dvc("repro", cwd=reproduced).stdout) == {"generate_goldenset", "score@default", "leaderboard"}
@@ -38,3 +41,4 @@ def test_a_reviews_file_reruns_scoring_and_the_figures_follow(reproduced):
     assert board["reviews"]["rejections"]["by_reason"]["ambiguous"] == 1
     shown = run(["retrieval-bench", "show"], cwd=reproduced).stdout
     assert "reviews: 4 questions reviewed, 1 rejected (ambiguous 1)" in shown and "PPI" in shown
+    assert dvc("status", "-q", cwd=reproduced, check=False).returncode == 0  # the tracked file's stages are current

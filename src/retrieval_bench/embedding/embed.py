@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Generator, Sequence
-from contextlib import closing
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from retrieval_bench.core.files import atomic_open, write_json
-from retrieval_bench.embedding.backends import load_encoder, runtime_version, st_dimension
+from retrieval_bench.embedding.backends import Encoder, load_encoder, runtime_version, st_dimension
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, in_project, read_shards, space_digest, text_keys
 from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
 from retrieval_bench.embedding.settings import EmbedSettings
@@ -163,8 +163,45 @@ def embedding_engine(
         from retrieval_bench.embedding.embed_ray import describe, embed_batches
 
         return describe(settings, len(items)), embed_batches(items, model_path, fingerprint, settings)
-    encoder = load_encoder(model_path, fingerprint, settings, log=log)
+    encoder = local_encoder(model_path, fingerprint, settings, log)
     return encoder.description, encoder.batches(items, settings.batch_size)
+
+
+# The encoders loaded inside a loading_once() scope, by what makes one encoder differ from another;
+# None outside any scope, so nothing outlives the stage that asked for it (a test's patched
+# load_encoder included).
+_loaded: dict[tuple, Encoder] | None = None
+
+
+@contextmanager
+def loading_once() -> Iterator[None]:
+    """Within it, each local encoder is loaded once and reused: embed_corpus embeds its chunks, the
+    golden set's questions ahead and its cost sample with one model load (MiniLM loaded again costs
+    only 0.05 CPU-s, torch imported; a large model, or an ONNX / OpenVINO session, costs more)."""
+    global _loaded
+    outer, _loaded = _loaded, {} if _loaded is None else _loaded
+    try:
+        yield
+    finally:
+        _loaded = outer
+
+
+def local_encoder(model_path: str, fingerprint: str, settings: EmbedSettings, log: Log = print) -> Encoder:
+    """The local encoder `settings` asks for: loaded here, or the one loaded before in the same
+    loading_once() scope (prompts and batch size are not the encoder's: they may differ)."""
+    encoder_settings = (
+        settings.backend,
+        settings.precision,
+        settings.quantize,
+        settings.device,
+        settings.max_seq_length,
+    )
+    key = (model_path, fingerprint, *encoder_settings)
+    if _loaded is None:
+        return load_encoder(model_path, fingerprint, settings, log=log)
+    if key not in _loaded:
+        _loaded[key] = load_encoder(model_path, fingerprint, settings, log=log)
+    return _loaded[key]
 
 
 def from_other_caches(folders: list[Path], keys: list[bytes], dim: int | None) -> dict[bytes, np.ndarray]:
@@ -201,7 +238,7 @@ def embedding_task(texts: list[str], settings: EmbedSettings, prompt: str, log: 
     the local encoder `settings` asks for, loaded here once, and returns how many it embedded (the
     unit of core.timing.interleaved: the leaderboard's seconds per 1,000 chunks)."""
     model_path = resolve_model(settings.model, settings.model_key)
-    encoder = load_encoder(model_path, model_fingerprint(model_path), settings, log=log)
+    encoder = local_encoder(model_path, model_fingerprint(model_path), settings, log)
     sample = [(b"", prompt + text) for text in texts]
 
     def run() -> int:

@@ -4,9 +4,9 @@ embed_questions stage does, and what embed_corpus does ahead of it (embed_questi
 Why ahead: in a first run every embedder's corpus and questions were embedded in two processes,
 each importing torch and sentence-transformers (about 7.7 CPU-s) and loading the model. When
 embed_corpus has just embedded chunks locally, those imports are paid, so it embeds the golden
-set's questions too (loading the model object again: under 1 CPU-s for MiniLM, more for a large
-model or an ONNX / OpenVINO export read again), into the cache embed_questions reads (same
-settings, prompt and keys): embed_questions then finds every vector cached and imports neither.
+set's questions too, with the encoder it loaded (embed.loading_once), into the cache
+embed_questions reads (same settings, prompt and keys): embed_questions then finds every vector
+cached and imports neither.
 The golden set is not a dependency of embed_corpus: this only fills a cache, after the stage's
 outputs are written, and a failure here is one line, not a failed stage. A question edit still
 reruns embed_questions alone; a stale golden set costs only its questions' vectors."""

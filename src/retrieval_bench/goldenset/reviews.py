@@ -1,6 +1,7 @@
 """People's reviews of the golden set: one append-only JSON Lines file per reviewer in
 core.paths.REVIEWS (`<reviewer>.jsonl`), one line per click, so a closed tab or a killed server loses
-nothing and a teammate's file merges by `dvc pull` without conflicts.
+nothing; each file is tracked by DVC on its own (`<reviewer>.jsonl.dvc`, review.tracking), so a
+teammate's comes with `dvc pull` and two reviewers' never conflict in a merge.
 
 A line is a question mark or a chunk grade:
 
@@ -148,7 +149,8 @@ def golden_reviews(folder: str | Path, golden_qids: Collection[str]) -> Reviews:
 
 
 def read_reviews(folder: str | Path, known_qids: Collection[str] | None = None, drop_unknown: bool = False) -> Reviews:
-    """Every `*.jsonl` in `folder` (none, or no folder: no reviews), checked line by line: a
+    """Every `*.jsonl` in `folder` (none, or no folder: no reviews), checked line by line (a
+    `<reviewer>.jsonl.dvc` whose file is missing, not pulled yet, is an InputError): a
     malformed line, an unknown type or mark, a grade outside 0-3, a question id not in
     `known_qids` (when given; with `drop_unknown` left out and counted instead) or a reviewer field
     that is not the file's name is one InputError naming file and line. A last line cut short (a
@@ -157,6 +159,9 @@ def read_reviews(folder: str | Path, known_qids: Collection[str] | None = None, 
     grades: list[dict[str, Any]] = []
     unknown = 0
     folder = Path(folder)
+    for tracked in sorted(folder.glob("*.jsonl.dvc")) if folder.is_dir() else []:
+        if not tracked.with_suffix("").exists():  # a teammate's file DVC has not brought here yet
+            raise InputError(f"{tracked}: its reviews file is tracked by DVC but not here: run `dvc pull {tracked}`")
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
         reviewer = check_reviewer(path.stem) if REVIEWER_NAME.fullmatch(path.stem) else None
         if reviewer is None:

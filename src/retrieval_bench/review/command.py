@@ -1,5 +1,6 @@
 """`retrieval-bench review`: serve the review page, or print the reviewers' agreement, or export the
-sample to Label Studio and import its annotations back."""
+sample to Label Studio and import its annotations back; the reviewer's file is then tracked by DVC
+(review.tracking)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from retrieval_bench.review.agreement import agreement_lines
 from retrieval_bench.review.items import load_review
 from retrieval_bench.review.label_studio import export_tasks, import_clicks
 from retrieval_bench.review.server import HOST, make_server
+from retrieval_bench.review.tracking import track
 
 DEFAULT_PORT = 8765
 EXPORT_FORMATS = ("label-studio",)
@@ -25,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Review a seeded sample of the golden set (params review.sample, review.seed) in a local page on "
         "127.0.0.1: mark each question and grade the panel's pooled top chunks (review.depth per system) 0-3, "
-        f"by keyboard; every click is appended at once to {paths.REVIEWS}/<reviewer>.jsonl. Ctrl-C stops it."
+        f"by keyboard; every click is appended at once to {paths.REVIEWS}/<reviewer>.jsonl. Ctrl-C stops it, "
+        "then `dvc add` tracks the file (its own .dvc file: teammates `dvc pull` it)."
     )
     parser.add_argument("--reviewer", help="your name, a file-safe word (default: your login name)")
     parser.add_argument(
@@ -75,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         for click in clicks:
             append_click(folder, click, sample)
         print(f"review: {len(clicks)} clicks from {args.import_file} appended to {path}")
+        _say(track(path))
         return 0
     server = make_server(args.port, review, reviewer, folder)
     port = server.server_address[1]
@@ -89,4 +93,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"review: stopped; every click is in {path}", flush=True)
     finally:
         server.server_close()
+    _say(track(path))
     return 0
+
+
+def _say(line: str | None) -> None:
+    if line is not None:
+        print(line, flush=True)

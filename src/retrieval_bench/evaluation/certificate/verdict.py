@@ -40,11 +40,11 @@ HEADLINE_METRIC = "mrr"
 MIN_TO_RESAMPLE = 10  # fewer questions than this are not grown by resampling (questions_to_decide)
 # Max-T permutations, drawn in blocks: the p-value's Monte Carlo error at ALPHA is sqrt(.05 * .95 /
 # 20_000) = 0.0015, and while the verdict's p lies within MC_BAND errors of ALPHA (where another seed
-# could put it on the other side) another block is drawn, up to MAX_BLOCKS: the error shrinks to
-# 0.0004, so only a p within about 0.0013 of the bar can still change verdict with the seed
-# (bench/certificate_power.py counts the flips)
+# could put it on the other side) another block is drawn, up to MAX_BLOCKS (1.28 million draws, about
+# 8 CPU-s for 8 systems): the error shrinks to 0.0002, so only a p within about 0.0006 of the bar can
+# still change verdict with the seed (bench/certificate_power.py counts the flips)
 PERMUTATIONS = 20_000
-MAX_BLOCKS = 16
+MAX_BLOCKS = 64
 MC_BAND = float(stats.norm.ppf(1 - 0.001 / 2))  # 3.29: the two-sided 99.9% normal quantile
 BOOTSTRAPS = 4_000  # cluster bootstrap draws of the same-winner probabilities
 DECIDE_DRAWS = 200  # resampled sets per size in questions_to_decide
@@ -158,14 +158,25 @@ def cluster_sums(values: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, 
 def weighted_moments(weights: np.ndarray, sums: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(draws, rows) means and clustered variances of the mean of the questions in the clusters
     taken `weights` (draws x clusters) times each: var = G/(G-1) sum_g w_g (S_g - n_g mean)^2 / N^2,
-    G the clusters taken, expanded so that three products serve every draw."""
-    total = weights @ sizes
-    mean = (weights @ sums) / total[:, None]
-    squares = (
-        weights @ (sums**2) - 2 * mean * (weights @ (sums * sizes[:, None])) + mean**2 * (weights @ sizes**2)[:, None]
+    G the clusters taken, expanded so that one product serves every draw."""
+    return moments_of(weights @ moment_columns(sums, sizes), sums.shape[1])
+
+
+def moment_columns(sums: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """(clusters, 3 rows + 3): what weighted_moments takes weighted sums of, per cluster: its size,
+    its sums S_g, S_g^2 and S_g n_g, n_g^2, and 1 (the clusters taken)."""
+    return np.hstack(
+        [sizes[:, None], sums, sums**2, sums * sizes[:, None], (sizes**2)[:, None], np.ones((len(sizes), 1))]
     )
-    taken = weights.sum(axis=1)
-    variance = np.maximum(squares, 0) * (taken / np.maximum(taken - 1, 1) / total**2)[:, None]
+
+
+def moments_of(weighted: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(means, clustered variances) from weighted sums of moment_columns (draws x columns)."""
+    total, taken = weighted[:, 0], weighted[:, -1]
+    sums, squares, cross = (weighted[:, 1 + i * rows : 1 + (i + 1) * rows] for i in range(3))
+    mean = sums / total[:, None]
+    spread = squares - 2 * mean * cross + mean**2 * weighted[:, -2:-1]
+    variance = np.maximum(spread, 0) * (taken / np.maximum(taken - 1, 1) / total**2)[:, None]
     return mean, variance
 
 
@@ -201,9 +212,11 @@ def max_t_null(reference: Side, synthetic: Side, weights: np.ndarray, assignment
     by `assignments` (True: to the reference)."""
     sums_r, sizes_r = cluster_sums(weights @ stacked(reference), reference.clusters)
     sums_s, sizes_s = cluster_sums(weights @ stacked(synthetic), synthetic.clusters)
-    sums, sizes = np.vstack([sums_r, sums_s]), np.concatenate([sizes_r, sizes_s])
-    mean_r, var_r = weighted_moments(assignments.astype(np.float64), sums, sizes)
-    mean_s, var_s = weighted_moments((~assignments).astype(np.float64), sums, sizes)
+    columns = moment_columns(np.vstack([sums_r, sums_s]), np.concatenate([sizes_r, sizes_s]))
+    to_reference = assignments.astype(np.float64) @ columns
+    # every pooled cluster goes to one side: the synthetic side's sums are the rest (one product, not two)
+    mean_r, var_r = moments_of(to_reference, sums_r.shape[1])
+    mean_s, var_s = moments_of(columns.sum(axis=0) - to_reference, sums_r.shape[1])
     return studentized(mean_s - mean_r, np.sqrt(var_r + var_s)).max(axis=1)
 
 
