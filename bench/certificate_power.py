@@ -72,7 +72,7 @@ SYSTEMS = {
 }
 COMPOSITIONS = {"strong": list(SYSTEMS)[:6], "with weak": list(SYSTEMS)}
 KINDS = ("split", "template", "reworded", "inserted", "mix 25%", "mix 50%")
-PERMUTATIONS = 4_000  # --permutations: the first block per decision here (the stage's, verdict.PERMUTATIONS, is 20,000)
+PERMUTATIONS = 4_000  # --permutations: the first block per decision here (the stage's is verdict.PERMUTATIONS)
 
 
 @dataclass

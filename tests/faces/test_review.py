@@ -3,6 +3,7 @@ in one line, Label Studio's documented formats both ways, and the reviewers' kap
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -24,7 +25,7 @@ from review_project import make_review_project
 from retrieval_bench.cli import main
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import load_all_params
-from retrieval_bench.goldenset.reviews import grade_click, question_click, read_reviews
+from retrieval_bench.goldenset.reviews import append_click, grade_click, question_click, read_reviews
 from retrieval_bench.review.agreement import agreement_lines
 from retrieval_bench.review.items import evidence_passages, load_review, pooled_cards
 from retrieval_bench.review.label_studio import export_tasks, import_clicks
@@ -420,9 +421,23 @@ def test_a_reviews_file_is_tracked_by_dvc_alone_and_a_clone_that_has_not_pulled_
         "error: data/reviews/ana.jsonl.dvc: its reviews file is tracked by DVC but not here: "
         "run `dvc pull data/reviews/ana.jsonl.dvc`"
     )
+    dvc("config", "cache.type", "hardlink", cwd=project)  # a team whose DVC links files to its cache
     dvc("pull", "-q", "data/reviews/ana.jsonl.dvc", cwd=project)
-    assert (folder / "ana.jsonl").read_text() == clicks
+    assert (folder / "ana.jsonl").read_text() == clicks and (folder / "ana.jsonl").stat().st_nlink == 2
     assert main(["review", "--agreement"]) == 0 and "ana and bo: 1 questions in common" in capsys.readouterr().out
+    # the next click (the page's and --import's, both through append_click) undoes the link first,
+    # so it never writes into the cache
+    append_click(folder, question_click("ana", "q1", "fine"))
+    assert (folder / "ana.jsonl").stat().st_nlink == 1
+    assert (folder / "ana.jsonl").read_text().startswith(clicks) and (folder / "ana.jsonl").read_text() != clicks
+    dvc("checkout", "-f", "-q", "data/reviews/ana.jsonl.dvc", cwd=project)
+    assert (folder / "ana.jsonl").read_text() == clicks  # the cache still holds what was pushed
+    with dvc_lock_held(project):  # another DVC command at work: the line says why, the clicks stay
+        write_clicks(project, "cy", [question_click("cy", "q0", "fine")])
+        assert track(Path("data/reviews/cy.jsonl")) == (
+            "review: data/reviews/cy.jsonl is not tracked by DVC yet (Unable to acquire lock); every click is in "
+            "it: `dvc add data/reviews/cy.jsonl` tracks it"
+        )
     # a team that shares reviews through git keeps doing so: a committed file is left to git
     write_clicks(project, "lee", [question_click("lee", "q1", "fine")])
     git("add", "data/reviews/lee.jsonl", cwd=project)
@@ -432,6 +447,18 @@ def test_a_reviews_file_is_tracked_by_dvc_alone_and_a_clone_that_has_not_pulled_
     )
     assert not (folder / "lee.jsonl.dvc").exists()
     assert track(Path("data/reviews/nobody.jsonl")) is None  # no clicks, nothing to track
+
+
+@contextlib.contextmanager
+def dvc_lock_held(project):
+    from dvc.lock import make_lock
+
+    lock = make_lock(str(project / ".dvc" / "tmp" / "lock"), tmp_dir=str(project / ".dvc" / "tmp"))
+    lock.lock()
+    try:
+        yield
+    finally:
+        lock.unlock()
 
 
 def test_the_reviews_folder_is_in_git_so_every_clone_has_it_for_the_stages_that_read_it():

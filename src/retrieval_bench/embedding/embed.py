@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import closing, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,8 +170,8 @@ def embedding_engine(
 
 # The encoders loaded inside a loading_once() scope, by what makes one encoder differ from another;
 # None outside any scope, so nothing outlives the stage that asked for it (a test's patched
-# load_encoder included).
-_loaded: dict[tuple, Encoder] | None = None
+# load_encoder included). A context variable: each thread or task sees its own scope.
+_loaded: ContextVar[dict[tuple, Encoder] | None] = ContextVar("loaded_encoders", default=None)
 
 
 @contextmanager
@@ -178,12 +179,11 @@ def loading_once() -> Iterator[None]:
     """Within it, each local encoder is loaded once and reused: embed_corpus embeds its chunks, the
     golden set's questions ahead and its cost sample with one model load (MiniLM loaded again costs
     only 0.05 CPU-s, torch imported; a large model, or an ONNX / OpenVINO session, costs more)."""
-    global _loaded
-    outer, _loaded = _loaded, {} if _loaded is None else _loaded
+    token = _loaded.set({} if _loaded.get() is None else _loaded.get())
     try:
         yield
     finally:
-        _loaded = outer
+        _loaded.reset(token)
 
 
 def local_encoder(model_path: str, fingerprint: str, settings: EmbedSettings, log: Log = print) -> Encoder:
@@ -196,12 +196,12 @@ def local_encoder(model_path: str, fingerprint: str, settings: EmbedSettings, lo
         settings.device,
         settings.max_seq_length,
     )
-    key = (model_path, fingerprint, *encoder_settings)
-    if _loaded is None:
+    key, loaded = (model_path, fingerprint, *encoder_settings), _loaded.get()
+    if loaded is None:
         return load_encoder(model_path, fingerprint, settings, log=log)
-    if key not in _loaded:
-        _loaded[key] = load_encoder(model_path, fingerprint, settings, log=log)
-    return _loaded[key]
+    if key not in loaded:
+        loaded[key] = load_encoder(model_path, fingerprint, settings, log=log)
+    return loaded[key]
 
 
 def from_other_caches(folders: list[Path], keys: list[bytes], dim: int | None) -> dict[bytes, np.ndarray]:

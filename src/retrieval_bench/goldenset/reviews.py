@@ -27,7 +27,7 @@ from typing import Any, Collection
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError, quoted
-from retrieval_bench.core.files import read_text_lines
+from retrieval_bench.core.files import atomic_open, read_text_lines
 from retrieval_bench.core.question_sets import kind_of, question_set_of
 
 # What a reviewer can say of a question; `fine` keeps it, every other mark takes it out of scoring.
@@ -128,11 +128,23 @@ def append_click(folder: str | Path, click: dict[str, Any], known_qids: Collecti
     path = reviews_path(folder, str(click.get("reviewer", "")))
     _check_click(click, known_qids, where=f"{path} (new click)")
     path.parent.mkdir(parents=True, exist_ok=True)
+    _own_copy(path)
     line = json.dumps(click, ensure_ascii=False, separators=(",", ":")) + "\n"
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(line)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def _own_copy(path: Path) -> None:
+    """Where DVC left `path` as a link into its cache (cache.type symlink or hardlink, after `dvc
+    pull`, `dvc add` or `dvc repro`), replace it by a plain copy of itself, so an append never
+    writes into the version in the cache that teammates pull (what `dvc unprotect` does, without
+    DVC). A plain file, DVC's default, is left as it is."""
+    if not path.is_symlink() and not (path.exists() and path.stat().st_nlink > 1):
+        return
+    with atomic_open(path, "wb") as copy:
+        copy.write(path.read_bytes())
 
 
 def golden_reviews(folder: str | Path, golden_qids: Collection[str]) -> Reviews:

@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Review a seeded sample of the golden set (params review.sample, review.seed) in a local page on "
         "127.0.0.1: mark each question and grade the panel's pooled top chunks (review.depth per system) 0-3, "
-        f"by keyboard; every click is appended at once to {paths.REVIEWS}/<reviewer>.jsonl. Ctrl-C stops it, "
-        "then `dvc add` tracks the file (its own .dvc file: teammates `dvc pull` it)."
+        f"by keyboard; every click is appended at once to {paths.REVIEWS}/<reviewer>.jsonl. Ctrl-C stops it; "
+        "in a DVC project `dvc add` then tracks the file (its own .dvc file: teammates `dvc pull` it)."
     )
     parser.add_argument("--reviewer", help="your name, a file-safe word (default: your login name)")
     parser.add_argument(

@@ -20,22 +20,31 @@ def track(path: Path, root: Path = Path(".")) -> str | None:
         return None
     if not (root / ".dvc").is_dir():
         return f"review: {path} is not tracked by DVC (no DVC project here): commit it, or `dvc add` it in one"
-    if _in_git(path, root):
-        return f"review: {path} is tracked by git: commit it to share the clicks"
-    command = [sys.executable, "-m", "dvc", "add", "--quiet", str(path)]
+    not_yet = f"review: {path} is not tracked by DVC yet ({{}}); every click is in it: `dvc add {path}` tracks it"
     try:
-        added = subprocess.run(command, cwd=root, capture_output=True, text=True)
-    except KeyboardInterrupt:  # a second Ctrl-C while DVC adds it
-        return f"review: {path} is not tracked by DVC yet (stopped); every click is in it: `dvc add {path}` tracks it"
+        if _in_git(path, root):
+            return f"review: {path} is tracked by git: commit it to share the clicks"
+        added = subprocess.run(
+            [sys.executable, "-m", "dvc", "add", str(path)], cwd=root, capture_output=True, text=True
+        )
+    except KeyboardInterrupt:  # a second Ctrl-C while git or DVC runs
+        return not_yet.format("stopped")
+    except OSError as error:  # git or the interpreter could not be started
+        return not_yet.format(error.strerror or error)
     if added.returncode:
-        said = [line.strip() for line in (added.stderr + added.stdout).splitlines() if line.strip()]
-        why = next((line for line in said if line.startswith("ERROR")), said[0] if said else "no reason given")
-        why = why.removeprefix("ERROR:").strip()
-        return f"review: {path} is not tracked by DVC yet ({why}); every click is in it: `dvc add {path}` tracks it"
+        return not_yet.format(_reason(added.stderr + added.stdout))
+    ignore = path.parent / ".gitignore"  # DVC writes it in a git project only
+    commit = f"{path}.dvc and {ignore}" if (root / ignore).is_file() else f"{path}.dvc"
     return (
-        f"review: {path} is tracked by DVC: commit {path}.dvc and {path.parent}/.gitignore, "
-        "and `dvc push` shares the clicks (teammates: `dvc pull`)"
+        f"review: {path} is tracked by DVC: commit {commit}, and `dvc push` shares the clicks (teammates: `dvc pull`)"
     )
+
+
+def _reason(said: str) -> str:
+    """The first sentence of DVC's error line, without its ERROR: prefix."""
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    line = next((line for line in lines if line.startswith("ERROR")), lines[0] if lines else "no reason given")
+    return line.removeprefix("ERROR:").strip().split(". ")[0].rstrip(".")
 
 
 def _in_git(path: Path, root: Path) -> bool:
