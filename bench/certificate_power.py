@@ -2,7 +2,7 @@
 
     python bench/certificate_power.py [--trials 200] [--seeds 5] [--sizes 20 40 80 150]
                                       [--scifact ../shared/data/scifact] [--no-scifact] [--no-sample]
-                                      [--permutations 4000]
+                                      [--permutations 20000]
 
 A panel of real systems (MiniLM at 256 and 64 tokens, exact dense search; BM25 stemmed and plain;
 hybrid RRF of each dense with stemmed BM25), scored by the library itself (retrieve, score_run),
@@ -49,7 +49,7 @@ from retrieval_bench.core.question_sets import SINGLE, kind_of
 from retrieval_bench.corpus.load import chunk_documents, read_documents_folder
 from retrieval_bench.embedding.embed import encode, load_model
 from retrieval_bench.evaluation.certificate.style_gap import style_gap
-from retrieval_bench.evaluation.certificate.verdict import AGREES, DISAGREES, UNDETERMINED, decide, side
+from retrieval_bench.evaluation.certificate.verdict import AGREES, DISAGREES, PERMUTATIONS, UNDETERMINED, decide, side
 from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
 from retrieval_bench.evaluation.score.scoring import score_run
 from retrieval_bench.evaluation.score.settings import Scoring
@@ -72,7 +72,6 @@ SYSTEMS = {
 }
 COMPOSITIONS = {"strong": list(SYSTEMS)[:6], "with weak": list(SYSTEMS)}
 KINDS = ("split", "template", "reworded", "inserted", "mix 25%", "mix 50%")
-PERMUTATIONS = 4_000  # --permutations: the first block per decision here (the stage's is verdict.PERMUTATIONS)
 
 
 @dataclass
@@ -301,7 +300,12 @@ def main() -> None:
     parser.add_argument("--scifact", default=str(SCIFACT))
     parser.add_argument("--no-scifact", action="store_true")
     parser.add_argument("--no-sample", action="store_true", help="SciFact's lines only")
-    parser.add_argument("--permutations", type=int, default=PERMUTATIONS, help="the max-T's first block per decision")
+    parser.add_argument(
+        "--permutations",
+        type=int,
+        default=PERMUTATIONS,
+        help=f"the max-T's first block per decision (default {PERMUTATIONS:,}, as the stage draws)",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     models = {seq: load_model(DEFAULTS["embed"]["model"], seq) for seq in sorted({seq for seq, _ in SYSTEMS.values()})}
