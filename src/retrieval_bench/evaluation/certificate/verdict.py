@@ -41,7 +41,7 @@ MIN_TO_RESAMPLE = 10  # fewer questions than this are not grown by resampling (q
 # Max-T permutations, drawn in blocks: the p-value's Monte Carlo error at ALPHA is sqrt(.05 * .95 /
 # 20_000) = 0.0015, and while the verdict's p lies within MC_BAND errors of ALPHA (where another seed
 # could put it on the other side) another block is drawn, up to MAX_BLOCKS (1.28 million draws, about
-# 8 CPU-s for 8 systems): the error shrinks to 0.0002, so only a p within about 0.0006 of the bar can
+# 5 CPU-s at 8 systems): the error shrinks to 0.0002, so only a p within about 0.0006 of the bar can
 # still change verdict with the seed (bench/certificate_power.py counts the flips)
 PERMUTATIONS = 20_000
 MAX_BLOCKS = 64
