@@ -25,8 +25,9 @@ Every generated question is drawn afresh for its trial (random passage, random w
 pool of quotes. Reference questions come from a finite pool, so trials share questions (never
 within a trial: the two sides are disjoint). Per line: the shares disagrees / agrees /
 undetermined, agrees with a different winner (the synthetic set's best on mrr is not the best on
-the whole reference pool), and the trials whose verdict flips over `--seeds` permutation seeds.
-Seeded: a rerun prints the same figures.
+the whole reference pool), and the trials whose verdict flips over `--seeds` permutation seeds
+(each such trial on stderr: every seed's verdict, smallest max-T p-value and draws). Seeded: a
+rerun prints the same figures.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import argparse
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -269,7 +271,9 @@ def trials(panel: Panel, sizes: list[int], n_trials: int, seeds: int, seed: int,
                     runs = judged(reference, synthetic, both, rows, seeds, permutations)
                     verdict = runs[0]["verdict"]
                     verdicts.append(verdict)
-                    flips += len({run["verdict"] for run in runs}) > 1
+                    if len({run["verdict"] for run in runs}) > 1:
+                        flips += 1
+                        print(f"flip: {panel.name} | {name} | {kind} | {n} | trial {t}: {seen(runs)}", file=sys.stderr)
                     wrong_winner += verdict == AGREES and runs[0]["winner"]["mrr"]["synthetic_best"] != truth
                 share = {v: verdicts.count(v) / len(verdicts) for v in (DISAGREES, AGREES, UNDETERMINED)}
                 print(
@@ -277,6 +281,15 @@ def trials(panel: Panel, sizes: list[int], n_trials: int, seeds: int, seed: int,
                     f"{share[UNDETERMINED]:.1%} | {wrong_winner / n_trials:.1%} | {flips} of {n_trials} ({seeds} seeds)",
                     flush=True,
                 )
+
+
+def seen(runs: list[dict]) -> str:
+    """Each seed's verdict, its smallest max-T p-value and its draws: a flip's p sits at the bar."""
+    return "; ".join(
+        f"{run['verdict']} p {min((h['p_beyond'] for h in run['hypotheses']), default=1.0):.5f} "
+        f"({run['permutations']:,} draws)"
+        for run in runs
+    )
 
 
 def synthetic_scores(kind: str, t: int, n: int, order: np.ndarray, real_scores: dict, scored: dict) -> dict:
