@@ -432,12 +432,20 @@ def test_a_reviews_file_is_tracked_by_dvc_alone_and_a_clone_that_has_not_pulled_
     assert (folder / "ana.jsonl").read_text().startswith(clicks) and (folder / "ana.jsonl").read_text() != clicks
     dvc("checkout", "-f", "-q", "data/reviews/ana.jsonl.dvc", cwd=project)
     assert (folder / "ana.jsonl").read_text() == clicks  # the cache still holds what was pushed
+    dvc("config", "cache.type", "symlink", cwd=project)
+    dvc("checkout", "-f", "-q", "--relink", "data/reviews/ana.jsonl.dvc", cwd=project)
+    assert (folder / "ana.jsonl").is_symlink()
+    append_click(folder, question_click("ana", "q1", "fine"))
+    assert not (folder / "ana.jsonl").is_symlink() and (folder / "ana.jsonl").read_text() != clicks
+    dvc("checkout", "-f", "-q", "data/reviews/ana.jsonl.dvc", cwd=project)
+    assert (folder / "ana.jsonl").read_text() == clicks
     with dvc_lock_held(project):  # another DVC command at work: the line says why, the clicks stay
         write_clicks(project, "cy", [question_click("cy", "q0", "fine")])
         assert track(Path("data/reviews/cy.jsonl")) == (
             "review: data/reviews/cy.jsonl is not tracked by DVC yet (Unable to acquire lock); every click is in "
             "it: `dvc add data/reviews/cy.jsonl` tracks it"
         )
+    assert not (folder / "cy.jsonl.dvc").exists() and read_reviews(folder).reviewers == ["ana", "bo", "cy"]
     # a team that shares reviews through git keeps doing so: a committed file is left to git
     write_clicks(project, "lee", [question_click("lee", "q1", "fine")])
     git("add", "data/reviews/lee.jsonl", cwd=project)
@@ -451,9 +459,9 @@ def test_a_reviews_file_is_tracked_by_dvc_alone_and_a_clone_that_has_not_pulled_
 
 @contextlib.contextmanager
 def dvc_lock_held(project):
-    from dvc.lock import make_lock
+    from dvc.repo import Repo
 
-    lock = make_lock(str(project / ".dvc" / "tmp" / "lock"), tmp_dir=str(project / ".dvc" / "tmp"))
+    lock = Repo(str(project)).lock  # the project's own lock, as its config makes it
     lock.lock()
     try:
         yield

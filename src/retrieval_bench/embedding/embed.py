@@ -170,7 +170,7 @@ def embedding_engine(
 
 # The encoders loaded inside a loading_once() scope, by what makes one encoder differ from another;
 # None outside any scope, so nothing outlives the stage that asked for it (a test's patched
-# load_encoder included). A context variable: each thread or task sees its own scope.
+# load_encoder included). A context variable: a scope entered in one thread is not seen by another.
 _loaded: ContextVar[dict[tuple, Encoder] | None] = ContextVar("loaded_encoders", default=None)
 
 

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -128,23 +129,36 @@ def append_click(folder: str | Path, click: dict[str, Any], known_qids: Collecti
     path = reviews_path(folder, str(click.get("reviewer", "")))
     _check_click(click, known_qids, where=f"{path} (new click)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    _own_copy(path)
     line = json.dumps(click, ensure_ascii=False, separators=(",", ":")) + "\n"
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line)
-        handle.flush()
-        os.fsync(handle.fileno())
+    with _APPENDING:  # the page's server answers each request in a thread
+        _own_copy(path)
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+_APPENDING = threading.Lock()
 
 
 def _own_copy(path: Path) -> None:
-    """Where DVC left `path` as a link into its cache (cache.type symlink or hardlink, after `dvc
-    pull`, `dvc add` or `dvc repro`), replace it by a plain copy of itself, so an append never
-    writes into the version in the cache that teammates pull (what `dvc unprotect` does, without
-    DVC). A plain file, DVC's default, is left as it is."""
+    """Where DVC left the tracked file `path` as a link into its cache (cache.type symlink or
+    hardlink, after `dvc pull`, `dvc add` or `dvc repro`), replace it by a plain copy of itself, so
+    an append never writes into the version in the cache that teammates pull (what `dvc unprotect`
+    does, without DVC). A plain file, DVC's default, or a file DVC does not track is left as it is."""
+    if not Path(f"{path}.dvc").is_file():
+        return
+    if path.is_symlink() and not path.exists():
+        raise InputError(f"{path}: a link to a DVC cache file that is gone: run `dvc checkout {path}.dvc`")
     if not path.is_symlink() and not (path.exists() and path.stat().st_nlink > 1):
         return
     with atomic_open(path, "wb") as copy:
         copy.write(path.read_bytes())
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:  # the rename reaches the disk before the click is acknowledged
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 def golden_reviews(folder: str | Path, golden_qids: Collection[str]) -> Reviews:

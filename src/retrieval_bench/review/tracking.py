@@ -7,6 +7,7 @@ reviews through git) is left to git."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ def track(path: Path, root: Path = Path(".")) -> str | None:
         )
     except KeyboardInterrupt:  # a second Ctrl-C while git or DVC runs
         return not_yet.format("stopped")
-    except OSError as error:  # git or the interpreter could not be started
+    except OSError as error:  # the interpreter could not be started
         return not_yet.format(error.strerror or error)
     if added.returncode:
         return not_yet.format(_reason(added.stderr + added.stdout))
@@ -44,9 +45,12 @@ def _reason(said: str) -> str:
     """The first sentence of DVC's error line, without its ERROR: prefix."""
     lines = [line.strip() for line in said.splitlines() if line.strip()]
     line = next((line for line in lines if line.startswith("ERROR")), lines[0] if lines else "no reason given")
-    return line.removeprefix("ERROR:").strip().split(". ")[0].rstrip(".")
+    return re.split(r"\.\s+(?=[A-Z])", line.removeprefix("ERROR:").strip())[0].rstrip(".")
 
 
 def _in_git(path: Path, root: Path) -> bool:
-    listed = subprocess.run(["git", "ls-files", "--error-unmatch", str(path)], cwd=root, capture_output=True)
+    try:
+        listed = subprocess.run(["git", "ls-files", "--error-unmatch", str(path)], cwd=root, capture_output=True)
+    except FileNotFoundError:  # no git on this machine: nothing is tracked by it
+        return False
     return listed.returncode == 0
