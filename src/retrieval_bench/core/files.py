@@ -59,6 +59,21 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+def fsync_folder(folder: str | Path) -> None:
+    """Flush `folder`'s entries (a rename, a new file) to disk; a no-op where folders cannot be
+    opened (not POSIX)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
 TEMP_SUFFIX = ".tmp"
 
 

@@ -12,7 +12,8 @@ WORKSPACE = "workspace"
 EXPERIMENT_REFS = "refs/exps"
 
 
-def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`git ARGS` in `cwd`, its output captured; an InputError when there is no git to run."""
     try:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
     except FileNotFoundError:
@@ -21,7 +22,7 @@ def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def experiment_ref(name: str, cwd: Path) -> str | None:
     """The full ref of DVC experiment `name` (refs/exps/.../<name>), None if there is none."""
-    listing = _git(["for-each-ref", EXPERIMENT_REFS, "--format=%(refname)"], cwd)
+    listing = run_git(["for-each-ref", EXPERIMENT_REFS, "--format=%(refname)"], cwd)
     if listing.returncode != 0:
         return None
     matches = sorted(
@@ -37,15 +38,15 @@ def experiment_ref(name: str, cwd: Path) -> str | None:
 
 def resolve_revision(rev: str, cwd: Path) -> str:
     """The commit of a git revision or DVC experiment name; an InputError when it is neither."""
-    found = _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd)
+    found = run_git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd)
     if found.returncode == 0:
         return str(found.stdout.strip())
-    inside = _git(["rev-parse", "--is-inside-work-tree"], cwd)
+    inside = run_git(["rev-parse", "--is-inside-work-tree"], cwd)
     if inside.returncode != 0:
         raise InputError(f"{rev}: not in a git repository (run from the project's root)")
     ref = experiment_ref(rev, cwd)
     if ref is not None:
-        found = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd)
+        found = run_git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd)
         if found.returncode == 0:
             return str(found.stdout.strip())
     raise InputError(f"{rev}: not a git revision or DVC experiment name")

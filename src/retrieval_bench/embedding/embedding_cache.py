@@ -48,6 +48,7 @@ import numpy as np
 
 from retrieval_bench.core import locking
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import fsync_folder
 
 HEADER_BYTES = 128
 KEY_BYTES = 32
@@ -131,19 +132,6 @@ class Shard:
         return rows, sound
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
 def read_shards(folder: Path, dim: int | None = None) -> list[Shard]:
     """Every readable shard, oldest first; torn tails, unreadable shards and (given `dim`, the
     model's) shards of another dimension are left out, each said in one line."""
@@ -217,7 +205,7 @@ class ShardWriter:
             self._vec = open(self.folder / f"{self.name}.vec", "xb")
             self._vec.write(_header(self.dim))
             self._keys = open(self.folder / f"{self.name}.keys", "xb")
-            _fsync_dir(self.folder)
+            fsync_folder(self.folder)
         assert self._keys is not None  # opened with _vec
         self._vec.write(vectors.tobytes())
         self._vec.flush()
@@ -391,8 +379,8 @@ def prune(folder: str | Path, keep: set[bytes], dry_run: bool = False, dim: int 
             kept = _kept(shards, keep, writer)
         finally:
             writer.close()
-        _fsync_dir(folder)
+        fsync_folder(folder)
         for path in stale:
             path.unlink()
-        _fsync_dir(folder)
+        fsync_folder(folder)
         return PruneReport(folder, kept, total - kept, before, _size(folder), rewritten=True)

@@ -368,8 +368,8 @@ def classified(
     rows: list[dict], settings: GenerateSettings, prompts: Prompts, run: GenerationRun, counts: dict
 ) -> GenerateSettings:
     """generate.kind_classifier llm: the kinds of `rows` the rules gave asked of the LLM, in place
-    (goldenset.kind_classifier), its report in `counts`; the settings to generate with (the limit
-    less what it spent). rules: the settings unchanged."""
+    (goldenset.kind_classifier), its report in `counts`; the settings to generate with (what it
+    spent counted under the same limit: after_spending). rules: the settings unchanged."""
     if not settings.asks_kinds:
         return settings
     counts["kind_classifier"] = classify(rows, settings, prompts[KIND_LABEL.name], run)

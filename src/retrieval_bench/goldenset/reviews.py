@@ -28,7 +28,7 @@ from typing import Any, Collection
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError, quoted
-from retrieval_bench.core.files import atomic_open, read_text_lines
+from retrieval_bench.core.files import atomic_open, fsync_folder, read_text_lines
 from retrieval_bench.core.question_sets import kind_of, question_set_of
 
 # What a reviewer can say of a question; `fine` keeps it, every other mark takes it out of scoring.
@@ -154,11 +154,7 @@ def _own_copy(path: Path) -> None:
         return
     with atomic_open(path, "wb") as copy:
         copy.write(path.read_bytes())
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:  # the rename reaches the disk before the click is acknowledged
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+    fsync_folder(path.parent)  # the rename reaches the disk before the click is acknowledged
 
 
 def golden_reviews(folder: str | Path, golden_qids: Collection[str]) -> Reviews:

@@ -181,9 +181,10 @@ def generate_missing(runs: list[KindRun], settings: GenerateSettings, seen: set[
     """Generate until every chosen unit of every kind has a usable question or is out of attempts,
     appending each reply to the cache at `run.cache_path`, kind after kind (a kind's questions count
     as seen for the next). With a dry run, log each kind's plan and cost only. generate.max_cost_usd
-    covers all kinds and the kind classifier before them: each kind runs with what they left of it. Everything but a dry
-    run happens under the cache's lock (llm.runs.paid): a second run waits (or, with
-    RETRIEVAL_BENCH_LOCK_WAIT=0, stops with one line) and then asks only for what is still missing."""
+    covers all kinds and the kind classifier before them: each kind runs with what they left of
+    it. Everything but a dry run happens under the cache's lock (llm.runs.paid): a second run waits
+    (or, with RETRIEVAL_BENCH_LOCK_WAIT=0, stops with one line) and then asks only for what is
+    still missing."""
     llm = Settings.from_params(dict(settings.section))
     if len(runs) > 1:
         _all_kinds(runs, settings, seen, llm, run)

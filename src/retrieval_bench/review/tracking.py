@@ -12,6 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.revisions import run_git
+
 
 def track(path: Path, root: Path = Path(".")) -> str | None:
     """Put the reviews file `path` (relative to the project `root`) under DVC and say so in one
@@ -21,7 +24,10 @@ def track(path: Path, root: Path = Path(".")) -> str | None:
         return None
     if not (root / ".dvc").is_dir():
         return f"review: {path} is not tracked by DVC (no DVC project here): commit it, or `dvc add` it in one"
-    not_yet = f"review: {path} is not tracked by DVC yet ({{}}); every click is in it: `dvc add {path}` tracks it"
+
+    def not_yet(why: str) -> str:
+        return f"review: {path} is not tracked by DVC yet ({why}); every click is in it: `dvc add {path}` tracks it"
+
     try:
         if _in_git(path, root):
             return f"review: {path} is tracked by git: commit it to share the clicks"
@@ -29,11 +35,11 @@ def track(path: Path, root: Path = Path(".")) -> str | None:
             [sys.executable, "-m", "dvc", "add", str(path)], cwd=root, capture_output=True, text=True
         )
     except KeyboardInterrupt:  # a second Ctrl-C while git or DVC runs
-        return not_yet.format("stopped")
+        return not_yet("stopped")
     except OSError as error:  # the interpreter could not be started
-        return not_yet.format(error.strerror or error)
+        return not_yet(str(error.strerror or error))
     if added.returncode:
-        return not_yet.format(_reason(added.stderr + added.stdout))
+        return not_yet(_reason(added.stderr + added.stdout))
     ignore = path.parent / ".gitignore"  # DVC writes it in a git project only
     commit = f"{path}.dvc and {ignore}" if (root / ignore).is_file() else f"{path}.dvc"
     return (
@@ -50,7 +56,6 @@ def _reason(said: str) -> str:
 
 def _in_git(path: Path, root: Path) -> bool:
     try:
-        listed = subprocess.run(["git", "ls-files", "--error-unmatch", str(path)], cwd=root, capture_output=True)
-    except FileNotFoundError:  # no git on this machine: nothing is tracked by it
+        return run_git(["ls-files", "--error-unmatch", str(path)], root).returncode == 0
+    except InputError:  # no git on this machine: nothing is tracked by it
         return False
-    return listed.returncode == 0

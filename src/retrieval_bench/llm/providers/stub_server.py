@@ -58,8 +58,9 @@ def _tag(text: str) -> str:
 
 def kind_reply(prompt: str) -> str | None:
     """The reply to another question kind's prompt (or the kind classifier's: stub_kind), in its
-    schema, or None for a single question's. Like default_reply's, its questions share no run of words with the passages and its excerpts
-    are each passage's first words; the near miss names a topic no passage holds."""
+    schema, or None for a single question's. Like default_reply's, its questions share no run of
+    words with the passages and its excerpts are each passage's first words; the near miss names a
+    topic no passage holds."""
     classified = _QUESTION.search(prompt)
     if classified and '"kind"' in prompt:
         return json.dumps({"kind": stub_kind(_unescaped(classified.group(1)))})
