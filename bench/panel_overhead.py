@@ -8,19 +8,23 @@ src/ is imported: PYTHONPATH), with the embedding cache of --embedding-cache cop
 one (default: this checkout's .dvc/tmp/retrieval-bench/embeddings, or a 0.2.0 data/embedding_cache:
 the same layout; then the warm-up embeds nothing new), and runs
 `dvc repro` once with a panel of the default system and one more to build everything up to the
-embeddings and the default system's retrieve/score. Then for each size n: the default system and n dense systems on chunking default and embedder
-default that differ only in depth (20, 21, ..., named p<n>-<i>: new stages each round), the run
-cache emptied (.dvc/cache/runs), then what `make repro` runs: `retrieval-bench lock prune` (the
-last round's systems leave dvc.lock) and `dvc repro`; the CPU seconds (user + sys) of both and of
+embeddings and the default system's retrieve/score. Then for each size n: the default system and
+n dense systems on chunking default and embedder default at depth 20, alike but for their names
+(p<n>-<i>: new systems each round, nothing of them kept from a round before; until 2026-12-05 the
+i-th had depth 20 + i, so a 64-system panel's systems each did more work than the one whose own
+work is timed, which the per-system figure then counted as overhead), the run cache emptied
+(.dvc/cache/runs), then what `make repro` runs: `retrieval-bench lock prune` (stale lock entries
+go) and `dvc repro`; the CPU seconds (user + sys) of both and of
 every process they waited for (getrusage RUSAGE_CHILDREN before and after); --no-prune: `dvc
 repro` alone, the earlier rounds' entries left in the lock. Size 0 is the fixed
 part (check_params, which is always_changed, the leaderboard of the default system alone, DVC's graph). Every engine
 is pinned to one thread (BLAS, OpenMP, numba), in the stages as in the measurement below.
 
-A system's own work: in one process in the copy, stages.retrieve's and stages.score's
-main() for one system of the last panel, each called once to warm up (imports, page cache) and
-then timed (time.process_time) on a second call: reading its inputs, retrieving, scoring, writing
-its outputs, without interpreter start, imports or DVC.
+A system's own work: in one process in the copy, stages.retrieve's retrieve_system and
+stages.score's score_one (what each stage computes for one system whose inputs changed) for one
+system of the last panel, each called once to warm up (imports, page cache) and then timed
+(time.process_time) on a second call: reading its inputs, retrieving, scoring, writing its outputs,
+without interpreter start, imports, the stage's kept-outputs check or DVC.
 
 Per system for size n: (CPU(n) - CPU(0)) / n; beyond its own work: that minus the own work. The
 last line of stdout is the JSON report.
@@ -46,13 +50,21 @@ from retrieval_bench.core.params_panel import embedded_pairs
 
 OWN_WORK = """
 import json, sys, time
+from retrieval_bench.core import paths
+from retrieval_bench.core.files import read_jsonl
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.evaluation.score.settings import Scoring
 import stages.retrieve as retrieve, stages.score as score
-system = sys.argv[1]
+system, params = sys.argv[1], load_all_params()
+work = {
+    "retrieve": lambda: retrieve.retrieve_system(params, system),
+    "score": lambda: score.score_one(params, Scoring.from_params(params), read_jsonl(paths.GOLDENSET), system),
+}
 own = {}
-for name, stage in (("retrieve", retrieve), ("score", score)):
-    stage.main([system])  # warm: lazy imports, the page cache
+for name, call in work.items():
+    call()  # warm: lazy imports, the page cache
     start = time.process_time()
-    stage.main([system])
+    call()
     own[name] = time.process_time() - start
 print(json.dumps(own))
 """
@@ -85,7 +97,7 @@ def set_panel(project: Path, systems: dict[str, dict]) -> None:
 def panel_of(n: int, prefix: str = "p") -> dict[str, dict]:
     """The default system (unchanged in every round: cached, part of the fixed part) and n more."""
     return {"default": {"chunking": "default", "embedder": "default"}} | {
-        f"{prefix}{n}-{i}": {"chunking": "default", "embedder": "default", "method": "dense", "depth": 20 + i}
+        f"{prefix}{n}-{i}": {"chunking": "default", "embedder": "default", "method": "dense", "depth": 20}
         for i in range(n)
     }
 

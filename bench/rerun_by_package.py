@@ -6,7 +6,7 @@
 For every module of src/retrieval_bench (package `__init__.py` files aside), the stages whose code
 deps in the given dvc.yaml cover it: the module's own file, or a folder holding it (DVC hashes a
 folder dep over all its files). A stage counts once per instance `dvc status` would list
-(`score@default`, `score@bm25`, ...), as this project's params expand its foreach stages; the
+(`chunk@default`, `chunk@c400`, ...), as this project's params expand its foreach stages; the
 stage set itself is the project's, so each file given must differ from it only in deps. Prints,
 per package (a folder without sub-packages; the modules beside sub-packages as one row of their
 folder), the stages an edit to one of its modules reruns: the fewest and most over its

@@ -72,7 +72,8 @@ FREE_SECTIONS = {
         "panel.NAME",
         "{default: {chunking: default, embedder: default}}",
         "mapping: chunking, embedder, retrieval keys",
-        "a system of the panel (stages `retrieve@NAME`, `score@NAME`): the chunking and embedder it picks by name "
+        "a system of the panel (run by the `retrieve` and `score` stages, in `data/panel/NAME/` and "
+        "`metrics/panel/NAME/`): the chunking and embedder it picks by name "
         "(both required) and any retrieval keys over the retrieval section, e.g. "
         "`bm25: {chunking: default, embedder: default, method: bm25}` (NAME: letters, digits, - and _); "
         "`default` (required) is the system `show`, `compare` and `judge.pool` read when none is named; "

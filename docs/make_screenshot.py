@@ -8,17 +8,17 @@ metrics/plots/*.csv, as the plots page shows them.
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import matplotlib
+import yaml
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PLOTS = ROOT / "metrics" / "plots"
-SYSTEMS = ROOT / "metrics" / "panel" / "systems.json"
+PARAMS = ROOT / "params.yaml"
 OUT = ROOT / "docs" / "img" / "plots.png"
 
 
@@ -28,8 +28,8 @@ def rows(name: str) -> list[dict[str, str]]:
 
 
 def systems(*tables: list[dict[str, str]]) -> list[str]:
-    """The panel's systems in params order (metrics/panel/systems.json), then any other a plot names."""
-    names = json.loads(SYSTEMS.read_text(encoding="utf-8")) if SYSTEMS.is_file() else []
+    """The panel's systems in params order (params.yaml's panel), then any other a plot names."""
+    names = list(yaml.safe_load(PARAMS.read_text(encoding="utf-8")).get("panel") or {})
     for table in tables:
         names += [row["system"] for row in table if row["system"] not in names]
     return names

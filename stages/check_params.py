@@ -1,6 +1,6 @@
 """Stage 0: validate the whole params.yaml (the stage depends on all of it and re-runs on any edit),
 so a typo'd key or a bad value fails the run before anything else runs; write each panel system's
-resolved retrieval settings (data/panel_settings/<system>.json: retrieve@<system> depends on its own);
+resolved retrieval settings (data/panel_settings/<system>.json: retrieve depends on the folder);
 and stamp load.source and the stores embed_corpus and retrieve read (data/*stamp.json), which may be
 vector stores DVC cannot depend on, generate.style_examples, which may be null, and
 generate.imported, a mapping of files DVC cannot list as deps. `make repro` runs it before `dvc
@@ -35,9 +35,6 @@ def main() -> None:
         paths.STORED_VECTORS_STAMP: stored_vectors,
         paths.STYLE_EXAMPLES_STAMP: style_examples_stamp(params["generate"]["style_examples"]),
         paths.IMPORTED_STAMP: imported_stamps(params["generate"]["imported"], Path(paths.SOURCE_DIGEST_MEMO)),
-        # The panel's names: the leaderboard depends on the folder holding this file and the
-        # systems' scores, which then exists even without a panel (DVC needs every dep to exist).
-        paths.PANEL_SYSTEMS: list(params["panel"]),
         **{paths.settings_of(system): dict(sorted(resolved.items())) for system, resolved in params["panel"].items()},
     }
     for stale in set(map(str, Path(paths.PANEL_SETTINGS).glob("*.json"))) - set(outputs):  # a system since removed

@@ -1,7 +1,8 @@
-"""Stage 4, once per panel system (`python -m stages.retrieve <system>`): params panel.<system> over
-the retrieval section, on its chunking and embedder -> data/panel/<system>/run.parquet (qid,
-chunk_id, rank, score; depth per question) and run_info.json (method rerank keeps its cross-encoder
-scores apart, not a DVC output: rerank.score_cache); and its TREC run file when it sets trec_export."""
+"""Stage 4 (`python -m stages.retrieve [SYSTEM ...]`): every panel system (or those named), each
+params panel.<system> over the retrieval section on its chunking and embedder -> data/panel/<system>/
+run.parquet (qid, chunk_id, rank, score; depth per question) and run_info.json, and its TREC run
+file when it sets trec_export. One stage for the whole panel: a system whose inputs did not change
+gets its last outputs back (core.item_memo); method rerank keeps its cross-encoder scores apart."""
 
 import sys
 
@@ -9,21 +10,17 @@ from tqdm import tqdm
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import atomic_path, write_json
-from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.item_memo import ItemMemo
 from retrieval_bench.core.params_panel import panel_system, settings_key
 from retrieval_bench.core.run_table import check_trec_ids, write_trec
-from retrieval_bench.core.stage import run_stage, stage_parser
-from retrieval_bench.retrieval.inputs import questions_and_corpus
+from retrieval_bench.core.stage import panel_stage_arguments, run_stage
+from retrieval_bench.retrieval.inputs import questions_and_corpus, retrieve_inputs
 from retrieval_bench.retrieval.methods import retrieve, run_info
 from retrieval_bench.retrieval.rerank import score_cache
 from retrieval_bench.retrieval.settings import RetrievalSettings
 
 
-def main(argv: list[str]) -> None:
-    parser = stage_parser("retrieve", __doc__)
-    parser.add_argument("system", help="a system named under panel in params.yaml (the sample's first: default)")
-    system = parser.parse_args(argv).system
-    params = load_all_params()
+def retrieve_system(params: dict, system: str) -> None:
     picked = panel_system(params["panel"], system)  # its chunking, embedder and retrieval keys
     where = settings_key(params, system)  # what the user wrote: retrieval.X, or panel.NAME.X
     settings = RetrievalSettings.from_params(picked, where, rerank_cache=score_cache(system))
@@ -41,6 +38,18 @@ def main(argv: list[str]) -> None:
     print(
         f"retrieve {system}: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions "
         f"({settings.method}, depth {settings.depth})"
+    )
+
+
+def main(argv: list[str]) -> None:
+    params, named = panel_stage_arguments("retrieve", __doc__, argv)
+    panel = params["panel"]  # systems exporting a TREC run first: a run-file system may read one
+    ItemMemo("retrieve").run(
+        sorted(named, key=lambda system: not panel[system]["trec_export"]),
+        lambda system: retrieve_inputs(panel[system], system),
+        lambda system: paths.run_outputs_of(system, panel[system]["trec_export"]),
+        lambda system: retrieve_system(params, system),
+        every_item=set(named) == set(panel),
     )
 
 

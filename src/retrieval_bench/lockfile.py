@@ -31,7 +31,7 @@ LOCK, PIPELINE = "dvc.lock", "dvc.yaml"
 
 def current_stages(root: Path) -> set[str]:
     """The names of the stages dvc.yaml at `root` defines, foreach and matrix items expanded
-    ("retrieve@default"), as dvc.lock keys them."""
+    ("chunk@default"), as dvc.lock keys them."""
     from dvc.repo import Repo
 
     with _dvc_errors(), Repo(str(root)) as repo:

@@ -4,7 +4,6 @@ hang, and check_params' last good outputs left as they were, under `dvc repro` t
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -28,7 +27,7 @@ CHECK_PARAMS_OUTPUTS = [
     paths.STORE_STAMP,
     paths.STORED_VECTORS_STAMP,
     paths.STYLE_EXAMPLES_STAMP,
-    paths.PANEL_SYSTEMS,
+    paths.settings_of("default"),
 ]
 
 
@@ -125,7 +124,7 @@ CASES = [
     pytest.param(panel("a/b"), ["panel name 'a/b' is not usable", NAME_RULE], id="name-slash"),
     pytest.param(panel("../x"), ["panel name '../x' is not usable"], id="name-dotdot"),
     pytest.param(panel("é"), ["panel name 'é' is not usable"], id="name-non-ascii"),
-    pytest.param(panel("a@b"), ["panel name 'a@b' is not usable", "retrieve@NAME"], id="name-at"),
+    pytest.param(panel("a@b"), ["panel name 'a@b' is not usable", "panel.NAME"], id="name-at"),
     pytest.param(panel("a.b"), ["panel name 'a.b' is not usable"], id="name-dot"),
     pytest.param(panel("x" * 300), ["panel name 'xxxx", NAME_RULE], id="name-300-chars"),
     pytest.param(panel(7), ["panel name 7 is not usable"], id="name-int"),
@@ -317,7 +316,7 @@ def test_check_params_refuses_in_one_line_and_keeps_its_last_outputs(workdir, co
 
 def test_a_failed_check_under_dvc_keeps_the_last_good_outputs(tmp_path):
     """DVC deletes a stage's outputs before running it: without persist, a failing check_params
-    took data/params_checked.txt, the stamps and metrics/panel/systems.json with it."""
+    took data/params_checked.txt, the stamps and the panel's settings with it."""
     project = copy_project(tmp_path / "project")
     dvc("repro", "check_params", cwd=project)
     before = outputs(project)
@@ -336,5 +335,5 @@ def test_a_failed_check_under_dvc_keeps_the_last_good_outputs(tmp_path):
         set_params(project, panel=ONLY_DEFAULT, **{"retrieval.depth": BASE["retrieval"]["depth"]})  # good again
     set_params(project, panel={**ONLY_DEFAULT, "bm25": {**DEFAULTS_NAMED, "method": "bm25"}})
     dvc("repro", "check_params", cwd=project)
-    assert json.loads((project / paths.PANEL_SYSTEMS).read_text()) == ["default", "bm25"]
+    assert sorted(path.stem for path in (project / paths.PANEL_SETTINGS).glob("*.json")) == ["bm25", "default"]
     assert dvc("status", "check_params", "--json", cwd=project).stdout.strip() == "{}"  # not always_changed

@@ -138,7 +138,7 @@ def write(tmp_path: Path, tree: dict) -> Path:
             {"costs": {"embed_texts": 0}},
             "costs.embed_texts must be a positive integer (chunks embedded per timed call), got 0",
         ),
-        # the retrieve and score stages run once per panel system: the single system moved into the panel
+        # the retrieve and score stages run every panel system: the single system moved into the panel
         (
             {"panel": {"bm25": {"chunking": "default", "embedder": "default", "method": "bm25"}}},
             "panel has no `default` system, the one `show`, `compare` and judge.pool read when none is named",

@@ -49,8 +49,8 @@ NAMED = {"chunking": "default", "embedder": "default"}  # what every panel syste
 
 
 def test_the_store_stamp_covers_the_stores_panel_systems_search(tmp_path):
-    """retrieve@<system> depends on data/store_stamp.json: a store only a panel system searches is in it,
-    so rebuilding that store re-runs the system; with no system searching a store it is constant."""
+    """retrieve depends on data/store_stamp.json (and a store system's key holds it): a store only a panel
+    system searches is in it, so rebuilding that store re-runs the system; with no system searching a store it is constant."""
     store = tmp_path / "panel.lancedb"
     store.mkdir()
     (store / "data.lance").write_bytes(b"\0" * 64)

@@ -243,9 +243,9 @@ def test_the_pull_request_report_script_on_a_fresh_clone(reproduced, tmp_path):
     ran = {line.split("'")[1] for line in result.stdout.splitlines() if line.startswith("Running stage")}
     assert ran <= {
         "check_params",
-        "retrieve@default",
+        "retrieve",
         "judge",
-        "score@default",
+        "score",
         "leaderboard",
     }  # pulled, not recomputed: no embedding, no generation
     report = (clone / "report.md").read_text()

@@ -23,7 +23,7 @@ def test_judge_stage_end_to_end_paid_once_and_compared(reproduced, monkeypatch, 
             monkeypatch.setenv(key, value)
         set_params(reproduced, **{"judge.enabled": True, "judge.max_retries": 1})
         first = dvc("repro", cwd=reproduced)
-        assert {"judge", "score@default"} <= ran(first.stdout)
+        assert {"judge", "score"} <= ran(first.stdout)
         report = json.loads((reproduced / "metrics" / "judge.json").read_text())
         paid = len(stub.generation_requests())
         assert report["requests"] == paid > 0 and report["judged"] == report["pooled"]

@@ -16,18 +16,18 @@ import yaml
 from conftest import ROOT, dvc, git, run
 
 EXPERIMENTS_PAGE = ROOT / "docs" / "how-to" / "experiments.md"
-HEADLINE = ["mrr", "ndcg@10", "recall@10"]  # per panel system in metrics/panel/SYSTEM/headline.json
+HEADLINE = ["mrr", "ndcg@10", "recall@10"]  # per panel system in metrics/headlines/SYSTEM.json
 SYSTEMS = ("default", "bm25")
 
-# A stage that writes the pipeline's declared metrics files, each panel system's
-# metrics/panel/SYSTEM/headline.json, from one param: DVC names the columns as it does there, and in seconds.
+# A stage that writes the pipeline's declared metrics, each panel system's
+# metrics/headlines/SYSTEM.json, from one param: DVC names the columns as it does there, and in seconds.
 WRITE_METRICS = """
 import json, os, yaml
 method = yaml.safe_load(open("params.yaml"))["retrieval"]["method"]
 value = {"dense": 0.5, "hybrid": 0.6}[method]
+os.makedirs("metrics/headlines", exist_ok=True)
 for system in ("default", "bm25"):
-    os.makedirs(f"metrics/panel/{system}", exist_ok=True)
-    json.dump({"mrr": value, "ndcg@10": value, "recall@10": value}, open(f"metrics/panel/{system}/headline.json", "w"))
+    json.dump({"mrr": value, "ndcg@10": value, "recall@10": value}, open(f"metrics/headlines/{system}.json", "w"))
 """
 
 
@@ -48,7 +48,7 @@ def metric_project(folder: Path) -> Path:
         "cmd": f"{shlex.quote(sys.executable)} write_metrics.py",
         "deps": ["write_metrics.py"],
         "params": ["retrieval"],
-        "metrics": [{f"metrics/panel/{system}/headline.json": {"cache": False}} for system in SYSTEMS],
+        "metrics": [{"metrics/headlines": {"cache": False}}],  # as dvc.yaml's score declares them: the folder
     }
     (folder / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"score": stage}}, sort_keys=False))
     git("init", "-q", "-b", "main", cwd=folder)
@@ -62,27 +62,27 @@ def metric_project(folder: Path) -> Path:
 
 def test_the_documented_exp_show_shows_the_headline_metrics_and_the_changed_param(tmp_path):
     """The documented --drop keeps each panel system's headline columns
-    (metrics/panel/SYSTEM/headline.json:mrr) and the changed param."""
+    (metrics/headlines/SYSTEM.json:mrr) and the changed param."""
     project = metric_project(tmp_path / "project")
     dvc("exp", "run", "-q", "-n", "hybrid", "-S", "retrieval.method=hybrid", cwd=project)
     shown = run([sys.executable, "-m", "dvc", *documented_exp_show()[1:]], cwd=project).stdout
     header = [cell.strip() for cell in shown.splitlines()[0].strip("|").split("|")]
-    metrics = [f"metrics/panel/{system}/headline.json:{name}" for system in SYSTEMS for name in HEADLINE]
+    metrics = [f"metrics/headlines/{system}.json:{name}" for system in SYSTEMS for name in HEADLINE]
     assert set(metrics) <= set(header) and "retrieval.method" in header and header[0] == "Experiment", shown
     row = next(line for line in shown.splitlines() if "hybrid" in line.split("|")[1])
     cells = dict(zip(header, (cell.strip() for cell in row.strip("|").split("|"))))
-    assert cells["retrieval.method"] == "hybrid" and float(cells["metrics/panel/default/headline.json:mrr"]) == 0.6
+    assert cells["retrieval.method"] == "hybrid" and float(cells["metrics/headlines/default.json:mrr"]) == 0.6
 
 
 def test_the_documented_drop_pattern_keeps_the_headline_and_the_params():
     """DVC names a column of one of several metrics files FILE:NAME: the pattern keeps each system's
-    headline.json and the params, and drops any other file's (an undeclared one given with --targets)."""
+    headline file and the params, and drops any other file's (an undeclared one given with --targets)."""
     command = documented_exp_show()
     pattern = command[command.index("--drop") + 1]
     kept = [
         "Experiment",
-        "metrics/panel/default/headline.json:mrr",
-        "metrics/panel/bm25/headline.json:ndcg@10",
+        "metrics/headlines/default.json:mrr",
+        "metrics/headlines/bm25.json:ndcg@10",
         "retrieval.method",
         "chunkings.c400.chars",
     ]

@@ -95,7 +95,7 @@ def test_make_repro_prints_no_empty_output_warning_and_no_push_hint_without_a_re
     result = make_repro(project, tool_env())
     assert result.returncode == 0, result.stdout + result.stderr
     printed = result.stdout + result.stderr
-    assert "Running stage 'score@default'" in printed
+    assert "Running stage 'score'" in printed
     assert [path for path in EMPTY_BEFORE if f"'{path}' is empty" in printed] == []
     assert "Use `dvc push`" not in printed
     rerun = run([*DVC, "repro"], cwd=project)  # dvc itself, everything cached: not a word about empty outputs

@@ -1,6 +1,6 @@
 """Review stays readable: on the sample, `dvc metrics show` (and `dvc metrics diff main`) fits a
 120-column terminal, a row per panel system of a few flat numbers: the metrics files dvc.yaml
-declares are score's metrics/panel/NAME/headline.json; everything else is `retrieval-bench show`'s."""
+declares are score's metrics/headlines/NAME.json; everything else is `retrieval-bench show`'s."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def declared_metrics() -> list[str]:
 
 
 def sample_headlines() -> dict[str, dict]:
-    """Each sample panel system's headline.json as score writes it (the figures synthetic; the keys are the point)."""
+    """Each sample panel system's headline file as score writes it (the figures synthetic; the keys are the point)."""
     params = load_all_params(ROOT / "params.yaml")
     score = params["score"]
     table = pd.DataFrame({column: np.full(10, 0.123456) for _, column in summary_names(score["k"], score["budgets"])})
@@ -53,7 +53,7 @@ def sample_headlines() -> dict[str, dict]:
 def test_the_declared_metrics_are_each_systems_few_headline_numbers():
     """Observed: `dvc metrics show` on the sample was one row 1,132 columns wide (every system's
     numbers as columns of metrics/headline.json): now a row per system, a few flat numbers each."""
-    assert declared_metrics() == [paths.headline_of("${key}")]
+    assert declared_metrics() == [paths.PANEL_HEADLINES]  # a file per system: headline_of
     for path, data in sample_headlines().items():
         assert data == flat(data) and 0 < len(data) <= MAX_KEYS, path
         assert all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in data.values())

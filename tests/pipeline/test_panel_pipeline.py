@@ -53,8 +53,9 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
     set_params(project, panel=PANEL, **{"generate.imported": {"quotes": "data/quotes.jsonl"}})
     first = dvc("repro", cwd=project)
     each_text_embedded_once_per_embedder(project)
-    panel_stages = {f"{stage}@{system}" for stage in ("retrieve", "score") for system in SYSTEMS}
-    assert panel_stages | {"leaderboard", "judge"} <= ran_stages(first.stdout)
+    assert {"retrieve", "score", "leaderboard", "judge"} <= ran_stages(first.stdout)
+    for stage in ("retrieve", "score"):  # one stage each for the whole panel, every system computed
+        assert f"{stage}: {len(SYSTEMS)} of {len(SYSTEMS)} computed" in first.stdout
 
     board = json.loads((project / "metrics" / "leaderboard.json").read_text())
     assert board["systems"] == SYSTEMS and board["correction"].startswith("Holm")
@@ -106,7 +107,11 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
     shutil.rmtree(project / ".dvc" / "cache" / "runs", ignore_errors=True)  # nothing may be restored from the run-cache
     set_params(project, **{"panel.bm25": {"chunking": "default", "embedder": "default", "method": "bm25", "depth": 20}})
     again = dvc("repro", cwd=project)  # score.k goes to 20
-    assert ran_stages(again.stdout) == {"retrieve@bm25", "score@bm25", "leaderboard"}
+    assert ran_stages(again.stdout) == {"retrieve", "score", "leaderboard"}
+    assert (
+        f"retrieve: 1 of {len(SYSTEMS)} computed" in again.stdout
+        and f"score: 1 of {len(SYSTEMS)} computed" in again.stdout
+    )
     assert "is cached - skipping run" not in again.stdout
     # depth 20, and a tie at the cutoff kept whole (retrieval/run.py): past 20 only chunks tied with the 20th
     run_at_20 = pd.read_parquet(project / "data" / "panel" / "bm25" / "run.parquet").sort_values(["qid", "rank"])
@@ -114,22 +119,25 @@ def test_a_panel_is_scored_in_one_repro_and_one_edited_system_reruns_alone(tmp_p
     for _, rows in run_at_20.groupby("qid"):
         assert (rows["score"].iloc[19:] == rows["score"].iloc[19]).all()
 
-    # One chunking edited: it is cut again, embedded by the embedders its systems use, and those systems rerun.
+    # One chunking edited: it is cut again, embedded by the embedders its systems use, and those systems computed.
     git("commit", "-qam", "bm25 at depth 20", cwd=project)
     shutil.rmtree(project / ".dvc" / "cache" / "runs", ignore_errors=True)
     set_params(project, **{"chunkings.c400": {"chars": 300, "overlap": 50}})
     rechunked = dvc("repro", cwd=project)
-    panel = {f"{stage}@{system}" for stage in ("retrieve", "score") for system in USING_C400}
+    panel = {"retrieve", "score"}
     assert ran_stages(rechunked.stdout) == {"chunk@c400", "embed_corpus@c400-default", *panel, "leaderboard"}
+    for stage in panel:  # the systems on c400 computed, the others copied back
+        assert f"{stage}: {len(USING_C400)} of {len(SYSTEMS)} computed" in rechunked.stdout
 
-    # One embedder edited: the chunking its systems use and the questions embedded again with it, its systems rerun.
+    # One embedder edited: the chunking its systems use and the questions embedded again with it, its systems computed.
     git("commit", "-qam", "c400 at 300 characters", cwd=project)
     shutil.rmtree(project / ".dvc" / "cache" / "runs", ignore_errors=True)
     set_params(project, **{"embedders.seq64": {"max_seq_length": 48}})
     reembedded = dvc("repro", cwd=project)
-    panel = {f"{stage}@{system}" for stage in ("retrieve", "score") for system in USING_SEQ64}
     embeds = {"embed_corpus@default-seq64", "embed_questions@seq64"}
     assert ran_stages(reembedded.stdout) == {*embeds, *panel, "leaderboard"}
+    for stage in panel:
+        assert f"{stage}: {len(USING_SEQ64)} of {len(SYSTEMS)} computed" in reembedded.stdout
 
 
 def each_text_embedded_once_per_embedder(project):

@@ -24,9 +24,9 @@ def test_repro_caches_and_reruns_only_what_changed(reproduced_template, reproduc
         "generate_goldenset",
         "embed_corpus@default-default",
         "embed_questions@default",
-        "retrieve@default",
+        "retrieve",
         "judge",
-        "score@default",
+        "score",
         "leaderboard",
     }  # a panel of its default system alone
     metrics = read_metrics(reproduced)
@@ -49,7 +49,7 @@ def test_repro_caches_and_reruns_only_what_changed(reproduced_template, reproduc
     git("commit", "-qm", "baseline", cwd=reproduced)
 
     set_params(reproduced, **{"score.k": [1, 2, 5]})
-    assert ran_stages(dvc("repro", cwd=reproduced).stdout) == {"score@default", "leaderboard"}
+    assert ran_stages(dvc("repro", cwd=reproduced).stdout) == {"score", "leaderboard"}
     diff = dvc("metrics", "diff", "HEAD", "--json", cwd=reproduced).stdout  # the headline: recall@10 is gone
     headline = json.loads(diff)[paths.headline_of("default")]
     assert headline["recall@10"]["new"] is None and headline["recall@5"]["old"] is None
@@ -88,17 +88,17 @@ def test_editing_a_metric_definition_reruns_only_score(reproduced):
     assert stages_to_rerun(reproduced) == {
         "load_chunks",
         "embed_corpus@default-default",
-        "retrieve@default",
+        "retrieve",
         "leaderboard",
     }  # those that may read a vector store (the leaderboard times each system's retrieval)
     store_base.write_text(original)
 
     metrics = package / "evaluation" / "score" / "metrics.py"
     metrics.write_text(metrics.read_text() + "# a metric definition edited\n")
-    assert stages_to_rerun(reproduced) == {"score@default", "leaderboard"}  # the leaderboard draws rank histograms
+    assert stages_to_rerun(reproduced) == {"score", "leaderboard"}  # the leaderboard draws rank histograms
     output = dvc("repro", "--no-run-cache", cwd=reproduced).stdout  # a stage whose deps changed runs, never restored
     assert ran_stages(output) == {
-        "score@default",
+        "score",
         "leaderboard",
     }  # not the golden set, retrieve (minutes at scale), judge
 
@@ -145,9 +145,9 @@ def test_rechunking_reruns_load_keeps_the_golden_set_and_every_question_scorable
     assert ran_stages(output.stdout) == {
         "chunk@default",
         "embed_corpus@default-default",
-        "retrieve@default",
+        "retrieve",
         "judge",
-        "score@default",
+        "score",
         "leaderboard",
     }  # no new questions, no LLM bill
     after = pd.read_csv(reproduced / "metrics" / "panel" / "default" / "per_question.csv")

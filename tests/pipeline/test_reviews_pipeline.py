@@ -28,7 +28,7 @@ def test_a_reviews_file_reruns_scoring_and_the_figures_follow(reproduced):
     assert "is tracked by DVC" in track(Path("data/reviews/ana.jsonl"), root=reproduced)  # as `review` leaves it
     # the golden set's stage counts the rejections (its questions unchanged: nothing between it and
     # score reruns, and nothing is generated: the slice generates no question)
-    assert ran_stages(dvc("repro", cwd=reproduced).stdout) == {"generate_goldenset", "score@default", "leaderboard"}
+    assert ran_stages(dvc("repro", cwd=reproduced).stdout) == {"generate_goldenset", "score", "leaderboard"}
     counted = json.loads((reproduced / "metrics" / "goldenset.json").read_text())["reviews"]
     assert counted["n_reviewed"] == 4 and counted["n_rejected"] == 1 and counted["by_reason"]["ambiguous"] == 1
     (cell,) = [cell for kinds in counted["by_set"].values() for cell in kinds.values() if cell["n_rejected"]]

@@ -1,6 +1,7 @@
 """The first run a team sees (issue 42), with the real DVC and an empty run-cache: only the
-(chunking, embedder) pairs some panel system uses are embedded; editing a retrieval key re-runs
-only the systems that inherit it, and setting it back restores their runs from DVC's run-cache;
+(chunking, embedder) pairs some panel system uses are embedded; editing a retrieval key computes
+only the systems that inherit it (the others' runs are copied back: core.item_memo), and setting it
+back restores the panel's runs from DVC's run-cache;
 `dvc status` is clean after a run (no always-changed stage); the embed stages are run-cached too."""
 
 from __future__ import annotations
@@ -35,20 +36,22 @@ def test_a_retrieval_edit_reruns_only_its_systems_and_an_unused_pair_is_never_em
     assert [name for name in listed if name.startswith("embed_corpus@")] == ["embed_corpus@default-default"]
 
     first = dvc("repro", cwd=project).stdout
-    assert {"chunk@c400", "retrieve@default", "retrieve@bm25"} <= stages(first, "ran")
+    assert {"chunk@c400", "retrieve"} <= stages(first, "ran") and "retrieve: 2 of 2 computed" in first
     assert not (project / "data" / "embeddings" / "corpus" / "c400").exists()  # chunked, never embedded
     assert dvc("status", cwd=project).stdout.strip() == "Data and pipelines are up to date."
 
     set_params(project, **{"retrieval.method": "hybrid"})  # the default system's; bm25 sets its own
     edited = dvc("repro", cwd=project).stdout
-    rerun = {"check_params", "retrieve@default", "score@default", "judge", "leaderboard"}  # judge pools default's run
+    rerun = {"check_params", "retrieve", "score", "judge", "leaderboard"}  # judge pools default's run
     assert stages(edited, "ran") == rerun, edited
+    assert "retrieve: 1 of 2 computed" in edited and "retrieve bm25: unchanged since a run before" in edited
+    assert "score: 1 of 2 computed" in edited  # bm25's run is the same bytes: its scores are copied back
     assert dvc("status", cwd=project).stdout.strip() == "Data and pipelines are up to date."
 
     set_params(project, **{"retrieval.method": "dense"})  # back: its run comes from the run-cache
     back = dvc("repro", cwd=project).stdout
-    assert stages(back, "restored") == {"retrieve@default"}, back
-    assert "retrieve@default" not in stages(back, "ran") and "retrieve@bm25" not in stages(back, "ran")
+    assert stages(back, "restored") == {"retrieve"}, back
+    assert "retrieve" not in stages(back, "ran")
     assert dvc("status", cwd=project).stdout.strip() == "Data and pipelines are up to date."
 
 

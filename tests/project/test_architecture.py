@@ -103,9 +103,9 @@ def test_stages_are_thin_io_shells():
     assert {name: n for name, n in lengths.items() if n > MAX_STAGE_LINES} == {}
 
 
-def test_the_stages_run_once_per_system_import_no_scientific_or_model_stack():
-    """retrieve and score run once per panel system: scipy (0.4 CPU-s), torch or
-    sentence-transformers in their imports would be paid that many times (bench/panel_overhead.py)."""
+def test_the_panel_stages_import_no_scientific_or_model_stack():
+    """retrieve and score rerun on every panel edit: scipy (0.4 CPU-s), torch or
+    sentence-transformers in their imports would be paid each time (bench/panel_overhead.py)."""
     import subprocess
     import sys
 

@@ -174,7 +174,7 @@ def test_ef_search_change_reruns_retrieve_and_reuses_the_index(reproduced, cache
     output = dvc("repro", "retrieve", cwd=reproduced).stdout
     assert {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")} == {
         "check_params",
-        "retrieve@default",
+        "retrieve",
     }
     assert (
         json.loads((reproduced / "data" / "panel" / "default" / "run_info.json").read_text())["ann_recall"]["10"]

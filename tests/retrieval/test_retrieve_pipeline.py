@@ -28,7 +28,7 @@ def test_methods_external_runs_and_python_retrievers(reproduced):
     run([sys.executable, "runs/sqlite_fts.py", "runs/fts5.trec"], cwd=reproduced)
     set_params(reproduced, **{"retrieval.method": "run-file", "retrieval.run_file": "runs/fts5.trec"})
     output = dvc("repro", cwd=reproduced).stdout
-    assert ran_stages(output) == {"retrieve@default", "judge", "score@default", "leaderboard"}  # nothing re-embedded
+    assert ran_stages(output) == {"retrieve", "judge", "score", "leaderboard"}  # nothing re-embedded
     from_file = read_metrics(reproduced)
     assert 0 < from_file["mrr"] < 1
 

@@ -153,7 +153,7 @@ def test_the_store_method_reports_what_its_index_costs_and_runs_through_compare(
         project,
         **{"retrieval.method": "store", "retrieval.store.address": ivf, "retrieval.store.search": {"nprobes": 1}},
     )
-    assert ran_stages(dvc("repro", cwd=project).stdout) == {"retrieve@default", "judge", "score@default", "leaderboard"}
+    assert ran_stages(dvc("repro", cwd=project).stdout) == {"retrieve", "judge", "score", "leaderboard"}
     narrow = read_metrics(project)
     info = json.loads((project / "data" / "panel" / "default" / "run_info.json").read_text())
     assert info["method"] == "store" and info["store"] == str(parse_address(ivf)) and info["search"] == {"nprobes": 1}
@@ -212,7 +212,7 @@ def test_a_chroma_server_started_here_serves_the_pipeline_through_its_url(routes
         )
         set_params(project, **{"load.source": source, "embed.corpus_vectors": "stored", "retrieval.method": "store"})
         output = dvc("repro", cwd=project).stdout
-    assert {"load_chunks", "embed_corpus@default-default", "retrieve@default"} <= ran_stages(output)
+    assert {"load_chunks", "embed_corpus@default-default", "retrieve"} <= ran_stages(output)
     assert (project / paths.CHUNKS).read_bytes() == routes.outputs[paths.CHUNKS]
     assert (
         json.loads((project / "data" / "source_stamp.json").read_text())["kind"] == "store server"

@@ -188,6 +188,6 @@ def _check_judge(judge: dict[str, Any], path: Path) -> None:
     if LEGACY_RUN in pool:
         raise InputError(
             f"{path}: judge.pool {LEGACY_RUN} moved: the default system's run is {run_of(DEFAULT)} "
-            f"(the retrieve stage runs once per panel system; metrics/panel/<system>/ holds each one's scores)"
+            f"(the retrieve stage writes each panel system its own folder; metrics/panel/<system>/ holds its scores)"
         )
     _check_generate(judge, "judge", path)

@@ -52,9 +52,8 @@ def check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Pat
     check_rerank_and_ann(retrieval, where, path)
 
 
-# A panel system's name is a DVC stage name suffix (retrieve@NAME), a params key DVC looks
-# up by dots (panel.NAME) and a folder (data/panel/NAME): no dot, slash, @ or non-ASCII letter,
-# and short enough for any file system.
+# A panel system's name is a params key DVC looks up by dots (panel.NAME) and a folder
+# (data/panel/NAME): no dot, slash, @ or non-ASCII letter, and short enough for any file system.
 PANEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 PANEL_NAME_RULE = "1-64 ASCII letters, digits, - and _, starting with a letter or digit"
 
@@ -157,8 +156,9 @@ def check_chunking(chunking: dict[str, Any], where: str, path: Path) -> None:
 
 def check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
     """Each panel system's settings: the retrieval section with its keys over it, checked alike,
-    and the `chunking` and `embedder` it names (both spelled: DVC's foreach reads them)."""
-    if not isinstance(panel, dict):  # null too: DVC's foreach over it fails with a TypeError of its own
+    and the `chunking` and `embedder` it names (both spelled: what each system runs on is read
+    in params.yaml, not inferred)."""
+    if not isinstance(panel, dict):  # null too
         raise InputError(
             f"{path}: panel must be a mapping of system names to retrieval settings "
             f"(e.g. panel: {{default: {{chunking: default, embedder: default}}}}), got {json_kind(panel)}"
@@ -167,7 +167,7 @@ def check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dic
     for name, override in panel.items():
         if not isinstance(name, str) or not PANEL_NAME.fullmatch(name):
             raise InputError(
-                f"{path}: panel name {quoted(name)} is not usable: it names a DVC stage (retrieve@NAME) "
+                f"{path}: panel name {quoted(name)} is not usable: it names a params key (panel.NAME) "
                 f"and a folder (data/panel/NAME), so it must be {PANEL_NAME_RULE}"
             )
         where = f"panel.{name}"
@@ -207,7 +207,7 @@ def check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dic
     if DEFAULT_SYSTEM not in systems:
         raise InputError(
             f"{path}: panel has no `default` system, the one `show`, `compare` and judge.pool read when none is "
-            f"named: the retrieve and score stages run once per panel system, and what was the single system is "
+            f"named: the retrieve and score stages run every panel system, and what was the single system is "
             f"`default: {{chunking: default, embedder: default}}` under panel (have: {', '.join(systems) or 'none'})"
         )
     _check_exports_apart(systems, path)

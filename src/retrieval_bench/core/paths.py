@@ -136,11 +136,11 @@ JUDGE_REPORT = "metrics/judge.json"
 # retrieval-bench gauge
 GAUGE = "metrics/gauge.csv"
 
-# retrieve@<system> and score@<system>: each panel system (params panel; `default` is the one
-# `show`, `compare` and judge.pool read when none is named) in a folder of its own
+# retrieve and score: each panel system (params panel; `default` is the one `show`, `compare` and
+# judge.pool read when none is named) in a folder of its own, the panel's headline numbers in one
 PANEL_RUNS = "data/panel"
 PANEL_METRICS = "metrics/panel"
-PANEL_SYSTEMS = f"{PANEL_METRICS}/systems.json"  # the panel's names, by check_params
+PANEL_HEADLINES = "metrics/headlines"  # the DVC metrics: a file per system, a row of `dvc metrics show` each
 
 
 def run_of(system: str) -> str:
@@ -153,10 +153,16 @@ def run_info_of(system: str) -> str:
     return f"{PANEL_RUNS}/{system}/run_info.json"
 
 
+def run_outputs_of(system: str, trec_export: str | None = None) -> list[str]:
+    """What retrieve writes for a system: its run, its run_info and the TREC run file it exports."""
+    return [run_of(system), run_info_of(system), *([trec_export] if trec_export else [])]
+
+
 # Each panel system's settings as it runs them (its keys over the retrieval section), one JSON file
-# each, by check_params: retrieve@<system> depends on its own file, so an edit to the retrieval
-# section re-runs only the systems that inherit the key edited.
+# each, by check_params: retrieve keys each system's kept outputs on its own file (core.item_memo),
+# so an edit to the retrieval section recomputes only the systems that inherit the key edited.
 PANEL_SETTINGS = "data/panel_settings"
+EXTERNAL_RUNS = "runs"  # run files and Python retrievers from outside (retrieval.run_file, retrieval.python)
 
 
 def settings_of(system: str) -> str:
@@ -169,6 +175,10 @@ def settings_of(system: str) -> str:
 # .dvc/tmp (DVC_ROOT's, for an experiment too), beside the embedding caches.
 RERANK_CACHE = ".dvc/tmp/retrieval-bench/rerank"
 
+# Each panel system's last outputs of retrieve and score, by the digest of what they were computed
+# from (core.item_memo): a system whose inputs did not change is copied back, not computed again.
+STAGE_MEMO = ".dvc/tmp/retrieval-bench/memo"
+
 
 def rerank_cache_of(system: str) -> str:
     """A system's cross-encoder score cache, relative to the DVC project's root."""
@@ -176,19 +186,24 @@ def rerank_cache_of(system: str) -> str:
 
 
 def metrics_of(system: str) -> str:
-    """A system's scores: every metric, both views (stage score@<system>)."""
+    """A system's scores: every metric, both views (stage score)."""
     return f"{PANEL_METRICS}/{system}/metrics.json"
 
 
 def headline_of(system: str) -> str:
-    """A system's few headline numbers, flat: the metrics file score@<system> declares to DVC (one
-    row of `dvc metrics show` per system)."""
-    return f"{PANEL_METRICS}/{system}/headline.json"
+    """A system's few headline numbers, flat: its file in the metrics folder score declares to DVC
+    (one row of `dvc metrics show` per system)."""
+    return f"{PANEL_HEADLINES}/{system}.json"
 
 
 def per_question_of(system: str) -> str:
     """A system's per-question results, read by `compare` and the leaderboard."""
     return f"{PANEL_METRICS}/{system}/per_question.csv"
+
+
+def score_outputs_of(system: str) -> list[str]:
+    """What score writes for a system: every metric, its headline numbers, its per-question table."""
+    return [metrics_of(system), headline_of(system), per_question_of(system)]
 
 
 # Single-system paths of releases before the panel held every system: `compare`, `show --against`

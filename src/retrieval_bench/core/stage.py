@@ -20,6 +20,8 @@ from retrieval_bench.core.errors import (
     Interrupted,
     describe_os_error,
 )
+from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.params_panel import panel_system
 
 
 class _StageArguments(argparse.ArgumentParser):
@@ -41,6 +43,18 @@ def stage_parser(name: str, doc: str | None) -> argparse.ArgumentParser:
             96,
         ),
     )
+
+
+def panel_stage_arguments(name: str, doc: str | None, argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """A panel stage's command line read (--help before anything is loaded), then params.yaml:
+    (the checked params, the panel systems to run: those named, each checked, else all)."""
+    parser = stage_parser(name, doc)
+    parser.add_argument("systems", nargs="*", metavar="SYSTEM", help="panel systems to run (default: every one)")
+    named = parser.parse_args(argv).systems
+    params = load_all_params()
+    for system in named:
+        panel_system(params["panel"], system)  # one line for a name the panel does not have
+    return params, named or list(params["panel"])
 
 
 def run_stage(main: Callable[[], None], own_arguments: bool = False) -> None:

@@ -6,6 +6,8 @@ chunks holds their ids and vectors, not 300 MB of text twice over (Arrow's and P
 
 from __future__ import annotations
 
+from typing import Any
+
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import read_jsonl, read_table
@@ -43,6 +45,30 @@ def questions_and_corpus(
         )
         corpus = Corpus(chunk_ids, read_texts, load_saved_vectors(corpus_vectors, corpus_ids, chunk_ids))
     return questions, corpus
+
+
+def retrieve_inputs(picked: dict[str, Any], system: str) -> tuple[list[str], dict[str, Any]]:
+    """What panel system `system` (its resolved settings `picked`) is retrieved from, the key of its
+    kept run (core.item_memo): its settings, the golden set, its chunks and vectors, and what its
+    method reads besides: the store's stamp, its run file, its Python retriever's module (its
+    top-level package or file in the project, and the runs folder), its cross-encoder's files."""
+    chunking, embedder, method = picked["chunking"], picked["embedder"], picked["method"]
+    files = [paths.GOLDENSET, paths.chunks_of(chunking)]
+    files += [*paths.corpus_vectors(chunking, embedder)[:2], *paths.question_vectors(embedder)[:2]]
+    settings = {"system": system, **picked}
+    if method == "store":  # a server's stamp is new on every run
+        files.append(paths.STORE_STAMP)
+    elif method == "run-file":
+        files.append(picked["run_file"])
+    elif method == "python":  # imported from the project's folder (retrieval.external)
+        top = picked["python"].partition(":")[0].split(".")[0]
+        files += [paths.EXTERNAL_RUNS, top, f"{top}.py"]
+    elif method == "rerank":  # a model retrained in place: the same name, other scores
+        from retrieval_bench.embedding.model_source import model_fingerprint
+        from retrieval_bench.retrieval.rerank import resolve_model
+
+        settings["rerank_model_files"] = model_fingerprint(resolve_model(picked["rerank"]["model"]))
+    return files, settings
 
 
 def check_has_texts(chunks_path: str) -> None:

@@ -1,6 +1,6 @@
 """The headline numbers: metrics/headline.json (the leaderboard's: a handful of numbers per panel
 system and for the golden set, the judge and the certificate) and each system's own,
-metrics/panel/<system>/headline.json (score's: the DVC metrics files, a row of `dvc metrics show`
+metrics/headlines/<system>.json (score's: the DVC metrics files, a row of `dvc metrics show`
 each, so that it and `dvc metrics diff main` stay readable in review). Numbers only (no strings, no
 booleans, no nulls: an unavailable figure is left out). Everything else (intervals, p-values,
 segments, the reports' reasons and settings) stays in the leaderboard files and `show`."""

@@ -3,7 +3,10 @@ instead of a row of positional numbers (two of them adjacent ints: judge.min_gra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from retrieval_bench.core import paths
 
 
 @dataclass(frozen=True)
@@ -38,3 +41,12 @@ class Scoring:
             ambiguous_at=judge["ambiguous_at"],
             judge_enabled=judge["enabled"],
         )
+
+
+def score_inputs(scoring: Scoring, system: str, chunking: str) -> tuple[list[str], dict[str, Any]]:
+    """What panel system `system` is scored from, the key of its kept scores (core.item_memo): its
+    run, the golden set, its chunking's chunks and duplicates, the judge's pool, people's reviews,
+    and how it is scored."""
+    files = [paths.run_of(system), paths.run_info_of(system), paths.GOLDENSET, paths.JUDGED_POOL, paths.REVIEWS]
+    files += [paths.chunks_of(chunking), paths.duplicates_of(chunking)]
+    return files, {"system": system, **asdict(scoring)}
