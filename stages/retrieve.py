@@ -49,6 +49,7 @@ def main(argv: list[str]) -> None:
         lambda system: retrieve_inputs(panel[system], system),
         lambda system: paths.run_outputs_of(system, panel[system]["trec_export"]),
         lambda system: retrieve_system(params, system),
+        paths.run_key_of,
         every_item=set(named) == set(panel),
     )
 

@@ -50,6 +50,7 @@ def main(argv: list[str]) -> None:
         lambda system: score_inputs(scoring, system, params["panel"][system]["chunking"]),
         paths.score_outputs_of,
         lambda system: score_one(params, scoring, golden, system),
+        paths.score_key_of,
         every_item=set(systems) == set(params["panel"]),
     )
 

@@ -163,3 +163,36 @@ def test_an_output_an_earlier_item_wrote_is_read_afresh_by_a_later_one(project):
     Path("inputs/a.txt").write_text("b\n")
     computed = ItemMemo("work").run(["r", "x", "y"], inputs, Work.outputs, compute)
     assert computed == ["x", "y"] and Path("out/y.txt").read_text() == "y from x from b\n"
+
+
+def test_a_fresh_clone_adopts_the_committed_outputs_whose_key_is_its_own(project, capsys):
+    """Outputs in git (cache: false) with the key written beside them: a machine without the memo
+    takes them when its inputs give that key, and computes the item when they do not."""
+    import shutil
+    import subprocess
+
+    work = Work()
+
+    def run() -> list[str]:
+        return ItemMemo("work").run(["x", "y"], work.inputs, work.outputs, work.compute, key_file=key_file)
+
+    def key_file(item: str) -> str:
+        return f"out/{item}.key"
+
+    run()
+    for command in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "run"],
+    ):
+        subprocess.run(["git", *command], cwd=project, check=True, capture_output=True)
+    committed = {path.name: path.read_bytes() for path in Path("out").iterdir()}
+    shutil.rmtree(project / paths.STAGE_MEMO)  # a fresh clone
+    wipe_outputs()
+    capsys.readouterr()
+    assert run() == [] and work.calls == ["x", "y"]
+    assert "work x: unchanged since the committed run, its outputs taken from it" in capsys.readouterr().out
+    assert {path.name: path.read_bytes() for path in Path("out").iterdir()} == committed
+    shutil.rmtree(project / paths.STAGE_MEMO)
+    work.settings = {"depth": 30}  # another key: the committed outputs are not its
+    assert run() == ["x", "y"]

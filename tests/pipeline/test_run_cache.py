@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 import yaml
-from conftest import copy_project, dvc, set_params
+from conftest import copy_project, dvc, git, set_params
 
 from retrieval_bench.core import paths
 
@@ -74,3 +74,28 @@ def test_an_embed_setting_set_back_restores_both_embed_stages_from_the_run_cache
     assert embeds <= stages(back, "restored") and not embeds & stages(back, "ran"), back
     assert {name: (project / name).read_bytes() for name in first} == first
     assert not (project / paths.EMBEDDING_CACHE).exists()  # nothing embedded
+
+
+def test_a_fresh_clone_takes_the_unchanged_systems_from_the_last_run(tmp_path):
+    """The outputs retrieve and score keep to copy back are local (.dvc/tmp): a clone that pulled the
+    last run (a teammate, a CI runner) takes an unchanged system's run from DVC's cache and its
+    scores from git, where the key written beside them is the key of its own inputs."""
+    project = copy_project(tmp_path / "project")
+    set_params(project, panel=PANEL)
+    dvc("repro", cwd=project)
+    dvc("remote", "add", "-d", "shared", str(tmp_path / "remote"), cwd=project)
+    dvc("push", cwd=project)
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "the panel's run", cwd=project)
+
+    clone = tmp_path / "clone"
+    git("clone", "-q", str(project), str(clone), cwd=tmp_path)
+    dvc("pull", cwd=clone)
+    assert not (clone / paths.STAGE_MEMO).exists()
+    set_params(clone, **{"panel.bm25": {**PANEL["bm25"], "depth": 20}})
+    edited = dvc("repro", cwd=clone).stdout
+    assert "retrieve: 1 of 2 computed" in edited and "score: 1 of 2 computed" in edited, edited
+    assert "retrieve default: unchanged since the committed run, its outputs taken from it" in edited
+    for path in (paths.run_of("default"), paths.metrics_of("default"), paths.per_question_of("default")):
+        assert (clone / path).read_bytes() == (project / path).read_bytes(), path
+    assert dvc("status", cwd=clone).stdout.strip() == "Data and pipelines are up to date."

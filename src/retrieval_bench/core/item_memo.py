@@ -13,6 +13,10 @@ caches; not a DVC output (a persistent output would keep DVC from run-caching th
 DVC project nothing is kept. Entries are folders named by their key, written whole and renamed into
 place, so runs side by side (queued experiments) never see half an entry; each item keeps its
 KEPT most recent keys (an edit undone is copied back too), and an item no longer run loses its own.
+
+A machine that kept nothing for an item (a fresh clone, a CI runner) takes its outputs from the
+stage's last run instead (PreviousRun: DVC's cache, filled by `dvc pull`, or git's HEAD), when the
+key that run wrote beside them is the key of the item's inputs here.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -68,16 +73,69 @@ def inputs_digest(
     return digest.hexdigest()
 
 
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where installed
+
+
 def code_digest(stage: str, pipeline: Path) -> str | None:
     """The digest of the files under the stage's code deps in dvc.yaml (src/..., stages/...): what
     makes DVC rerun it for a code edit. None without dvc.yaml or that stage."""
     try:
-        defined = yaml.load(pipeline.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        defined = yaml.load(pipeline.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
         deps = defined["stages"][stage]["deps"]
     except (OSError, KeyError, TypeError, yaml.YAMLError):
         return None
     code = sorted(dep for dep in deps if isinstance(dep, str) and dep.split("/")[0] in _CODE_ROOTS)
     return inputs_digest(code)
+
+
+class PreviousRun:
+    """The outputs a stage's last run left where a fresh clone has them: for a folder DVC caches,
+    the files dvc.lock records (read from DVC's cache, there after `dvc pull`); for the rest, the
+    files git holds at HEAD (outputs with cache: false, kept in git). Read only for an item the
+    local memo lacks, and only the folder of a stage dvc.lock records."""
+
+    def __init__(self, stage: str, project: Path) -> None:
+        self.stage, self.project = stage, project
+        self._cached: dict[str, Path] | None = None  # an output file's path -> its object in DVC's cache
+
+    def _cached_files(self) -> dict[str, Path]:
+        if self._cached is not None:
+            return self._cached
+        self._cached = {}
+        try:
+            lock = yaml.load((self.project / "dvc.lock").read_text(encoding="utf-8"), Loader=_YAML_LOADER)
+            folders = [
+                (out["path"], out["md5"])
+                for out in lock["stages"][self.stage].get("outs", [])
+                if str(out.get("md5", "")).endswith(".dir")
+            ]
+            if folders:
+                from dvc.repo import Repo  # ~1 CPU-s of imports: only for an item the memo lacks
+
+                with Repo(str(self.project)) as repo:
+                    objects = repo.cache.local
+                    for folder, oid in folders:
+                        for entry in json.loads(Path(objects.oid_to_path(oid)).read_text(encoding="utf-8")):
+                            self._cached[f"{folder}/{entry['relpath']}"] = Path(objects.oid_to_path(entry["md5"]))
+        except Exception:  # no lock, no such stage, no DVC project, a manifest not pulled: nothing to adopt
+            self._cached = {}
+        return self._cached
+
+    def read(self, path: str) -> bytes | None:
+        """The file at `path` as the last run left it, None where neither DVC's cache nor git has it."""
+        cached = self._cached_files().get(Path(path).as_posix())
+        if cached is not None:
+            try:
+                return cached.read_bytes()
+            except OSError:
+                return None
+        try:
+            shown = subprocess.run(
+                ["git", "show", f"HEAD:./{Path(path).as_posix()}"], cwd=self.project, capture_output=True
+            )
+        except FileNotFoundError:  # no git on this machine
+            return None
+        return shown.stdout if shown.returncode == 0 else None
 
 
 class ItemMemo:
@@ -89,6 +147,7 @@ class ItemMemo:
         self.code = code_digest(stage, project / "dvc.yaml") if (root / ".dvc").is_dir() else None
         self.folder = root / paths.STAGE_MEMO / stage
         self.seen: dict[Path, str] = {}  # content digests of this run's input files
+        self.previous = PreviousRun(stage, project)
 
     def key(self, inputs: Iterable[str | Path], settings: Any = None) -> str | None:
         return None if self.code is None else inputs_digest(inputs, settings, self.code, self.seen)
@@ -106,6 +165,24 @@ class ItemMemo:
             os.utime(entry)  # the most recently used keys are the ones kept
         except FileNotFoundError:
             return False
+        return True
+
+    def adopt(self, item: str, key: str | None, outputs: list[str], key_file: str | None) -> bool:
+        """Where this machine kept nothing for the item (a fresh clone, a CI runner), take its
+        outputs from the stage's last run (PreviousRun) if the key that run wrote beside them
+        (`key_file`) is `key`; they are kept here too."""
+        if key is None or key_file is None or any((self.folder / item).glob("[!.]*")):
+            return False  # what this machine ran last is in the memo: the last run's outputs are too
+        recorded = self.previous.read(key_file)
+        if recorded is None or recorded.decode(errors="replace").strip() != key:
+            return False
+        contents = [self.previous.read(output) for output in outputs]
+        if any(content is None for content in contents):
+            return False
+        for output, content in zip(outputs, contents, strict=True):
+            with atomic_path(output) as tmp:
+                tmp.write_bytes(content or b"")
+        self.keep(item, key, outputs)
         return True
 
     def keep(self, item: str, key: str | None, outputs: list[str]) -> None:
@@ -162,23 +239,32 @@ class ItemMemo:
         inputs: Callable[[str], tuple[list[str], Any]],
         outputs: Callable[[str], list[str]],
         compute: Callable[[str], None],
+        key_file: Callable[[str], str] | None = None,
         every_item: bool = True,
     ) -> list[str]:
         """Compute each item whose key is not kept (`inputs(item)`: its input files and settings),
-        copy back the others' outputs; return the items computed. `every_item`: `items` is all
-        there is (not a few named by hand), so what is kept for any other item is dropped."""
+        copy back the others' outputs; return the items computed. `key_file(item)`: where its key
+        is written beside its outputs, for a fresh clone to adopt them (adopt). `every_item`:
+        `items` is all there is (not a few named by hand), so what is kept for any other item is
+        dropped."""
         computed = []
         for item in items:
-            key = self.key(*inputs(item))
-            if self.restore(item, key, outputs(item)):
+            key, written = self.key(*inputs(item)), outputs(item)
+            beside = key_file(item) if key_file else None
+            if self.restore(item, key, written):
                 print(
                     f"{self.stage} {item}: unchanged since a run before, its outputs copied back ({self.folder / item})"
                 )
+            elif self.adopt(item, key, written, beside):
+                print(f"{self.stage} {item}: unchanged since the committed run, its outputs taken from it")
             else:
                 compute(item)
-                self.keep(item, key, outputs(item))
+                self.keep(item, key, written)
                 computed.append(item)
-            for output in outputs(item):  # an input of a later item (a run file another system exports)
+            if key is not None and beside is not None:
+                with atomic_path(beside) as tmp:
+                    tmp.write_text(f"{key}\n", encoding="utf-8")
+            for output in [*written, *([beside] if beside else [])]:  # an input of a later item (an exported run)
                 self.seen.pop(Path(output).resolve(), None)
         if every_item:
             self.forget_others(items)

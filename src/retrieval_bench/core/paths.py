@@ -153,6 +153,12 @@ def run_info_of(system: str) -> str:
     return f"{PANEL_RUNS}/{system}/run_info.json"
 
 
+def run_key_of(system: str) -> str:
+    """The key of what a system's run was computed from (core.item_memo), beside it: a fresh clone
+    takes the run from the last one when its own inputs give that key."""
+    return f"{PANEL_RUNS}/{system}/inputs_key.txt"
+
+
 def run_outputs_of(system: str, trec_export: str | None = None) -> list[str]:
     """What retrieve writes for a system: its run, its run_info and the TREC run file it exports."""
     return [run_of(system), run_info_of(system), *([trec_export] if trec_export else [])]
@@ -199,6 +205,11 @@ def headline_of(system: str) -> str:
 def per_question_of(system: str) -> str:
     """A system's per-question results, read by `compare` and the leaderboard."""
     return f"{PANEL_METRICS}/{system}/per_question.csv"
+
+
+def score_key_of(system: str) -> str:
+    """The key of what a system's scores were computed from (core.item_memo), beside them."""
+    return f"{PANEL_METRICS}/{system}/inputs_key.txt"
 
 
 def score_outputs_of(system: str) -> list[str]:
