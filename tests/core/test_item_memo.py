@@ -165,34 +165,55 @@ def test_an_output_an_earlier_item_wrote_is_read_afresh_by_a_later_one(project):
     assert computed == ["x", "y"] and Path("out/y.txt").read_text() == "y from x from b\n"
 
 
-def test_a_fresh_clone_adopts_the_committed_outputs_whose_key_is_its_own(project, capsys):
-    """Outputs in git (cache: false) with the key written beside them: a machine without the memo
-    takes them when its inputs give that key, and computes the item when they do not."""
+def test_a_fresh_clone_adopts_the_committed_outputs_whose_key_and_digests_are_its_own(project, capsys):
+    """Outputs in git (cache: false) with their key file: a machine without the memo takes them
+    when its inputs give that key and every file is the one the key file records, and computes an
+    item whose committed file another run wrote, or whose key is another."""
+    import json
     import shutil
     import subprocess
 
     work = Work()
 
+    def key_file(item: str) -> str:
+        return f"keys/{item}.json"
+
     def run() -> list[str]:
         return ItemMemo("work").run(["x", "y"], work.inputs, work.outputs, work.compute, key_file=key_file)
 
-    def key_file(item: str) -> str:
-        return f"out/{item}.key"
+    def commit(message: str) -> None:
+        for command in (["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message]):
+            subprocess.run(["git", *command], cwd=project, check=True, capture_output=True)
 
     run()
-    for command in (
-        ["init", "-q"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "run"],
-    ):
-        subprocess.run(["git", *command], cwd=project, check=True, capture_output=True)
+    recorded = json.loads(Path("keys/x.json").read_text())
+    assert sorted(recorded["outputs"]) == sorted(work.outputs("x")) and len(recorded["key"]) == 40
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    commit("run")
     committed = {path.name: path.read_bytes() for path in Path("out").iterdir()}
+    Path("out/y.txt").write_text("y: written by another run\n")  # committed without its key: mixed runs
+    commit("y by hand")
     shutil.rmtree(project / paths.STAGE_MEMO)  # a fresh clone
     wipe_outputs()
     capsys.readouterr()
-    assert run() == [] and work.calls == ["x", "y"]
+    assert run() == ["y"] and work.calls == ["x", "y", "y"]
     assert "work x: unchanged since the committed run, its outputs taken from it" in capsys.readouterr().out
-    assert {path.name: path.read_bytes() for path in Path("out").iterdir()} == committed
+    assert Path("out/x.txt").read_bytes() == committed["x.txt"] and Path("out/y.txt").read_bytes() == committed["y.txt"]
     shutil.rmtree(project / paths.STAGE_MEMO)
     work.settings = {"depth": 30}  # another key: the committed outputs are not its
     assert run() == ["x", "y"]
+    assert json.loads(Path("keys/x.json").read_text())["key"] != recorded["key"]  # rewritten
+
+
+def test_an_item_that_fails_leaves_no_key_beside_its_outputs(project):
+    work = Work()
+    key_file = lambda item: f"keys/{item}.json"  # noqa: E731
+    ItemMemo("work").run(["x"], work.inputs, work.outputs, work.compute, key_file=key_file)
+    work.settings = {"depth": 99}
+
+    def failing(item: str) -> None:
+        raise RuntimeError("bad input")
+
+    with pytest.raises(RuntimeError):
+        ItemMemo("work").run(["x"], work.inputs, work.outputs, failing, key_file=key_file)
+    assert not Path("keys/x.json").exists()  # never an old key beside outputs this run replaced

@@ -95,7 +95,8 @@ def test_a_fresh_clone_takes_the_unchanged_systems_from_the_last_run(tmp_path):
     set_params(clone, **{"panel.bm25": {**PANEL["bm25"], "depth": 20}})
     edited = dvc("repro", cwd=clone).stdout
     assert "retrieve: 1 of 2 computed" in edited and "score: 1 of 2 computed" in edited, edited
-    assert "retrieve default: unchanged since the committed run, its outputs taken from it" in edited
-    for path in (paths.run_of("default"), paths.metrics_of("default"), paths.per_question_of("default")):
+    for stage in ("retrieve", "score"):
+        assert f"{stage} default: unchanged since the committed run, its outputs taken from it" in edited
+    for path in [*paths.run_outputs_of("default"), *paths.score_outputs_of("default"), paths.score_key_of("default")]:
         assert (clone / path).read_bytes() == (project / path).read_bytes(), path
     assert dvc("status", cwd=clone).stdout.strip() == "Data and pipelines are up to date."

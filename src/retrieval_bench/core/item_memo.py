@@ -29,13 +29,14 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from retrieval_bench.core import paths
-from retrieval_bench.core.files import atomic_path, fsync_folder, hash_file
+from retrieval_bench.core.files import atomic_path, fsync_folder, hash_file, write_json
 
 KEPT = 3  # keys per item: the current one and two before it
 STALE_WRITE_S = 86_400  # an entry still being written after a day was left by a run that died
@@ -76,11 +77,15 @@ def inputs_digest(
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where installed
 
 
+def _load_yaml(path: Path) -> Any:
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
+
+
 def code_digest(stage: str, pipeline: Path) -> str | None:
     """The digest of the files under the stage's code deps in dvc.yaml (src/..., stages/...): what
     makes DVC rerun it for a code edit. None without dvc.yaml or that stage."""
     try:
-        defined = yaml.load(pipeline.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
+        defined = _load_yaml(pipeline)
         deps = defined["stages"][stage]["deps"]
     except (OSError, KeyError, TypeError, yaml.YAMLError):
         return None
@@ -88,54 +93,73 @@ def code_digest(stage: str, pipeline: Path) -> str | None:
     return inputs_digest(code)
 
 
+class _NotAdopted(Exception):
+    """A file of the last run missing, or not the bytes its key file records."""
+
+
 class PreviousRun:
-    """The outputs a stage's last run left where a fresh clone has them: for a folder DVC caches,
-    the files dvc.lock records (read from DVC's cache, there after `dvc pull`); for the rest, the
-    files git holds at HEAD (outputs with cache: false, kept in git). Read only for an item the
-    local memo lacks, and only the folder of a stage dvc.lock records."""
+    """The outputs a stage's last run left where a fresh clone has them: in a folder DVC caches, the
+    files dvc.lock records (copied from DVC's cache, there after `dvc pull`); in the rest (outputs
+    with cache: false, kept in git), the files git holds at HEAD. Read only for an item the local
+    memo lacks; DVC (about 1 CPU-s of imports) only for a path in a cached folder."""
 
     def __init__(self, stage: str, project: Path) -> None:
         self.stage, self.project = stage, project
-        self._cached: dict[str, Path] | None = None  # an output file's path -> its object in DVC's cache
+        self._folders: dict[str, str] | None = None  # a cached output folder -> its .dir object id
+        self._cached: dict[str, Path] | None = None  # a file in one -> its object in DVC's cache
+
+    def _cached_folders(self) -> dict[str, str]:
+        if self._folders is None:
+            self._folders = {}
+            try:
+                stage = _load_yaml(self.project / "dvc.yaml")["stages"][self.stage]
+                declared = [out for section in ("outs", "metrics", "plots") for out in stage.get(section, [])]
+                uncached = {
+                    next(iter(out))
+                    for out in declared
+                    if isinstance(out, dict) and not next(iter(out.values())).get("cache", True)
+                }
+                for out in _load_yaml(self.project / "dvc.lock")["stages"][self.stage].get("outs", []):
+                    if str(out.get("md5", "")).endswith(".dir") and out["path"] not in uncached:
+                        self._folders[out["path"]] = out["md5"]
+            except Exception:  # no lock or no such stage yet, a file unreadable: nothing to take
+                self._folders = {}
+        return self._folders
 
     def _cached_files(self) -> dict[str, Path]:
-        if self._cached is not None:
-            return self._cached
-        self._cached = {}
-        try:
-            lock = yaml.load((self.project / "dvc.lock").read_text(encoding="utf-8"), Loader=_YAML_LOADER)
-            folders = [
-                (out["path"], out["md5"])
-                for out in lock["stages"][self.stage].get("outs", [])
-                if str(out.get("md5", "")).endswith(".dir")
-            ]
-            if folders:
-                from dvc.repo import Repo  # ~1 CPU-s of imports: only for an item the memo lacks
+        if self._cached is None:
+            self._cached = {}
+            try:
+                from dvc.repo import Repo
 
                 with Repo(str(self.project)) as repo:
                     objects = repo.cache.local
-                    for folder, oid in folders:
+                    for folder, oid in self._cached_folders().items():
                         for entry in json.loads(Path(objects.oid_to_path(oid)).read_text(encoding="utf-8")):
                             self._cached[f"{folder}/{entry['relpath']}"] = Path(objects.oid_to_path(entry["md5"]))
-        except Exception:  # no lock, no such stage, no DVC project, a manifest not pulled: nothing to adopt
-            self._cached = {}
+            except Exception:  # no DVC project, a manifest not pulled: nothing to take
+                self._cached = {}
         return self._cached
 
-    def read(self, path: str) -> bytes | None:
-        """The file at `path` as the last run left it, None where neither DVC's cache nor git has it."""
-        cached = self._cached_files().get(Path(path).as_posix())
-        if cached is not None:
-            try:
-                return cached.read_bytes()
-            except OSError:
-                return None
+    def copy(self, path: str, target: Path) -> None:
+        """Write the file at `path` as the last run left it to `target`; _NotAdopted where neither
+        DVC's cache nor git has it."""
+        posix = Path(path).as_posix()
         try:
-            shown = subprocess.run(
-                ["git", "show", f"HEAD:./{Path(path).as_posix()}"], cwd=self.project, capture_output=True
-            )
-        except FileNotFoundError:  # no git on this machine
-            return None
-        return shown.stdout if shown.returncode == 0 else None
+            if any(posix.startswith(f"{folder}/") for folder in self._cached_folders()):
+                shutil.copyfile(self._cached_files()[posix], target)
+                return
+            with open(target, "wb") as handle:
+                shown = subprocess.run(
+                    ["git", "cat-file", "blob", f"HEAD:./{posix}"],
+                    cwd=self.project,
+                    stdout=handle,
+                    stderr=subprocess.DEVNULL,
+                )
+            if shown.returncode != 0:
+                raise _NotAdopted(path)
+        except (OSError, KeyError) as error:  # not pulled, no git, no such file at HEAD
+            raise _NotAdopted(path) from error
 
 
 class ItemMemo:
@@ -169,19 +193,25 @@ class ItemMemo:
 
     def adopt(self, item: str, key: str | None, outputs: list[str], key_file: str | None) -> bool:
         """Where this machine kept nothing for the item (a fresh clone, a CI runner), take its
-        outputs from the stage's last run (PreviousRun) if the key that run wrote beside them
-        (`key_file`) is `key`; they are kept here too."""
+        outputs from the stage's last run (PreviousRun) if the key file that run wrote says `key`
+        and every output read back has the digest it records (so no file of another run is taken,
+        whatever source each came from); they are kept here too."""
         if key is None or key_file is None or any((self.folder / item).glob("[!.]*")):
             return False  # what this machine ran last is in the memo: the last run's outputs are too
-        recorded = self.previous.read(key_file)
-        if recorded is None or recorded.decode(errors="replace").strip() != key:
+        try:
+            with tempfile.TemporaryDirectory() as scratch:
+                self.previous.copy(key_file, Path(scratch) / "key")
+                recorded = json.loads((Path(scratch) / "key").read_text(encoding="utf-8"))
+            if recorded.get("key") != key or sorted(recorded.get("outputs", {})) != sorted(outputs):
+                return False
+            with ExitStack() as placing:  # every output replaced, or none
+                for output in outputs:
+                    tmp = placing.enter_context(atomic_path(output))
+                    self.previous.copy(output, tmp)
+                    if file_digest(tmp, {}) != recorded["outputs"][output]:
+                        raise _NotAdopted(output)
+        except (_NotAdopted, OSError, ValueError, AttributeError):
             return False
-        contents = [self.previous.read(output) for output in outputs]
-        if any(content is None for content in contents):
-            return False
-        for output, content in zip(outputs, contents, strict=True):
-            with atomic_path(output) as tmp:
-                tmp.write_bytes(content or b"")
         self.keep(item, key, outputs)
         return True
 
@@ -251,6 +281,8 @@ class ItemMemo:
         for item in items:
             key, written = self.key(*inputs(item)), outputs(item)
             beside = key_file(item) if key_file else None
+            if beside is not None:  # never an old key beside new outputs, should this item fail
+                Path(beside).unlink(missing_ok=True)
             if self.restore(item, key, written):
                 print(
                     f"{self.stage} {item}: unchanged since a run before, its outputs copied back ({self.folder / item})"
@@ -261,9 +293,9 @@ class ItemMemo:
                 compute(item)
                 self.keep(item, key, written)
                 computed.append(item)
-            if key is not None and beside is not None:
-                with atomic_path(beside) as tmp:
-                    tmp.write_text(f"{key}\n", encoding="utf-8")
+            if key is not None and beside is not None:  # what the outputs are, and what they came from
+                digests = {output: file_digest(Path(output), {}) for output in written}
+                write_json(beside, {"key": key, "outputs": digests})
             for output in [*written, *([beside] if beside else [])]:  # an input of a later item (an exported run)
                 self.seen.pop(Path(output).resolve(), None)
         if every_item:

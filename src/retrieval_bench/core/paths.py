@@ -141,6 +141,8 @@ GAUGE = "metrics/gauge.csv"
 PANEL_RUNS = "data/panel"
 PANEL_METRICS = "metrics/panel"
 PANEL_HEADLINES = "metrics/headlines"  # the DVC metrics: a file per system, a row of `dvc metrics show` each
+PANEL_RUN_KEYS = "data/panel_keys"  # what each system's run was computed from: run_key_of
+PANEL_SCORE_KEYS = "metrics/panel_keys"  # and its scores: score_key_of
 
 
 def run_of(system: str) -> str:
@@ -154,9 +156,10 @@ def run_info_of(system: str) -> str:
 
 
 def run_key_of(system: str) -> str:
-    """The key of what a system's run was computed from (core.item_memo), beside it: a fresh clone
-    takes the run from the last one when its own inputs give that key."""
-    return f"{PANEL_RUNS}/{system}/inputs_key.txt"
+    """What a system's run was computed from (core.item_memo's key) and its files' digests: a fresh
+    clone takes the run from the last one when its own inputs give that key. A folder of its own,
+    which no later stage reads: a code edit that changes the key and no run reruns nothing after."""
+    return f"{PANEL_RUN_KEYS}/{system}.json"
 
 
 def run_outputs_of(system: str, trec_export: str | None = None) -> list[str]:
@@ -208,8 +211,8 @@ def per_question_of(system: str) -> str:
 
 
 def score_key_of(system: str) -> str:
-    """The key of what a system's scores were computed from (core.item_memo), beside them."""
-    return f"{PANEL_METRICS}/{system}/inputs_key.txt"
+    """What a system's scores were computed from and their files' digests, as run_key_of (in git)."""
+    return f"{PANEL_SCORE_KEYS}/{system}.json"
 
 
 def score_outputs_of(system: str) -> list[str]:
