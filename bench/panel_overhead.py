@@ -54,11 +54,16 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.files import read_jsonl
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.evaluation.score.settings import Scoring
+from retrieval_bench.goldenset.reviews import golden_reviews
 import stages.retrieve as retrieve, stages.score as score
 system, params = sys.argv[1], load_all_params()
+golden = read_jsonl(paths.GOLDENSET)
+reviews = golden_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden})
 work = {
     "retrieve": lambda: retrieve.retrieve_system(params, system),
-    "score": lambda: score.score_one(params, Scoring.from_params(params), read_jsonl(paths.GOLDENSET), system),
+    "score": lambda: score.score_one(
+        params, Scoring.from_params(params), golden, read_jsonl(paths.JUDGED_POOL), reviews, system
+    ),
 }
 own = {}
 for name, call in work.items():

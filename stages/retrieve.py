@@ -5,6 +5,7 @@ file when it sets trec_export. One stage for the whole panel: a system whose inp
 gets its last outputs back (core.item_memo); method rerank keeps its cross-encoder scores apart."""
 
 import sys
+from collections.abc import Callable
 
 from tqdm import tqdm
 
@@ -14,18 +15,18 @@ from retrieval_bench.core.item_memo import ItemMemo
 from retrieval_bench.core.params_panel import panel_system, settings_key
 from retrieval_bench.core.run_table import check_trec_ids, write_trec
 from retrieval_bench.core.stage import panel_stage_arguments, run_stage
-from retrieval_bench.retrieval.inputs import questions_and_corpus, retrieve_inputs
+from retrieval_bench.retrieval.inputs import LastInputs, questions_and_corpus, reading_order, retrieve_inputs
 from retrieval_bench.retrieval.methods import retrieve, run_info
 from retrieval_bench.retrieval.rerank import score_cache
 from retrieval_bench.retrieval.settings import RetrievalSettings
 
 
-def retrieve_system(params: dict, system: str) -> None:
+def retrieve_system(params: dict, system: str, load: Callable = questions_and_corpus) -> None:
     picked = panel_system(params["panel"], system)  # its chunking, embedder and retrieval keys
     where = settings_key(params, system)  # what the user wrote: retrieval.X, or panel.NAME.X
     settings = RetrievalSettings.from_params(picked, where, rerank_cache=score_cache(system))
     trec_export = settings.trec_export  # retrieval.trec_export is the default system's (params_panel)
-    questions, corpus = questions_and_corpus(settings, picked["chunking"], picked["embedder"])
+    questions, corpus = load(settings, picked["chunking"], picked["embedder"])
     with tqdm(total=len(questions.qids), desc=f"retrieve {system} ({settings.method})", unit="q") as progress:
         run = retrieve(settings, questions, corpus, progress)
     if trec_export:  # checked before anything is written: no run without its export
@@ -43,14 +44,14 @@ def retrieve_system(params: dict, system: str) -> None:
 
 def main(argv: list[str]) -> None:
     params, named = panel_stage_arguments("retrieve", __doc__, argv)
-    panel = params["panel"]  # systems exporting a TREC run first: a run-file system may read one
+    panel, load = params["panel"], LastInputs()
     ItemMemo("retrieve").run(
-        sorted(named, key=lambda system: not panel[system]["trec_export"]),
+        reading_order(panel, named),
         lambda system: retrieve_inputs(panel[system], system),
         lambda system: paths.run_outputs_of(system, panel[system]["trec_export"]),
-        lambda system: retrieve_system(params, system),
+        lambda system: retrieve_system(params, system, load),
         paths.run_key_of,
-        every_item=set(named) == set(panel),
+        known=panel,
     )
 
 

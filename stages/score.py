@@ -17,16 +17,15 @@ from retrieval_bench.evaluation.score.budgets import chunk_columns
 from retrieval_bench.evaluation.score.judged import JudgedInputs
 from retrieval_bench.evaluation.score.scoring import score_system
 from retrieval_bench.evaluation.score.settings import Scoring, score_inputs
-from retrieval_bench.goldenset.reviews import golden_reviews
+from retrieval_bench.goldenset.reviews import Reviews, golden_reviews
 
 
-def score_one(params: dict, scoring: Scoring, golden: list[dict], system: str) -> None:
+def score_one(
+    params: dict, scoring: Scoring, golden: list[dict], pool: list[dict], reviews: Reviews, system: str
+) -> None:
     chunking = params["panel"][system]["chunking"]
     chunks = read_table(paths.chunks_of(chunking), chunk_columns(params["score"]))
-    reviews = golden_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden})
-    judged = JudgedInputs(
-        read_table(paths.duplicates_of(chunking)), read_jsonl(paths.JUDGED_POOL), paths.JUDGED_POOL, reviews
-    )
+    judged = JudgedInputs(read_table(paths.duplicates_of(chunking)), pool, paths.JUDGED_POOL, reviews)
     run, run_info = read_run_table(paths.run_of(system)), paths.run_info_of(system)
     table, summary, warnings = score_system(scoring, golden, chunks, run, judged, run_info_path=run_info)
     for warning in warnings:
@@ -44,14 +43,16 @@ def score_one(params: dict, scoring: Scoring, golden: list[dict], system: str) -
 def main(argv: list[str]) -> None:
     params, systems = panel_stage_arguments("score", __doc__, argv)
     scoring = Scoring.from_params(params)
-    golden = read_jsonl(paths.GOLDENSET)
+    golden = read_jsonl(paths.GOLDENSET)  # and the pool and the reviews, read once for every system
+    reviews = golden_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden})
+    pool = read_jsonl(paths.JUDGED_POOL)
     ItemMemo("score").run(
         systems,
         lambda system: score_inputs(scoring, system, params["panel"][system]["chunking"]),
         paths.score_outputs_of,
-        lambda system: score_one(params, scoring, golden, system),
+        lambda system: score_one(params, scoring, golden, pool, reviews, system),
         paths.score_key_of,
-        every_item=set(systems) == set(params["panel"]),
+        known=params["panel"],
     )
 
 

@@ -139,7 +139,7 @@ def test_the_memo_lives_under_dvc_root_for_an_experiment(project, tmp_path_facto
 def test_items_named_by_hand_or_an_experiment_keep_the_others_entries(project, monkeypatch):
     work = Work()
     work.run(["x", "y"])
-    ItemMemo("work").run(["x"], work.inputs, work.outputs, work.compute, every_item=False)  # stages.retrieve x
+    ItemMemo("work").run(["x"], work.inputs, work.outputs, work.compute, known=["x", "y"])  # stages.retrieve x
     monkeypatch.setenv("DVC_EXP_BASELINE_REV", "0" * 40)  # a queued experiment with a panel of its own
     work.run(["x"])
     assert sorted(entry.name for entry in (project / paths.STAGE_MEMO / "work").iterdir()) == ["x", "y"]

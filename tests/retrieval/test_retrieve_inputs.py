@@ -1,10 +1,100 @@
-"""What a panel system's kept run is keyed on (retrieval.inputs.retrieve_inputs): what its method
-reads, so a change there computes it again and nothing else does."""
+"""What the retrieve stage reads (retrieval.inputs): the chunk texts only when a method asks for
+them (a dense search of 400k chunks never holds them), the saved vectors checked in blocks, and what
+a panel system's kept run is keyed on (retrieve_inputs): what its method reads, so a change there
+computes it again and nothing else does."""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
 from retrieval_bench.core import paths
-from retrieval_bench.retrieval.inputs import retrieve_inputs
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params_schema import DEFAULTS
+from retrieval_bench.embedding import saved_vectors
+from retrieval_bench.embedding.embed import save_embeddings
+from retrieval_bench.retrieval import methods
+from retrieval_bench.retrieval.inputs import questions_and_corpus, reading_order, retrieve_inputs
+from retrieval_bench.retrieval.run import Corpus
+from retrieval_bench.retrieval.settings import RetrievalSettings
+
+TEXTS = ["alpha beta", "beta gamma", "gamma delta", "delta alpha", "epsilon"]
+
+
+def _settings(method: str) -> RetrievalSettings:
+    return RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": method, "depth": 2})
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A chunking, a golden set and both embedders' vectors under tmp_path (the working folder)."""
+    monkeypatch.chdir(tmp_path)
+    ids = [f"c{i}" for i in range(len(TEXTS))]
+    chunks = tmp_path / paths.CHUNKS
+    chunks.parent.mkdir(parents=True)
+    pd.DataFrame({"chunk_id": ids, "doc_id": "d", "text": TEXTS}).to_parquet(chunks, index=False)
+    (tmp_path / "data" / "goldenset.jsonl").write_text(
+        "".join(json.dumps({"qid": f"q{i}", "question": TEXTS[i]}) + "\n" for i in range(3))
+    )
+    rng = np.random.default_rng(0)
+    for (vectors, id_path, _), names in (
+        (paths.corpus_vectors(paths.DEFAULT, paths.DEFAULT), ids),
+        (paths.question_vectors(paths.DEFAULT), ["q0", "q1", "q2"]),
+    ):
+        (tmp_path / vectors).parent.mkdir(parents=True, exist_ok=True)
+        matrix = rng.normal(size=(len(names), 8)).astype(np.float32)
+        save_embeddings(matrix / np.linalg.norm(matrix, axis=1, keepdims=True), names, vectors, id_path)
+    return tmp_path
+
+
+def test_a_dense_search_and_its_costs_never_read_the_texts(project):
+    questions, corpus = questions_and_corpus(_settings("dense"))
+    assert corpus.chunk_ids == ["c0", "c1", "c2", "c3", "c4"] and not corpus.texts_read
+    run = methods.retrieve(_settings("dense"), questions, corpus)
+    methods.run_info(_settings("dense"), questions, corpus, run)
+    assert not corpus.texts_read
+
+
+def test_a_method_that_asks_for_the_texts_gets_them(project):
+    questions, corpus = questions_and_corpus(_settings("bm25"))
+    assert corpus.vectors is None and not corpus.texts_read
+    assert corpus.texts == TEXTS and corpus.texts_read
+    assert methods.retrieve(_settings("bm25"), questions, corpus)["chunk_id"].tolist()[:1] == ["c0"]
+
+
+def test_a_chunk_table_without_texts_is_refused_before_any_search(project):
+    pd.DataFrame({"chunk_id": ["c0"]}).to_parquet(project / paths.CHUNKS, index=False)
+    with pytest.raises(InputError, match="no column 'text'"):
+        questions_and_corpus(_settings("dense"))
+
+
+def test_texts_given_as_a_list_are_the_corpus_texts_and_it_is_read_only():
+    corpus = Corpus(["a"], ["text"])
+    assert corpus.texts == ["text"] and corpus.texts_read and corpus.vectors is None
+    with pytest.raises(AttributeError):
+        corpus.chunk_ids = ["b"]
+
+
+def test_a_non_finite_vector_is_found_in_a_later_block(project, monkeypatch):
+    monkeypatch.setattr(saved_vectors, "CHECK_ROWS", 2)
+    vectors, id_path, _ = paths.corpus_vectors(paths.DEFAULT, paths.DEFAULT)
+    matrix = np.load(vectors)
+    matrix[3, 5] = np.inf
+    np.save(vectors, matrix)
+    with pytest.raises(InputError, match=r"the vector of 'c3' \(row 3\) is not finite"):
+        questions_and_corpus(_settings("dense"))
+
+
+def test_a_corpus_is_pickled_with_its_texts(project):
+    import pickle
+
+    _, corpus = questions_and_corpus(_settings("dense"))
+    copy = pickle.loads(pickle.dumps(corpus))
+    assert copy.texts_read and copy.texts == TEXTS and copy.chunk_ids == corpus.chunk_ids
+    assert np.array_equal(copy.vectors, corpus.vectors)
 
 
 def system(**keys: object) -> dict:
@@ -26,3 +116,27 @@ def test_what_a_method_reads_besides_is_in_its_key_alone():
     assert extra(method="run-file", run_file="runs/other.trec") == {"runs/other.trec"}
     assert extra(method="python", python="mine.retrievers:search") == {paths.EXTERNAL_RUNS, "mine", "mine.py"}
     assert extra(method="bm25") == set() and extra(method="hybrid") == set()
+
+
+def test_systems_on_the_same_inputs_read_them_once_and_one_corpus_is_held(project, monkeypatch):
+    from retrieval_bench.retrieval import inputs
+
+    reads = []
+    monkeypatch.setattr(inputs, "questions_and_corpus", lambda *args: reads.append(args[1:]) or object())
+    load = inputs.LastInputs()
+    first = load(_settings("dense"), "default", "default")
+    assert load(_settings("dense"), "default", "default") is first and len(reads) == 1
+    load(_settings("bm25"), "default", "default")  # no vectors: another corpus
+    load(_settings("dense"), "default", "seq64")
+    load(_settings("dense"), "default", "default")  # not kept: read again
+    assert reads == [("default", "default")] * 2 + [("default", "seq64"), ("default", "default")]
+
+
+def test_exporters_run_first_then_systems_by_their_inputs():
+    panel = {
+        "a": system(chunking="c800", embedder="e1"),
+        "b": system(chunking="c400", embedder="e2"),
+        "c": system(chunking="c800", embedder="e1", trec_export="runs/c.trec"),
+        "d": system(chunking="c400", embedder="e1"),
+    }
+    assert reading_order(panel, list(panel)) == ["c", "d", "b", "a"]

@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -37,6 +36,7 @@ import yaml
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import atomic_path, fsync_folder, hash_file, write_json
+from retrieval_bench.core.revisions import git_show
 
 KEPT = 3  # keys per item: the current one and two before it
 STALE_WRITE_S = 86_400  # an entry still being written after a day was left by a run that died
@@ -149,16 +149,11 @@ class PreviousRun:
             if any(posix.startswith(f"{folder}/") for folder in self._cached_folders()):
                 shutil.copyfile(self._cached_files()[posix], target)
                 return
-            with open(target, "wb") as handle:
-                shown = subprocess.run(
-                    ["git", "cat-file", "blob", f"HEAD:./{posix}"],
-                    cwd=self.project,
-                    stdout=handle,
-                    stderr=subprocess.DEVNULL,
-                )
-            if shown.returncode != 0:
+            committed = git_show(posix, "HEAD", self.project)  # cache: false outputs: small, kept in git
+            if committed is None:
                 raise _NotAdopted(path)
-        except (OSError, KeyError) as error:  # not pulled, no git, no such file at HEAD
+            target.write_bytes(committed)
+        except (OSError, KeyError) as error:  # not pulled, no such file at HEAD
             raise _NotAdopted(path) from error
 
 
@@ -193,18 +188,18 @@ class ItemMemo:
 
     def adopt(self, item: str, key: str | None, outputs: list[str], key_file: str | None) -> bool:
         """Where this machine kept nothing for the item (a fresh clone, a CI runner), take its
-        outputs from the stage's last run (PreviousRun) if the key file that run wrote says `key`
+        outputs and `key_file` from the stage's last run (PreviousRun) if that key file says `key`
         and every output read back has the digest it records (so no file of another run is taken,
         whatever source each came from); they are kept here too."""
         if key is None or key_file is None or any((self.folder / item).glob("[!.]*")):
             return False  # what this machine ran last is in the memo: the last run's outputs are too
         try:
-            with tempfile.TemporaryDirectory() as scratch:
-                self.previous.copy(key_file, Path(scratch) / "key")
-                recorded = json.loads((Path(scratch) / "key").read_text(encoding="utf-8"))
-            if recorded.get("key") != key or sorted(recorded.get("outputs", {})) != sorted(outputs):
-                return False
-            with ExitStack() as placing:  # every output replaced, or none
+            with ExitStack() as placing:  # every output and the key file replaced, or none
+                recorded_at = placing.enter_context(atomic_path(key_file))
+                self.previous.copy(key_file, recorded_at)
+                recorded = json.loads(recorded_at.read_text(encoding="utf-8"))
+                if recorded.get("key") != key or sorted(recorded.get("outputs", {})) != sorted(outputs):
+                    raise _NotAdopted(key_file)
                 for output in outputs:
                     tmp = placing.enter_context(atomic_path(output))
                     self.previous.copy(output, tmp)
@@ -212,7 +207,7 @@ class ItemMemo:
                         raise _NotAdopted(output)
         except (_NotAdopted, OSError, ValueError, AttributeError):
             return False
-        self.keep(item, key, outputs)
+        self.keep(item, key, [*outputs, key_file])
         return True
 
     def keep(self, item: str, key: str | None, outputs: list[str]) -> None:
@@ -256,7 +251,7 @@ class ItemMemo:
             shutil.rmtree(old, ignore_errors=True)
 
     def forget_others(self, items: Iterable[str]) -> None:
-        """Drop what is kept for items no longer run (a system taken out of the panel). Not in an
+        """Drop what is kept for items not in `items` (a system taken out of the panel). Not in an
         experiment: queued ones share this folder, each with a panel of its own."""
         if self.code is None or not self.folder.is_dir() or os.environ.get("DVC_EXP_BASELINE_REV"):
             return
@@ -270,20 +265,21 @@ class ItemMemo:
         outputs: Callable[[str], list[str]],
         compute: Callable[[str], None],
         key_file: Callable[[str], str] | None = None,
-        every_item: bool = True,
+        known: Iterable[str] | None = None,
     ) -> list[str]:
         """Compute each item whose key is not kept (`inputs(item)`: its input files and settings),
         copy back the others' outputs; return the items computed. `key_file(item)`: where its key
-        is written beside its outputs, for a fresh clone to adopt them (adopt). `every_item`:
-        `items` is all there is (not a few named by hand), so what is kept for any other item is
-        dropped."""
+        and its outputs' digests are written, for a fresh clone to adopt them (adopt), kept with its
+        outputs. `known`: every item there is (default `items`; more where a few are named by hand):
+        what is kept for any other is dropped."""
         computed = []
         for item in items:
             key, written = self.key(*inputs(item)), outputs(item)
-            beside = key_file(item) if key_file else None
+            beside = key_file(item) if key_file and key is not None else None
+            kept = [*written, *([beside] if beside else [])]
             if beside is not None:  # never an old key beside new outputs, should this item fail
                 Path(beside).unlink(missing_ok=True)
-            if self.restore(item, key, written):
+            if self.restore(item, key, kept):
                 print(
                     f"{self.stage} {item}: unchanged since a run before, its outputs copied back ({self.folder / item})"
                 )
@@ -291,14 +287,12 @@ class ItemMemo:
                 print(f"{self.stage} {item}: unchanged since the committed run, its outputs taken from it")
             else:
                 compute(item)
-                self.keep(item, key, written)
+                if beside is not None:  # what the outputs are, and what they came from
+                    write_json(beside, {"key": key, "outputs": {out: file_digest(Path(out), {}) for out in written}})
+                self.keep(item, key, kept)
                 computed.append(item)
-            if key is not None and beside is not None:  # what the outputs are, and what they came from
-                digests = {output: file_digest(Path(output), {}) for output in written}
-                write_json(beside, {"key": key, "outputs": digests})
-            for output in [*written, *([beside] if beside else [])]:  # an input of a later item (an exported run)
+            for output in kept:  # an input of a later item (an exported run)
                 self.seen.pop(Path(output).resolve(), None)
-        if every_item:
-            self.forget_others(items)
+        self.forget_others(items if known is None else known)
         print(f"{self.stage}: {len(computed)} of {len(items)} computed, the others unchanged")
         return computed

@@ -47,6 +47,32 @@ def questions_and_corpus(
     return questions, corpus
 
 
+class LastInputs:
+    """questions_and_corpus for the systems of one stage run, the last chunking and embedder's kept:
+    systems on the same ones, one after the other (retrieve orders them so), read the golden set,
+    the chunk ids and the vectors (and check them) once, not once each. One corpus held at a time,
+    as when each system had a process of its own."""
+
+    def __init__(self) -> None:
+        self._key: tuple[str, str | None] | None = None
+        self._last: tuple[Questions, Corpus] | None = None
+
+    def __call__(self, settings: RetrievalSettings, chunking: str, embedder: str) -> tuple[Questions, Corpus]:
+        key = (chunking, embedder if needs_vectors(settings) else None)
+        if key != self._key or self._last is None:
+            self._key, self._last = None, None  # the last corpus freed before the next is read
+            self._last, self._key = questions_and_corpus(settings, chunking, embedder), key
+        return self._last
+
+
+def reading_order(panel: dict[str, dict[str, Any]], systems: list[str]) -> list[str]:
+    """The order retrieve runs `systems` in: those exporting a TREC run first (a run-file system
+    may read one), then by chunking and embedder, so LastInputs reads each pair's once."""
+    return sorted(
+        systems, key=lambda name: (not panel[name]["trec_export"], panel[name]["chunking"], panel[name]["embedder"])
+    )
+
+
 def retrieve_inputs(picked: dict[str, Any], system: str) -> tuple[list[str], dict[str, Any]]:
     """What panel system `system` (its resolved settings `picked`) is retrieved from, the key of its
     kept run (core.item_memo): its settings, the golden set, its chunks and vectors, and what its
