@@ -61,6 +61,7 @@ def wipe_outputs() -> None:
 def test_an_unchanged_item_gets_its_outputs_back_byte_for_byte(project, capsys):
     work = Work()
     assert work.run(["x", "y"]) == ["x", "y"]
+    assert capsys.readouterr().out.splitlines()[-1] == "work: 2 of 2 computed"  # no "others" when none is
     written = {path.name: path.read_bytes() for path in Path("out").iterdir()}
     wipe_outputs()
     assert work.run(["x", "y"]) == [] and work.calls == ["x", "y"]

@@ -184,3 +184,47 @@ def test_one_significance_level_and_one_list_of_metrics():
         if path.name != "stats.py" and re.search(r"(=\s*|alpha )0\.05\b", path.read_text())
     ]
     assert own_alpha == [] and stats.ALPHA == 0.05
+
+
+def test_the_quantiles_from_scipy_special_are_scipy_stats_to_the_bit():
+    """The stages take t and normal quantiles from scipy.special (scipy.stats costs about 0.4
+    CPU-s more to import): the same values scipy.stats gives, for every n and level tried."""
+    from scipy import stats as scipy_stats
+
+    from retrieval_bench.evaluation import ppi
+    from retrieval_bench.evaluation.certificate import verdict
+
+    rng = np.random.default_rng(5)
+    for n in [2, 3, 7, 30, 300, 4999, *rng.integers(2, 10_000, 40)]:
+        for level in (0.5, 0.9, 0.95, 0.99, float(rng.uniform(0.5, 0.999))):
+            tail = (1 - level) / 2
+            expected = scipy_stats.norm.cdf(-math.sqrt(n / (n - 1)) * scipy_stats.t.ppf(1 - tail, n - 1))
+            assert stats.expanded_tail(int(n), level) == expected
+        assert ppi.t95(int(n)) == scipy_stats.t.ppf(0.975, n - 1)
+    assert stats.expanded_tail(1, 0.95) == pytest.approx(0.025)
+    assert verdict.MC_BAND == scipy_stats.norm.ppf(1 - 0.001 / 2)
+    for m in [*range(1, 8), *rng.integers(8, 200, 30)]:  # BH, the leaderboard's segment tests' correction
+        p = rng.random(int(m)) ** rng.uniform(0.2, 5)
+        for p_values in (p, np.round(p, 2)):  # with ties
+            np.testing.assert_array_equal(bh_adjust(p_values), false_discovery_control(p_values, method="bh"))
+
+
+@pytest.mark.parametrize("n, resamples", [(300, 10_000), (50, 999), (5_000, 1_000), (1, 100)])
+def test_bootstrap_intervals_sharing_their_draws_equal_fresh_draws(n, resamples):
+    """paired_bootstrap_ci keeps one batch of resampled rows for the next call with the same n,
+    resamples and seed (every metric and system of a panel): each interval equals one computed
+    with its own fresh draws, whatever was asked in between. The last case is over one batch."""
+    rng = np.random.default_rng(n)
+
+    def fresh(diffs, seed, level=0.95):
+        draws = np.random.default_rng(seed)
+        means = [diffs[draws.integers(0, n, size=(b, n))].mean(axis=1) for b in stats._batches(resamples, n)]
+        tail = (1 - level) / 2 if n == 1 else stats.expanded_tail(n, level)
+        return tuple(float(x) for x in np.quantile(np.concatenate(means), [tail, 1 - tail]))
+
+    for seed in (0, 0, 3, 0):
+        for _ in range(3):
+            diffs = rng.normal(size=n)
+            assert stats.paired_bootstrap_ci(diffs, resamples, seed) == fresh(diffs, seed)
+            other = rng.normal(size=n + 1)  # in between: another n
+            stats.paired_bootstrap_ci(other, resamples, seed)

@@ -114,6 +114,28 @@ def test_the_panel_stages_import_no_scientific_or_model_stack():
     assert {"scipy", "torch", "sentence_transformers", "sklearn"} & set(loaded.stdout.split()) == set()
 
 
+def test_the_leaderboard_imports_scipy_special_not_scipy_stats():
+    """Its intervals need t and normal quantiles, its segment tests Benjamini-Hochberg: scipy.special
+    and a few lines give the same values (tests/evaluation/test_panel_stats.py) for about 0.6
+    CPU-s less than importing scipy.stats in every run (bench/cold_vs_st.py --breakdown). The
+    probe calls them too, so a lazy import inside them counts."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, numpy as np, stages.leaderboard\n"
+        "from retrieval_bench.evaluation import ppi, stats\n"
+        "stats.bh_adjust([0.01, 0.2, 0.03]); stats.paired_bootstrap_ci(np.array([0.1, -0.2, 0.3]), 100); ppi.t95(5)\n"
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    loaded = set(
+        subprocess.run(
+            [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+    assert {"scipy.stats", "torch", "sentence_transformers", "sklearn"} & loaded == set()
+
+
 def test_every_artefact_path_is_spelled_once_in_paths_py():
     spelled = []
     for path in python_files():

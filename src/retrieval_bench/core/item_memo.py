@@ -294,5 +294,6 @@ class ItemMemo:
             for output in kept:  # an input of a later item (an exported run)
                 self.seen.pop(Path(output).resolve(), None)
         self.forget_others(items if known is None else known)
-        print(f"{self.stage}: {len(computed)} of {len(items)} computed, the others unchanged")
+        others = ", the others unchanged" if len(computed) < len(items) else ""
+        print(f"{self.stage}: {len(computed)} of {len(items)} computed{others}")
         return computed

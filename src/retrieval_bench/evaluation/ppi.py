@@ -46,7 +46,7 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special  # t's quantile and tail, as scipy.stats computes them, without its import
 
 MIN_LABELLED = 2  # a variance needs two reviewed questions, the jackknife two kept ones
 LAMBDAS_AT_ONCE = 250_000  # the jackknife tunes this many lambdas in one array (7 sums each: 14 MB)
@@ -55,7 +55,7 @@ LAMBDAS_AT_ONCE = 250_000  # the jackknife tunes this many lambdas in one array 
 def t95(n_reviewed: int) -> float:
     """The 97.5% quantile of Student's t with n_reviewed - 1 degrees of freedom: a two-sided 95%
     interval's half-width in standard deviations."""
-    return float(stats.t.ppf(0.975, n_reviewed - 1))
+    return float(special.stdtrit(n_reviewed - 1, 0.975))
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Estimate:
         sd = (self.high - self.low) / (2 * t95(self.n_reviewed))
         if sd <= 0:
             return 1.0 if self.estimate == 0 else 0.0
-        return float(2 * stats.t.sf(abs(self.estimate) / sd, self.n_reviewed - 1))
+        return float(2 * special.stdtr(self.n_reviewed - 1, -abs(self.estimate) / sd))
 
     def to_dict(self, digits: int = 4) -> dict:
         return {key: round(value, digits) if isinstance(value, float) else value for key, value in asdict(self).items()}

@@ -16,18 +16,17 @@ difference by a fixed positive number keeps it symmetric under the null, so the 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.question_sets import ALL, REFERENCE_SETS, question_set_of
 from retrieval_bench.evaluation.panel.leaderboard import entry_table, leaderboard_metrics, rank_systems
 from retrieval_bench.evaluation.score.abstention import UNANSWERABLE
 from retrieval_bench.evaluation.score.per_question import kinds_of
+from retrieval_bench.evaluation.stats import expanded_tail
 from retrieval_bench.goldenset.kinds import mix
 
 BATCH_ELEMENTS = 4_000_000  # as stats' bootstrap: ~32 MB of indices at once
@@ -91,9 +90,7 @@ def stratified_bootstrap_ci(
             draws = rng.integers(0, len(own), size=(min(step, resamples - start), len(own)))
             means[start : start + len(draws)] += weight * own[draws].mean(axis=1)
     n = int(sum((kinds == kind).sum() for kind in weights))
-    tail = (1 - level) / 2
-    if n > 1:
-        tail = float(stats.norm.cdf(-math.sqrt(n / (n - 1)) * stats.t.ppf(1 - tail, n - 1)))
+    tail = expanded_tail(n, level)
     low, high = np.quantile(means, [tail, 1 - tail])
     return float(low), float(high)
 
