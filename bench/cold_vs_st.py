@@ -193,6 +193,8 @@ def main() -> int:
     parser.add_argument("--breakdown", action="store_true", help="first, each stage's CPU seconds (one more cold copy)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
+    if arguments.rounds < 1 and not arguments.breakdown:
+        parser.error("--rounds must be at least 1 (0 only with --breakdown)")
     if arguments.child:
         evaluator_child(Path(arguments.child))
         return 0

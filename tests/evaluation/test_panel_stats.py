@@ -212,8 +212,9 @@ def test_the_quantiles_from_scipy_special_are_scipy_stats_to_the_bit():
 @pytest.mark.parametrize("n, resamples", [(300, 10_000), (50, 999), (5_000, 1_000), (1, 100)])
 def test_bootstrap_intervals_sharing_their_draws_equal_fresh_draws(n, resamples):
     """paired_bootstrap_ci keeps one batch of resampled rows for the next call with the same n,
-    resamples and seed (every metric and system of a panel): each interval equals one computed
-    with its own fresh draws, whatever was asked in between. The last case is over one batch."""
+    resamples and seed (every metric and system of a question set): each interval equals one
+    computed with its own fresh draws, on a hit (the same n and seed twice running), after a new
+    seed at the same n, and after another n in between. (5_000, 1_000) is over one batch: not kept."""
     rng = np.random.default_rng(n)
 
     def fresh(diffs, seed, level=0.95):
@@ -222,9 +223,18 @@ def test_bootstrap_intervals_sharing_their_draws_equal_fresh_draws(n, resamples)
         tail = (1 - level) / 2 if n == 1 else stats.expanded_tail(n, level)
         return tuple(float(x) for x in np.quantile(np.concatenate(means), [tail, 1 - tail]))
 
-    for seed in (0, 0, 3, 0):
-        for _ in range(3):
+    for seed in (0, 0, 3, 3, 0):
+        for _ in range(2):
             diffs = rng.normal(size=n)
             assert stats.paired_bootstrap_ci(diffs, resamples, seed) == fresh(diffs, seed)
-            other = rng.normal(size=n + 1)  # in between: another n
-            stats.paired_bootstrap_ci(other, resamples, seed)
+    stats.paired_bootstrap_ci(rng.normal(size=n + 1), resamples, 0)  # another n in between
+    diffs = rng.normal(size=n)
+    assert stats.paired_bootstrap_ci(diffs, resamples, 0) == fresh(diffs, 0)
+
+
+def test_bh_refuses_what_is_not_a_p_value():
+    """As scipy.stats.false_discovery_control does: a NaN would otherwise turn every adjusted p-value
+    into NaN (the minimum carried down from the largest), and a p outside [0, 1] be clipped."""
+    for bad in ([0.01, math.nan, 0.02], [0.5, 1.2], [-0.1, 0.3]):
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            bh_adjust(bad)

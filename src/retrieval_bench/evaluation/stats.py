@@ -228,11 +228,13 @@ def bh_adjust(p_values) -> np.ndarray:
     """Benjamini-Hochberg step-up adjusted p-values (Benjamini & Hochberg 1995): the i-th smallest
     of m is multiplied by m / i, made non-increasing from the largest down, and capped at 1 (as
     scipy.stats.false_discovery_control computes them, without importing scipy.stats in every
-    leaderboard); none for no p-value."""
+    leaderboard); none for no p-value. A NaN or a value outside [0, 1] is refused, as scipy does."""
     p = np.asarray(p_values, dtype=np.float64)
     m = len(p)
     if m == 0:
         return p.copy()
+    if not np.all((p >= 0) & (p <= 1)):  # a NaN too: it would make every adjusted p NaN
+        raise ValueError(f"p-values must be between 0 and 1, got {p.tolist()}")
     order = np.argsort(p)
     stepped = np.minimum.accumulate((p[order] * (m / np.arange(1, m + 1)))[::-1])[::-1]
     adjusted = np.empty(m)
