@@ -1,11 +1,9 @@
-"""Stage 5 (`python -m stages.score [SYSTEM ...]`): every panel system's run (or those named) scored
-against the golden set on its chunking -> metrics/panel/<system>/metrics.json and per_question.csv,
-in two views: strict (the golden set's labels) and judged (plus duplicate chunks and pooled LLM
-grades); and metrics/headlines/<system>.json, its few headline numbers (the DVC metrics: a row of
-`dvc metrics show` each). People's reviews (data/reviews/) take rejected questions out and put their
-grades before the judge's. A system whose inputs did not change gets its last scores back."""
+"""Stage 5 (`python -m stages.score [SYSTEM ...]`): each panel system's run (or those named) scored strict and
+judged (duplicates, LLM grades, data/reviews/) -> metrics/panel/<system>/metrics.json, per_question.csv and
+metrics/headlines/<system>.json (a `dvc metrics show` row). Unchanged systems get their last scores back."""
 
 import sys
+from functools import lru_cache
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import atomic_open, read_jsonl, read_table, write_json
@@ -20,12 +18,14 @@ from retrieval_bench.evaluation.score.settings import Scoring, score_inputs
 from retrieval_bench.goldenset.reviews import Reviews, golden_reviews
 
 
-def score_one(
-    params: dict, scoring: Scoring, golden: list[dict], pool: list[dict], reviews: Reviews, system: str
-) -> None:
-    chunking = params["panel"][system]["chunking"]
-    chunks = read_table(paths.chunks_of(chunking), chunk_columns(params["score"]))
-    judged = JudgedInputs(read_table(paths.duplicates_of(chunking)), pool, paths.JUDGED_POOL, reviews)
+@lru_cache(maxsize=1)  # main runs the systems by chunking: each one's tables read once, one held at a time
+def chunk_tables(chunking: str, columns: tuple[str, ...]) -> tuple:
+    return read_table(paths.chunks_of(chunking), list(columns)), read_table(paths.duplicates_of(chunking))
+
+
+def score_one(params: dict, scoring: Scoring, golden: list, pool: list, reviews: Reviews, system: str) -> None:
+    chunks, duplicates = chunk_tables(params["panel"][system]["chunking"], tuple(chunk_columns(params["score"])))
+    judged = JudgedInputs(duplicates, pool, paths.JUDGED_POOL, reviews)
     run, run_info = read_run_table(paths.run_of(system)), paths.run_info_of(system)
     table, summary, warnings = score_system(scoring, golden, chunks, run, judged, run_info_path=run_info)
     for warning in warnings:
@@ -34,20 +34,20 @@ def score_one(
     write_json(paths.headline_of(system), system_headline(table))
     with atomic_open(paths.per_question_of(system)) as handle:
         table.to_csv(handle, index=False, lineterminator="\n")
-    shown = {name: value for name, value in summary.items() if not isinstance(value, dict)}  # by_kind: metrics.json
-    print(
-        f"score {system}: " + " ".join(f"{n}={v:.4f}" if isinstance(v, float) else f"{n}={v}" for n, v in shown.items())
+    shown = (
+        f"{n}={v:.4f}" if isinstance(v, float) else f"{n}={v}" for n, v in summary.items() if not isinstance(v, dict)
     )
+    print(f"score {system}: {' '.join(shown)}")  # by_kind: in metrics.json
 
 
 def main(argv: list[str]) -> None:
     params, systems = panel_stage_arguments("score", __doc__, argv)
     scoring = Scoring.from_params(params)
-    golden = read_jsonl(paths.GOLDENSET)  # and the pool and the reviews, read once for every system
+    golden = read_jsonl(paths.GOLDENSET)  # and the pool, the reviews, each chunking's tables: read once
     reviews = golden_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden})
     pool = read_jsonl(paths.JUDGED_POOL)
     ItemMemo("score").run(
-        systems,
+        sorted(systems, key=lambda system: params["panel"][system]["chunking"]),
         lambda system: score_inputs(scoring, system, params["panel"][system]["chunking"]),
         paths.score_outputs_of,
         lambda system: score_one(params, scoring, golden, pool, reviews, system),

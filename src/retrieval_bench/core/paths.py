@@ -168,8 +168,9 @@ def run_outputs_of(system: str, trec_export: str | None = None) -> list[str]:
 
 
 # Each panel system's settings as it runs them (its keys over the retrieval section), one JSON file
-# each, by check_params: retrieve keys each system's kept outputs on its own file (core.item_memo),
-# so an edit to the retrieval section recomputes only the systems that inherit the key edited.
+# each, by check_params: retrieve depends on the folder (DVC reruns it when any system's settings
+# change) and keys each system's kept outputs on its resolved settings, its file's content
+# (core.item_memo), so an edit to the retrieval section recomputes only the systems that inherit it.
 PANEL_SETTINGS = "data/panel_settings"
 EXTERNAL_RUNS = "runs"  # run files and Python retrievers from outside (retrieval.run_file, retrieval.python)
 
