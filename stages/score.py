@@ -6,25 +6,22 @@ import sys
 from functools import lru_cache
 
 from retrieval_bench.core import paths
-from retrieval_bench.core.files import atomic_open, read_jsonl, read_table, write_json
+from retrieval_bench.core.files import atomic_open, read_jsonl, write_json
 from retrieval_bench.core.item_memo import ItemMemo
 from retrieval_bench.core.run_table import read_run_table
 from retrieval_bench.core.stage import panel_stage_arguments, run_stage
 from retrieval_bench.evaluation.panel.headline import system_headline
-from retrieval_bench.evaluation.score.budgets import chunk_columns
+from retrieval_bench.evaluation.score.budgets import chunk_columns, chunk_tables
 from retrieval_bench.evaluation.score.judged import JudgedInputs
 from retrieval_bench.evaluation.score.scoring import score_system
 from retrieval_bench.evaluation.score.settings import Scoring, score_inputs
 from retrieval_bench.goldenset.reviews import Reviews, golden_reviews
 
 
-@lru_cache(maxsize=1)  # main runs the systems by chunking: each one's tables read once, one held at a time
-def chunk_tables(chunking: str, columns: tuple[str, ...]) -> tuple:
-    return read_table(paths.chunks_of(chunking), list(columns)), read_table(paths.duplicates_of(chunking))
-
-
-def score_one(params: dict, scoring: Scoring, golden: list, pool: list, reviews: Reviews, system: str) -> None:
-    chunks, duplicates = chunk_tables(params["panel"][system]["chunking"], tuple(chunk_columns(params["score"])))
+def score_one(
+    params: dict, scoring: Scoring, golden: list, pool: list, reviews: Reviews, system: str, tables=chunk_tables
+) -> None:
+    chunks, duplicates = tables(params["panel"][system]["chunking"], tuple(chunk_columns(params["score"])))
     judged = JudgedInputs(duplicates, pool, paths.JUDGED_POOL, reviews)
     run, run_info = read_run_table(paths.run_of(system)), paths.run_info_of(system)
     table, summary, warnings = score_system(scoring, golden, chunks, run, judged, run_info_path=run_info)
@@ -46,11 +43,12 @@ def main(argv: list[str]) -> None:
     golden = read_jsonl(paths.GOLDENSET)  # and the pool, the reviews, each chunking's tables: read once
     reviews = golden_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden})
     pool = read_jsonl(paths.JUDGED_POOL)
+    tables = lru_cache(maxsize=1)(chunk_tables)  # systems run by chunking: one held at a time, this run only
     ItemMemo("score").run(
         sorted(systems, key=lambda system: params["panel"][system]["chunking"]),
         lambda system: score_inputs(scoring, system, params["panel"][system]["chunking"]),
         paths.score_outputs_of,
-        lambda system: score_one(params, scoring, golden, pool, reviews, system),
+        lambda system: score_one(params, scoring, golden, pool, reviews, system, tables),
         paths.score_key_of,
         known=params["panel"],
     )

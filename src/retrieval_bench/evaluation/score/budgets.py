@@ -21,6 +21,8 @@ from math import comb
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.core import paths
+from retrieval_bench.core.files import read_table
 from retrieval_bench.core.relevance import Judgement, union_coverage
 from retrieval_bench.core.run_table import Positions
 from retrieval_bench.evaluation.score.metrics import concrete_ranks
@@ -39,6 +41,12 @@ def chunk_columns(score: dict) -> list[str]:
     count words (it is the largest column)."""
     words = bool(score["budgets"]) and score["budget_unit"] == "words"
     return ["chunk_id", "doc_id", "start", "end"] + (["text"] if words else [])
+
+
+def chunk_tables(chunking: str, columns: tuple[str, ...]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A chunking's chunk table (`columns` of it: chunk_columns) and its duplicates, as score reads
+    them (the stage keeps the last chunking's for the systems on it)."""
+    return read_table(paths.chunks_of(chunking), list(columns)), read_table(paths.duplicates_of(chunking))
 
 
 def chunk_lengths(chunks: pd.DataFrame, unit: str) -> np.ndarray:
