@@ -31,8 +31,10 @@ from retrieval_bench.evaluation.stats import (
     bh_adjust,
     holm_adjust,
     kendall_tau,
+    paired_bootstrap_ci,
     randomization_p_value,
     tau_ap,
+    win_tie_loss,
 )
 
 P_VALUE_SETS = [
@@ -238,3 +240,11 @@ def test_bh_refuses_what_is_not_a_p_value():
     for bad in ([0.01, math.nan, 0.02], [0.5, 1.2], [-0.1, 0.3]):
         with pytest.raises(ValueError, match="between 0 and 1"):
             bh_adjust(bad)
+
+
+def test_a_nan_difference_gives_no_interval_and_no_win_tie_loss_count():
+    """As randomization_p_value gives NaN for it: an unknown difference is no evidence of none."""
+    assert all(math.isnan(value) for value in paired_bootstrap_ci(np.array([math.nan, 0.0, 0.0])))
+    assert math.isnan(randomization_p_value(np.array([math.nan, 0.0, 0.0])))
+    with pytest.raises(ValueError, match="1 NaN differences"):
+        win_tie_loss(np.array([0.0, 0.1, 0.2]), np.array([math.nan, 0.1, 0.3]))

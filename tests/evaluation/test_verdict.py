@@ -11,7 +11,12 @@ import pytest
 from scipy import stats
 
 from retrieval_bench.evaluation.certificate.agreement import RESAMPLES, certificate, pair_verdicts, percentile_interval
-from retrieval_bench.evaluation.certificate.certify import certificate_lines, panel_certificate, set_certificate
+from retrieval_bench.evaluation.certificate.certify import (
+    certificate_lines,
+    certificate_summary,
+    panel_certificate,
+    set_certificate,
+)
 from retrieval_bench.evaluation.certificate.verdict import (
     AGREES,
     DISAGREES,
@@ -366,3 +371,61 @@ def test_more_permutations_are_drawn_only_while_the_verdict_sits_on_the_bar():
             assert len(null) == MAX_BLOCKS * 400 or abs(p - ALPHA) > MC_BAND * np.sqrt(ALPHA * (1 - ALPHA) / len(null))
     decision = decide(reference, synthetic, permutations=400, seed=0)
     assert decision["permutations"] % 400 == 0
+
+
+def test_a_side_of_one_question_is_never_agrees_nor_disagrees():
+    """One question (one cluster) carries no variance: its side's is infinite, so neither the TOSTs
+    nor the max-T test can pass on it, however many reference questions there are."""
+    rng = np.random.default_rng(31)
+    reference = side({"mrr": pool(1500, rng, CLOSE)})
+    for one in (side({"mrr": pool(1, rng, CLOSE)}), side({"mrr": pool(1, rng, CLOSE[::-1])})):
+        decision = decide(reference, one, Rule(), permutations=200)
+        assert decision["verdict"] == UNDETERMINED
+        assert all(h["se"] == np.inf and not h["equivalent"] and not h["beyond"] for h in decision["hypotheses"])
+
+
+def reviewed_tables(n_generated: int, n_ragas: int, reviewed_ragas: int, kinds: bool = False) -> dict:
+    """Systems' tables over generated and ragas questions, the first 40 generated ones and the first
+    `reviewed_ragas` ragas ones reviewed and kept (the reference, without real questions)."""
+    rng = np.random.default_rng(32)
+    n = n_generated + n_ragas
+    sets = ["generated"] * n_generated + ["ragas"] * n_ragas
+    review = ["fine"] * 40 + ["unreviewed"] * (n_generated - 40) + ["fine"] * reviewed_ragas
+    review += ["unreviewed"] * (n_ragas - reviewed_ragas)
+    columns = {"question_set": sets, "review": review}
+    if kinds:
+        columns["kind"] = ["single", "keyword"] * (n // 2)
+    scores = pool(n, rng, CLOSE)
+    return {f"s{i}": pd.DataFrame({"qid": range(n), "reciprocal_rank": scores[i], **columns}) for i in range(5)}
+
+
+def test_a_set_left_without_questions_by_the_reviewed_reference_is_not_certified_and_says_why():
+    cert = panel_certificate(reviewed_tables(100, 10, 10), resamples=20)
+    assert cert["reference"] == "reviewed" and list(cert["sets"]) == ["generated"]
+    assert cert["not_certified"] == {
+        "ragas": "ragas has 0 questions outside the reviewed questions (a verdict needs 2 on each side)"
+    }
+    assert "certificate: ragas: not certified: ragas has 0 questions" in "\n".join(certificate_summary(cert))
+    assert "**ragas: not certified.** ragas has 0 questions" in "\n".join(certificate_lines(cert))
+    one = panel_certificate(reviewed_tables(100, 11, 10), resamples=20)
+    assert "ragas has 1 question outside" in one["not_certified"]["ragas"]
+
+
+def test_a_reference_of_one_reviewed_question_gives_no_certificate():
+    tables = {name: table.assign(question_set="generated") for name, table in reviewed_tables(100, 0, 0).items()}
+    for table in tables.values():
+        table.loc[1:, "review"] = "unreviewed"
+    cert = panel_certificate(tables, resamples=20)
+    assert cert == {"available": False, "reason": "reviewed has 1 question (a verdict needs 2 on each side)"}
+
+
+def test_kinds_against_the_reviewed_reference_count_its_questions_and_leave_them_out_of_the_synthetic_side():
+    cert = panel_certificate(reviewed_tables(100, 0, 0, kinds=True), resamples=20)
+    assert cert["reference"] == "reviewed"
+    by_kind = cert["kinds"]["generated"]
+    assert set(by_kind) == {"single", "keyword"} and all(entry["verdict"] for entry in by_kind.values())
+    # 20 reviewed questions of each kind against the 30 unreviewed generated ones of it
+    assert all(
+        entry["line"].startswith("generated (30) ") and " reviewed (20) on the decision" in entry["line"]
+        for entry in by_kind.values()
+    )

@@ -33,7 +33,7 @@ where theta_(-j) is the estimate without reviewed question j, its lambdas tuned 
 left (each lambda_i then of the n - 2 others): unlike the sandwich it counts how lambda and the
 ratio move with the sample. With lambda 0 and nothing rejected it is Var_n(Y) / n (ddof 1), the
 classical one. The interval is theta +- t sd, t the 97.5% quantile of Student's t with n - 1
-degrees of freedom (the classical small-sample interval; within 1% of the normal's 1.96 from 100
+degrees of freedom (the classical small-sample interval; within 1% of the normal's 1.96 from 125
 on). The three corrections and what each buys: bench/ppi_coverage.py --ablation. It assumes
 the reviewed questions are a uniformly random sample of the golden set: a reviewer who picks
 questions (or reviews beyond the drawn sample) breaks it, and the interval then covers nothing in

@@ -71,7 +71,7 @@ def paired_bootstrap_ci(
     """
     diffs = np.asarray(diffs, dtype=np.float64)
     n = len(diffs)
-    if n == 0:
+    if n == 0 or np.isnan(diffs).any():  # as randomization_p_value: no interval from an unknown difference
         return math.nan, math.nan
     if not np.any(np.abs(diffs) > EPS):
         return 0.0, 0.0
@@ -196,8 +196,11 @@ def min_detectable_delta(diffs: np.ndarray) -> float:
 
 
 def win_tie_loss(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int]:
-    """Questions where B scored higher, the same (within 1e-12), lower than A."""
+    """Questions where B scored higher, the same (within 1e-12), lower than A; a NaN score is a
+    ValueError (it is neither a win, a tie nor a loss: callers drop unscored questions first)."""
     diffs = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    if np.isnan(diffs).any():
+        raise ValueError(f"win_tie_loss: {int(np.isnan(diffs).sum())} NaN differences (drop unscored questions first)")
     wins = int(np.sum(diffs > EPS))
     losses = int(np.sum(diffs < -EPS))
     return wins, len(diffs) - wins - losses, losses

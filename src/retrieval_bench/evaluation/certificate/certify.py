@@ -107,10 +107,21 @@ def panel_certificate(
     chosen = choose_sets(first)
     assert chosen is not None  # else _unavailable gave the reason above
     reference, synthetic_sets = chosen
+    masks = set_masks(first, reference, synthetic_sets)
+    if masks[reference].sum() < MIN_SET_QUESTIONS:
+        return {"available": False, "reason": _too_few(reference, int(masks[reference].sum()))}
+    # a set left with fewer questions (all of them reviewed and kept, say) has no variance to test
+    too_few = {
+        name: _too_few(name, int(masks[name].sum()), reference)
+        for name in synthetic_sets
+        if masks[name].sum() < MIN_SET_QUESTIONS
+    }
+    synthetic_sets = [name for name in synthetic_sets if name not in too_few]
+    masks = {name: mask for name, mask in masks.items() if name not in too_few}
     rule, resampling = rule_of(validity, systems), Resampling(resamples, seed)
     metrics = leaderboard_metrics(first.columns)
     documents = {str(row["qid"]): str(row.get("doc_id") or row["qid"]) for row in golden or []}
-    sides, masks = {}, set_masks(first, reference, synthetic_sets)
+    sides = {}
     for name, mask in masks.items():
         qids = [str(qid) for qid in first.index[mask]]
         sides[name] = side(
@@ -133,7 +144,7 @@ def panel_certificate(
         "available": True,
         "reference": reference,
         "systems": systems,
-        "kinds": _kinds(aligned, chosen, golden, rule, resampling),
+        "kinds": _kinds(aligned, (reference, synthetic_sets), golden, rule, resampling),
         "alpha": ALPHA,
         "rule": {
             "margin": rule.margin,
@@ -143,7 +154,17 @@ def panel_certificate(
         },
         "n_questions": {name: one.n for name, one in sides.items()},
         "sets": sets,
+        "not_certified": too_few,
     }
+
+
+MIN_SET_QUESTIONS = 2  # questions a side needs for a verdict: one has no variance to test with
+
+
+def _too_few(name: str, n: int, reference: str | None = None) -> str:
+    """Why `name` (with `n` questions) gets no verdict; `reference`: the reference's name, for a synthetic set."""
+    where = f" outside the {reference} questions" if reference else ""
+    return f"{name} has {n} question{'' if n == 1 else 's'}{where} (a verdict needs {MIN_SET_QUESTIONS} on each side)"
 
 
 def _kinds(
@@ -180,13 +201,16 @@ def _kind_certificates(
         return {}
     systems, metrics = list(aligned), leaderboard_metrics(first.columns)
     reference, synthetic = names
+    in_set = set_masks(first, reference, [synthetic])  # with REVIEWED, its questions leave the synthetic side
+    kinds = first["kind"].to_numpy()
     out: dict[str, dict] = {}
-    for kind in sorted(set(first.loc[first["question_set"] == synthetic, "kind"].dropna())):
-        masks = [((first["question_set"] == name) & (first["kind"] == kind)).to_numpy() for name in names]
-        if masks[0].sum() < MIN_KIND_QUESTIONS:
+    for kind in sorted(set(first.loc[in_set[synthetic], "kind"].dropna())):
+        masks = [in_set[name] & (kinds == kind) for name in names]
+        if masks[0].sum() < MIN_KIND_QUESTIONS or masks[1].sum() < MIN_SET_QUESTIONS:
+            short, need = (0, MIN_KIND_QUESTIONS) if masks[0].sum() < MIN_KIND_QUESTIONS else (1, MIN_SET_QUESTIONS)
             out[kind] = {
                 "verdict": None,
-                "reason": f"{int(masks[0].sum())} {reference} questions of kind {kind} (certified from {MIN_KIND_QUESTIONS})",
+                "reason": f"{int(masks[short].sum())} {names[short]} questions of kind {kind} (certified from {need})",
             }
             continue
         sides = [
@@ -360,7 +384,9 @@ def certificate_summary(cert: dict) -> list[str]:
         return [f"certificate: not available ({cert.get('reason', 'no panel')})"]
     if "sets" not in cert:  # written before verdicts existed
         return ["certificate: metrics/certificate.json predates verdicts; run `dvc repro` to decide"]
-    return [f"certificate: {entry['line']}" for entry in cert["sets"].values()]
+    return [f"certificate: {entry['line']}" for entry in cert["sets"].values()] + [
+        f"certificate: {name}: not certified: {reason}" for name, reason in cert.get("not_certified", {}).items()
+    ]
 
 
 def disagreeing_sets(cert: dict) -> list[str]:
@@ -408,6 +434,8 @@ def certificate_lines(cert: dict) -> list[str]:
             )
             lines.append(f"- {name}, kind {kind} against the {cert['reference']} questions of that kind: {said}")
         lines += [""] if cert.get("kinds", {}).get(name) else []
+    lines += [f"**{name}: not certified.** {reason}." for name, reason in cert.get("not_certified", {}).items()]
+    lines += [""] if cert.get("not_certified") else []
     lines.append(
         f"Decision pairs: the {cert['reference']} set's best system against each system within {rule['margin']} of "
         "it and against the synthetic set's best, and the pairs named in validity.candidates. disagrees: a decision "

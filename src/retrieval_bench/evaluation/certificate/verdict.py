@@ -177,7 +177,8 @@ def moments_of(weighted: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]
     mean = sums / total[:, None]
     spread = squares - 2 * mean * cross + mean**2 * weighted[:, -2:-1]
     variance = np.maximum(spread, 0) * (taken / np.maximum(taken - 1, 1) / total**2)[:, None]
-    return mean, variance
+    # one cluster says nothing of the spread: an infinite variance, so no test passes on it
+    return mean, np.where((taken >= 2)[:, None], variance, np.inf)
 
 
 def estimates(reference: Side, synthetic: Side, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -200,11 +201,12 @@ def permutation_assignments(
 
 
 def studentized(diff: np.ndarray, se: np.ndarray, margin: np.ndarray | float = 0.0) -> np.ndarray:
-    """(|diff| - margin) / se; where se is 0, +inf beyond the margin and -inf within it."""
+    """(|diff| - margin) / se; where se is 0, +inf beyond the margin and -inf within it; where se
+    is infinite (a side of one cluster), -inf: no evidence either way."""
     excess = np.abs(diff) - margin
     with np.errstate(divide="ignore", invalid="ignore"):
         t = excess / se
-    return np.where(se > EPS, t, np.where(excess > EPS, np.inf, -np.inf))
+    return np.where(np.isinf(se), -np.inf, np.where(se > EPS, t, np.where(excess > EPS, np.inf, -np.inf)))
 
 
 def max_t_null(reference: Side, synthetic: Side, weights: np.ndarray, assignments: np.ndarray) -> np.ndarray:
