@@ -575,7 +575,7 @@ def answer_then_hold(n: int, reply: Callable[[str], str], held: threading.Event)
 def stage_project(dest, docs: list[str] | None = None):
     """A minimal project to run `python -m stages.generate_goldenset` in, without git or DVC:
     stages/, params.yaml, the prompts, and data/documents.parquet of a slice of the sample.
-    Hand-written questions are off (generate.handwritten names a missing file), so every
+    Hand-written questions are off (generate.handwritten names an empty file), so every
     question is generated."""
     import shutil
     from pathlib import Path
@@ -597,6 +597,7 @@ def stage_project(dest, docs: list[str] | None = None):
     frame = pd.DataFrame({"doc_id": names, "text": [(sample / name).read_text(encoding="utf-8") for name in names]})
     frame.to_parquet(dest / "data" / "documents.parquet", index=False)
     (dest / "data" / "labels.jsonl").write_text("")
+    (dest / "data" / "no_handwritten_questions.jsonl").write_text("")
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["generate"].update(
         handwritten="data/no_handwritten_questions.jsonl",

@@ -75,3 +75,21 @@ def test_match_generates_in_the_mix_of_the_handwritten_questions(tmp_path):
         "generated": {"single": 0.6667, "keyword": 0.3333},
         "hand-written": {"single": 0.6667, "keyword": 0.3333},
     }
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_mistyped_handwritten_path_is_one_line_before_any_plan_or_request(tmp_path, dry_run):
+    """A missing generate.handwritten file is not "no hand-written questions" (the plan would then
+    generate, and pay for, questions the user wrote): an empty file is that."""
+    project = stage_project(tmp_path / "p", docs=["inmemorydb.md"])
+    set_params(project, **{"generate.provider": "anthropic", "generate.handwritten": "data/hand_writen.jsonl"})
+    with StubLLM() as stub:
+        status, out, err = run_stage_here(project, stub, *(["--dry-run"] if dry_run else []))
+        assert not stub.requests
+    assert status == 1 and len(err.strip().splitlines()) == 1, err
+    assert "generate.handwritten: data/hand_writen.jsonl: no such file" in err and "plan" not in out
+    assert not (project / "data/goldenset.jsonl").exists()
+    set_params(project, **{"generate.handwritten": "data/no_handwritten_questions.jsonl"})  # empty: none
+    with StubLLM() as stub:
+        status, out, err = run_stage_here(project, stub, "--dry-run")
+    assert status == 0 and "less 0 hand-written questions" in out, out + err

@@ -107,6 +107,7 @@ def test_with_provider_none_the_golden_set_is_the_real_queries_and_unused_settin
     )
     assert expected in out and expected in dry_out and dry_status == 0
     assert "style examples" not in out  # said to be unused, not said to be in every prompt
+    (beir_project / "data" / "none.jsonl").write_text("")
     set_params(
         beir_project,
         **{"generate.handwritten": "data/none.jsonl", "generate.style_examples": None, "generate.drop_echo": False},

@@ -263,7 +263,7 @@ def real_only_line(n_real: int, params: Mapping, imported: bool) -> str:
     files = [
         f"generate.{key} {params[key]}"
         for key in ("handwritten", "style_examples")
-        if params[key] is not None and Path(params[key]).exists()
+        if params[key] is not None and Path(params[key]).is_file() and Path(params[key]).read_bytes().strip()
     ]
     drops = ("drop_echo", "drop_context_dependent", "drop_near_duplicates")
     unused = files + [f"generate.{key} true" for key in drops if params[key] and not imported]

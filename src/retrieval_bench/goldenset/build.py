@@ -54,9 +54,15 @@ def question_id(doc_id: str, question: str) -> str:
 def read_handwritten(path: str | Path) -> list[dict]:
     """Questions the user brings: hand-written JSONL (question, evidence, doc_id, optional qid and
     any other fields), a ragas testset (CSV/JSONL), a LlamaIndex EmbeddingQAFinetuneDataset (JSON)
-    or DeepEval goldens (see evidence_records). A missing file holds none."""
+    or DeepEval goldens (see evidence_records). A missing file is an InputError, as it is to
+    `dvc repro` (the stage depends on it): a mistyped path must not plan, or pay for, questions
+    as if there were none; an empty file holds none."""
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
+        raise InputError(
+            f"generate.handwritten: {path}: no such file (name an existing file; an empty one holds no questions)"
+        )
+    if not path.read_bytes().strip():  # the way to have none under `dvc repro`, which needs the file
         return []
     lines: list[int] = []  # a JSONL file's: the line of each record
     if path.suffix.lower() == ".jsonl":
