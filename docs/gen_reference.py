@@ -164,7 +164,9 @@ def params_page() -> str:
         "closest valid key; a value must have the type shown (an int is accepted for a number). Each stage",
         "reads its own section; `check_params` validates the whole file whenever it changed. Every number",
         "must be finite (`.nan` and `.inf` are refused in one line naming the key), and a value outside a",
-        "key's bounds is one line naming them.",
+        "key's bounds is one line naming them. The Python API fills a missing key with its default, but",
+        "`dvc repro` needs every key a stage of `dvc.yaml` lists written in the file: `check_params` names",
+        "the first one missing, and its default.",
         "Set a key for one experiment with `dvc exp run -S <section>.<key>=<value>`",
         "([Compare configurations](../how-to/experiments.md)).",
     ]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import atomic_open, write_json
-from retrieval_bench.core.params import load_all_params
+from retrieval_bench.core.params import load_all_params, require_dvc_keys
 from retrieval_bench.core.stage import run_stage
 from retrieval_bench.corpus.source_stamp import imported_stamps, source_stamp, stamps
 from retrieval_bench.llm.cost.settings import check_llm_sections
@@ -26,6 +26,8 @@ def style_examples_stamp(file: str | None) -> dict:
 def main() -> None:
     params = load_all_params()
     check_llm_sections(params)
+    if Path("dvc.yaml").is_file():  # under `dvc repro`: a key a stage lists must be written, not defaulted
+        require_dvc_keys()
     # Every stamp is taken before any output is written: a failing check leaves the last good
     # outputs as they were (dvc.yaml keeps them with persist: true; DVC would delete them first).
     source, store, stored_vectors = stamps(params, paths.SOURCE_DIGEST_MEMO)

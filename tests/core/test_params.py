@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.params import DEFAULTS, load_all_params
+from retrieval_bench.core.params import DEFAULTS, load_all_params, require_dvc_keys
 from retrieval_bench.core.params_panel import embedded_pairs, settings_key
 from retrieval_bench.core.params_sections import DVC_IGNORED_KEYS
 
@@ -219,3 +219,42 @@ def test_a_settings_object_takes_its_sections_keys_of_the_same_names_and_the_giv
     )
     with pytest.raises(KeyError, match="html_skip"):  # a key the section lacks is an error, not a silent default
         LoadSettings.from_params({k: v for k, v in params["load"].items() if k != "html_skip"})
+
+
+def dvc_listed_keys() -> list[tuple[str, str]]:
+    """(stage, key) of every params key dvc.yaml's stages list, templated ones left out."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    return [
+        (stage, key)
+        for stage, body in stages.items()
+        for key in body.get("do", body).get("params") or []
+        if isinstance(key, str) and "${" not in key
+    ]
+
+
+def test_every_key_dvc_yaml_lists_must_be_written_in_params_yaml(tmp_path):
+    """The library defaults a missing key, DVC refuses it after the stages before have run:
+    check_params names it first. Each listed key, removed alone, is the error; all present, none."""
+    require_dvc_keys(ROOT / "params.yaml", ROOT / "dvc.yaml")
+    listed = dvc_listed_keys()
+    assert len(listed) > 40
+    for stage, key in listed:
+        params = yaml.safe_load((ROOT / "params.yaml").read_text())
+        *parents, last = key.split(".")
+        holder = params
+        for part in parents:
+            holder = holder[part]
+        del holder[last]
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        with pytest.raises(InputError) as raised:
+            require_dvc_keys(tmp_path / "params.yaml", ROOT / "dvc.yaml")
+        message = str(raised.value)
+        # the first listed key under the one removed (removing embed, embed_corpus's embed.model)
+        named, first_stage = next((k, name) for name, k in listed if k == key or k.startswith(f"{key}."))
+        assert message.startswith(f"{tmp_path / 'params.yaml'}: {named} is missing: ") and "\n" not in message
+        assert f"stage {first_stage} depends on it" in message, (stage, message)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    del params["load"]["split"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    with pytest.raises(InputError, match=r'load\.split is missing: .*stage load_chunks .*add it \(default: "test"\)$'):
+        require_dvc_keys(tmp_path / "params.yaml", ROOT / "dvc.yaml")

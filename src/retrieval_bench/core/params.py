@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -191,3 +192,32 @@ def _check_judge(judge: dict[str, Any], path: Path) -> None:
             f"(the retrieve stage writes each panel system its own folder; metrics/panel/<system>/ holds its scores)"
         )
     _check_generate(judge, "judge", path)
+
+
+def require_dvc_keys(params_path: str | Path = "params.yaml", dvc_yaml: str | Path = "dvc.yaml") -> None:
+    """Every params key a dvc.yaml stage lists must be written in the params file: the library
+    fills a missing one with its default, but `dvc repro` refuses the stage ("Parameters ... are
+    missing") after the stages before it have run. A one-line InputError naming the first missing
+    key, the stage and the default to write. Templated keys (chunkings.${key}) are the panel's,
+    checked with it."""
+    params_path, dvc_yaml = Path(params_path), Path(dvc_yaml)
+    raw, stages = read_yaml_file(params_path), (read_yaml_file(dvc_yaml) or {}).get("stages", {})
+    for stage, body in stages.items():
+        for key in (body.get("do", body) or {}).get("params") or []:
+            if not isinstance(key, str) or "${" in key:
+                continue  # `- params.yaml:` (the whole file) or a templated key
+            held: Any = raw
+            for part in key.split("."):
+                if not isinstance(held, dict) or part not in held:
+                    section, _, name = key.partition(".")
+                    default = DEFAULTS.get(section, {}).get(name) if name else None
+                    add = (
+                        f"; add it (default: {json.dumps(default)})"
+                        if name and not isinstance(default, (dict, list))
+                        else ""
+                    )
+                    raise InputError(
+                        f"{params_path}: {key} is missing: {dvc_yaml}'s stage {stage} depends on it and `dvc repro` "
+                        f"refuses a listed key that is absent{add}"
+                    )
+                held = held[part]
