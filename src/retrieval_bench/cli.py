@@ -79,8 +79,11 @@ def run() -> None:
     command (pyarrow's, reading through DVC's file objects) have aborted in their destructors at
     interpreter exit ("terminate called without an active exception") after the output was
     complete; the work is done and flushed, so their teardown is skipped."""
-    status = main()
-    sys.stdout.flush()
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader left (`retrieval-bench gauge ... | head`): as `cat` does, quietly
+        os._exit(141)  # 128 + SIGPIPE, what the shell reports for a command its pipe's reader closed
     sys.stderr.flush()
     os._exit(status)
 

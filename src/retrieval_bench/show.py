@@ -179,7 +179,8 @@ def run(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
     current = paths.metrics_of(args.system)
     if not (cwd / current).is_file():
-        raise InputError(f"{current} not found; run `dvc repro` first")
+        hint = paths.unknown_system_hint(args.system, cwd)
+        raise InputError(f"{current} not found{hint or '; run `dvc repro` first'}")
     metrics = json.loads((cwd / current).read_text(encoding="utf-8"))
     health = (
         json.loads((cwd / paths.GOLDENSET_REPORT).read_text(encoding="utf-8"))

@@ -4,6 +4,7 @@ and commands run). dvc.yaml names the same files: tests/project/test_dvc_yaml.py
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 PARAMS = "params.yaml"
 PARAMS_CHECKED = "data/params_checked.txt"
@@ -209,6 +210,17 @@ def headline_of(system: str) -> str:
 def per_question_of(system: str) -> str:
     """A system's per-question results, read by `compare` and the leaderboard."""
     return f"{PANEL_METRICS}/{system}/per_question.csv"
+
+
+def unknown_system_hint(system: str, project: Path) -> str:
+    """For a command's --system: "" where `project` has scores of `system` or none at all, else
+    "; no panel system NAME here (systems: ...)", so a mistyped name is not told to rerun DVC."""
+    scored = sorted(
+        folder.name for folder in (project / PANEL_METRICS).glob("*") if (folder / "metrics.json").is_file()
+    )
+    if not scored or system in scored:
+        return ""
+    return f"; no panel system {system!r} here (systems: {', '.join(scored)})"
 
 
 def score_key_of(system: str) -> str:

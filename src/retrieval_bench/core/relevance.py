@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.core.errors import InputError
+
 
 @dataclass
 class Judgement:
@@ -227,3 +229,9 @@ def _label_span_judgement(
             grades[int(i)] = max(grades.get(int(i), 0.0), float(grade))
     indices = np.array(sorted(grades), dtype=np.int64)
     return Judgement(indices, np.array([grades[i] for i in indices.tolist()], dtype=np.float64))
+
+
+def check_min_coverage(value: float, name: str = "--min-coverage") -> None:
+    """A command's `name` option is score.min_coverage: a share of the chunk, in (0, 1]."""
+    if not 0 < value <= 1:
+        raise InputError(f"{name} must be a share in (0, 1], as score.min_coverage, got {value}")

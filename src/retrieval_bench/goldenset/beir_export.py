@@ -17,7 +17,7 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import atomic_open, numbered_jsonl, read_table
 from retrieval_bench.core.params import load_params
-from retrieval_bench.core.relevance import judge
+from retrieval_bench.core.relevance import check_min_coverage, judge
 
 
 def export_beir(chunks: pd.DataFrame, golden: list[dict], out: Path, min_coverage: float) -> int:
@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         if not Path(path).is_file():
             raise InputError(f"{path}: not found; run `dvc repro` first")
     min_coverage = args.min_coverage if args.min_coverage is not None else load_params("score")["min_coverage"]
+    check_min_coverage(min_coverage)
     golden = read_golden(args.goldenset)
     written = export_beir(
         read_table(args.chunks, ["chunk_id", "text", "doc_id", "start", "end"]), golden, Path(args.out), min_coverage

@@ -17,8 +17,8 @@ import pandas as pd
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.files import atomic_open
-from retrieval_bench.core.relevance import judge
+from retrieval_bench.core.files import atomic_open, read_table
+from retrieval_bench.core.relevance import check_min_coverage, judge
 from retrieval_bench.goldenset import echo
 from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
 from retrieval_bench.goldenset.locate import EvidenceFinder
@@ -133,15 +133,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(run=run)
 
 
-def _read_table(path: str, columns: list[str]) -> pd.DataFrame:
+def _read_table(path: str, columns: list[str], option: str, stage: str) -> pd.DataFrame:
+    """The table `option` names: one that is missing, not Parquet or lacks `columns` is one line."""
     if not Path(path).is_file():
-        raise InputError(f"{path}: not found (run `dvc repro load_chunks`, or pass --chunks/--documents)")
-    return pd.read_parquet(path, columns=columns)
+        raise InputError(f"{option} {path}: not found (run `dvc repro {stage}`, or pass {option})")
+    return read_table(path, columns, name=f"{option} {path}")
 
 
 def run(args: argparse.Namespace) -> int:
-    chunks = _read_table(args.chunks, ["chunk_id", "doc_id", "start", "end", "text"])
-    documents = _read_table(args.documents, ["doc_id", "text"])
+    check_min_coverage(args.min_coverage)
+    if args.show < 0:
+        raise InputError(f"--show must be 0 or more questions, got {args.show}")
+    chunks = _read_table(args.chunks, ["chunk_id", "doc_id", "start", "end", "text"], "--chunks", "chunk@default")
+    documents = _read_table(args.documents, ["doc_id", "text"], "--documents", "load_chunks")
+    if not documents["doc_id"].is_unique:  # a chunk table: evidence would be sought in one chunk of each
+        twice = documents["doc_id"][documents["doc_id"].duplicated()].iloc[0]
+        raise InputError(
+            f"--documents {args.documents}: doc_id {twice!r} is in it twice (a chunk table?); expected the "
+            f"documents, one row per doc_id ({paths.DOCUMENTS})"
+        )
     kind, table, summary = gauge_question_set(args.file, chunks, documents, args.min_coverage, args.split)
     with atomic_open(args.out) as handle:
         table.to_csv(handle, index=False, lineterminator="\n")

@@ -22,7 +22,7 @@ import pandas as pd
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError, first_line, quoted
-from retrieval_bench.core.files import atomic_open, read_jsonl
+from retrieval_bench.core.files import atomic_open, numbered_jsonl
 from retrieval_bench.core.run_table import check_run, from_records, read_run_file
 from retrieval_bench.core.values import checked_id
 from retrieval_bench.retrieval.run import Corpus, Questions
@@ -158,6 +158,16 @@ def add_export_arguments(parser) -> None:
 def _run_export(args) -> int:
     if not Path(args.goldenset).is_file():
         raise InputError(f"{args.goldenset}: not found; run `dvc repro` first")
-    written = export_questions(read_jsonl(args.goldenset), args.out)
+    if Path(args.out).suffix.lower() not in (".jsonl", ".tsv"):
+        raise InputError(f"{args.out}: expected a .jsonl, .tsv or queries.jsonl (BEIR) file to write")
+    golden = []
+    for line, row in numbered_jsonl(args.goldenset):
+        if not isinstance(row.get("qid"), (str, int)) or not isinstance(row.get("question"), str):
+            raise InputError(
+                f"{args.goldenset}:{line}: no qid and question; export-questions --goldenset expects a golden set as "
+                "generate_goldenset writes it (data/goldenset.jsonl)"
+            )
+        golden.append(row)
+    written = export_questions(golden, args.out)
     print(f"wrote {written} questions to {args.out}")
     return 0

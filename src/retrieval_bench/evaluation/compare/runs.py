@@ -12,7 +12,15 @@ import pandas as pd
 import yaml
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.paths import CHUNKS, DEFAULT, DOCUMENTS, GOLDENSET, at_revision, per_question_of
+from retrieval_bench.core.paths import (
+    CHUNKS,
+    DEFAULT,
+    DOCUMENTS,
+    GOLDENSET,
+    at_revision,
+    per_question_of,
+    unknown_system_hint,
+)
 from retrieval_bench.core.revisions import WORKSPACE, git_show, read_artefact, resolve_revision
 from retrieval_bench.evaluation.score.per_question import read_per_question
 
@@ -24,14 +32,16 @@ def read_run(rev: str, cwd: Path, system: str = DEFAULT) -> tuple[pd.DataFrame, 
     if rev == WORKSPACE:
         path = cwd / table
         if not path.is_file():
-            raise InputError(f"{table} not found in the workspace; run `dvc repro` first")
+            hint = unknown_system_hint(system, cwd)
+            raise InputError(f"{table} not found in the workspace{hint or '; run `dvc repro` first'}")
         return read_per_question(path, f"{WORKSPACE}:{table}"), None
     commit = resolve_revision(rev, cwd)
     for revision_path in at_revision(per_question_of, system):
         committed = git_show(revision_path, commit, cwd)
         if committed is not None:
             return read_per_question(committed, f"{rev}:{revision_path}"), commit
-    raise InputError(f"{rev}: no {table} committed there (run `dvc repro` and commit its outputs)")
+    hint = unknown_system_hint(system, cwd)
+    raise InputError(f"{rev}: no {table} committed there{hint or ' (run `dvc repro` and commit its outputs)'}")
 
 
 def question_context(cwd: Path, commits: list[str | None]) -> tuple[list[dict] | None, dict[str, str] | None]:
