@@ -28,8 +28,10 @@ CPU seconds of each side; the last line of stdout is the ratio (pipeline / evalu
 `python` first on PATH that runs the venv's interpreter and records each stage command's CPU
 seconds, so each stage is timed in the run itself; DVC's own share is the rest of the run (with
 the timing `python`'s own start, about 0.02 CPU-s a stage). Then
-the evaluator once, and what every stage pays before its work (the interpreter with pandas and
-pyarrow; torch with sentence-transformers): CPU seconds each, one table.
+the evaluator once, a `dvc repro` of as many chained stages that only start Python and import
+numpy and pyarrow (the floor of that many stage processes under DVC), and what every stage pays
+before its work (the interpreter with pandas and pyarrow; torch with sentence-transformers): CPU
+seconds each, one table.
 """
 
 from __future__ import annotations
@@ -126,6 +128,26 @@ sys.exit(code)
 """
 
 
+def floor_repro(project: Path, stages: int, env: dict[str, str]) -> float:
+    """CPU seconds of a cold `dvc repro` of `stages` chained stages that only start the interpreter,
+    import numpy and pyarrow (what a stage reading a Parquet table pays first) and write one file:
+    the least any pipeline of that many stage processes costs under DVC."""
+    project.mkdir()
+    for command in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(command, cwd=project, check=True, env=env)
+    write = "import numpy, pyarrow.parquet, pathlib; pathlib.Path('out{0}').write_text('{0}')"
+    pipeline = {
+        f"s{i}": {
+            "cmd": f'python -c "{write.format(i)}"',
+            "outs": [f"out{i}"],
+            **({"deps": [f"out{i - 1}"]} if i else {}),
+        }
+        for i in range(stages)
+    }
+    (project / "dvc.yaml").write_text(yaml.safe_dump({"stages": pipeline}, sort_keys=False))
+    return timed([sys.executable, "-m", "dvc", "repro", "--quiet"], project, env)[0]
+
+
 def breakdown(data: Path, env: dict[str, str]) -> None:
     """Print each stage's CPU seconds in a cold `dvc repro`, DVC's own, the evaluator's (see --breakdown)."""
     with tempfile.TemporaryDirectory(prefix="cold-breakdown-") as tmp:
@@ -140,6 +162,12 @@ def breakdown(data: Path, env: dict[str, str]) -> None:
         rows.append(("DVC itself (the rest of the run)", repro - sum(stage["cpu"] for stage in stages)))
         rows.insert(0, ("`dvc repro`, all of it", repro))
         rows.append(("the evaluator (for scale)", evaluator_round(data, env)["cpu"]))
+        rows.append(
+            (
+                f"`dvc repro` of {len(stages)} chained stages that only start Python and import numpy, pyarrow",
+                floor_repro(Path(tmp) / "floor", len(stages), env),
+            )
+        )
         for what, imports in (
             ("pandas, pyarrow", "import pandas, pyarrow.parquet"),
             ("torch, sentence-transformers", "import sentence_transformers"),
