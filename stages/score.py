@@ -13,6 +13,7 @@ from retrieval_bench.core.stage import panel_stage_arguments, run_stage
 from retrieval_bench.evaluation.panel.headline import system_headline
 from retrieval_bench.evaluation.score.budgets import chunk_columns, chunk_tables
 from retrieval_bench.evaluation.score.judged import JudgedInputs
+from retrieval_bench.evaluation.score.reviewed import kept
 from retrieval_bench.evaluation.score.scoring import score_system
 from retrieval_bench.evaluation.score.settings import Scoring, score_inputs
 from retrieval_bench.goldenset.reviews import Reviews, golden_reviews
@@ -28,7 +29,7 @@ def score_one(
     for warning in warnings:
         print(f"score {system}: warning: {warning}", file=sys.stderr)
     write_json(paths.metrics_of(system), summary)
-    write_json(paths.headline_of(system), system_headline(table))
+    write_json(paths.headline_of(system), system_headline(kept(table)))  # as metrics.json: rejected questions left out
     with atomic_open(paths.per_question_of(system)) as handle:
         table.to_csv(handle, index=False, lineterminator="\n")
     shown = (

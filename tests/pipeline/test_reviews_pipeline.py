@@ -35,6 +35,9 @@ def test_a_reviews_file_reruns_scoring_and_the_figures_follow(reproduced):
     assert cell["by_reason"]["ambiguous"] == 1 and cell["rejection_rate"] == round(1 / cell["n_reviewed"], 4)
     after = read_metrics(reproduced)
     assert after["n_rejected"] == 1 and after["n_questions"] == before["n_questions"] - 1
+    # the declared DVC metric leaves the rejected question out as metrics.json does
+    headline = json.loads((reproduced / "metrics" / "headlines" / "default.json").read_text())
+    assert headline["mrr"] == pytest.approx(after["mrr"], abs=1e-4)
     board = json.loads((reproduced / "metrics" / "leaderboard.json").read_text())
     figures = board["reviews"]["ppi"]
     assert figures["available"] and figures["n_reviewed"] == 4 and figures["n_kept"] == 3

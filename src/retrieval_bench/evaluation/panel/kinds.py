@@ -8,14 +8,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from retrieval_bench.evaluation.panel.leaderboard import entry_table, rank_systems
-from retrieval_bench.evaluation.score.abstention import KEEP_HITS, UNANSWERABLE, abstention_summary, contradicted
+from retrieval_bench.evaluation.score.abstention import (
+    KEEP_HITS,
+    UNANSWERABLE,
+    abstention_summary,
+    contradicted,
+    top_score_quantiles,
+)
 from retrieval_bench.evaluation.score.kinds import kinds_present
 from retrieval_bench.evaluation.score.per_question import kind_metric_columns
 
+QUARTILES = [0.25, 0.5, 0.75]
 ABSTENTION_COLUMNS = ("abstention_auc", "false_hit_rate", "abstention_threshold")
 
 
@@ -56,20 +62,20 @@ def kind_sections(
     return sections
 
 
-def _quartiles(values: np.ndarray) -> list[float]:
-    values = values[~np.isnan(values)]
-    return [float(q) for q in np.quantile(values, [0.25, 0.5, 0.75])] if len(values) else []
-
-
 def abstention_section(tables: dict[str, pd.DataFrame]) -> dict:
     """Each system's abstention figures (abstention_summary) and the quartiles of its answerable
     and unanswerable questions' top-1 scores, on the questions every table holds less the
     unanswerable ones a judged chunk answers in any table (abstention.contradicted: the judge's or
-    a reviewer's grades, per chunking), so every system is read on the same questions
+    a reviewer's grades, per chunking) and the answerable ones without a relevant chunk in any
+    table, so every system is read on the same questions
     (`n_contradicted` of them left out); the best system is the one with the highest abstention AUC."""
     common = set.intersection(*(set(t["qid"].astype(str)) for t in tables.values()))
     answered = set().union(*(set(t.loc[contradicted(t), "qid"].astype(str)) for t in tables.values()))
-    common -= answered
+    # an answerable question some system's chunking holds no relevant chunk for is left out of all
+    unscorable = set().union(
+        *(set(t.loc[(t["kind"] != UNANSWERABLE) & (t["n_relevant"] <= 0), "qid"].astype(str)) for t in tables.values())
+    )
+    common -= answered | unscorable
     systems: dict[str, dict[str, Any]] = {}
     for name, table in tables.items():
         table = table[table["qid"].astype(str).isin(common)]
@@ -78,8 +84,8 @@ def abstention_section(tables: dict[str, pd.DataFrame]) -> dict:
         scores = table["top_score"].to_numpy(dtype=float)
         systems[name] = {
             **abstention_summary(table),
-            "top_score_answerable": _quartiles(scores[answerable]),
-            "top_score_unanswerable": _quartiles(scores[unanswerable]),
+            "top_score_answerable": top_score_quantiles(scores[answerable], QUARTILES),
+            "top_score_unanswerable": top_score_quantiles(scores[unanswerable], QUARTILES),
         }
     first = next(iter(tables.values()))
     first = first[first["qid"].astype(str).isin(common)]
@@ -99,8 +105,8 @@ def _number(value: float | None) -> str:
     return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
 
 
-def _spread(quartiles: list[float]) -> str:
-    return f"{quartiles[1]:.3f} [{quartiles[0]:.3f}, {quartiles[2]:.3f}]" if quartiles else "n/a"
+def _spread(quartiles: list[float | None]) -> str:
+    return f"{_number(quartiles[1])} [{_number(quartiles[0])}, {_number(quartiles[2])}]" if quartiles else "n/a"
 
 
 def leaderboard_kind_lines(board: dict) -> list[str]:

@@ -41,6 +41,16 @@ def _lowest_when_missing(scores: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(scores), -np.inf, scores)
 
 
+def top_score_quantiles(scores: np.ndarray, quantiles: list[float]) -> list[float | None]:
+    """Quantiles of top-1 scores, a question the run returned nothing for below every score (as
+    in the AUC and the threshold), None where a quantile falls on one; [] without questions."""
+    if not len(scores):
+        return []
+    with np.errstate(invalid="ignore"):  # interpolating next to -inf gives NaN: a quantile on one
+        values = np.quantile(_lowest_when_missing(scores), quantiles)
+    return [float(value) if np.isfinite(value) else None for value in values]
+
+
 def average_ranks(values: np.ndarray) -> np.ndarray:
     """1-based ranks, equal values sharing their average rank (scipy.stats.rankdata's default):
     written here so that the score stage does not import scipy (about 0.4 CPU-s a system)."""
@@ -134,8 +144,13 @@ def abstention_summary(per_question: pd.DataFrame) -> dict[str, float | int]:
         "abstention_auc": abstention_auc(scores[answerable], scores[unanswerable]),
         "false_hit_rate": false_hit_rate(scores[unanswerable], threshold),
         "abstention_threshold": threshold,
-        "top_score_median_answerable": float(np.nanmedian(scores[answerable])),
-        "top_score_median_unanswerable": float(np.nanmedian(scores[unanswerable])),
+        "top_score_median_answerable": top_score_quantiles(scores[answerable], [0.5])[0],
+        "top_score_median_unanswerable": top_score_quantiles(scores[unanswerable], [0.5])[0],
     }
-    # a declared DVC metric holds numbers only: a figure that could not be computed is left out
-    return {name: value for name, value in summary.items() if not (isinstance(value, float) and math.isnan(value))}
+    # a declared DVC metric holds numbers only: a figure that could not be computed (or a median on
+    # a question the run returned nothing for) is left out
+    return {
+        name: value
+        for name, value in summary.items()
+        if value is not None and not (isinstance(value, float) and math.isnan(value))
+    }

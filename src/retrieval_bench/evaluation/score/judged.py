@@ -120,7 +120,9 @@ def _items(
         old = items.get(index)
         if grade is not None and grade >= min_grade and (old is None or old.gain <= 0):
             items[index] = Item(best * grade / MAX_GRADE, whole_start, whole_end, "judge")
-    for index, item in list(items.items()):  # the judged chunks' copies are judged like them
+    for index, item in list(items.items()):  # the relevant chunks' copies are judged like them
+        if item.gain <= 0:  # a chunk below min_coverage: its copies stay unjudged and in the run
+            continue
         for member in members.get(chunk_ids[index], ()):
             other = index_of[member]
             if other not in items or items[other].gain < item.gain:
@@ -154,8 +156,8 @@ def _collapse(items: dict[int, Item], copies: ChunkCopies, rank_of: Mapping[Any,
     seen: set[int] = set()
     for index in sorted(items):
         group = [index_of[m] for m in members.get(chunk_ids[index], ()) if index_of[m] in items]
-        if len(group) < 2 or index in seen:
-            continue
+        if len(group) < 2 or index in seen or max(items[i].gain for i in group) <= 0:
+            continue  # only copies of a relevant chunk collapse: the judged view differs from the strict one there alone
         seen.update(group)
         keep = min(group, key=lambda i: (rank_of.get(chunk_ids[i], math.inf), -items[i].gain, i))
         strongest = max(group, key=lambda i: (items[i].gain, items[i].source == "gold", i == keep))

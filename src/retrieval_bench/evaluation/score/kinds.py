@@ -22,9 +22,10 @@ def kinds_present(per_question: pd.DataFrame) -> list[str]:
 
 
 def by_kind(per_question: pd.DataFrame) -> dict[str, dict[str, float | int]]:
-    """{kind: {n_questions, its metrics' means over its answerable questions}} with the abstention
-    figures under unanswerable; empty when every question is of one answerable kind (the
-    summary's figures are then that kind's)."""
+    """{kind: {n_questions, its metrics' means over its questions}} with the abstention figures
+    under unanswerable; empty when every question is of one answerable kind (the summary's
+    figures are then that kind's). A question without a relevant chunk scores 0 here as in the
+    summary: the kinds' means and the overall one are over the same questions."""
     kinds = kinds_present(per_question)
     if len(kinds) < 2 and "unanswerable" not in kinds:
         return {}
@@ -35,12 +36,11 @@ def by_kind(per_question: pd.DataFrame) -> dict[str, dict[str, float | int]]:
         if kind == "unanswerable":
             entry.update({k: v for k, v in abstention_summary(per_question).items() if k != "n_unanswerable"})
         else:
-            scorable = rows[rows["n_relevant"] > 0] if "n_relevant" in rows else rows
             entry.update(
                 {
-                    name: float(scorable[column].mean())
+                    name: float(rows[column].mean())
                     for name, column in kind_metric_columns(kind, rows.columns)
-                    if len(scorable)
+                    if len(rows)
                 }
             )
         summary[kind] = entry
