@@ -325,6 +325,18 @@ def test_the_leaderboards_ppi_figures_and_compares_paired_interval_agree():
     assert "ppi_deltas" in json.loads(json.dumps(comparison.to_dict(), default=str))
 
 
+def test_the_judged_views_best_is_its_own_not_the_strict_leaderboards():
+    """The leaderboard's best (strict view) names the strict leader; the judged view takes its own
+    highest PPI estimate, so its deltas and Holm tests are against the judged leader."""
+    tables = _aligned_tables(np.random.default_rng(2))
+    figures = ppi_figures(tables, best={"mrr": "a"})
+    assert figures["views"]["strict"]["mrr"]["best"] == "a"
+    judged = figures["views"]["judged"]["mrr"]
+    estimates = {name: row["ppi"]["estimate"] for name, row in judged["systems"].items()}
+    assert judged["best"] == max(estimates, key=estimates.get) == "b"
+    assert "delta_to_best" not in judged["systems"]["b"] and "delta_to_best" in judged["systems"]["a"]
+
+
 def test_without_reviews_the_figures_say_so_and_compare_is_unchanged():
     tables = _aligned_tables(np.random.default_rng(2))
     unreviewed = {name: t.assign(review="unreviewed") for name, t in tables.items()}

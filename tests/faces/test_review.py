@@ -4,6 +4,7 @@ in one line, Label Studio's documented formats both ways, and the reviewers' kap
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import shutil
 import signal
@@ -104,7 +105,9 @@ def test_the_sample_shows_every_kind_with_the_panels_pooled_top_chunks(project):
 
 
 def post(address: str, body) -> tuple[int, dict]:
-    request = urllib.request.Request(f"{address}/click", data=json.dumps(body).encode(), method="POST")
+    request = urllib.request.Request(
+        f"{address}/click", data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request) as answer:
             return answer.status, json.load(answer)
@@ -126,7 +129,8 @@ def test_each_click_is_in_the_file_when_acknowledged_and_a_bad_one_writes_nothin
         before = path.read_text()
         for bad, message in [
             ({"qid": first["qid"], "chunk_ids": card["chunk_ids"], "grade": 4}, "grade 4: expected 0, 1, 2 or 3"),
-            ({"qid": "q-not-sampled", "mark": "fine"}, "question 'q-not-sampled' is not in the golden set"),
+            ({"qid": "q-not-sampled", "mark": "fine"}, "question 'q-not-sampled' is not in the review sample"),
+            ({"qid": first["qid"], "chunk_ids": ["never-shown"], "grade": 2}, "chunk 'never-shown' was not shown"),
             ({"qid": first["qid"], "mark": "great"}, "mark 'great': expected one of fine"),
         ]:
             status, answer = post(address, bad)
@@ -136,6 +140,45 @@ def test_each_click_is_in_the_file_when_acknowledged_and_a_bad_one_writes_nothin
             state = json.load(answer)
         assert state["marks"] == {first["qid"]: "ambiguous"}
         assert state["grades"] == {first["qid"]: {chunk_id: 3 for chunk_id in card["chunk_ids"]}}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def raw_request(port: int, method: str, path: str, headers: dict, body: bytes = b"") -> int:
+    """The status of a request sent as written (urllib would set Host itself)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for name, value in {**headers, "Content-Length": str(len(body))}.items():
+            connection.putheader(name, value)
+        connection.endheaders(body)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_the_server_answers_its_own_page_only(project):
+    """DNS rebinding (a page elsewhere reaching 127.0.0.1 under its own host name) and cross-site
+    posts (another page's Origin, or a text/plain body that skips the browser's CORS check) get
+    403/415 and write nothing; the page's own requests pass."""
+    review = load_review(project)
+    server = make_server(0, review, "ana", project / "data" / "reviews")
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port, qid = server.server_address[1], review.items[0]["qid"]
+    click = json.dumps({"qid": qid, "mark": "fine"}).encode()
+    own, as_json = {"Host": f"127.0.0.1:{port}"}, {"Content-Type": "application/json"}
+    try:
+        assert raw_request(port, "GET", "/state", {"Host": "attacker.example"}) == 403
+        assert raw_request(port, "POST", "/click", {"Host": f"attacker.example:{port}", **as_json}, click) == 403
+        foreign = {**own, **as_json, "Origin": "http://attacker.example"}
+        assert raw_request(port, "POST", "/click", foreign, click) == 403
+        assert raw_request(port, "POST", "/click", {**own, "Content-Type": "text/plain"}, click) == 415
+        assert not (project / "data" / "reviews" / "ana.jsonl").exists()
+        assert raw_request(port, "GET", "/state", {"Host": f"localhost:{port}"}) == 200
+        assert (
+            raw_request(port, "POST", "/click", {**own, **as_json, "Origin": f"http://127.0.0.1:{port}"}, click) == 200
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -205,10 +248,17 @@ def test_a_port_in_use(project, capsys):
     )
 
 
-def test_a_reviews_file_naming_an_unknown_question_or_a_grade_outside_0_3(project, capsys):
+def test_a_reviews_file_naming_an_unknown_question_or_a_grade_outside_0_3(project, capsys, tmp_path):
+    """A teammate's click on a question a regenerated golden set lacks is left out with a warning, as
+    the pipeline does (it stopped everyone's review); a grade outside 0-3 stops it in one line."""
     write_clicks(project, "bo", [question_click("bo", "q0", "fine"), question_click("bo", "q-gone", "fine")])
-    assert main(["review", "--reviewer", "ana"]) == 1
-    assert error_line(capsys) == "error: data/reviews/bo.jsonl:2: question 'q-gone' is not in the golden set"
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text("[]")
+    assert main(["review", "--reviewer", "ana", "--import", str(nothing)]) == 0
+    assert (
+        "warning: data/reviews: 1 clicks on questions no longer in the golden set are left out"
+        in capsys.readouterr().err
+    )
     write_clicks(project, "bo", [{**grade_click("bo", "q0", "d0.md:0-120", 1), "grade": 5}])
     assert main(["review", "--agreement"]) == 1
     assert "data/reviews/bo.jsonl:1: grade 5: expected 0, 1, 2 or 3" in error_line(capsys)
@@ -481,3 +531,44 @@ def test_the_reviews_folder_is_in_git_so_every_clone_has_it_for_the_stages_that_
     assert read_reviews(ROOT / "data" / "reviews").reviewers == sorted(
         p.removeprefix("data/reviews/").removesuffix(".jsonl") for p in listed if p.endswith(".jsonl")
     )
+
+
+def test_an_import_whose_result_value_is_not_an_object_or_grades_a_chunk_not_shown(project, capsys):
+    assert main(["review", "--export", "label-studio", "tasks.json"]) == 0
+    tasks = json.loads((project / "tasks.json").read_text())
+    tasks[0]["annotations"] = [annotated(tasks[0], [("mark", "fine")], "2026-12-01T10:00:00Z")]
+    tasks[0]["annotations"][0]["result"][0]["value"] = ["fine"]
+    (project / "export.json").write_text(json.dumps(tasks))
+    capsys.readouterr()
+    assert main(["review", "--import", "export.json", "--reviewer", "lee"]) == 1
+    assert "result 'mark': expected a single choice in value.choices" in error_line(capsys)
+    tasks[0]["annotations"] = [annotated(tasks[0], [("grade_1", "2")], "2026-12-01T10:00:00Z")]
+    tasks[0]["data"]["chunk_ids_1"] = ["edited-in"]
+    (project / "export.json").write_text(json.dumps(tasks))
+    assert main(["review", "--import", "export.json", "--reviewer", "lee"]) == 1
+    assert "export.json: chunk 'edited-in' was not shown for question" in error_line(capsys)
+    assert not (project / "data" / "reviews" / "lee.jsonl").exists()
+
+
+@pytest.mark.parametrize("target, expected", [("tasks.xml", "an .xml file"), ("data", "a folder")])
+def test_an_export_to_an_xml_file_or_a_folder_is_refused_before_writing(project, capsys, target, expected):
+    """tasks.xml: the labeling config (FILE with .xml) would overwrite the tasks."""
+    (project / "data").mkdir(exist_ok=True)
+    assert main(["review", "--export", "label-studio", target]) == 1
+    assert f"error: --export label-studio {target}: {expected}" in error_line(capsys)
+    assert not (project / "tasks.xml").exists()
+
+
+@pytest.mark.parametrize("port", ["70000", "-1", "eighty"])
+def test_a_port_outside_0_to_65535_is_argparses_one_line(project, capsys, port):
+    with pytest.raises(SystemExit) as stopped:
+        main(["review", "--reviewer", "ana", "--port", port])
+    assert stopped.value.code == 2 and "expected a port, 0 to 65535" in capsys.readouterr().err
+
+
+def test_a_golden_set_with_a_question_twice_is_refused_not_sampled_twice(project, capsys):
+    golden = project / "data" / "goldenset.jsonl"
+    lines = golden.read_text().splitlines()
+    golden.write_text("\n".join([*lines, lines[0]]) + "\n")
+    assert main(["review", "--export", "label-studio", "tasks.json"]) == 1
+    assert f"twice (row {len(lines) + 1}); expected one row per question" in error_line(capsys)

@@ -10,6 +10,7 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.evaluation.stats import cohen_kappa
 from retrieval_bench.goldenset.reviews import (
     append_click,
+    golden_reviews,
     grade_click,
     question_click,
     read_reviews,
@@ -68,6 +69,38 @@ def test_a_line_cut_short_by_a_crash_is_skipped(tmp_path):
     with open(tmp_path / "ana.jsonl", "a") as handle:
         handle.write('{"type": "grade", "qid": "q1", "chu')
     assert len(read_reviews(tmp_path).questions) == 1
+
+
+def test_a_click_after_a_line_cut_short_cuts_it_off_and_one_after_a_line_without_newline_keeps_it(tmp_path):
+    """The next append never lands glued to the last line: an unfinished one (never acknowledged) is
+    cut off, a complete one (a hand edit) gets its newline; every acknowledged click stays readable."""
+    append_click(tmp_path, question_click("ana", "q1", "fine"))
+    with open(tmp_path / "ana.jsonl", "a") as handle:
+        handle.write('{"type": "grade", "qid": "q1", "chu')
+    append_click(tmp_path, question_click("ana", "q2", "ambiguous"))
+    assert read_reviews(tmp_path).questions["qid"].tolist() == ["q1", "q2"]
+    (tmp_path / "bo.jsonl").write_text(json.dumps(question_click("bo", "q1", "fine")))  # no final newline
+    append_click(tmp_path, question_click("bo", "q2", "fine"))
+    assert sorted(read_reviews(tmp_path).questions.query("reviewer == 'bo'")["qid"]) == ["q1", "q2"]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            '{"type": "question", "qid": ["q1"], "mark": "fine", "reviewer": "ana"}',
+            "qid ['q1']: expected a question id",
+        ),
+        ('{"type": "question", "qid": "q1", "mark": "fine"}', "ana.jsonl:1: no reviewer"),
+        ('{"type": "question", "qid": "q1", "mark": "fine", "reviewer": ""}', "ana.jsonl:1: reviewer '': expected"),
+        ("[" * 100_000 + "]" * 100_000, "ana.jsonl:1: JSON nested 100000 levels deep"),
+    ],
+)
+def test_what_the_pipeline_reads_of_a_bad_line_is_one_line_not_a_traceback(tmp_path, text, expected):
+    (tmp_path / "ana.jsonl").write_text(text + "\n")
+    with pytest.raises(InputError) as error:
+        golden_reviews(tmp_path, {"q1"})
+    assert expected in str(error.value) and "\n" not in str(error.value)
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from typing import Any, Collection
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError, quoted
-from retrieval_bench.core.files import atomic_open, fsync_folder, read_text_lines
+from retrieval_bench.core.files import atomic_open, fsync_folder, parse_json, read_text_lines
 from retrieval_bench.core.question_sets import kind_of, question_set_of
 
 # What a reviewer can say of a question; `fine` keeps it, every other mark takes it out of scoring.
@@ -123,19 +123,48 @@ def grade_click(reviewer: str, qid: str, chunk_id: str, grade: int) -> dict[str,
     return {"type": "grade", "qid": qid, "chunk_id": chunk_id, "grade": grade, "reviewer": reviewer, "at": _now()}
 
 
-def append_click(folder: str | Path, click: dict[str, Any], known_qids: Collection[str] | None = None) -> None:
-    """Check `click` and append it as one line to its reviewer's file, flushed to disk before
-    returning: what the page acknowledged survives a crash."""
+def append_click(
+    folder: str | Path, click: dict[str, Any], known_qids: Collection[str] | None = None, known_as: str = "golden set"
+) -> None:
+    """Check `click` (its question among `known_qids`, named `known_as` in the error) and append it
+    as one line to its reviewer's file, flushed to disk before returning: what the page
+    acknowledged survives a crash."""
     path = reviews_path(folder, str(click.get("reviewer", "")))
-    _check_click(click, known_qids, where=f"{path} (new click)")
+    _check_click(click, known_qids, f"{path} (new click)", known_as)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(click, ensure_ascii=False, separators=(",", ":")) + "\n"
     with _APPENDING:  # the page's server answers each request in a thread
         _own_copy(path)
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(line)
+        created = not path.exists()
+        with open(path, "a+b") as handle:
+            _end_last_line(handle)
+            handle.write(line.encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
+        if created:  # the new file's name reaches the disk too, before the click is acknowledged
+            fsync_folder(path.parent)
+
+
+def _end_last_line(handle) -> None:
+    """Before an append to `handle` (a+b): a last line without its newline is either a complete
+    click (a hand edit) and gets its newline, or the unacknowledged rest of an append a crash cut
+    short, which is cut off: the new click never lands glued to it, unreadable."""
+    size = handle.seek(0, os.SEEK_END)
+    if not size:
+        return
+    handle.seek(size - 1)
+    if handle.read(1) == b"\n":
+        return
+    handle.seek(0)
+    content = handle.read()
+    start = content.rfind(b"\n") + 1
+    try:
+        json.loads(content[start:])
+    except (ValueError, RecursionError):
+        handle.truncate(start)
+        handle.seek(start)
+        return
+    handle.write(b"\n")
 
 
 _APPENDING = threading.Lock()
@@ -190,7 +219,7 @@ def read_reviews(folder: str | Path, known_qids: Collection[str] | None = None, 
             raise InputError(f"{path}: a reviews file is named <reviewer>.jsonl with a file-safe word as the name")
         for line_number, click in _clicks(path):
             where = f"{path}:{line_number}"
-            if drop_unknown and known_qids is not None and click.get("qid") not in known_qids:
+            if drop_unknown and known_qids is not None and not _known(click.get("qid"), known_qids):
                 _check_click(click, None, where)
                 unknown += 1
                 continue
@@ -208,6 +237,10 @@ def read_reviews(folder: str | Path, known_qids: Collection[str] | None = None, 
     )
 
 
+def _known(qid: Any, known_qids: Collection[str]) -> bool:
+    return isinstance(qid, str) and qid in known_qids  # a list or a dict is no question id (nor hashable)
+
+
 def _clicks(path: Path) -> list[tuple[int, dict[str, Any]]]:
     lines = list(read_text_lines(path))
     clicks = []
@@ -216,26 +249,34 @@ def _clicks(path: Path) -> list[tuple[int, dict[str, Any]]]:
             continue
         try:
             click = json.loads(line)
-        except json.JSONDecodeError as error:
+        except (json.JSONDecodeError, RecursionError) as error:
             if line_number == len(lines) and not line.endswith("\n"):
                 break  # the append a crash cut short: the page never acknowledged it
-            raise InputError(f"{path}:{line_number}: invalid JSON ({error.msg})") from None
+            parse_json(line.rstrip("\r\n"), path, line_number)  # the one-line error: invalid JSON, or too deep
+            raise InputError(f"{path}:{line_number}: invalid JSON") from error
         if not isinstance(click, dict):
             raise InputError(f"{path}:{line_number}: expected a JSON object, got {type(click).__name__}")
         clicks.append((line_number, click))
     return clicks
 
 
-def _check_click(click: dict[str, Any], known_qids: Collection[str] | None, where: str) -> None:
+def _check_click(
+    click: dict[str, Any], known_qids: Collection[str] | None, where: str, known_as: str = "golden set"
+) -> None:
     kind = click.get("type")
     if kind not in ("question", "grade"):
         raise InputError(f"{where}: type {quoted(kind)}: expected 'question' or 'grade'")
-    check_reviewer(str(click.get("reviewer", "")))
+    if "reviewer" not in click:
+        raise InputError(f"{where}: no reviewer: a click names its reviewer (the file's name)")
+    try:
+        check_reviewer(str(click["reviewer"]))
+    except InputError as error:
+        raise InputError(f"{where}: {error}") from None
     qid = click.get("qid")
     if not isinstance(qid, str) or not qid:
         raise InputError(f"{where}: qid {quoted(qid)}: expected a question id")
     if known_qids is not None and qid not in known_qids:
-        raise InputError(f"{where}: question {quoted(qid)} is not in the golden set")
+        raise InputError(f"{where}: question {quoted(qid)} is not in the {known_as}")
     if kind == "question" and click.get("mark") not in QUESTION_MARKS:
         raise InputError(f"{where}: mark {quoted(click.get('mark'))}: expected one of {', '.join(QUESTION_MARKS)}")
     if kind == "grade":

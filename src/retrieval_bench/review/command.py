@@ -12,14 +12,27 @@ from pathlib import Path
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.stage import ctrl_c_stops
-from retrieval_bench.goldenset.reviews import append_click, check_reviewer, read_reviews, reviews_path
+from retrieval_bench.goldenset.reviews import append_click, check_reviewer, golden_reviews, read_reviews, reviews_path
 from retrieval_bench.review.agreement import agreement_lines
 from retrieval_bench.review.items import load_review
 from retrieval_bench.review.label_studio import export_tasks, import_clicks
-from retrieval_bench.review.server import HOST, make_server
+from retrieval_bench.review.server import HOST, check_shown, make_server
 from retrieval_bench.review.tracking import track
 
 DEFAULT_PORT = 8765
+
+
+def port_number(text: str) -> int:
+    """--port: a TCP port, 0 to 65535 (argparse's one-line error otherwise)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a port, 0 to 65535 (0: a free one)")
+    return port
+
+
 EXPORT_FORMATS = ("label-studio",)
 
 
@@ -32,7 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--reviewer", help="your name, a file-safe word (default: your login name)")
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"the port on {HOST} (default {DEFAULT_PORT}; 0: a free one)"
+        "--port",
+        type=port_number,
+        default=DEFAULT_PORT,
+        help=f"the port on {HOST} (default {DEFAULT_PORT}; 0: a free one)",
     )
     parser.add_argument("--sample", type=int, help="questions in the sample (default: params review.sample)")
     action = parser.add_mutually_exclusive_group()
@@ -70,13 +86,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     reviewer = check_reviewer(args.reviewer if args.reviewer is not None else getpass.getuser())
     review = load_review(root, args.sample)
-    reviews = read_reviews(folder, review.golden_qids)  # a file naming an unknown question stops here
+    reviews = golden_reviews(folder, review.golden_qids)  # a regenerated set's stale clicks: warned, left out
     path = reviews_path(folder, reviewer)
     if args.import_file is not None:
         sample = set(review.qids)  # the estimates take what is reviewed as the random sample: only it
         clicks = import_clicks(Path(args.import_file), reviewer, sample)
+        try:
+            check_shown(clicks, review)
+        except InputError as error:
+            raise InputError(f"{args.import_file}: {error}") from None
         for click in clicks:
-            append_click(folder, click, sample)
+            append_click(folder, click, sample, "review sample")
         print(f"review: {len(clicks)} clicks from {args.import_file} appended to {path}")
         _say(track(path))
         return 0

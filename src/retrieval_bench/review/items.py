@@ -49,6 +49,13 @@ def load_review(root: Path, sample: int | None = None) -> Review:
     golden = read_jsonl(golden_path)
     if not golden:
         raise InputError(f"{paths.GOLDENSET}: the golden set is empty; nothing to review")
+    seen: set[str] = set()
+    for line, row in enumerate(golden, 1):  # as scoring refuses them: a question reviewed twice
+        if str(row.get("qid")) in seen:
+            raise InputError(
+                f"{paths.GOLDENSET}: qid {row.get('qid')!r} twice (row {line}); expected one row per question"
+            )
+        seen.add(str(row.get("qid")))
     qids = review_sample(pd.DataFrame(golden), size, settings["seed"])
     by_qid = {str(row["qid"]): row for row in golden}
     documents = _documents(root)

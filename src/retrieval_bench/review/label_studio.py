@@ -27,7 +27,11 @@ MARK_CONTROL, GRADE_CONTROL, CHUNK_SLOT = "mark", "grade_", "chunk_"
 
 
 def export_tasks(items: list[dict[str, Any]], path: Path) -> Path:
-    """Write the tasks to `path` and the labeling config beside it (`path` with .xml); the config's path."""
+    """Write the tasks to `path` and the labeling config beside it (`path` with .xml); the config's path.
+    A `path` that is a folder, or ends in .xml (the config would overwrite the tasks), is an InputError."""
+    if path.suffix.lower() == ".xml" or path.is_dir():
+        what = "a folder" if path.is_dir() else "an .xml file (the labeling config goes to FILE with .xml)"
+        raise InputError(f"--export label-studio {path}: {what}; expected a .json file for the tasks")
     slots = max((len(item["chunks"]) for item in items), default=0)
     tasks = []
     for item in items:
@@ -116,7 +120,8 @@ def import_clicks(path: Path, reviewer: str, known_qids: set[str]) -> list[dict[
 
 def _result_clicks(result: Any, data: dict[str, Any], reviewer: str, where: str) -> list[dict[str, Any]]:
     name = result.get("from_name") if isinstance(result, dict) else None
-    choices = (result.get("value") or {}).get("choices") if isinstance(result, dict) else None
+    value = result.get("value") if isinstance(result, dict) else None
+    choices = value.get("choices") if isinstance(value, dict) else None
     if not isinstance(choices, list) or len(choices) != 1:
         raise InputError(f"{where}: result {quoted(name)}: expected a single choice in value.choices")
     choice = str(choices[0])

@@ -47,6 +47,18 @@ def page_state(review: Review, reviews: Reviews, reviewer: str, folder: Path) ->
     }
 
 
+def check_shown(clicks: list[dict[str, Any]], review: Review) -> None:
+    """A grade click must grade a chunk the review showed for its question (its pooled cards): an
+    InputError naming the first that does not (a grade of a chunk no one read is no judgement)."""
+    shown = {item["qid"]: {c for card in item["chunks"] for c in card["chunk_ids"]} for item in review.items}
+    for click in clicks:
+        if click["type"] == "grade" and click["chunk_id"] not in shown.get(click["qid"], set()):
+            raise InputError(
+                f"chunk {click['chunk_id']!r} was not shown for question {click['qid']!r}: a grade is of a chunk "
+                "the review showed"
+            )
+
+
 def clicks_of(body: Any, reviewer: str) -> list[dict[str, Any]]:
     """The clicks a POST /click body stands for: {qid, mark} is one question click, {qid, chunk_ids,
     grade} one grade click per chunk id (a text several chunks share is graded once, for all)."""
@@ -69,12 +81,29 @@ def make_server(port: int, review: Review, reviewer: str, folder: Path) -> Threa
     page = PAGE.encode("utf-8")
 
     class Handler(BaseHTTPRequestHandler):
+        def _foreign(self) -> str | None:
+            """Why a request did not come from this page on this machine, or None: a Host other than
+            this server's (a page elsewhere reaching it by DNS rebinding) or another page's Origin."""
+            port = self.server.server_address[1]  # type: ignore[index]  # an (host, port) pair: AF_INET
+            ours = {f"{HOST}:{port}", f"localhost:{port}"}
+            if self.headers.get("Host") not in ours:
+                return f"host {self.headers.get('Host')!r}: this server answers {HOST} only"
+            origin = self.headers.get("Origin")
+            if origin is not None and origin.removeprefix("http://") not in ours:
+                return f"origin {origin!r}: only this server's own page may send clicks"
+            return None
+
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if (why := self._foreign()) is not None:
+                self._json(403, {"error": why})
+                return
             if self.path in ("/", "/index.html"):
                 self._send(200, page, "text/html; charset=utf-8")
             elif self.path == "/state":  # the file as it is now: a reloaded page resumes where it stopped
                 try:
-                    state = page_state(review, read_reviews(folder, review.golden_qids), reviewer, folder)
+                    # a teammate's click on a question a regenerated golden set lacks: left out, as the pipeline does
+                    reviews = read_reviews(folder, review.golden_qids, drop_unknown=True)
+                    state = page_state(review, reviews, reviewer, folder)
                 except InputError as error:
                     self._json(500, {"error": str(error)})
                     return
@@ -83,16 +112,24 @@ def make_server(port: int, review: Review, reviewer: str, folder: Path) -> Threa
                 self._json(404, {"error": f"no page {self.path}"})
 
         def do_POST(self) -> None:  # noqa: N802
+            if (why := self._foreign()) is not None:
+                self._json(403, {"error": why})
+                return
             if self.path != "/click":
                 self._json(404, {"error": f"no page {self.path}"})
+                return
+            if self.headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
+                # a cross-site form or text/plain post skips the browser's CORS check; JSON does not
+                self._json(415, {"error": "a click is sent as application/json"})
                 return
             try:
                 length = int(self.headers.get("Content-Length") or 0)
                 if not 0 < length <= MAX_BODY:
                     raise InputError(f"a click of {length} bytes: expected 1 to {MAX_BODY}")
                 clicks = clicks_of(json.loads(self.rfile.read(length)), reviewer)
+                check_shown(clicks, review)
                 for click in clicks:  # append_click checks each (mark, grade 0-3, a sampled qid)
-                    append_click(folder, click, sample_qids)
+                    append_click(folder, click, sample_qids, "review sample")
             except (InputError, ValueError) as error:  # ValueError: bad JSON, UTF-8 or Content-Length
                 self._json(400, {"error": str(error)})
                 return

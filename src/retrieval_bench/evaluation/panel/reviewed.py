@@ -95,8 +95,9 @@ def ppi_figures(aligned: dict[str, pd.DataFrame], best: Mapping[str, str] | None
     {metric: {system: {uncorrected, ppi, human_only, delta_to_best}}}}} over the compared questions
     (aligned as leaderboard.scorable makes them): `uncorrected` the mean of the model's figure over
     every question, `ppi` the PPI++ estimate and 95% interval, `human_only` the reviewed questions'
-    interval alone, `delta_to_best` the paired PPI interval of this system minus the best (`best`:
-    metric -> the leaderboard's best; else the highest PPI estimate), and as the leaderboard marks
+    interval alone, `delta_to_best` the paired PPI interval of this system minus the best (in the
+    strict view `best`: metric -> the leaderboard's best; in the judged view, and without `best`, the
+    highest PPI estimate), and as the leaderboard marks
     its systems, `p_holm` (its t test, Holm-adjusted over the systems compared with the best)
     and `differs_from_best` (p_holm < alpha)."""
     first = next(iter(aligned.values()))
@@ -113,7 +114,9 @@ def ppi_figures(aligned: dict[str, pd.DataFrame], best: Mapping[str, str] | None
                 "ppi": _dict(ppi_mean(y[reviewed], f[reviewed], f[~reviewed], keep)),
                 "human_only": _dict(ppi_mean(y[reviewed], f[reviewed], f[~reviewed], keep, lam=0.0)),
             }
-        leader = (best or {}).get(metric) or max(rows, key=lambda s: (rows[s]["ppi"] or {}).get("estimate", -1.0))
+        # the leaderboard's best is the strict view's: the judged view's is its own highest estimate
+        named = (best or {}).get(metric) if view == "strict" else None
+        leader = named or max(rows, key=lambda s: (rows[s]["ppi"] or {}).get("estimate", -1.0))
         deltas = {s: paired_delta(aligned[leader], t, truth, model) for s, t in aligned.items() if s != leader}
         tested = {system: delta for system, delta in deltas.items() if delta is not None}
         adjusted = dict(zip(tested, holm_adjust([delta.p_value() for delta in tested.values()]), strict=True))

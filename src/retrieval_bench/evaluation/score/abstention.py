@@ -138,7 +138,7 @@ def abstention_summary(per_question: pd.DataFrame) -> dict[str, float | int]:
         return {"n_unanswerable_contradicted": int(answered.sum())} if answered.any() else {}
     scores = per_question["top_score"].to_numpy(dtype=np.float64)
     threshold = hit_threshold(scores[answerable], per_question["hit@1"].to_numpy(dtype=np.float64)[answerable])
-    summary: dict[str, float | int] = {
+    summary: dict[str, float | int | None] = {
         "n_unanswerable": int(unanswerable.sum()),
         **({"n_unanswerable_contradicted": int(answered.sum())} if answered.any() else {}),
         "abstention_auc": abstention_auc(scores[answerable], scores[unanswerable]),
