@@ -7,14 +7,13 @@ gets its last outputs back (core.item_memo); method rerank keeps its cross-encod
 import sys
 from collections.abc import Callable
 
-from tqdm import tqdm
-
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import atomic_path, write_json
 from retrieval_bench.core.item_memo import ItemMemo
 from retrieval_bench.core.params_panel import panel_system, settings_key
 from retrieval_bench.core.run_table import check_trec_ids, write_trec
 from retrieval_bench.core.stage import panel_stage_arguments, run_stage
+from retrieval_bench.core.stage import progress as progress_of
 from retrieval_bench.retrieval.inputs import LastInputs, questions_and_corpus, reading_order, retrieve_inputs
 from retrieval_bench.retrieval.methods import retrieve, run_info
 from retrieval_bench.retrieval.rerank import score_cache
@@ -27,7 +26,7 @@ def retrieve_system(params: dict, system: str, load: Callable = questions_and_co
     settings = RetrievalSettings.from_params(picked, where, rerank_cache=score_cache(system))
     trec_export = settings.trec_export  # retrieval.trec_export is the default system's (params_panel)
     questions, corpus = load(settings, picked["chunking"], picked["embedder"])
-    with tqdm(total=len(questions.qids), desc=f"retrieve {system} ({settings.method})", unit="q") as progress:
+    with progress_of(len(questions.qids), f"retrieve {system} ({settings.method})", "q") as progress:
         run = retrieve(settings, questions, corpus, progress)
     if trec_export:  # checked before anything is written: no run without its export
         check_trec_ids(run, f"{where}.trec_export {trec_export}")

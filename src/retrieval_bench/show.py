@@ -10,6 +10,7 @@ from pathlib import Path
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import parse_json, read_text
 from retrieval_bench.core.question_sets import ALL
 from retrieval_bench.core.revisions import git_show, resolve_revision
 from retrieval_bench.evaluation.certificate.certify import certificate_summary
@@ -25,14 +26,15 @@ HEALTH = ["n_questions", "n_handwritten", "n_generated", "echo_rate", "rejected"
 
 def committed(path: str, revision: str, cwd: Path) -> dict | None:
     """A metrics file as committed at `revision`; None outside git (or without git) or where it is
-    absent or unreadable."""
+    absent; one committed unreadable (a merge conflict) is an InputError naming it, not "nothing
+    committed"."""
     shown = git_show(path, revision, cwd)
     if shown is None:
         return None
     try:
         return json.loads(shown)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InputError(f"{revision}:{path}: committed, but not valid JSON ({error}); commit a good one") from None
 
 
 def _number(value) -> str:
@@ -40,7 +42,23 @@ def _number(value) -> str:
         return "n/a" if value is None else str(value)
     if isinstance(value, int):
         return str(value)
+    if not isinstance(value, float):  # a hand-edited file's "0.5": shown as written, not a traceback
+        return repr(value)
     return "n/a" if math.isnan(value) else f"{value:.4f}"
+
+
+def read_report(path: Path) -> dict:
+    """A JSON report the pipeline wrote; one that is not UTF-8 JSON holding an object (a merge
+    conflict, a hand edit) is an InputError naming it."""
+    try:
+        report = parse_json(read_text(path), path)
+    except InputError as error:
+        raise InputError(
+            f"{error}; rerun the stage that writes it (`dvc repro`) or restore it (`git checkout`)"
+        ) from None
+    if not isinstance(report, dict):
+        raise InputError(f"{path}: expected a JSON object, got {type(report).__name__}; rerun `dvc repro`")
+    return report
 
 
 def table(current: dict, before: dict | None, names: list[str]) -> list[str]:
@@ -181,12 +199,8 @@ def run(args: argparse.Namespace) -> int:
     if not (cwd / current).is_file():
         hint = paths.unknown_system_hint(args.system, cwd)
         raise InputError(f"{current} not found{hint or '; run `dvc repro` first'}")
-    metrics = json.loads((cwd / current).read_text(encoding="utf-8"))
-    health = (
-        json.loads((cwd / paths.GOLDENSET_REPORT).read_text(encoding="utf-8"))
-        if (cwd / paths.GOLDENSET_REPORT).is_file()
-        else None
-    )
+    metrics = read_report(cwd / current)
+    health = read_report(cwd / paths.GOLDENSET_REPORT) if (cwd / paths.GOLDENSET_REPORT).is_file() else None
     # HEAD by default, which a project not yet committed (or outside git) lacks: then no change is
     # shown. A revision the user names must exist: else "nothing committed" would hide a typo.
     against = "HEAD" if args.against is None else resolve_revision(args.against, cwd)
@@ -197,8 +211,7 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(render(metrics, before, health, args.against or against), end="")
     board, cert = (
-        json.loads((cwd / path).read_text(encoding="utf-8")) if (cwd / path).is_file() else {}
-        for path in (paths.LEADERBOARD, paths.CERTIFICATE)
+        read_report(cwd / path) if (cwd / path).is_file() else {} for path in (paths.LEADERBOARD, paths.CERTIFICATE)
     )
     for line in leaderboard_lines(board):
         print(line)

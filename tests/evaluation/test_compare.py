@@ -484,7 +484,11 @@ def test_the_verdict_and_the_stars_follow_the_ci_level():
     strict = compare.format_text(
         compare_tables(per_question(a), per_question(b), resampling=Resampling(2000, level=0.95))
     )
-    assert strict.startswith("No significant difference on mrr (") and "* p < 0.05, 1 - the CI's level" in strict
+    # 5 questions differ: the exact sign-flip test's smallest p is 2 / 2^5 = 0.0625, it cannot reach 0.05
+    assert strict.startswith(
+        "Too few questions to decide on mrr: 5 differ, and the paired test needs 6 to reach p < 0.05 ("
+    )
+    assert "* p < 0.05, 1 - the CI's level" in strict
     assert f"{m['p_value']:.4f}*" not in strict
 
 
@@ -651,3 +655,20 @@ def test_coinciding_views_are_not_called_free_of_duplicates_when_the_corpus_has_
     text = compare.format_text(compare_tables(a, a.copy(), resampling=Resampling(200)))
     assert compare_report.VIEWS_COINCIDE in text and "no duplicate chunks" not in text
     assert "no duplicate of a relevant chunk was retrieved" in text
+
+
+def test_a_ci_that_excludes_0_without_a_significant_p_is_called_borderline():
+    """7 questions differ (the test could reach 0.05), 6 one way: the 95% bootstrap CI excludes 0 but
+    the exact sign-flip p is 0.094: the verdict says borderline rather than plain no difference."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(1, 4, 40).astype(float)
+    b = a.copy()
+    changed = rng.choice(40, 7, replace=False)
+    b[changed] = rng.integers(1, 3, 7)
+    result = compare_tables(per_question(a), per_question(b), resampling=Resampling(2000))
+    m = result.metrics["mrr"]
+    assert m["p_value"] >= 0.05 and m["ci_low"] > 0 and m["wins"] + m["losses"] == 7
+    line = compare.format_text(result).split("\n")[0]
+    assert line.startswith(
+        "No significant difference on mrr (borderline: the bootstrap CI excludes 0, the permutation test does not "
+    )

@@ -171,6 +171,9 @@ def test_a_bar_ends_at_its_total_and_prints_the_last_count_once(capsys):
         bar.update(2)
     err = capsys.readouterr().err
     assert bar_counts(err, 5) == [0, 5] and "q/s]" in err and re.search(r"\[\d\d:\d\d<\d\d:\d\d", err)  # rate, ETA
+    # in a log (stderr not a terminal) each count is a whole line: a reader of the log sees it at once
+    lines = [line for line in err.split("\n") if line]
+    assert "\r" not in err and [line.split(":")[0] for line in lines] == ["retrieve (run-file)"] * 2
     with pytest.raises(RuntimeError), progress(5, "score") as bar:
         bar.update(3)
         raise RuntimeError("a failing step")

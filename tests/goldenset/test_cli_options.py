@@ -96,3 +96,14 @@ def test_output_cut_short_by_its_reader_ends_quietly(workdir):
     first, status = result.stdout.splitlines()
     assert first.startswith(f"{HANDWRITTEN} (") and status == "141", result.stdout
     assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr, result.stderr
+
+
+def test_show_names_a_report_that_is_not_json_instead_of_a_traceback(workdir, capsys):
+    (workdir / "metrics" / "panel" / "default").mkdir(parents=True)
+    (workdir / "metrics" / "panel" / "default" / "metrics.json").write_text("<<<<<<< HEAD\n")
+    err = one_error(capsys, ["show"])
+    assert "metrics/panel/default/metrics.json:1: invalid JSON" in err and "`git checkout`" in err
+
+
+def test_compare_refuses_a_negative_show(workdir, capsys):
+    assert "--show must be 0 or more flipped questions, got -1" in one_error(capsys, ["compare", "--show", "-1"])

@@ -94,11 +94,12 @@ def ctrl_c_stops() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def progress(total: int, desc: str, unit: str = "q") -> Tqdm[Any]:
+def progress(total: int, desc: str, unit: str = "q", show: bool = True) -> Tqdm[Any]:
     """A progress bar on stderr (tqdm) that counts what is done, with its rate and time left. Used
     as a context manager it ends at total/total when the block succeeds (the work is done even if
-    a step reported nothing); in a log (stderr not a terminal) it prints at most every 15 s and
-    never the same count twice."""
+    a step reported nothing); in a log (stderr not a terminal: a file, CI, `| tee`) it prints a
+    line at most every 15 s, each ended (a bar redrawn with carriage returns never ends a line
+    there, so a log showed nothing for minutes), and never the same count twice; `show` false: none."""
     from tqdm import tqdm
 
     class Bar(tqdm):  # type: ignore[type-arg]  # generic in types-tqdm only: not subscriptable at run time
@@ -112,6 +113,10 @@ def progress(total: int, desc: str, unit: str = "q") -> Tqdm[Any]:
             if self._log and msg is None and self._shown == self.n:
                 return None  # in a log this count is already printed: the final close would repeat it
             self._shown = self.n
+            if self._log and msg is None:  # any position: in a log, lines come one after another
+                self.fp.write(f"{self}\n")  # a whole line: a log reader sees it now
+                self.fp.flush()
+                return True
             return super().display(msg, pos)
 
         def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
@@ -123,6 +128,7 @@ def progress(total: int, desc: str, unit: str = "q") -> Tqdm[Any]:
         total=total,
         desc=desc,
         unit=unit,
+        disable=not show,
         file=sys.stderr,
         dynamic_ncols=True,
         mininterval=0.5 if sys.stderr.isatty() else 15.0,

@@ -129,7 +129,13 @@ def read_documents_folder(
     page's text is what a reader sees, without the blocks `html_skip` selects (html_text). Files of
     other kinds are skipped, and said so in `notes` once, by extension."""
     skip = parse_selectors(html_skip) if html_skip.strip() else []
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    entries = list(folder.rglob("*"))
+    files = sorted(p for p in entries if p.is_file())
+    # not followed, never silently: linked folders (a loop would never end) and links to nothing
+    unread = sorted(str(p.relative_to(folder)) for p in entries if p.is_symlink() and not p.is_file())
+    if unread and notes is not None:
+        shown = ", ".join(unread[:5]) + (f" and {len(unread) - 5} more" if len(unread) > 5 else "")
+        notes.append(f"did not follow {len(unread)} links to folders or to nothing: {shown}")
     paths = [p for p in files if p.suffix.lower() in DOCUMENT_SUFFIXES]
     skipped = Counter(p.suffix.lower() or "no extension" for p in files if p.suffix.lower() not in DOCUMENT_SUFFIXES)
     if not paths:
@@ -143,7 +149,7 @@ def read_documents_folder(
     rows = []
     for path in paths:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is no part of the text
         except UnicodeDecodeError as error:
             raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
         if path.suffix.lower() in HTML_SUFFIXES:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +70,21 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
     else:
         check_regular(path)
         try:
-            raw = pd.read_parquet(path) if suffix == ".parquet" else pd.read_csv(path, dtype=str, keep_default_na=False)
+            with warnings.catch_warnings():
+                # a row with more fields than the header: pandas warns and cuts it (index_col=False),
+                # or without index_col=False took the first column as the index, every column shifted
+                warnings.simplefilter("error", pd.errors.ParserWarning)
+                raw = (
+                    pd.read_parquet(path)
+                    if suffix == ".parquet"
+                    else pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False)
+                )
+        except pd.errors.ParserWarning:
+            line, fields, named = _long_row(path)
+            raise InputError(
+                f"{path}:{line}: {fields} fields where the header names {named}: a trailing comma, or an unquoted "
+                "comma in a text? Quote the field or remove the extra comma"
+            ) from None
         except (OSError, ValueError, pd.errors.ParserError) as error:
             raise InputError(f"{path}: cannot read {suffix[1:]} ({str(error).splitlines()[0]})") from None
         for key in (id_field, text_field):
@@ -89,6 +105,17 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
         if key in columns and key not in (id_field, text_field):  # a column named doc_id holding the chunk id is the id
             records[key] = pd.Series(columns[key], dtype=object)
     return records
+
+
+def _long_row(path: Path) -> tuple[int, int, int]:
+    """(line, fields, header fields) of the first CSV row with more fields than the header."""
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        named = len(next(reader, []))
+        for row in reader:
+            if len(row) > named:
+                return reader.line_num, len(row), named
+    return 0, 0, named
 
 
 def _read_beir_jsonl(path: Path) -> list[dict]:
@@ -116,10 +143,22 @@ def read_beir_corpus(path: Path) -> pd.DataFrame:
 
 
 def read_queries(path: Path) -> dict[str, str]:
-    """Queries as BEIR JSONL (_id, text) or a two-column TSV (query id, text)."""
+    """Queries as BEIR JSONL (_id, text) or a two-column TSV (query id, text); a query id twice is an
+    InputError naming both records (the later text would silently replace the earlier)."""
+    queries: dict[str, str] = {}
+    first_at: dict[str, int] = {}
+
+    def add(query_id: str, text: str, at: int) -> None:
+        if query_id in first_at:
+            raise InputError(
+                f"{path}:{at}: query id {quoted(query_id)} again (first at {first_at[query_id]}); one record per query"
+            )
+        first_at[query_id], queries[query_id] = at, text
+
     if path.suffix.lower() == ".jsonl":
-        return {row["_id"]: row["text"] for row in _read_beir_jsonl(path)}
-    queries = {}
+        for number, row in enumerate(_read_beir_jsonl(path), 1):
+            add(row["_id"], row["text"], number)
+        return queries
     for line_number, line in enumerate(read_text_lines(path), 1):
         line = line.rstrip("\r\n")
         if not line.strip():
@@ -129,7 +168,7 @@ def read_queries(path: Path) -> dict[str, str]:
             raise InputError(
                 f"{path}:{line_number}: expected 2 tab-separated fields (query id, text), got {len(fields)}"
             )
-        queries[fields[0]] = fields[1]
+        add(fields[0], fields[1], line_number)
     return queries
 
 
@@ -137,6 +176,7 @@ def read_qrels(path: Path) -> list[tuple[str, str, int]]:
     """(query id, chunk id, grade) from a qrels TSV: 3 columns (BEIR, header allowed) or 4 (TREC)."""
     judgements = []
     seen: dict[tuple[str, str], tuple[int, int]] = {}
+    width: tuple[int, int] | None = None  # (fields, line) of the first judgement: every line has as many
     for line_number, line in enumerate(read_text_lines(path), 1):
         line = line.rstrip("\r\n")
         # Tab-separated (BEIR) keeps ids with spaces whole; TREC qrels are whitespace-separated.
@@ -153,9 +193,16 @@ def read_qrels(path: Path) -> list[tuple[str, str, int]]:
         try:
             value = int(grade)
         except ValueError:
-            if line_number == 1:  # a header line such as "query-id corpus-id score"
+            if line_number == 1 and not _numeric(grade):  # a header line such as "query-id corpus-id score"
                 continue
             raise InputError(f"{path}:{line_number}: grade must be an integer, got {grade!r}") from None
+        if width is None:
+            width = (len(fields), line_number)
+        elif len(fields) != width[0]:
+            raise InputError(
+                f"{path}:{line_number}: {len(fields)} fields, where line {width[1]} has {width[0]}; a qrels file is "
+                "all 'query chunk grade' (BEIR) or all 'query 0 chunk grade' (TREC)"
+            )
         if (query_id, corpus_id) in seen:
             first_line, first_grade = seen[(query_id, corpus_id)]
             raise InputError(
@@ -167,6 +214,14 @@ def read_qrels(path: Path) -> list[tuple[str, str, int]]:
     if not judgements:
         raise InputError(f"{path}: no relevance judgements")
     return judgements
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def chunk_documents(documents: pd.DataFrame, chars: int, overlap: int) -> pd.DataFrame:

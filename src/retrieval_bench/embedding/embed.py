@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from retrieval_bench.core.files import atomic_open, write_json
+from retrieval_bench.core.stage import progress as progress_of
 from retrieval_bench.embedding.backends import Encoder, load_encoder, runtime_version, st_dimension
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, in_project, read_shards, space_digest, text_keys
 from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
@@ -282,15 +283,13 @@ def _embed_into(
     progress: EmbedProgress,
 ) -> EmbeddedBatches:
     """Embed `items` ((key, text) pairs) into `cache`, batch by batch."""
-    from tqdm import tqdm
-
     started = time.monotonic()  # start-up (model load, export, Ray actors) counts, for either engine
     description, batches = embedding_engine(items, model_path, fingerprint, settings, progress.log)
     embedded: dict[bytes, np.ndarray] = {}
     times: list[BatchTime] = []
     with (
         closing(batches),
-        tqdm(total=len(items), unit=progress.unit, desc=f"embed ({description})", disable=not progress.bar) as bar,
+        progress_of(len(items), f"embed ({description})", progress.unit, show=progress.bar) as bar,
     ):
         while True:
             wall, cpu = time.perf_counter(), time.process_time()

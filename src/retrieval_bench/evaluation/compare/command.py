@@ -372,6 +372,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.show < 0:
+        raise InputError(f"--show must be 0 or more flipped questions, got {args.show}")
     cwd = Path.cwd()
     a_df, a_commit = read_run(args.a, cwd, args.system)
     b_df, b_commit = read_run(args.b, cwd, args.system)

@@ -92,6 +92,11 @@ def _segment_clause(segments: dict | None) -> str:
     return f"{len(regressed)} segment{'s' if len(regressed) > 1 else ''} regressed: {worst}{more}"
 
 
+def _needed(bar: float) -> int:
+    """The fewest differing questions whose exact sign-flip test can give p < `bar`: 2 / 2^m < bar."""
+    return math.floor(1 - math.log2(bar)) + 1
+
+
 def verdict_line(comparison: Comparison) -> str:
     """One line: is B better or worse on the headline metric (first compared), did any segment
     regress (Benjamini-Hochberg), and the smallest change this many questions can detect."""
@@ -104,6 +109,15 @@ def verdict_line(comparison: Comparison) -> str:
     head = (
         f"B is {'better' if verdict > 0 else 'worse'} on {name}" if verdict else f"No significant difference on {name}"
     )
+    differing = int(m.get("wins", 0)) + int(m.get("losses", 0))
+    if not verdict and differing and 2.0 ** (1 - differing) >= alpha(comparison):
+        # the exact sign-flip test's smallest p over m differing questions is 2 / 2^m: it cannot decide
+        head = (
+            f"Too few questions to decide on {name}: {differing} differ, and the paired test needs "
+            f"{_needed(alpha(comparison))} to reach p < {alpha(comparison):g}"
+        )
+    elif not verdict and (m["ci_low"] > 0 or m["ci_high"] < 0):
+        head += " (borderline: the bootstrap CI excludes 0, the permutation test does not reach the bar)"
     mdd = m["min_detectable_delta"]
     detectable = "n/a" if mdd is None or math.isnan(mdd) else f"{mdd:.2g}"
     return f"{head} ({figures}); {_segment_clause(comparison.segments)}; smallest detectable change {detectable}"

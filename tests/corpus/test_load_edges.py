@@ -1,0 +1,73 @@
+"""Corpus files a user brings that were read wrong without a word (found by review): a CSV row with
+a trailing comma shifted every column; a query id twice kept the later text; a qrels line 1 with a
+non-integer grade was skipped as a header; BEIR and TREC lines mixed in one qrels file."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval_bench.core.errors import InputError
+from retrieval_bench.corpus.load import read_qrels, read_queries, read_ready_chunks
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("id,text,source\n1,first chunk,a.md,\n2,second chunk,b.md,\n", "t.csv:2: 4 fields where the header names 3"),
+        ("id,text\n1,one,extra\n2,two\n", "t.csv:2: 3 fields where the header names 2"),
+    ],
+)
+def test_a_csv_row_with_more_fields_than_the_header_is_one_line_naming_it(tmp_path, text, expected):
+    (tmp_path / "t.csv").write_text(text)
+    with pytest.raises(InputError) as raised:
+        read_ready_chunks(tmp_path / "t.csv", "id", "text")
+    assert expected in str(raised.value) and "trailing comma" in str(raised.value)
+    (tmp_path / "ok.csv").write_text('id,text\n1,"one, quoted"\n')
+    assert read_ready_chunks(tmp_path / "ok.csv", "id", "text")["text"].tolist() == ["one, quoted"]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("queries.tsv", "q1\tWhat?\nq2\tWhy?\nq1\tHow?\n", "queries.tsv:3: query id 'q1' again (first at 1)"),
+        (
+            "queries.jsonl",
+            '{"_id": "q1", "text": "What?"}\n{"_id": "q1", "text": "How?"}\n',
+            "queries.jsonl:2: query id 'q1' again (first at 1)",
+        ),
+    ],
+)
+def test_a_query_id_twice_is_refused_not_replaced(tmp_path, name, text, expected):
+    (tmp_path / name).write_text(text)
+    with pytest.raises(InputError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        read_queries(tmp_path / name)
+
+
+def test_qrels_a_numeric_first_line_is_a_judgement_and_widths_do_not_mix(tmp_path):
+    path = tmp_path / "qrels.tsv"
+    path.write_text("q1\t1\t1.0\nq2\tc2\t1\n")  # line 1 is a judgement with a bad grade, not a header
+    with pytest.raises(InputError, match=r"qrels.tsv:1: grade must be an integer, got '1.0'"):
+        read_qrels(path)
+    path.write_text("q1\tc1\t1\nq2\t0\tc2\t1\n")
+    with pytest.raises(InputError, match=r"qrels.tsv:2: 4 fields, where line 1 has 3"):
+        read_qrels(path)
+    path.write_text("query-id\tcorpus-id\tscore\nq1\tc1\t1\n")  # a header is still skipped
+    assert read_qrels(path) == [("q1", "c1", 1)]
+    path.write_text("q1 0 c1 1\nq2 0 c2 2\n")  # TREC throughout
+    assert read_qrels(path) == [("q1", "c1", 1), ("q2", "c2", 2)]
+
+
+def test_a_documents_folder_names_the_links_it_does_not_follow_and_drops_a_byte_order_mark(tmp_path):
+    from retrieval_bench.corpus.documents import read_documents_folder
+
+    folder, elsewhere = tmp_path / "docs", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "x.md").write_text("linked text")
+    (folder / "own.md").write_text("\ufeffown text", encoding="utf-8")
+    (folder / "linked").symlink_to(elsewhere, target_is_directory=True)
+    (folder / "gone.md").symlink_to(tmp_path / "nothing.md")
+    notes: list[str] = []
+    documents = read_documents_folder(folder, notes)
+    assert documents["text"].tolist() == ["own text"]
+    assert "did not follow 2 links to folders or to nothing: gone.md, linked" in notes
