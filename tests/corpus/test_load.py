@@ -30,7 +30,7 @@ def test_ready_chunks_in_every_format(tmp_path, fmt):
     assert corpus.chunks["chunk_id"].tolist() == ["a", "b"]
     assert corpus.chunks["doc_id"].tolist() == ["a", "b"]  # a ready chunk is its own document
     assert corpus.chunks[["start", "end"]].values.tolist() == [[0, 11], [0, 10]]
-    assert "dropped 1 empty texts" in corpus.notes
+    assert "dropped 1 empty texts (c)" in corpus.notes  # named: a judgement of it is "empty", not "missing"
     assert corpus.labels == []
 
 
@@ -129,7 +129,8 @@ def test_beir_folder_gives_graded_multi_relevant_labels(tmp_path):
 def test_relevant_ids_missing_from_corpus_error_or_drop(tmp_path):
     folder = make_beir(tmp_path / "beir", ["q1\td1\t1", "q1\tgone\t1", "q2\tgone2\t1"])
     with pytest.raises(
-        InputError, match=r"2 queries judge chunk ids that are not in the corpus \(q1 -> gone; q2 -> gone2\)"
+        InputError,
+        match=r"2 queries judge chunk ids that are not in the corpus, or whose text is empty \(q1 -> gone; q2 -> gone2\)",
     ):
         load_corpus(folder)
     corpus = load_corpus(folder, LoadSettings(missing_relevant="drop"))

@@ -672,3 +672,10 @@ def test_a_ci_that_excludes_0_without_a_significant_p_is_called_borderline():
     assert line.startswith(
         "No significant difference on mrr (borderline: the bootstrap CI excludes 0, the permutation test does not "
     )
+
+
+def test_a_metric_in_one_run_only_is_named_not_silently_left_out():
+    a = per_question(np.array([1.0, 2, 3, 1, 2]))
+    b = per_question(np.array([1.0, 1, 1, 2, 2])).drop(columns=["reciprocal_rank"])
+    result = compare_tables(a, b, resampling=Resampling(200))
+    assert "metrics only in A, not compared: mrr" in result.warnings and "mrr" not in result.metrics

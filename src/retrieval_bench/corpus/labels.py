@@ -37,8 +37,8 @@ def build_labels(
         examples = "; ".join(f"{q} -> {', '.join(ids[:3])}" for q, ids in list(missing.items())[:3])
         if missing_relevant == "error":
             raise InputError(
-                f"{qrels_path}: {len(missing)} queries judge chunk ids that are not in the corpus ({examples}); "
-                "set load.missing_relevant: drop to drop those judgements"
+                f"{qrels_path}: {len(missing)} queries judge chunk ids that are not in the corpus, or whose text is "
+                f"empty ({examples}); set load.missing_relevant: drop to drop those judgements"
             )
         notes.append(f"dropped judgements of chunk ids not in the corpus for {len(missing)} queries ({examples})")
     labels, unanswerable = [], 0

@@ -246,7 +246,9 @@ def _drop_empty_and_check_ids(
 ) -> pd.DataFrame:
     empty = frame["text"].str.strip() == ""
     if empty.any():
-        notes.append(f"dropped {int(empty.sum())} empty texts")
+        ids = [str(value) for value in frame.loc[empty, id_column].head(5)]
+        more = f" and {int(empty.sum()) - 5} more" if empty.sum() > 5 else ""
+        notes.append(f"dropped {int(empty.sum())} empty texts ({', '.join(ids)}{more})")
         frame = frame[~empty].reset_index(drop=True)
     if frame.empty:
         raise InputError(f"{source}: every text is empty")

@@ -141,6 +141,10 @@ def compare_tables(
         warnings.append(f"{len(a_reviewed) - len(a)} questions a reviewer rejected are left out (data/reviews)")
     common = list(a.index)
     names = metric_columns(set(a.columns) & set(b.columns))
+    for side, label, other in ((a, a_label, b), (b, b_label, a)):
+        alone = [name for name, _ in metric_columns(set(side.columns) - set(other.columns))]
+        if alone:  # else the verdict silently moves to another metric
+            warnings.append(f"metrics only in {label}, not compared: {', '.join(alone)}")
     if not names:
         raise InputError(f"{a_label} and {b_label} share no metric column (reciprocal_rank, ndcg@10, recall@k, hit@k)")
     metrics = _statistics(a, b, names, resampling, warnings=warnings)
@@ -178,7 +182,7 @@ def _paired(
     if len(only_a) or len(only_b):
         warnings.append(
             f"the question sets differ: {len(only_a)} only in {a_label}, {len(only_b)} only in {b_label}; "
-            f"comparing the {len(common)} in both"
+            f"{len(common)} in both, of which those scorable under both are compared"
         )
     if not common:
         raise InputError(f"{a_label} and {b_label} have no question (qid) in common")

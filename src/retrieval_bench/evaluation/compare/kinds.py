@@ -45,9 +45,9 @@ def kind_comparison(
         for name, column in kind_metric_columns(kind, set(a.columns) & set(b.columns)):
             va, vb = (pd.to_numeric(t[column], errors="coerce").to_numpy(dtype=np.float64)[mask] for t in (a, b))
             metrics[name] = {
-                "a": float(np.nanmean(va)),
-                "b": float(np.nanmean(vb)),
-                "delta": float(np.nanmean(vb - va)),
+                "a": _mean(va),
+                "b": _mean(vb),
+                "delta": _mean(vb - va),
                 "p_value": randomization_p_value((vb - va)[~np.isnan(vb - va)], resamples, seed),
             }
         out[kind] = {"n": int(mask.sum()), "metrics": metrics}
@@ -77,3 +77,10 @@ def compare_kind_lines(by_kind: dict[str, dict]) -> list[str]:
                 f"    {name}: {_figure(row['a'])} -> {_figure(row['b'])} ({row['delta']:+.4f}, p = {row['p_value']:.3g})"
             )
     return [*out, ""]
+
+
+def _mean(values: np.ndarray) -> float:
+    """The mean of the values that are numbers; NaN (no numpy warning) when none is."""
+    values = values[~np.isnan(values)]
+    return float(values.mean()) if len(values) else float("nan")
+
