@@ -83,4 +83,3 @@ def _mean(values: np.ndarray) -> float:
     """The mean of the values that are numbers; NaN (no numpy warning) when none is."""
     values = values[~np.isnan(values)]
     return float(values.mean()) if len(values) else float("nan")
-
