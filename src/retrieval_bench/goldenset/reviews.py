@@ -247,13 +247,13 @@ def _clicks(path: Path) -> list[tuple[int, dict[str, Any]]]:
     for line_number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        try:
-            click = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as error:
-            if line_number == len(lines) and not line.endswith("\n"):
+        if line_number == len(lines) and not line.endswith("\n"):
+            try:
+                click = json.loads(line)
+            except (ValueError, RecursionError):
                 break  # the append a crash cut short: the page never acknowledged it
-            parse_json(line.rstrip("\r\n"), path, line_number)  # the one-line error: invalid JSON, or too deep
-            raise InputError(f"{path}:{line_number}: invalid JSON") from error
+        else:  # invalid JSON, or nested too deep: one line naming it
+            click = parse_json(line.rstrip("\r\n"), path, line_number)
         if not isinstance(click, dict):
             raise InputError(f"{path}:{line_number}: expected a JSON object, got {type(click).__name__}")
         clicks.append((line_number, click))

@@ -14,12 +14,13 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.stage import ctrl_c_stops
 from retrieval_bench.goldenset.reviews import append_click, check_reviewer, golden_reviews, read_reviews, reviews_path
 from retrieval_bench.review.agreement import agreement_lines
-from retrieval_bench.review.items import load_review
+from retrieval_bench.review.items import check_shown, load_review
 from retrieval_bench.review.label_studio import export_tasks, import_clicks
-from retrieval_bench.review.server import HOST, check_shown, make_server
+from retrieval_bench.review.server import HOST, make_server
 from retrieval_bench.review.tracking import track
 
 DEFAULT_PORT = 8765
+EXPORT_FORMATS = ("label-studio",)
 
 
 def port_number(text: str) -> int:
@@ -31,9 +32,6 @@ def port_number(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a port, 0 to 65535 (0: a free one)")
     return port
-
-
-EXPORT_FORMATS = ("label-studio",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

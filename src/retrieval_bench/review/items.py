@@ -17,6 +17,7 @@ from retrieval_bench.core.files import read_jsonl, read_table
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.question_sets import question_set_of
 from retrieval_bench.core.run_table import read_run_table
+from retrieval_bench.evaluation.score.per_question import check_one_row_per_question
 from retrieval_bench.goldenset.review_sample import DEFAULT_KIND, review_sample
 
 CONTEXT_CHARS = 600  # document text shown on each side of an evidence span
@@ -49,13 +50,7 @@ def load_review(root: Path, sample: int | None = None) -> Review:
     golden = read_jsonl(golden_path)
     if not golden:
         raise InputError(f"{paths.GOLDENSET}: the golden set is empty; nothing to review")
-    seen: set[str] = set()
-    for line, row in enumerate(golden, 1):  # as scoring refuses them: a question reviewed twice
-        if str(row.get("qid")) in seen:
-            raise InputError(
-                f"{paths.GOLDENSET}: qid {row.get('qid')!r} twice (row {line}); expected one row per question"
-            )
-        seen.add(str(row.get("qid")))
+    check_one_row_per_question((str(row.get("qid")) for row in golden), paths.GOLDENSET)  # as scoring does
     qids = review_sample(pd.DataFrame(golden), size, settings["seed"])
     by_qid = {str(row["qid"]): row for row in golden}
     documents = _documents(root)
@@ -149,3 +144,15 @@ def _pooled(root: Path, systems: list[str], qids: list[str], depth: int) -> dict
         for qid, chunk_id in zip(top["qid"], top["chunk_id"], strict=True):
             pooled.setdefault(qid, []).append(chunk_id)
     return pooled
+
+
+def check_shown(clicks: list[dict[str, Any]], review: Review) -> None:
+    """A grade click must grade a chunk the review showed for its question (its pooled cards): an
+    InputError naming the first that does not (a grade of a chunk no one read is no judgement)."""
+    shown = {item["qid"]: {c for card in item["chunks"] for c in card["chunk_ids"]} for item in review.items}
+    for click in clicks:
+        if click["type"] == "grade" and click["chunk_id"] not in shown.get(click["qid"], set()):
+            raise InputError(
+                f"chunk {click['chunk_id']!r} was not shown for question {click['qid']!r}: a grade is of a chunk "
+                "the review showed"
+            )

@@ -20,7 +20,7 @@ from retrieval_bench.goldenset.reviews import (
     read_reviews,
     reviews_path,
 )
-from retrieval_bench.review.items import Review
+from retrieval_bench.review.items import Review, check_shown
 from retrieval_bench.review.page import MARK_KEYS, PAGE, keys_legend
 
 HOST = "127.0.0.1"
@@ -45,18 +45,6 @@ def page_state(review: Review, reviews: Reviews, reviewer: str, folder: Path) ->
         "mark_labels": MARK_LABELS,
         "keys": keys_legend(),
     }
-
-
-def check_shown(clicks: list[dict[str, Any]], review: Review) -> None:
-    """A grade click must grade a chunk the review showed for its question (its pooled cards): an
-    InputError naming the first that does not (a grade of a chunk no one read is no judgement)."""
-    shown = {item["qid"]: {c for card in item["chunks"] for c in card["chunk_ids"]} for item in review.items}
-    for click in clicks:
-        if click["type"] == "grade" and click["chunk_id"] not in shown.get(click["qid"], set()):
-            raise InputError(
-                f"chunk {click['chunk_id']!r} was not shown for question {click['qid']!r}: a grade is of a chunk "
-                "the review showed"
-            )
 
 
 def clicks_of(body: Any, reviewer: str) -> list[dict[str, Any]]:
