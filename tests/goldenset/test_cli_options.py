@@ -42,7 +42,6 @@ def one_error(capsys, argv: list[str]) -> str:
     [
         (["--min-coverage", "2"], "--min-coverage must be a share in (0, 1], as score.min_coverage, got 2.0"),
         (["--min-coverage", "0"], "--min-coverage must be a share in (0, 1]"),
-        (["--show", "-1"], "--show must be 0 or more questions, got -1"),
         (["--chunks", "data/documents.parquet"], "--chunks data/documents.parquet: no column 'chunk_id'"),
         (["--chunks", "data/not_parquet.parquet"], "--chunks data/not_parquet.parquet: not a readable Parquet table"),
         (["--chunks", "data/nope.parquet"], "--chunks data/nope.parquet: not found (run `dvc repro chunk@default`"),
@@ -105,5 +104,9 @@ def test_show_names_a_report_that_is_not_json_instead_of_a_traceback(workdir, ca
     assert "metrics/panel/default/metrics.json:1: invalid JSON" in err and "`git checkout`" in err
 
 
-def test_compare_refuses_a_negative_show(workdir, capsys):
-    assert "--show must be 0 or more flipped questions, got -1" in one_error(capsys, ["compare", "--show", "-1"])
+@pytest.mark.parametrize("command", [["gauge", str(HANDWRITTEN)], ["compare"]])
+def test_a_negative_show_is_argparses_one_usage_error(workdir, capsys, command):
+    with pytest.raises(SystemExit) as stopped:
+        main([*command, "--show", "-1"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "argument --show: '-1': expected a whole number, 0 or more" in err

@@ -40,3 +40,17 @@ def checked_text(value: object, where: str, field: str) -> str:
     if isinstance(value, str):
         return _unicode(value, where, field)
     raise InputError(f"{where}: {field!r} must be a string, got {json_kind(value)}")
+
+
+def count_argument(text: str) -> int:
+    """An argparse type for a command's count option (--show): a whole number, 0 or more; argparse
+    turns the error into its one usage line."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number, 0 or more")
+    return value

@@ -19,6 +19,7 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import atomic_open, read_table
 from retrieval_bench.core.relevance import check_min_coverage, judge
+from retrieval_bench.core.values import count_argument
 from retrieval_bench.goldenset import echo
 from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
 from retrieval_bench.goldenset.locate import EvidenceFinder
@@ -129,7 +130,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--split", default="test", help="BEIR folders: qrels/<split>.tsv (default: %(default)s)")
     parser.add_argument("--out", default=paths.GAUGE, help="per-question results (default: %(default)s)")
-    parser.add_argument("--show", type=int, default=10, help="worst offenders listed (default: %(default)s)")
+    parser.add_argument("--show", type=count_argument, default=10, help="worst offenders listed (default: %(default)s)")
     parser.set_defaults(run=run)
 
 
@@ -142,8 +143,6 @@ def _read_table(path: str, columns: list[str], option: str, stage: str) -> pd.Da
 
 def run(args: argparse.Namespace) -> int:
     check_min_coverage(args.min_coverage)
-    if args.show < 0:
-        raise InputError(f"--show must be 0 or more questions, got {args.show}")
     chunks = _read_table(args.chunks, ["chunk_id", "doc_id", "start", "end", "text"], "--chunks", "chunk@default")
     documents = _read_table(args.documents, ["doc_id", "text"], "--documents", "load_chunks")
     if not documents["doc_id"].is_unique:  # a chunk table: evidence would be sought in one chunk of each

@@ -31,6 +31,7 @@ import pandas as pd
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.paths import DEFAULT
 from retrieval_bench.core.revisions import WORKSPACE
+from retrieval_bench.core.values import count_argument
 from retrieval_bench.evaluation.compare.kinds import kind_comparison
 from retrieval_bench.evaluation.compare.outcome import Comparison
 from retrieval_bench.evaluation.compare.report import format_json, format_markdown, format_text
@@ -358,7 +359,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed", type=int, default=0, help="random seed of the bootstrap and the permutations (default: 0)"
     )
     parser.add_argument(
-        "--show", type=int, default=10, help="flipped questions listed per direction in text and Markdown (default: 10)"
+        "--show",
+        type=count_argument,
+        default=10,
+        help="flipped questions listed per direction in text and Markdown (default: 10)",
     )
     parser.add_argument(
         "--system",
@@ -376,8 +380,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.show < 0:
-        raise InputError(f"--show must be 0 or more flipped questions, got {args.show}")
     cwd = Path.cwd()
     a_df, a_commit = read_run(args.a, cwd, args.system)
     b_df, b_commit = read_run(args.b, cwd, args.system)
