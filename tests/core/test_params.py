@@ -258,3 +258,49 @@ def test_every_key_dvc_yaml_lists_must_be_written_in_params_yaml(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     with pytest.raises(InputError, match=r'load\.split is missing: .*stage load_chunks .*add it \(default: "test"\)$'):
         require_dvc_keys(tmp_path / "params.yaml", ROOT / "dvc.yaml")
+
+
+# The keys no dvc.yaml stage lists, and why: a key missing here and from dvc.yaml is one whose edit
+# `dvc repro` skips ("didn't change") while running the stage by hand changes its output.
+UNLISTED = {
+    # how requests are sent and paid for, not what they ask: a rerun reads the same cached replies
+    **{
+        f"{section}.{key}": "transport"
+        for section in ("generate", "judge")
+        for key in (
+            "base_url",
+            "concurrency",
+            "max_retries",
+            "max_cost_usd",
+            "price",
+            "batch_poll_seconds",
+            "timeout_s",
+        )
+    },
+    # resolved per system into data/panel_settings by check_params, a file the retrieve stage depends on
+    "retrieval": "panel_settings",
+    # read by `retrieval-bench review`, no stage
+    **{f"review.{key}": "no stage" for key in DEFAULTS["review"]},
+}
+
+
+def test_every_key_that_changes_a_stages_output_is_one_dvc_yaml_lists():
+    listed = set()
+    for body in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].values():
+        for key in (body.get("do", body)).get("params") or []:
+            listed |= {key} if isinstance(key, str) else set(key)
+    ends = [path for path in leaves(DEFAULTS) if not isinstance(_at(DEFAULTS, path), dict) or not _at(DEFAULTS, path)]
+    unlisted = [
+        ".".join(path)
+        for path in ends
+        if not any(".".join(path[:i]) in listed for i in range(1, len(path) + 1))
+        and ".".join(path) not in UNLISTED
+        and not any(".".join(path[:i]) in UNLISTED for i in range(1, len(path)))
+    ]
+    assert unlisted == []  # generate.drop_near_duplicates & co were: `dvc repro` kept the old golden set
+
+
+def _at(tree, path):
+    for key in path:
+        tree = tree[key]
+    return tree

@@ -86,3 +86,20 @@ def test_a_question_without_results_is_below_every_score_in_the_medians_and_quar
     low, median, high = top_score_quantiles(np.array([np.nan, 0.2, 0.4, 0.6]), [0.25, 0.5, 0.75])
     assert low is None and abs(median - 0.3) < 1e-12 and abs(high - 0.45) < 1e-12
     assert top_score_quantiles(np.array([]), [0.5]) == []
+
+
+def test_a_multi_question_without_evidence_spans_is_scored_on_its_one_piece():
+    """generate.kind_classifier llm relabels a hand-written (span) or real (labelled) question
+    multi without giving it pieces: it is judged by its span or labels, as question-kinds.md says
+    (it raised KeyError 'evidence_spans' in score, gauge and export-beir)."""
+    chunks = pd.DataFrame(
+        {"chunk_id": ["a", "b", "c"], "doc_id": ["A", "A", "C"], "start": [0, 50, 0], "end": [50, 100, 80]}
+    )
+    single = {"qid": "q1", "question": "x", "doc_id": "A", "start": 10, "end": 40}
+    labelled = {"qid": "q2", "question": "y", "relevant": {"c": 1}}
+    run = from_records([("q1", "b", 0.9), ("q1", "a", 0.8), ("q2", "c", 0.7), ("q2", "a", 0.1)])
+    scoring = Scoring(ks=(1, 10))
+    plain = score_run([single, labelled], chunks, run, scoring)
+    relabelled = score_run([{**single, "kind": "multi"}, {**labelled, "kind": "multi"}], chunks, run, scoring)
+    assert list(relabelled["reciprocal_rank"]) == list(plain["reciprocal_rank"]) == [0.5, 1.0]
+    assert list(relabelled["complete@1"]) == [0.0, 1.0] and list(relabelled["complete@10"]) == [1.0, 1.0]

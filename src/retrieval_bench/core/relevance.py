@@ -137,9 +137,12 @@ def judge(golden: list[dict[str, Any]], chunks: pd.DataFrame, min_coverage: floa
     when a row is span-anchored (or judged by its relevant_spans)."""
     index_of = {chunk_id: i for i, chunk_id in enumerate(chunks["chunk_id"])}
     located = {"doc_id", "start", "end"} <= set(chunks.columns)
+    # A multi question's pieces are its evidence_spans; one relabelled multi without them (the kind
+    # classifier, a real label) is judged on its one piece, as its span or labels say.
+    pieced = [row.get("kind") == "multi" and bool(row.get("evidence_spans")) for row in golden]
     spans = [
-        row.get("kind") == "multi" or row.get("relevant") is None or by_label_spans(row, index_of, located)
-        for row in golden
+        multi or row.get("relevant") is None or by_label_spans(row, index_of, located)
+        for row, multi in zip(golden, pieced, strict=True)
     ]
     if not any(spans):  # chunk labels only: a chunk id column is enough
         by_doc: dict[Any, Any] = {}
@@ -148,11 +151,11 @@ def judge(golden: list[dict[str, Any]], chunks: pd.DataFrame, min_coverage: floa
         by_doc = chunks.groupby("doc_id", sort=False).indices  # doc_id -> row indices
         starts, ends = chunks["start"].to_numpy(), chunks["end"].to_numpy()
     judgements = []
-    for row, by_span in zip(golden, spans, strict=True):
+    for row, by_span, multi in zip(golden, spans, pieced, strict=True):
         if row.get("kind") == "unanswerable":
             judgements.append(Judgement(np.array([], dtype=np.int64), np.array([]), answerable=False))
             continue
-        if row.get("kind") == "multi":
+        if multi:
             judgements.append(_pieces_judgement(row["evidence_spans"], by_doc, starts, ends, min_coverage))
             continue
         if row.get("relevant") is not None and by_span:
