@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.corpus.load import chunk_documents, load_corpus
 from retrieval_bench.goldenset.assemble import located_handwritten
 from retrieval_bench.goldenset.evidence import UNLOCATED_NAMED, locate_evidence
@@ -86,3 +87,16 @@ def test_only_the_first_unlocated_questions_are_named(tmp_path):
     located_handwritten(str(path), documents, chunk_documents(documents, 400, 50), lines.append)
     assert len(lines) == UNLOCATED_NAMED + 1 and lines[0].startswith(f"{path}:1: qid q0: ")
     assert lines[-1] == "... and 3 more hand-written questions whose evidence is not found"
+
+
+def test_a_hand_written_question_may_leave_doc_id_out(tmp_path):
+    """generate-goldenset.md: "`doc_id` may be left out: the evidence is then looked for in every
+    document" (the key absent stopped the stage: "record 1 lacks doc_id")."""
+    documents = own_corpus(tmp_path)
+    path = tmp_path / "hw.jsonl"
+    path.write_text(json.dumps({"qid": "w", "question": "Who appends?", "evidence": "one writer appends"}) + "\n")
+    rows, counts = located_handwritten(str(path), documents, chunk_documents(documents, 400, 50), lambda _: None)
+    assert [(row["qid"], row["doc_id"]) for row in rows] == [("w", "wal.md")] and counts["not_located"] == 0
+    path.write_text(json.dumps({"qid": "w", "question": "Who appends?"}) + "\n")  # evidence is still needed
+    with pytest.raises(InputError, match=r"hw.jsonl:1: record 1 lacks evidence"):
+        located_handwritten(str(path), documents, chunk_documents(documents, 400, 50), lambda _: None)
