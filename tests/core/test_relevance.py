@@ -122,3 +122,19 @@ def test_sampling_is_reproducible_and_duplicates_are_dropped():
     assert sample_rows(rows, 0, seed=3) == sorted(rows, key=lambda r: r["qid"])
     kept, dropped = deduplicate(rows[:3] + [{"qid": "q99", "question": "QUESTION  1?"}])
     assert dropped == 1 and len(kept) == 3
+
+
+def test_evidence_is_found_whatever_its_unicode_form():
+    """Evidence typed in NFC ("é" one character) in a document written in NFD ("e" and a combining
+    accent), and the reverse, is found; the span is the document's own text."""
+    import unicodedata
+
+    from retrieval_bench.goldenset.evidence import locate_in_passage
+
+    sentence = "La crème brûlée coûte huit euros à Zürich."
+    for document_form, evidence_form in (("NFD", "NFC"), ("NFC", "NFD")):
+        document = "Menu. " + unicodedata.normalize(document_form, sentence) + " Fin."
+        evidence = unicodedata.normalize(evidence_form, "crème brûlée coûte huit euros à Zürich")
+        for found in (locate_evidence(document, evidence), locate_in_passage(evidence, document)):
+            assert found is not None
+            assert unicodedata.normalize("NFC", document[found[0] : found[1]]) == unicodedata.normalize("NFC", evidence)

@@ -10,6 +10,7 @@ escaped passage (retrieval_bench.llm.checks.passage_escape) still matches the or
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Mapping
 
@@ -22,8 +23,9 @@ _ELLIPSIS = re.compile(r"\s*(?:\.\.\.+|…|\[\.\.\.\]|\[…\])\s*")
 
 
 def _match_form(text: str) -> tuple[str, list[int]]:
-    """`text` lowercased, quotes unified, invisible characters dropped and whitespace runs made one
-    space, with the index in `text` of every character of the result."""
+    """`text` lowercased, quotes unified, accents decomposed (NFD: "é" typed or pasted matches either
+    form), invisible characters dropped and whitespace runs made one space, with the index in `text`
+    of every character of the result."""
     out: list[str] = []
     where: list[int] = []
     for index, char in enumerate(text):
@@ -34,7 +36,7 @@ def _match_form(text: str) -> tuple[str, list[int]]:
                 out.append(" ")
                 where.append(index)
             continue
-        for lowered in char.translate(_MATCH_QUOTES).lower():
+        for lowered in unicodedata.normalize("NFD", char.translate(_MATCH_QUOTES).lower()):
             out.append(lowered)
             where.append(index)
     return "".join(out), where
@@ -79,8 +81,8 @@ def evidence_text(evidence: str, passage_text: str) -> str:
 # --------------------------------------------------------------------------------------------
 def locate_evidence(document: str, excerpt: str, near: int = 0) -> tuple[int, int] | None:
     """The span of `excerpt` in `document`: exact match first (the one nearest `near`), then a
-    match that ignores case, curly or straight quotes and the spacing between words and around
-    punctuation (loose_pattern); None if neither is found. The span is the document's own text."""
+    match that ignores case, curly or straight quotes, the spacing between words and around
+    punctuation (loose_pattern) and the Unicode form (NFC or NFD); None if neither is found. The span is the document's own text."""
     excerpt = excerpt.strip()
     if not excerpt:
         return None
@@ -88,10 +90,12 @@ def locate_evidence(document: str, excerpt: str, near: int = 0) -> tuple[int, in
     if exact:
         start = min(exact, key=lambda s: abs(s - near))
         return start, start + len(excerpt)
-    loose = list(re.finditer(loose_pattern(excerpt), document, flags=re.IGNORECASE))
-    if loose:
-        match = min(loose, key=lambda m: abs(m.start() - near))
-        return match.start(), match.end()
+    # Then in either Unicode form: text copied from a rendered page is mostly NFC, a file may be NFD.
+    for form in dict.fromkeys([excerpt, unicodedata.normalize("NFC", excerpt), unicodedata.normalize("NFD", excerpt)]):
+        loose = list(re.finditer(loose_pattern(form), document, flags=re.IGNORECASE))
+        if loose:
+            match = min(loose, key=lambda m: abs(m.start() - near))
+            return match.start(), match.end()
     return None
 
 
