@@ -140,3 +140,13 @@ def test_exporters_run_first_then_systems_by_their_inputs():
         "d": system(chunking="c400", embedder="e1"),
     }
     assert reading_order(panel, list(panel)) == ["c", "d", "b", "a"]
+
+
+def test_question_and_corpus_vectors_of_different_widths_are_one_line(project):
+    """Vectors of two models (a question file left from another embedder) are refused naming both
+    files, not a FAISS AssertionError."""
+    vectors, id_path, _ = paths.question_vectors(paths.DEFAULT)
+    matrix = np.eye(3, 6, dtype=np.float32)
+    save_embeddings(matrix, ["q0", "q1", "q2"], vectors, id_path)
+    with pytest.raises(InputError, match=r"6-dimensional vectors, .*8-dimensional: not one model's"):
+        questions_and_corpus(_settings("dense"))

@@ -234,6 +234,15 @@ def test_an_address_error_never_prints_its_options():
     assert "SECRET123" not in message and message.startswith("retrieval.store.address")
 
 
+def test_a_server_url_that_is_no_url_is_one_line():
+    """An unclosed IPv6 bracket raised ValueError from urlsplit, a traceback out of check_params."""
+    for engine in ("qdrant", "chroma"):
+        message = one_line_error(
+            lambda e=engine: parse_address(f"{e}:http://[::1?collection=d", "retrieval.store.address")
+        )
+        assert message.startswith("retrieval.store.address") and "not a URL (Invalid IPv6 URL)" in message
+
+
 def test_a_lancedb_index_of_another_distance_is_one_line_when_searched(tmp_path):
     """A hamming index (binary vectors) has no similarity here: searching it names the address and
     the distance; reading its chunks still works."""

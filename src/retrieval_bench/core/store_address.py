@@ -118,7 +118,10 @@ def parse_address(text: str, where: str = "load.source") -> StoreAddress:
 def _with_port(engine: str, location: str, where: str, shown: str) -> str:
     """`location` with the port the engine's client would use written in, where it is a server URL
     that names none (an engine without a default port, or a path, is returned as it is)."""
-    parts = urlsplit(location)
+    try:
+        parts = urlsplit(location)
+    except ValueError as error:  # e.g. "http://[::1": an unclosed IPv6 bracket
+        raise InputError(f"{where} {shown!r}: not a URL ({error})") from None
     default = DEFAULT_PORTS.get(engine, {}).get(parts.scheme.lower())
     try:
         port = parts.port

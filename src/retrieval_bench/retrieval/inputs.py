@@ -40,10 +40,15 @@ def questions_and_corpus(
     if needs_vectors(settings):
         question_vectors, question_ids, _ = paths.question_vectors(embedder)
         corpus_vectors, corpus_ids, _ = paths.corpus_vectors(chunking, embedder)
-        questions = Questions(
-            questions.qids, questions.texts, load_saved_vectors(question_vectors, question_ids, questions.qids)
-        )
-        corpus = Corpus(chunk_ids, read_texts, load_saved_vectors(corpus_vectors, corpus_ids, chunk_ids))
+        asked = load_saved_vectors(question_vectors, question_ids, questions.qids)
+        searched = load_saved_vectors(corpus_vectors, corpus_ids, chunk_ids)
+        if asked.shape[1] != searched.shape[1]:  # one embedder's two files: else FAISS asserts
+            raise InputError(
+                f"{question_vectors} holds {asked.shape[1]}-dimensional vectors, {corpus_vectors} "
+                f"{searched.shape[1]}-dimensional: not one model's; rerun the embed stages (`dvc repro`)"
+            )
+        questions = Questions(questions.qids, questions.texts, asked)
+        corpus = Corpus(chunk_ids, read_texts, searched)
     return questions, corpus
 
 
