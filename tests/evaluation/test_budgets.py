@@ -145,6 +145,19 @@ def test_a_tiny_case_by_hand():
     ].tolist() == pytest.approx([0.1, 0.1 + 0.5 * 0.8 + 0.5 * 0.1])
 
 
+def test_a_run_holding_only_a_chunk_below_the_bar_scores_zero():
+    """A multi question whose one retrieved chunk overlaps a piece under the coverage bar (gain 0)
+    and whose relevant chunks are not in the run: recall_budget 0 under every tie policy (the
+    expected one raised TypeError: the documented chunk-size experiment's score stage failed)."""
+    chunks = table([(0, 100), (70, 170), (200, 300)])
+    pieces = [{"doc_id": "d", "start": 0, "end": 80}, {"doc_id": "d", "start": 210, "end": 290}]
+    row = {"qid": "q", "kind": "multi", "doc_id": "d", "start": 0, "end": 80, "evidence_spans": pieces}
+    run = from_records([("q", "c1", 1.0)])
+    for policy in ("expected", "pessimistic", "optimistic"):
+        got = score_run([row], chunks, run, Scoring((1,), 0.5, policy, (100, 1000))).iloc[0]
+        assert [got["recall_budget@100"], got["recall_budget@1000"]] == [0.0, 0.0]
+
+
 def test_a_tie_group_too_big_to_enumerate_has_its_closed_form():
     # One chunk among 3,000 others of 800 and 400 of length 0: with j of the 3,000 before it
     # (each j as likely) it fits when 800 j + 500 <= room.

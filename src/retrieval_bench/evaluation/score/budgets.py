@@ -100,7 +100,9 @@ def budget_recall(
     slot = {row: i for i, row in enumerate(in_run.tolist())}
     at = np.array([slot.get(row, -1) for row in judgement.indices.tolist()], dtype=np.int64)  # -1: not retrieved
     relevant = judgement.gains > 0
-    if not (at >= 0).any() or (judgement.span is None and not relevant.any()):  # (span coverage counts every chunk)
+    # Chunk labels count the relevant chunks retrieved (a chunk under the coverage bar may be in the
+    # run alone); span coverage counts every chunk it overlaps.
+    if not (at >= 0).any() or (judgement.span is None and not (relevant & (at >= 0)).any()):
         return [0.0] * len(budgets)
     rooms = np.asarray(budgets, dtype=np.int64)
     run_lengths = lengths[in_run]
