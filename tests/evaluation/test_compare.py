@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +91,20 @@ def test_identical_runs_give_zero_delta_and_p_one():
         assert (m["ci_low"], m["ci_high"]) == (0.0, 0.0), name
         assert (m["wins"], m["ties"], m["losses"]) == (0, 10, 0), name
     assert randomization_p_value(np.zeros(25), permutations=100, seed=0) == 1.0
+
+
+def test_a_wide_table_is_compared_without_a_pandas_warning():
+    """Reviews and judged twins make a per-question table of 100+ columns: checking them one by
+    one fragmented it, and compare printed pandas' PerformanceWarning twice (in a user's CI log)."""
+    table = per_question([1, 2, 3, 7, 15, np.nan, 1, 4, 30, 2])
+    found = table["first_relevant_rank"].to_numpy()
+    cutoffs = {f"{m}@{k}": (found <= k).astype(float) for m in ("recall", "hit") for k in range(21, 60)}
+    table = pd.concat([table, pd.DataFrame(cutoffs)], axis=1)
+    wide = pd.concat([table, pd.DataFrame({f"judged_{c}": table[c] for c in table.columns if c != "qid"})], axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = compare_tables(wide, wide.copy(), "main", "workspace", resampling=Resampling(200))
+    assert result.n_questions == 10
 
 
 def test_planted_large_improvement_is_significant():

@@ -119,7 +119,11 @@ def checked_per_question(table: pd.DataFrame, label: str) -> pd.DataFrame:
         for column, limits in ranges.items()
         if column in table.columns
     }
-    return table.assign(qid=qids, **numbers)
+    # One frame of the checked columns laid over the rest, in the table's order: assign() replaces
+    # them one by one, leaving a wide table (reviews, judged twins) in 100+ blocks (a PerformanceWarning).
+    checked = pd.DataFrame({"qid": qids.to_numpy(), **numbers}, index=table.index)
+    rest = table.drop(columns=list(checked.columns))
+    return pd.concat([rest, checked], axis=1)[list(table.columns)].copy()
 
 
 def _checked_values(values: pd.Series, column: str, low: float, high: float, expected: str, label: str) -> pd.Series:
