@@ -242,3 +242,49 @@ def test_a_reply_echoing_the_api_key_is_not_stored(stub, tmp_path, monkeypatch, 
     message = str(stopped.value)
     assert "\n" not in message and f"contained the API key ({MASK})" in message and key not in message
     assert key not in cache.read_text()
+
+
+# --- a reply the cache could not hold --------------------------------------------------------------------
+@pytest.mark.parametrize("provider", ["anthropic", "anthropic-batch", "openai-compatible"])
+def test_a_reply_with_a_lone_surrogate_is_kept_and_never_paid_for_again(stub, tmp_path, provider):
+    """JSON's "\\ud800" decodes to a string no UTF-8 file holds: the cache write raised
+    UnicodeEncodeError, the run crashed (batch: its collection stopped there on every rerun) and
+    every rerun paid for the same replies again: nothing had reached the cache)."""
+    stub.reply = lambda passage: default_reply(passage).replace("Where", "Where \ud800")
+    meta, jobs = jobs_for(3, provider=provider)
+    cache = tmp_path / "cache.jsonl"
+    extra = (
+        {"base_url": f"{stub.url}/v1", "price": {"input_per_mtok": 1, "output_per_mtok": 5}}
+        if provider == "openai-compatible"
+        else {}
+    )
+    outcome = run(QUESTIONS, jobs, meta, settings(provider, **extra), cache)
+    records = read_cache(cache)
+    assert set(records) == {job.key for job in jobs} and outcome.succeeded == 3
+    assert all("\ud800" not in json.dumps(record, ensure_ascii=False) for record in records.values())
+    asked = stub.batch_creates() if provider == "anthropic-batch" else len(stub.generation_requests())
+    assert asked == (1 if provider == "anthropic-batch" else 3)  # each cached: a rerun's plan asks for none
+
+
+def test_reply_content_that_is_not_text_is_joined_or_a_failed_request():
+    """An OpenAI-compatible server's content parts (a list) are joined; a number or a Messages-less
+    body is a ValueError (a counted, retried failure), not a TypeError or AttributeError traceback."""
+    from types import SimpleNamespace as NS
+
+    from retrieval_bench.llm.providers.anthropic import MESSAGES
+    from retrieval_bench.llm.providers.base import reply_text
+    from retrieval_bench.llm.providers.openai_compatible import CHAT_COMPLETIONS
+
+    parts = [{"type": "text", "text": '{"question": '}, {"type": "text", "text": '"Why?"}'}]
+    answer = NS(choices=[NS(message=NS(content=parts), finish_reason="stop")], usage=None)
+    assert CHAT_COMPLETIONS.reply(answer, "prompt").text == '{"question": "Why?"}'
+    assert reply_text(None) == "" and reply_text("a\ud800b") == "a?b"
+    for bad in (
+        NS(choices=[NS(message=NS(content=7), finish_reason="stop")], usage=None),
+        NS(choices=[NS(message=None)]),
+    ):
+        with pytest.raises(ValueError, match="content is a int|without a message"):
+            CHAT_COMPLETIONS.reply(bad, "prompt")
+    for bad in (NS(content=None, stop_reason="end_turn"), [1, 2]):
+        with pytest.raises(ValueError, match="not a Messages reply"):
+            MESSAGES.reply(bad, "prompt")

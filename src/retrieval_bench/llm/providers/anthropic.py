@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from retrieval_bench.llm.providers.base import CallSettings, Provider, Reply, reported_tokens
+from retrieval_bench.llm.providers.base import CallSettings, Provider, Reply, reply_text, reported_tokens
 from retrieval_bench.llm.providers.schema import ReplySchema
 from retrieval_bench.llm.transport.connection import ConnectionGuard, guarded_http_client
 from retrieval_bench.llm.transport.credentials import endpoint_for
@@ -77,7 +77,10 @@ class Messages(Provider):
         return self.reply(message, prompt)
 
     def reply(self, answer: Any, prompt: str = "") -> Reply:
-        text = "".join(getattr(block, "text", "") for block in answer.content if getattr(block, "type", None) == "text")
+        blocks = getattr(answer, "content", None)
+        if not isinstance(blocks, list):  # e.g. a server's {"foo": 1} or null: retried, then a counted failure
+            raise ValueError("not a Messages reply (no content blocks)")
+        text = reply_text([block for block in blocks if getattr(block, "type", None) == "text"])
         tokens = reported_tokens(getattr(answer, "usage", None), "input_tokens", "output_tokens", prompt, text)
         return Reply(text, answer.stop_reason, *tokens)
 

@@ -48,6 +48,21 @@ def reported_tokens(usage: Any, input_name: str, output_name: str, prompt: str, 
     return counts[0], counts[1]
 
 
+def reply_text(content: Any) -> str:
+    """A reply's text as the cache can keep it: a string as it is, content parts (a list, as some
+    OpenAI-compatible servers send) joined, none as ""; a lone surrogate (JSON "\\ud800"), which no
+    UTF-8 file can hold, as "?" (else the paid reply was lost at the cache and asked for again on
+    every rerun). Any other content is a ValueError: a failed request, not a crash."""
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        parts = [part.get("text") if isinstance(part, dict) else getattr(part, "text", None) for part in content]
+        content = "".join(part for part in parts if isinstance(part, str))
+    if not isinstance(content, str):
+        raise ValueError(f"a reply whose content is a {type(content).__name__}, not text")
+    return content.encode("utf-8", "replace").decode("utf-8")
+
+
 class CallSettings(Protocol):
     """What a provider reads of llm.cost.settings.Settings (which looks providers up in the registry, so
     providers name only this)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from retrieval_bench.llm.providers.base import CallSettings, Provider, Reply, reported_tokens
+from retrieval_bench.llm.providers.base import CallSettings, Provider, Reply, reply_text, reported_tokens
 from retrieval_bench.llm.providers.schema import ReplySchema
 from retrieval_bench.llm.transport.connection import ConnectionGuard, guarded_http_client
 from retrieval_bench.llm.transport.credentials import endpoint_for
@@ -81,7 +81,9 @@ class ChatCompletions(Provider):
         if not answer.choices:
             raise ValueError("a completion without choices")
         choice = answer.choices[0]
-        text = choice.message.content or ""
+        if getattr(choice, "message", None) is None:
+            raise ValueError("a completion choice without a message")
+        text = reply_text(choice.message.content)
         tokens = reported_tokens(answer.usage, "prompt_tokens", "completion_tokens", prompt, text)
         return Reply(text, _STOP_REASONS.get(choice.finish_reason or "", choice.finish_reason), *tokens)
 

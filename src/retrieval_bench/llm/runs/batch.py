@@ -15,6 +15,7 @@ The API itself (request shape, create, listing, status, results) is the BatchPro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import time
@@ -322,19 +323,21 @@ class BatchRunner:
         )
         counts: Counter[str] = Counter()
         try:
-            async for item in self.api.results(self.client, event["batch_id"]):
-                request = by_key.get(item.custom_id)
-                if request is None:
-                    continue  # not one of this batch's requests (an adopted stranger's batch)
-                counts[item.kind] += 1
-                if item.kind != "succeeded":
-                    self.meter.fail(item.reason)
-                    continue
-                if request["key"] in cached:
-                    self.meter.bar.update(1)
-                    continue
-                self._keep(event, meta, request, item)
-                cached.add(request["key"])
+            # aclosing: a stop inside the loop closes the stream now, not in a traceback at exit
+            async with contextlib.aclosing(self.api.results(self.client, event["batch_id"])) as results:
+                async for item in results:
+                    request = by_key.get(item.custom_id)
+                    if request is None:
+                        continue  # not one of this batch's requests (an adopted stranger's batch)
+                    counts[item.kind] += 1
+                    if item.kind != "succeeded":
+                        self.meter.fail(item.reason)
+                        continue
+                    if request["key"] in cached:
+                        self.meter.bar.update(1)
+                        continue
+                    self._keep(event, meta, request, item)
+                    cached.add(request["key"])
         except StopGeneration:
             raise
         except Exception as error:  # noqa: BLE001
@@ -362,8 +365,12 @@ class BatchRunner:
 
     def _keep(self, event: dict, meta: Meta, request: dict, item: BatchResult) -> None:
         """One succeeded result appended to the cache (one holding the API key counts as failed)."""
-        reply = self.api.reply(item.answer, "")
-        record = self.task.record(meta, request["key"], request["passage_sha256"], request["attempt"], reply)
+        try:
+            reply = self.api.reply(item.answer, "")
+            record = self.task.record(meta, request["key"], request["passage_sha256"], request["attempt"], reply)
+        except ValueError as error:  # not a reply (reply_text): counted, and collection goes on
+            self.meter.fail(f"an unreadable result ({error})")
+            return
         leak = key_leak(record, self.key)
         if leak:
             self.meter.fail(leak)
