@@ -236,6 +236,45 @@ CASES = [
         ["embedders.e5.model must be a sentence-transformers model id or local path, got ' '"],
         id="embedder-model-blank",
     ),
+    # a later review: tracebacks (a list where a name goes, a seed numpy refuses), silently wrong results
+    # (the working folder read as the corpus, weights ranking the worst match first), a hang
+    pytest.param(
+        dumped(panel={"default": {"chunking": ["default"], "embedder": "default"}}),
+        ["panel.default.chunking ['default'] is not one of chunkings"],
+        id="panel-chunking-list",
+    ),
+    pytest.param(
+        dumped(**{"validity.candidates": [["default", ["bm25"]]]}),
+        ["validity.candidates must be pairs of two different panel systems"],
+        id="candidate-not-a-name",
+    ),
+    pytest.param(
+        dumped(**{"generate.seed": -1}), ["generate.seed must be between 0 and 4294967295"], id="seed-negative"
+    ),
+    pytest.param(dumped(**{"load.source": ""}), ["load.source is empty: name a folder"], id="source-empty"),
+    pytest.param(dumped(**{"generate.handwritten": " "}), ["generate.handwritten is empty"], id="handwritten-empty"),
+    pytest.param(
+        dumped(**{"generate.style_examples": ""}), ["generate.style_examples must be a file"], id="style-empty"
+    ),
+    pytest.param(
+        dumped(**{"retrieval.weights": {"dense": -1, "bm25": 1}}),
+        ["retrieval.weights must be finite numbers >= 0, not both 0"],
+        id="weight-negative",
+    ),
+    pytest.param(
+        panel("h", method="hybrid", fusion="weighted", weights={"dense": 0, "bm25": 0}),
+        ["panel.h.weights must be finite numbers >= 0, not both 0"],
+        id="weights-both-zero",
+    ),
+    pytest.param(dumped(**{"costs.rounds": 10**9}), ["costs.rounds must be between 1 and 1000"], id="rounds-huge"),
+    pytest.param(
+        dumped(**{"judge.concurrency": 10**9}), ["judge.concurrency must be between 1 and 1024"], id="llm-bound"
+    ),
+    pytest.param(
+        panel("r", method="rerank", rerank={"model": "m", "candidates": 5}),
+        [f"score.k {MAX_K} is beyond panel.r.rerank.candidates 5"],
+        id="rerank-candidates-below-k",
+    ),
 ]
 
 

@@ -132,12 +132,9 @@ def write(tmp_path: Path, tree: dict) -> Path:
             "validity.candidates must be pairs of two different panel systems (default), got ['default', 'nope']",
         ),
         ({"validity": {"candidates": [["default", "default"]]}}, "validity.candidates must be pairs of two different"),
-        ({"costs": {"rounds": 0}}, "costs.rounds must be a positive integer (timed rounds), got 0"),
+        ({"costs": {"rounds": 0}}, "costs.rounds must be between 1 and 1000, got 0"),
         ({"costs": {"rounds": 2.5}}, "params.costs.rounds must be int, got 2.5"),
-        (
-            {"costs": {"embed_texts": 0}},
-            "costs.embed_texts must be a positive integer (chunks embedded per timed call), got 0",
-        ),
+        ({"costs": {"embed_texts": 0}}, "costs.embed_texts must be between 1 and 100000, got 0"),
         # the retrieve and score stages run every panel system: the single system moved into the panel
         (
             {"panel": {"bm25": {"chunking": "default", "embedder": "default", "method": "bm25"}}},

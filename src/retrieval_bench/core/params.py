@@ -110,6 +110,11 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
         check_chunking(params[name][key], where, path)
     if params["generate"]["max_questions"] < 0:
         raise InputError(f"{path}: generate.max_questions must be >= 0 (0 = no limit)")
+    for key, what in (("load.source", "a folder, file or store address"), ("generate.handwritten", "a file")):
+        section, name = key.split(".")
+        if not params[section][name].strip():  # "" is the working folder: the whole project read as the corpus
+            raise InputError(f"{path}: {key} is empty: name {what}")
+    check_bounds(params["generate"], {"seed": (0, 2**32 - 1)}, "generate", path)
     _check_generate(params["generate"], "generate", path)
     check_style_examples(params["generate"], path)
     check_kinds(params["generate"], path)
@@ -121,9 +126,7 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     check_retrieval(params["retrieval"], "retrieval", max(ks), path)
     check_validity(params["validity"], list(params["panel"]), path)
     check_bounds(params["review"], REVIEW_BOUNDS, "review", path)
-    for key, what in (("rounds", "timed rounds"), ("embed_texts", "chunks embedded per timed call")):
-        if params["costs"][key] < 1:
-            raise InputError(f"{path}: costs.{key} must be a positive integer ({what}), got {params['costs'][key]!r}")
+    check_bounds(params["costs"], COSTS_BOUNDS, "costs", path)
 
 
 def _distinct_positive(values: list[Any]) -> bool:
@@ -131,13 +134,14 @@ def _distinct_positive(values: list[Any]) -> bool:
     return positive and len(set(values)) == len(values)
 
 
+# Values beyond these only cost time or memory (a billion timed rounds hang the leaderboard).
+COSTS_BOUNDS = {"rounds": (1, 1000), "embed_texts": (1, 100_000)}
+LLM_BOUNDS = {"max_tokens": (1, 1_000_000), "max_attempts": (1, 100), "concurrency": (1, 1024), "max_retries": (0, 100)}
+
+
 def _check_generate(settings: dict[str, Any], section: str, path: Path) -> None:
     """The API settings of an LLM section (generate, or judge, which has the same keys)."""
-    for key in ("max_tokens", "max_attempts", "concurrency"):
-        if settings[key] <= 0:
-            raise InputError(f"{path}: {section}.{key} must be a positive integer, got {settings[key]!r}")
-    if settings["max_retries"] < 0:
-        raise InputError(f"{path}: {section}.max_retries must be >= 0, got {settings['max_retries']!r}")
+    check_bounds(settings, LLM_BOUNDS, section, path)
     if settings["batch_poll_seconds"] <= 0:
         raise InputError(
             f"{path}: {section}.batch_poll_seconds must be positive, got {settings['batch_poll_seconds']!r}"

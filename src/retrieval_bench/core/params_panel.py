@@ -3,6 +3,7 @@ system's chunking, embedder and retrieval keys over the retrieval section."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,22 @@ def check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Pat
         raise InputError(f"{path}: {where}.rrf_k must be >= 0, got {retrieval['rrf_k']!r}")
     if retrieval["fusion_depth"] <= 0:
         raise InputError(f"{path}: {where}.fusion_depth must be positive, got {retrieval['fusion_depth']!r}")
+    weights = retrieval["weights"]
+    if (
+        not all(0 <= weights[name] < math.inf for name in ("dense", "bm25"))
+        or not weights["dense"] + weights["bm25"] > 0
+    ):
+        # a negative weight ranks by the worst match; both 0 tie every chunk
+        raise InputError(
+            f"{path}: {where}.weights must be finite numbers >= 0, not both 0, got {{dense: {weights['dense']!r}, "
+            f"bm25: {weights['bm25']!r}}}"
+        )
+    candidates = retrieval["rerank"]["candidates"]
+    if retrieval["method"] == "rerank" and 0 < candidates < max_k:  # the run holds only the reranked candidates
+        raise InputError(
+            f"{path}: score.k {max_k} is beyond {where}.rerank.candidates {candidates}: recall@{max_k} would count "
+            f"only the {candidates} reranked chunks; raise {where}.rerank.candidates to at least {max_k} or drop k {max_k}"
+        )
     for key, allowed in (("stemmer", ("english", "none")), ("stopwords", ("en", "none"))):
         if retrieval["bm25"][key] not in allowed:
             raise InputError(
@@ -184,7 +201,7 @@ def check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dic
                     f"method: ...}}): each system picks one of {key}s ({', '.join(params[key + 's'])}); "
                     f"`default` is load.chunking / embed as they are"
                 )
-            if chosen not in params[key + "s"]:
+            if not isinstance(chosen, str) or chosen not in params[key + "s"]:
                 raise InputError(
                     f"{path}: {where}.{key} {quoted(chosen)} is not one of {key}s: {', '.join(params[key + 's'])}"
                 )

@@ -211,10 +211,9 @@ def check_embed(embed: dict[str, Any], where: str, path: Path) -> None:
 
 
 def check_style_examples(generate: dict[str, Any], path: Path) -> None:
-    if generate["style_examples"] is not None and not isinstance(generate["style_examples"], str):
-        raise InputError(
-            f"{path}: generate.style_examples must be a file path or null, got {generate['style_examples']!r}"
-        )
+    examples = generate["style_examples"]
+    if examples is not None and not (isinstance(examples, str) and examples.strip()):
+        raise InputError(f"{path}: generate.style_examples must be a file path or null, got {examples!r}")
     if not 1 <= generate["style_examples_count"] <= STYLE_EXAMPLES_MAX:
         raise InputError(
             f"{path}: generate.style_examples_count must be 1-{STYLE_EXAMPLES_MAX} (each is sent in every request), "
@@ -367,7 +366,8 @@ def check_validity(validity: dict[str, Any], systems: list[str], path: Path) -> 
         if validity[key] <= 0:
             raise InputError(f"{path}: validity.{key} must be above 0, got {validity[key]!r}")
     for pair in validity["candidates"]:
-        if not (isinstance(pair, list) and len(pair) == 2 and pair[0] != pair[1] and set(pair) <= set(systems)):
+        named = isinstance(pair, list) and len(pair) == 2 and all(isinstance(name, str) for name in pair)
+        if not (named and pair[0] != pair[1] and set(pair) <= set(systems)):
             raise InputError(
                 f"{path}: validity.candidates must be pairs of two different panel systems "
                 f"({', '.join(systems)}), got {pair!r}"
