@@ -3,7 +3,6 @@ set, export it or its questions, serve a stub LLM to check the generation path w
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
@@ -57,20 +56,25 @@ COMMANDS = {
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="retrieval-bench", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    from retrieval_bench.core.errors import InputError, OneLineArguments, describe_os_error
+
+    parser = OneLineArguments(prog="retrieval-bench", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)  # of OneLineArguments too
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)  # the command: the first word
     for name, (module, adder, help_text) in COMMANDS.items():
         command = commands.add_parser(name, help=help_text)
         if name == chosen:
             getattr(importlib.import_module(module), adder)(command)
     args = parser.parse_args(argv)
-    from retrieval_bench.core.errors import InputError
-
     try:
         return args.run(args) or 0
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:  # a path that is a folder, a full disk: one line, as the stages say it
+        if isinstance(error, BrokenPipeError):
+            raise
+        print(f"error: {describe_os_error(error)}", file=sys.stderr)
         return 1
 
 

@@ -21,6 +21,7 @@ from conftest import dvc, git, run, tool_env
 import retrieval_bench as rb
 from retrieval_bench.cli import main as cli_main
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import atomic_path
 from retrieval_bench.core.params_panel import embedded_pairs
 from retrieval_bench.evaluation.stats import MAX_RESAMPLES
 from retrieval_bench.lockfile import prune
@@ -301,3 +302,64 @@ def test_prune_refuses_while_another_dvc_process_holds_the_repository_lock(tmp_p
             prune(project)
         assert (project / "dvc.lock").read_text() == LOCK_WITH_A_STALE_ENTRY
     assert prune(project) == ["system@b"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["compare", "--resamples", "abc"],
+            "error: retrieval-bench compare: argument --resamples: invalid int value: 'abc'",
+        ),
+        (["cache"], "error: retrieval-bench cache: the following arguments are required: cache_command"),
+        (["nosuch"], "error: retrieval-bench: argument command: invalid choice: 'nosuch'"),
+        (["compare", "--bogus"], "error: retrieval-bench: unrecognized arguments: --bogus"),
+        (["export-beir", ""], "error: retrieval-bench export-beir: argument out: an empty path"),
+    ],
+)
+def test_a_command_line_argparse_refuses_is_one_error_line_and_status_2(argv, expected, capsys):
+    """cli.md: "an unknown option gives one `error:` line and exit status 2" (it was argparse's usage
+    block, and export-beir '' wrote its files into the working folder)."""
+    with pytest.raises(SystemExit) as stop:
+        cli_main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith(expected), err
+
+
+def test_an_os_error_of_a_command_is_one_line(tmp_path, monkeypatch, capsys):
+    """A path that is a folder, or under no folder: one line naming it, exit 1 (tracebacks before)."""
+    monkeypatch.chdir(tmp_path)
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(json.dumps({"qid": "q", "question": "Why?", "doc_id": "d", "start": 0, "end": 3}) + "\n")
+    chunks = tmp_path / "chunks.parquet"
+    import pandas as pd
+
+    pd.DataFrame({"chunk_id": ["c"], "text": ["abc"], "doc_id": ["d"], "start": [0], "end": [3]}).to_parquet(chunks)
+    (tmp_path / "taken").write_text("a file\n")
+    cases = [
+        (
+            ["export-beir", "taken", "--chunks", str(chunks), "--goldenset", str(golden), "--min-coverage", "0.5"],
+            "error: taken: a file; export-beir writes a folder",
+        ),
+        (
+            [
+                "export-beir",
+                "/proc/nope/x",
+                "--chunks",
+                str(chunks),
+                "--goldenset",
+                str(golden),
+                "--min-coverage",
+                "0.5",
+            ],
+            "error: No such file or directory (/proc/nope)",
+        ),
+    ]
+    for argv, expected in cases:
+        assert cli_main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(expected), err
+    # gauge --out a folder: its rename failed at the end, naming the temporary file
+    with pytest.raises(InputError, match=f"^{tmp_path}: a folder; name a file to write$"):
+        with atomic_path(tmp_path):
+            pass

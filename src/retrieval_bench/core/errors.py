@@ -1,12 +1,15 @@
 """Bad input as one line: the exception every reader raises, and the words of its messages
-(a value quoted, an exception's first line, an OS error, a missing optional extra)."""
+(a value quoted, an exception's first line, an OS error, a missing optional extra, a command line
+argparse refuses)."""
 
 from __future__ import annotations
 
+import argparse
 import errno
 import math
+import sys
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, NoReturn
 
 
 class InputError(Exception):
@@ -15,6 +18,15 @@ class InputError(Exception):
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, with one line saying what was kept and what a rerun does (run_stage prints it)."""
+
+
+class OneLineArguments(argparse.ArgumentParser):
+    """An argument parser whose refusal is one `error:` line naming the command and exit status 2,
+    not argparse's usage block (its subcommands' parsers are of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {self.prog}: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
 
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a process ended by Ctrl-C

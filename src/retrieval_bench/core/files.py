@@ -38,6 +38,8 @@ _UMASK = _current_umask()
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds."""
     target = Path(path)
+    if target.is_dir():  # os.replace would fail at the end, naming the temporary file
+        raise InputError(f"{target}: a folder; name a file to write")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX)
     os.close(fd)

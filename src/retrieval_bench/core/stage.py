@@ -9,7 +9,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tqdm import tqdm as Tqdm
@@ -18,22 +18,17 @@ from retrieval_bench.core.errors import (
     INTERRUPTED_EXIT,
     InputError,
     Interrupted,
+    OneLineArguments,
     describe_os_error,
 )
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.params_panel import panel_system
 
 
-class _StageArguments(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, not argparse's usage block
-        print(f"error: {self.prog}: {message} (see --help)", file=sys.stderr)
-        sys.exit(2)
-
-
 def stage_parser(name: str, doc: str | None) -> argparse.ArgumentParser:
     """The command line of `python -m stages.<name>`: --help prints the stage's whole docstring and
     exits 0 without running anything; a stage with options adds them."""
-    return _StageArguments(
+    return OneLineArguments(
         prog=f"python -m stages.{name}",
         description=(doc or "").strip(),
         formatter_class=argparse.RawDescriptionHelpFormatter,

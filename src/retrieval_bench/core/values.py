@@ -54,3 +54,13 @@ def count_argument(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number, 0 or more")
     return value
+
+
+def path_argument(text: str) -> str:
+    """An argparse type for a path a command writes: not empty (an empty path is the working folder,
+    where `export-beir ''` wrote its files among the project's)."""
+    import argparse
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name the file or folder to write")
+    return text

@@ -18,6 +18,7 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import atomic_open, numbered_jsonl, read_table
 from retrieval_bench.core.params import load_params
 from retrieval_bench.core.relevance import check_min_coverage, judge
+from retrieval_bench.core.values import path_argument
 
 
 def export_beir(chunks: pd.DataFrame, golden: list[dict], out: Path, min_coverage: float) -> int:
@@ -72,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{path}: not found; run `dvc repro` first")
     min_coverage = args.min_coverage if args.min_coverage is not None else load_params("score")["min_coverage"]
     check_min_coverage(min_coverage)
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise InputError(f"{args.out}: a file; export-beir writes a folder (corpus.jsonl, queries.jsonl, qrels/)")
     golden = read_golden(args.goldenset)
     written = export_beir(
         read_table(args.chunks, ["chunk_id", "text", "doc_id", "start", "end"]), golden, Path(args.out), min_coverage
@@ -81,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("out", help="folder to write (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
+    parser.add_argument("out", type=path_argument, help="folder to write (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
     parser.description = __doc__.split("\n\n")[0]
     parser.add_argument("--chunks", default=paths.CHUNKS, help="chunk table (default: %(default)s)")
     parser.add_argument("--goldenset", default=paths.GOLDENSET, help="golden set (default: %(default)s)")

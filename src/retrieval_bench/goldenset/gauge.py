@@ -19,7 +19,7 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import atomic_open, read_table
 from retrieval_bench.core.relevance import check_min_coverage, judge
-from retrieval_bench.core.values import count_argument
+from retrieval_bench.core.values import count_argument, path_argument
 from retrieval_bench.goldenset import echo
 from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
 from retrieval_bench.goldenset.locate import EvidenceFinder
@@ -129,7 +129,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="relevance threshold, as score.min_coverage (default: %(default)s)",
     )
     parser.add_argument("--split", default="test", help="BEIR folders: qrels/<split>.tsv (default: %(default)s)")
-    parser.add_argument("--out", default=paths.GAUGE, help="per-question results (default: %(default)s)")
+    parser.add_argument(
+        "--out", type=path_argument, default=paths.GAUGE, help="per-question results (default: %(default)s)"
+    )
     parser.add_argument("--show", type=count_argument, default=10, help="worst offenders listed (default: %(default)s)")
     parser.set_defaults(run=run)
 

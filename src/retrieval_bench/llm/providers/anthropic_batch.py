@@ -7,7 +7,7 @@ module is the API's shape: the request, create, the listing, a batch's status, i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from retrieval_bench.llm.providers.anthropic import Messages, message_params
@@ -47,7 +47,7 @@ class MessageBatches(BatchProvider, Messages):
             f"{batch.processing_status}, {batch.request_counts.processing} processing",
         )
 
-    async def results(self, client: Any, batch_id: str) -> AsyncIterator[BatchResult]:
+    async def results(self, client: Any, batch_id: str) -> AsyncGenerator[BatchResult, None]:
         async for item in await client.messages.batches.results(batch_id):
             result = item.result
             reason = ""

@@ -14,7 +14,7 @@ question paid for through either is never asked again through the other.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -191,6 +191,6 @@ class BatchProvider(Provider):
         """(ended, a few words on its progress)."""
         raise NotImplementedError
 
-    def results(self, client: Any, batch_id: str) -> AsyncIterator[BatchResult]:
+    def results(self, client: Any, batch_id: str) -> AsyncGenerator[BatchResult, None]:
         """The results of an ended batch."""
         raise NotImplementedError
