@@ -46,7 +46,7 @@ def main(argv: list[str]) -> None:
     panel, load = params["panel"], LastInputs()
     ItemMemo("retrieve").run(
         reading_order(panel, named),
-        lambda system: retrieve_inputs(panel[system], system),
+        lambda system: retrieve_inputs(panel[system], system, settings_key(params, system)),
         lambda system: paths.run_outputs_of(system, panel[system]["trec_export"]),
         lambda system: retrieve_system(params, system, load),
         paths.run_key_of,

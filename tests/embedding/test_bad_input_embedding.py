@@ -339,3 +339,30 @@ def test_bad_saved_vectors_are_one_line_in_retrieve(embedding, case, monkeypatch
         stage_in_process("retrieve", embedding, monkeypatch, capsys), fragment, "rerun the embed stages"
     )
     assert (embedding / paths.run_of(paths.DEFAULT)).read_bytes() == SENTINEL
+
+
+def test_a_folder_that_is_no_model_and_positions_beyond_the_model_are_one_line_naming_the_key(tmp_path, monkeypatch):
+    """embed.model or rerank.model naming a folder without a model raised transformers' ValueError;
+    max_seq_length beyond MiniLM's 512 positions failed mid-stage, on the first long chunk only."""
+    from retrieval_bench.core.errors import InputError
+    from retrieval_bench.core.params import DEFAULTS
+    from retrieval_bench.embedding import model_source
+    from retrieval_bench.embedding.backends import load_encoder
+    from retrieval_bench.embedding.settings import EmbedSettings
+    from retrieval_bench.retrieval.rerank import load_cross_encoder
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()
+    (empty / "config.json").write_text("{}")
+    settings = EmbedSettings.from_params(DEFAULTS["embed"], "embedders.e5.model")
+    with pytest.raises(
+        ec.InputError, match=r"^embedders\.e5\.model '.*not-a-model': not a model sentence-transformers can load"
+    ):
+        load_encoder(str(empty), "x", settings)
+    with pytest.raises(InputError, match=r"^panel\.rr\.rerank\.model '.*not-a-model': not a cross-encoder"):
+        load_cross_encoder(str(empty), "panel.rr.rerank.model")
+    model = model_source.resolve_model(DEFAULTS["embed"]["model"])
+    long = EmbedSettings.from_params({**DEFAULTS["embed"], "max_seq_length": 2048}, "embedders.e5.model")
+    with pytest.raises(InputError, match=r"^embedders\.e5\.max_seq_length 2048 is beyond the model's 512 positions"):
+        load_encoder(model, "x", long)

@@ -150,3 +150,12 @@ def test_question_and_corpus_vectors_of_different_widths_are_one_line(project):
     save_embeddings(matrix, ["q0", "q1", "q2"], vectors, id_path)
     with pytest.raises(InputError, match=r"6-dimensional vectors, .*8-dimensional: not one model's"):
         questions_and_corpus(_settings("dense"))
+
+
+def test_a_systems_cross_encoder_that_cannot_be_found_is_named_by_the_systems_key(project, monkeypatch):
+    """A panel system's rerank.model was reported as retrieval.rerank.model, which the user never set."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    picked = {**DEFAULTS["retrieval"], "method": "rerank", "chunking": "default", "embedder": "default"}
+    picked["rerank"] = {**DEFAULTS["retrieval"]["rerank"], "model": "nobody/no-cross-encoder"}
+    with pytest.raises(InputError, match=r"^panel\.rr\.rerank\.model 'nobody/no-cross-encoder'"):
+        retrieve_inputs(picked, "rr", "panel.rr")

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval_bench.core.errors import InputError, optional_extra
+from retrieval_bench.core.errors import InputError, first_line, optional_extra
 from retrieval_bench.embedding.onnx_export import exported_model, import_onnxruntime, input_names
 from retrieval_bench.embedding.settings import EmbedSettings
 
@@ -159,8 +159,21 @@ def load_encoder(model_path: str, fingerprint: str, settings: EmbedSettings, log
     try:
         st = SentenceTransformer(model_path, device=device, local_files_only=True)
     except (RuntimeError, AssertionError) as error:
-        raise InputError(f"embed.device {device!r}: {str(error).splitlines()[0]}") from None
+        raise InputError(f"embed.device {device!r}: {first_line(error)}") from None
+    except (ValueError, OSError, KeyError) as error:  # a folder without a model's config or weights
+        raise InputError(
+            f"{settings.model_key} {model_path!r}: not a model sentence-transformers can load ({first_line(error)})"
+        ) from None
     if settings.max_seq_length:
+        # Beyond the model's positions the forward pass fails mid-stage, on the first long chunk only.
+        positions = getattr(getattr(st[0], "auto_model", None), "config", None)
+        limit = getattr(positions, "max_position_embeddings", None)
+        if isinstance(limit, int) and settings.max_seq_length > limit:
+            section = settings.model_key.rpartition(".")[0]
+            raise InputError(
+                f"{section}.max_seq_length {settings.max_seq_length} is beyond the model's {limit} positions "
+                f"({model_path}); use {limit} or less, or null (the model's own)"
+            )
         st.max_seq_length = settings.max_seq_length
     st.eval()
     name = f"{encoder_label(settings)} on {device}"

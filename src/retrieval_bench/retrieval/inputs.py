@@ -78,11 +78,12 @@ def reading_order(panel: dict[str, dict[str, Any]], systems: list[str]) -> list[
     )
 
 
-def retrieve_inputs(picked: dict[str, Any], system: str) -> tuple[list[str], dict[str, Any]]:
+def retrieve_inputs(picked: dict[str, Any], system: str, where: str = "retrieval") -> tuple[list[str], dict[str, Any]]:
     """What panel system `system` (its resolved settings `picked`) is retrieved from, the key of its
     kept run (core.item_memo): its settings, the golden set, its chunks and vectors, and what its
     method reads besides: the store's stamp, its run file, its Python retriever's module (its
-    top-level package or file in the project, and the runs folder), its cross-encoder's files."""
+    top-level package or file in the project, and the runs folder), its cross-encoder's files.
+    `where`: the params key its messages name (settings_key)."""
     chunking, embedder, method = picked["chunking"], picked["embedder"], picked["method"]
     files = [paths.GOLDENSET, paths.chunks_of(chunking)]
     files += [*paths.corpus_vectors(chunking, embedder)[:2], *paths.question_vectors(embedder)[:2]]
@@ -98,7 +99,9 @@ def retrieve_inputs(picked: dict[str, Any], system: str) -> tuple[list[str], dic
         from retrieval_bench.embedding.model_source import model_fingerprint
         from retrieval_bench.retrieval.rerank import resolve_model
 
-        settings["rerank_model_files"] = model_fingerprint(resolve_model(picked["rerank"]["model"]))
+        settings["rerank_model_files"] = model_fingerprint(
+            resolve_model(picked["rerank"]["model"], f"{where}.rerank.model")
+        )
     return files, settings
 
 

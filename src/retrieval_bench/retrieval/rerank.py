@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from retrieval_bench.core import paths
-from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.errors import InputError, first_line
 from retrieval_bench.core.run_table import from_records
 from retrieval_bench.embedding import model_source
 from retrieval_bench.retrieval import bm25, dense, hybrid
@@ -90,12 +90,18 @@ class ScoreCache:
         self.scores.update(scores)
 
 
-def load_cross_encoder(folder: str):
+def load_cross_encoder(folder: str, what: str = "retrieval.rerank.model"):
+    """The cross-encoder in `folder`; one that will not load is one line naming `what`, its key."""
     import torch
     from sentence_transformers import CrossEncoder
 
-    # Raw logits: a sigmoid would squash high scores into ties at float precision.
-    return CrossEncoder(folder, local_files_only=True, activation_fn=torch.nn.Identity())
+    try:
+        # Raw logits: a sigmoid would squash high scores into ties at float precision.
+        return CrossEncoder(folder, local_files_only=True, activation_fn=torch.nn.Identity())
+    except (ValueError, OSError, KeyError) as error:  # a folder without a model's config or weights
+        raise InputError(
+            f"{what} {folder!r}: not a cross-encoder sentence-transformers can load ({first_line(error)})"
+        ) from None
 
 
 def retrieve(
@@ -122,7 +128,14 @@ def retrieve(
         key: pair for key, pair in zip(keys, pairs, strict=True) if key not in cache.scores
     }  # each distinct pair once
     if todo:
-        score_pairs(todo, cache, load_cross_encoder(folder), options.batch_size, len(questions.qids), progress)
+        score_pairs(
+            todo,
+            cache,
+            load_cross_encoder(folder, f"{settings.where}.rerank.model"),
+            options.batch_size,
+            len(questions.qids),
+            progress,
+        )
     elif progress is not None:
         progress.update(len(questions.qids))
     print(
