@@ -130,6 +130,10 @@ def test_a_panel_of_the_default_system_alone_has_its_headline_and_the_golden_set
     assert report["headline"]["goldenset"] == {"n_questions": 5} and report["plot"] == []
     assert not report["certificate"]["available"] and report["verdicts"] == [] and report["failed"] is None
     assert report["recall_curve"].to_dict("records") == [{"system": "default", "k": 10, "recall": 0.75}]
+    # one system is no comparison: "every other system is significantly worse" was said of none
+    costs = {"default": row("default", "default", "dense", 0.9, 1_750_000, 3.0, spread=0.05)}
+    first = panel_report(PanelInputs(alone, [], costs), {"fail_on": "none"})["decision"].splitlines()[0]
+    assert first == "**Ship default (the best mrr, 0.750); the panel has no other system to compare it with.**"
 
 
 def test_headline_leaves_out_what_is_not_a_number():

@@ -74,7 +74,9 @@ def recommendation(ranked: dict, rows: dict[str, dict]) -> dict:
         line += f"; also as good (not significantly worse, Holm) and cheaper beyond noise on a cost: {also}"
     if rest := [c for c in candidates if c != ship and c not in consider]:
         line += f"; as good (not significantly worse, Holm) but no cheaper: {', '.join(rest)}"
-    if len(candidates) == 1:
+    if len(systems) == 1:
+        line += "; the panel has no other system to compare it with"
+    elif len(candidates) == 1:
         line += "; every other system is significantly worse (Holm)"
     return {"best": best, "as_good": as_good, "ship": ship, "consider": consider, "line": line + "."}
 
