@@ -400,3 +400,13 @@ def test_the_headline_and_the_ranked_ndcg_follow_score_k_and_budgets(ks, budgets
     )
     ranked = [name for name, _ in leaderboard_metrics(table.columns) if name.startswith("ndcg@")]
     assert ranked == [name for name in expected if name.startswith("ndcg@")]  # one ndcg, the headline's
+
+
+def test_equal_means_that_round_apart_tie_and_the_tie_goes_to_the_earlier_system():
+    """0.1 + 0.2 and 0.15 + 0.15 halve to 0.15000000000000002 and 0.15: "best" (the bold, the Ship
+    line) followed the float rounding, not the panel's order."""
+    from retrieval_bench.evaluation.panel.leaderboard import rank_systems
+
+    one, other = np.array([0.1, 0.2]), np.array([0.15, 0.15])
+    assert rank_systems({"first": one, "second": other}, 1000, 0, 0.95)["best"] == "first"
+    assert rank_systems({"second": other, "first": one}, 1000, 0, 0.95)["best"] == "second"

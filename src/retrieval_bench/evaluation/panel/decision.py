@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from retrieval_bench.evaluation.panel.costs import COSTS, cost_point
+from retrieval_bench.evaluation.panel.leaderboard import tie_level
 from retrieval_bench.evaluation.panel.pareto import dominates, lower_beyond_noise
 from retrieval_bench.evaluation.panel.reweighted import headline_entry, weights_text
 from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column, kinds_of, weighted_mean
@@ -63,7 +64,7 @@ def recommendation(ranked: dict, rows: dict[str, dict]) -> dict:
     as_good = [name for name in systems if name != best and not systems[name].get("differs_from_best")]
     candidates = [best, *as_good]
     cheapest = [c for c in candidates if not any(_cheaper(rows[o], rows[c]) for o in candidates if o != c)]
-    ship = max(cheapest, key=lambda name: (systems[name]["mean"], -candidates.index(name)))
+    ship = max(cheapest, key=lambda name: (tie_level(systems[name]["mean"]), -candidates.index(name)))
     consider = [c for c in cheapest if c != ship and any(_lower(rows[c], rows[ship], cost) for cost in COSTS)]
     why = f"the best mrr, {systems[best]['mean']:.3f}"
     if ship != best:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from retrieval_bench.evaluation.panel.leaderboard import entry_table, rank_systems
+from retrieval_bench.evaluation.panel.leaderboard import entry_table, rank_systems, tie_level
 from retrieval_bench.evaluation.score.abstention import (
     KEEP_HITS,
     UNANSWERABLE,
@@ -90,7 +90,7 @@ def abstention_section(tables: dict[str, pd.DataFrame]) -> dict:
     first = next(iter(tables.values()))
     first = first[first["qid"].astype(str).isin(common)]
     aucs = {name: float(row.get("abstention_auc", math.nan)) for name, row in systems.items()}
-    best = max(aucs, key=lambda name: -math.inf if math.isnan(aucs[name]) else aucs[name])
+    best = max(aucs, key=lambda name: -math.inf if math.isnan(aucs[name]) else tie_level(aucs[name]))
     return {
         "n_questions": int((first["kind"] == UNANSWERABLE).sum()),
         "n_contradicted": len(answered),

@@ -112,11 +112,17 @@ def question_sets(table: pd.DataFrame) -> dict[str, np.ndarray]:
     return sets
 
 
+def tie_level(mean: float) -> float:
+    """A mean as "best" compares it: to 12 digits, so that equal means summed in another order
+    (0.15 and 0.15000000000000002) tie, and the tie goes to the earlier system in the panel."""
+    return round(mean, 12)
+
+
 def rank_systems(scores: dict[str, np.ndarray], resamples: int, seed: int, level: float) -> dict:
     """One metric on one question set: each system's mean and interval, the best system, and each
     other system's p-value against it, raw and Holm-adjusted."""
     means = {name: float(values.mean()) for name, values in scores.items()}
-    best = max(means, key=lambda name: (means[name], -list(means).index(name)))
+    best = max(means, key=lambda name: (tie_level(means[name]), -list(means).index(name)))
     others = [name for name in scores if name != best]
     raw = [randomization_p_value(scores[name] - scores[best], resamples, seed) for name in others]
     adjusted = dict(zip(others, holm_adjust(raw), strict=True)) if others else {}
