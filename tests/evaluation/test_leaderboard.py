@@ -17,6 +17,7 @@ from conftest import set_params
 from scipy.stats import mannwhitneyu
 from statsmodels.stats.multitest import multipletests
 
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params_panel import embedded_pairs
 from retrieval_bench.evaluation.certificate.style_gap import rank_auc, style_gap
 from retrieval_bench.evaluation.panel import leaderboard as leaderboard_module
@@ -353,12 +354,12 @@ def test_the_leaderboard_stage_reads_qids_as_text_and_refuses_a_non_utf8_table_i
     assert result.stderr.startswith("error: metrics/panel/bm25/per_question.csv: not UTF-8 text")
 
 
-def test_a_panel_whose_every_question_is_left_out_reports_it_without_a_crash():
-    """No system has a relevant chunk for any question: nothing to compare, and the report says so."""
+def test_a_panel_whose_every_question_is_left_out_is_one_line_naming_each_systems_loss():
+    """No system has a relevant chunk for any question: nothing to compare. The stage said
+    "leaderboard: no panel" and exited 0 with an empty decision.md, a headline of {} and a bold n/a."""
     tables = {name: table(np.linspace(0, 1, 6), ["hand-written"] * 6).assign(n_relevant=0) for name in ("a", "b", "c")}
-    report = panel_report_module.panel_report(panel_report_module.PanelInputs(tables, []), {"fail_on": "none"})
-    assert report["leaderboard"]["question_sets"] == {} and "6 of 6 questions are left out" in report["markdown"]
-    assert panel_report_module.summary_line(report["leaderboard"]) == "leaderboard: no panel"
+    with pytest.raises(InputError, match=r"no question can be compared: .* by system: a 6, b 6, c 6\)"):
+        panel_report_module.panel_report(panel_report_module.PanelInputs(tables, []), {"fail_on": "none"})
 
 
 def test_show_names_a_certificate_written_before_verdicts(tmp_path, monkeypatch, capsys):

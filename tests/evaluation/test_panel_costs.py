@@ -9,8 +9,10 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import DEFAULTS, load_all_params
 from retrieval_bench.evaluation.panel.costs import PLOT_COLUMNS, Timings, cost_rows, system_row
 from retrieval_bench.evaluation.panel.headline import headline, system_headline
@@ -46,6 +48,12 @@ def test_a_question_is_compared_only_where_every_system_has_a_relevant_chunk():
     assert report["n_questions"] == 4 and report["n_compared"] == 2 and report["n_left_out"] == 2
     assert report["by_system"]["dense-c400"]["no_relevant_chunk"] == 2
     assert report["by_system"]["dense"]["no_relevant_chunk"] == 0
+    # none left to compare: one line naming each system's loss, not an empty board said to be "no panel"
+    tables["dense"] = table([1.0, 0.5, 0.5, 1.0], n_relevant=[0, 1, 0, 1])
+    with pytest.raises(
+        InputError, match=r"no question can be compared: none of the 4 answerable .* dense 2, dense-c400 2"
+    ):
+        panel_report(PanelInputs(tables, [], {}), {"fail_on": "none"})
 
 
 def timing(median, spread=0.0):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import read_jsonl
 from retrieval_bench.core.question_sets import ALL
 from retrieval_bench.evaluation.certificate.certify import (
@@ -61,8 +62,16 @@ def panel_report(inputs: PanelInputs, validity: dict, *, budget_unit: str = "cha
     measured = inputs.measured
     every = scorable(tables)
     aligned = {name: kept(table) for name, table in every.items()}
+    gone = left_out(tables, {name: row["chunking"] for name, row in costs.items()})
+    if gone["n_questions"] and not gone["n_compared"]:  # else an empty board, said to be "no panel"
+        lost = ", ".join(f"{name} {row['no_relevant_chunk']}" for name, row in gone["by_system"].items())
+        raise InputError(
+            f"no question can be compared: none of the {gone['n_questions']} answerable questions has a relevant chunk "
+            f"under every system (questions without one, by system: {lost}); check each system's chunking and "
+            "score.min_coverage"
+        )
     board = leaderboard(aligned)
-    board["left_out"] = left_out(tables, {name: row["chunking"] for name, row in costs.items()})
+    board["left_out"] = gone
     board["kinds"] = kind_sections(aligned, {name: kept(table) for name, table in tables.items()})
     if weights == "real-mix" and (entry := reweighted(aligned, golden)) is not None:
         board["reweighted"] = entry
