@@ -376,3 +376,13 @@ def test_a_failed_check_under_dvc_keeps_the_last_good_outputs(tmp_path):
     dvc("repro", "check_params", cwd=project)
     assert sorted(path.stem for path in (project / paths.PANEL_SETTINGS).glob("*.json")) == ["bm25", "default"]
     assert dvc("status", "check_params", "--json", cwd=project).stdout.strip() == "{}"  # not always_changed
+
+
+def test_params_are_read_as_yaml_1_2_as_dvc_reads_them(tmp_path):
+    """yes/no/on/off are words, not booleans (PyYAML's YAML 1.1 read a system named `on` as True,
+    "panel name True is not usable", where DVC reads the name "on")."""
+    text = dumped(panel={"default": DEFAULTS_NAMED, "on": {**DEFAULTS_NAMED, "method": "bm25"}}).replace("'on':", "on:")
+    assert "\non:" in text or "  on:" in text
+    assert list(load_all_params(write(tmp_path / "params.yaml", text))["panel"]) == ["default", "on"]
+    with pytest.raises(InputError, match="generate.drop_echo"):
+        load_all_params(write(tmp_path / "params.yaml", dumped().replace("drop_echo: false", "drop_echo: yes")))

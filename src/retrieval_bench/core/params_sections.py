@@ -56,6 +56,17 @@ class _ParamsLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ign
         return mapping
 
 
+# Booleans as YAML 1.2 writes them, as DVC reads params.yaml (ruamel): true and false only. PyYAML's
+# YAML 1.1 also read yes/no/on/off as booleans, so a panel system named `on` was True here and "on"
+# to DVC.
+_BOOL = "tag:yaml.org,2002:bool"
+_ParamsLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != _BOOL]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_ParamsLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
 # A number in exponent form without a point (1e-9, 2E3) is text to PyYAML (YAML 1.1) but a float to
 # DVC (ruamel, YAML 1.2): read as DVC reads it, so the checks see the number the user wrote.
 _ParamsLoader.add_implicit_resolver(
