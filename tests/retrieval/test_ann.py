@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import dvc, git, set_params
 
@@ -75,11 +76,37 @@ def test_exact_top_k_with_many_ties_equals_a_full_sort(monkeypatch, depth, block
 
 
 def test_recall_curve_by_hand():
-    exact = np.array([[0, 1, 2, 3], [4, 5, 6, 7]])
-    approximate = np.array([[1, 0, 9, 2], [4, -1, -1, -1]])
+    # Exact search's scores of chunks 0..3 (q1) and 4..7 (q2); what the approximate run found, by
+    # the exact score of each chunk it put at each rank (chunk 9 scores 0.1; NaN: an empty rank).
+    exact = np.array([[0.9, 0.8, 0.7, 0.6], [0.9, 0.8, 0.7, 0.6]])
+    found = np.array([[0.8, 0.9, 0.1, 0.7], [0.9, np.nan, np.nan, np.nan]])
     # q1: k=1 {1}/{0} 0, k=2 {1,0} 1, k=3 {1,0,9}/{0,1,2} 2/3, k=4 {1,0,9,2}/{0..3} 3/4
     # q2: k=1 1, k=2 1/2, k=3 1/3, k=4 1/4
-    assert recall_curve(approximate, exact) == pytest.approx([0.5, 0.75, 0.5, 0.5])
+    assert recall_curve(found, exact) == pytest.approx([0.5, 0.75, 0.5, 0.5])
+    # ties at the cut: chunks scoring the k-th best are in the exact top k, whichever exact search listed
+    tied = np.array([[0.5, 0.5, 0.5, 0.2]])
+    assert recall_curve(np.array([[0.5, 0.5, 0.2, 0.5]]), tied) == pytest.approx([1.0, 1.0, 2 / 3, 1.0])
+
+
+def test_an_exhaustive_search_that_orders_ties_otherwise_has_recall_one():
+    """Twenty chunks stored twice: exact search lists the first copy of each tie, a run the second
+    (as a store ordering ties by id does). ann_recall@1 was 0 though both searches were exact."""
+    from retrieval_bench.retrieval.run import Corpus, Questions
+    from retrieval_bench.retrieval.run_info import recall_against_exact
+
+    rng = np.random.default_rng(4)
+    base = rng.normal(size=(20, 16)).astype(np.float32)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    ids = [f"z{i}" for i in range(20)] + [f"a{i}" for i in range(20)]
+    corpus = Corpus(ids, [""] * 40, np.vstack([base, base]))
+    questions = Questions(["q0", "q1"], ["", ""], base[[3, 11]] + 0.01)
+    scores = questions.vectors @ corpus.vectors.T
+    rows = []
+    for i, qid in enumerate(questions.qids):
+        ranked = sorted(range(40), key=lambda chunk: (-scores[i, chunk], ids[chunk]))[:6]  # ties by id: a* first
+        rows += [(qid, ids[chunk], rank, float(scores[i, chunk])) for rank, chunk in enumerate(ranked, 1)]
+    run = pd.DataFrame(rows, columns=["qid", "chunk_id", "rank", "score"])
+    assert recall_against_exact(questions, corpus, run, 6) == {str(k): 1.0 for k in range(1, 7)}
 
 
 @pytest.mark.parametrize("index", ["hnsw", "ivf-flat", "ivf-pq"])
