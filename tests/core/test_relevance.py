@@ -120,6 +120,10 @@ def test_sampling_is_reproducible_and_duplicates_are_dropped():
     assert first == sample_rows(list(reversed(rows)), 10, seed=3) and len(first) == 10
     assert first != sample_rows(rows, 10, seed=4)
     assert sample_rows(rows, 0, seed=3) == sorted(rows, key=lambda r: r["qid"])
+    # prefix-stable: one more allowed question adds one; one more question displaces at most one
+    qids = lambda sampled: {row["qid"] for row in sampled}  # noqa: E731
+    assert qids(first) < qids(sample_rows(rows, 11, seed=3)) and len(sample_rows(rows, 11, seed=3)) == 11
+    assert len(qids(first) - qids(sample_rows([*rows, {"qid": "q40", "question": "new?"}], 10, seed=3))) <= 1
     kept, dropped = deduplicate(rows[:3] + [{"qid": "q99", "question": "QUESTION  1?"}])
     assert dropped == 1 and len(kept) == 3
 

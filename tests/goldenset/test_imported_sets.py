@@ -257,3 +257,16 @@ def test_the_stamp_changes_with_an_imported_file_only(project):
     assert check_params(project).returncode == 0
     second = json.loads((project / "data" / "imported_stamp.json").read_text())
     assert second["team"]["md5"] != first["team"]["md5"] and second["beir_logs"] == first["beir_logs"]
+
+
+def test_drop_echo_never_drops_a_question_judged_by_labels():
+    """An imported BEIR set's real query is gauged against its whole labelled document, where it
+    shares its words by nature ("How does VACUUM rebuild the database file?": echo share 1.0): it
+    was rejected as an echo. A span-anchored echo is still dropped."""
+    from retrieval_bench.goldenset.assemble import drop_echoes
+
+    base = {"source": "qrels", "gold_chunk_id": "c", "doc_id": "d", "question": "q?", "echo": True}
+    labelled = {**base, "qid": "b1", "relevant": {"lang_vacuum.md": 2}}
+    quoting = {**base, "qid": "s1", "source": "hand-written"}
+    kept, rejects = drop_echoes([labelled, quoting])
+    assert [row["qid"] for row in kept] == ["b1"] and [r["reason"] for r in rejects] == ["echo"]

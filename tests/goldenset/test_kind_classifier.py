@@ -154,7 +154,7 @@ def test_provider_none_reads_the_cached_kinds_and_keeps_the_rules_for_the_rest(t
         }
     )
     (project / "data/handwritten.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    set_params(project, **{"generate.provider": "none", "generate.kinds": {"single": 1.0}})
+    set_params(project, **{"generate.provider": "none", "generate.kinds": {"single": 1.0}, "generate.max_questions": 7})
     with StubLLM() as stub:
         status, out, err = run_stage_here(project, stub)
         assert status == 0, err

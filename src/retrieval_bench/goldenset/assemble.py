@@ -239,7 +239,10 @@ def origin(name: str, row: dict, params: Mapping, imported: list[ImportedSet], c
 
 
 def drop_echoes(rows: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(rows the echo gauge did not flag, a reject for each flagged one)."""
+    """(rows the echo gauge did not flag, a reject for each flagged one). A row judged by labels
+    (an imported BEIR set's qrels) is never dropped: its evidence is a whole labelled chunk or
+    document, where sharing words is no sign of quoting a passage."""
+    flagged = [bool(row.get("echo")) and row.get("relevant") is None for row in rows]
     rejects = [
         {
             "reason": "echo",
@@ -250,10 +253,10 @@ def drop_echoes(rows: list[dict]) -> tuple[list[dict], list[dict]]:
             "regenerated": False,
             **({"question_set": row["question_set"]} if "question_set" in row else {}),
         }
-        for row in rows
-        if row.get("echo")
+        for row, echo in zip(rows, flagged, strict=True)
+        if echo
     ]
-    return [row for row in rows if not row.get("echo")], rejects
+    return [row for row, echo in zip(rows, flagged, strict=True) if not echo], rejects
 
 
 def real_only_line(n_real: int, params: Mapping, imported: bool) -> str:
