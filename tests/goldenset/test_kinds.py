@@ -28,18 +28,17 @@ ALL_KINDS = {"single": 0.4, "multi": 0.3, "unanswerable": 0.15, "keyword": 0.15}
 
 
 # --- shares ---------------------------------------------------------------------------------------------
-def _hamilton(total: int, shares: list[tuple[str, Fraction]]) -> dict[str, int]:
-    """Largest remainders with exact fractions: a quota's integer part, then one more to each of the
-    largest fractional parts (ties: the earlier kind)."""
-    quotas = [(kind, share * total) for kind, share in shares]
-    counts = {kind: quota.numerator // quota.denominator for kind, quota in quotas}
-    order = sorted(range(len(quotas)), key=lambda i: (-(quotas[i][1] - counts[quotas[i][0]]), i))
-    for i in order[: total - sum(counts.values())]:
-        counts[quotas[i][0]] += 1
+def _sainte_lague(total: int, shares: list[tuple[str, Fraction]]) -> dict[str, int]:
+    """Sainte-Laguë seat by seat with exact fractions: each next question to the kind with the
+    largest share / (2c + 1), c its questions so far (ties: the earlier kind)."""
+    counts = {kind: 0 for kind, _ in shares}
+    for _ in range(total):
+        best = max(range(len(shares)), key=lambda i: (shares[i][1] / (2 * counts[shares[i][0]] + 1), -i))
+        counts[shares[best][0]] += 1
     return counts
 
 
-def test_shares_split_the_questions_by_largest_remainders_on_random_cases():
+def test_shares_split_the_questions_by_sainte_lague_and_more_questions_never_take_one_from_a_kind():
     rng = random.Random(46)
     kinds = ["single", "multi", "unanswerable", "keyword"]
     for _ in range(300):
@@ -49,7 +48,13 @@ def test_shares_split_the_questions_by_largest_remainders_on_random_cases():
         total = rng.randint(0, 500)
         counts = allocate(total, tuple((kind, float(share)) for kind, share in shares))
         assert sum(counts.values()) == total
-        assert counts == _hamilton(total, shares)
+        assert counts == _sainte_lague(total, shares)
+        more = allocate(total + 1, tuple((kind, float(share)) for kind, share in shares))
+        assert all(more[kind] >= counts[kind] for kind in counts)
+    # the case a review found: largest remainders gave multi 6 -> 7 and unanswerable 6 -> 5
+    shares = (("single", 0.39), ("multi", 0.13), ("unanswerable", 0.11), ("keyword", 0.37))
+    before, after = allocate(299, shares), allocate(300, shares)
+    assert all(after[kind] >= before[kind] for kind in before) and sum(after.values()) == 300
 
 
 # --- replies ----------------------------------------------------------------------------------------------
