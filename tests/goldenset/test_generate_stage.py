@@ -351,3 +351,30 @@ def test_a_question_prompt_that_is_not_utf8_is_one_error_line(tmp_path):
         assert stub.generation_requests() == []
     assert status == 1 and "Traceback" not in err
     assert err.strip() == "error: data/question_prompt.txt: not UTF-8 text (byte 23)"
+
+
+def test_a_kind_whose_units_run_out_says_so_in_the_log_and_the_report(tmp_path):
+    """Three unrelated documents share no rare term, so no multi-evidence group exists: the log
+    said "kinds: single 1, multi 1" then "wrote 1 questions", and metrics/goldenset.json never
+    named the missing multi question."""
+    project = stage_project(tmp_path / "project")
+    texts = [
+        "Tomatoes ripen faster beside bananas because of ethylene gas.",
+        "The violin has four strings tuned in perfect fifths.",
+        "Glaciers carve U-shaped valleys as they slowly advance.",
+    ]
+    pd.DataFrame({"doc_id": ["a.md", "b.md", "c.md"], "text": texts}).to_parquet(project / "data" / "documents.parquet")
+    set_params(
+        project,
+        **{
+            "generate.provider": "anthropic",
+            "generate.max_questions": 2,
+            "generate.kinds": {"single": 0.5, "multi": 0.5},
+        },
+    )
+    with StubLLM() as stub:
+        status, out, err = run_stage_here(project, stub)
+    assert status == 0, err
+    assert "kind multi: 0 of 1 planned questions: the corpus has no more passage groups sharing a rare term" in out
+    report = json.loads((project / paths.GOLDENSET_REPORT).read_text())
+    assert report["kind_shortfall"] == {"multi": {"planned": 1, "made": 0}}

@@ -185,7 +185,8 @@ def assign_kinds(rows: list[dict]) -> None:
 
 def kinds_report(rows: list[dict], counts: dict) -> dict:
     """What metrics/goldenset.json says of the kinds: the unanswerable questions' check, each question
-    set's mix (mix_by_question_set), and with generate.kinds match the mix matched (from `counts`)."""
+    set's mix (mix_by_question_set), with generate.kinds match the mix matched, and each kind that
+    got fewer questions than its share (from `counts`)."""
     mixes = mix_by_question_set(rows)
     said = (
         {"unanswerable_check": kinds.UNANSWERABLE_CHECK} if any(r.get("kind") == "unanswerable" for r in rows) else {}
@@ -195,6 +196,7 @@ def kinds_report(rows: list[dict], counts: dict) -> dict:
         **({"mix_by_question_set": mixes} if mixes else {}),
         **({"matched_mix": counts["matched_mix"]} if "matched_mix" in counts else {}),
         **({"kind_classifier": counts["kind_classifier"]} if "kind_classifier" in counts else {}),
+        **({"kind_shortfall": counts["kind_shortfall"]} if "kind_shortfall" in counts else {}),
     }
 
 
@@ -356,6 +358,15 @@ def synthetic(
         counts["uncached"] += plan.uncached
         counts["exhausted"] += plan.exhausted
         counts["cache_matches"] += len(index.by_passage)
+        if kind_run.budget is not None and len(plan.accepted) + plan.uncached < kind_run.budget:
+            # the kind's units ran out (every one used or rejected): fewer questions than its share
+            made = len(plan.accepted)
+            counts.setdefault("kind_shortfall", {})[kind_run.kind] = {"planned": kind_run.budget, "made": made}
+            units = "passage groups sharing a rare term" if kind_run.kind == "multi" else "eligible passages"
+            run.log(
+                f"kind {kind_run.kind}: {made} of {kind_run.budget} planned questions: the corpus has no more "
+                f"{units} ({plan.exhausted} had every reply rejected); the golden set holds fewer than its share"
+            )
     if run.dry_run:  # provider none: nothing is generated; what the cache leaves without a question
         run.log(f"provider none: nothing is generated; {counts['uncached']} chosen passages have no cached question")
         raise DryRunDone("dry run: nothing was written")
