@@ -12,6 +12,7 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.files import atomic_open, write_json
 from retrieval_bench.core.params import load_all_params, require_dvc_keys
 from retrieval_bench.core.stage import run_stage
+from retrieval_bench.corpus.documents import parse_selectors
 from retrieval_bench.corpus.source_stamp import imported_stamps, source_stamp, stamps
 from retrieval_bench.llm.cost.settings import check_llm_sections
 
@@ -26,6 +27,8 @@ def style_examples_stamp(file: str | None) -> dict:
 def main() -> None:
     params = load_all_params()
     check_llm_sections(params)
+    if params["load"]["html_skip"].strip():  # else refused only once an HTML folder is read
+        parse_selectors(params["load"]["html_skip"])
     if Path("dvc.yaml").is_file():  # under `dvc repro`: a key a stage lists must be written, not defaulted
         require_dvc_keys()
     # Every stamp is taken before any output is written: a failing check leaves the last good

@@ -410,3 +410,13 @@ def test_the_no_key_line_names_the_free_routes(make, section, routes, tmp_path):
     assert "free routes" in message and f"{section}.provider openai-compatible" in message
     for route in routes:
         assert route in message
+
+
+def test_check_params_refuses_a_bad_html_skip_whatever_the_corpus(workdir):
+    """check_params passed `load.html_skip: "div p"`, and a corpus without HTML pages never said so."""
+    result = check_params_in(workdir, **{"load.html_skip": "div p"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() == (
+        "error: load.html_skip: 'div p' is not a selector this reader takes: a tag, .class, #id or [attr=value], "
+        "combined without spaces (div.navheader), comma-separated"
+    )
