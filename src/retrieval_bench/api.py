@@ -308,7 +308,9 @@ def _check_judged_arguments(min_grade: int, ambiguous_at: int, judged_pool: Any,
         ),
     )
     if judged_pool is not None and duplicates is None:
-        raise InputError("judged_pool is read only with duplicates= (data/duplicates.parquet): pass both, or neither")
+        raise InputError(
+            "judged_pool is read only with duplicates= (data/chunkings/<chunking>/duplicates.parquet): pass both, or neither"
+        )
 
 
 def _checked_budgets(budgets: Sequence[int] | None, unit: str, chunks: TableInput | None) -> list[int] | None:

@@ -445,3 +445,11 @@ def test_every_sample_figure_in_the_docs_is_the_committed_runs():
         if figure != f"{metrics[metric]:.3f}":
             wrong.append(f"{page}: {label} {metric} {figure}, the committed run has {metrics[metric]:.3f}")
     assert wrong == [] and checked >= 3 * 6 + 3 * 5
+
+
+def test_the_layout_page_names_every_module():
+    """docs/reference/layout.md is where a reader finds a module: each of the library's is named
+    (nine were missing: documents.py, labels.py, ppi.py, ...)."""
+    layout = (ROOT / "docs" / "reference" / "layout.md").read_text(encoding="utf-8")
+    modules = sorted((ROOT / "src" / "retrieval_bench").rglob("*.py"))
+    assert [str(p.relative_to(ROOT)) for p in modules if p.name != "__init__.py" and p.name not in layout] == []

@@ -17,7 +17,7 @@ duplicating a relevant one as relevant with the same grade.
 
 Groups are the connected components of the duplicate pairs (so a near-duplicate of a
 near-duplicate is in the group too); the group id is the chunk id of its first member in table
-order. The result (data/duplicates.parquet) lists only chunks in a group of two or more.
+order. The result (data/chunkings/<chunking>/duplicates.parquet) lists only chunks in a group of two or more.
 """
 
 from __future__ import annotations
