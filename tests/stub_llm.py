@@ -100,7 +100,7 @@ class StubLLM(StubServer):
         self.retry_after_ms = 50  # on scripted 429s
         self.retry_headers: dict[str, str] | None = None  # on scripted 429s instead of retry-after-ms
         self.trickle_s = 1.0  # seconds between the bytes of a trickled body or event stream
-        self.usage: str | None = None  # "null_counts" (each count null) or "null" (no usage at all)
+        self.usage: str | Callable | None = None  # "null_counts" (each count null), "null" (none), usage -> usage
         self._closing = threading.Event()  # ends the trickles when the stub stops
         self.spend_limit_after: int | None = None  # successes before every request hits the spend limit
         self.batch_seconds = 0.0  # time a batch takes to end
@@ -123,7 +123,10 @@ class StubLLM(StubServer):
         super().__exit__(*exc)
 
     def _usage(self, usage: dict) -> dict | None:
-        """A reply's usage as scripted (self.usage): as given, every count null, or null."""
+        """A reply's usage as scripted (self.usage): as given, every count null, null, or what a
+        function of it returns."""
+        if callable(self.usage):
+            return self.usage(usage)
         if self.usage == "null":
             return None
         return {name: None for name in usage} if self.usage == "null_counts" else usage

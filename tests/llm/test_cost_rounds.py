@@ -143,3 +143,27 @@ def test_the_batch_journal_is_read_once_to_resume_and_once_per_round(tmp_path, m
     work = PaidWork(QUESTIONS, meta, settings, str(tmp_path / "cache.jsonl"), max_attempts=2)
     paid = pay_for(work, lambda cache, round_number: (jobs(meta, 0, 3, 0), 0), 2, True, lambda line: None)
     assert paid.planned and len(reads) == 2  # a dry run: the resume's look, then its one round's
+
+
+def test_a_text_of_more_tokens_than_estimated_stops_before_passing_the_limit(stub, tmp_path):
+    """The API counts 2 tokens a character (code, CJK text), 7 times the 3.5-characters-a-token
+    estimate: the in-run guard counted each request in flight at the estimate and passed
+    max_cost_usd (by a quarter, at concurrency 8). Once a reply says how many tokens it took, the
+    worst case of every request grows by that ratio."""
+    from retrieval_bench.llm.runs.runner import run
+
+    stub.usage = lambda usage: {**usage, "input_tokens": usage["input_tokens"] * 8}
+    limit = 0.02
+    settings = Settings.from_params(
+        dict(provider="anthropic", model="claude-haiku-4-5", max_tokens=50, concurrency=1, max_cost_usd=limit)
+    )
+    meta = Meta("anthropic", "anthropic", "claude-haiku-4-5", "p" * 64, 50)
+    texts = [f"Passage {i}: " + "the write-ahead log keeps pages until a checkpoint. " * 40 for i in range(12)]
+    work = [QUESTIONS.job(meta, TEMPLATE, t, hashlib.sha256(t.encode()).hexdigest(), 0) for t in texts]
+    try:
+        run(QUESTIONS, work, meta, settings, tmp_path / "cache.jsonl")
+    except StopGeneration as stopped:
+        assert "max_cost_usd" in str(stopped)
+    records = read_cache(tmp_path / "cache.jsonl").values()
+    spent = sum(haiku_usd(r["usage"]) for r in records)
+    assert 0 < len(records) < 12 and spent <= limit, f"spent ${spent:.4f} against max_cost_usd ${limit}"

@@ -12,6 +12,7 @@ as failed.
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from collections.abc import Callable
 
@@ -59,6 +60,8 @@ class _SyncRun:
         self.outcome = meter.outcome
         self.semaphore = asyncio.Semaphore(settings.concurrency)
         self.worst_case = 0.0
+        self.longest_prompt = 0  # estimated input tokens of the longest prompt of the run
+        self.tokens_per_estimate = 1.0  # the most input tokens the API reported per estimated one
         self.in_flight = 0
         self.consecutive_failures = 0
         self.breaker = max(10, 2 * settings.concurrency)
@@ -68,9 +71,8 @@ class _SyncRun:
         self.schema = self.task.schema if settings.response_format == "json_schema" else None
 
     async def run(self, jobs: list[Job]) -> Outcome:
-        self.worst_case = self.settings.cost(
-            max((estimate_input_tokens(j.prompt) for j in jobs), default=0), self.settings.max_tokens, batch=False
-        )
+        self.longest_prompt = max((estimate_input_tokens(j.prompt) for j in jobs), default=0)
+        self.worst_case = self.settings.cost(self.longest_prompt, self.settings.max_tokens, batch=False)
         try:
             await asyncio.gather(*(self.one(job) for job in jobs))
         finally:
@@ -111,6 +113,17 @@ class _SyncRun:
             )
             return False
         return True
+
+    def observe(self, job: Job, reply: Reply) -> None:
+        """Raise the worst case of a request to what the API counts: the character estimate leans
+        high for English, low for code or CJK text (2 tokens a character passed max_cost_usd by a
+        quarter), so once a reply reports more input tokens than estimated, every request's worst
+        case grows by that ratio."""
+        ratio = reply.input_tokens / max(1, estimate_input_tokens(job.prompt))
+        if math.isfinite(ratio) and ratio > self.tokens_per_estimate:
+            self.tokens_per_estimate = ratio
+            worst_input = math.ceil(self.longest_prompt * ratio)
+            self.worst_case = self.settings.cost(worst_input, self.settings.max_tokens, batch=False)
 
     async def send(self, job: Job) -> Reply:
         """One request; an undecodable reply is asked again up to MALFORMED_TRIES times."""
@@ -153,6 +166,7 @@ class _SyncRun:
             finally:
                 self.in_flight -= 1
             self.consecutive_failures = 0
+            self.observe(job, reply)
             record = self.task.record(self.meta, job.key, job.passage_sha256, job.attempt, reply, seed=job.seed)
             leak = key_leak(record, self.key)
             if leak:
