@@ -188,3 +188,26 @@ def test_an_html_page_instead_of_an_api_reply_is_one_line_naming_url_and_content
     assert f"127.0.0.1:{stub.port}{path} answered HTTP 200 with an HTML page" in message
     assert "content-type text/html" in message and "instead of an API reply" in message
     assert read_cache(tmp_path / "c.jsonl") == {}
+
+
+def test_an_echoed_bearer_key_is_masked_once_and_a_dns_failure_named_in_words(monkeypatch):
+    """A key masked in "Bearer <key>" was masked again by the labelled-value rule ("Bearer [key
+    hidden] hidden] hidden]"); a host that does not resolve said "Unknown error -2" (getaddrinfo's
+    code read as an errno)."""
+    import socket
+
+    from retrieval_bench.llm.transport import credentials
+    from retrieval_bench.llm.transport.errors import os_reason
+
+    monkeypatch.setattr(credentials, "_KEYS_READ", {"sk-ant-TESTKEY1234567890"})
+    text = "the request had {'Authorization': 'Bearer sk-ant-TESTKEY1234567890'}; x-api-key: another-secret"
+    assert credentials.mask_keys(text) == (
+        f"the request had {{'Authorization': 'Bearer {credentials.MASK}'}}; x-api-key: {credentials.MASK}"
+    )
+    failure = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    assert os_reason(ConnectionError("cannot connect")) == "cannot connect"
+    try:
+        raise ConnectionError("cannot connect") from failure
+    except ConnectionError as error:
+        assert os_reason(error) == "Name or service not known"
+    assert os_reason(ConnectionRefusedError(111, "Connection refused")) == "Connection refused"

@@ -40,7 +40,12 @@ MASK = "[key hidden]"
 # ("sk-proj-****abcd"): fewer would hide ordinary words of short test keys.
 ECHO_MIN_CHARS = 8
 _KEYS_READ: set[str] = set()  # every key endpoint_for handed out in this process
-_LABELLED = re.compile(r"(?i)\b((?:authorization|x-api-key|api[-_]key)[\s\"']*[:=][\s\"']*(?:bearer\s+)?)[^\s\"',;}]+")
+# a labelled value not already masked (the key's own text is replaced first: "Bearer [key hidden]")
+_LABELLED = re.compile(
+    r"(?i)\b((?:authorization|x-api-key|api[-_]key)[\s\"']*[:=][\s\"']*(?!(?:bearer\s+)?"
+    + re.escape(MASK)
+    + r")(?:bearer\s+)?)[^\s\"',;}]+"
+)
 _WORD = re.compile(r"[^\s\"'`,;:()\[\]{}<>=\\]+")
 
 

@@ -39,7 +39,8 @@ def os_reason(error: BaseException) -> str:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, OSError) and (current.errno or current.strerror):
-            return os.strerror(current.errno) if current.errno else str(current.strerror)
+            # strerror first: a DNS failure's errno is getaddrinfo's code (-2), "Unknown error -2" to os.strerror
+            return str(current.strerror) if current.strerror else os.strerror(current.errno)
         current = current.__cause__ or current.__context__
     return str(error) or type(error).__name__
 
