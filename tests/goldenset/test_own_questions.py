@@ -100,3 +100,20 @@ def test_a_hand_written_question_may_leave_doc_id_out(tmp_path):
     path.write_text(json.dumps({"qid": "w", "question": "Who appends?"}) + "\n")  # evidence is still needed
     with pytest.raises(InputError, match=r"hw.jsonl:1: record 1 lacks evidence"):
         located_handwritten(str(path), documents, chunk_documents(documents, 400, 50), lambda _: None)
+
+
+def test_evidence_that_occurs_more_than_once_is_named_and_counted(tmp_path):
+    """Evidence "the" pinned the question to the first "the" of its document without a word."""
+    documents = own_corpus(tmp_path)
+    path = tmp_path / "hw.jsonl"
+    records = [
+        {"qid": "amb", "question": "Which log?", "doc_id": "wal.md", "evidence": "er"},
+        {"qid": "ok", "question": "Who appends?", "doc_id": "wal.md", "evidence": "one writer appends"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    lines: list[str] = []
+    rows, counts = located_handwritten(str(path), documents, chunk_documents(documents, 400, 50), lines.append)
+    assert [row["qid"] for row in rows] == ["amb", "ok"] and counts["ambiguous_evidence"] == 1
+    assert lines == [
+        f"{path}:1: evidence 'er' occurs 2 times; the first (in wal.md) is taken: quote more of the passage to pin it"
+    ]

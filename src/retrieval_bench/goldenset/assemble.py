@@ -34,6 +34,7 @@ from retrieval_bench.goldenset.build import (
     read_handwritten,
     sample_rows,
 )
+from retrieval_bench.goldenset.evidence import UNLOCATED_NAMED
 from retrieval_bench.goldenset.generate_settings import GenerateSettings, GenerationRun
 from retrieval_bench.goldenset.imported import ImportedSet, found_line, imported_rows, read_imported
 from retrieval_bench.goldenset.imported import plan_line as imported_plan_line
@@ -305,14 +306,19 @@ def located_handwritten(
     path: str, documents: pd.DataFrame, passages: pd.DataFrame, log: Log
 ) -> tuple[list[dict], dict[str, int]]:
     """The hand-written questions at `path` located in the documents, without repeats: (rows,
-    counts). Each whose evidence is not found is named in a line of its own (the first
-    evidence.UNLOCATED_NAMED of them)."""
+    counts). Each whose evidence is not found, and each whose evidence occurs more than once (the
+    first occurrence is taken), is named in a line of its own (the first evidence.UNLOCATED_NAMED
+    of either)."""
     unlocated: list[str] = []
     rows, counts = handwritten_rows(read_handwritten(Path(path)), documents, passages, unlocated)
     for line in unlocated:
         log(line)
-    if counts["not_located"] > len(unlocated):
-        log(f"... and {counts['not_located'] - len(unlocated)} more hand-written questions whose evidence is not found")
+    if counts["not_located"] > UNLOCATED_NAMED:
+        log(
+            f"... and {counts['not_located'] - UNLOCATED_NAMED} more hand-written questions whose evidence is not found"
+        )
+    if counts["ambiguous_evidence"] > UNLOCATED_NAMED:
+        log(f"... and {counts['ambiguous_evidence'] - UNLOCATED_NAMED} more whose evidence occurs more than once")
     rows, counts["duplicate_questions_dropped"] = deduplicate(rows)
     return rows, counts
 

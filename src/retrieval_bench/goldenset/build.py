@@ -125,12 +125,13 @@ def handwritten_rows(
     corpus. A row's source is its record's (the tool's); rows of a tool other than hand-written
     JSONL say `question_set: hand-written`. A field of the record's own that a golden row also
     has (its own `source`, say) is kept as own_<field>. The first UNLOCATED_NAMED questions whose
-    evidence is not found are described in `unlocated` (not_located_line). A multi-evidence
+    evidence is not found are described in `unlocated` (not_located_line), and so are those whose
+    evidence occurs more than once (counts: ambiguous_evidence). A multi-evidence
     question is kept when every piece is found (its row: the first piece, and evidence_spans); an
     unanswerable one has no evidence to find (its doc_id, when given, must be in the corpus)."""
     texts = dict(zip(documents["doc_id"], documents["text"], strict=True))
     finder, best_passage = EvidenceFinder(texts), passage_finder(passages)
-    counts = {"other_corpus": 0, "not_located": 0}
+    counts = {"other_corpus": 0, "not_located": 0, "ambiguous_evidence": 0}
     rows = []
     for record in records:
         kind = record.get("kind", "single")
@@ -153,6 +154,19 @@ def handwritten_rows(
                 if unlocated is not None and counts["not_located"] <= UNLOCATED_NAMED:
                     unlocated.append(not_located_line({**record, **pieces[len(spans)]}, texts))
                 continue
+            repeats = [
+                (found, finder.occurrences(*found, anywhere=piece["doc_id"] is None))
+                for piece, found in zip(pieces, spans, strict=True)
+            ]
+            if any(n > 1 for _, n in repeats):
+                counts["ambiguous_evidence"] += 1
+                (doc, (a, b)), n = next(item for item in repeats if item[1] > 1)
+                if unlocated is not None and counts["ambiguous_evidence"] <= UNLOCATED_NAMED:
+                    unlocated.append(
+                        f"{record.get('where', 'a hand-written question')}: evidence {quoted(texts[doc][a:b], 60)} occurs "
+                        f"{n} times{'' if pieces[0]['doc_id'] else ' in the corpus'}; the first (in {doc}) is taken: "
+                        "quote more of the passage to pin it"
+                    )
             doc_id, span = spans[0]
             passage = best_passage(doc_id, *span)
             assert passage is not None  # the evidence was found in the document, which has passages

@@ -56,6 +56,13 @@ class EvidenceFinder:
                 return candidate, span
         return None
 
+    def occurrences(self, doc_id: str, span: tuple[int, int], anywhere: bool) -> int:
+        """How many times the text at `span` of `doc_id` occurs: in that document, or `anywhere`
+        (evidence given without a doc_id) in the whole corpus. More than one: the evidence does
+        not pin its passage, and the first occurrence was taken."""
+        text = self.texts[doc_id][span[0] : span[1]]
+        return (self.joined if anywhere else self.texts[doc_id]).count(text) if text else 0
+
 
 def passage_finder(passages: pd.DataFrame) -> Callable[[str, int, int], dict | None]:
     """best(doc_id, start, end): the passage of `doc_id` (a dict of its columns) that overlaps
