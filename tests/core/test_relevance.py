@@ -106,7 +106,7 @@ def test_handwritten_rows_follow_the_evidence_not_the_chunking():
     ]
     small = handwritten_rows(records, documents, chunk_documents(documents, 40, 10))
     large = handwritten_rows(records, documents, chunk_documents(documents, 400, 10))
-    assert small[1] == large[1] == {"other_corpus": 1, "not_located": 1}
+    assert small[1] == large[1] == {"other_corpus": 1, "not_located": 1, "ambiguous_evidence": 0}
     for rows in (small[0], large[0]):
         (row,) = rows
         assert DOC[row["start"] : row["end"]] == "WAL mode lets readers"

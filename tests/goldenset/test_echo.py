@@ -68,7 +68,7 @@ def test_bundled_handwritten_questions_are_not_flagged_against_their_evidence():
     documents, passages = sample_tables()
     records = read_handwritten(ROOT / "data" / "handwritten_questions.jsonl")
     rows, counts = handwritten_rows(records, documents, passages)
-    assert len(rows) == len(records) and counts == {"other_corpus": 0, "not_located": 0}
+    assert len(rows) == len(records) and counts == {"other_corpus": 0, "not_located": 0, "ambiguous_evidence": 0}
     summary = mark(rows, evidence_texts(rows, dict(zip(documents["doc_id"], documents["text"]))))
     answerable = [row for row in rows if row["kind"] != "unanswerable"]  # an unanswerable one has no evidence to echo
     assert summary["echo_rate"] == 0.0 and summary["n_measured"] == len(answerable) < len(rows)

@@ -56,7 +56,7 @@ def test_hand_written_multi_and_unanswerable_rows_follow_the_schema(tmp_path):
         ],
     )
     rows, counts = rows_of(path)
-    assert counts == {"other_corpus": 0, "not_located": 0}
+    assert counts == {"other_corpus": 0, "not_located": 0, "ambiguous_evidence": 0}
     single, multi, near, nowhere = rows
     assert single["kind"] == "single" and "evidence_spans" not in single
     assert multi["kind"] == "multi"
