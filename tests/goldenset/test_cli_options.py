@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import tool_env
 from test_echo import ROOT, sample_tables
 
@@ -121,3 +122,13 @@ def test_a_negative_show_is_argparses_one_usage_error(workdir, capsys, command):
         main([*command, "--show", "-1"])
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and "argument --show: '-1': expected a whole number, 0 or more" in err
+
+
+def test_a_system_in_params_not_yet_scored_is_told_to_run_dvc(workdir, capsys):
+    """A system added to params.yaml's panel and not yet run was "no panel system here"."""
+    (workdir / "metrics" / "panel" / "default").mkdir(parents=True)
+    (workdir / "metrics" / "panel" / "default" / "metrics.json").write_text("{}")
+    panel = {"default": {"chunking": "default", "embedder": "default"}, "dense-d20": {"depth": 20}}
+    (workdir / "params.yaml").write_text(yaml.safe_dump({"panel": panel}))
+    said = "panel system 'dense-d20' is in params.yaml but not scored yet: run `dvc repro`"
+    assert said in one_error(capsys, ["show", "--system", "dense-d20"])

@@ -220,7 +220,22 @@ def unknown_system_hint(system: str, project: Path) -> str:
     )
     if not scored or system in scored:
         return ""
+    if system in _panel_names(project / "params.yaml"):
+        return f"; panel system {system!r} is in params.yaml but not scored yet: run `dvc repro`"
     return f"; no panel system {system!r} here (systems: {', '.join(scored)})"
+
+
+def _panel_names(params_path: Path) -> list[str]:
+    """The system names params.yaml's panel lists, as written (none where it cannot be read: the
+    hint is a courtesy, never a second error)."""
+    from retrieval_bench.core.errors import InputError
+    from retrieval_bench.core.params_sections import read_yaml_file
+
+    try:
+        panel = (read_yaml_file(params_path) or {}).get("panel")
+    except (InputError, AttributeError):
+        return []
+    return [str(name) for name in panel] if isinstance(panel, dict) else []
 
 
 def score_key_of(system: str) -> str:
