@@ -40,7 +40,7 @@ def os_reason(error: BaseException) -> str:
         seen.add(id(current))
         if isinstance(current, OSError) and (current.errno or current.strerror):
             # strerror first: a DNS failure's errno is getaddrinfo's code (-2), "Unknown error -2" to os.strerror
-            return str(current.strerror) if current.strerror else os.strerror(current.errno)
+            return str(current.strerror) if current.strerror else os.strerror(current.errno or 0)
         current = current.__cause__ or current.__context__
     return str(error) or type(error).__name__
 
