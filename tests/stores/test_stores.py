@@ -315,3 +315,19 @@ def test_stored_vectors_come_in_chunk_order_at_unit_length_and_a_gap_is_one_line
         InputError, match=r"the vector of chunk 'c0' in .* is all zeros; it cannot be compared by cosine"
     ):
         read_vectors(address, ids)
+
+
+def test_a_filter_matching_no_chunk_is_named(built, data):
+    """A filter that matches nothing gave "no question of the golden set is in the run"."""
+    from retrieval_bench.core.params import DEFAULTS
+    from retrieval_bench.retrieval import store_search
+    from retrieval_bench.retrieval.run import Corpus, Questions
+    from retrieval_bench.retrieval.settings import RetrievalSettings
+
+    ids, texts, _, vectors, queries = data
+    address = built("sqlite-vec")
+    store = {"address": str(address), "search": None, "filter": "doc_id = 'nosuch.md'"}
+    settings = RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": "store", "depth": 5, "store": store})
+    questions = Questions([f"q{i}" for i in range(len(queries))], [""] * len(queries), queries)
+    with pytest.raises(InputError, match=r"retrieval\.store\.filter \"doc_id = 'nosuch.md'\" matched no chunk"):
+        store_search.retrieve(questions, Corpus(ids, texts, vectors), settings, 5)

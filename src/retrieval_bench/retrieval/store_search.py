@@ -17,6 +17,7 @@ import sys
 
 import pandas as pd
 
+from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.run_table import check_run, from_records
 from retrieval_bench.core.store_address import StoreAddress, parse_address
 from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
@@ -63,6 +64,11 @@ def retrieve(
                 progress.update(len(qids))
     finally:
         store.close()
+    if not records and store_settings.filter:  # else "no question of the golden set is in the run"
+        raise InputError(
+            f"{address}: {settings.where}.store.filter {quoted(store_settings.filter)} matched no chunk: the search returned "
+            "nothing for any question"
+        )
     run = from_records(records, depth)
     # The store's chunks must be the chunks being scored: another collection, or one changed since
     # load_chunks, names chunk ids that data/chunks.parquet lacks.

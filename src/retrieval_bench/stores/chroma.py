@@ -193,9 +193,14 @@ class ChromaStore:
                     include=include,
                 )
         except (ValueError, TypeError, ChromaError) as error:
-            raise InputError(
-                f"{self.address}: the query was refused ({reason(error)}); check retrieval.store.filter (a Chroma where mapping)"
-            ) from None
+            why = reason(error)
+            # a collection of another width names its dimension; anything else is most often the filter
+            check = (
+                "the collection holds vectors of another model (embed.model must be the model that filled it)"
+                if "dimension" in why.lower()
+                else "check retrieval.store.filter (a Chroma where mapping)"
+            )
+            raise InputError(f"{self.address}: the query was refused ({why}); {check}") from None
         results = []
         for row, (ids, distances) in enumerate(zip(got["ids"], got["distances"], strict=True)):
             if self.id_field:
