@@ -331,3 +331,11 @@ def test_a_filter_matching_no_chunk_is_named(built, data):
     questions = Questions([f"q{i}" for i in range(len(queries))], [""] * len(queries), queries)
     with pytest.raises(InputError, match=r"retrieval\.store\.filter \"doc_id = 'nosuch.md'\" matched no chunk"):
         store_search.retrieve(questions, Corpus(ids, texts, vectors), settings, 5)
+
+
+def test_chroma_refusing_vectors_of_another_width_names_the_model_not_the_filter(built, data):
+    _, _, _, _, queries = data
+    with opened(built("chroma")) as store:
+        with pytest.raises(InputError, match="holds vectors of another model") as error:
+            store.search(np.hstack([queries, queries]), 3, None, None)
+    assert "retrieval.store.filter" not in str(error.value)
