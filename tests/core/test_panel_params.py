@@ -108,3 +108,34 @@ def test_embedded_is_the_panels_pairs_and_a_drifted_list_says_what_to_write(tmp_
     path.write_text(yaml.safe_dump(params))
     with pytest.raises(InputError, match="would both be embedded by stage embed_corpus@a-b-c"):
         load_all_params(path)
+
+
+def test_a_chunking_only_bm25_systems_use_is_never_embedded(tmp_path, monkeypatch):
+    """embedded had to hold c400-default for a BM25-only system on c400: embed_corpus@c400-default
+    embedded the whole chunking for no reader. Its retrieve key names no vectors either."""
+    from retrieval_bench.retrieval.inputs import retrieve_inputs
+
+    panel = {
+        "default": {"chunking": "default", "embedder": "default"},
+        "bm25-c400": {"chunking": "c400", "embedder": "default", "method": "bm25"},
+        "rerank-bm25": {
+            "chunking": "c400",
+            "embedder": "seq64",
+            "method": "rerank",
+            "rerank": {"model": "m", "first_stage": "bm25"},
+        },
+    }
+    needed = {"default-default": {"chunking": "default", "embedder": "default"}}
+    params = load_all_params(write(tmp_path, panel=panel, embedded=needed))
+    assert params["embedded"] == needed  # c400-default and c400-seq64 left out: only BM25 systems use them
+    every = {**needed, "c400-default": {"chunking": "c400", "embedder": "default"}}
+    assert load_all_params(write(tmp_path, panel=panel, embedded=every))["embedded"] == every  # may be kept
+    assert (
+        "write embedded: {default-default: {chunking: default, embedder: default}} (may add c400-default, c400-seq64"
+        in (error(tmp_path, panel=panel, embedded={}))
+    )
+    monkeypatch.chdir(tmp_path)
+    files, _ = retrieve_inputs(params["panel"]["bm25-c400"], "bm25-c400")
+    assert not any("embeddings" in str(file) for file in files)
+    files, _ = retrieve_inputs(params["panel"]["default"], "default")
+    assert any("embeddings" in str(file) for file in files)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -231,20 +232,38 @@ def check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dic
     return systems
 
 
-def embedded_pairs(panel: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
-    """The (chunking, embedder) pairs the panel's systems use, each once, by the name of the stage
-    that embeds it (CHUNKING-EMBEDDER), in panel order: what params.yaml's `embedded` must hold."""
+# The methods that search vectors: store searches the questions' vectors (and the corpus's, for its
+# recall against exact search). rerank searches them when its first stage does.
+VECTOR_METHODS = frozenset({"dense", "hybrid", "ann", "store"})
+
+
+def searches_vectors(system: Mapping[str, Any]) -> bool:
+    """Whether a system's method reads its (chunking, embedder) pair's vectors: a BM25, run-file or
+    Python system never does, so its pair is embedded only for another system. `system`: resolved
+    settings, or a system written without a method (the retrieval section's default, dense)."""
+    method = system.get("method", DEFAULTS["retrieval"]["method"])
+    first_stage = (system.get("rerank") or {}).get("first_stage", DEFAULTS["retrieval"]["rerank"]["first_stage"])
+    return method in VECTOR_METHODS or (method == "rerank" and first_stage in VECTOR_METHODS)
+
+
+def embedded_pairs(panel: dict[str, dict[str, Any]], every: bool = False) -> dict[str, dict[str, str]]:
+    """The (chunking, embedder) pairs the panel's vector-searching systems use (`every`: all its
+    systems), each once, by the name of the stage that embeds it (CHUNKING-EMBEDDER), in panel
+    order: what params.yaml's `embedded` must hold at least (and may hold at most)."""
     return {
         f"{system['chunking']}-{system['embedder']}": {"chunking": system["chunking"], "embedder": system["embedder"]}
         for system in panel.values()
+        if every or searches_vectors(system)
     }
 
 
 def check_embedded(embedded: Any, panel: dict[str, dict[str, Any]], path: Path) -> dict[str, dict[str, str]]:
     """params.yaml's `embedded`, DVC's list of embed_corpus stages, held to the panel it is derived
-    from: a pair no system uses is never embedded, and one a system uses always is (None, the key
-    left out, is the derived one, as for a missing panel; DVC's foreach still needs it written)."""
-    wanted = embedded_pairs(panel)
+    from: a pair no system uses is never embedded, one a vector-searching system uses always is,
+    and one only BM25 (run-file, Python) systems use may be left out, its embedding paid for no
+    reader (kept, switching a system between dense and BM25 needs no edit here). None, the key left
+    out, is every pair the panel uses, as for a missing panel; DVC's foreach still needs it written."""
+    wanted, used = embedded_pairs(panel), embedded_pairs(panel, every=True)
     first_user: dict[str, str] = {}  # stage name -> the first system embedded by it
     for name, system in panel.items():  # a-b with c and a with b-c would be one stage: DVC keeps one
         stage = f"{system['chunking']}-{system['embedder']}"
@@ -255,15 +274,20 @@ def check_embedded(embedded: Any, panel: dict[str, dict[str, Any]], path: Path) 
                 f"panel.{name} (chunking {system['chunking']}, embedder {system['embedder']}) would both be embedded "
                 f"by stage embed_corpus@{stage}: rename one of those chunkings or embedders"
             )
-    if embedded is not None and embedded != wanted:
+    if embedded is None:
+        return used
+    fits = isinstance(embedded, dict) and all(used.get(name) == pair for name, pair in embedded.items())
+    if not (fits and set(wanted) <= set(embedded)):
         spelled = ", ".join(
             f"{name}: {{chunking: {p['chunking']}, embedder: {p['embedder']}}}" for name, p in wanted.items()
         )
+        only_bm25 = sorted(set(used) - set(wanted))
+        may = f" (may add {', '.join(only_bm25)}: used by systems that search no vectors)" if only_bm25 else ""
         raise InputError(
-            f"{path}: embedded must be the (chunking, embedder) pairs the panel uses, each embedded once "
-            f"(stage embed_corpus@CHUNKING-EMBEDDER); write embedded: {{{spelled}}}"
+            f"{path}: embedded must be the (chunking, embedder) pairs the panel's vector-searching systems use, "
+            f"each embedded once (stage embed_corpus@CHUNKING-EMBEDDER); write embedded: {{{spelled}}}{may}"
         )
-    return wanted
+    return dict(embedded)
 
 
 def _check_exports_apart(systems: dict[str, dict[str, Any]], path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import read_jsonl, read_table
+from retrieval_bench.core.params_panel import searches_vectors
 from retrieval_bench.embedding.saved_vectors import load_saved_vectors
 from retrieval_bench.retrieval.methods import needs_vectors
 from retrieval_bench.retrieval.run import Corpus, Questions
@@ -86,7 +87,8 @@ def retrieve_inputs(picked: dict[str, Any], system: str, where: str = "retrieval
     `where`: the params key its messages name (settings_key)."""
     chunking, embedder, method = picked["chunking"], picked["embedder"], picked["method"]
     files = [paths.GOLDENSET, paths.chunks_of(chunking)]
-    files += [*paths.corpus_vectors(chunking, embedder)[:2], *paths.question_vectors(embedder)[:2]]
+    if searches_vectors(picked):  # a BM25 system's pair may be embedded for no one (embedded_pairs)
+        files += [*paths.corpus_vectors(chunking, embedder)[:2], *paths.question_vectors(embedder)[:2]]
     settings = {"system": system, **picked}
     if method == "store":  # a server's stamp is new on every run
         files.append(paths.STORE_STAMP)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from retrieval_bench.core.params_panel import VECTOR_METHODS
 from retrieval_bench.core.run_table import check_scores
 from retrieval_bench.retrieval import ann, bm25, costs, dense, external, hybrid, rerank, store_search
 from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
@@ -26,14 +27,13 @@ METHODS = {
     "ann": ann.retrieve,
     "store": store_search.retrieve,
 }
-USES_VECTORS = {"dense", "hybrid", "ann", "store"}  # store: the questions' vectors, and the corpus's for exact search
 # What a method reports beside its run (data/panel/<system>/run_info.json): (settings, questions, corpus, run) -> dict.
 RUN_INFO = {"ann": ann.run_info, "store": store_search.run_info}
 
 
 def needs_vectors(settings: RetrievalSettings) -> bool:
-    return settings.method in USES_VECTORS or (
-        settings.method == "rerank" and settings.rerank.first_stage in USES_VECTORS
+    return settings.method in VECTOR_METHODS or (
+        settings.method == "rerank" and settings.rerank.first_stage in VECTOR_METHODS
     )
 
 
