@@ -301,3 +301,19 @@ def test_a_rerank_search_is_scored_afresh_on_every_timed_call(tmp_path):
     assert len({s.rerank.cache for s in caches}) == 2 and all(str(tmp_path) in s.rerank.cache for s in caches)
     external = RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": "run-file"})
     assert search_task(external, questions, None, None, tmp_path) is None
+
+
+def test_a_ship_line_over_systems_the_questions_cannot_tell_apart_says_so():
+    """14 reference questions told no system apart, and the Ship line named the cheaper one "as good
+    as" a far better mean: the line now says the choice rests on cost."""
+    rng = np.random.default_rng(5)
+    tables = {"dense": table(rng.uniform(0.3, 0.9, 6)), "bm25": table(rng.uniform(0.2, 0.8, 6))}
+    costs = {
+        "dense": row("dense", "default", "dense", 0.9, 1_750_000, 3.0, spread=0.05),
+        "bm25": row("bm25", "default", "bm25", 0.1, 900_000, None),
+    }
+    first = panel_report(PanelInputs(tables, [], costs), {"fail_on": "none"})["decision"].splitlines()[0]
+    assert first.endswith(
+        "; no system is significantly worse than the best, so these questions do not tell the systems apart and "
+        "the choice rests on cost: add questions before trusting it.**"
+    ), first

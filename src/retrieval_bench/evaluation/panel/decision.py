@@ -79,6 +79,11 @@ def recommendation(ranked: dict, rows: dict[str, dict]) -> dict:
         line += "; the panel has no other system to compare it with"
     elif len(candidates) == 1:
         line += "; every other system is significantly worse (Holm)"
+    elif len(candidates) == len(systems):  # nothing told apart: "as good" is no evidence of quality here
+        line += (
+            "; no system is significantly worse than the best, so these questions do not tell the systems "
+            "apart and the choice rests on cost: add questions before trusting it"
+        )
     return {"best": best, "as_good": as_good, "ship": ship, "consider": consider, "line": line + "."}
 
 
