@@ -541,6 +541,9 @@ def test_a_beir_folder_without_corpus_or_split_names_the_missing_file(tmp_path):
     (beir / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "text": "x"}) + "\n")
     with pytest.raises(InputError, match=r"qrels/dev.tsv: not found \(load.split is 'dev'\); splits found: test"):
         load_corpus(beir, LoadSettings(split="dev"))
+    (beir / "qrels" / "dev.tsv").mkdir()  # was "not found ... splits found: test, dev"
+    with pytest.raises(InputError, match=r"qrels/dev.tsv: not a regular file \(load.split is 'dev'\)"):
+        load_corpus(beir, LoadSettings(split="dev"))
 
 
 def test_cache_writer_cuts_a_failed_append_back(tmp_path, monkeypatch):

@@ -401,10 +401,13 @@ def _looks_like_beir(folder: Path) -> bool:
 
 
 def _check_beir_split(folder: Path, split: str) -> None:
-    if (folder / "qrels").is_dir() and not (folder / "qrels" / f"{split}.tsv").is_file():
-        found = sorted(p.stem for p in (folder / "qrels").glob("*.tsv"))
+    wanted = folder / "qrels" / f"{split}.tsv"
+    if (folder / "qrels").is_dir() and not wanted.is_file():
+        if wanted.exists():  # a folder or a device by that name: "not found ... splits found: test" said both
+            raise InputError(f"{wanted}: not a regular file (load.split is {split!r}); expected BEIR's qrels TSV")
+        found = sorted(p.stem for p in (folder / "qrels").glob("*.tsv") if p.is_file())
         raise InputError(
-            f"{folder / 'qrels' / f'{split}.tsv'}: not found (load.split is {split!r}); "
+            f"{wanted}: not found (load.split is {split!r}); "
             + (f"splits found: {', '.join(found)}" if found else "qrels/ holds no .tsv file")
         )
 
