@@ -94,6 +94,8 @@ def prune(root: Path, dry_run: bool = False) -> list[str]:
     from dvc.utils.serialize import YAMLError, dumps_yaml, parse_yaml_for_update
 
     lock = root / LOCK
+    if lock.exists() and not lock.is_file():  # a folder by that name: DVC cannot use it either
+        raise InputError(f"{lock}: not a regular file; DVC writes dvc.lock as a YAML file (move this aside)")
     if not lock.is_file():
         return []
     with repository_locks(root) as repo:

@@ -291,6 +291,15 @@ def test_a_lock_that_is_not_utf8_is_one_line_naming_it(tmp_path):
     assert (project / "dvc.lock").read_bytes() == before
 
 
+def test_a_lock_that_is_a_folder_is_one_line_naming_it(tmp_path):
+    """`lock prune` with dvc.lock a folder exited 0 and said nothing."""
+    project = dvc_project(tmp_path / "project", ["a"], scm=False)
+    (project / "dvc.lock").mkdir()
+    failed = lock_prune(project)
+    assert failed.returncode == 1
+    assert failed.stderr.startswith(f"error: {project / 'dvc.lock'}: not a regular file;"), failed.stderr
+
+
 def test_prune_refuses_while_another_dvc_process_holds_the_repository_lock(tmp_path):
     """The lock a running `dvc repro` holds, taken here as DVC takes it."""
     from dvc.repo import Repo
