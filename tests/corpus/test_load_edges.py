@@ -4,6 +4,8 @@ non-integer grade was skipped as a header; BEIR and TREC lines mixed in one qrel
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from retrieval_bench.core.errors import InputError
@@ -71,3 +73,13 @@ def test_a_documents_folder_names_the_links_it_does_not_follow_and_drops_a_byte_
     documents = read_documents_folder(folder, notes)
     assert documents["text"].tolist() == ["own text"]
     assert "did not follow 2 links to folders or to nothing: gone.md, linked" in notes
+    # a pipe and a link to a device are neither read nor called links to nothing
+    os.mkfifo(folder / "pipe.md")
+    (folder / "zero.md").symlink_to("/dev/zero")
+    notes = []
+    assert read_documents_folder(folder, notes)["text"].tolist() == ["own text"]
+    assert "did not follow 2 links to folders or to nothing: gone.md, linked" in notes
+    assert (
+        "did not read 2 entries that are not regular files (pipes, devices, sockets, or links to them): pipe.md, zero.md"
+        in notes
+    )

@@ -132,10 +132,16 @@ def read_documents_folder(
     entries = list(folder.rglob("*"))
     files = sorted(p for p in entries if p.is_file())
     # not followed, never silently: linked folders (a loop would never end) and links to nothing
-    unread = sorted(str(p.relative_to(folder)) for p in entries if p.is_symlink() and not p.is_file())
-    if unread and notes is not None:
-        shown = ", ".join(unread[:5]) + (f" and {len(unread) - 5} more" if len(unread) > 5 else "")
-        notes.append(f"did not follow {len(unread)} links to folders or to nothing: {shown}")
+    unread = sorted(str(p.relative_to(folder)) for p in entries if p.is_symlink() and (p.is_dir() or not p.exists()))
+    # a pipe, a device or a socket (or a link to one): never opened (a pipe would wait, /dev/zero never end)
+    special = sorted(str(p.relative_to(folder)) for p in entries if p.exists() and not (p.is_file() or p.is_dir()))
+    for names, what in (
+        (unread, "did not follow {n} links to folders or to nothing"),
+        (special, "did not read {n} entries that are not regular files (pipes, devices, sockets, or links to them)"),
+    ):
+        if names and notes is not None:
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            notes.append(f"{what.format(n=len(names))}: {shown}")
     paths = [p for p in files if p.suffix.lower() in DOCUMENT_SUFFIXES]
     skipped = Counter(p.suffix.lower() or "no extension" for p in files if p.suffix.lower() not in DOCUMENT_SUFFIXES)
     if not paths:
