@@ -211,3 +211,19 @@ def test_an_echoed_bearer_key_is_masked_once_and_a_dns_failure_named_in_words(mo
     except ConnectionError as error:
         assert os_reason(error) == "Name or service not known"
     assert os_reason(ConnectionRefusedError(111, "Connection refused")) == "Connection refused"
+
+
+def test_a_batch_whose_every_poll_fails_stops_the_run_instead_of_polling_forever(stub, tmp_path, monkeypatch):
+    """A server failing every status poll with a passing fault was polled every batch_poll_seconds,
+    forever; the run now stops after MAX_POLL_FAILURES in a row, the batch kept for a rerun."""
+    from retrieval_bench.llm.providers.anthropic_batch import MessageBatches
+    from retrieval_bench.llm.runs.batch import MAX_POLL_FAILURES
+
+    async def failing(self, client, batch_id):
+        raise ConnectionError("502 from a proxy")
+
+    monkeypatch.setattr(MessageBatches, "status", failing)
+    meta, jobs = jobs_for(2, provider="anthropic-batch")
+    with pytest.raises(StopGeneration, match=f"failed {MAX_POLL_FAILURES} times in a row") as stopped:
+        run(QUESTIONS, jobs, meta, settings("anthropic-batch"), tmp_path / "cache.jsonl")
+    assert "rerun to resume it" in str(stopped.value) and stub.batch_creates() == 1

@@ -86,6 +86,9 @@ def _not_created(error: BaseException) -> bool:
     return isinstance(cause, (httpx2.ConnectError, httpx2.ConnectTimeout))
 
 
+MAX_POLL_FAILURES = 10  # consecutive failed polls of one batch before the run stops (nothing is lost)
+
+
 class BatchRunner:
     def __init__(self, api: BatchProvider, context: RunContext) -> None:
         settings = context.settings
@@ -287,12 +290,15 @@ class BatchRunner:
     # --- waiting and collecting ---------------------------------------------------------------------
     async def wait_and_collect(self, events: list[dict]) -> None:
         pending = {event["batch_id"]: event for event in events}
+        failures: Counter[str] = Counter()  # consecutive failed polls of each batch
         while pending:
             for batch_id, event in list(pending.items()):
                 try:
                     ended, progress = await self.api.status(self.client, batch_id)
+                    failures[batch_id] = 0
                 except Exception as error:  # noqa: BLE001
                     kind, message = self.api.classify(error, self.settings.section)
+                    failures[batch_id] += 1
                     if getattr(error, "status_code", None) == 404:
                         self._collected(event, {"gone": len(event["requests"])}, note="batch not found")
                         self.meter.write(f"batch {batch_id} no longer exists; its requests will be submitted again")
@@ -301,6 +307,11 @@ class BatchRunner:
                     if kind in ("fatal", "spend_limit"):
                         raise StopGeneration(
                             f"polling batch {batch_id} failed: {message}; rerun to resume it"
+                        ) from None
+                    if failures[batch_id] >= MAX_POLL_FAILURES:  # a server failing every poll: not forever
+                        raise StopGeneration(
+                            f"polling batch {batch_id} failed {failures[batch_id]} times in a row (last: {message}); "
+                            "the batch stays on the server and in the journal: rerun to resume it"
                         ) from None
                     self.meter.write(f"polling batch {batch_id} failed ({message}); trying again")
                     continue

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from typing import Any
 
 from retrieval_bench.core.errors import InputError
@@ -39,7 +40,10 @@ def os_reason(error: BaseException) -> str:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, OSError) and (current.errno or current.strerror):
-            # strerror first: a DNS failure's errno is getaddrinfo's code (-2), "Unknown error -2" to os.strerror
+            # A DNS failure's errno is getaddrinfo's code (-2, "Unknown error -2" to os.strerror): its own words
+            # then; asyncio's refusals carry "Connect call failed (...)" as theirs, the errno says it plainly.
+            if current.errno and current.errno > 0 and not isinstance(current, socket.gaierror):
+                return os.strerror(current.errno)
             return str(current.strerror) if current.strerror else os.strerror(current.errno or 0)
         current = current.__cause__ or current.__context__
     return str(error) or type(error).__name__
