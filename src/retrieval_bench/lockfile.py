@@ -23,7 +23,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import atomic_open, leftover_temps, read_text
 
 LOCK, PIPELINE = "dvc.lock", "dvc.yaml"
@@ -110,6 +110,9 @@ def prune(root: Path, dry_run: bool = False) -> list[str]:
         stages = data.get("stages") if isinstance(data, dict) else None
         if not isinstance(stages, dict):
             raise InputError(f"{lock}: expected a mapping with `stages:`, as DVC writes it")
+        for name, entry in stages.items():  # else DVC's own check blames dvc.yaml for the lock
+            if not isinstance(entry, dict):
+                raise InputError(f"{lock}: stage {quoted(name)} is {quoted(entry)}, not a mapping as DVC writes it")
         stale = sorted(set(stages) - _defined_stages(repo, root))
         if stale and not dry_run:
             for name in stale:

@@ -291,6 +291,15 @@ def test_a_lock_that_is_not_utf8_is_one_line_naming_it(tmp_path):
     assert (project / "dvc.lock").read_bytes() == before
 
 
+def test_a_lock_whose_stage_is_no_mapping_is_named_not_dvc_yaml(tmp_path):
+    """DVC's check said "dvc.yaml: './dvc.lock' validation failed" for `stages: {foo: 3}`."""
+    project = dvc_project(tmp_path / "project", ["a"], scm=False)
+    (project / "dvc.lock").write_text("schema: '2.0'\nstages:\n  foo: 3\n")
+    failed = lock_prune(project)
+    assert failed.returncode == 1
+    assert failed.stderr == f"error: {project / 'dvc.lock'}: stage 'foo' is 3, not a mapping as DVC writes it\n"
+
+
 def test_a_lock_that_is_a_folder_is_one_line_naming_it(tmp_path):
     """`lock prune` with dvc.lock a folder exited 0 and said nothing."""
     project = dvc_project(tmp_path / "project", ["a"], scm=False)
