@@ -386,3 +386,23 @@ def test_params_are_read_as_yaml_1_2_as_dvc_reads_them(tmp_path):
     assert list(load_all_params(write(tmp_path / "params.yaml", text))["panel"]) == ["default", "on"]
     with pytest.raises(InputError, match="generate.drop_echo"):
         load_all_params(write(tmp_path / "params.yaml", dumped().replace("drop_echo: false", "drop_echo: yes")))
+
+
+def test_every_scalar_reads_as_dvc_reads_it(tmp_path):
+    """DVC's own YAML reader is the oracle: `overlap: 0100` was 64 here (YAML 1.1's octal) and 100 to
+    DVC, `1:30` 90 here (base 60) and text to DVC, `0o10` text here and 8 to DVC."""
+    import math
+
+    from dvc.utils.serialize import parse_yaml
+
+    from retrieval_bench.core.params_sections import read_yaml_file
+
+    written = ["0100", "012", "-012", "08", "1:30", "1:30.5", "0o10", "0x1F", "0b11", "1_000", "+5", "-0", "0"]
+    written += ["1e3", "1E-9", "3.0e+2", "1.5", "1.", ".5", "1_0.5", ".inf", "-.inf", "+.inf", ".nan"]
+    written += ["yes", "no", "on", "off", "True", "TRUE", "false", "~", "null", "0x", "1__0", "12abc"]
+    text = "".join(f"k{i}: {value}\n" for i, value in enumerate(written))
+    ours, dvcs = read_yaml_file(write(tmp_path / "scalars.yaml", text)), parse_yaml(text, "scalars.yaml")
+    for i, value in enumerate(written):
+        mine, theirs = ours[f"k{i}"], dvcs[f"k{i}"]
+        nan = isinstance(mine, float) and isinstance(theirs, float) and math.isnan(mine) and math.isnan(theirs)
+        assert type(mine) is type(theirs) and (mine == theirs or nan), (value, mine, theirs)

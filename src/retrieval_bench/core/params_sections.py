@@ -56,22 +56,42 @@ class _ParamsLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ign
         return mapping
 
 
-# Booleans as YAML 1.2 writes them, as DVC reads params.yaml (ruamel): true and false only. PyYAML's
-# YAML 1.1 also read yes/no/on/off as booleans, so a panel system named `on` was True here and "on"
-# to DVC.
-_BOOL = "tag:yaml.org,2002:bool"
+# Scalars as YAML 1.2 reads them, as DVC reads params.yaml (ruamel): booleans are true and false
+# only (YAML 1.1 also took yes/no/on/off: a panel system named `on` was True here and "on" to
+# DVC); an integer with a leading zero is decimal (0100 was 64 here, 100 to DVC), 0o/0x/0b mark
+# octal, hexadecimal and binary; 1:30 is text (YAML 1.1's base 60); 1e3 is a float.
+_BOOL, _INT, _FLOAT = (f"tag:yaml.org,2002:{name}" for name in ("bool", "int", "float"))
 _ParamsLoader.yaml_implicit_resolvers = {
-    first: [(tag, pattern) for tag, pattern in resolvers if tag != _BOOL]
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 _ParamsLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-
-
-# A number in exponent form without a point (1e-9, 2E3) is text to PyYAML (YAML 1.1) but a float to
-# DVC (ruamel, YAML 1.2): read as DVC reads it, so the checks see the number the user wrote.
 _ParamsLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+    _INT, re.compile(r"^[-+]?(?:0x[0-9a-fA-F_]+|0o[0-7_]+|0b[01_]+|[0-9][0-9_]*)$"), list("-+0123456789")
 )
+_ParamsLoader.add_implicit_resolver(
+    _FLOAT,
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[0-9][0-9_]*[eE][-+]?[0-9]+
+        |\.(?:inf|Inf|INF))
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def _yaml_12_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node)).replace("_", "")
+    sign = -1 if text.startswith("-") else 1
+    digits = text.lstrip("+-")
+    base = {"0x": 16, "0o": 8, "0b": 2}.get(digits[:2].lower(), 10)
+    return sign * int(digits[2:] if base != 10 else digits, base)
+
+
+_ParamsLoader.add_constructor(_INT, _yaml_12_int)
 
 
 def read_yaml_file(path: Path) -> Any:
