@@ -366,3 +366,16 @@ def test_a_folder_that_is_no_model_and_positions_beyond_the_model_are_one_line_n
     long = EmbedSettings.from_params({**DEFAULTS["embed"], "max_seq_length": 2048}, "embedders.e5.model")
     with pytest.raises(InputError, match=r"^embedders\.e5\.max_seq_length 2048 is beyond the model's 512 positions"):
         load_encoder(model, "x", long)
+
+
+def test_the_usable_positions_leave_out_a_padding_offset():
+    """RoBERTa and MPNet (all-mpnet-base-v2) have 514 position rows but read 512 tokens (positions
+    start after padding_idx 1): 514 passed the check and crashed on the first long chunk."""
+    from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
+
+    from retrieval_bench.embedding.backends import usable_positions
+
+    small = dict(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8)
+    roberta = RobertaModel(RobertaConfig(**small, max_position_embeddings=514, pad_token_id=1))
+    bert = BertModel(BertConfig(**small, max_position_embeddings=512, pad_token_id=0))
+    assert usable_positions(roberta) == 512 and usable_positions(bert) == 512 and usable_positions(object()) is None

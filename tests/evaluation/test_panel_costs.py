@@ -54,6 +54,10 @@ def test_a_question_is_compared_only_where_every_system_has_a_relevant_chunk():
         InputError, match=r"no question can be compared: none of the 4 answerable .* dense 2, dense-c400 2"
     ):
         panel_report(PanelInputs(tables, [], {}), {"fail_on": "none"})
+    # every comparable question rejected by a reviewer: the same empty board, said as such
+    rejected = {name: table([1.0, 0.5]).assign(review="wrong_evidence") for name in ("a", "b")}
+    with pytest.raises(InputError, match=r"a reviewer rejected every one of the 2 questions every system can score"):
+        panel_report(PanelInputs(rejected, [], {}), {"fail_on": "none"})
 
 
 def timing(median, spread=0.0):

@@ -166,9 +166,8 @@ def load_encoder(model_path: str, fingerprint: str, settings: EmbedSettings, log
         ) from None
     if settings.max_seq_length:
         # Beyond the model's positions the forward pass fails mid-stage, on the first long chunk only.
-        positions = getattr(getattr(st[0], "auto_model", None), "config", None)
-        limit = getattr(positions, "max_position_embeddings", None)
-        if isinstance(limit, int) and settings.max_seq_length > limit:
+        limit = usable_positions(getattr(st[0], "auto_model", None))
+        if limit is not None and settings.max_seq_length > limit:
             section = settings.model_key.rpartition(".")[0]
             raise InputError(
                 f"{section}.max_seq_length {settings.max_seq_length} is beyond the model's {limit} positions "
@@ -185,6 +184,18 @@ def load_encoder(model_path: str, fingerprint: str, settings: EmbedSettings, log
     if backend == "onnx":
         return Encoder(st, _onnx_first(path, names), name)
     return Encoder(st, _openvino_first(path, names, OPENVINO_HINTS[precision]), name)
+
+
+def usable_positions(model: Any) -> int | None:
+    """The tokens a Hugging Face encoder can read: its position embeddings' count, less the ones a
+    padding offset uses (RoBERTa, MPNet: positions start after padding_idx, so 514 rows read 512
+    tokens); None where it says nothing."""
+    table = getattr(getattr(model, "embeddings", None), "position_embeddings", None)
+    rows, padding = getattr(table, "num_embeddings", None), getattr(table, "padding_idx", None)
+    if isinstance(rows, int):
+        return rows - (padding + 1 if isinstance(padding, int) else 0)
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return limit if isinstance(limit, int) else None
 
 
 def _torch_first(st, precision: str, device: str) -> Callable[[dict], dict]:

@@ -70,6 +70,11 @@ def panel_report(inputs: PanelInputs, validity: dict, *, budget_unit: str = "cha
             f"under every system (questions without one, by system: {lost}); check each system's chunking and "
             "score.min_coverage"
         )
+    if gone["n_compared"] and not any(len(table) for table in aligned.values()):
+        raise InputError(
+            f"no question can be compared: a reviewer rejected every one of the {gone['n_compared']} questions every "
+            "system can score (data/reviews)"
+        )
     board = leaderboard(aligned)
     board["left_out"] = gone
     board["kinds"] = kind_sections(aligned, {name: kept(table) for name, table in tables.items()})
