@@ -429,3 +429,16 @@ def test_kinds_against_the_reviewed_reference_count_its_questions_and_leave_them
         entry["line"].startswith("generated (30) ") and " reviewed (20) on the decision" in entry["line"]
         for entry in by_kind.values()
     )
+
+
+def test_the_certificates_best_ties_as_the_leaderboards_does():
+    """Equal means summed in another order (0.16833333333333333 and 0.1683333333333333): the
+    certificate's best followed the rounding where the leaderboard's goes to the first system."""
+    from retrieval_bench.evaluation.certificate.verdict import Rule, decision_pairs
+    from retrieval_bench.evaluation.panel.leaderboard import rank_systems
+
+    ranks = np.array([1, 1 / 2, 1 / 3, 1 / 4, 1 / 5, 1 / 6, 0, 0, 1 / 10, 1 / 7, 1 / 9, 0] * 2)
+    a, b = ranks, ranks[np.random.default_rng(1).permutation(len(ranks))]
+    assert rank_systems({"a": a, "b": b}, 100, 0, 0.95)["best"] == "a"
+    for means in (np.array([a.mean(), b.mean()]), np.array([a.mean(), a.mean() + 1e-16])):
+        assert decision_pairs(means, np.array([0.5, 0.2]), Rule())[0] == 0

@@ -42,6 +42,13 @@ MC_PERMUTATIONS = 12_000
 MAX_RESAMPLES = 100_000
 
 
+def tie_level(mean):
+    """A mean (or an array of them) as "best" compares it: to 12 digits, so that equal means
+    summed in another order (0.15 and 0.15000000000000002) tie, and the tie goes to the earlier
+    system (max and argmax keep the first)."""
+    return np.round(mean, 12) if isinstance(mean, np.ndarray) else round(mean, 12)
+
+
 @dataclass(frozen=True)
 class Resampling:
     """How a verdict resamples: `resamples` bootstrap draws (and sign-flip permutations), their

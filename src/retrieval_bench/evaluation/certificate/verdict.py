@@ -34,7 +34,7 @@ import numpy as np
 from scipy import special
 
 from retrieval_bench.evaluation.certificate.states import AGREES, DISAGREES, UNDETERMINED
-from retrieval_bench.evaluation.stats import ALPHA, EPS
+from retrieval_bench.evaluation.stats import ALPHA, EPS, tie_level
 
 HEADLINE_METRIC = "mrr"
 MIN_TO_RESAMPLE = 10  # fewer questions than this are not grown by resampling (questions_to_decide)
@@ -96,9 +96,9 @@ def decision_pairs(
     """(the reference's best system b, the decision pairs): (b, s) for every s within the margin
     of b on the reference, (b, the synthetic set's best) when that is another system (the choice
     the synthetic set would make), then the named pairs; ties go to the first system."""
-    best = int(np.argmax(reference_means))
+    best = int(np.argmax(tie_level(reference_means)))  # equal means rounded apart tie: the first system
     close = [s for s in range(len(reference_means)) if reference_means[best] - reference_means[s] <= rule.margin + EPS]
-    chosen = int(np.argmax(synthetic_means))
+    chosen = int(np.argmax(tie_level(synthetic_means)))
     pairs = [(best, s) for s in [*close, *([] if chosen in close else [chosen])] if s != best]
     return best, pairs + [(a, b) for a, b in rule.candidates if (a, b) not in pairs and (b, a) not in pairs]
 
@@ -270,12 +270,18 @@ def winner_probabilities(reference: Side, synthetic: Side, draws: int, seed: int
     out = {}
     for i, metric in enumerate(reference.matrices):
         block = slice(i * systems, (i + 1) * systems)
-        best_r, best_s = (int(np.argmax(one.matrices[metric].mean(axis=1))) for one in (reference, synthetic))
+        best_r, best_s = (
+            int(np.argmax(tie_level(one.matrices[metric].mean(axis=1)))) for one in (reference, synthetic)
+        )
         out[metric] = {
             "reference_best": best_r,
             "synthetic_best": best_s,
-            "p_synthetic_picks_reference_best": float(np.mean(means["synthetic"][:, block].argmax(axis=1) == best_r)),
-            "p_reference_picks_synthetic_best": float(np.mean(means["reference"][:, block].argmax(axis=1) == best_s)),
+            "p_synthetic_picks_reference_best": float(
+                np.mean(tie_level(means["synthetic"][:, block]).argmax(axis=1) == best_r)
+            ),
+            "p_reference_picks_synthetic_best": float(
+                np.mean(tie_level(means["reference"][:, block]).argmax(axis=1) == best_s)
+            ),
         }
     return out
 

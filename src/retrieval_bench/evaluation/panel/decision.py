@@ -13,10 +13,10 @@ from collections.abc import Mapping
 import pandas as pd
 
 from retrieval_bench.evaluation.panel.costs import COSTS, cost_point
-from retrieval_bench.evaluation.panel.leaderboard import tie_level
 from retrieval_bench.evaluation.panel.pareto import dominates, lower_beyond_noise
 from retrieval_bench.evaluation.panel.reweighted import headline_entry, weights_text
 from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column, kinds_of, weighted_mean
+from retrieval_bench.evaluation.stats import tie_level
 
 RULE = (
     "Rule: the best system on mrr ({over}); the systems not significantly worse than it "

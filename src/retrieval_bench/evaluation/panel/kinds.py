@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from retrieval_bench.evaluation.panel.leaderboard import entry_table, rank_systems, tie_level
+from retrieval_bench.evaluation.panel.leaderboard import entry_table, rank_systems
 from retrieval_bench.evaluation.score.abstention import (
     KEEP_HITS,
     UNANSWERABLE,
@@ -20,6 +20,7 @@ from retrieval_bench.evaluation.score.abstention import (
 )
 from retrieval_bench.evaluation.score.kinds import kinds_present
 from retrieval_bench.evaluation.score.per_question import kind_metric_columns
+from retrieval_bench.evaluation.stats import tie_level
 
 QUARTILES = [0.25, 0.5, 0.75]
 ABSTENTION_COLUMNS = ("abstention_auc", "false_hit_rate", "abstention_threshold")

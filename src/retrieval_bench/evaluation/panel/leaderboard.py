@@ -22,6 +22,7 @@ from retrieval_bench.evaluation.stats import (
     paired_segment_tests,
     randomization_p_value,
     regression_report,
+    tie_level,
 )
 
 HEADLINE = ("mrr", "reciprocal_rank")
@@ -110,12 +111,6 @@ def question_sets(table: pd.DataFrame) -> dict[str, np.ndarray]:
         for name in sorted(table["question_set"].dropna().unique()):
             sets[str(name)] = (table["question_set"] == name).to_numpy()
     return sets
-
-
-def tie_level(mean: float) -> float:
-    """A mean as "best" compares it: to 12 digits, so that equal means summed in another order
-    (0.15 and 0.15000000000000002) tie, and the tie goes to the earlier system in the panel."""
-    return round(mean, 12)
 
 
 def rank_systems(scores: dict[str, np.ndarray], resamples: int, seed: int, level: float) -> dict:
