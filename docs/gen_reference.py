@@ -84,8 +84,9 @@ FREE_SECTIONS = {
         "derived from panel",
         "mapping: chunking, embedder",
         "a (chunking, embedder) pair some panel system uses, embedded once (stage `embed_corpus@CHUNKING-EMBEDDER`); "
-        "DVC reads it, so it is written out, and `check_params` refuses any other list than the panel's pairs, "
-        "saying what to write: a pair no system uses is not embedded",
+        "DVC reads it, so it is written out, and `check_params` refuses a list that misses a pair a vector-searching "
+        "system uses or names one no system uses, saying what to write; a pair only BM25 (run-file, Python) "
+        "systems use may be left out",
     ),
 }
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w-]*):(?P<value>[^#]*)(?:#\s?(?P<comment>.*))?$")
