@@ -117,3 +117,15 @@ def test_evidence_that_occurs_more_than_once_is_named_and_counted(tmp_path):
     assert lines == [
         f"{path}:1: evidence 'er' occurs 2 times; the first (in wal.md) is taken: quote more of the passage to pin it"
     ]
+
+
+def test_an_ambiguous_piece_without_a_doc_id_is_said_to_repeat_in_the_corpus(tmp_path):
+    documents = own_corpus(tmp_path)
+    path = tmp_path / "hw.jsonl"
+    pieces = [{"doc_id": "wal.md", "evidence": "one writer appends"}, {"doc_id": None, "evidence": "er"}]
+    path.write_text(
+        json.dumps({"qid": "m", "question": "Who appends, and where?", "kind": "multi", "evidence": pieces}) + "\n"
+    )
+    lines: list[str] = []
+    located_handwritten(str(path), documents, chunk_documents(documents, 400, 50), lines.append)
+    assert len(lines) == 1 and " times in the corpus; the first (in " in lines[0], lines

@@ -155,16 +155,16 @@ def handwritten_rows(
                     unlocated.append(not_located_line({**record, **pieces[len(spans)]}, texts))
                 continue
             repeats = [
-                (found, finder.occurrences(*found, anywhere=piece["doc_id"] is None))
+                (found, finder.occurrences(*found, anywhere=piece["doc_id"] is None), piece["doc_id"] is None)
                 for piece, found in zip(pieces, spans, strict=True)
             ]
-            if any(n > 1 for _, n in repeats):
+            if any(n > 1 for _, n, _ in repeats):
                 counts["ambiguous_evidence"] += 1
-                (doc, (a, b)), n = next(item for item in repeats if item[1] > 1)
+                (doc, (a, b)), n, anywhere = next(item for item in repeats if item[1] > 1)
                 if unlocated is not None and counts["ambiguous_evidence"] <= UNLOCATED_NAMED:
                     unlocated.append(
                         f"{record.get('where', 'a hand-written question')}: evidence {quoted(texts[doc][a:b], 60)} occurs "
-                        f"{n} times{'' if pieces[0]['doc_id'] else ' in the corpus'}; the first (in {doc}) is taken: "
+                        f"{n} times{' in the corpus' if anywhere else ''}; the first (in {doc}) is taken: "
                         "quote more of the passage to pin it"
                     )
             doc_id, span = spans[0]
