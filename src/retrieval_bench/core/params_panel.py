@@ -237,13 +237,18 @@ def check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dic
 VECTOR_METHODS = frozenset({"dense", "hybrid", "ann", "store"})
 
 
+def method_searches_vectors(method: str, first_stage: str) -> bool:
+    """The one rule of which methods read a system's (chunking, embedder) vectors: a BM25, run-file
+    or Python system never does; rerank does when its first stage does."""
+    return method in VECTOR_METHODS or (method == "rerank" and first_stage in VECTOR_METHODS)
+
+
 def searches_vectors(system: Mapping[str, Any]) -> bool:
-    """Whether a system's method reads its (chunking, embedder) pair's vectors: a BM25, run-file or
-    Python system never does, so its pair is embedded only for another system. `system`: resolved
-    settings, or a system written without a method (the retrieval section's default, dense)."""
+    """method_searches_vectors of a system's params: resolved settings, or a system written without
+    a method (the retrieval section's defaults), so its pair is embedded only for another system."""
     method = system.get("method", DEFAULTS["retrieval"]["method"])
     first_stage = (system.get("rerank") or {}).get("first_stage", DEFAULTS["retrieval"]["rerank"]["first_stage"])
-    return method in VECTOR_METHODS or (method == "rerank" and first_stage in VECTOR_METHODS)
+    return method_searches_vectors(method, first_stage)
 
 
 def embedded_pairs(panel: dict[str, dict[str, Any]], every: bool = False) -> dict[str, dict[str, str]]:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from retrieval_bench.core.errors import InputError, first_line, optional_extra
+from retrieval_bench.embedding.model_source import loading
 from retrieval_bench.embedding.onnx_export import exported_model, import_onnxruntime, input_names
 from retrieval_bench.embedding.settings import EmbedSettings
 
@@ -157,13 +158,10 @@ def load_encoder(model_path: str, fingerprint: str, settings: EmbedSettings, log
         raise InputError("embed.precision fp16 needs a GPU with embed.backend torch (none found); use bf16 on the CPU")
     warn_without_bf16(settings, device)
     try:
-        st = SentenceTransformer(model_path, device=device, local_files_only=True)
+        with loading(settings.model_key, model_path):
+            st = SentenceTransformer(model_path, device=device, local_files_only=True)
     except (RuntimeError, AssertionError) as error:
         raise InputError(f"embed.device {device!r}: {first_line(error)}") from None
-    except (ValueError, OSError, KeyError) as error:  # a folder without a model's config or weights
-        raise InputError(
-            f"{settings.model_key} {model_path!r}: not a model sentence-transformers can load ({first_line(error)})"
-        ) from None
     if settings.max_seq_length:
         # Beyond the model's positions the forward pass fails mid-stage, on the first long chunk only.
         limit = usable_positions(getattr(st[0], "auto_model", None))

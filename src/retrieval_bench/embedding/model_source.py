@@ -10,10 +10,12 @@ import hashlib
 import os
 import sys
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
-from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.errors import InputError, first_line
 from retrieval_bench.core.files import cache_root, sha256_file
 from retrieval_bench.core.locking import build_once
 
@@ -120,3 +122,14 @@ def folder_fingerprint(model_path: str) -> str:
 
 # A resolved model's files do not change during a run: each is hashed once per process.
 model_fingerprint = functools.lru_cache(maxsize=8)(folder_fingerprint)
+
+
+@contextmanager
+def loading(key: str, path: str, kind: str = "model") -> Iterator[None]:
+    """sentence-transformers loading the `kind` at `path`: a folder without a model's config or
+    weights (transformers' ValueError, OSError or KeyError) is one line naming `key`, the params
+    key that chose it."""
+    try:
+        yield
+    except (ValueError, OSError, KeyError) as error:
+        raise InputError(f"{key} {path!r}: not a {kind} sentence-transformers can load ({first_line(error)})") from None

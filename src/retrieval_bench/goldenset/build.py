@@ -335,8 +335,7 @@ def sample_rows(rows: list[dict], max_questions: int, seed: int) -> list[dict]:
         ranked = sorted(
             rows, key=lambda row: (hashlib.sha256(f"{seed}\0{row['qid']}".encode()).hexdigest(), row["qid"])
         )
-        kept = {id(row) for row in ranked[:max_questions]}
-        rows = [row for row in rows if id(row) in kept]
+        rows = sorted(ranked[:max_questions], key=lambda row: row["qid"])
     return rows
 
 

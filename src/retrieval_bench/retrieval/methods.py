@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench.core.params_panel import VECTOR_METHODS
+from retrieval_bench.core.params_panel import method_searches_vectors
 from retrieval_bench.core.run_table import check_scores
 from retrieval_bench.retrieval import ann, bm25, costs, dense, external, hybrid, rerank, store_search
 from retrieval_bench.retrieval.run import Corpus, Questions, resolve_depth
@@ -32,9 +32,7 @@ RUN_INFO = {"ann": ann.run_info, "store": store_search.run_info}
 
 
 def needs_vectors(settings: RetrievalSettings) -> bool:
-    return settings.method in VECTOR_METHODS or (
-        settings.method == "rerank" and settings.rerank.first_stage in VECTOR_METHODS
-    )
+    return method_searches_vectors(settings.method, settings.rerank.first_stage)
 
 
 def run_info(settings: RetrievalSettings, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from retrieval_bench.core import paths
-from retrieval_bench.core.errors import InputError, first_line
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.run_table import from_records
 from retrieval_bench.embedding import model_source
 from retrieval_bench.retrieval import bm25, dense, hybrid
@@ -95,13 +95,9 @@ def load_cross_encoder(folder: str, what: str = "retrieval.rerank.model"):
     import torch
     from sentence_transformers import CrossEncoder
 
-    try:
+    with model_source.loading(what, folder, "cross-encoder"):
         # Raw logits: a sigmoid would squash high scores into ties at float precision.
         return CrossEncoder(folder, local_files_only=True, activation_fn=torch.nn.Identity())
-    except (ValueError, OSError, KeyError) as error:  # a folder without a model's config or weights
-        raise InputError(
-            f"{what} {folder!r}: not a cross-encoder sentence-transformers can load ({first_line(error)})"
-        ) from None
 
 
 def retrieve(
