@@ -3,8 +3,8 @@ set?" and docs/explanation/golden-set-trust.md), reproduced.
 
     python bench/certificate_sample.py [--keep DIR] [--style-examples FILE]
 
-Copies the project with the whole bundled sample (48 documents, 1,140 chunks, 180 hand-written
-questions) into a temporary folder (--keep: into DIR, left in place), starts the stub LLM server of
+Copies the project with the whole bundled sample (48 documents, 1,140 chunks, 250 hand-written
+questions, 34 of them unanswerable; 120 generated beside them) into a temporary folder (--keep: into DIR, left in place), starts the stub LLM server of
 tests/stub_llm.py on 127.0.0.1 set up as a careless generator (each reply copies 10 words from the
 middle of its passage: "What does the documentation say about <10 words>?", those words as the
 evidence), sets generate.provider: anthropic with ANTHROPIC_BASE_URL at the stub (no key leaves the
@@ -57,6 +57,14 @@ CERTIFIED_PANEL = {
 }
 
 
+GENERATED = 120  # the generated questions the docs' figures were measured with
+
+
+def handwritten_rows(path: Path) -> int:
+    """The questions in the hand-written file (one JSON object per non-blank line)."""
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
 def prepare(project: Path, env: dict[str, str], style_examples: Path | None) -> None:
     """The project copy with the whole sample and generation on (the stub answers), with the style
     examples copied in when given."""
@@ -64,6 +72,8 @@ def prepare(project: Path, env: dict[str, str], style_examples: Path | None) -> 
     shutil.copytree(ROOT / "data" / "sample", project / "data" / "sample")
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["generate"]["provider"] = "anthropic"
+    # GENERATED questions beside every hand-written one (max_questions counts both)
+    params["generate"]["max_questions"] = handwritten_rows(project / params["generate"]["handwritten"]) + GENERATED
     # The 4 retrieval systems the figures in the docs were measured on (the sample's panel also
     # crosses chunkings and embedders now): one chunking, one embedder.
     params["chunkings"], params["embedders"] = {"default": {}}, {"default": {}}

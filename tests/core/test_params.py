@@ -127,6 +127,7 @@ def write(tmp_path: Path, tree: dict) -> Path:
         ({"validity": {"margin": 0}}, "validity.margin must be above 0, got 0"),
         ({"validity": {"level_margin": 1.5}}, "validity.level_margin must be between 0.0 and 1.0, got 1.5"),
         ({"validity": {"max_style_auc": 0.3}}, "validity.max_style_auc must be between 0.5 and 1.0, got 0.3"),
+        ({"validity": {"max_style_auc": 0.5}}, "validity.max_style_auc must be above 0.5, got 0.5"),
         (
             {"validity": {"candidates": [["default", "nope"]]}},
             "validity.candidates must be pairs of two different panel systems (default), got ['default', 'nope']",
@@ -164,6 +165,18 @@ def test_bad_params_name_the_key_and_what_was_expected(tmp_path, tree, message):
     with pytest.raises(InputError) as error:
         load_all_params(write(tmp_path, tree))
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_validity_candidates_name_the_panels_systems(tmp_path):
+    """The pairs were checked against the default panel before the file's own panel was read, so
+    every pair of the user's systems was refused."""
+    pick = {"chunking": "default", "embedder": "default"}
+    panel = {"default": pick, "hybrid": {**pick, "method": "hybrid"}, "bm25": {**pick, "method": "bm25"}}
+    tree = {"panel": panel, "validity": {"candidates": [["default", "hybrid"]]}}
+    assert load_all_params(write(tmp_path, tree))["validity"]["candidates"] == [["default", "hybrid"]]
+    tree["validity"]["candidates"] = [["default", "dense"]]
+    with pytest.raises(InputError, match=r"panel systems \(bm25, default, hybrid\), got \['default', 'dense'\]"):
+        load_all_params(write(tmp_path, tree))
 
 
 def test_ray_address_local_is_the_engines_own_local_instance(tmp_path):

@@ -442,3 +442,171 @@ def test_the_certificates_best_ties_as_the_leaderboards_does():
     assert rank_systems({"a": a, "b": b}, 100, 0, 0.95)["best"] == "a"
     for means in (np.array([a.mean(), b.mean()]), np.array([a.mean(), a.mean() + 1e-16])):
         assert decision_pairs(means, np.array([0.5, 0.2]), Rule())[0] == 0
+
+
+def test_a_tie_for_the_synthetic_sets_best_is_tested_whichever_system_the_panel_lists_first():
+    """Systems b and w tie for best on the synthetic set (w's scores are b's); w is 0.30 below b on
+    the reference. Only the first of the tied was tested: listing b first gave `agrees`, listing w
+    first `disagrees`. Now both orders test (b, w), and a bootstrap tie is an even chance."""
+    rng = np.random.default_rng(5)
+
+    def scores(means, n=400):
+        ease = rng.normal(0, 0.05, n)
+        return np.clip(np.array(means)[:, None] + ease + rng.normal(0, 0.02, (len(means), n)), 0, 1)
+
+    reference = scores([0.80, 0.50, 0.79, 0.40, 0.40])
+    synthetic = scores([0.80, 0.80, 0.79, 0.40, 0.40])
+    synthetic[1] = synthetic[0]
+    clusters = rng.integers(0, 100, 400), rng.integers(0, 100, 400)
+    verdicts = []
+    for order in ([0, 1, 2, 3, 4], [1, 0, 2, 3, 4]):
+        reference_side = side({"mrr": reference[order]}, clusters[0])
+        synthetic_side = side({"mrr": synthetic[order]}, clusters[1])
+        decision = decide(reference_side, synthetic_side, Rule())
+        b, w = order.index(0), order.index(1)
+        assert any(h["pair"] in ((b, w), (w, b)) and h["beyond"] for h in decision["hypotheses"])
+        verdicts.append(decision["verdict"])
+        winner = decision["winner"]["mrr"]
+        assert winner["synthetic_best"] == winner["reference_best"] == b
+        assert winner["p_synthetic_picks_reference_best"] == pytest.approx(0.5)  # b and w tie in every draw
+    assert verdicts == [DISAGREES, DISAGREES]
+
+
+def test_a_score_that_is_not_a_number_is_refused_not_crowned():
+    with pytest.raises(ValueError, match="mrr: system 1 has no finite score for question 2"):
+        side({"mrr": np.array([[0.5, 0.5, 0.5], [1.0, 0.0, np.nan]])})
+
+
+def style_case(extra_reference: int = 0) -> tuple[dict, list[dict]]:
+    """Three systems scored alike on hand-written and generated questions, the generated single
+    ones long and quoting their passage; `extra_reference` unanswerable hand-written rows in the
+    golden set only (no ranking metric, no echo measure)."""
+    rng = np.random.default_rng(3)
+    means = {"default": 0.85, "bm25": 0.55, "hybrid": 0.30}
+    rows, golden = [], []
+    for question_set, kind, n, quoting in (
+        ("hand-written", "single", 300, False),
+        ("hand-written", "multi", 30, False),
+        ("generated", "single", 300, True),
+    ):
+        for i in range(n):
+            qid, doc = f"{question_set}-{kind}-{i}", f"doc{rng.integers(0, 60)}.md"
+            question = "What does the documentation say about " + "word " * 12 + "?" if quoting else "how index?"
+            golden.append(
+                {
+                    "qid": qid,
+                    "question": question,
+                    "doc_id": doc,
+                    "echo_content_share": 1.0 if quoting else 0.1,
+                    "echo_longest_ngram": 10 if quoting else 1,
+                }
+            )
+            ease = rng.normal(0, 0.03)
+            scores = {s: float(np.clip(m + ease + rng.normal(0, 0.01), 0, 1)) for s, m in means.items()}
+            rows.append(
+                {"qid": qid, "question_set": question_set, "kind": kind, **{f"rr_{s}": v for s, v in scores.items()}}
+            )
+    for i in range(extra_reference):
+        golden.append({"qid": f"none-{i}", "question": "how index?", "doc_id": "doc0.md", "echo_content_share": None})
+    table = pd.DataFrame(rows).set_index("qid")
+    aligned = {
+        s: table[["question_set", "kind"]].assign(
+            reciprocal_rank=table[f"rr_{s}"], **{"recall@10": table[f"rr_{s}"] > 0.5}
+        )
+        for s in means
+    }
+    return aligned, golden
+
+
+def test_a_kind_the_style_classifier_tells_apart_cannot_agree():
+    """The per-kind verdicts were taken without the style gap: the set could not agree (AUC 1.00),
+    yet its single questions, the very same ones, were `agrees`."""
+    aligned, golden = style_case()
+    cert = panel_certificate(aligned, resamples=50, golden=golden)
+    assert cert["sets"]["generated"]["style_gap"]["classifier_auc"] > 0.85
+    single = cert["kinds"]["generated"]["single"]
+    assert single["verdict"] != AGREES and "a classifier tells it apart from the reference (AUC 1.00" in single["line"]
+
+
+def test_the_style_gap_compares_the_questions_the_verdict_scores():
+    """Unanswerable reference rows (no ranking metric, no echo measure) entered the classifier,
+    their missing echo read as 0: the reference counted 250 where the verdict had 216."""
+    aligned, golden = style_case(extra_reference=40)
+    gap = panel_certificate(aligned, resamples=50, golden=golden)["sets"]["generated"]["style_gap"]
+    assert gap["reference"]["n_questions"] == 330 and gap["synthetic"]["n_questions"] == 300
+
+
+def test_a_missing_echo_measure_tells_the_classifier_nothing():
+    """Two sets drawn alike; 40 rows of one without an echo measure. Read as 0 they told the sets
+    apart (AUC 0.61 from 0.51); as the feature's mean they do not."""
+    from retrieval_bench.evaluation.certificate.style_gap import style_gap
+
+    rng = np.random.default_rng(4)
+
+    def rows(n, name):
+        return [
+            {
+                "qid": f"{name}{i}",
+                "question": " ".join(["word"] * int(rng.integers(4, 14))) + "?",
+                "echo_content_share": float(rng.uniform(0.2, 0.8)),
+                "echo_longest_ngram": int(rng.integers(1, 6)),
+            }
+            for i in range(n)
+        ]
+
+    reference, synthetic = rows(200, "r"), rows(200, "s")
+    alike = style_gap(reference, synthetic)["classifier_auc"]
+    for row in reference[:40]:
+        row["echo_content_share"] = row["echo_longest_ngram"] = None
+    gap = style_gap(reference, synthetic)
+    assert abs(gap["classifier_auc"] - 0.5) < 0.06 and abs(gap["classifier_auc"] - alike) < 0.04
+    assert gap["feature_auc"]["echo_content_share"] == pytest.approx(
+        style_gap(reference[40:], synthetic)["feature_auc"]["echo_content_share"], abs=0.05
+    )
+
+
+def test_fail_on_not_agrees_fails_a_set_too_small_for_a_verdict():
+    from retrieval_bench.evaluation.panel.report import failed_line
+
+    cert = panel_certificate(reviewed_tables(100, 10, 10), resamples=20)  # ragas: not certified
+    assert cert["sets"]["generated"]["verdict"] and "ragas" in cert["not_certified"]
+    line = failed_line(cert, "not-agrees")
+    assert line is not None and "ragas" in line and "not certified: ragas has 0 questions" in line
+    assert failed_line(cert, "disagrees") is None or "ragas" not in failed_line(cert, "disagrees")
+
+
+def test_most_inflated_names_the_systems_the_set_shifts_up():
+    from retrieval_bench.evaluation.certificate.certify import _inflated
+
+    assert _inflated({"bm25": 0.391, "default": -0.219, "ann": -0.174, "hybrid": 0.01}) == (
+        "most inflated: bm25 +0.391, hybrid +0.010"
+    )
+    assert _inflated({"a": -0.1, "b": -0.3, "c": 0.0}) == "none inflated, most deflated: b -0.300, a -0.100, c +0.000"
+
+
+def test_multi_questions_are_certified_on_the_metrics_that_fit_them():
+    """A kind's verdict was taken on mrr, ndcg and recall, whatever the kind: generated multi
+    questions that reverse the order on complete@10 (every piece found) were not judged on it."""
+    rng = np.random.default_rng(23)
+    n = 60
+    sets = ["hand-written"] * (2 * n) + ["generated"] * (2 * n)
+    kinds = ["single", "multi"] * (2 * n)
+    reciprocal = np.hstack([pool(n, rng), pool(n, rng), pool(n, rng), pool(n, rng)])[:, np.argsort(np.argsort(kinds))]
+    complete = np.where(np.array(kinds) == "multi", np.nan, 0.0) * np.ones((len(TRUE_MRR), 1))
+    multi = np.flatnonzero(np.array(kinds) == "multi")
+    complete[:, multi[:n]] = (pool(n, rng) > 0.5).astype(float)
+    complete[:, multi[n:]] = (pool(n, rng, TRUE_MRR[::-1]) > 0.5).astype(float)
+    tables = {
+        f"s{i}": pd.DataFrame(
+            {
+                "qid": range(4 * n),
+                "question_set": sets,
+                "kind": kinds,
+                "reciprocal_rank": reciprocal[i],
+                "complete@10": complete[i],
+            }
+        )
+        for i in range(len(TRUE_MRR))
+    }
+    multi_entry = panel_certificate(tables, resamples=20)["kinds"]["generated"]["multi"]
+    assert multi_entry["verdict"] == DISAGREES and "on complete@10" in multi_entry["line"]

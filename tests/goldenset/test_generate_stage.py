@@ -330,6 +330,25 @@ def test_echo_gauge_flags_copied_questions_and_drop_echo_regenerates_them(tmp_pa
         assert report["rejected_by_reason"] == {"echo": 6}
 
 
+def test_each_round_says_what_the_golden_sets_checks_rejected(tmp_path):
+    """The round line counts the reply parser's rejects: every reply an echo under drop_echo, the
+    rounds said "(0 rejected)" until the closing line."""
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 3, "generate.drop_echo": True})
+
+    def quoting(passage: str) -> str:
+        return json.dumps({"question": "Is it true that " + " ".join(passage.split()[3:13]) + "?", "evidence": ""})
+
+    with StubLLM() as stub:
+        stub.reply = quoting
+        status, out, _ = run_stage_here(project, stub)
+    assert status == 1  # no usable question: every reply rejected
+    rounds = [line for line in out.splitlines() if "replies (0 rejected)" in line]
+    checked = [line.partition(": ")[2] for line in out.splitlines() if "checked so far:" in line]
+    assert len(rounds) == 4  # generate.max_attempts; each but the last is checked before the next
+    assert checked == [f"checked so far: 0 usable questions, {n} replies rejected ({n} echo)" for n in (3, 6, 9)]
+
+
 def test_openai_compatible_provider_through_the_stage(tmp_path):
     project = stage_project(tmp_path / "p")
     set_params(project, **{"generate.max_questions": 4})

@@ -9,6 +9,7 @@ import hashlib
 import json
 import random
 from fractions import Fraction
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -128,6 +129,24 @@ def test_a_multi_group_joins_the_passages_sharing_the_most_rare_terms():
     assert list(corpus.groups([lonely])) == []  # no rare term shared with anyone: no multi question
 
 
+def test_no_two_multi_units_group_the_same_passages():
+    """A's best partner is B and B's is A: both anchors made the unit {A, B}, asked (and paid for)
+    twice and weighted twice in every multi mean (259 repeats in the sample's 1,138 units)."""
+    texts = {f"f{i}": text for i, text in enumerate(FILLER)}
+    texts |= {"d": "The plinth format was designed for storage by Ombrel.", "e": "Ombrel also wrote a plinth reader."}
+    corpus = Corpus(_passages(texts))
+    anchors = [next(r for r in corpus.records if r["doc_id"] == name) for name in ("d", "e")]
+    assert [[p["doc_id"] for p in unit["passages"]] for unit in corpus.groups(anchors)] == [["d", "e"]]
+    sample = sorted((Path(__file__).parents[2] / "data" / "sample" / "sqlite").glob("*.md"))
+    documents = pd.DataFrame(
+        {"doc_id": [p.name for p in sample], "text": [p.read_text(encoding="utf-8") for p in sample]}
+    )
+    passages = chunk_documents(documents, 800, 100)
+    units = list(Corpus(passages).groups(passages.to_dict("records")))
+    sets = [frozenset(p["chunk_id"] for p in unit["passages"]) for unit in units]
+    assert len(units) > 500 and len(set(sets)) == len(sets)
+
+
 def test_the_unanswerable_check_finds_a_passage_holding_every_content_word():
     text = "SQLite supports WAL mode since version 3.7.0."
     corpus = Corpus(_passages({"a": text, "b": "Vacuum rebuilds files."}))
@@ -203,6 +222,20 @@ def test_every_kind_through_the_stage_with_its_fields(tmp_path):
     report = json.loads((project / "metrics/goldenset.json").read_text())
     assert report["n_by_kind"] == {"keyword": 3, "multi": 6, "single": 8, "unanswerable": 3}
     assert report["unanswerable_check"].startswith("lexical")
+
+
+def test_the_kinds_share_what_is_generated_when_the_corpus_has_fewer_passages_than_the_budget(tmp_path):
+    """8 passages, max_questions 100: the shares were taken of 100 (single 40, multi 30, ...), so
+    every kind was cut to 8 and the mix came out 25% each, under a plan line promising 8 questions."""
+    project = stage_project(tmp_path / "p", docs=["inmemorydb.md"])
+    set_params(
+        project, **{"generate.provider": "anthropic", "generate.max_questions": 100, "generate.kinds": ALL_KINDS}
+    )
+    with StubLLM() as stub:
+        status, out, err = run_stage_here(project, stub, "--dry-run")
+    assert status == 0, err
+    assert "8 passages get a generated question (of 8 eligible)" in out
+    assert "kinds: single 3, multi 3, unanswerable 1, keyword 1" in out
 
 
 def test_the_cost_limit_covers_all_kinds_before_any_is_asked(tmp_path):
@@ -292,17 +325,22 @@ def _walk(kind: str, units: list[dict], corpus: Corpus, replies: list[dict]):
 
 def test_a_multi_reply_with_an_excerpt_outside_its_own_passage_is_asked_again():
     texts = {f"f{i}": text for i, text in enumerate(FILLER)}
-    texts |= {"a": "The zorblax codec compresses frames.", "b": "Decoding needs the zorblax codec and a buffer."}
+    texts |= {
+        "a": "The zorblax codec compresses frames.",
+        "b": "Decoding needs the zorblax codec and a buffer.",
+        "c": "The plinth format was designed by Ombrel.",
+        "d": "Ombrel also wrote a plinth reader.",
+    }
     corpus = Corpus(_passages(texts))
-    units = list(corpus.groups([r for r in corpus.records if r["doc_id"] in ("a", "b")]))
+    units = list(corpus.groups([r for r in corpus.records if r["doc_id"] in ("a", "c")]))
     question = "Which codec both packs and unpacks the stream?"
     good = {"question": question, "evidence_pieces": ["compresses frames", "needs the zorblax codec"]}
-    # the second group is b's: its second excerpt must be in a, its second passage
-    both_from_b = {
-        "question": "Which codec unpacks the stream into a buffer?",
-        "evidence_pieces": ["needs the zorblax codec", "a buffer"],
+    # the second group is c's: its second excerpt must be in d, its second passage
+    both_from_c = {
+        "question": "Who designed the plinth format?",
+        "evidence_pieces": ["The plinth format", "designed by Ombrel"],
     }
-    plan = _walk("multi", units, corpus, [good, both_from_b])
+    plan = _walk("multi", units, corpus, [good, both_from_c])
     assert [unit["chunk_id"] for unit, _ in plan.accepted] == [units[0]["chunk_id"]]
     assert [(r["reason"], r["kind"], r["regenerated"]) for r in plan.rejects] == [
         ("evidence_not_in_passage", "multi", True)

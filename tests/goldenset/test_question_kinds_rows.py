@@ -108,12 +108,20 @@ def test_a_multi_piece_not_found_names_the_file_line_qid_and_piece(tmp_path):
         ),
         (
             {"question": "q?", "kind": "multi", "evidence": [{"evidence": "x"}]},
-            "a multi question's 'evidence' must be a list of 2",
+            'a multi question\'s \'evidence\' must be a list of 2 to 8 {"doc_id": ..., "evidence": "excerpt"} pieces, got 1 piece',
+        ),
+        (
+            {"question": "q?", "evidence": [{"evidence": "x"}, {"evidence": "y"}]},
+            '\'evidence\' must be a text of the document, got a list (several pieces of evidence: add "kind": "multi")',
+        ),
+        (
+            {"question": "q?", "kind": "multi", "evidence": [{"evidence": "a b"}, {"evidence": " a  b"}]},
+            "evidence piece 2 repeats an earlier one: a multi question needs distinct pieces",
         ),
         ({"question": "q?", "kind": "multi", "evidence": "x"}, "a multi question's 'evidence' must be a list of 2"),
         (
             {"question": "q?", "kind": "multi", "evidence": [{"evidence": f"x{i}"} for i in range(9)]},
-            "a multi question's 'evidence' must be a list of 2 to 8",
+            'a multi question\'s \'evidence\' must be a list of 2 to 8 {"doc_id": ..., "evidence": "excerpt"} pieces, got 9 pieces',
         ),
         (
             {"question": "q?", "kind": "multi", "evidence": [{"evidence": "x"}, {"doc_id": "a"}]},

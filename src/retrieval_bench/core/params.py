@@ -93,6 +93,7 @@ def load_all_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any
     for section, value in raw_named.items():
         params[section] = check_named(section, value, params, path)
     params["panel"] = check_panel(raw_panel, params, path)
+    check_validity(params["validity"], list(params["panel"]), path)  # candidates name the panel's systems
     params["embedded"] = check_embedded(raw_embedded, params["panel"], path)
     return params
 
@@ -124,7 +125,6 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     check_embed(params["embed"], "embed", path)
     check_store_params(params, path)
     check_retrieval(params["retrieval"], "retrieval", max(ks), path)
-    check_validity(params["validity"], list(params["panel"]), path)
     check_bounds(params["review"], REVIEW_BOUNDS, "review", path)
     check_bounds(params["costs"], COSTS_BOUNDS, "costs", path)
 

@@ -393,9 +393,9 @@ def check_validity(validity: dict[str, Any], systems: list[str], path: Path) -> 
     """The certificate's margins and bar in range, and each named candidate pair two distinct
     panel systems."""
     check_bounds(validity, VALIDITY_BOUNDS, "validity", path)
-    for key in ("margin", "level_margin"):
-        if validity[key] <= 0:
-            raise InputError(f"{path}: validity.{key} must be above 0, got {validity[key]!r}")
+    for key, lowest in (("margin", 0.0), ("level_margin", 0.0), ("max_style_auc", 0.5)):
+        if validity[key] <= lowest:  # an AUC bar of 0.5 would bar every set from agreeing
+            raise InputError(f"{path}: validity.{key} must be above {lowest:g}, got {validity[key]!r}")
     for pair in validity["candidates"]:
         named = isinstance(pair, list) and len(pair) == 2 and all(isinstance(name, str) for name in pair)
         if not (named and pair[0] != pair[1] and set(pair) <= set(systems)):

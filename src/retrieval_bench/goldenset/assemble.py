@@ -426,7 +426,8 @@ def kind_runs(
     shares = (
         None
         if budget is None and len(settings.kinds) == 1
-        else kinds.allocate(eligible if budget is None else budget, settings.kinds)
+        # the shares of what is generated: the budget, or fewer where fewer passages are eligible
+        else kinds.allocate(eligible if budget is None else min(budget, eligible), settings.kinds)
     )
     runs = []
     for kind in settings.kind_names:

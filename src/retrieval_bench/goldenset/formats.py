@@ -334,11 +334,17 @@ def _hand_written_pieces(evidence: object, kind: str, where: str) -> list[dict]:
         return []
     if kind != "multi":
         if not isinstance(evidence, str):
-            raise InputError(f"{where}: 'evidence' must be a text of the document, got {json_kind(evidence)}")
+            hint = ' (several pieces of evidence: add "kind": "multi")' if isinstance(evidence, list) else ""
+            raise InputError(f"{where}: 'evidence' must be a text of the document, got {json_kind(evidence)}{hint}")
         return [{"doc_id": None, "evidence": evidence}]
     expected = f'a list of 2 to {MAX_PIECES} {{"doc_id": ..., "evidence": "excerpt"}} pieces'
     if not isinstance(evidence, list) or not 2 <= len(evidence) <= MAX_PIECES:
-        raise InputError(f"{where}: a multi question's 'evidence' must be {expected}, got {json_kind(evidence)}")
+        got = (
+            f"{len(evidence)} piece{'' if len(evidence) == 1 else 's'}"
+            if isinstance(evidence, list)
+            else json_kind(evidence)
+        )
+        raise InputError(f"{where}: a multi question's 'evidence' must be {expected}, got {got}")
     pieces = []
     for number, piece in enumerate(evidence, 1):
         if not isinstance(piece, dict) or not isinstance(piece.get("evidence"), str) or not piece["evidence"].strip():
@@ -349,6 +355,12 @@ def _hand_written_pieces(evidence: object, kind: str, where: str) -> list[dict]:
                 "doc_id": None if doc_id is None else checked_id(doc_id, where, f"evidence[{number}].doc_id"),
                 "evidence": piece["evidence"],
             }
+        )
+    located = [(p["doc_id"], " ".join(p["evidence"].split())) for p in pieces]
+    if len(set(located)) < len(located):  # a repeated piece is one piece: the question is not multi
+        first = next(i for i, piece in enumerate(located, 1) if located.index(piece) + 1 != i)
+        raise InputError(
+            f"{where}: evidence piece {first} repeats an earlier one: a multi question needs distinct pieces"
         )
     return pieces
 

@@ -193,6 +193,7 @@ class Groups:
         self._corpus = corpus
         self._anchors = iter(anchors)
         self._made: list[dict] = []
+        self._seen: set[frozenset[str]] = set()  # the passage sets already made into a unit
 
     def __iter__(self) -> Iterator[dict]:
         position = 0
@@ -201,10 +202,16 @@ class Groups:
             position += 1
 
     def _make(self) -> bool:
-        """Make the next anchor's unit (anchors without one are passed over); False when none is left."""
+        """Make the next anchor's unit (anchors without one, or whose passages an earlier unit already
+        groups, are passed over: A's best partner B often has A as its own, and one group asked twice
+        is paid twice and weighted twice in every mean); False when none is left."""
         for anchor in self._anchors:
             unit = self._corpus.group(anchor)
-            if unit is not None:
+            if unit is None:
+                continue
+            passages = frozenset(str(p["chunk_id"]) for p in unit["passages"])
+            if passages not in self._seen:
+                self._seen.add(passages)
                 self._made.append(unit)
                 return True
         return False

@@ -22,6 +22,7 @@ two runs never ask for the same question.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,7 @@ from retrieval_bench.llm.checks import hygiene
 from retrieval_bench.llm.checks import kinds as reply_kinds
 from retrieval_bench.llm.cost.guard import check_cost, estimate
 from retrieval_bench.llm.cost.settings import Meta, Settings
-from retrieval_bench.llm.runs.paid import PaidWork, pay_for
+from retrieval_bench.llm.runs.paid import Log, PaidWork, pay_for
 from retrieval_bench.llm.runs.tasks import Job, Task
 
 # Why a reply was not used: the reply checks' reasons, and the golden set's own.
@@ -191,19 +192,31 @@ def generate_missing(runs: list[KindRun], settings: GenerateSettings, seen: set[
     seen = set(seen)
     spent = settings.spent_before  # the kind classifier's, under the same generate.max_cost_usd
     for kind_run in runs:
+        log = run.log if len(runs) == 1 else (lambda line, kind=kind_run.kind: run.log(f"{kind}: {line}"))
 
-        def missing(cache: dict[str, dict], round_number: int, kind_run: KindRun = kind_run) -> tuple[list[Job], int]:
+        def missing(
+            cache: dict[str, dict], round_number: int, kind_run: KindRun = kind_run, log: Log = log
+        ) -> tuple[list[Job], int]:
             plan = walk(kind_run, CacheIndex(cache, kind_run.meta, by_key=True), seen, settings, generating=True)
+            if round_number and not run.dry_run:  # the round line counts the parser's rejects, not these checks'
+                log(checked_line(plan))
             return plan.misses, len(plan.accepted)
 
         work = PaidWork(kind_run.task, kind_run.meta, llm, run.cache_path, settings.max_attempts, spent)
-        log = run.log if len(runs) == 1 else (lambda line, kind=kind_run.kind: run.log(f"{kind}: {line}"))
         spent += pay_for(work, missing, settings.max_rounds, run.dry_run, log).spent
         if not run.dry_run:
             plan = walk(
                 kind_run, CacheIndex(read_cache(run.cache_path), kind_run.meta, by_key=True), seen, settings, False
             )
             seen.update(record["question"] for _, record in plan.accepted)
+
+
+def checked_line(plan: Plan) -> str:
+    """The replies so far as the golden set's checks see them (the reply parser's, the evidence
+    check, hygiene, the corpus check, drop_echo): usable, rejected and why."""
+    reasons = Counter(reject["reason"] for reject in plan.rejects)
+    why = f" ({', '.join(f'{n} {reason}' for reason, n in reasons.most_common(3))})" if reasons else ""
+    return f"checked so far: {len(plan.accepted)} usable questions, {len(plan.rejects)} replies rejected{why}"
 
 
 def _all_kinds(

@@ -24,8 +24,8 @@ from retrieval_bench.evaluation.certificate.verdict import (
     side,
 )
 from retrieval_bench.evaluation.panel.leaderboard import leaderboard_metrics
+from retrieval_bench.evaluation.score.per_question import kind_metric_columns
 from retrieval_bench.evaluation.score.reviewed import FINE, REVIEW
-from retrieval_bench.evaluation.score.segments import question_set
 from retrieval_bench.evaluation.stats import ALPHA, Resampling
 
 SHOWN = 3  # systems named as inflated, hypotheses named as beyond the margin
@@ -53,13 +53,17 @@ def set_masks(table: pd.DataFrame, reference: str, synthetic: list[str]) -> dict
     return {REVIEWED: reviewed, **{name: (sets == name) & ~reviewed for name in synthetic}}
 
 
-def _set_rows(golden: list[dict], first: pd.DataFrame, masks: dict[str, np.ndarray], reference: str) -> dict:
-    """Each set's golden rows (the style gap's input): by question set, or with REVIEWED as the
-    reference, the rows of the questions in each side."""
-    if reference != REVIEWED:
-        return {name: [row for row in golden if question_set(row) == name] for name in masks}
-    qids = {name: {str(qid) for qid in first.index[mask]} for name, mask in masks.items()}
-    return {name: [row for row in golden if str(row["qid"]) in qids[name]] for name in masks}
+def _set_rows(golden: list[dict], first: pd.DataFrame, masks: dict[str, np.ndarray]) -> dict[str, list[dict]]:
+    """Each side's golden rows (the style gap's input): those of the questions its verdict scores,
+    so the classifier compares the sets the verdict does (no unanswerable question, no question
+    that left a side)."""
+    by_qid = {str(row["qid"]): row for row in golden}
+    return {name: [by_qid[str(qid)] for qid in first.index[mask] if str(qid) in by_qid] for name, mask in masks.items()}
+
+
+def question_documents(golden: list[dict]) -> dict[str, str]:
+    """qid -> the document its question was asked of (its cluster; the qid itself without one)."""
+    return {str(row["qid"]): str(row.get("doc_id") or row["qid"]) for row in golden}
 
 
 def _unavailable(aligned: dict[str, pd.DataFrame]) -> str | None:
@@ -120,7 +124,7 @@ def panel_certificate(
     masks = {name: mask for name, mask in masks.items() if name not in too_few}
     rule, resampling = rule_of(validity, systems), Resampling(resamples, seed)
     metrics = leaderboard_metrics(first.columns)
-    documents = {str(row["qid"]): str(row.get("doc_id") or row["qid"]) for row in golden or []}
+    documents = question_documents(golden or [])
     sides = {}
     for name, mask in masks.items():
         qids = [str(qid) for qid in first.index[mask]]
@@ -128,7 +132,7 @@ def panel_certificate(
             {m: np.vstack([aligned[s][column].to_numpy(dtype=float)[mask] for s in systems]) for m, column in metrics},
             [documents.get(qid, qid) for qid in qids],
         )
-    rows = _set_rows(golden, first, masks, reference) if golden else {}
+    rows = _set_rows(golden, first, masks) if golden else {}
     sets = {
         name: set_certificate(
             (sides[reference], sides[name]),
@@ -172,10 +176,9 @@ def _kinds(
 ) -> dict[str, dict]:
     """_kind_certificates of every synthetic set that has some; `sets`: the reference and the
     synthetic sets."""
-    documents = {str(row["qid"]): str(row.get("doc_id") or row["qid"]) for row in golden or []}
     reference, synthetic_sets = sets
     kinds = {
-        name: _kind_certificates(aligned, (reference, name), documents=documents, rule=rule, resampling=resampling)
+        name: _kind_certificates(aligned, (reference, name), golden=golden or [], rule=rule, resampling=resampling)
         for name in synthetic_sets
     }
     return {name: entry for name, entry in kinds.items() if entry}
@@ -188,7 +191,7 @@ def _kind_certificates(
     aligned: dict[str, pd.DataFrame],
     names: tuple[str, str],
     *,
-    documents: dict[str, str],
+    golden: list[dict],
     rule: Rule,
     resampling: Resampling,
 ) -> dict[str, dict]:
@@ -199,10 +202,11 @@ def _kind_certificates(
     first = next(iter(aligned.values()))
     if "kind" not in first or first["kind"].nunique() < 2:
         return {}
-    systems, metrics = list(aligned), leaderboard_metrics(first.columns)
+    systems = list(aligned)
     reference, synthetic = names
     in_set = set_masks(first, reference, [synthetic])  # with REVIEWED, its questions leave the synthetic side
     kinds = first["kind"].to_numpy()
+    documents = question_documents(golden)
     out: dict[str, dict] = {}
     for kind in sorted(set(first.loc[in_set[synthetic], "kind"].dropna())):
         masks = [in_set[name] & (kinds == kind) for name in names]
@@ -213,6 +217,7 @@ def _kind_certificates(
                 "reason": f"{int(masks[short].sum())} {names[short]} questions of kind {kind} (certified from {need})",
             }
             continue
+        metrics = kind_metric_columns(kind, first.columns)  # as the leaderboard ranks the kind: multi by complete@k
         sides = [
             side(
                 {
@@ -223,7 +228,16 @@ def _kind_certificates(
             )
             for mask in masks
         ]
-        entry = set_decision((sides[0], sides[1]), systems, names, rule, seed=resampling.seed)
+        # the style bar holds per kind too: a kind the classifier tells apart cannot agree
+        rows = _set_rows(golden, first, dict(zip(names, masks, strict=True))) if golden else {}
+        entry = set_decision(
+            (sides[0], sides[1]),
+            systems,
+            names,
+            rule,
+            seed=resampling.seed,
+            rows=(rows[reference], rows[synthetic]) if rows else None,
+        )
         out[kind] = {"verdict": entry["verdict"], "line": entry["line"]}
     return out
 
@@ -269,7 +283,7 @@ def set_decision(
     the per-kind verdicts need, without set_certificate's descriptive orderings (half the
     certificate's time, issue 45)."""
     reference, synthetic = sides
-    gap = style_gap(*rows) if rows is not None else None
+    gap = style_gap(*rows) if rows is not None and all(rows) else None  # no golden row of a side: no gap
     decision = decide(reference, synthetic, rule, gap["classifier_auc"] if gap else None, seed=seed)
     metrics = {}
     for metric in reference.matrices:
@@ -312,8 +326,13 @@ def _hypothesis_text(h: dict, names: tuple[str, str]) -> str:
 
 
 def _inflated(shift: dict[str, float]) -> str:
-    top = sorted(shift.items(), key=lambda item: -abs(item[1]))[:SHOWN]
-    return ", ".join(f"{name} {value:+.3f}" for name, value in top)
+    """The systems the set flatters most (largest shift up), else, when it flatters none, those it
+    makes look worst."""
+    up = sorted(((n, v) for n, v in shift.items() if v > 0), key=lambda item: -item[1])[:SHOWN]
+    if up:
+        return "most inflated: " + ", ".join(f"{name} {value:+.3f}" for name, value in up)
+    down = sorted(shift.items(), key=lambda item: item[1])[:SHOWN]
+    return "none inflated, most deflated: " + ", ".join(f"{name} {value:+.3f}" for name, value in down)
 
 
 def _style_text(gap: dict, rule: Rule) -> str:
@@ -361,7 +380,7 @@ def verdict_line(cert: dict, names: tuple[str, str], sizes: dict[str, int], rule
         f"{sum(h['equivalent'] for h in pairs)} of {len(pairs)} decision pairs equivalent within {rule.margin:.2f}; "
         f"level {level['diff']:+.3f} [{level['tost_low']:+.3f}, {level['tost_high']:+.3f}] "
         f"(margin {rule.level_margin:.2f}), "
-        f"most inflated: {_inflated(head['shift'])}"
+        f"{_inflated(head['shift'])}"
     )
     who = f"{synthetic} ({sizes[synthetic]}) {{}} {reference} ({sizes[reference]}) on the decision ({metric})"
     if cert["verdict"] == "disagrees":

@@ -20,13 +20,22 @@ WORST = 5
 
 
 def features(row: dict) -> list[float]:
-    """The classifier's features of one golden row (a missing echo measure counts as 0)."""
+    """The classifier's features of one golden row (NaN: an echo measure the row lacks)."""
+    echo = [row.get(name) for name in FEATURES[2:]]
     return [
         float(len(row["question"].split())),
         float(reads_as_question(row["question"])),
-        float(row.get("echo_content_share") or 0.0),
-        float(row.get("echo_longest_ngram") or 0.0),
+        *(math.nan if value is None else float(value) for value in echo),
     ]
+
+
+def imputed(x: np.ndarray) -> np.ndarray:
+    """`x` with each missing value (NaN) the mean of its feature over both sets: a row without an
+    echo measure says nothing about its set (as 0 it read as a question sharing no word with its
+    evidence, which is what a real question looks like)."""
+    present = ~np.isnan(x)
+    means = np.array([col[keep].mean() if keep.any() else 0.0 for col, keep in zip(x.T, present.T, strict=True)])
+    return np.where(present, x, means)
 
 
 def rank_auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -105,7 +114,8 @@ def style_gap(reference: list[dict], synthetic: list[dict], seed: int = 0) -> di
     }
     if min(len(reference), len(synthetic)) < FOLDS:
         return gap
-    x = np.array([features(row) for row in reference + synthetic])
+    raw = np.array([features(row) for row in reference + synthetic])
+    x = imputed(raw)
     y = np.array([0] * len(reference) + [1] * len(synthetic))
     scores = cross_validated_scores(x, y, seed)
     gap["classifier_auc"] = rank_auc(scores, y)
@@ -116,7 +126,10 @@ def style_gap(reference: list[dict], synthetic: list[dict], seed: int = 0) -> di
         {
             "qid": synthetic[i]["qid"],
             "question": synthetic[i]["question"],
-            **dict(zip(FEATURES, features(synthetic[i]), strict=True)),
+            **{
+                name: None if math.isnan(value) else value
+                for name, value in zip(FEATURES, raw[len(reference) + i], strict=True)
+            },
         }
         for i in order
     ]

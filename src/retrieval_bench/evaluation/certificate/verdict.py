@@ -81,7 +81,12 @@ def side(matrices: dict[str, np.ndarray], clusters=None) -> Side:
     labels = np.arange(n) if clusters is None else np.unique(np.asarray(clusters), return_inverse=True)[1].ravel()
     if labels.size and labels.max() < 1:
         labels = np.arange(n)
-    return Side({m: np.asarray(x, dtype=np.float64) for m, x in matrices.items()}, labels)
+    matrices = {m: np.asarray(x, dtype=np.float64) for m, x in matrices.items()}
+    for metric, scores in matrices.items():
+        if not np.isfinite(scores).all():  # a NaN would be the best mean and every statistic's NaN
+            system, question = np.argwhere(~np.isfinite(scores))[0]
+            raise ValueError(f"{metric}: system {system} has no finite score for question {question}")
+    return Side(matrices, labels)
 
 
 def headline_metric(names) -> str:
@@ -90,16 +95,24 @@ def headline_metric(names) -> str:
     return HEADLINE_METRIC if HEADLINE_METRIC in names else names[0]
 
 
+def tied_best(means: np.ndarray) -> list[int]:
+    """The systems at the best mean (to tie_level's 12 digits), in panel order."""
+    levels = tie_level(means)
+    return [int(s) for s in np.flatnonzero(levels == levels.max())]
+
+
 def decision_pairs(
     reference_means: np.ndarray, synthetic_means: np.ndarray, rule: Rule
 ) -> tuple[int, list[tuple[int, int]]]:
     """(the reference's best system b, the decision pairs): (b, s) for every s within the margin
-    of b on the reference, (b, the synthetic set's best) when that is another system (the choice
-    the synthetic set would make), then the named pairs; ties go to the first system."""
-    best = int(np.argmax(tie_level(reference_means)))  # equal means rounded apart tie: the first system
+    of b on the reference, (b, s) for every system the synthetic set ranks best when it is not one
+    of those (the choice the synthetic set would make: a tie there is a choice of any of them, so
+    none is left untested), then the named pairs. A tie for the reference's best goes to the first
+    system; the others tied are within the margin of it, so each is a pair with it."""
+    best = tied_best(reference_means)[0]
     close = [s for s in range(len(reference_means)) if reference_means[best] - reference_means[s] <= rule.margin + EPS]
-    chosen = int(np.argmax(tie_level(synthetic_means)))
-    pairs = [(best, s) for s in [*close, *([] if chosen in close else [chosen])] if s != best]
+    chosen = [s for s in tied_best(synthetic_means) if s not in close]
+    pairs = [(best, s) for s in [*close, *chosen] if s != best]
     return best, pairs + [(a, b) for a, b in rule.candidates if (a, b) not in pairs and (b, a) not in pairs]
 
 
@@ -270,20 +283,24 @@ def winner_probabilities(reference: Side, synthetic: Side, draws: int, seed: int
     out = {}
     for i, metric in enumerate(reference.matrices):
         block = slice(i * systems, (i + 1) * systems)
-        best_r, best_s = (
-            int(np.argmax(tie_level(one.matrices[metric].mean(axis=1)))) for one in (reference, synthetic)
-        )
+        tied_r, tied_s = (tied_best(one.matrices[metric].mean(axis=1)) for one in (reference, synthetic))
+        best_r = tied_r[0]
+        best_s = best_r if best_r in tied_s else tied_s[0]  # a tie is named by the reference's best if in it
         out[metric] = {
             "reference_best": best_r,
             "synthetic_best": best_s,
-            "p_synthetic_picks_reference_best": float(
-                np.mean(tie_level(means["synthetic"][:, block]).argmax(axis=1) == best_r)
-            ),
-            "p_reference_picks_synthetic_best": float(
-                np.mean(tie_level(means["reference"][:, block]).argmax(axis=1) == best_s)
-            ),
+            "p_synthetic_picks_reference_best": picked_share(means["synthetic"][:, block], best_r),
+            "p_reference_picks_synthetic_best": picked_share(means["reference"][:, block], best_s),
         }
     return out
+
+
+def picked_share(draws: np.ndarray, system: int) -> float:
+    """The share of draws (rows of means) whose best is `system`, a tie counting as an even chance
+    for each system in it: the order of the panel decides nothing."""
+    levels = tie_level(draws)
+    tied = levels == levels.max(axis=1, keepdims=True)
+    return float(np.mean(tied[:, system] / tied.sum(axis=1)))
 
 
 def resampled_counts(groups: int, factor: int, draws: int, rng: np.random.Generator) -> np.ndarray:

@@ -157,12 +157,12 @@ def failed_line(cert: dict, fail_on: str) -> str | None:
         return None
     if not cert.get("available"):
         return None if fail_on == "disagrees" else f"no certificate ({cert.get('reason')})"
-    bad = (
-        disagreeing_sets(cert)
-        if fail_on == "disagrees"
-        else [n for n, e in cert["sets"].items() if e["verdict"] != "agrees"]
-    )
-    return f"{', '.join(bad)}: {', '.join(cert['sets'][n]['verdict'] for n in bad)} ({fail_on})" if bad else None
+    if fail_on == "disagrees":
+        bad = {name: "disagrees" for name in disagreeing_sets(cert)}
+    else:  # a set too small for a verdict is not `agrees` either
+        bad = {name: e["verdict"] for name, e in cert["sets"].items() if e["verdict"] != "agrees"}
+        bad.update({name: f"not certified: {why}" for name, why in cert.get("not_certified", {}).items()})
+    return f"{', '.join(bad)}: {', '.join(bad.values())} ({fail_on})" if bad else None
 
 
 def summary_line(board: dict) -> str:
