@@ -92,6 +92,15 @@ def _by_hand(y, f_lab, f_unl, keep=None, lam=None):
     return estimate, lam_bar, (estimate - half, estimate + half)
 
 
+def _in_range(estimate, interval, n_kept):
+    """The interval kept in [0, 1]; one of no width (every kept Y alike) is the share's exact
+    97.5% bound (Clopper-Pearson: the Beta(n, 1) quantile), the rest of the questions anywhere."""
+    if interval[1] - interval[0] < 1e-12:
+        elsewhere = 1 - stats.beta.ppf(0.025, n_kept, 1)
+        interval = (estimate * (1 - elsewhere), estimate + (1 - estimate) * elsewhere)
+    return tuple(np.clip(interval, 0, 1))
+
+
 def test_the_ppi_mean_matches_a_hand_computation_on_random_cases():
     rng = np.random.default_rng(7)
     for _ in range(60):
@@ -100,7 +109,7 @@ def test_the_ppi_mean_matches_a_hand_computation_on_random_cases():
         got = ppi_mean(y, f_lab, f_unl)
         assert got is not None
         assert got.estimate == pytest.approx(estimate, abs=1e-10) and got.lam == pytest.approx(lam, abs=1e-12)
-        assert (got.low, got.high) == pytest.approx(interval, abs=1e-10)
+        assert (got.low, got.high) == pytest.approx(_in_range(estimate, interval, len(y)), abs=1e-10)
 
 
 def test_with_rejected_questions_it_matches_the_hand_computation_too():
@@ -113,7 +122,7 @@ def test_with_rejected_questions_it_matches_the_hand_computation_too():
         estimate, lam_bar, interval = _by_hand(y, f_lab, f_unl, keep, lam)
         got = ppi_mean(y, f_lab, f_unl, keep, lam)
         assert got.estimate == pytest.approx(estimate, abs=1e-10) and got.lam == pytest.approx(lam_bar, abs=1e-12)
-        assert (got.low, got.high) == pytest.approx(interval, abs=1e-10)
+        assert (got.low, got.high) == pytest.approx(_in_range(estimate, interval, keep.sum()), abs=1e-10)
         assert got.n_kept == int(keep.sum())
         assert ppi_mean(y, f_lab, f_unl, np.ones_like(y), lam) == ppi_mean(y, f_lab, f_unl, None, lam)
 
@@ -125,7 +134,7 @@ def test_lambda_zero_is_students_t_interval_and_lambda_one_plain_ppi():
         classical = ppi_mean(y, f_lab, f_unl, lam=0.0)
         student = stats.ttest_1samp(y, 0.0)
         assert (classical.estimate, classical.low, classical.high) == pytest.approx(
-            (y.mean(), *student.confidence_interval(0.95)), abs=1e-12
+            (y.mean(), *np.clip(student.confidence_interval(0.95), 0, 1)), abs=1e-12
         )
         assert classical.p_value() == pytest.approx(student.pvalue, rel=1e-9)
         plain = ppi_mean(y, f_lab, f_unl, lam=1.0)
@@ -153,7 +162,7 @@ def test_the_paired_interval_is_the_ppi_mean_of_the_differences():
     reviewed = rng.random(120) < 0.3
     f_a, f_b = rng.random(120), rng.random(120)
     y_a, y_b = np.clip(f_a[reviewed] + 0.1, 0, 1), f_b[reviewed]
-    direct = ppi_mean(y_b - y_a, (f_b - f_a)[reviewed], (f_b - f_a)[~reviewed])
+    direct = ppi_mean(y_b - y_a, (f_b - f_a)[reviewed], (f_b - f_a)[~reviewed], bounds=(-1, 1))
     assert ppi_paired(y_a, y_b, f_a, f_b, ReviewSample(reviewed)) == direct
 
 
@@ -180,6 +189,38 @@ def test_with_25_reviewed_questions_the_intervals_still_cover():
     """The lenient judge on 25 reviewed questions: a lambda tuned on the very questions it
     corrects, a variance that ignored it and the normal's 1.96 covered 89.5% here."""
     assert lenient_coverage(1, 25, 600) >= 0.92  # 95% nominal; 600 draws put the share within about 1.8 points
+
+
+def test_reviewed_questions_that_all_agree_still_give_an_interval_of_the_right_size():
+    """25 reviewed recall@10s of 1 said [1.000, 1.000] (and a paired delta of 1 on each of 4
+    questions p = 0) where the mean was 0.95: a t interval has no width without spread. The bound
+    is then Clopper-Pearson's on the share at that value, the rest anywhere in range."""
+    ones = np.ones(25)
+    got = ppi_mean(ones, np.full(25, 0.6), np.random.default_rng(0).random(200))
+    assert got.estimate == 1.0 and got.high == 1.0
+    assert got.low == pytest.approx(stats.beta.ppf(0.025, 25, 1), abs=1e-12)  # the exact lower bound of a share
+    assert got.low < 0.95
+    delta = ppi_paired(np.zeros(4), np.ones(4), np.zeros(60), np.ones(60), ReviewSample(np.arange(60) < 4))
+    assert delta.high == 1.0 and delta.low == pytest.approx(1 - 2 * (1 - 0.025**0.25))
+    assert 0.05 < delta.p_value() < 0.2  # four questions cannot make a difference certain
+    coverage = []
+    rng = np.random.default_rng(7)
+    for _ in range(400):  # a 0/1 metric whose mean is 0.95, judged by a lenient model
+        truth = (rng.random(2000) < 0.95).astype(float)
+        model = np.where(rng.random(2000) < 0.3, 1.0, truth)
+        reviewed = np.zeros(2000, dtype=bool)
+        reviewed[rng.choice(2000, 25, replace=False)] = True
+        got = ppi_mean(truth[reviewed], model[reviewed], model[~reviewed])
+        coverage.append(got.low <= truth.mean() <= got.high)
+    assert np.mean(coverage) >= 0.9  # 73% before, a quarter of the intervals of no width
+
+
+def test_an_interval_stays_in_the_metrics_range():
+    """Two reviewed mrrs of 1/3 and 1 said 0.667 [-3.569, 4.902]."""
+    got = ppi_mean(np.array([1 / 3, 1.0]), np.array([0.5, 0.5]), np.array([0.4, 0.6]), lam=0.0)
+    assert (got.low, got.high) == (0.0, 1.0) and got.estimate == pytest.approx(2 / 3)
+    wide = stats.ttest_1samp([1 / 3, 1.0], 0.0)
+    assert got.p_value() == pytest.approx(wide.pvalue, rel=1e-9)  # the test is the t test still
 
 
 def test_too_few_reviewed_questions_give_no_interval():
@@ -344,3 +385,18 @@ def test_without_reviews_the_figures_say_so_and_compare_is_unchanged():
     plain = {name: t.drop(columns=["review", "judge_only_reciprocal_rank"]) for name, t in tables.items()}
     comparison = compare_tables(*(t.reset_index(names="qid") for t in plain.values()))
     assert comparison.ppi == {} and "ppi_deltas" not in comparison.to_dict()
+
+
+def test_show_says_when_chunks_are_graded_but_no_question_is_marked():
+    """It printed "0 questions reviewed, 0 rejected (none) ...; rejection rate: " and no note."""
+    entry = {
+        "rejections": {"n_reviewed": 0, "n_rejected": 0, "by_reason": {}, "by_set": {}},
+        "agreement": {"n_pairs": 3, "kappa": 0.5, "leniency": 0.25},
+        "ppi": {"available": False, "note": ppi_figures({"a": pd.DataFrame({"review": ["unreviewed"]})})["note"]},
+    }
+    lines = show_lines(entry)
+    assert lines[0] == (
+        "reviews: chunks graded but no question marked yet; no reviews yet: review a sample "
+        "(retrieval-bench review) for prediction-powered intervals"
+    )
+    assert lines[1] == "  judge against people (3 pairs): kappa 0.50, leniency 25%"

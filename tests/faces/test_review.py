@@ -132,9 +132,16 @@ def test_each_click_is_in_the_file_when_acknowledged_and_a_bad_one_writes_nothin
             ({"qid": "q-not-sampled", "mark": "fine"}, "question 'q-not-sampled' is not in the review sample"),
             ({"qid": first["qid"], "chunk_ids": ["never-shown"], "grade": 2}, "chunk 'never-shown' was not shown"),
             ({"qid": first["qid"], "mark": "great"}, "mark 'great': expected one of fine"),
+            ({"qid": first["qid"], "chunk_ids": card["chunk_ids"], "grade": 2.0}, "grade 2.0: expected 0, 1, 2 or 3"),
         ]:
             status, answer = post(address, bad)
             assert status == 400 and message in answer["error"]
+        deep = urllib.request.Request(  # the server closed the connection with a RecursionError traceback
+            f"{address}/click", data=b"[" * 60_000, method="POST", headers={"Content-Type": "application/json"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(deep)
+        assert refused.value.code == 400 and "nested deeper" in json.load(refused.value)["error"]
         assert path.read_text() == before
         with urllib.request.urlopen(f"{address}/state") as answer:
             state = json.load(answer)
@@ -370,6 +377,30 @@ def test_a_label_studio_export_with_a_bad_result_is_one_line_and_writes_nothing(
     assert not (project / "data" / "reviews" / "lee.jsonl").exists()
 
 
+@pytest.mark.parametrize(
+    "annotations, message",
+    [
+        ({"result": []}, "task 1 ("),
+        ("x", "annotations must be a list of annotation objects, got 'x'"),
+        (["x"], "annotations must be a list of annotation objects"),
+        ([{"result": "x"}], "an annotation's result must be a list, got 'x'"),
+    ],
+)
+def test_an_import_whose_annotations_are_malformed_is_one_line(project, capsys, annotations, message):
+    """A malformed annotations field was skipped: "0 clicks appended", exit 0."""
+    qid = load_review(project).qids[0]
+    (project / "export.json").write_text(json.dumps([{"id": 1, "data": {"qid": qid}, "annotations": annotations}]))
+    assert main(["review", "--import", "export.json", "--reviewer", "lee"]) == 1
+    line = error_line(capsys)
+    assert line.startswith(f"error: export.json: task 1 ({qid}): ") and message in line
+
+
+def test_an_import_nested_too_deep_is_one_line(project, capsys):
+    (project / "export.json").write_text("[" * 100_000)
+    assert main(["review", "--import", "export.json", "--reviewer", "lee"]) == 1
+    assert "export.json:1: JSON nested 100000 levels deep" in error_line(capsys)
+
+
 def test_an_import_of_a_task_not_in_the_review_sample(project, capsys, tmp_path):
     (project / "export.json").write_text(json.dumps([{"id": 1, "data": {"qid": "elsewhere"}, "annotations": []}]))
     with pytest.raises(InputError, match=r"task 1: question 'elsewhere' is not in the review sample"):
@@ -429,6 +460,17 @@ def test_kappa_is_on_the_overlap_of_two_reviewers(project, case):
             shown = "n/a (one label throughout)" if np.isnan(kappa) else f"{kappa:.3f}"
             parts.append(f"{n} {what} kappa {shown}")
     assert line == "ana and bo: " + "; ".join(parts)
+
+
+def test_the_agreement_command_leaves_out_clicks_on_questions_no_longer_in_the_golden_set(project, capsys):
+    """It read every click, where the server and the pipeline leave a regenerated set's stale
+    ones out with one warning: 36 questions in common against the server's 30."""
+    write_clicks(project, "ana", [question_click("ana", q, "fine") for q in ("q0", "q1", "gone")])
+    write_clicks(project, "bo", [question_click("bo", q, "fine") for q in ("q0", "q1", "gone")])
+    assert main(["review", "--agreement"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("ana and bo: 2 questions in common")
+    assert "2 clicks on questions no longer in the golden set are left out" in captured.err
 
 
 def test_the_agreement_command_without_an_overlap(project, capsys):

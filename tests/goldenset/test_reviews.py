@@ -71,6 +71,21 @@ def test_a_line_cut_short_by_a_crash_is_skipped(tmp_path):
     assert len(read_reviews(tmp_path).questions) == 1
 
 
+def test_a_line_cut_inside_a_character_is_skipped_but_bad_bytes_before_the_end_are_an_error(tmp_path):
+    """A cut inside "café" (b"caf\\xc3") stopped the page, --agreement and the pipeline at "not
+    UTF-8 text", so the click that would repair the file could never be made."""
+    append_click(tmp_path, question_click("ana", "q1", "fine"))
+    with open(tmp_path / "ana.jsonl", "ab") as handle:
+        handle.write(b'{"type": "grade", "qid": "q1", "chunk_id": "caf\xc3')
+    assert len(read_reviews(tmp_path).questions) == 1
+    append_click(tmp_path, question_click("ana", "q2", "fine"))  # cuts it off
+    assert read_reviews(tmp_path).questions["qid"].tolist() == ["q1", "q2"]
+    with open(tmp_path / "ana.jsonl", "ab") as handle:
+        handle.write(b'{"type": "grade", "qid": "q1", "chunk_id": "caf\xc3"}\n')  # a whole line: broken
+    with pytest.raises(InputError, match=r"ana.jsonl:3: not UTF-8 text"):
+        read_reviews(tmp_path)
+
+
 def test_a_click_after_a_line_cut_short_cuts_it_off_and_one_after_a_line_without_newline_keeps_it(tmp_path):
     """The next append never lands glued to the last line: an unfinished one (never acknowledged) is
     cut off, a complete one (a hand edit) gets its newline; every acknowledged click stays readable."""
@@ -111,6 +126,7 @@ def test_what_the_pipeline_reads_of_a_bad_line_is_one_line_not_a_traceback(tmp_p
             "grade 4: expected 0, 1, 2 or 3",
         ),
         ({"type": "grade", "qid": "q1", "chunk_id": "c", "grade": True, "reviewer": "ana"}, "grade True"),
+        ({"type": "grade", "qid": "q1", "chunk_id": "c", "grade": 2.0, "reviewer": "ana"}, "grade 2.0: expected 0, 1"),
         (
             {"type": "question", "qid": "q9", "mark": "fine", "reviewer": "ana"},
             "question 'q9' is not in the golden set",

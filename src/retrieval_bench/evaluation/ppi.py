@@ -69,14 +69,12 @@ class Estimate:
     n_reviewed: int
     n_kept: int
     n_unreviewed: int
+    sd: float  # the estimate's standard deviation (the interval's half-width before it is kept in range, / t)
 
     def p_value(self) -> float:
         """The two-sided test of a zero mean (a delta of no difference) the interval inverts:
         Student's t with n_reviewed - 1 degrees of freedom."""
-        sd = (self.high - self.low) / (2 * t95(self.n_reviewed))
-        if sd <= 0:
-            return 1.0 if self.estimate == 0 else 0.0
-        return float(2 * special.stdtr(self.n_reviewed - 1, -abs(self.estimate) / sd))
+        return float(2 * special.stdtr(self.n_reviewed - 1, -abs(self.estimate) / self.sd))
 
     def to_dict(self, digits: int = 4) -> dict:
         return {key: round(value, digits) if isinstance(value, float) else value for key, value in asdict(self).items()}
@@ -97,12 +95,15 @@ def ppi_mean(
     f_unlabelled: np.ndarray,
     keep: np.ndarray | None = None,
     lam: float | None = None,
+    bounds: tuple[float, float] = (0.0, 1.0),
 ) -> Estimate | None:
     """The PPI++ estimate of E[K Y] / E[K] (module docstring): `y`, `f_labelled` and `keep` (1 kept,
     0 rejected; all kept when None) on the reviewed questions, `f_unlabelled` on the rest; `lam`
-    None tunes it (cross-fitted), 0 gives the human-only interval. None with fewer than 2 reviewed
-    or kept questions, or no unreviewed one while lam is not 0. `lam` in the result is the mean of
-    the lambda_i."""
+    None tunes it (cross-fitted), 0 gives the human-only interval; `bounds` the range of Y (every
+    metric reviewed is in [0, 1], a delta of two in [-1, 1]): the interval is kept in it, and an
+    estimate without spread (degenerate_half_widths) gets the range's distribution-free bound.
+    None with fewer than 2 reviewed or kept questions, or no unreviewed one while lam is not 0.
+    `lam` in the result is the mean of the lambda_i."""
     y, f_lab, f_unl = (np.asarray(a, dtype=np.float64) for a in (y, f_labelled, f_unlabelled))
     k = np.ones_like(y) if keep is None else np.asarray(keep, dtype=np.float64)
     n, big_n = len(y), len(f_unl)
@@ -123,8 +124,23 @@ def ppi_mean(
     kbar, lam_bar = float(k.mean()), float(lams.mean())
     variance = (n - 1) / n * float(((without - without.mean()) ** 2).sum())
     variance += (lam_bar / kbar) ** 2 * float(np.var(f_unl)) / big_n if big_n else 0.0
-    half = t95(n) * math.sqrt(max(variance, 0.0))
-    return Estimate(theta, theta - half, theta + half, lam_bar, n, int(k.sum()), big_n)
+    half_low = half_high = t95(n) * math.sqrt(max(variance, 0.0))
+    if half_low <= 1e-12 * max(1.0, abs(theta)):
+        half_low, half_high = degenerate_half_widths(theta, int(k.sum()), bounds)
+    sd = max(half_low, half_high) / t95(n)
+    low, high = max(theta - half_low, bounds[0]), min(theta + half_high, bounds[1])
+    return Estimate(theta, low, high, lam_bar, n, int(k.sum()), big_n, sd)
+
+
+def degenerate_half_widths(value: float, n_kept: int, bounds: tuple[float, float]) -> tuple[float, float]:
+    """(below, above) half-widths of a 95% interval for the mean of a variable in `bounds` when all
+    n_kept reviewed values were `value` (a t interval has no width then: 25 reviewed recall@10s of 1
+    said [1.000, 1.000] where the mean was 0.95). The share q of questions at `value` is at least
+    0.025^(1/n) with 97.5% confidence (Clopper-Pearson, no miss in n draws), and the rest lie
+    somewhere in `bounds`: the mean is within (1 - q) of the way to either end."""
+    lowest, highest = bounds
+    elsewhere = 1.0 - 0.025 ** (1.0 / n_kept)
+    return (value - lowest) * elsewhere, (highest - value) * elsewhere
 
 
 def _tuned(sums: np.ndarray, unl: tuple[int, float, float]) -> np.ndarray:
@@ -181,4 +197,4 @@ def ppi_paired(
     mask = np.asarray(reviewed.mask, dtype=bool)
     delta_f = np.asarray(f_b, dtype=np.float64) - np.asarray(f_a, dtype=np.float64)
     delta_y = np.asarray(y_b, dtype=np.float64) - np.asarray(y_a, dtype=np.float64)
-    return ppi_mean(delta_y, delta_f[mask], delta_f[~mask], reviewed.keep, lam)
+    return ppi_mean(delta_y, delta_f[mask], delta_f[~mask], reviewed.keep, lam, bounds=(-1.0, 1.0))

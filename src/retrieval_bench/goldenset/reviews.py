@@ -242,22 +242,37 @@ def _known(qid: Any, known_qids: Collection[str]) -> bool:
 
 
 def _clicks(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    lines = list(read_text_lines(path))
     clicks = []
-    for line_number, line in enumerate(lines, 1):
+    for line_number, line in _lines(path):
         if not line.strip():
             continue
-        if line_number == len(lines) and not line.endswith("\n"):
+        if line.endswith("\n"):  # invalid JSON, or nested too deep: one line naming it
+            click = parse_json(line.rstrip("\r\n"), path, line_number)
+        else:
             try:
                 click = json.loads(line)
             except (ValueError, RecursionError):
                 break  # the append a crash cut short: the page never acknowledged it
-        else:  # invalid JSON, or nested too deep: one line naming it
-            click = parse_json(line.rstrip("\r\n"), path, line_number)
         if not isinstance(click, dict):
             raise InputError(f"{path}:{line_number}: expected a JSON object, got {type(click).__name__}")
         clicks.append((line_number, click))
     return clicks
+
+
+def _lines(path: Path) -> list[tuple[int, str]]:
+    """The numbered lines of a reviews file (read_text_lines'), where a last line without its
+    newline that is not UTF-8 is left out: an append cut inside a character ("caf\xc3") is a
+    click the page never acknowledged, not a broken file."""
+    lines: list[tuple[int, str]] = []
+    try:
+        for line_number, line in enumerate(read_text_lines(path), 1):
+            lines.append((line_number, line))
+    except InputError:
+        with open(path, "rb") as handle:
+            newlines = handle.read().count(b"\n")
+        if newlines != len(lines):  # the undecodable line is not the last one, cut short
+            raise
+    return lines
 
 
 def _check_click(
@@ -281,7 +296,7 @@ def _check_click(
         raise InputError(f"{where}: mark {quoted(click.get('mark'))}: expected one of {', '.join(QUESTION_MARKS)}")
     if kind == "grade":
         grade, chunk_id = click.get("grade"), click.get("chunk_id")
-        if isinstance(grade, bool) or grade not in GRADES:
+        if isinstance(grade, bool) or not isinstance(grade, int) or grade not in GRADES:  # 2.0 is no grade
             raise InputError(f"{where}: grade {quoted(grade)}: expected 0, 1, 2 or 3 (the UMBRELA scale)")
         if not isinstance(chunk_id, str) or not chunk_id:
             raise InputError(f"{where}: chunk_id {quoted(chunk_id)}: expected a chunk id")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import read_jsonl
 from retrieval_bench.core.stage import ctrl_c_stops
 from retrieval_bench.goldenset.reviews import append_click, check_reviewer, golden_reviews, read_reviews, reviews_path
 from retrieval_bench.review.agreement import agreement_lines
@@ -71,7 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     root, folder = Path("."), Path(paths.REVIEWS)
     if args.agreement:
-        lines = agreement_lines(read_reviews(folder))
+        golden = root / paths.GOLDENSET  # as the server and the pipeline: stale clicks warned and left out
+        if golden.is_file():
+            reviews = golden_reviews(folder, {str(row.get("qid")) for row in read_jsonl(golden)})
+        else:
+            reviews = read_reviews(folder)
+        lines = agreement_lines(reviews)
         print("\n".join(lines) if lines else f"no two reviewers in {paths.REVIEWS} reviewed the same question")
         return 0
     if args.export is not None:

@@ -19,8 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from retrieval_bench.core.errors import InputError, quoted
-from retrieval_bench.core.files import atomic_open, read_text
+from retrieval_bench.core.errors import InputError, json_kind, quoted
+from retrieval_bench.core.files import atomic_open, parse_json, read_text
 from retrieval_bench.goldenset.reviews import GRADES, MARK_LABELS, QUESTION_MARKS, grade_click, question_click
 
 MARK_CONTROL, GRADE_CONTROL, CHUNK_SLOT = "mark", "grade_", "chunk_"
@@ -90,12 +90,15 @@ def labeling_config(slots: int) -> str:
 def import_clicks(path: Path, reviewer: str, known_qids: set[str]) -> list[dict[str, Any]]:
     """The clicks a Label Studio JSON export holds, every one checked before any is written; a task
     or result that is not what the export format and the config say is one InputError naming it."""
+    text = read_text(path)
     try:
-        tasks = json.loads(read_text(path))
+        tasks = json.loads(text)
     except json.JSONDecodeError as error:
         raise InputError(
             f"{path}: invalid JSON ({error.msg}, line {error.lineno}); expected a Label Studio JSON export"
         ) from None
+    except RecursionError:
+        tasks = parse_json(text, path)  # raises: names the line and the depth
     if not isinstance(tasks, list):
         raise InputError(f"{path}: expected a Label Studio JSON export (a list of tasks), got {type(tasks).__name__}")
     clicks = []
@@ -110,7 +113,15 @@ def import_clicks(path: Path, reviewer: str, known_qids: set[str]) -> list[dict[
                 "the prediction-powered figures take what is reviewed as that random sample"
             )
         where = f"{path}: task {number} ({data['qid']})"
-        annotations = [a for a in task.get("annotations") or [] if isinstance(a, dict) and not a.get("was_cancelled")]
+        given = task.get("annotations") or []
+        if not isinstance(given, list) or not all(isinstance(a, dict) for a in given):
+            raise InputError(f"{where}: annotations must be a list of annotation objects, got {json_kind(given)}")
+        for annotation in given:
+            if not isinstance(annotation.get("result") or [], list):
+                raise InputError(
+                    f"{where}: an annotation's result must be a list, got {json_kind(annotation['result'])}"
+                )
+        annotations = [a for a in given if not a.get("was_cancelled")]
         annotations.sort(key=lambda a: str(a.get("updated_at") or a.get("created_at") or ""))
         for annotation in annotations:
             for result in annotation.get("result") or []:

@@ -121,6 +121,9 @@ def make_server(port: int, review: Review, reviewer: str, folder: Path) -> Threa
             except (InputError, ValueError) as error:  # ValueError: bad JSON, UTF-8 or Content-Length
                 self._json(400, {"error": str(error)})
                 return
+            except RecursionError:  # "[[[[..." deeper than the JSON parser goes: no click is that deep
+                self._json(400, {"error": "a click nested deeper than Python's JSON parser reads"})
+                return
             self._json(200, {"saved": len(clicks)})
 
         def log_message(self, format: str, *args: Any) -> None:  # one line per request would drown the console

@@ -262,10 +262,14 @@ def show_lines(entry: dict, metric: str = "mrr") -> list[str]:
         for set_name, kinds in rejected["by_set"].items()
         for kind, cell in kinds.items()
     )
-    out = [
-        f"reviews: {rejected['n_reviewed']} questions reviewed, {rejected['n_rejected']} rejected ({reasons}), "
-        f"left out of every figure; rejection rate: {rates}"
-    ]
+    out = (
+        [
+            f"reviews: {rejected['n_reviewed']} questions reviewed, {rejected['n_rejected']} rejected ({reasons}), "
+            f"left out of every figure; rejection rate: {rates}"
+        ]
+        if rejected["n_reviewed"]  # chunks graded, no question marked yet: no rate, no interval
+        else [f"reviews: chunks graded but no question marked yet; {figures.get('note', NO_REVIEWS)}"]
+    )
     if agreement["n_pairs"]:
         kappa = "n/a" if agreement["kappa"] is None else f"{agreement['kappa']:.2f}"
         leniency = "n/a" if agreement["leniency"] is None else f"{agreement['leniency']:.0%}"
