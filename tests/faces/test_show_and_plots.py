@@ -165,6 +165,39 @@ def test_dvc_plots_show_writes_an_offline_page_that_renders(tmp_path):
     assert len(systems) >= 2 and all(f">{system}<" in curves for system in systems)
 
 
+@pytest.mark.pipeline
+def test_dvc_plots_diff_draws_each_revision_apart(tmp_path):
+    """`dvc plots diff` gives every row its revision (rev); no chart encoded it, so the histogram
+    added main's bars to the workspace's and each recall line zig-zagged between the two."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        assert not os.environ.get("CI"), "CI has no Chromium: `make test` should have installed it (apt-get)"
+        pytest.skip("no headless Chromium here to render the page (apt-get install chromium)")
+    project = copy_project(tmp_path / "project")
+    (project / ".dvc" / "plots").mkdir(parents=True, exist_ok=True)
+    for template in TEMPLATE.parent.glob("*.*"):
+        shutil.copy(template, project / ".dvc" / "plots" / template.name)
+    dvc("config", "plots.html_template", "plots/offline.html", cwd=project)
+    plots = project / "metrics" / "plots"
+    plots.mkdir(parents=True)
+    for name in ("recall_at_k.csv", "first_relevant_rank_histogram.csv"):
+        shutil.copy(ROOT / "metrics" / "plots" / name, plots)
+    (plots / "quality_vs_cost.csv").write_text(QUALITY_VS_COST_CSV)
+    git("init", "-q", cwd=project)
+    git("add", "-A", cwd=project)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "main", cwd=project)
+    recall = pd.read_csv(plots / "recall_at_k.csv")
+    recall.assign(recall=recall["recall"] * 0.9).to_csv(plots / "recall_at_k.csv", index=False)
+    dvc("plots", "diff", "HEAD", "--out", "dvc_plots", cwd=project)
+    page = (project / "dvc_plots" / "index.html").read_text(encoding="utf-8")
+    system = str(recall["system"].iloc[0])
+    for title in ("Recall at k, per panel system", "Rank of the first relevant chunk, per panel system"):
+        svg, _ = rendered_svg(page, titled_spec(page, title), chromium, tmp_path / title.split()[0].lower())
+        assert f">{system} @ HEAD<" in svg and f">{system} @ workspace<" in svg, title
+    svg, _ = rendered_svg(page, quality_vs_cost_spec(page), chromium, tmp_path / "quality")
+    assert ">bm25 @ HEAD<" in svg and ">bm25 @ workspace<" in svg
+
+
 def rendered_svg(page: str, spec: dict, chromium: str, folder) -> tuple[str, object]:
     """The SVG the browser made of one chart of the plots page (`spec`), rendered alone, and the
     page that holds it alone."""
