@@ -47,7 +47,13 @@ def main(argv: list[str]) -> None:
         )
         line = stats.line("chunk")
         info.update(embedded=stats.embedded)
-        cost = embedding_cost(stats.batch_times, texts, settings, CostSettings.from_params(everything["costs"]))
+        cost = embedding_cost(
+            stats.batch_times,
+            texts,
+            settings,
+            CostSettings.from_params(everything["costs"]),
+            log=lambda line: print(f"embed_corpus {arguments.chunking} with {arguments.embedder}: {line}", flush=True),
+        )
     save_embeddings(vectors, chunks["chunk_id"].tolist(), vectors_path, ids_path)
     write_json(paths.embed_cost_of(arguments.chunking, arguments.embedder), cost)
     write_json(paths.embedding_info(arguments.chunking, arguments.embedder), info)

@@ -60,7 +60,9 @@ def test_the_stage_s_own_batches_give_the_cost_and_a_cached_run_times_a_sample(t
     assert sum(batch.texts for batch in first.batch_times) == first.embedded == 40
     assert [batch.texts for batch in first.batch_times] == [4] * 10 and all(b.wall > 0 for b in first.batch_times)
     costs = CostSettings(3, 4)
-    cost = embedding_cost(first.batch_times, TEXTS, embedder, costs)
+    said: list[str] = []
+    cost = embedding_cost(first.batch_times, TEXTS, embedder, costs, log=said.append)
+    assert said == []  # timed on its own batches: no extra work to announce
     assert cost["timed_on"] == "the stage's own batches" and cost["chunks_timed"] == 36
     repeats = by_hand(list(first.batch_times), 3, "wall")
     assert cost["wall"]["median"] == round(float(np.median(repeats)) * 1000, 4)
@@ -71,7 +73,12 @@ def test_the_stage_s_own_batches_give_the_cost_and_a_cached_run_times_a_sample(t
 
     _, again = embed_texts(TEXTS, embedder, "", tmp_path / "cache", progress=QUIET)
     assert again.embedded == 0 and again.batch_times == ()  # every vector from the cache: nothing timed
-    sampled = embedding_cost(again.batch_times, TEXTS, embedder, costs)
+    sampled = embedding_cost(again.batch_times, TEXTS, embedder, costs, log=said.append)
+    # the stage's silent stretch (26 s on the sample) now says what it does
+    assert said == [
+        "timing the embedding cost on the first 4 chunks (3 rounds after a warm-up, 16 chunks embedded): "
+        "too few were embedded here to time"
+    ]
     assert sampled["timed_on"] == "a sample of the first 4 chunks" and sampled["chunks_timed"] == 12
     assert 0 < sampled["wall"]["low"] <= sampled["wall"]["median"] <= sampled["wall"]["high"]
     assert embedding_cost((), [], embedder, costs) == {}  # no chunk: nothing to time

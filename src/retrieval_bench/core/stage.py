@@ -126,5 +126,5 @@ def progress(total: int, desc: str, unit: str = "q", show: bool = True) -> Tqdm[
         disable=not show,
         file=sys.stderr,
         dynamic_ncols=True,
-        mininterval=0.5 if sys.stderr.isatty() else 15.0,
+        mininterval=0.5 if sys.stderr.isatty() else 5.0,  # a log (make repro pipes DVC): a line every few seconds
     )

@@ -15,7 +15,7 @@ untimed one (core.timing.interleaved), as measured the same way every time."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,11 @@ def dealt_rounds(batches: Sequence[BatchTime], costs: CostSettings) -> dict[str,
 
 
 def embedding_cost(
-    batches: Sequence[BatchTime], texts: list[str], settings: EmbedSettings, costs: CostSettings
+    batches: Sequence[BatchTime],
+    texts: list[str],
+    settings: EmbedSettings,
+    costs: CostSettings,
+    log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """The cost of embedding with `settings`, from the stage's `batches` (embed_texts's
     batch_times) when they are enough, else timed on the first costs.sample of `texts` (the
@@ -64,6 +68,11 @@ def embedding_cost(
         if not texts:
             return {}
         sample = texts[: costs.sample]
+        # seconds of embedding the stage did not need (its vectors were cached): said, not silent
+        log(
+            f"timing the embedding cost on the first {len(sample)} chunks ({costs.rounds} rounds after a warm-up, "
+            f"{len(sample) * (costs.rounds + 1)} chunks embedded): too few were embedded here to time"
+        )
         task = embedding_task(sample, settings, settings.document_prompt, log=lambda line: None)
         repeats = interleaved({"embed": task}, costs.rounds)["embed"]
         timed_on, chunks = f"a sample of the first {len(sample)} chunks", len(sample) * costs.rounds

@@ -250,8 +250,9 @@ def _statistics(
     resamples, seed, level = resampling.resamples, resampling.seed, resampling.level
     metrics = {}
     for name, column in names:
-        # Each metric draws from its own stream, seeded by its name: adding a k changes no other figure.
-        metric_seed = metric_stream_seed(seed, f"{view}{name}")
+        # Each metric draws from its own stream, seeded by its name: adding a k changes no other figure;
+        # not by the view, so where the strict and judged differences are the same, so are their figures.
+        metric_seed = metric_stream_seed(seed, name)
         va = pd.to_numeric(a[column], errors="coerce").to_numpy(dtype=np.float64)
         vb = pd.to_numeric(b[column], errors="coerce").to_numpy(dtype=np.float64)
         keep = ~(np.isnan(va) | np.isnan(vb))
