@@ -6,7 +6,12 @@
 #   bash bench/busy_suite.sh 5 tests/test_faults.py tests/test_judge.py
 set -uo pipefail
 cd "$(dirname "$0")/.."
+usage="usage: bash bench/busy_suite.sh [ROUNDS (a positive integer, default 5)] [TEST PATHS...]"
+case "${1:-}" in
+  -h|--help) echo "$usage"; exit 0 ;;
+esac
 rounds=${1:-5}; shift || true
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "error: ROUNDS '$rounds' is not a positive integer; $usage" >&2; exit 2; }
 loops=()
 for _ in $(seq "$(nproc)"); do (while :; do :; done) & loops+=($!); done
 trap 'kill "${loops[@]}" 2>/dev/null' EXIT

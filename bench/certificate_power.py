@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from common import ROOT, SCIFACT, machine, scifact_folder
+from common import ROOT, SCIFACT, machine, run_main, scifact_folder
 
 from retrieval_bench.core.params import DEFAULTS
 from retrieval_bench.core.question_sets import SINGLE, kind_of
@@ -334,4 +334,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

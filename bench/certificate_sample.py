@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 import yaml
-from common import ROOT, copy_project, project_env
+from common import ROOT, copy_project, project_env, run_main
 
 from retrieval_bench.core.params_panel import embedded_pairs
 
@@ -172,4 +172,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

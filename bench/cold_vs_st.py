@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 
 import yaml
-from common import SCIFACT, copy_project, machine, project_env, scifact_folder, thread_env
+from common import SCIFACT, copy_project, machine, project_env, run_main, scifact_folder, thread_env
 from reproduce_scifact import scifact_params
 
 NDCG_TOLERANCE = 1e-9
@@ -261,4 +261,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

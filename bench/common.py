@@ -23,6 +23,8 @@ for _folder in (str(ROOT / "bench"), str(ROOT / "src")):  # src/ first, then ben
         sys.path.remove(_folder)
     sys.path.insert(0, _folder)
 
+from retrieval_bench.core.errors import InputError  # noqa: E402  (after src/ is on the path)
+
 
 def peak_rss_gib() -> float:
     """This process's peak RSS in GiB (VmHWM: unlike ru_maxrss it starts afresh at exec, not at
@@ -194,12 +196,27 @@ def failed_row(cells: list[str], failure: ChildFailed, columns: int) -> str:
 
 
 def scifact_folder(path: str | Path, script: str) -> Path | None:
-    """The BEIR SciFact folder, resolved; None, after printing the one-line skip, when it has no
-    corpus.jsonl (the bench then exits 0: the data is the workplace's, not the project's)."""
+    """The BEIR SciFact folder, resolved. Where the workplace keeps it (SCIFACT) and it is absent:
+    None, after printing the one-line skip (the bench then exits 0: the data is the workplace's, not
+    the project's, and a user's clone lacks it). A folder the user named that has no corpus.jsonl
+    is an error: a mistyped path must not pass as a skip."""
     if not (Path(path) / "corpus.jsonl").is_file():
+        if Path(path).resolve() != SCIFACT.resolve():
+            raise InputError(f"{path}: no corpus.jsonl here; expected a BEIR SciFact folder")
         print(f"{script}: skipped: {path} has no corpus.jsonl (BEIR SciFact)", flush=True)
         return None
     return Path(path).resolve()
+
+
+def run_main(main: Callable[[], int | None]) -> None:
+    """Run a bench's main() as a script: its exit status, and a bad argument, a missing extra or an
+    unusable device (InputError, ImportError) as one line on stderr and exit status 1."""
+    try:
+        sys.exit(main())
+    except InputError as error:
+        sys.exit(f"error: {error}")
+    except ImportError as error:
+        sys.exit(f"error: {error} (install the project's extras: make install-test)")
 
 
 def abstracts(scifact: Path, n: int | None = None) -> list[str]:

@@ -17,6 +17,7 @@ making the data.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -159,7 +160,7 @@ def child(args) -> None:
     report_to_parent(seconds=seconds, timed=timed, data_gib=data_gib, note=note)
 
 
-def main() -> None:
+def main() -> int | None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=1_000_000)
     parser.add_argument("--questions", type=int, default=20_000)
@@ -178,6 +179,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return child(args)
+    methods = args.methods.split(",")
+    if methods[0] != "dense":  # every other method reads the exact top dense writes
+        raise SystemExit(f"error: --methods {args.methods}: dense first (the others are compared to its exact top)")
     pin_threads(args.threads)
     print(
         f"{args.chunks:,} chunks x {args.questions:,} questions, {args.dim}-d, depth {args.depth}, {args.rounds} interleaved rounds; "
@@ -185,7 +189,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as workdir:
         reports = interleaved_children(
-            __file__, args.methods.split(","), args.rounds, workdir, 10, lambda method, round_: thread_env(args.threads)
+            __file__, methods, args.rounds, workdir, 10, lambda method, round_: thread_env(args.threads)
         )
     totals = {
         method: median(runs, "seconds") * args.questions / runs[0]["timed"] for method, runs in reports.items() if runs
@@ -207,7 +211,8 @@ def main() -> None:
             f"{peak - runs[0]['data_gib']:.2f} | {loads} | {runs[0]['note']} |",
             flush=True,
         )
+    return 0 if totals else 1  # every child failed: nothing was measured
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

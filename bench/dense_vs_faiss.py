@@ -16,7 +16,7 @@ import os
 import statistics
 import time
 
-from common import machine, pin_threads, thread_env
+from common import machine, pin_threads, run_main, thread_env
 from dense_search import make_data
 
 
@@ -78,4 +78,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from common import SCIFACT, abstracts, copy_project, project_env, scifact_folder
+from common import SCIFACT, abstracts, copy_project, project_env, run_main, scifact_folder
 
 from retrieval_bench.core import paths
 
@@ -167,4 +167,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

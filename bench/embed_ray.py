@@ -30,7 +30,7 @@ import time
 from typing import TYPE_CHECKING
 
 import numpy as np
-from common import SCIFACT, abstracts, scifact_folder
+from common import SCIFACT, abstracts, run_main, scifact_folder
 
 if TYPE_CHECKING:
     from retrieval_bench.embedding.settings import EmbedSettings
@@ -126,4 +126,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -18,7 +18,7 @@ import statistics
 import time
 
 import numpy as np
-from common import SCIFACT, abstracts, cpu_model, scifact_folder
+from common import SCIFACT, InputError, abstracts, cpu_model, run_main, scifact_folder
 from dense_search import make_data
 
 BATCH = 64
@@ -72,7 +72,7 @@ def embedding(device: str, n_texts: int, rounds: int, scifact: str) -> None:
             synchronize(device)
             seconds[name] += time.perf_counter() - started
     base = len(texts) / seconds["plain SentenceTransformer.encode"]
-    print(f"\nembedding: {len(texts):,} SciFact abstracts, {settings['model']}, batch {BATCH}, on {device}")
+    print(f"\nembedding: {len(texts):,} SciFact abstracts, {settings.model}, batch {BATCH}, on {device}")
     print("| encoder | texts/s | x plain |\n|---|---:|---:|")
     for name in runs:
         rate = len(texts) / seconds[name]
@@ -127,6 +127,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--scifact", default=str(SCIFACT), help="BEIR SciFact folder (corpus.jsonl)")
     args = parser.parse_args()
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(
+            f"--device {args.device}: torch sees no CUDA device here; --device cpu times torch's CPU backend"
+        )
     name = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "torch's CPU backend"
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; device {args.device} ({name})")
     print(f"CPU {cpu_model()}, torch threads {torch.get_num_threads()}; load average {os.getloadavg()[0]:.2f}")
@@ -136,4 +140,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

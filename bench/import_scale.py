@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from common import ROOT
+from common import ROOT, run_main
 
 SAMPLE = ROOT / "data" / "sample" / "sqlite"
 
@@ -84,6 +84,7 @@ def run_stage(folder: Path, set_path: Path) -> tuple[float, float, int]:
         provider="none", handwritten="data/none.jsonl", imported={"big": str(set_path.relative_to(folder))}
     )
     (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (folder / "data" / "none.jsonl").write_text("")  # no hand-written questions: an empty file, not a missing one
     saved = os.getcwd()
     os.chdir(folder)
     out = io.StringIO()
@@ -119,4 +120,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

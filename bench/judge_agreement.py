@@ -30,7 +30,7 @@ from collections import Counter
 from itertools import combinations
 from pathlib import Path
 
-from common import ROOT, SCIFACT, scifact_folder
+from common import ROOT, SCIFACT, run_main, scifact_folder
 
 SYSTEMS = ("dense", "bm25", "hybrid")
 
@@ -244,4 +244,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -27,6 +27,7 @@ at the 10th the project keeps the whole tie group, so bm25s' pick must be in it)
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -183,7 +184,7 @@ def top10_as_bm25s(workdir: Path, n_questions: int) -> str:
     return f"{same}/{n_questions}"
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--questions", type=int, default=2_000)
@@ -215,7 +216,9 @@ def main() -> None:
             }
 
         reports = interleaved_children(__file__, methods, args.rounds, workdir, 12, env_for)
-        agreement = top10_as_bm25s(Path(workdir), args.questions) if {"bm25s", "bm25"} <= set(methods) else "-"
+        # the agreement reads both children's tops: a failed child (its row says why) has none
+        compared = all(reports.get(name) for name in ("bm25s", "bm25"))
+        agreement = top10_as_bm25s(Path(workdir), args.questions) if compared else "-"
     print(
         f"| method | backend | median total (s) | x bm25s | each round (s) | CPU (s) | x bm25s by CPU | corpus side (s) "
         f"| question side (s) | total at {args.target_questions:,} questions (min) "
@@ -242,7 +245,8 @@ def main() -> None:
             f"| {median(runs, 'recall10'):.3f} | {max(run['peak_gib'] for run in runs):.2f} | {loads} |",
             flush=True,
         )
+    return 0 if any(reports.values()) else 1  # every child failed: nothing was measured
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 import yaml
-from common import ROOT, copy_project, machine, project_env, thread_env
+from common import ROOT, copy_project, machine, project_env, run_main, thread_env
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.params_panel import embedded_pairs
@@ -194,4 +194,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import ROOT, SCIFACT
+from common import ROOT, SCIFACT, run_main
 from scipy import stats
 
 from retrieval_bench.evaluation.ppi import ppi_mean
@@ -210,4 +210,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import yaml
-from common import SCIFACT, copy_project, project_env
+from common import SCIFACT, copy_project, project_env, run_main
 
 MTEB_NDCG_AT_10 = 0.6451
 # Everything that changes the result, as MTEB evaluated it: every judged query of the test split,
@@ -85,4 +85,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import yaml
-from common import ROOT, SCIFACT, copy_project, project_env
+from common import ROOT, SCIFACT, copy_project, project_env, run_main
 from install_mpnet import DEFAULT_TARGET, WEIGHTS_SHA256, installed_sha256
 from reproduce_scifact import MTEB_NDCG_AT_10, scifact_params
 
@@ -154,4 +154,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

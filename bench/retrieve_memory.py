@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import ROOT, machine, thread_env
+from common import ROOT, machine, run_main, thread_env
 
 # Runs the stage as `python -m stages.retrieve` does (runpy), and writes the process's VmHWM and
 # VmRSS (kB) to argv[1] as it exits, whatever the stage's exit status.
@@ -192,4 +192,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)
