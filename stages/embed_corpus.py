@@ -1,8 +1,7 @@
 """Stage: embed one chunking's chunks with one embedder (`python -m stages.embed_corpus <chunking>
 <embedder>`) -> data/embeddings/corpus/<chunking>/<embedder>/vectors.npy and ids.json (row order);
-data/costs/embed/<chunking>/<embedder>.json, the embedding's cost timed on the stage's own batches
-(embedding.embed_cost); not DVC outputs: data/timings/embed/<chunking>/<embedder>.json (chunks, how
-many embedded), and the golden set's questions in embed_questions' cache (embedding.questions).
+data/costs/embed/<chunking>/<embedder>.json, the embedding's cost (embedding.embed_cost); not DVC
+outputs: data/timings/embed/<chunking>/<embedder>.json, and the questions ahead (embedding.questions).
 
 Vectors come from the embedding cache (.dvc/tmp/retrieval-bench/embeddings/corpus/<chunking>/<embedder>,
 not a DVC output: DVC run-caches this stage), the embedder's caches of the other chunkings, or the
@@ -33,6 +32,7 @@ def main(argv: list[str]) -> None:
     everything = load_all_params()
     named(everything, "chunkings", arguments.chunking)
     settings = EmbedSettings.of_embedder(everything, arguments.embedder)
+    said = f"embed_corpus {arguments.chunking} with {arguments.embedder}"  # every line's prefix
     vectors_path, ids_path, cache = paths.corpus_vectors(arguments.chunking, arguments.embedder)
     chunks = read_table(paths.chunks_of(arguments.chunking), ["chunk_id", "text"])
     info, cost = {"chunks": len(chunks), "embedded": None}, {}  # vectors read from a store: nothing embedded here
@@ -45,19 +45,13 @@ def main(argv: list[str]) -> None:
         vectors, stats = embed_texts(
             texts, settings, settings.document_prompt, cache, shared_caches=shared, progress=EmbedProgress("chunk")
         )
-        line = stats.line("chunk")
-        info.update(embedded=stats.embedded)
-        cost = embedding_cost(
-            stats.batch_times,
-            texts,
-            settings,
-            CostSettings.from_params(everything["costs"]),
-            log=lambda line: print(f"embed_corpus {arguments.chunking} with {arguments.embedder}: {line}", flush=True),
-        )
+        line, info["embedded"] = stats.line("chunk"), stats.embedded
+        costs = CostSettings.from_params(everything["costs"])
+        cost = embedding_cost(stats.batch_times, texts, settings, costs, log=lambda line: print(f"{said}: {line}"))
     save_embeddings(vectors, chunks["chunk_id"].tolist(), vectors_path, ids_path)
     write_json(paths.embed_cost_of(arguments.chunking, arguments.embedder), cost)
     write_json(paths.embedding_info(arguments.chunking, arguments.embedder), info)
-    print(f"embed_corpus {arguments.chunking} with {arguments.embedder}: {line}")
+    print(f"{said}: {line}")
     if info["embedded"]:  # torch is imported: the golden set's questions cost little more here than apart
         embed_questions_ahead(arguments.embedder, settings, paths.GOLDENSET)
 

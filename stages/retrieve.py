@@ -15,7 +15,7 @@ from retrieval_bench.core.run_table import check_trec_ids, write_trec
 from retrieval_bench.core.stage import panel_stage_arguments, run_stage
 from retrieval_bench.core.stage import progress as progress_of
 from retrieval_bench.retrieval.inputs import LastInputs, questions_and_corpus, reading_order, retrieve_inputs
-from retrieval_bench.retrieval.methods import retrieve, run_info
+from retrieval_bench.retrieval.methods import depth_text, retrieve, run_info
 from retrieval_bench.retrieval.rerank import score_cache
 from retrieval_bench.retrieval.settings import RetrievalSettings
 
@@ -35,9 +35,9 @@ def retrieve_system(params: dict, system: str, load: Callable = questions_and_co
     write_json(paths.run_info_of(system), run_info(settings, questions, corpus, run))
     if trec_export:
         write_trec(run, trec_export, settings.method)
+    held = depth_text(settings, run, len(questions.qids), max(params["score"]["k"]))
     print(
-        f"retrieve {system}: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions "
-        f"({settings.method}, depth {settings.depth})"
+        f"retrieve {system}: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions ({held})"
     )
 
 

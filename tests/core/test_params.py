@@ -167,6 +167,27 @@ def test_bad_params_name_the_key_and_what_was_expected(tmp_path, tree, message):
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize(
+    "target",
+    [
+        "dvc.yaml",
+        "params.yaml",
+        "data/documents.parquet",
+        "data/panel/default/run.parquet",
+        "metrics/x.trec",
+        "src/a.trec",
+    ],
+)
+def test_a_trec_export_never_overwrites_the_projects_own_files(tmp_path, target):
+    """retrieve wrote a TREC run over dvc.yaml (and params.yaml, a run.parquet) when told to."""
+    with pytest.raises(InputError, match=f"retrieval.trec_export '{target}' would overwrite the project's own files"):
+        load_all_params(write(tmp_path, {"retrieval": {"trec_export": target}}))
+    for fine in ("runs/dense.trec", "data/dense.trec", "exports/run.txt"):
+        assert (
+            load_all_params(write(tmp_path, {"retrieval": {"trec_export": fine}}))["retrieval"]["trec_export"] == fine
+        )
+
+
 def test_validity_candidates_name_the_panels_systems(tmp_path):
     """The pairs were checked against the default panel before the file's own panel was read, so
     every pair of the user's systems was refused."""

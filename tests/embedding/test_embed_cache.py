@@ -528,3 +528,46 @@ def test_an_upgrade_copies_the_vectors_of_the_0_2_0_location_in_and_embeds_nothi
         np.testing.assert_array_equal(found, rows)
         assert (stats.cached, stats.shared, stats.embedded) == (6, shared, 0)
     assert _cache_entries(project / paths.CORPUS_EMBEDDING_CACHE) == 6
+
+
+def test_prune_covers_every_pair_params_embeds_and_drops_the_caches_of_pairs_it_no_longer_does(
+    tmp_path, monkeypatch, capsys
+):
+    """It pruned the default chunking's and embedder's caches alone: the other pairs' (4 of the
+    sample's 6, 9.4 of 11.6 MB) were never pruned, nor those of pairs params.yaml dropped."""
+    from retrieval_bench.core import paths
+    from retrieval_bench.embedding.cache_prune import run_prune
+    from retrieval_bench.embedding.embed import cache_keys
+    from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    settings = EmbedSettings.from_params(DEFAULTS["embed"])
+    fingerprint = model_fingerprint(resolve_model(settings.model))
+    texts = {"default": ["chunk one", "chunk two"], "c400": ["chunk", "one", "two"]}
+    for chunking, chunks in texts.items():
+        Path(paths.chunks_of(chunking)).parent.mkdir(parents=True)
+        pd.DataFrame({"chunk_id": [f"c{i}" for i in range(len(chunks))], "text": chunks}).to_parquet(
+            paths.chunks_of(chunking)
+        )
+        with ec.EmbeddingCache(ec.in_project(paths.corpus_vectors(chunking, "default")[2])) as cache:
+            needed = cache_keys(chunks, settings, settings.document_prompt, fingerprint)
+            stale = cache_keys(["edited away"], settings, settings.document_prompt, fingerprint)
+            cache.put([*needed, *stale], vectors(len(needed) + 1, dim=384))
+    with ec.EmbeddingCache(ec.in_project(paths.corpus_vectors("c200", "default")[2])) as cache:
+        cache.put(keys(3), vectors(3, dim=384))  # a chunking params.yaml has dropped
+    Path(paths.GOLDENSET).write_text(json.dumps({"qid": "q0", "question": "question?"}) + "\n")
+    panel = {
+        "default": {"chunking": "default", "embedder": "default"},
+        "small": {"chunking": "c400", "embedder": "default"},
+    }
+    (tmp_path / "params.yaml").write_text(
+        yaml.safe_dump({"chunkings": {"default": {}, "c400": {"chars": 400, "overlap": 50}}, "panel": panel})
+    )
+    run_prune(type("Args", (), {"params": "params.yaml", "dry_run": True})())
+    lines = capsys.readouterr().out.splitlines()
+    said = {line.split(":")[0]: line for line in lines}
+    assert "would keep 2 vectors and drop 1" in said[paths.corpus_vectors("default", "default")[2]]
+    assert "would keep 3 vectors and drop 1" in said[paths.corpus_vectors("c400", "default")[2]]
+    dropped = said[paths.corpus_vectors("c200", "default")[2]]
+    assert "would keep 0 vectors and drop 3" in dropped and dropped.endswith("(params.yaml embeds no such pair)")

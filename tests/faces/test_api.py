@@ -80,6 +80,27 @@ def test_chunk_labels_need_no_span_columns():
     assert rb.score(golden, run, chunks=pd.DataFrame({"chunk_id": ["a", "b", "c"]}), k=[1, 2]).metrics["n_chunks"] == 3
 
 
+def test_abstention_is_scored_without_the_judged_view():
+    """rb.score without duplicates= dropped every abstention figure (top_score came with the judged
+    view alone), and compare of one run scored each way reported NaN for it without a word."""
+    golden = [
+        {"qid": "q1", "question": "where is b?", "relevant": {"b": 1}},
+        {"qid": "q2", "question": "where is a?", "relevant": {"a": 1}},
+        {"qid": "q3", "question": "what is not here?", "kind": "unanswerable", "relevant": {}},
+    ]
+    run = pd.DataFrame(
+        {
+            "qid": ["q1", "q1", "q2", "q2", "q3", "q3"],
+            "chunk_id": ["b", "a", "a", "b", "a", "b"],
+            "rank": [1, 2, 1, 2, 1, 2],
+            "score": [0.9, 0.5, 0.8, 0.4, 0.3, 0.2],
+        }
+    )
+    strict = rb.score(golden, run, chunks=pd.DataFrame({"chunk_id": ["a", "b"]}), k=[1, 2])
+    assert strict.metrics["abstention_auc"] == 1.0  # both answerable top-1 scores above the unanswerable one
+    assert "top_score" in strict.per_question
+
+
 def test_every_input_form_of_a_run_reads_the_same(tmp_path):
     as_dict = {"q1": {"a": 0.5, "b": 2.0, "c": 0.5}, "q2": {"d": -1.0}}
     frame = pd.DataFrame(

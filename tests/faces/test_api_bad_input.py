@@ -297,6 +297,9 @@ BAD_VALUES = [
     ("recall@2", -np.inf, "-inf is not a number in [0, 1]"),
     ("hit@1", 2.0, "2.0 is not a number in [0, 1]"),
     ("ndcg@2", "good", "'good' is not a number in [0, 1]"),
+    ("complete@2", 7.0, "7.0 is not a number in [0, 1]"),  # per-kind and budget figures were taken as given
+    ("evidence_recall@1", -0.5, "-0.5 is not a number in [0, 1]"),
+    ("map@2", 2.0, "2.0 is not a number in [0, 1]"),
     ("first_relevant_rank", 0.5, "0.5 is not a rank >= 1"),
     ("n_relevant", -1, "-1 is not a count >= 0"),
 ]

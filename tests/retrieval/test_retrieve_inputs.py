@@ -159,3 +159,16 @@ def test_a_systems_cross_encoder_that_cannot_be_found_is_named_by_the_systems_ke
     picked["rerank"] = {**DEFAULTS["retrieval"]["rerank"], "model": "nobody/no-cross-encoder"}
     with pytest.raises(InputError, match=r"^panel\.rr\.rerank\.model 'nobody/no-cross-encoder'"):
         retrieve_inputs(picked, "rr", "panel.rr")
+
+
+def test_the_retrieve_line_says_the_runs_own_depth_and_warns_below_the_deepest_k():
+    """A run file of 5 results per question was logged "depth 100" and scored recall@20 = recall@5
+    without a word; an ANN run short of its depth said nothing either."""
+    settings = RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": "run-file", "run_file": "r.trec"})
+    run = pd.DataFrame({"qid": ["q1"] * 5 + ["q2"] * 3, "chunk_id": list("abcde") + list("abc")})
+    assert methods.depth_text(settings, run, 3, 20) == (
+        "run-file, depth 100, 3-5 results per question; warning: 3 of 3 questions hold fewer than score.k 20 "
+        "results (recall@20 counts only what the run holds)"
+    )
+    deep = pd.DataFrame({"qid": ["q1"] * 20, "chunk_id": [f"c{i}" for i in range(20)]})
+    assert methods.depth_text(settings, deep, 1, 20) == "run-file, depth 100, 20 results per question"

@@ -11,7 +11,7 @@ from typing import Any
 
 from retrieval_bench.core.errors import InputError, json_kind, quoted
 from retrieval_bench.core.params_schema import CHOICES, DEFAULTS, check_shape, unknown_key
-from retrieval_bench.core.params_sections import check_embed, check_inside, check_rerank_and_ann
+from retrieval_bench.core.params_sections import check_embed, check_export_target, check_rerank_and_ann
 from retrieval_bench.core.paths import DEFAULT as DEFAULT_SYSTEM
 from retrieval_bench.core.question_sets import RESERVED
 from retrieval_bench.core.store_address import check_retrieval_store
@@ -56,12 +56,12 @@ def check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Pat
     for key in ("run_file", "python", "trec_export"):
         if retrieval[key] is not None and not (isinstance(retrieval[key], str) and retrieval[key]):
             raise InputError(f"{path}: {where}.{key} must be a non-empty string or null, got {retrieval[key]!r}")
-    check_inside(retrieval["trec_export"], f"{where}.trec_export", path)
     if str(retrieval["trec_export"]).lower().endswith(".jsonl"):  # run files named .jsonl are read as JSON
         raise InputError(
             f"{path}: {where}.trec_export {retrieval['trec_export']!r} is a TREC run (text lines), not JSONL: "
             f"name it .trec or .txt so that {where}.run_file reads it back"
         )
+    check_export_target(retrieval["trec_export"], f"{where}.trec_export", path)
     for method, key in (("run-file", "run_file"), ("python", "python")):
         if retrieval["method"] == method and not retrieval[key]:
             raise InputError(f"{path}: {where}.method {method} needs {where}.{key}")

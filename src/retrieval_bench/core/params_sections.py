@@ -300,7 +300,39 @@ def check_inside(target: str | None, where: str, path: Path) -> None:
     resolved = (root / target).resolve()
     if not resolved.is_relative_to(root) or resolved == root:
         raise InputError(
-            f"{path}: {where} {target!r} is outside the project ({root}); give a path inside it, e.g. data/run.trec"
+            f"{path}: {where} {target!r} is outside the project ({root}); give a path inside it, e.g. runs/run.trec"
+        )
+
+
+# What an export (panel.NAME.trec_export) must never overwrite: the project's own files and folders,
+# and under data/ the pipeline's outputs (a TREC run goes straight in data/ as NAME.trec, or anywhere
+# else in the project, as runs/NAME.trec).
+PROJECT_FILES = {
+    "dvc.yaml",
+    "dvc.lock",
+    "params.yaml",
+    "pyproject.toml",
+    "Makefile",
+    "README.md",
+    "CHANGELOG.md",
+    "mkdocs.yml",
+}
+PROJECT_FOLDERS = {".dvc", ".git", "src", "stages", "tests", "docs", "bench", "metrics"}
+
+
+def check_export_target(target: str | None, where: str, path: Path) -> None:
+    """An export path inside the project (check_inside) that overwrites none of its own files."""
+    check_inside(target, where, path)
+    if target is None:
+        return
+    root = path.resolve().parent
+    relative = (root / target).resolve().relative_to(root)
+    parts = relative.parts
+    in_data = parts[0] == "data" and not (len(parts) == 2 and relative.suffix == ".trec")
+    if relative.as_posix() in PROJECT_FILES or parts[0] in PROJECT_FOLDERS or in_data:
+        raise InputError(
+            f"{path}: {where} {target!r} would overwrite the project's own files (its top-level files, {', '.join(sorted(PROJECT_FOLDERS))}, "
+            "and the pipeline's outputs under data/): write it to runs/NAME.trec, or data/NAME.trec"
         )
 
 

@@ -1,7 +1,8 @@
 """`retrieval-bench cache prune`: keep in each embedding cache only the vectors the current data
-needs (the chunks in data/chunks.parquet and the questions in data/goldenset.jsonl, under the
-embed settings in params.yaml); everything else — old models, prompts, backends, edited-away
-texts — is dropped and the rest rewritten as one shard. The caches are local (under .dvc/tmp, not
+needs (for each (chunking, embedder) pair params.yaml embeds, that chunking's chunks; for each of
+those embedders, the golden set's questions; each under its embedder's settings); everything else
+(old models, prompts, backends, edited-away texts, the caches of pairs params.yaml no longer
+embeds) is dropped and the rest rewritten as one shard. The caches are local (under .dvc/tmp, not
 DVC outputs): pruning changes no stage."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pandas as pd
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import read_jsonl
-from retrieval_bench.core.params import load_params
+from retrieval_bench.core.params import load_all_params
 from retrieval_bench.embedding.embed import cache_keys, embedding_dimension
 from retrieval_bench.embedding.embedding_cache import in_project, prune
 from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
@@ -30,6 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pruning.set_defaults(run=run_prune)
 
 
+def _chunk_texts(path: str) -> list[str]:
+    return pd.read_parquet(path, columns=["text"])["text"].tolist()
+
+
+def _questions(path: str) -> list[str]:
+    return [row["question"] for row in read_jsonl(path)]
+
+
 def _current(source: str, read) -> list[str]:
     if not Path(source).is_file():
         raise InputError(
@@ -39,35 +48,33 @@ def _current(source: str, read) -> list[str]:
 
 
 def run_prune(args: argparse.Namespace) -> int:
-    settings = EmbedSettings.from_params(load_params("embed", args.params))
-    caches = (
-        (
-            paths.CORPUS_EMBEDDING_CACHE,
-            paths.CHUNKS,
-            lambda p: pd.read_parquet(p, columns=["text"])["text"].tolist(),
-            settings.document_prompt,
-        ),
-        (
-            paths.QUESTION_EMBEDDING_CACHE,
-            paths.GOLDENSET,
-            lambda p: [row["question"] for row in read_jsonl(p)],
-            settings.query_prompt,
-        ),
-    )
-    model_path = resolve_model(settings.model, settings.model_key)
-    fingerprint, dim = model_fingerprint(model_path), embedding_dimension(model_path)
-    for relative, source, read, prompt in caches:
+    params = load_all_params(args.params)
+    pairs = sorted({(pair["chunking"], pair["embedder"]) for pair in params["embedded"].values()})
+    caches = [  # (cache folder, what it must hold, how to read it, the embedder)
+        (paths.corpus_vectors(chunking, embedder)[2], paths.chunks_of(chunking), _chunk_texts, embedder)
+        for chunking, embedder in pairs
+    ] + [
+        (paths.question_vectors(embedder)[2], paths.GOLDENSET, _questions, embedder)
+        for embedder in sorted({embedder for _, embedder in pairs})
+    ]
+    models: dict[str, tuple[EmbedSettings, str, int]] = {}  # embedder -> settings, fingerprint, dimension
+    for relative, source, read, embedder in caches:
         folder = in_project(relative)
         if not folder.is_dir():
             print(f"{folder}: no cache")
             continue
-        report = prune(
-            folder,
-            set(cache_keys(_current(source, read), settings, prompt, fingerprint)),
-            dry_run=args.dry_run,
-            dim=dim,
-        )
-        print(report.line(args.dry_run))
+        if embedder not in models:  # each model resolved and read once
+            settings = EmbedSettings.of_embedder(params, embedder)
+            model_path = resolve_model(settings.model, settings.model_key)
+            models[embedder] = (settings, model_fingerprint(model_path), embedding_dimension(model_path))
+        settings, fingerprint, dim = models[embedder]
+        prompt = settings.query_prompt if source == paths.GOLDENSET else settings.document_prompt
+        keep = set(cache_keys(_current(source, read), settings, prompt, fingerprint))
+        print(prune(folder, keep, dry_run=args.dry_run, dim=dim).line(args.dry_run))
+    root = in_project(paths.EMBEDDING_CACHE)
+    unused = sorted({*root.glob("corpus/*/*"), *root.glob("questions/*")} - {in_project(c[0]) for c in caches})
+    for folder in filter(Path.is_dir, unused):  # a pair params.yaml no longer embeds: nothing in it is needed
+        print(f"{prune(folder, set(), dry_run=args.dry_run).line(args.dry_run)} (params.yaml embeds no such pair)")
     for legacy in filter(os.path.isdir, paths.LEGACY_EMBEDDING_CACHES):
         print(
             f"{legacy}: the embedding caches' 0.2.0 location, read by the embed stages only for vectors the cache "

@@ -98,6 +98,9 @@ def check_one_row_per_question(qids: Iterable[str], where: str) -> None:
         )
 
 
+BOUNDED_FIGURE = re.compile(r"(complete|evidence_recall|map|recall_budget|reciprocal_rank)@\d+")
+
+
 def checked_per_question(table: pd.DataFrame, label: str) -> pd.DataFrame:
     """`table` with qids as text, one row per question, the columns a comparison reads as floats:
     each compared metric (and its judged twin) empty or a number in [0, 1], first_relevant_rank
@@ -111,6 +114,8 @@ def checked_per_question(table: pd.DataFrame, label: str) -> pd.DataFrame:
     qids = table["qid"].astype(str)
     check_one_row_per_question(qids, label)
     ranges = {column: METRIC_RANGE for _, column in metric_columns(table.columns)}
+    # the per-kind and budget figures compare reports too (a complete@5 of 7 was a delta of +6.5)
+    ranges |= {str(c): METRIC_RANGE for c in table.columns if BOUNDED_FIGURE.fullmatch(str(c))}
     ranges |= {JUDGED + column: METRIC_RANGE for column in list(ranges) if JUDGED + column in table.columns}
     ranges |= {"first_relevant_rank": RANK_RANGE, "n_relevant": COUNT_RANGE}
     named = table.set_index(qids)  # errors name the qid

@@ -65,9 +65,12 @@ def _strict_view(
     """score_run's table, and each question's judgement (the judged view starts from them)."""
     judgements, placed = _judged_and_placed(golden, chunks, run, scoring.min_coverage)
     table = _table(golden, judgements, placed, scoring)
+    qids = [row["qid"] for row in golden]
     if scoring.budgets:
-        qids = [row["qid"] for row in golden]
         table = pd.concat([table, budget_table(judgements, placed, run, qids, chunks, scoring)], axis=1)
+    table["top_score"] = top_scores(
+        run, qids
+    )  # the abstention signal: a strict figure, with or without the judged view
     return table, judgements
 
 
@@ -92,7 +95,6 @@ def score_run_both_views(
     data/judged_pool.jsonl). With inputs.reviews, people's grades win over the judge's in the
     judged view, and the columns `review` and judge_only_<metric> (evaluation.score.reviewed) follow."""
     strict, judgements = _strict_view(golden, chunks, run, scoring)
-    strict["top_score"] = top_scores(run, [row["qid"] for row in golden])  # the abstention signal
     chunk_ids = set(chunks["chunk_id"])
     grades = pool_grades(inputs.pool_rows, {row["qid"] for row in golden}, chunk_ids, inputs.pool_path)
     copies = ChunkCopies.of(chunks, inputs.duplicates)
