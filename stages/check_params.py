@@ -11,6 +11,7 @@ from pathlib import Path
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import atomic_open, write_json
 from retrieval_bench.core.params import load_all_params, require_dvc_keys
+from retrieval_bench.core.question_sets import check_handwritten
 from retrieval_bench.core.stage import run_stage
 from retrieval_bench.corpus.documents import parse_selectors
 from retrieval_bench.corpus.source_stamp import imported_stamps, source_stamp, stamps
@@ -29,6 +30,7 @@ def main() -> None:
     check_llm_sections(params)
     if params["load"]["html_skip"].strip():  # else refused only once an HTML folder is read
         parse_selectors(params["load"]["html_skip"])
+    check_handwritten(params["generate"]["handwritten"])  # before load_chunks and chunk run, not after
     if Path("dvc.yaml").is_file():  # under `dvc repro`: a key a stage lists must be written, not defaulted
         require_dvc_keys()
     # Every stamp is taken before any output is written: a failing check leaves the last good

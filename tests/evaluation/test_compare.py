@@ -243,6 +243,20 @@ def test_flipped_questions_worst_first():
     assert [row["qid"] for row in compare_tables(a, b, resampling=Resampling(200), k=1).flipped] == ["steady", "gain"]
 
 
+def test_a_tie_at_the_cut_is_a_flip_shown_at_its_expected_rank():
+    """B's relevant chunk tied for rank 1 (expected rank 1.5, hit@1 0.5): printed "lost rank 1 -> 1"."""
+    from retrieval_bench.evaluation.compare.report import format_text
+
+    a = per_question([1.0, 3.0], qids=["tied", "other"])
+    b = a.copy()
+    b.loc[0, ["first_relevant_rank", "hit@1", "reciprocal_rank"]] = [1.5, 0.5, 0.75]
+    result = compare_tables(a, b, resampling=Resampling(200), k=1)
+    assert [(row["qid"], row["change"], row["a_rank"], row["b_rank"]) for row in result.flipped] == [
+        ("tied", "lost", 1.0, 1.5)
+    ]
+    assert "rank 1 -> 1.5" in format_text(result)
+
+
 def test_choose_flip_k():
     assert choose_flip_k(["hit@1", "hit@3", "hit@5", "hit@10"]) == 5
     assert choose_flip_k(["hit@10", "hit@20", "hit@7"]) == 7

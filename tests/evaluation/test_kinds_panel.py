@@ -132,3 +132,30 @@ def test_an_unanswerable_question_a_judged_chunk_answers_in_one_table_leaves_eve
     assert "(9 questions, beside 32 answerable ones; 1 left out: a judged chunk answers them)" in "\n".join(
         leaderboard_kind_lines(board)
     )
+
+
+def test_compare_per_kind_reads_the_same_questions_of_the_same_kind_in_both_runs(tables):
+    """B held 6 of A's 10 unanswerable questions: abstention was A's 10 against B's 6 (an
+    "improvement" from the subset alone); B calling a multi question single put A's multi figure
+    into A's single mean."""
+    base = tables["base"]
+    subset = base.drop(index=base.index[(base["kind"] == "unanswerable")][:4])
+    comparison = compare_tables(base, subset, resampling=Resampling(200))
+    unanswerable = comparison.by_kind["unanswerable"]
+    assert unanswerable["n"] == 6 and unanswerable["a"] == unanswerable["b"]  # the same run, the same questions
+    relabelled = base.assign(kind=base["kind"].where(base.index != 20, "single"))  # q20: multi in A, single in B
+    comparison = compare_tables(base, relabelled, resampling=Resampling(200))
+    assert comparison.by_kind["single"]["n"] == 20 and comparison.by_kind["multi"]["n"] == 11
+    assert "1 question has another kind in B than in A: left out of the per-kind figures" in comparison.warnings
+
+
+def test_the_markdown_report_fences_the_kind_section_and_names_the_level_to_its_digits(tables):
+    """Indented after the footnotes' list, CommonMark (GitHub) ran the per-kind lines into the last
+    footnote as one paragraph; a level of 0.975 read "98% CI" and 0.999 "100% CI"."""
+    from retrieval_bench.evaluation.compare.report import format_markdown, format_text
+
+    comparison = compare_tables(tables["base"], tables["sharp"], resampling=Resampling(200, level=0.975))
+    markdown = format_markdown(comparison)
+    fenced = markdown.split("```text\n", 1)[1].split("```", 1)[0]
+    assert fenced.startswith("By question kind (A -> B):") and "abstention_auc:" in fenced
+    assert "97.5% CI" in format_text(comparison) and "98% CI" not in markdown

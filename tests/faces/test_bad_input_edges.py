@@ -420,3 +420,14 @@ def test_check_params_refuses_a_bad_html_skip_whatever_the_corpus(workdir):
         "error: load.html_skip: 'div p' is not a selector this reader takes: a tag, .class, #id or [attr=value], "
         "combined without spaces (div.navheader), comma-separated"
     )
+
+
+def test_check_params_refuses_a_missing_hand_written_file_before_any_stage_runs(workdir):
+    """check_params passed it; `dvc repro` then ran load_chunks and both chunk stages before
+    generate_goldenset failed on "[Errno 2] No such file or directory"."""
+    result = check_params_in(workdir, **{"generate.handwritten": "exports/empty.jsonl"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() == (
+        "error: generate.handwritten: exports/empty.jsonl: no such file (name an existing file; an empty one holds "
+        "no questions)"
+    )

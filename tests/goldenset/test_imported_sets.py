@@ -270,3 +270,22 @@ def test_drop_echo_never_drops_a_question_judged_by_labels():
     quoting = {**base, "qid": "s1", "source": "hand-written"}
     kept, rejects = drop_echoes([labelled, quoting])
     assert [row["qid"] for row in kept] == ["b1"] and [r["reason"] for r in rejects] == ["echo"]
+
+
+def test_an_imported_set_none_of_whose_questions_is_in_the_corpus_is_one_line(project):
+    """An export-beir folder (its qrels name chunk ids) imported as a BEIR set gave "question set rt:
+    0 questions; 216 are for documents not in this corpus" and a passing stage."""
+    beir = project / "data" / "rt"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text(json.dumps({"_id": "wal.md:0-800", "text": "x"}) + "\n")
+    (beir / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "How does WAL work?"}) + "\n")
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\twal.md:0-800\t1\n")
+    set_params(project, **{"generate.imported": {"rt": "data/rt"}})
+    with StubLLM() as stub:
+        status, _, err = run_stage_here(project, stub)
+    assert status == 1 and not (project / GOLDEN).exists()
+    assert err.strip() == (
+        "error: generate.imported.rt: data/rt: none of its 1 questions is in this corpus: 1 are for documents it "
+        "lacks, 0 could not be located (a BEIR set names document ids; an `export-beir` folder names chunk ids: "
+        "read it back as load.source)"
+    )

@@ -17,12 +17,19 @@ sys.path.insert(0, str(ROOT / "bench"))
 import judge_agreement  # noqa: E402
 
 
-def test_skips_cleanly_without_scifact(tmp_path, capsys):
+def test_skips_cleanly_without_scifact_where_the_workplace_keeps_it_and_refuses_a_mistyped_folder(
+    tmp_path, capsys, monkeypatch
+):
+    import common
+
+    monkeypatch.setattr(common, "SCIFACT", tmp_path / "nowhere")  # a user's clone: the workplace's folder absent
     assert judge_agreement.main([str(tmp_path / "nowhere")]) == 0
     assert (
         capsys.readouterr().out.strip()
         == f"judge_agreement: skipped: {tmp_path / 'nowhere'} has no corpus.jsonl (BEIR SciFact)"
     )
+    with pytest.raises(common.InputError, match=r"typo: no corpus.jsonl here; expected a BEIR SciFact folder"):
+        judge_agreement.main([str(tmp_path / "typo")])  # a folder the user named: a mistyped path is no skip
 
 
 def test_agreement_statistics():

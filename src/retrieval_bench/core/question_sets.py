@@ -6,7 +6,10 @@ certificate that read them."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
+
+from retrieval_bench.core.errors import InputError
 
 HANDWRITTEN, REAL, GENERATED, ALL = "hand-written", "real", "generated", "all"
 # A row's `source` -> its question set when the row names none; any other source was generated.
@@ -37,3 +40,16 @@ def reference_set(present: Iterable[str]) -> str | None:
     """The reference question set among those `present`: real queries, else hand-written ones."""
     present = set(present)
     return next((name for name in REFERENCE_SETS if name in present), None)
+
+
+def check_handwritten(path: str | Path) -> Path:
+    """generate.handwritten as a path, or one InputError when no such file is there: check_params
+    says so before `dvc repro` runs a stage (DVC would run load_chunks and chunk first), and
+    generate_goldenset before it reads (a mistyped path must not plan, or pay for, questions as if
+    there were none; an empty file holds none)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(
+            f"generate.handwritten: {path}: no such file (name an existing file; an empty one holds no questions)"
+        )
+    return path

@@ -19,7 +19,7 @@ import pandas as pd
 from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import numbered_jsonl
 from retrieval_bench.core.question_form import CORE_INTERROGATIVES, reads_as_question
-from retrieval_bench.core.question_sets import QUESTION_KINDS
+from retrieval_bench.core.question_sets import QUESTION_KINDS, check_handwritten
 from retrieval_bench.goldenset.echo import SHORT_QUERY_WORDS, words
 from retrieval_bench.goldenset.evidence import UNLOCATED_NAMED, locate_in_passage, not_located_line
 from retrieval_bench.goldenset.formats import MAX_PIECES, SOURCES, hashed_qid, normalise_question, read_question_set
@@ -57,11 +57,7 @@ def read_handwritten(path: str | Path) -> list[dict]:
     or DeepEval goldens (see evidence_records). A missing file is an InputError, as it is to
     `dvc repro` (the stage depends on it): a mistyped path must not plan, or pay for, questions
     as if there were none; an empty file holds none."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(
-            f"generate.handwritten: {path}: no such file (name an existing file; an empty one holds no questions)"
-        )
+    path = check_handwritten(path)
     if not path.read_bytes().strip():  # the way to have none under `dvc repro`, which needs the file
         return []
     lines: list[int] = []  # a JSONL file's: the line of each record

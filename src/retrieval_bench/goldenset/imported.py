@@ -92,6 +92,17 @@ def imported_rows(
         rows, counts = judged_rows(imported.questions, texts)
     else:
         rows, counts = handwritten_rows(evidence_records(imported.kind, imported.questions), documents, passages)
+    if imported.questions and not rows:  # a set that adds nothing is a mistake, not an empty comparison
+        hint = (
+            " (a BEIR set names document ids; an `export-beir` folder names chunk ids: read it back as load.source)"
+            if imported.kind == "beir"
+            else ""
+        )
+        raise InputError(
+            f"generate.imported.{imported.name}: {imported.file}: none of its {len(imported.questions)} questions is in "
+            f"this corpus: {counts['other_corpus']} are for documents it lacks, {counts['not_located']} could not be "
+            f"located{hint}"
+        )
     for row in rows:
         row["qid"] = f"{imported.name}:{row['qid']}"
         row["question_set"] = imported.name

@@ -79,12 +79,13 @@ def _rank(value) -> float | None:
 
 
 def flipped_questions(a: pd.DataFrame, b: pd.DataFrame, k: int) -> list[dict]:
-    """Questions (a and b indexed by the same qids) whose first relevant chunk is in the top k
-    under exactly one run, worst first: the largest rank loss (B rank - A rank; no relevant chunk
+    """Questions (a and b indexed by the same qids) whose hit@k differs between the runs (in the
+    top k under one run only, or a tie at the cut that counts a share of a hit), worst first: the largest rank loss (B rank - A rank; no relevant chunk
     counts as an infinite rank) first, the largest gains last."""
     column = f"hit@{k}"
-    hit_a = a[column].to_numpy(dtype=np.float64) > 0.5
-    hit_b = b[column].to_numpy(dtype=np.float64) > 0.5
+    # a hit of a tie at the cut is a share (score.ties expected: 0.5); any change of it is a flip
+    hit_a = np.nan_to_num(a[column].to_numpy(dtype=np.float64))
+    hit_b = np.nan_to_num(b[column].to_numpy(dtype=np.float64))
     rank_a = (
         a["first_relevant_rank"].to_numpy(dtype=np.float64) if "first_relevant_rank" in a else np.full(len(a), np.nan)
     )
@@ -98,7 +99,7 @@ def flipped_questions(a: pd.DataFrame, b: pd.DataFrame, k: int) -> list[dict]:
         rows.append(
             {
                 "qid": str(a.index[int(index)]),
-                "change": "lost" if hit_a[index] else "gained",
+                "change": "lost" if hit_a[index] > hit_b[index] else "gained",
                 "a_rank": _rank(ra),
                 "b_rank": _rank(rb),
                 "_loss": 0.0 if np.isnan(loss) else float(loss),
@@ -168,7 +169,7 @@ def compare_tables(
         views_coincide=coincide,
         segments=_segment_regressions(a, b, names[0][1], resamples, seed),
         ppi=paired_deltas(a_reviewed.reset_index(), b_reviewed.reset_index()),
-        by_kind=kind_comparison(kept(a_all), kept(b_all), a, b, resamples, seed),
+        by_kind=kind_comparison(kept(a_all), kept(b_all), a, b, resamples, seed, warnings),
     )
 
 

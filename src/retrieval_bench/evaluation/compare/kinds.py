@@ -17,28 +17,44 @@ from retrieval_bench.evaluation.stats import randomization_p_value
 
 
 def kind_comparison(
-    a_all: pd.DataFrame, b_all: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, resamples: int, seed: int
+    a_all: pd.DataFrame,
+    b_all: pd.DataFrame,
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    resamples: int,
+    seed: int,
+    warnings: list[str] | None = None,
 ) -> dict[str, dict]:
     """{kind: figures} when the runs carry kinds and hold two or more of them or unanswerable
-    questions (else {}). `a_all`, `b_all`: the whole tables; `a`, `b`: the paired scorable
-    questions (same qids, same order)."""
+    questions (else {}). `a_all`, `b_all`: the whole tables (a qid column); `a`, `b`: the paired
+    scorable questions (same qids, same order). Every figure is over the questions both runs hold
+    with the same kind (a question one run lacks, or calls another kind, would compare other
+    questions as if paired); how many were left out for another kind is said in `warnings`."""
     if "kind" not in a_all or "kind" not in b_all:
         return {}
     kinds = kinds_present(pd.concat([a_all, b_all]))  # an unanswerable question in either run counts
     if len(kinds) < 2 and UNANSWERABLE not in kinds:
         return {}
+    kind_of = [t.assign(qid=t["qid"].astype(str)).set_index("qid")["kind"] for t in (a_all, b_all)]
+    common = kind_of[0].index.intersection(kind_of[1].index)
+    same = common[(kind_of[0][common] == kind_of[1][common]).to_numpy()]
+    if len(same) < len(common) and warnings is not None:
+        n = len(common) - len(same)
+        said = "1 question has" if n == 1 else f"{n} questions have"
+        warnings.append(f"{said} another kind in B than in A: left out of the per-kind figures")
     out: dict[str, dict] = {}
     for kind in kinds:
         if kind == UNANSWERABLE:
+            tables = [t[t["qid"].astype(str).isin(same)] for t in (a_all, b_all)]
             figures = {
                 side: {
                     name: abstention_summary(table).get(name, math.nan) for name in ("abstention_auc", "false_hit_rate")
                 }
-                for side, table in (("a", a_all), ("b", b_all))
+                for side, table in zip(("a", "b"), tables, strict=True)
             }
-            out[kind] = {"n": int((b_all["kind"] == kind).sum()), **figures}
+            out[kind] = {"n": int((tables[1]["kind"] == kind).sum()), **figures}
             continue
-        mask = (b["kind"] == kind).to_numpy()
+        mask = ((a["kind"] == kind) & (b["kind"] == kind)).to_numpy()
         if not mask.any():
             continue
         metrics = {}

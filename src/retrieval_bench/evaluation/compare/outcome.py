@@ -58,6 +58,11 @@ class Comparison:
         }
 
 
+def level_text(level: float) -> str:
+    """A confidence level as a percentage to the digits it has: 95%, 97.5%, 99.9% (not 98% or 100%)."""
+    return f"{level * 100:.10g}%"
+
+
 def num(value: float, sign: bool = False) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
@@ -102,7 +107,7 @@ def verdict_line(comparison: Comparison) -> str:
     regress (Benjamini-Hochberg), and the smallest change this many questions can detect."""
     name, m = next(iter(comparison.metrics.items()))
     figures = (
-        f"{num(m['delta'], True)}, {comparison.level:.0%} CI [{num(m['ci_low'], True)}, {num(m['ci_high'], True)}], "
+        f"{num(m['delta'], True)}, {level_text(comparison.level)} CI [{num(m['ci_low'], True)}, {num(m['ci_high'], True)}], "
         f"p={_p_short(m['p_value'])}"
     )
     verdict = direction(m, alpha(comparison))

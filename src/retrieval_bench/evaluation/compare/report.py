@@ -8,7 +8,7 @@ import json
 import math
 
 from retrieval_bench.evaluation.compare.kinds import compare_kind_lines
-from retrieval_bench.evaluation.compare.outcome import Comparison, alpha, direction, num, verdict_line
+from retrieval_bench.evaluation.compare.outcome import Comparison, alpha, direction, level_text, num, verdict_line
 from retrieval_bench.evaluation.stats import ALPHA, EXACT_MAX_NONZERO, MC_PERMUTATIONS, MDD_FORMULA
 
 
@@ -20,7 +20,8 @@ def _p(value: float, alpha: float | None = None) -> str:
 
 
 def _rank_text(rank: float | None) -> str:
-    return "none" if rank is None else str(int(rank))
+    """A rank as the run has it: an expected rank within a tie is a fraction (1.5), never cut to 1."""
+    return "none" if rank is None else f"{rank:g}"
 
 
 def _shorten(text: str, width: int = 100) -> str:
@@ -48,7 +49,7 @@ def params_line(comparison: Comparison) -> str | None:
 
 
 def _rows(comparison: Comparison) -> list[list[str]]:
-    level = f"{comparison.level:.0%}"
+    level = f"{level_text(comparison.level)}"
     header = ["metric", "A", "B", "delta", f"{level} CI", "p", "wins/ties/losses", "min detectable"]
     rows = [header]
     for name, m in comparison.metrics.items():
@@ -69,7 +70,7 @@ def _rows(comparison: Comparison) -> list[list[str]]:
 
 def _side_by_side_rows(comparison: Comparison) -> list[list[str]]:
     """The strict and judged deltas side by side, one row per metric with both views."""
-    level = f"{comparison.level:.0%}"
+    level = f"{level_text(comparison.level)}"
     rows = [
         [
             "metric",
@@ -153,7 +154,7 @@ def _markdown_verdicts(rows: list[list[str]]) -> list[str]:
 
 
 def _footnotes(comparison: Comparison) -> list[str]:
-    level = f"{comparison.level:.0%}"
+    level = f"{level_text(comparison.level)}"
     return [
         f"delta = mean(B - A) over the paired questions; {level} CI: paired bootstrap, "
         f"{comparison.resamples} resamples, seed {comparison.seed}.",
@@ -267,7 +268,9 @@ def format_markdown(comparison: Comparison, limit: int = 10) -> str:
     out += ppi_lines(comparison)
     out += [f"- {note}" for note in _footnotes(comparison)]
     out.append("")
-    out += [f"    {line}" if line else line for line in compare_kind_lines(comparison.by_kind)]
+    kind_lines = compare_kind_lines(comparison.by_kind)
+    if kind_lines:  # fenced: indented after the footnotes' list, CommonMark ran it into the last item
+        out += ["```text", *[line for line in kind_lines if line], "```", ""]
     if comparison.flip_k is None:
         out.append("No hit@k column to find flipped questions by.")
     else:
