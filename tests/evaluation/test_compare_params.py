@@ -66,3 +66,20 @@ def test_the_same_params_are_said_to_be_the_same_and_a_run_without_git_params_is
     (repo / "params.yaml").unlink()  # the workspace's params are gone: nothing is claimed about them
     out = compare(repo, "HEAD", "workspace").stdout
     assert "params that differ" not in out and "questions paired by qid" in out
+
+
+def test_a_params_edit_not_yet_reproduced_is_named(tmp_path):
+    """`compare main workspace` after editing params.yaml without `dvc repro` said "params that
+    differ: retrieval.method 'dense' -> 'bm25'" and then the old run's figures: "no difference"."""
+    from conftest import ROOT
+
+    from retrieval_bench.evaluation.compare.runs import stale_workspace_params
+
+    for name in ("dvc.lock", "params.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    assert stale_workspace_params(tmp_path) == []  # the committed run: every recorded value as the file holds it
+    text = (tmp_path / "params.yaml").read_text()
+    (tmp_path / "params.yaml").write_text(text.replace("source: data/sample/sqlite", "source: data/other", 1))
+    assert stale_workspace_params(tmp_path) == ["load", "load.source"]  # a stage records the whole section
+    (tmp_path / "dvc.lock").unlink()
+    assert stale_workspace_params(tmp_path) == []  # nothing recorded: nothing to say

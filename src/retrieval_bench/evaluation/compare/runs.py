@@ -12,6 +12,7 @@ import pandas as pd
 import yaml
 
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params_sections import read_yaml_file
 from retrieval_bench.core.paths import (
     CHUNKS,
     DEFAULT,
@@ -87,6 +88,32 @@ def params_changed(cwd: Path, a_commit: str | None, b_commit: str | None) -> lis
         for key in sorted(a.keys() | b.keys())
         if a.get(key) != b.get(key)
     ]
+
+
+def stale_workspace_params(cwd: Path) -> list[str]:
+    """The params.yaml keys whose values differ from those dvc.lock recorded for a stage: the
+    workspace's outputs were computed with other params than the file holds (an edit not yet run
+    with `dvc repro`, which compare would otherwise credit to the edit). Both files read alike
+    (YAML 1.2, as DVC reads them); [] where either cannot be read."""
+    try:
+        lock, params = (read_yaml_file(cwd / name) for name in ("dvc.lock", "params.yaml"))
+    except InputError:
+        return []
+    if not isinstance(lock, dict) or not isinstance(params, dict) or not isinstance(lock.get("stages"), dict):
+        return []
+    stale = set()
+    for stage in lock["stages"].values():
+        recorded = (stage.get("params") or {}).get("params.yaml") if isinstance(stage, dict) else None
+        for key, value in (recorded or {}).items():
+            node: object = params
+            for part in str(key).split("."):
+                node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
+            if node != value:
+                stale.add(str(key))
+    return sorted(stale)
+
+
+_MISSING = object()
 
 
 def _context_at(cwd: Path, commit: str | None) -> tuple[list[dict], dict[str, str]]:
