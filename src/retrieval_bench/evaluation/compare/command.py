@@ -169,7 +169,7 @@ def compare_tables(
         views_coincide=coincide,
         segments=_segment_regressions(a, b, names[0][1], resamples, seed),
         ppi=paired_deltas(a_reviewed.reset_index(), b_reviewed.reset_index()),
-        by_kind=kind_comparison(kept(a_all), kept(b_all), a, b, resamples, seed, warnings),
+        by_kind=kind_comparison((kept(a_all), kept(b_all)), (a, b), resamples, seed, warnings),
     )
 
 

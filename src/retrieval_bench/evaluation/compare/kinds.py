@@ -17,19 +17,18 @@ from retrieval_bench.evaluation.stats import randomization_p_value
 
 
 def kind_comparison(
-    a_all: pd.DataFrame,
-    b_all: pd.DataFrame,
-    a: pd.DataFrame,
-    b: pd.DataFrame,
+    whole: tuple[pd.DataFrame, pd.DataFrame],
+    paired: tuple[pd.DataFrame, pd.DataFrame],
     resamples: int,
     seed: int,
     warnings: list[str] | None = None,
 ) -> dict[str, dict]:
     """{kind: figures} when the runs carry kinds and hold two or more of them or unanswerable
-    questions (else {}). `a_all`, `b_all`: the whole tables (a qid column); `a`, `b`: the paired
+    questions (else {}). `whole`: A's and B's whole tables (a qid column); `paired`: their paired
     scorable questions (same qids, same order). Every figure is over the questions both runs hold
     with the same kind (a question one run lacks, or calls another kind, would compare other
     questions as if paired); how many were left out for another kind is said in `warnings`."""
+    (a_all, b_all), (a, b) = whole, paired
     if "kind" not in a_all or "kind" not in b_all:
         return {}
     kinds = kinds_present(pd.concat([a_all, b_all]))  # an unanswerable question in either run counts
