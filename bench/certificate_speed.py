@@ -68,4 +68,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from common import run_main  # a bad argument or a missing extra: one line
+
+    run_main(main)

@@ -17,7 +17,6 @@ making the data.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -25,12 +24,14 @@ from pathlib import Path
 
 import numpy as np
 from common import (
+    InputError,
     add_side_by_side_arguments,
     interleaved_children,
     machine,
     median,
     pin_threads,
     report_to_parent,
+    run_main,
     thread_env,
 )
 
@@ -180,6 +181,9 @@ def main() -> int | None:
     if args.child:
         return child(args)
     methods = args.methods.split(",")
+    unknown = [method for method in methods if method not in METHODS]
+    if unknown:
+        raise InputError(f"--methods {args.methods}: {', '.join(unknown)} unknown (from {','.join(METHODS)})")
     if methods[0] != "dense":  # every other method reads the exact top dense writes
         raise SystemExit(f"error: --methods {args.methods}: dense first (the others are compared to its exact top)")
     pin_threads(args.threads)
@@ -215,4 +219,4 @@ def main() -> int | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

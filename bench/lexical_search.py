@@ -27,19 +27,20 @@ at the 10th the project keeps the whole tie group, so bm25s' pick must be in it)
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 from common import (
+    InputError,
     add_side_by_side_arguments,
     interleaved_children,
     machine,
     median,
     pin_threads,
     report_to_parent,
+    run_main,
     thread_env,
 )
 
@@ -198,6 +199,9 @@ def main() -> int:
     if args.child:
         return child(args)
     methods = args.methods.split(",")
+    unknown = [method for method in methods if method not in METHODS]
+    if unknown:
+        raise InputError(f"--methods {args.methods}: {', '.join(unknown)} unknown (from {','.join(METHODS)})")
     pin_threads(args.threads)
     print(
         f"{args.chunks:,} chunks (~{WORDS_PER_CHUNK} words) x {args.questions:,} questions, {args.rounds} interleaved rounds, "
@@ -249,4 +253,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -80,6 +80,6 @@ def test_a_params_edit_not_yet_reproduced_is_named(tmp_path):
     assert stale_workspace_params(tmp_path) == []  # the committed run: every recorded value as the file holds it
     text = (tmp_path / "params.yaml").read_text()
     (tmp_path / "params.yaml").write_text(text.replace("source: data/sample/sqlite", "source: data/other", 1))
-    assert stale_workspace_params(tmp_path) == ["load", "load.source"]  # a stage records the whole section
+    assert stale_workspace_params(tmp_path) == ["load.source"]
     (tmp_path / "dvc.lock").unlink()
     assert stale_workspace_params(tmp_path) == []  # nothing recorded: nothing to say

@@ -96,7 +96,7 @@ def _in_range(estimate, interval, n_kept):
     """The interval kept in [0, 1]; one of no width (every kept Y alike) is the share's exact
     97.5% bound (Clopper-Pearson: the Beta(n, 1) quantile), the rest of the questions anywhere."""
     if interval[1] - interval[0] < 1e-12:
-        elsewhere = 1 - stats.beta.ppf(0.025, n_kept, 1)
+        elsewhere = 1 - stats.beta.ppf(0.05, n_kept, 1)
         interval = (estimate * (1 - elsewhere), estimate + (1 - estimate) * elsewhere)
     return tuple(np.clip(interval, 0, 1))
 
@@ -108,7 +108,9 @@ def test_the_ppi_mean_matches_a_hand_computation_on_random_cases():
         estimate, lam, interval = _by_hand(y, f_lab, f_unl)
         got = ppi_mean(y, f_lab, f_unl)
         assert got is not None
-        assert got.estimate == pytest.approx(estimate, abs=1e-10) and got.lam == pytest.approx(lam, abs=1e-12)
+        assert got.estimate == pytest.approx(np.clip(estimate, 0, 1), abs=1e-10) and got.lam == pytest.approx(
+            lam, abs=1e-12
+        )
         assert (got.low, got.high) == pytest.approx(_in_range(estimate, interval, len(y)), abs=1e-10)
 
 
@@ -121,7 +123,9 @@ def test_with_rejected_questions_it_matches_the_hand_computation_too():
         lam = None if case % 2 else float(rng.random())
         estimate, lam_bar, interval = _by_hand(y, f_lab, f_unl, keep, lam)
         got = ppi_mean(y, f_lab, f_unl, keep, lam)
-        assert got.estimate == pytest.approx(estimate, abs=1e-10) and got.lam == pytest.approx(lam_bar, abs=1e-12)
+        assert got.estimate == pytest.approx(np.clip(estimate, 0, 1), abs=1e-10) and got.lam == pytest.approx(
+            lam_bar, abs=1e-12
+        )
         assert (got.low, got.high) == pytest.approx(_in_range(estimate, interval, keep.sum()), abs=1e-10)
         assert got.n_kept == int(keep.sum())
         assert ppi_mean(y, f_lab, f_unl, np.ones_like(y), lam) == ppi_mean(y, f_lab, f_unl, None, lam)
@@ -138,7 +142,7 @@ def test_lambda_zero_is_students_t_interval_and_lambda_one_plain_ppi():
         )
         assert classical.p_value() == pytest.approx(student.pvalue, rel=1e-9)
         plain = ppi_mean(y, f_lab, f_unl, lam=1.0)
-        assert plain.estimate == pytest.approx(f_unl.mean() + (y - f_lab).mean())
+        assert plain.estimate == pytest.approx(np.clip(f_unl.mean() + (y - f_lab).mean(), 0, 1))
 
 
 def test_a_model_figure_that_never_varies_gets_lambda_zero():
@@ -198,10 +202,10 @@ def test_reviewed_questions_that_all_agree_still_give_an_interval_of_the_right_s
     ones = np.ones(25)
     got = ppi_mean(ones, np.full(25, 0.6), np.random.default_rng(0).random(200))
     assert got.estimate == 1.0 and got.high == 1.0
-    assert got.low == pytest.approx(stats.beta.ppf(0.025, 25, 1), abs=1e-12)  # the exact lower bound of a share
+    assert got.low == pytest.approx(stats.beta.ppf(0.05, 25, 1), abs=1e-12)  # the exact lower bound of a share
     assert got.low < 0.95
     delta = ppi_paired(np.zeros(4), np.ones(4), np.zeros(60), np.ones(60), ReviewSample(np.arange(60) < 4))
-    assert delta.high == 1.0 and delta.low == pytest.approx(1 - 2 * (1 - 0.025**0.25))
+    assert delta.high == 1.0 and delta.low == pytest.approx(1 - 2 * (1 - 0.05**0.25))
     assert 0.05 < delta.p_value() < 0.2  # four questions cannot make a difference certain
     coverage = []
     rng = np.random.default_rng(7)
@@ -400,3 +404,20 @@ def test_show_says_when_chunks_are_graded_but_no_question_is_marked():
         "(retrieval-bench review) for prediction-powered intervals"
     )
     assert lines[1] == "  judge against people (3 pairs): kappa 0.50, leniency 25%"
+
+
+def test_the_estimate_stays_in_range_and_inside_its_own_interval():
+    """PPI++ stepped past the end of the range: 1.152 [0.855, 1.000], and with lambda 1 an interval
+    whose low end was above its high end (1.139 to 1.000)."""
+    y = np.array([1.0] * 24 + [0.0])
+    f = 0.3 + 0.5 * y
+    for lam in (None, 1.0):
+        got = ppi_mean(y, f, np.ones(200), lam=lam)
+        assert 0.0 <= got.low <= got.estimate <= got.high <= 1.0, got
+        assert got.estimate == 1.0  # the raw estimate was above 1: the range's end is the nearest figure
+
+
+def test_the_p_value_reads_the_side_of_the_interval_towards_zero():
+    """Every kept figure 0.05: the interval [0.04, 0.18] excludes 0, so the test must reject."""
+    got = ppi_mean(np.full(25, 0.05), np.full(25, 0.05), np.full(100, 0.05), lam=0.0)
+    assert got.low > 0 and got.p_value() < 0.05

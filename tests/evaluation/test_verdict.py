@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.evaluation.certificate.agreement import RESAMPLES, certificate, pair_verdicts, percentile_interval
 from retrieval_bench.evaluation.certificate.certify import (
     certificate_lines,
@@ -473,7 +474,7 @@ def test_a_tie_for_the_synthetic_sets_best_is_tested_whichever_system_the_panel_
 
 
 def test_a_score_that_is_not_a_number_is_refused_not_crowned():
-    with pytest.raises(ValueError, match="mrr: system 1 has no finite score for question 2"):
+    with pytest.raises(InputError, match="mrr: system 1 has no finite score for question 2"):
         side({"mrr": np.array([[0.5, 0.5, 0.5], [1.0, 0.0, np.nan]])})
 
 
@@ -610,3 +611,36 @@ def test_multi_questions_are_certified_on_the_metrics_that_fit_them():
     }
     multi_entry = panel_certificate(tables, resamples=20)["kinds"]["generated"]["multi"]
     assert multi_entry["verdict"] == DISAGREES and "on complete@10" in multi_entry["line"]
+
+
+def test_two_identical_systems_best_on_both_sides_are_the_same_winner():
+    """An ANN that returns exact dense's results ties it everywhere: the same winner read P 0.50."""
+    rng = np.random.default_rng(6)
+    clear = np.array([0.9, 0.5, 0.4, 0.3, 0.2])
+    reference, synthetic = pool(60, rng, clear), pool(60, rng, clear)
+    reference[1], synthetic[1] = reference[0], synthetic[0]
+    winner = decide(side({"mrr": reference}), side({"mrr": synthetic}), Rule())["winner"]["mrr"]
+    assert winner["p_synthetic_picks_reference_best"] == winner["p_reference_picks_synthetic_best"] == 1.0
+    assert winner["synthetic_best"] == winner["reference_best"] == 0
+
+
+def test_a_multi_kind_agrees_only_when_its_complete_at_10_does():
+    """A kind's headline was mrr whenever present: generated multi questions equal on mrr agreed
+    while their only complete@10 decision pair differed by -0.16 against a 0.03 margin."""
+    from retrieval_bench.evaluation.certificate.verdict import headline_metric
+
+    assert headline_metric(["mrr", "complete@1", "complete@10", "evidence_recall@10"]) == "complete@10"
+    assert headline_metric(["mrr", "complete@5"]) == "complete@5"
+    assert headline_metric(["mrr", "ndcg@10"]) == "mrr"
+    rng = np.random.default_rng(9)
+    n = 400
+    same = pool(n, rng, CLOSE)
+
+    def complete(shares):  # each question's complete@10, 0 or 1, at each system's share
+        return (rng.random((len(shares), n)) < np.array(shares)[:, None]).astype(float)
+
+    # on complete@10 the reference's best two are close (0.60, 0.61); the synthetic set puts them 0.2 apart
+    reference = {"mrr": same, "complete@10": complete([0.60, 0.61, 0.29, 0.2, 0.1])}
+    synthetic = {"mrr": same.copy(), "complete@10": complete([0.45, 0.65, 0.46, 0.2, 0.1])}
+    decision = decide(side(reference), side(synthetic), Rule(), permutations=2000)
+    assert decision["verdict"] != AGREES

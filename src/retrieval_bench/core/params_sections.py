@@ -119,15 +119,20 @@ def read_yaml_file(path: Path) -> Any:
         raise InputError(
             f"{path} line {line}: not UTF-8 text (byte {error.start}: 0x{data[error.start]:02x}); save it as UTF-8"
         ) from None
+    return parse_yaml(text, path)
+
+
+def parse_yaml(text: str, where: str | Path) -> Any:
+    """What the YAML `text` (read from `where`) holds, as DVC reads params (YAML 1.2: `on` is a
+    string, `1e-3` a number); invalid YAML or a key twice in a mapping is one InputError."""
     try:
-        raw = yaml.load(text, Loader=_ParamsLoader)
+        return yaml.load(text, Loader=_ParamsLoader)
     except _DuplicateKey as error:
-        raise InputError(f"{path} {error}") from None
+        raise InputError(f"{where} {error}") from None
     except yaml.YAMLError as error:
-        raise InputError(f"{path}: invalid YAML{_yaml_problem(error, text)}") from None
+        raise InputError(f"{where}: invalid YAML{_yaml_problem(error, text)}") from None
     except RecursionError:  # the pure-Python loader (libyaml stops at 1,000 levels itself)
-        raise InputError(f"{path}: invalid YAML (nested too deeply)") from None
-    return raw
+        raise InputError(f"{where}: invalid YAML (nested too deeply)") from None
 
 
 def _yaml_problem(error: yaml.YAMLError, text: str) -> str:

@@ -69,11 +69,13 @@ class Estimate:
     n_reviewed: int
     n_kept: int
     n_unreviewed: int
-    sd: float  # the estimate's standard deviation (the interval's half-width before it is kept in range, / t)
+    sd: float  # the estimate's standard deviation: the interval's half-width towards 0 before it is kept in range, / t
 
     def p_value(self) -> float:
         """The two-sided test of a zero mean (a delta of no difference) the interval inverts:
         Student's t with n_reviewed - 1 degrees of freedom."""
+        if self.sd <= 0:  # every figure 0 at the end of its range: no evidence of any difference
+            return 1.0 if self.estimate == 0 else 0.0
         return float(2 * special.stdtr(self.n_reviewed - 1, -abs(self.estimate) / self.sd))
 
     def to_dict(self, digits: int = 4) -> dict:
@@ -127,19 +129,24 @@ def ppi_mean(
     half_low = half_high = t95(n) * math.sqrt(max(variance, 0.0))
     if half_low <= 1e-12 * max(1.0, abs(theta)):
         half_low, half_high = degenerate_half_widths(theta, int(k.sum()), bounds)
-    sd = max(half_low, half_high) / t95(n)
-    low, high = max(theta - half_low, bounds[0]), min(theta + half_high, bounds[1])
-    return Estimate(theta, low, high, lam_bar, n, int(k.sum()), big_n, sd)
+    sd = (half_low if theta >= 0 else half_high) / t95(n)  # the side towards 0: what p_value tests
+    # in range, the estimate too (PPI++ can step past an end: 1.152 of a metric in [0, 1]), and
+    # never outside its own interval
+    inside = min(max(theta, bounds[0]), bounds[1])
+    low = min(max(theta - half_low, bounds[0]), inside)
+    high = max(min(theta + half_high, bounds[1]), inside)
+    return Estimate(inside, low, high, lam_bar, n, int(k.sum()), big_n, sd)
 
 
 def degenerate_half_widths(value: float, n_kept: int, bounds: tuple[float, float]) -> tuple[float, float]:
     """(below, above) half-widths of a 95% interval for the mean of a variable in `bounds` when all
     n_kept reviewed values were `value` (a t interval has no width then: 25 reviewed recall@10s of 1
     said [1.000, 1.000] where the mean was 0.95). The share q of questions at `value` is at least
-    0.025^(1/n) with 97.5% confidence (Clopper-Pearson, no miss in n draws), and the rest lie
-    somewhere in `bounds`: the mean is within (1 - q) of the way to either end."""
+    0.05^(1/n) with 95% confidence (Clopper-Pearson's one-sided bound after n alike; one event
+    bounds both ends), and the rest lie somewhere in `bounds`: the mean is within (1 - q) of the
+    way to either end."""
     lowest, highest = bounds
-    elsewhere = 1.0 - 0.025 ** (1.0 / n_kept)
+    elsewhere = 1.0 - 0.05 ** (1.0 / n_kept)
     return (value - lowest) * elsewhere, (highest - value) * elsewhere
 
 

@@ -33,7 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.evaluation.certificate.states import AGREES, DISAGREES, UNDETERMINED
+from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF
 from retrieval_bench.evaluation.stats import ALPHA, EPS, tie_level
 
 HEADLINE_METRIC = "mrr"
@@ -85,13 +87,18 @@ def side(matrices: dict[str, np.ndarray], clusters=None) -> Side:
     for metric, scores in matrices.items():
         if not np.isfinite(scores).all():  # a NaN would be the best mean and every statistic's NaN
             system, question = np.argwhere(~np.isfinite(scores))[0]
-            raise ValueError(f"{metric}: system {system} has no finite score for question {question}")
+            raise InputError(f"{metric}: system {system} has no finite score for question {question}")
     return Side(matrices, labels)
 
 
 def headline_metric(names) -> str:
-    """The metric a set's verdict and line rest on: mrr, else the first there is."""
+    """The metric a set's verdict and line rest on: for multi-evidence questions (complete@k among
+    the metrics) complete@10, whether every piece was found, as the leaderboard ranks them (else
+    their first complete@k); otherwise mrr, else the first there is."""
     names = list(names)
+    complete = [name for name in names if str(name).startswith("complete@")]
+    if complete:
+        return f"complete@{HEADLINE_CUTOFF}" if f"complete@{HEADLINE_CUTOFF}" in complete else complete[0]
     return HEADLINE_METRIC if HEADLINE_METRIC in names else names[0]
 
 
@@ -284,23 +291,23 @@ def winner_probabilities(reference: Side, synthetic: Side, draws: int, seed: int
     for i, metric in enumerate(reference.matrices):
         block = slice(i * systems, (i + 1) * systems)
         tied_r, tied_s = (tied_best(one.matrices[metric].mean(axis=1)) for one in (reference, synthetic))
-        best_r = tied_r[0]
-        best_s = best_r if best_r in tied_s else tied_s[0]  # a tie is named by the reference's best if in it
-        out[metric] = {
-            "reference_best": best_r,
-            "synthetic_best": best_s,
-            "p_synthetic_picks_reference_best": picked_share(means["synthetic"][:, block], best_r),
-            "p_reference_picks_synthetic_best": picked_share(means["reference"][:, block], best_s),
+        shared = [system for system in tied_s if system in tied_r]
+        out[metric] = {  # a tie is named by a system both sets rank best, where there is one
+            "reference_best": shared[0] if shared else tied_r[0],
+            "synthetic_best": shared[0] if shared else tied_s[0],
+            "p_synthetic_picks_reference_best": picked_share(means["synthetic"][:, block], tied_r),
+            "p_reference_picks_synthetic_best": picked_share(means["reference"][:, block], tied_s),
         }
     return out
 
 
-def picked_share(draws: np.ndarray, system: int) -> float:
-    """The share of draws (rows of means) whose best is `system`, a tie counting as an even chance
-    for each system in it: the order of the panel decides nothing."""
+def picked_share(draws: np.ndarray, systems: list[int]) -> float:
+    """The share of draws (rows of means) whose best is one of `systems` (the other set's best,
+    all of them when it ties), a tie in a draw counting as an even chance for each system in it:
+    neither the order of the panel nor two identical systems decide anything."""
     levels = tie_level(draws)
     tied = levels == levels.max(axis=1, keepdims=True)
-    return float(np.mean(tied[:, system] / tied.sum(axis=1)))
+    return float(np.mean(tied[:, systems].sum(axis=1) / tied.sum(axis=1)))
 
 
 def resampled_counts(groups: int, factor: int, draws: int, rng: np.random.Generator) -> np.ndarray:

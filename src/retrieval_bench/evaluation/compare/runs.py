@@ -9,10 +9,9 @@ import json
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.params_sections import read_yaml_file
+from retrieval_bench.core.params_sections import parse_yaml, read_yaml_file
 from retrieval_bench.core.paths import (
     CHUNKS,
     DEFAULT,
@@ -77,8 +76,10 @@ def params_changed(cwd: Path, a_commit: str | None, b_commit: str | None) -> lis
     for commit in (a_commit, b_commit):
         raw = read_artefact("params.yaml", commit, cwd)
         try:
-            sides.append(_flat_params(yaml.safe_load(raw.decode("utf-8")) or {}) if raw is not None else None)
-        except (UnicodeDecodeError, yaml.YAMLError, RecursionError):
+            sides.append(
+                _flat_params(parse_yaml(raw.decode("utf-8"), "params.yaml") or {}) if raw is not None else None
+            )
+        except (UnicodeDecodeError, InputError):
             sides.append(None)
     a, b = sides
     if a is None or b is None:
@@ -91,25 +92,22 @@ def params_changed(cwd: Path, a_commit: str | None, b_commit: str | None) -> lis
 
 
 def stale_workspace_params(cwd: Path) -> list[str]:
-    """The params.yaml keys whose values differ from those dvc.lock recorded for a stage: the
-    workspace's outputs were computed with other params than the file holds (an edit not yet run
-    with `dvc repro`, which compare would otherwise credit to the edit). Both files read alike
-    (YAML 1.2, as DVC reads them); [] where either cannot be read."""
+    """The params.yaml keys (dotted, to the leaf) whose values differ from those dvc.lock recorded
+    for a stage: the workspace's outputs were computed with other params than the file holds (an
+    edit not yet run with `dvc repro`, which compare would otherwise credit to the edit). Read as
+    params_changed reads them; [] where either file cannot be read."""
     try:
         lock, params = (read_yaml_file(cwd / name) for name in ("dvc.lock", "params.yaml"))
     except InputError:
         return []
     if not isinstance(lock, dict) or not isinstance(params, dict) or not isinstance(lock.get("stages"), dict):
         return []
+    held = _flat_params(params)
     stale = set()
     for stage in lock["stages"].values():
         recorded = (stage.get("params") or {}).get("params.yaml") if isinstance(stage, dict) else None
-        for key, value in (recorded or {}).items():
-            node: object = params
-            for part in str(key).split("."):
-                node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
-            if node != value:
-                stale.add(str(key))
+        for key, value in (recorded or {}).items():  # a key DVC recorded: a section, or one dotted key
+            stale |= {name for name, leaf in _flat_params(value, f"{key}.").items() if held.get(name, _MISSING) != leaf}
     return sorted(stale)
 
 
