@@ -14,6 +14,7 @@ import argparse
 import datetime
 import os
 import statistics
+import sys
 import time
 
 from common import machine, pin_threads, run_main, thread_env
@@ -36,18 +37,23 @@ def measure(n_chunks: int, n_questions: int, args) -> float:
     index = faiss.IndexFlatIP(args.dim)
     index.add(chunks)
     times: dict[str, list[float]] = {"dense": [], "faiss-flat": []}
+    loads = []
     for round_ in range(args.rounds):
         times["dense"].append(cpu_seconds(lambda: top_k(questions, chunks, args.depth)))
         times["faiss-flat"].append(cpu_seconds(lambda: index.search(questions, args.depth)))
-        print(
+        loads.append(os.getloadavg()[0])
+        print(  # progress on stderr: stdout is the Markdown table, whole
             f"{n_chunks:,} x {n_questions:,} round {round_ + 1}: dense {times['dense'][-1]:.2f} CPU-s, "
-            f"faiss-flat {times['faiss-flat'][-1]:.2f} CPU-s, load average {os.getloadavg()[0]:.2f}",
+            f"faiss-flat {times['faiss-flat'][-1]:.2f} CPU-s, load average {loads[-1]:.2f}",
+            file=sys.stderr,
             flush=True,
         )
     medians = {name: statistics.median(values) for name, values in times.items()}
     ratio = medians["dense"] / medians["faiss-flat"]
+    each = "; ".join(f"{d:.2f} / {f:.2f}" for d, f in zip(times["dense"], times["faiss-flat"], strict=True))
     print(
-        f"| {n_chunks:,} x {n_questions:,} | {medians['dense']:.2f} | {medians['faiss-flat']:.2f} | {ratio:.3f} |",
+        f"| {n_chunks:,} x {n_questions:,} | {medians['dense']:.2f} | {medians['faiss-flat']:.2f} | {ratio:.3f} "
+        f"| {each} | {', '.join(f'{load:.1f}' for load in loads)} |",
         flush=True,
     )
     return ratio
@@ -65,8 +71,11 @@ def main() -> None:
     pin_threads(args.threads)
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; depth {args.depth}, {args.dim}-d")
     print(machine(args.threads))
-    print("| chunks x questions | dense (CPU-s, median) | FAISS flat (CPU-s, median) | dense / FAISS |")
-    print("|---|---:|---:|---:|")
+    print(
+        "| chunks x questions | dense (CPU-s, median) | FAISS flat (CPU-s, median) | dense / FAISS "
+        "| each round: dense / FAISS (CPU-s) | load average |"
+    )
+    print("|---|---:|---:|---:|---|---|")
     ratios = {}
     for size in args.sizes.split(","):
         n_chunks, n_questions = (int(part) for part in size.lower().split("x"))
