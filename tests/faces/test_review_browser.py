@@ -118,3 +118,44 @@ def test_three_questions_by_keyboard_then_a_reload_resumes_and_the_file_holds_ex
         f"review: stopped; every click is in {path}",
         f"review: {path} is not tracked by DVC (no DVC project here): commit it, or `dvc add` it in one",
     ]
+
+
+def test_a_held_key_clicks_once_shift_is_the_same_key_and_a_click_the_server_missed_is_undone(tmp_path):
+    """Holding 3 graded four chunks 3 (four lines); Shift+F did nothing; with the server down, a
+    mark stayed on the page (and in the progress) as if saved; every load logged a favicon 404."""
+    chromium, sync_playwright = chromium_and_playwright()
+    project = make_review_project(tmp_path / "project")
+    server, address = start_review(project, "--reviewer", "ana")
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page(bypass_csp=True)
+            errors: list[str] = []
+            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+            page.goto(address)
+            page.wait_for_selector("body[data-ready='1']")
+            page.keyboard.press("Shift+F")
+            page.wait_for_function("document.body.dataset.saved === '1'")
+            fine = page.inner_text("#mark")
+            first_card = json.loads(page.eval_on_selector(".card.selected", "c => c.dataset.chunkIds"))
+            for _ in range(4):  # the first keydown, then three the keyboard repeats while the key is held
+                page.keyboard.down("3")
+            page.keyboard.up("3")
+            page.wait_for_function("document.body.dataset.saved === '2'")
+            badges = page.eval_on_selector_all(".card .grade", "gs => gs.map(g => g.textContent)")
+            assert badges[0] == "3" and set(badges[1:]) <= {"–"}
+            assert errors == []  # no favicon 404 either
+            stop(server)
+            page.keyboard.press("a")
+            page.wait_for_function("document.body.dataset.failed === '1'")
+            assert page.inner_text("#mark") == fine  # undone: the page shows what the file holds
+            assert page.inner_text("#status").startswith("NOT SAVED")
+            browser.close()
+    finally:
+        if server.poll() is None:
+            stop(server)
+    clicks = [json.loads(line) for line in (project / "data" / "reviews" / "ana.jsonl").read_text().splitlines()]
+    assert [(c["type"], c.get("mark"), c.get("chunk_id"), c.get("grade")) for c in clicks] == [
+        ("question", "fine", None, None),
+        *[("grade", None, chunk_id, 3) for chunk_id in first_card],
+    ]

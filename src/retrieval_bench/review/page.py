@@ -63,19 +63,30 @@ aside td{padding:2px 4px;vertical-align:top}
 <aside><b>Keys</b><table id="keys"></table></aside></main>
 <script>
 "use strict";
-let S = null, at = 0, selected = 0, saved = 0, failed = 0;
+let S = null, at = 0, selected = 0, saved = 0, written = 0, failed = 0, lastFailed = false;
 const $ = (id) => document.getElementById(id);
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; }
 function gradeOf(qid, card) { const g = (S.grades[qid] || {})[card.chunk_ids[0]]; return g === undefined ? null : g; }
 function firstUnmarked() { const i = S.items.findIndex((it) => !(it.qid in S.marks)); return i < 0 ? S.items.length - 1 : i; }
+// The next chunk without a grade after `from`, wrapping round to the first ones; -1 when every one has one.
+function nextUngraded(item, from) {
+  const n = item.chunks.length;
+  for (let step = 1; step <= n; step++) { const i = (from + step) % n; if (gradeOf(item.qid, item.chunks[i]) === null) return i; }
+  return -1;
+}
 let sending = Promise.resolve();
 // One click at a time, in the order made: the file's order is the clicks' (the last click wins).
-function post(body) {
+// A click the server did not save is undone on the page (`undo`), so what the page shows is the file.
+function post(body, undo) {
   sending = sending.then(() => fetch("/click", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)})
-    .then((r) => r.json().then((j) => { if (!r.ok) throw new Error(j.error); saved += 1; show(); }))
-    .catch((e) => { failed += 1; $("status").textContent = "NOT SAVED: " + e.message; $("status").className = "failed"; document.body.dataset.failed = failed; }));
+    .then((r) => r.json().then((j) => { if (!r.ok) throw new Error(j.error); saved += 1; written += j.saved; lastFailed = false; show(); }))
+    .catch((e) => {
+      failed += 1; lastFailed = true; undo(); render(false);
+      $("status").textContent = `NOT SAVED (${e.message}): that click is undone on the page; make it again`;
+      $("status").className = "failed"; document.body.dataset.failed = failed;
+    }));
 }
-function render() {
+function render(scroll) {
   const item = S.items[at];
   $("position").textContent = `${at + 1} of ${S.items.length}`;
   $("about").textContent = `${item.qid} · ${item.question_set} · ${item.kind}`;
@@ -97,33 +108,50 @@ function render() {
     cs.append(d);
   });
   if (!item.chunks.length) cs.append(el("div", "meta", "no system retrieved a chunk for this question"));
-  const sel = cs.querySelector(".selected"); if (sel) sel.scrollIntoView({block: "center"});
+  const sel = cs.querySelector(".selected"); if (sel && scroll) sel.scrollIntoView({block: "center"});
   show();
 }
 function show() {
   const done = S.items.filter((it) => it.qid in S.marks).length;
   $("progress").textContent = `${done} of ${S.items.length} questions marked`;
   $("fill").style.width = (100 * done / S.items.length) + "%";
-  if (!failed) $("status").textContent = `${saved} clicks saved to ${S.file}`;
+  if (!lastFailed) {
+    const undone = failed ? `; ${failed} not saved, undone` : "";
+    $("status").textContent = `${written} click${written === 1 ? "" : "s"} saved to ${S.file}${undone}`; $("status").className = "";
+  }
   document.body.dataset.saved = saved; document.body.dataset.at = at;
 }
-function go(i) { at = Math.max(0, Math.min(S.items.length - 1, i)); selected = 0; render(); }
+// A question opens at the top (its evidence under the header), on its first chunk without a grade.
+function go(i) {
+  at = Math.max(0, Math.min(S.items.length - 1, i));
+  const item = S.items[at], first = item.chunks.findIndex((c) => gradeOf(item.qid, c) === null);
+  selected = first < 0 ? 0 : first; render(false); window.scrollTo(0, 0);
+}
 document.addEventListener("keydown", (e) => {
   if (!S || e.ctrlKey || e.metaKey || e.altKey) return;
-  const item = S.items[at], key = e.key;
+  const item = S.items[at], key = e.key.length === 1 ? e.key.toLowerCase() : e.key;  // Shift or Caps Lock: the same key
   const mark = Object.keys(S.mark_keys).find((m) => S.mark_keys[m] === key);
-  if (mark) { S.marks[item.qid] = mark; post({qid: item.qid, mark}); render(); }
+  if ((mark || /^[0-3]$/.test(key)) && e.repeat) { e.preventDefault(); return; }  // a key held down clicks once
+  if (mark) {
+    const before = S.marks[item.qid];
+    S.marks[item.qid] = mark;
+    post({qid: item.qid, mark}, () => { if (S.marks[item.qid] === mark) { if (before === undefined) delete S.marks[item.qid]; else S.marks[item.qid] = before; } });
+    render(false);
+  }
   else if (/^[0-3]$/.test(key) && item.chunks.length) {
     const card = item.chunks[selected], grade = Number(key);
     const grades = S.grades[item.qid] = S.grades[item.qid] || {};
+    const before = card.chunk_ids.map((c) => grades[c]);
     for (const c of card.chunk_ids) grades[c] = grade;
-    post({qid: item.qid, chunk_ids: card.chunk_ids, grade});
-    const next = item.chunks.findIndex((c, i) => i > selected && gradeOf(item.qid, c) === null);
+    post({qid: item.qid, chunk_ids: card.chunk_ids, grade}, () => card.chunk_ids.forEach((c, j) => {
+      if (grades[c] === grade) { if (before[j] === undefined) delete grades[c]; else grades[c] = before[j]; }
+    }));
+    const next = nextUngraded(item, selected);
     if (next >= 0) selected = next; else if (selected < item.chunks.length - 1) selected += 1;
-    render();
+    render(true);
   }
-  else if (key === "j" || key === "ArrowDown") { selected = Math.min(item.chunks.length - 1, selected + 1); render(); }
-  else if (key === "k" || key === "ArrowUp") { selected = Math.max(0, selected - 1); render(); }
+  else if (key === "j" || key === "ArrowDown") { selected = Math.min(item.chunks.length - 1, selected + 1); render(true); }
+  else if (key === "k" || key === "ArrowUp") { selected = Math.max(0, selected - 1); render(true); }
   else if (key === "ArrowRight" || key === "Enter") go(at + 1);
   else if (key === "ArrowLeft") go(at - 1);
   else return;

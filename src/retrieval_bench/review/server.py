@@ -96,6 +96,9 @@ def make_server(port: int, review: Review, reviewer: str, folder: Path) -> Threa
                     self._json(500, {"error": str(error)})
                     return
                 self._json(200, state)
+            elif self.path == "/favicon.ico":  # the browser asks on every load: no icon, and no console error
+                self.send_response(204)
+                self.end_headers()
             else:
                 self._json(404, {"error": f"no page {self.path}"})
 
