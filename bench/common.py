@@ -165,6 +165,18 @@ def add_side_by_side_arguments(parser, methods: list[str], rounds: int, engines:
     add_child_arguments(parser, methods)
 
 
+def methods_of(text: str, known: list[str], first: str | None = None) -> list[str]:
+    """--methods as a list, each one of `known` (and `first` first where the others compare to
+    it); else one InputError naming the flag."""
+    methods = text.split(",")
+    unknown = [method for method in methods if method not in known]
+    if unknown:
+        raise InputError(f"--methods {text}: {', '.join(unknown)} unknown (from {','.join(known)})")
+    if first is not None and methods[0] != first:
+        raise InputError(f"--methods {text}: {first} first (the others are compared to it)")
+    return methods
+
+
 def run_child(script: str, name: str, *extra: str, env: dict[str, str] | None = None) -> dict:
     """Run `sys.executable script <this process's arguments> --child NAME *extra` (env: variables
     set over this process's environment) and return the child's report; raise ChildFailed."""

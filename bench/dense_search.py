@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 from common import (
-    InputError,
     add_side_by_side_arguments,
     interleaved_children,
     machine,
     median,
+    methods_of,
     pin_threads,
     report_to_parent,
     run_main,
@@ -180,12 +180,7 @@ def main() -> int | None:
     args = parser.parse_args()
     if args.child:
         return child(args)
-    methods = args.methods.split(",")
-    unknown = [method for method in methods if method not in METHODS]
-    if unknown:
-        raise InputError(f"--methods {args.methods}: {', '.join(unknown)} unknown (from {','.join(METHODS)})")
-    if methods[0] != "dense":  # every other method reads the exact top dense writes
-        raise SystemExit(f"error: --methods {args.methods}: dense first (the others are compared to its exact top)")
+    methods = methods_of(args.methods, METHODS, first="dense")  # every other method reads dense's exact top
     pin_threads(args.threads)
     print(
         f"{args.chunks:,} chunks x {args.questions:,} questions, {args.dim}-d, depth {args.depth}, {args.rounds} interleaved rounds; "

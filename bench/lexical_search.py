@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 from common import (
-    InputError,
     add_side_by_side_arguments,
     interleaved_children,
     machine,
     median,
+    methods_of,
     pin_threads,
     report_to_parent,
     run_main,
@@ -198,10 +198,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.child:
         return child(args)
-    methods = args.methods.split(",")
-    unknown = [method for method in methods if method not in METHODS]
-    if unknown:
-        raise InputError(f"--methods {args.methods}: {', '.join(unknown)} unknown (from {','.join(METHODS)})")
+    methods = methods_of(args.methods, METHODS)
     pin_threads(args.threads)
     print(
         f"{args.chunks:,} chunks (~{WORDS_PER_CHUNK} words) x {args.questions:,} questions, {args.rounds} interleaved rounds, "

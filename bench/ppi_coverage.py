@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import ROOT, SCIFACT, run_main
+from common import ROOT, SCIFACT, run_main, scifact_folder
 from scipy import stats
 
 from retrieval_bench.evaluation.ppi import ppi_mean
@@ -52,12 +52,9 @@ def sample_ranks() -> dict[str, np.ndarray]:
     return out
 
 
-def scifact_ranks(folder: Path) -> np.ndarray | None:
-    """BM25 (bm25s, the project's tokenizer settings) on SciFact's test queries: the first relevant
-    abstract's rank per query; None without the data."""
-    if not (folder / "corpus.jsonl").is_file():
-        print(f"ppi_coverage: SciFact skipped: {folder} has no corpus.jsonl", flush=True)
-        return None
+def scifact_ranks(folder: Path) -> np.ndarray:
+    """BM25 (bm25s, the project's tokenizer settings) on SciFact's test queries (common.scifact_folder's
+    folder): the first relevant abstract's rank per query."""
     import json
 
     import bm25s
@@ -162,7 +159,7 @@ def binary_coverage(share: float, size: int, trials: int, seed: int) -> tuple[fl
     rng = np.random.default_rng(seed)
     truth = (rng.random(200_000) < share).astype(float)
     judged = np.where(rng.random(len(truth)) < 0.3, 1.0, truth)
-    covered = np.zeros(2)
+    covered, target = np.zeros(2), truth.mean()
     for _ in range(trials):
         picked = rng.choice(len(truth), 400, replace=False)
         reviewed = np.zeros(400, dtype=bool)
@@ -170,7 +167,7 @@ def binary_coverage(share: float, size: int, trials: int, seed: int) -> tuple[fl
         y, f = truth[picked], judged[picked]
         for i, lam in enumerate((None, 0.0)):
             got = ppi_mean(y[reviewed], f[reviewed], f[~reviewed], lam=lam)
-            covered[i] += got.low <= truth.mean() <= got.high
+            covered[i] += got.low <= target <= got.high
     return covered[0] / trials, covered[1] / trials
 
 
@@ -192,9 +189,9 @@ def main() -> None:
         return
     start, load = time.perf_counter(), os.getloadavg()[0]
     tables = {f"sample {name}": ranks for name, ranks in sample_ranks().items()}
-    scifact = scifact_ranks(Path(args.scifact))
-    if scifact is not None:
-        tables["SciFact BM25"] = scifact
+    folder = scifact_folder(args.scifact, "ppi_coverage")  # absent where the workplace keeps it: skipped
+    if folder is not None:
+        tables["SciFact BM25"] = scifact_ranks(folder)
     print(f"tables: {', '.join(f'{name} ({len(r)} questions)' for name, r in tables.items())}")
     print(
         "| tables | judge | reviewed | coverage (PPI 95%) | worst table | people-only coverage | PPI width "

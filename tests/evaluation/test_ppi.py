@@ -94,7 +94,7 @@ def _by_hand(y, f_lab, f_unl, keep=None, lam=None):
 
 def _in_range(estimate, interval, n_kept):
     """The interval kept in [0, 1]; one of no width (every kept Y alike) is the share's exact
-    97.5% bound (Clopper-Pearson: the Beta(n, 1) quantile), the rest of the questions anywhere."""
+    95% bound (Clopper-Pearson: the Beta(n, 1) quantile), the rest of the questions anywhere."""
     if interval[1] - interval[0] < 1e-12:
         elsewhere = 1 - stats.beta.ppf(0.05, n_kept, 1)
         interval = (estimate * (1 - elsewhere), estimate + (1 - estimate) * elsewhere)
@@ -418,6 +418,8 @@ def test_the_estimate_stays_in_range_and_inside_its_own_interval():
 
 
 def test_the_p_value_reads_the_side_of_the_interval_towards_zero():
-    """Every kept figure 0.05: the interval [0.04, 0.18] excludes 0, so the test must reject."""
+    """Every kept figure 0.05: the distribution-free interval excludes 0, so the test must reject."""
     got = ppi_mean(np.full(25, 0.05), np.full(25, 0.05), np.full(100, 0.05), lam=0.0)
+    elsewhere = 1 - stats.beta.ppf(0.05, 25, 1)  # the share of questions that may not be at 0.05
+    assert (got.low, got.high) == pytest.approx((0.05 * (1 - elsewhere), 0.05 + 0.95 * elsewhere))
     assert got.low > 0 and got.p_value() < 0.05

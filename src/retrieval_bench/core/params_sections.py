@@ -110,21 +110,22 @@ def read_yaml_file(path: Path) -> Any:
         raise InputError(f"{path}: not found (run from the project root)") from None
     except OSError as error:
         raise InputError(f"{path}: cannot read it ({describe_os_error(error)})") from None
+    return parse_yaml(data, path)
+
+
+def parse_yaml(data: bytes, where: str | Path) -> Any:
+    """What the YAML bytes `data` (read from `where`, a file or a file at a git revision) hold, as
+    DVC reads params (YAML 1.2: `on` is a string, `1e-3` a number); too large, not UTF-8, invalid
+    YAML or a key twice in a mapping is one InputError."""
     if len(data) > MAX_PARAMS_BYTES:
-        raise InputError(f"{path}: over {MAX_PARAMS_BYTES >> 20} MiB; a params file is a few kilobytes of YAML")
+        raise InputError(f"{where}: over {MAX_PARAMS_BYTES >> 20} MiB; a params file is a few kilobytes of YAML")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         raise InputError(
-            f"{path} line {line}: not UTF-8 text (byte {error.start}: 0x{data[error.start]:02x}); save it as UTF-8"
+            f"{where} line {line}: not UTF-8 text (byte {error.start}: 0x{data[error.start]:02x}); save it as UTF-8"
         ) from None
-    return parse_yaml(text, path)
-
-
-def parse_yaml(text: str, where: str | Path) -> Any:
-    """What the YAML `text` (read from `where`) holds, as DVC reads params (YAML 1.2: `on` is a
-    string, `1e-3` a number); invalid YAML or a key twice in a mapping is one InputError."""
     try:
         return yaml.load(text, Loader=_ParamsLoader)
     except _DuplicateKey as error:

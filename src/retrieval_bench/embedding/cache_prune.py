@@ -31,34 +31,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pruning.set_defaults(run=run_prune)
 
 
-def _chunk_texts(path: str) -> list[str]:
-    return pd.read_parquet(path, columns=["text"])["text"].tolist()
-
-
-def _questions(path: str) -> list[str]:
-    return [row["question"] for row in read_jsonl(path)]
-
-
-def _current(source: str, read) -> list[str]:
+def _texts(source: str) -> list[str]:
+    """The texts a cache must hold, from a chunk table or the golden set (one InputError without it)."""
     if not Path(source).is_file():
         raise InputError(
             f"{source}: not found; run `dvc repro` (or `dvc pull`) first so that prune knows what the current data needs"
         )
-    return read(source)
+    if source == paths.GOLDENSET:
+        return [row["question"] for row in read_jsonl(source)]
+    return pd.read_parquet(source, columns=["text"])["text"].tolist()
 
 
 def run_prune(args: argparse.Namespace) -> int:
     params = load_all_params(args.params)
     pairs = sorted({(pair["chunking"], pair["embedder"]) for pair in params["embedded"].values()})
-    caches = [  # (cache folder, what it must hold, how to read it, the embedder)
-        (paths.corpus_vectors(chunking, embedder)[2], paths.chunks_of(chunking), _chunk_texts, embedder)
+    caches = [  # (cache folder, what it must hold, the prompt its texts were embedded with, the embedder)
+        (paths.corpus_vectors(chunking, embedder)[2], paths.chunks_of(chunking), "document_prompt", embedder)
         for chunking, embedder in pairs
     ] + [
-        (paths.question_vectors(embedder)[2], paths.GOLDENSET, _questions, embedder)
+        (paths.question_vectors(embedder)[2], paths.GOLDENSET, "query_prompt", embedder)
         for embedder in sorted({embedder for _, embedder in pairs})
     ]
     models: dict[str, tuple[EmbedSettings, str, int]] = {}  # embedder -> settings, fingerprint, dimension
-    for relative, source, read, embedder in caches:
+    texts: dict[str, list[str]] = {}  # source -> its texts, each file read once
+    for relative, source, prompt, embedder in caches:
         folder = in_project(relative)
         if not folder.is_dir():
             print(f"{folder}: no cache")
@@ -68,8 +64,9 @@ def run_prune(args: argparse.Namespace) -> int:
             model_path = resolve_model(settings.model, settings.model_key)
             models[embedder] = (settings, model_fingerprint(model_path), embedding_dimension(model_path))
         settings, fingerprint, dim = models[embedder]
-        prompt = settings.query_prompt if source == paths.GOLDENSET else settings.document_prompt
-        keep = set(cache_keys(_current(source, read), settings, prompt, fingerprint))
+        if source not in texts:
+            texts[source] = _texts(source)
+        keep = set(cache_keys(texts[source], settings, getattr(settings, prompt), fingerprint))
         print(prune(folder, keep, dry_run=args.dry_run, dim=dim).line(args.dry_run))
     root = in_project(paths.EMBEDDING_CACHE)
     unused = sorted({*root.glob("corpus/*/*"), *root.glob("questions/*")} - {in_project(c[0]) for c in caches})

@@ -74,8 +74,8 @@ class Estimate:
     def p_value(self) -> float:
         """The two-sided test of a zero mean (a delta of no difference) the interval inverts:
         Student's t with n_reviewed - 1 degrees of freedom."""
-        if self.sd <= 0:  # every figure 0 at the end of its range: no evidence of any difference
-            return 1.0 if self.estimate == 0 else 0.0
+        if self.sd <= 0:  # every figure 0 at the end of the range towards 0: no evidence of a difference
+            return 1.0
         return float(2 * special.stdtr(self.n_reviewed - 1, -abs(self.estimate) / self.sd))
 
     def to_dict(self, digits: int = 4) -> dict:

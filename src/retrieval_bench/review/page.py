@@ -124,8 +124,7 @@ function show() {
 // A question opens at the top (its evidence under the header), on its first chunk without a grade.
 function go(i) {
   at = Math.max(0, Math.min(S.items.length - 1, i));
-  const item = S.items[at], first = item.chunks.findIndex((c) => gradeOf(item.qid, c) === null);
-  selected = first < 0 ? 0 : first; render(false); window.scrollTo(0, 0);
+  selected = Math.max(0, nextUngraded(S.items[at], S.items[at].chunks.length - 1)); render(false); window.scrollTo(0, 0);
 }
 document.addEventListener("keydown", (e) => {
   if (!S || e.ctrlKey || e.metaKey || e.altKey) return;

@@ -35,7 +35,7 @@ from scipy import special
 
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.evaluation.certificate.states import AGREES, DISAGREES, UNDETERMINED
-from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF
+from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column
 from retrieval_bench.evaluation.stats import ALPHA, EPS, tie_level
 
 HEADLINE_METRIC = "mrr"
@@ -94,12 +94,10 @@ def side(matrices: dict[str, np.ndarray], clusters=None) -> Side:
 def headline_metric(names) -> str:
     """The metric a set's verdict and line rest on: for multi-evidence questions (complete@k among
     the metrics) complete@10, whether every piece was found, as the leaderboard ranks them (else
-    their first complete@k); otherwise mrr, else the first there is."""
+    their deepest complete@k, as headline_column picks); otherwise mrr, else the first there is."""
     names = list(names)
-    complete = [name for name in names if str(name).startswith("complete@")]
-    if complete:
-        return f"complete@{HEADLINE_CUTOFF}" if f"complete@{HEADLINE_CUTOFF}" in complete else complete[0]
-    return HEADLINE_METRIC if HEADLINE_METRIC in names else names[0]
+    complete = headline_column(names, "complete", HEADLINE_CUTOFF)
+    return complete or (HEADLINE_METRIC if HEADLINE_METRIC in names else names[0])
 
 
 def tied_best(means: np.ndarray) -> list[int]:

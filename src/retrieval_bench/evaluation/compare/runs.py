@@ -76,10 +76,8 @@ def params_changed(cwd: Path, a_commit: str | None, b_commit: str | None) -> lis
     for commit in (a_commit, b_commit):
         raw = read_artefact("params.yaml", commit, cwd)
         try:
-            sides.append(
-                _flat_params(parse_yaml(raw.decode("utf-8"), "params.yaml") or {}) if raw is not None else None
-            )
-        except (UnicodeDecodeError, InputError):
+            sides.append(_flat_params(parse_yaml(raw, "params.yaml") or {}) if raw is not None else None)
+        except InputError:
             sides.append(None)
     a, b = sides
     if a is None or b is None:
