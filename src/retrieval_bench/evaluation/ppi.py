@@ -15,7 +15,8 @@ lambda_i:
     mean_n(K_i (Y_i - theta) - lambda_i (f_i - theta)) + mean_n(lambda_i) mean_N(f - theta) = 0
     theta = (mean_n(K Y) + mean_n(lambda_i (mean_N(f) - f_i))) / mean_n(K)
 
-lambda = 0 is the human-only (classical) estimate, lambda = 1 plain PPI. The power-tuned lambda of a
+lambda = 0 is the human-only (classical) estimate, lambda = 1 plain PPI; the human-only interval of a
+0/1 figure is the share's exact (Clopper-Pearson) one. The power-tuned lambda of a
 set S of reviewed questions minimises the variance: Cov_S(g, g_f) / ((1 + |S|/N) Var(g_f)), clipped
 to [0, 1], with g = K (Y - theta0), g_f = f - theta0 at S's classical theta0 = sum_S(K Y) / sum_S(K)
 (Cov_S over S, ddof 0; Var over S and the N unreviewed questions, ddof 1, as ppi_py does; lambda 0
@@ -111,6 +112,8 @@ def ppi_mean(
     n, big_n = len(y), len(f_unl)
     if n < MIN_LABELLED or k.sum() < MIN_LABELLED or (big_n == 0 and lam != 0):
         return None
+    if lam == 0 and bounds == (0.0, 1.0) and np.isin(y[k > 0], (0.0, 1.0)).all():
+        return _share_interval(int((k * y).sum()), int(k.sum()), n, big_n)
     # lambda and theta see f only through differences: centring it keeps the sums' variances exact
     centre = float(np.concatenate([f_lab, f_unl]).mean())
     f_lab, f_unl = f_lab - centre, f_unl - centre
@@ -148,6 +151,17 @@ def degenerate_half_widths(value: float, n_kept: int, bounds: tuple[float, float
     lowest, highest = bounds
     elsewhere = 1.0 - 0.05 ** (1.0 / n_kept)
     return (value - lowest) * elsewhere, (highest - value) * elsewhere
+
+
+def _share_interval(hits: int, n_kept: int, n_reviewed: int, n_unreviewed: int) -> Estimate:
+    """The people-only estimate of a 0/1 figure (a hit, recall@k of one passage): the share of the
+    kept reviewed questions with Clopper-Pearson's exact 95% interval, which covers at least 95% at
+    any share. The t interval of a share covered 87.5% at a share of 0.9 from 50 reviewed and
+    88.8% at 0.8 from 25 (bench/ppi_coverage.py --binary)."""
+    share = hits / n_kept
+    low = float(special.betaincinv(hits, n_kept - hits + 1, 0.025)) if hits > 0 else 0.0
+    high = float(special.betaincinv(hits + 1, n_kept - hits, 0.975)) if hits < n_kept else 1.0
+    return Estimate(share, low, high, 0.0, n_reviewed, n_kept, n_unreviewed, (share - low) / t95(n_reviewed))
 
 
 def _tuned(sums: np.ndarray, unl: tuple[int, float, float]) -> np.ndarray:
