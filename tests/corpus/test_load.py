@@ -154,7 +154,7 @@ def test_plain_qrels_next_to_ready_chunks(tmp_path):
 def test_qrels_errors_name_file_and_line(tmp_path):
     path = tmp_path / "qrels.tsv"
     path.write_text("q1\tc1\t1\nq2\tc2\tvery\n")
-    with pytest.raises(InputError, match=r"qrels.tsv:2: grade must be an integer, got 'very'"):
+    with pytest.raises(InputError, match=r"qrels.tsv:2: grade must be an integer of at most 9 digits, got 'very'"):
         read_qrels(path)
     path.write_text("q1 c1\n")
     with pytest.raises(InputError, match=r"qrels.tsv:1: expected"):
@@ -256,3 +256,17 @@ def test_a_bad_record_is_named_by_its_line_where_blank_lines_come_first(tmp_path
     corpus.write_text('{"_id": "d1", "text": "ok"}\n\n{"_id": "d2", "text": 7}\n')
     with pytest.raises(InputError, match=r"corpus\.jsonl: record 3\b"):
         read_beir_corpus(corpus)
+
+
+def test_a_judged_query_with_a_blank_text_is_refused_not_scored(tmp_path):
+    """A blank query text was embedded and scored: a 0 on every metric, with no message."""
+    folder = make_beir(tmp_path / "beir", ["q1\td1\t1", "q3\td2\t1"])
+    rows = [json.loads(line) for line in (folder / "queries.jsonl").read_text().splitlines()]
+    rows[2]["text"] = "   "
+    write_jsonl(folder / "queries.jsonl", rows)
+    with pytest.raises(InputError, match=r"test.tsv: 1 judged queries have a blank text in the queries file, e.g. q3"):
+        load_corpus(folder)
+    rows[2]["text"] = "unjudged"
+    rows[1]["text"] = ""  # q2 is not judged: its text is never used
+    write_jsonl(folder / "queries.jsonl", rows)
+    assert [label["qid"] for label in load_corpus(folder).labels] == ["q1", "q3"]

@@ -48,7 +48,7 @@ def test_a_query_id_twice_is_refused_not_replaced(tmp_path, name, text, expected
 def test_qrels_a_numeric_first_line_is_a_judgement_and_widths_do_not_mix(tmp_path):
     path = tmp_path / "qrels.tsv"
     path.write_text("q1\t1\t1.0\nq2\tc2\t1\n")  # line 1 is a judgement with a bad grade, not a header
-    with pytest.raises(InputError, match=r"qrels.tsv:1: grade must be an integer, got '1.0'"):
+    with pytest.raises(InputError, match=r"qrels.tsv:1: grade must be an integer of at most 9 digits, got '1.0'"):
         read_qrels(path)
     path.write_text("q1\tc1\t1\nq2\t0\tc2\t1\n")
     with pytest.raises(InputError, match=r"qrels.tsv:2: 4 fields, where line 1 has 3"):
@@ -57,6 +57,36 @@ def test_qrels_a_numeric_first_line_is_a_judgement_and_widths_do_not_mix(tmp_pat
     assert read_qrels(path) == [("q1", "c1", 1)]
     path.write_text("q1 0 c1 1\nq2 0 c2 2\n")  # TREC throughout
     assert read_qrels(path) == [("q1", "c1", 1), ("q2", "c2", 2)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a trailing tab made line 1 a TREC line with an empty grade: it was skipped as a header
+        (
+            "1\t31715818\t1\t\n2\t5\t1\n",
+            r"qrels.tsv:1: grade must be an integer of at most 9 digits, got '' \(an empty field",
+        ),
+        ("q1\tc1\tyes\nq2\tc2\t1\n", r"qrels.tsv:1: grade must be an integer .*got 'yes'"),  # was skipped too
+        ("q1\tc1\t1_0\n", r"qrels.tsv:1: .*got '1_0'"),  # int() read 10
+        ("q1\tc1\t\u0661\n", r"qrels.tsv:1: .*got '\u0661'"),  # an Arabic-Indic 1
+        ("q1\tc1\t99999999999999999999\n", r"qrels.tsv:1: grade must be an integer of at most 9 digits"),
+        ("q1\tc1\t1\nquery-id\tcorpus-id\tscore\n", r"qrels.tsv:2: grade must be an integer"),  # a header only first
+    ],
+)
+def test_a_qrels_line_that_is_not_a_header_is_never_skipped_as_one(tmp_path, text, expected):
+    path = tmp_path / "qrels.tsv"
+    path.write_text(text)
+    with pytest.raises(InputError, match=expected):
+        read_qrels(path)
+
+
+def test_a_header_after_blank_lines_and_a_trec_style_header_are_headers(tmp_path):
+    path = tmp_path / "qrels.tsv"
+    path.write_text("\nquery-id\tcorpus-id\tscore\nq1\tc1\t-1\n")  # was: line 2 'grade must be an integer'
+    assert read_qrels(path) == [("q1", "c1", -1)]
+    path.write_text("qid 0 docno rel\nq1 0 c1 2\n")
+    assert read_qrels(path) == [("q1", "c1", 2)]
 
 
 def test_a_documents_folder_names_the_links_it_does_not_follow_and_drops_a_byte_order_mark(tmp_path):

@@ -289,3 +289,26 @@ def test_an_imported_set_none_of_whose_questions_is_in_the_corpus_is_one_line(pr
         "lacks, 0 could not be located (a BEIR set names document ids; an `export-beir` folder names chunk ids: "
         "read it back as load.source)"
     )
+
+
+def test_an_imported_beir_sets_lost_judgements_are_an_error_or_counted(tmp_path):
+    """A qrels qid with no query text vanished uncounted, and a kept question's relevant document
+    missing from this corpus left its recall's denominator unsaid ("0 are for documents not in
+    this corpus")."""
+    from retrieval_bench.goldenset.formats import read_beir
+    from retrieval_bench.goldenset.imported import found_line, judged_rows
+
+    beir = tmp_path / "logs"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "queries.jsonl").write_text(json.dumps({"_id": "1", "text": "How does WAL work?"}) + "\n")
+    (beir / "qrels" / "test.tsv").write_text("1\twal.md\t1\n1\tgone.md\t1\n1\tgone2.md\t0\n77777\twal.md\t1\n")
+    with pytest.raises(InputError, match=r"test.tsv: 1 judged queries have no text in .*queries.jsonl, e.g. '77777'"):
+        read_beir(beir, "test")
+    (beir / "qrels" / "test.tsv").write_text("1\twal.md\t1\n1\tgone.md\t1\n1\tgone2.md\t0\n")
+    rows, counts = judged_rows(read_beir(beir, "test"), {"wal.md": "WAL text"})
+    assert len(rows) == 1 and rows[0]["relevant"] == {"wal.md": 1}
+    assert counts == {"other_corpus": 0, "not_located": 0, "relevant_elsewhere": 1}  # gone2.md is graded 0
+    line = found_line("logs", rows, {**counts, "duplicate_questions_dropped": 0})
+    assert line.endswith(
+        "; 1 relevant documents of the questions kept are not in this corpus (dropped from their judgements)"
+    )

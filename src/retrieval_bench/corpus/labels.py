@@ -30,6 +30,12 @@ def build_labels(
         raise InputError(
             f"{qrels_path}: {len(no_text)} judged queries have no text in the queries file, e.g. {', '.join(no_text[:5])}"
         )
+    blank = [q for q in relevant if not queries[q].strip()]
+    if blank:  # an empty question would be embedded and scored: a 0 on every metric, silently
+        raise InputError(
+            f"{qrels_path}: {len(blank)} judged queries have a blank text in the queries file, e.g. "
+            f"{', '.join(blank[:5])}; each judged query needs its question"
+        )
     notes = []
     missing = {q: sorted(c for c in grades if c not in chunk_ids) for q, grades in relevant.items()}
     missing = {q: ids for q, ids in missing.items() if ids}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,9 @@ CHUNK_COLUMNS = ["chunk_id", "doc_id", "start", "end", "text", "text_sha256"]
 DOCUMENT_FIELDS = ("doc_id", "start", "end")
 UNCOVERED = "\n"  # what a rebuilt document holds where no chunk says (chunkers trim the whitespace between chunks)
 CHUNK_GAP = 2  # characters between the chunks of a document without offsets: a blank line
+GRADE = re.compile(r"-?[0-9]{1,9}")  # a qrels grade: ASCII digits, within pytrec_eval's C int
+HEADER_GRADES = {"score", "grade", "relevance", "rel", "label", "judgement", "judgment", "relevant"}
+HEADER_QUERIES = {"query-id", "query_id", "queryid", "qid", "query", "query id", "topic"}
 
 
 @dataclass
@@ -177,12 +181,17 @@ def read_qrels(path: Path) -> list[tuple[str, str, int]]:
     judgements = []
     seen: dict[tuple[str, str], tuple[int, int]] = {}
     width: tuple[int, int] | None = None  # (fields, line) of the first judgement: every line has as many
+    first_line = True
     for line_number, line in enumerate(read_text_lines(path), 1):
         line = line.rstrip("\r\n")
         # Tab-separated (BEIR) keeps ids with spaces whole; TREC qrels are whitespace-separated.
         fields = line.split("\t") if "\t" in line else line.split()
         if not line.strip():
             continue
+        if first_line and _is_header(fields):  # BEIR's "query-id corpus-id score"
+            first_line = False
+            continue
+        first_line = False
         if len(fields) not in (3, 4):
             raise InputError(
                 f"{path}:{line_number}: expected 'query chunk grade' or TREC 'query 0 chunk grade', got {len(fields)} fields"
@@ -190,12 +199,12 @@ def read_qrels(path: Path) -> list[tuple[str, str, int]]:
         query_id, corpus_id, grade = (
             (fields[0], fields[1], fields[2]) if len(fields) == 3 else (fields[0], fields[2], fields[3])
         )
-        try:
-            value = int(grade)
-        except ValueError:
-            if line_number == 1 and not _numeric(grade):  # a header line such as "query-id corpus-id score"
-                continue
-            raise InputError(f"{path}:{line_number}: grade must be an integer, got {grade!r}") from None
+        if not GRADE.fullmatch(grade):  # int() also reads "1_0" as 10 and other scripts' digits
+            empty = " (an empty field: a trailing tab?)" if not grade else ""
+            raise InputError(
+                f"{path}:{line_number}: grade must be an integer of at most 9 digits, got {grade!r}{empty}"
+            )
+        value = int(grade)
         if width is None:
             width = (len(fields), line_number)
         elif len(fields) != width[0]:
@@ -216,12 +225,11 @@ def read_qrels(path: Path) -> list[tuple[str, str, int]]:
     return judgements
 
 
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+def _is_header(fields: list[str]) -> bool:
+    """A qrels header: its grade column or its query column named as BEIR's and TREC tools' headers
+    name them. A judgement whose grade is mistyped is an error, not a header to skip."""
+    named = (fields[2] if len(fields) == 3 else fields[3] if len(fields) == 4 else "").strip().lower()
+    return named in HEADER_GRADES or fields[0].strip().lower() in HEADER_QUERIES
 
 
 def chunk_documents(documents: pd.DataFrame, chars: int, overlap: int) -> pd.DataFrame:

@@ -410,14 +410,17 @@ def read_beir(path: Path, split: str) -> list[dict]:
     relevant: dict[str, dict[str, int]] = {}
     for qid, chunk_id, grade in read_qrels(qrels_path):
         relevant.setdefault(qid, {})[chunk_id] = grade
+    no_text = [qid for qid in relevant if qid not in queries]
+    if no_text:  # its judgements would vanish uncounted
+        raise InputError(
+            f"{qrels_path}: {len(no_text)} judged queries have no text in {path / 'queries.jsonl'}, e.g. "
+            f"{', '.join(map(quoted, no_text[:5]))}"
+        )
     questions: list[dict[str, Any]] = []
     for qid, grades in relevant.items():
-        if qid in queries:
-            where = f"{path / 'queries.jsonl'}: _id {quoted(qid)}"
-            question, checked_qid = checked_question(where, queries[qid], qid, ("text", "_id"))
-            questions.append(
-                {"qid": checked_qid, "question": question, "evidence": [], "relevant": grades, "extra": {}}
-            )
+        where = f"{path / 'queries.jsonl'}: _id {quoted(qid)}"
+        question, checked_qid = checked_question(where, queries[qid], qid, ("text", "_id"))
+        questions.append({"qid": checked_qid, "question": question, "evidence": [], "relevant": grades, "extra": {}})
     return questions
 
 

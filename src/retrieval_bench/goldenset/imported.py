@@ -70,12 +70,16 @@ def judged_rows(questions: list[dict], texts: dict[str, str]) -> tuple[list[dict
     """Golden rows of a BEIR set's judged queries, graded and multi-relevant as real labels are
     (build.label_rows), over the documents of this corpus its qrels name (with ready chunks each
     chunk is its own document); relevant_spans: each judged document whole."""
-    rows, counts = [], {"other_corpus": 0, "not_located": 0}
+    rows, counts = [], {"other_corpus": 0, "not_located": 0, "relevant_elsewhere": 0}
     for question in questions:
         grades = {doc_id: grade for doc_id, grade in question["relevant"].items() if doc_id in texts}
         if not any(grade > 0 for grade in grades.values()):
             counts["other_corpus"] += 1
             continue
+        # a kept question's relevant documents this corpus lacks leave its recall's denominator: said
+        counts["relevant_elsewhere"] += sum(
+            grade > 0 and doc_id not in texts for doc_id, grade in question["relevant"].items()
+        )
         spans = [[doc_id, 0, len(texts[doc_id]), grade] for doc_id, grade in grades.items()]
         label = {"qid": question["qid"], "question": question["question"], "relevant": grades, "relevant_spans": spans}
         rows.extend(label_rows([label]))
@@ -123,7 +127,13 @@ def plan_line(imported: ImportedSet) -> str:
 
 def found_line(name: str, rows: list[dict], counts: dict[str, int]) -> str:
     """How many of an imported set's questions the golden set holds, and why the others are out."""
+    elsewhere = counts.get("relevant_elsewhere", 0)
+    partial = (
+        f"; {elsewhere} relevant documents of the questions kept are not in this corpus (dropped from their judgements)"
+        if elsewhere
+        else ""
+    )
     return (
         f"question set {name}: {len(rows)} questions; {counts['other_corpus']} are for documents not in this corpus, "
-        f"{counts['not_located']} could not be located, {counts['duplicate_questions_dropped']} repeated"
+        f"{counts['not_located']} could not be located, {counts['duplicate_questions_dropped']} repeated{partial}"
     )
