@@ -115,3 +115,15 @@ def test_with_provider_none_the_golden_set_is_the_real_queries_and_unused_settin
     with StubLLM() as stub:
         out = run_stage_here(beir_project, stub)[1]
     assert "3 real labelled queries (question set real); no question is generated (generate.provider none)\n" in out
+
+
+def test_a_query_log_larger_than_max_questions_is_sampled_and_says_so(beir_project):
+    """With more real queries than generate.max_questions, 2 of 3 were scored and nothing said so:
+    the load line said 3, the golden set held 2."""
+    set_params(beir_project, **{"generate.max_questions": 2})
+    with StubLLM() as stub:
+        status, out, err = run_stage_here(beir_project, stub)
+        assert status == 0, err
+    assert "real labelled queries: a sample of 2 of 3 (generate.max_questions 2; 0 takes them all)" in out
+    report = json.loads((beir_project / "metrics" / "goldenset.json").read_text())
+    assert report["n_questions"] == 2 and report["real_left_out"] == 1

@@ -128,7 +128,13 @@ def assemble(
     imported = read_imported(dict(settings.imported))
     for named in imported:
         log(imported_plan_line(named))
-    real = sample_rows(label_rows(labels), settings.max_questions, settings.seed) if labels else []
+    labelled = label_rows(labels) if labels else []
+    real = sample_rows(labelled, settings.max_questions, settings.seed)
+    if len(real) < len(labelled):  # a query log larger than max_questions is scored on a sample: said
+        log(
+            f"real labelled queries: a sample of {len(real)} of {len(labelled)} (generate.max_questions "
+            f"{settings.max_questions}; 0 takes them all)"
+        )
     generating = not labels or settings.provider != "none"
     synthetic_rows: list[dict[str, Any]] = []
     rejects: list[dict[str, Any]] = []
@@ -174,6 +180,8 @@ def assemble(
         log_synthetic(groups["synthetic"], counts, settings, log)
     golden = [row for group in groups.values() for row in group]
     summary = {**report(golden, rejects, counts, gauge), **kinds_report(golden, counts), "imported": imported_report}
+    if len(real) < len(labelled):
+        summary["real_left_out"] = len(labelled) - len(real)
     return GoldenSet(golden, rejects, summary)
 
 
