@@ -256,13 +256,15 @@ def copy_project(dest: Path, env: dict[str, str]) -> None:
     """Copy the project's files (tracked, and untracked but not ignored; without tests/, bench/,
     the sample corpus, metrics/ and DVC's state) into `dest`, then `git init` and `dvc init` there.
     The caller writes its own params.yaml and data."""
-    listed = subprocess.run(
+    listing = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout
+    )
+    if listing.returncode != 0:  # an extracted archive: which files are the project's is git's answer
+        raise InputError(f"{ROOT}: not a git checkout; the benchmark copies the project's git-listed files")
+    listed = listing.stdout
     for name in filter(None, listed.split("\0")):
         if name.startswith((".dvc/", "tests/", "bench/", "data/sample/", "metrics/")) or name in {
             "dvc.lock",

@@ -53,6 +53,11 @@ def test_scifact_slice_matches_trec_eval(tmp_path):
     doc_ids = json.loads((project / paths.CORPUS_IDS).read_text())
     run = {row["qid"]: {d: float(s) for d, s in zip(doc_ids, scores[i])} for i, row in enumerate(golden)}
     qrels = {row["qid"]: row["relevant"] for row in golden}
+    written: dict[str, dict[str, int]] = {}  # the slice's qrels read here, not through the project's reader
+    for line in (beir / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        qid, doc_id, grade = line.split("\t")
+        written.setdefault(qid, {})[doc_id] = int(grade)
+    assert qrels == written
     trec = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.1,5,10", "recip_rank", "map_cut.10"}).evaluate(
         run
     )

@@ -15,6 +15,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import os
 import re
 import runpy
 import signal
@@ -450,3 +451,17 @@ def test_a_duplicate_qrels_line_is_an_error_naming_both_lines(tmp_path):
     with pytest.raises(InputError) as refused:
         read_qrels(qrels)
     assert f"{qrels}:4" in str(refused.value) and "line 2" in str(refused.value)
+
+
+def test_a_bench_that_copies_the_project_outside_a_git_checkout_says_so(tmp_path, monkeypatch):
+    """Observed: `python bench/reproduce_scifact.py` in an extracted archive gave git's
+    CalledProcessError as a traceback."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    common = importlib.import_module("common")
+    (tmp_path / "src").mkdir()
+    monkeypatch.setattr(common, "ROOT", tmp_path / "src")  # no .git above it
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    with pytest.raises(
+        InputError, match=r"src: not a git checkout; the benchmark copies the project's git-listed files"
+    ):
+        common.copy_project(tmp_path / "copy", dict(os.environ))
