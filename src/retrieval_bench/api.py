@@ -34,10 +34,12 @@ from retrieval_bench.evaluation.compare import command as _compare
 from retrieval_bench.evaluation.score.judged import MAX_GRADE, JudgedInputs
 from retrieval_bench.evaluation.score.metrics import TIE_POLICIES
 from retrieval_bench.evaluation.score.per_question import check_one_row_per_question, read_per_question
+from retrieval_bench.evaluation.score.reviewed import REVIEW, kept, rejected_count
 from retrieval_bench.evaluation.score.scoring import score_run, score_run_both_views, system_summary
 from retrieval_bench.evaluation.score.segments import segments
 from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.evaluation.stats import MAX_RESAMPLES, Resampling
+from retrieval_bench.goldenset.reviews import golden_reviews
 
 if TYPE_CHECKING:
     from typing_extensions import TypeGuard, TypeIs
@@ -83,6 +85,10 @@ def _is_real(value: object) -> bool:
 
 def _is_path(value: object) -> TypeIs[str | Path]:
     return isinstance(value, (str, Path))
+
+
+def _is_path_or_none(value: object) -> bool:
+    return value is None or _is_path(value)
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, dict[str, Any]]:
@@ -167,7 +173,13 @@ def _golden_row(row: Any, where: str) -> dict[str, Any]:
         return checked
     if any(row.get(column) is None for column in SPAN_COLUMNS):
         raise InputError(f"{where}: expected 'relevant' {{chunk_id: grade}} or an evidence span (doc_id, start, end)")
-    return checked
+    start, end = row["start"], row["end"]
+    if not (_is_whole(start) and _is_whole(end) and 0 <= start < end):
+        raise InputError(
+            f"{where}: an evidence span's start and end must be whole character offsets with 0 <= start < end, "
+            f"got start {quoted(start)}, end {quoted(end)}"
+        )
+    return {**checked, "doc_id": checked_id(row["doc_id"], where, "doc_id"), "start": int(start), "end": int(end)}
 
 
 def read_run(source: RunInput, depth: int | str | None = None) -> pd.DataFrame:
@@ -210,12 +222,17 @@ def _run_from_frame(frame: pd.DataFrame, where: str, depth: int | None) -> pd.Da
     missing = [column for column in ("qid", "chunk_id", "score") if column not in frame.columns]
     if missing:
         raise InputError(f"{where}: expected columns qid, chunk_id and score; missing {', '.join(missing)}")
+    repeated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()] if c in ("qid", "chunk_id", "score")})
+    if repeated:
+        raise InputError(
+            f"{where}: column {repeated[0]!r} appears more than once; expected one qid, chunk_id and score"
+        )
     check_scores(frame, where)
     for column in ("qid", "chunk_id"):
         for value in frame[column].drop_duplicates():
             checked_id(value, where, column)
     scores = pd.to_numeric(frame["score"]).astype(np.float64)
-    return from_records(zip(frame["qid"].astype(str), frame["chunk_id"].astype(str), scores, strict=True), depth)
+    return from_records(zip(frame["qid"].astype(str), frame["chunk_id"].astype(str), scores, strict=True), depth, where)
 
 
 def _checked_run(run: pd.DataFrame, where: str) -> pd.DataFrame:
@@ -238,6 +255,7 @@ def score(
     ambiguous_at: int = 3,
     budgets: Sequence[int] | None = None,
     budget_unit: str = "chars",
+    reviews: str | Path | None = None,
 ) -> Scores:
     """Score `run` against `labels` as the score stage does (score.k, score.ties,
     score.min_coverage). `chunks` (data/chunkings/default/chunks.parquet or a DataFrame) is needed
@@ -246,16 +264,25 @@ def score(
     the judged view, with the pooled LLM grades of `judged_pool` (data/judged_pool.jsonl rows),
     judge.min_grade and judge.ambiguous_at.
     `budgets`, `budget_unit`: score.budgets and score.budget_unit (None: score.budgets' default
-    when `chunks` has the length columns, start and end or text, else none)."""
+    when `chunks` has the length columns, start and end or text, else none). `reviews` (data/reviews,
+    with `duplicates`): people's reviews, as the score stage reads them: rejected questions leave the
+    figures, people's grades win over the judge's."""
     ks, budgets = _checked_ks(k), _checked_budgets(budgets, budget_unit, chunks)
     _check_argument("ties", ties, f"one of {', '.join(TIE_POLICIES)}", isinstance(ties, str) and ties in TIE_POLICIES)
     _check_argument("min_coverage", min_coverage, "in (0, 1]", _is_real(min_coverage) and 0 < min_coverage <= 1)
     _check_judged_arguments(min_grade, ambiguous_at, judged_pool, duplicates)
+    _check_argument(
+        "reviews", reviews, "None or the path of a reviews folder (data/reviews)", _is_path_or_none(reviews)
+    )
+    if reviews is not None and duplicates is None:
+        raise InputError("reviews are read only with duplicates= (the judged view they grade): pass both, or neither")
     golden, run_frame = read_golden(labels), read_run(run)
     qids = [row["qid"] for row in golden]
     if not set(qids) & set(run_frame["qid"]):
         raise InputError(f"no question of the labels is in the run (qids such as {', '.join(qids[:3])})")
     table, budgets = _chunk_table(chunks, golden, run_frame, budgets, budget_unit)
+    if chunks is not None:
+        _check_chunk_ids(table, run_frame["chunk_id"], "chunks", "the run")
     scoring = Scoring(
         ks=tuple(ks),
         min_coverage=min_coverage,
@@ -269,11 +296,37 @@ def score(
         per_question = _with_segments(score_run(golden, table, run_frame, scoring), golden)
         return Scores(system_summary(per_question, len(table), scoring, None, graded=False), per_question)
     copies = _read_table(duplicates, ["group", "chunk_id"], "duplicates")
+    _check_chunk_ids(table, copies["chunk_id"].astype(str), "chunks", "duplicates")
     pool = _read_pool(judged_pool) if _is_path(judged_pool) else list(judged_pool or [])
+    people = None if reviews is None else golden_reviews(_reviews_folder(reviews), set(qids))
     per_question = _with_segments(
-        score_run_both_views(golden, table, run_frame, scoring, JudgedInputs(copies, pool)), golden
+        score_run_both_views(golden, table, run_frame, scoring, JudgedInputs(copies, pool, reviews=people)), golden
     )
-    return Scores(system_summary(per_question, len(table), scoring, copies, graded=bool(pool)), per_question)
+    summary = system_summary(kept(per_question), len(table), scoring, copies, graded=bool(pool))
+    if REVIEW in per_question:
+        summary["n_rejected"] = rejected_count(per_question)
+    return Scores(summary, per_question)
+
+
+def _reviews_folder(path: str | Path) -> Path:
+    """The reviews folder; none there means no reviews, as in the pipeline (no one has reviewed yet)."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"reviews {path}: not a folder; expected data/reviews, one .jsonl per reviewer")
+    return folder
+
+
+def _check_chunk_ids(table: pd.DataFrame, chunk_ids: pd.Series, table_name: str, what: str) -> None:
+    """Every chunk id `what` names is in the chunk table: a run of another chunking scored 0 on
+    every metric (or raised a KeyError) against it."""
+    if table.empty:
+        raise InputError(f"{table_name}: no chunk; expected the chunk table the run was retrieved from")
+    unknown = sorted(set(chunk_ids) - set(table["chunk_id"]))
+    if unknown:
+        raise InputError(
+            f"{table_name}: {len(unknown)} chunk ids of {what} are not in the chunk table, e.g. "
+            f"{', '.join(map(quoted, unknown[:3]))} (a run of another chunking?)"
+        )
 
 
 def _with_segments(per_question: pd.DataFrame, golden: list[dict[str, Any]]) -> pd.DataFrame:
@@ -348,7 +401,7 @@ def _chunk_table(
     """The chunks scoring judges against: the given table, or with chunk labels only, every chunk id
     the labels and the run name; and the budgets scored (None: score.budgets' default if the table
     has the columns of the chunks' lengths in `unit`, else none)."""
-    spans = any(row.get("relevant") is None for row in golden)
+    spans = any(row.get("relevant") is None and row.get("kind") != UNANSWERABLE for row in golden)
     if chunks is None:
         if spans:
             raise InputError(
@@ -365,8 +418,24 @@ def _chunk_table(
         if budgets is not None or not lengths:
             raise
         table = _read_table(chunks, columns, "chunks")  # no lengths: the default budgets are left out
+    if spans:
+        _check_span_columns(table, golden)
     default = DEFAULTS["score"]["budgets"] if set(lengths) <= set(table.columns) else []
     return table.assign(chunk_id=table["chunk_id"].astype(str)), sorted(default if budgets is None else budgets)
+
+
+def _check_span_columns(table: pd.DataFrame, golden: list[dict[str, Any]]) -> None:
+    """The chunk table's offsets are whole numbers, and every evidence span's document is in it
+    (a span in a document the table lacks scored 0 silently)."""
+    for column in ("start", "end"):
+        if not pd.api.types.is_integer_dtype(table[column]):
+            raise InputError(f"chunks: column {column!r} must hold whole character offsets, got {table[column].dtype}")
+    documents = set(table["doc_id"].astype(str))
+    for row in golden:
+        if row.get("relevant") is None and row.get("kind") != UNANSWERABLE and str(row["doc_id"]) not in documents:
+            raise InputError(
+                f"question {quoted(row['qid'])}: its evidence's doc_id {quoted(row['doc_id'])} is no document of chunks"
+            )
 
 
 def _read_table(source: TableInput, columns: list[str], what: str) -> pd.DataFrame:
@@ -416,14 +485,13 @@ def compare(
     _check_argument(
         "k", k, "None or a positive whole number (a hit@k column)", bool(k is None or (_is_whole(k) and k >= 1))
     )
-    return _compare.compare_tables(
-        _per_question(a, a_label),
-        _per_question(b, b_label),
-        a_label,
-        b_label,
-        Resampling(resamples, seed, level),
-        k=k,
-    )
+    a_table, b_table = _per_question(a, a_label), _per_question(b, b_label)
+    if k is not None:
+        have = sorted(set(_compare.hit_ks(a_table.columns)) & set(_compare.hit_ks(b_table.columns)))
+        _check_argument(
+            "k", k, f"a k with a hit@k column in both (have: {', '.join(map(str, have)) or 'none'})", k in have
+        )
+    return _compare.compare_tables(a_table, b_table, a_label, b_label, Resampling(resamples, seed, level), k=k)
 
 
 def _per_question(side: Scores | TableInput, label: str) -> pd.DataFrame:

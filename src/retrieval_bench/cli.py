@@ -55,7 +55,16 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt as error:  # anywhere, the imports included: one line, as a stage says it
+        from retrieval_bench.core.errors import INTERRUPTED_EXIT, Interrupted
+
+        print(f"\n{error if isinstance(error, Interrupted) else 'interrupted'}", file=sys.stderr)
+        return INTERRUPTED_EXIT
+
+
+def _main(argv: list[str]) -> int:
     from retrieval_bench.core.errors import InputError, OneLineArguments, describe_os_error
 
     parser = OneLineArguments(prog="retrieval-bench", description=__doc__)
@@ -69,13 +78,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args) or 0
     except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {error}{_outside_root(args.command)}", file=sys.stderr)
         return 1
     except OSError as error:  # a path that is a folder, a full disk: one line, as the stages say it
         if isinstance(error, BrokenPipeError):
             raise
         print(f"error: {describe_os_error(error)}", file=sys.stderr)
         return 1
+
+
+def _outside_root(command: str) -> str:
+    """Where a project command ran in a folder of the project below its root (whose paths it reads
+    relative to the working directory), the root to run it from: its "not found" said `dvc repro`
+    had not run, or nothing was committed."""
+    if command not in ("show", "compare", "review", "cache") or os.path.isfile("dvc.yaml"):
+        return ""
+    here = os.path.abspath(".")
+    parent = os.path.dirname(here)
+    while parent != here:
+        if os.path.isfile(os.path.join(parent, "dvc.yaml")):
+            return f" (this is {here}, below the project root {parent}: run `retrieval-bench {command}` there)"
+        here, parent = parent, os.path.dirname(parent)
+    return ""
 
 
 def run() -> None:

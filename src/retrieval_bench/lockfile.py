@@ -130,8 +130,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_prune(args: argparse.Namespace) -> int:
-    stale = prune(Path.cwd(), dry_run=args.dry_run)
+    root = Path.cwd()
+    if not (root / PIPELINE).is_file():  # a subfolder or another folder: it silently pruned nothing
+        raise InputError(f"{PIPELINE}: not found in {root}; run `retrieval-bench lock prune` from the project root")
+    stale = prune(root, dry_run=args.dry_run)
     verb = "would drop" if args.dry_run else "dropped"
     if stale:
         print(f"{LOCK}: {verb} {len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'}: {', '.join(stale)}")
+    elif args.dry_run:  # said when asked; `make repro`'s prune before each run stays quiet
+        print(f"{LOCK}: no stale entry")
     return 0

@@ -27,6 +27,9 @@ from retrieval_bench.evaluation.stats import Resampling
 QRELS = {"q1": {"a": 1}, "q2": {"b": 2}, "q3": {"c": 1}}
 RUN = {"q1": {"a": 0.9, "b": 0.1}, "q2": {"a": 0.8, "b": 0.7}, "q3": {"c": 0.2, "a": 0.5}}
 DUPLICATES = pd.DataFrame({"group": ["g"], "chunk_id": ["a"]})
+SPAN_CHUNKS = pd.DataFrame(
+    {"chunk_id": ["a", "b", "c"], "doc_id": ["d"] * 3, "start": [0, 10, 20], "end": [10, 20, 30]}
+)
 HANG_GUARD_S = 60  # fires only if a call blocks (a FIFO read): then the test fails instead of hanging
 
 
@@ -70,6 +73,95 @@ CASES: list[tuple[str, Callable[[Path], Callable[[], object]], str]] = [
         "golden .jsonl with a qid thrice",
         lambda d: partial(rb.score, golden_jsonl(d / "g.jsonl"), RUN),
         "g.jsonl: 3 rows share qid 'q1'",
+    ),
+    # from a review of the API (2026-12-06): each was a traceback or a silent 0
+    (
+        "run of another chunking",  # a KeyError traceback, or with budgets=[] every metric 0
+        lambda d: partial(rb.score, QRELS, RUN, chunks=pd.DataFrame({"chunk_id": ["a", "x"]}), budgets=[]),
+        "chunks: 2 chunk ids of the run are not in the chunk table, e.g. 'b', 'c' (a run of another chunking?)",
+    ),
+    (
+        "empty chunk table",
+        lambda d: partial(rb.score, QRELS, RUN, chunks=pd.DataFrame({"chunk_id": []}), budgets=[]),
+        "chunks: no chunk; expected the chunk table the run was retrieved from",
+    ),
+    (
+        "duplicates naming a chunk not in chunks",  # KeyError: 'zz'
+        lambda d: partial(
+            rb.score,
+            QRELS,
+            RUN,
+            chunks=pd.DataFrame({"chunk_id": ["a", "b", "c"]}),
+            budgets=[],
+            duplicates=pd.DataFrame({"group": [0, 0], "chunk_id": ["a", "zz"]}),
+        ),
+        "chunks: 1 chunk ids of duplicates are not in the chunk table, e.g. 'zz'",
+    ),
+    (
+        "span with a text start",  # UFuncTypeError
+        lambda d: partial(rb.score, [{"qid": "q1", "doc_id": "d", "start": "a", "end": 8}], RUN, chunks=SPAN_CHUNKS),
+        "golden row 1: an evidence span's start and end must be whole character offsets with 0 <= start < end, got start 'a'",
+    ),
+    (
+        "span ending before it starts",  # scored 0
+        lambda d: partial(rb.score, [{"qid": "q1", "doc_id": "d", "start": 8, "end": 2}], RUN, chunks=SPAN_CHUNKS),
+        "got start 8, end 2",
+    ),
+    (
+        "span with a NaN start",  # recall@1 nan
+        lambda d: partial(
+            rb.score, [{"qid": "q1", "doc_id": "d", "start": float("nan"), "end": 2}], RUN, chunks=SPAN_CHUNKS
+        ),
+        "got start nan",
+    ),
+    (
+        "span in a document the chunks lack",  # scored 0
+        lambda d: partial(rb.score, [{"qid": "q1", "doc_id": "zz", "start": 0, "end": 2}], RUN, chunks=SPAN_CHUNKS),
+        "question 'q1': its evidence's doc_id 'zz' is no document of chunks",
+    ),
+    (
+        "chunk offsets as text",  # TypeError: '>=' not supported
+        lambda d: partial(
+            rb.score,
+            [{"qid": "q1", "doc_id": "d", "start": 0, "end": 2}],
+            RUN,
+            chunks=SPAN_CHUNKS.assign(start=SPAN_CHUNKS["start"].astype(str)),
+        ),
+        "chunks: column 'start' must hold whole character offsets, got",
+    ),
+    (
+        "a score as text in a dict",  # mrr 1.0 (a .jsonl run refused it)
+        lambda d: partial(rb.score, {"q1": {"a": 1}}, {"q1": {"a": "0.5"}}),
+        "run: row 1 (question 'q1', chunk 'a') has score '0.5'; every score must be a finite number",
+    ),
+    (
+        "two score columns",  # TypeError from deep inside
+        lambda d: partial(
+            rb.read_run, pd.DataFrame([["q1", "a", 0.5, 0.1]], columns=["qid", "chunk_id", "score", "score"])
+        ),
+        "run DataFrame: column 'score' appears more than once",
+    ),
+    (
+        "a chunk twice past the depth cut",  # kept the better score silently
+        lambda d: partial(
+            rb.read_run, write(d / "dup.run", b"q1 Q0 a 1 3.0 x\nq1 Q0 b 2 2.0 x\nq1 Q0 a 3 1.0 x\n"), depth=1
+        ),
+        "dup.run: question 'q1' lists chunk 'a' twice",
+    ),
+    (
+        "compare k without a hit@k column",  # named the command line's --k
+        lambda d: partial(rb.compare, scores(), scores(), k=7),
+        "k must be a k with a hit@k column in both (have: 1, 2), got 7",
+    ),
+    (
+        "reviews without duplicates",
+        lambda d: partial(rb.score, QRELS, RUN, reviews=d),
+        "reviews are read only with duplicates=",
+    ),
+    (
+        "reviews a file",
+        lambda d: partial(rb.score, QRELS, RUN, duplicates=DUPLICATES, reviews=write(d / "ana.jsonl", b"")),
+        "reviews {d}/ana.jsonl: not a folder; expected data/reviews",
     ),
     (
         "labels qid 1 and '1'",
@@ -359,3 +451,20 @@ def test_the_command_line_refuses_a_negative_seed(tmp_path):
 
 def test_depth_all_keeps_every_chunk():
     assert rb.read_run(RUN, depth="all").equals(rb.read_run(RUN))
+
+
+def test_people_s_reviews_count_as_in_the_score_stage(tmp_path):
+    """score() had no reviews: once anyone reviewed, its figures differed from the pipeline's
+    (a rejected question stayed in, people's grades lost to the judge's)."""
+    from retrieval_bench.goldenset.reviews import append_click, grade_click, question_click
+
+    chunks = pd.DataFrame({"chunk_id": ["a", "b", "c"]})
+    plain = rb.score(QRELS, RUN, chunks=chunks, k=[1, 2], budgets=[], duplicates=DUPLICATES)
+    nobody = rb.score(QRELS, RUN, chunks=chunks, k=[1, 2], budgets=[], duplicates=DUPLICATES, reviews=tmp_path / "no")
+    assert nobody.metrics == plain.metrics and nobody.per_question.equals(plain.per_question)
+    append_click(tmp_path, question_click("ana", "q2", "ambiguous"))
+    append_click(tmp_path, grade_click("ana", "q3", "a", 3))  # a person finds a relevant for q3 at rank 1
+    reviewed = rb.score(QRELS, RUN, chunks=chunks, k=[1, 2], budgets=[], duplicates=DUPLICATES, reviews=tmp_path)
+    assert reviewed.metrics["n_rejected"] == 1 and reviewed.metrics["n_questions"] == 2
+    assert reviewed.metrics["mrr"] == pytest.approx((1 + 1 / 2) / 2)  # q1 and q3 strict: q2 left out
+    assert reviewed.metrics["judged_mrr"] == pytest.approx(1.0)  # q3's chunk a, graded 3 by a person

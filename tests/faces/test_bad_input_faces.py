@@ -107,6 +107,35 @@ def test_show_against_a_revision_that_does_not_exist_fails_naming_it(tmp_path, m
     assert "change against main" in capsys.readouterr().out
 
 
+def test_a_project_command_below_the_root_names_the_root(tmp_path, monkeypatch, capsys):
+    """From data/, `show` said "metrics.json not found; run `dvc repro` first" of a project whose
+    run was there, and `compare HEAD workspace` "no per_question.csv committed" of a committed one."""
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    (tmp_path / "data").mkdir()
+    monkeypatch.chdir(tmp_path / "data")
+    assert cli_main(["show"]) == 1
+    assert (
+        capsys.readouterr()
+        .err.rstrip()
+        .endswith(f"(this is {tmp_path / 'data'}, below the project root {tmp_path}: run `retrieval-bench show` there)")
+    )
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["show"]) == 1
+    assert "below the project root" not in capsys.readouterr().err
+
+
+def test_ctrl_c_in_a_command_is_one_line_and_status_130(monkeypatch, capsys):
+    """`retrieval-bench compare` and `gauge` interrupted printed KeyboardInterrupt's traceback."""
+    from retrieval_bench import show
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(show, "run", interrupted)
+    assert cli_main(["show"]) == 130
+    assert capsys.readouterr().err == "\ninterrupted\n"
+
+
 # --- an embedder's model --------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("embedders", "embed_model", "named"),

@@ -115,3 +115,18 @@ def test_the_projects_own_lock_holds_only_the_stages_of_its_dvc_yaml():
     assert stale == [], (
         f"dvc.lock holds entries of stages dvc.yaml does not have: run `retrieval-bench lock prune` ({stale})"
     )
+
+
+def test_outside_the_project_root_it_says_so_and_a_dry_run_says_when_nothing_is_stale(project: Path):
+    """From a subfolder (or any folder without dvc.yaml) `lock prune` exited 0 and said nothing,
+    leaving the stale entry; a dry run with nothing stale printed nothing either."""
+    (project / "data").mkdir(exist_ok=True)
+    inside = cli(project / "data", "prune")
+    assert inside.returncode == 1 and inside.stderr.strip() == (
+        f"error: dvc.yaml: not found in {project / 'data'}; run `retrieval-bench lock prune` from the project root"
+    )
+    assert "system@b" in (project / "dvc.lock").read_text()
+    assert cli(project, "prune").returncode == 0
+    dry = cli(project, "prune", "--dry-run")
+    assert dry.returncode == 0 and dry.stdout.strip() == "dvc.lock: no stale entry"
+    assert cli(project, "prune").stdout == ""  # make repro's prune before each run stays quiet

@@ -61,15 +61,20 @@ def ranked(run: pd.DataFrame) -> pd.DataFrame:
     return numbered
 
 
-def from_records(records: Iterable[tuple[str, str, float]], depth: int | None = None) -> pd.DataFrame:
-    """A run from (qid, chunk_id, score) triples in any order, cut to `depth` per question (whole
-    tie groups at the cut)."""
+def from_records(
+    records: Iterable[tuple[str, str, float]], depth: int | None = None, where: str = "run"
+) -> pd.DataFrame:
+    """A run from (qid, chunk_id, score) triples in any order, each chunk once per question (else
+    an InputError naming `where`), cut to `depth` per question (whole tie groups at the cut)."""
     run = ranked(
         pd.DataFrame(list(records), columns=["qid", "chunk_id", "score"]).astype(
             {"qid": str, "chunk_id": str, "score": float}
         )
     )
-    return cut_to_depth(run, depth) if depth is not None else run
+    if depth is None:
+        return run
+    check_unique(run, where)  # before the cut, which would keep the better of a chunk's two scores silently
+    return cut_to_depth(run, depth)
 
 
 def positions(run: pd.DataFrame, qids: list[str], judged_chunk_ids: list[list[str]]) -> list[Positions]:
@@ -172,7 +177,7 @@ def read_run_file(path: str | Path, depth: int | None = None, where: str = "retr
             raise InputError(f"{at}: score must be a finite number, got {records[-1][2]!r}")
     if not records:
         raise InputError(f"{path}: the run is empty (no line with a qid, a chunk id and a score)")
-    return from_records(records, depth)
+    return from_records(records, depth, str(path))
 
 
 def _jsonl_record(line: str, at: str) -> tuple[str, str, float]:
@@ -223,8 +228,12 @@ def check_scores(run: pd.DataFrame, source: str) -> None:
     finite = np.isfinite(scores)
     if pd.api.types.is_bool_dtype(run["score"]):  # True is no score, though Python counts it as 1
         finite[:] = False
-    elif run["score"].dtype == object:
-        finite &= ~run["score"].map(lambda value: isinstance(value, (bool, np.bool_))).to_numpy(dtype=bool)
+    elif not pd.api.types.is_numeric_dtype(run["score"]):  # a number only: not True, not "0.5" (as a .jsonl run)
+        finite &= (
+            run["score"]
+            .map(lambda value: isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_)))
+            .to_numpy(dtype=bool)
+        )
     bad = np.flatnonzero(~finite)
     if len(bad):
         i = int(bad[0])

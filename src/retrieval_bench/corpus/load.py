@@ -181,17 +181,17 @@ def read_qrels(path: Path) -> list[tuple[str, str, int]]:
     judgements = []
     seen: dict[tuple[str, str], tuple[int, int]] = {}
     width: tuple[int, int] | None = None  # (fields, line) of the first judgement: every line has as many
-    first_line = True
+    header_possible = True
     for line_number, line in enumerate(read_text_lines(path), 1):
         line = line.rstrip("\r\n")
         # Tab-separated (BEIR) keeps ids with spaces whole; TREC qrels are whitespace-separated.
         fields = line.split("\t") if "\t" in line else line.split()
         if not line.strip():
             continue
-        if first_line and _is_header(fields):  # BEIR's "query-id corpus-id score"
-            first_line = False
+        if header_possible and _is_header(fields):  # BEIR's "query-id corpus-id score"
+            header_possible = False
             continue
-        first_line = False
+        header_possible = False
         if len(fields) not in (3, 4):
             raise InputError(
                 f"{path}:{line_number}: expected 'query chunk grade' or TREC 'query 0 chunk grade', got {len(fields)} fields"

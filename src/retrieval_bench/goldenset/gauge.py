@@ -138,6 +138,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _read_table(path: str, columns: list[str], option: str, stage: str) -> pd.DataFrame:
     """The table `option` names: one that is missing, not Parquet or lacks `columns` is one line."""
+    if Path(path).is_dir():
+        raise InputError(f"{option} {path}: a folder; expected a .parquet table")
     if not Path(path).is_file():
         raise InputError(f"{option} {path}: not found (run `dvc repro {stage}`, or pass {option})")
     return read_table(path, columns, name=f"{option} {path}")

@@ -59,7 +59,7 @@ def retrieve_python(
     finally:
         sys.path.pop(0)
     asked = [{"qid": q, "question": t} for q, t in zip(questions.qids, questions.texts, strict=True)]
-    run = from_records(_plugin_records(lambda: function(asked, depth), where), depth)
+    run = from_records(_plugin_records(lambda: function(asked, depth), where), depth, where)
     check_run(run, questions.qids, set(corpus.chunk_ids), where)
     return run
 
@@ -156,6 +156,8 @@ def add_export_arguments(parser) -> None:
 
 
 def _run_export(args) -> int:
+    if Path(args.goldenset).is_dir():
+        raise InputError(f"--goldenset {args.goldenset}: a folder; expected a golden set (data/goldenset.jsonl)")
     if not Path(args.goldenset).is_file():
         raise InputError(f"{args.goldenset}: not found; run `dvc repro` first")
     if Path(args.out).suffix.lower() not in (".jsonl", ".tsv"):
@@ -168,6 +170,8 @@ def _run_export(args) -> int:
                 "generate_goldenset writes it (data/goldenset.jsonl)"
             )
         golden.append(row)
+    if not golden:  # as gauge refuses it: an empty file for an external system to run is a mistake
+        raise InputError(f"{args.goldenset}: empty; a golden set holds at least one question")
     written = export_questions(golden, args.out)
     print(f"wrote {written} questions to {args.out}")
     return 0
