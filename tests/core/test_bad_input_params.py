@@ -275,6 +275,32 @@ CASES = [
         [f"score.k {MAX_K} is beyond panel.r.rerank.candidates 5"],
         id="rerank-candidates-below-k",
     ),
+    # a sweep of 314 mutations (2026-12-06): tracebacks, and a value written into the run's JSON that JSON lacks
+    pytest.param(
+        dumped(**{"score.min_coverage": 10**400}),
+        ["score.min_coverage must be a finite number, got an integer of 401 digits"],
+        id="int-beyond-float",  # OverflowError
+    ),
+    pytest.param(
+        dumped(**{"generate.kinds": {"single": 10**400}}),
+        ["generate.kinds.single must be a share between 0 and 1"],
+        id="kind-share-beyond-float",  # OverflowError in fsum
+    ),
+    pytest.param(
+        dumped(**{"retrieval.depth": "DEPTH"}).replace("DEPTH", "9" * 5000),
+        ["invalid YAML", "an integer of 5000 digits is no setting's value"],
+        id="int-of-5000-digits",  # ValueError: Exceeds the limit (4300 digits)
+    ),
+    pytest.param(
+        dumped(**{"retrieval.store.filter": "FILTER"}).replace("FILTER", "{published: 2024-01-01}"),
+        ["retrieval.store.filter holds datetime.date(2024, 1, 1), a date", "quote it"],
+        id="store-filter-date",  # TypeError writing the run's settings as JSON
+    ),
+    pytest.param(
+        dumped(**{"retrieval.store.search": "SEARCH"}).replace("SEARCH", "!!set {a, b}"),
+        ["retrieval.store.search holds {", "a set"],
+        id="store-search-set",
+    ),
 ]
 
 
@@ -406,3 +432,39 @@ def test_every_scalar_reads_as_dvc_reads_it(tmp_path):
         mine, theirs = ours[f"k{i}"], dvcs[f"k{i}"]
         nan = isinstance(mine, float) and isinstance(theirs, float) and math.isnan(mine) and math.isnan(theirs)
         assert type(mine) is type(theirs) and (mine == theirs or nan), (value, mine, theirs)
+
+
+def test_a_trec_export_never_overwrites_a_file_that_is_not_its_own_run(tmp_path):
+    """check_params accepted LICENSE, .gitignore, .github/..., runs/sqlite_fts.py (a user's retriever)
+    and another system's run_file: `dvc repro` wrote TREC lines over each; a folder failed only at
+    retrieve, after every stage before it."""
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "LICENSE").write_text("MIT License\n")
+    (tmp_path / "runs" / "sqlite_fts.py").write_text("def search(questions, depth):\n    return []\n")
+    (tmp_path / "runs" / "old.trec").write_text("q1 Q0 c1 1 0.5 dense\n")  # its own earlier export: replaced
+    for target, expected in [
+        ("LICENSE", "exists and is not a TREC run"),
+        ("runs/sqlite_fts.py", "exists and is not a TREC run"),
+        (".gitignore", "would overwrite the project's own files"),
+        (".github/workflows/ci.trec", "would overwrite the project's own files"),
+        ("runs", "is a folder; name a file to write"),
+    ]:
+        with pytest.raises(InputError, match=f"retrieval.trec_export '{target}' {expected}"):
+            load_all_params(write(tmp_path / "params.yaml", dumped(**{"retrieval.trec_export": target})))
+    assert load_all_params(write(tmp_path / "params.yaml", dumped(**{"retrieval.trec_export": "runs/old.trec"})))
+    reader = {"chunking": "default", "embedder": "default", "method": "run-file", "run_file": "runs/old.trec"}
+    both = {"default": {"chunking": "default", "embedder": "default", "trec_export": "runs/old.trec"}, "ext": reader}
+    with pytest.raises(InputError, match=r"panel.default.trec_export 'runs/old.trec' is panel.ext's run_file"):
+        load_all_params(write(tmp_path / "params.yaml", dumped(panel=both)))
+
+
+def test_a_missing_embedded_list_is_refused_where_dvc_yaml_iterates_it(tmp_path):
+    """With `embedded:` deleted check_params passed, then `dvc repro` failed parsing dvc.yaml
+    ("Could not find 'embedded'") without saying what to write."""
+    params = write(tmp_path / "params.yaml", dumped())  # dumped() leaves embedded out
+    assert load_all_params(params)["embedded"]  # no dvc.yaml here (the API's use): derived from the panel
+    (tmp_path / "dvc.yaml").write_text((ROOT / "dvc.yaml").read_text())
+    with pytest.raises(
+        InputError, match=r"write embedded: \{default-default: \{chunking: default, embedder: default\}"
+    ):
+        load_all_params(params)

@@ -279,10 +279,11 @@ def check_embedded(embedded: Any, panel: dict[str, dict[str, Any]], path: Path) 
                 f"panel.{name} (chunking {system['chunking']}, embedder {system['embedder']}) would both be embedded "
                 f"by stage embed_corpus@{stage}: rename one of those chunkings or embedders"
             )
-    if embedded is None:
+    pipeline = path.parent / "dvc.yaml"
+    if embedded is None and not (pipeline.is_file() and "${embedded}" in pipeline.read_text(errors="replace")):
         return used
     fits = isinstance(embedded, dict) and all(used.get(name) == pair for name, pair in embedded.items())
-    if not (fits and set(wanted) <= set(embedded)):
+    if not (fits and set(wanted) <= set(embedded)):  # also a missing key that the dvc.yaml beside it iterates
         spelled = ", ".join(
             f"{name}: {{chunking: {p['chunking']}, embedder: {p['embedder']}}}" for name, p in wanted.items()
         )
@@ -296,13 +297,21 @@ def check_embedded(embedded: Any, panel: dict[str, dict[str, Any]], path: Path) 
 
 
 def _check_exports_apart(systems: dict[str, dict[str, Any]], path: Path) -> None:
+    """Each system's trec_export is its own, and no system's run_file (an export would overwrite
+    the run another system scores)."""
     writers: dict[str, str] = {}
+    readers = {Path(s["run_file"]).as_posix(): name for name, s in systems.items() if s.get("run_file")}
     for name, settings in systems.items():
         export = settings["trec_export"]
         if export and export in writers:
             raise InputError(
                 f"{path}: panel.{writers[export]} and panel.{name} both write trec_export {export!r}: "
                 "give each system a file of its own"
+            )
+        if export and Path(export).as_posix() in readers:
+            raise InputError(
+                f"{path}: panel.{name}.trec_export {export!r} is panel.{readers[Path(export).as_posix()]}'s run_file: "
+                "the export would replace the run that system scores; name another file"
             )
         writers[export] = name
 

@@ -88,7 +88,12 @@ def _yaml_12_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     sign = -1 if text.startswith("-") else 1
     digits = text.lstrip("+-")
     base = {"0x": 16, "0o": 8, "0b": 2}.get(digits[:2].lower(), 10)
-    return sign * int(digits[2:] if base != 10 else digits, base)
+    try:
+        return sign * int(digits[2:] if base != 10 else digits, base)
+    except ValueError:  # over Python's 4,300 digits: no setting takes such a number
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of {len(digits)} digits is no setting's value", node.start_mark
+        ) from None
 
 
 _ParamsLoader.add_constructor(_INT, _yaml_12_int)
@@ -282,6 +287,8 @@ def check_kinds(generate: dict[str, Any], path: Path) -> None:
             raise InputError(f"{path}: generate.kinds.{kind} must be a share between 0 and 1, got {share!r}")
         if share < 0:
             raise InputError(f"{path}: generate.kinds.{kind} is a negative share ({share!r}): shares are >= 0")
+        if share > 1:  # (and an integer too large for a float: fsum below would overflow)
+            raise InputError(f"{path}: generate.kinds.{kind} must be a share between 0 and 1, got {quoted(share)}")
     total = math.fsum(kinds.values())
     if abs(total - 1) > SHARES_TOLERANCE:
         listed = ", ".join(f"{kind}: {share}" for kind, share in kinds.items())
@@ -335,11 +342,41 @@ def check_export_target(target: str | None, where: str, path: Path) -> None:
     relative = (root / target).resolve().relative_to(root)
     parts = relative.parts
     in_data = parts[0] == "data" and not (len(parts) == 2 and relative.suffix == ".trec")
-    if relative.as_posix() in PROJECT_FILES or parts[0] in PROJECT_FOLDERS or in_data:
+    hidden = parts[0].startswith(".")  # .git, .dvc, .github, .ci, .gitignore, .dvcignore
+    if relative.as_posix() in PROJECT_FILES or parts[0] in PROJECT_FOLDERS or in_data or hidden:
         raise InputError(
             f"{path}: {where} {target!r} would overwrite the project's own files (its top-level files, {', '.join(sorted(PROJECT_FOLDERS))}, "
-            "and the pipeline's outputs under data/): write it to runs/NAME.trec, or data/NAME.trec"
+            "hidden files and folders, and the pipeline's outputs under data/): write it to runs/NAME.trec, or data/NAME.trec"
         )
+    written = root / relative
+    if written.is_dir():  # refused here, not by retrieve after every stage before it ran
+        raise InputError(f"{path}: {where} {target!r} is a folder; name a file to write, e.g. runs/NAME.trec")
+    if written.is_file() and not _is_trec_run(written):
+        raise InputError(
+            f"{path}: {where} {target!r} exists and is not a TREC run: it would be overwritten (LICENSE, a "
+            "retriever's code, someone's notes); name a new file, e.g. runs/NAME.trec"
+        )
+
+
+def _is_trec_run(path: Path) -> bool:
+    """Whether `path` starts as a TREC run does (`qid Q0 chunk_id rank score tag`), or is empty: what
+    a trec_export may replace, its own earlier export."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    first = next((line for line in head.split(b"\n") if line.strip()), b"")
+    fields = first.split()
+    if not first:
+        return True
+    if len(fields) != 6:
+        return False
+    try:
+        int(fields[3]), float(fields[4])
+    except ValueError:
+        return False
+    return True
 
 
 RERANK_DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"  # the usual choice, named in the error below

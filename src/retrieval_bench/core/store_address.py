@@ -189,6 +189,22 @@ def check_store_params(params: dict[str, Any], path: Path) -> None:
     check_retrieval_store(params["retrieval"], source, "retrieval", path)
 
 
+def _not_json(value: Any) -> Any:
+    """The first value in `value` (mappings and lists walked) JSON has no type for (a YAML date,
+    binary, a set, a NaN), or None."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            odd = key if not isinstance(key, str) else _not_json(item)
+            if odd is not None:
+                return odd
+        return None
+    if isinstance(value, list):
+        return next((odd for odd in map(_not_json, value) if odd is not None), None)
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    return None if value is None or isinstance(value, (str, int, float)) else value
+
+
 def check_retrieval_store(retrieval: dict[str, Any], source: str, where: str, path: Path) -> None:
     """One retrieval settings' store (the retrieval section's or a panel system's, `where` naming
     them) parses and fits its method and engine; a null store.address is resolved to `source`
@@ -205,6 +221,13 @@ def check_retrieval_store(retrieval: dict[str, Any], source: str, where: str, pa
         raise InputError(f"{path}: {where}.method store needs {where}.store.address, or load.source a store address")
     if address is None and is_store_address(source):
         store["address"] = source  # null = load.source, resolved here once for every reader
+    for key in ("search", "filter"):  # written to the run's settings as JSON and sent to the engine as it
+        odd = _not_json(store[key])
+        if odd is not None:
+            raise InputError(
+                f"{path}: {where}.store.{key} holds {odd!r}, a {type(odd).__name__}: YAML read it so, and a store "
+                "query takes JSON values (text, numbers, true/false, lists, mappings); quote it"
+            )
     if store["search"] is not None and not isinstance(store["search"], dict):
         raise InputError(
             f"{path}: {where}.store.search must be a mapping of the engine's query parameters or null, got {store['search']!r}"
