@@ -6,6 +6,9 @@ PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 INSTALLED_TEST := $(VENV)/.installed-test
 SCIFACT ?= ../shared/data/scifact
+# Where pip's own configuration does not find torch's CPU build (plain PyPI on Linux has the CUDA
+# build under this version), TORCH_PIP_ARGS='--index-url https://download.pytorch.org/whl/cpu'.
+TORCH_PIP_ARGS ?=
 
 .PHONY: install install-test browser repro test docs deps reproduce-scifact install-mpnet reproduce-scifact-panel bench clean
 
@@ -16,7 +19,7 @@ $(INSTALLED): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	# The CPU build of torch first, so nothing later resolves to a multi-GB CUDA build.
-	$(PYTHON) -m pip install --quiet torch==2.13.0
+	$(PYTHON) -m pip install --quiet torch==2.13.0 $(TORCH_PIP_ARGS)
 	$(PYTHON) -m pip install --quiet -e .
 	touch $(INSTALLED)
 

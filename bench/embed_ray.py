@@ -107,7 +107,8 @@ def main() -> int:
         small, _, _ = timed_embed(texts[: args.small], settings)
         seconds, vectors, line = timed_embed(texts, settings)
         reference = vectors if reference is None else reference
-        steady = (len(texts) - args.small) / max(seconds - small, 1e-9)
+        # the rest of the texts over the rest of the time; none when the small run took longer (noise)
+        steady = (len(texts) - args.small) / (seconds - small) if seconds > small else None
         rows.append(
             (label, seconds, len(texts) / seconds, small, steady, np.abs(vectors - reference).max(), os.getloadavg()[0])
         )
@@ -123,7 +124,8 @@ def main() -> int:
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for label, seconds, rate, small, steady, diff, load in rows:
-        print(f"| {label} | {seconds:.1f} s | {rate:.1f} | {small:.1f} s | {steady:.1f} | {diff:.1e} | {load:.1f} |")
+        shown = "– (the small run took longer: rerun on a quieter machine)" if steady is None else f"{steady:.1f}"
+        print(f"| {label} | {seconds:.1f} s | {rate:.1f} | {small:.1f} s | {shown} | {diff:.1e} | {load:.1f} |")
     print(
         f"`ray.init` of the local instance + `ray.shutdown`, alone: {init:.1f} s (part of every Ray fixed cost above)"
     )

@@ -155,7 +155,7 @@ def test_without_numba_the_numpy_backend_gives_the_same_runs(cache, tmp_path, mo
     )
     assert child.returncode == 0, child.stderr
     installed, runs = pickle.loads((tmp_path / "out.pickle").read_bytes())
-    assert not installed and "pip install 'retrieval-bench[bm25-fast]'" in child.stderr
+    assert not installed and "pip install -e '.[bm25-fast]'" in child.stderr
     assert child.stderr.count("numba is not installed") == 1  # one note, however many searches
     for run, wanted in zip(runs, expected):
         pd.testing.assert_frame_equal(run, wanted)

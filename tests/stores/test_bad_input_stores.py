@@ -5,6 +5,7 @@ address and what was expected, no traceback, and the outputs of the last good ru
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -52,11 +53,32 @@ def stores(tmp_path_factory) -> Path:
     for text, chunks in built.items():
         registry.create_collection(parse_address(text.format(s=root)), *chunks, None)
     (root / "notadb.db").write_text("not an SQLite file\n")
+    for engine, folder in (("chroma", "chroma"), ("lancedb", "store.lancedb"), ("qdrant", "qdrant")):
+        shutil.copytree(root / folder, root / f"damaged-{folder}")
+    (root / "damaged-qdrant" / "collection" / "docs" / "storage.sqlite").write_bytes(b"garbage")
+    with open(root / "damaged-chroma" / "chroma.sqlite3", "r+b") as handle:  # past the header: a page
+        handle.seek(8192)
+        handle.write(bytes(range(256)) * 16)
+    for data in (root / "damaged-store.lancedb" / "docs.lance" / "data").glob("*"):
+        data.write_bytes(np.random.default_rng(0).bytes(100))
     return root
 
 
 # (params changes with {s} for the stores folder, fragments of the one error line)
 CASES = {
+    # damaged stores (a review, 2026-12-06): each was the engine's traceback
+    "damaged qdrant storage": (
+        {"load.source": "qdrant:{s}/damaged-qdrant?collection=docs"},
+        ["damaged-qdrant?collection=docs: ", "DatabaseError: file is not a database"],
+    ),
+    "damaged chroma database": (
+        {"load.source": "chroma:{s}/damaged-chroma?collection=docs"},
+        ["damaged-chroma?collection=docs: ", "chroma.sqlite3 is damaged (SQLite's check: ", "restore the store"],
+    ),
+    "damaged lancedb data": (
+        {"load.source": "lancedb:{s}/damaged-store.lancedb?table=docs"},
+        ["damaged-store.lancedb?collection=docs: cannot read the table (ArrowInvalid: "],
+    ),
     "empty location": (
         {"load.source": "chroma:?collection=docs"},
         ["load.source 'chroma:': needs a path or URL and ?collection=<name>"],

@@ -50,7 +50,7 @@ def numba_installed() -> bool:
 def _say_numba_missing(n_chunks: int) -> None:
     print(
         f"bm25: numba is not installed: searching {n_chunks:,} chunks with bm25s' numpy backend, about 30x slower "
-        "at this size; pip install 'retrieval-bench[bm25-fast]' for the fast one",
+        "at this size; pip install -e '.[bm25-fast]' for the fast one",
         file=sys.stderr,
     )
 

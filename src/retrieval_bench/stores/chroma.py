@@ -20,7 +20,8 @@ telemetry is sent.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
+import sqlite3
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, Iterator, cast
 from urllib.parse import urlparse
@@ -86,6 +87,19 @@ def _reported(address: StoreAddress) -> Iterator[None]:
         raise InputError(f"{address}: cannot reach the Chroma server ({reason(error)})") from None
 
 
+def _check_intact(address: StoreAddress, database: Path) -> None:
+    """Chroma's SQLite file passes SQLite's own check, read-only: a damaged page made Chroma's Rust
+    core panic, a PanicException and a Rust backtrace on stderr rather than an error."""
+    try:
+        with closing(sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)) as connection:
+            verdict = connection.execute("PRAGMA quick_check(1)").fetchone()[0]
+    except sqlite3.Error as error:
+        verdict = reason(error)
+    if verdict != "ok":
+        said = " ".join(str(verdict).split())  # quick_check's report spans lines
+        raise InputError(f"{address}: {database} is damaged (SQLite's check: {said}); restore the store")
+
+
 def _client(address: StoreAddress, create: bool):
     """A client for the address; a folder that holds no Chroma store (reading) or a server that does
     not answer is one InputError naming the address."""
@@ -99,8 +113,16 @@ def _client(address: StoreAddress, create: bool):
             raise InputError(
                 f"{address}: no Chroma store in {folder} (expected a PersistentClient folder holding {PERSISTENT_MARKER})"
             )
+        if not create:
+            _check_intact(address, folder / PERSISTENT_MARKER)
         # Resolved: Chroma keeps one client per path as written, so a relative one would outlive a chdir.
-        return chromadb.PersistentClient(path=str(folder.resolve()), settings=settings)
+        try:
+            return chromadb.PersistentClient(path=str(folder.resolve()), settings=settings)
+        except ChromaError as error:  # a damaged chroma.sqlite3; a read-only folder (Chroma writes as it opens)
+            raise InputError(
+                f"{address}: cannot open the Chroma store in {folder} ({reason(error)}); Chroma opens its store "
+                "read-write, even to read: it needs an intact folder it may write to"
+            ) from None
     url, key, credentials = urlparse(address.location), api_key(address), api_key(address, CHROMA_CREDENTIALS_ENV)
     try:
         with _reported(address):

@@ -98,7 +98,14 @@ class LanceStore:
         columns = [self.id_field, self.text_field, *self.metadata_fields] + (
             [self._vector_column()] if with_vectors else []
         )
-        for batch in self.table.to_lance().to_batches(batch_size=rows, columns=columns):
+        batches = self.table.to_lance().to_batches(batch_size=rows, columns=columns)
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            except (pa.ArrowException, OSError, RuntimeError) as error:  # damaged data files
+                raise InputError(f"{self.address}: cannot read the table ({reason(error)})") from None
             if batch.num_rows == 0:
                 continue
             ids = [id_text(value, self.address) for value in batch.column(self.id_field).to_pylist()]

@@ -25,6 +25,7 @@ its build settings and hnsw_ef are real only on a server.
 from __future__ import annotations
 
 import math
+import sqlite3
 import uuid
 import warnings
 from contextlib import contextmanager
@@ -73,7 +74,8 @@ def _reported(address: StoreAddress, doing: str) -> Iterator[None]:
             f"{address}: {doing}: the Qdrant server did not answer within {_timeout(address)} s "
             "(for a slow server, raise ?timeout=<seconds> in the address)"
         ) from None
-    except (ApiException, ValidationError, ValueError, RuntimeError, OSError) as error:
+    except (ApiException, ValidationError, ValueError, RuntimeError, OSError, sqlite3.Error) as error:
+        # sqlite3: local storage that is not a database (a damaged or foreign file)
         raise InputError(f"{address}: {doing}: {_one_line(error)}") from None
 
 
