@@ -208,3 +208,19 @@ def test_expected_metrics_never_exceed_one_by_rounding():
     for n, gain in ((7, 1.0), (7, 2.0), (3, 3.0)):
         row = expected_metrics(Positions(np.zeros(n), np.full(n, n, dtype=np.int64)), np.full(n, gain), [1, 5, 10])
         assert row["ndcg@10"] == 1.0 and all(v <= 1.0 for k, v in row.items() if k != "first_relevant_rank")
+
+
+def test_span_recall_under_a_concrete_policy_does_not_follow_the_chunk_tables_order():
+    """Evidence [0, 100); X [60, 200) and Y [90, 300) tied at the top, both below min_coverage
+    (gain 0), Z [0, 60) after them. Chunks of equal gain stood in the table's order: with Z, X, Y
+    both policies gave recall@1 0.4, with Z, Y, X both 0.1, against an expected 0.25."""
+    scores = np.array([0.1, 0.5, 0.5])  # Z, X, Y
+    for order in ([0, 1, 2], [0, 2, 1]):
+        spans = np.array([[0, 60], [60, 200], [90, 300]])[order]
+        judgement = Judgement(np.arange(3), np.zeros(3), span=(0, 100), starts=spans[:, 0], ends=spans[:, 1])
+        positions = judged_positions(scores[order], judgement.indices)
+        recall = {
+            p: score_question(judgement, positions, [1], p)["recall@1"]
+            for p in ("pessimistic", "expected", "optimistic")
+        }
+        assert recall == pytest.approx({"pessimistic": 0.1, "expected": 0.25, "optimistic": 0.4}), order

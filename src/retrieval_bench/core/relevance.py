@@ -58,6 +58,15 @@ class Judgement:
             return [self.gains > 0]
         return [np.isin(self.indices, piece) for piece in self.pieces]
 
+    def covered(self) -> np.ndarray:
+        """The characters of the evidence each judged chunk covers (a span question), else zeros:
+        what orders chunks of equal gain, a chunk below min_coverage still adding coverage recall."""
+        if self.span is None or self.starts is None or self.ends is None:
+            return np.zeros(len(self.gains))
+        span_start, span_end = self.span
+        chars: np.ndarray = np.clip(np.minimum(self.ends, span_end) - np.maximum(self.starts, span_start), 0, None)
+        return chars
+
     def evidence(self) -> tuple[tuple[int, int], np.ndarray, np.ndarray]:
         """A span question's evidence span and its chunks' starts and ends (set for every span question)."""
         assert self.span is not None and self.starts is not None and self.ends is not None, "not a span question"

@@ -134,7 +134,7 @@ def _concrete_fits(
     """(judged chunk, budget) -> within budget, the judged chunks at their concrete_ranks and the
     other chunks of each tie group in the slots left (their order there changes no judged chunk's
     context: pessimistic puts them all before the judged ones, optimistic all after)."""
-    ranks = concrete_ranks(where, judgement.gains, ties)
+    ranks = concrete_ranks(where, judgement.gains, ties, judgement.covered())
     retrieved = at >= 0
     order = np.full(len(run_lengths), -1)
     order[ranks[retrieved].astype(np.int64) - 1] = at[retrieved]

@@ -229,14 +229,19 @@ def question_metrics(
     return row
 
 
-def concrete_ranks(positions: Positions, gains: np.ndarray, policy: str) -> np.ndarray:
+def concrete_ranks(
+    positions: Positions, gains: np.ndarray, policy: str, covered: np.ndarray | None = None
+) -> np.ndarray:
     """Ranks when the judged chunks of each tied group stand last (pessimistic) or first
-    (optimistic) in it, the higher gains last (pessimistic) or first (optimistic)."""
+    (optimistic) in it, the higher gains last (pessimistic) or first (optimistic), and among equal
+    gains the more evidence `covered` (Judgement.covered) likewise: chunks below min_coverage have
+    gain 0 yet count in coverage recall, and the chunk table's order must not place them."""
     ranks = np.full(len(gains), np.inf)
+    covered = np.zeros(len(gains)) if covered is None else covered
     for (better, tied), members in _groups(positions).items():
         if not math.isfinite(better):
             continue
-        order = sorted(members, key=lambda i: gains[i], reverse=policy == "optimistic")
+        order = sorted(members, key=lambda i: (gains[i], covered[i]), reverse=policy == "optimistic")
         first = better + 1 if policy == "optimistic" else better + tied - len(members) + 1
         ranks[order] = first + np.arange(len(members))
     return ranks
@@ -381,7 +386,7 @@ def score_question(judgement: Judgement, positions: Positions, ks: list[int], ti
         if judgement.span is not None:
             row.update({f"recall@{k}": value for k, value in expected_span_recall(judgement, positions, ks).items()})
     else:
-        ranks = concrete_ranks(positions, judgement.gains, ties)
+        ranks = concrete_ranks(positions, judgement.gains, ties, judgement.covered())
         recall_at = span_recall(judgement, ranks, ks) if judgement.span is not None else None
         firsts = np.array([ranks[mask].min() if mask.any() else np.inf for mask in pieces])
         row = question_metrics(ranks[relevant], judgement.gains[relevant], ks, recall_at, firsts)
