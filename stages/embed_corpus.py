@@ -6,15 +6,15 @@ outputs: data/timings/embed/<chunking>/<embedder>.json, and the questions ahead 
 Vectors come from the embedding cache (.dvc/tmp/retrieval-bench/embeddings/corpus/<chunking>/<embedder>,
 not a DVC output: DVC run-caches this stage), the embedder's caches of the other chunkings, or the
 0.2.0 location (data/embedding_cache); only new or edited chunks are embedded, each batch appended
-to the cache as soon as it is computed. With `embed.corpus_vectors: stored` the default chunking's
-vectors are read from the store at load.source, once a sample embedded again shows embed.model made them."""
+to the cache as soon as it is computed. With `embed.corpus_vectors: stored` (params_panel.reads_stored_vectors)
+the vectors are read from the store at load.source, once a sample embedded again shows embed.model made them."""
 
 import sys
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import read_table, write_json
 from retrieval_bench.core.params import load_all_params
-from retrieval_bench.core.params_panel import named
+from retrieval_bench.core.params_panel import named, reads_stored_vectors
 from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.embedding.embed import EmbedProgress, embed_texts, loading_once, save_embeddings
 from retrieval_bench.embedding.embed_cost import CostSettings, embedding_cost
@@ -36,7 +36,7 @@ def main(argv: list[str]) -> None:
     vectors_path, ids_path, cache = paths.corpus_vectors(arguments.chunking, arguments.embedder)
     chunks = read_table(paths.chunks_of(arguments.chunking), ["chunk_id", "text"])
     info, cost = {"chunks": len(chunks), "embedded": None}, {}  # vectors read from a store: nothing embedded here
-    if settings.corpus_vectors == "stored" and arguments.chunking == paths.DEFAULT:
+    if reads_stored_vectors(everything, arguments.chunking, arguments.embedder):
         vectors, line = stored_corpus_vectors(everything["load"]["source"], chunks, settings, cache)
     else:
         pairs = [pair for pair in everything["embedded"].values() if pair["embedder"] == arguments.embedder]

@@ -139,3 +139,22 @@ def test_a_chunking_only_bm25_systems_use_is_never_embedded(tmp_path, monkeypatc
     assert not any("embeddings" in str(file) for file in files)
     files, _ = retrieve_inputs(params["panel"]["default"], "default")
     assert any("embeddings" in str(file) for file in files)
+
+
+def test_stored_vectors_are_read_only_by_the_default_chunking_of_embed_s_own_settings(tmp_path):
+    """With embed.corpus_vectors stored the sample's seq64 embedder (64 tokens) read the store's
+    vectors too, and its stage stopped: "not made by embed.model ... as configured" (cosine 0.46),
+    naming settings that were right."""
+    from retrieval_bench.core.params_panel import reads_stored_vectors
+
+    embedders = {"default": {}, "seq64": {"max_seq_length": 64}, "asks": {"query_prompt": "query: "}}
+    store = {"source": "lancedb:stores/x.lancedb?table=chunks"}
+    params = load_all_params(
+        write(tmp_path, load=store, embed={"corpus_vectors": "stored"}, embedders=embedders, embedded=None)
+    )
+    assert reads_stored_vectors(params, "default", "default")
+    assert reads_stored_vectors(params, "default", "asks")  # a query prompt leaves the corpus vectors as they are
+    assert not reads_stored_vectors(params, "default", "seq64")
+    assert not reads_stored_vectors(params, "c400", "default")  # another chunking cuts the documents anew
+    plain = load_all_params(write(tmp_path, embedded=None))
+    assert not reads_stored_vectors(plain, "default", "default")

@@ -316,6 +316,17 @@ def _check_exports_apart(systems: dict[str, dict[str, Any]], path: Path) -> None
         writers[export] = name
 
 
+def reads_stored_vectors(params: dict[str, Any], chunking: str, embedder: str) -> bool:
+    """Whether embed_corpus@chunking-embedder reads the corpus vectors from the store at load.source
+    (embed.corpus_vectors stored): only the default chunking (the store's own chunks) with an embedder
+    whose vectors are embed's (the same model, document prompt, length and numerics); another
+    embedder (the sample's seq64, 64 tokens) embeds them, as the store's vectors are not its own."""
+    embed = params["embed"]
+    own = params["embedders"][embedder]
+    same = all(own[key] == embed[key] for key in EMBEDDER_KEYS if key != "query_prompt")
+    return embed["corpus_vectors"] == "stored" and chunking == "default" and same
+
+
 def named(params: dict[str, Any], section: str, name: str, path: str | Path = "params.yaml") -> dict[str, Any]:
     """The settings of chunking or embedder `name` (`section`: chunkings or embedders), a stage's argument."""
     if name not in params[section]:

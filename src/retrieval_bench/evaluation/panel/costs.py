@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrieval_bench.core import paths
+from retrieval_bench.core.params_panel import reads_stored_vectors
 from retrieval_bench.core.timing import interleaved, machine_load, summary
 from retrieval_bench.evaluation.panel.pareto import dominated_by, unmeasured
 from retrieval_bench.retrieval.inputs import questions_and_corpus
@@ -41,9 +42,8 @@ MACHINE = "this machine"  # where every cost was measured: compare costs across 
 
 def _embeds(params: dict, settings: dict) -> bool:
     """Whether the system's corpus vectors were embedded here (not read from a store: not measured)."""
-    stored = params["embedders"][settings["embedder"]]["corpus_vectors"] == "stored"
     searches_vectors = needs_vectors(RetrievalSettings.from_params(settings))
-    return searches_vectors and not (stored and settings["chunking"] == paths.DEFAULT)
+    return searches_vectors and not reads_stored_vectors(params, settings["chunking"], settings["embedder"])
 
 
 def measure(params: dict, root: Path = Path(".")) -> dict:
