@@ -186,6 +186,14 @@ def test_costs_are_read_from_each_systems_run_info_and_the_measured_timings(tmp_
     assert rows[system]["chunk_chars"] == params["chunkings"][settings["chunking"]]["chars"]
     other = next(s for s in params["panel"] if s != system)
     assert rows[other]["search_ms_per_question"] is None  # not measured
+    # ready chunks (BEIR, a store): the default chunking is the source's, whatever load.chunking says
+    # (the decision table said 1600 after `-S load.chunking.chars=1600` on 60 ready chunks of up to 797)
+    (tmp_path / paths.SOURCE_CHUNKS).parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"chunk_id": ["c1"], "text": ["one"]}).to_parquet(tmp_path / paths.SOURCE_CHUNKS)
+    given = cost_rows(params, measured, tmp_path)
+    for name, settings in params["panel"].items():
+        own = settings["chunking"] == paths.DEFAULT
+        assert given[name]["chunk_chars"] == (None if own else params["chunkings"][settings["chunking"]]["chars"])
 
 
 def test_costs_within_the_noise_do_not_separate_systems_on_the_front():
@@ -321,3 +329,25 @@ def test_a_ship_line_over_systems_the_questions_cannot_tell_apart_says_so():
         "; no system is significantly worse than the best, so these questions do not tell the systems apart and "
         "the choice rests on cost: add questions before trusting it.**"
     ), first
+
+
+def test_pairs_that_embed_alike_get_one_embedding_cost(tmp_path):
+    """`-S load.chunking.chars=400 -S load.chunking.overlap=50` made default and dense-c400 one
+    system, yet the decision read "Ship dense-c400 (as good as default and 5.3x cheaper to embed)":
+    80 against 15 s per 1,000 chunks, each timed by its own stage at another load."""
+    from retrieval_bench.evaluation.panel.costs import embed_costs
+
+    params = load_all_params()
+    for chunking in params["chunkings"]:
+        for embedder in params["embedders"]:
+            path = tmp_path / paths.embed_cost_of(chunking, embedder)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"wall": {"median": float(len(chunking) + len(embedder))}}))
+    apart = embed_costs(params, tmp_path)
+    assert apart["default/default"] != apart["c400/default"]  # 800 and 400 characters: two figures
+    params["chunkings"]["default"] = dict(params["chunkings"]["c400"])  # the experiment's chunking
+    alike = embed_costs(params, tmp_path)
+    assert alike["c400/default"] == alike["default/default"] == apart["default/default"]
+    pd.DataFrame({"chunk_id": ["c1"], "text": ["one"]}).to_parquet(tmp_path / paths.SOURCE_CHUNKS)
+    given = embed_costs(params, tmp_path)  # ready chunks: the default chunking is the source's, not c400's
+    assert given["c400/default"] != given["default/default"]

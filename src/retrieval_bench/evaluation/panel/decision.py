@@ -138,7 +138,7 @@ def table_lines(
         mrr = ranked["systems"][name]
         cells = [
             name,
-            _figure(row["chunk_chars"], 0),
+            "source's" if row["chunk_chars"] is None else _figure(row["chunk_chars"], 0),  # ready chunks
             _embedder(row),
             row["method"],
             f"{mrr['mean']:.3f} [{mrr['ci_low']:.3f}, {mrr['ci_high']:.3f}]"
