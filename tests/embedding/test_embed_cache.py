@@ -94,7 +94,7 @@ def test_a_torn_tail_is_ignored_and_a_foreign_shard_skipped(tmp_path, capsys):
         found = cache.get(keys(6))
     assert set(found) == set(keys(6)[:5])
     np.testing.assert_array_equal(np.stack([found[k] for k in keys(6)[:5]]), data[:5])
-    assert "ignoring junk.keys" in capsys.readouterr().err
+    assert f"ignoring {folder / 'junk.keys'}" in capsys.readouterr().err  # its folder too: names repeat across them
 
 
 def test_every_setting_that_decides_a_vector_is_in_its_key():
@@ -353,7 +353,7 @@ def test_a_header_whose_dimension_was_edited_is_ignored(tmp_path, capsys):
     capsys.readouterr()
     with ec.EmbeddingCache(folder) as cache:  # even without the model's dimension: the header's CRC fails
         assert cache.get(keys(9)) == {}
-    assert f"ignoring {vec.with_suffix('.keys').name} (its .vec header fails its checksum)" in capsys.readouterr().err
+    assert f"ignoring {vec.with_suffix('.keys')} (its .vec header fails its checksum)" in capsys.readouterr().err
 
 
 def test_format1_shards_are_served_checked_by_value_and_prune_adds_checksums(tmp_path, capsys):
@@ -371,7 +371,7 @@ def test_format1_shards_are_served_checked_by_value_and_prune_adds_checksums(tmp
     )
     with ec.EmbeddingCache(folder, dim=7) as cache:  # another dimension than the model's: ignored
         assert cache.get(keys(5)) == {}
-    assert "its vectors have 8 dimensions, embed.model makes 7" in capsys.readouterr().err
+    assert "its vectors have 8 dimensions, embed.model makes 7" in capsys.readouterr().err  # format 1: said
     report = ec.prune(folder, set(keys(5)), dim=8)
     assert report.rewritten and (report.kept, report.dropped) == (4, 1)
     assert not vec.exists() and all(shard.sums is not None for shard in ec.read_shards(folder))
@@ -571,3 +571,17 @@ def test_prune_covers_every_pair_params_embeds_and_drops_the_caches_of_pairs_it_
     assert "would keep 3 vectors and drop 1" in said[paths.corpus_vectors("c400", "default")[2]]
     dropped = said[paths.corpus_vectors("c200", "default")[2]]
     assert "would keep 0 vectors and drop 3" in dropped and dropped.endswith("(params.yaml embeds no such pair)")
+
+
+def test_another_models_shard_is_kept_without_a_warning(tmp_path, capsys):
+    """Switching embed.model to mpnet and back said "ignoring 00...03-33e7f3d3.keys (its vectors have
+    384 dimensions, embed.model makes 768); its vectors are embedded again" each way: a damage
+    warning, for vectors kept and served again on the way back (and without the shard's folder)."""
+    folder = tmp_path / "cache"
+    with ec.EmbeddingCache(folder, dim=8) as cache:
+        cache.put(keys(3), vectors(3))
+    with ec.EmbeddingCache(folder, dim=16) as cache:  # the other model
+        assert cache.get(keys(3)) == {}
+    assert capsys.readouterr().err == ""
+    with ec.EmbeddingCache(folder, dim=8) as cache:  # and back: served
+        assert len(cache.get(keys(3))) == 3

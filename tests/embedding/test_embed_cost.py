@@ -75,10 +75,13 @@ def test_the_stage_s_own_batches_give_the_cost_and_a_cached_run_times_a_sample(t
     assert again.embedded == 0 and again.batch_times == ()  # every vector from the cache: nothing timed
     sampled = embedding_cost(again.batch_times, TEXTS, embedder, costs, log=said.append)
     # the stage's silent stretch (26 s on the sample) now says what it does
-    assert said == [
-        "timing the embedding cost on the first 4 chunks (3 rounds after a warm-up, 16 chunks embedded): "
-        "too few were embedded here to time"
+    assert said == [  # it said "too few were embedded here to time" of a stage that embedded every chunk anew
+        "its vectors came from the cache: timing the embedding cost on a sample of the first 4 chunks instead "
+        "(3 rounds after a warm-up, 16 chunks embedded)"
     ]
+    said.clear()
+    embedding_cost(first.batch_times[:2], TEXTS, embedder, costs, log=said.append)
+    assert said[0].startswith("the 8 it embedded are too few to time: timing the embedding cost on a sample")
     assert sampled["timed_on"] == "a sample of the first 4 chunks" and sampled["chunks_timed"] == 12
     assert 0 < sampled["wall"]["low"] <= sampled["wall"]["median"] <= sampled["wall"]["high"]
     assert embedding_cost((), [], embedder, costs) == {}  # no chunk: nothing to time

@@ -69,9 +69,11 @@ def embedding_cost(
             return {}
         sample = texts[: costs.sample]
         # seconds of embedding the stage did not need (its vectors were cached): said, not silent
+        embedded = sum(batch.texts for batch in batches)
+        why = "its vectors came from the cache" if not embedded else f"the {embedded} it embedded are too few to time"
         log(
-            f"timing the embedding cost on the first {len(sample)} chunks ({costs.rounds} rounds after a warm-up, "
-            f"{len(sample) * (costs.rounds + 1)} chunks embedded): too few were embedded here to time"
+            f"{why}: timing the embedding cost on a sample of the first {len(sample)} chunks instead "
+            f"({costs.rounds} rounds after a warm-up, {len(sample) * (costs.rounds + 1)} chunks embedded)"
         )
         task = embedding_task(sample, settings, settings.document_prompt, log=lambda line: None)
         repeats = interleaved({"embed": task}, costs.rounds)["embed"]

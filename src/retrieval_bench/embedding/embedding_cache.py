@@ -133,16 +133,19 @@ class Shard:
 
 
 def read_shards(folder: Path, dim: int | None = None) -> list[Shard]:
-    """Every readable shard, oldest first; torn tails, unreadable shards and (given `dim`, the
-    model's) shards of another dimension are left out, each said in one line."""
+    """Every readable shard, oldest first; torn tails and unreadable shards are left out, each said in
+    one line, and (given `dim`, the model's) shards of another dimension: quietly when their header is
+    checksummed (another model's), said for a format-1 one (its header may be damaged)."""
     shards = []
     for keys_path in sorted(folder.glob("*.keys")):
         vec_path = keys_path.with_suffix(".vec")
         header = _read_header(vec_path)
         if isinstance(header, tuple) and dim is not None and header[0] != dim:
-            header = f"its vectors have {header[0]} dimensions, embed.model makes {dim}"
+            if header[1] >= 2:  # a checksummed header: another model's vectors (switched and back), kept for it
+                continue
+            header = f"its vectors have {header[0]} dimensions, embed.model makes {dim}"  # format 1: maybe damage
         if isinstance(header, str):
-            _say(f"ignoring {keys_path.name} ({header}); its vectors are embedded again")
+            _say(f"ignoring {keys_path} ({header}); its vectors are embedded again")
             continue
         shard_dim, version = header
         record = RECORD_BYTES[version]
