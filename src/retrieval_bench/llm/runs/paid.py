@@ -78,6 +78,9 @@ def pay_for(work: PaidWork, missing: Missing, rounds: int, dry_run: bool, log: L
             in_flight = {r["key"] for events in journal_pending(work.cache_path) for e in events for r in e["requests"]}
             jobs = [job for job in jobs if job.key not in in_flight]
             if not jobs:
+                if dry_run and round_number == 0:  # else the plan says nothing of the cache or the cost
+                    wording = work.task.wording
+                    log(f"0 {wording.to_do}, {done} {wording.done}: nothing to ask, $0.00")
                 break
             if not _round(work, Round(round_number, jobs, done), paid, dry_run, log=log):
                 break
