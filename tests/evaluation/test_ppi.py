@@ -408,6 +408,10 @@ def test_the_judged_views_best_is_its_own_not_the_strict_leaderboards():
     estimates = {name: row["ppi"]["estimate"] for name, row in judged["systems"].items()}
     assert judged["best"] == max(estimates, key=estimates.get) == "b"
     assert "delta_to_best" not in judged["systems"]["b"] and "delta_to_best" in judged["systems"]["a"]
+    one = _aligned_tables(np.random.default_rng(2), reviewed_n=1)  # too few reviewed for any PPI figure
+    assert ppi_figures(one)["views"]["judged"]["mrr"]["best"] == "b"  # the higher mean, not the first listed
+    every = ppi_figures(_aligned_tables(np.random.default_rng(2), n=40, reviewed_n=40))
+    assert all(row["ppi"] for row in every["views"]["judged"]["mrr"]["systems"].values())  # they were all None
 
 
 def test_without_reviews_the_figures_say_so_and_compare_is_unchanged():
@@ -451,3 +455,14 @@ def test_the_p_value_reads_the_side_of_the_interval_towards_zero():
     elsewhere = 1 - stats.beta.ppf(0.05, 25, 1)  # the share of questions that may not be at 0.05
     assert (got.low, got.high) == pytest.approx((0.05 * (1 - elsewhere), 0.05 + 0.95 * elsewhere))
     assert got.low > 0 and got.p_value() < 0.05
+
+
+def test_with_every_question_reviewed_the_figure_is_the_people_s_own():
+    """Reviewing all 18 questions of a small golden set left every PPI figure and delta "n/a"
+    (no unreviewed question to correct), and the judged view named the first system its best."""
+    y = np.array([1.0, 0.5, 0.25, 1.0, 0.0, 1 / 3])
+    every = ppi_mean(y, y + 0.1, np.array([]))
+    assert every == ppi_mean(y, y + 0.1, np.array([]), lam=0.0) and every.lam == 0.0 and every.n_unreviewed == 0
+    assert every.estimate == pytest.approx(y.mean())
+    delta = ppi_paired(y, y[::-1], y, y[::-1], ReviewSample(np.ones(6, dtype=bool)))
+    assert delta is not None and delta.estimate == pytest.approx(0.0, abs=1e-12)

@@ -105,13 +105,16 @@ def ppi_mean(
     None tunes it (cross-fitted), 0 gives the human-only interval; `bounds` the range of Y (every
     metric reviewed is in [0, 1], a delta of two in [-1, 1]): the interval is kept in it, and an
     estimate without spread (degenerate_half_widths) gets the range's distribution-free bound.
-    None with fewer than 2 reviewed or kept questions, or no unreviewed one while lam is not 0.
+    None with fewer than 2 reviewed or kept questions; with no unreviewed one, the people-only
+    estimate (lam 0: the tuned lambda's (1 + n/N) factor is infinite).
     `lam` in the result is the mean of the lambda_i."""
     y, f_lab, f_unl = (np.asarray(a, dtype=np.float64) for a in (y, f_labelled, f_unlabelled))
     k = np.ones_like(y) if keep is None else np.asarray(keep, dtype=np.float64)
     n, big_n = len(y), len(f_unl)
-    if n < MIN_LABELLED or k.sum() < MIN_LABELLED or (big_n == 0 and lam != 0):
+    if n < MIN_LABELLED or k.sum() < MIN_LABELLED:
         return None
+    if big_n == 0:  # every question reviewed: no model figure to correct, PPI is the people's own estimate
+        lam = 0.0
     if lam == 0 and bounds == (0.0, 1.0) and np.isin(y[k > 0], (0.0, 1.0)).all():
         return _share_interval(int((k * y).sum()), int(k.sum()), n, big_n)
     # lambda and theta see f only through differences: centring it keeps the sums' variances exact

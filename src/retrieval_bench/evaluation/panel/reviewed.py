@@ -116,7 +116,10 @@ def ppi_figures(aligned: dict[str, pd.DataFrame], best: Mapping[str, str] | None
             }
         # the leaderboard's best is the strict view's: the judged view's is its own highest estimate
         named = (best or {}).get(metric) if view == "strict" else None
-        leader = named or max(rows, key=lambda s: (rows[s]["ppi"] or {}).get("estimate", -1.0))
+        # the highest PPI estimate; without one (too few reviewed), the highest uncorrected mean, not the first listed
+        leader = named or max(
+            rows, key=lambda s: ((rows[s]["ppi"] or {}).get("estimate", -1.0), rows[s]["uncorrected"])
+        )
         deltas = {s: paired_delta(aligned[leader], t, truth, model) for s, t in aligned.items() if s != leader}
         tested = {system: delta for system, delta in deltas.items() if delta is not None}
         adjusted = dict(zip(tested, holm_adjust([delta.p_value() for delta in tested.values()]), strict=True))
