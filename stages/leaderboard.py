@@ -13,7 +13,7 @@ import pandas as pd
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.files import atomic_open, write_json
+from retrieval_bench.core.files import atomic_open, without_nan, write_json
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.stage import run_stage
 from retrieval_bench.evaluation.panel.costs import PLOT_COLUMNS, cost_rows, measure
@@ -34,7 +34,7 @@ def main() -> None:
     golden, reviewed = review_inputs(Scoring.from_params(params))
     report = panel_report(PanelInputs(tables, golden, costs, reports, measured, reviewed), params["validity"], **score)
     write_json(paths.LEADERBOARD, report["leaderboard"])
-    write_json(paths.CERTIFICATE, report["certificate"])
+    write_json(paths.CERTIFICATE, without_nan(report["certificate"]))  # a tau of systems all tied is NaN
     write_json(paths.HEADLINE, report["headline"])
     write_json(paths.COSTS, report["costs"])
     for path, out in (

@@ -142,3 +142,22 @@ def test_without_real_or_hand_written_questions_the_reviewed_ones_are_the_refere
     )
     no_reviews = {system: table.assign(question_set="generated") for system, table in tables.items()}
     assert not panel_certificate(scorable(no_reviews), resamples=100)["available"]
+
+
+def test_a_metric_on_which_the_reference_ties_every_system_is_valid_json_and_says_undefined(scored):
+    """Every system at recall@10 1.000 on the hand-written questions: certificate.json held bare NaN
+    (not JSON: JavaScript's JSON.parse refused it) and leaderboard.md read "nan [nan, nan]"."""
+    import json
+
+    from retrieval_bench.core.files import without_nan
+    from retrieval_bench.evaluation.certificate.certify import certificate_lines
+
+    tables = side_by_side(scored, "paraphrased")
+    for table in tables.values():  # the reference (hand-written) ties every system on mrr
+        table.loc[table["question_set"] == "hand-written", "reciprocal_rank"] = 1.0
+    cert = panel_certificate(scorable(tables), resamples=100)
+    tau = cert["sets"]["generated"]["metrics"]["mrr"]["kendall_tau"]
+    assert np.isnan(tau["value"])
+    json.loads(json.dumps(without_nan(cert)), parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+    row = next(line for line in certificate_lines(cert) if line.startswith("| mrr |"))
+    assert "undefined (the systems tie)" in row and "nan" not in row

@@ -7,6 +7,7 @@ import errno
 import glob
 import hashlib
 import json
+import math
 import os
 import stat
 import tempfile
@@ -183,6 +184,18 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
         encoding = None if "b" in mode else "utf-8"
         with open(tmp, mode, encoding=encoding) as handle:
             yield handle
+
+
+def without_nan(data: Any) -> Any:
+    """`data` with every non-finite float (nested in dicts and lists) as None: JSON has no NaN, and
+    `json.dump` writes a bare `NaN` that strict readers (JavaScript's JSON.parse, jq) refuse."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: without_nan(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [without_nan(value) for value in data]
+    return data
 
 
 def write_json(path: str | Path, data: Any) -> None:

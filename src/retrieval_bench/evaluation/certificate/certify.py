@@ -8,6 +8,8 @@ agreement with bootstrap intervals (evaluation.certificate.agreement, descriptiv
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -439,6 +441,8 @@ def certificate_lines(cert: dict) -> list[str]:
                 f"{level['diff']:+.3f} [{level['tost_low']:+.3f}, {level['tost_high']:+.3f}]",
                 *(
                     f"{m[key]['value']:.2f} [{m[key]['ci_low']:.2f}, {m[key]['ci_high']:.2f}]"
+                    if m[key]["value"] is not None and math.isfinite(m[key]["value"])
+                    else "undefined (the systems tie)"  # no order to agree with: it showed nan [nan, nan]
                     for key in ("kendall_tau", "tau_ap")
                 ),
                 f"{m['pair_agreement']['value']:.2f}",
