@@ -232,9 +232,15 @@ def test_no_golden_set_yet_says_to_run_make_repro(project, capsys):
     )
 
 
-def test_a_sample_larger_than_the_golden_set(project, capsys):
-    assert main(["review", "--reviewer", "ana", "--sample", "9"]) == 1
-    assert error_line(capsys).startswith("error: review.sample 9 is larger than the golden set (8 questions)")
+def test_a_sample_larger_than_the_golden_set_is_all_of_it(project, capsys, monkeypatch):
+    from retrieval_bench.review import items
+
+    review = items.load_review(project, 9)
+    assert len(review.items) == 8
+    assert (
+        "review.sample 9 is more than the golden set's 8 questions: all of them are the sample"
+        in capsys.readouterr().out
+    )
 
 
 @pytest.mark.parametrize("name", ["../etc", "a b", "", "-x", "é"])

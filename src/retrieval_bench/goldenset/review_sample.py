@@ -22,7 +22,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.question_sets import question_set_of
 
 DEFAULT_KIND = "single"  # a row without `kind` is a single-evidence question (core.relevance)
@@ -41,12 +40,9 @@ def strata(golden: pd.DataFrame) -> dict[tuple[str, str], list[str]]:
 
 def review_sample(golden: pd.DataFrame, size: int, seed: int) -> list[str]:
     """The `size` question ids to review, in review order (every prefix is itself the sample of
-    its length); an InputError when the golden set holds fewer questions than `size`."""
-    if size > len(golden):
-        raise InputError(
-            f"review.sample {size} is larger than the golden set ({len(golden)} questions): lower it, "
-            "or pass --sample N with N at most the golden set's size"
-        )
+    its length); every question when the golden set holds fewer than `size` (the default 100 of
+    an 18-question golden set refused to start)."""
+    size = min(size, len(golden))
     rng = np.random.default_rng(seed)
     groups = strata(golden)
     shuffled = [list(rng.permutation(qids)) for qids in groups.values()]

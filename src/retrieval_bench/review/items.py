@@ -51,6 +51,8 @@ def load_review(root: Path, sample: int | None = None) -> Review:
     if not golden:
         raise InputError(f"{paths.GOLDENSET}: the golden set is empty; nothing to review")
     check_one_row_per_question((str(row.get("qid")) for row in golden), paths.GOLDENSET)  # as scoring does
+    if size > len(golden):
+        print(f"review.sample {size} is more than the golden set's {len(golden)} questions: all of them are the sample")
     qids = review_sample(pd.DataFrame(golden), size, settings["seed"])
     by_qid = {str(row["qid"]): row for row in golden}
     documents = _documents(root)
