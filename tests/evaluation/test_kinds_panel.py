@@ -159,3 +159,19 @@ def test_the_markdown_report_fences_the_kind_section_and_names_the_level_to_its_
     fenced = markdown.split("```text\n", 1)[1].split("```", 1)[0]
     assert fenced.startswith("By question kind (A -> B):") and "abstention_auc:" in fenced
     assert "97.5% CI" in format_text(comparison) and "98% CI" not in markdown
+
+
+def test_the_left_out_line_does_not_count_questions_reviewers_rejected():
+    """ "Every system is compared on all 15 questions" under tables of the 13 a reviewer kept."""
+    from retrieval_bench.evaluation.panel.leaderboard import left_out_lines
+
+    report = {"n_questions": 15, "n_compared": 15, "n_left_out": 0, "n_rejected": 2, "by_system": {}}
+    assert left_out_lines(report) == [
+        "Every system is compared on all 15 questions; 2 of them rejected by reviewers leave every figure."
+    ]
+    report.update(n_compared=12, n_left_out=3, by_system={"a": {"no_relevant_chunk": 3, "missing": 0, "chunking": "c"}})
+    assert left_out_lines(report)[0] == (
+        "3 of 15 questions are left out of the comparison (a system cannot score them); of the 12 compared, "
+        "2 rejected by reviewers leave every figure:"
+    )
+    assert left_out_lines({**report, "n_rejected": 0})[0].endswith("(a system cannot score them):")

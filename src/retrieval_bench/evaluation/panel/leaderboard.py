@@ -89,11 +89,14 @@ def left_out(tables: dict[str, pd.DataFrame], chunkings: dict[str, str] | None =
 
 def left_out_lines(report: dict) -> list[str]:
     """What left_out found, a line per system that lost questions."""
+    rejected = report.get("n_rejected", 0)
     if not report["n_left_out"]:
-        return [f"Every system is compared on all {report['n_questions']} questions."]
+        kept = f"; {rejected} of them rejected by reviewers leave every figure" if rejected else ""
+        return [f"Every system is compared on all {report['n_questions']} questions{kept}."]
+    kept = f"; of the {report['n_compared']} compared, {rejected} rejected by reviewers leave every figure"
     lines = [
         f"{report['n_left_out']} of {report['n_questions']} questions are left out of the comparison "
-        "(a system cannot score them):"
+        f"(a system cannot score them){kept if rejected else ''}:"
     ]
     for name, row in report["by_system"].items():
         where = f"chunking {row['chunking']}" if row["chunking"] else "its chunking"

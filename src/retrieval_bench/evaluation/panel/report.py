@@ -76,6 +76,8 @@ def panel_report(inputs: PanelInputs, validity: dict, *, budget_unit: str = "cha
             "system can score (data/reviews)"
         )
     board = leaderboard(aligned)
+    # the comparable questions a reviewer rejected leave every table: the line must not count them
+    gone["n_rejected"] = len(next(iter(every.values()))) - len(next(iter(aligned.values())))
     board["left_out"] = gone
     board["kinds"] = kind_sections(aligned, {name: kept(table) for name, table in tables.items()})
     if weights == "real-mix" and (entry := reweighted(aligned, golden)) is not None:
