@@ -466,3 +466,16 @@ def test_with_every_question_reviewed_the_figure_is_the_people_s_own():
     assert every.estimate == pytest.approx(y.mean())
     delta = ppi_paired(y, y[::-1], y, y[::-1], ReviewSample(np.ones(6, dtype=bool)))
     assert delta is not None and delta.estimate == pytest.approx(0.0, abs=1e-12)
+
+
+def test_compare_leaves_out_the_questions_either_run_s_reviewers_rejected():
+    """A run from before the reviews against one after: B's metrics.json left out its 2 rejected
+    questions, compare kept them (it read A's marks only), and the two disagreed silently."""
+    tables = _aligned_tables(np.random.default_rng(3), n=40, reviewed_n=10)
+    before = tables["a"].drop(columns="review").reset_index(names="qid")  # no reviews yet
+    after = tables["b"].reset_index(names="qid")
+    rejected = after.index[after["review"] == "fine"][:2]
+    after.loc[rejected, "review"] = "ambiguous"
+    comparison = compare_tables(before, after)
+    assert comparison.n_questions == 38
+    assert "2 questions a reviewer rejected are left out (data/reviews)" in comparison.warnings

@@ -135,10 +135,11 @@ def compare_tables(
     a_reviewed, b_reviewed, dropped = _paired(
         a_all.set_index("qid"), b_all.set_index("qid"), a_label, b_label, warnings
     )
-    # As score and the leaderboard: questions a reviewer rejected (A's marks) leave every figure but the
-    # prediction-powered ones, which need them (a rejected question counts there as K = 0).
-    a = kept(a_reviewed)
-    b = b_reviewed.loc[a.index]
+    # As score and the leaderboard: questions a reviewer rejected leave every figure but the prediction-
+    # powered ones, which need them (a rejected question counts there as K = 0). Rejected on either side:
+    # B's own metrics.json left out what its reviews rejected, though A's run predates them.
+    both = kept(a_reviewed).index.intersection(kept(b_reviewed).index)
+    a, b = a_reviewed.loc[both], b_reviewed.loc[both]
     if len(a) < len(a_reviewed):
         warnings.append(f"{len(a_reviewed) - len(a)} questions a reviewer rejected are left out (data/reviews)")
     common = list(a.index)
