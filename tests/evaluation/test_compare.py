@@ -541,6 +541,18 @@ def test_the_verdict_and_the_stars_follow_the_ci_level():
     assert f"{m['p_value']:.4f}*" not in strict
 
 
+def test_a_verdict_whose_interval_still_includes_zero_says_it_is_borderline():
+    """ "B is worse on mrr (-0.1697, 95% CI [-0.3592, +0.0145], p=0.047)" called B worse under an
+    interval that includes 0, without a word."""
+    from retrieval_bench.evaluation.compare.outcome import Comparison, verdict_line
+
+    m = {"delta": -0.1697, "ci_low": -0.3592, "ci_high": 0.0145, "p_value": 0.047, "wins": 2, "losses": 9}
+    line = verdict_line(Comparison("A", "B", 15, {"mrr": {**m, "min_detectable_delta": 0.3}}, None, [], segments=None))
+    assert line.startswith(
+        "B is worse on mrr (borderline: the permutation test reaches the bar, the bootstrap CI still includes 0)"
+    )
+
+
 def test_judge_off_prints_one_table_and_no_legend():
     """With the judge off the judged columns equal the strict ones: one table, no "views disagree"."""
     a = with_judged(per_question([2, 3, 1, 4, 2, 5]), [2, 3, 1, 4, 2, 5])

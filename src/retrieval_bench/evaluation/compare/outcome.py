@@ -123,6 +123,8 @@ def verdict_line(comparison: Comparison) -> str:
         )
     elif not verdict and (m["ci_low"] > 0 or m["ci_high"] < 0):
         head += " (borderline: the bootstrap CI excludes 0, the permutation test does not reach the bar)"
+    elif verdict and m["ci_low"] <= 0 <= m["ci_high"]:  # "B is worse ... CI [-0.3592, +0.0145], p=0.047"
+        head += " (borderline: the permutation test reaches the bar, the bootstrap CI still includes 0)"
     mdd = m["min_detectable_delta"]
     detectable = "n/a" if mdd is None or math.isnan(mdd) else f"{mdd:.2g}"
     return f"{head} ({figures}); {_segment_clause(comparison.segments)}; smallest detectable change {detectable}"
