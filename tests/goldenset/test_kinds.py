@@ -397,3 +397,22 @@ def test_each_question_sets_mix_is_reported_when_real_or_handwritten_questions_a
         "hand-written": {"single": 0.5, "unanswerable": 0.25, "keyword": 0.25},
     }
     assert "mix_by_question_set" not in kinds_report([dict(row) for row in generated], {})  # nothing to set it against
+
+
+def test_a_passage_that_is_only_a_heading_gets_no_generated_question():
+    """A document holding just "# Notes" got a generated question (a paid request, a junk question)."""
+    import hashlib
+
+    import pandas as pd
+
+    from retrieval_bench.goldenset.selection import rank_passages
+
+    texts = ["# Notes", "## Installing on Windows", "WAL lets readers run while a writer writes to the log."]
+    passages = pd.DataFrame(
+        {
+            "chunk_id": [f"p{i}" for i in range(3)],
+            "text": texts,
+            "text_sha256": [hashlib.sha256(t.encode()).hexdigest() for t in texts],
+        }
+    )
+    assert [p["chunk_id"] for p in rank_passages(passages, 0, set())] == ["p2"]

@@ -53,14 +53,18 @@ REJECT_REASONS = {
 
 
 # --------------------------------------------------------------------------------------------
+MIN_PASSAGE_WORDS = 5  # fewer words than this get no generated question
+
+
 def rank_passages(passages: pd.DataFrame, seed: int | str, covered: set[str]) -> list[dict]:
-    """Passages that may get a generated question, in the order they are chosen: one per distinct
-    text (identical passages would get identical questions), none already covered by a
+    """Passages that may get a generated question (MIN_PASSAGE_WORDS words or more), in the order they
+    are chosen: one per distinct text (identical passages would get identical questions), none already covered by a
     hand-written question, ordered by sha256(seed, text sha256) (a kind's seed: kinds.ranking_seed)."""
     seen: set[str] = set(covered)
     eligible = []
     for passage in passages.to_dict("records"):
-        if passage["text_sha256"] in seen or not passage["text"].strip():
+        # a heading alone ("# Notes") has nothing to ask about: a paid request for a junk question
+        if passage["text_sha256"] in seen or len(passage["text"].split()) < MIN_PASSAGE_WORDS:
             continue
         seen.add(passage["text_sha256"])
         eligible.append(passage)
