@@ -11,6 +11,7 @@ from pathlib import Path
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import atomic_open, write_json
 from retrieval_bench.core.params import load_all_params, require_dvc_keys
+from retrieval_bench.core.params_panel import unused_embedders
 from retrieval_bench.core.question_sets import check_handwritten
 from retrieval_bench.core.stage import run_stage
 from retrieval_bench.corpus.documents import parse_selectors
@@ -44,6 +45,8 @@ def main() -> None:
         paths.IMPORTED_STAMP: imported_stamps(params["generate"]["imported"], Path(paths.SOURCE_DIGEST_MEMO)),
         **{paths.settings_of(system): dict(sorted(resolved.items())) for system, resolved in params["panel"].items()},
     }
+    for warning in unused_embedders(params):  # a model loaded and run for nothing
+        print(warning)
     for stale in set(map(str, Path(paths.PANEL_SETTINGS).glob("*.json"))) - set(outputs):  # a system since removed
         Path(stale).unlink()
     for path, content in outputs.items():

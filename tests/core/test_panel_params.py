@@ -158,3 +158,21 @@ def test_stored_vectors_are_read_only_by_the_default_chunking_of_embed_s_own_set
     assert not reads_stored_vectors(params, "c400", "default")  # another chunking cuts the documents anew
     plain = load_all_params(write(tmp_path, embedded=None))
     assert not reads_stored_vectors(plain, "default", "default")
+
+
+def test_an_embedder_no_vector_system_uses_is_named_in_a_warning(tmp_path):
+    """embed_questions@seq64 loaded its model and embedded every question though no system used it."""
+    from retrieval_bench.core.params_panel import unused_embedders
+
+    panel = {
+        "default": {"chunking": "default", "embedder": "default"},
+        "b": {**SYSTEM, "method": "bm25", "embedder": "seq64"},
+    }
+    warnings = unused_embedders(load_all_params(write(tmp_path, panel=panel, embedded=None)))
+    assert warnings == [
+        "check_params: warning: embedders.seq64 is used by no system that searches vectors; "
+        "remove it to skip embed_questions@seq64"
+    ]
+    assert unused_embedders(load_all_params(write(tmp_path, embedded=None))) == [
+        "check_params: warning: embedders.seq64 is used by no system that searches vectors; remove it to skip embed_questions@seq64"
+    ]

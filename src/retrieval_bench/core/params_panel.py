@@ -316,6 +316,19 @@ def _check_exports_apart(systems: dict[str, dict[str, Any]], path: Path) -> None
         writers[export] = name
 
 
+def unused_embedders(params: dict[str, Any]) -> list[str]:
+    """A warning line per embedder (but `default`, which must be there) that no vector-searching panel
+    system uses: embed_questions@NAME still loads its model (which may not be installed here) and
+    embeds the golden set's questions with it, for nothing."""
+    used = {pair["embedder"] for pair in embedded_pairs(params["panel"]).values()}
+    return [
+        f"check_params: warning: embedders.{name} is used by no system that searches vectors; "
+        f"remove it to skip embed_questions@{name}"
+        for name in params["embedders"]
+        if name != "default" and name not in used
+    ]
+
+
 def reads_stored_vectors(params: dict[str, Any], chunking: str, embedder: str) -> bool:
     """Whether embed_corpus@chunking-embedder reads the corpus vectors from the store at load.source
     (embed.corpus_vectors stored): only the default chunking (the store's own chunks) with an embedder
