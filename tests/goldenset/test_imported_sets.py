@@ -137,6 +137,7 @@ def test_every_format_is_a_named_set_with_its_provenance_and_takes_no_budget(pro
         "read": 1,
         "other_corpus": 0,
         "not_located": 0,
+        "relevant_elsewhere": 1,  # not-here.md, judged relevant, is no document of this corpus
         "duplicate_questions_dropped": 0,
     }
     assert {name: entry["format"] for name, entry in report["imported"].items()} == {

@@ -287,7 +287,8 @@ def check_kinds(generate: dict[str, Any], path: Path) -> None:
             raise InputError(f"{path}: generate.kinds.{kind} must be a share between 0 and 1, got {share!r}")
         if share < 0:
             raise InputError(f"{path}: generate.kinds.{kind} is a negative share ({share!r}): shares are >= 0")
-        if share > 1:  # (and an integer too large for a float: fsum below would overflow)
+    for kind, share in kinds.items():  # after every negative one; an integer beyond a float would overflow fsum
+        if share > 1:
             raise InputError(f"{path}: generate.kinds.{kind} must be a share between 0 and 1, got {quoted(share)}")
     total = math.fsum(kinds.values())
     if abs(total - 1) > SHARES_TOLERANCE:
