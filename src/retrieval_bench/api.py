@@ -173,13 +173,21 @@ def _golden_row(row: Any, where: str) -> dict[str, Any]:
         return checked
     if any(row.get(column) is None for column in SPAN_COLUMNS):
         raise InputError(f"{where}: expected 'relevant' {{chunk_id: grade}} or an evidence span (doc_id, start, end)")
-    start, end = row["start"], row["end"]
+    start, end = (_whole_number(row[column]) for column in ("start", "end"))
     if not (_is_whole(start) and _is_whole(end) and 0 <= start < end):
         raise InputError(
             f"{where}: an evidence span's start and end must be whole character offsets with 0 <= start < end, "
             f"got start {quoted(start)}, end {quoted(end)}"
         )
     return {**checked, "doc_id": checked_id(row["doc_id"], where, "doc_id"), "start": int(start), "end": int(end)}
+
+
+def _whole_number(value: Any) -> Any:
+    """An offset read as a float (pandas makes a column with nulls float: 12573.0) as its int; any
+    other value as it is, for the check to refuse."""
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        return int(value)
+    return value
 
 
 def read_run(source: RunInput, depth: int | str | None = None) -> pd.DataFrame:
@@ -296,7 +304,10 @@ def score(
         per_question = _with_segments(score_run(golden, table, run_frame, scoring), golden)
         return Scores(system_summary(per_question, len(table), scoring, None, graded=False), per_question)
     copies = _read_table(duplicates, ["group", "chunk_id"], "duplicates")
-    _check_chunk_ids(table, copies["chunk_id"].astype(str), "chunks", "duplicates")
+    if chunks is not None:
+        _check_chunk_ids(table, copies["chunk_id"].astype(str), "chunks", "duplicates")
+    else:  # the table is the chunks the labels and the run name: copies of no other chunk change nothing
+        copies = copies[copies["chunk_id"].astype(str).isin(set(table["chunk_id"]))]
     pool = _read_pool(judged_pool) if _is_path(judged_pool) else list(judged_pool or [])
     people = None if reviews is None else golden_reviews(_reviews_folder(reviews), set(qids))
     per_question = _with_segments(
@@ -421,7 +432,10 @@ def _chunk_table(
     if spans:
         _check_span_columns(table, golden)
     default = DEFAULTS["score"]["budgets"] if set(lengths) <= set(table.columns) else []
-    return table.assign(chunk_id=table["chunk_id"].astype(str)), sorted(default if budgets is None else budgets)
+    table = table.assign(chunk_id=table["chunk_id"].astype(str))
+    if spans:  # ids are text, as _golden_row makes an evidence's doc_id: 7 and "7" are one document
+        table = table.assign(doc_id=table["doc_id"].astype(str))
+    return table, sorted(default if budgets is None else budgets)
 
 
 def _check_span_columns(table: pd.DataFrame, golden: list[dict[str, Any]]) -> None:

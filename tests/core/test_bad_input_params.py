@@ -277,12 +277,12 @@ CASES = [
     ),
     # a sweep of 314 mutations (2026-12-06): tracebacks, and a value written into the run's JSON that JSON lacks
     pytest.param(
-        dumped(**{"score.min_coverage": 10**400}),
-        ["score.min_coverage must be a finite number, got an integer of 401 digits"],
+        dumped(**{"score.min_coverage": 2**1024 - 1}),  # 1,024 bits: read, then beyond a float
+        ["score.min_coverage must be a finite number, got an integer of 309 digits"],
         id="int-beyond-float",  # OverflowError
     ),
     pytest.param(
-        dumped(**{"generate.kinds": {"single": 10**400}}),
+        dumped(**{"generate.kinds": {"single": 2**1024 - 1}}),
         ["generate.kinds.single must be a share between 0 and 1"],
         id="kind-share-beyond-float",  # OverflowError in fsum
     ),
@@ -290,6 +290,16 @@ CASES = [
         dumped(**{"retrieval.depth": "DEPTH"}).replace("DEPTH", "9" * 5000),
         ["invalid YAML", "an integer of 5000 digits is no setting's value"],
         id="int-of-5000-digits",  # ValueError: Exceeds the limit (4300 digits)
+    ),
+    pytest.param(
+        dumped(**{"score.min_coverage": "COVERAGE"}).replace("COVERAGE", "0x" + "f" * 4000),
+        ["invalid YAML", "an integer of 4002 digits is no setting's value"],
+        id="hex-of-4000-digits",  # parsed, then ValueError printing it in the error message
+    ),
+    pytest.param(
+        dumped(**{"score.min_coverage": 10**400}),
+        ["invalid YAML at line", "an integer of 401 digits is no setting's value"],
+        id="int-beyond-1024-bits",
     ),
     pytest.param(
         dumped(**{"retrieval.store.filter": "FILTER"}).replace("FILTER", "{published: 2024-01-01}"),

@@ -169,10 +169,11 @@ def test_an_embedder_no_vector_system_uses_is_named_in_a_warning(tmp_path):
         "b": {**SYSTEM, "method": "bm25", "embedder": "seq64"},
     }
     warnings = unused_embedders(load_all_params(write(tmp_path, panel=panel, embedded=None)))
-    assert warnings == [
-        "check_params: warning: embedders.seq64 is used by no system that searches vectors; "
-        "remove it to skip embed_questions@seq64"
+    assert warnings == [  # removing seq64 alone broke params.yaml: b still named it
+        "check_params: warning: embedders.seq64 is used by no system that searches vectors; remove it and set the "
+        "embedder of b (which search no vectors) to default to skip embed_questions@seq64"
     ]
     assert unused_embedders(load_all_params(write(tmp_path, embedded=None))) == [
-        "check_params: warning: embedders.seq64 is used by no system that searches vectors; remove it to skip embed_questions@seq64"
+        "check_params: warning: embedders.seq64 is used by no system that searches vectors; remove it to skip "
+        "embed_questions@seq64"
     ]

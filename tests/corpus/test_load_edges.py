@@ -87,6 +87,8 @@ def test_a_header_after_blank_lines_and_a_trec_style_header_are_headers(tmp_path
     assert read_qrels(path) == [("q1", "c1", -1)]
     path.write_text("qid 0 docno rel\nq1 0 c1 2\n")
     assert read_qrels(path) == [("q1", "c1", 2)]
+    path.write_text("q1\td1\t1 \nq2\td2\t 2\n")  # spaces around a tab-separated grade: int() read them
+    assert read_qrels(path) == [("q1", "d1", 1), ("q2", "d2", 2)]
 
 
 def test_a_documents_folder_names_the_links_it_does_not_follow_and_drops_a_byte_order_mark(tmp_path):

@@ -468,3 +468,26 @@ def test_people_s_reviews_count_as_in_the_score_stage(tmp_path):
     assert reviewed.metrics["n_rejected"] == 1 and reviewed.metrics["n_questions"] == 2
     assert reviewed.metrics["mrr"] == pytest.approx((1 + 1 / 2) / 2)  # q1 and q3 strict: q2 left out
     assert reviewed.metrics["judged_mrr"] == pytest.approx(1.0)  # q3's chunk a, graded 3 by a person
+
+
+def test_span_labels_read_back_by_pandas_and_integer_doc_ids_still_score():
+    """Two regressions of the span checks, caught in review: offsets pandas made floats (12573.0,
+    a column with nulls) were refused, and a chunk table with integer doc_ids scored 0 against an
+    evidence's doc_id made text."""
+    chunks = SPAN_CHUNKS.assign(doc_id=7)
+    run = {"q1": {"b": 0.9, "a": 0.5, "c": 0.1}}
+    for row in (
+        {"qid": "q1", "doc_id": 7, "start": 11, "end": 19},
+        {"qid": "q1", "doc_id": "7", "start": 11.0, "end": 19.0},
+    ):
+        assert rb.score([row], run, chunks=chunks, budgets=[]).metrics["mrr"] == 1.0
+    with pytest.raises(rb.InputError, match="got start 11.5"):
+        rb.score([{"qid": "q1", "doc_id": 7, "start": 11.5, "end": 19}], run, chunks=chunks, budgets=[])
+
+
+def test_duplicates_without_chunks_keep_the_copies_of_the_chunks_scored():
+    """With duplicates= and no chunks=, the table is the chunks the labels and the run name: a copy of
+    some other chunk was refused as "a run of another chunking" (and was a KeyError before)."""
+    copies = pd.DataFrame({"group": [0, 0, 1, 1], "chunk_id": ["a", "c", "zz", "yy"]})
+    scored = rb.score(QRELS, RUN, k=[1, 2], duplicates=copies)
+    assert scored.metrics["n_questions"] == 3

@@ -321,12 +321,17 @@ def unused_embedders(params: dict[str, Any]) -> list[str]:
     system uses: embed_questions@NAME still loads its model (which may not be installed here) and
     embeds the golden set's questions with it, for nothing."""
     used = {pair["embedder"] for pair in embedded_pairs(params["panel"]).values()}
-    return [
-        f"check_params: warning: embedders.{name} is used by no system that searches vectors; "
-        f"remove it to skip embed_questions@{name}"
-        for name in params["embedders"]
-        if name != "default" and name not in used
-    ]
+    warnings = []
+    for name in params["embedders"]:
+        if name == "default" or name in used:
+            continue
+        naming = [system for system, settings in params["panel"].items() if settings["embedder"] == name]
+        also = f" and set the embedder of {', '.join(naming)} (which search no vectors) to default" if naming else ""
+        warnings.append(
+            f"check_params: warning: embedders.{name} is used by no system that searches vectors; remove it{also} "
+            f"to skip embed_questions@{name}"
+        )
+    return warnings
 
 
 def reads_stored_vectors(params: dict[str, Any], chunking: str, embedder: str) -> bool:

@@ -83,17 +83,23 @@ _ParamsLoader.add_implicit_resolver(
 )
 
 
+MAX_INT_BITS = 1024  # beyond any float (about 1.8e308): the largest integer a params.yaml may hold
+
+
 def _yaml_12_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     text = str(loader.construct_scalar(node)).replace("_", "")
     sign = -1 if text.startswith("-") else 1
     digits = text.lstrip("+-")
     base = {"0x": 16, "0o": 8, "0b": 2}.get(digits[:2].lower(), 10)
     try:
-        return sign * int(digits[2:] if base != 10 else digits, base)
-    except ValueError:  # over Python's 4,300 digits: no setting takes such a number
+        value = sign * int(digits[2:] if base != 10 else digits, base)
+    except ValueError:  # over Python's 4,300 decimal digits
+        value = None
+    if value is None or value.bit_length() > MAX_INT_BITS:  # no setting takes it, and no message could print it
         raise yaml.constructor.ConstructorError(
             None, None, f"an integer of {len(digits)} digits is no setting's value", node.start_mark
-        ) from None
+        )
+    return value
 
 
 _ParamsLoader.add_constructor(_INT, _yaml_12_int)

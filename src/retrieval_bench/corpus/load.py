@@ -199,6 +199,7 @@ def read_qrels(path: Path) -> list[tuple[str, str, int]]:
         query_id, corpus_id, grade = (
             (fields[0], fields[1], fields[2]) if len(fields) == 3 else (fields[0], fields[2], fields[3])
         )
+        grade = grade.strip()  # "1 " (a space before the tab) is a grade of 1, as int() read it
         if not GRADE.fullmatch(grade):  # int() also reads "1_0" as 10 and other scripts' digits
             empty = " (an empty field: a trailing tab?)" if not grade else ""
             raise InputError(
