@@ -11,8 +11,10 @@ from pathlib import Path
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import parse_json, read_text
+from retrieval_bench.core.params_sections import read_yaml_file
 from retrieval_bench.core.question_sets import ALL
 from retrieval_bench.core.revisions import git_show, resolve_revision
+from retrieval_bench.corpus.source_stamp import edited_since_stamped
 from retrieval_bench.evaluation.certificate.certify import certificate_summary
 from retrieval_bench.evaluation.panel.leaderboard import left_out_lines, set_title
 from retrieval_bench.evaluation.panel.reviewed import show_lines
@@ -193,6 +195,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(run=run)
 
 
+def _edited_source(cwd: Path) -> str | None:
+    """A warning when load.source's files changed since check_params stamped them: the figures below
+    are of the corpus as it was (plain `dvc repro` does not see an edit inside the source)."""
+    try:
+        source = read_yaml_file(cwd / paths.PARAMS)["load"]["source"]
+    except (InputError, KeyError, TypeError):
+        return None
+    if not isinstance(source, str) or not edited_since_stamped(source, cwd / paths.SOURCE_DIGEST_MEMO):
+        return None
+    return (
+        f"warning: load.source {source} changed since the last run stamped it: these figures are of the corpus "
+        "as it was; run `make repro` (check_params first, then dvc repro)"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
     current = paths.metrics_of(args.system)
@@ -206,6 +223,9 @@ def run(args: argparse.Namespace) -> int:
     against = "HEAD" if args.against is None else resolve_revision(args.against, cwd)
     shown = (committed(path, against, cwd) for path in paths.at_revision(paths.metrics_of, args.system))
     before = next((metrics_then for metrics_then in shown if metrics_then is not None), None)
+    edited = _edited_source(cwd)
+    if edited:
+        print(edited)
     decision = cwd / paths.DECISION
     for line in decision_lines(decision.read_text(encoding="utf-8") if decision.is_file() else ""):
         print(line)

@@ -283,3 +283,27 @@ def test_the_pull_request_report_script_on_a_fresh_clone(reproduced, tmp_path):
     }  # pulled, not recomputed: no embedding, no generation
     report = (clone / "report.md").read_text()
     assert "### Retrieval comparison: `main" in report and "| mrr |" in report
+
+
+def test_show_warns_when_the_corpus_changed_since_the_last_run_stamped_it(tmp_path, monkeypatch, capsys):
+    """A file of load.source edited, then plain `dvc repro`: load_chunks did not rerun, `dvc status`
+    was clean, and `show` printed the old corpus's figures without a word."""
+    from retrieval_bench.cli import main
+    from retrieval_bench.core import paths
+    from retrieval_bench.corpus.source_stamp import source_stamp
+
+    (tmp_path / "metrics" / "panel" / "default").mkdir(parents=True)
+    (tmp_path / "metrics" / "panel" / "default" / "metrics.json").write_text(json.dumps({"mrr": 0.6, "n_questions": 9}))
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "bees.md").write_text("Bees dance.\n")
+    (tmp_path / "params.yaml").write_text("load:\n  source: corpus\n")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".dvc" / "tmp").mkdir(parents=True)
+    source_stamp("corpus", tmp_path / paths.SOURCE_DIGEST_MEMO)  # what check_params does in `make repro`
+    assert main(["show"]) == 0 and "warning" not in capsys.readouterr().out
+    (tmp_path / "corpus" / "bees.md").write_text("Bees dance to say where the flowers are.\n")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["show"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("warning: load.source corpus changed since the last run stamped it: these figures are")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # show writes nothing, the memo included

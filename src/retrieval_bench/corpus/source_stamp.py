@@ -105,6 +105,20 @@ def _memoized_content_digest(root: Path, memo: Path | None) -> tuple[int, str]:
     return files, digest
 
 
+def edited_since_stamped(source: str, memo: Path) -> bool:
+    """Whether the files of `source` (a path) differ in names, sizes or times from when check_params
+    last stamped them (its `memo`, only read): a corpus edited in place since the last `make repro`,
+    which plain `dvc repro` does not see. False for a store address, a missing path or no memo."""
+    root = Path(source)
+    if is_store_address(source) or not root.exists():
+        return False
+    try:
+        entry = json.loads(memo.read_text(encoding="utf-8")).get(str(root))
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(entry, dict) and entry.get("metadata") != metadata_digest(root)[1]
+
+
 def source_stamp(source: str, memo: Path | None = None) -> dict:
     """The stamp of `source` (a path or a store address); a path that does not exist is stamped as
     missing and load_chunks reports it. `memo`: where content digests of paths are remembered."""
