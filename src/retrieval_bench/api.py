@@ -30,6 +30,7 @@ from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.core.question_sets import UNANSWERABLE
 from retrieval_bench.core.run_table import check_scores, check_unique, checked_file, from_records, read_run_file
 from retrieval_bench.core.values import checked_id
+from retrieval_bench.corpus.load import checked_offset
 from retrieval_bench.evaluation.compare import command as _compare
 from retrieval_bench.evaluation.score.judged import MAX_GRADE, JudgedInputs
 from retrieval_bench.evaluation.score.metrics import TIE_POLICIES
@@ -173,21 +174,10 @@ def _golden_row(row: Any, where: str) -> dict[str, Any]:
         return checked
     if any(row.get(column) is None for column in SPAN_COLUMNS):
         raise InputError(f"{where}: expected 'relevant' {{chunk_id: grade}} or an evidence span (doc_id, start, end)")
-    start, end = (_whole_number(row[column]) for column in ("start", "end"))
-    if not (_is_whole(start) and _is_whole(end) and 0 <= start < end):
-        raise InputError(
-            f"{where}: an evidence span's start and end must be whole character offsets with 0 <= start < end, "
-            f"got start {quoted(start)}, end {quoted(end)}"
-        )
-    return {**checked, "doc_id": checked_id(row["doc_id"], where, "doc_id"), "start": int(start), "end": int(end)}
-
-
-def _whole_number(value: Any) -> Any:
-    """An offset read as a float (pandas makes a column with nulls float: 12573.0) as its int; any
-    other value as it is, for the check to refuse."""
-    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
-        return int(value)
-    return value
+    start, end = (checked_offset(row[column], where, column) for column in ("start", "end"))
+    if start >= end:  # an empty or reversed span covers nothing: every metric 0
+        raise InputError(f"{where}: an evidence span ends after it starts, got start {start}, end {end}")
+    return {**checked, "doc_id": checked_id(row["doc_id"], where, "doc_id"), "start": start, "end": end}
 
 
 def read_run(source: RunInput, depth: int | str | None = None) -> pd.DataFrame:

@@ -100,19 +100,19 @@ CASES: list[tuple[str, Callable[[Path], Callable[[], object]], str]] = [
     (
         "span with a text start",  # UFuncTypeError
         lambda d: partial(rb.score, [{"qid": "q1", "doc_id": "d", "start": "a", "end": 8}], RUN, chunks=SPAN_CHUNKS),
-        "golden row 1: an evidence span's start and end must be whole character offsets with 0 <= start < end, got start 'a'",
+        "golden row 1: 'start' must be a character offset (an integer >= 0), got 'a'",
     ),
     (
         "span ending before it starts",  # scored 0
         lambda d: partial(rb.score, [{"qid": "q1", "doc_id": "d", "start": 8, "end": 2}], RUN, chunks=SPAN_CHUNKS),
-        "got start 8, end 2",
+        "golden row 1: an evidence span ends after it starts, got start 8, end 2",
     ),
     (
         "span with a NaN start",  # recall@1 nan
         lambda d: partial(
             rb.score, [{"qid": "q1", "doc_id": "d", "start": float("nan"), "end": 2}], RUN, chunks=SPAN_CHUNKS
         ),
-        "got start nan",
+        "golden row 1: 'start' must be a character offset (an integer >= 0), got null",
     ),
     (
         "span in a document the chunks lack",  # scored 0
@@ -481,7 +481,7 @@ def test_span_labels_read_back_by_pandas_and_integer_doc_ids_still_score():
         {"qid": "q1", "doc_id": "7", "start": 11.0, "end": 19.0},
     ):
         assert rb.score([row], run, chunks=chunks, budgets=[]).metrics["mrr"] == 1.0
-    with pytest.raises(rb.InputError, match="got start 11.5"):
+    with pytest.raises(rb.InputError, match="'start' must be a character offset .*got the number 11.5"):
         rb.score([{"qid": "q1", "doc_id": 7, "start": 11.5, "end": 19}], run, chunks=chunks, budgets=[])
 
 
