@@ -33,7 +33,7 @@ def main() -> None:
         parse_selectors(params["load"]["html_skip"])
     check_handwritten(params["generate"]["handwritten"])  # before load_chunks and chunk run, not after
     if Path("dvc.yaml").is_file():  # under `dvc repro`: a key a stage lists must be written, not defaulted
-        require_dvc_keys()
+        require_dvc_keys(resolved=params)
     # Every stamp is taken before any output is written: a failing check leaves the last good
     # outputs as they were (dvc.yaml keeps them with persist: true; DVC would delete them first).
     source, store, stored_vectors = stamps(params, paths.SOURCE_DIGEST_MEMO)

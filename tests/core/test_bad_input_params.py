@@ -471,10 +471,13 @@ def test_a_trec_export_never_overwrites_a_file_that_is_not_its_own_run(tmp_path)
 def test_a_missing_embedded_list_is_refused_where_dvc_yaml_iterates_it(tmp_path):
     """With `embedded:` deleted check_params passed, then `dvc repro` failed parsing dvc.yaml
     ("Could not find 'embedded'") without saying what to write."""
+    from retrieval_bench.core.params import require_dvc_keys
+
     params = write(tmp_path / "params.yaml", dumped())  # dumped() leaves embedded out
-    assert load_all_params(params)["embedded"]  # no dvc.yaml here (the API's use): derived from the panel
-    (tmp_path / "dvc.yaml").write_text((ROOT / "dvc.yaml").read_text())
+    resolved = load_all_params(params)  # the API's use: derived from the panel
     with pytest.raises(
-        InputError, match=r"write embedded: \{default-default: \{chunking: default, embedder: default\}"
+        InputError,
+        match=r"embedded is missing: .*dvc.yaml's stage embed_corpus iterates it \(foreach\); write embedded: "
+        r"\{default-default: \{chunking: default, embedder: default\}",
     ):
-        load_all_params(params)
+        require_dvc_keys(params, ROOT / "dvc.yaml", resolved)

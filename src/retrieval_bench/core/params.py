@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -198,15 +199,25 @@ def _check_judge(judge: dict[str, Any], path: Path) -> None:
     _check_generate(judge, "judge", path)
 
 
-def require_dvc_keys(params_path: str | Path = "params.yaml", dvc_yaml: str | Path = "dvc.yaml") -> None:
+def require_dvc_keys(
+    params_path: str | Path = "params.yaml", dvc_yaml: str | Path = "dvc.yaml", resolved: dict | None = None
+) -> None:
     """Every params key a dvc.yaml stage lists must be written in the params file: the library
     fills a missing one with its default, but `dvc repro` refuses the stage ("Parameters ... are
     missing") after the stages before it have run. A one-line InputError naming the first missing
     key, the stage and the default to write. Templated keys (chunkings.${key}) are the panel's,
-    checked with it."""
+    checked with it. A key a stage iterates (`foreach: ${embedded}`) must be written too (DVC fails
+    parsing dvc.yaml without it): the error spells its `resolved` value (load_all_params') to write."""
     params_path, dvc_yaml = Path(params_path), Path(dvc_yaml)
     raw, stages = read_yaml_file(params_path), (read_yaml_file(dvc_yaml) or {}).get("stages", {})
     for stage, body in stages.items():
+        iterated = re.fullmatch(r"\$\{(\w+)\}", str(body.get("foreach", "")))
+        if iterated and iterated.group(1) not in (raw or {}):
+            key = iterated.group(1)
+            value = json.dumps((resolved or {}).get(key), separators=(", ", ": ")).replace('"', "")
+            raise InputError(
+                f"{params_path}: {key} is missing: {dvc_yaml}'s stage {stage} iterates it (foreach); write {key}: {value}"
+            )
         for key in (body.get("do", body) or {}).get("params") or []:
             if not isinstance(key, str) or "${" in key:
                 continue  # `- params.yaml:` (the whole file) or a templated key

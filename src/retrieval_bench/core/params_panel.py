@@ -279,11 +279,10 @@ def check_embedded(embedded: Any, panel: dict[str, dict[str, Any]], path: Path) 
                 f"panel.{name} (chunking {system['chunking']}, embedder {system['embedder']}) would both be embedded "
                 f"by stage embed_corpus@{stage}: rename one of those chunkings or embedders"
             )
-    pipeline = path.parent / "dvc.yaml"
-    if embedded is None and not (pipeline.is_file() and "${embedded}" in pipeline.read_text(errors="replace")):
+    if embedded is None:  # (dvc.yaml iterates it: params.require_dvc_keys asks for it there)
         return used
     fits = isinstance(embedded, dict) and all(used.get(name) == pair for name, pair in embedded.items())
-    if not (fits and set(wanted) <= set(embedded)):  # also a missing key that the dvc.yaml beside it iterates
+    if not (fits and set(wanted) <= set(embedded)):
         spelled = ", ".join(
             f"{name}: {{chunking: {p['chunking']}, embedder: {p['embedder']}}}" for name, p in wanted.items()
         )
@@ -342,7 +341,7 @@ def reads_stored_vectors(params: dict[str, Any], chunking: str, embedder: str) -
     embed = params["embed"]
     own = params["embedders"][embedder]
     same = all(own[key] == embed[key] for key in EMBEDDER_KEYS if key != "query_prompt")
-    return embed["corpus_vectors"] == "stored" and chunking == "default" and same
+    return embed["corpus_vectors"] == "stored" and chunking == DEFAULT_SYSTEM and same
 
 
 def named(params: dict[str, Any], section: str, name: str, path: str | Path = "params.yaml") -> dict[str, Any]:
