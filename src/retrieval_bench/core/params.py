@@ -200,7 +200,7 @@ def _check_judge(judge: dict[str, Any], path: Path) -> None:
 
 
 def require_dvc_keys(
-    params_path: str | Path = "params.yaml", dvc_yaml: str | Path = "dvc.yaml", resolved: dict | None = None
+    params_path: str | Path = "params.yaml", dvc_yaml: str | Path = "dvc.yaml", resolved: dict[str, Any] | None = None
 ) -> None:
     """Every params key a dvc.yaml stage lists must be written in the params file: the library
     fills a missing one with its default, but `dvc repro` refuses the stage ("Parameters ... are
