@@ -28,7 +28,7 @@ from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import read_jsonl, read_table
 from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.core.question_sets import UNANSWERABLE
-from retrieval_bench.core.run_table import check_scores, check_unique, checked_file, from_records, read_run_file
+from retrieval_bench.core.run_table import check_known_chunks, check_scores, checked_file, from_records, read_run_file
 from retrieval_bench.core.values import checked_id
 from retrieval_bench.corpus.load import checked_offset
 from retrieval_bench.evaluation.compare import command as _compare
@@ -180,6 +180,12 @@ def _golden_row(row: Any, where: str) -> dict[str, Any]:
     return {**checked, "doc_id": checked_id(row["doc_id"], where, "doc_id"), "start": start, "end": end}
 
 
+def _is_span_row(row: Mapping[str, Any]) -> bool:
+    """A golden row (as _golden_row checked it) whose evidence is a span, not chunk labels: scoring
+    it needs chunks= to judge which chunks hold the evidence."""
+    return row.get("relevant") is None and row.get("kind") != UNANSWERABLE
+
+
 def read_run(source: RunInput, depth: int | str | None = None) -> pd.DataFrame:
     """A run (columns qid, chunk_id, rank, score; ranked by score, then chunk id) from a DataFrame
     with qid, chunk_id and score, a run file (.parquet as data/panel/<system>/run.parquet, a TREC run, or .jsonl
@@ -236,8 +242,7 @@ def _run_from_frame(frame: pd.DataFrame, where: str, depth: int | None) -> pd.Da
 def _checked_run(run: pd.DataFrame, where: str) -> pd.DataFrame:
     if run.empty:
         raise InputError(f"{where}: the run is empty")
-    check_unique(run, where)
-    return run
+    return run  # each chunk once per question: from_records, which made it, checked
 
 
 def score(
@@ -279,8 +284,11 @@ def score(
     if not set(qids) & set(run_frame["qid"]):
         raise InputError(f"no question of the labels is in the run (qids such as {', '.join(qids[:3])})")
     table, budgets = _chunk_table(chunks, golden, run_frame, budgets, budget_unit)
+    known = set(table["chunk_id"])
     if chunks is not None:
-        _check_chunk_ids(table, run_frame["chunk_id"], "chunks", "the run")
+        if not known:
+            raise InputError("chunks: no chunk; expected the chunk table the run was retrieved from")
+        check_known_chunks(run_frame["chunk_id"], known, "the run")  # another chunking's run: every metric 0
     scoring = Scoring(
         ks=tuple(ks),
         min_coverage=min_coverage,
@@ -295,9 +303,9 @@ def score(
         return Scores(system_summary(per_question, len(table), scoring, None, graded=False), per_question)
     copies = _read_table(duplicates, ["group", "chunk_id"], "duplicates")
     if chunks is not None:
-        _check_chunk_ids(table, copies["chunk_id"].astype(str), "chunks", "duplicates")
+        check_known_chunks(copies["chunk_id"].astype(str), known, "duplicates")
     else:  # the table is the chunks the labels and the run name: copies of no other chunk change nothing
-        copies = copies[copies["chunk_id"].astype(str).isin(set(table["chunk_id"]))]
+        copies = copies[copies["chunk_id"].astype(str).isin(known)]
     pool = _read_pool(judged_pool) if _is_path(judged_pool) else list(judged_pool or [])
     people = None if reviews is None else golden_reviews(_reviews_folder(reviews), set(qids))
     per_question = _with_segments(
@@ -315,19 +323,6 @@ def _reviews_folder(path: str | Path) -> Path:
     if folder.exists() and not folder.is_dir():
         raise InputError(f"reviews {path}: not a folder; expected data/reviews, one .jsonl per reviewer")
     return folder
-
-
-def _check_chunk_ids(table: pd.DataFrame, chunk_ids: pd.Series, table_name: str, what: str) -> None:
-    """Every chunk id `what` names is in the chunk table: a run of another chunking scored 0 on
-    every metric (or raised a KeyError) against it."""
-    if table.empty:
-        raise InputError(f"{table_name}: no chunk; expected the chunk table the run was retrieved from")
-    unknown = sorted(set(chunk_ids) - set(table["chunk_id"]))
-    if unknown:
-        raise InputError(
-            f"{table_name}: {len(unknown)} chunk ids of {what} are not in the chunk table, e.g. "
-            f"{', '.join(map(quoted, unknown[:3]))} (a run of another chunking?)"
-        )
 
 
 def _with_segments(per_question: pd.DataFrame, golden: list[dict[str, Any]]) -> pd.DataFrame:
@@ -402,7 +397,7 @@ def _chunk_table(
     """The chunks scoring judges against: the given table, or with chunk labels only, every chunk id
     the labels and the run name; and the budgets scored (None: score.budgets' default if the table
     has the columns of the chunks' lengths in `unit`, else none)."""
-    spans = any(row.get("relevant") is None and row.get("kind") != UNANSWERABLE for row in golden)
+    spans = any(map(_is_span_row, golden))
     if chunks is None:
         if spans:
             raise InputError(
@@ -436,7 +431,7 @@ def _check_span_columns(table: pd.DataFrame, golden: list[dict[str, Any]]) -> No
             raise InputError(f"chunks: column {column!r} must hold whole character offsets, got {table[column].dtype}")
     documents = set(table["doc_id"].astype(str))
     for row in golden:
-        if row.get("relevant") is None and row.get("kind") != UNANSWERABLE and str(row["doc_id"]) not in documents:
+        if _is_span_row(row) and str(row["doc_id"]) not in documents:
             raise InputError(
                 f"question {quoted(row['qid'])}: its evidence's doc_id {quoted(row['doc_id'])} is no document of chunks"
             )

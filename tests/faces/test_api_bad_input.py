@@ -78,7 +78,7 @@ CASES: list[tuple[str, Callable[[Path], Callable[[], object]], str]] = [
     (
         "run of another chunking",  # a KeyError traceback, or with budgets=[] every metric 0
         lambda d: partial(rb.score, QRELS, RUN, chunks=pd.DataFrame({"chunk_id": ["a", "x"]}), budgets=[]),
-        "chunks: 2 chunk ids of the run are not in the chunk table, e.g. 'b', 'c' (a run of another chunking?)",
+        "the run: 2 chunk ids are not in the chunk table, e.g. 'b', 'c'",
     ),
     (
         "empty chunk table",
@@ -95,7 +95,7 @@ CASES: list[tuple[str, Callable[[Path], Callable[[], object]], str]] = [
             budgets=[],
             duplicates=pd.DataFrame({"group": [0, 0], "chunk_id": ["a", "zz"]}),
         ),
-        "chunks: 1 chunk ids of duplicates are not in the chunk table, e.g. 'zz'",
+        "duplicates: 1 chunk ids are not in the chunk table, e.g. 'zz'",
     ),
     (
         "span with a text start",  # UFuncTypeError

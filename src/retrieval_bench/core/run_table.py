@@ -71,10 +71,8 @@ def from_records(
             {"qid": str, "chunk_id": str, "score": float}
         )
     )
-    if depth is None:
-        return run
-    check_unique(run, where)  # before the cut, which would keep the better of a chunk's two scores silently
-    return cut_to_depth(run, depth)
+    check_unique(run, where)  # before any cut, which would keep the better of a chunk's two scores silently
+    return cut_to_depth(run, depth) if depth is not None else run
 
 
 def positions(run: pd.DataFrame, qids: list[str], judged_chunk_ids: list[list[str]]) -> list[Positions]:
@@ -196,14 +194,20 @@ def _jsonl_record(line: str, at: str) -> tuple[str, str, float]:
     return checked_id(row["qid"], at, "qid"), checked_id(row["chunk_id"], at, "chunk_id"), float(score)
 
 
-def check_run(run: pd.DataFrame, qids: list[str], chunk_ids: set[str], source: str) -> None:
-    """A run from outside names only known questions and chunks, each chunk once per question."""
-    unknown_chunks = sorted(set(run["chunk_id"]) - chunk_ids)
-    if unknown_chunks:
+def check_known_chunks(chunk_ids: Iterable[str], known: set[str], source: str) -> None:
+    """Every chunk id `source` names is one of `known` (the chunk table's): a run of another
+    chunking scores 0 on every metric against it."""
+    unknown = sorted(set(chunk_ids) - known)
+    if unknown:
         raise InputError(
-            f"{source}: {len(unknown_chunks)} chunk ids are not in the chunk table, e.g. {', '.join(map(quoted, unknown_chunks[:3]))}"
+            f"{source}: {len(unknown)} chunk ids are not in the chunk table, e.g. {', '.join(map(quoted, unknown[:3]))}"
         )
-    check_unique(run, source)
+
+
+def check_run(run: pd.DataFrame, qids: list[str], chunk_ids: set[str], source: str) -> None:
+    """A run from outside (made by from_records, which refuses a chunk listed twice) names only
+    known questions and chunks."""
+    check_known_chunks(run["chunk_id"], chunk_ids, source)
     present = set(run["qid"])  # once: a set per question made this quadratic (minutes at 1,000 questions x depth 100)
     missing = [qid for qid in qids if qid not in present]
     if len(missing) == len(qids):
