@@ -211,13 +211,6 @@ def require_dvc_keys(
     params_path, dvc_yaml = Path(params_path), Path(dvc_yaml)
     raw, stages = read_yaml_file(params_path), (read_yaml_file(dvc_yaml) or {}).get("stages", {})
     for stage, body in stages.items():
-        iterated = re.fullmatch(r"\$\{(\w+)\}", str(body.get("foreach", "")))
-        if iterated and iterated.group(1) not in (raw or {}):
-            key = iterated.group(1)
-            value = json.dumps((resolved or {}).get(key), separators=(", ", ": ")).replace('"', "")
-            raise InputError(
-                f"{params_path}: {key} is missing: {dvc_yaml}'s stage {stage} iterates it (foreach); write {key}: {value}"
-            )
         for key in (body.get("do", body) or {}).get("params") or []:
             if not isinstance(key, str) or "${" in key:
                 continue  # `- params.yaml:` (the whole file) or a templated key
@@ -236,3 +229,12 @@ def require_dvc_keys(
                         f"refuses a listed key that is absent{add}"
                     )
                 held = held[part]
+    for stage, body in stages.items():  # after the listed keys: those name the stage that reads them
+        iterated = re.fullmatch(r"\$\{(\w+)\}", str(body.get("foreach", "")))
+        if iterated and iterated.group(1) not in (raw or {}):
+            key = iterated.group(1)
+            value = (resolved or {}).get(key)
+            spelled = "..." if value is None else json.dumps(value, separators=(", ", ": ")).replace('"', "")
+            raise InputError(
+                f"{params_path}: {key} is missing: {dvc_yaml}'s stage {stage} iterates it (foreach); write {key}: {spelled}"
+            )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
@@ -83,9 +84,6 @@ _ParamsLoader.add_implicit_resolver(
 )
 
 
-MAX_INT_BITS = 1024  # beyond any float (about 1.8e308): the largest integer a params.yaml may hold
-
-
 def _yaml_12_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     text = str(loader.construct_scalar(node)).replace("_", "")
     sign = -1 if text.startswith("-") else 1
@@ -95,7 +93,7 @@ def _yaml_12_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
         value = sign * int(digits[2:] if base != 10 else digits, base)
     except ValueError:  # over Python's 4,300 decimal digits
         value = None
-    if value is None or value.bit_length() > MAX_INT_BITS:  # no setting takes it, and no message could print it
+    if value is None or abs(value) > sys.float_info.max:  # beyond any float: no setting takes it
         raise yaml.constructor.ConstructorError(
             None, None, f"an integer of {len(digits)} digits is no setting's value", node.start_mark
         )
@@ -293,7 +291,7 @@ def check_kinds(generate: dict[str, Any], path: Path) -> None:
             raise InputError(f"{path}: generate.kinds.{kind} must be a share between 0 and 1, got {share!r}")
         if share < 0:
             raise InputError(f"{path}: generate.kinds.{kind} is a negative share ({share!r}): shares are >= 0")
-    for kind, share in kinds.items():  # after every negative one; an integer beyond a float would overflow fsum
+    for kind, share in kinds.items():  # after every negative one (and before fsum, which two huge ones overflow)
         if share > 1:
             raise InputError(f"{path}: generate.kinds.{kind} must be a share between 0 and 1, got {quoted(share)}")
     total = math.fsum(kinds.values())
