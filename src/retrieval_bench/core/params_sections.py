@@ -17,6 +17,7 @@ import yaml
 from retrieval_bench.core.errors import InputError, describe_os_error, quoted
 from retrieval_bench.core.files import file_state
 from retrieval_bench.core.question_sets import QUESTION_KINDS
+from retrieval_bench.core.values import trec_record
 
 # DVC leaves every param key named `size` or `nfiles` out of its run-cache key
 # (treeverse/dvc#10296), so a change to such a key is silently served stale outputs: no key of
@@ -372,16 +373,10 @@ def _is_trec_run(path: Path) -> bool:
     except OSError:
         return False
     first = next((line for line in head.split(b"\n") if line.strip()), b"")
-    fields = first.split()
-    if not first:
-        return True
-    if len(fields) != 6:
-        return False
     try:
-        int(fields[3]), float(fields[4])
-    except ValueError:
+        return not first or bool(trec_record(first.decode("utf-8"), str(path)))
+    except (UnicodeDecodeError, InputError):
         return False
-    return True
 
 
 RERANK_DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"  # the usual choice, named in the error below

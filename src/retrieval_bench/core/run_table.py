@@ -24,7 +24,7 @@ import pandas as pd
 
 from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import atomic_open, file_state, open_regular, read_table
-from retrieval_bench.core.values import checked_id
+from retrieval_bench.core.values import checked_id, trec_record
 
 RUN_COLUMNS = ["qid", "chunk_id", "rank", "score"]
 MAX_RUN_LINE = 1 << 16  # bytes: a run line holds two ids and two numbers; a longer one is no run (a binary file)
@@ -162,15 +162,7 @@ def read_run_file(path: str | Path, depth: int | None = None, where: str = "retr
         if path.suffix.lower() == ".jsonl":
             records.append(_jsonl_record(line, at))
         else:
-            fields = line.split()
-            if len(fields) != 6:
-                raise InputError(
-                    f"{at}: expected a TREC run line 'qid Q0 chunk_id rank score tag', got {len(fields)} fields"
-                )
-            try:
-                records.append((fields[0], fields[2], float(fields[4])))
-            except ValueError:
-                raise InputError(f"{at}: score must be a number, got {quoted(fields[4])}") from None
+            records.append(trec_record(line, at))
         if not math.isfinite(records[-1][2]):
             raise InputError(f"{at}: score must be a finite number, got {records[-1][2]!r}")
     if not records:

@@ -1,4 +1,5 @@
-"""Ids and texts read from the user's files: checked as text (no null, float or lone surrogate)."""
+"""Ids and texts read from the user's files: checked as text (no null, float or lone surrogate); a TREC
+run line's record."""
 
 from __future__ import annotations
 
@@ -64,3 +65,16 @@ def path_argument(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path; name the file or folder to write")
     return text
+
+
+def trec_record(line: str, at: str) -> tuple[str, str, float]:
+    """(qid, chunk_id, score) of one TREC run line, `qid Q0 chunk_id rank score tag` (whitespace-
+    separated; the rank is not read: rows are ordered by score, as trec_eval does), or an
+    InputError naming `at`."""
+    fields = line.split()
+    if len(fields) != 6:
+        raise InputError(f"{at}: expected a TREC run line 'qid Q0 chunk_id rank score tag', got {len(fields)} fields")
+    try:
+        return fields[0], fields[2], float(fields[4])
+    except ValueError:
+        raise InputError(f"{at}: score must be a number, got {quoted(fields[4])}") from None
