@@ -12,6 +12,7 @@ from retrieval_bench.core.files import atomic_path, read_table
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.params_panel import named
 from retrieval_bench.core.stage import run_stage, stage_parser
+from retrieval_bench.corpus.chunk import takes_source_chunks
 from retrieval_bench.corpus.duplicates import describe, find_duplicates
 from retrieval_bench.corpus.load import chunk_documents
 
@@ -23,7 +24,7 @@ def main(argv: list[str]) -> None:
     params = load_all_params()
     chunking = named(params, "chunkings", name)
     given = read_table(paths.SOURCE_CHUNKS)
-    if len(given) and name == paths.DEFAULT:
+    if takes_source_chunks(name, len(given)):
         chunks, how = given, "the source's own chunks"
     else:
         chunks = chunk_documents(

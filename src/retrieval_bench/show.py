@@ -11,7 +11,7 @@ from pathlib import Path
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import parse_json, read_text
-from retrieval_bench.core.params_sections import read_yaml_file
+from retrieval_bench.core.params import load_params
 from retrieval_bench.core.question_sets import ALL
 from retrieval_bench.core.revisions import git_show, resolve_revision
 from retrieval_bench.corpus.source_stamp import edited_since_stamped
@@ -199,10 +199,10 @@ def _edited_source(cwd: Path) -> str | None:
     """A warning when load.source's files changed since check_params stamped them: the figures below
     are of the corpus as it was (plain `dvc repro` does not see an edit inside the source)."""
     try:
-        source = read_yaml_file(cwd / paths.PARAMS)["load"]["source"]
-    except (InputError, KeyError, TypeError):
+        source = load_params("load", cwd / paths.PARAMS)["source"]
+    except InputError:  # no params file, or a bad one: check_params says so on the next run
         return None
-    if not isinstance(source, str) or not edited_since_stamped(source, cwd / paths.SOURCE_DIGEST_MEMO):
+    if not edited_since_stamped(source, cwd / paths.SOURCE_DIGEST_MEMO):
         return None
     return (
         f"warning: load.source {source} changed since the last run stamped it: these figures are of the corpus "

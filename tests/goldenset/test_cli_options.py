@@ -48,7 +48,7 @@ def one_error(capsys, argv: list[str]) -> str:
         (["--chunks", "data/not_parquet.parquet"], "--chunks data/not_parquet.parquet: not a readable Parquet table"),
         (["--chunks", "data/nope.parquet"], "--chunks data/nope.parquet: not found (run `dvc repro chunk@default`"),
         (["--documents", "data/nope.parquet"], "--documents data/nope.parquet: not found (run `dvc repro load_chunks`"),
-        (["--chunks", "data"], "--chunks data: a folder; expected a .parquet table"),  # said "not found"
+        (["--chunks", "data"], "data: expected a file, found a folder"),  # said "not found"
         (
             ["--documents", "data/chunkings/default/chunks.parquet"],
             "is in it twice (a chunk table?); expected the documents, one row per doc_id",
@@ -79,7 +79,7 @@ def test_export_questions_refuses_what_is_not_a_golden_set_and_an_unknown_format
     assert main(["export-questions", "q.tsv", "--goldenset", str(golden)]) == 0
     assert (workdir / "q.tsv").read_text() == "q1\tWhat?\n"
     err = one_error(capsys, ["export-questions", "q2.jsonl", "--goldenset", str(workdir)])  # said "not found"
-    assert f"--goldenset {workdir}: a folder; expected a golden set" in err
+    assert f"{workdir}: expected a file, found a folder" in err
     (workdir / "empty.jsonl").write_text("")
     err = one_error(capsys, ["export-questions", "q3.jsonl", "--goldenset", "empty.jsonl"])  # wrote 0 questions
     assert "empty.jsonl: empty; a golden set holds at least one question" in err and not (workdir / "q3.jsonl").exists()

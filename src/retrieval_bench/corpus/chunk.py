@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from retrieval_bench.core.paths import DEFAULT as DEFAULT_CHUNKING
+
 # Preferred places to end a chunk, best first: a paragraph break, a sentence end, any whitespace.
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"[.!?:;][\"')\]]?\s"), re.compile(r"\s"))
 
@@ -59,3 +61,9 @@ def _skip_space(text: str, position: int) -> int:
 def chunk_id(doc_id: str, start: int, end: int) -> str:
     """A chunk's id: its document and character span, so it is stable across runs."""
     return f"{doc_id}:{start}-{end}"
+
+
+def takes_source_chunks(chunking: str, source_chunks: int) -> bool:
+    """Whether `chunking` is the source's own chunks (`source_chunks` of them: ready chunks, BEIR, a
+    store) rather than cut from the documents: the `default` chunking of a source that has some."""
+    return source_chunks > 0 and chunking == DEFAULT_CHUNKING

@@ -130,7 +130,8 @@ def assemble(
         log(imported_plan_line(named))
     labelled = label_rows(labels) if labels else []
     real = sample_rows(labelled, settings.max_questions, settings.seed)
-    if len(real) < len(labelled):  # a query log larger than max_questions is scored on a sample: said
+    real_left_out = len(labelled) - len(real)
+    if real_left_out:  # a query log larger than max_questions is scored on a sample: said
         log(
             f"real labelled queries: a sample of {len(real)} of {len(labelled)} (generate.max_questions "
             f"{settings.max_questions}; 0 takes them all)"
@@ -180,8 +181,8 @@ def assemble(
         log_synthetic(groups["synthetic"], counts, settings, log)
     golden = [row for group in groups.values() for row in group]
     summary = {**report(golden, rejects, counts, gauge), **kinds_report(golden, counts), "imported": imported_report}
-    if len(real) < len(labelled):
-        summary["real_left_out"] = len(labelled) - len(real)
+    if real_left_out:
+        summary["real_left_out"] = real_left_out
     return GoldenSet(golden, rejects, summary)
 
 

@@ -138,9 +138,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _read_table(path: str, columns: list[str], option: str, stage: str) -> pd.DataFrame:
     """The table `option` names: one that is missing, not Parquet or lacks `columns` is one line."""
-    if Path(path).is_dir():
-        raise InputError(f"{option} {path}: a folder; expected a .parquet table")
-    if not Path(path).is_file():
+    if not Path(path).exists():  # a folder or a FIFO: read_table's check_regular says which
         raise InputError(f"{option} {path}: not found (run `dvc repro {stage}`, or pass {option})")
     return read_table(path, columns, name=f"{option} {path}")
 

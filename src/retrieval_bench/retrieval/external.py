@@ -156,9 +156,7 @@ def add_export_arguments(parser) -> None:
 
 
 def _run_export(args) -> int:
-    if Path(args.goldenset).is_dir():
-        raise InputError(f"--goldenset {args.goldenset}: a folder; expected a golden set (data/goldenset.jsonl)")
-    if not Path(args.goldenset).is_file():
+    if not Path(args.goldenset).exists():  # a folder or a FIFO: numbered_jsonl's check says which
         raise InputError(f"{args.goldenset}: not found; run `dvc repro` first")
     if Path(args.out).suffix.lower() not in (".jsonl", ".tsv"):
         raise InputError(f"{args.out}: expected a .jsonl, .tsv or queries.jsonl (BEIR) file to write")

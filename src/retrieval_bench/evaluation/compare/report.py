@@ -49,7 +49,7 @@ def params_line(comparison: Comparison) -> str | None:
 
 
 def _rows(comparison: Comparison) -> list[list[str]]:
-    level = f"{level_text(comparison.level)}"
+    level = level_text(comparison.level)
     header = ["metric", "A", "B", "delta", f"{level} CI", "p", "wins/ties/losses", "min detectable"]
     rows = [header]
     for name, m in comparison.metrics.items():
@@ -70,7 +70,7 @@ def _rows(comparison: Comparison) -> list[list[str]]:
 
 def _side_by_side_rows(comparison: Comparison) -> list[list[str]]:
     """The strict and judged deltas side by side, one row per metric with both views."""
-    level = f"{level_text(comparison.level)}"
+    level = level_text(comparison.level)
     rows = [
         [
             "metric",
@@ -154,7 +154,7 @@ def _markdown_verdicts(rows: list[list[str]]) -> list[str]:
 
 
 def _footnotes(comparison: Comparison) -> list[str]:
-    level = f"{level_text(comparison.level)}"
+    level = level_text(comparison.level)
     return [
         f"delta = mean(B - A) over the paired questions; {level} CI: paired bootstrap, "
         f"{comparison.resamples} resamples, seed {comparison.seed}.",

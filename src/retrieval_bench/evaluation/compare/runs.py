@@ -16,7 +16,9 @@ from retrieval_bench.core.paths import (
     CHUNKS,
     DEFAULT,
     DOCUMENTS,
+    DVC_LOCK,
     GOLDENSET,
+    PARAMS,
     at_revision,
     per_question_of,
     unknown_system_hint,
@@ -74,9 +76,9 @@ def params_changed(cwd: Path, a_commit: str | None, b_commit: str | None) -> lis
     list them; None where either side's params.yaml cannot be read (no git, not committed there)."""
     sides = []
     for commit in (a_commit, b_commit):
-        raw = read_artefact("params.yaml", commit, cwd)
+        raw = read_artefact(PARAMS, commit, cwd)
         try:
-            sides.append(_flat_params(parse_yaml(raw, "params.yaml") or {}) if raw is not None else None)
+            sides.append(_flat_params(parse_yaml(raw, PARAMS) or {}) if raw is not None else None)
         except InputError:
             sides.append(None)
     a, b = sides
@@ -95,7 +97,7 @@ def stale_workspace_params(cwd: Path) -> list[str]:
     edit not yet run with `dvc repro`, which compare would otherwise credit to the edit). Read as
     params_changed reads them; [] where either file cannot be read."""
     try:
-        lock, params = (read_yaml_file(cwd / name) for name in ("dvc.lock", "params.yaml"))
+        lock, params = (read_yaml_file(cwd / name) for name in (DVC_LOCK, PARAMS))
     except InputError:
         return []
     if not isinstance(lock, dict) or not isinstance(params, dict) or not isinstance(lock.get("stages"), dict):
@@ -103,7 +105,7 @@ def stale_workspace_params(cwd: Path) -> list[str]:
     held = _flat_params(params)
     stale = set()
     for stage in lock["stages"].values():
-        recorded = (stage.get("params") or {}).get("params.yaml") if isinstance(stage, dict) else None
+        recorded = (stage.get("params") or {}).get(PARAMS) if isinstance(stage, dict) else None
         for key, value in (recorded or {}).items():  # a key DVC recorded: a section, or one dotted key
             stale |= {name for name, leaf in _flat_params(value, f"{key}.").items() if held.get(name, _MISSING) != leaf}
     return sorted(stale)

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from retrieval_bench.core import paths
 from retrieval_bench.core.params_panel import reads_stored_vectors
 from retrieval_bench.core.timing import interleaved, machine_load, summary
+from retrieval_bench.corpus.chunk import takes_source_chunks
 from retrieval_bench.evaluation.panel.pareto import dominated_by, unmeasured
 from retrieval_bench.retrieval.inputs import questions_and_corpus
 from retrieval_bench.retrieval.methods import needs_vectors, search_task
@@ -87,7 +88,7 @@ def embed_costs(params: dict, root: Path = Path(".")) -> dict[str, dict]:
     made "5.3x cheaper to embed" of one system twice)."""
     embed: dict[str, dict] = {}
     alike: dict[str, str] = {}  # what a pair embeds -> the first pair that embeds it
-    given = _source_gives_chunks(root)
+    given = _source_chunks(root)
     for settings in params["panel"].values():
         pair = f"{settings['chunking']}/{settings['embedder']}"
         if pair in embed or not _embeds(params, settings):
@@ -149,31 +150,31 @@ def system_row(
 def cost_rows(params: dict, measured: dict, root: Path = Path(".")) -> dict[str, dict]:
     """Every panel system's row: its size from its run_info.json, its times from `measured` (measure)."""
     rows = {}
-    given = _source_gives_chunks(root)
+    given = _source_chunks(root)
     for system, settings in params["panel"].items():
         run_info = _read(root / paths.run_info_of(system))
         embedder = params.get("embedders", {}).get(settings["embedder"], {})
         search = measured.get("search", {}).get(system, {})
         embed = measured.get("embed", {}).get(f"{settings['chunking']}/{settings['embedder']}", {})
         # the default chunking of ready chunks, BEIR or a store is the source's own: load.chunking cut nothing
-        own = given and settings["chunking"] == paths.DEFAULT
+        own = takes_source_chunks(settings["chunking"], given)
         chars = None if own else params.get("chunkings", {}).get(settings["chunking"], {}).get("chars")
         rows[system] = system_row(system, settings, embedder, run_info, Timings(search, embed), chunk_chars=chars)
     return rows
 
 
-def _embeds_alike(params: dict, settings: dict, given: bool) -> str:
+def _embeds_alike(params: dict, settings: dict, given: int) -> str:
     """What a system's chunking x embedder embeds, as a key: the chunking's resolved settings (the
     source's own chunks for the default chunking of ready chunks) and the embedder's."""
     chunking, embedder = settings["chunking"], settings["embedder"]
-    chunks = "source" if given and chunking == paths.DEFAULT else params["chunkings"][chunking]
+    chunks = "source" if takes_source_chunks(chunking, given) else params["chunkings"][chunking]
     return json.dumps([chunks, params["embedders"][embedder]], sort_keys=True, default=str)
 
 
-def _source_gives_chunks(root: Path) -> bool:
-    """Whether load_chunks took the source's own chunks (data/source_chunks.parquet holds rows)."""
+def _source_chunks(root: Path) -> int:
+    """How many chunks of its own the source gave load_chunks (data/source_chunks.parquet's rows)."""
     path = root / paths.SOURCE_CHUNKS
-    return path.is_file() and pq.ParquetFile(path).metadata.num_rows > 0
+    return pq.ParquetFile(path).metadata.num_rows if path.is_file() else 0
 
 
 def cost_point(row: dict) -> dict:

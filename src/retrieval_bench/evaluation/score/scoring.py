@@ -68,9 +68,8 @@ def _strict_view(
     qids = [row["qid"] for row in golden]
     if scoring.budgets:
         table = pd.concat([table, budget_table(judgements, placed, run, qids, chunks, scoring)], axis=1)
-    table["top_score"] = top_scores(
-        run, qids
-    )  # the abstention signal: a strict figure, with or without the judged view
+    # the abstention signal: a strict figure, with or without the judged view
+    table["top_score"] = top_scores(run, qids)
     return table, judgements
 
 
