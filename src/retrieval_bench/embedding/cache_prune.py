@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
+from operator import attrgetter
 from pathlib import Path
 
 import pandas as pd
@@ -31,30 +33,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pruning.set_defaults(run=run_prune)
 
 
-def _texts(source: str) -> list[str]:
-    """The texts a cache must hold, from a chunk table or the golden set (one InputError without it)."""
+def _chunk_texts(source: str) -> list[str]:
+    return pd.read_parquet(source, columns=["text"])["text"].tolist()
+
+
+def _questions(source: str) -> list[str]:
+    return [row["question"] for row in read_jsonl(source)]
+
+
+def _texts(source: str, read: Callable[[str], list[str]]) -> list[str]:
+    """The texts a cache must hold, read from `source` (one InputError without it)."""
     if not Path(source).is_file():
         raise InputError(
             f"{source}: not found; run `dvc repro` (or `dvc pull`) first so that prune knows what the current data needs"
         )
-    if source == paths.GOLDENSET:
-        return [row["question"] for row in read_jsonl(source)]
-    return pd.read_parquet(source, columns=["text"])["text"].tolist()
+    return read(source)
 
 
 def run_prune(args: argparse.Namespace) -> int:
     params = load_all_params(args.params)
     pairs = sorted({(pair["chunking"], pair["embedder"]) for pair in params["embedded"].values()})
-    caches = [  # (cache folder, what it must hold, the prompt its texts were embedded with, the embedder)
-        (paths.corpus_vectors(chunking, embedder)[2], paths.chunks_of(chunking), "document_prompt", embedder)
+    documents, queries = attrgetter("document_prompt"), attrgetter("query_prompt")
+    caches = [  # (cache folder, what it must hold, its reader, the prompt its texts were embedded with, the embedder)
+        (paths.corpus_vectors(chunking, embedder)[2], paths.chunks_of(chunking), _chunk_texts, documents, embedder)
         for chunking, embedder in pairs
     ] + [
-        (paths.question_vectors(embedder)[2], paths.GOLDENSET, "query_prompt", embedder)
+        (paths.question_vectors(embedder)[2], paths.GOLDENSET, _questions, queries, embedder)
         for embedder in sorted({embedder for _, embedder in pairs})
     ]
     models: dict[str, tuple[EmbedSettings, str, int]] = {}  # embedder -> settings, fingerprint, dimension
     texts: dict[str, list[str]] = {}  # source -> its texts, each file read once
-    for relative, source, prompt, embedder in caches:
+    for relative, source, read, prompt_of, embedder in caches:
         folder = in_project(relative)
         if not folder.is_dir():
             print(f"{folder}: no cache")
@@ -65,8 +74,8 @@ def run_prune(args: argparse.Namespace) -> int:
             models[embedder] = (settings, model_fingerprint(model_path), embedding_dimension(model_path))
         settings, fingerprint, dim = models[embedder]
         if source not in texts:
-            texts[source] = _texts(source)
-        keep = set(cache_keys(texts[source], settings, getattr(settings, prompt), fingerprint))
+            texts[source] = _texts(source, read)
+        keep = set(cache_keys(texts[source], settings, prompt_of(settings), fingerprint))
         print(prune(folder, keep, dry_run=args.dry_run, dim=dim).line(args.dry_run))
     root = in_project(paths.EMBEDDING_CACHE)
     unused = sorted({*root.glob("corpus/*/*"), *root.glob("questions/*")} - {in_project(c[0]) for c in caches})
