@@ -98,7 +98,9 @@ def check_one_row_per_question(qids: Iterable[str], where: str) -> None:
         )
 
 
-BOUNDED_FIGURE = re.compile(r"(complete|evidence_recall|map|recall_budget|reciprocal_rank)@\d+")
+# every figure at a cutoff or budget (metrics.AT_CUTOFF's, recall_budget@B, their judged twins) lies in
+# [0, 1]: one rule, not a second list of metric names beside metric_columns'
+BOUNDED_FIGURE = re.compile(r"\w+@\d+")
 
 
 def checked_per_question(table: pd.DataFrame, label: str) -> pd.DataFrame:
