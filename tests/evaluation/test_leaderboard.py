@@ -1,4 +1,5 @@
-"""The leaderboard of a panel (means, intervals, Holm against the best, BH segment regressions),
+"""The leaderboard of a panel (means, intervals, Holm over every pair against the best, BH segment
+regressions),
 question sets and segments, the style gap, and the leaderboard stage's verdict line."""
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def panel(n: int = 40, seed: int = 0) -> dict[str, pd.DataFrame]:
     }
 
 
-def test_the_leaderboard_marks_who_differs_from_the_best_with_holm():
+def test_the_leaderboard_marks_who_differs_from_the_best_with_holm_over_every_pair():
     tables = panel()
     board = leaderboard(scorable(tables), resamples=2000)
     assert board["systems"] == ["best", "close", "bad"] and board["correction"].startswith("Holm")
@@ -65,13 +66,12 @@ def test_the_leaderboard_marks_who_differs_from_the_best_with_holm():
     mrr = board["question_sets"]["all"]["metrics"]["mrr"]
     best = mrr["best"]
     others = [name for name in tables if name != best]
-    raw = [
-        randomization_p_value(
-            tables[o]["reciprocal_rank"].to_numpy() - tables[best]["reciprocal_rank"].to_numpy(), 2000, 0
-        )
-        for o in others
-    ]
-    assert [mrr["systems"][o]["p_holm"] for o in others] == pytest.approx(list(multipletests(raw, method="holm")[1]))
+    rr = {name: table["reciprocal_rank"].to_numpy() for name, table in tables.items()}
+    pairs = [(best, o) for o in others] + [tuple(others)]
+    raw = [randomization_p_value(rr[b] - rr[a], 2000, 0) for a, b in pairs]
+    assert [mrr["systems"][o]["p_vs_best"] for o in others] == pytest.approx(raw[:2])
+    adjusted = multipletests(raw, method="holm")[1]
+    assert [mrr["systems"][o]["p_holm"] for o in others] == pytest.approx(list(adjusted[:2]))
     assert (
         mrr["systems"]["bad"]["differs_from_best"]
         and not mrr["systems"][others[0] if others[0] != "bad" else others[1]]["differs_from_best"]
@@ -401,6 +401,22 @@ def test_the_headline_and_the_ranked_ndcg_follow_score_k_and_budgets(ks, budgets
     )
     ranked = [name for name, _ in leaderboard_metrics(table.columns) if name.startswith("ndcg@")]
     assert ranked == [name for name in expected if name.startswith("ndcg@")]  # one ndcg, the headline's
+
+
+def test_equal_systems_are_marked_worse_than_the_best_in_at_most_5_percent_of_panels():
+    """8 exchangeable systems (shared question difficulty, independent noise): the best is picked
+    from the data, so Holm over its 7 comparisons marked some system worse in 15% of these 150
+    panels (23 of them, a review's simulation); over every pair, 5 (3.3%)."""
+    from retrieval_bench.evaluation.panel.leaderboard import rank_systems
+
+    rng = np.random.default_rng(0)
+    marked, trials = 0, 150
+    for trial in range(trials):
+        base = rng.uniform(0, 1, 40)
+        scores = {f"s{j}": np.clip(base + rng.normal(0, 0.3, 40), 0, 1) for j in range(8)}
+        ranked = rank_systems(scores, 200, trial, 0.95)
+        marked += any(row.get("differs_from_best") for row in ranked["systems"].values())
+    assert marked / trials <= 0.08  # 0.05 and about 1.7 standard errors of 150 trials (0.018)
 
 
 def test_equal_means_that_round_apart_tie_and_the_tie_goes_to_the_earlier_system():

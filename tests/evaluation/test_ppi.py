@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from judge_helpers import chunk_table, golden_rows, run_table
 from scipy import optimize, special, stats
+from statsmodels.stats.multitest import multipletests
 
 from retrieval_bench.corpus.duplicates import find_duplicates
 from retrieval_bench.evaluation import ppi
@@ -350,11 +351,11 @@ def test_the_review_report_counts_rejections_by_set_and_kind_and_the_judges_agre
     assert "reviews" not in headline({}, None, None, {})
 
 
-def _aligned_tables(rng, n=300, reviewed_n=60):
+def _aligned_tables(rng, n=300, reviewed_n=60, levels=(("a", 0.4), ("b", 0.6))):
     marks = np.array(["unreviewed"] * n, dtype=object)
     marks[rng.choice(n, reviewed_n, replace=False)] = "fine"
     tables = {}
-    for system, level in (("a", 0.4), ("b", 0.6)):
+    for system, level in levels:
         truth = (rng.random(n) < level).astype(float)
         judge = np.where(rng.random(n) < 0.2, 1.0, truth)
         tables[system] = pd.DataFrame(
@@ -396,6 +397,28 @@ def test_the_leaderboards_ppi_figures_and_compares_paired_interval_agree():
     assert comparison.ppi["judged"]["mrr"] == judged["systems"]["a"]["delta_to_best"]
     assert "Prediction-powered delta B - A" in format_text(comparison)
     assert "ppi_deltas" in json.loads(json.dumps(comparison.to_dict(), default=str))
+
+
+def _p_from_interval(delta: dict) -> float:
+    df = delta["n_reviewed"] - 1
+    return 2 * stats.t.sf(abs(delta["estimate"] / ((delta["high"] - delta["low"]) / (2 * _t975(df)))), df)
+
+
+def test_the_marks_against_the_best_are_holm_over_every_pair_of_systems():
+    """The best is picked from the same data: each system's p against it is Holm-adjusted over
+    every pair (here 3), each pair's p read back from compare's own paired interval."""
+    tables = _aligned_tables(np.random.default_rng(5), levels=(("a", 0.4), ("b", 0.6), ("c", 0.45)))
+    judged = ppi_figures(tables)["views"]["judged"]["mrr"]
+    assert judged["best"] == "b"
+    pairs = [("b", "a"), ("b", "c"), ("a", "c")]
+    raw = []
+    for first, second in pairs:
+        first_table, second_table = (tables[name].reset_index(names="qid") for name in (first, second))
+        raw.append(_p_from_interval(compare_tables(first_table, second_table).ppi["judged"]["mrr"]))
+    adjusted = multipletests(raw, method="holm")[1]
+    for system, p in zip(("a", "c"), adjusted[:2], strict=True):
+        assert judged["systems"][system]["p_holm"] == pytest.approx(p, abs=2e-3)
+        assert judged["systems"][system]["differs_from_best"] == (p < 0.05)
 
 
 def test_the_judged_views_best_is_its_own_not_the_strict_leaderboards():

@@ -98,8 +98,8 @@ def ppi_figures(aligned: dict[str, pd.DataFrame], best: Mapping[str, str] | None
     interval alone, `delta_to_best` the paired PPI interval of this system minus the best (in the
     strict view `best`: metric -> the leaderboard's best; in the judged view, and without `best`, the
     highest PPI estimate), and as the leaderboard marks
-    its systems, `p_holm` (its t test, Holm-adjusted over the systems compared with the best)
-    and `differs_from_best` (p_holm < alpha)."""
+    its systems, `p_holm` (its t test, Holm-adjusted over every pair of systems) and
+    `differs_from_best` (p_holm < alpha)."""
     first = next(iter(aligned.values()))
     if REVIEW not in first or not (first[REVIEW].astype(str) != UNREVIEWED).any():
         return {"available": False, "note": NO_REVIEWS}
@@ -121,8 +121,7 @@ def ppi_figures(aligned: dict[str, pd.DataFrame], best: Mapping[str, str] | None
             rows, key=lambda s: ((rows[s]["ppi"] or {}).get("estimate", -1.0), rows[s]["uncorrected"])
         )
         deltas = {s: paired_delta(aligned[leader], t, truth, model) for s, t in aligned.items() if s != leader}
-        tested = {system: delta for system, delta in deltas.items() if delta is not None}
-        adjusted = dict(zip(tested, holm_adjust([delta.p_value() for delta in tested.values()]), strict=True))
+        adjusted = _holm_over_every_pair(aligned, deltas, leader, (truth, model))
         for system, delta in deltas.items():
             rows[system]["delta_to_best"] = _dict(delta)
             if system in adjusted:
@@ -138,6 +137,22 @@ def ppi_figures(aligned: dict[str, pd.DataFrame], best: Mapping[str, str] | None
         "too_few": _too_few(int(reviewed.sum())),
         "views": views,
     }
+
+
+def _holm_over_every_pair(
+    aligned: dict[str, pd.DataFrame], deltas: dict[str, Estimate | None], leader: str, columns: tuple[str, str]
+) -> dict[str, float]:
+    """Each system's Holm-adjusted p against the leader, the family being every pair of systems:
+    the leader is picked from the same data, so adjusting only its m - 1 comparisons would let
+    equal systems be marked worse more often than alpha (as the leaderboard's marks once did)."""
+    p_values = {(leader, system): delta.p_value() for system, delta in deltas.items() if delta is not None}
+    others = [name for name in aligned if name != leader]
+    for i, a in enumerate(others):
+        for b in others[i + 1 :]:
+            if (delta := paired_delta(aligned[a], aligned[b], *columns)) is not None:
+                p_values[(a, b)] = delta.p_value()
+    adjusted = dict(zip(p_values, holm_adjust(list(p_values.values())), strict=True))
+    return {system: float(adjusted[(leader, system)]) for system in deltas if (leader, system) in adjusted}
 
 
 def _too_few(n_reviewed: int) -> str | None:
@@ -240,7 +255,7 @@ def review_lines(report: dict) -> list[str]:
                 "",
                 f"{view} {metric} (best: {entry['best']})",
                 "",
-                f"| system | uncorrected | PPI [95%] | people only [95%] | delta to best, PPI [95%] (*: Holm p < {ALPHA}) |",
+                f"| system | uncorrected | PPI [95%] | people only [95%] | delta to best, PPI [95%] (*: Holm over every pair, p < {ALPHA}) |",
                 "|---|---:|---:|---:|---:|",
             ]
             for system, row in entry["systems"].items():
