@@ -399,3 +399,37 @@ def test_a_kind_whose_units_run_out_says_so_in_the_log_and_the_report(tmp_path):
     assert "kind multi: 0 of 1 planned questions: the corpus has no more passage groups sharing a rare term" in out
     report = json.loads((project / paths.GOLDENSET_REPORT).read_text())
     assert report["kind_shortfall"] == {"multi": {"planned": 1, "made": 0}}
+
+
+def test_an_experiments_copy_and_a_replaced_journal_pay_nothing_another_run_paid_for(tmp_path):
+    """A queued or --temp experiment runs in a copy that starts from HEAD's caches, and `dvc exp
+    apply` replaces them: DVC sets DVC_ROOT to the project for both, and this machine's mirror under
+    it gives the copy what the other run paid for (a review paid each question three times)."""
+    root = tmp_path / "project"
+    first, copy = stage_project(tmp_path / "first"), stage_project(tmp_path / "copy")
+    for project in (first, copy):
+        set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 6})
+    with StubLLM() as stub:
+        env = {**stage_env(stub), "DVC_ROOT": str(root)}
+        assert run_stage_here(first, stub, env=env)[0] == 0
+        assert len(stub.generation_requests()) == 6
+        stub.reset_counts()
+        status, out, _ = run_stage_here(copy, stub, env=env)
+        assert status == 0 and not stub.requests
+        assert f"{CACHE}: restored 6 questions already paid for from this machine's copy" in out
+        assert read_jsonl(copy / GOLDEN) == read_jsonl(first / GOLDEN)
+        # without DVC (a stage run by hand) there is no mirror: nothing is written outside the project
+        assert not (tmp_path / "copy" / ".dvc").exists()
+
+        # a batch submitted, then its journal replaced (`dvc exp apply`): resumed, not submitted again
+        set_params(first, **{"generate.provider": "anthropic-batch", "generate.max_questions": 9})
+        stub.batch_views = 10**9
+        process = start_stage(first, stub, env=env)
+        wait_for(lambda: any(e["event"] == "submitted" for e in read_jsonl(first / JOURNAL)), process)
+        kill(process)
+        (first / JOURNAL).write_text("")
+        stub.end_batches()
+        status, out, err = run_stage_here(first, stub, env=env)
+        assert status == 0, err
+        assert stub.batch_creates() == 1 and "resuming" in err
+        assert f"{JOURNAL}: restored 2 batch journal events" in out

@@ -186,6 +186,13 @@ def settings_of(system: str) -> str:
 # .dvc/tmp (DVC_ROOT's, for an experiment too), beside the embedding caches.
 RERANK_CACHE = ".dvc/tmp/retrieval-bench/rerank"
 
+# This machine's copy of every paid append log (the question cache, the judgements, their batch
+# journals), appended beside each record, under the DVC project's .dvc/tmp (DVC_ROOT's, for an
+# experiment run in a temporary copy too): a queued or --temp experiment starts from HEAD's
+# caches, and `dvc exp apply` or a checkout replaces them, so without it a record another run paid
+# for would be paid again (llm.cache.replies.restore_from_mirror).
+PAID_MIRROR = ".dvc/tmp/retrieval-bench/paid"
+
 # Each panel system's last outputs of retrieve and score, by the digest of what they were computed
 # from (core.item_memo): a system whose inputs did not change is copied back, not computed again.
 STAGE_MEMO = ".dvc/tmp/retrieval-bench/memo"

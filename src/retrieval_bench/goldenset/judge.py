@@ -36,7 +36,7 @@ from retrieval_bench.core.relevance import judge as strict_judgements
 from retrieval_bench.core.revisions import read_artefact, resolve_revision
 from retrieval_bench.core.run_table import read_run_file, read_run_table
 from retrieval_bench.corpus.duplicates import group_members
-from retrieval_bench.llm.cache.replies import EarlierKeys, read_cache
+from retrieval_bench.llm.cache.replies import EarlierKeys, read_cache, restore_from_mirror
 from retrieval_bench.llm.cost.prices import usd
 from retrieval_bench.llm.cost.settings import Meta, Settings
 from retrieval_bench.llm.runs.paid import PaidWork, pay_for
@@ -240,6 +240,8 @@ def judge_pool(
     """Grade every pooled pair the cache lacks (see the module's docstring); the judged pool and
     the report. Raises JudgeDryRun after a dry run, StopGeneration on a clean stop."""
     section, template, max_attempts = dict(settings.section), prompt.template, settings.max_attempts
+    if not dry_run:
+        restore_from_mirror(cache_path, "judgements already paid for", log)
     calls = Settings.from_params(section, section="judge")
     # The judge has no seed of its own: each request's seed derives from 0 and its key.
     meta = Meta.from_params(section, calls, prompt.sha256, EarlierKeys.of(read_cache(cache_path)), seed=0)

@@ -19,7 +19,6 @@ default remote nothing is asked of any remote and nothing is refused.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import yaml
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.locking import exclusive
 from retrieval_bench.goldenset.generate_settings import GenerationRun
-from retrieval_bench.llm.cache.replies import read_cache
+from retrieval_bench.llm.cache.replies import merge, restore_from_mirror
 
 PULL_ENV = "RETRIEVAL_BENCH_PULL"
 
@@ -100,40 +99,6 @@ def read_version(root: str | Path, md5: str) -> tuple[bytes, str] | None:
             raise Unavailable(f"{where} could not be read: {reason}") from None
 
 
-def merge(path: str | Path, data: bytes, keyed: bool) -> int:
-    """Append to `path` the records of `data` it lacks (by cache key when `keyed`, else by line);
-    a file with no records takes `data` as it is. Returns the number of records added."""
-    path = Path(path)
-    here = path.read_bytes() if path.exists() else b""
-    lines = [line for line in data.split(b"\n") if line.strip()]
-    if not here.strip():
-        new = lines
-        with open(path, "wb") as handle:  # in place: the lock held on this file stays valid
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        return len(new)
-    if keyed:
-        have = set(read_cache(path))
-        new = [line for line in lines if _key(line) not in have]
-    else:
-        have_lines = set(here.split(b"\n"))
-        new = [line for line in lines if line not in have_lines]
-    if new:
-        with open(path, "ab") as handle:
-            handle.write((b"" if here.endswith(b"\n") else b"\n") + b"\n".join(new) + b"\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-    return len(new)
-
-
-def _key(line: bytes) -> str | None:
-    try:
-        return json.loads(line).get("key")
-    except (ValueError, AttributeError, RecursionError):  # not a record (read_cache names it)
-        return None
-
-
 def fetch_shared_cache(
     run: GenerationRun, journal_path: str, lock_path: str, paying: bool, *, root: str | Path = "."
 ) -> None:
@@ -142,6 +107,8 @@ def fetch_shared_cache(
     they differ. Raises InputError when `paying` and a version a default remote should hold cannot
     be read."""
     cache_path, dry_run, log = run.cache_path, run.dry_run, run.log
+    if not dry_run:
+        restore_from_mirror(Path(root) / cache_path, "questions already paid for", log)
     stale = stale_versions(root, lock_path, (cache_path, journal_path))
     if not stale:
         return

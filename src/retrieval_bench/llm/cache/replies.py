@@ -22,6 +22,12 @@ a "collected" event once its results are cached. A rerun resumes uncollected bat
 reconciles intents left without an outcome (see retrieval_bench.llm.runs.batch) before submitting
 anything.
 
+This machine's mirror (core.paths.PAID_MIRROR, under DVC_ROOT: the project even for an experiment
+run in a temporary copy) gets every line a CacheWriter appends under `dvc repro` or `dvc exp run`,
+and restore_from_mirror gives a cache the records it lacks before anything is paid for: a queued
+or --temp experiment, a `dvc exp apply` or a checkout that replaced the cache (or the journal of a
+batch still pending) would otherwise pay again for what another run on this machine paid for.
+
 Appends are whole lines: a write or fsync that fails (a full disk, the file-size limit of
 `ulimit -f`) cuts the file back to its last complete record and raises CacheWriteError, so the
 cache stays consistent.
@@ -58,6 +64,8 @@ from functools import partial
 from pathlib import Path
 
 from retrieval_bench.core.errors import InputError, describe_os_error
+from retrieval_bench.core.locking import exclusive
+from retrieval_bench.core.paths import PAID_MIRROR
 
 # Hashed into the key of a passage whose text had to be escaped to stay inside the prompt's
 # <passage> delimiters (retrieval_bench.llm.checks.passage_escape.escape_passage): such a passage is sent
@@ -293,33 +301,55 @@ def free_bytes(path: str | Path) -> int:
         return 1 << 62  # unknown: do not block on it
 
 
+def mirror_of(path: str | Path) -> Path | None:
+    """This machine's copy of the append log at `path` (PAID_MIRROR under DVC_ROOT, the same
+    relative path); None outside `dvc repro` / `dvc exp run` (a stage run by hand, a test)."""
+    root = os.environ.get("DVC_ROOT")
+    if not root:
+        return None
+    path = Path(path)
+    return Path(root) / PAID_MIRROR / (path.name if path.is_absolute() else path)
+
+
+def _repair_torn_tail(path: Path) -> None:
+    """Cut a partial last record (a crash mid-write) so the next append starts a clean line; only
+    the last byte is read when the file ends whole, as it almost always does."""
+    if not path.exists():
+        return
+    with open(path, "r+b") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return
+        handle.seek(0)
+        handle.truncate(handle.read().rfind(b"\n") + 1)
+
+
+def _open_append(path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _repair_torn_tail(path)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+
+
 class CacheWriter:
     """Appends records, writing and fsyncing each whole line, so a crash loses only requests in
-    flight; with `checksum`, each record gets its record_sha256 (the question cache's; the batch
-    journal is written without)."""
+    flight, and each line to this machine's mirror too (mirror_of; best effort: the cache is
+    the record); with `checksum`, each record gets its record_sha256 (the question cache's; the
+    batch journal is written without)."""
 
     def __init__(self, path: str | Path, checksum: bool = True) -> None:
         self.path = Path(path)
         self.checksum = checksum
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._repair_torn_tail()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        self._fd = _open_append(self.path)
+        self._mirror_fd = -1
+        if (mirror := mirror_of(self.path)) is not None:
+            try:
+                self._mirror_fd = _open_append(mirror)
+            except OSError:
+                pass  # no mirror: every run still keeps what it paid for in its own cache
         self._lock = threading.Lock()
-
-    def _repair_torn_tail(self) -> None:
-        """Cut a partial last record (a crash mid-write) so the next append starts a clean line;
-        only the last byte is read when the file ends whole, as it almost always does."""
-        if not self.path.exists():
-            return
-        with open(self.path, "r+b") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            if size == 0:
-                return
-            handle.seek(size - 1)
-            if handle.read(1) == b"\n":
-                return
-            handle.seek(0)
-            handle.truncate(handle.read().rfind(b"\n") + 1)
 
     def append(self, record: dict) -> None:
         """Append one record as one line, durably; on failure cut the file back and raise
@@ -341,14 +371,75 @@ class CacheWriter:
                 except OSError:
                     pass  # the next CacheWriter cuts a torn tail when it opens the file
                 raise CacheWriteError(self.path, error) from None
+            if self._mirror_fd >= 0:
+                try:
+                    os.write(self._mirror_fd, data)  # one write of a line under O_APPEND: whole, or torn at the end
+                    os.fsync(self._mirror_fd)
+                except OSError:
+                    pass  # a torn last line is cut when the mirror is next opened
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        for fd in (self._fd, self._mirror_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self._mirror_fd = -1
 
     def __enter__(self) -> "CacheWriter":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def merge(path: str | Path, data: bytes, keyed: bool) -> int:
+    """Append to `path` the records of `data` it lacks (by cache key when `keyed`, else by line);
+    a file with no records takes `data` as it is. Returns the number of records added."""
+    path = Path(path)
+    here = path.read_bytes() if path.exists() else b""
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    if not here.strip():
+        with open(path, "wb") as handle:  # in place: the lock held on this file stays valid
+            handle.write(b"\n".join(lines) + b"\n" if lines else b"")
+            handle.flush()
+            os.fsync(handle.fileno())
+        return len(lines)
+    if keyed:
+        have = set(read_cache(path))
+        new = [line for line in lines if _line_key(line) not in have]
+    else:
+        have_lines = set(here.split(b"\n"))
+        new = [line for line in lines if line not in have_lines]
+    if new:
+        with open(path, "ab") as handle:
+            handle.write((b"" if here.endswith(b"\n") else b"\n") + b"\n".join(new) + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+    return len(new)
+
+
+def _line_key(line: bytes) -> str | None:
+    try:
+        return json.loads(line).get("key")
+    except (ValueError, AttributeError, RecursionError):  # not a record (read_cache names it)
+        return None
+
+
+def restore_from_mirror(cache_path: str | Path, what: str, log: Callable[[str], None]) -> None:
+    """Before anything is paid for: append to the cache at `cache_path` and to its batch journal
+    the records this machine's mirror of each holds and they lack (`what`: what a cache record is,
+    for the log line). A torn last line of a mirror is left out (merge reads whole lines; read_cache
+    skips a torn one)."""
+    logs = {Path(cache_path): True, journal_path_for(cache_path): False}
+    mirrored = {path: mirror for path in logs if (mirror := mirror_of(path)) is not None and mirror.is_file()}
+    if not mirrored:
+        return
+    with exclusive(cache_path, log):  # no other run appends meanwhile
+        for path, mirror in mirrored.items():
+            data = mirror.read_bytes()
+            added = merge(path, data[: data.rfind(b"\n") + 1], keyed=logs[path])
+            if added:
+                kind = what if logs[path] else "batch journal events"
+                log(
+                    f"{path}: restored {added} {kind} from this machine's copy ({PAID_MIRROR}: paid for by "
+                    "another experiment, or replaced by `dvc exp apply` or a checkout), before asking for any"
+                )
