@@ -186,3 +186,15 @@ def test_the_chunk_stage_writes_the_duplicates_and_says_how_many(tmp_path, monke
     assert len(duplicates) >= 2 and duplicates["chunk_id"].str.startswith("b.md").any()
     assert "chunks duplicate another" in capsys.readouterr().out
     assert json.loads(json.dumps(duplicates.to_dict("records")))  # plain values
+
+
+def test_chunks_without_a_word_are_no_near_duplicates_of_each_other():
+    """Tables of symbols and rules of dashes have no shingle: they were all linked at similarity 1.0."""
+    chunks = pd.DataFrame(
+        {
+            "chunk_id": ["rule", "arrows", "prose", "table", "rule-again"],
+            "text": ["=== *** ===", "--> --> -->", "Real words here in a chunk.", "| -- | -- |", "=== *** ==="],
+        }
+    )
+    found = find_duplicates(chunks)
+    assert found["chunk_id"].tolist() == ["rule", "rule-again"] and set(found["kind"]) == {"exact"}

@@ -57,3 +57,27 @@ def test_nested_and_unclosed_blocks_end_where_the_dropped_block_ends():
 def test_a_selector_the_reader_does_not_take_is_one_line_naming_the_key(bad):
     with pytest.raises(InputError, match=r"^load\.html_skip: .* is not a selector this reader takes"):
         parse_selectors(bad)
+
+
+@pytest.mark.parametrize(
+    ("page", "text"),
+    [
+        # </head> may be left out (minifiers do): the whole page was read as head and dropped
+        (
+            "<!doctype html><html><head><meta charset=utf-8><title>Widgets</title><body><p>Widgets are set in X.</p>",
+            "Widgets are set in X.",
+        ),
+        ("<head><title>Widgets</title><p>Widgets are set in X.", "Widgets are set in X."),
+        # a title without a head is no part of the text
+        ("<title>T</title><p>Body text</p>", "Body text"),
+        # a nav closed by its parent's end: everything after it was dropped
+        ("<div><nav><ul><li>Home</li></ul></div><p>Main content here.</p>", "Main content here."),
+        # table cells ran together ("work_mem4MB"): one token for BM25, evidence not found
+        (
+            "<table><tr><th>Name</th><th>Default</th></tr><tr><td>work_mem</td><td>4MB</td></tr></table>",
+            "Name Default\n\nwork_mem 4MB",
+        ),
+    ],
+)
+def test_what_browsers_do_with_left_out_end_tags_keeps_the_text(page, text):
+    assert html_text(page) == text

@@ -115,3 +115,61 @@ def test_a_documents_folder_names_the_links_it_does_not_follow_and_drops_a_byte_
         "did not read 2 entries that are not regular files (pipes, devices, sockets, or links to them): pipe.md, zero.md"
         in notes
     )
+
+
+def test_a_file_name_that_is_not_utf8_is_stamped_and_a_document_so_named_is_one_line(tmp_path):
+    """Names from a cp1252 archive unpacked on Linux: check_params' stamp and `show` crashed."""
+    from retrieval_bench.corpus.documents import read_documents_folder
+    from retrieval_bench.corpus.source_stamp import content_digest, metadata_digest
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "tea.txt").write_text("Tea is a drink.")
+    skipped = os.fsdecode(b"r\xe9sum\xe9.pdf")  # not a document: only stamped
+    (folder / skipped).write_bytes(b"%PDF")
+    assert content_digest(folder)[0] == 2 and metadata_digest(folder)[0] == 2
+    assert read_documents_folder(folder)["doc_id"].tolist() == ["tea.txt"]
+    (folder / os.fsdecode(b"menu_caf\xe9.txt")).write_text("Coffee.")
+    with pytest.raises(InputError, match=r"menu_caf\\udce9\.txt: the file name is not UTF-8"):
+        read_documents_folder(folder)
+
+
+def test_a_csv_row_with_fewer_fields_than_the_header_is_one_line_not_a_lost_text(tmp_path):
+    (tmp_path / "t.csv").write_text("id,text\nc1,First.\nc2,Second line one\nline two\nc3,Third.\n")
+    with pytest.raises(InputError) as raised:
+        read_ready_chunks(tmp_path / "t.csv", "id", "text")
+    assert "t.csv:4: 1 fields where the header names 2" in str(raised.value)
+    long = "word " * 40_000  # 200 KB in one field: over the csv module's default limit
+    (tmp_path / "long.csv").write_text(f'id,text\nc1,"{long}"\n\nc2,short\n')
+    assert read_ready_chunks(tmp_path / "long.csv", "id", "text")["chunk_id"].tolist() == ["c1", "c2"]
+
+
+def test_an_empty_beir_corpus_is_one_line(tmp_path):
+    from retrieval_bench.corpus.load import read_beir_corpus
+
+    (tmp_path / "corpus.jsonl").write_text("\n\n")
+    with pytest.raises(InputError, match=r"corpus.jsonl: no documents"):
+        read_beir_corpus(tmp_path / "corpus.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("start", "expected"),
+    [
+        (10**12, "chunk b: ends at 1,000,000,000,005 while the chunks of document 'd' hold 10 characters"),
+        (2**63 + 5, "chunk b: 'start' is 9223372036854775813, beyond any document"),
+        (20_000_000, "chunk b: ends at 20,000,005 while the chunks of document 'd' hold 10 characters"),
+    ],
+)
+def test_offsets_far_beyond_the_chunks_text_are_one_line_not_a_memory_error(tmp_path, start, expected):
+    import numpy as np
+    import pandas as pd
+
+    from retrieval_bench.corpus.load import load_corpus
+
+    frame = pd.DataFrame(
+        {"id": ["a", "b"], "text": ["hello", "world"], "doc_id": "d", "start": np.array([0, start], dtype=np.uint64)}
+    )
+    frame.to_parquet(tmp_path / "c.parquet")
+    with pytest.raises(InputError) as raised:
+        load_corpus(tmp_path / "c.parquet")
+    assert expected in str(raised.value)

@@ -237,3 +237,34 @@ def test_a_golden_set_starting_with_an_unanswerable_row_is_read_as_a_golden_set(
     assert detect_format(path) == "goldenset"
     hand_written = write_jsonl(tmp_path / "hw.jsonl", [{"question": "Does it?", "kind": "unanswerable"}])
     assert detect_format(hand_written) == "handwritten"
+
+
+def test_a_doc_id_in_the_other_unicode_form_is_found_and_one_not_in_the_corpus_is_named(tmp_path):
+    """A file name copied from macOS is decomposed (NFD), typed it is composed (NFC): the question
+    was skipped as "for a document not in this corpus", and no skipped doc_id was ever named."""
+    import unicodedata
+
+    decomposed = unicodedata.normalize("NFD", "café.md")
+    documents = pd.DataFrame({"doc_id": [decomposed], "text": ["The café opens at seven and closes at noon."]})
+    passages = chunk_documents(documents, 200, 0)
+    path = write_jsonl(
+        tmp_path / "hw.jsonl",
+        [
+            {"question": "When does the café open?", "doc_id": "café.md", "evidence": "opens at seven"},
+            {"question": "When does it close?", "doc_id": "CAFÉ.md", "evidence": "closes at noon"},
+        ],
+    )
+    unlocated: list[str] = []
+    rows, counts = handwritten_rows(read_handwritten(path), documents, passages, unlocated)
+    assert [row["doc_id"] for row in rows] == [decomposed] and counts["other_corpus"] == 1
+    assert unlocated == [
+        f"{path}:2: doc_id 'CAFÉ.md' is not a document id of this corpus (did you mean '{decomposed}'?)"
+    ]
+
+
+def test_export_beir_refuses_an_id_a_tab_separated_qrels_file_cannot_hold(tmp_path):
+    passages = PASSAGES.assign(chunk_id=PASSAGES["chunk_id"].str.replace(":", "\t", n=1))
+    golden = [{"qid": "q1", "question": "What is WAL?", "relevant": {passages["chunk_id"][0]: 1}}]
+    with pytest.raises(InputError, match="holds a tab or a line break"):
+        export_beir(passages, golden, tmp_path / "beir", 0.5)
+    assert not (tmp_path / "beir").exists()

@@ -66,48 +66,76 @@ def parse_selectors(text: str, key: str = "load.html_skip") -> list[Selector]:
 
 
 class _HtmlText(HTMLParser):
-    """The text of an HTML page as a reader sees it: no tags, no script, style or head, none of the
-    blocks `skip` selects (navigation, page headers and footers), a line break at each block
-    element, entities decoded."""
+    """The text of an HTML page as a reader sees it: no tags, no script, style, title or head, none
+    of the blocks `skip` selects (navigation, page headers and footers), a line break at each block
+    element and a space between table cells, entities decoded.
 
-    HIDDEN = {"script", "style", "head", "template", "noscript"}
+    Elements are tracked on a stack of the open ones, so that an element left open ends where its
+    parent does (`<div><nav>...</div>` ends the nav, as a browser ends it) and the head ends at the
+    first tag of the body even when `</head>` is left out, as HTML allows."""
+
+    HIDDEN = {"script", "style", "head", "title", "template", "noscript"}
+    HEAD_CONTENT = {"title", "meta", "link", "style", "script", "base", "noscript", "template"}
     BLOCKS = set(
-        "p div br li ul ol tr table section article header footer pre blockquote h1 h2 h3 h4 h5 h6 dt dd hr main "
-        "nav aside".split()
+        "p div br li ul ol tr table section article header footer pre blockquote h1 h2 h3 h4 h5 h6 dt dd dl hr main "
+        "nav aside figure figcaption caption details summary form fieldset address".split()
     )
+    CELLS = {"td", "th", "option"}
+    VOID = set("area base br col embed hr img input link meta param source track wbr".split())
 
     def __init__(self, skip: list[Selector]) -> None:
         super().__init__(convert_charrefs=True)
         self.pieces: list[str] = []
-        self.hidden = 0  # depth inside HIDDEN elements
         self.skip = skip
-        # The skipped block being read: its tag and how deep in its own tag (its end is where that
-        # reaches 0; other tags need not be closed, <p> and <li> often are not).
-        self.skipping: tuple[str, int] | None = None
+        self.open: list[str] = []  # the open elements, outermost first
+        self.hidden_at: int | None = None  # where on the stack the outermost hidden element is
+        self.skipping_at: int | None = None  # where the skipped block is
+
+    def _close(self, depth: int) -> None:
+        """End every element from `depth` on the stack: the hidden or skipped ones among them too."""
+        del self.open[depth:]
+        if self.hidden_at is not None and self.hidden_at >= depth:
+            self.hidden_at = None
+        if self.skipping_at is not None and self.skipping_at >= depth:
+            self.skipping_at = None
+            self.pieces.append("\n")
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
-        if self.skipping is not None:
-            if tag == self.skipping[0]:
-                self.skipping = (tag, self.skipping[1] + 1)
-        elif tag in self.HIDDEN:
-            self.hidden += 1
-        elif any(selector.matches(tag, attrs) for selector in self.skip):
-            self.skipping = (tag, 1)
+        head = self.hidden_at is not None and self.open[self.hidden_at] == "head"
+        if head and tag not in self.HEAD_CONTENT:  # the body has begun
+            self._close(self.hidden_at)  # type: ignore[arg-type]
+        if tag == "body":
+            return
+        depth = len(self.open)
+        if tag not in self.VOID:
+            self.open.append(tag)
+        if self.hidden_at is not None or self.skipping_at is not None:
+            return
+        if tag in self.HIDDEN and tag not in self.VOID:
+            self.hidden_at = depth
+        elif tag not in self.VOID and any(selector.matches(tag, attrs) for selector in self.skip):
+            self.skipping_at = depth
             self.pieces.append("\n")
         elif tag in self.BLOCKS:
             self.pieces.append("\n")
+        elif tag in self.CELLS:
+            self.pieces.append(" ")
 
     def handle_endtag(self, tag: str) -> None:
-        if self.skipping is not None:
-            if tag == self.skipping[0]:
-                self.skipping = (tag, self.skipping[1] - 1) if self.skipping[1] > 1 else None
-        elif tag in self.HIDDEN:
-            self.hidden = max(0, self.hidden - 1)
-        elif tag in self.BLOCKS:
+        if tag not in self.open:
+            if tag == "br" and self.hidden_at is None and self.skipping_at is None:
+                self.pieces.append("\n")  # </br> is read as <br>
+            return
+        depth = len(self.open) - 1 - self.open[::-1].index(tag)
+        shown = self.hidden_at is None and self.skipping_at is None
+        self._close(depth)
+        if shown and tag in self.BLOCKS:
             self.pieces.append("\n")
+        elif shown and tag in self.CELLS:
+            self.pieces.append(" ")
 
     def handle_data(self, data: str) -> None:
-        if not self.hidden and self.skipping is None:
+        if self.hidden_at is None and self.skipping_at is None:
             self.pieces.append(data)
 
 
@@ -154,13 +182,21 @@ def read_documents_folder(
         )
     rows = []
     for path in paths:
+        doc_id = path.relative_to(folder).as_posix()
+        try:
+            doc_id.encode("utf-8")
+        except UnicodeEncodeError:  # the file system's bytes, not UTF-8: no Parquet table can hold the id
+            raise InputError(
+                f"{folder / ascii(doc_id)[1:-1]}: the file name is not UTF-8 (a name from another system's "
+                "encoding, such as cp1252); rename it (e.g. `convmv -f cp1252 -t utf-8 --notest -r FOLDER`)"
+            ) from None
         try:
             text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is no part of the text
         except UnicodeDecodeError as error:
             raise InputError(f"{path}: not UTF-8 text (byte {error.start})") from None
         if path.suffix.lower() in HTML_SUFFIXES:
             text = html_text(text, skip)
-        rows.append({"doc_id": path.relative_to(folder).as_posix(), "text": text})
+        rows.append({"doc_id": doc_id, "text": text})
     return pd.DataFrame(rows, columns=["doc_id", "text"])
 
 

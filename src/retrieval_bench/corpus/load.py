@@ -29,9 +29,15 @@ CHUNK_COLUMNS = ["chunk_id", "doc_id", "start", "end", "text", "text_sha256"]
 # chunk belongs to and its character offsets in it. With them, documents are rebuilt from chunks.
 DOCUMENT_FIELDS = ("doc_id", "start", "end")
 UNCOVERED = "\n"  # what a rebuilt document holds where no chunk says (chunkers trim the whitespace between chunks)
+# A rebuilt document holds UNCOVERED where no chunk says: offsets that leave more than this
+# uncovered in one document are global (into a concatenated corpus), not the document's own.
+MAX_UNCOVERED = 10_000_000
+MAX_OFFSET = 2**40  # far beyond any document; int64 arithmetic on it cannot overflow
 CHUNK_GAP = 2  # characters between the chunks of a document without offsets: a blank line
 GRADE = re.compile(r"-?[0-9]{1,9}")  # a qrels grade: ASCII digits, within pytrec_eval's C int
 HEADER_GRADES = {"score", "grade", "relevance", "rel", "label", "judgement", "judgment", "relevant"}
+# A chunk's text in one CSV field may be longer than the csv module's default limit (128 KB).
+csv.field_size_limit(2**31 - 1)
 HEADER_QUERIES = {"query-id", "query_id", "queryid", "qid", "query", "query id", "topic"}
 
 
@@ -84,13 +90,20 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
                     else pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False)
                 )
         except pd.errors.ParserWarning:
-            line, fields, named = _long_row(path)
+            line, fields, named = _misfit_row(path)
             raise InputError(
                 f"{path}:{line}: {fields} fields where the header names {named}: a trailing comma, or an unquoted "
                 "comma in a text? Quote the field or remove the extra comma"
             ) from None
         except (OSError, ValueError, pd.errors.ParserError) as error:
             raise InputError(f"{path}: cannot read {suffix[1:]} ({str(error).splitlines()[0]})") from None
+        if suffix == ".csv" and (short := _misfit_row(path))[0]:
+            # pandas fills a short row's missing fields with empty text: a chunk lost without a word
+            line, fields, named = short
+            raise InputError(
+                f"{path}:{line}: {fields} fields where the header names {named}: a text with an unquoted line "
+                "break? Quote the field"
+            )
         for key in (id_field, text_field):
             if key not in raw.columns:
                 raise InputError(f"{path}: no column {key!r}; columns found: {', '.join(map(str, raw.columns))}")
@@ -111,13 +124,14 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
     return records
 
 
-def _long_row(path: Path) -> tuple[int, int, int]:
-    """(line, fields, header fields) of the first CSV row with more fields than the header."""
+def _misfit_row(path: Path) -> tuple[int, int, int]:
+    """(line, fields, header fields) of the first CSV row with another number of fields than the
+    header (a blank line is none: pandas skips it too); line 0 when every row fits."""
     with open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
         named = len(next(reader, []))
         for row in reader:
-            if len(row) > named:
+            if row and len(row) != named:
                 return reader.line_num, len(row), named
     return 0, 0, named
 
@@ -138,6 +152,8 @@ def _read_beir_jsonl(path: Path) -> list[dict]:
 def read_beir_corpus(path: Path) -> pd.DataFrame:
     """BEIR corpus.jsonl -> doc_id, text; text is title + " " + text, as BEIR and MTEB embed it."""
     rows = _read_beir_jsonl(path)
+    if not rows:
+        raise InputError(f"{path}: no documents (the file holds no JSON object)")
     return pd.DataFrame(
         {
             "doc_id": [row["_id"] for row in rows],
@@ -272,16 +288,22 @@ def _drop_empty_and_check_ids(
 
 
 def checked_offset(value: object, where: str, field: str) -> int:
-    """A character offset: a non-negative integer (or the text of one, as CSV holds it)."""
+    """A character offset: a non-negative integer (or the text of one, as CSV holds it) of at most
+    MAX_UNCOVERED past what chunks can cover (a larger one is no offset into one document)."""
+    offset = None
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():  # not "²", which int() refuses
-        return int(value)
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= 0:
-        return int(value)
-    if (
+        offset = int(value)
+    elif isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= 0:
+        offset = int(value)
+    elif (
         isinstance(value, (float, np.floating)) and value.is_integer() and value >= 0
     ):  # Parquet/pandas integers with a null beside them
-        return int(value)
-    raise InputError(f"{where}: {field!r} must be a character offset (an integer >= 0), got {json_kind(value)}")
+        offset = int(value)
+    if offset is None:
+        raise InputError(f"{where}: {field!r} must be a character offset (an integer >= 0), got {json_kind(value)}")
+    if offset > MAX_OFFSET:
+        raise InputError(f"{where}: {field!r} is {offset}, beyond any document ({MAX_OFFSET:,} characters at most)")
+    return offset
 
 
 def _document_fields(records: pd.DataFrame, source: object) -> pd.DataFrame:
@@ -323,6 +345,16 @@ def _document_fields(records: pd.DataFrame, source: object) -> pd.DataFrame:
         raise InputError(
             f"{where[i]}: start {starts[i]} and end {ends[i]} span {ends[i] - starts[i]} characters but its text has "
             f"{lengths[i]}; offsets must be character offsets of the chunk's text in its document"
+        )
+    spans = pd.DataFrame({"doc_id": doc_ids, "end": ends, "length": lengths}).groupby("doc_id", sort=False)
+    uncovered = spans["end"].max() - spans["length"].sum()  # at least this many characters no chunk covers
+    if (too_far := uncovered[uncovered > MAX_UNCOVERED]).size:
+        doc_id = too_far.index[0]
+        i = int(np.flatnonzero((np.asarray(doc_ids, dtype=object) == doc_id) & (ends == spans["end"].max()[doc_id]))[0])
+        raise InputError(
+            f"{where[i]}: ends at {ends[i]:,} while the chunks of document {quoted(doc_id)} hold "
+            f"{spans['length'].sum()[doc_id]:,} characters: offsets into a concatenated corpus? Give each chunk's "
+            "offsets within its own document"
         )
     return pd.DataFrame(
         {

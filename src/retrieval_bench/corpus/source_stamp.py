@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import time
 from contextlib import closing
@@ -44,7 +45,7 @@ def content_digest(root: Path) -> tuple[int, str]:
     digest = hashlib.md5()
     files = _files(root)
     for path in files:
-        digest.update(f"{_relative(path, root)}\0".encode())
+        digest.update(os.fsencode(_relative(path, root)) + b"\0")  # a name's own bytes: it may not be UTF-8
         hash_file(path, digest)
         digest.update(b"\0")
     return len(files), digest.hexdigest()
@@ -56,7 +57,7 @@ def metadata_digest(root: Path) -> tuple[int, str]:
     files = _files(root)
     for path in files:
         stat = path.stat()
-        digest.update(f"{_relative(path, root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        digest.update(os.fsencode(_relative(path, root)) + f"\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return len(files), digest.hexdigest()
 
 

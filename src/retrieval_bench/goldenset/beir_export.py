@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from retrieval_bench.core import paths
-from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import atomic_open, numbered_jsonl, read_table
 from retrieval_bench.core.params import load_params
 from retrieval_bench.core.relevance import check_min_coverage, judge
@@ -22,9 +22,17 @@ from retrieval_bench.core.values import path_argument
 
 
 def export_beir(chunks: pd.DataFrame, golden: list[dict], out: Path, min_coverage: float) -> int:
-    """Write the folder; returns the number of queries written (those with a relevant chunk)."""
+    """Write the folder; returns the number of queries written (those with a relevant chunk). An id
+    holding a tab or a line break, which qrels/test.tsv cannot hold, is an InputError before any
+    file is written."""
     judgements = judge(golden, chunks, min_coverage)
     chunk_ids = chunks["chunk_id"].tolist()
+    for what, ids in (("chunk id", chunk_ids), ("question id", [row["qid"] for row in golden])):
+        if broken := next((str(i) for i in ids if any(c in str(i) for c in "\t\n\r")), None):
+            raise InputError(
+                f"{what} {quoted(broken)} holds a tab or a line break, which a BEIR qrels file (tab-separated "
+                "lines) cannot hold; rename its document or question"
+            )
     with atomic_open(out / "corpus.jsonl") as handle:
         for chunk_id, text in zip(chunk_ids, chunks["text"], strict=True):
             handle.write(json.dumps({"_id": chunk_id, "title": "", "text": text}, ensure_ascii=False) + "\n")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +115,32 @@ def evidence_records(kind: str, questions: list[dict]) -> list[dict]:
     return records
 
 
+def _corpus_ids(texts: Mapping[str, str]) -> Callable[[object], object]:
+    """A question's doc_id as this corpus spells it: the same in either Unicode form (a file name
+    copied from macOS is decomposed, NFD; typed, composed, NFC); None stays None (anywhere)."""
+    by_form = {unicodedata.normalize("NFC", doc_id): doc_id for doc_id in texts}
+
+    def corpus_id(doc_id: object) -> object:
+        if doc_id is None or doc_id in texts:
+            return doc_id
+        return by_form.get(unicodedata.normalize("NFC", str(doc_id)), doc_id)
+
+    return corpus_id
+
+
+def _other_corpus_line(record: Mapping, doc_id: object, texts: Mapping[str, str]) -> str:
+    """Why a question was skipped: its doc_id, and a document id it may have meant (another case,
+    or a path ending in it)."""
+
+    def folded(text: str) -> str:
+        return unicodedata.normalize("NFC", text).casefold()
+
+    wanted = folded(str(doc_id))
+    near = [d for d in texts if folded(d) == wanted or folded(d).endswith("/" + wanted.lstrip("./"))]
+    hint = f" (did you mean {quoted(near[0])}?)" if near else ""
+    return f"{record.get('where', 'a hand-written question')}: doc_id {quoted(str(doc_id))} is not a document id of this corpus{hint}"
+
+
 def handwritten_rows(
     records: list[dict], documents: pd.DataFrame, passages: pd.DataFrame, unlocated: list[str] | None = None
 ) -> tuple[list[dict], dict[str, int]]:
@@ -128,13 +155,19 @@ def handwritten_rows(
     texts = dict(zip(documents["doc_id"], documents["text"], strict=True))
     finder, best_passage = EvidenceFinder(texts), passage_finder(passages)
     counts = {"other_corpus": 0, "not_located": 0, "ambiguous_evidence": 0}
+    corpus_id = _corpus_ids(texts)
     rows = []
     for record in records:
         kind = record.get("kind", "single")
         pieces = record.get("pieces") or [{"doc_id": record.get("doc_id"), "evidence": record["evidence"]}]
-        if any(piece["doc_id"] is not None and piece["doc_id"] not in texts for piece in pieces):
+        pieces = [{**piece, "doc_id": corpus_id(piece["doc_id"])} for piece in pieces]
+        if lacking := next((p["doc_id"] for p in pieces if p["doc_id"] is not None and p["doc_id"] not in texts), None):
             counts["other_corpus"] += 1
+            if unlocated is not None and counts["other_corpus"] <= UNLOCATED_NAMED:
+                unlocated.append(_other_corpus_line(record, lacking, texts))
             continue
+        if record.get("doc_id") is not None:
+            record = {**record, "doc_id": corpus_id(record["doc_id"])}
         source = record.get("source", "hand-written")
         if kind == "unanswerable":
             row = unanswerable_row(record["question"], record.get("doc_id"), source)
