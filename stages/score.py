@@ -22,8 +22,9 @@ from retrieval_bench.goldenset.reviews import Reviews, golden_reviews
 def score_one(
     params: dict, scoring: Scoring, golden: list, pool: list, reviews: Reviews, system: str, tables=chunk_tables
 ) -> None:
-    chunks, duplicates = tables(params["panel"][system]["chunking"], tuple(chunk_columns(params["score"])))
-    judged = JudgedInputs(duplicates, pool, paths.JUDGED_POOL, reviews)
+    chunking = params["panel"][system]["chunking"]
+    chunks, duplicates = tables(chunking, tuple(chunk_columns(params["score"])))
+    judged = JudgedInputs(duplicates, pool, paths.JUDGED_POOL, reviews, pooled_chunking=chunking == paths.DEFAULT)
     run, run_info = read_run_table(paths.run_of(system)), paths.run_info_of(system)
     table, summary, warnings = score_system(scoring, golden, chunks, run, judged, run_info_path=run_info)
     for warning in warnings:

@@ -19,6 +19,7 @@ from conftest import set_params
 from judge_helpers import chunk_table, golden_rows, grade_by_marker, make_project, run_table
 from stub_llm import StubLLM, answer_then_hold, read_jsonl, run_stage_here, stage_env
 
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.corpus.duplicates import find_duplicates
 from retrieval_bench.evaluation.score.judged import JudgedInputs, judged_summary, unjudged_warning
@@ -318,3 +319,45 @@ def test_bad_judge_settings_are_one_line_errors_before_any_request(tmp_path, cha
         status, out, err = judge_here(project, stub)
         assert status == 1 and message in err and len(err.strip().splitlines()) == 1, err
         assert stub.generation_requests() == []
+
+
+def test_an_experiments_copy_pays_nothing_for_judgements_another_run_paid_for(tmp_path):
+    """A queued or --temp experiment starts from HEAD's judgement cache: this machine's mirror
+    under DVC_ROOT (the project, for DVC's experiment copies too) gives it what was paid for."""
+    first, copy = make_project(tmp_path / "first"), make_project(tmp_path / "copy")
+    with StubLLM() as stub:
+        stub.reply = grade_by_marker
+        env = {**stage_env(stub), "DVC_ROOT": str(tmp_path / "project")}
+        assert run_stage_here(first, stub, env=env, stage="judge")[0] == 0
+        paid = len(stub.requests)
+        assert paid > 0
+        stub.reset_counts()
+        status, out, err = run_stage_here(copy, stub, env=env, stage="judge")
+        assert status == 0, err
+        assert not stub.requests and f"{CACHE}: restored {paid} judgements already paid for" in out
+        assert read_jsonl(copy / POOL) == read_jsonl(first / POOL)
+
+
+def test_a_system_on_another_chunking_takes_the_grades_of_the_chunks_it_shares_and_is_warned():
+    """The judge pools the default chunking's chunks; a system on another chunking failed score
+    ("chunk ... is not in the chunk table; rerun the judge stage", which changed nothing), so the
+    shipped panel could not score with the judge on."""
+    from retrieval_bench.evaluation.score.scoring import score_system
+
+    chunks = chunk_table()
+    golden = golden_rows(chunks)
+    shared = chunks["chunk_id"][1]
+    pool = [
+        {"qid": golden[0]["qid"], "chunk_id": shared, "grade": 3},
+        {"qid": golden[0]["qid"], "chunk_id": "wal.md:0-800", "grade": 3},  # the default chunking's only
+    ]
+
+    def scored(pooled_chunking: bool):
+        inputs = JudgedInputs(find_duplicates(chunks), pool, "pool", None, pooled_chunking=pooled_chunking)
+        return score_system(Scoring(ks=(1, 5)), golden, chunks, run_table(golden, chunks), inputs, run_info_path="-")
+
+    with pytest.raises(InputError, match="pool:2: chunk 'wal.md:0-800' is not in the chunk table"):
+        scored(True)
+    table, _, warnings = scored(False)
+    assert table["n_pooled"].sum() == 1
+    assert any("this system's chunking shares 1 of the 2 pooled pairs" in warning for warning in warnings)

@@ -60,6 +60,10 @@ class JudgedInputs:
     pool_rows: Sequence[Mapping[str, Any]] = ()
     pool_path: str = "judged pool"
     reviews: Reviews | None = None
+    # The judge pools and grades the default chunking's chunks. False: the system is on another
+    # chunking, and takes the grades of the chunks it shares with it (the same id: the same span
+    # of the same document) and no others, where a chunk of the pool this table lacks is a stale pool.
+    pooled_chunking: bool = True
 
 
 @dataclass(frozen=True)
@@ -78,13 +82,16 @@ class ChunkCopies:
 
 
 def pool_grades(
-    rows: Sequence[Mapping[str, Any]], qids: set[str], chunk_ids: set[str], where: str
+    rows: Sequence[Mapping[str, Any]], qids: set[str], chunk_ids: set[str], where: str, pooled_chunking: bool = True
 ) -> dict[str, dict[str, int | None]]:
-    """qid -> chunk id -> grade (None: pooled, not judged) from the rows of data/judged_pool.jsonl."""
+    """qid -> chunk id -> grade (None: pooled, not judged) from the rows of data/judged_pool.jsonl
+    (on another chunking than the pooled one, `pooled_chunking` False: only the chunks it shares)."""
     grades: dict[str, dict[str, int | None]] = {}
     for number, row in enumerate(rows, 1):
         qid, chunk_id, grade = str(row.get("qid")), str(row.get("chunk_id")), row.get("grade")
         if chunk_id not in chunk_ids:
+            if not pooled_chunking:
+                continue
             raise InputError(
                 f"{where}:{number}: chunk {quoted(chunk_id)} is not in the chunk table; rerun the judge stage"
             )

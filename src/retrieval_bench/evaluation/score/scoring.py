@@ -95,7 +95,8 @@ def score_run_both_views(
     judged view, and the columns `review` and judge_only_<metric> (evaluation.score.reviewed) follow."""
     strict, judgements = _strict_view(golden, chunks, run, scoring)
     chunk_ids = set(chunks["chunk_id"])
-    grades = pool_grades(inputs.pool_rows, {row["qid"] for row in golden}, chunk_ids, inputs.pool_path)
+    qids = {row["qid"] for row in golden}
+    grades = pool_grades(inputs.pool_rows, qids, chunk_ids, inputs.pool_path, inputs.pooled_chunking)
     copies = ChunkCopies.of(chunks, inputs.duplicates)
     judged = judged_table(golden, judgements, run, scoring, copies=copies, grades=grades)
     reviews = inputs.reviews
@@ -119,6 +120,20 @@ def _table(golden, judgements, placed, scoring: Scoring) -> pd.DataFrame:
             {"qid": row["qid"], **score_question(judgement, where, ks, scoring.ties)}
             for row, judgement, where in zip(golden, judgements, placed, strict=True)
         ]
+    )
+
+
+def other_chunking_warning(inputs: JudgedInputs, chunks: pd.DataFrame) -> str | None:
+    """A system on another chunking than the one the judge pooled, with the judge on: its judged
+    view has the grades of the chunks it shares with that chunking only."""
+    if inputs.pooled_chunking or not inputs.pool_rows:
+        return None
+    ids = set(chunks["chunk_id"])
+    shared = sum(str(row.get("chunk_id")) in ids for row in inputs.pool_rows)
+    return (
+        f"the judge grades the default chunking's chunks, and this system's chunking shares {shared} of the "
+        f"{len(inputs.pool_rows)} pooled pairs: its {PREFIX}* metrics count its other chunks as not relevant "
+        "(a lower bound, not comparable with the default chunking's systems)"
     )
 
 
@@ -171,6 +186,7 @@ def score_system(
         unjudged_warning(table),
         abstention_warning(table),
         contradiction_warning(table),
+        other_chunking_warning(inputs, chunks),
     )
     summary = {
         **system_summary(kept(table), len(chunks), scoring, inputs.duplicates, graded=scoring.judge_enabled),
