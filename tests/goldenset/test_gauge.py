@@ -38,3 +38,22 @@ def test_one_judge_call_for_all_questions_matches_judging_each_alone(tmp_path, m
     _, alone, alone_summary = gauge.gauge_question_set(path, chunks, documents)
     pd.testing.assert_frame_equal(table, alone)
     assert summary == alone_summary and (table["n_relevant_chunks"] >= 1).all()
+
+
+def test_a_keyword_question_quoting_rare_terms_is_flagged_as_generate_goldenset_flags_it(tmp_path):
+    """`gauge` applied only the general rule, which two words never reach: a keyword query of two
+    of its evidence's rare terms was flagged by generate_goldenset and not by `gauge`."""
+    from retrieval_bench.goldenset import echo, kinds
+
+    documents, chunks = sample_tables()
+    rare = kinds.Corpus(chunks).rare()
+    text = documents["text"].iloc[0]
+    words = [word for word in echo.words(text) if word.lower() in rare]
+    first = text.find(words[0])
+    second = text.find(words[1], first + len(words[0]))
+    evidence = text[first : second + len(words[1])]
+    row = {"question": f"{words[0]} {words[1]}", "doc_id": documents["doc_id"].iloc[0], "evidence": evidence}
+    path = tmp_path / "keyword.jsonl"
+    path.write_text(json.dumps({**row, "kind": "keyword"}) + "\n" + json.dumps(row) + "\n")
+    _, table, summary = gauge.gauge_question_set(path, chunks, documents)
+    assert table["echo"].tolist() == [True, False] and summary["echo_flagged"] == 1

@@ -108,7 +108,7 @@ class GoldenSet:
         reasons = Counter(reject["reason"] for reject in self.rejects)
         listed = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common())
         lines = [
-            f"wrote {len(self.rows)} questions to {golden_path}; echo rate {self.report['echo_rate']} ({echo.ECHO_RULE}); "
+            f"wrote {len(self.rows)} questions to {golden_path}; echo rate {self.report['echo_rate']} ({echo.ECHO_RULE}; a keyword query also: {echo.SHORT_ECHO_RULE}); "
             f"{len(self.rejects)} rejected replies{f' ({listed})' if listed else ''}"
             + (f", listed in {rejects_path}" if self.rejects else "")
         ]

@@ -20,7 +20,7 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import atomic_open, read_table
 from retrieval_bench.core.relevance import check_min_coverage, judge
 from retrieval_bench.core.values import count_argument, path_argument
-from retrieval_bench.goldenset import echo
+from retrieval_bench.goldenset import echo, kinds
 from retrieval_bench.goldenset.formats import hashed_qid, read_question_set
 from retrieval_bench.goldenset.locate import EvidenceFinder
 
@@ -86,10 +86,13 @@ def gauge_question_set(
             "qid": str(question.get("qid") or hashed_qid(question["question"], str(question.get("doc_id") or ""))),
             "question": question["question"],
             "n_relevant_chunks": len(indices),
+            "kind": question.get("kind") or "single",
         }
         for question, indices in zip(questions, relevant, strict=True)
     ]
-    summary = echo.mark(rows, evidence)
+    # keyword questions are held to the short-query rule too, as generate_goldenset holds them
+    rare = kinds.Corpus(chunks).rare() if any(row["kind"] == "keyword" for row in rows) else None
+    summary = echo.mark(rows, evidence, rare)
     ranks = echo.bm25_ranks(chunks["text"].tolist(), [row["question"] for row in rows], relevant)
     for row, rank in zip(rows, ranks, strict=True):
         row["bm25_rank"] = rank
@@ -158,7 +161,10 @@ def run(args: argparse.Namespace) -> int:
         table.to_csv(handle, index=False, lineterminator="\n")
     rate = "n/a" if summary["echo_rate"] is None else f"{summary['echo_rate']:.1%}"
     print(f"{args.file} ({kind}): {summary['n_questions']} questions, {summary['n_measured']} with evidence")
-    print(f"echo rate {rate} ({summary['echo_flagged']} flagged; rule: {echo.ECHO_RULE})")
+    print(
+        f"echo rate {rate} ({summary['echo_flagged']} flagged; rule: {echo.ECHO_RULE}; "
+        f"a keyword query also: {echo.SHORT_ECHO_RULE})"
+    )
     print(
         f"BM25 over {len(chunks)} chunks: MRR {summary['bm25_mrr']}, recall@1 {summary['bm25_recall_at_1']}; "
         f"{summary['n_without_relevant_chunk']} questions have no relevant chunk"
