@@ -41,8 +41,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     target = Path(path)
     if target.is_dir():  # os.replace would fail at the end, naming the temporary file
         raise InputError(f"{target}: a folder; name a file to write")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX)
+    except OSError as error:
+        raise _write_error(error, target) from None
     os.close(fd)
     tmp = Path(tmp_name)
     os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs get the usual permissions
@@ -51,15 +54,31 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             yield tmp
             os.replace(tmp, target)
         except OSError as error:
-            if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):  # named by the file, not its temporary
-                remedy = "raise the limit" if error.errno == errno.EFBIG else "free some space"
-                raise InputError(
-                    f"{describe_os_error(error, with_file=False)} writing {target}; it was not changed (writes are "
-                    f"all or nothing): {remedy} and rerun"
-                ) from None
-            raise
+            raise _write_error(error, target) from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+# What a write fails on for a reason of the place written, named by the file, not its temporary.
+_PLACE_ERRORS = {
+    errno.ENOSPC: "free some space",
+    errno.EDQUOT: "free some space",
+    errno.EFBIG: "raise the limit",
+    errno.EROFS: "make its folder writable",
+    errno.EACCES: "make its folder writable",
+    errno.EPERM: "make its folder writable",
+}
+
+
+def _write_error(error: OSError, target: Path) -> Exception:
+    """The InputError naming `target` for a full, read-only or forbidden place; `error` as it is else."""
+    remedy = _PLACE_ERRORS.get(error.errno or 0)
+    if remedy is None:
+        return error
+    return InputError(
+        f"{describe_os_error(error, with_file=False)} writing {target}; it was not changed (writes are all or "
+        f"nothing): {remedy} and rerun"
+    )
 
 
 def fsync_folder(folder: str | Path) -> None:

@@ -102,8 +102,10 @@ def resume_batches(
 
 def _raise_on_stop(outcome: Outcome, cache_path: str | Path) -> None:
     if outcome.stop:
+        kept = (
+            "(nothing received is paid for twice)" if not outcome.unsaved else "(the replies kept are not paid again)"
+        )
         raise StopGeneration(
-            f"{outcome.stop}; {outcome.succeeded} replies from this run are kept in {cache_path} "
-            f"({usd(outcome.cost)} spent); rerun to ask for the rest: only what is missing is requested "
-            "(nothing received is paid for twice)"
+            f"{outcome.stop}; {outcome.kept} replies from this run are kept in {cache_path} "
+            f"({usd(outcome.cost)} spent); rerun to ask for the rest: only what is missing is requested {kept}"
         )

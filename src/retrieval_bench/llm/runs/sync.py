@@ -195,9 +195,10 @@ def _save_late(unsaved: list[tuple[dict, Reply]], writer: CacheWriter, meter: Me
             meter.add(reply, rejected=False, saved=False)
             lost += 1
     if lost:
+        stopped = (outcome.stop or "").removesuffix(", so nothing paid was lost")  # not so: these were paid
         outcome.stop = (
-            f"{outcome.stop}; the cache is consistent (a torn line is never left), but {lost} replies "
-            "received after that could not be saved and will be asked again"
+            f"{stopped}; the cache is consistent (a torn line is never left), but {lost} replies "
+            "received after that could not be saved and will be asked (and paid for) again"
         )
     else:
         outcome.stop = f"{outcome.stop}; the cache is consistent and nothing paid was lost"
