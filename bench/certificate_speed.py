@@ -9,7 +9,7 @@ questions, drawn with --seed, relabelled `generated` (in the tables and the gold
 style gap is computed too); the other questions stay the reference. Then times the certificate
 (the leaderboard stage's call, the params' validity section) on the first 4 and on all 8 systems,
 one thread (set OMP_NUM_THREADS=1 and the like before starting), --rounds times each, and prints
-each round's CPU seconds, their median and the verdict. The last line is the median at 8 systems.
+each round's CPU seconds (after one untimed warm-up call), their median and the verdict. The last line is the median at 8 systems.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ def main() -> None:
     arguments = parser.parse_args()
     params = load_all_params(ROOT / "params.yaml")
     systems = list(params["panel"])
+    if not (ROOT / paths.GOLDENSET).is_file():  # a DVC output: not in a fresh clone until a repro
+        raise SystemExit(f"error: {paths.GOLDENSET} is missing: run `make repro` (or `dvc repro`) first")
     golden = read_jsonl(ROOT / paths.GOLDENSET)
     tables = {system: pd.read_csv(ROOT / paths.per_question_of(system)) for system in systems}
     single = sorted(str(row["qid"]) for row in golden if row.get("kind") == "single")
@@ -56,6 +58,7 @@ def main() -> None:
     for size in (4, 8):
         chosen = {system: aligned[system] for system in systems[:size]}
         seconds, verdict = [], None
+        panel_certificate(chosen, golden=golden, validity=params["validity"])  # warm-up: imports, caches
         for _ in range(arguments.rounds):
             started = time.process_time()
             certificate = panel_certificate(chosen, golden=golden, validity=params["validity"])

@@ -89,7 +89,7 @@ def blas_kernel() -> str:
         blas = [pool for pool in threadpool_info() if pool.get("user_api") == "blas"]
         if blas:  # numpy's own, where other libraries (scipy, faiss) bring theirs
             pool = next((pool for pool in blas if "numpy" in pool.get("filepath", "")), blas[0])
-            return f"{pool['internal_api']} {pool.get('version')} ({pool.get('architecture', '?')} kernel, {pool['num_threads']} threads)"
+            return f"{pool['internal_api']} {pool.get('version')} ({pool.get('architecture', '?')} kernel; {pool['num_threads']} threads in this process)"
     except ImportError:
         pass
     info = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
@@ -100,7 +100,7 @@ def machine(threads: int) -> str:
     """One line for the top of a table: where the figures come from."""
     return (
         f"CPU {cpu_model()}, {os.cpu_count()} cores (usable {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'}); "
-        f"BLAS {blas_kernel()}; every engine pinned to {threads} thread(s); load average {os.getloadavg()[0]:.2f} at the start"
+        f"BLAS {blas_kernel()}; every engine pinned to {threads} thread(s) where it is measured; load average {os.getloadavg()[0]:.2f} at the start"
     )
 
 

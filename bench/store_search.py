@@ -189,8 +189,14 @@ def embed(engine: str, workdir: Path, args) -> tuple[float, str]:
         )
         return time.perf_counter() - start
 
+    timed(few)  # untimed: the imports and the model's fingerprint are paid once per process, not per load
     small, whole = timed(few), timed(texts)
-    per_chunk = max(whole - small, 1e-9) / max(len(texts) - len(few), 1)
+    if whole <= small or len(texts) <= len(few):
+        raise SystemExit(
+            f"error: embedding {len(texts)} chunks took {whole:.2f} s, no longer than {len(few)} took ({small:.2f} s): "
+            "too few to tell the model load from the per-chunk time; raise --embed-sample"
+        )
+    per_chunk = (whole - small) / (len(texts) - len(few))
     load = max(small - per_chunk * len(few), 0.0)
     return (
         load + per_chunk * args.chunks,

@@ -216,3 +216,38 @@ def test_a_folder_built_by_racing_processes_is_built_once_and_never_deleted(tmp_
     other.mkdir()
     assert build_once(target, build, valid, what="building") is True
     assert not killed.exists() and other.exists()
+
+
+def test_texts_longer_than_the_models_limit_are_counted_and_said_even_from_the_cache(tmp_path, monkeypatch):
+    """sentence-transformers embeds a text from its first max_seq_length tokens and drops the rest
+    without a word: the embed line says how many texts it cut, counted as transformers' own
+    tokenizer counts them (special tokens included), whether the vectors were embedded or cached."""
+    from transformers import AutoTokenizer
+
+    from retrieval_bench.core.params import DEFAULTS
+    from retrieval_bench.embedding.token_limit import token_limit
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = model_source.resolve_model("sentence-transformers/all-MiniLM-L6-v2")
+    texts = ["WAL mode lets readers run beside one writer.", "checkpoint " * 300, "東京は日本の首都です。" * 30]
+    independent = [len(ids) > 256 for ids in AutoTokenizer.from_pretrained(path)(texts)["input_ids"]]
+    limit = token_limit(texts, path, None)
+    assert limit is not None and (limit.cut, limit.limit) == (sum(independent), 256) == (2, 256)
+    assert token_limit(texts, path, 1024).cut == sum(
+        len(ids) > 1024 for ids in AutoTokenizer.from_pretrained(path)(texts)["input_ids"]
+    )
+
+    monkeypatch.setattr(embed, "load_encoder", lambda *args, **kwargs: _Ones())
+    settings = EmbedSettings.from_params(DEFAULTS["embed"])
+    for _ in range(2):  # embedded, then from the cache
+        _, stats = embed.embed_texts(texts, settings, "", tmp_path / "cache", progress=EmbedProgress(bar=False))
+        assert "warning: 2 of 3 distinct chunks are longer than the model's 256-token limit" in stats.line("chunk")
+    _, short = embed.embed_texts(texts[:1], settings, "", tmp_path / "cache", progress=EmbedProgress(bar=False))
+    assert "warning" not in short.line("chunk")
+
+
+class _Ones:
+    description = "ones"
+
+    def batches(self, items, batch_size):
+        yield [key for key, _ in items], np.ones((len(items), 384), np.float32) / np.sqrt(384)

@@ -484,6 +484,19 @@ def test_strict_and_judged_deltas_are_shown_side_by_side_and_disagreements_marke
     assert data["judged_metrics"]["mrr"]["delta"] == pytest.approx(result.judged["mrr"]["delta"])
 
 
+def test_judged_views_resting_on_different_pools_are_warned_of():
+    """The pool is per question, whichever system is scored: A judged with the judge off (or with its
+    own pool) and B with another read as "views disagree" for one and the same retriever."""
+    n = 20
+    a = with_judged(per_question([2] * n), [2] * n).assign(n_pooled=0)
+    b = with_judged(per_question([2] * n), [1] * n).assign(n_pooled=3)
+    result = compare_tables(a, b, "main", "workspace", resampling=Resampling(500))
+    said = [w for w in result.warnings if "the judged views rest on different pools" in w]
+    assert said and "0 pooled pairs in A, 60 in B" in said[0]
+    same = compare_tables(a.assign(n_pooled=3), b, resampling=Resampling(500))
+    assert not [w for w in same.warnings if "different pools" in w]
+
+
 def test_runs_without_the_judged_view_report_as_before():
     a, b = per_question([1, 2, 3, 4]), with_judged(per_question([1, 1, 1, 1]), [1, 1, 1, 1])
     result = compare_tables(a, b, resampling=Resampling(200))

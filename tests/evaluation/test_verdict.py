@@ -644,3 +644,18 @@ def test_a_multi_kind_agrees_only_when_its_complete_at_10_does():
     synthetic = {"mrr": same.copy(), "complete@10": complete([0.45, 0.65, 0.46, 0.2, 0.1])}
     decision = decide(side(reference), side(synthetic), Rule(), permutations=2000)
     assert decision["verdict"] != AGREES
+
+
+def test_the_null_drawn_a_block_at_a_time_is_the_same_null_in_bounded_memory(monkeypatch):
+    """10,000 real queries made one 20,000 x clusters array of keys and its order (3.5 GB): the null
+    is now drawn a block of draws at a time, the same draws from the same stream."""
+    from retrieval_bench.evaluation.certificate import verdict
+
+    rng = np.random.default_rng(6)
+    reference, synthetic = two_metrics(pool(30, rng)), two_metrics(pool(25, rng))
+    weights = family(reference, synthetic, Rule()).weights
+    whole = max_t_null(reference, synthetic, weights, permutation_assignments(30, 25, 1000, 7))
+    monkeypatch.setattr(verdict, "ASSIGNMENT_BLOCK", 55 * 64)  # 64 draws a block: 16 blocks
+    sizes = [len(block) for block in verdict._assignment_blocks(30, 25, 1000, 7, 64)]
+    assert sizes == [64] * 15 + [40]
+    assert np.array_equal(verdict.max_t_null_in_blocks(reference, synthetic, weights, 1000, 7), whole)

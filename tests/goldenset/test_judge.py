@@ -361,3 +361,21 @@ def test_a_system_on_another_chunking_takes_the_grades_of_the_chunks_it_shares_a
     table, _, warnings = scored(False)
     assert table["n_pooled"].sum() == 1
     assert any("this system's chunking shares 1 of the 2 pooled pairs" in warning for warning in warnings)
+
+
+def test_a_pooled_run_of_questions_the_golden_set_lacks_is_said_not_silently_dropped():
+    chunks = chunk_table()
+    golden = golden_rows(chunks, 2)
+    run = run_table(golden, chunks)
+    stale = run.assign(qid=run["qid"].map({"q0": "qNOPE", "q1": "q1"}))
+    said: list[str] = []
+    params = {"judge": {**DEFAULTS["judge"], "depth": 2}, "score": DEFAULTS["score"]}
+    pool_pairs(
+        golden,
+        chunks,
+        {"runs/old.trec": stale},
+        find_duplicates(chunks),
+        JudgeSettings.from_params(params),
+        log=said.append,
+    )
+    assert "1 question ids of runs/old.trec are not in the golden set" in said[0]

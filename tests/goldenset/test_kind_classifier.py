@@ -191,7 +191,9 @@ def test_the_classifier_and_the_questions_share_one_cost_limit(tmp_path):
     errors = [line for line in err.splitlines() if line.startswith("error:")]  # the classifier's bar before it
     assert status == 1 and len(errors) == 1 and err.rstrip().endswith(errors[0]), err
     total = re.search(
-        r"the cost estimate \$([\d.]+) for 8 questions is above generate.max_cost_usd \$0.0075;", errors[0]
+        r"the cost estimate \$([\d.]+) for 8 questions is above generate.max_cost_usd \$0.0075 \(\$[\d.]+ of it "
+        r"already spent by this run",
+        errors[0],
     )
     assert total and abs(float(total.group(1)) - (spent + estimate)) < 1e-4, errors[0]
     cached = [r for r in read_jsonl(project / "data/question_cache.jsonl") if r.get("kind")]

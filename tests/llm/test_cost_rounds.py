@@ -130,6 +130,10 @@ def test_a_later_batch_round_is_refused_when_its_upper_bound_passes_what_is_left
     spent = sum(haiku_usd(r["usage"]) / 2 for r in records)  # the Batches API's half price
     assert stub.batch_creates() == 1 and len(records) == 10 and spent <= limit
     assert "\n" not in str(refused.value)
+    # what this run paid for is said, and that a rerun does not pay for it again
+    assert "already spent by this run, its replies kept in the cache: a rerun pays only for what is missing" in str(
+        refused.value
+    )
 
 
 def test_the_batch_journal_is_read_once_to_resume_and_once_per_round(tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ from retrieval_bench.embedding.backends import Encoder, load_encoder, runtime_ve
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, in_project, read_shards, space_digest, text_keys
 from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
 from retrieval_bench.embedding.settings import EmbedSettings
+from retrieval_bench.embedding.token_limit import TokenLimit, token_limit
 
 Log = Callable[[str], None]
 
@@ -87,6 +88,7 @@ class EmbedStats:
     encoder: str | None
     shared: int = 0  # of `cached`: found in another cache (another chunking's of the embedder, the 0.2.0 location)
     batch_times: tuple[BatchTime, ...] = ()  # the local encoder's batches in order (none on Ray: embed_cost)
+    token_limit: TokenLimit | None = None  # how many texts the encoder cuts (None: not known)
 
     def line(self, unit: str) -> str:
         line = f"{self.texts} {unit}s ({self.unique} distinct): {self.cached} from the cache"
@@ -96,6 +98,8 @@ class EmbedStats:
         if self.embedded:
             rate = self.embedded / self.seconds if self.seconds > 0 else float("inf")
             line += f" in {self.seconds:.1f}s ({rate:.1f} {unit}s/s; {self.encoder})"
+        if self.token_limit is not None and self.token_limit.cut:
+            line += f"; warning: {self.token_limit.line(unit)}"
         return line
 
 
@@ -354,6 +358,7 @@ def embed_texts(
         description,
         len(shared),
         batch_times,
+        token_limit(list(unique.values()), model_path, settings.max_seq_length, prompt),
     )
     return np.stack([found[key] for key in keys]).astype(np.float32, copy=False), stats
 

@@ -202,10 +202,17 @@ def pool_pairs(
                     )
         pairs.extend(found.values())
     if log is not None:
+        asked = {str(row["qid"]) for row in golden}
+        unknown = {label: len(set(top) - asked) for label, top in tops.items() if set(top) - asked}
         log(
             f"{len(pairs)} pooled pairs from the top {depth} of {', '.join(runs)}; {counts['skipped_gold']} gold chunks "
             "or their copies left out"
             + (f", {counts['unknown_chunks']} chunk ids not in the chunk table" if counts["unknown_chunks"] else "")
+            + "".join(
+                f"; {n} question ids of {label} are not in the golden set (a run of another golden set?): "
+                "nothing pooled from them"
+                for label, n in unknown.items()
+            )
         )
     return pairs
 

@@ -28,6 +28,7 @@ Each estimate's standard error is clustered by document, each set on its own.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -213,9 +214,34 @@ def permutation_assignments(
     groups_reference: int, groups_synthetic: int, draws: int, seed: int | tuple[int, int]
 ) -> np.ndarray:
     """(draws, G_r + G_s) booleans: the pooled clusters each draw gives the reference (G_r of them)."""
+    return np.concatenate(list(_assignment_blocks(groups_reference, groups_synthetic, draws, seed, draws)))
+
+
+ASSIGNMENT_BLOCK = 2_000_000  # draws x clusters drawn at once: ~16 MB of keys, ~40 MB with their order
+
+
+def _assignment_blocks(
+    groups_reference: int, groups_synthetic: int, draws: int, seed: int | tuple[int, int], rows: int
+) -> Iterator[np.ndarray]:
+    """permutation_assignments' rows, `rows` at a time: the same draws (a generator's stream goes on
+    from one call to the next), in bounded memory however many clusters (10,000 real queries took
+    3.5 GB at once)."""
     total = groups_reference + groups_synthetic
-    keys = np.random.default_rng(seed).random((draws, total))
-    return np.argsort(keys, axis=1) < groups_reference if draws else np.zeros((0, total), bool)
+    rng = np.random.default_rng(seed)
+    if not draws:
+        yield np.zeros((0, total), bool)
+    for start in range(0, draws, max(rows, 1)):
+        yield np.argsort(rng.random((min(rows, draws - start), total)), axis=1) < groups_reference
+
+
+def max_t_null_in_blocks(
+    reference: Side, synthetic: Side, weights: np.ndarray, draws: int, seed: int | tuple[int, int]
+) -> np.ndarray:
+    """max_t_null over permutation_assignments(..., draws, seed), a block of draws at a time."""
+    groups = (int(reference.clusters.max()) + 1, int(synthetic.clusters.max()) + 1)
+    rows = ASSIGNMENT_BLOCK // max(sum(groups), 1)
+    blocks = _assignment_blocks(*groups, draws, seed, rows)
+    return np.concatenate([max_t_null(reference, synthetic, weights, block) for block in blocks])
 
 
 def studentized(diff: np.ndarray, se: np.ndarray, margin: np.ndarray | float = 0.0) -> np.ndarray:
@@ -249,15 +275,13 @@ def null_until_decided(
     verdict far from the bar costs one block, one near it as many as it takes to stop depending
     on the seed."""
     reference, synthetic = sides
-    groups = (int(reference.clusters.max()) + 1, int(synthetic.clusters.max()) + 1)
-    blocks = [max_t_null(reference, synthetic, weights, permutation_assignments(*groups, permutations, seed))]
+    blocks = [max_t_null_in_blocks(reference, synthetic, weights, permutations, seed)]
     while len(blocks) < MAX_BLOCKS and permutations:
         null = np.concatenate(blocks)
         p = (1 + int((null >= observed_max).sum())) / (1 + len(null))
         if abs(p - ALPHA) > MC_BAND * math.sqrt(ALPHA * (1 - ALPHA) / len(null)):
             break
-        assignments = permutation_assignments(*groups, permutations, (seed, len(blocks)))
-        blocks.append(max_t_null(reference, synthetic, weights, assignments))
+        blocks.append(max_t_null_in_blocks(reference, synthetic, weights, permutations, (seed, len(blocks))))
     return np.concatenate(blocks)
 
 

@@ -211,6 +211,14 @@ def _judged_view(
     judged_names = [(name, column) for name, column in names if JUDGED + column in a and JUDGED + column in b]
     if not judged_names:
         return {}, False
+    # the pool is per question, whichever system is scored: one pool gives both sides the same counts
+    if "n_pooled" in a and "n_pooled" in b and not _same(a["n_pooled"], b["n_pooled"]):
+        warnings.append(
+            f"the judged views rest on different pools ({int(a['n_pooled'].sum())} pooled pairs in A, "
+            f"{int(b['n_pooled'].sum())} in B: another judge.pool or judge settings, or the judge off on one side): "
+            "their deltas compare judgements as much as systems; judge both sides with one pool (judge.pool "
+            "naming both runs, e.g. rev:<A>) before reading them"
+        )
     if all(_same(t[column], t[JUDGED + column]) for _, column in judged_names for t in (a, b)):
         return {name: {**strict[name], "column": JUDGED + column} for name, column in judged_names}, True
     named = [(name, JUDGED + column) for name, column in judged_names]
@@ -356,7 +364,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--level",
         type=float,
         default=0.95,
-        help="confidence level of the intervals; a delta is significant at p < 1 - level (default: 0.95)",
+        help=(
+            "confidence level of the intervals; a delta is significant at p < 1 - level (the minimum "
+            "detectable change and the segment regressions stay at alpha 0.05) (default: 0.95)"
+        ),
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="random seed of the bootstrap and the permutations (default: 0)"

@@ -119,10 +119,17 @@ def check_cost(est: Estimate, settings: Settings, spent: float = 0.0, wording: W
     check_finite_cost(spent + planned, limit, section)
     if spent + planned > limit:
         what = "upper bound" if est.batch else "estimate"
+        # a later round (rejected replies asked again): what this run paid is kept, and the limit is per run
+        already = (
+            f" ({usd(spent)} of it already spent by this run, its replies kept in the cache: a rerun pays only for "
+            f"what is missing, under its own {section}.max_cost_usd)"
+            if spent > 0
+            else ""
+        )
         raise InputError(
             f"the cost {what} {usd(spent + planned, against=limit)} for {est.requests} {wording.noun} is above "
-            f"{section}.max_cost_usd {usd(limit, against=spent + planned)}; raise {section}.max_cost_usd, lower {wording.fewer}"
-            + _cheaper_route(settings, est.batch)
+            f"{section}.max_cost_usd {usd(limit, against=spent + planned)}{already}; raise {section}.max_cost_usd, "
+            f"lower {wording.fewer}" + _cheaper_route(settings, est.batch)
         )
 
 
