@@ -6,7 +6,10 @@ evaluator on the same model and data, side by side.
 
 Data. A BEIR folder cut from SciFact's test split: every document a test query judges relevant,
 then the corpus's other documents in file order up to --docs (0: the whole corpus, 5,183), and the
-300 test queries; both sides read exactly these.
+300 test queries; both sides read exactly these. --docs below the 283 judged abstracts is raised
+to them; and below about 350 texts the embed stage's own batches cannot fill the leaderboard's
+cost rounds (costs.rounds x 64 chunks), so it times a 64-chunk sample again and again: the ratio
+then counts that extra embedding (2.2x at --docs 30) and is no measure of the pipeline at scale.
 
 Pipeline side. A fresh copy of the project each round (bench/common.copy_project: git + DVC, no
 DVC cache, no embedding cache: cold), the reproduction's own params (reproduce_scifact.PINNED over

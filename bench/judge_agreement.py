@@ -130,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     from retrieval_bench.core.params import load_all_params
     from retrieval_bench.corpus.load import LoadSettings, load_corpus
     from retrieval_bench.goldenset.judge import JudgeSettings, Pair, judge_pool, read_prompt
+    from retrieval_bench.llm.providers.registry import named
+    from retrieval_bench.llm.transport.credentials import endpoint_for
 
     all_params = load_all_params(ROOT / "params.yaml")
     params = all_params["judge"]
@@ -147,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    # the key (or a base_url) the provider needs, checked before minutes of embedding and search
+    endpoint_for(named(settings.provider, "judge"), settings.section.get("base_url"), section="judge")
     corpus = load_corpus(scifact, LoadSettings(split="test"))
     labels = corpus.labels[: args.queries]
     chunks = corpus.chunks

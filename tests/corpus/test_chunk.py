@@ -55,3 +55,16 @@ def test_whitespace_and_bad_settings():
         chunk_spans("text", 0, 0)
     with pytest.raises(ValueError):
         chunk_spans("text", 10, 10)
+
+
+def test_text_without_spaces_ends_chunks_at_full_width_sentence_ends_and_keeps_the_overlap():
+    """Chinese and Japanese put no space between sentences or words: chunks were cut at exact
+    character counts mid-sentence, and the overlap was lost (the next start moved to the chunk's end)."""
+    sentence = "東京は日本の首都であり、政治と経済の中心です。人口は約千四百万人で、世界有数の大都市です。"
+    text = sentence * 10
+    spans = chunk_spans(text, 100, 30)
+    assert all(text[end - 1] == "。" for _, end in spans[:-1])
+    assert all(0 < previous_end - start <= 40 for (_, previous_end), (start, _) in zip(spans, spans[1:]))
+    assert spans[-1][1] == len(text) and all(end - start <= 100 for start, end in spans)
+    # text with spaces is cut as before: a word start, never mid-word
+    assert chunk_spans("alpha beta. gamma delta epsilon", 20, 8) == [(0, 11), (6, 23), (18, 31)]

@@ -233,6 +233,7 @@ def test_texts_longer_than_the_models_limit_are_counted_and_said_even_from_the_c
     independent = [len(ids) > 256 for ids in AutoTokenizer.from_pretrained(path)(texts)["input_ids"]]
     limit = token_limit(texts, path, None)
     assert limit is not None and (limit.cut, limit.limit) == (sum(independent), 256) == (2, 256)
+    assert token_limit(texts, path, 64).line("chunk").startswith("2 of 3 distinct chunks are cut at the 64 tokens")
     assert token_limit(texts, path, 1024).cut == sum(
         len(ids) > 1024 for ids in AutoTokenizer.from_pretrained(path)(texts)["input_ids"]
     )

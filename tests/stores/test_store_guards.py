@@ -291,3 +291,19 @@ def test_a_server_url_without_a_port_is_vouched_for_at_the_port_the_client_uses(
         api_key(address)
     monkeypatch.setenv(STORE_URL_ENV, f"http://store.internal:{port}")
     assert api_key(address) == SECRET
+
+
+def test_a_stores_chunks_without_offsets_join_their_document_in_numeric_id_order_and_it_is_said(tmp_path):
+    """ids manual-1 .. manual-11 of one document were joined 1, 10, 11, 2, ...: the document the
+    other chunkings and the generated questions are cut from was shuffled without a word."""
+    from retrieval_bench.corpus.store_source import load_store_corpus
+
+    n = 11
+    ids = [f"manual-{i}" for i in range(1, n + 1)]
+    texts = [f"Step {i} of the manual." for i in range(1, n + 1)]
+    vectors = np.eye(n, 16, dtype=np.float32)
+    address = f"sqlite-vec:{tmp_path / 'chunks.db'}?collection=manual"
+    registry.create_collection(parse_address(address), ids, texts, [{"doc_id": "manual.md"}] * n, vectors, None)
+    corpus = load_store_corpus(address)
+    assert corpus.documents["text"][0] == "\n\n".join(texts)
+    assert any("no offsets" in note and "numeric order" in note for note in corpus.notes)

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from retrieval_bench.core.paths import DEFAULT as DEFAULT_CHUNKING
 
 # Preferred places to end a chunk, best first: a paragraph break, a sentence end, any whitespace.
-_BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"[.!?:;][\"')\]]?\s"), re.compile(r"\s"))
+# A full-width sentence end (Chinese, Japanese) needs no space after it: those scripts put none
+# between sentences or words.
+_BREAKS = (
+    re.compile(r"\n\s*\n"),
+    re.compile(r"[.!?:;][\"')\]]?\s|[。！？；][」』）\]]?"),
+    re.compile(r"\s"),
+)
+
+
+def _unspaced(character: str) -> bool:
+    """A wide character (CJK ideographs, kana, full-width punctuation): a script without spaces
+    between words, where any two characters have a word boundary between them."""
+    return unicodedata.east_asian_width(character) in ("W", "F")
 
 
 def _break_point(text: str, start: int, hard_end: int, min_len: int) -> int:
@@ -46,7 +59,9 @@ def chunk_spans(text: str, chars: int, overlap: int) -> list[tuple[int, int]]:
             break
         next_start = max(end - overlap, start + 1)
         # Move forward to the start of a word, but never past the end of this chunk.
-        while next_start < end and not text[next_start - 1].isspace():
+        while next_start < end and not (
+            text[next_start - 1].isspace() or _unspaced(text[next_start - 1]) or _unspaced(text[next_start])
+        ):
             next_start += 1
         start = _skip_space(text, next_start)
     return spans

@@ -11,6 +11,8 @@ keeps, so an unchanged collection always gives the same data/chunks.parquet.
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError
@@ -29,8 +31,17 @@ def document_fields(address: StoreAddress) -> dict[str, str]:
     return {key: field for key, field in named.items() if field}
 
 
+_DIGITS = re.compile(r"\d+")
+
+
+def _natural(ids: pd.Series) -> pd.Series:
+    """Sort keys of chunk ids with their numbers in numeric order (manual-2 before manual-10):
+    without offsets this is the order a document's chunks are joined in, and a store keeps no other."""
+    return ids.astype(str).map(lambda chunk_id: _DIGITS.sub(lambda number: number.group().zfill(20), chunk_id))
+
+
 def read_store_chunks(address: StoreAddress) -> pd.DataFrame:
-    """chunk_id, text and the document fields some chunk has, in chunk id order."""
+    """chunk_id, text and the document fields some chunk has, in chunk id order (_natural)."""
     fields = document_fields(address)
     columns: dict[str, list] = {"chunk_id": [], "text": [], **{key: [] for key in fields}}
     store = open_store(address)
@@ -47,13 +58,20 @@ def read_store_chunks(address: StoreAddress) -> pd.DataFrame:
     if not columns["chunk_id"]:
         raise InputError(f"{address}: the collection holds no chunks")
     present = {key: values for key, values in columns.items() if any(value is not None for value in values)}
-    return pd.DataFrame(present).sort_values("chunk_id", kind="stable", ignore_index=True)
+    return pd.DataFrame(present).sort_values("chunk_id", kind="stable", ignore_index=True, key=_natural)
 
 
 def load_store_corpus(source: str) -> Corpus:
     """The Corpus of the store at address `source` (load.source); no labels."""
     address = parse_address(source)
     notes: list[str] = []
-    documents, chunks = ready_chunks_corpus(read_store_chunks(address), address, notes)
+    records = read_store_chunks(address)
+    if "doc_id" in records and not {"start", "end"} & set(records.columns):
+        notes.append(
+            "the chunks have a doc_id but no offsets: each document is rebuilt from its chunks joined in chunk-id "
+            "order (numbers in numeric order), as the store keeps no other; give start/end metadata for the documents "
+            "as they were"
+        )
+    documents, chunks = ready_chunks_corpus(records, address, notes)
     note_repeated_texts(chunks, notes)
     return Corpus(documents=documents, chunks=chunks, notes=notes)

@@ -99,7 +99,7 @@ class EmbedStats:
             rate = self.embedded / self.seconds if self.seconds > 0 else float("inf")
             line += f" in {self.seconds:.1f}s ({rate:.1f} {unit}s/s; {self.encoder})"
         if self.token_limit is not None and self.token_limit.cut:
-            line += f"; warning: {self.token_limit.line(unit)}"
+            line += f"; {self.token_limit.line(unit)}"
         return line
 
 

@@ -116,8 +116,12 @@ class Shard:
         are unit vectors), they are finite and not all zeros."""
         stored = np.memmap(self.vec_path, dtype=DTYPE, mode="r", offset=HEADER_BYTES, shape=(len(self.keys), self.dim))
         rows = np.array(stored[indices])
+        norms = np.empty(len(rows))
         with np.errstate(all="ignore"):
-            norms = np.linalg.norm(rows.astype(np.float64), axis=1)
+            for start in range(0, len(rows), BLOCK_ROWS):  # a float64 copy of a block, not of every row
+                norms[start : start + BLOCK_ROWS] = np.linalg.norm(
+                    rows[start : start + BLOCK_ROWS].astype(np.float64), axis=1
+                )
         sound = np.isfinite(rows).all(axis=1) & (norms > 0)
         if self.sums is None:
             sound &= np.abs(norms - 1.0) <= UNIT_TOLERANCE

@@ -13,18 +13,25 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class TokenLimit:
-    """`cut` of `texts` are longer than the encoder's `limit` tokens (with its special tokens)."""
+    """`cut` of `texts` are longer than the encoder's `limit` tokens (with its special tokens);
+    `chosen`: the limit is max_seq_length's, set on purpose, not the model's own."""
 
     cut: int
     texts: int
     limit: int
     longest: int  # tokens of the longest text
+    chosen: bool = False
 
     def line(self, unit: str) -> str:
+        if self.chosen:
+            return (
+                f"{self.cut} of {self.texts} distinct {unit}s are cut at the {self.limit} tokens max_seq_length "
+                f"sets (the longest {self.longest} tokens)"
+            )
         return (
-            f"{self.cut} of {self.texts} distinct {unit}s are longer than the model's {self.limit}-token limit "
-            f"(the longest {self.longest} tokens) and are embedded from their first {self.limit} tokens only: "
-            "shorter chunks (a chunking's chars), or a model that reads more (max_seq_length, up to the model's own)"
+            f"warning: {self.cut} of {self.texts} distinct {unit}s are longer than the model's {self.limit}-token "
+            f"limit (the longest {self.longest} tokens) and are embedded from their first {self.limit} tokens only: "
+            "shorter chunks (a chunking's chars), or a model that reads more"
         )
 
 
@@ -59,4 +66,4 @@ def token_limit(
     tokenizer.no_truncation()
     tokenizer.no_padding()
     lengths = [len(encoding.ids) for encoding in tokenizer.encode_batch([prompt + text for text in texts])]
-    return TokenLimit(sum(length > limit for length in lengths), len(texts), limit, max(lengths))
+    return TokenLimit(sum(length > limit for length in lengths), len(texts), limit, max(lengths), bool(max_seq_length))
