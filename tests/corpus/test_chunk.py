@@ -66,5 +66,7 @@ def test_text_without_spaces_ends_chunks_at_full_width_sentence_ends_and_keeps_t
     assert all(text[end - 1] == "。" for _, end in spans[:-1])
     assert all(0 < previous_end - start <= 40 for (_, previous_end), (start, _) in zip(spans, spans[1:]))
     assert spans[-1][1] == len(text) and all(end - start <= 100 for start, end in spans)
-    # text with spaces is cut as before: a word start, never mid-word
+    # text with spaces is cut as before: a word start, never mid-word; Korean too (it spaces its words)
     assert chunk_spans("alpha beta. gamma delta epsilon", 20, 8) == [(0, 11), (6, 23), (18, 31)]
+    korean = "서울은 한국의 수도이며 가장 큰 도시입니다. " * 5
+    assert all(start == 0 or korean[start - 1] == " " for start, _ in chunk_spans(korean, 60, 15))

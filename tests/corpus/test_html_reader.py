@@ -81,3 +81,26 @@ def test_a_selector_the_reader_does_not_take_is_one_line_naming_the_key(bad):
 )
 def test_what_browsers_do_with_left_out_end_tags_keeps_the_text(page, text):
     assert html_text(page) == text
+
+
+@pytest.mark.parametrize(
+    ("page", "text"),
+    [
+        ("line one</p>line two</div>line three", "line one\nline two\nline three"),  # stray end tags separate
+        ("gamma</li>delta", "gamma\ndelta"),
+        ("<p>before<nav>menu</p>still menu?</nav>after", "before\n\nafter"),  # <nav> ends the <p>, not </p> the nav
+        ("<ul><li>a<li>b</ul><p>one<p>two", "a\nb\n\none\ntwo"),
+        ("<table><tr><td>a<td>b<tr><td>c<td>d</table>", "a b\nc d"),
+    ],
+)
+def test_end_tags_left_out_or_left_over_end_elements_as_a_browser_does(page, text):
+    assert html_text(page) == text
+
+
+def test_unclosed_paragraphs_do_not_pile_up():
+    """Every <p> left open stayed on the stack and each end tag searched it: a 1 MB page took 12 s."""
+    from retrieval_bench.corpus.documents import _HtmlText
+
+    parser = _HtmlText([])
+    parser.feed("<div>" + "<p>para <b>bold</b> text" * 5000)
+    assert parser.open == ["div", "p"] and "".join(parser.pieces).count("bold") == 5000

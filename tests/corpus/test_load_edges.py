@@ -139,6 +139,8 @@ def test_a_csv_row_with_fewer_fields_than_the_header_is_one_line_not_a_lost_text
     with pytest.raises(InputError) as raised:
         read_ready_chunks(tmp_path / "t.csv", "id", "text")
     assert "t.csv:4: 1 fields where the header names 2" in str(raised.value)
+    (tmp_path / "spaces.csv").write_text("id,text\nc1,hello world\n   \nc2,second\n")  # a line of spaces: skipped
+    assert read_ready_chunks(tmp_path / "spaces.csv", "id", "text")["chunk_id"].tolist() == ["c1", "c2"]
     long = "word " * 40_000  # 200 KB in one field: over the csv module's default limit
     (tmp_path / "long.csv").write_text(f'id,text\nc1,"{long}"\n\nc2,short\n')
     assert read_ready_chunks(tmp_path / "long.csv", "id", "text")["chunk_id"].tolist() == ["c1", "c2"]
@@ -158,6 +160,7 @@ def test_an_empty_beir_corpus_is_one_line(tmp_path):
         (10**12, "chunk b: ends at 1,000,000,000,005 while the chunks of document 'd' hold 10 characters"),
         (2**63 + 5, "chunk b: 'start' is 9223372036854775813, beyond any document"),
         (20_000_000, "chunk b: ends at 20,000,005 while the chunks of document 'd' hold 10 characters"),
+        ("9" * 5000, "chunk b: 'start' is a 5000-digit number, beyond any document"),  # int() refuses: a traceback
     ],
 )
 def test_offsets_far_beyond_the_chunks_text_are_one_line_not_a_memory_error(tmp_path, start, expected):
@@ -166,10 +169,13 @@ def test_offsets_far_beyond_the_chunks_text_are_one_line_not_a_memory_error(tmp_
 
     from retrieval_bench.corpus.load import load_corpus
 
-    frame = pd.DataFrame(
-        {"id": ["a", "b"], "text": ["hello", "world"], "doc_id": "d", "start": np.array([0, start], dtype=np.uint64)}
-    )
-    frame.to_parquet(tmp_path / "c.parquet")
+    starts = np.array([0, start], dtype=np.uint64) if isinstance(start, int) else ["0", start]
+    frame = pd.DataFrame({"id": ["a", "b"], "text": ["hello", "world"], "doc_id": "d", "start": starts})
+    path = tmp_path / ("c.parquet" if isinstance(start, int) else "c.csv")
+    if path.suffix == ".parquet":
+        frame.to_parquet(path)
+    else:
+        frame.to_csv(path, index=False)
     with pytest.raises(InputError) as raised:
-        load_corpus(tmp_path / "c.parquet")
+        load_corpus(path)
     assert expected in str(raised.value)

@@ -1,5 +1,8 @@
 """The question cache survives a crash mid-write: a torn last line is skipped and repaired."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from retrieval_bench.core.errors import InputError
@@ -116,3 +119,67 @@ def test_opening_a_writer_on_a_whole_cache_reads_only_its_last_byte(tmp_path, mo
     assert sum(bytes_read) <= 1
     monkeypatch.undo()
     assert len(read_cache(path)) == 1001
+
+
+def _record(key: str, question: str) -> dict:
+    return {
+        "key": key,
+        "question": question,
+        "evidence": "e",
+        "passage_sha256": "p",
+        "model": "m",
+        "prompt_sha256": "s",
+    }
+
+
+def test_the_mirror_restores_each_lacking_record_once_after_a_torn_tail_and_a_dry_run_writes_nothing(
+    tmp_path, monkeypatch
+):
+    """A review's cases: a torn last line of the cache (a run killed mid-write) stayed in the middle
+    once records were appended after it (an invalid line for every later run, fatal in a journal);
+    a key two experiments paid for was restored twice; a dry run quoted money the run would not pay."""
+    from retrieval_bench.llm.cache.replies import journal_path_for, mirror_of, restore_from_mirror
+
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path / "project"))
+    monkeypatch.chdir(tmp_path)
+    cache = Path("data/question_cache.jsonl")
+    for key in ("k1", "k2", "k2"):  # k2 paid twice by experiments running at once
+        with CacheWriter(cache) as writer:
+            writer.append(_record(key, f"question {key}"))
+        cache.unlink()
+        journal_path_for(cache).unlink(missing_ok=True)
+    mirror = mirror_of(cache)
+    assert mirror == tmp_path / "project/.dvc/tmp/retrieval-bench/paid/data/question_cache.jsonl"
+    assert mirror.read_text().count('"key": "k2"') == 2
+    cache.parent.mkdir(exist_ok=True)
+    cache.write_bytes(json.dumps(_record("k0", "mine")).encode() + b"\n" + b'{"key": "k9", "quest')  # torn tail
+    said: list[str] = []
+    restore_from_mirror(cache, "questions already paid for", said.append, dry_run=True)
+    assert cache.read_bytes().endswith(b'"quest') and "holds 2 questions already paid for the cache lacks" in said[0]
+    restore_from_mirror(cache, "questions already paid for", said.append)
+    assert "restored 2 questions already paid for" in said[-1]
+    assert list(read_cache(cache)) == ["k0", "k1", "k2"] and cache.read_text().count("\n") == 3
+
+
+def test_a_line_of_the_mirror_that_is_no_sound_record_is_never_copied(tmp_path, monkeypatch):
+    """A damaged line (a torn write mid-file, a failing checksum) has no key read_cache takes: it
+    was copied on every run and, through dvc.lock's version, doubled each time (1, 3, 7, 15)."""
+    from retrieval_bench.llm.cache.replies import journal_path_for, merge, mirror_of, restore_from_mirror
+
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path / "project"))
+    monkeypatch.chdir(tmp_path)
+    cache = Path("data/question_cache.jsonl")
+    with CacheWriter(cache) as writer:
+        writer.append(_record("k1", "question k1"))
+    mirror = mirror_of(cache)
+    edited = json.loads(mirror.read_text().splitlines()[0]) | {"question": "edited"}  # fails its checksum
+    with open(mirror, "ab") as handle:
+        handle.write(b'{"key": "k2", "quest\n' + json.dumps(edited).encode() + b"\n")
+    cache.write_text("")
+    for _ in range(3):
+        restore_from_mirror(cache, "questions", lambda line: None)
+    assert list(read_cache(cache)) == ["k1"] and cache.read_text().count("\n") == 1
+    journal = journal_path_for(cache)
+    assert merge(journal, b'{"event": "submitted", "batch_id": "b1"}\n{not json\n', keyed=False) == 1
+    assert merge(journal, b'{"event": "submitted", "batch_id": "b1"}\n', keyed=False) == 0
+    assert [event["batch_id"] for event in read_journal(journal)] == ["b1"]

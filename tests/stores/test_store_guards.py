@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import set_params
 from stage_helpers import assert_one_line_error, stage, stage_in_process
@@ -307,3 +308,8 @@ def test_a_stores_chunks_without_offsets_join_their_document_in_numeric_id_order
     corpus = load_store_corpus(address)
     assert corpus.documents["text"][0] == "\n\n".join(texts)
     assert any("no offsets" in note and "numeric order" in note for note in corpus.notes)
+    # a total order, whatever order the store pages them in, numbers of any length
+    from retrieval_bench.corpus.store_source import _natural
+
+    ids = pd.Series(["p-1" + "0" * 25, "doc-1", "doc-01", "p-" + "9" * 25])
+    assert [ids[i] for i in _natural(ids).argsort()] == ["doc-01", "doc-1", "p-" + "9" * 25, "p-1" + "0" * 25]

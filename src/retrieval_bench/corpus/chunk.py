@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import unicodedata
 
 from retrieval_bench.core.paths import DEFAULT as DEFAULT_CHUNKING
 
@@ -17,10 +16,17 @@ _BREAKS = (
 )
 
 
+# Scripts written without spaces between words (Han, kana, Thai, Lao, Khmer, Myanmar) and CJK
+# punctuation and full-width forms: any two of their characters have a word boundary between
+# them. Not Hangul: Korean puts spaces between words.
+_UNSPACED = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3000-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f]"
+)
+
+
 def _unspaced(character: str) -> bool:
-    """A wide character (CJK ideographs, kana, full-width punctuation): a script without spaces
-    between words, where any two characters have a word boundary between them."""
-    return unicodedata.east_asian_width(character) in ("W", "F")
+    return _UNSPACED.match(character) is not None
 
 
 def _break_point(text: str, start: int, hard_end: int, min_len: int) -> int:

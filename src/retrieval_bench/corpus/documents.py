@@ -82,17 +82,38 @@ class _HtmlText(HTMLParser):
     )
     CELLS = {"td", "th", "option"}
     VOID = set("area base br col embed hr img input link meta param source track wbr".split())
+    # Elements whose end tag HTML lets a writer leave out, ended by the start of the next one as a
+    # browser ends them: (the start tags that end them, the elements a search for them stops at).
+    # Without this an unclosed <p> per paragraph piles up on the stack.
+    _CLOSES_P = set(
+        "address article aside blockquote details div dl fieldset figcaption figure footer form h1 h2 h3 h4 h5 h6 "
+        "header hr main menu nav ol p pre section table ul".split()
+    )
+    IMPLIED = (
+        (_CLOSES_P, {"p"}, {"table", "td", "th", "caption", "button", "template"}),
+        ({"li"}, {"li"}, {"ul", "ol", "menu"}),
+        ({"dt", "dd"}, {"dt", "dd"}, {"dl"}),
+        ({"td", "th"}, {"td", "th"}, {"tr", "table"}),
+        ({"tr"}, {"tr"}, {"table", "thead", "tbody", "tfoot"}),
+        ({"option"}, {"option"}, {"select", "datalist", "optgroup"}),
+    )
 
     def __init__(self, skip: list[Selector]) -> None:
         super().__init__(convert_charrefs=True)
         self.pieces: list[str] = []
         self.skip = skip
         self.open: list[str] = []  # the open elements, outermost first
+        self.counts: Counter[str] = Counter()  # how many of each tag are open: a lookup, not a scan
         self.hidden_at: int | None = None  # where on the stack the outermost hidden element is
         self.skipping_at: int | None = None  # where the skipped block is
 
+    @property
+    def shown(self) -> bool:
+        return self.hidden_at is None and self.skipping_at is None
+
     def _close(self, depth: int) -> None:
         """End every element from `depth` on the stack: the hidden or skipped ones among them too."""
+        self.counts.subtract(self.open[depth:])
         del self.open[depth:]
         if self.hidden_at is not None and self.hidden_at >= depth:
             self.hidden_at = None
@@ -100,16 +121,29 @@ class _HtmlText(HTMLParser):
             self.skipping_at = None
             self.pieces.append("\n")
 
+    def _end_implied(self, tag: str) -> None:
+        """End the open element `tag`'s start ends (an unclosed <p>, <li>, <td>, ...), if any."""
+        for starts, ended, stops in self.IMPLIED:
+            if tag in starts and any(self.counts[name] > 0 for name in ended):
+                for depth in range(len(self.open) - 1, -1, -1):
+                    if self.open[depth] in stops:
+                        break
+                    if self.open[depth] in ended:
+                        self._close(depth)
+                        break
+
     def handle_starttag(self, tag: str, attrs: list) -> None:
         head = self.hidden_at is not None and self.open[self.hidden_at] == "head"
         if head and tag not in self.HEAD_CONTENT:  # the body has begun
             self._close(self.hidden_at)  # type: ignore[arg-type]
         if tag == "body":
             return
+        self._end_implied(tag)
         depth = len(self.open)
         if tag not in self.VOID:
             self.open.append(tag)
-        if self.hidden_at is not None or self.skipping_at is not None:
+            self.counts[tag] += 1
+        if not self.shown:
             return
         if tag in self.HIDDEN and tag not in self.VOID:
             self.hidden_at = depth
@@ -122,20 +156,17 @@ class _HtmlText(HTMLParser):
             self.pieces.append(" ")
 
     def handle_endtag(self, tag: str) -> None:
-        if tag not in self.open:
-            if tag == "br" and self.hidden_at is None and self.skipping_at is None:
-                self.pieces.append("\n")  # </br> is read as <br>
-            return
-        depth = len(self.open) - 1 - self.open[::-1].index(tag)
-        shown = self.hidden_at is None and self.skipping_at is None
-        self._close(depth)
+        shown = self.shown
+        if self.counts[tag] > 0:
+            self._close(len(self.open) - 1 - self.open[::-1].index(tag))
+        # an end tag with nothing open to end still separates what it stands between (</p>, </br>)
         if shown and tag in self.BLOCKS:
             self.pieces.append("\n")
         elif shown and tag in self.CELLS:
             self.pieces.append(" ")
 
     def handle_data(self, data: str) -> None:
-        if self.hidden_at is None and self.skipping_at is None:
+        if self.shown:
             self.pieces.append(data)
 
 

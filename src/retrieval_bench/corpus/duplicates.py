@@ -127,11 +127,11 @@ def find_duplicates(chunks: pd.DataFrame, near: bool = True, min_jaccard: float 
         sets = [shingles(texts[i]) for i in distinct]
         below: set[tuple[int, int]] = set()  # pairs compared and found apart: not compared again in another band
         for members in _candidate_buckets(_signatures(sets)):
-            rows = [distinct[x] for x in members]
+            in_table = [distinct[x] for x in members]
             for position, x in enumerate(members):
                 # a pair already in one group is not compared: a bucket of 3,000 templated pages
                 # took 97 s comparing every pair (quadratic), now its first member's pass
-                if len({root(i) for i in rows[position:]}) == 1:
+                if len({root(i) for i in in_table[position:]}) == 1:
                     break
                 for y in members[position + 1 :]:
                     i, j = distinct[x], distinct[y]

@@ -126,12 +126,12 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
 
 def _misfit_row(path: Path) -> tuple[int, int, int]:
     """(line, fields, header fields) of the first CSV row with another number of fields than the
-    header (a blank line is none: pandas skips it too); line 0 when every row fits."""
+    header (a blank line, or one of spaces, is none: pandas skips it too); line 0 when every row fits."""
     with open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle)
         named = len(next(reader, []))
         for row in reader:
-            if row and len(row) != named:
+            if any(field.strip() for field in row) and len(row) != named:
                 return reader.line_num, len(row), named
     return 0, 0, named
 
@@ -292,6 +292,8 @@ def checked_offset(value: object, where: str, field: str) -> int:
     MAX_UNCOVERED past what chunks can cover (a larger one is no offset into one document)."""
     offset = None
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():  # not "²", which int() refuses
+        if len(value.strip().lstrip("0")) > len(str(MAX_OFFSET)):  # int() refuses over 4,300 digits: said first
+            raise InputError(f"{where}: {field!r} is a {len(value.strip())}-digit number, beyond any document")
         offset = int(value)
     elif isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= 0:
         offset = int(value)

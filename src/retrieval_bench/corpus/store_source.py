@@ -35,9 +35,15 @@ _DIGITS = re.compile(r"\d+")
 
 
 def _natural(ids: pd.Series) -> pd.Series:
-    """Sort keys of chunk ids with their numbers in numeric order (manual-2 before manual-10):
-    without offsets this is the order a document's chunks are joined in, and a store keeps no other."""
-    return ids.astype(str).map(lambda chunk_id: _DIGITS.sub(lambda number: number.group().zfill(20), chunk_id))
+    """Sort keys of chunk ids with their numbers in numeric order (manual-2 before manual-10), of
+    any length, then the id itself (doc-1 before doc-01: a total order, whatever order the store
+    pages them in): without offsets this is the order a document's chunks are joined in."""
+
+    def numeric(number: re.Match) -> str:
+        digits = number.group().lstrip("0") or "0"
+        return f"{len(digits):05d}{digits}"  # the longer number is the larger: its length first
+
+    return ids.astype(str).map(lambda chunk_id: f"{_DIGITS.sub(numeric, chunk_id)}\0{chunk_id}")
 
 
 def read_store_chunks(address: StoreAddress) -> pd.DataFrame:

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+BLOCK = 1_000  # texts tokenized at once
+
 
 @dataclass(frozen=True)
 class TokenLimit:
@@ -65,5 +67,8 @@ def token_limit(
         return None
     tokenizer.no_truncation()
     tokenizer.no_padding()
-    lengths = [len(encoding.ids) for encoding in tokenizer.encode_batch([prompt + text for text in texts])]
+    lengths = []
+    for start in range(0, len(texts), BLOCK):  # only lengths kept: an Encoding holds ~36 KB of offsets and tokens
+        block = tokenizer.encode_batch([prompt + text for text in texts[start : start + BLOCK]])
+        lengths += [len(encoding.ids) for encoding in block]
     return TokenLimit(sum(length > limit for length in lengths), len(texts), limit, max(lengths), bool(max_seq_length))

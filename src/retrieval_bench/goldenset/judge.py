@@ -247,8 +247,7 @@ def judge_pool(
     """Grade every pooled pair the cache lacks (see the module's docstring); the judged pool and
     the report. Raises JudgeDryRun after a dry run, StopGeneration on a clean stop."""
     section, template, max_attempts = dict(settings.section), prompt.template, settings.max_attempts
-    if not dry_run:
-        restore_from_mirror(cache_path, "judgements already paid for", log)
+    restore_from_mirror(cache_path, "judgements already paid for", log, dry_run)
     calls = Settings.from_params(section, section="judge")
     # The judge has no seed of its own: each request's seed derives from 0 and its key.
     meta = Meta.from_params(section, calls, prompt.sha256, EarlierKeys.of(read_cache(cache_path)), seed=0)

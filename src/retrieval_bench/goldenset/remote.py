@@ -107,8 +107,7 @@ def fetch_shared_cache(
     they differ. Raises InputError when `paying` and a version a default remote should hold cannot
     be read."""
     cache_path, dry_run, log = run.cache_path, run.dry_run, run.log
-    if not dry_run:
-        restore_from_mirror(Path(root) / cache_path, "questions already paid for", log)
+    restore_from_mirror(Path(root) / cache_path, "questions already paid for", log, dry_run)
     stale = stale_versions(root, lock_path, (cache_path, journal_path))
     if not stale:
         return

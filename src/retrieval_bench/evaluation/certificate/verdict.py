@@ -239,7 +239,7 @@ def max_t_null_in_blocks(
 ) -> np.ndarray:
     """max_t_null over permutation_assignments(..., draws, seed), a block of draws at a time."""
     groups = (int(reference.clusters.max()) + 1, int(synthetic.clusters.max()) + 1)
-    rows = ASSIGNMENT_BLOCK // max(sum(groups), 1)
+    rows = max(1, ASSIGNMENT_BLOCK // max(sum(groups), 1))
     blocks = _assignment_blocks(*groups, draws, seed, rows)
     return np.concatenate([max_t_null(reference, synthetic, weights, block) for block in blocks])
 

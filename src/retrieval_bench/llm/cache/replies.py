@@ -237,9 +237,12 @@ def raw_for_cache(text: str) -> str:
     )
 
 
+JOURNAL_FIELDS = ("event", "batch_id")
+
+
 def read_journal(path: str | Path) -> list[dict]:
     """The batch journal's events in order."""
-    return _read_append_log(path, "batch journal", ("event", "batch_id"))
+    return _read_append_log(path, "batch journal", JOURNAL_FIELDS)
 
 
 def pending_batches(events: list[dict]) -> list[dict]:
@@ -392,46 +395,55 @@ class CacheWriter:
 
 
 def merge(path: str | Path, data: bytes, keyed: bool) -> int:
-    """Append to `path` the records of `data` it lacks (by cache key when `keyed`, else by line);
-    a file with no records takes `data` as it is. Returns the number of records added."""
+    """Append to `path` the sound records of `data` it lacks (a cache record by key, checksum
+    verified, when `keyed`; else a batch journal event by line), each once; a line that is no sound
+    record is never copied (the next merge would copy it again, and a journal would stop every
+    run). A torn last line of `path` (a run killed mid-write) is cut first, as CacheWriter cuts it,
+    so no appended record follows a fragment. Returns the number of records added."""
     path = Path(path)
+    _repair_torn_tail(path)
     here = path.read_bytes() if path.exists() else b""
-    lines = [line for line in data.split(b"\n") if line.strip()]
-    if not here.strip():
-        with open(path, "wb") as handle:  # in place: the lock held on this file stays valid
-            handle.write(b"\n".join(lines) + b"\n" if lines else b"")
-            handle.flush()
-            os.fsync(handle.fileno())
-        return len(lines)
-    if keyed:
-        have = set(read_cache(path))
-        new = [line for line in lines if _line_key(line) not in have]
-    else:
-        have_lines = set(here.split(b"\n"))
-        new = [line for line in lines if line not in have_lines]
+    have: set[str | bytes] = set(read_cache(path)) if keyed else set(here.split(b"\n"))
+    new = []
+    for line in data.split(b"\n"):
+        identity = _sound_key(line) if keyed else (line if isinstance(_parsed(line, JOURNAL_FIELDS), dict) else None)
+        if identity is not None and identity not in have:  # a key two experiments paid for: restored once
+            have.add(identity)
+            new.append(line)
     if new:
-        with open(path, "ab") as handle:
-            handle.write((b"" if here.endswith(b"\n") else b"\n") + b"\n".join(new) + b"\n")
+        with open(path, "ab") as handle:  # appended in place: the lock held on this file stays valid
+            handle.write((b"" if not here or here.endswith(b"\n") else b"\n") + b"\n".join(new) + b"\n")
             handle.flush()
             os.fsync(handle.fileno())
     return len(new)
 
 
-def _line_key(line: bytes) -> str | None:
-    try:
-        return json.loads(line).get("key")
-    except (ValueError, AttributeError, RecursionError):  # not a record (read_cache names it)
+def _sound_key(line: bytes) -> str | None:
+    """The key of a line that read_cache would take (a record with a key and a question, whose
+    checksum, where it has one, holds); None for anything else."""
+    record = _parsed(line, ("key", "question")) if line.strip() else None
+    if not isinstance(record, dict) or (CHECKSUM in record and record[CHECKSUM] != record_checksum(record)):
         return None
+    return str(record["key"])
 
 
-def restore_from_mirror(cache_path: str | Path, what: str, log: Callable[[str], None]) -> None:
+def restore_from_mirror(cache_path: str | Path, what: str, log: Callable[[str], None], dry_run: bool = False) -> None:
     """Before anything is paid for: append to the cache at `cache_path` and to its batch journal
     the records this machine's mirror of each holds and they lack (`what`: what a cache record is,
-    for the log line). A torn last line of a mirror is left out (merge reads whole lines; read_cache
-    skips a torn one)."""
+    for the log line). A torn last line of a mirror is left out. A dry run writes nothing and says
+    how many questions the real run will restore rather than pay for."""
     logs = {Path(cache_path): True, journal_path_for(cache_path): False}
     mirrored = {path: mirror for path in logs if (mirror := mirror_of(path)) is not None and mirror.is_file()}
     if not mirrored:
+        return
+    if dry_run:
+        mirror = mirrored.get(Path(cache_path))
+        lacking = len(set(read_cache(mirror)) - set(read_cache(cache_path))) if mirror is not None else 0
+        if lacking:
+            log(
+                f"{cache_path}: this machine's copy ({PAID_MIRROR}) holds {lacking} {what} the cache lacks; a real run "
+                "restores them first, so this estimate counts them as to pay for"
+            )
         return
     with exclusive(cache_path, log):  # no other run appends meanwhile
         for path, mirror in mirrored.items():
