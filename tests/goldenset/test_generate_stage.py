@@ -6,8 +6,10 @@ exit status DVC sees, what the process writes); in this process (run_stage_here)
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -433,3 +435,38 @@ def test_an_experiments_copy_and_a_replaced_journal_pay_nothing_another_run_paid
         assert status == 0, err
         assert stub.batch_creates() == 1 and "resuming" in err
         assert f"{JOURNAL}: restored 2 batch journal events" in out
+
+
+def test_a_stage_whose_dvc_is_killed_stops_as_ctrl_c_stops_it_and_pays_for_no_more(tmp_path):
+    """kill -9 of `dvc repro` left the stage running detached, paying for every request left (108
+    in a review's run). Under DVC (DVC_STAGE set) the stage watches its parent and, once it is gone,
+    stops as Ctrl-C stops it: what was paid for kept, nothing more asked."""
+    import subprocess
+    import sys
+
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 16, "generate.concurrency": 2})
+    with StubLLM() as stub:
+        stub.reply = answer_then_hold(4, default_reply, held := threading.Event())
+        parent_code = (
+            "import subprocess, sys; child = subprocess.Popen([sys.executable, '-m', 'stages.generate_goldenset']); "
+            "print(child.pid, flush=True); child.wait()"
+        )
+        parent = subprocess.Popen(
+            [sys.executable, "-c", parent_code],
+            cwd=project,
+            env={**stage_env(stub), "DVC_STAGE": "generate_goldenset"},  # as `dvc repro` runs it
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        child = int(parent.stdout.readline())
+        wait_for(lambda: len(read_jsonl(project / CACHE)) >= 4, parent)
+        parent.kill()  # SIGKILL: DVC gets no chance to stop its stage
+        parent.wait()
+        deadline = time.monotonic() + 600  # a guard against a hang, not a timing margin
+        while os.path.exists(f"/proc/{child}") and open(f"/proc/{child}/stat").read().split()[2] != "Z":
+            assert time.monotonic() < deadline, "the stage went on after its DVC was killed"
+            time.sleep(0.05)
+        asked = len(stub.generation_requests())  # the 4 answered and the 2 held in flight
+        held.set()
+        assert asked == 6 and len(read_jsonl(project / CACHE)) == 4 and not (project / GOLDEN).exists()

@@ -4,9 +4,12 @@ exit status 1 for bad input, Ctrl-C in one line (exit status 130), progress bars
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,13 +60,15 @@ def run_stage(main: Callable[[], None], own_arguments: bool = False) -> None:
     its command line is read first: --help prints the stage's help and exits 0 (`own_arguments`:
     main reads its command line itself). An InputError or an OSError (a full disk, a permission)
     becomes one line on stderr and exit status 1; Ctrl-C one line and exit status 130. (Under
-    `dvc repro`, DVC reports any failing stage with its own message and exits 255.)"""
+    `dvc repro`, DVC reports any failing stage with its own message and exits 255; a stage whose
+    DVC is killed stops as Ctrl-C stops it: stop_when_dvc_dies.)"""
     script = sys.modules.get("__main__")
     if not own_arguments and getattr(main, "__module__", None) == "__main__" and script is not None:
         spec = getattr(script, "__spec__", None)
         stage_parser((spec.name if spec else Path(sys.argv[0]).stem).rsplit(".", 1)[-1], script.__doc__).parse_args(
             sys.argv[1:]
         )
+    stop_when_dvc_dies()
     try:
         main()
     except InputError as error:
@@ -80,6 +85,28 @@ def run_stage(main: Callable[[], None], own_arguments: bool = False) -> None:
         )
         print(f"\n{said}", file=sys.stderr)
         sys.exit(INTERRUPTED_EXIT)
+
+
+DVC_WATCH_SECONDS = 0.5  # how often a stage under DVC looks whether DVC is still there
+
+
+def stop_when_dvc_dies() -> None:
+    """Under `dvc repro` (DVC_STAGE set, DVC the stage's parent): when DVC is killed (kill -9, a
+    closed terminal) the stage gets the SIGINT Ctrl-C would send, and stops as Ctrl-C stops it,
+    what it paid for kept and nothing more asked, rather than going on unseen and paying for every
+    request left (a review's kill -9 of DVC let generation pay for 108 more). A daemon thread
+    watches the parent process id; no signal is asked of the kernel for it, as PR_SET_PDEATHSIG
+    would fire when the thread that started the stage ends, not the process."""
+    if "DVC_STAGE" not in os.environ:
+        return
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(DVC_WATCH_SECONDS)
+        os.kill(os.getpid(), signal.SIGINT)  # a real signal: it also wakes a wait in select or sleep
+
+    threading.Thread(target=watch, name="stop-when-dvc-dies", daemon=True).start()
 
 
 def ctrl_c_stops() -> None:
