@@ -123,8 +123,10 @@ def find_duplicates(chunks: pd.DataFrame, near: bool = True, min_jaccard: float 
             first_with_text[text] = index
     best[exact] = 1.0
     if near and len(first_with_text) > 1:
-        distinct = sorted(first_with_text.values())
-        sets = [shingles(texts[i]) for i in distinct]
+        # a chunk without a word has no shingle and no near-duplicate (jaccard): left out of the
+        # buckets, where all such chunks met and were compared pair by pair
+        worded = [(i, found) for i in sorted(first_with_text.values()) if (found := shingles(texts[i]))]
+        distinct, sets = [i for i, _ in worded], [found for _, found in worded]
         below: set[tuple[int, int]] = set()  # pairs compared and found apart: not compared again in another band
         for members in _candidate_buckets(_signatures(sets)):
             in_table = [distinct[x] for x in members]
