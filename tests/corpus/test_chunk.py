@@ -70,3 +70,8 @@ def test_text_without_spaces_ends_chunks_at_full_width_sentence_ends_and_keeps_t
     assert chunk_spans("alpha beta. gamma delta epsilon", 20, 8) == [(0, 11), (6, 23), (18, 31)]
     korean = "서울은 한국의 수도이며 가장 큰 도시입니다. " * 5
     assert all(start == 0 or korean[start - 1] == " " for start, _ in chunk_spans(korean, 60, 15))
+    # Thai does not space its words, but a word is many characters: a start is after a space, or where
+    # the chunk before was cut for want of one (as a long word is cut), never between two of its letters
+    thai = "ภาษาไทยเป็นภาษาที่มีระดับเสียงของคำแน่นอนหรือวรรณยุกต์เช่นเดียวกับภาษาจีน " * 6
+    spans = chunk_spans(thai, 60, 15)
+    assert all(thai[start - 1] == " " or start == before for (_, before), (start, _) in zip(spans, spans[1:]))

@@ -91,6 +91,11 @@ def test_what_browsers_do_with_left_out_end_tags_keeps_the_text(page, text):
         ("<p>before<nav>menu</p>still menu?</nav>after", "before\n\nafter"),  # <nav> ends the <p>, not </p> the nav
         ("<ul><li>a<li>b</ul><p>one<p>two", "a\nb\n\none\ntwo"),
         ("<table><tr><td>a<td>b<tr><td>c<td>d</table>", "a b\nc d"),
+        # what a hidden or skipped element holds stays hidden: an implied end never reaches outside it
+        ("<p>Intro<noscript><div>Enable JavaScript</div></noscript> more</p><p>Next</p>", "Intro more\n\nNext"),
+        ("<ul><li>a<template><li>tmpl</template></ul>", "a"),
+        ("<ul><li>Intro<nav>Menu:<li>Home<li>About</nav></ul><p>Body", "Intro\n\nBody"),  # <nav> stops the <li> search
+        ("<ul><li>a<ul><li>b</ul><li>c</ul>", "a\n\nb\n\nc"),
     ],
 )
 def test_end_tags_left_out_or_left_over_end_elements_as_a_browser_does(page, text):

@@ -141,6 +141,9 @@ def test_a_csv_row_with_fewer_fields_than_the_header_is_one_line_not_a_lost_text
     assert "t.csv:4: 1 fields where the header names 2" in str(raised.value)
     (tmp_path / "spaces.csv").write_text("id,text\nc1,hello world\n   \nc2,second\n")  # a line of spaces: skipped
     assert read_ready_chunks(tmp_path / "spaces.csv", "id", "text")["chunk_id"].tolist() == ["c1", "c2"]
+    (tmp_path / "commas.csv").write_text("id,text\n,,\nc1,hello world\n")  # not blank: pandas reads it as a row
+    with pytest.raises(InputError, match=r"commas.csv:2: 3 fields where the header names 2"):
+        read_ready_chunks(tmp_path / "commas.csv", "id", "text")
     long = "word " * 40_000  # 200 KB in one field: over the csv module's default limit
     (tmp_path / "long.csv").write_text(f'id,text\nc1,"{long}"\n\nc2,short\n')
     assert read_ready_chunks(tmp_path / "long.csv", "id", "text")["chunk_id"].tolist() == ["c1", "c2"]
@@ -161,6 +164,7 @@ def test_an_empty_beir_corpus_is_one_line(tmp_path):
         (2**63 + 5, "chunk b: 'start' is 9223372036854775813, beyond any document"),
         (20_000_000, "chunk b: ends at 20,000,005 while the chunks of document 'd' hold 10 characters"),
         ("9" * 5000, "chunk b: 'start' is a 5000-digit number, beyond any document"),  # int() refuses: a traceback
+        ("0" * 5000 + "20000000", "chunk b: ends at 20,000,005 while the chunks"),  # its leading zeros count too
     ],
 )
 def test_offsets_far_beyond_the_chunks_text_are_one_line_not_a_memory_error(tmp_path, start, expected):

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from conftest import set_params
 from stub_llm import (
     StubLLM,
@@ -437,10 +438,12 @@ def test_an_experiments_copy_and_a_replaced_journal_pay_nothing_another_run_paid
         assert f"{JOURNAL}: restored 2 batch journal events" in out
 
 
-def test_a_stage_whose_dvc_is_killed_stops_as_ctrl_c_stops_it_and_pays_for_no_more(tmp_path):
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_a_stage_whose_dvc_is_killed_stops_as_ctrl_c_stops_it_and_pays_for_no_more(tmp_path, sigint):
     """kill -9 of `dvc repro` left the stage running detached, paying for every request left (108
     in a review's run). Under DVC (DVC_STAGE set) the stage watches its parent and, once it is gone,
-    stops as Ctrl-C stops it: what was paid for kept, nothing more asked."""
+    stops as Ctrl-C stops it: what was paid for kept, nothing more asked; also when DVC was started
+    in the background from a script, with SIGINT ignored."""
     import subprocess
     import sys
 
@@ -449,7 +452,8 @@ def test_a_stage_whose_dvc_is_killed_stops_as_ctrl_c_stops_it_and_pays_for_no_mo
     with StubLLM() as stub:
         stub.reply = answer_then_hold(4, default_reply, held := threading.Event())
         parent_code = (
-            "import subprocess, sys; child = subprocess.Popen([sys.executable, '-m', 'stages.generate_goldenset']); "
+            f"import signal, subprocess, sys; signal.signal(signal.SIGINT, signal.{'SIG_IGN' if sigint == 'ignored' else 'SIG_DFL'}); "
+            "child = subprocess.Popen([sys.executable, '-m', 'stages.generate_goldenset']); "
             "print(child.pid, flush=True); child.wait()"
         )
         parent = subprocess.Popen(

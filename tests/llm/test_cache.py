@@ -155,10 +155,14 @@ def test_the_mirror_restores_each_lacking_record_once_after_a_torn_tail_and_a_dr
     cache.write_bytes(json.dumps(_record("k0", "mine")).encode() + b"\n" + b'{"key": "k9", "quest')  # torn tail
     said: list[str] = []
     restore_from_mirror(cache, "questions already paid for", said.append, dry_run=True)
-    assert cache.read_bytes().endswith(b'"quest') and "holds 2 questions already paid for the cache lacks" in said[0]
+    assert cache.read_bytes().endswith(b'"quest') and "holds 2 records the cache lacks" in said[0]
     restore_from_mirror(cache, "questions already paid for", said.append)
     assert "restored 2 questions already paid for" in said[-1]
     assert list(read_cache(cache)) == ["k0", "k1", "k2"] and cache.read_text().count("\n") == 3
+    # a whole last record that only lacks its newline (a hand edit) is kept, not cut as torn
+    cache.write_bytes(json.dumps(_record("k0", "mine")).encode())
+    restore_from_mirror(cache, "questions already paid for", said.append)
+    assert list(read_cache(cache)) == ["k0", "k1", "k2"]
 
 
 def test_a_line_of_the_mirror_that_is_no_sound_record_is_never_copied(tmp_path, monkeypatch):

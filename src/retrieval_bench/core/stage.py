@@ -99,6 +99,7 @@ def stop_when_dvc_dies() -> None:
     would fire when the thread that started the stage ends, not the process."""
     if "DVC_STAGE" not in os.environ:
         return
+    ctrl_c_stops()  # started from a script's background `dvc repro &`, SIGINT would be ignored
     parent = os.getppid()
 
     def watch() -> None:

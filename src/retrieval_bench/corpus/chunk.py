@@ -16,12 +16,12 @@ _BREAKS = (
 )
 
 
-# Scripts written without spaces between words (Han, kana, Thai, Lao, Khmer, Myanmar) and CJK
-# punctuation and full-width forms: any two of their characters have a word boundary between
-# them. Not Hangul: Korean puts spaces between words.
+# Han and kana (Chinese, Japanese: no spaces between words, and a character is a word or a
+# syllable of one), CJK punctuation and full-width forms: any two of them have a boundary between
+# them. Not Hangul (Korean spaces its words), nor Thai, Lao, Khmer or Myanmar (unspaced, but a
+# word is many characters, vowel signs among them: a start there would cut a word).
 _UNSPACED = re.compile(
-    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3000-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f]"
+    "[\u3000-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f]"
 )
 
 

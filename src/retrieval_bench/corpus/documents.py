@@ -89,10 +89,16 @@ class _HtmlText(HTMLParser):
         "address article aside blockquote details div dl fieldset figcaption figure footer form h1 h2 h3 h4 h5 h6 "
         "header hr main menu nav ol p pre section table ul".split()
     )
+    # HTML's "special" elements but address, div and p: where a search for an open <li>, <dt> or
+    # <dd> stops (a list item's <nav> starts a new context)
+    _SPECIAL = set(
+        "article aside blockquote body caption details dialog dir dl fieldset figcaption figure footer form h1 h2 h3 "
+        "h4 h5 h6 header html main menu nav ol pre section summary table tbody td tfoot th thead tr ul".split()
+    )
     IMPLIED = (
         (_CLOSES_P, {"p"}, {"table", "td", "th", "caption", "button", "template"}),
-        ({"li"}, {"li"}, {"ul", "ol", "menu"}),
-        ({"dt", "dd"}, {"dt", "dd"}, {"dl"}),
+        ({"li"}, {"li"}, _SPECIAL),
+        ({"dt", "dd"}, {"dt", "dd"}, _SPECIAL),
         ({"td", "th"}, {"td", "th"}, {"tr", "table"}),
         ({"tr"}, {"tr"}, {"table", "thead", "tbody", "tfoot"}),
         ({"option"}, {"option"}, {"select", "datalist", "optgroup"}),
@@ -122,10 +128,12 @@ class _HtmlText(HTMLParser):
             self.pieces.append("\n")
 
     def _end_implied(self, tag: str) -> None:
-        """End the open element `tag`'s start ends (an unclosed <p>, <li>, <td>, ...), if any."""
+        """End the open element `tag`'s start ends (an unclosed <p>, <li>, <td>, ...), if any, never
+        one outside a hidden or skipped element the tag is in (a <p> in <noscript> ends no <p> around it)."""
+        inside = max(at for at in (self.hidden_at, self.skipping_at, -1) if at is not None)
         for starts, ended, stops in self.IMPLIED:
             if tag in starts and any(self.counts[name] > 0 for name in ended):
-                for depth in range(len(self.open) - 1, -1, -1):
+                for depth in range(len(self.open) - 1, inside, -1):
                     if self.open[depth] in stops:
                         break
                     if self.open[depth] in ended:

@@ -131,7 +131,8 @@ def _misfit_row(path: Path) -> tuple[int, int, int]:
         reader = csv.reader(handle)
         named = len(next(reader, []))
         for row in reader:
-            if any(field.strip() for field in row) and len(row) != named:
+            blank = not row or (len(row) == 1 and not row[0].strip())  # pandas skips it
+            if not blank and len(row) != named:
                 return reader.line_num, len(row), named
     return 0, 0, named
 
@@ -294,7 +295,7 @@ def checked_offset(value: object, where: str, field: str) -> int:
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():  # not "²", which int() refuses
         if len(value.strip().lstrip("0")) > len(str(MAX_OFFSET)):  # int() refuses over 4,300 digits: said first
             raise InputError(f"{where}: {field!r} is a {len(value.strip())}-digit number, beyond any document")
-        offset = int(value)
+        offset = int(value.strip().lstrip("0") or "0")  # int() counts leading zeros against its 4,300 digits
     elif isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= 0:
         offset = int(value)
     elif (

@@ -315,7 +315,8 @@ def mirror_of(path: str | Path) -> Path | None:
 
 
 def _repair_torn_tail(path: Path) -> None:
-    """Cut a partial last record (a crash mid-write) so the next append starts a clean line; only
+    """Cut a partial last record (a crash mid-write) so the next append starts a clean line, and end
+    a whole one that only lacks its newline (a hand edit: read_cache takes it, so it is kept); only
     the last byte is read when the file ends whole, as it almost always does."""
     if not path.exists():
         return
@@ -327,7 +328,12 @@ def _repair_torn_tail(path: Path) -> None:
         if handle.read(1) == b"\n":
             return
         handle.seek(0)
-        handle.truncate(handle.read().rfind(b"\n") + 1)
+        data = handle.read()
+        last = data.rfind(b"\n") + 1
+        if isinstance(_parsed(data[last:], ()), dict):
+            handle.write(b"\n")
+        else:
+            handle.truncate(last)
 
 
 def _open_append(path: Path) -> int:
@@ -427,6 +433,10 @@ def _sound_key(line: bytes) -> str | None:
     return str(record["key"])
 
 
+def _silent(line: str) -> None:
+    """A `say` that says nothing."""
+
+
 def restore_from_mirror(cache_path: str | Path, what: str, log: Callable[[str], None], dry_run: bool = False) -> None:
     """Before anything is paid for: append to the cache at `cache_path` and to its batch journal
     the records this machine's mirror of each holds and they lack (`what`: what a cache record is,
@@ -438,11 +448,13 @@ def restore_from_mirror(cache_path: str | Path, what: str, log: Callable[[str], 
         return
     if dry_run:
         mirror = mirrored.get(Path(cache_path))
-        lacking = len(set(read_cache(mirror)) - set(read_cache(cache_path))) if mirror is not None else 0
+        # read without a word about damaged lines, as the real run reads the mirror
+        keys = [set(read_cache(path, say=_silent)) for path in (mirror, cache_path)] if mirror else [set(), set()]
+        lacking = len(keys[0] - keys[1])
         if lacking:
             log(
-                f"{cache_path}: this machine's copy ({PAID_MIRROR}) holds {lacking} {what} the cache lacks; a real run "
-                "restores them first, so this estimate counts them as to pay for"
+                f"{cache_path}: this machine's copy ({PAID_MIRROR}) holds {lacking} records the cache lacks (of any "
+                f"model or prompt); a real run restores them first, so this estimate may count {what} as to pay for"
             )
         return
     with exclusive(cache_path, log):  # no other run appends meanwhile
