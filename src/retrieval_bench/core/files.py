@@ -81,6 +81,29 @@ def _write_error(error: OSError, target: Path) -> Exception:
     )
 
 
+def end_last_line(handle: IO[bytes]) -> None:
+    """Before an append to a JSON Lines file open to read and write (r+b or a+b): a last line
+    without its newline is either a whole record (a hand edit), which gets its newline, or the
+    rest of an append a crash cut short, which is cut off, so the next record never lands glued to
+    it, unreadable. Only the last byte is read when the file ends whole, as it almost always does."""
+    size = handle.seek(0, os.SEEK_END)
+    if not size:
+        return
+    handle.seek(size - 1)
+    if handle.read(1) == b"\n":
+        return
+    handle.seek(0)
+    content = handle.read()
+    start = content.rfind(b"\n") + 1
+    try:
+        json.loads(content[start:])
+    except (ValueError, RecursionError):
+        handle.truncate(start)
+        handle.seek(start)
+        return
+    handle.write(b"\n")
+
+
 def fsync_folder(folder: str | Path) -> None:
     """Flush `folder`'s entries (a rename, a new file) to disk; a no-op where folders cannot be
     opened (not POSIX)."""

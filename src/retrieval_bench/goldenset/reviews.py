@@ -28,7 +28,7 @@ from typing import Any, Collection
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError, quoted
-from retrieval_bench.core.files import atomic_open, fsync_folder, parse_json, read_text_lines
+from retrieval_bench.core.files import atomic_open, end_last_line, fsync_folder, parse_json, read_text_lines
 from retrieval_bench.core.question_sets import kind_of, question_set_of
 
 # What a reviewer can say of a question; `fine` keeps it, every other mark takes it out of scoring.
@@ -137,34 +137,12 @@ def append_click(
         _own_copy(path)
         created = not path.exists()
         with open(path, "a+b") as handle:
-            _end_last_line(handle)
+            end_last_line(handle)
             handle.write(line.encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
         if created:  # the new file's name reaches the disk too, before the click is acknowledged
             fsync_folder(path.parent)
-
-
-def _end_last_line(handle) -> None:
-    """Before an append to `handle` (a+b): a last line without its newline is either a complete
-    click (a hand edit) and gets its newline, or the unacknowledged rest of an append a crash cut
-    short, which is cut off: the new click never lands glued to it, unreadable."""
-    size = handle.seek(0, os.SEEK_END)
-    if not size:
-        return
-    handle.seek(size - 1)
-    if handle.read(1) == b"\n":
-        return
-    handle.seek(0)
-    content = handle.read()
-    start = content.rfind(b"\n") + 1
-    try:
-        json.loads(content[start:])
-    except (ValueError, RecursionError):
-        handle.truncate(start)
-        handle.seek(start)
-        return
-    handle.write(b"\n")
 
 
 _APPENDING = threading.Lock()

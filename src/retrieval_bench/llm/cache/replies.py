@@ -64,6 +64,7 @@ from functools import partial
 from pathlib import Path
 
 from retrieval_bench.core.errors import InputError, describe_os_error
+from retrieval_bench.core.files import end_last_line
 from retrieval_bench.core.locking import exclusive
 from retrieval_bench.core.paths import PAID_MIRROR
 
@@ -315,25 +316,11 @@ def mirror_of(path: str | Path) -> Path | None:
 
 
 def _repair_torn_tail(path: Path) -> None:
-    """Cut a partial last record (a crash mid-write) so the next append starts a clean line, and end
-    a whole one that only lacks its newline (a hand edit: read_cache takes it, so it is kept); only
-    the last byte is read when the file ends whole, as it almost always does."""
-    if not path.exists():
-        return
-    with open(path, "r+b") as handle:
-        size = handle.seek(0, os.SEEK_END)
-        if size == 0:
-            return
-        handle.seek(size - 1)
-        if handle.read(1) == b"\n":
-            return
-        handle.seek(0)
-        data = handle.read()
-        last = data.rfind(b"\n") + 1
-        if isinstance(_parsed(data[last:], ()), dict):
-            handle.write(b"\n")
-        else:
-            handle.truncate(last)
+    """Cut a partial last record (a crash mid-write), or end a whole one that only lacks its
+    newline (core.files.end_last_line), so the next append starts a clean line."""
+    if path.exists():
+        with open(path, "r+b") as handle:
+            end_last_line(handle)
 
 
 def _open_append(path: Path) -> int:
