@@ -428,7 +428,8 @@ def test_an_experiments_copy_and_a_replaced_journal_pay_nothing_another_run_paid
         set_params(first, **{"generate.provider": "anthropic-batch", "generate.max_questions": 9})
         stub.batch_views = 10**9
         process = start_stage(first, stub, env=env)
-        wait_for(lambda: any(e["event"] == "submitted" for e in read_jsonl(first / JOURNAL)), process)
+        mirrored = root / ".dvc/tmp/retrieval-bench/paid" / JOURNAL  # written just after the journal itself
+        wait_for(lambda: mirrored.exists() and any(e["event"] == "submitted" for e in read_jsonl(mirrored)), process)
         kill(process)
         (first / JOURNAL).write_text("")
         stub.end_batches()
