@@ -414,12 +414,11 @@ def _chunk_table(
         if budgets is not None or not lengths:
             raise
         table = _read_table(chunks, columns, "chunks")  # no lengths: the default budgets are left out
-    if spans:
-        _check_span_columns(table, golden)
-    default = DEFAULTS["score"]["budgets"] if set(lengths) <= set(table.columns) else []
     table = table.assign(chunk_id=table["chunk_id"].astype(str))
     if spans:  # ids are text, as _golden_row makes an evidence's doc_id: 7 and "7" are one document
         table = table.assign(doc_id=table["doc_id"].astype(str))
+        _check_span_columns(table, golden)
+    default = DEFAULTS["score"]["budgets"] if set(lengths) <= set(table.columns) else []
     return table, sorted(default if budgets is None else budgets)
 
 
@@ -429,9 +428,9 @@ def _check_span_columns(table: pd.DataFrame, golden: list[dict[str, Any]]) -> No
     for column in ("start", "end"):
         if not pd.api.types.is_integer_dtype(table[column]):
             raise InputError(f"chunks: column {column!r} must hold whole character offsets, got {table[column].dtype}")
-    documents = set(table["doc_id"].astype(str))
+    documents = set(table["doc_id"])  # text already, as the golden rows' doc_id
     for row in golden:
-        if _is_span_row(row) and str(row["doc_id"]) not in documents:
+        if _is_span_row(row) and row["doc_id"] not in documents:
             raise InputError(
                 f"question {quoted(row['qid'])}: its evidence's doc_id {quoted(row['doc_id'])} is no document of chunks"
             )

@@ -163,9 +163,12 @@ def test_the_markdown_report_fences_the_kind_section_and_names_the_level_to_its_
 
 def test_the_left_out_line_does_not_count_questions_reviewers_rejected():
     """ "Every system is compared on all 15 questions" under tables of the 13 a reviewer kept."""
-    from retrieval_bench.evaluation.panel.leaderboard import left_out_lines
+    from retrieval_bench.evaluation.panel.leaderboard import left_out, left_out_lines
 
-    report = {"n_questions": 15, "n_compared": 15, "n_left_out": 0, "n_rejected": 2, "by_system": {}}
+    marks = ["fine"] * 10 + ["unreviewed"] * 3 + ["ambiguous", "not_answerable"]
+    table = pd.DataFrame({"qid": [f"q{i}" for i in range(15)], "n_relevant": 1, "review": marks})
+    report = left_out({"a": table, "b": table})
+    assert (report["n_compared"], report["n_rejected"]) == (15, 2)
     assert left_out_lines(report) == [
         "Every system is compared on all 15 questions; 2 of them rejected by reviewers leave every figure."
     ]

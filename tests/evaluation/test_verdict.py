@@ -32,7 +32,6 @@ from retrieval_bench.evaluation.certificate.verdict import (
     max_t_critical,
     max_t_null,
     null_until_decided,
-    permutation_assignments,
     questions_to_decide,
     side,
 )
@@ -646,6 +645,13 @@ def test_a_multi_kind_agrees_only_when_its_complete_at_10_does():
     assert decision["verdict"] != AGREES
 
 
+def permutation_assignments(groups_reference: int, groups_synthetic: int, draws: int, seed) -> np.ndarray:
+    """All draws' assignments at once, as the certificate drew them before it drew them in blocks:
+    the reference the block-wise null is checked against."""
+    keys = np.random.default_rng(seed).random((draws, groups_reference + groups_synthetic))
+    return np.argsort(keys, axis=1) < groups_reference
+
+
 def test_the_null_drawn_a_block_at_a_time_is_the_same_null_in_bounded_memory(monkeypatch):
     """10,000 real queries made one 20,000 x clusters array of keys and its order (3.5 GB): the null
     is now drawn a block of draws at a time, the same draws from the same stream."""
@@ -655,7 +661,9 @@ def test_the_null_drawn_a_block_at_a_time_is_the_same_null_in_bounded_memory(mon
     reference, synthetic = two_metrics(pool(30, rng)), two_metrics(pool(25, rng))
     weights = family(reference, synthetic, Rule()).weights
     whole = max_t_null(reference, synthetic, weights, permutation_assignments(30, 25, 1000, 7))
-    monkeypatch.setattr(verdict, "ASSIGNMENT_BLOCK", 55 * 64)  # 64 draws a block: 16 blocks
-    sizes = [len(block) for block in verdict._assignment_blocks(30, 25, 1000, 7, 64)]
-    assert sizes == [64] * 15 + [40]
+    monkeypatch.setattr(verdict, "ASSIGNMENT_BLOCK", 55 * 64)  # 55 clusters: 64 draws a block
+    sizes = []
+    one_block = verdict.max_t_null
+    monkeypatch.setattr(verdict, "max_t_null", lambda *args: sizes.append(len(args[3])) or one_block(*args))
     assert np.array_equal(verdict.max_t_null_in_blocks(reference, synthetic, weights, 1000, 7), whole)
+    assert sizes == [64] * 15 + [40]

@@ -3,6 +3,7 @@ text, JSON Lines, Parquet tables and .npy arrays this pipeline wrote, hashing, t
 
 from __future__ import annotations
 
+import csv
 import errno
 import glob
 import hashlib
@@ -79,6 +80,11 @@ def _write_error(error: OSError, target: Path) -> Exception:
         f"{describe_os_error(error, with_file=False)} writing {target}; it was not changed (writes are all or "
         f"nothing): {remedy} and rerun"
     )
+
+
+# A chunk's text, or a reference context, in one CSV field may be longer than the csv module's
+# default limit (128 KB): raised once, here, for every CSV reader of the project (a process-wide setting).
+csv.field_size_limit(2**31 - 1)
 
 
 def end_last_line(handle: IO[bytes]) -> None:

@@ -52,9 +52,7 @@ def shingles(text: str, width: int = SHINGLE_WORDS) -> frozenset[str]:
 
 
 def jaccard(a: frozenset, b: frozenset) -> float:
-    """|a & b| / |a | b|; 0 for two chunks without a word (tables of symbols, rules of dashes): they
-    share no text to call near-duplicate (the same normalised text is an exact duplicate anyway)."""
-    return len(a & b) / len(a | b) if a or b else 0.0
+    return len(a & b) / len(a | b) if a or b else 1.0
 
 
 def _signatures(sets: list[frozenset[str]]) -> np.ndarray:

@@ -36,8 +36,6 @@ MAX_OFFSET = 2**40  # far beyond any document; int64 arithmetic on it cannot ove
 CHUNK_GAP = 2  # characters between the chunks of a document without offsets: a blank line
 GRADE = re.compile(r"-?[0-9]{1,9}")  # a qrels grade: ASCII digits, within pytrec_eval's C int
 HEADER_GRADES = {"score", "grade", "relevance", "rel", "label", "judgement", "judgment", "relevant"}
-# A chunk's text in one CSV field may be longer than the csv module's default limit (128 KB).
-csv.field_size_limit(2**31 - 1)
 HEADER_QUERIES = {"query-id", "query_id", "queryid", "qid", "query", "query id", "topic"}
 
 

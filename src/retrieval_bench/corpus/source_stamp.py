@@ -83,21 +83,32 @@ def chroma_digest(root: Path) -> tuple[int, str] | None:
     return rows[2][0][0], hashlib.md5(json.dumps(rows, default=repr).encode()).hexdigest()
 
 
+def _read_memo(memo: Path) -> dict:
+    """The digest memo: {source path: {metadata, files, md5}}; empty when missing or unreadable."""
+    try:
+        known = json.loads(memo.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def _memo_entry(known: dict, root: Path) -> dict | None:
+    entry = known.get(str(root))
+    return entry if isinstance(entry, dict) else None
+
+
 def _memoized_content_digest(root: Path, memo: Path | None) -> tuple[int, str]:
     """content_digest(root), served from `memo` while the files' names, sizes and times are those
     it was computed for (the memo keeps one entry per source)."""
     if memo is None:
         return content_digest(root)
-    key, (_, metadata) = str(root), metadata_digest(root)
-    try:
-        known = json.loads(memo.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        known = {}
-    entry = known.get(key)
-    if isinstance(entry, dict) and entry.get("metadata") == metadata:
+    _, metadata = metadata_digest(root)
+    known = _read_memo(memo)
+    entry = _memo_entry(known, root)
+    if entry is not None and entry.get("metadata") == metadata:
         return entry["files"], entry["md5"]
     files, digest = content_digest(root)
-    known[key] = {"metadata": metadata, "files": files, "md5": digest}
+    known[str(root)] = {"metadata": metadata, "files": files, "md5": digest}
     try:  # a cache: losing it costs one re-read; outside a DVC project (no .dvc/) there is none
         memo.parent.mkdir(exist_ok=True)
         write_json(memo, known)  # whole or not at all: two repros at once never leave it torn
@@ -113,11 +124,8 @@ def edited_since_stamped(source: str, memo: Path) -> bool:
     root = Path(source)
     if is_store_address(source) or not root.exists():
         return False
-    try:
-        entry = json.loads(memo.read_text(encoding="utf-8")).get(str(root))
-    except (OSError, ValueError, AttributeError):
-        return False
-    return isinstance(entry, dict) and entry.get("metadata") != metadata_digest(root)[1]
+    entry = _memo_entry(_read_memo(memo), root)
+    return entry is not None and entry.get("metadata") != metadata_digest(root)[1]
 
 
 def source_stamp(source: str, memo: Path | None = None) -> dict:

@@ -257,14 +257,17 @@ def embedding_task(texts: list[str], settings: EmbedSettings, prompt: str, log: 
 @dataclass(frozen=True)
 class EmbedProgress:
     """How an embed call reports: `unit` names the texts on its progress bar, `bar` shows the bar,
-    `log` takes the encoder's lines (an ONNX export's)."""
+    `log` takes the encoder's lines (an ONNX export's), `tokens` counts the texts the encoder cuts
+    (token_limit: a tokenizer pass over every distinct text, for a line a check or a benchmark
+    never prints)."""
 
     unit: str = "text"
     bar: bool = True
     log: Log = print
+    tokens: bool = True
 
 
-QUIET = EmbedProgress(bar=False, log=lambda line: None)  # no bar, no lines: a check's or a benchmark's call
+QUIET = EmbedProgress(bar=False, log=lambda line: None, tokens=False)  # a check's or a benchmark's call
 
 
 @dataclass(frozen=True)
@@ -358,7 +361,7 @@ def embed_texts(
         description,
         len(shared),
         batch_times,
-        token_limit(list(unique.values()), model_path, settings.max_seq_length, prompt),
+        token_limit(list(unique.values()), model_path, settings.max_seq_length, prompt) if progress.tokens else None,
     )
     return np.stack([found[key] for key in keys]).astype(np.float32, copy=False), stats
 

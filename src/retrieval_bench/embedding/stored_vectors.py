@@ -103,7 +103,7 @@ def check_model(
         dataclasses.replace(settings, engine="local"),
         settings.document_prompt,
         cache_dir,
-        progress=EmbedProgress("chunk", bar=False),
+        progress=EmbedProgress("chunk", bar=False, tokens=False),
     )
     model = f"{settings.model_key} {settings.model}"
     how = (

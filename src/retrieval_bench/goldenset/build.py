@@ -159,15 +159,14 @@ def handwritten_rows(
     rows = []
     for record in records:
         kind = record.get("kind", "single")
-        pieces = record.get("pieces") or [{"doc_id": record.get("doc_id"), "evidence": record["evidence"]}]
+        record = {**record, "doc_id": corpus_id(record.get("doc_id"))}
+        pieces = record.get("pieces") or [{"doc_id": record["doc_id"], "evidence": record["evidence"]}]
         pieces = [{**piece, "doc_id": corpus_id(piece["doc_id"])} for piece in pieces]
         if lacking := next((p["doc_id"] for p in pieces if p["doc_id"] is not None and p["doc_id"] not in texts), None):
             counts["other_corpus"] += 1
             if unlocated is not None and counts["other_corpus"] <= UNLOCATED_NAMED:
                 unlocated.append(_other_corpus_line(record, lacking, texts))
             continue
-        if record.get("doc_id") is not None:
-            record = {**record, "doc_id": corpus_id(record["doc_id"])}
         source = record.get("source", "hand-written")
         if kind == "unanswerable":
             row = unanswerable_row(record["question"], record.get("doc_id"), source)

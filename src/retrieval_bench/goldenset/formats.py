@@ -169,10 +169,6 @@ def _is_deepeval_list(path: Path) -> bool:
     return isinstance(data, list) and bool(data) and isinstance(data[0], dict) and "input" in data[0]
 
 
-# a reference context in one CSV field may be longer than the csv module's default limit (128 KB)
-csv.field_size_limit(2**31 - 1)
-
-
 def _csv_records(path: Path) -> Iterator[tuple[str, dict]]:
     """(file:line, record) of each row of a CSV file with a header; the line is the row's last
     (a quoted cell may span lines). A row csv cannot read is an InputError naming its line."""

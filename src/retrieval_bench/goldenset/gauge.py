@@ -18,6 +18,7 @@ import pandas as pd
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import atomic_open, read_table
+from retrieval_bench.core.question_sets import kind_of
 from retrieval_bench.core.relevance import check_min_coverage, judge
 from retrieval_bench.core.values import count_argument, path_argument
 from retrieval_bench.goldenset import echo, kinds
@@ -86,7 +87,7 @@ def gauge_question_set(
             "qid": str(question.get("qid") or hashed_qid(question["question"], str(question.get("doc_id") or ""))),
             "question": question["question"],
             "n_relevant_chunks": len(indices),
-            "kind": question.get("kind") or "single",
+            "kind": kind_of(question),
         }
         for question, indices in zip(questions, relevant, strict=True)
     ]

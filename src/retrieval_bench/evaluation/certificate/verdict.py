@@ -210,22 +210,16 @@ def estimates(reference: Side, synthetic: Side, weights: np.ndarray) -> tuple[np
     return (mean_s - mean_r)[0], np.sqrt(var_r + var_s)[0]
 
 
-def permutation_assignments(
-    groups_reference: int, groups_synthetic: int, draws: int, seed: int | tuple[int, int]
-) -> np.ndarray:
-    """(draws, G_r + G_s) booleans: the pooled clusters each draw gives the reference (G_r of them)."""
-    return np.concatenate(list(_assignment_blocks(groups_reference, groups_synthetic, draws, seed, draws)))
-
-
 ASSIGNMENT_BLOCK = 2_000_000  # draws x clusters drawn at once: ~16 MB of keys, ~40 MB with their order
 
 
 def _assignment_blocks(
     groups_reference: int, groups_synthetic: int, draws: int, seed: int | tuple[int, int], rows: int
 ) -> Iterator[np.ndarray]:
-    """permutation_assignments' rows, `rows` at a time: the same draws (a generator's stream goes on
-    from one call to the next), in bounded memory however many clusters (10,000 real queries took
-    3.5 GB at once)."""
+    """(rows, G_r + G_s) booleans, `rows` draws at a time: the pooled clusters each draw gives the
+    reference (G_r of them), by the order of uniform keys. The same draws whatever `rows` (a
+    generator's stream goes on from one call to the next), in bounded memory however many clusters
+    (10,000 real queries took 3.5 GB at once)."""
     total = groups_reference + groups_synthetic
     rng = np.random.default_rng(seed)
     if not draws:
@@ -237,7 +231,7 @@ def _assignment_blocks(
 def max_t_null_in_blocks(
     reference: Side, synthetic: Side, weights: np.ndarray, draws: int, seed: int | tuple[int, int]
 ) -> np.ndarray:
-    """max_t_null over permutation_assignments(..., draws, seed), a block of draws at a time."""
+    """max_t_null over `draws` random assignments of the clusters (seed `seed`), a block of draws at a time."""
     groups = (int(reference.clusters.max()) + 1, int(synthetic.clusters.max()) + 1)
     rows = max(1, ASSIGNMENT_BLOCK // max(sum(groups), 1))
     blocks = _assignment_blocks(*groups, draws, seed, rows)

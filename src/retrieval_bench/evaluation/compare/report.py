@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+from retrieval_bench.core.files import without_nan
 from retrieval_bench.evaluation.compare.kinds import compare_kind_lines
 from retrieval_bench.evaluation.compare.outcome import Comparison, alpha, direction, level_text, num, verdict_line
 from retrieval_bench.evaluation.stats import ALPHA, EXACT_MAX_NONZERO, MC_PERMUTATIONS, MDD_FORMULA
@@ -292,16 +293,6 @@ def format_markdown(comparison: Comparison, limit: int = 10) -> str:
     return "\n".join(out) + "\n"
 
 
-def _json_safe(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(item) for item in value]
-    return value
-
-
 def format_json(comparison: Comparison) -> str:
     """The report as JSON (NaN written as null)."""
-    return json.dumps(_json_safe(comparison.to_dict()), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(without_nan(comparison.to_dict()), indent=2, ensure_ascii=False) + "\n"

@@ -7,7 +7,6 @@ Benjamini-Hochberg false-discovery-rate control. Pure functions of per-question 
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
@@ -16,10 +15,11 @@ import pandas as pd
 
 from retrieval_bench.core.question_sets import ALL, reference_set
 from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column, metric_columns
+from retrieval_bench.evaluation.score.reviewed import rejected_count
 from retrieval_bench.evaluation.stats import (
     ALPHA,
     HOLM,
-    holm_adjust,
+    holm_against_best,
     paired_bootstrap_ci,
     paired_segment_tests,
     randomization_p_value,
@@ -64,7 +64,8 @@ def scorable(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
 
 def left_out(tables: dict[str, pd.DataFrame], chunkings: dict[str, str] | None = None) -> dict:
     """Which questions the comparison leaves out and why: {n_questions (every qid in any table),
-    n_compared, n_left_out, by_system: {system: {no_relevant_chunk, missing, chunking}}}. A
+    n_compared, n_left_out, n_rejected (of the compared ones, a reviewer rejected: they leave every
+    figure too), by_system: {system: {no_relevant_chunk, missing, chunking}}}. A
     question is left out when any system cannot score it: no relevant chunk in that system's
     chunking (n_relevant 0), or absent from its table. Unanswerable questions (kind unanswerable)
     are not counted: they have no relevant chunk by definition and their own section (panel.kinds)."""
@@ -81,10 +82,12 @@ def left_out(tables: dict[str, pd.DataFrame], chunkings: dict[str, str] | None =
             "missing": len(set(every) - qids),
             "chunking": (chunkings or {}).get(name),
         }
+    first = next(iter(tables.values()), pd.DataFrame({"qid": []}))
     return {
         "n_questions": len(every),
         "n_compared": len(compared),
         "n_left_out": len(every) - len(compared),
+        "n_rejected": rejected_count(first[first["qid"].astype(str).isin(compared)]),
         "by_system": by_system,
     }
 
@@ -121,23 +124,19 @@ def question_sets(table: pd.DataFrame) -> dict[str, np.ndarray]:
 def rank_systems(scores: dict[str, np.ndarray], resamples: int, seed: int, level: float) -> dict:
     """One metric on one question set: each system's mean and interval, the best system, and each
     other system's p-value against it, raw (paired randomization test) and Holm-adjusted over every
-    pair of systems. Holm over only the m - 1 comparisons with the best, which is picked from the
-    same data, marked one of 8 equal systems worse than the best in 15% of panels
-    (tests/evaluation/test_leaderboard.py)."""
+    pair of systems (stats.holm_against_best)."""
     means = {name: float(values.mean()) for name, values in scores.items()}
     best = max(means, key=lambda name: (tie_level(means[name]), -list(means).index(name)))
-    others = [name for name in scores if name != best]
-    # each pair once; the best's pairs as other - best, so p_vs_best is the one test of that difference
-    pairs = [(best, name) for name in others] + list(itertools.combinations(others, 2))
-    raw = [randomization_p_value(scores[b] - scores[a], resamples, seed) for a, b in pairs]
-    adjusted = dict(zip(others, holm_adjust(raw)[: len(others)], strict=True)) if others else {}
+    tested = holm_against_best(
+        best, list(scores), lambda a, b: randomization_p_value(scores[b] - scores[a], resamples, seed)
+    )
     rows = {}
     for name, values in scores.items():
         low, high = paired_bootstrap_ci(values, resamples, seed, level)
         row = {"mean": means[name], "ci_low": low, "ci_high": high}
-        if name != best:
-            p_raw = raw[others.index(name)]
-            row.update(p_vs_best=p_raw, p_holm=float(adjusted[name]), differs_from_best=bool(adjusted[name] < ALPHA))
+        if name in tested:
+            p_raw, p_holm = tested[name]
+            row.update(p_vs_best=p_raw, p_holm=p_holm, differs_from_best=bool(p_holm < ALPHA))
         rows[name] = row
     return {"best": best, "systems": rows}
 

@@ -28,7 +28,7 @@ from retrieval_bench.evaluation.panel.leaderboard import flat_rows, leaderboard,
 from retrieval_bench.evaluation.panel.plots import rank_histograms, recall_curve
 from retrieval_bench.evaluation.panel.reviewed import NO_REVIEWS, ReviewInputs, review_lines, reviews_entry
 from retrieval_bench.evaluation.panel.reweighted import headline_entry, reweighted, reweighted_lines, weights_text
-from retrieval_bench.evaluation.score.reviewed import has_reviews, kept, rejected_count
+from retrieval_bench.evaluation.score.reviewed import has_reviews, kept
 from retrieval_bench.evaluation.score.settings import Scoring
 from retrieval_bench.goldenset.reviews import golden_reviews
 
@@ -76,8 +76,6 @@ def panel_report(inputs: PanelInputs, validity: dict, *, budget_unit: str = "cha
             "system can score (data/reviews)"
         )
     board = leaderboard(aligned)
-    # the comparable questions a reviewer rejected leave every table: the line must not count them
-    gone["n_rejected"] = rejected_count(next(iter(every.values())))
     board["left_out"] = gone
     board["kinds"] = kind_sections(aligned, {name: kept(table) for name, table in tables.items()})
     if weights == "real-mix" and (entry := reweighted(aligned, golden)) is not None:

@@ -22,7 +22,7 @@ from retrieval_bench.evaluation.ppi import Estimate, ReviewSample, ppi_mean, ppi
 from retrieval_bench.evaluation.score.judged import PREFIX
 from retrieval_bench.evaluation.score.per_question import HEADLINE_CUTOFF, headline_column
 from retrieval_bench.evaluation.score.reviewed import FINE, JUDGE_ONLY, REVIEW, UNREVIEWED, human_grades
-from retrieval_bench.evaluation.stats import ALPHA, cohen_kappa, holm_adjust
+from retrieval_bench.evaluation.stats import ALPHA, cohen_kappa, holm_against_best
 from retrieval_bench.goldenset.reviews import GRADES, Reviews, rejections
 
 NO_REVIEWS = "no reviews yet: review a sample (retrieval-bench review) for prediction-powered intervals"
@@ -98,7 +98,7 @@ def ppi_figures(aligned: dict[str, pd.DataFrame], best: Mapping[str, str] | None
     interval alone, `delta_to_best` the paired PPI interval of this system minus the best (in the
     strict view `best`: metric -> the leaderboard's best; in the judged view, and without `best`, the
     highest PPI estimate), and as the leaderboard marks
-    its systems, `p_holm` (its t test, Holm-adjusted over every pair of systems) and
+    its systems, `p_holm` (its t test, Holm-adjusted over every pair of systems: holm_against_best) and
     `differs_from_best` (p_holm < alpha)."""
     first = next(iter(aligned.values()))
     if REVIEW not in first or not (first[REVIEW].astype(str) != UNREVIEWED).any():
@@ -121,11 +121,16 @@ def ppi_figures(aligned: dict[str, pd.DataFrame], best: Mapping[str, str] | None
             rows, key=lambda s: ((rows[s]["ppi"] or {}).get("estimate", -1.0), rows[s]["uncorrected"])
         )
         deltas = {s: paired_delta(aligned[leader], t, truth, model) for s, t in aligned.items() if s != leader}
-        adjusted = _holm_over_every_pair(aligned, deltas, leader, (truth, model))
+
+        def p_of_pair(a: str, b: str) -> float | None:
+            delta = deltas[b] if a == leader else paired_delta(aligned[a], aligned[b], truth, model)
+            return None if delta is None else delta.p_value()
+
+        tested = holm_against_best(leader, list(aligned), p_of_pair)
         for system, delta in deltas.items():
             rows[system]["delta_to_best"] = _dict(delta)
-            if system in adjusted:
-                p_holm = float(adjusted[system])
+            if system in tested:
+                p_holm = tested[system][1]
                 rows[system].update(p_holm=round(p_holm, 4), differs_from_best=bool(p_holm < ALPHA))
         views.setdefault(view, {})[metric] = {"best": leader, "systems": rows}
     return {
@@ -137,22 +142,6 @@ def ppi_figures(aligned: dict[str, pd.DataFrame], best: Mapping[str, str] | None
         "too_few": _too_few(int(reviewed.sum())),
         "views": views,
     }
-
-
-def _holm_over_every_pair(
-    aligned: dict[str, pd.DataFrame], deltas: dict[str, Estimate | None], leader: str, columns: tuple[str, str]
-) -> dict[str, float]:
-    """Each system's Holm-adjusted p against the leader, the family being every pair of systems:
-    the leader is picked from the same data, so adjusting only its m - 1 comparisons would let
-    equal systems be marked worse more often than alpha (as the leaderboard's marks once did)."""
-    p_values = {(leader, system): delta.p_value() for system, delta in deltas.items() if delta is not None}
-    others = [name for name in aligned if name != leader]
-    for i, a in enumerate(others):
-        for b in others[i + 1 :]:
-            if (delta := paired_delta(aligned[a], aligned[b], *columns)) is not None:
-                p_values[(a, b)] = delta.p_value()
-    adjusted = dict(zip(p_values, holm_adjust(list(p_values.values())), strict=True))
-    return {system: float(adjusted[(leader, system)]) for system in deltas if (leader, system) in adjusted}
 
 
 def _too_few(n_reviewed: int) -> str | None:

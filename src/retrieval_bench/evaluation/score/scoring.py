@@ -123,13 +123,13 @@ def _table(golden, judgements, placed, scoring: Scoring) -> pd.DataFrame:
     )
 
 
-def other_chunking_warning(inputs: JudgedInputs, chunks: pd.DataFrame) -> str | None:
+def other_chunking_warning(inputs: JudgedInputs, per_question: pd.DataFrame) -> str | None:
     """A system on another chunking than the one the judge pooled, with the judge on: its judged
-    view has the grades of the chunks it shares with that chunking only."""
+    view has the grades of the chunks it shares with that chunking only (n_pooled: the pooled
+    pairs pool_grades kept for it)."""
     if inputs.pooled_chunking or not inputs.pool_rows:
         return None
-    ids = set(chunks["chunk_id"])
-    shared = sum(str(row.get("chunk_id")) in ids for row in inputs.pool_rows)
+    shared = int(per_question["n_pooled"].sum())
     return (
         f"the judge grades the default chunking's chunks, and this system's chunking shares {shared} of the "
         f"{len(inputs.pool_rows)} pooled pairs: its {PREFIX}* metrics count its other chunks as not relevant "
@@ -186,7 +186,7 @@ def score_system(
         unjudged_warning(table),
         abstention_warning(table),
         contradiction_warning(table),
-        other_chunking_warning(inputs, chunks),
+        other_chunking_warning(inputs, table),
     )
     summary = {
         **system_summary(kept(table), len(chunks), scoring, inputs.duplicates, graded=scoring.judge_enabled),

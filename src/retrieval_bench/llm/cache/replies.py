@@ -200,7 +200,7 @@ def read_cache(path: str | Path, say: Callable[[str], None] | None = None) -> di
                 damaged.append((number, record, None))
             continue
         key = str(record["key"])
-        if CHECKSUM in record and record[CHECKSUM] != record_checksum(record):
+        if _fails_checksum(record):
             damaged.append((number, "fails its checksum (edited or damaged)", key))
         elif key not in records:
             records[key], lines_of[key] = record, number
@@ -394,9 +394,8 @@ def merge(path: str | Path, data: bytes, keyed: bool) -> int:
     run). A torn last line of `path` (a run killed mid-write) is cut first, as CacheWriter cuts it,
     so no appended record follows a fragment. Returns the number of records added."""
     path = Path(path)
-    _repair_torn_tail(path)
-    here = path.read_bytes() if path.exists() else b""
-    have: set[str | bytes] = set(read_cache(path)) if keyed else set(here.split(b"\n"))
+    _repair_torn_tail(path)  # the file now ends with a newline, or is empty
+    have: set[str | bytes] = set(read_cache(path)) if keyed else {raw for _, raw, _ in _lines(path)}
     new = []
     for line in data.split(b"\n"):
         identity = _sound_key(line) if keyed else (line if isinstance(_parsed(line, JOURNAL_FIELDS), dict) else None)
@@ -405,7 +404,7 @@ def merge(path: str | Path, data: bytes, keyed: bool) -> int:
             new.append(line)
     if new:
         with open(path, "ab") as handle:  # appended in place: the lock held on this file stays valid
-            handle.write((b"" if not here or here.endswith(b"\n") else b"\n") + b"\n".join(new) + b"\n")
+            handle.write(b"\n".join(new) + b"\n")
             handle.flush()
             os.fsync(handle.fileno())
     return len(new)
@@ -415,19 +414,17 @@ def _sound_key(line: bytes) -> str | None:
     """The key of a line that read_cache would take (a record with a key and a question, whose
     checksum, where it has one, holds); None for anything else."""
     record = _parsed(line, ("key", "question")) if line.strip() else None
-    if not isinstance(record, dict) or (CHECKSUM in record and record[CHECKSUM] != record_checksum(record)):
-        return None
-    return str(record["key"])
+    return str(record["key"]) if isinstance(record, dict) and not _fails_checksum(record) else None
 
 
-def _silent(line: str) -> None:
-    """A `say` that says nothing."""
+def _fails_checksum(record: Mapping) -> bool:
+    return CHECKSUM in record and record[CHECKSUM] != record_checksum(record)
 
 
 def restore_from_mirror(cache_path: str | Path, what: str, log: Callable[[str], None], dry_run: bool = False) -> None:
     """Before anything is paid for: append to the cache at `cache_path` and to its batch journal
     the records this machine's mirror of each holds and they lack (`what`: what a cache record is,
-    for the log line). A torn last line of a mirror is left out. A dry run writes nothing and says
+    for the log line). A torn last line of a mirror is no sound record: merge leaves it out. A dry run writes nothing and says
     how many questions the real run will restore rather than pay for."""
     logs = {Path(cache_path): True, journal_path_for(cache_path): False}
     mirrored = {path: mirror for path in logs if (mirror := mirror_of(path)) is not None and mirror.is_file()}
@@ -435,9 +432,13 @@ def restore_from_mirror(cache_path: str | Path, what: str, log: Callable[[str], 
         return
     if dry_run:
         mirror = mirrored.get(Path(cache_path))
-        # read without a word about damaged lines, as the real run reads the mirror
-        keys = [set(read_cache(path, say=_silent)) for path in (mirror, cache_path)] if mirror else [set(), set()]
-        lacking = len(keys[0] - keys[1])
+        if mirror is None:
+            return
+
+        def quiet(line: str) -> None:  # no word of damaged lines, as the real run reads the mirror
+            pass
+
+        lacking = len(set(read_cache(mirror, say=quiet)) - set(read_cache(cache_path, say=quiet)))
         if lacking:
             log(
                 f"{cache_path}: this machine's copy ({PAID_MIRROR}) holds {lacking} records the cache lacks (of any "
@@ -446,8 +447,7 @@ def restore_from_mirror(cache_path: str | Path, what: str, log: Callable[[str], 
         return
     with exclusive(cache_path, log):  # no other run appends meanwhile
         for path, mirror in mirrored.items():
-            data = mirror.read_bytes()
-            added = merge(path, data[: data.rfind(b"\n") + 1], keyed=logs[path])
+            added = merge(path, mirror.read_bytes(), keyed=logs[path])  # a torn last line is no sound record
             if added:
                 kind = what if logs[path] else "batch journal events"
                 log(
