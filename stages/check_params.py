@@ -14,7 +14,7 @@ from retrieval_bench.core.params import load_all_params, require_dvc_keys
 from retrieval_bench.core.params_panel import unused_embedders
 from retrieval_bench.core.question_sets import check_handwritten
 from retrieval_bench.core.stage import run_stage
-from retrieval_bench.corpus.documents import parse_selectors
+from retrieval_bench.corpus.html import parse_selectors
 from retrieval_bench.corpus.source_stamp import imported_stamps, source_stamp, stamps
 from retrieval_bench.llm.cost.settings import check_llm_sections
 

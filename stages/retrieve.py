@@ -35,7 +35,7 @@ def retrieve_system(params: dict, system: str, load: Callable = questions_and_co
     write_json(paths.run_info_of(system), run_info(settings, questions, corpus, run))
     if trec_export:
         write_trec(run, trec_export, settings.method)
-    held = depth_text(settings, run, len(questions.qids), max(params["score"]["k"]))
+    held = depth_text(settings, run, len(questions.qids), max(params["score"]["k"]), len(corpus.chunk_ids))
     print(
         f"retrieve {system}: {len(run)} results for {run['qid'].nunique()} of {len(questions.qids)} questions ({held})"
     )

@@ -11,12 +11,14 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TextIO
 
-# What DVC 3 says of each stage it reaches: runs it, finds it unchanged, or restores it from the run-cache.
+# What DVC 3 says of each stage it reaches: runs it, finds it unchanged, restores it from the run-cache,
+# or (`dvc repro --pull`) pulls its outputs from the remote.
 STAGE_LINE = re.compile(
     r"^(?:Running stage '[^']+':|Stage '[^']+' didn't change, skipping"
-    r"|Stage '[^']+' is cached - skipping run, checking out outputs)$"
+    r"|Stage '[^']+' is cached - skipping run, checking out outputs|Pulling data for stage: '[^']+')$"
 )
 PUSH_ADVICE = "Use `dvc push` to send your updates to remote storage."
 # The sample's first run, every stage, on 2 CPU cores with a light load: 4 min 42 s (docs/benchmarks.md,
@@ -24,9 +26,11 @@ PUSH_ADVICE = "Use `dvc push` to send your updates to remote storage."
 FIRST_RUN_MINUTES, MEASURED_CORES = 5, 2
 
 
-def expected_time(stages: int, cores: int) -> str:
-    """One line: the pipeline's size and what a first run of the sample takes on `cores` CPU cores
-    (scaled from the measured run, embedding being CPU-bound; a rerun takes only what changed)."""
+def expected_time(stages: int, cores: int, first_run: bool = True) -> str:
+    """One line: the pipeline's size and, for a first run (no dvc.lock yet), what one of the sample
+    takes on `cores` CPU cores (scaled from the measured run, embedding being CPU-bound)."""
+    if not first_run:
+        return f"{stages} stages; those whose inputs changed since the last run (dvc.lock) run again"
     minutes = max(1, round(FIRST_RUN_MINUTES * MEASURED_CORES / max(cores, 1)))
     return (
         f"{stages} stages; a first run of the sample takes about {minutes} min on {cores} CPU core(s) "
@@ -59,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-remote", action="store_true", help="drop DVC's advice to `dvc push`")
     arguments = parser.parse_args(argv)
     total = pipeline_stages()
-    print(expected_time(total, os.cpu_count() or 1), flush=True)
+    print(expected_time(total, os.cpu_count() or 1, first_run=not Path("dvc.lock").exists()), flush=True)
     relay(iter(sys.stdin.readline, ""), total, sys.stdout, arguments.no_remote)
 
 

@@ -155,9 +155,22 @@ CASES = [
     ),
     pytest.param(
         dumped(**{"judge.base_url": "ftp://generate.example/v1"}),
-        ["judge.base_url must be an http(s) URL or null, got 'ftp://generate.example/v1'"],
+        ["judge.base_url must be an http(s) URL or null; it must start with http:// or https://: got 'ftp://"],
         id="judge-base-url-value-kept",
     ),
+    *[
+        pytest.param(
+            dumped(**{"generate.base_url": url}),
+            [f"generate.base_url must be an http(s) URL or null; it {problem}: got {url!r}"],
+            id=f"base-url-{name}",
+        )
+        for name, url, problem in [  # each passed the check, then failed as a connection error after retries
+            ("port", "http://127.0.0.1:99999/v1", "has a port that is not a number from 1 to 65535"),
+            ("no-host", "http:///v1", "names no host"),
+            ("port-only", "http://:8000/v1", "names no host"),
+            ("space", " http://127.0.0.1:8000/v1", "has spaces or a line break at its start or end"),
+        ]
+    ],
     pytest.param(
         dumped(**{"judge.price": {"input_per_mtok": -1, "output_per_mtok": 1}}),
         ["judge.price needs prices >= 0"],

@@ -100,6 +100,12 @@ def write(tmp_path: Path, tree: dict) -> Path:
             "unknown key params.panel.ann.ann.ef_serch; did you mean params.panel.ann.ann.ef_search?",
         ),
         ({"panel": {"bad name": {"method": "bm25"}}}, "panel name 'bad name' is not usable"),
+        (  # `1:` unquoted: the rule it was told ("digits") seemed to allow it
+            {"panel": {1: {"method": "bm25"}}},
+            "panel name 1 is not usable: it names a params key (panel.NAME) and a folder (data/panel/NAME), so it "
+            "must be 1-64 ASCII letters, digits, - and _, starting with a letter or digit; YAML read it as the "
+            "number 1: quote the name ('1':)",
+        ),
         (
             {"panel": {"x": {"chunking": "default", "embedder": "default", "depth": 0}}},
             "panel.x.depth must be a positive int (chunks per question) or 'all'",

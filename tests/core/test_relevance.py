@@ -70,6 +70,28 @@ def test_span_judgement_and_recall_over_split_evidence():
     assert row["recall@1"] == 0.25  # the non-relevant top chunk still covers part of the evidence
 
 
+def test_evidence_across_the_gap_a_chunker_trims_counts_only_what_chunks_hold():
+    """Chunks [0, 57) and [58, 94) with overlap 0: the space at 57 is in no chunk. Evidence 9-94 has
+    85 characters, 84 of them held; the two chunks at ranks 1-2 cover all a retriever can give, so
+    recall@2 is 1 (it was 84/85) and the gains add up to 1."""
+    chunks = pd.DataFrame({"chunk_id": ["a", "b"], "doc_id": ["d", "d"], "start": [0, 58], "end": [57, 94]})
+    (judgement,) = judge([{"qid": "q", "doc_id": "d", "start": 9, "end": 94}], chunks, min_coverage=0.3)
+    assert judgement.held() == pytest.approx(84 / 85)
+    assert judgement.gains.tolist() == pytest.approx([48 / 84, 36 / 84])
+    assert span_recall(judgement, np.array([1, 2]), [1, 2]) == pytest.approx({1: 48 / 84, 2: 1.0})
+    # the expected policy (all orders of a tie) and the context budget count alike
+    from retrieval_bench.evaluation.score.scoring import score_run
+    from retrieval_bench.evaluation.score.settings import Scoring
+
+    chunks["text"] = ["x" * 57, "y" * 36]
+    run = pd.DataFrame({"qid": ["q", "q"], "chunk_id": ["a", "b"], "rank": [1, 2], "score": [1.0, 1.0]})
+    golden = [{"qid": "q", "doc_id": "d", "start": 9, "end": 94}]
+    row = score_run(golden, chunks, run, Scoring((1, 2), 0.3, "expected", (57, 100))).iloc[0]
+    assert row["recall@2"] == pytest.approx(1.0) and row["recall_budget@100"] == pytest.approx(1.0)
+    assert row["recall@1"] == pytest.approx((48 / 84 + 36 / 84) / 2)  # either chunk first, by chance
+    assert row["recall_budget@57"] == pytest.approx(1 / 2 * 48 / 84 + 1 / 2 * 36 / 84)
+
+
 def test_pre_chunked_spans_reduce_exactly_to_chunk_id_metrics():
     rng = np.random.default_rng(7)
     texts = [f"chunk number {i} " * 3 for i in range(30)]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.corpus.documents import html_text, parse_selectors
+from retrieval_bench.corpus.html import html_text, parse_selectors
 from retrieval_bench.corpus.load import LoadSettings, load_corpus
 
 PAGE = Path(__file__).parent / "pages" / "sql-vacuum.html"  # a PostgreSQL 17 reference page, cut short
@@ -104,7 +104,7 @@ def test_end_tags_left_out_or_left_over_end_elements_as_a_browser_does(page, tex
 
 def test_unclosed_paragraphs_do_not_pile_up():
     """Every <p> left open stayed on the stack and each end tag searched it: a 1 MB page took 12 s."""
-    from retrieval_bench.corpus.documents import _HtmlText
+    from retrieval_bench.corpus.html import _HtmlText
 
     parser = _HtmlText([])
     parser.feed("<div>" + "<p>para <b>bold</b> text" * 5000)

@@ -149,6 +149,20 @@ def test_a_csv_row_with_fewer_fields_than_the_header_is_one_line_not_a_lost_text
     assert read_ready_chunks(tmp_path / "long.csv", "id", "text")["chunk_id"].tolist() == ["c1", "c2"]
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", r"d.csv: empty; a CSV of chunks needs a header row"),
+        (b"id,text,text\n1,a,b\n", r"d.csv: the header names column 'text' twice"),  # pandas read it as text.1
+        (b"id,text\n1,caf\xe9\n", r"d.csv: cannot read csv \('utf-8' codec can't decode byte 0xe9"),
+    ],
+)
+def test_a_csv_without_header_with_a_column_named_twice_or_not_utf8_is_one_line(tmp_path, content, message):
+    (tmp_path / "d.csv").write_bytes(content)
+    with pytest.raises(InputError, match=message):
+        read_ready_chunks(tmp_path / "d.csv", "id", "text")
+
+
 def test_an_empty_beir_corpus_is_one_line(tmp_path):
     from retrieval_bench.corpus.load import read_beir_corpus
 
@@ -160,11 +174,11 @@ def test_an_empty_beir_corpus_is_one_line(tmp_path):
 @pytest.mark.parametrize(
     ("start", "expected"),
     [
-        (10**12, "chunk b: ends at 1,000,000,000,005 while the chunks of document 'd' hold 10 characters"),
+        (10**12, "chunk b starts at 1,000,000,000,000, leaving 999,999,999,995 characters of document 'd' that no"),
         (2**63 + 5, "chunk b: 'start' is 9223372036854775813, beyond any document"),
-        (20_000_000, "chunk b: ends at 20,000,005 while the chunks of document 'd' hold 10 characters"),
+        (20_000_000, "chunk b starts at 20,000,000, leaving 19,999,995 characters of document 'd' that no chunk"),
         ("9" * 5000, "chunk b: 'start' is a 5000-digit number, beyond any document"),  # int() refuses: a traceback
-        ("0" * 5000 + "20000000", "chunk b: ends at 20,000,005 while the chunks"),  # its leading zeros count too
+        ("0" * 5000 + "20000000", "chunk b starts at 20,000,000, leaving 19,999,995"),  # its leading zeros count too
     ],
 )
 def test_offsets_far_beyond_the_chunks_text_are_one_line_not_a_memory_error(tmp_path, start, expected):

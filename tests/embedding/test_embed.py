@@ -243,6 +243,8 @@ def test_texts_longer_than_the_models_limit_are_counted_and_said_even_from_the_c
     for _ in range(2):  # embedded, then from the cache
         _, stats = embed.embed_texts(texts, settings, "", tmp_path / "cache", progress=EmbedProgress(bar=False))
         assert "warning: 2 of 3 distinct chunks are longer than the model's 256-token limit" in stats.line("chunk")
+    assert stats.line("chunk").endswith("shorter chunks (a chunking's chars), or a model that reads more")
+    assert stats.line("question").endswith("only: a model that reads more")  # no chunking makes a question shorter
     _, short = embed.embed_texts(texts[:1], settings, "", tmp_path / "cache", progress=EmbedProgress(bar=False))
     assert "warning" not in short.line("chunk")
 

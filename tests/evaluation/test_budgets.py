@@ -80,8 +80,9 @@ def hand_recall(context: list[str], chunks: pd.DataFrame, row: dict) -> float:
     if row.get("relevant") is not None:
         relevant = [c for c, grade in row["relevant"].items() if grade > 0 and c in set(chunks["chunk_id"])]
         return sum(c in context for c in relevant) / len(relevant) if relevant else 0.0
-    evidence = set(range(row["start"], row["end"]))
     spans = dict(zip(chunks["chunk_id"], zip(chunks["start"], chunks["end"])))
+    # the evidence characters some chunk holds: one no chunk holds (a gap between chunks) counts for nothing
+    evidence = set(range(row["start"], row["end"])) & set().union(*(range(*span) for span in spans.values()))
     covered = set().union(*(range(*spans[c]) for c in context)) & evidence
     return len(covered) / max(len(evidence), 1)
 

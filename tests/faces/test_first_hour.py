@@ -175,10 +175,57 @@ def test_a_bar_ends_at_its_total_and_prints_the_last_count_once(capsys):
     # in a log (stderr not a terminal) each count is a whole line: a reader of the log sees it at once
     lines = [line for line in err.split("\n") if line]
     assert "\r" not in err and [line.split(":")[0] for line in lines] == ["retrieve (run-file)"] * 2
+    with progress(5, "generate") as bar:  # a message beside the bar (a failure, a pause): a clean line too
+        bar.write("generate: HTTP 429 asked to wait 100000s", file=sys.stderr)
+    err = capsys.readouterr().err
+    assert "\r" not in err and "\ngenerate: HTTP 429 asked to wait 100000s\n" in err
     with pytest.raises(RuntimeError), progress(5, "score") as bar:
         bar.update(3)
         raise RuntimeError("a failing step")
     assert bar_counts(capsys.readouterr().err, 5) == [0, 3]  # the truth, not n/n
+
+
+def test_a_bar_that_stands_still_shows_it_is_alive_until_it_closes(capsys, monkeypatch):
+    """A local LLM taking 40 s a reply left `0/3 [00:00<?` on screen, its clock frozen, and a log
+    (make repro) without a line: the bar is drawn again while its count stands still."""
+    import time
+
+    from retrieval_bench.core import stage
+
+    monkeypatch.setattr(stage, "HEARTBEAT_SECONDS", {"terminal": 0.02, "log": 0.02})
+    err = ""
+    with progress(3, "generate"):
+        for _ in range(500):  # until two heartbeats are in, however slow the machine
+            err += capsys.readouterr().err
+            if len(bar_counts(err, 3)) >= 3:
+                break
+            time.sleep(0.01)
+    assert bar_counts(err, 3)[:3] == [0, 0, 0]  # the first draw, then heartbeats, each a whole line
+    capsys.readouterr()
+    time.sleep(0.1)
+    assert capsys.readouterr().err == ""  # closed: no beat after it
+
+
+def test_sigterm_stops_a_stage_as_ctrl_c_does_with_its_line():
+    """Stopped by `timeout`, a cancelled CI job or `docker stop`, a stage exited 143 at once with
+    no "interrupted; ..." line (a generation's kept replies unsaid) and its bar left open."""
+    import signal
+    import subprocess
+
+    script = (
+        "import time\n"
+        "from retrieval_bench.core.stage import run_stage\n"
+        "def main():\n"
+        "    print('ready', flush=True)\n"
+        "    time.sleep(120)\n"
+        "run_stage(main)\n"
+    )
+    stage = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert stage.stdout.readline() == "ready\n"
+    stage.send_signal(signal.SIGTERM)
+    _, err = stage.communicate(timeout=60)
+    assert stage.returncode == 143
+    assert err.strip() == "interrupted; no output was half-written (each is replaced whole or not at all): rerun to finish"
 
 
 def test_ctrl_c_in_any_stage_is_one_line(capsys):

@@ -141,6 +141,12 @@ def test_blank_questions_are_refused_in_every_format(tmp_path):
     path = tmp_path / "qa.json"
     path.write_text(json.dumps({"queries": {"q1": " "}, "corpus": {}, "relevant_docs": {}}))
     assert refusal(path).startswith(f"{path}: queries['q1']: 'question' must be the question")
+    # zero-width and no-break spaces, a word joiner, a byte-order mark: blank to a reader, kept by strip()
+    path = write_jsonl(tmp_path / "mine.jsonl", [handwritten("\u200b\u00a0 \u2060\ufeff")])
+    assert refusal(path) == (
+        f"{path}:1: 'question' must be the question, a non-blank text; got only invisible characters "
+        r"'\u200b\xa0 \u2060\ufeff'"
+    )
 
 
 # --- question ids -----------------------------------------------------------------------------

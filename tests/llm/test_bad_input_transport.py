@@ -213,6 +213,68 @@ def test_an_echoed_bearer_key_is_masked_once_and_a_dns_failure_named_in_words(mo
     assert os_reason(ConnectionRefusedError(111, "Connection refused")) == "Connection refused"
 
 
+def test_https_to_a_plain_http_server_says_so_and_ipv6_keeps_its_brackets(stub):
+    """https://127.0.0.1 to a plain http server said "Operation not permitted" (the TLS error's
+    code read as an errno); http://[::1]:8000 was named http://::1:8000."""
+    import httpx
+
+    from retrieval_bench.llm.transport.errors import origin_of, os_reason
+
+    with pytest.raises(httpx.ConnectError) as failed:
+        httpx.get(stub.url.replace("http://", "https://"), verify=False)
+    assert os_reason(failed.value) == (
+        "TLS handshake failed (WRONG_VERSION_NUMBER): a plain http server? Its URL starts with http://"
+    )
+    assert origin_of(httpx.URL("http://[::1]:8000/v1")) == "http://[::1]:8000"
+    assert origin_of(httpx.URL("http://127.0.0.1:8000/v1")) == "http://127.0.0.1:8000"
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("sk-ant-TESTKEY1234567890\n", "has spaces or a line break at its start or end"),
+        ("   ", "is blank: unset it"),
+        ("sk-ant-TESTKEY-é€-1234567890", "holds a character no key has at position 16"),
+        ("sk-ant-TEST KEY1234567890", "holds a character no key has at position 12"),
+    ],
+)
+def test_a_key_no_header_can_carry_is_one_line_before_any_request(stub, tmp_path, monkeypatch, key, why):
+    """A trailing newline sat 141 s at 0% and ended "10 requests in a row failed ... Illegal header
+    value"; a non-ASCII key was blamed on the server's reply ("malformed reply (UnicodeEncodeError)")."""
+    from retrieval_bench.core.errors import InputError
+
+    meta, jobs = jobs_for(2, provider="openai-compatible")
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with pytest.raises(InputError) as refused:
+        within(GUARD_S, lambda: run(QUESTIONS, jobs, meta, openai_settings(stub), tmp_path / "c.jsonl"))
+    message = str(refused.value)
+    assert message.startswith(f"OPENAI_API_KEY {why}") and message.endswith("; nothing was sent")
+    assert "\n" not in message and (not key.strip() or key.strip() not in message)
+    assert stub.generation_requests() == []
+
+
+def test_a_base_url_from_the_environment_is_checked_like_params_and_short_keys_are_not_masked(monkeypatch):
+    """OPENAI_BASE_URL=' http://...' (a leading space) was called a free local server, then failed
+    as "the connection to :// failed" after 2.5 min; a key of one letter ("e", as local servers
+    take) turned every line into "cannot conn[key hidden]ct"."""
+    from retrieval_bench.core.errors import InputError
+    from retrieval_bench.llm.providers.registry import named
+    from retrieval_bench.llm.transport import credentials
+
+    openai = named("openai-compatible", "generate")
+    with pytest.raises(InputError, match=r"^OPENAI_BASE_URL must be the http\(s\) URL of the server; it has spaces"):
+        credentials.endpoint_for(
+            openai, None, {"OPENAI_API_KEY": "sk-x" * 4, "OPENAI_BASE_URL": " http://127.0.0.1/v1"}
+        )
+    with pytest.raises(InputError, match=r"^OPENAI_BASE_URL .* it must start with http:// or https://"):
+        credentials.endpoint_for(openai, None, {"OPENAI_BASE_URL": "127.0.0.1:18765/v1"})
+    monkeypatch.setattr(credentials, "_KEYS_READ", set())
+    credentials.endpoint_for(openai, "http://127.0.0.1:8000/v1", {"OPENAI_API_KEY": "e"})
+    assert credentials.mask_keys("cannot connect to http://127.0.0.1:8000 (Connection refused)") == (
+        "cannot connect to http://127.0.0.1:8000 (Connection refused)"
+    )
+
+
 def test_a_batch_whose_every_poll_fails_stops_the_run_instead_of_polling_forever(stub, tmp_path, monkeypatch):
     """A server failing every status poll with a passing fault was polled every batch_poll_seconds,
     forever; the run now stops after MAX_POLL_FAILURES in a row, the batch kept for a rerun."""

@@ -189,6 +189,7 @@ def test_the_dry_run_says_max_questions_is_used_up_by_hand_written_questions(stu
         {"question": f"What does the WAL page say ({i})?", "doc_id": "wal.md", "evidence": s}
         for i, s in enumerate(sentences)
     ]
+    rows.append(rows[0])  # an exact repeat: dropped, and said (only metrics/goldenset.json counted it)
     (project / "data" / "hw.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["generate"].update(
@@ -197,5 +198,15 @@ def test_the_dry_run_says_max_questions_is_used_up_by_hand_written_questions(stu
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     status, out, err = run_stage_here(project, stub, "--dry-run")
     assert status == 0, err
-    assert "max_questions 2 is used up by 3 hand-written questions: 0 to generate" in out
+    plan = "max_questions 2 is used up by 3 hand-written questions: 0 to generate; a sample of 2 of them is kept"
+    assert plan in out and "1 hand-written questions repeat an earlier one and are dropped" in out
     assert stub.generation_requests() == []
+    status, out, err = run_stage_here(project, stub)
+    assert status == 0, err
+    assert plan in out and stub.generation_requests() == []
+    golden = [json.loads(line) for line in (project / "data" / "goldenset.jsonl").read_text().splitlines()]
+    report = json.loads((project / "metrics" / "goldenset.json").read_text())
+    assert len(golden) == 2 and report["handwritten_left_out"] == 1
+    # counted on the 2 kept, not on the 3 read
+    covered = len({row["chunk_sha256"] for row in golden})
+    assert report["passages_without_question"] == report["passages"] - covered

@@ -114,6 +114,17 @@ def test_the_panel_stages_import_no_scientific_or_model_stack():
     assert {"scipy", "torch", "sentence_transformers", "sklearn"} & set(loaded.stdout.split()) == set()
 
 
+def test_check_params_imports_no_pandas():
+    """check_params runs first in every `dvc repro` and `make repro`, and reads no table: pandas
+    (about 0.3 CPU-s to import) would be paid for nothing (bench/cold_vs_st.py --breakdown)."""
+    import subprocess
+    import sys
+
+    probe = "import sys, stages.check_params; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert {"pandas", "pyarrow", "torch", "scipy"} & set(loaded.stdout.split()) == set()
+
+
 def test_the_leaderboard_imports_scipy_special_not_scipy_stats():
     """Its intervals need t and normal quantiles, its segment tests Benjamini-Hochberg: scipy.special
     and a few lines give the same values (tests/evaluation/test_panel_stats.py), and importing

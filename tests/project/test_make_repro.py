@@ -75,6 +75,7 @@ def test_relay_numbers_every_stage_dvc_reaches_and_keeps_push_advice_where_a_rem
         "Running stage 'a':\n",
         "> python -m stages.a\n",
         "Stage 'b' is cached - skipping run, checking out outputs\n",
+        "Pulling data for stage: 'c@x'\n",  # dvc repro --pull on a clone with a remote
         "Use `dvc push` to send your updates to remote storage.\n",
     ]
     relay(dvc, 3, out, no_remote=False)
@@ -82,6 +83,8 @@ def test_relay_numbers_every_stage_dvc_reaches_and_keeps_push_advice_where_a_rem
         "[1/3] Running stage 'a':",
         "> python -m stages.a",
         "[2/3] Stage 'b' is cached - skipping run, checking out outputs",
+        "[3/3] Pulling data for stage: 'c@x'",
         "Use `dvc push` to send your updates to remote storage.",
     ]
     assert "about 2 min on 4 CPU core(s)" in expected_time(27, 4)  # 5 min on 2 cores, halved, rounded
+    assert "first run" not in expected_time(27, 4, first_run=False)  # a rerun: dvc.lock is there

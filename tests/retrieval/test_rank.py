@@ -130,6 +130,21 @@ def test_dense_bm25_and_hybrid_runs():
     assert hybrid[hybrid.qid == "q1"]["chunk_id"].iloc[0] == "b"  # second by dense, first by BM25
 
 
+def test_a_corpus_without_one_indexable_word_retrieves_nothing_with_a_warning(tmp_path, monkeypatch, capsys):
+    """Stop words, punctuation and emoji only: bm25s cannot build an index (max() of an empty
+    vocabulary, a traceback); BM25 retrieves nothing, hybrid keeps the dense run, one line says why."""
+    monkeypatch.setenv("RETRIEVAL_BENCH_CACHE", str(tmp_path))
+    texts = ["The and of it is, to be or not to be.", "!!! ??? 🚀🔥 --- ***"]
+    questions = Questions(["q1"], ["what is it"], unit([[1.0, 0.0]]))
+    corpus = Corpus(["a", "b"], texts, unit([[1.0, 0.0], [0.0, 1.0]]))
+    assert retrieve(settings("bm25"), questions, corpus).empty
+    assert "no chunk holds a word BM25 indexes" in capsys.readouterr().err
+    hybrid = retrieve(settings("hybrid"), questions, corpus)
+    assert hybrid["chunk_id"].tolist() == ["a", "b"]  # the dense run's order
+    assert (bm25_scores(texts, ["what is it", "sqlite"])(slice(0, 2)) == 0).all()
+    assert [p.name for p in tmp_path.joinpath("bm25").iterdir() if p.suffix != ".lock"] == []  # nothing half-built
+
+
 def fused_scores(tops, weights, fusion, n_chunks=3, depth=10):
     fused = fuse(tops, weights, fusion, 60, n_chunks, depth)
     return {"xyz"[i]: s for i, s, kept in zip(fused.indices[0], fused.scores[0], fused.kept[0]) if kept}
@@ -147,6 +162,12 @@ def test_rrf_fusion_is_symmetric_and_ties_share_the_worst_rank():
     assert mirror["x"] == mirror["y"]  # ranks 1 and 2 against 2 and 1: exactly equal
     weighted = fused_scores([a, b], [1.0, 2.0], "weighted")
     assert weighted == pytest.approx({"x": 1.0, "y": 2.0, "z": 0.0})
+    # A run of one chunk, or of chunks all scoring alike, puts them at its best (1), not at 0 with
+    # the chunks it did not retrieve: weights 0 and 1 give the BM25 run's own order back.
+    alone = Top(np.array([[2, 0, 1]]), np.array([[1.5, 0.0, 0.0]]), np.array([[True, False, False]]))
+    assert fused_scores([a, alone], [0.0, 1.0], "weighted") == pytest.approx({"x": 0.0, "y": 0.0, "z": 1.0})
+    tied = Top(np.array([[2, 1, 0]]), np.array([[0.7, 0.7, 0.0]]), np.array([[True, True, False]]))
+    assert fused_scores([a, tied], [0.0, 1.0], "weighted") == pytest.approx({"x": 0.0, "y": 1.0, "z": 1.0})
 
 
 def reference_fusion(component_runs: dict, weights: dict, fusion: str, rrf_k: float, depth: int) -> pd.DataFrame:
@@ -157,7 +178,7 @@ def reference_fusion(component_runs: dict, weights: dict, fusion: str, rrf_k: fl
             contribution = weights[name] / (rrf_k + run.groupby(["qid", "score"])["rank"].transform("max"))
         else:
             low, high = run.groupby("qid")["score"].transform("min"), run.groupby("qid")["score"].transform("max")
-            contribution = weights[name] * ((run["score"] - low) / (high - low).where(high > low, 1.0))
+            contribution = weights[name] * ((run["score"] - low) / (high - low)).where(high > low, 1.0)
         parts.append(pd.DataFrame({"qid": run["qid"], "chunk_id": run["chunk_id"], "score": contribution}))
     fused = pd.concat(parts).groupby(["qid", "chunk_id"], sort=False, as_index=False)["score"].sum()
     return run_contract.from_records(fused.itertuples(index=False, name=None), depth)

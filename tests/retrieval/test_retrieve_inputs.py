@@ -166,9 +166,13 @@ def test_the_retrieve_line_says_the_runs_own_depth_and_warns_below_the_deepest_k
     without a word; an ANN run short of its depth said nothing either."""
     settings = RetrievalSettings.from_params({**DEFAULTS["retrieval"], "method": "run-file", "run_file": "r.trec"})
     run = pd.DataFrame({"qid": ["q1"] * 5 + ["q2"] * 3, "chunk_id": list("abcde") + list("abc")})
-    assert methods.depth_text(settings, run, 3, 20) == (
+    assert methods.depth_text(settings, run, 3, 20, 1000) == (
         "run-file, depth 100, 3-5 results per question; warning: 3 of 3 questions hold fewer than score.k 20 "
         "results (recall@20 counts only what the run holds)"
     )
     deep = pd.DataFrame({"qid": ["q1"] * 20, "chunk_id": [f"c{i}" for i in range(20)]})
-    assert methods.depth_text(settings, deep, 1, 20) == "run-file, depth 100, 20 results per question"
+    assert methods.depth_text(settings, deep, 1, 20, 1000) == "run-file, depth 100, 20 results per question"
+    # a corpus of 5 chunks: q1 holds them all, nothing is missing; q2 and a question without results are short
+    assert methods.depth_text(settings, run, 3, 20, 5).endswith(
+        "warning: 2 of 3 questions hold fewer than score.k 20 results (recall@20 counts only what the run holds)"
+    )

@@ -23,6 +23,26 @@ from retrieval_bench.core.errors import InputError
 RAY_ADDRESS_ENV = "RETRIEVAL_BENCH_RAY_ADDRESS"  # the Ray cluster (host:port) the user vouches for outside git
 
 
+def http_url_problem(url: str) -> str | None:
+    """Why `url` is not the http(s) URL of a server (no scheme, no host, a port out of range,
+    spaces around it), or None: said in one line before any request, not as a connection error
+    after minutes of retries."""
+    if url != url.strip():
+        return "has spaces or a line break at its start or end"
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https"):
+        return "must start with http:// or https://"
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        return "has a port that is not a number from 1 to 65535"
+    if not parts.hostname:
+        return "names no host"
+    return None
+
+
 def origin(url: str) -> tuple[str, str, int | None]:
     """(scheme, host, port) of `url`, the port defaulted by scheme: what two URLs must share."""
     parts = urlsplit(url.strip())

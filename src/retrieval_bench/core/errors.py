@@ -53,6 +53,16 @@ def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
+def flow_yaml(value: object) -> str:
+    """A params value as one line of YAML flow style, for an error line that says what to write:
+    {name: {chunking: default, embedder: default}}."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key}: {flow_yaml(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(flow_yaml(item) for item in value) + "]"
+    return "null" if value is None else str(value)
+
+
 def some_of(items: list[str], limit: int = 5) -> str:
     """The first `limit` of `items`, comma-separated, with ", ..." when there are more: the
     examples a warning names."""

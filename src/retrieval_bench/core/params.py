@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from retrieval_bench.core.errors import InputError, json_kind
+from retrieval_bench.core.errors import InputError, flow_yaml, json_kind
 from retrieval_bench.core.params_panel import (
     NAMED_BASE,
     check_chunking,
@@ -234,7 +234,7 @@ def require_dvc_keys(
         if iterated and iterated.group(1) not in (raw or {}):
             key = iterated.group(1)
             value = (resolved or {}).get(key)
-            spelled = "..." if value is None else json.dumps(value, separators=(", ", ": ")).replace('"', "")
+            spelled = "..." if value is None else flow_yaml(value)
             raise InputError(
                 f"{params_path}: {key} is missing: {dvc_yaml}'s stage {stage} iterates it (foreach); write {key}: {spelled}"
             )

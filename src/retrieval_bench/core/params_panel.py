@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from retrieval_bench.core.errors import InputError, json_kind, quoted
+from retrieval_bench.core.errors import InputError, flow_yaml, json_kind, quoted
 from retrieval_bench.core.params_schema import CHOICES, DEFAULTS, check_shape, unknown_key
 from retrieval_bench.core.params_sections import check_embed, check_export_target, check_rerank_and_ann
 from retrieval_bench.core.paths import DEFAULT as DEFAULT_SYSTEM
@@ -92,13 +92,16 @@ EMBEDDER_KEYS = ("model", "max_seq_length", "query_prompt", "document_prompt", "
 NAMED_EXAMPLE = {"chunkings": "{chars: 400, overlap: 50}", "embedders": "{model: ..., max_seq_length: 256}"}
 
 
-def _valid_name(name: Any, where: str, used_as: str, path: Path) -> str:
-    if not isinstance(name, str) or not PANEL_NAME.fullmatch(name):
-        raise InputError(
-            f"{path}: {where} name {quoted(name)} is not usable: it names DVC stages ({used_as}) and folders, "
-            f"so it must be {PANEL_NAME_RULE}"
-        )
-    return name
+def _valid_name(name: Any, where: str, names: str, path: Path) -> str:
+    """`name` if it is PANEL_NAME_RULE's, else one InputError saying what it `names` and, for a name
+    YAML read as a number or a boolean (`1:`, `yes:`), to quote it."""
+    if isinstance(name, str) and PANEL_NAME.fullmatch(name):
+        return name
+    example = "" if isinstance(name, bool) else f" ('{name}':)"  # yes:, on:, true: all read as true
+    read_as = f"; YAML read it as {json_kind(name)}: quote the name{example}" if not isinstance(name, str) else ""
+    raise InputError(
+        f"{path}: {where} name {quoted(name)} is not usable: it names {names}, so it must be {PANEL_NAME_RULE}{read_as}"
+    )
 
 
 def check_named(section: str, entries: Any, params: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
@@ -114,7 +117,7 @@ def check_named(section: str, entries: Any, params: dict[str, Any], path: Path) 
         )
     checked = {}
     for name, override in entries.items():
-        where = f"{section}.{_valid_name(name, section, 'embed_corpus@<chunking>-<embedder>', path)}"
+        where = f"{section}.{_valid_name(name, section, 'DVC stages (embed_corpus@<chunking>-<embedder>) and folders', path)}"
         override = {} if override is None else override
         if not isinstance(override, dict):
             raise InputError(f"{path}: {where} must be a mapping of {', '.join(keys)} (or {{}}), got {override!r}")
@@ -148,11 +151,7 @@ def check_imported(imported: dict[Any, Any], path: Path) -> None:
     """generate.imported: {NAME: FILE}, each name a panel name's (the leaderboard and the
     certificate name a column after it) and not a reserved question set, each file a path."""
     for name, file in imported.items():
-        if not isinstance(name, str) or not PANEL_NAME.fullmatch(name):
-            raise InputError(
-                f"{path}: generate.imported name {quoted(name)} is not usable: it names a question set "
-                f"(a leaderboard column), so it must be {PANEL_NAME_RULE}"
-            )
+        _valid_name(name, "generate.imported", "a question set (a leaderboard column)", path)
         if name in RESERVED:
             raise InputError(
                 f"{path}: generate.imported.{name}: {name!r} is the name of a question set of the golden set's own "
@@ -183,11 +182,7 @@ def check_panel(panel: Any, params: dict[str, Any], path: Path) -> dict[str, dic
         )
     systems = {}
     for name, override in panel.items():
-        if not isinstance(name, str) or not PANEL_NAME.fullmatch(name):
-            raise InputError(
-                f"{path}: panel name {quoted(name)} is not usable: it names a params key (panel.NAME) "
-                f"and a folder (data/panel/NAME), so it must be {PANEL_NAME_RULE}"
-            )
+        _valid_name(name, "panel", "a params key (panel.NAME) and a folder (data/panel/NAME)", path)
         where = f"panel.{name}"
         if not isinstance(override, dict):
             raise InputError(
@@ -283,14 +278,11 @@ def check_embedded(embedded: Any, panel: dict[str, dict[str, Any]], path: Path) 
         return used
     fits = isinstance(embedded, dict) and all(used.get(name) == pair for name, pair in embedded.items())
     if not (fits and set(wanted) <= set(embedded)):
-        spelled = ", ".join(
-            f"{name}: {{chunking: {p['chunking']}, embedder: {p['embedder']}}}" for name, p in wanted.items()
-        )
         only_bm25 = sorted(set(used) - set(wanted))
         may = f" (may add {', '.join(only_bm25)}: used by systems that search no vectors)" if only_bm25 else ""
         raise InputError(
             f"{path}: embedded must be the (chunking, embedder) pairs the panel's vector-searching systems use, "
-            f"each embedded once (stage embed_corpus@CHUNKING-EMBEDDER); write embedded: {{{spelled}}}{may}"
+            f"each embedded once (stage embed_corpus@CHUNKING-EMBEDDER); write embedded: {flow_yaml(wanted)}{may}"
         )
     return dict(embedded)
 

@@ -22,7 +22,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "split": "test",
         "missing_relevant": "error",
         "duplicates": {"near": True, "min_jaccard": 0.8},
-        # HTML blocks the reader drops (corpus.documents.parse_selectors); PostgreSQL's docs: .navheader, .navfooter
+        # HTML blocks the reader drops (corpus.html.parse_selectors); PostgreSQL's docs: .navheader, .navfooter
         "html_skip": "nav, header, footer, [role=navigation], .navheader, .navfooter",
     },
     "generate": {

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from retrieval_bench.core.endpoints import http_url_problem
 from retrieval_bench.core.errors import InputError, describe_os_error, quoted
 from retrieval_bench.core.files import file_state
 from retrieval_bench.core.question_sets import QUESTION_KINDS
@@ -424,8 +425,9 @@ def check_llm_requests(settings: dict[str, Any], section: str, path: Path) -> No
     """Where and how an LLM section's requests go: base URL, spend limit, timeout, reply format,
     temperature, model alias."""
     base_url = settings["base_url"]
-    if base_url is not None and (not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))):
-        raise InputError(f"{path}: {section}.base_url must be an http(s) URL or null, got {base_url!r}")
+    problem = http_url_problem(base_url) if isinstance(base_url, str) else "is not a text"
+    if base_url is not None and problem:
+        raise InputError(f"{path}: {section}.base_url must be an http(s) URL or null; it {problem}: got {base_url!r}")
     limit = settings["max_cost_usd"]
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
         raise InputError(

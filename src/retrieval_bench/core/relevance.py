@@ -67,6 +67,13 @@ class Judgement:
         chars: np.ndarray = np.clip(np.minimum(self.ends, span_end) - np.maximum(self.starts, span_start), 0, None)
         return chars
 
+    def held(self) -> float:
+        """The share of a span question's evidence some chunk of this chunking holds (1 unless the
+        span crosses characters no chunk holds, the whitespace a chunker trims between chunks):
+        coverage recall counts against it, so that retrieving every chunk over the span is 1."""
+        span, starts, ends = self.evidence()
+        return union_coverage(starts, ends, *span) or 1.0
+
     def evidence(self) -> tuple[tuple[int, int], np.ndarray, np.ndarray]:
         """A span question's evidence span and its chunks' starts and ends (set for every span question)."""
         assert self.span is not None and self.starts is not None and self.ends is not None, "not a span question"
@@ -187,13 +194,16 @@ def judge(golden: list[dict[str, Any]], chunks: pd.DataFrame, min_coverage: floa
 def _span_gains(
     by_doc: dict[Any, Any], starts: np.ndarray, ends: np.ndarray, span: tuple[Any, int, int], *, min_coverage: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The chunks overlapping one evidence span and their gains: the share of the span each holds,
-    0 below min_coverage unless min_coverage of the chunk itself is evidence."""
+    """The chunks overlapping one evidence span and their gains: the share of the span's characters
+    held by some chunk that each holds, 0 below min_coverage unless min_coverage of the chunk itself
+    is evidence."""
     doc_id, start, end = span
     candidates = by_doc.get(doc_id, np.array([], dtype=np.int64))
     share = coverage(starts[candidates], ends[candidates], start, end)
     overlapping = share > 0
     candidates, share = candidates[overlapping], share[overlapping]
+    if len(candidates):  # of the evidence characters some chunk holds (Judgement.held)
+        share = share / (union_coverage(starts[candidates], ends[candidates], start, end) or 1.0)
     chunk_share = chunk_evidence_share(starts[candidates], ends[candidates], start, end)
     return candidates, np.where((share >= min_coverage) | (chunk_share >= min_coverage), share, 0.0)
 

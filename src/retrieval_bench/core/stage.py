@@ -59,7 +59,8 @@ def run_stage(main: Callable[[], None], own_arguments: bool = False) -> None:
     """Run a stage's main(). Run as a script (`python -m stages.<name>`, main defined in __main__),
     its command line is read first: --help prints the stage's help and exits 0 (`own_arguments`:
     main reads its command line itself). An InputError or an OSError (a full disk, a permission)
-    becomes one line on stderr and exit status 1; Ctrl-C one line and exit status 130. (Under
+    becomes one line on stderr and exit status 1; Ctrl-C one line and exit status 130, SIGTERM the
+    same line and 143. (Under
     `dvc repro`, DVC reports any failing stage with its own message and exits 255; a stage whose
     DVC is killed stops as Ctrl-C stops it: stop_when_dvc_dies.)"""
     script = sys.modules.get("__main__")
@@ -69,6 +70,8 @@ def run_stage(main: Callable[[], None], own_arguments: bool = False) -> None:
             sys.argv[1:]
         )
     stop_when_dvc_dies()
+    terminated: list[int] = []  # SIGTERM (timeout, a CI job cancelled, docker stop) stops the stage as Ctrl-C does
+    previous = terminate_as_ctrl_c(terminated)
     try:
         main()
     except InputError as error:
@@ -84,7 +87,28 @@ def run_stage(main: Callable[[], None], own_arguments: bool = False) -> None:
             else ("interrupted; no output was half-written (each is replaced whole or not at all): rerun to finish")
         )
         print(f"\n{said}", file=sys.stderr)
-        sys.exit(INTERRUPTED_EXIT)
+        sys.exit(TERMINATED_EXIT if terminated else INTERRUPTED_EXIT)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+TERMINATED_EXIT = 128 + signal.SIGTERM  # as a shell reports a process SIGTERM ended
+
+
+def terminate_as_ctrl_c(terminated: list[int]) -> Any:
+    """Make SIGTERM raise KeyboardInterrupt, so a stage it stops says what it kept (a paid
+    generation: "interrupted; N replies are kept ...") and leaves no half-written output, as on
+    Ctrl-C; it exited at once and silently. Returns the handler it replaced (None off the main
+    thread, where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        terminated.append(signum)
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
 
 
 DVC_WATCH_SECONDS = 0.5  # how often a stage under DVC looks whether DVC is still there
@@ -117,23 +141,65 @@ def ctrl_c_stops() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# How often a bar whose count has not moved is drawn again (its elapsed time moving): on a
+# terminal every second; in a log a line every half minute, so a slow step (a local LLM taking a
+# minute a reply) still shows it is alive.
+HEARTBEAT_SECONDS = {"terminal": 1.0, "log": 30.0}
+
+
+def _heartbeat(bar: Any, stop: threading.Event, period: float) -> None:
+    """Redraw `bar` (a weak reference: an unclosed bar is still freed) every `period` until it closes."""
+    while not stop.wait(period):
+        shown = bar()
+        if shown is None or shown.disable:
+            return
+        shown.beat()
+        del shown
+
+
 def progress(total: int, desc: str, unit: str = "q", show: bool = True) -> Tqdm[Any]:
     """A progress bar on stderr (tqdm) that counts what is done, with its rate and time left. Used
     as a context manager it ends at total/total when the block succeeds (the work is done even if
     a step reported nothing); in a log (stderr not a terminal: a file, CI, `| tee`) it prints a
-    line at most every 15 s, each ended (a bar redrawn with carriage returns never ends a line
-    there, so a log showed nothing for minutes), and never the same count twice; `show` false: none."""
+    line at most every 5 s, each ended (a bar redrawn with carriage returns never ends a line
+    there, so a log showed nothing for minutes), and a count again only as a heartbeat
+    (HEARTBEAT_SECONDS) while it stands still, never at the close; `show` false: none."""
+    import weakref
+
     from tqdm import tqdm
 
     class Bar(tqdm):  # type: ignore[type-arg]  # generic in types-tqdm only: not subscriptable at run time
         def __init__(self, **options: Any) -> None:
             self._log = not sys.stderr.isatty()
             self._shown: float | None = None
+            self._beating = False
+            self._stop = threading.Event()
             super().__init__(**options)
+            if not self.disable:
+                period = HEARTBEAT_SECONDS["log" if self._log else "terminal"]
+                beat = threading.Thread(target=_heartbeat, args=(weakref.ref(self), self._stop, period), daemon=True)
+                beat.start()
+
+        def beat(self) -> None:
+            self._beating = True
+            try:
+                self.refresh()
+            finally:
+                self._beating = False
+
+        def close(self) -> None:
+            self._stop.set()
+            super().close()
+
+        def clear(self, nolock: bool = False) -> None:
+            # In a log every draw is a whole line: nothing to wipe before a message (tqdm.write),
+            # where tqdm's wipe wrote carriage returns into the log ahead of each message.
+            if not self._log:
+                super().clear(nolock)
 
         # tqdm.display returns True once shown (types-tqdm says None); this keeps what it returns.
         def display(self, msg: str | None = None, pos: int | None = None) -> bool | None:  # type: ignore[override]
-            if self._log and msg is None and self._shown == self.n:
+            if self._log and msg is None and self._shown == self.n and not self._beating:
                 return None  # in a log this count is already printed: the final close would repeat it
             self._shown = self.n
             if self._log and msg is None:  # any position: in a log, lines come one after another

@@ -3,6 +3,8 @@ run line's record."""
 
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 
 from retrieval_bench.core.errors import (
@@ -23,6 +25,13 @@ def _unicode(value: str, where: str, field: str) -> str:
             f"{error.start}, which is not text (an escape such as \\ud800 without its pair)"
         ) from None
     return value
+
+
+def visible(text: str) -> bool:
+    """Whether `text` holds a character one can see: not only spaces (U+00A0 included), line
+    breaks, and format or control characters such as U+200B, U+2060 or U+FEFF, which str.strip()
+    keeps."""
+    return any(not char.isspace() and unicodedata.category(char)[0] not in "CZ" for char in text)
 
 
 def checked_id(value: object, where: str, field: str) -> str:

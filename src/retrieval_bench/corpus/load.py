@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import re
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,36 +76,12 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
         }
     else:
         check_regular(path)
-        try:
-            with warnings.catch_warnings():
-                # a row with more fields than the header: pandas warns and cuts it (index_col=False),
-                # or without index_col=False took the first column as the index, every column shifted
-                warnings.simplefilter("error", pd.errors.ParserWarning)
-                raw = (
-                    pd.read_parquet(path)
-                    if suffix == ".parquet"
-                    else pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False)
-                )
-        except pd.errors.ParserWarning:
-            line, fields, named = _misfit_row(path)
-            raise InputError(
-                f"{path}:{line}: {fields} fields where the header names {named}: a trailing comma, or an unquoted "
-                "comma in a text? Quote the field or remove the extra comma"
-            ) from None
-        except (OSError, ValueError, pd.errors.ParserError) as error:
-            raise InputError(f"{path}: cannot read {suffix[1:]} ({str(error).splitlines()[0]})") from None
-        if suffix == ".csv" and (short := _misfit_row(path))[0]:
-            # pandas fills a short row's missing fields with empty text: a chunk lost without a word
-            line, fields, named = short
-            raise InputError(
-                f"{path}:{line}: {fields} fields where the header names {named}: a text with an unquoted line "
-                "break? Quote the field"
-            )
+        table = _read_csv(path) if suffix == ".csv" else _read_parquet(path)
         for key in (id_field, text_field):
-            if key not in raw.columns:
-                raise InputError(f"{path}: no column {key!r}; columns found: {', '.join(map(str, raw.columns))}")
-        columns = {key: raw[key].tolist() for key in (id_field, text_field, *DOCUMENT_FIELDS) if key in raw.columns}
-        numbers = range(1, len(raw) + 1)
+            if key not in table:
+                raise InputError(f"{path}: no column {key!r}; columns found: {', '.join(map(str, table))}")
+        columns = {key: table[key] for key in (id_field, text_field, *DOCUMENT_FIELDS) if key in table}
+        numbers = range(1, len(columns[id_field]) + 1)
     ids, texts = columns[id_field], columns[text_field]
     if not ids:
         raise InputError(f"{path}: no chunks")
@@ -122,17 +97,44 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
     return records
 
 
-def _misfit_row(path: Path) -> tuple[int, int, int]:
-    """(line, fields, header fields) of the first CSV row with another number of fields than the
-    header (a blank line, or one of spaces, is none: pandas skips it too); line 0 when every row fits."""
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle)
-        named = len(next(reader, []))
-        for row in reader:
-            blank = not row or (len(row) == 1 and not row[0].strip())  # pandas skips it
-            if not blank and len(row) != named:
-                return reader.line_num, len(row), named
-    return 0, 0, named
+def _read_parquet(path: Path) -> dict[Any, list]:
+    try:
+        raw = pd.read_parquet(path)
+    except (OSError, ValueError) as error:
+        raise InputError(f"{path}: cannot read parquet ({str(error).splitlines()[0]})") from None
+    return {key: raw[key].tolist() for key in raw.columns}
+
+
+def _read_csv(path: Path) -> dict[str, list[str]]:
+    """A CSV file's columns, every field as text. A row with another number of fields than the
+    header is an error naming its line (pandas would cut a long row, or fill a short one with
+    empty text: a chunk lost without a word); a blank line, or one of spaces, is skipped."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle)
+            header = next(reader, [])
+            if not header:
+                raise InputError(f"{path}: empty; a CSV of chunks needs a header row naming its columns")
+            rows = []
+            for row in reader:
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue
+                if len(row) != len(header):
+                    hint = (
+                        "a trailing comma, or an unquoted comma in a text? Quote the field or remove the extra comma"
+                        if len(row) > len(header)
+                        else "a text with an unquoted line break? Quote the field"
+                    )
+                    raise InputError(
+                        f"{path}:{reader.line_num}: {len(row)} fields where the header names {len(header)}: {hint}"
+                    )
+                rows.append(row)
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise InputError(f"{path}: cannot read csv ({error})") from None
+    named = [name for name in header if header.count(name) > 1]
+    if named:
+        raise InputError(f"{path}: the header names column {named[0]!r} twice; each column needs its own name")
+    return {name: [row[i] for row in rows] for i, name in enumerate(header)}
 
 
 def _read_beir_jsonl(path: Path) -> list[dict]:
@@ -288,7 +290,7 @@ def _drop_empty_and_check_ids(
 
 def checked_offset(value: object, where: str, field: str) -> int:
     """A character offset: a non-negative integer (or the text of one, as CSV holds it) of at most
-    MAX_UNCOVERED past what chunks can cover (a larger one is no offset into one document)."""
+    MAX_OFFSET (rebuild_documents bounds what chunks leave uncovered)."""
     offset = None
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():  # not "²", which int() refuses
         if len(value.strip().lstrip("0")) > len(str(MAX_OFFSET)):  # int() refuses over 4,300 digits: said first
@@ -347,16 +349,6 @@ def _document_fields(records: pd.DataFrame, source: object) -> pd.DataFrame:
             f"{where[i]}: start {starts[i]} and end {ends[i]} span {ends[i] - starts[i]} characters but its text has "
             f"{lengths[i]}; offsets must be character offsets of the chunk's text in its document"
         )
-    spans = pd.DataFrame({"doc_id": doc_ids, "end": ends, "length": lengths}).groupby("doc_id", sort=False)
-    uncovered = spans["end"].max() - spans["length"].sum()  # at least this many characters no chunk covers
-    if (too_far := uncovered[uncovered > MAX_UNCOVERED]).size:
-        doc_id = too_far.index[0]
-        i = int(np.flatnonzero((np.asarray(doc_ids, dtype=object) == doc_id) & (ends == spans["end"].max()[doc_id]))[0])
-        raise InputError(
-            f"{where[i]}: ends at {ends[i]:,} while the chunks of document {quoted(doc_id)} hold "
-            f"{spans['length'].sum()[doc_id]:,} characters: offsets into a concatenated corpus? Give each chunk's "
-            "offsets within its own document"
-        )
     return pd.DataFrame(
         {
             "chunk_id": records["chunk_id"].tolist(),
@@ -371,16 +363,25 @@ def _document_fields(records: pd.DataFrame, source: object) -> pd.DataFrame:
 def rebuild_documents(chunks: pd.DataFrame, source: object) -> pd.DataFrame:
     """Each document's text from its chunks (sorted by doc_id, start): every chunk's text at its
     offsets, characters no chunk covers as UNCOVERED; chunks that overlap must agree on the characters
-    they share, else an InputError names the chunk."""
+    they share, and no document may leave over MAX_UNCOVERED characters uncovered (offsets into a
+    concatenated corpus), else an InputError names the chunk."""
     rows = []
     for doc_id, group in chunks.groupby("doc_id", sort=False):
         pieces: list[str] = []
         tail, covered, longest, previous = "", 0, 0, None  # tail: the last `longest` characters written
+        uncovered = 0
         for this_chunk_id, start, end, text in zip(
             group["chunk_id"], group["start"], group["end"], group["text"], strict=True
         ):
             longest = max(longest, len(text))
             if start > covered:
+                uncovered += start - covered
+                if uncovered > MAX_UNCOVERED:  # checked before the gap is allocated
+                    raise InputError(
+                        f"{source}: chunk {this_chunk_id} starts at {start:,}, leaving {uncovered:,} characters of "
+                        f"document {quoted(doc_id)} that no chunk covers (at most {MAX_UNCOVERED:,}): offsets into a "
+                        "concatenated corpus? Give each chunk's offsets within its own document"
+                    )
                 pieces.append(UNCOVERED * (start - covered))
                 tail, covered = tail + pieces[-1], start
             shared = min(end, covered) - start

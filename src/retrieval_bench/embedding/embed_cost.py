@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from retrieval_bench.core.stage import progress
 from retrieval_bench.core.timing import interleaved, machine_load, summary
 from retrieval_bench.embedding.embed import BatchTime, embedding_task
 from retrieval_bench.embedding.settings import EmbedSettings
@@ -76,7 +77,14 @@ def embedding_cost(
             f"({costs.rounds} rounds after a warm-up, {len(sample) * (costs.rounds + 1)} chunks embedded)"
         )
         task = embedding_task(sample, settings, settings.document_prompt, log=lambda line: None)
-        repeats = interleaved({"embed": task}, costs.rounds)["embed"]
+        with progress(costs.rounds + 1, "time the embedding", unit="round") as bar:  # a warm-up, then the rounds
+
+            def counted() -> int:
+                embedded = task()
+                bar.update(1)
+                return embedded
+
+            repeats = interleaved({"embed": counted}, costs.rounds)["embed"]
         timed_on, chunks = f"a sample of the first {len(sample)} chunks", len(sample) * costs.rounds
     return {
         **{clock: summary(values, 1000) for clock, values in repeats.items()},

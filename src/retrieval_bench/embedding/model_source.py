@@ -128,7 +128,11 @@ model_fingerprint = functools.lru_cache(maxsize=8)(folder_fingerprint)
 def loading(key: str, path: str, kind: str = "model") -> Iterator[None]:
     """sentence-transformers loading the `kind` at `path`: a folder without a model's config or
     weights (transformers' ValueError, OSError or KeyError) is one line naming `key`, the params
-    key that chose it."""
+    key that chose it. transformers' own "Loading weights" bar is off: redrawn with carriage
+    returns, it wrote one unended line into a log (make repro, CI), for a load taking a second."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
     try:
         yield
     except (ValueError, OSError, KeyError) as error:

@@ -30,10 +30,15 @@ class TokenLimit:
                 f"{self.cut} of {self.texts} distinct {unit}s are cut at the {self.limit} tokens max_seq_length "
                 f"sets (the longest {self.longest} tokens)"
             )
+        remedy = (
+            "shorter chunks (a chunking's chars), or a model that reads more"
+            if unit == "chunk"
+            else "a model that reads more"
+        )
         return (
             f"warning: {self.cut} of {self.texts} distinct {unit}s are longer than the model's {self.limit}-token "
             f"limit (the longest {self.longest} tokens) and are embedded from their first {self.limit} tokens only: "
-            "shorter chunks (a chunking's chars), or a model that reads more"
+            f"{remedy}"
         )
 
 

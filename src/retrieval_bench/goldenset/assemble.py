@@ -174,8 +174,14 @@ def assemble(
             rejects += dropped
     for group in groups.values():
         mark_hygiene(group, hygiene.near_jaccard)
+    handwritten_left_out = 0
     if generating:
+        handwritten = sum(question_set_of(row) == HANDWRITTEN for row in groups["synthetic"])
         groups["synthetic"] = sample_rows(groups["synthetic"], settings.max_questions, settings.seed)
+        handwritten_left_out = handwritten - sum(question_set_of(row) == HANDWRITTEN for row in groups["synthetic"])
+        # counted on what is kept: echoes and near-duplicates dropped, hand-written ones sampled away
+        kept = {row["chunk_sha256"] for row in groups["synthetic"]}
+        counts["passages_without_question"] = int((~passages["text_sha256"].isin(kept)).sum())
         if not any(groups.values()):
             raise no_usable_question(params, cache_path, counts, rejects)
         log_synthetic(groups["synthetic"], counts, settings, log)
@@ -183,6 +189,8 @@ def assemble(
     summary = {**report(golden, rejects, counts, gauge), **kinds_report(golden, counts), "imported": imported_report}
     if real_left_out:
         summary["real_left_out"] = real_left_out
+    if handwritten_left_out:
+        summary["handwritten_left_out"] = handwritten_left_out
     return GoldenSet(golden, rejects, summary)
 
 
@@ -329,6 +337,8 @@ def located_handwritten(
     if counts["ambiguous_evidence"] > UNLOCATED_NAMED:
         log(f"... and {counts['ambiguous_evidence'] - UNLOCATED_NAMED} more whose evidence occurs more than once")
     rows, counts["duplicate_questions_dropped"] = deduplicate(rows)
+    if counts["duplicate_questions_dropped"]:
+        log(f"{counts['duplicate_questions_dropped']} hand-written questions repeat an earlier one and are dropped")
     return rows, counts
 
 
@@ -388,8 +398,6 @@ def synthetic(
     counts.update(
         passages=len(passages), evidence_not_located=sum(row["evidence_located"] is False for row in generated)
     )
-    covered |= {row["chunk_sha256"] for row in generated}
-    counts["passages_without_question"] = int((~passages["text_sha256"].isin(covered)).sum())
     return hw_rows + generated, rejects, counts
 
 
@@ -467,6 +475,8 @@ def plan_line(max_questions: int, n_handwritten: int, budget: int | None, n_elig
         )
     elif budget == 0:
         line = f"max_questions {max_questions} is used up by {n_handwritten} hand-written questions: 0 to generate"
+        if n_handwritten > max_questions:
+            line += f"; a sample of {max_questions} of them is kept (0 takes them all)"
     else:
         line = (
             f"max_questions {max_questions} less {n_handwritten} hand-written questions: {min(budget, n_eligible)} "

@@ -37,7 +37,7 @@ from typing import Any
 from retrieval_bench.core.errors import InputError, json_kind, quoted
 from retrieval_bench.core.files import check_regular, numbered_jsonl, parse_json, read_jsonl, read_text, read_text_lines
 from retrieval_bench.core.question_sets import QUESTION_KINDS
-from retrieval_bench.core.values import checked_id
+from retrieval_bench.core.values import checked_id, visible
 
 RAGAS_FIELDS = ("user_input", "reference_contexts")
 LLAMAINDEX_FIELDS = ("queries", "corpus", "relevant_docs")
@@ -86,8 +86,12 @@ def checked_question(
     line or record) and the field (`fields`: the format's names for them): the question a text
     with a non-blank character, the qid None (not given) or an id of the form QID_RULE."""
     question_field, qid_field = fields
-    if not isinstance(question, str) or not question.strip():
-        got = "an empty text" if isinstance(question, str) else json_kind(question)
+    if not isinstance(question, str) or not visible(question):
+        got = (
+            (f"only invisible characters {quoted(question)}" if question.strip() else "an empty text")
+            if isinstance(question, str)
+            else json_kind(question)
+        )
         raise InputError(f"{where}: {question_field!r} must be the question, a non-blank text; got {got}")
     if qid is None:
         return question, None

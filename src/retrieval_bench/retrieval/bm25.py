@@ -88,14 +88,22 @@ def tokenize(texts: list[str], stemmer: str = "english", stopwords: str = "en") 
     return _tokenize(texts, stemmer, stopwords, return_ids=False)
 
 
+class NoIndexedWord(Exception):
+    """No chunk holds a word BM25 indexes (every text stop words, punctuation or symbols):
+    bm25s cannot build an index, and no question could match one."""
+
+
 def bm25_scores(
     chunk_texts: list[str], questions: list[str], stemmer: str = "english", stopwords: str = "en"
 ) -> Callable[[slice], np.ndarray]:
     """BM25 score of a batch of questions against every chunk."""
     import bm25s
 
+    chunk_tokens = tokenize(chunk_texts, stemmer, stopwords)
+    if not any(chunk_tokens):  # NoIndexedWord: every question scores 0 against every chunk
+        return lambda rows: np.zeros((len(questions[rows]), len(chunk_texts)), dtype=np.float32)
     index = bm25s.BM25()
-    index.index(tokenize(chunk_texts, stemmer, stopwords), show_progress=False)
+    index.index(chunk_tokens, show_progress=False)
     question_tokens = tokenize(questions, stemmer, stopwords)
 
     def scores(rows: slice) -> np.ndarray:
@@ -140,7 +148,8 @@ def _intact(folder: Path) -> bool:
 
 def load_or_build(texts: list[str], options: Bm25Settings, backend: str, folder: Path | None = None):
     """The BM25 index of `texts` tokenized as `options` say, searching with `backend`: from the
-    cache, or built (tokenized to ids) and cached on a miss. Returns (index, built)."""
+    cache, or built (tokenized to ids) and cached on a miss. Returns (index, built); NoIndexedWord
+    when no text holds a word to index."""
     import bm25s
 
     entry = (folder or cache_dir()) / index_key(texts, options)
@@ -148,7 +157,10 @@ def load_or_build(texts: list[str], options: Bm25Settings, backend: str, folder:
 
     def build(staging: Path) -> None:
         index = bm25s.BM25(backend=backend)
-        index.index(_tokenize(texts, options.stemmer, options.stopwords, return_ids=True), show_progress=False)
+        tokenized = _tokenize(texts, options.stemmer, options.stopwords, return_ids=True)
+        if not tokenized.vocab:
+            raise NoIndexedWord
+        index.index(tokenized, show_progress=False)
         index.save(staging, show_progress=False)
         (staging / MANIFEST).write_text(json.dumps(_file_digests(staging)), encoding="utf-8")
         built_here.append(index)
@@ -201,7 +213,16 @@ def top(
     is not retrieved, as in Lucene, so no zero-score chunk enters a run for its position in the
     corpus."""
     backend = backend_for(len(corpus.texts))
-    index, _ = load_or_build(corpus.texts, options, backend)
+    try:
+        index, _ = load_or_build(corpus.texts, options, backend)
+    except NoIndexedWord:
+        print(
+            f"bm25: warning: no chunk holds a word BM25 indexes (stop words {options.stopwords}, stemmer "
+            f"{options.stemmer}: only stop words, punctuation or symbols?): no question retrieves anything",
+            file=sys.stderr,
+        )
+        nothing = np.zeros((len(questions.texts), 0))
+        return nothing.astype(np.int64), nothing.astype(np.float32), nothing.astype(bool)
     if backend == "numba":
         cache_numba_code()
     tokens = [index.get_tokens_ids(words) for words in tokenize(questions.texts, options.stemmer, options.stopwords)]

@@ -78,7 +78,8 @@ def index_bytes(settings: RetrievalSettings, corpus: Corpus) -> int | None:
         total += ann.cached_index_path(vectors, settings.ann).stat().st_size
     if method in ("bm25", "hybrid"):
         entry = bm25.cache_dir() / bm25.index_key(corpus.texts, settings.bm25)
-        total += sum(path.stat().st_size for path in entry.iterdir() if path.is_file())
+        if entry.is_dir():  # none where no chunk holds a word to index (bm25.NoIndexedWord)
+            total += sum(path.stat().st_size for path in entry.iterdir() if path.is_file())
     return total
 
 

@@ -47,15 +47,16 @@ def run_info(settings: RetrievalSettings, questions: Questions, corpus: Corpus, 
     }
 
 
-def depth_text(settings: RetrievalSettings, run: pd.DataFrame, n_questions: int, max_k: int) -> str:
+def depth_text(settings: RetrievalSettings, run: pd.DataFrame, n_questions: int, max_k: int, n_chunks: int) -> str:
     """The depth the run has (an external run's is its own, an ANN's can fall short of the one asked),
     and a warning when a question holds fewer results than the deepest score.k: recall@k would
-    count only what the run holds, silently equal to a shallower k."""
+    count only what the run holds, silently equal to a shallower k (not when it holds every one
+    of the `n_chunks`: then nothing is missing)."""
     counts = run.groupby("qid").size()  # questions with no result are not in it
     fewest, most = (int(counts.min()), int(counts.max())) if len(counts) else (0, 0)
     held = f"{fewest}" if fewest == most else f"{fewest}-{most}"
     text = f"{settings.method}, depth {settings.depth}, {held} results per question"
-    short = int((counts < max_k).sum()) + (n_questions - len(counts))
+    short = int((counts < min(max_k, n_chunks)).sum()) + (n_questions - len(counts))
     if short:
         text += (
             f"; warning: {short} of {n_questions} questions hold fewer than score.k {max_k} results "

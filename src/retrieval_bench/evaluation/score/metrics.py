@@ -358,16 +358,17 @@ def expected_span_recall(judgement: Judgement, positions: Positions, ks: list[in
     for k in ks:
         inside = better + tied <= k  # the whole tied group is in the top k
         straddling = (better < k) & (better + tied > k)
-        covered = 0.0
+        covered, held = 0.0, 0
         for low, high in zip(cuts[:-1], cuts[1:], strict=True):
             over = (starts <= low) & (ends >= high)
+            held += (high - low) * bool(over.any())  # a stretch no chunk holds counts for nothing (Judgement.held)
             if inside[over].any():
                 covered += high - low
             elif straddling[over].any():
                 group = over & straddling  # one group straddles k: the same better and tied
                 size, behind = int(tied[group][0]), int(better[group][0])
                 covered += (high - low) * (1.0 - _none_in_first(size, int(group.sum()), k - behind))
-        recall[k] = covered / max(span_end - span_start, 1)
+        recall[k] = covered / max(held, 1)
     return recall
 
 
@@ -401,9 +402,11 @@ def score_question(judgement: Judgement, positions: Positions, ks: list[int], ti
 
 
 def span_recall(judgement: Judgement, ranks: np.ndarray, ks: list[int]) -> dict[int, float]:
-    """recall@k for a span question: share of the evidence covered by the top-k chunks together."""
+    """recall@k for a span question: share of the evidence (of what some chunk holds) covered by the
+    top-k chunks together."""
     span, starts, ends = judgement.evidence()
-    return {k: union_coverage(starts[ranks <= k], ends[ranks <= k], *span) for k in ks}
+    held = judgement.held()
+    return {k: union_coverage(starts[ranks <= k], ends[ranks <= k], *span) / held for k in ks}
 
 
 def summary_names(ks: list[int], budgets: Sequence[int] = ()) -> list[tuple[str, str]]:

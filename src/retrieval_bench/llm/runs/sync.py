@@ -66,6 +66,7 @@ class _SyncRun:
         self.consecutive_failures = 0
         self.breaker = max(10, 2 * settings.concurrency)
         self.unsaved: list[tuple[dict, Reply]] = []
+        self.short_of_room = False  # the disk check stopped the run
         self.space_needed = SPACE_RESERVE_BYTES + settings.concurrency * SPACE_PER_REPLY_BYTES
         self.kept_lock = threading.Lock()
         self.schema = self.task.schema if settings.response_format == "json_schema" else None
@@ -78,7 +79,7 @@ class _SyncRun:
         finally:
             await self.client.close()
             self.pause.report()
-        if self.unsaved:
+        if self.unsaved or self.short_of_room:  # what the disk kept is known only now
             _save_late(self.unsaved, self.writer, self.meter)
         return self.outcome
 
@@ -98,9 +99,9 @@ class _SyncRun:
         if free < self.space_needed:
             self.stop(
                 f"only {free / 1e6:.1f} MB free on the disk holding {self.writer.path}, below the "
-                f"{self.space_needed / 1e6:.1f} MB kept for the replies in flight: stopped before paying for more, "
-                "so nothing paid was lost"
+                f"{self.space_needed / 1e6:.1f} MB kept for the replies in flight: stopped before paying for more"
             )
+            self.short_of_room = True
             return False
         limit = self.settings.max_cost_usd
         if limit is not None and self.outcome.cost + (self.in_flight + 1) * self.worst_case > limit:
@@ -195,9 +196,8 @@ def _save_late(unsaved: list[tuple[dict, Reply]], writer: CacheWriter, meter: Me
             meter.add(reply, rejected=False, saved=False)
             lost += 1
     if lost:
-        stopped = (outcome.stop or "").removesuffix(", so nothing paid was lost")  # not so: these were paid
         outcome.stop = (
-            f"{stopped}; the cache is consistent (a torn line is never left), but {lost} replies "
+            f"{outcome.stop}; the cache is consistent (a torn line is never left), but {lost} replies "
             "received after that could not be saved and will be asked (and paid for) again"
         )
     else:

@@ -31,15 +31,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from retrieval_bench.core.endpoints import config_path, may_receive_key, user_endpoints
-from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.endpoints import config_path, http_url_problem, may_receive_key, user_endpoints
+from retrieval_bench.core.errors import InputError, quoted
 
 PLACEHOLDER_KEY = "not-needed"
 MASK = "[key hidden]"
 # A word sharing this many characters in a row with a key is taken for a partial echo of it
 # ("sk-proj-****abcd"): fewer would hide ordinary words of short test keys.
 ECHO_MIN_CHARS = 8
-_KEYS_READ: set[str] = set()  # every key endpoint_for handed out in this process
+MIN_GUARDED_KEY_CHARS = 8  # shorter "keys" ("EMPTY", "x" for a local server) are placeholders, not secrets
+_KEYS_READ: set[str] = set()  # every key of MIN_GUARDED_KEY_CHARS or more endpoint_for handed out in this process
 # a labelled value not already masked (the key's own text is replaced first: "Bearer [key hidden]")
 _LABELLED = re.compile(
     r"(?i)\b((?:authorization|x-api-key|api[-_]key)[\s\"']*[:=][\s\"']*(?!(?:bearer\s+)?"
@@ -101,6 +102,24 @@ def free_routes(section: str) -> str:
     )
 
 
+def _checked_key(key: str, name: str) -> str:
+    """The key in `name`, or one InputError saying what is wrong with it (never the key itself): no
+    HTTP header can carry a line break or a non-ASCII character, and the SDKs, failing to send it,
+    retried as if the connection had dropped, for minutes, before blaming the connection."""
+    odd = next((i for i, char in enumerate(key) if char == " " or not (char.isascii() and char.isprintable())), None)
+    if not key:
+        return key
+    if not key.strip():
+        why = "is blank: unset it (a local server needs no key) or set the key"
+    elif key != key.strip():
+        why = "has spaces or a line break at its start or end (read from a file with its newline?)"
+    elif odd is not None:
+        why = f"holds a character no key has at position {odd + 1} (a space, or a non-ASCII one)"
+    else:
+        return key
+    raise InputError(f"{name} {why}; nothing was sent")
+
+
 def endpoint_for(
     provider: KeyedAPI, params_base_url: str | None, env: Mapping[str, str] | None = None, section: str = "generate"
 ) -> Endpoint:
@@ -108,8 +127,12 @@ def endpoint_for(
     provider takes one, else its url_env, else its default. Refuses a params.yaml base_url the
     user did not vouch for while the provider's key is set, and a run without the key it needs."""
     env = os.environ if env is None else env
-    key = env.get(provider.key_env) or ""
+    key = _checked_key(env.get(provider.key_env) or "", provider.key_env)
     env_url = env.get(provider.url_env) or None
+    if env_url and (problem := http_url_problem(env_url)):
+        raise InputError(
+            f"{provider.url_env} must be the http(s) URL of the server; it {problem}: got {quoted(env_url)}"
+        )
     params_base_url = params_base_url if provider.takes_base_url else None
     if params_base_url:
         url, source = params_base_url, f"{section}.base_url in params.yaml"
@@ -135,12 +158,9 @@ def endpoint_for(
                 f"endpoint, export {provider.url_env}={params_base_url} (or add it to {config_path(env)}), "
                 f"or unset {provider.key_env} if the server needs no key"
             )
-    if key:
+    if len(key) >= MIN_GUARDED_KEY_CHARS:
         _KEYS_READ.add(key)
     return Endpoint(url, key or PLACEHOLDER_KEY, url or provider.default_url, source)
-
-
-MIN_GUARDED_KEY_CHARS = 8  # shorter "keys" ("EMPTY" for a local server) are placeholders, not secrets
 
 
 def key_leak(record: Mapping, key: str) -> str | None:

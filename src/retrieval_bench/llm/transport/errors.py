@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import ssl
 from typing import Any
 
 from retrieval_bench.core.errors import InputError
@@ -39,6 +40,10 @@ def os_reason(error: BaseException) -> str:
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
+        if isinstance(current, ssl.SSLError):  # its errno is OpenSSL's code: os.strerror(1) said "Operation not permitted"
+            reason = current.reason or current.strerror or type(current).__name__
+            hint = ": a plain http server? Its URL starts with http://" if reason == "WRONG_VERSION_NUMBER" else ""
+            return f"TLS handshake failed ({reason}){hint}"
         if isinstance(current, OSError) and (current.errno or current.strerror):
             # A DNS failure's errno is getaddrinfo's code (-2, "Unknown error -2" to os.strerror): its own words
             # then; asyncio's refusals carry "Connect call failed (...)" as theirs, the errno says it plainly.
@@ -54,6 +59,7 @@ def origin_of(url: Any) -> str:
         scheme, host, port = url.scheme, url.host, url.port
     except AttributeError:
         return str(url)
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address, bracketed as in the URL
     return f"{scheme}://{host}" + (f":{port}" if port else "")
 
 
