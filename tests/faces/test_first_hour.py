@@ -225,7 +225,9 @@ def test_sigterm_stops_a_stage_as_ctrl_c_does_with_its_line():
     stage.send_signal(signal.SIGTERM)
     _, err = stage.communicate(timeout=60)
     assert stage.returncode == 143
-    assert err.strip() == "interrupted; no output was half-written (each is replaced whole or not at all): rerun to finish"
+    assert (
+        err.strip() == "interrupted; no output was half-written (each is replaced whole or not at all): rerun to finish"
+    )
 
 
 def test_ctrl_c_in_any_stage_is_one_line(capsys):

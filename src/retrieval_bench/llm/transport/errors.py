@@ -40,7 +40,9 @@ def os_reason(error: BaseException) -> str:
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, ssl.SSLError):  # its errno is OpenSSL's code: os.strerror(1) said "Operation not permitted"
+        if isinstance(
+            current, ssl.SSLError
+        ):  # its errno is OpenSSL's code: os.strerror(1) said "Operation not permitted"
             reason = current.reason or current.strerror or type(current).__name__
             hint = ": a plain http server? Its URL starts with http://" if reason == "WRONG_VERSION_NUMBER" else ""
             return f"TLS handshake failed ({reason}){hint}"
