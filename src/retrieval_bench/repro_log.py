@@ -16,9 +16,10 @@ from typing import TextIO
 
 # What DVC 3 says of each stage it reaches: runs it, finds it unchanged, restores it from the run-cache,
 # or (`dvc repro --pull`) pulls its outputs from the remote.
+# A stage whose pull fails is run after its "Pulling" line: numbered once, by name.
 STAGE_LINE = re.compile(
-    r"^(?:Running stage '[^']+':|Stage '[^']+' didn't change, skipping"
-    r"|Stage '[^']+' is cached - skipping run, checking out outputs|Pulling data for stage: '[^']+')$"
+    r"^(?:Running stage '(?P<run>[^']+)':|Stage '(?P<same>[^']+)' didn't change, skipping"
+    r"|Stage '(?P<cached>[^']+)' is cached - skipping run, checking out outputs|Pulling data for stage: '(?P<pull>[^']+)')$"
 )
 PUSH_ADVICE = "Use `dvc push` to send your updates to remote storage."
 # The sample's first run, every stage, on 2 CPU cores with a light load: 4 min 42 s (docs/benchmarks.md,
@@ -40,14 +41,15 @@ def expected_time(stages: int, cores: int, first_run: bool = True) -> str:
 
 def relay(lines: Iterable[str], total: int, out: TextIO, no_remote: bool) -> None:
     """Write each of `lines` to `out` and flush it at once, each stage line numbered against `total`."""
-    reached = 0
+    reached: list[str] = []
     for line in lines:
         text = line.rstrip("\n")
         if no_remote and text == PUSH_ADVICE:
             continue
-        if STAGE_LINE.match(text):
-            reached += 1
-            line = f"[{reached}/{total}] {line}"
+        if stage := STAGE_LINE.match(text):
+            name = next(found for found in stage.groups() if found)
+            reached += [] if name in reached else [name]
+            line = f"[{reached.index(name) + 1}/{total}] {line}"
         out.write(line)
         out.flush()
 

@@ -169,6 +169,7 @@ CASES = [
             ("no-host", "http:///v1", "names no host"),
             ("port-only", "http://:8000/v1", "names no host"),
             ("space", " http://127.0.0.1:8000/v1", "has spaces or a line break at its start or end"),
+            ("ipv6-unclosed", "http://[::1/v1", "is not a URL (Invalid IPv6 URL)"),  # urlsplit raised: a traceback
         ]
     ],
     pytest.param(

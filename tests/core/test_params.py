@@ -104,7 +104,7 @@ def write(tmp_path: Path, tree: dict) -> Path:
             {"panel": {1: {"method": "bm25"}}},
             "panel name 1 is not usable: it names a params key (panel.NAME) and a folder (data/panel/NAME), so it "
             "must be 1-64 ASCII letters, digits, - and _, starting with a letter or digit; YAML read it as the "
-            "number 1: quote the name ('1':)",
+            "number 1: quote the name as you wrote it",
         ),
         (
             {"panel": {"x": {"chunking": "default", "embedder": "default", "depth": 0}}},

@@ -76,7 +76,7 @@ def test_evidence_across_the_gap_a_chunker_trims_counts_only_what_chunks_hold():
     recall@2 is 1 (it was 84/85) and the gains add up to 1."""
     chunks = pd.DataFrame({"chunk_id": ["a", "b"], "doc_id": ["d", "d"], "start": [0, 58], "end": [57, 94]})
     (judgement,) = judge([{"qid": "q", "doc_id": "d", "start": 9, "end": 94}], chunks, min_coverage=0.3)
-    assert judgement.held() == pytest.approx(84 / 85)
+    assert judgement.held == pytest.approx(84 / 85)
     assert judgement.gains.tolist() == pytest.approx([48 / 84, 36 / 84])
     assert span_recall(judgement, np.array([1, 2]), [1, 2]) == pytest.approx({1: 48 / 84, 2: 1.0})
     # the expected policy (all orders of a tie) and the context budget count alike
@@ -90,6 +90,35 @@ def test_evidence_across_the_gap_a_chunker_trims_counts_only_what_chunks_hold():
     assert row["recall@2"] == pytest.approx(1.0) and row["recall_budget@100"] == pytest.approx(1.0)
     assert row["recall@1"] == pytest.approx((48 / 84 + 36 / 84) / 2)  # either chunk first, by chance
     assert row["recall_budget@57"] == pytest.approx(1 / 2 * 48 / 84 + 1 / 2 * 36 / 84)
+    # The judged view counts against the same held share: a chunk the judge graded relevant (c, in
+    # another document) took the whole span and the judged recall@2 fell to 84/85 below the strict 1.
+    from retrieval_bench.evaluation.score.judged import JudgedInputs
+    from retrieval_bench.evaluation.score.scoring import score_run_both_views
+
+    chunks = pd.concat(
+        [chunks, pd.DataFrame({"chunk_id": ["c"], "doc_id": ["e"], "start": [0], "end": [40], "text": ["z" * 40]})]
+    )
+    pool = [{"qid": "q", "chunk_id": "c", "grade": 3}]
+    for ties in ("pessimistic", "expected"):
+        both = score_run_both_views(
+            golden,
+            chunks,
+            run,
+            Scoring((1, 2), 0.3, ties),
+            JudgedInputs(pd.DataFrame({"group": [], "chunk_id": []}), pool),
+        ).iloc[0]
+        assert both["recall@2"] == both["judged_recall@2"] == pytest.approx(1.0)
+    ranked_c = pd.DataFrame(
+        {"qid": ["q"] * 3, "chunk_id": ["c", "a", "b"], "rank": [1, 2, 3], "score": [3.0, 2.0, 1.0]}
+    )
+    both = score_run_both_views(
+        golden,
+        chunks,
+        ranked_c,
+        Scoring((1,), 0.3, "pessimistic"),
+        JudgedInputs(pd.DataFrame({"group": [], "chunk_id": []}), pool),
+    ).iloc[0]
+    assert both["judged_recall@1"] == 1.0  # the judge's chunk holds it all: 1 at most, not 85/84
 
 
 def test_pre_chunked_spans_reduce_exactly_to_chunk_id_metrics():

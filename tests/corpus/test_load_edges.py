@@ -154,13 +154,20 @@ def test_a_csv_row_with_fewer_fields_than_the_header_is_one_line_not_a_lost_text
     [
         (b"", r"d.csv: empty; a CSV of chunks needs a header row"),
         (b"id,text,text\n1,a,b\n", r"d.csv: the header names column 'text' twice"),  # pandas read it as text.1
-        (b"id,text\n1,caf\xe9\n", r"d.csv: cannot read csv \('utf-8' codec can't decode byte 0xe9"),
+        (b"id,text\n1,caf\xe9\n", r"d.csv:2: not UTF-8 text"),
     ],
 )
 def test_a_csv_without_header_with_a_column_named_twice_or_not_utf8_is_one_line(tmp_path, content, message):
     (tmp_path / "d.csv").write_bytes(content)
     with pytest.raises(InputError, match=message):
         read_ready_chunks(tmp_path / "d.csv", "id", "text")
+
+
+def test_a_csv_may_start_with_blank_lines_and_repeat_a_column_it_does_not_read(tmp_path):
+    """Excel's empty trailing columns (`id,text,,`) and a blank first line loaded under pandas."""
+    (tmp_path / "x.csv").write_text("\nid,text,,\nc1,hello,,\nc2,world,,\n")
+    chunks = read_ready_chunks(tmp_path / "x.csv", "id", "text")
+    assert chunks["chunk_id"].tolist() == ["c1", "c2"] and chunks["text"].tolist() == ["hello", "world"]
 
 
 def test_an_empty_beir_corpus_is_one_line(tmp_path):

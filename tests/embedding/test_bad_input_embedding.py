@@ -362,6 +362,11 @@ def test_a_folder_that_is_no_model_and_positions_beyond_the_model_are_one_line_n
         load_encoder(str(empty), "x", settings)
     with pytest.raises(InputError, match=r"^panel\.rr\.rerank\.model '.*not-a-model': not a cross-encoder"):
         load_cross_encoder(str(empty), "panel.rr.rerank.model")
+    from transformers.utils import logging as transformers_logging
+
+    # off while a model loads (its "Loading weights" bar wrote \r into logs), on again after: it
+    # also governs huggingface_hub's download bars
+    assert transformers_logging.is_progress_bar_enabled()
     model = model_source.resolve_model(DEFAULTS["embed"]["model"])
     long = EmbedSettings.from_params({**DEFAULTS["embed"], "max_seq_length": 2048}, "embedders.e5.model")
     with pytest.raises(InputError, match=r"^embedders\.e5\.max_seq_length 2048 is beyond the model's 512 positions"):

@@ -222,8 +222,10 @@ def test_https_to_a_plain_http_server_says_so_and_ipv6_keeps_its_brackets(stub):
 
     with pytest.raises(httpx.ConnectError) as failed:
         httpx.get(stub.url.replace("http://", "https://"), verify=False)
-    assert os_reason(failed.value) == (
-        "TLS handshake failed (WRONG_VERSION_NUMBER): a plain http server? Its URL starts with http://"
+    reason = os_reason(failed.value)  # OpenSSL 3.0-3.1 says WRONG_VERSION_NUMBER, 3.2 on RECORD_LAYER_FAILURE
+    assert reason in (
+        f"TLS failed ({code}): a plain http server? Its URL starts with http://"
+        for code in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE")
     )
     assert origin_of(httpx.URL("http://[::1]:8000/v1")) == "http://[::1]:8000"
     assert origin_of(httpx.URL("http://127.0.0.1:8000/v1")) == "http://127.0.0.1:8000"
@@ -268,6 +270,14 @@ def test_a_base_url_from_the_environment_is_checked_like_params_and_short_keys_a
         )
     with pytest.raises(InputError, match=r"^OPENAI_BASE_URL .* it must start with http:// or https://"):
         credentials.endpoint_for(openai, None, {"OPENAI_BASE_URL": "127.0.0.1:18765/v1"})
+    # the price reads it first: it called ' http://127.0.0.1' a free local server, and no scheme "no known price"
+    from retrieval_bench.llm.cost import prices
+
+    for url, problem in ((" http://127.0.0.1/v1", "has spaces"), ("127.0.0.1:18765/v1", "must start with http://")):
+        with pytest.raises(
+            InputError, match=rf"^OPENAI_BASE_URL must be the http\(s\) URL of the server; it {problem}"
+        ):
+            prices.resolve(openai, "qwen2.5:7b", None, None, {"OPENAI_BASE_URL": url})
     monkeypatch.setattr(credentials, "_KEYS_READ", set())
     credentials.endpoint_for(openai, "http://127.0.0.1:8000/v1", {"OPENAI_API_KEY": "e"})
     assert credentials.mask_keys("cannot connect to http://127.0.0.1:8000 (Connection refused)") == (

@@ -76,14 +76,20 @@ def test_relay_numbers_every_stage_dvc_reaches_and_keeps_push_advice_where_a_rem
         "> python -m stages.a\n",
         "Stage 'b' is cached - skipping run, checking out outputs\n",
         "Pulling data for stage: 'c@x'\n",  # dvc repro --pull on a clone with a remote
+        "Pulling data for stage: 'd'\n",
+        "Unable to pull data for stage: 'd'\n",  # then DVC runs it: the same stage, the same number
+        "Running stage 'd':\n",
         "Use `dvc push` to send your updates to remote storage.\n",
     ]
-    relay(dvc, 3, out, no_remote=False)
+    relay(dvc, 4, out, no_remote=False)
     assert out.getvalue().splitlines() == [
-        "[1/3] Running stage 'a':",
+        "[1/4] Running stage 'a':",
         "> python -m stages.a",
-        "[2/3] Stage 'b' is cached - skipping run, checking out outputs",
-        "[3/3] Pulling data for stage: 'c@x'",
+        "[2/4] Stage 'b' is cached - skipping run, checking out outputs",
+        "[3/4] Pulling data for stage: 'c@x'",
+        "[4/4] Pulling data for stage: 'd'",
+        "Unable to pull data for stage: 'd'",
+        "[4/4] Running stage 'd':",
         "Use `dvc push` to send your updates to remote storage.",
     ]
     assert "about 2 min on 4 CPU core(s)" in expected_time(27, 4)  # 5 min on 2 cores, halved, rounded

@@ -29,7 +29,10 @@ def http_url_problem(url: str) -> str | None:
     after minutes of retries."""
     if url != url.strip():
         return "has spaces or a line break at its start or end"
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:  # an IPv6 host with its bracket unclosed, or not an address
+        return f"is not a URL ({error})"
     if parts.scheme.lower() not in ("http", "https"):
         return "must start with http:// or https://"
     try:

@@ -97,8 +97,10 @@ def _valid_name(name: Any, where: str, names: str, path: Path) -> str:
     YAML read as a number or a boolean (`1:`, `yes:`), to quote it."""
     if isinstance(name, str) and PANEL_NAME.fullmatch(name):
         return name
-    example = "" if isinstance(name, bool) else f" ('{name}':)"  # yes:, on:, true: all read as true
-    read_as = f"; YAML read it as {json_kind(name)}: quote the name{example}" if not isinstance(name, str) else ""
+    # `017:` reads as 15, `yes:` as true, `~:` as null: the name to quote is the one written, not its value
+    read_as = (
+        f"; YAML read it as {json_kind(name)}: quote the name as you wrote it" if not isinstance(name, str) else ""
+    )
     raise InputError(
         f"{path}: {where} name {quoted(name)} is not usable: it names {names}, so it must be {PANEL_NAME_RULE}{read_as}"
     )

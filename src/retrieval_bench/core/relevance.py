@@ -50,6 +50,10 @@ class Judgement:
     ends: np.ndarray | None = None
     pieces: tuple[np.ndarray, ...] | None = None
     answerable: bool = True
+    # The share of a span question's evidence some chunk of this chunking holds (1 unless the span
+    # crosses characters no chunk holds, the whitespace a chunker trims between chunks): coverage
+    # recall counts against it, so that retrieving every chunk over the span is 1.
+    held: float = 1.0
 
     def piece_masks(self) -> list[np.ndarray]:
         """For each piece of evidence, which of `indices` are relevant to it (one piece, the
@@ -66,13 +70,6 @@ class Judgement:
         span_start, span_end = self.span
         chars: np.ndarray = np.clip(np.minimum(self.ends, span_end) - np.maximum(self.starts, span_start), 0, None)
         return chars
-
-    def held(self) -> float:
-        """The share of a span question's evidence some chunk of this chunking holds (1 unless the
-        span crosses characters no chunk holds, the whitespace a chunker trims between chunks):
-        coverage recall counts against it, so that retrieving every chunk over the span is 1."""
-        span, starts, ends = self.evidence()
-        return union_coverage(starts, ends, *span) or 1.0
 
     def evidence(self) -> tuple[tuple[int, int], np.ndarray, np.ndarray]:
         """A span question's evidence span and its chunks' starts and ends (set for every span question)."""
@@ -108,6 +105,11 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, span_start: int, span_e
             covered += end - start
             reach = end
     return covered / max(span_end - span_start, 1)
+
+
+def held_share(starts: np.ndarray, ends: np.ndarray, span_start: int, span_end: int) -> float:
+    """Judgement.held: the share of the span the chunks overlapping it hold (1 when none does)."""
+    return union_coverage(starts, ends, span_start, span_end) or 1.0
 
 
 def with_label_spans(labels: list[dict[str, Any]], chunks: pd.DataFrame) -> list[dict[str, Any]]:
@@ -185,9 +187,10 @@ def judge(golden: list[dict[str, Any]], chunks: pd.DataFrame, min_coverage: floa
         candidates, gains = _span_gains(
             by_doc, starts, ends, (row["doc_id"], row["start"], row["end"]), min_coverage=min_coverage
         )
-        judgements.append(
-            Judgement(candidates, gains, (row["start"], row["end"]), starts[candidates], ends[candidates])
-        )
+        span = (row["start"], row["end"])
+        chunk_starts, chunk_ends = starts[candidates], ends[candidates]
+        held = held_share(chunk_starts, chunk_ends, *span)
+        judgements.append(Judgement(candidates, gains, span, chunk_starts, chunk_ends, held=held))
     return judgements
 
 
@@ -203,7 +206,7 @@ def _span_gains(
     overlapping = share > 0
     candidates, share = candidates[overlapping], share[overlapping]
     if len(candidates):  # of the evidence characters some chunk holds (Judgement.held)
-        share = share / (union_coverage(starts[candidates], ends[candidates], start, end) or 1.0)
+        share = share / held_share(starts[candidates], ends[candidates], start, end)
     chunk_share = chunk_evidence_share(starts[candidates], ends[candidates], start, end)
     return candidates, np.where((share >= min_coverage) | (chunk_share >= min_coverage), share, 0.0)
 

@@ -76,11 +76,12 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
         }
     else:
         check_regular(path)
-        table = _read_csv(path) if suffix == ".csv" else _read_parquet(path)
+        read = (id_field, text_field, *DOCUMENT_FIELDS)
+        table = _read_csv(path, read) if suffix == ".csv" else _read_parquet(path)
         for key in (id_field, text_field):
             if key not in table:
                 raise InputError(f"{path}: no column {key!r}; columns found: {', '.join(map(str, table))}")
-        columns = {key: table[key] for key in (id_field, text_field, *DOCUMENT_FIELDS) if key in table}
+        columns = {key: table[key] for key in read if key in table}
         numbers = range(1, len(columns[id_field]) + 1)
     ids, texts = columns[id_field], columns[text_field]
     if not ids:
@@ -105,36 +106,42 @@ def _read_parquet(path: Path) -> dict[Any, list]:
     return {key: raw[key].tolist() for key in raw.columns}
 
 
-def _read_csv(path: Path) -> dict[str, list[str]]:
+def _read_csv(path: Path, read: tuple[str, ...]) -> dict[str, list[str]]:
     """A CSV file's columns, every field as text. A row with another number of fields than the
     header is an error naming its line (pandas would cut a long row, or fill a short one with
-    empty text: a chunk lost without a word); a blank line, or one of spaces, is skipped."""
+    empty text: a chunk lost without a word); a blank line, or one of spaces, is skipped; a column
+    of `read` (those the caller reads) named twice is an error, any other may repeat (Excel's
+    empty trailing columns)."""
+    rows = []
     try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(handle)
-            header = next(reader, [])
+        reader = csv.reader(read_text_lines(path))  # not UTF-8: an error naming the line
+        header: list[str] = []
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
             if not header:
-                raise InputError(f"{path}: empty; a CSV of chunks needs a header row naming its columns")
-            rows = []
-            for row in reader:
-                if not row or (len(row) == 1 and not row[0].strip()):
-                    continue
-                if len(row) != len(header):
-                    hint = (
-                        "a trailing comma, or an unquoted comma in a text? Quote the field or remove the extra comma"
-                        if len(row) > len(header)
-                        else "a text with an unquoted line break? Quote the field"
-                    )
-                    raise InputError(
-                        f"{path}:{reader.line_num}: {len(row)} fields where the header names {len(header)}: {hint}"
-                    )
+                header = row
+            elif len(row) != len(header):
+                hint = (
+                    "a trailing comma, or an unquoted comma in a text? Quote the field or remove the extra comma"
+                    if len(row) > len(header)
+                    else "a text with an unquoted line break? Quote the field"
+                )
+                raise InputError(
+                    f"{path}:{reader.line_num}: {len(row)} fields where the header names {len(header)}: {hint}"
+                )
+            else:
                 rows.append(row)
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
+    except (OSError, csv.Error) as error:
         raise InputError(f"{path}: cannot read csv ({error})") from None
-    named = [name for name in header if header.count(name) > 1]
-    if named:
-        raise InputError(f"{path}: the header names column {named[0]!r} twice; each column needs its own name")
-    return {name: [row[i] for row in rows] for i, name in enumerate(header)}
+    if not header:
+        raise InputError(f"{path}: empty; a CSV of chunks needs a header row naming its columns")
+    if twice := [name for name in read if header.count(name) > 1]:
+        raise InputError(f"{path}: the header names column {twice[0]!r} twice; each column needs its own name")
+    table: dict[str, list[str]] = {}
+    for i, name in enumerate(header):  # a name repeated outside `read`: its first column
+        table.setdefault(name, [row[i] for row in rows])
+    return table
 
 
 def _read_beir_jsonl(path: Path) -> list[dict]:

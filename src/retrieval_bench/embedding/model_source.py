@@ -128,12 +128,17 @@ model_fingerprint = functools.lru_cache(maxsize=8)(folder_fingerprint)
 def loading(key: str, path: str, kind: str = "model") -> Iterator[None]:
     """sentence-transformers loading the `kind` at `path`: a folder without a model's config or
     weights (transformers' ValueError, OSError or KeyError) is one line naming `key`, the params
-    key that chose it. transformers' own "Loading weights" bar is off: redrawn with carriage
-    returns, it wrote one unended line into a log (make repro, CI), for a load taking a second."""
+    key that chose it. transformers' own "Loading weights" bar is off while it loads: redrawn with
+    carriage returns, it wrote one unended line into a log (make repro, CI), for a load taking a
+    second; it comes back after (it also governs huggingface_hub's download bars)."""
     from transformers.utils import logging as transformers_logging
 
+    bars_on = transformers_logging.is_progress_bar_enabled()
     transformers_logging.disable_progress_bar()
     try:
         yield
     except (ValueError, OSError, KeyError) as error:
         raise InputError(f"{key} {path!r}: not a {kind} sentence-transformers can load ({first_line(error)})") from None
+    finally:
+        if bars_on:
+            transformers_logging.enable_progress_bar()

@@ -111,8 +111,10 @@ def budget_recall(
         if judgement.span is None:
             return [float(fits[relevant, b].mean()) for b in range(len(budgets))]
         span, starts, ends = judgement.evidence()
-        held = judgement.held()
-        return [union_coverage(starts[fits[:, b]], ends[fits[:, b]], *span) / held for b in range(len(budgets))]
+        return [
+            min(1.0, union_coverage(starts[fits[:, b]], ends[fits[:, b]], *span) / judgement.held)
+            for b in range(len(budgets))
+        ]
     group = np.unique(-scores, return_inverse=True)[1].ravel()  # tie group of each run row, 0 = best
     totals = np.bincount(group, weights=run_lengths).astype(np.int64)
     before = np.concatenate([[0], np.cumsum(totals)[:-1]])  # the length of all better tie groups
@@ -154,11 +156,6 @@ def _expected_coverage(judgement: Judgement, at: np.ndarray, group: np.ndarray, 
     ends = np.clip(chunk_ends, span_start, span_end)
     cuts = np.unique(np.concatenate([starts, ends, [span_start, span_end]]))
     covered, cache = np.zeros(n_budgets), {}
-    held = sum(
-        int(high - low)
-        for low, high in zip(cuts[:-1], cuts[1:], strict=True)
-        if ((starts <= low) & (ends >= high)).any()
-    )
     for low, high in zip(cuts[:-1], cuts[1:], strict=True):
         over = np.flatnonzero((starts <= low) & (ends >= high) & (at >= 0))
         if len(over):
@@ -167,7 +164,7 @@ def _expected_coverage(judgement: Judgement, at: np.ndarray, group: np.ndarray, 
             if key not in cache:
                 cache[key] = fit(best)
             covered += (high - low) * cache[key]
-    return covered / max(held, 1)  # of what some chunk holds (Judgement.held)
+    return np.minimum(1.0, covered / max(span_end - span_start, 1) / judgement.held)  # of what chunks hold
 
 
 def first_fits(others: np.ndarray, marked: np.ndarray, rooms: np.ndarray) -> np.ndarray:

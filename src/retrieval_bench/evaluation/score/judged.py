@@ -215,6 +215,7 @@ def judged_table(
                 np.array([items[i].end for i in order], dtype=np.int64) if strict.span is not None else None,
                 _with_copies(strict.pieces, copies),
                 strict.answerable,
+                strict.held,  # the chunking's, not the judged items' (a judge-graded chunk spans it all)
             )
         )
         extras.append(_question_counts(items, question_grades, gained_by_copy, min_grade, ambiguous_at))

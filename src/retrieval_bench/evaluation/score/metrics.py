@@ -358,17 +358,16 @@ def expected_span_recall(judgement: Judgement, positions: Positions, ks: list[in
     for k in ks:
         inside = better + tied <= k  # the whole tied group is in the top k
         straddling = (better < k) & (better + tied > k)
-        covered, held = 0.0, 0
+        covered = 0.0
         for low, high in zip(cuts[:-1], cuts[1:], strict=True):
             over = (starts <= low) & (ends >= high)
-            held += (high - low) * bool(over.any())  # a stretch no chunk holds counts for nothing (Judgement.held)
             if inside[over].any():
                 covered += high - low
             elif straddling[over].any():
                 group = over & straddling  # one group straddles k: the same better and tied
                 size, behind = int(tied[group][0]), int(better[group][0])
                 covered += (high - low) * (1.0 - _none_in_first(size, int(group.sum()), k - behind))
-        recall[k] = covered / max(held, 1)
+        recall[k] = min(1.0, covered / max(span_end - span_start, 1) / judgement.held)
     return recall
 
 
@@ -405,8 +404,8 @@ def span_recall(judgement: Judgement, ranks: np.ndarray, ks: list[int]) -> dict[
     """recall@k for a span question: share of the evidence (of what some chunk holds) covered by the
     top-k chunks together."""
     span, starts, ends = judgement.evidence()
-    held = judgement.held()
-    return {k: union_coverage(starts[ranks <= k], ends[ranks <= k], *span) / held for k in ks}
+    # of what some chunk holds (Judgement.held); a judged view's whole-span chunk counts it all: 1 at most
+    return {k: min(1.0, union_coverage(starts[ranks <= k], ends[ranks <= k], *span) / judgement.held) for k in ks}
 
 
 def summary_names(ks: list[int], budgets: Sequence[int] = ()) -> list[tuple[str, str]]:

@@ -106,18 +106,28 @@ def _checked_key(key: str, name: str) -> str:
     """The key in `name`, or one InputError saying what is wrong with it (never the key itself): no
     HTTP header can carry a line break or a non-ASCII character, and the SDKs, failing to send it,
     retried as if the connection had dropped, for minutes, before blaming the connection."""
-    odd = next((i for i, char in enumerate(key) if char == " " or not (char.isascii() and char.isprintable())), None)
     if not key:
         return key
     if not key.strip():
         why = "is blank: unset it (a local server needs no key) or set the key"
     elif key != key.strip():
         why = "has spaces or a line break at its start or end (read from a file with its newline?)"
-    elif odd is not None:
-        why = f"holds a character no key has at position {odd + 1} (a space, or a non-ASCII one)"
+    elif (odd := next((i for i, c in enumerate(key) if c == " " or not (c.isascii() and c.isprintable())), -1)) >= 0:
+        why = f"holds a character no key has at position {odd + 1} (a space, a control character or a non-ASCII one)"
     else:
         return key
     raise InputError(f"{name} {why}; nothing was sent")
+
+
+def env_base_url(provider: KeyedAPI, env: Mapping[str, str]) -> str | None:
+    """The provider's URL from the user's environment (its url_env, e.g. OPENAI_BASE_URL), checked
+    as params.yaml's base_url is: read by the price (a local server is free) and by endpoint_for,
+    so a URL with a space or no scheme is one line before either (it was priced free, then
+    failed as a connection error after minutes)."""
+    url = env.get(provider.url_env) or None
+    if url and (problem := http_url_problem(url)):
+        raise InputError(f"{provider.url_env} must be the http(s) URL of the server; it {problem}: got {quoted(url)}")
+    return url
 
 
 def endpoint_for(
@@ -128,11 +138,7 @@ def endpoint_for(
     user did not vouch for while the provider's key is set, and a run without the key it needs."""
     env = os.environ if env is None else env
     key = _checked_key(env.get(provider.key_env) or "", provider.key_env)
-    env_url = env.get(provider.url_env) or None
-    if env_url and (problem := http_url_problem(env_url)):
-        raise InputError(
-            f"{provider.url_env} must be the http(s) URL of the server; it {problem}: got {quoted(env_url)}"
-        )
+    env_url = env_base_url(provider, env)
     params_base_url = params_base_url if provider.takes_base_url else None
     if params_base_url:
         url, source = params_base_url, f"{section}.base_url in params.yaml"

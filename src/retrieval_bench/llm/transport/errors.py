@@ -40,12 +40,11 @@ def os_reason(error: BaseException) -> str:
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(
-            current, ssl.SSLError
-        ):  # its errno is OpenSSL's code: os.strerror(1) said "Operation not permitted"
+        if isinstance(current, ssl.SSLError):  # errno is OpenSSL's code: os.strerror(1) said "Operation not permitted"
             reason = current.reason or current.strerror or type(current).__name__
-            hint = ": a plain http server? Its URL starts with http://" if reason == "WRONG_VERSION_NUMBER" else ""
-            return f"TLS handshake failed ({reason}){hint}"
+            # what https to a plain http server gives: OpenSSL 3.0-3.1, then 3.2 on
+            plain = reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE")
+            return f"TLS failed ({reason})" + (": a plain http server? Its URL starts with http://" if plain else "")
         if isinstance(current, OSError) and (current.errno or current.strerror):
             # A DNS failure's errno is getaddrinfo's code (-2, "Unknown error -2" to os.strerror): its own words
             # then; asyncio's refusals carry "Connect call failed (...)" as theirs, the errno says it plainly.
