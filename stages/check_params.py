@@ -1,10 +1,9 @@
-"""Stage 0: validate the whole params.yaml (the stage depends on all of it and re-runs on any edit),
-so a typo'd key or a bad value fails the run before anything else runs; write each panel system's
-resolved retrieval settings (data/panel_settings/<system>.json: retrieve depends on the folder);
-and stamp load.source and the stores embed_corpus and retrieve read (data/*stamp.json), which may be
-vector stores DVC cannot depend on, generate.style_examples, which may be null, and
-generate.imported, a mapping of files DVC cannot list as deps. `make repro` runs it before `dvc
-repro` too: a stamp that moved (a source edited in place) re-runs it, and what reads that stamp."""
+"""Stage 0: validate the whole params.yaml (it depends on all of it), so a bad key fails the run
+before anything else runs; write each panel system's resolved settings with the stamp of a run file
+or retriever module it reads (data/panel_settings/<system>.json: retrieve's dependency); stamp what
+DVC cannot list as deps (data/*stamp.json): load.source, the stores embed_corpus and retrieve read,
+generate.style_examples (may be null), generate.imported (a mapping). `make repro` runs it before
+`dvc repro` too: a stamp that moved (a file edited in place) re-runs what reads it."""
 
 from pathlib import Path
 
@@ -15,15 +14,15 @@ from retrieval_bench.core.params_panel import unused_embedders
 from retrieval_bench.core.question_sets import check_handwritten
 from retrieval_bench.core.stage import run_stage
 from retrieval_bench.corpus.html import parse_selectors
-from retrieval_bench.corpus.source_stamp import imported_stamps, source_stamp, stamps
+from retrieval_bench.corpus.source_stamp import imported_stamps, panel_settings, source_stamp, stamps
 from retrieval_bench.llm.cost.settings import check_llm_sections
 
 
-def style_examples_stamp(file: str | None) -> dict:
+def style_examples_stamp(file: str | None, memo: Path) -> dict:
     """What generate_goldenset depends on for generate.style_examples, which may be null (DVC cannot
     depend on a null path): the file's content digest, remembered while its size and time stay (as
     load.source's); a missing one is generate_goldenset's error."""
-    return {"file": None, "md5": None} if file is None else source_stamp(file, Path(paths.SOURCE_DIGEST_MEMO))
+    return {"file": None, "md5": None} if file is None else source_stamp(file, memo)
 
 
 def main() -> None:
@@ -36,14 +35,15 @@ def main() -> None:
         require_dvc_keys(resolved=params)
     # Every stamp is taken before any output is written: a failing check leaves the last good
     # outputs as they were (dvc.yaml keeps them with persist: true; DVC would delete them first).
-    source, store, stored_vectors = stamps(params, paths.SOURCE_DIGEST_MEMO)
+    memo = Path(paths.SOURCE_DIGEST_MEMO)
+    source, store, stored_vectors = stamps(params, memo)
     outputs = {
         paths.SOURCE_STAMP: source,
         paths.STORE_STAMP: store,
         paths.STORED_VECTORS_STAMP: stored_vectors,
-        paths.STYLE_EXAMPLES_STAMP: style_examples_stamp(params["generate"]["style_examples"]),
-        paths.IMPORTED_STAMP: imported_stamps(params["generate"]["imported"], Path(paths.SOURCE_DIGEST_MEMO)),
-        **{paths.settings_of(system): dict(sorted(resolved.items())) for system, resolved in params["panel"].items()},
+        paths.STYLE_EXAMPLES_STAMP: style_examples_stamp(params["generate"]["style_examples"], memo),
+        paths.IMPORTED_STAMP: imported_stamps(params["generate"]["imported"], memo),
+        **panel_settings(params["panel"], memo),
     }
     for warning in unused_embedders(params):  # a model loaded and run for nothing
         print(warning)

@@ -4,9 +4,13 @@ while the file's size and time stay, as load.source's is."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+from retrieval_bench.core import paths
 from retrieval_bench.corpus import source_stamp
 from stages import check_params
+
+MEMO = Path(paths.SOURCE_DIGEST_MEMO)
 
 
 def test_the_style_examples_stamp_hashes_an_unchanged_file_once(tmp_path, monkeypatch):
@@ -17,9 +21,37 @@ def test_the_style_examples_stamp_hashes_an_unchanged_file_once(tmp_path, monkey
     hashed, digest = [], source_stamp.content_digest
     monkeypatch.setattr(source_stamp, "content_digest", lambda root: hashed.append(root) or digest(root))
     monkeypatch.setattr(check_params, "content_digest", source_stamp.content_digest, raising=False)
-    first = check_params.style_examples_stamp("examples.jsonl")
-    assert check_params.style_examples_stamp("examples.jsonl") == first and len(hashed) == 1
+    first = check_params.style_examples_stamp("examples.jsonl", MEMO)
+    assert check_params.style_examples_stamp("examples.jsonl", MEMO) == first and len(hashed) == 1
     examples.write_text('{"question": "What is a checkpoint?"}\n')
     os.utime(examples, ns=(1, 2))
-    assert check_params.style_examples_stamp("examples.jsonl")["md5"] != first["md5"] and len(hashed) == 2
-    assert check_params.style_examples_stamp(None) == {"file": None, "md5": None}  # the sample's: unchanged bytes
+    assert check_params.style_examples_stamp("examples.jsonl", MEMO)["md5"] != first["md5"] and len(hashed) == 2
+    assert check_params.style_examples_stamp(None, MEMO) == {"file": None, "md5": None}  # the sample's: unchanged bytes
+
+
+def test_a_run_file_or_retriever_module_is_stamped_in_its_systems_settings(tmp_path, monkeypatch):
+    """A run file or Python retriever outside runs/ (DVC's dependency of retrieve), edited in place:
+    retrieve "didn't change" and the metrics stayed those of the old run. Its stamp in the system's
+    settings file moves with it; Python's bytecode beside the module does not move it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exports").mkdir()
+    (tmp_path / "exports" / "ext.trec").write_text("q1 Q0 a 1 1.0 x\n")
+    (tmp_path / "myretr").mkdir()
+    (tmp_path / "myretr" / "__init__.py").write_text("def search(questions, depth):\n    return []\n")
+    panel = {
+        "file": {"method": "run-file", "run_file": "exports/ext.trec"},
+        "plug": {"method": "python", "python": "myretr.search:search"},
+        "dense": {"method": "dense"},
+    }
+    first = source_stamp.panel_settings(panel, MEMO)
+    assert first[paths.settings_of("dense")] == {"method": "dense"}
+    assert list(first[paths.settings_of("file")]["external_inputs"]) == ["exports/ext.trec"]
+    assert list(first[paths.settings_of("plug")]["external_inputs"]) == ["myretr", "myretr.py"]
+    (tmp_path / "myretr" / "__pycache__").mkdir()
+    (tmp_path / "myretr" / "__pycache__" / "x.pyc").write_bytes(b"bytecode")
+    assert source_stamp.panel_settings(panel, MEMO) == first
+    (tmp_path / "exports" / "ext.trec").write_text("q1 Q0 b 1 1.0 x\n")
+    (tmp_path / "myretr" / "__init__.py").write_text("def search(questions, depth):\n    return [1]\n")
+    again = source_stamp.panel_settings(panel, MEMO)
+    for system in ("file", "plug"):
+        assert again[paths.settings_of(system)] != first[paths.settings_of(system)]

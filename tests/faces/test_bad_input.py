@@ -465,6 +465,7 @@ PLUGIN_CASES = [
     ("sys.exit('bye')", "called sys.exit('bye') instead of returning a run"),
     ("raise SystemExit", "called sys.exit(None) instead of returning a run"),
     ("return []", "no question of the golden set is in the run"),
+    ("return [('q0', CHUNKS[0], 10**400)]", "row 1: score must be a finite number, got 1000"),  # OverflowError
     ("return [('q0', 'no-such-chunk', 1.0)]", "1 chunk ids are not in the chunk table, e.g. 'no-such-chunk'"),
     ("return [('q0', CHUNKS[0], 1.0), ('q0', CHUNKS[0], 0.5)]", "question 'q0' lists chunk"),
 ]

@@ -308,6 +308,34 @@ def test_run_files_trec_and_jsonl(tmp_path):
         run_contract.check_run(run_contract.from_records([("q1", "zz", 1.0)]), ["q1"], {"a"}, "x.trec")
 
 
+def test_run_file_scores_and_qids_read_as_trec_eval_reads_them(tmp_path, capsys):
+    """A score of 400 digits or 5,000 (OverflowError, ValueError: tracebacks); `1_000` and
+    Arabic-Indic digits (float() reads 1000 and 12, trec_eval's atof 1 and 0); a byte-order mark
+    inside the file (two files joined by cat): its line's qid became unknown and the result was
+    dropped unsaid; a qid of no golden question (left out, said)."""
+    for score, message in [
+        ("1" + "0" * 400, "score must be a finite number, got 1000000000"),
+        ("1" + "0" * 5000, "invalid JSON: Exceeds the limit"),
+    ]:
+        (tmp_path / "big.jsonl").write_text(f'{{"qid": "q1", "chunk_id": "a", "score": {score}}}\n')
+        with pytest.raises(InputError, match=f"big.jsonl:1: .*{message}"):
+            run_contract.read_run_file(tmp_path / "big.jsonl")
+    for score in ("1_000", "١٢", "0x10", "infx"):
+        (tmp_path / "odd.trec").write_text(f"q1 Q0 a 1 {score} x\n")
+        with pytest.raises(InputError, match=r"odd.trec:1: score must be a (finite )?number"):
+            run_contract.read_run_file(tmp_path / "odd.trec")
+    (tmp_path / "ok.trec").write_text("q1 Q0 a 1 -1.5e-3 x\nq1 Q0 b 2 .5 x\nq1 Q0 c 3 +2. x\n")
+    assert run_contract.read_run_file(tmp_path / "ok.trec")["score"].tolist() == [2.0, 0.5, -0.0015]
+    (tmp_path / "cat.trec").write_bytes("\ufeffq1 Q0 a 1 3.0 x\n\ufeffq3 Q0 b 1 9.0 x\nzz Q0 c 1 1.0 x\n".encode())
+    run = run_contract.read_run_file(tmp_path / "cat.trec")
+    assert run["qid"].tolist() == ["q1", "q3", "zz"]
+    kept = run_contract.check_run(run, ["q1", "q3"], {"a", "b", "c"}, "cat.trec")
+    assert kept["qid"].tolist() == ["q1", "q3"]
+    assert "warning: cat.trec: 1 results name no question of the golden set (1 qids, e.g. 'zz'): left out" in (
+        capsys.readouterr().err
+    )
+
+
 def test_positions_in_a_run_count_only_retrieved_chunks():
     run = run_contract.from_records([("q1", "a", 0.9), ("q1", "b", 0.5), ("q1", "c", 0.5)])
     placed = run_contract.positions(run, ["q1", "q2"], [["c", "zz"], ["a"]])

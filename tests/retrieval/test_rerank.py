@@ -304,3 +304,25 @@ def test_the_offline_recipe_reranks_with_a_cross_encoder_from_a_copied_hf_cache(
     )
     assert (before.map(sorted) == after.map(sorted)).all()  # the dense top 10 of every question ...
     assert (before != after).sum() > n_questions // 2  # ... in the cross-encoder's order
+
+
+def test_an_embedding_model_or_a_head_of_two_outputs_is_refused_as_a_cross_encoder(tmp_path):
+    """all-MiniLM-L6-v2 (a bi-encoder) as rerank.model loaded with a random new head: random scores,
+    other ones after each cache clear; a head of 2 outputs failed on the first batch (TypeError)."""
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from retrieval_bench.embedding.model_source import bundled_model_path
+    from retrieval_bench.retrieval.rerank import load_cross_encoder
+
+    with pytest.raises(
+        InputError, match=r"^panel\.rr\.rerank\.model '.*': not a cross-encoder \(its config.json names BertModel"
+    ):
+        load_cross_encoder(str(bundled_model_path()), "panel.rr.rerank.model")
+    two = tmp_path / "two-outputs"
+    config = BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, num_labels=2
+    )
+    BertForSequenceClassification(config).save_pretrained(two)
+    AutoTokenizer.from_pretrained(str(bundled_model_path())).save_pretrained(two)
+    with pytest.raises(InputError, match=r"a cross-encoder of 2 outputs \(num_labels\); reranking needs one"):
+        load_cross_encoder(str(two))

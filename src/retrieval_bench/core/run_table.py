@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +23,9 @@ from typing import IO
 import numpy as np
 import pandas as pd
 
-from retrieval_bench.core.errors import InputError, quoted
+from retrieval_bench.core.errors import InputError, first_line, quoted
 from retrieval_bench.core.files import atomic_open, file_state, open_regular, read_table
-from retrieval_bench.core.values import checked_id, trec_record
+from retrieval_bench.core.values import checked_id, finite_score, trec_record
 
 RUN_COLUMNS = ["qid", "chunk_id", "rank", "score"]
 MAX_RUN_LINE = 1 << 16  # bytes: a run line holds two ids and two numbers; a longer one is no run (a binary file)
@@ -143,8 +144,8 @@ def _run_lines(path: Path) -> Iterator[tuple[int, str]]:
                 raise InputError(f"{path}:{number}: a line longer than {MAX_RUN_LINE} bytes; {binary}")
             if b"\0" in raw:
                 raise InputError(f"{path}:{number}: holds a NUL byte; {binary}")
-            try:
-                yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            try:  # a byte-order mark on any line (two files joined by cat): no part of its qid
+                yield number, raw.decode("utf-8").removeprefix("\ufeff")
             except UnicodeDecodeError:
                 raise InputError(f"{path}:{number}: not UTF-8 text; {binary}") from None
 
@@ -176,14 +177,19 @@ def _jsonl_record(line: str, at: str) -> tuple[str, str, float]:
     expected = "expected a JSON object with qid, chunk_id and a numeric score"
     try:
         row = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise InputError(f"{at}: {expected} (invalid JSON: {error.msg})") from None
+    except ValueError as error:  # JSONDecodeError, or an integer of over 4,300 digits
+        raise InputError(f"{at}: {expected} (invalid JSON: {getattr(error, 'msg', first_line(error))})") from None
     if not isinstance(row, dict) or not {"qid", "chunk_id", "score"} <= row.keys():
         raise InputError(f"{at}: {expected}")
-    score = row["score"]
-    if isinstance(score, bool) or not isinstance(score, (int, float)):
-        raise InputError(f"{at}: {expected}, got score {quoted(score)}")
-    return checked_id(row["qid"], at, "qid"), checked_id(row["chunk_id"], at, "chunk_id"), float(score)
+    score = finite_score(row["score"])
+    if score is None:
+        numeric = isinstance(row["score"], (int, float)) and not isinstance(row["score"], bool)
+        raise InputError(
+            f"{at}: score must be a finite number, got {quoted(row['score'])}"
+            if numeric
+            else f"{at}: {expected}, got score {quoted(row['score'])}"
+        )
+    return checked_id(row["qid"], at, "qid"), checked_id(row["chunk_id"], at, "chunk_id"), score
 
 
 def check_known_chunks(chunk_ids: Iterable[str], known: set[str], source: str) -> None:
@@ -196,16 +202,26 @@ def check_known_chunks(chunk_ids: Iterable[str], known: set[str], source: str) -
         )
 
 
-def check_run(run: pd.DataFrame, qids: list[str], chunk_ids: set[str], source: str) -> None:
+def check_run(run: pd.DataFrame, qids: list[str], chunk_ids: set[str], source: str) -> pd.DataFrame:
     """A run from outside (made by from_records, which refuses a chunk listed twice) names only
-    known questions and chunks."""
+    known chunks and some question of the golden set; returned without the rows naming no question
+    of it, which one warning line counts (a qid with a stray character, or of another set, scored
+    nothing unsaid)."""
     check_known_chunks(run["chunk_id"], chunk_ids, source)
-    present = set(run["qid"])  # once: a set per question made this quadratic (minutes at 1,000 questions x depth 100)
-    missing = [qid for qid in qids if qid not in present]
-    if len(missing) == len(qids):
+    asked = set(qids)  # once: a set per question made this quadratic (minutes at 1,000 questions x depth 100)
+    known = run["qid"].isin(asked).to_numpy()
+    if not known.any():
         raise InputError(
             f"{source}: no question of the golden set is in the run (qids such as {', '.join(map(quoted, qids[:3]))})"
         )
+    if not known.all():
+        strays = run.loc[~known, "qid"].drop_duplicates().tolist()
+        print(
+            f"warning: {source}: {int((~known).sum())} results name no question of the golden set "
+            f"({len(strays)} qids, e.g. {', '.join(map(quoted, strays[:3]))}): left out",
+            file=sys.stderr,
+        )
+    return run[known].reset_index(drop=True)
 
 
 def check_unique(run: pd.DataFrame, source: str) -> None:

@@ -3,6 +3,8 @@ run line's record."""
 
 from __future__ import annotations
 
+import math
+import re
 import unicodedata
 
 import numpy as np
@@ -76,6 +78,24 @@ def path_argument(text: str) -> str:
     return text
 
 
+# A TREC run's score as trec_eval's atof reads it: an ASCII decimal number (float() also takes
+# "1_000" and Arabic-Indic digits, which atof reads as 1 and 0: another ranking, unsaid).
+# (inf and nan as atof reads them: then refused as not finite, by name.)
+TREC_SCORE = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?|inf(?:inity)?|nan)", re.ASCII | re.I)
+
+
+def finite_score(value: object) -> float | None:
+    """`value` as a float when it is a finite real number (not a bool; an integer too large for a
+    float is none), else None."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    try:
+        score = float(value)
+    except OverflowError:
+        return None
+    return score if math.isfinite(score) else None
+
+
 def trec_record(line: str, at: str) -> tuple[str, str, float]:
     """(qid, chunk_id, score) of one TREC run line, `qid Q0 chunk_id rank score tag` (whitespace-
     separated; the rank is not read: rows are ordered by score, as trec_eval does), or an
@@ -83,7 +103,6 @@ def trec_record(line: str, at: str) -> tuple[str, str, float]:
     fields = line.split()
     if len(fields) != 6:
         raise InputError(f"{at}: expected a TREC run line 'qid Q0 chunk_id rank score tag', got {len(fields)} fields")
-    try:
-        return fields[0], fields[2], float(fields[4])
-    except ValueError:
-        raise InputError(f"{at}: score must be a number, got {quoted(fields[4])}") from None
+    if not TREC_SCORE.fullmatch(fields[4]):
+        raise InputError(f"{at}: score must be a number, got {quoted(fields[4])}")
+    return fields[0], fields[2], float(fields[4])

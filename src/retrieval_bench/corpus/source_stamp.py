@@ -24,16 +24,22 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Mapping
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
+from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import check_regular, hash_file, write_json
 from retrieval_bench.core.store_address import is_store_address, parse_address
 
 
 def _files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+    """Every file of `root` (a folder) or root itself; not Python's bytecode, which an import writes."""
+    if not root.is_dir():
+        return [root]
+    return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.relative_to(root).parts)
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -188,3 +194,28 @@ def stamps(params: dict, memo: str | Path | None = None) -> tuple[dict, dict, di
     }
     vectors_stamped = source_stamped if params["embed"]["corpus_vectors"] == "stored" else unused
     return source_stamped, store_stamped or unused, vectors_stamped
+
+
+def external_inputs(system: Mapping[str, Any]) -> list[str]:
+    """What a panel system's method reads from outside the pipeline: its run file (method run-file),
+    or its Python retriever's module, the top-level package folder and file in the project root
+    (method python; both named, one missing: the module's appearing moves them too)."""
+    if system.get("method") == "run-file" and system.get("run_file"):
+        return [str(system["run_file"])]
+    if system.get("method") == "python" and system.get("python"):
+        top = str(system["python"]).partition(":")[0].split(".")[0]
+        return [top, f"{top}.py"]
+    return []
+
+
+def panel_settings(panel: Mapping[str, Mapping[str, Any]], memo: Path | None = None) -> dict[str, dict]:
+    """data/panel_settings/<system>.json, what retrieve depends on per system: its resolved
+    retrieval settings and the stamps of its external_inputs (a run file or module outside runs/,
+    DVC's dependency, went stale unsaid when edited)."""
+    out = {}
+    for system, resolved in panel.items():
+        stamped = {path: source_stamp(path, memo) for path in external_inputs(resolved)}
+        out[paths.settings_of(system)] = dict(sorted(resolved.items())) | (
+            {"external_inputs": stamped} if stamped else {}
+        )
+    return out

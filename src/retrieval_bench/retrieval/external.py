@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError, first_line, quoted
 from retrieval_bench.core.files import atomic_open, numbered_jsonl
 from retrieval_bench.core.run_table import check_run, from_records, read_run_file
-from retrieval_bench.core.values import checked_id
+from retrieval_bench.core.values import checked_id, finite_score
 from retrieval_bench.retrieval.run import Corpus, Questions
 from retrieval_bench.retrieval.settings import RetrievalSettings
 
@@ -36,8 +34,7 @@ def retrieve_run_file(
     if not settings.run_file:
         raise InputError(f"{key}.method run-file needs {key}.run_file: the path of a TREC run or JSONL")
     run = read_run_file(settings.run_file, depth, where=f"{key}.run_file")
-    check_run(run, questions.qids, set(corpus.chunk_ids), settings.run_file)
-    return run[run["qid"].isin(set(questions.qids))].reset_index(drop=True)
+    return check_run(run, questions.qids, set(corpus.chunk_ids), settings.run_file)
 
 
 def retrieve_python(
@@ -60,8 +57,7 @@ def retrieve_python(
         sys.path.pop(0)
     asked = [{"qid": q, "question": t} for q, t in zip(questions.qids, questions.texts, strict=True)]
     run = from_records(_plugin_records(lambda: function(asked, depth), where), depth, where)
-    check_run(run, questions.qids, set(corpus.chunk_ids), where)
-    return run
+    return check_run(run, questions.qids, set(corpus.chunk_ids), where)
 
 
 PLUGIN_SHAPES = (
@@ -116,14 +112,11 @@ def _record(row: object, where: str, number: int) -> tuple[str, str, float]:
     at = f"{where}: row {number}"
     if not isinstance(row, (tuple, list)) or len(row) != 3:
         raise InputError(f"{at} is {quoted(row)}; expected a (qid, chunk_id, score) triple")
-    qid, chunk_id, score = row
-    if (
-        isinstance(score, (bool, np.bool_))
-        or not isinstance(score, (int, float, np.integer, np.floating))
-        or not math.isfinite(score)
-    ):
-        raise InputError(f"{at}: score must be a finite number, got {quoted(score)}")
-    return checked_id(qid, at, "qid"), checked_id(chunk_id, at, "chunk_id"), float(score)
+    qid, chunk_id, raw_score = row
+    score = finite_score(raw_score)
+    if score is None:
+        raise InputError(f"{at}: score must be a finite number, got {quoted(raw_score)}")
+    return checked_id(qid, at, "qid"), checked_id(chunk_id, at, "chunk_id"), score
 
 
 def export_questions(golden: list[dict], out: str | Path) -> int:

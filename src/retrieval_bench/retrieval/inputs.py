@@ -12,6 +12,7 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import read_jsonl, read_table
 from retrieval_bench.core.params_panel import searches_vectors
+from retrieval_bench.corpus.source_stamp import external_inputs
 from retrieval_bench.embedding.saved_vectors import load_saved_vectors
 from retrieval_bench.retrieval.methods import needs_vectors
 from retrieval_bench.retrieval.run import Corpus, Questions
@@ -92,11 +93,8 @@ def retrieve_inputs(picked: dict[str, Any], system: str, where: str = "retrieval
     settings = {"system": system, **picked}
     if method == "store":  # a server's stamp is new on every run
         files.append(paths.STORE_STAMP)
-    elif method == "run-file":
-        files.append(picked["run_file"])
-    elif method == "python":  # imported from the project's folder (retrieval.external)
-        top = picked["python"].partition(":")[0].split(".")[0]
-        files += [paths.EXTERNAL_RUNS, top, f"{top}.py"]
+    elif method in ("run-file", "python"):  # a module imported from the project's folder (retrieval.external)
+        files += [*([paths.EXTERNAL_RUNS] if method == "python" else []), *external_inputs(picked)]
     elif method == "rerank":  # a model retrained in place: the same name, other scores
         from retrieval_bench.embedding.model_source import model_fingerprint
         from retrieval_bench.retrieval.rerank import resolve_model

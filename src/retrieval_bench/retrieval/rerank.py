@@ -91,11 +91,27 @@ class ScoreCache:
 
 
 def load_cross_encoder(folder: str, what: str = "retrieval.rerank.model"):
-    """The cross-encoder in `folder`; one that will not load is one line naming `what`, its key."""
+    """The cross-encoder in `folder`; one that will not load, or that is no cross-encoder, is one
+    line naming `what`, its key. An embedding model (a bi-encoder) loads as one with a random new
+    head: its scores were random, and unrepeatable once cached; a head of several outputs failed
+    on the first batch."""
     import torch
     from sentence_transformers import CrossEncoder
+    from transformers import AutoConfig
 
     with model_source.loading(what, folder, "cross-encoder"):
+        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        if not any(name.endswith("ForSequenceClassification") for name in config.architectures or []):
+            raise InputError(
+                f"{what} {folder!r}: not a cross-encoder (its config.json names {', '.join(config.architectures or ['no'])} "
+                "architecture, no sequence-classification head: an embedding model?); name a cross-encoder such as "
+                "cross-encoder/ms-marco-MiniLM-L6-v2"
+            )
+        if config.num_labels != 1:
+            raise InputError(
+                f"{what} {folder!r}: a cross-encoder of {config.num_labels} outputs (num_labels); reranking needs one "
+                "relevance score per pair"
+            )
         # Raw logits: a sigmoid would squash high scores into ties at float precision.
         return CrossEncoder(folder, local_files_only=True, activation_fn=torch.nn.Identity())
 

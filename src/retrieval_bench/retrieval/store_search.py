@@ -72,8 +72,7 @@ def retrieve(
     run = from_records(records, depth)
     # The store's chunks must be the chunks being scored: another collection, or one changed since
     # load_chunks, names chunk ids that data/chunks.parquet lacks.
-    check_run(run, questions.qids, set(corpus.chunk_ids), str(address))
-    return run
+    return check_run(run, questions.qids, set(corpus.chunk_ids), str(address))
 
 
 def run_info(settings: RetrievalSettings, questions: Questions, corpus: Corpus, run: pd.DataFrame) -> dict:
