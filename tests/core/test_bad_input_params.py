@@ -122,6 +122,14 @@ CASES = [
     pytest.param(dumped() + "#" * MAX_PARAMS_BYTES, [f"over {MAX_PARAMS_BYTES >> 20} MiB"], id="huge"),
     # item 8: panel names DVC or the file system would choke on, and keys DVC's run cache ignores
     pytest.param(panel("a/b"), ["panel name 'a/b' is not usable", NAME_RULE], id="name-slash"),
+    *[  # refused at retrieve before, and ':fn' made check_params stamp the whole project folder
+        pytest.param(
+            panel("plug", method="python", python=target),
+            ["panel.plug.python must be 'module:function', a module importable from the project root", repr(target)],
+            id=f"python-target-{number}",
+        )
+        for number, target in enumerate([":fn", "no_colon", ".rel:fn", "runs/plug.py:fn", "runs.plug:"])
+    ],
     pytest.param(panel("../x"), ["panel name '../x' is not usable"], id="name-dotdot"),
     pytest.param(panel("é"), ["panel name 'é' is not usable"], id="name-non-ascii"),
     pytest.param(panel("a@b"), ["panel name 'a@b' is not usable", "panel.NAME"], id="name-at"),

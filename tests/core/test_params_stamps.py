@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from retrieval_bench.core import paths
+from retrieval_bench.core.errors import InputError
 from retrieval_bench.corpus import source_stamp
 from stages import check_params
 
@@ -55,3 +58,13 @@ def test_a_run_file_or_retriever_module_is_stamped_in_its_systems_settings(tmp_p
     again = source_stamp.panel_settings(panel, MEMO)
     for system in ("file", "plug"):
         assert again[paths.settings_of(system)] != first[paths.settings_of(system)]
+    # runs/ is DVC's own dependency, and a system's export is retrieve's output: neither is stamped
+    panel = {
+        "mine": {"method": "python", "python": "runs.plug:search"},
+        "dense": {"method": "dense", "trec_export": "exports/ext.trec"},
+        "again": {"method": "run-file", "run_file": "exports/ext.trec"},
+    }
+    assert all("external_inputs" not in settings for settings in source_stamp.panel_settings(panel, MEMO).values())
+    os.mkfifo(tmp_path / "pipe.trec")  # a run file that would never end: refused, naming the key
+    with pytest.raises(InputError, match=r"^panel\.fifo\.run_file: .*pipe\.trec"):
+        source_stamp.panel_settings({"fifo": {"method": "run-file", "run_file": "pipe.trec"}}, MEMO)

@@ -326,3 +326,16 @@ def test_an_embedding_model_or_a_head_of_two_outputs_is_refused_as_a_cross_encod
     AutoTokenizer.from_pretrained(str(bundled_model_path())).save_pretrained(two)
     with pytest.raises(InputError, match=r"a cross-encoder of 2 outputs \(num_labels\); reranking needs one"):
         load_cross_encoder(str(two))
+
+
+def test_the_cross_encoder_is_checked_on_every_run_cached_scores_or_not(tmp_path, monkeypatch):
+    """Checked only where a pair had to be scored, a bi-encoder's random scores already cached
+    stayed on the leaderboard: the check runs before the first stage, whatever the cache holds."""
+    from retrieval_bench.embedding.model_source import bundled_model_path
+    from retrieval_bench.retrieval import rerank
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(rerank, "load_cross_encoder", lambda *args: pytest.fail("loaded: no pair was cached"))
+    monkeypatch.setattr(rerank, "FIRST_STAGES", {})  # not reached
+    with pytest.raises(InputError, match=r"^retrieval\.rerank\.model '.*': not a cross-encoder"):
+        retrieve(settings(str(bundled_model_path())), *example())

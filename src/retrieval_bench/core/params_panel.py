@@ -65,6 +65,11 @@ def check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Pat
     for method, key in (("run-file", "run_file"), ("python", "python")):
         if retrieval["method"] == method and not retrieval[key]:
             raise InputError(f"{path}: {where}.method {method} needs {where}.{key}")
+    if retrieval["method"] == "python" and not PYTHON_TARGET.fullmatch(retrieval["python"]):
+        raise InputError(
+            f"{path}: {where}.python must be 'module:function', a module importable from the project root "
+            f"(e.g. runs.my_search:search), got {retrieval['python']!r}"
+        )
     if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", retrieval["device"]):  # whether the GPU is here: at retrieve
         raise InputError(f"{path}: {where}.device must be cpu, cuda, cuda:N or auto, got {retrieval['device']!r}")
     check_rerank_and_ann(retrieval, where, path)
@@ -73,6 +78,7 @@ def check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Pat
 # A panel system's name is a params key DVC looks up by dots (panel.NAME) and a folder
 # (data/panel/NAME): no dot, slash, @ or non-ASCII letter, and short enough for any file system.
 PANEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+PYTHON_TARGET = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")  # retrieval.python: module:function
 PANEL_NAME_RULE = "1-64 ASCII letters, digits, - and _, starting with a letter or digit"
 
 
@@ -368,3 +374,15 @@ def embedder_key(params: dict[str, Any], embedder: str, key: str) -> str:
     embedders.NAME.key where the embedder sets a value of its own, else embed.key, which it keeps."""
     own = params["embedders"][embedder][key] != params["embed"][key]
     return f"embedders.{embedder}.{key}" if own else f"embed.{key}"
+
+
+def external_inputs(system: Mapping[str, Any]) -> list[str]:
+    """What a system's method reads from outside the pipeline: its run file (method run-file), or
+    its Python retriever's module, the top-level package folder and file in the project root
+    (method python; both named, one missing: the module's appearing moves them too)."""
+    if system.get("method") == "run-file" and system.get("run_file"):
+        return [str(system["run_file"])]
+    if system.get("method") == "python" and system.get("python"):
+        top = str(system["python"]).partition(":")[0].split(".")[0]
+        return [top, f"{top}.py"] if top else []
+    return []

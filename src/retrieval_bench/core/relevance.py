@@ -184,31 +184,29 @@ def judge(golden: list[dict[str, Any]], chunks: pd.DataFrame, min_coverage: floa
             indices = np.array([i for i, _ in judged], dtype=np.int64)
             judgements.append(Judgement(indices, np.array([g for _, g in judged], dtype=np.float64)))
             continue
-        candidates, gains = _span_gains(
+        candidates, gains, held = _span_gains(
             by_doc, starts, ends, (row["doc_id"], row["start"], row["end"]), min_coverage=min_coverage
         )
         span = (row["start"], row["end"])
-        chunk_starts, chunk_ends = starts[candidates], ends[candidates]
-        held = held_share(chunk_starts, chunk_ends, *span)
-        judgements.append(Judgement(candidates, gains, span, chunk_starts, chunk_ends, held=held))
+        judgements.append(Judgement(candidates, gains, span, starts[candidates], ends[candidates], held=held))
     return judgements
 
 
 def _span_gains(
     by_doc: dict[Any, Any], starts: np.ndarray, ends: np.ndarray, span: tuple[Any, int, int], *, min_coverage: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The chunks overlapping one evidence span and their gains: the share of the span's characters
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The chunks overlapping one evidence span, their gains (the share of the span's characters
     held by some chunk that each holds, 0 below min_coverage unless min_coverage of the chunk itself
-    is evidence."""
+    is evidence) and that held share (Judgement.held)."""
     doc_id, start, end = span
     candidates = by_doc.get(doc_id, np.array([], dtype=np.int64))
     share = coverage(starts[candidates], ends[candidates], start, end)
     overlapping = share > 0
     candidates, share = candidates[overlapping], share[overlapping]
-    if len(candidates):  # of the evidence characters some chunk holds (Judgement.held)
-        share = share / held_share(starts[candidates], ends[candidates], start, end)
+    held = held_share(starts[candidates], ends[candidates], start, end)
+    share = share / held
     chunk_share = chunk_evidence_share(starts[candidates], ends[candidates], start, end)
-    return candidates, np.where((share >= min_coverage) | (chunk_share >= min_coverage), share, 0.0)
+    return candidates, np.where((share >= min_coverage) | (chunk_share >= min_coverage), share, 0.0), held
 
 
 def _pieces_judgement(
@@ -226,7 +224,7 @@ def _pieces_judgement(
     gains: dict[int, float] = {}
     pieces = []
     for piece in evidence_spans:
-        candidates, piece_gains = _span_gains(
+        candidates, piece_gains, _ = _span_gains(
             by_doc, starts, ends, (piece["doc_id"], piece["start"], piece["end"]), min_coverage=min_coverage
         )
         if not (piece_gains > 0).any():

@@ -32,6 +32,7 @@ from typing import Any
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import check_regular, hash_file, write_json
+from retrieval_bench.core.params_panel import external_inputs
 from retrieval_bench.core.store_address import is_store_address, parse_address
 
 
@@ -196,25 +197,25 @@ def stamps(params: dict, memo: str | Path | None = None) -> tuple[dict, dict, di
     return source_stamped, store_stamped or unused, vectors_stamped
 
 
-def external_inputs(system: Mapping[str, Any]) -> list[str]:
-    """What a panel system's method reads from outside the pipeline: its run file (method run-file),
-    or its Python retriever's module, the top-level package folder and file in the project root
-    (method python; both named, one missing: the module's appearing moves them too)."""
-    if system.get("method") == "run-file" and system.get("run_file"):
-        return [str(system["run_file"])]
-    if system.get("method") == "python" and system.get("python"):
-        top = str(system["python"]).partition(":")[0].split(".")[0]
-        return [top, f"{top}.py"]
-    return []
-
-
 def panel_settings(panel: Mapping[str, Mapping[str, Any]], memo: Path | None = None) -> dict[str, dict]:
     """data/panel_settings/<system>.json, what retrieve depends on per system: its resolved
-    retrieval settings and the stamps of its external_inputs (a run file or module outside runs/,
-    DVC's dependency, went stale unsaid when edited)."""
+    retrieval settings and the stamps of its external_inputs outside runs/ (DVC's dependency) that
+    no system exports (retrieve writes those): edited in place, such a run file or module went
+    stale unsaid. Each is a regular file or folder, or missing (retrieve says so), else one line."""
+    exports = {str(Path(s["trec_export"])) for s in panel.values() if s.get("trec_export")}
     out = {}
     for system, resolved in panel.items():
-        stamped = {path: source_stamp(path, memo) for path in external_inputs(resolved)}
+        stamped = {}
+        for path in external_inputs(resolved):
+            if Path(path).with_suffix("").parts[:1] == (paths.EXTERNAL_RUNS,) or str(Path(path)) in exports:
+                continue
+            try:
+                check_regular(path, folder_ok=True)
+            except FileNotFoundError:
+                pass  # stamped missing: the module may be installed, the run file is retrieve's error
+            except InputError as error:
+                raise InputError(f"panel.{system}.{resolved['method'].replace('-', '_')}: {error}") from None
+            stamped[path] = source_stamp(path, memo)
         out[paths.settings_of(system)] = dict(sorted(resolved.items())) | (
             {"external_inputs": stamped} if stamped else {}
         )

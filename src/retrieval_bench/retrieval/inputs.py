@@ -11,8 +11,7 @@ from typing import Any
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import read_jsonl, read_table
-from retrieval_bench.core.params_panel import searches_vectors
-from retrieval_bench.corpus.source_stamp import external_inputs
+from retrieval_bench.core.params_panel import external_inputs, searches_vectors
 from retrieval_bench.embedding.saved_vectors import load_saved_vectors
 from retrieval_bench.retrieval.methods import needs_vectors
 from retrieval_bench.retrieval.run import Corpus, Questions

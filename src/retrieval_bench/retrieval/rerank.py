@@ -90,28 +90,36 @@ class ScoreCache:
         self.scores.update(scores)
 
 
-def load_cross_encoder(folder: str, what: str = "retrieval.rerank.model"):
-    """The cross-encoder in `folder`; one that will not load, or that is no cross-encoder, is one
-    line naming `what`, its key. An embedding model (a bi-encoder) loads as one with a random new
-    head: its scores were random, and unrepeatable once cached; a head of several outputs failed
-    on the first batch."""
-    import torch
-    from sentence_transformers import CrossEncoder
+def check_cross_encoder(folder: str, what: str = "retrieval.rerank.model") -> None:
+    """That `folder` holds a cross-encoder of one output (its config.json), else one line naming
+    `what`: an embedding model (a bi-encoder) loads as one with a random new head, its scores
+    random and, once cached, kept; a head of several outputs failed on the first batch. Checked on
+    every run, cached scores or not."""
     from transformers import AutoConfig
 
     with model_source.loading(what, folder, "cross-encoder"):
         config = AutoConfig.from_pretrained(folder, local_files_only=True)
-        if not any(name.endswith("ForSequenceClassification") for name in config.architectures or []):
-            raise InputError(
-                f"{what} {folder!r}: not a cross-encoder (its config.json names {', '.join(config.architectures or ['no'])} "
-                "architecture, no sequence-classification head: an embedding model?); name a cross-encoder such as "
-                "cross-encoder/ms-marco-MiniLM-L6-v2"
-            )
-        if config.num_labels != 1:
-            raise InputError(
-                f"{what} {folder!r}: a cross-encoder of {config.num_labels} outputs (num_labels); reranking needs one "
-                "relevance score per pair"
-            )
+    if not any(name.endswith("ForSequenceClassification") for name in config.architectures or []):
+        raise InputError(
+            f"{what} {folder!r}: not a cross-encoder (its config.json names {', '.join(config.architectures or ['no'])} "
+            "architecture, no sequence-classification head: an embedding model?); name a cross-encoder such as "
+            "cross-encoder/ms-marco-MiniLM-L6-v2"
+        )
+    if config.num_labels != 1:
+        raise InputError(
+            f"{what} {folder!r}: a cross-encoder of {config.num_labels} outputs (num_labels); reranking needs one "
+            "relevance score per pair"
+        )
+
+
+def load_cross_encoder(folder: str, what: str = "retrieval.rerank.model"):
+    """The cross-encoder in `folder` (check_cross_encoder); one that will not load is one line
+    naming `what`, its key."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    check_cross_encoder(folder, what)
+    with model_source.loading(what, folder, "cross-encoder"):
         # Raw logits: a sigmoid would squash high scores into ties at float precision.
         return CrossEncoder(folder, local_files_only=True, activation_fn=torch.nn.Identity())
 
@@ -124,6 +132,7 @@ def retrieve(
     options = settings.rerank
     assert options.model is not None, "params validation refuses method rerank without rerank.model"
     folder = resolve_model(options.model, f"{settings.where}.rerank.model")
+    check_cross_encoder(folder, f"{settings.where}.rerank.model")  # before the first stage, cached scores or not
     identity = model_source.model_fingerprint(folder)  # the model in every score key
     candidates = min(options.candidates, len(corpus.chunk_ids))
     first = FIRST_STAGES[options.first_stage](questions, corpus, settings, candidates)
