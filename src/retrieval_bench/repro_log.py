@@ -28,7 +28,7 @@ FIRST_RUN_MINUTES, MEASURED_CORES = 5, 2
 
 
 def expected_time(stages: int, cores: int, first_run: bool = True) -> str:
-    """One line: the pipeline's size and, for a first run (no dvc.lock yet), what one of the sample
+    """One line: the pipeline's size and, for a first run (an empty DVC cache), what one of the sample
     takes on `cores` CPU cores (scaled from the measured run, embedding being CPU-bound)."""
     if not first_run:
         return f"{stages} stages; those whose inputs changed since the last run (dvc.lock) run again"
@@ -41,15 +41,14 @@ def expected_time(stages: int, cores: int, first_run: bool = True) -> str:
 
 def relay(lines: Iterable[str], total: int, out: TextIO, no_remote: bool) -> None:
     """Write each of `lines` to `out` and flush it at once, each stage line numbered against `total`."""
-    reached: list[str] = []
+    reached: dict[str, int] = {}  # stage -> its number
     for line in lines:
         text = line.rstrip("\n")
         if no_remote and text == PUSH_ADVICE:
             continue
         if stage := STAGE_LINE.match(text):
             name = next(found for found in stage.groups() if found)
-            reached += [] if name in reached else [name]
-            line = f"[{reached.index(name) + 1}/{total}] {line}"
+            line = f"[{reached.setdefault(name, len(reached) + 1)}/{total}] {line}"
         out.write(line)
         out.flush()
 
@@ -65,7 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-remote", action="store_true", help="drop DVC's advice to `dvc push`")
     arguments = parser.parse_args(argv)
     total = pipeline_stages()
-    print(expected_time(total, os.cpu_count() or 1, first_run=not Path("dvc.lock").exists()), flush=True)
+    # dvc.lock is in git, so a fresh clone has one: its first run is the one with an empty DVC cache
+    first_run = not any(Path(".dvc", "cache").glob("*"))
+    print(expected_time(total, os.cpu_count() or 1, first_run=first_run), flush=True)
     relay(iter(sys.stdin.readline, ""), total, sys.stdout, arguments.no_remote)
 
 

@@ -85,6 +85,19 @@ def test_a_stage_argument_naming_nothing_lists_the_names(tmp_path):
         named(params, "embedders", "mpnet")
 
 
+def test_what_to_write_reads_back_as_written():
+    """A name YAML reads as a number or a boolean ('017' as 15, 'yes' as true) is quoted in the
+    line that says what to write: pasted unquoted, it failed again."""
+    from retrieval_bench.core.errors import flow_yaml
+
+    value = {"017": {"chunking": "default", "embedder": "yes"}, "c400-e5": {"chunking": "c400", "embedder": "e5"}}
+    spelled = flow_yaml(value)
+    assert yaml.safe_load(spelled) == value and "\n" not in spelled
+    assert flow_yaml({"default-default": {"chunking": "default", "embedder": "default"}}) == (
+        "{default-default: {chunking: default, embedder: default}}"
+    )
+
+
 def test_embedded_is_the_panels_pairs_and_a_drifted_list_says_what_to_write(tmp_path):
     """params.yaml's `embedded` (DVC's embed_corpus stages) is derived from the panel: a pair no
     system uses is refused (it would be embedded for nothing), one missing too; two pairs that

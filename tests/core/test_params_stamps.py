@@ -68,3 +68,10 @@ def test_a_run_file_or_retriever_module_is_stamped_in_its_systems_settings(tmp_p
     os.mkfifo(tmp_path / "pipe.trec")  # a run file that would never end: refused, naming the key
     with pytest.raises(InputError, match=r"^panel\.fifo\.run_file: .*pipe\.trec"):
         source_stamp.panel_settings({"fifo": {"method": "run-file", "run_file": "pipe.trec"}}, MEMO)
+    # not under runs/ though their names start so: stamped; a folder as a run file: one line
+    near = source_stamp.panel_settings({"a": {"method": "run-file", "run_file": "runs.trec"}}, MEMO)
+    assert list(near[paths.settings_of("a")]["external_inputs"]) == ["runs.trec"]
+    out = source_stamp.panel_settings({"a": {"method": "run-file", "run_file": "runs/../exports/ext.trec"}}, MEMO)
+    assert list(out[paths.settings_of("a")]["external_inputs"]) == ["runs/../exports/ext.trec"]
+    with pytest.raises(InputError, match=r"^panel\.a\.run_file: \.: expected a file, found a folder"):
+        source_stamp.panel_settings({"a": {"method": "run-file", "run_file": "."}}, MEMO)

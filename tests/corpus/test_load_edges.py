@@ -204,3 +204,19 @@ def test_offsets_far_beyond_the_chunks_text_are_one_line_not_a_memory_error(tmp_
     with pytest.raises(InputError) as raised:
         load_corpus(path)
     assert expected in str(raised.value)
+
+
+def test_a_parquet_of_chunks_is_read_for_the_columns_used_only(tmp_path, monkeypatch):
+    """A vector store's export holds each chunk's embedding beside its text: not read (nor made a
+    Python list per row) to take the ids and texts."""
+    import pandas as pd
+
+    path = tmp_path / "export.parquet"
+    pd.DataFrame({"id": ["c1", "c2"], "text": ["one", "two"], "vector": [[0.1] * 4, [0.2] * 4]}).to_parquet(path)
+    asked = []
+    real = pd.read_parquet
+    monkeypatch.setattr(pd, "read_parquet", lambda p, columns=None: asked.append(columns) or real(p, columns=columns))
+    assert read_ready_chunks(path, "id", "text")["text"].tolist() == ["one", "two"]
+    assert asked == [["id", "text"]]
+    with pytest.raises(InputError, match=r"no column 'body'; columns found: id, text, vector"):
+        read_ready_chunks(path, "id", "body")

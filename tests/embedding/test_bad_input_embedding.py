@@ -364,9 +364,19 @@ def test_a_folder_that_is_no_model_and_positions_beyond_the_model_are_one_line_n
         load_cross_encoder(str(empty), "panel.rr.rerank.model")
     from transformers.utils import logging as transformers_logging
 
-    # off while a model loads (its "Loading weights" bar wrote \r into logs), on again after: it
+    # off while a model loads (its "Loading weights" bar wrote \r into logs), as it was after: it
     # also governs huggingface_hub's download bars
     assert transformers_logging.is_progress_bar_enabled()
+    with model_source.loading("embed.model", "m"):
+        assert not transformers_logging.is_progress_bar_enabled()
+    assert transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        with model_source.loading("embed.model", "m"):
+            pass
+        assert not transformers_logging.is_progress_bar_enabled()  # off before: left off
+    finally:
+        transformers_logging.enable_progress_bar()
     model = model_source.resolve_model(DEFAULTS["embed"]["model"])
     long = EmbedSettings.from_params({**DEFAULTS["embed"], "max_seq_length": 2048}, "embedders.e5.model")
     with pytest.raises(InputError, match=r"^embedders\.e5\.max_seq_length 2048 is beyond the model's 512 positions"):

@@ -351,3 +351,24 @@ def test_pairs_that_embed_alike_get_one_embedding_cost(tmp_path):
     pd.DataFrame({"chunk_id": ["c1"], "text": ["one"]}).to_parquet(tmp_path / paths.SOURCE_CHUNKS)
     given = embed_costs(params, tmp_path)  # ready chunks: the default chunking is the source's, not c400's
     assert given["c400/default"] != given["default/default"]
+
+
+def test_the_step_after_each_timed_call_is_outside_the_clocks(monkeypatch):
+    """The embed stage's cost timing moves a progress bar after each call: that step must not be
+    in the published seconds. On a fake clock a call takes 1 s and the step 1000 s."""
+    from retrieval_bench.core import timing
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock["now"])
+    monkeypatch.setattr(timing.time, "process_time", lambda: clock["now"])
+
+    def call() -> int:
+        clock["now"] += 1.0
+        return 1
+
+    steps = []
+    result = timing.interleaved(
+        {"a": call, "b": call}, 3, after=lambda: steps.append(clock.__setitem__("now", clock["now"] + 1000))
+    )
+    assert result == {name: {"wall": [1.0] * 3, "cpu": [1.0] * 3} for name in ("a", "b")}
+    assert len(steps) == 2 + 2 * 3  # a warm-up of each, then every timed call

@@ -94,3 +94,21 @@ def test_relay_numbers_every_stage_dvc_reaches_and_keeps_push_advice_where_a_rem
     ]
     assert "about 2 min on 4 CPU core(s)" in expected_time(27, 4)  # 5 min on 2 cores, halved, rounded
     assert "first run" not in expected_time(27, 4, first_run=False)  # a rerun: dvc.lock is there
+
+
+def test_a_fresh_clone_is_a_first_run_though_dvc_lock_is_in_git(tmp_path, monkeypatch, capsys):
+    """dvc.lock is committed, so "no dvc.lock" never held on a clone: its first run said "those whose
+    inputs changed run again" while every stage was about to run. An empty DVC cache is the test."""
+    import io
+
+    from retrieval_bench import repro_log
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\n")
+    monkeypatch.setattr(repro_log, "pipeline_stages", lambda: 3)
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    repro_log.main([])
+    assert "a first run of the sample takes about" in capsys.readouterr().out
+    (tmp_path / ".dvc" / "cache" / "files").mkdir(parents=True)
+    repro_log.main([])
+    assert "those whose inputs changed since the last run (dvc.lock) run again" in capsys.readouterr().out

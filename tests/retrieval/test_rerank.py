@@ -312,12 +312,12 @@ def test_an_embedding_model_or_a_head_of_two_outputs_is_refused_as_a_cross_encod
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     from retrieval_bench.embedding.model_source import bundled_model_path
-    from retrieval_bench.retrieval.rerank import load_cross_encoder
+    from retrieval_bench.retrieval.rerank import check_cross_encoder
 
     with pytest.raises(
         InputError, match=r"^panel\.rr\.rerank\.model '.*': not a cross-encoder \(its config.json names BertModel"
     ):
-        load_cross_encoder(str(bundled_model_path()), "panel.rr.rerank.model")
+        check_cross_encoder(str(bundled_model_path()), "panel.rr.rerank.model")
     two = tmp_path / "two-outputs"
     config = BertConfig(
         vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, num_labels=2
@@ -325,7 +325,7 @@ def test_an_embedding_model_or_a_head_of_two_outputs_is_refused_as_a_cross_encod
     BertForSequenceClassification(config).save_pretrained(two)
     AutoTokenizer.from_pretrained(str(bundled_model_path())).save_pretrained(two)
     with pytest.raises(InputError, match=r"a cross-encoder of 2 outputs \(num_labels\); reranking needs one"):
-        load_cross_encoder(str(two))
+        check_cross_encoder(str(two))
 
 
 def test_the_cross_encoder_is_checked_on_every_run_cached_scores_or_not(tmp_path, monkeypatch):

@@ -54,13 +54,12 @@ def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
 
 
 def flow_yaml(value: object) -> str:
-    """A params value as one line of YAML flow style, for an error line that says what to write:
-    {name: {chunking: default, embedder: default}}."""
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{key}: {flow_yaml(item)}" for key, item in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(flow_yaml(item) for item in value) + "]"
-    return "null" if value is None else str(value)
+    """A params value as one line of YAML flow style, for an error line that says what to write
+    ({name: {chunking: default, embedder: default}}): quoted where YAML would read another type
+    back ('017', 'yes')."""
+    import yaml
+
+    return yaml.safe_dump(value, default_flow_style=True, width=2**31 - 1, sort_keys=False).strip()
 
 
 def some_of(items: list[str], limit: int = 5) -> str:

@@ -71,6 +71,11 @@ class Judgement:
         chars: np.ndarray = np.clip(np.minimum(self.ends, span_end) - np.maximum(self.starts, span_start), 0, None)
         return chars
 
+    def recall_of(self, covered: Any) -> Any:
+        """Coverage recall: the `covered` share of the span (a number or an array) against what the
+        chunking holds, at most 1 (a judged view's chunk taking the whole span covers all of it)."""
+        return np.minimum(1.0, np.asarray(covered, dtype=np.float64) / self.held)
+
     def evidence(self) -> tuple[tuple[int, int], np.ndarray, np.ndarray]:
         """A span question's evidence span and its chunks' starts and ends (set for every span question)."""
         assert self.span is not None and self.starts is not None and self.ends is not None, "not a span question"

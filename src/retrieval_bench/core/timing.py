@@ -14,21 +14,26 @@ import time
 from collections.abc import Callable
 
 
-def interleaved(tasks: dict[str, Callable[[], int]], repeats: int) -> dict[str, dict[str, list[float]]]:
+def interleaved(
+    tasks: dict[str, Callable[[], int]], repeats: int, after: Callable[[], object] = lambda: None
+) -> dict[str, dict[str, list[float]]]:
     """{task: {"wall": [...], "cpu": [...]}}: seconds per unit (each call returns its units of
-    work, e.g. questions searched), one value per round, in round order."""
+    work, e.g. questions searched), one value per round, in round order; `after` runs after each
+    call, warm-ups included, outside the clocks (a progress bar's step)."""
     names = list(tasks)
     out: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in names}
     if not names:  # nothing to time (a panel of run files and external retrievers alone)
         return out
     for name in names:
         tasks[name]()
+        after()
     for round_ in range(repeats):
         for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
             wall, cpu = time.perf_counter(), time.process_time()
             units = max(tasks[name](), 1)  # a task with no work (no question) is timed per call
             out[name]["wall"].append((time.perf_counter() - wall) / units)
             out[name]["cpu"].append((time.process_time() - cpu) / units)
+            after()
     return out
 
 

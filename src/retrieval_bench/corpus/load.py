@@ -77,11 +77,10 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
     else:
         check_regular(path)
         read = (id_field, text_field, *DOCUMENT_FIELDS)
-        table = _read_csv(path, read) if suffix == ".csv" else _read_parquet(path)
+        names, columns = _read_csv(path, read) if suffix == ".csv" else _read_parquet(path, read)
         for key in (id_field, text_field):
-            if key not in table:
-                raise InputError(f"{path}: no column {key!r}; columns found: {', '.join(map(str, table))}")
-        columns = {key: table[key] for key in read if key in table}
+            if key not in columns:
+                raise InputError(f"{path}: no column {key!r}; columns found: {', '.join(map(str, names))}")
         numbers = range(1, len(columns[id_field]) + 1)
     ids, texts = columns[id_field], columns[text_field]
     if not ids:
@@ -98,16 +97,21 @@ def read_ready_chunks(path: Path, id_field: str, text_field: str) -> pd.DataFram
     return records
 
 
-def _read_parquet(path: Path) -> dict[Any, list]:
+def _read_parquet(path: Path, read: tuple[str, ...]) -> tuple[list, dict[str, list]]:
+    """(every column's name, the columns of `read` it has): only those are read, not a store
+    export's vectors beside them."""
+    import pyarrow.parquet as pq
+
     try:
-        raw = pd.read_parquet(path)
+        names = pq.read_schema(path).names
+        raw = pd.read_parquet(path, columns=[name for name in read if name in names])
     except (OSError, ValueError) as error:
         raise InputError(f"{path}: cannot read parquet ({str(error).splitlines()[0]})") from None
-    return {key: raw[key].tolist() for key in raw.columns}
+    return names, {key: raw[key].tolist() for key in raw.columns}
 
 
-def _read_csv(path: Path, read: tuple[str, ...]) -> dict[str, list[str]]:
-    """A CSV file's columns, every field as text. A row with another number of fields than the
+def _read_csv(path: Path, read: tuple[str, ...]) -> tuple[list[str], dict[str, list[str]]]:
+    """(the header, the columns of `read` it has), every field as text. A row with another number of fields than the
     header is an error naming its line (pandas would cut a long row, or fill a short one with
     empty text: a chunk lost without a word); a blank line, or one of spaces, is skipped; a column
     of `read` (those the caller reads) named twice is an error, any other may repeat (Excel's
@@ -138,10 +142,8 @@ def _read_csv(path: Path, read: tuple[str, ...]) -> dict[str, list[str]]:
         raise InputError(f"{path}: empty; a CSV of chunks needs a header row naming its columns")
     if twice := [name for name in read if header.count(name) > 1]:
         raise InputError(f"{path}: the header names column {twice[0]!r} twice; each column needs its own name")
-    table: dict[str, list[str]] = {}
-    for i, name in enumerate(header):  # a name repeated outside `read`: its first column
-        table.setdefault(name, [row[i] for row in rows])
-    return table
+    at = {name: header.index(name) for name in read if name in header}
+    return header, {name: [row[i] for row in rows] for name, i in at.items()}
 
 
 def _read_beir_jsonl(path: Path) -> list[dict]:

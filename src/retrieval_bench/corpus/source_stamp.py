@@ -202,15 +202,19 @@ def panel_settings(panel: Mapping[str, Mapping[str, Any]], memo: Path | None = N
     retrieval settings and the stamps of its external_inputs outside runs/ (DVC's dependency) that
     no system exports (retrieve writes those): edited in place, such a run file or module went
     stale unsaid. Each is a regular file or folder, or missing (retrieve says so), else one line."""
-    exports = {str(Path(s["trec_export"])) for s in panel.values() if s.get("trec_export")}
+    exports = {os.path.normpath(s["trec_export"]) for s in panel.values() if s.get("trec_export")}
     out = {}
     for system, resolved in panel.items():
         stamped = {}
         for path in external_inputs(resolved):
-            if Path(path).with_suffix("").parts[:1] == (paths.EXTERNAL_RUNS,) or str(Path(path)) in exports:
+            # `runs.plug:search` names runs/ itself (and runs.py, which the package shadows)
+            inside = (
+                os.path.normpath(path).split(os.sep)[0] == paths.EXTERNAL_RUNS or path == f"{paths.EXTERNAL_RUNS}.py"
+            )
+            if inside or os.path.normpath(path) in exports:
                 continue
-            try:
-                check_regular(path, folder_ok=True)
+            try:  # a module may be a package folder; a run file is a file
+                check_regular(path, folder_ok=resolved["method"] == "python")
             except FileNotFoundError:
                 pass  # stamped missing: the module may be installed, the run file is retrieve's error
             except InputError as error:

@@ -78,13 +78,7 @@ def embedding_cost(
         )
         task = embedding_task(sample, settings, settings.document_prompt, log=lambda line: None)
         with progress(costs.rounds + 1, "time the embedding", unit="round") as bar:  # a warm-up, then the rounds
-
-            def counted() -> int:
-                embedded = task()
-                bar.update(1)
-                return embedded
-
-            repeats = interleaved({"embed": counted}, costs.rounds)["embed"]
+            repeats = interleaved({"embed": task}, costs.rounds, after=lambda: bar.update(1))["embed"]
         timed_on, chunks = f"a sample of the first {len(sample)} chunks", len(sample) * costs.rounds
     return {
         **{clock: summary(values, 1000) for clock, values in repeats.items()},

@@ -160,8 +160,9 @@ def handwritten_rows(
     for record in records:
         kind = record.get("kind", "single")
         record = {**record, "doc_id": corpus_id(record.get("doc_id"))}
-        pieces = record.get("pieces") or [{"doc_id": record["doc_id"], "evidence": record["evidence"]}]
-        pieces = [{**piece, "doc_id": corpus_id(piece["doc_id"])} for piece in pieces]
+        pieces = [{**piece, "doc_id": corpus_id(piece["doc_id"])} for piece in record.get("pieces") or ()] or [
+            {"doc_id": record["doc_id"], "evidence": record["evidence"]}
+        ]  # its doc_id mapped above
         if lacking := next((p["doc_id"] for p in pieces if p["doc_id"] is not None and p["doc_id"] not in texts), None):
             counts["other_corpus"] += 1
             if unlocated is not None and counts["other_corpus"] <= UNLOCATED_NAMED:

@@ -113,12 +113,11 @@ def check_cross_encoder(folder: str, what: str = "retrieval.rerank.model") -> No
 
 
 def load_cross_encoder(folder: str, what: str = "retrieval.rerank.model"):
-    """The cross-encoder in `folder` (check_cross_encoder); one that will not load is one line
-    naming `what`, its key."""
+    """The cross-encoder in `folder` (retrieve has run check_cross_encoder on it); one that will
+    not load is one line naming `what`, its key."""
     import torch
     from sentence_transformers import CrossEncoder
 
-    check_cross_encoder(folder, what)
     with model_source.loading(what, folder, "cross-encoder"):
         # Raw logits: a sigmoid would squash high scores into ties at float precision.
         return CrossEncoder(folder, local_files_only=True, activation_fn=torch.nn.Identity())

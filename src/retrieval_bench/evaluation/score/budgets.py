@@ -112,7 +112,7 @@ def budget_recall(
             return [float(fits[relevant, b].mean()) for b in range(len(budgets))]
         span, starts, ends = judgement.evidence()
         return [
-            min(1.0, union_coverage(starts[fits[:, b]], ends[fits[:, b]], *span) / judgement.held)
+            float(judgement.recall_of(union_coverage(starts[fits[:, b]], ends[fits[:, b]], *span)))
             for b in range(len(budgets))
         ]
     group = np.unique(-scores, return_inverse=True)[1].ravel()  # tie group of each run row, 0 = best
@@ -164,7 +164,7 @@ def _expected_coverage(judgement: Judgement, at: np.ndarray, group: np.ndarray, 
             if key not in cache:
                 cache[key] = fit(best)
             covered += (high - low) * cache[key]
-    return np.minimum(1.0, covered / max(span_end - span_start, 1) / judgement.held)  # of what chunks hold
+    return judgement.recall_of(covered / max(span_end - span_start, 1))
 
 
 def first_fits(others: np.ndarray, marked: np.ndarray, rooms: np.ndarray) -> np.ndarray:

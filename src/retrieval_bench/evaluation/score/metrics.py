@@ -367,7 +367,7 @@ def expected_span_recall(judgement: Judgement, positions: Positions, ks: list[in
                 group = over & straddling  # one group straddles k: the same better and tied
                 size, behind = int(tied[group][0]), int(better[group][0])
                 covered += (high - low) * (1.0 - _none_in_first(size, int(group.sum()), k - behind))
-        recall[k] = min(1.0, covered / max(span_end - span_start, 1) / judgement.held)
+        recall[k] = float(judgement.recall_of(covered / max(span_end - span_start, 1)))
     return recall
 
 
@@ -405,7 +405,7 @@ def span_recall(judgement: Judgement, ranks: np.ndarray, ks: list[int]) -> dict[
     top-k chunks together."""
     span, starts, ends = judgement.evidence()
     # of what some chunk holds (Judgement.held); a judged view's whole-span chunk counts it all: 1 at most
-    return {k: min(1.0, union_coverage(starts[ranks <= k], ends[ranks <= k], *span) / judgement.held) for k in ks}
+    return {k: float(judgement.recall_of(union_coverage(starts[ranks <= k], ends[ranks <= k], *span))) for k in ks}
 
 
 def summary_names(ks: list[int], budgets: Sequence[int] = ()) -> list[tuple[str, str]]:
