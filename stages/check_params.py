@@ -43,7 +43,7 @@ def main() -> None:
         paths.STORED_VECTORS_STAMP: stored_vectors,
         paths.STYLE_EXAMPLES_STAMP: style_examples_stamp(params["generate"]["style_examples"], memo),
         paths.IMPORTED_STAMP: imported_stamps(params["generate"]["imported"], memo),
-        **panel_settings(params["panel"], memo),
+        **panel_settings(params, memo),
     }
     for warning in unused_embedders(params):  # a model loaded and run for nothing
         print(warning)

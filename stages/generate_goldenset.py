@@ -14,6 +14,7 @@ import sys
 from retrieval_bench.core import paths
 from retrieval_bench.core.files import read_jsonl, read_table, touch_jsonl, write_json, write_jsonl
 from retrieval_bench.core.locking import dry_run_from_env, paid_stage_arguments
+from retrieval_bench.core.logs import silent
 from retrieval_bench.core.params import load_params
 from retrieval_bench.core.stage import run_stage, stage_parser
 from retrieval_bench.goldenset.assemble import DryRunDone, assemble, read_question_prompts
@@ -35,9 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     documents = read_table(paths.DOCUMENTS)
     labels = read_jsonl(paths.LABELS)
     generating = not labels or settings.provider != "none"  # real labels alone generate nothing
-    prompts, examples = read_question_prompts(
-        paths.GOLDENSET_PROMPTS, settings, log if generating else lambda line: None
-    )
+    prompts, examples = read_question_prompts(paths.GOLDENSET_PROMPTS, settings, log if generating else silent)
     run = GenerationRun(paths.QUESTION_CACHE, dry_run, log)
     if generating or settings.asks_kinds:  # the question cache holds the kinds told too
         fetch_shared_cache(run, paths.BATCH_JOURNAL, paths.DVC_LOCK, settings.provider != "none")

@@ -11,7 +11,7 @@ from retrieval_bench.core.item_memo import ItemMemo
 from retrieval_bench.core.run_table import read_run_table
 from retrieval_bench.core.stage import panel_stage_arguments, run_stage
 from retrieval_bench.evaluation.panel.headline import system_headline
-from retrieval_bench.evaluation.score.budgets import chunk_columns, chunk_tables
+from retrieval_bench.evaluation.score.budgets import chunk_columns, chunk_tables, panel_chunk_ids
 from retrieval_bench.evaluation.score.judged import JudgedInputs
 from retrieval_bench.evaluation.score.reviewed import kept
 from retrieval_bench.evaluation.score.scoring import score_system
@@ -42,17 +42,17 @@ def score_one(
 def main(argv: list[str]) -> None:
     params, systems = panel_stage_arguments("score", __doc__, argv)
     scoring = Scoring.from_params(params)
-    golden = read_jsonl(paths.GOLDENSET)  # and the pool, the reviews, each chunking's tables: read once
-    reviews = golden_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden})
+    golden, panel = read_jsonl(paths.GOLDENSET), params["panel"]  # golden, pool, reviews, chunk tables: read once
+    reviews = golden_reviews(paths.REVIEWS, {str(row["qid"]) for row in golden}, lambda: panel_chunk_ids(panel))
     pool = read_jsonl(paths.JUDGED_POOL)
     tables = lru_cache(maxsize=1)(chunk_tables)  # systems run by chunking: one held at a time, this run only
     ItemMemo("score").run(
-        sorted(systems, key=lambda system: params["panel"][system]["chunking"]),
-        lambda system: score_inputs(scoring, system, params["panel"][system]["chunking"]),
+        sorted(systems, key=lambda system: panel[system]["chunking"]),
+        lambda system: score_inputs(scoring, system, panel[system]["chunking"]),
         paths.score_outputs_of,
         lambda system: score_one(params, scoring, golden, pool, reviews, system, tables),
         paths.score_key_of,
-        known=params["panel"],
+        known=panel,
     )
 
 

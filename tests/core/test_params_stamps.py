@@ -32,6 +32,10 @@ def test_the_style_examples_stamp_hashes_an_unchanged_file_once(tmp_path, monkey
     assert check_params.style_examples_stamp(None, MEMO) == {"file": None, "md5": None}  # the sample's: unchanged bytes
 
 
+def stamps(panel: dict, retrieval: dict | None = None) -> dict:
+    return source_stamp.panel_settings({"panel": panel, "retrieval": retrieval or {}}, MEMO)
+
+
 def test_a_run_file_or_retriever_module_is_stamped_in_its_systems_settings(tmp_path, monkeypatch):
     """A run file or Python retriever outside runs/ (DVC's dependency of retrieve), edited in place:
     retrieve "didn't change" and the metrics stayed those of the old run. Its stamp in the system's
@@ -46,16 +50,16 @@ def test_a_run_file_or_retriever_module_is_stamped_in_its_systems_settings(tmp_p
         "plug": {"method": "python", "python": "myretr.search:search"},
         "dense": {"method": "dense"},
     }
-    first = source_stamp.panel_settings(panel, MEMO)
+    first = stamps(panel)
     assert first[paths.settings_of("dense")] == {"method": "dense"}
     assert list(first[paths.settings_of("file")]["external_inputs"]) == ["exports/ext.trec"]
     assert list(first[paths.settings_of("plug")]["external_inputs"]) == ["myretr", "myretr.py"]
     (tmp_path / "myretr" / "__pycache__").mkdir()
     (tmp_path / "myretr" / "__pycache__" / "x.pyc").write_bytes(b"bytecode")
-    assert source_stamp.panel_settings(panel, MEMO) == first
+    assert stamps(panel) == first
     (tmp_path / "exports" / "ext.trec").write_text("q1 Q0 b 1 1.0 x\n")
     (tmp_path / "myretr" / "__init__.py").write_text("def search(questions, depth):\n    return [1]\n")
-    again = source_stamp.panel_settings(panel, MEMO)
+    again = stamps(panel)
     for system in ("file", "plug"):
         assert again[paths.settings_of(system)] != first[paths.settings_of(system)]
     # runs/ is DVC's own dependency, and a system's export is retrieve's output: neither is stamped
@@ -64,14 +68,18 @@ def test_a_run_file_or_retriever_module_is_stamped_in_its_systems_settings(tmp_p
         "dense": {"method": "dense", "trec_export": "exports/ext.trec"},
         "again": {"method": "run-file", "run_file": "exports/ext.trec"},
     }
-    assert all("external_inputs" not in settings for settings in source_stamp.panel_settings(panel, MEMO).values())
+    assert all("external_inputs" not in settings for settings in stamps(panel).values())
     os.mkfifo(tmp_path / "pipe.trec")  # a run file that would never end: refused, naming the key
     with pytest.raises(InputError, match=r"^panel\.fifo\.run_file: .*pipe\.trec"):
-        source_stamp.panel_settings({"fifo": {"method": "run-file", "run_file": "pipe.trec"}}, MEMO)
+        stamps({"fifo": {"method": "run-file", "run_file": "pipe.trec"}})
     # not under runs/ though their names start so: stamped; a folder as a run file: one line
-    near = source_stamp.panel_settings({"a": {"method": "run-file", "run_file": "runs.trec"}}, MEMO)
+    near = stamps({"a": {"method": "run-file", "run_file": "runs.trec"}})
     assert list(near[paths.settings_of("a")]["external_inputs"]) == ["runs.trec"]
-    out = source_stamp.panel_settings({"a": {"method": "run-file", "run_file": "runs/../exports/ext.trec"}}, MEMO)
+    out = stamps({"a": {"method": "run-file", "run_file": "runs/../exports/ext.trec"}})
     assert list(out[paths.settings_of("a")]["external_inputs"]) == ["runs/../exports/ext.trec"]
     with pytest.raises(InputError, match=r"^panel\.a\.run_file: \.: expected a file, found a folder"):
-        source_stamp.panel_settings({"a": {"method": "run-file", "run_file": "."}}, MEMO)
+        stamps({"a": {"method": "run-file", "run_file": "."}})
+    # the default system as the user wrote it, in the retrieval section: its error names that key
+    default = {"method": "run-file", "run_file": "."}
+    with pytest.raises(InputError, match=r"^retrieval\.run_file: \.: expected a file"):
+        stamps({"default": default}, retrieval=default)

@@ -38,6 +38,30 @@ def table(texts: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame({"chunk_id": list(texts), "text": list(texts.values())})
 
 
+def test_overlapping_windows_of_one_document_are_not_near_duplicates():
+    """A chunking with a large overlap makes windows of one passage nearly alike: they are that
+    passage seen twice, not a copy. The judged view credited a window holding none of a question's
+    evidence as a copy of the one holding it (judged MRR 1 where strict was 0)."""
+    words = text(3, 80).split()
+    first, second = " ".join(words[:70]), " ".join(words[4:74])  # one document, windows 4 words apart
+    assert jaccard(shingles(first), shingles(second)) >= 0.8
+    spans = pd.DataFrame(
+        {
+            "chunk_id": ["d:0-70", "d:4-74", "e:0-70"],
+            "doc_id": ["d", "d", "e"],
+            "start": [0, 4, 0],
+            "end": [70, 74, 70],
+            "text": [first, second, second.upper()],
+        }
+    )
+    assert find_duplicates(spans.iloc[:2], near=True, min_jaccard=0.8).empty
+    # the second window's text in another document is its copy
+    found = find_duplicates(spans, near=True, min_jaccard=0.8).set_index("chunk_id")
+    assert found["group"].to_dict() == {"d:4-74": "d:4-74", "e:0-70": "d:4-74"}
+    # ready chunks without spans: compared by text alone, as before
+    assert len(find_duplicates(spans.iloc[:2][["chunk_id", "text"]], near=True, min_jaccard=0.8)) == 2
+
+
 def test_exact_duplicates_ignore_case_spacing_and_unicode_forms():
     chunks = table(
         {"a": "Hello  World.\nSame text", "b": "hello world. same\u00a0TEXT ", "c": "Hello World. Other text"}

@@ -202,7 +202,11 @@ def test_the_prune_command_merges_shards_and_names_the_old_location_to_delete(tm
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines[:2]] == [paths.CORPUS_EMBEDDING_CACHE, paths.QUESTION_EMBEDDING_CACHE]
     assert len(lines) == 2 and all("kept 2 vectors, dropped 0, in one shard" in line for line in lines)
-    Path(paths.LEGACY_EMBEDDING_CACHES[0], "corpus").mkdir(parents=True)
+    Path(paths.LEGACY_EMBEDDING_CACHES[0]).mkdir(parents=True)
+    Path(paths.LEGACY_EMBEDDING_CACHES[0], ".gitignore").write_text("/corpus\n")  # as every clone has it
+    run_prune(args)
+    assert len(capsys.readouterr().out.splitlines()) == 2  # no 0.2.0 cache to delete
+    Path(paths.LEGACY_EMBEDDING_CACHES[0], "corpus").mkdir()
     run_prune(args)  # one shard each now, nothing to drop: unchanged
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3 and all("unchanged" in line for line in lines[:2])

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 import yaml
 from conftest import ROOT, git
 
@@ -62,7 +63,10 @@ def test_the_report_names_each_param_that_differs_with_both_values(tmp_path):
 
 def test_the_same_params_are_said_to_be_the_same_and_a_run_without_git_params_is_silent(tmp_path):
     repo = committed_runs(tmp_path, {})
-    assert "params that differ: none (params.yaml is the same at A and B)" in compare(repo, "HEAD~1", "HEAD").stdout
+    assert (
+        "params that differ: none (params.yaml is the same at A and B; the corpus"
+        in compare(repo, "HEAD~1", "HEAD").stdout
+    )
     (repo / "params.yaml").unlink()  # the workspace's params are gone: nothing is claimed about them
     out = compare(repo, "HEAD", "workspace").stdout
     assert "params that differ" not in out and "questions paired by qid" in out
@@ -83,3 +87,48 @@ def test_a_params_edit_not_yet_reproduced_is_named(tmp_path):
     assert stale_workspace_params(tmp_path) == ["load.source"]
     (tmp_path / "dvc.lock").unlink()
     assert stale_workspace_params(tmp_path) == []  # nothing recorded: nothing to say
+
+
+def test_the_lock_entries_of_stages_dvc_yaml_no_longer_has_are_not_the_workspaces(tmp_path):
+    """A chunking taken out of params.yaml and reproduced: DVC keeps chunk@old's entry, and compare
+    warned on every run (and in every pull-request comment) that the outputs were not computed with
+    params.yaml as it is."""
+    from retrieval_bench.evaluation.compare.runs import stale_workspace_params
+
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  check: {cmd: x, params: [{params.yaml: []}]}\n"
+        "  chunk: {foreach: '${chunkings}', do: {cmd: 'x ${key}', params: ['chunkings.${key}']}}\n"
+    )
+    (tmp_path / "params.yaml").write_text("chunkings:\n  new: {chars: 400}\n")
+    lock = {
+        "schema": "2.0",
+        "stages": {
+            "check": {"params": {"params.yaml": {"chunkings": {"new": {"chars": 400}}}}},
+            "chunk@new": {"params": {"params.yaml": {"chunkings.new": {"chars": 400}}}},
+            "chunk@old": {"params": {"params.yaml": {"chunkings.old": {"chars": 800}}}},
+        },
+    }
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+    assert stale_workspace_params(tmp_path) == []
+    (tmp_path / "params.yaml").write_text("chunkings:\n  new: {chars: 500}\n")  # an edit not reproduced
+    assert stale_workspace_params(tmp_path) == ["chunkings.new.chars"]
+    (tmp_path / "dvc.yaml").unlink()  # which entries are stale is dvc.yaml's answer: without it, every one counts
+    assert stale_workspace_params(tmp_path) == ["chunkings.new.chars", "chunkings.old.chars"]
+
+
+def test_a_branch_known_only_as_a_remote_branch_is_found(tmp_path):
+    """In a clone of a feature branch, `main` is origin/main: `dvc metrics diff main` found it and
+    `retrieval-bench compare main` said "not a git revision"."""
+    from retrieval_bench.core.errors import InputError
+    from retrieval_bench.core.revisions import resolve_revision
+
+    origin, clone = tmp_path / "origin", tmp_path / "clone"
+    git("init", "-q", "-b", "main", str(origin), cwd=tmp_path)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x", cwd=origin)
+    git("clone", "-q", str(origin), str(clone), cwd=tmp_path)
+    git("checkout", "-q", "-b", "feature", cwd=clone)
+    git("branch", "-q", "-D", "main", cwd=clone)
+    head = git("rev-parse", "HEAD", cwd=origin).stdout.strip()
+    assert resolve_revision("main", clone) == head
+    with pytest.raises(InputError, match="^nope: not a git revision or DVC experiment name$"):
+        resolve_revision("nope", clone)

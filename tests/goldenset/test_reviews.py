@@ -193,3 +193,28 @@ def test_the_pipeline_leaves_out_clicks_on_questions_the_golden_set_no_longer_ho
     )
     with pytest.raises(InputError, match="question 'gone' is not in the golden set"):
         read_reviews(tmp_path, known_qids={"q1"})  # the review page and its import stay strict
+
+
+def test_grades_on_chunks_no_chunking_holds_are_said(tmp_path, capsys):
+    """Re-chunking left every person's chunk grade out of the judged view without a word."""
+    for chunk_id in ("a.md:0-800", "a.md:700-1500", "b.md:0-400"):
+        append_click(tmp_path, grade_click("ana", "q1", chunk_id, 3))
+    asked = []
+
+    def held() -> set[str]:
+        asked.append(True)
+        return {"b.md:0-400", "a.md:0-1600"}
+
+    golden_reviews(tmp_path, {"q1"}, held)
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .startswith(
+            f"warning: {tmp_path}: 2 of 3 chunk grades name chunks no chunking holds (re-chunked since the review?)"
+        )
+    )
+    golden_reviews(tmp_path, {"q1"}, lambda: {"a.md:0-800", "a.md:700-1500", "b.md:0-400"})
+    assert capsys.readouterr().err == ""
+    append_click(tmp_path / "only_questions", question_click("bo", "q1", "fine"))
+    golden_reviews(tmp_path / "only_questions", {"q1"}, held)  # no grades: the chunk tables are not read
+    assert len(asked) == 1 and capsys.readouterr().err == ""

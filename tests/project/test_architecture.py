@@ -242,3 +242,22 @@ def test_no_library_function_outside_the_api_takes_more_than_six_parameters():
                 if len(named) > 6:
                     crowded.append(f"{label(path)}:{node.lineno} {node.name} ({len(named)})")
     assert crowded == []
+
+
+def test_a_stage_runs_the_library_beside_it(tmp_path):
+    """The editable install points at one checkout's src/: in a copy of the project (a DVC
+    experiment's temporary folder, a queued run) the stages ran the workspace's library, not the
+    code the experiment records and dvc.lock hashes."""
+    import shutil
+    import subprocess
+    import sys
+
+    (tmp_path / "stages").mkdir()
+    shutil.copy(STAGES / "__init__.py", tmp_path / "stages" / "__init__.py")
+    (tmp_path / "stages" / "where.py").write_text("import retrieval_bench\nprint(retrieval_bench.__file__)\n")
+    (tmp_path / "src" / "retrieval_bench").mkdir(parents=True)
+    (tmp_path / "src" / "retrieval_bench" / "__init__.py").write_text("")
+    found = subprocess.run(
+        [sys.executable, "-m", "stages.where"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert found == str(tmp_path / "src" / "retrieval_bench" / "__init__.py")

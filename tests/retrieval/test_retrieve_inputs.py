@@ -13,6 +13,7 @@ import pytest
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.params_panel import method_settings
 from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.embedding import saved_vectors
 from retrieval_bench.embedding.embed import save_embeddings
@@ -21,7 +22,13 @@ from retrieval_bench.retrieval.inputs import questions_and_corpus, reading_order
 from retrieval_bench.retrieval.run import Corpus
 from retrieval_bench.retrieval.settings import RetrievalSettings
 
-TEXTS = ["alpha beta", "beta gamma", "gamma delta", "delta alpha", "epsilon"]
+TEXTS = [
+    "the alpha beta",
+    "beta gamma running",
+    "gamma delta runs",
+    "delta alpha of the",
+    "epsilon",
+]  # stop words, stems
 
 
 def _settings(method: str) -> RetrievalSettings:
@@ -176,3 +183,64 @@ def test_the_retrieve_line_says_the_runs_own_depth_and_warns_below_the_deepest_k
     assert methods.depth_text(settings, run, 3, 20, 5).endswith(
         "warning: 2 of 3 questions hold fewer than score.k 20 results (recall@20 counts only what the run holds)"
     )
+
+
+# A valid other value for each key of the retrieval section a method may not read.
+ALTERED = {
+    "rrf_k": 5,
+    "weights": {"dense": 0.2, "bm25": 3.0},
+    "fusion": "weighted",
+    "fusion_depth": 3,
+    "bm25": {"stemmer": "none", "stopwords": "none"},
+    "run_file": "runs/other.trec",
+    "python": "other:search",
+    "rerank": {"model": "other", "first_stage": "bm25", "candidates": 3, "batch_size": 1},
+    "ann": {**DEFAULTS["retrieval"]["ann"], "ef_search": 2, "hnsw_m": 2, "index": "ivf", "nlist": 2},
+    "store": {"address": "lancedb:s?table=t", "search": {"nprobes": 2}, "filter": "x = 1"},
+    "device": "auto",
+}
+
+
+@pytest.mark.parametrize(
+    "own",
+    [
+        {"method": "dense"},
+        {"method": "bm25"},
+        {"method": "hybrid"},
+        {"method": "hybrid", "fusion": "weighted"},
+        {"method": "ann"},
+    ],
+    ids=["dense", "bm25", "hybrid-rrf", "hybrid-weighted", "ann"],
+)
+def test_a_key_its_method_does_not_read_leaves_a_systems_key_and_its_run_alone(project, own):
+    """Every system was computed again when any retrieval key changed (retrieval.rrf_k, a bm25
+    system): its key held the whole section. A key out of method_settings must not move the run,
+    its run_info (index size included) or the key; one in it moves the key."""
+    resolved = {**DEFAULTS["retrieval"], "depth": 3, "chunking": "default", "embedder": "default", **own}
+
+    def outputs(picked: dict) -> tuple[pd.DataFrame, dict]:
+        settings = RetrievalSettings.from_params(picked)
+        questions, corpus = questions_and_corpus(settings)
+        run = methods.retrieve(settings, questions, corpus)
+        return run, methods.run_info(settings, questions, corpus, run)
+
+    run, info = outputs(resolved)
+    key = method_settings(resolved)
+    for name, value in ALTERED.items():
+        altered = {**resolved, name: value if value != resolved[name] else "rrf"}  # a weighted hybrid's other fusion
+        if name in key:
+            assert method_settings(altered) != key
+            continue
+        assert method_settings(altered) == key, name
+        other_run, other_info = outputs(altered)
+        pd.testing.assert_frame_equal(other_run, run, obj=name)
+        assert other_info == info, name
+
+
+def test_a_reranker_is_keyed_on_what_its_first_stage_reads_too():
+    rerank = {**DEFAULTS["retrieval"], "method": "rerank", "chunking": "c", "embedder": "e"}
+    for first_stage, reads in (("dense", {"device"}), ("bm25", {"bm25"}), ("hybrid", {"bm25", "fusion", "rrf_k"})):
+        picked = {**rerank, "rerank": {**rerank["rerank"], "first_stage": first_stage}}
+        assert reads <= set(method_settings(picked)) and {"ann", "store", "run_file"}.isdisjoint(
+            method_settings(picked)
+        )

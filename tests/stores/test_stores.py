@@ -234,6 +234,15 @@ def test_an_address_error_never_prints_its_options():
     assert "SECRET123" not in message and message.startswith("retrieval.store.address")
 
 
+def test_an_option_given_twice_is_one_line():
+    """`?collection=a&table=b` (one option, two spellings) kept the collection and dropped the table
+    unsaid; a repeated option kept its last value."""
+    for query, named in (("collection=a&table=b", "collection and table"), ("table=t&text=a&text=b", "text")):
+        message = one_line_error(lambda q=query: parse_address(f"lancedb:stores/x?{q}", "load.source"))
+        assert message.startswith("load.source") and f"{named} given twice" in message
+    assert parse_address("lancedb:stores/x?table=t&text=a").collection == "t"
+
+
 def test_a_server_url_that_is_no_url_is_one_line():
     """An unclosed IPv6 bracket raised ValueError from urlsplit, a traceback out of check_params."""
     for engine in ("qdrant", "chroma"):

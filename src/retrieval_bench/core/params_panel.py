@@ -362,7 +362,7 @@ def panel_system(panel: dict[str, dict[str, Any]], system: str, path: str | Path
 PICKED_KEYS = ("chunking", "embedder")  # what a system picks beside its retrieval settings
 
 
-def settings_key(params: dict[str, Any], system: str) -> str:
+def settings_key(params: Mapping[str, Any], system: str) -> str:
     """The params key a system's retrieval messages name: `retrieval` for a system that overrides
     none of it (the default system as the sample has it: the user wrote retrieval.X), else panel.NAME."""
     own = {key: value for key, value in params["panel"][system].items() if key not in PICKED_KEYS}
@@ -374,6 +374,34 @@ def embedder_key(params: dict[str, Any], embedder: str, key: str) -> str:
     embedders.NAME.key where the embedder sets a value of its own, else embed.key, which it keeps."""
     own = params["embedders"][embedder][key] != params["embed"][key]
     return f"embedders.{embedder}.{key}" if own else f"embed.{key}"
+
+
+# What each method reads of a system's resolved retrieval settings, beside SYSTEM_KEYS (rerank: and
+# what its first stage reads). retrieval.device finds dense candidates on a torch device.
+METHOD_KEYS: dict[str, tuple[str, ...]] = {
+    "dense": ("device",),
+    "bm25": ("bm25",),
+    "hybrid": ("device", "bm25", "fusion", "weights", "fusion_depth"),  # and rrf_k when fusion is rrf
+    "ann": ("ann",),
+    "store": ("store",),
+    "rerank": ("rerank",),
+    "run-file": ("run_file",),
+    "python": ("python",),
+}
+SYSTEM_KEYS = ("chunking", "embedder", "method", "depth", "trec_export")
+
+
+def method_settings(system: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a system's resolved settings its method reads: what its run is keyed by
+    (data/panel_settings/, retrieve's kept runs). The whole retrieval section made every system
+    recompute when a key only another method reads was edited (retrieval.rrf_k, a bm25 system)."""
+    method = system["method"]
+    keys = SYSTEM_KEYS + METHOD_KEYS[method]
+    if method == "rerank":
+        keys += METHOD_KEYS[system["rerank"]["first_stage"]]
+    if "fusion" in keys and system.get("fusion") == "rrf":
+        keys += ("rrf_k",)
+    return {key: system[key] for key in sorted(set(keys)) if key in system}
 
 
 def external_inputs(system: Mapping[str, Any]) -> list[str]:

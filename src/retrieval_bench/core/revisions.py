@@ -49,6 +49,14 @@ def resolve_revision(rev: str, cwd: Path) -> str:
         found = run_git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd)
         if found.returncode == 0:
             return str(found.stdout.strip())
+    # a clone of another branch has main only as origin/main, which DVC's `metrics diff main` finds too
+    tracking = run_git(["for-each-ref", "--format=%(objectname) %(refname:short)", f"refs/remotes/*/{rev}"], cwd)
+    found_in = dict(line.split(" ", 1) for line in tracking.stdout.splitlines() if " " in line)
+    if len(found_in) == 1:
+        return next(iter(found_in))
+    if len(found_in) > 1:
+        named = ", ".join(sorted(found_in.values()))
+        raise InputError(f"{rev}: no local branch, and remote branches by that name differ ({named}): name one")
     raise InputError(f"{rev}: not a git revision or DVC experiment name")
 
 

@@ -99,10 +99,17 @@ def parse_address(text: str, where: str = "load.source") -> StoreAddress:
     shown = _shown(text)
     engine, rest = text.split(":", 1)
     location, _, query = rest.partition("?")
-    options = dict(parse_qsl(query, keep_blank_values=True))
+    pairs = parse_qsl(query, keep_blank_values=True)
+    options = dict(pairs)
     unknown = sorted(set(options) - OPTIONS)
     if unknown:
         raise InputError(f"{where} {shown!r}: unknown option {unknown[0]!r} (valid: {', '.join(sorted(OPTIONS))})")
+    names = [name for name, _ in pairs]
+    twice = sorted({name for name in names if names.count(name) > 1}) or (
+        ["collection and table"] if {"collection", "table"} <= set(names) else []  # one option, two spellings
+    )
+    if twice:
+        raise InputError(f"{where} {shown!r}: {twice[0]} given twice; give each option once")
     collection = options.pop("collection", None) or options.pop("table", None)
     if not location or not collection:
         raise InputError(f"{where} {shown!r}: needs a path or URL and ?collection=<name> (or ?table=<name>)")

@@ -18,6 +18,10 @@ duplicating a relevant one as relevant with the same grade.
 Groups are the connected components of the duplicate pairs (so a near-duplicate of a
 near-duplicate is in the group too); the group id is the chunk id of its first member in table
 order. The result (data/chunkings/<chunking>/duplicates.parquet) lists only chunks in a group of two or more.
+
+Two chunks of one document whose spans overlap (windows of a chunking with a large overlap) are
+one passage seen twice, not a copy: they are never linked as near-duplicates, else the judged view
+would credit a window that holds none of a question's evidence as a copy of the one that does.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import re
 import unicodedata
 import zlib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -110,6 +114,7 @@ def find_duplicates(chunks: pd.DataFrame, near: bool = True, min_jaccard: float 
         if ri != rj:
             parent[max(ri, rj)] = min(ri, rj)
 
+    windows = _same_document_windows(chunks)
     best = np.zeros(len(ids))
     first_with_text: dict[str, int] = {}
     exact = np.zeros(len(ids), dtype=bool)
@@ -135,7 +140,7 @@ def find_duplicates(chunks: pd.DataFrame, near: bool = True, min_jaccard: float 
                     break
                 for y in members[position + 1 :]:
                     i, j = distinct[x], distinct[y]
-                    if root(i) == root(j) or (x, y) in below:
+                    if root(i) == root(j) or (x, y) in below or windows(i, j):
                         continue
                     similarity = jaccard(sets[x], sets[y])
                     if similarity >= min_jaccard:
@@ -156,6 +161,18 @@ def find_duplicates(chunks: pd.DataFrame, near: bool = True, min_jaccard: float 
         if sizes[r] > 1
     ]
     return pd.DataFrame(rows, columns=DUPLICATE_COLUMNS)
+
+
+def _same_document_windows(chunks: pd.DataFrame) -> Callable[[int, int], bool]:
+    """Whether rows i and j are overlapping spans of one document (False where the table has no
+    spans: ready chunks without offsets)."""
+    if not {"doc_id", "start", "end"} <= set(chunks.columns):
+        return lambda i, j: False
+    docs = chunks["doc_id"].tolist()
+    starts = pd.to_numeric(chunks["start"], errors="coerce").to_numpy(dtype=float)
+    ends = pd.to_numeric(chunks["end"], errors="coerce").to_numpy(dtype=float)
+    # NaN compares False: a chunk without a span overlaps nothing
+    return lambda i, j: docs[i] == docs[j] and bool(starts[i] < ends[j] and starts[j] < ends[i])
 
 
 def describe(duplicates: pd.DataFrame) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import check_regular, hash_file, write_json
-from retrieval_bench.core.params_panel import external_inputs
+from retrieval_bench.core.params_panel import external_inputs, method_settings, settings_key
 from retrieval_bench.core.store_address import is_store_address, parse_address
 
 
@@ -197,11 +197,13 @@ def stamps(params: dict, memo: str | Path | None = None) -> tuple[dict, dict, di
     return source_stamped, store_stamped or unused, vectors_stamped
 
 
-def panel_settings(panel: Mapping[str, Mapping[str, Any]], memo: Path | None = None) -> dict[str, dict]:
-    """data/panel_settings/<system>.json, what retrieve depends on per system: its resolved
-    retrieval settings and the stamps of its external_inputs outside runs/ (DVC's dependency) that
+def panel_settings(params: Mapping[str, Any], memo: Path | None = None) -> dict[str, dict]:
+    """data/panel_settings/<system>.json, what retrieve depends on per system: the resolved
+    settings its method reads (method_settings) and the stamps of its external_inputs outside runs/ (DVC's dependency) that
     no system exports (retrieve writes those): edited in place, such a run file or module went
-    stale unsaid. Each is a regular file or folder, or missing (retrieve says so), else one line."""
+    stale unsaid. Each is a regular file or folder, or missing (retrieve says so), else one line
+    naming the key the user wrote (retrieval.X, or panel.NAME.X)."""
+    panel = params["panel"]
     exports = {os.path.normpath(s["trec_export"]) for s in panel.values() if s.get("trec_export")}
     out = {}
     for system, resolved in panel.items():
@@ -218,9 +220,8 @@ def panel_settings(panel: Mapping[str, Mapping[str, Any]], memo: Path | None = N
             except FileNotFoundError:
                 pass  # stamped missing: the module may be installed, the run file is retrieve's error
             except InputError as error:
-                raise InputError(f"panel.{system}.{resolved['method'].replace('-', '_')}: {error}") from None
+                key = f"{settings_key(params, system)}.{resolved['method'].replace('-', '_')}"
+                raise InputError(f"{key}: {error}") from None
             stamped[path] = source_stamp(path, memo)
-        out[paths.settings_of(system)] = dict(sorted(resolved.items())) | (
-            {"external_inputs": stamped} if stamped else {}
-        )
+        out[paths.settings_of(system)] = method_settings(resolved) | ({"external_inputs": stamped} if stamped else {})
     return out

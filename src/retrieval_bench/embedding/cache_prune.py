@@ -81,7 +81,9 @@ def run_prune(args: argparse.Namespace) -> int:
     unused = sorted({*root.glob("corpus/*/*"), *root.glob("questions/*")} - {in_project(c[0]) for c in caches})
     for folder in filter(Path.is_dir, unused):  # a pair params.yaml no longer embeds: nothing in it is needed
         print(f"{prune(folder, set(), dry_run=args.dry_run).line(args.dry_run)} (params.yaml embeds no such pair)")
-    for legacy in filter(os.path.isdir, paths.LEGACY_EMBEDDING_CACHES):
+    for legacy in paths.LEGACY_EMBEDDING_CACHES:  # a clone has data/embedding_cache/ for its .gitignore alone
+        if not any(os.path.isdir(os.path.join(legacy, kind)) for kind in ("corpus", "questions")):
+            continue
         print(
             f"{legacy}: the embedding caches' 0.2.0 location, read by the embed stages only for vectors the cache "
             "lacks; delete it once `dvc repro` has run every embed stage"

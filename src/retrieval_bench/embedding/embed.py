@@ -14,14 +14,13 @@ from pathlib import Path
 import numpy as np
 
 from retrieval_bench.core.files import atomic_open, write_json
+from retrieval_bench.core.logs import Log, silent
 from retrieval_bench.core.stage import progress as progress_of
 from retrieval_bench.embedding.backends import Encoder, load_encoder, runtime_version, st_dimension
 from retrieval_bench.embedding.embedding_cache import EmbeddingCache, in_project, read_shards, space_digest, text_keys
 from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
 from retrieval_bench.embedding.settings import EmbedSettings
 from retrieval_bench.embedding.token_limit import TokenLimit, token_limit
-
-Log = Callable[[str], None]
 
 
 def load_model(model: str, max_seq_length: int | None = None):
@@ -267,7 +266,7 @@ class EmbedProgress:
     tokens: bool = True
 
 
-QUIET = EmbedProgress(bar=False, log=lambda line: None, tokens=False)  # a check's or a benchmark's call
+QUIET = EmbedProgress(bar=False, log=silent, tokens=False)  # a check's or a benchmark's call
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from retrieval_bench.core.logs import silent
 from retrieval_bench.core.stage import progress
 from retrieval_bench.core.timing import interleaved, machine_load, summary
 from retrieval_bench.embedding.embed import BatchTime, embedding_task
@@ -76,7 +77,7 @@ def embedding_cost(
             f"{why}: timing the embedding cost on a sample of the first {len(sample)} chunks instead "
             f"({costs.rounds} rounds after a warm-up, {len(sample) * (costs.rounds + 1)} chunks embedded)"
         )
-        task = embedding_task(sample, settings, settings.document_prompt, log=lambda line: None)
+        task = embedding_task(sample, settings, settings.document_prompt, log=silent)
         with progress(costs.rounds + 1, "time the embedding", unit="round") as bar:  # a warm-up, then the rounds
             repeats = interleaved({"embed": task}, costs.rounds, after=lambda: bar.update(1))["embed"]
         timed_on, chunks = f"a sample of the first {len(sample)} chunks", len(sample) * costs.rounds

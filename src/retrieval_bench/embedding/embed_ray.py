@@ -50,6 +50,7 @@ from retrieval_bench.core.endpoints import check_ray_address
 from retrieval_bench.core.errors import InputError, first_line, optional_extra
 from retrieval_bench.core.files import cache_root
 from retrieval_bench.core.locking import build_once
+from retrieval_bench.core.logs import silent
 from retrieval_bench.embedding.backends import encoder_label, load_encoder
 from retrieval_bench.embedding.model_source import folder_fingerprint, model_files, model_fingerprint
 from retrieval_bench.embedding.settings import EmbedSettings, RaySettings
@@ -139,7 +140,7 @@ class EmbedActor:
     def __init__(self, model_path: str, fingerprint: str, settings: EmbedSettings, shipped: tuple | None):
         path = worker_model_path(model_path, fingerprint, shipped)
         self.encoder = load_encoder(
-            path, fingerprint, dataclasses.replace(settings, device=actor_device(settings)), log=lambda line: None
+            path, fingerprint, dataclasses.replace(settings, device=actor_device(settings)), log=silent
         )
         self.batch_size = settings.batch_size
 

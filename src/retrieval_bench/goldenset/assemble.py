@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError, quoted
+from retrieval_bench.core.logs import Log
 from retrieval_bench.core.question_sets import GENERATED, HANDWRITTEN, REAL, question_set_of
 from retrieval_bench.goldenset import echo, kinds, style_examples
 from retrieval_bench.goldenset.build import (
@@ -50,8 +51,6 @@ from retrieval_bench.goldenset.selection import (
 from retrieval_bench.llm.cache.replies import EarlierKeys, read_cache
 from retrieval_bench.llm.cost.settings import Meta, Settings
 from retrieval_bench.llm.runs.tasks import KIND_LABEL, QUESTION_TASKS, QUESTIONS, prompt_text
-
-Log = Callable[[str], None]
 
 
 class DryRunDone(Exception):

@@ -5,19 +5,19 @@ section and its companions. GenerationRun: where one run writes and what it says
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.logs import Log
 from retrieval_bench.core.params_sections import KINDS_MATCH
 from retrieval_bench.core.question_sets import QUESTION_KINDS
 from retrieval_bench.corpus.load import chunk_documents
 from retrieval_bench.goldenset.build import Hygiene
 
-Log = Callable[[str], None]
 LLM = "llm"  # generate.kind_classifier's value that asks the LLM, and a row's kind_by when it answered
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import io
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.logs import Log
 from retrieval_bench.core.params import JUDGE_POOL_REVISION
 from retrieval_bench.core.paths import DEFAULT, at_revision, run_of
 from retrieval_bench.core.relevance import judge as strict_judgements
@@ -42,8 +43,6 @@ from retrieval_bench.llm.cost.settings import Meta, Settings
 from retrieval_bench.llm.runs.paid import PaidWork, pay_for
 from retrieval_bench.llm.runs.tasks import JUDGE, Job, prompt_text
 from retrieval_bench.llm.transport.errors import StopGeneration
-
-Log = Callable[[str], None]
 
 
 class JudgeDryRun(Exception):

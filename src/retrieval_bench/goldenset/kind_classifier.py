@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.logs import Log
 from retrieval_bench.core.question_sets import KEYWORD, SINGLE
 from retrieval_bench.goldenset.build import RULE
 from retrieval_bench.goldenset.generate_settings import LLM, GenerateSettings, GenerationRun
@@ -31,8 +31,6 @@ from retrieval_bench.llm.cost.prices import usd
 from retrieval_bench.llm.cost.settings import Meta, Settings
 from retrieval_bench.llm.runs.paid import PaidWork, pay_for
 from retrieval_bench.llm.runs.tasks import KIND_LABEL, Job, prompt_text
-
-Log = Callable[[str], None]
 
 
 def read_kind_prompt(path: str | Path) -> tuple[str, str]:

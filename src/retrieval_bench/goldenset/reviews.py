@@ -19,7 +19,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -164,16 +164,29 @@ def _own_copy(path: Path) -> None:
     fsync_folder(path.parent)  # the rename reaches the disk before the click is acknowledged
 
 
-def golden_reviews(folder: str | Path, golden_qids: Collection[str]) -> Reviews:
+def golden_reviews(
+    folder: str | Path, golden_qids: Collection[str], held_chunks: Callable[[], Collection[str]] | None = None
+) -> Reviews:
     """The reviews the pipeline scores with: as read_reviews, but a click on a question the golden
     set no longer holds (regenerated since the review) is left out with one warning on stderr, so
-    a new golden set does not stop `dvc repro` on append-only files."""
+    a new golden set does not stop `dvc repro` on append-only files. With `held_chunks` (the chunk
+    ids of every chunking scored, asked only when there are grades), grades on chunks none holds
+    (re-chunked since the review) get one warning too: the judged view cannot use them."""
     reviews = read_reviews(folder, golden_qids, drop_unknown=True)
     if reviews.n_unknown:
         print(
             f"warning: {folder}: {reviews.n_unknown} clicks on questions no longer in the golden set are left out",
             file=sys.stderr,
         )
+    if held_chunks is not None and len(reviews.grades):
+        unheld = int((~reviews.grades["chunk_id"].isin(set(held_chunks()))).sum())
+        if unheld:
+            print(
+                f"warning: {folder}: {unheld} of {len(reviews.grades)} chunk grades name chunks no chunking holds "
+                "(re-chunked since the review?): the judged view leaves them out; grade the new chunks with "
+                "`retrieval-bench review`",
+                file=sys.stderr,
+            )
     return reviews
 
 

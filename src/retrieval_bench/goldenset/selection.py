@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from retrieval_bench.core.logs import Log
 from retrieval_bench.goldenset import kinds
 from retrieval_bench.goldenset.generate_settings import GenerateSettings, GenerationRun
 from retrieval_bench.llm.cache.replies import read_cache
@@ -36,7 +37,7 @@ from retrieval_bench.llm.checks import hygiene
 from retrieval_bench.llm.checks import kinds as reply_kinds
 from retrieval_bench.llm.cost.guard import check_cost, estimate
 from retrieval_bench.llm.cost.settings import Meta, Settings
-from retrieval_bench.llm.runs.paid import Log, PaidWork, pay_for
+from retrieval_bench.llm.runs.paid import PaidWork, pay_for
 from retrieval_bench.llm.runs.tasks import Job, Task
 
 # Why a reply was not used: the reply checks' reasons, and the golden set's own.

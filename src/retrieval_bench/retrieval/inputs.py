@@ -11,7 +11,7 @@ from typing import Any
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.files import read_jsonl, read_table
-from retrieval_bench.core.params_panel import external_inputs, searches_vectors
+from retrieval_bench.core.params_panel import external_inputs, method_settings, searches_vectors
 from retrieval_bench.embedding.saved_vectors import load_saved_vectors
 from retrieval_bench.retrieval.methods import needs_vectors
 from retrieval_bench.retrieval.run import Corpus, Questions
@@ -81,7 +81,7 @@ def reading_order(panel: dict[str, dict[str, Any]], systems: list[str]) -> list[
 
 def retrieve_inputs(picked: dict[str, Any], system: str, where: str = "retrieval") -> tuple[list[str], dict[str, Any]]:
     """What panel system `system` (its resolved settings `picked`) is retrieved from, the key of its
-    kept run (core.item_memo): its settings, the golden set, its chunks and vectors, and what its
+    kept run (core.item_memo): the settings its method reads (method_settings), the golden set, its chunks and vectors, and what its
     method reads besides: the store's stamp, its run file, its Python retriever's module (its
     top-level package or file in the project, and the runs folder), its cross-encoder's files.
     `where`: the params key its messages name (settings_key)."""
@@ -89,7 +89,7 @@ def retrieve_inputs(picked: dict[str, Any], system: str, where: str = "retrieval
     files = [paths.GOLDENSET, paths.chunks_of(chunking)]
     if searches_vectors(picked):  # a BM25 system's pair may be embedded for no one (embedded_pairs)
         files += [*paths.corpus_vectors(chunking, embedder)[:2], *paths.question_vectors(embedder)[:2]]
-    settings = {"system": system, **picked}
+    settings = {"system": system, **method_settings(picked)}
     if method == "store":  # a server's stamp is new on every run
         files.append(paths.STORE_STAMP)
     elif method in ("run-file", "python"):  # a module imported from the project's folder (retrieval.external)

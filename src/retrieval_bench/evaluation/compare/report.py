@@ -43,7 +43,7 @@ def params_line(comparison: Comparison) -> str | None:
     if changed is None:
         return None
     if not changed:
-        return "params that differ: none (params.yaml is the same at A and B)"
+        return "params that differ: none (params.yaml is the same at A and B; the corpus, questions or code may not be)"
     shown = "; ".join(f"{row['key']} {row['a']!r} -> {row['b']!r}" for row in changed[:PARAMS_SHOWN])
     more = f"; and {len(changed) - PARAMS_SHOWN} more (--json lists all)" if len(changed) > PARAMS_SHOWN else ""
     return f"params that differ: {shown}{more}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -95,16 +96,23 @@ def stale_workspace_params(cwd: Path) -> list[str]:
     """The params.yaml keys (dotted, to the leaf) whose values differ from those dvc.lock recorded
     for a stage: the workspace's outputs were computed with other params than the file holds (an
     edit not yet run with `dvc repro`, which compare would otherwise credit to the edit). Read as
-    params_changed reads them; [] where either file cannot be read."""
+    params_changed reads them; [] where either file cannot be read. The entries of stages dvc.yaml
+    no longer defines (a chunking taken out of params.yaml: DVC keeps them) say nothing of it."""
     try:
         lock, params = (read_yaml_file(cwd / name) for name in (DVC_LOCK, PARAMS))
     except InputError:
         return []
+    try:
+        pipeline = read_yaml_file(cwd / "dvc.yaml")
+    except InputError:
+        pipeline = None  # every entry counts
     if not isinstance(lock, dict) or not isinstance(params, dict) or not isinstance(lock.get("stages"), dict):
         return []
     held = _flat_params(params)
     stale = set()
-    for stage in lock["stages"].values():
+    for name, stage in lock["stages"].items():
+        if not _defined(str(name), pipeline, params):
+            continue
         recorded = (stage.get("params") or {}).get(PARAMS) if isinstance(stage, dict) else None
         for key, value in (recorded or {}).items():  # a key DVC recorded: a section, or one dotted key
             stale |= {name for name, leaf in _flat_params(value, f"{key}.").items() if held.get(name, _MISSING) != leaf}
@@ -112,6 +120,26 @@ def stale_workspace_params(cwd: Path) -> list[str]:
 
 
 _MISSING = object()
+
+
+def _defined(lock_name: str, pipeline: object, params: dict) -> bool:
+    """Whether dvc.yaml still defines the stage dvc.lock names `lock_name` ("chunk@c400": a foreach
+    item, over a params section as this project's are, or a list); True where it cannot tell."""
+    stages = pipeline.get("stages") if isinstance(pipeline, dict) else None
+    if not isinstance(stages, dict):
+        return True
+    stage_name, at, item = lock_name.partition("@")
+    stage = stages.get(stage_name)
+    if not isinstance(stage, dict):
+        return False
+    if not at:
+        return "foreach" not in stage and "matrix" not in stage
+    foreach = stage.get("foreach")
+    section = re.fullmatch(r"\$\{\s*([\w.-]+)\s*\}", foreach) if isinstance(foreach, str) else None
+    items = params.get(section.group(1)) if section else foreach
+    if isinstance(items, dict | list):  # a section's keys, or a list of names
+        return item in map(str, items)
+    return True  # a matrix, an interpolation of another kind: as DVC expands it
 
 
 def _context_at(cwd: Path, commit: str | None) -> tuple[list[dict], dict[str, str]]:

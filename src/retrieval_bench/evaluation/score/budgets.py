@@ -16,7 +16,9 @@ A chunk the run does not hold is not retrieved (retrieval.depth; trec_eval's con
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from math import comb
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -47,6 +49,12 @@ def chunk_tables(chunking: str, columns: tuple[str, ...]) -> tuple[pd.DataFrame,
     """A chunking's chunk table (`columns` of it: chunk_columns) and its duplicates, as score reads
     them (the stage keeps the last chunking's for the systems on it)."""
     return read_table(paths.chunks_of(chunking), list(columns)), read_table(paths.duplicates_of(chunking))
+
+
+def panel_chunk_ids(panel: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The chunk ids of every chunking the panel's systems are on."""
+    chunkings = {system["chunking"] for system in panel.values()}
+    return {str(c) for chunking in chunkings for c in read_table(paths.chunks_of(chunking), ["chunk_id"])["chunk_id"]}
 
 
 def chunk_lengths(chunks: pd.DataFrame, unit: str) -> np.ndarray:

@@ -66,6 +66,7 @@ from pathlib import Path
 from retrieval_bench.core.errors import InputError, describe_os_error
 from retrieval_bench.core.files import end_last_line
 from retrieval_bench.core.locking import exclusive
+from retrieval_bench.core.logs import silent
 from retrieval_bench.core.paths import PAID_MIRROR
 
 # Hashed into the key of a passage whose text had to be escaped to stay inside the prompt's
@@ -434,11 +435,8 @@ def restore_from_mirror(cache_path: str | Path, what: str, log: Callable[[str], 
         mirror = mirrored.get(Path(cache_path))
         if mirror is None:
             return
-
-        def quiet(line: str) -> None:  # no word of damaged lines, as the real run reads the mirror
-            pass
-
-        lacking = len(set(read_cache(mirror, say=quiet)) - set(read_cache(cache_path, say=quiet)))
+        # no word of damaged lines here: the real run reads the mirror and says it
+        lacking = len(set(read_cache(mirror, say=silent)) - set(read_cache(cache_path, say=silent)))
         if lacking:
             log(
                 f"{cache_path}: this machine's copy ({PAID_MIRROR}) holds {lacking} records the cache lacks (of any "

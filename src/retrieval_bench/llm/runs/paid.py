@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from retrieval_bench.core.errors import Interrupted
 from retrieval_bench.core.locking import exclusive
+from retrieval_bench.core.logs import Log
 from retrieval_bench.llm.cache.replies import journal_path_for, journal_pending, read_cache
 from retrieval_bench.llm.cost.guard import check_cost, estimate
 from retrieval_bench.llm.cost.prices import usd
@@ -29,7 +30,6 @@ from retrieval_bench.llm.runs.runner import can_resume, resume_batches, run
 from retrieval_bench.llm.runs.tasks import JUDGE, QUESTIONS, Job, Task
 from retrieval_bench.llm.transport.errors import StopGeneration
 
-Log = Callable[[str], None]
 # The cache's records by key and the round's number -> (the jobs still to ask, how many are done).
 Missing = Callable[[dict[str, dict], int], tuple[list[Job], int]]
 
