@@ -11,7 +11,7 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.files import atomic_path, read_table
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.core.params_panel import named
-from retrieval_bench.core.stage import run_stage, stage_parser
+from retrieval_bench.core.stage import progress, run_stage, stage_parser
 from retrieval_bench.corpus.chunk import takes_source_chunks
 from retrieval_bench.corpus.duplicates import describe, find_duplicates
 from retrieval_bench.corpus.load import chunk_documents
@@ -24,16 +24,17 @@ def main(argv: list[str]) -> None:
     params = load_all_params()
     chunking = named(params, "chunkings", name)
     given = read_table(paths.SOURCE_CHUNKS)
-    if takes_source_chunks(name, len(given)):
-        chunks, how = given, "the source's own chunks"
-    else:
-        chunks = chunk_documents(
-            read_table(paths.DOCUMENTS, ["doc_id", "text"]), chunking["chars"], chunking["overlap"]
+    with progress(2, f"chunk {name}: chunks, duplicates", "step") as steps:  # seconds for a 30 MB document
+        if takes_source_chunks(name, len(given)):
+            chunks, how = given, "the source's own chunks"
+        else:
+            documents = read_table(paths.DOCUMENTS, ["doc_id", "text"])
+            chunks = chunk_documents(documents, chunking["chars"], chunking["overlap"])
+            how = f"{chunking['chars']} characters, {chunking['overlap']} overlap"
+        steps.update()
+        duplicates = find_duplicates(
+            chunks, params["load"]["duplicates"]["near"], params["load"]["duplicates"]["min_jaccard"]
         )
-        how = f"{chunking['chars']} characters, {chunking['overlap']} overlap"
-    duplicates = find_duplicates(
-        chunks, params["load"]["duplicates"]["near"], params["load"]["duplicates"]["min_jaccard"]
-    )
     for path, frame in ((paths.chunks_of(name), chunks), (paths.duplicates_of(name), duplicates)):
         with atomic_path(path) as tmp:
             pd.DataFrame(frame).to_parquet(tmp, index=False)

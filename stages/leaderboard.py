@@ -1,10 +1,9 @@
-"""Stage 6: one leaderboard of the panel systems (params panel) on every question set -> metrics/leaderboard.json,
-.csv and .md, the plots recall_at_k.csv and first_relevant_rank_histogram.csv, metrics/certificate.json (does each
-synthetic question set order the systems as the real or hand-written ones do?) and metrics/headline.json (its few
-numbers; the DVC metrics are each system's, declared by score); people's reviews (data/reviews/) add the
-prediction-powered figures. Then every system's costs, measured here in one process (evaluation.panel.costs.measure):
-metrics/costs.json and .md with the Pareto front, the decision table metrics/decision.md and
-metrics/plots/quality_vs_cost.csv, whose figures differ from run to run (no stage reads them)."""
+"""Stage 6: one leaderboard of the panel systems on every question set -> metrics/leaderboard.json, .csv and .md,
+the plots recall_at_k.csv and first_relevant_rank_histogram.csv, metrics/certificate.json (does each synthetic
+question set order the systems as the real or hand-written ones do?) and metrics/headline.json (its few numbers);
+people's reviews (data/reviews/) add the prediction-powered figures. Then every system's costs, measured in one
+process (evaluation.panel.costs.measure): metrics/costs.json and .md with the Pareto front, metrics/decision.md
+and metrics/plots/quality_vs_cost.csv, whose figures differ from run to run (no stage reads them)."""
 
 import json
 from pathlib import Path
@@ -15,7 +14,7 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import atomic_open, without_nan, write_json
 from retrieval_bench.core.params import load_all_params
-from retrieval_bench.core.stage import run_stage
+from retrieval_bench.core.stage import progress, run_stage
 from retrieval_bench.evaluation.panel.costs import PLOT_COLUMNS, cost_rows, measure
 from retrieval_bench.evaluation.panel.report import PanelInputs, panel_report, review_inputs, summary_line
 from retrieval_bench.evaluation.score.per_question import read_per_question
@@ -32,7 +31,9 @@ def main() -> None:
     measured = measure(params)
     costs, score = cost_rows(params, measured), {key: params["score"][key] for key in ("budget_unit", "weights")}
     golden, reviewed = review_inputs(Scoring.from_params(params))
-    report = panel_report(PanelInputs(tables, golden, costs, reports, measured, reviewed), params["validity"], **score)
+    inputs = PanelInputs(tables, golden, costs, reports, measured, reviewed)
+    with progress(1, "leaderboard: intervals, tests, certificate", "step"):  # its elapsed time: seconds at scale
+        report = panel_report(inputs, params["validity"], **score)
     write_json(paths.LEADERBOARD, report["leaderboard"])
     write_json(paths.CERTIFICATE, without_nan(report["certificate"]))  # a tau of systems all tied is NaN
     write_json(paths.HEADLINE, report["headline"])

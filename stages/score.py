@@ -9,12 +9,12 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.files import atomic_open, read_jsonl, write_json
 from retrieval_bench.core.item_memo import ItemMemo
 from retrieval_bench.core.run_table import read_run_table
-from retrieval_bench.core.stage import panel_stage_arguments, run_stage
+from retrieval_bench.core.stage import panel_stage_arguments, progress, run_stage
 from retrieval_bench.evaluation.panel.headline import system_headline
 from retrieval_bench.evaluation.score.budgets import chunk_columns, chunk_tables, panel_chunk_ids
 from retrieval_bench.evaluation.score.judged import JudgedInputs
 from retrieval_bench.evaluation.score.reviewed import kept
-from retrieval_bench.evaluation.score.scoring import score_system
+from retrieval_bench.evaluation.score.scoring import score_system, summary_text
 from retrieval_bench.evaluation.score.settings import Scoring, score_inputs
 from retrieval_bench.goldenset.reviews import Reviews, golden_reviews
 
@@ -26,17 +26,15 @@ def score_one(
     chunks, duplicates = tables(chunking, tuple(chunk_columns(params["score"])))
     judged = JudgedInputs(duplicates, pool, paths.JUDGED_POOL, reviews, pooled_chunking=chunking == paths.DEFAULT)
     run, run_info = read_run_table(paths.run_of(system)), paths.run_info_of(system)
-    table, summary, warnings = score_system(scoring, golden, chunks, run, judged, run_info_path=run_info)
+    with progress(1, f"score {system}", "system"):  # its elapsed time: 4 million run rows take seconds
+        table, summary, warnings = score_system(scoring, golden, chunks, run, judged, run_info_path=run_info)
     for warning in warnings:
         print(f"score {system}: warning: {warning}", file=sys.stderr)
     write_json(paths.metrics_of(system), summary)
     write_json(paths.headline_of(system), system_headline(kept(table)))  # as metrics.json: rejected questions left out
     with atomic_open(paths.per_question_of(system)) as handle:
         table.to_csv(handle, index=False, lineterminator="\n")
-    shown = (
-        f"{n}={v:.4f}" if isinstance(v, float) else f"{n}={v}" for n, v in summary.items() if not isinstance(v, dict)
-    )
-    print(f"score {system}: {' '.join(shown)}")  # by_kind: in metrics.json
+    print(f"score {system}: {summary_text(summary)}")
 
 
 def main(argv: list[str]) -> None:

@@ -236,12 +236,29 @@ def test_a_reply_echoing_the_api_key_is_not_stored(stub, tmp_path, monkeypatch, 
     outcome = run(QUESTIONS, jobs, meta, settings(provider), cache)
     assert key not in cache.read_text() and set(read_cache(cache)) == {jobs[0].key, jobs[2].key}
     assert outcome.failed == [f"the reply contained the API key ({MASK}): not stored, asked again by the next run"]
+    # billed all the same: the spend (and the cost limit) counts it; it showed $0.00 for 20 such replies
+    echoing, stub.reply = stub.reply, default_reply
+    clean = run(QUESTIONS, jobs, meta, settings(provider), tmp_path / "clean.jsonl")
+    assert outcome.input_tokens == clean.input_tokens > 0 and outcome.cost > 0
+    stub.reply = echoing
     with pytest.raises(StopGeneration) as stopped:  # the stage's closing line, through llm.runs.paid
         work = PaidWork(QUESTIONS, meta, settings(provider), str(cache), 1)
         pay_for(work, lambda records, n: ([j for j in jobs if j.key not in records], 0), 1, False, lambda line: None)
     message = str(stopped.value)
     assert "\n" not in message and f"contained the API key ({MASK})" in message and key not in message
     assert key not in cache.read_text()
+
+
+def test_a_server_echoing_the_key_on_every_reply_is_stopped_as_failing_requests_are(stub, tmp_path, monkeypatch):
+    """Every reply holding the key was paid for and never counted as a failure in a row: the
+    breaker never tripped, and each rerun paid for every planned request again."""
+    key = "sk-ant-api03-ECHOED-0123456789"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    meta, jobs = jobs_for(30, provider="anthropic")
+    stub.reply = lambda passage: json.dumps({"question": f"Is {key} the key?", "evidence": ""})
+    with pytest.raises(StopGeneration, match="requests in a row were replies holding the API key"):
+        run(QUESTIONS, jobs, meta, settings("anthropic", concurrency=1), tmp_path / "cache.jsonl")
+    assert len([r for r in stub.requests if r.passage_sha]) == 10  # the breaker, not all 30
 
 
 # --- a reply the cache could not hold --------------------------------------------------------------------

@@ -59,6 +59,7 @@ def test_hygiene_strips_preambles_quotes_and_numbering(raw):
         ('{"question": "How do I turn on', "max_tokens", "truncated"),
         ('{"question": "How do I turn on WAL mode?"}', "refusal", "refusal"),
         ("WAL?", "end_turn", "too_short"),
+        ("What does " + "x" * 6000 + " N mean in this setup?", "end_turn", "too_long"),  # 10 words, 6,034 characters
     ],
 )
 def test_hygiene_rejects_with_a_reason(raw, stop_reason, reason):

@@ -274,6 +274,26 @@ def test_bm25_keeps_whole_tie_groups_at_the_cut_not_bm25s_choice(depth):
     assert any(len(members) > depth for members in expected.values())  # ties straddle the cut
 
 
+def test_a_tie_group_past_the_room_a_run_keeps_is_cut_in_chunk_order_with_a_warning(monkeypatch, capsys):
+    """20,000 equal BM25 scores at the cut of each of 5,000 questions made a run of 100 million rows
+    (18 GB, then a hang in score): a tie group is kept whole up to tie_room(depth) rows beyond the depth."""
+    from retrieval_bench.retrieval import run as run_module
+    from retrieval_bench.retrieval.bm25 import tokenize
+
+    monkeypatch.setattr(run_module, "MIN_TIE_ROOM", 2)
+    texts = ["apple pear"] * 12 + ["apple"] + ["plum"] * 3  # twelve equal scores for "pear apple"
+    asked = ["pear apple", "plum"]
+    questions, corpus = Questions(["q0", "q1"], asked), Corpus([f"c{i:02d}" for i in range(16)], texts)
+    full = bm25_scores(texts, asked)(slice(0, 2))
+    matched = np.array([[bool(set(q) & set(t)) for t in tokenize(texts)] for q in tokenize(asked)])
+    whole = plain_run(full, questions.qids, corpus.chunk_ids, 3, matched & (full > 0))
+    got = as_plain(retrieve(settings("bm25", depth=3), questions, corpus))
+    assert len(whole["q0"]) == 12 and got["q0"] == whole["q0"][:6]  # depth 3 and 3 more, in chunk order
+    assert got["q1"] == whole["q1"]  # a group within the room: whole
+    warning = capsys.readouterr().err
+    assert "1 of 2 questions tie at the depth cut with groups of up to 12 chunks" in warning
+
+
 @pytest.mark.parametrize("depth", [1, 4, 9])
 def test_dense_keeps_whole_tie_groups_at_the_cut(depth):
     rng = np.random.default_rng(depth)

@@ -79,26 +79,31 @@ def from_records(
 def positions(run: pd.DataFrame, qids: list[str], judged_chunk_ids: list[list[str]]) -> list[Positions]:
     """For each question, where its judged chunks stand in the run: how many retrieved chunks
     scored higher and how many the same (itself included); a chunk not retrieved has better =
-    inf."""
-    by_qid = {qid: group for qid, group in run.groupby("qid", sort=False)}
-    placed = []
+    inf. The judged chunks' scores come from a join of the run rows holding a judged chunk: no
+    Python work per run row (a dict of every row took 6 s of 4 million)."""
+    pairs = pd.DataFrame(
+        {
+            "qid": [str(qid) for qid, judged in zip(qids, judged_chunk_ids, strict=True) for _ in judged],
+            "chunk_id": [str(chunk_id) for judged in judged_chunk_ids for chunk_id in judged],
+        }
+    )
+    holding = run.loc[run["chunk_id"].isin(pairs["chunk_id"].unique()), ["qid", "chunk_id", "score"]]
+    holding = holding.astype({"qid": str, "chunk_id": str})
+    merged = pairs.merge(holding, on=["qid", "chunk_id"], how="left", validate="many_to_one")
+    score_of = merged["score"].to_numpy(dtype=np.float64)  # NaN: not retrieved
+    rows_of = run.groupby("qid", sort=False).indices
+    scores = run["score"].to_numpy(dtype=np.float64)
+    placed, at = [], 0
     for qid, judged in zip(qids, judged_chunk_ids, strict=True):
-        group = by_qid.get(qid)
-        if group is None or not judged:
-            placed.append(Positions(np.full(len(judged), math.inf), np.ones(len(judged), dtype=np.int64)))
-            continue
-        score_of = dict(zip(group["chunk_id"], group["score"], strict=True))
-        scores = group["score"].to_numpy()
-        better, tied = [], []
-        for chunk_id in judged:
-            score = score_of.get(chunk_id)
-            if score is None:
-                better.append(math.inf)
-                tied.append(1)
-            else:
-                better.append(float(np.sum(scores > score)))
-                tied.append(int(np.sum(scores == score)))
-        placed.append(Positions(np.array(better, dtype=np.float64), np.array(tied, dtype=np.int64)))
+        found = score_of[at : at + len(judged)]
+        at += len(judged)
+        better, tied = np.full(len(judged), math.inf), np.ones(len(judged), dtype=np.int64)
+        hit = ~np.isnan(found)
+        if hit.any():
+            row = scores[rows_of[qid]][None, :]
+            better[hit] = np.sum(row > found[hit][:, None], axis=1)
+            tied[hit] = np.sum(row == found[hit][:, None], axis=1)
+        placed.append(Positions(better, tied))
     return placed
 
 

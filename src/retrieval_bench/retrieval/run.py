@@ -3,6 +3,7 @@ cut, then the contract's order (retrieval_bench.core.run_table)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -81,18 +82,29 @@ def resolve_depth(depth: int | str, n_chunks: int) -> int:
     return n_chunks if depth == "all" else min(int(depth), n_chunks)
 
 
+MIN_TIE_ROOM = 1_000  # rows a run may hold beyond its depth for a tie group at the cut, at least
+
+
+def tie_room(depth: int) -> int:
+    """How many rows beyond `depth` a question's run keeps of a tie group straddling the cut: a
+    group of 20,000 equal BM25 scores on each of 5,000 questions made a run of 100 million rows."""
+    return max(depth, MIN_TIE_ROOM)
+
+
 def whole_ties(
     indices: np.ndarray, scores: np.ndarray, retrieved: np.ndarray, depth: int, row_scores: Callable[[int], np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """From each question's best `depth + 1` chunks (best first; `retrieved` a prefix of each row),
     its best `depth` and, where the next one scores the same as the depth-th, every chunk of that
     tie group, taken from the question's whole row of scores `row_scores(q)` (only such questions
-    are scored again). Rows come back best first, equal scores by chunk index, padded at the end
-    (retrieved False)."""
+    are scored again), up to tie_room(depth) rows beyond the depth (a larger group is cut there in
+    chunk order, with one warning on stderr). Rows come back best first, equal scores by chunk
+    index, padded at the end (retrieved False)."""
     if indices.shape[1] <= depth:  # the whole corpus is in: no cut
         return indices, scores, retrieved
     straddling = np.flatnonzero(retrieved[:, depth] & (scores[:, depth] == scores[:, depth - 1]))
-    groups = {}
+    groups, most = {}, depth + tie_room(depth)
+    cut: list[int] = []  # the sizes of the tie groups cut
     for question in straddling.tolist():
         row = np.asarray(row_scores(question), dtype=scores.dtype)
         # The row's depth-th best is at least its lowest score of the depth chunks in hand, so it
@@ -101,7 +113,17 @@ def whole_ties(
         kth_best = np.partition(row[candidates], len(candidates) - depth)[len(candidates) - depth]
         members = candidates[row[candidates] >= kth_best]
         order = np.lexsort((members, -row[members]))
+        if len(members) > most:
+            cut.append(int(np.sum(row[members] == kth_best)))
+            order = order[:most]
         groups[question] = (members[order], row[members[order]])
+    if cut:
+        print(
+            f"warning: {len(cut)} of {len(indices)} questions tie at the depth cut with groups of up to {max(cut)} "
+            f"chunks scoring alike (common words in short chunks?): each run keeps {tie_room(depth)} rows beyond the "
+            f"depth, the group cut in chunk order, so score.ties expected counts only the kept part of it",
+            file=sys.stderr,
+        )
     width = max([depth] + [len(members) for members, _ in groups.values()])
     out_i = np.zeros((len(indices), width), dtype=np.int64)
     out_s = np.zeros((len(indices), width), dtype=scores.dtype)

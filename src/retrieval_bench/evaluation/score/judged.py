@@ -192,8 +192,11 @@ def judged_table(
     from scoring.ambiguous_at."""
     ks, ties, min_grade, ambiguous_at = list(scoring.ks), scoring.ties, scoring.min_grade, scoring.ambiguous_at
     chunk_ids = copies.chunk_ids
+    # where copies stand in the run, which _collapse alone reads: not a dict of every row (4 million: 4.5 s)
+    copied = run[run["chunk_id"].isin(list(copies.members))] if copies.members else run.iloc[:0]
     ranks = {
-        qid: dict(zip(group["chunk_id"], group["rank"], strict=True)) for qid, group in run.groupby("qid", sort=False)
+        qid: dict(zip(group["chunk_id"], group["rank"], strict=True))
+        for qid, group in copied.groupby("qid", sort=False)
     }
     judged, extras = [], []
     drop: list[tuple[str, str]] = []

@@ -164,6 +164,13 @@ def unspanned_warning(golden: list[dict], chunks: pd.DataFrame) -> str | None:
     )
 
 
+def summary_text(summary: dict) -> str:
+    """metrics.json's flat figures as the score stage prints them: name=value (by_kind: in the file)."""
+    return " ".join(
+        f"{n}={v:.4f}" if isinstance(v, float) else f"{n}={v}" for n, v in summary.items() if not isinstance(v, dict)
+    )
+
+
 def score_system(
     scoring: Scoring,
     golden: list[dict],

@@ -27,6 +27,11 @@ class Shape:
     too_short: str = "too_short"
     too_long: str = "too_long"
 
+    @property
+    def max_chars(self) -> int:
+        """The most characters its words may hold: 10 words of 6,000 characters were kept."""
+        return max(100, 12 * self.max_words)
+
 
 QUESTION_SHAPE = Shape(3, 60, asks=True)
 # A search-box query (question kind keyword): 2-6 words, a question or not.
@@ -51,13 +56,13 @@ REJECT_REASONS = {
     "several_questions": "more than one question in the reply",
     "malformed_json": "the reply looks like JSON but is not one valid object with a question",
     "too_short": "fewer than 3 words",
-    "too_long": "more than 60 words: not a search query",
+    "too_long": "more than 60 words (or 720 characters): not a search query",
     "not_a_question": "a statement or command, not a question (no '?' and no interrogative opening)",
     "schema_mismatch": "not one JSON object of the reply schema (generate.response_format json_schema)",
     "oversize": f"over {MAX_REPLY_CHARS:,} characters outside <think> blocks: not one question and its excerpt",
     "too_deep": "JSON nested too deep to read: expected one flat object {question, evidence}",
     "keyword_too_short": "a keyword query of fewer than 2 words",
-    "keyword_too_long": "a keyword query of more than 6 words: not what a search box gets",
+    "keyword_too_long": "a keyword query of more than 6 words (or 100 characters): not what a search box gets",
 }
 
 _THINKING = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
@@ -244,7 +249,7 @@ def _checked(question: str, evidence: str, text: str, shape: Shape) -> Cleaned:
     n_words = len(question.split())
     if n_words < shape.min_words:
         return Cleaned(question, evidence, shape.too_short)
-    if n_words > shape.max_words:
+    if n_words > shape.max_words or len(question) > shape.max_chars:
         return Cleaned("", evidence, shape.too_long)
     if shape.asks and not reads_as_question(question):
         return Cleaned(question, evidence, "not_a_question")

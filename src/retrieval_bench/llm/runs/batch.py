@@ -383,8 +383,8 @@ class BatchRunner:
             self.meter.fail(f"an unreadable result ({error})")
             return
         leak = key_leak(record, self.key)
-        if leak:
-            self.meter.fail(leak)
+        if leak:  # billed, never kept
+            self.meter.fail(leak, paid=reply)
             return
         try:
             self.writer.append(record)

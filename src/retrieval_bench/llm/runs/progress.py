@@ -62,11 +62,17 @@ class Meter:
         self._postfix()
         self.bar.update(int(saved))
 
-    def fail(self, reason: str, timed_out: bool = False) -> None:
-        """A request that got no reply: counted beside the bar, not in it (its reason kept with any
-        key a server echoed masked: it ends in the closing line)."""
-        self.outcome.failed.append(mask_keys(reason))
-        self.outcome.timed_out += int(timed_out)
+    def fail(self, reason: str, timed_out: bool = False, paid: Reply | None = None) -> None:
+        """A request that got no usable reply: counted beside the bar, not in it (its reason kept
+        with any key a server echoed masked: it ends in the closing line). `paid`: a reply received
+        but not kept (it held the API key), whose tokens were billed all the same."""
+        o = self.outcome
+        o.failed.append(mask_keys(reason))
+        o.timed_out += int(timed_out)
+        if paid is not None:
+            o.input_tokens += paid.input_tokens
+            o.output_tokens += paid.output_tokens
+            o.cost = self.settings.cost(o.input_tokens, o.output_tokens, self.batch)
         self._postfix()
         self.bar.refresh()
 

@@ -150,9 +150,13 @@ class _SyncRun:
             self.stop(f"the API refused the request: {message}")
         else:
             self.meter.fail(message, timed_out=timed_out(error))
-            self.consecutive_failures += 1
-            if self.consecutive_failures >= self.breaker:
-                self.stop(f"{self.breaker} requests in a row failed after retries (last: {message})")
+            self.failed_in_a_row(f"failed after retries (last: {message})")
+
+    def failed_in_a_row(self, how: str) -> None:
+        """One more failure in a row: at `breaker` of them the run stops rather than pay on."""
+        self.consecutive_failures += 1
+        if self.consecutive_failures >= self.breaker:
+            self.stop(f"{self.breaker} requests in a row {how}")
 
     async def one(self, job: Job) -> None:
         async with self.semaphore:
@@ -166,13 +170,14 @@ class _SyncRun:
                 return
             finally:
                 self.in_flight -= 1
-            self.consecutive_failures = 0
             self.observe(job, reply)
             record = self.task.record(self.meta, job.key, job.passage_sha256, job.attempt, reply, seed=job.seed)
             leak = key_leak(record, self.key)
-            if leak:
-                self.meter.fail(leak)
+            if leak:  # billed, never kept: a server echoing the key is stopped as failing requests are
+                self.meter.fail(leak, paid=reply)
+                self.failed_in_a_row("were replies holding the API key, never kept")
                 return
+            self.consecutive_failures = 0
             try:
                 await asyncio.to_thread(self.keep, record)  # fsync off the event loop; appends are serialised
             except CacheWriteError as error:
