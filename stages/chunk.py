@@ -24,7 +24,7 @@ def main(argv: list[str]) -> None:
     params = load_all_params()
     chunking = named(params, "chunkings", name)
     given = read_table(paths.SOURCE_CHUNKS)
-    with progress(2, f"chunk {name}: chunks, duplicates", "step") as steps:  # seconds for a 30 MB document
+    with progress(2, f"chunk {name}: chunks, duplicates", "step", delay=1.0) as steps:  # seconds for a 30 MB document
         if takes_source_chunks(name, len(given)):
             chunks, how = given, "the source's own chunks"
         else:

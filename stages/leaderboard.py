@@ -32,7 +32,7 @@ def main() -> None:
     costs, score = cost_rows(params, measured), {key: params["score"][key] for key in ("budget_unit", "weights")}
     golden, reviewed = review_inputs(Scoring.from_params(params))
     inputs = PanelInputs(tables, golden, costs, reports, measured, reviewed)
-    with progress(1, "leaderboard: intervals, tests, certificate", "step"):  # its elapsed time: seconds at scale
+    with progress(1, "leaderboard: intervals, tests, certificate", "step", delay=1.0):  # seconds at scale
         report = panel_report(inputs, params["validity"], **score)
     write_json(paths.LEADERBOARD, report["leaderboard"])
     write_json(paths.CERTIFICATE, without_nan(report["certificate"]))  # a tau of systems all tied is NaN

@@ -12,7 +12,7 @@ from retrieval_bench.core.run_table import read_run_table
 from retrieval_bench.core.stage import panel_stage_arguments, progress, run_stage
 from retrieval_bench.evaluation.panel.headline import system_headline
 from retrieval_bench.evaluation.score.budgets import chunk_columns, chunk_tables, panel_chunk_ids
-from retrieval_bench.evaluation.score.judged import JudgedInputs
+from retrieval_bench.evaluation.score.judged import JudgedInputs, unpooled_warning
 from retrieval_bench.evaluation.score.reviewed import kept
 from retrieval_bench.evaluation.score.scoring import score_system, summary_text
 from retrieval_bench.evaluation.score.settings import Scoring, score_inputs
@@ -26,9 +26,9 @@ def score_one(
     chunks, duplicates = tables(chunking, tuple(chunk_columns(params["score"])))
     judged = JudgedInputs(duplicates, pool, paths.JUDGED_POOL, reviews, pooled_chunking=chunking == paths.DEFAULT)
     run, run_info = read_run_table(paths.run_of(system)), paths.run_info_of(system)
-    with progress(1, f"score {system}", "system"):  # its elapsed time: 4 million run rows take seconds
+    with progress(1, f"score {system}", "system", delay=1.0):  # its elapsed time: 4 million run rows take seconds
         table, summary, warnings = score_system(scoring, golden, chunks, run, judged, run_info_path=run_info)
-    for warning in warnings:
+    for warning in filter(None, [*warnings, unpooled_warning(params["judge"], paths.run_of(system))]):
         print(f"score {system}: warning: {warning}", file=sys.stderr)
     write_json(paths.metrics_of(system), summary)
     write_json(paths.headline_of(system), system_headline(kept(table)))  # as metrics.json: rejected questions left out

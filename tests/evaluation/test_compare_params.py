@@ -116,6 +116,18 @@ def test_the_lock_entries_of_stages_dvc_yaml_no_longer_has_are_not_the_workspace
     assert stale_workspace_params(tmp_path) == ["chunkings.new.chars", "chunkings.old.chars"]
 
 
+def test_a_foreach_over_a_list_names_its_mappings_by_position():
+    from retrieval_bench.evaluation.compare.runs import _defined
+
+    pipeline = {"stages": {"train": {"foreach": ["x", {"lr": 2}]}, "fit": {"foreach": ["a", 3]}}}
+    assert (
+        _defined("train@0", pipeline, {})
+        and _defined("train@1", pipeline, {})
+        and not _defined("train@2", pipeline, {})
+    )
+    assert _defined("fit@a", pipeline, {}) and _defined("fit@3", pipeline, {}) and not _defined("fit@0", pipeline, {})
+
+
 def test_a_branch_known_only_as_a_remote_branch_is_found(tmp_path):
     """In a clone of a feature branch, `main` is origin/main: `dvc metrics diff main` found it and
     `retrieval-bench compare main` said "not a git revision"."""

@@ -267,3 +267,12 @@ def test_without_duplicates_or_judgements_the_judged_view_is_the_strict_one():
         and "judge_relevant_share" not in summary  # no null in a declared metric
         and summary["n_questions_gaining_duplicate"] == 0
     )
+
+
+def test_a_golden_set_without_one_relevant_chunk_scores_zero_rather_than_failing():
+    """Only grade-0 labels (or only unanswerable questions): the judged chunks' join had nothing to
+    join on and raised "merge on float64 and str columns"."""
+    from retrieval_bench import api
+
+    scores = api.score({"q1": {"a": 0}, "q2": {"b": 0}}, {"q1": {"a": 1.0, "b": 0.5}, "q2": {"b": 1.0}})
+    assert scores.metrics["mrr"] == 0.0 and scores.metrics["n_questions_without_relevant_chunk"] == 2

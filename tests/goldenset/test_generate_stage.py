@@ -475,3 +475,26 @@ def test_a_stage_whose_dvc_is_killed_stops_as_ctrl_c_stops_it_and_pays_for_no_mo
         asked = len(stub.generation_requests())  # the 4 answered and the 2 held in flight
         held.set()
         assert asked == 6 and len(read_jsonl(project / CACHE)) == 4 and not (project / GOLDEN).exists()
+
+
+def test_a_cached_question_a_limit_now_refuses_is_left_out(tmp_path):
+    """A question accepted before the character limit (10 words, 6,000 characters) was kept from the
+    cache, where its stored verdict was trusted: the limits are asked again of every cached reply."""
+    from retrieval_bench.llm.cache.replies import CHECKSUM, record_checksum
+
+    project = stage_project(tmp_path / "p")
+    set_params(project, **{"generate.provider": "anthropic", "generate.max_questions": 3, "generate.concurrency": 1})
+    with StubLLM() as stub:
+        status, _, err = run_stage_here(project, stub)
+        assert status == 0, err
+        records = read_jsonl(project / CACHE)
+        long = "What does " + "x" * 6000 + " N mean in this setup?"
+        old = {**{k: v for k, v in records[0].items() if k != CHECKSUM}, "question": long}
+        records[0] = {**old, CHECKSUM: record_checksum(old)}  # as an earlier version accepted it
+        (project / CACHE).write_text("".join(json.dumps(r) + "\n" for r in records))
+        asked = len(stub.requests)
+        status, _, err = run_stage_here(project, stub)
+        assert status == 0, err
+        assert len(stub.requests) == asked + 1  # its passage asked again, nothing else
+    golden = read_jsonl(project / GOLDEN)
+    assert len(golden) == 3 and all(len(row["question"]) < 720 for row in golden)

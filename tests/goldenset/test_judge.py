@@ -172,6 +172,32 @@ def test_rejected_replies_are_asked_again_then_left_unjudged(tmp_path):
         assert judge_here(project, stub)[0] == 0 and stub.requests == []  # rejected replies are cached too
 
 
+def test_a_grade_paid_at_an_attempt_beyond_a_lowered_max_attempts_is_kept(tmp_path):
+    """max_attempts 3 graded a pair at its third attempt; set back to 2, the pair was unjudged
+    although its grade was in the cache (and paid for)."""
+    from conftest import set_params
+
+    project = make_project(tmp_path / "p", max_attempts=3)
+    chunk_4 = "Chunk 4 talks about topic 4 and nothing else of note, number 4."
+    asked: dict[str, int] = {}
+
+    def reply(passage: str) -> str:  # chunk 4, pooled for 4 questions: refused in rounds 1 and 2, graded in 3
+        asked[passage] = asked.get(passage, 0) + 1
+        return (
+            "I'm sorry, I can't help with that." if passage == chunk_4 and asked[passage] <= 8 else "##final score: 1"
+        )
+
+    with StubLLM() as stub:
+        stub.reply = reply
+        assert judge_here(project, stub)[0] == 0
+        assert all(r["grade"] is not None for r in read_jsonl(project / POOL)) and asked[chunk_4] == 12
+        set_params(project, **{"judge.max_attempts": 2})
+        stub.reset_counts()
+        status, _, err = judge_here(project, stub)
+        assert status == 0, err
+        assert stub.requests == [] and all(r["grade"] is not None for r in read_jsonl(project / POOL))
+
+
 def test_cost_guard_names_the_judge_key_and_dry_run_asks_nothing(tmp_path):
     project = make_project(tmp_path / "p", max_cost_usd=0.0001)
     with StubLLM() as stub:

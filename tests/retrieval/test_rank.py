@@ -291,7 +291,7 @@ def test_a_tie_group_past_the_room_a_run_keeps_is_cut_in_chunk_order_with_a_warn
     assert len(whole["q0"]) == 12 and got["q0"] == whole["q0"][:6]  # depth 3 and 3 more, in chunk order
     assert got["q1"] == whole["q1"]  # a group within the room: whole
     warning = capsys.readouterr().err
-    assert "1 of 2 questions tie at the depth cut with groups of up to 12 chunks" in warning
+    assert "1 of 2 questions tie at the cut of their 3 best with groups of up to 12 chunks" in warning
 
 
 @pytest.mark.parametrize("depth", [1, 4, 9])

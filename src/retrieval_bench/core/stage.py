@@ -157,13 +157,14 @@ def _heartbeat(bar: Any, stop: threading.Event, period: float) -> None:
         del shown
 
 
-def progress(total: int, desc: str, unit: str = "q", show: bool = True) -> Tqdm[Any]:
+def progress(total: int, desc: str, unit: str = "q", show: bool = True, delay: float = 0.0) -> Tqdm[Any]:
     """A progress bar on stderr (tqdm) that counts what is done, with its rate and time left. Used
     as a context manager it ends at total/total when the block succeeds (the work is done even if
     a step reported nothing); in a log (stderr not a terminal: a file, CI, `| tee`) it prints a
     line at most every 5 s, each ended (a bar redrawn with carriage returns never ends a line
     there, so a log showed nothing for minutes), and a count again only as a heartbeat
-    (HEARTBEAT_SECONDS) while it stands still, never at the close; `show` false: none."""
+    (HEARTBEAT_SECONDS) while it stands still, never at the close; `show` false: none. `delay`: a
+    step that ends (or fails, its error then the one line) within that many seconds shows no bar."""
     import weakref
 
     from tqdm import tqdm
@@ -181,9 +182,13 @@ def progress(total: int, desc: str, unit: str = "q", show: bool = True) -> Tqdm[
                 beat.start()
 
         def beat(self) -> None:
+            now = self._time()
+            if now < self.start_t + self.delay:
+                return  # not shown before its delay
             self._beating = True
             try:
                 self.refresh()
+                self.last_print_t = now  # shown: its close ends the line
             finally:
                 self._beating = False
 
@@ -221,4 +226,5 @@ def progress(total: int, desc: str, unit: str = "q", show: bool = True) -> Tqdm[
         file=sys.stderr,
         dynamic_ncols=True,
         mininterval=0.5 if sys.stderr.isatty() else 5.0,  # a log (make repro pipes DVC): a line every few seconds
+        delay=delay,
     )

@@ -20,8 +20,9 @@ near-duplicate is in the group too); the group id is the chunk id of its first m
 order. The result (data/chunkings/<chunking>/duplicates.parquet) lists only chunks in a group of two or more.
 
 Two chunks of one document whose spans overlap (windows of a chunking with a large overlap) are
-one passage seen twice, not a copy: they are never linked as near-duplicates, else the judged view
-would credit a window that holds none of a question's evidence as a copy of the one that does.
+one passage seen twice, not a copy: no group holds both (not even through a third chunk, a quote
+of one of them elsewhere), else the judged view would credit a window that holds none of a
+question's evidence as a copy of the one that does. Which link is refused follows table order.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import re
 import unicodedata
 import zlib
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -109,19 +110,28 @@ def find_duplicates(chunks: pd.DataFrame, near: bool = True, min_jaccard: float 
             i = parent[i]
         return i
 
-    def link(i: int, j: int) -> None:
-        ri, rj = root(i), root(j)
-        if ri != rj:
-            parent[max(ri, rj)] = min(ri, rj)
+    windows = _Windows(chunks)
 
-    windows = _same_document_windows(chunks)
+    def link(i: int, j: int) -> bool:
+        """Join the groups of i and j, unless that would put two overlapping windows of one
+        document in one group (through any third chunk); whether they are in one group now."""
+        ri, rj = root(i), root(j)
+        if ri == rj:
+            return True
+        if windows.clash(ri, rj):
+            return False
+        keep, gone = min(ri, rj), max(ri, rj)
+        parent[gone] = keep
+        windows.merge(keep, gone)
+        return True
+
     best = np.zeros(len(ids))
     first_with_text: dict[str, int] = {}
     exact = np.zeros(len(ids), dtype=bool)
     for index, text in enumerate(texts):
         if text in first_with_text:
-            link(first_with_text[text], index)
-            exact[[first_with_text[text], index]] = True
+            if link(first_with_text[text], index):
+                exact[[first_with_text[text], index]] = True
         else:
             first_with_text[text] = index
     best[exact] = 1.0
@@ -140,11 +150,10 @@ def find_duplicates(chunks: pd.DataFrame, near: bool = True, min_jaccard: float 
                     break
                 for y in members[position + 1 :]:
                     i, j = distinct[x], distinct[y]
-                    if root(i) == root(j) or (x, y) in below or windows(i, j):
+                    if root(i) == root(j) or (x, y) in below:
                         continue
                     similarity = jaccard(sets[x], sets[y])
-                    if similarity >= min_jaccard:
-                        link(i, j)
+                    if similarity >= min_jaccard and link(i, j):
                         best[i], best[j] = max(best[i], similarity), max(best[j], similarity)
                     else:
                         below.add((x, y))
@@ -163,16 +172,50 @@ def find_duplicates(chunks: pd.DataFrame, near: bool = True, min_jaccard: float 
     return pd.DataFrame(rows, columns=DUPLICATE_COLUMNS)
 
 
-def _same_document_windows(chunks: pd.DataFrame) -> Callable[[int, int], bool]:
-    """Whether rows i and j are overlapping spans of one document (False where the table has no
-    spans: ready chunks without offsets)."""
-    if not {"doc_id", "start", "end"} <= set(chunks.columns):
-        return lambda i, j: False
-    docs = chunks["doc_id"].tolist()
-    starts = pd.to_numeric(chunks["start"], errors="coerce").to_numpy(dtype=float)
-    ends = pd.to_numeric(chunks["end"], errors="coerce").to_numpy(dtype=float)
-    # NaN compares False: a chunk without a span overlaps nothing
-    return lambda i, j: docs[i] == docs[j] and bool(starts[i] < ends[j] and starts[j] < ends[i])
+class _Windows:
+    """The document spans each group holds, to keep overlapping windows of one document out of one
+    group: a group's spans by document, made when the group first grows (a lone chunk's is its own)."""
+
+    def __init__(self, chunks: pd.DataFrame) -> None:
+        spanned = {"doc_id", "start", "end"} <= set(chunks.columns)  # ready chunks may have no offsets
+        n = len(chunks)
+        self.docs = chunks["doc_id"].astype(str).tolist() if spanned else [""] * n
+        self.starts = pd.to_numeric(chunks["start"], errors="coerce").to_numpy(float) if spanned else np.full(n, np.nan)
+        self.ends = pd.to_numeric(chunks["end"], errors="coerce").to_numpy(float) if spanned else np.full(n, np.nan)
+        self.held: dict[int, dict[str, list[tuple[float, float]]]] = {}
+
+    def of(self, group: int) -> dict[str, list[tuple[float, float]]]:
+        if group in self.held:
+            return self.held[group]
+        start, end = self.starts[group], self.ends[group]
+        return {} if np.isnan(start) or np.isnan(end) else {self.docs[group]: [(start, end)]}
+
+    def clash(self, a: int, b: int) -> bool:
+        """Whether groups a and b hold overlapping spans of one document."""
+        spans_a, spans_b = self.of(a), self.of(b)
+        if len(spans_a) > len(spans_b):
+            spans_a, spans_b = spans_b, spans_a
+        return any(
+            start < other_end and other_start < end
+            for doc, listed in spans_a.items()
+            for start, end in listed
+            for other_start, other_end in spans_b.get(doc, ())
+        )
+
+    def merge(self, keep: int, gone: int) -> None:
+        """Group `gone` joined `keep`: the smaller's spans go into the larger's."""
+        big, small = self.of(keep), self.of(gone)
+        if sum(map(len, big.values())) < sum(map(len, small.values())):
+            big, small = small, big
+        big = (
+            {doc: list(listed) for doc, listed in big.items()}
+            if keep not in self.held and gone not in self.held
+            else big
+        )
+        for doc, listed in small.items():
+            big.setdefault(doc, []).extend(listed)
+        self.held.pop(gone, None)
+        self.held[keep] = big
 
 
 def describe(duplicates: pd.DataFrame) -> str:

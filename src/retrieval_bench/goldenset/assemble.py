@@ -515,8 +515,8 @@ def log_synthetic(rows: list[dict], counts: dict, settings: GenerateSettings, lo
     elif counts["uncached"]:
         log(
             f"{counts['uncached']} chosen passages still have no question after {settings.max_rounds} rounds "
-            "of replacing rejected replies; the golden set holds the others. To ask again, rerun the stage: "
-            "`dvc repro -f generate_goldenset` (a plain `dvc repro` sees nothing changed)"
+            "of replacing rejected replies; the golden set holds the others. To ask again: "
+            "`dvc repro -f -s generate_goldenset`, then `dvc repro` (a plain `dvc repro` sees nothing changed)"
         )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -220,18 +221,20 @@ def _status(
     pairs: list[Pair], cache: dict[str, dict], meta: Meta, template: str, max_attempts: int
 ) -> tuple[dict[int, dict], list[Job], Counter, int]:
     """Per pair (by position) its accepted record, the jobs still to ask (one per distinct key),
-    the rejected replies by reason and how many pairs wait for a reply."""
+    the rejected replies by reason and how many pairs wait for a reply. A grade paid for at an
+    attempt beyond max_attempts (set higher before) is taken: lowering it hid paid grades."""
     accepted: dict[int, dict] = {}
     misses: dict[str, Job] = {}
     rejected: Counter = Counter()
     waiting = 0
     for position, pair in enumerate(pairs):
-        for attempt in range(max_attempts):
+        for attempt in itertools.count():
             job = JUDGE.pair_job(meta, template, pair.question, pair.text, pair.text_sha256, attempt)
             record = cache.get(job.key)
             if record is None:
-                misses.setdefault(job.key, job)
-                waiting += 1
+                if attempt < max_attempts:  # else out of attempts: unjudged
+                    misses.setdefault(job.key, job)
+                    waiting += 1
                 break
             if record.get("rejected") is None and record.get("grade") is not None:
                 accepted[position] = record

@@ -175,7 +175,9 @@ def _reject_reason(record: dict, unit: dict, run: KindRun, seen, settings: Gener
     """Why a cached reply is not used for `unit` (None: it is): its own reject reason, evidence
     not in the passage sent (kinds.evidence_reason), the golden set's hygiene given the questions
     `seen`, a near miss the corpus may answer, or an echo with generate.drop_echo."""
-    reason = record.get("rejected") or kinds.evidence_reason(run.kind, record, unit)
+    shape = hygiene.KEYWORD_SHAPE if run.kind == "keyword" else hygiene.QUESTION_SHAPE  # the limits now
+    reason = record.get("rejected") or hygiene.length_reason(record["question"], shape)
+    reason = reason or kinds.evidence_reason(run.kind, record, unit)
     if reason is None:
         reason = settings.hygiene.reason(record["question"], seen) or kinds.corpus_reason(run.kind, record, run.corpus)
     if reason is None and settings.drop_echo and kinds.echoes(run.kind, record, unit, run.corpus):

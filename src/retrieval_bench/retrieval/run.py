@@ -119,9 +119,9 @@ def whole_ties(
         groups[question] = (members[order], row[members[order]])
     if cut:
         print(
-            f"warning: {len(cut)} of {len(indices)} questions tie at the depth cut with groups of up to {max(cut)} "
-            f"chunks scoring alike (common words in short chunks?): each run keeps {tie_room(depth)} rows beyond the "
-            f"depth, the group cut in chunk order, so score.ties expected counts only the kept part of it",
+            f"warning: {len(cut)} of {len(indices)} questions tie at the cut of their {depth} best with groups of up "
+            f"to {max(cut)} chunks scoring alike (common words in short chunks?): {tie_room(depth)} rows beyond it "
+            "are kept, the group cut in chunk order, so score.ties expected counts only the kept part of it",
             file=sys.stderr,
         )
     width = max([depth] + [len(members) for members, _ in groups.values()])

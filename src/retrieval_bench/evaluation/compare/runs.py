@@ -137,8 +137,11 @@ def _defined(lock_name: str, pipeline: object, params: dict) -> bool:
     foreach = stage.get("foreach")
     section = re.fullmatch(r"\$\{\s*([\w.-]+)\s*\}", foreach) if isinstance(foreach, str) else None
     items = params.get(section.group(1)) if section else foreach
-    if isinstance(items, dict | list):  # a section's keys, or a list of names
+    if isinstance(items, dict):  # a section's keys
         return item in map(str, items)
+    if isinstance(items, list):  # as DVC names them: by position once any item is a mapping or list
+        composite = any(isinstance(value, dict | list) for value in items)
+        return item in {str(position) if composite else str(value) for position, value in enumerate(items)}
     return True  # a matrix, an interpolation of another kind: as DVC expands it
 
 

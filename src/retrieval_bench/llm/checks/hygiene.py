@@ -38,6 +38,17 @@ QUESTION_SHAPE = Shape(3, 60, asks=True)
 KEYWORD_SHAPE = Shape(2, 6, asks=False, too_short="keyword_too_short", too_long="keyword_too_long")
 
 
+def length_reason(question: str, shape: Shape = QUESTION_SHAPE) -> str | None:
+    """Why `question` is too short or too long for `shape` (its words, its characters), or None:
+    clean_reply's rule, asked again of a cached reply (accepted under an earlier limit)."""
+    n_words = len(question.split())
+    if n_words < shape.min_words:
+        return shape.too_short
+    if n_words > shape.max_words or len(question) > shape.max_chars:
+        return shape.too_long
+    return None
+
+
 @dataclass(frozen=True)
 class Cleaned:
     question: str
@@ -246,11 +257,11 @@ def _checked(question: str, evidence: str, text: str, shape: Shape) -> Cleaned:
         return Cleaned("", evidence, "refusal")
     if len(_split_questions(question)) > 1:
         return Cleaned("", evidence, "several_questions")
-    n_words = len(question.split())
-    if n_words < shape.min_words:
-        return Cleaned(question, evidence, shape.too_short)
-    if n_words > shape.max_words or len(question) > shape.max_chars:
-        return Cleaned("", evidence, shape.too_long)
+    length = length_reason(question, shape)
+    if length == shape.too_short:
+        return Cleaned(question, evidence, length)
+    if length is not None:
+        return Cleaned("", evidence, length)
     if shape.asks and not reads_as_question(question):
         return Cleaned(question, evidence, "not_a_question")
     return Cleaned(question, evidence, None)
