@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -71,4 +72,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    # Ctrl-C reaches every process of `dvc repro | repro_log`: this one relays until DVC's output
+    # ends (the stage's "interrupted; ..." line included) rather than die with a traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     main()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -32,3 +33,28 @@ def test_a_place_that_cannot_be_written_is_named_by_the_file(tmp_path, monkeypat
     with pytest.raises(InputError, match=f"writing {target}; it was not changed"):
         files.write_json(target, {"after": 1})
     assert target.read_text() == "before" and os.listdir(target.parent) == ["report.json"]
+
+
+def test_a_killed_writers_temporary_file_is_ignored_and_later_deleted(tmp_path):
+    """A kill between a write and its rename left `.vectors.npy.<random>.tmp` (a full copy) that
+    nothing deleted: inside a DVC output folder it changed the output's hash and reran stages, in
+    metrics/ `git add metrics/` committed it."""
+    import subprocess
+    import time
+
+    target = tmp_path / "vectors.npy"
+    old, fresh = tmp_path / ".vectors.npy.a1b2c3.tmp", tmp_path / ".vectors.npy.d4e5f6.tmp"
+    for leftover in (old, fresh):
+        leftover.write_bytes(b"half a vectors file")
+    long_ago = time.time() - files.STALE_TEMP_SECONDS - 60
+    os.utime(old, (long_ago, long_ago))
+    with files.atomic_open(target) as handle:
+        handle.write("new")
+    assert target.read_text() == "new" and not old.exists() and fresh.exists()  # a live writer's may be fresh
+    root = Path(__file__).resolve().parents[2]
+    for ignore_file in (".gitignore", ".dvcignore"):
+        assert ".*.tmp" in (root / ignore_file).read_text().splitlines()
+    ignored = subprocess.run(
+        ["git", "check-ignore", "metrics/.leaderboard.json.x1y2.tmp"], cwd=root, capture_output=True
+    )
+    assert ignored.returncode == 0

@@ -112,3 +112,29 @@ def test_a_fresh_clone_is_a_first_run_though_dvc_lock_is_in_git(tmp_path, monkey
     (tmp_path / ".dvc" / "cache" / "files").mkdir(parents=True)
     repro_log.main([])
     assert "those whose inputs changed since the last run (dvc.lock) run again" in capsys.readouterr().out
+
+
+def test_ctrl_c_leaves_the_relay_running_to_the_end_of_dvcs_output(tmp_path):
+    """Ctrl-C in `make repro` reached the line filter too: a KeyboardInterrupt traceback, printed
+    before the stage's own "interrupted; ..." line, which it then never relayed."""
+    import signal
+
+    _executable(tmp_path / "dvc", FAKE_DVC)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}", "PYTHONUNBUFFERED": "1"}
+    relay_process = subprocess.Popen(
+        [sys.executable, "-m", "retrieval_bench.repro_log", "--no-remote"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert relay_process.stdin is not None and relay_process.stdout is not None
+    relay_process.stdin.write("Running stage 'a':\n")
+    relay_process.stdin.flush()
+    relay_process.stdout.readline()  # the expected-time line: main runs, so SIGINT is already ignored
+    relay_process.send_signal(signal.SIGINT)
+    out, err = relay_process.communicate("interrupted; no output was half-written\n", timeout=60)
+    assert relay_process.returncode == 0 and "Traceback" not in err
+    assert "interrupted; no output was half-written" in out

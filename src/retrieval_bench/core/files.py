@@ -12,6 +12,7 @@ import math
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Iterable
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -58,6 +59,23 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             raise _write_error(error, target) from None
     finally:
         tmp.unlink(missing_ok=True)
+    _drop_stale_temps(target)
+
+
+STALE_TEMP_SECONDS = 3600.0  # a temporary file untouched this long beside a target just written: a killed writer's
+
+
+def _drop_stale_temps(target: Path) -> None:
+    """Delete what writers killed before their rename left beside `target` (a full copy of a
+    vectors file, say), once it is old enough that no live writer can still be filling it; git and
+    DVC ignore them meanwhile (.gitignore, .dvcignore)."""
+    now = time.time()
+    for leftover in leftover_temps(target):
+        try:
+            if leftover.is_file() and now - leftover.stat().st_mtime > STALE_TEMP_SECONDS:
+                leftover.unlink()
+        except OSError:
+            pass  # gone already, or not ours to delete: the next write tries again
 
 
 # What a write fails on for a reason of the place written, named by the file, not its temporary.

@@ -182,8 +182,8 @@ def progress(total: int, desc: str, unit: str = "q", show: bool = True, delay: f
                 beat.start()
 
         def beat(self) -> None:
-            now = self._time()
-            if now < self.start_t + self.delay:
+            now = time.time()  # the clock tqdm keeps start_t by
+            if now < self.start_t + (self.delay or 0.0):
                 return  # not shown before its delay
             self._beating = True
             try:

@@ -143,6 +143,8 @@ def read_shards(folder: Path, dim: int | None = None) -> list[Shard]:
     shards = []
     for keys_path in sorted(folder.glob("*.keys")):
         vec_path = keys_path.with_suffix(".vec")
+        if keys_path.stat().st_size == 0:  # a shard killed before its first batch: it names no vector, nothing lost
+            continue
         header = _read_header(vec_path)
         if isinstance(header, tuple) and dim is not None and header[0] != dim:
             if header[1] >= 2:  # a checksummed header: another model's vectors (switched and back), kept for it
