@@ -48,6 +48,10 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     arguments = parser.parse_args()
+    if arguments.questions < 1 or arguments.depth < 2 or arguments.rounds < 1:
+        raise SystemExit(
+            "error: --questions and --rounds at least 1, --depth at least 2 (two judged chunks a question)"
+        )
     rng = np.random.default_rng(0)
     qids = [f"q{i}" for i in range(arguments.questions)]
     n = arguments.questions * arguments.depth

@@ -28,7 +28,9 @@ def score_one(
     run, run_info = read_run_table(paths.run_of(system)), paths.run_info_of(system)
     with progress(1, f"score {system}", "system", delay=1.0):  # its elapsed time: 4 million run rows take seconds
         table, summary, warnings = score_system(scoring, golden, chunks, run, judged, run_info_path=run_info)
-    for warning in filter(None, [*warnings, unpooled_warning(params["judge"], paths.run_of(system))]):
+    for warning in filter(
+        None, [*warnings, unpooled_warning(params["judge"], paths.run_of(system), params["panel"][system])]
+    ):
         print(f"score {system}: warning: {warning}", file=sys.stderr)
     write_json(paths.metrics_of(system), summary)
     write_json(paths.headline_of(system), system_headline(kept(table)))  # as metrics.json: rejected questions left out

@@ -498,3 +498,39 @@ def test_a_cached_question_a_limit_now_refuses_is_left_out(tmp_path):
         assert len(stub.requests) == asked + 1  # its passage asked again, nothing else
     golden = read_jsonl(project / GOLDEN)
     assert len(golden) == 3 and all(len(row["question"]) < 720 for row in golden)
+
+
+def test_a_question_paid_at_an_attempt_beyond_a_lowered_max_attempts_is_kept(tmp_path):
+    """max_attempts 3 bought a passage's question at its third attempt; set back to 2, the passage
+    counted as out of attempts: another passage was paid for and the golden set changed."""
+    project = stage_project(tmp_path / "p")
+    set_params(
+        project,
+        **{
+            "generate.provider": "anthropic",
+            "generate.max_questions": 4,
+            "generate.concurrency": 1,
+            "generate.max_attempts": 3,
+        },
+    )
+    calls: Counter[str] = Counter()
+    order: list[str] = []
+
+    def reply(passage: str) -> str:  # the first passage refused twice, then answered
+        calls[passage] += 1
+        if passage not in order:
+            order.append(passage)
+        if passage == order[0] and calls[passage] <= 2:
+            return "I'm sorry, but I can't write a question about this passage."
+        return default_reply(passage)
+
+    with StubLLM() as stub:
+        stub.reply = reply
+        assert run_stage_here(project, stub)[0] == 0
+        assert calls[order[0]] == 3
+        first = read_jsonl(project / GOLDEN)
+        set_params(project, **{"generate.max_attempts": 2})
+        stub.reset_counts()
+        status, _, err = run_stage_here(project, stub)
+        assert status == 0, err
+        assert stub.generation_requests() == [] and read_jsonl(project / GOLDEN) == first

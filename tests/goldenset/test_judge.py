@@ -405,3 +405,20 @@ def test_a_pooled_run_of_questions_the_golden_set_lacks_is_said_not_silently_dro
         log=said.append,
     )
     assert "1 question ids of runs/old.trec are not in the golden set" in said[0]
+
+
+def test_a_system_whose_run_is_not_pooled_is_warned_of_and_one_pooled_as_its_run_file_is_not():
+    """A bm25 system outside judge.pool had judged mrr 0.565, 0.828 once pooled (strict 0.430),
+    without a word; a run-file system pooled as runs/ext.trec was then warned of wrongly."""
+    from retrieval_bench.evaluation.score.judged import unpooled_warning
+
+    judge = {"enabled": True, "pool": ["data/panel/default/run.parquet", "runs/ext.trec", "exports/bm25.trec"]}
+    dense, bm25 = {"method": "dense", "trec_export": None}, {"method": "bm25", "trec_export": None}
+    assert unpooled_warning(judge, "data/panel/default/run.parquet", dense) is None
+    assert "is not in judge.pool" in unpooled_warning(judge, "data/panel/bm25/run.parquet", bm25)
+    assert (
+        unpooled_warning(judge, "data/panel/ext/run.parquet", {"method": "run-file", "run_file": "runs/ext.trec"})
+        is None
+    )
+    assert unpooled_warning(judge, "data/panel/bm25/run.parquet", {**bm25, "trec_export": "exports/bm25.trec"}) is None
+    assert unpooled_warning({**judge, "enabled": False}, "data/panel/bm25/run.parquet", bm25) is None

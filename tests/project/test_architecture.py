@@ -254,10 +254,13 @@ def test_a_stage_runs_the_library_beside_it(tmp_path):
 
     (tmp_path / "stages").mkdir()
     shutil.copy(STAGES / "__init__.py", tmp_path / "stages" / "__init__.py")
-    (tmp_path / "stages" / "where.py").write_text("import retrieval_bench\nprint(retrieval_bench.__file__)\n")
+    (tmp_path / "stages" / "where.py").write_text(  # and a process it starts (Ray's workers): the same library
+        "import subprocess, sys\nimport retrieval_bench\nprint(retrieval_bench.__file__)\n"
+        "subprocess.run([sys.executable, '-c', 'import retrieval_bench; print(retrieval_bench.__file__)'])\n"
+    )
     (tmp_path / "src" / "retrieval_bench").mkdir(parents=True)
     (tmp_path / "src" / "retrieval_bench" / "__init__.py").write_text("")
     found = subprocess.run(
         [sys.executable, "-m", "stages.where"], cwd=tmp_path, capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert found == str(tmp_path / "src" / "retrieval_bench" / "__init__.py")
+    assert found.splitlines() == [str(tmp_path / "src" / "retrieval_bench" / "__init__.py")] * 2

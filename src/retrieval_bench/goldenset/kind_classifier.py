@@ -15,6 +15,7 @@ metrics/goldenset.json says of it (kind_classifier)."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,10 +85,14 @@ class Classifier:
         kinds: dict[str, str] = {}
         misses: dict[str, Job] = {}
         for question in questions:
-            for job in self.jobs(question):
+            sha = hashlib.sha256(question.encode("utf-8")).hexdigest()
+            # past max_attempts only what the cache holds (a label paid for under a higher setting)
+            for attempt in itertools.count():
+                job = KIND_LABEL.job(self.meta, self.template, question, sha, attempt)
                 record = index.lookup({"text_sha256": job.passage_sha256}, job.attempt, job)
                 if record is None:
-                    misses.setdefault(job.key, job)
+                    if attempt < self.settings.max_attempts:
+                        misses.setdefault(job.key, job)
                     break
                 if record.get("rejected") is None and record.get("kind"):
                     kinds[question] = str(record["kind"])

@@ -22,6 +22,7 @@ two runs never ask for the same question.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -133,13 +134,17 @@ def walk(
     for unit in run.units:
         if run.budget is not None and len(plan.accepted) + len(plan.misses) + plan.uncached >= run.budget:
             break
-        for attempt in range(settings.max_attempts):
+        # past max_attempts only what the cache holds (a question paid for under a higher setting)
+        for attempt in itertools.count():
             job = (
                 run.task.job(run.meta, run.template, unit["text"], unit["text_sha256"], attempt)
                 if index.by_key
                 else None
             )
             record = index.lookup(unit, attempt, job)
+            if record is None and attempt >= settings.max_attempts:
+                plan.exhausted += 1
+                break
             if record is None:
                 if generating:
                     assert job is not None  # only generate_missing generates, with a keyed index
@@ -166,8 +171,6 @@ def walk(
                     "key": record.get("key"),
                 }
             )
-        else:
-            plan.exhausted += 1
     return plan
 
 

@@ -305,12 +305,14 @@ def unjudged_warning(per_question: pd.DataFrame) -> str | None:
     )
 
 
-def unpooled_warning(judge: Mapping[str, Any], run_path: str) -> str | None:
-    """A warning when the judge is on and the system's own run (`run_path`) is not in judge.pool:
-    its top chunks went ungraded, so its judged figures count only what other runs' pools graded
-    (a pooled bm25's judged mrr moved from 0.565 to 0.828 on one sample; strict 0.430)."""
+def unpooled_warning(judge: Mapping[str, Any], run_path: str, system: Mapping[str, Any]) -> str | None:
+    """A warning when the judge is on and the system's run is not in judge.pool, neither as
+    `run_path` nor as the run file it reads or the TREC file it exports (`system`: its resolved
+    settings): its top chunks went ungraded, so its judged figures count only what other runs'
+    pools graded (a pooled bm25's judged mrr moved from 0.565 to 0.828 on one sample; strict 0.430)."""
     pool = {os.path.normpath(str(entry)) for entry in judge.get("pool") or []}
-    if not judge.get("enabled") or os.path.normpath(run_path) in pool:
+    own = [run_path, system.get("run_file") if system.get("method") == "run-file" else None, system.get("trec_export")]
+    if not judge.get("enabled") or any(path and os.path.normpath(str(path)) in pool for path in own):
         return None
     return (
         f"its run ({run_path}) is not in judge.pool: its own top chunks were not graded, so its {PREFIX}* "
