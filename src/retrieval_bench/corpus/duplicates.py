@@ -18,11 +18,8 @@ duplicating a relevant one as relevant with the same grade.
 Groups are the connected components of the duplicate pairs (so a near-duplicate of a
 near-duplicate is in the group too); the group id is the chunk id of its first member in table
 order. The result (data/chunkings/<chunking>/duplicates.parquet) lists only chunks in a group of two or more.
-
-Two chunks of one document whose spans overlap (windows of a chunking with a large overlap) are
-one passage seen twice, not a copy: no group holds both (not even through a third chunk, a quote
-of one of them elsewhere), else the judged view would credit a window that holds none of a
-question's evidence as a copy of the one that does. Which link is refused follows table order.
+Windows of one document that overlap may share a group (a chunking with a large overlap makes them
+near-duplicates): the judged view never counts one as the other's copy (evaluation.score.judged).
 """
 
 from __future__ import annotations
@@ -110,28 +107,18 @@ def find_duplicates(chunks: pd.DataFrame, near: bool = True, min_jaccard: float 
             i = parent[i]
         return i
 
-    windows = _Windows(chunks)
-
-    def link(i: int, j: int) -> bool:
-        """Join the groups of i and j, unless that would put two overlapping windows of one
-        document in one group (through any third chunk); whether they are in one group now."""
+    def link(i: int, j: int) -> None:
         ri, rj = root(i), root(j)
-        if ri == rj:
-            return True
-        if windows.clash(ri, rj):
-            return False
-        keep, gone = min(ri, rj), max(ri, rj)
-        parent[gone] = keep
-        windows.merge(keep, gone)
-        return True
+        if ri != rj:
+            parent[max(ri, rj)] = min(ri, rj)
 
     best = np.zeros(len(ids))
     first_with_text: dict[str, int] = {}
     exact = np.zeros(len(ids), dtype=bool)
     for index, text in enumerate(texts):
         if text in first_with_text:
-            if link(first_with_text[text], index):
-                exact[[first_with_text[text], index]] = True
+            link(first_with_text[text], index)
+            exact[[first_with_text[text], index]] = True
         else:
             first_with_text[text] = index
     best[exact] = 1.0
@@ -153,7 +140,8 @@ def find_duplicates(chunks: pd.DataFrame, near: bool = True, min_jaccard: float 
                     if root(i) == root(j) or (x, y) in below:
                         continue
                     similarity = jaccard(sets[x], sets[y])
-                    if similarity >= min_jaccard and link(i, j):
+                    if similarity >= min_jaccard:
+                        link(i, j)
                         best[i], best[j] = max(best[i], similarity), max(best[j], similarity)
                     else:
                         below.add((x, y))
@@ -170,52 +158,6 @@ def find_duplicates(chunks: pd.DataFrame, near: bool = True, min_jaccard: float 
         if sizes[r] > 1
     ]
     return pd.DataFrame(rows, columns=DUPLICATE_COLUMNS)
-
-
-class _Windows:
-    """The document spans each group holds, to keep overlapping windows of one document out of one
-    group: a group's spans by document, made when the group first grows (a lone chunk's is its own)."""
-
-    def __init__(self, chunks: pd.DataFrame) -> None:
-        spanned = {"doc_id", "start", "end"} <= set(chunks.columns)  # ready chunks may have no offsets
-        n = len(chunks)
-        self.docs = chunks["doc_id"].astype(str).tolist() if spanned else [""] * n
-        self.starts = pd.to_numeric(chunks["start"], errors="coerce").to_numpy(float) if spanned else np.full(n, np.nan)
-        self.ends = pd.to_numeric(chunks["end"], errors="coerce").to_numpy(float) if spanned else np.full(n, np.nan)
-        self.held: dict[int, dict[str, list[tuple[float, float]]]] = {}
-
-    def of(self, group: int) -> dict[str, list[tuple[float, float]]]:
-        if group in self.held:
-            return self.held[group]
-        start, end = self.starts[group], self.ends[group]
-        return {} if np.isnan(start) or np.isnan(end) else {self.docs[group]: [(start, end)]}
-
-    def clash(self, a: int, b: int) -> bool:
-        """Whether groups a and b hold overlapping spans of one document."""
-        spans_a, spans_b = self.of(a), self.of(b)
-        if len(spans_a) > len(spans_b):
-            spans_a, spans_b = spans_b, spans_a
-        return any(
-            start < other_end and other_start < end
-            for doc, listed in spans_a.items()
-            for start, end in listed
-            for other_start, other_end in spans_b.get(doc, ())
-        )
-
-    def merge(self, keep: int, gone: int) -> None:
-        """Group `gone` joined `keep`: the smaller's spans go into the larger's."""
-        big, small = self.of(keep), self.of(gone)
-        if sum(map(len, big.values())) < sum(map(len, small.values())):
-            big, small = small, big
-        big = (
-            {doc: list(listed) for doc, listed in big.items()}
-            if keep not in self.held and gone not in self.held
-            else big
-        )
-        for doc, listed in small.items():
-            big.setdefault(doc, []).extend(listed)
-        self.held.pop(gone, None)
-        self.held[keep] = big
 
 
 def describe(duplicates: pd.DataFrame) -> str:

@@ -75,11 +75,36 @@ class ChunkCopies:
     chunk_ids: np.ndarray
     index_of: dict[str, int]
     members: dict[str, list[str]]
+    spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # each row's document, start and end
 
     @classmethod
     def of(cls, chunks: pd.DataFrame, duplicates: pd.DataFrame) -> ChunkCopies:
         chunk_ids = chunks["chunk_id"].to_numpy()
-        return cls(chunk_ids, {chunk_id: i for i, chunk_id in enumerate(chunk_ids)}, group_members(duplicates))
+        spans = (
+            (
+                chunks["doc_id"].astype(str).to_numpy(),
+                pd.to_numeric(chunks["start"], errors="coerce").to_numpy(float),
+                pd.to_numeric(chunks["end"], errors="coerce").to_numpy(float),
+            )
+            if {"doc_id", "start", "end"} <= set(chunks.columns)
+            else None
+        )
+        return cls(chunk_ids, {chunk_id: i for i, chunk_id in enumerate(chunk_ids)}, group_members(duplicates), spans)
+
+    def copies_of(self, index: int) -> list[int]:
+        """The rows that copy row `index`: its duplicate group but for itself and the windows of its
+        own document that overlap it (a chunking with a large overlap makes those near-duplicates;
+        counted as copies, a window holding none of a question's evidence was credited with it)."""
+        rows = [self.index_of[m] for m in self.members.get(self.chunk_ids[index], ())]
+        if self.spans is None:
+            return [row for row in rows if row != index]
+        docs, starts, ends = self.spans  # NaN (no offsets) overlaps nothing
+        return [
+            row
+            for row in rows
+            if row != index
+            and not (docs[row] == docs[index] and starts[row] < ends[index] and starts[index] < ends[row])
+        ]
 
 
 def pool_grades(
@@ -111,7 +136,7 @@ def _items(
     *,
     labelled: set[str],
 ) -> dict[int, Item]:
-    chunk_ids, index_of, members = copies.chunk_ids, copies.index_of, copies.members
+    index_of = copies.index_of
     span = judgement.span
     _, starts, ends = judgement.evidence() if span is not None else (None, None, None)
     items: dict[int, Item] = {}
@@ -131,8 +156,7 @@ def _items(
     for index, item in list(items.items()):  # the relevant chunks' copies are judged like them
         if item.gain <= 0:  # a chunk below min_coverage: its copies stay unjudged and in the run
             continue
-        for member in members.get(chunk_ids[index], ()):
-            other = index_of[member]
+        for other in copies.copies_of(index):
             if other not in items or items[other].gain < item.gain:
                 relevant_before = other in items and items[other].gain > 0
                 items[other] = Item(
@@ -146,11 +170,8 @@ def _with_copies(pieces: tuple[np.ndarray, ...] | None, copies: ChunkCopies) -> 
     its twin answers (a chunk the judge alone graded answers no piece: it is no piece's evidence)."""
     if pieces is None:
         return None
-    chunk_ids, index_of, members = copies.chunk_ids, copies.index_of, copies.members
     return tuple(
-        np.array(
-            sorted({*piece.tolist(), *(index_of[m] for i in piece.tolist() for m in members.get(chunk_ids[i], ()))})
-        )
+        np.array(sorted({*piece.tolist(), *(row for i in piece.tolist() for row in copies.copies_of(i))}))
         for piece in pieces
     )
 
