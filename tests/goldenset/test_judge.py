@@ -422,3 +422,9 @@ def test_a_system_whose_run_is_not_pooled_is_warned_of_and_one_pooled_as_its_run
     )
     assert unpooled_warning(judge, "data/panel/bm25/run.parquet", {**bm25, "trec_export": "exports/bm25.trec"}) is None
     assert unpooled_warning({**judge, "enabled": False}, "data/panel/bm25/run.parquet", bm25) is None
+    assert unpooled_warning({**judge, "provider": "none"}, "data/panel/bm25/run.parquet", bm25) is None  # judge off
+    absolute = {**judge, "pool": [os.path.abspath("data/panel/bm25/run.parquet")]}
+    assert unpooled_warning(absolute, "data/panel/bm25/run.parquet", bm25) is None
+    pooled_elsewhere = {**judge, "pool": ["data/panel/dense-c400/run.parquet"]}  # pooled, but on another chunking
+    warning = unpooled_warning(pooled_elsewhere, "data/panel/dense-c400/run.parquet", {**dense, "chunking": "c400"})
+    assert "grades chunks of the default chunking only" in warning

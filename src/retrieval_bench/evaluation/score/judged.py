@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError, quoted
+from retrieval_bench.core.paths import DEFAULT as DEFAULT_CHUNKING
 from retrieval_bench.core.relevance import Judgement
 from retrieval_bench.core.run_table import positions
 from retrieval_bench.corpus.duplicates import group_members
@@ -331,9 +332,16 @@ def unpooled_warning(judge: Mapping[str, Any], run_path: str, system: Mapping[st
     `run_path` nor as the run file it reads or the TREC file it exports (`system`: its resolved
     settings): its top chunks went ungraded, so its judged figures count only what other runs'
     pools graded (a pooled bm25's judged mrr moved from 0.565 to 0.828 on one sample; strict 0.430)."""
-    pool = {os.path.normpath(str(entry)) for entry in judge.get("pool") or []}
+    if not judge.get("enabled") or judge.get("provider") == "none":  # the judge off: no pool at all
+        return None
+    if system.get("chunking", DEFAULT_CHUNKING) != DEFAULT_CHUNKING:  # the judge reads the default chunk table
+        return (
+            f"it is on chunking {system['chunking']}, and the judge grades chunks of the {DEFAULT_CHUNKING} chunking "
+            f"only: its {PREFIX}* metrics count only the chunks the two chunkings share"
+        )
+    pool = {os.path.abspath(str(entry)) for entry in judge.get("pool") or []}
     own = [run_path, system.get("run_file") if system.get("method") == "run-file" else None, system.get("trec_export")]
-    if not judge.get("enabled") or any(path and os.path.normpath(str(path)) in pool for path in own):
+    if any(path and os.path.abspath(str(path)) in pool for path in own):
         return None
     return (
         f"its run ({run_path}) is not in judge.pool: its own top chunks were not graded, so its {PREFIX}* "
