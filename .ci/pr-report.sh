@@ -9,6 +9,7 @@ base="${1:-main}"
 report="${2:-retrieval-report.md}"
 # check_params first: its outputs (stamps of what DVC cannot see) are in no cache, so on a fresh
 # clone `dvc repro --pull` would look for them on the remote and a stage that must run would stop
+retrieval-bench lock prune   # as make repro: stale dvc.lock entries would say params differ
 python -m stages.check_params
 if [ -n "$(dvc config core.remote 2>/dev/null)" ]; then
   dvc repro --pull

@@ -35,6 +35,7 @@ def embedding(device: str, n_texts: int, rounds: int, scifact: str) -> None:
     """The encoder's texts/s against plain sentence-transformers', interleaved by round."""
     from sentence_transformers import SentenceTransformer
 
+    from retrieval_bench.core.logs import silent
     from retrieval_bench.core.params import DEFAULTS
     from retrieval_bench.embedding.backends import load_encoder
     from retrieval_bench.embedding.model_source import model_fingerprint, resolve_model
@@ -46,7 +47,7 @@ def embedding(device: str, n_texts: int, rounds: int, scifact: str) -> None:
     texts = abstracts(folder, n_texts)
     settings = EmbedSettings.from_params({**DEFAULTS["embed"], "device": device, "batch_size": BATCH})
     path = resolve_model(settings.model)
-    encoder = load_encoder(path, model_fingerprint(path), settings, log=lambda line: None)
+    encoder = load_encoder(path, model_fingerprint(path), settings, log=silent)
     plain = SentenceTransformer(path, device=device, local_files_only=True)
 
     def stage(batch: list[str]) -> None:

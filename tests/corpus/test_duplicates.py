@@ -64,6 +64,10 @@ def test_an_overlapping_window_of_the_same_document_is_never_counted_as_a_copy()
     window = api.score([evidence], {"q1": {"d:b": 1.0, "d:a": 0.5}}, chunks=chunks, duplicates=duplicates, k=[1])
     # metrics.json carries judged_* only where the views differ: here they must not
     assert window.metrics["recall@1"] == 0.0 and window.metrics.get("judged_recall@1", 0.0) == 0.0
+    # the window touching the evidence below min_coverage was kept in the collapse with the gold's gain
+    touching = {**evidence, "end": start_of_second + 3}
+    scored = api.score([touching], {"q1": {"d:b": 1.0, "d:a": 0.5}}, chunks=chunks, duplicates=duplicates, k=[1])
+    assert scored.metrics["mrr"] == 0.5 and scored.metrics.get("judged_mrr", 0.5) == 0.5
     quote = api.score([evidence], {"q1": {"e:a": 1.0, "d:a": 0.5}}, chunks=chunks, duplicates=duplicates, k=[1])
     assert quote.metrics["recall@1"] == 0.0 and quote.metrics["judged_recall@1"] == 1.0
 

@@ -33,6 +33,7 @@ from stub_llm import (
 
 from retrieval_bench.core import paths
 from retrieval_bench.corpus.load import chunk_documents
+from retrieval_bench.llm.checks.hygiene import QUESTION_SHAPE
 
 CACHE, JOURNAL, GOLDEN = paths.QUESTION_CACHE, paths.BATCH_JOURNAL, paths.GOLDENSET
 
@@ -497,7 +498,7 @@ def test_a_cached_question_a_limit_now_refuses_is_left_out(tmp_path):
         assert status == 0, err
         assert len(stub.requests) == asked + 1  # its passage asked again, nothing else
     golden = read_jsonl(project / GOLDEN)
-    assert len(golden) == 3 and all(len(row["question"]) < 720 for row in golden)
+    assert len(golden) == 3 and all(len(row["question"]) <= QUESTION_SHAPE.max_chars for row in golden)
 
 
 def test_a_question_paid_at_an_attempt_beyond_a_lowered_max_attempts_is_kept(tmp_path):

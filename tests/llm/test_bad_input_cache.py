@@ -24,6 +24,7 @@ from retrieval_bench.llm.cache.replies import CHECKSUM, RAW_KEPT_CHARS, CacheWri
 from retrieval_bench.llm.checks.hygiene import MAX_REPLY_CHARS, clean_reply
 from retrieval_bench.llm.runs.paid import PaidWork, pay_for
 from retrieval_bench.llm.runs.runner import run
+from retrieval_bench.llm.runs.sync import failures_to_stop
 from retrieval_bench.llm.runs.tasks import QUESTIONS
 from retrieval_bench.llm.transport.credentials import MASK
 from retrieval_bench.llm.transport.errors import StopGeneration
@@ -258,7 +259,7 @@ def test_a_server_echoing_the_key_on_every_reply_is_stopped_as_failing_requests_
     stub.reply = lambda passage: json.dumps({"question": f"Is {key} the key?", "evidence": ""})
     with pytest.raises(StopGeneration, match="requests in a row were replies holding the API key"):
         run(QUESTIONS, jobs, meta, settings("anthropic", concurrency=1), tmp_path / "cache.jsonl")
-    assert len([r for r in stub.requests if r.passage_sha]) == 10  # the breaker, not all 30
+    assert len([r for r in stub.requests if r.passage_sha]) == failures_to_stop(1)  # the breaker, not all 30
 
 
 # --- a reply the cache could not hold --------------------------------------------------------------------

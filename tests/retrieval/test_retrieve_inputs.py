@@ -228,8 +228,7 @@ def test_a_key_its_method_does_not_read_leaves_a_systems_key_and_its_run_alone(p
     key = method_settings(resolved)
     for name, value in ALTERED.items():
         altered = {**resolved, name: value if value != resolved[name] else "rrf"}  # a weighted hybrid's other fusion
-        if name in key:
-            assert method_settings(altered) != key
+        if name in key:  # a key the method reads: the run may move
             continue
         assert method_settings(altered) == key, name
         other_run, other_info = outputs(altered)

@@ -112,11 +112,6 @@ def union_coverage(starts: np.ndarray, ends: np.ndarray, span_start: int, span_e
     return covered / max(span_end - span_start, 1)
 
 
-def held_share(starts: np.ndarray, ends: np.ndarray, span_start: int, span_end: int) -> float:
-    """Judgement.held: the share of the span the chunks overlapping it hold (1 when none does)."""
-    return union_coverage(starts, ends, span_start, span_end) or 1.0
-
-
 def with_label_spans(labels: list[dict[str, Any]], chunks: pd.DataFrame) -> list[dict[str, Any]]:
     """`labels` (qid, question, relevant {chunk_id: grade}), each with relevant_spans: where each
     labelled chunk that `chunks` (chunk_id, doc_id, start, end) holds lies, [doc_id, start, end,
@@ -208,7 +203,7 @@ def _span_gains(
     share = coverage(starts[candidates], ends[candidates], start, end)
     overlapping = share > 0
     candidates, share = candidates[overlapping], share[overlapping]
-    held = held_share(starts[candidates], ends[candidates], start, end)
+    held = union_coverage(starts[candidates], ends[candidates], start, end) or 1.0  # Judgement.held; 1: no chunk
     share = share / held
     chunk_share = chunk_evidence_share(starts[candidates], ends[candidates], start, end)
     return candidates, np.where((share >= min_coverage) | (chunk_share >= min_coverage), share, 0.0), held

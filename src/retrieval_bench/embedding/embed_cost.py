@@ -15,11 +15,11 @@ untimed one (core.timing.interleaved), as measured the same way every time."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from retrieval_bench.core.logs import silent
+from retrieval_bench.core.logs import Log, silent
 from retrieval_bench.core.stage import progress
 from retrieval_bench.core.timing import interleaved, machine_load, summary
 from retrieval_bench.embedding.embed import BatchTime, embedding_task
@@ -57,7 +57,7 @@ def embedding_cost(
     texts: list[str],
     settings: EmbedSettings,
     costs: CostSettings,
-    log: Callable[[str], None] = print,
+    log: Log = print,
 ) -> dict[str, Any]:
     """The cost of embedding with `settings`, from the stage's `batches` (embed_texts's
     batch_times) when they are enough, else timed on the first costs.sample of `texts` (the

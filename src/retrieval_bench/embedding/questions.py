@@ -13,7 +13,6 @@ reruns embed_questions alone; a stale golden set costs only its questions' vecto
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ import numpy as np
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import read_jsonl
+from retrieval_bench.core.logs import Log
 from retrieval_bench.embedding.embed import EmbedProgress, EmbedStats, embed_texts
 from retrieval_bench.embedding.settings import EmbedSettings
 
@@ -33,7 +33,7 @@ def embed_questions(questions: list[str], settings: EmbedSettings, embedder: str
 
 
 def embed_questions_ahead(
-    embedder: str, settings: EmbedSettings, golden_path: str | Path, log: Callable[[str], None] = print
+    embedder: str, settings: EmbedSettings, golden_path: str | Path, log: Log = print
 ) -> EmbedStats | None:
     """The golden set's questions at `golden_path` embedded into the embedder's question cache, as
     embed_questions will ask for them, said in one line; None when there is no golden set to read

@@ -178,8 +178,8 @@ def _reject_reason(record: dict, unit: dict, run: KindRun, seen, settings: Gener
     """Why a cached reply is not used for `unit` (None: it is): its own reject reason, evidence
     not in the passage sent (kinds.evidence_reason), the golden set's hygiene given the questions
     `seen`, a near miss the corpus may answer, or an echo with generate.drop_echo."""
-    shape = hygiene.KEYWORD_SHAPE if run.kind == "keyword" else hygiene.QUESTION_SHAPE  # the limits now
-    reason = record.get("rejected") or hygiene.length_reason(record["question"], shape)
+    # the kind's limits now, not when the reply was cached
+    reason = record.get("rejected") or hygiene.length_reason(record["question"], hygiene.shape_of(run.kind))
     reason = reason or kinds.evidence_reason(run.kind, record, unit)
     if reason is None:
         reason = settings.hygiene.reason(record["question"], seen) or kinds.corpus_reason(run.kind, record, run.corpus)

@@ -89,11 +89,12 @@ def retrieve_inputs(picked: dict[str, Any], system: str, where: str = "retrieval
     files = [paths.GOLDENSET, paths.chunks_of(chunking)]
     if searches_vectors(picked):  # a BM25 system's pair may be embedded for no one (embedded_pairs)
         files += [*paths.corpus_vectors(chunking, embedder)[:2], *paths.question_vectors(embedder)[:2]]
+    files += external_inputs(picked)  # a run file, a retriever's module: none for the other methods
     settings = {"system": system, **method_settings(picked)}
     if method == "store":  # a server's stamp is new on every run
         files.append(paths.STORE_STAMP)
-    elif method in ("run-file", "python"):  # a module imported from the project's folder (retrieval.external)
-        files += [*([paths.EXTERNAL_RUNS] if method == "python" else []), *external_inputs(picked)]
+    elif method == "python":  # a module imported from the project's folder (retrieval.external)
+        files.append(paths.EXTERNAL_RUNS)
     elif method == "rerank":  # a model retrained in place: the same name, other scores
         from retrieval_bench.embedding.model_source import model_fingerprint
         from retrieval_bench.retrieval.rerank import resolve_model

@@ -181,11 +181,11 @@ def _collapse(items: dict[int, Item], copies: ChunkCopies, rank_of: Mapping[Any,
     """Keep one member of each duplicate group among `items` (in place): the best-placed in the run,
     with the group's best gain and that member's stretch of the evidence. Returns the chunk ids of
     the copies left out."""
-    chunk_ids, index_of, members = copies.chunk_ids, copies.index_of, copies.members
+    chunk_ids = copies.chunk_ids
     dropped: list[str] = []
     seen: set[int] = set()
     for index in sorted(items):
-        group = [index_of[m] for m in members.get(chunk_ids[index], ()) if index_of[m] in items]
+        group = [index, *(other for other in copies.copies_of(index) if other in items)]
         if len(group) < 2 or index in seen or max(items[i].gain for i in group) <= 0:
             continue  # only copies of a relevant chunk collapse: the judged view differs from the strict one there alone
         seen.update(group)

@@ -58,7 +58,7 @@ import os
 import shutil
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -66,7 +66,7 @@ from pathlib import Path
 from retrieval_bench.core.errors import InputError, describe_os_error
 from retrieval_bench.core.files import end_last_line
 from retrieval_bench.core.locking import exclusive
-from retrieval_bench.core.logs import silent
+from retrieval_bench.core.logs import Log, silent
 from retrieval_bench.core.paths import PAID_MIRROR
 
 # Hashed into the key of a passage whose text had to be escaped to stay inside the prompt's
@@ -186,7 +186,7 @@ def _same_reply(first: Mapping, other: Mapping) -> bool:
     }
 
 
-def read_cache(path: str | Path, say: Callable[[str], None] | None = None) -> dict[str, dict]:
+def read_cache(path: str | Path, say: Log | None = None) -> dict[str, dict]:
     """Sound cache records by key, the first of each key (see the module's docstring); the lines
     ignored are said through `say` (default: one `reply cache:` line each on stderr, each
     said once per process, however often the cache is read)."""
@@ -422,7 +422,7 @@ def _fails_checksum(record: Mapping) -> bool:
     return CHECKSUM in record and record[CHECKSUM] != record_checksum(record)
 
 
-def restore_from_mirror(cache_path: str | Path, what: str, log: Callable[[str], None], dry_run: bool = False) -> None:
+def restore_from_mirror(cache_path: str | Path, what: str, log: Log, dry_run: bool = False) -> None:
     """Before anything is paid for: append to the cache at `cache_path` and to its batch journal
     the records this machine's mirror of each holds and they lack (`what`: what a cache record is,
     for the log line). A torn last line of a mirror is no sound record: merge leaves it out. A dry run writes nothing and says

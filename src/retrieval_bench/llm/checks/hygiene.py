@@ -38,7 +38,12 @@ QUESTION_SHAPE = Shape(3, 60, asks=True)
 KEYWORD_SHAPE = Shape(2, 6, asks=False, too_short="keyword_too_short", too_long="keyword_too_long")
 
 
-def length_reason(question: str, shape: Shape = QUESTION_SHAPE) -> str | None:
+def shape_of(kind: str) -> Shape:
+    """The reply shape a question kind is held to: a search-box query for `keyword`, else a question."""
+    return KEYWORD_SHAPE if kind == "keyword" else QUESTION_SHAPE
+
+
+def length_reason(question: str, shape: Shape) -> str | None:
     """Why `question` is too short or too long for `shape` (its words, its characters), or None:
     clean_reply's rule, asked again of a cached reply (accepted under an earlier limit)."""
     n_words = len(question.split())
@@ -66,14 +71,19 @@ REJECT_REASONS = {
     "empty": "no question in the reply",
     "several_questions": "more than one question in the reply",
     "malformed_json": "the reply looks like JSON but is not one valid object with a question",
-    "too_short": "fewer than 3 words",
-    "too_long": "more than 60 words (or 720 characters): not a search query",
+    "too_short": f"fewer than {QUESTION_SHAPE.min_words} words",
+    "too_long": (
+        f"more than {QUESTION_SHAPE.max_words} words (or {QUESTION_SHAPE.max_chars} characters): not a search query"
+    ),
     "not_a_question": "a statement or command, not a question (no '?' and no interrogative opening)",
     "schema_mismatch": "not one JSON object of the reply schema (generate.response_format json_schema)",
     "oversize": f"over {MAX_REPLY_CHARS:,} characters outside <think> blocks: not one question and its excerpt",
     "too_deep": "JSON nested too deep to read: expected one flat object {question, evidence}",
-    "keyword_too_short": "a keyword query of fewer than 2 words",
-    "keyword_too_long": "a keyword query of more than 6 words (or 100 characters): not what a search box gets",
+    "keyword_too_short": f"a keyword query of fewer than {KEYWORD_SHAPE.min_words} words",
+    "keyword_too_long": (
+        f"a keyword query of more than {KEYWORD_SHAPE.max_words} words (or {KEYWORD_SHAPE.max_chars} characters): "
+        "not what a search box gets"
+    ),
 }
 
 _THINKING = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from retrieval_bench.core.question_sets import WORDED_KINDS
-from retrieval_bench.llm.checks.hygiene import KEYWORD_SHAPE, clean_reply, reply_object
+from retrieval_bench.llm.checks.hygiene import clean_reply, reply_object, shape_of
 
 MULTI_PIECES = (2, 3)  # a multi-evidence question's excerpts: one from each of its 2-3 passages
 
@@ -32,7 +32,7 @@ _BARE_WORD = re.compile(r"[\s\"'*`.:]*(?:kind[\s\"'*`:=]*)?([a-z]+)[\s\"'*`.]*",
 
 def keyword_fields(text: str, stop_reason: str | None) -> dict[str, Any]:
     """A search-box query's fields: `query` (or `question`) of 2-6 words, and its evidence excerpt."""
-    cleaned = clean_reply(text, stop_reason, KEYWORD_SHAPE)
+    cleaned = clean_reply(text, stop_reason, shape_of("keyword"))
     return {"question": cleaned.question, "evidence": cleaned.evidence, "rejected": cleaned.rejected}
 
 

@@ -26,7 +26,7 @@ from retrieval_bench.core.endpoints import is_loopback
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.llm.providers.base import Provider
 from retrieval_bench.llm.providers.registry import PROVIDERS
-from retrieval_bench.llm.transport.credentials import env_base_url
+from retrieval_bench.llm.transport.credentials import chosen_url
 
 BATCH_DISCOUNT = 0.5  # Message Batches: half price
 _SNAPSHOT = re.compile(r"-\d{8}$")  # claude-haiku-4-5-20251001 -> claude-haiku-4-5
@@ -105,7 +105,7 @@ def resolve(
     if provider.free_on_loopback:
         # Before the table: a local server may answer to a listed name (the default model's), and
         # is free whatever it is called.
-        url = (base_url if provider.takes_base_url else None) or env_base_url(provider, env) or provider.default_url
+        url = chosen_url(provider, base_url, env)[0] or provider.default_url
         host = urlsplit(url).hostname or ""
         if is_loopback(host):
             return Price(0.0, 0.0, BATCH_DISCOUNT, f"a local server at {host}: free")

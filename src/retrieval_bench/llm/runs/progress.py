@@ -56,9 +56,7 @@ class Meter:
         o.succeeded += int(saved)
         o.unsaved += int(not saved)
         o.rejected += int(rejected and saved)
-        o.input_tokens += reply.input_tokens
-        o.output_tokens += reply.output_tokens
-        o.cost = self.settings.cost(o.input_tokens, o.output_tokens, self.batch)
+        self._bill(reply)
         self._postfix()
         self.bar.update(int(saved))
 
@@ -66,15 +64,19 @@ class Meter:
         """A request that got no usable reply: counted beside the bar, not in it (its reason kept
         with any key a server echoed masked: it ends in the closing line). `paid`: a reply received
         but not kept (it held the API key), whose tokens were billed all the same."""
-        o = self.outcome
-        o.failed.append(mask_keys(reason))
-        o.timed_out += int(timed_out)
+        self.outcome.failed.append(mask_keys(reason))
+        self.outcome.timed_out += int(timed_out)
         if paid is not None:
-            o.input_tokens += paid.input_tokens
-            o.output_tokens += paid.output_tokens
-            o.cost = self.settings.cost(o.input_tokens, o.output_tokens, self.batch)
+            self._bill(paid)
         self._postfix()
         self.bar.refresh()
+
+    def _bill(self, reply: Reply) -> None:
+        """A reply's tokens, and the spend so far at the run's prices."""
+        o = self.outcome
+        o.input_tokens += reply.input_tokens
+        o.output_tokens += reply.output_tokens
+        o.cost = self.settings.cost(o.input_tokens, o.output_tokens, self.batch)
 
     def write(self, message: str) -> None:
         self.bar.write(f"{self.stage}: {mask_keys(message)}", file=sys.stderr)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import Callable
 
+from retrieval_bench.core.logs import Log
 from retrieval_bench.llm.cache.replies import CacheWriteError, CacheWriter, free_bytes
 from retrieval_bench.llm.cost.prices import usd
 from retrieval_bench.llm.cost.settings import Meta, Settings
@@ -29,6 +29,12 @@ from retrieval_bench.llm.transport.credentials import endpoint_for, key_leak
 from retrieval_bench.llm.transport.errors import EndpointUnreachable
 from retrieval_bench.llm.transport.ratelimit import SharedPause
 
+
+def failures_to_stop(concurrency: int) -> int:
+    """How many requests in a row may fail before a run stops rather than pay on."""
+    return max(10, 2 * concurrency)
+
+
 MALFORMED_TRIES = 3  # a reply that cannot be decoded (a proxy hiccup) is asked again this often
 # Free space kept on the cache's disk for the replies in flight: a sync run stops before paying
 # for a request when less is free (SPACE_RESERVE_BYTES + this much per request in flight); a
@@ -37,7 +43,7 @@ SPACE_RESERVE_BYTES = 1 << 20
 SPACE_PER_REPLY_BYTES = 64 << 10
 
 
-def run_pause(settings: Settings, on_pause: Callable[[str], None]) -> SharedPause:
+def run_pause(settings: Settings, on_pause: Log) -> SharedPause:
     """A run's shared pause (sync or batch): server-asked waits capped at its section's timeout_s,
     lines written by `on_pause`."""
     return SharedPause(on_pause, settings.timeout_s, f"{settings.section}.timeout_s")
@@ -64,7 +70,7 @@ class _SyncRun:
         self.tokens_per_estimate = 1.0  # the most input tokens the API reported per estimated one
         self.in_flight = 0
         self.consecutive_failures = 0
-        self.breaker = max(10, 2 * settings.concurrency)
+        self.breaker = failures_to_stop(settings.concurrency)
         self.unsaved: list[tuple[dict, Reply]] = []
         self.short_of_room = False  # the disk check stopped the run
         self.space_needed = SPACE_RESERVE_BYTES + settings.concurrency * SPACE_PER_REPLY_BYTES

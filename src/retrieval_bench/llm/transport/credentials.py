@@ -130,6 +130,19 @@ def env_base_url(provider: KeyedAPI, env: Mapping[str, str]) -> str | None:
     return url
 
 
+def chosen_url(
+    provider: KeyedAPI, params_base_url: str | None, env: Mapping[str, str], section: str = "generate"
+) -> tuple[str | None, str]:
+    """The URL `provider` sends to (None: its default) and where it came from, in the one order the
+    request and its price both follow: <section>.base_url where the provider takes one, else its
+    url_env, else its default."""
+    params_base_url = params_base_url if provider.takes_base_url else None
+    if params_base_url:
+        return params_base_url, f"{section}.base_url in params.yaml"
+    env_url = env_base_url(provider, env)
+    return (env_url, provider.url_env) if env_url else (None, f"the {provider.name} default")
+
+
 def endpoint_for(
     provider: KeyedAPI, params_base_url: str | None, env: Mapping[str, str] | None = None, section: str = "generate"
 ) -> Endpoint:
@@ -138,14 +151,9 @@ def endpoint_for(
     user did not vouch for while the provider's key is set, and a run without the key it needs."""
     env = os.environ if env is None else env
     key = _checked_key(env.get(provider.key_env) or "", provider.key_env)
-    env_url = env_base_url(provider, env)
+    env_url = env_base_url(provider, env)  # checked whichever URL is chosen: vouches for a base_url below
     params_base_url = params_base_url if provider.takes_base_url else None
-    if params_base_url:
-        url, source = params_base_url, f"{section}.base_url in params.yaml"
-    elif env_url:
-        url, source = env_url, provider.url_env
-    else:
-        url, source = None, f"the {provider.name} default"
+    url, source = chosen_url(provider, params_base_url, env, section)
     if not key and not params_base_url:
         needs = (
             f"{section}.base_url or, for {provider.default_url} itself, {provider.key_env}"
