@@ -102,7 +102,7 @@ def test_an_unchanged_folder_is_not_read_again_and_an_edit_is(tmp_path, monkeypa
     memo.parent.parent.mkdir()
     first = source_stamp(str(folder), memo)
     reads = []
-    monkeypatch.setattr(module, "content_digest", lambda root: reads.append(root) or (0, "never used"))
+    monkeypatch.setattr(module, "content_digest", lambda root, listing: reads.append(root) or (0, "never used"))
     assert source_stamp(str(folder), memo) == first and reads == []  # served from the memo
     (folder / "a.md").write_text("alphA")
     assert source_stamp(str(folder), memo)["md5"] == "never used" and reads == [folder]  # a new time: read again

@@ -6,6 +6,7 @@ stages' outputs, and DVC's run-cache for a state the teammate ran, come from the
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import sys
@@ -129,3 +130,49 @@ def test_edits_embed_only_what_changed_and_a_pulled_clone_embeds_nothing(tmp_pat
     assert embedded(output, CORPUS) is None, output
     assert "Stage 'embed_corpus@default-default' is cached - skipping run, checking out outputs" in output
     assert not (clone / paths.CORPUS_EMBEDDING_CACHE).exists()
+
+
+def test_a_local_model_retrained_in_place_re_embeds_and_an_untouched_one_does_not(tmp_path):
+    """A model folder named in embed.model, retrained where it lies: no param moved, and DVC kept the
+    old model's vectors (and every metric after them) as up to date. Its stamp moves with its files;
+    a new modification time alone, or a file that decides nothing (an ONNX export, a README), does not."""
+    import shutil
+
+    from retrieval_bench.embedding.model_source import bundled_model_path
+
+    rng = random.Random(5)
+    n_chunks, n_questions = 24, 6
+    chunks = {f"c{i:04d}": synthetic_text(rng, i) for i in range(n_chunks)}
+    queries = {
+        f"q{i}": f"what does note {i * 7 % n_chunks} say about the {rng.choice(WORDS)}" for i in range(n_questions)
+    }
+    project = copy_project(tmp_path / "project", docs=[])
+    write_corpus(project / "data" / "synthetic", chunks, queries)
+    (project / "data" / "synthetic" / "qrels.tsv").write_text(
+        "".join(f"{q}\tc{int(q[1:]) * 7 % n_chunks:04d}\t1\n" for q in queries)
+    )
+    model = project / "models" / "mini"
+    shutil.copytree(bundled_model_path(), model)
+    set_params(project, **{"load.source": "data/synthetic", "generate.max_questions": 0, "embed.model": "models/mini"})
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "a local model", cwd=project)
+    assert embedded(repro(project), CORPUS) == (0, n_chunks)
+
+    (model / "README.md").write_text("retrained? no: only the card\n")
+    (model / "onnx").mkdir(exist_ok=True)
+    (model / "onnx" / "model.onnx").write_bytes(b"an export beside the model")
+    for path in model.rglob("*"):
+        os.utime(path, ns=(1, 2))
+    output = repro(project)
+    assert "Running stage 'embed_corpus@" not in output and "Running stage 'embed_questions@" not in output, output
+
+    pooling = model / "1_Pooling" / "config.json"  # "retrained": CLS pooling instead of the mean, other vectors
+    config = json.loads(pooling.read_text())
+    config.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    pooling.write_text(json.dumps(config))
+    before = np.load(project / paths.CORPUS_VECTORS)
+    output = repro(project)
+    assert embedded(output, CORPUS) == (0, n_chunks), output  # a new fingerprint: nothing from the cache
+    assert "Running stage 'embed_questions@" in output
+    assert not np.allclose(np.load(project / paths.CORPUS_VECTORS), before)
+    assert "changed" not in dvc("status", "embed_corpus", "embed_questions", cwd=project).stdout

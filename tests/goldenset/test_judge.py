@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -172,6 +173,24 @@ def test_rejected_replies_are_asked_again_then_left_unjudged(tmp_path):
         assert judge_here(project, stub)[0] == 0 and stub.requests == []  # rejected replies are cached too
 
 
+def test_a_pool_whose_every_reply_is_rejected_stops_the_stage_in_one_line(tmp_path):
+    """Every pair refused: the judged view would equal the strict one while saying it was judged."""
+    project = make_project(tmp_path / "p", max_attempts=2)
+    with StubLLM() as stub:
+        stub.reply = lambda passage: "I'm sorry, I can't help with that."
+        status, out, err = judge_here(project, stub)
+        assert status != 0 and not (project / POOL).exists()
+        message = err.strip().splitlines()[-1]  # after the progress bars
+        assert (
+            "Traceback" not in err
+            and "every reply of judge.provider" in message
+            and re.search(r"\(refusal: \d+\)", message)
+        )
+        assert "data/judge_prompt.txt" in message and CACHE in message
+        stub.reset_counts()
+        assert judge_here(project, stub)[0] != 0 and stub.requests == []  # the refusals are kept, not paid again
+
+
 def test_a_grade_paid_at_an_attempt_beyond_a_lowered_max_attempts_is_kept(tmp_path):
     """max_attempts 3 graded a pair at its third attempt; set back to 2, the pair was unjudged
     although its grade was in the cache (and paid for)."""
@@ -260,6 +279,7 @@ def test_a_vanished_judging_batch_fails_the_stage_and_the_rerun_pays_only_for_it
 def test_the_judges_progress_bar_and_lines_name_the_judge(tmp_path):
     project = make_project(tmp_path / "p", provider="anthropic-batch")
     with StubLLM() as stub:
+        stub.reply = grade_by_marker
         status, out, err = judge_here(project, stub)
     assert status == 0, err
     assert "judge (anthropic-batch)" in err and "judge: submitted batch" in err, err

@@ -9,7 +9,6 @@ at once) are held by freezing the server, never by a clock."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import subprocess
@@ -195,15 +194,17 @@ def test_an_unknown_model_names_the_model_and_the_server(unknown_model_run, serv
 
 
 # --- the judge --------------------------------------------------------------------------------
-def test_the_judge_leaves_pairs_without_a_grade_unjudged_and_counts_the_servers_usage(server, tmp_path):
+def test_a_judge_whose_every_reply_is_rejected_stops_in_one_line_and_keeps_what_it_paid_for(server, tmp_path):
+    """The tiny model never gives a grade within max_tokens: the stage stops (the judged view would
+    pass the strict one off as judged), every reply is cached with the server's usage."""
     project = judge_project(tmp_path / "p", server, concurrency=2)
     status, out, err = finish(start(project, "judge"))
-    assert status == 0, err
-    report = json.loads((project / JUDGE_REPORT).read_text())
+    lines = error_lines(err)
+    assert status == 1 and len(lines) == 1, err
+    assert "every reply of judge.provider openai-compatible was rejected (truncated: 6)" in lines[0]
+    assert not (project / JUDGE_REPORT).exists()
     cache = read_jsonl(project / JUDGE_CACHE)
-    assert report["pooled"] == report["requests"] == report["unjudged"] == len(cache) == 6
-    assert report["judged"] == 0 and sum(report["rejected_by_reason"].values()) == 6
-    assert all(r["grade"] is None and r["raw"] for r in cache)
+    assert len(cache) == 6 and all(r["grade"] is None and r["raw"] for r in cache)
     assert all(r["usage"]["output_tokens"] == 8 for r in cache if r["stop_reason"] == "max_tokens")
     used_in, used_out = (sum(r["usage"][k] for r in cache) for k in ("input_tokens", "output_tokens"))
     assert f"6 replies (6 rejected), 0 failed; {used_in:,} input + {used_out:,} output tokens" in out

@@ -173,7 +173,13 @@ def run_outputs_of(system: str, trec_export: str | None = None) -> list[str]:
 # change) and keys each system's kept outputs on its resolved settings, its file's content
 # (core.item_memo), so an edit to the retrieval section recomputes only the systems that inherit it.
 PANEL_SETTINGS = "data/panel_settings"
+MODEL_STAMPS = "data/model_stamps"  # each embedder's model folder, stamped when it is a local path (check_params)
 EXTERNAL_RUNS = "runs"  # run files and Python retrievers from outside (retrieval.run_file, retrieval.python)
+
+
+def model_stamp_of(embedder: str) -> str:
+    """What an embedder's embed stages depend on for its model: a local folder retrained in place."""
+    return f"{MODEL_STAMPS}/{embedder}.json"
 
 
 def settings_of(system: str) -> str:

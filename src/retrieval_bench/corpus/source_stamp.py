@@ -24,7 +24,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import check_regular, hash_file, write_json
 from retrieval_bench.core.params_panel import external_inputs, method_settings, settings_key
 from retrieval_bench.core.store_address import is_store_address, parse_address
+from retrieval_bench.embedding.model_source import model_files
 
 
 def _files(root: Path) -> list[Path]:
@@ -47,10 +48,11 @@ def _relative(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix() if root.is_dir() else path.name
 
 
-def content_digest(root: Path) -> tuple[int, str]:
-    """(files, md5 over every file's relative path and content) of a file or folder."""
+def content_digest(root: Path, listing: Callable[[Path], list[Path]] = _files) -> tuple[int, str]:
+    """(files, md5 over every file's relative path and content) of a file or folder (its files as
+    `listing` gives them)."""
     digest = hashlib.md5()
-    files = _files(root)
+    files = listing(root)
     for path in files:
         digest.update(os.fsencode(_relative(path, root)) + b"\0")  # a name's own bytes: it may not be UTF-8
         hash_file(path, digest)
@@ -58,10 +60,10 @@ def content_digest(root: Path) -> tuple[int, str]:
     return len(files), digest.hexdigest()
 
 
-def metadata_digest(root: Path) -> tuple[int, str]:
+def metadata_digest(root: Path, listing: Callable[[Path], list[Path]] = _files) -> tuple[int, str]:
     """(files, md5 over every file's relative path, size and modification time)."""
     digest = hashlib.md5()
-    files = _files(root)
+    files = listing(root)
     for path in files:
         stat = path.stat()
         digest.update(os.fsencode(_relative(path, root)) + f"\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
@@ -104,17 +106,19 @@ def _memo_entry(known: dict, root: Path) -> dict | None:
     return entry if isinstance(entry, dict) else None
 
 
-def _memoized_content_digest(root: Path, memo: Path | None) -> tuple[int, str]:
+def _memoized_content_digest(
+    root: Path, memo: Path | None, listing: Callable[[Path], list[Path]] = _files
+) -> tuple[int, str]:
     """content_digest(root), served from `memo` while the files' names, sizes and times are those
     it was computed for (the memo keeps one entry per source)."""
     if memo is None:
-        return content_digest(root)
-    _, metadata = metadata_digest(root)
+        return content_digest(root, listing)
+    _, metadata = metadata_digest(root, listing)
     known = _read_memo(memo)
     entry = _memo_entry(known, root)
     if entry is not None and entry.get("metadata") == metadata:
         return entry["files"], entry["md5"]
-    files, digest = content_digest(root)
+    files, digest = content_digest(root, listing)
     known[str(root)] = {"metadata": metadata, "files": files, "md5": digest}
     try:  # a cache: losing it costs one re-read; outside a DVC project (no .dvc/) there is none
         memo.parent.mkdir(exist_ok=True)
@@ -160,6 +164,13 @@ def source_stamp(source: str, memo: Path | None = None) -> dict:
     return {"source": source, "kind": "local store", "rows": stamped[0], "md5": stamped[1]}
 
 
+def style_examples_stamp(file: str | None, memo: Path | None = None) -> dict:
+    """What generate_goldenset depends on for generate.style_examples, which may be null (DVC cannot
+    depend on a null path): the file's content digest, remembered while its size and time stay (as
+    load.source's); a missing one is generate_goldenset's error."""
+    return {"file": None, "md5": None} if file is None else source_stamp(file, memo)
+
+
 def imported_stamps(imported: dict[str, str], memo: Path | None = None) -> dict:
     """What generate_goldenset depends on for generate.imported ({NAME: FILE}): each file's or
     folder's stamp by name; a missing file, or one that is no regular file or folder (a FIFO), is
@@ -197,6 +208,24 @@ def stamps(params: dict, memo: str | Path | None = None) -> tuple[dict, dict, di
     return source_stamped, store_stamped or unused, vectors_stamped
 
 
+def model_stamp(model: str, memo: Path | None = None) -> dict:
+    """The stamp of a model named by a local folder: a digest of the files that decide its outputs
+    (model_source.model_files), remembered while their names, sizes and times stay. A model named on
+    the hub or bundled is stamped by name: its identity there does not change under the name."""
+    root = Path(model)
+    if not root.is_dir():
+        return {"model": model, "kind": "by name"}
+    files, digest = _memoized_content_digest(root, memo, lambda folder: model_files(str(folder)))
+    return {"model": model, "kind": "local folder", "files": files, "md5": digest}
+
+
+def model_stamps(params: Mapping[str, Any], memo: Path | None = None) -> dict[str, dict]:
+    """data/model_stamps/<embedder>.json, what an embedder's embed stages depend on besides its
+    settings: a local model folder retrained in place (new weights, the same path) changed no
+    param, and the stages kept vectors of the old model unsaid."""
+    return {paths.model_stamp_of(name): model_stamp(own["model"], memo) for name, own in params["embedders"].items()}
+
+
 def panel_settings(params: Mapping[str, Any], memo: Path | None = None) -> dict[str, dict]:
     """data/panel_settings/<system>.json, what retrieve depends on per system: the resolved
     settings its method reads (method_settings) and the stamps of its external_inputs outside runs/ (DVC's dependency) that
@@ -223,5 +252,8 @@ def panel_settings(params: Mapping[str, Any], memo: Path | None = None) -> dict[
                 key = f"{settings_key(params, system)}.{resolved['method'].replace('-', '_')}"
                 raise InputError(f"{key}: {error}") from None
             stamped[path] = source_stamp(path, memo)
-        out[paths.settings_of(system)] = method_settings(resolved) | ({"external_inputs": stamped} if stamped else {})
+        own = method_settings(resolved) | ({"external_inputs": stamped} if stamped else {})
+        if resolved["method"] == "rerank" and Path(resolved["rerank"]["model"]).is_dir():  # retrained in place
+            own["rerank_model_files"] = model_stamp(resolved["rerank"]["model"], memo)
+        out[paths.settings_of(system)] = own
     return out

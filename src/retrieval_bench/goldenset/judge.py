@@ -33,7 +33,7 @@ import pandas as pd
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.logs import Log
 from retrieval_bench.core.params import JUDGE_POOL_REVISION
-from retrieval_bench.core.paths import DEFAULT, at_revision, run_of
+from retrieval_bench.core.paths import DEFAULT, JUDGE_PROMPT, at_revision, run_of
 from retrieval_bench.core.relevance import judge as strict_judgements
 from retrieval_bench.core.revisions import read_artefact, resolve_revision
 from retrieval_bench.core.run_table import read_run_file, read_run_table
@@ -273,6 +273,7 @@ def judge_pool(
         )
     accepted, _, rejected, waiting = _status(pairs, read_cache(cache_path), meta, template, max_attempts)
     _check_all_answered(pairs, waiting, cache_path)
+    _check_some_graded(settings, pairs, accepted, rejected, cache_path)
     rows: list[dict[str, Any]] = [
         {
             "qid": p.qid,
@@ -309,6 +310,20 @@ def _check_all_answered(pairs: list[Pair], waiting: int, cache_path: str) -> Non
             f"{waiting} of {len(pairs)} pooled pairs are unjudged: no reply came back for them (their batch is gone, "
             f"expired or its results were deleted); every grade received is kept in {cache_path}: rerun to resubmit "
             "only these, nothing graded is paid for twice"
+        )
+
+
+def _check_some_graded(
+    settings: JudgeSettings, pairs: list[Pair], accepted: dict[int, dict], rejected: Counter, cache_path: str
+) -> None:
+    """A pool where every reply was rejected means a judge that cannot answer (model, max_tokens,
+    prompt): the judged view would silently equal the strict one, so the stage stops instead."""
+    if pairs and not accepted and rejected:
+        reasons = ", ".join(f"{reason}: {n}" for reason, n in rejected.most_common())
+        raise InputError(
+            f"every reply of judge.provider {settings.provider} was rejected ({reasons}): no pooled pair "
+            f"of {len(pairs)} has a grade; check judge.model, judge.max_tokens and the prompt in {JUDGE_PROMPT}; "
+            f"the rejected replies are kept in {cache_path} and are not asked again at this judge.max_attempts"
         )
 
 
