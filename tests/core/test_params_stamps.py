@@ -21,7 +21,9 @@ def test_the_style_examples_stamp_hashes_an_unchanged_file_once(tmp_path, monkey
     examples = tmp_path / "examples.jsonl"
     examples.write_text('{"question": "How do I enable WAL?"}\n')
     hashed, digest = [], source_stamp.content_digest
-    monkeypatch.setattr(source_stamp, "content_digest", lambda root, listing: hashed.append(root) or digest(root, listing))
+    monkeypatch.setattr(
+        source_stamp, "content_digest", lambda root, listing: hashed.append(root) or digest(root, listing)
+    )
     first = source_stamp.style_examples_stamp("examples.jsonl", MEMO)
     assert source_stamp.style_examples_stamp("examples.jsonl", MEMO) == first and len(hashed) == 1
     examples.write_text('{"question": "What is a checkpoint?"}\n')
