@@ -16,6 +16,7 @@ from retrieval_bench.core.question_sets import ALL
 from retrieval_bench.core.revisions import git_show, resolve_revision
 from retrieval_bench.corpus.source_stamp import edited_since_stamped
 from retrieval_bench.evaluation.certificate.certify import certificate_summary
+from retrieval_bench.evaluation.compare.runs import stale_params_warning
 from retrieval_bench.evaluation.panel.leaderboard import left_out_lines, set_title
 from retrieval_bench.evaluation.panel.reviewed import show_lines
 from retrieval_bench.evaluation.panel.reweighted import headline_entry, weights_text
@@ -210,6 +211,13 @@ def _edited_source(cwd: Path) -> str | None:
     )
 
 
+def _stale_params(cwd: Path) -> str | None:
+    """A warning when params.yaml was edited since the run (a system added, a method changed): the
+    figures below are the last run's (compare says the same)."""
+    stale = stale_params_warning(cwd)
+    return f"warning: {stale}" if stale else None
+
+
 def run(args: argparse.Namespace) -> int:
     cwd = Path.cwd()
     current = paths.metrics_of(args.system)
@@ -223,21 +231,29 @@ def run(args: argparse.Namespace) -> int:
     against = "HEAD" if args.against is None else resolve_revision(args.against, cwd)
     shown = (committed(path, against, cwd) for path in paths.at_revision(paths.metrics_of, args.system))
     before = next((metrics_then for metrics_then in shown if metrics_then is not None), None)
-    edited = _edited_source(cwd)
-    if edited:
-        print(edited)
+    edited = "\n".join(filter(None, (_edited_source(cwd), _stale_params(cwd))))
     decision = cwd / paths.DECISION
-    for line in decision_lines(decision.read_text(encoding="utf-8") if decision.is_file() else ""):
-        print(line)
-    print(render(metrics, before, health, args.against or against), end="")
     board, cert = (
         read_report(cwd / path) if (cwd / path).is_file() else {} for path in (paths.LEADERBOARD, paths.CERTIFICATE)
     )
-    for line in leaderboard_lines(board):
-        print(line)
-    if board.get("systems"):
-        for line in certificate_summary(cert):
-            print(line)
-    for line in show_lines(board["reviews"]) if "reviews" in board else []:  # people's reviews and PPI
-        print(line)
+    # Each report read as this version writes it; one of another shape (edited, or written by
+    # another version) is one line naming it, before anything is printed, not a traceback midway.
+    lines, reading = [edited] if edited else [], paths.DECISION
+    try:
+        lines += decision_lines(decision.read_text(encoding="utf-8") if decision.is_file() else "")
+        reading = f"{current} or {paths.GOLDENSET_REPORT}"
+        lines += render(metrics, before, health, args.against or against).splitlines()
+        reading = paths.LEADERBOARD
+        lines += leaderboard_lines(board)
+        if board.get("systems"):
+            reading = paths.CERTIFICATE
+            lines += certificate_summary(cert)
+        reading = paths.LEADERBOARD
+        lines += show_lines(board["reviews"]) if "reviews" in board else []  # people's reviews and PPI
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as error:
+        raise InputError(
+            f"{reading}: not a report as this version writes it ({type(error).__name__}: {error}); rerun `dvc repro`"
+        ) from None
+    if lines:
+        print("\n".join(lines))
     return 0

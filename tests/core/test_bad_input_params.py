@@ -197,7 +197,9 @@ CASES = [
         id="panel-nprobe",
     ),
     pytest.param(panel("x", bm25={"stemmer": "porter"}), ["panel.x.bm25.stemmer must be one of"], id="panel-stemmer"),
-    pytest.param(panel("x", rrf_k=-1), ["panel.x.rrf_k must be >= 0"], id="panel-rrf-k"),
+    pytest.param(panel("x", rrf_k=-1), ["panel.x.rrf_k must be from 0 to 1,000,000, got -1"], id="panel-rrf-k"),
+    # accepted, then an OverflowError in retrieve (10**23), or every fused score one float (10**16)
+    pytest.param(panel("x", rrf_k=10**16), ["panel.x.rrf_k must be from 0 to 1,000,000"], id="panel-rrf-k-huge"),
     pytest.param(
         dumped(**{"retrieval.device": "gpu"}),
         ["retrieval.device must be cpu, cuda, cuda:N or auto, got 'gpu'"],
@@ -280,13 +282,42 @@ CASES = [
     ),
     pytest.param(
         dumped(**{"retrieval.weights": {"dense": -1, "bm25": 1}}),
-        ["retrieval.weights must be finite numbers >= 0, not both 0"],
+        ["retrieval.weights must be finite numbers >= 0 with a finite sum, not both 0"],
         id="weight-negative",
     ),
     pytest.param(
         panel("h", method="hybrid", fusion="weighted", weights={"dense": 0, "bm25": 0}),
-        ["panel.h.weights must be finite numbers >= 0, not both 0"],
+        ["panel.h.weights must be finite numbers >= 0 with a finite sum, not both 0"],
         id="weights-both-zero",
+    ),
+    # each finite, their sum not: the best chunks' fused scores were inf, and the run dropped them
+    pytest.param(
+        dumped(**{"retrieval.weights": {"dense": 1e308, "bm25": 1e308}}),
+        ["retrieval.weights must be finite numbers >= 0 with a finite sum"],
+        id="weights-sum-overflows",
+    ),
+    # no upper bound: a finished batch was polled a billion seconds later (a hang)
+    pytest.param(
+        dumped(**{"generate.batch_poll_seconds": 10**9}),
+        ["generate.batch_poll_seconds must be seconds, more than 0 and at most 3600, got 1000000000"],
+        id="batch-poll-huge",
+    ),
+    pytest.param(
+        dumped(**{"judge.batch_poll_seconds": 0}),
+        ["judge.batch_poll_seconds must be seconds, more than 0"],
+        id="poll-0",
+    ),
+    # an OverflowError in score (int64)
+    pytest.param(
+        dumped(**{"score.budgets": [2000, 10**23]}),
+        ["score.budgets must be a list of distinct positive integers up to 1,000,000,000,000 or []"],
+        id="budget-huge",
+    ),
+    # a bar the MinHash search cannot serve: most near-duplicates missed without a word
+    pytest.param(
+        dumped(**{"load.duplicates.min_jaccard": 0.05}),
+        ["load.duplicates.min_jaccard must be at least 0.103 (below it the MinHash search"],
+        id="min-jaccard-below-the-search",
     ),
     pytest.param(dumped(**{"costs.rounds": 10**9}), ["costs.rounds must be between 1 and 1000"], id="rounds-huge"),
     pytest.param(

@@ -291,3 +291,31 @@ def test_pairs_just_above_the_threshold_are_found_as_lsh_promises():
     found = find_duplicates(chunks)
     pairs_found = found["group"].nunique()
     assert pairs_found >= 196 and len(found) == 2 * pairs_found
+
+
+@pytest.fixture(scope="module")
+def sample_similarities():
+    """The sample's 800/100 chunks and the Jaccard similarity of every pair above 0.25, compared one by one."""
+    import itertools
+
+    chunks = chunk_documents(read_documents_folder(SAMPLE), 800, 100)
+    sets = [shingles(normalise(text)) for text in chunks["text"]]
+    similar = {}
+    for i, j in itertools.combinations(range(len(sets)), 2):
+        if sets[i] and sets[j] and len(sets[i] & sets[j]) * 4 > min(len(sets[i]), len(sets[j])):  # J > 0.25 needs it
+            if (found := jaccard(sets[i], sets[j])) > 0.25:
+                similar[i, j] = found
+    return chunks, similar
+
+
+@pytest.mark.parametrize("min_jaccard", [0.3, 0.5, 0.75])
+def test_a_lower_min_jaccard_finds_the_pairs_comparing_every_pair_finds(sample_similarities, min_jaccard):
+    """Bands of 4 rows, tuned for 0.8, proposed a pair at 0.1 with probability 0.002: at 0.1 the
+    sample's windows had 114 chunks in pairs and 12 were found. The banding now follows the bar."""
+    from retrieval_bench.corpus.duplicates import banding
+
+    chunks, similar = sample_similarities
+    expected = {chunks["chunk_id"][k] for pair, found in similar.items() if found >= min_jaccard for k in pair}
+    assert expected and set(find_duplicates(chunks, True, min_jaccard)["chunk_id"]) == expected
+    bands, rows = banding(min_jaccard)
+    assert 1 - (1 - min_jaccard**rows) ** bands >= 0.999 and banding(0.8) == (16, 4)  # the default: as before

@@ -264,9 +264,31 @@ def test_a_judged_query_with_a_blank_text_is_refused_not_scored(tmp_path):
     rows = [json.loads(line) for line in (folder / "queries.jsonl").read_text().splitlines()]
     rows[2]["text"] = "   "
     write_jsonl(folder / "queries.jsonl", rows)
-    with pytest.raises(InputError, match=r"test.tsv: 1 judged queries have a blank text in the queries file, e.g. q3"):
+    with pytest.raises(
+        InputError, match=r"test.tsv: 1 judged queries have a blank text .* in the queries file, e.g. 'q3'"
+    ):
+        load_corpus(folder)
+    rows[2]["text"] = "\u200b\u2060"  # only invisible characters, which str.strip() keeps
+    write_jsonl(folder / "queries.jsonl", rows)
+    with pytest.raises(
+        InputError, match=r"test.tsv: 1 judged queries have a blank text .* in the queries file, e.g. 'q3'"
+    ):
         load_corpus(folder)
     rows[2]["text"] = "unjudged"
     rows[1]["text"] = ""  # q2 is not judged: its text is never used
     write_jsonl(folder / "queries.jsonl", rows)
     assert [label["qid"] for label in load_corpus(folder).labels] == ["q1", "q3"]
+
+
+@pytest.mark.parametrize("qid", [" q2", "q2 ", "q\u00072"])
+def test_a_judged_query_id_a_tsv_or_trec_line_cannot_hold_whole_is_refused(tmp_path, qid):
+    """A leading space or a control character in a real query's id passed into the golden set (an
+    imported set's were refused): a TREC run or qrels line splits or strips it."""
+    folder = make_beir(tmp_path / "beir", ["q1\td1\t1"])
+    rows = [json.loads(line) for line in (folder / "queries.jsonl").read_text().splitlines()]
+    rows.append({"_id": qid, "text": "dog ancestors"})
+    write_jsonl(folder / "queries.jsonl", rows)
+    (folder / "qrels" / "test.tsv").write_text(f"q1\td1\t1\n{qid}\td2\t1\n")
+    with pytest.raises(InputError) as refused:
+        load_corpus(folder)
+    assert "\n" not in str(refused.value) and "'query id' must be a non-empty text" in str(refused.value)

@@ -220,3 +220,48 @@ def test_a_parquet_of_chunks_is_read_for_the_columns_used_only(tmp_path, monkeyp
     assert asked == [["id", "text"]]
     with pytest.raises(InputError, match=r"no column 'body'; columns found: id, text, vector"):
         read_ready_chunks(path, "id", "body")
+
+
+def test_a_stray_quote_in_a_csv_of_chunks_is_one_line_naming_its_row_not_chunks_lost(tmp_path):
+    """A quote never closed swallowed every later row into one chunk's text: 3 chunks of 100, exit 0."""
+    rows = [f"{i},chunk {i} about topic {i}" for i in range(1, 101)]
+    rows[2] = '3,"5 inch drives were common'
+    (tmp_path / "t.csv").write_text("id,text\n" + "\n".join(rows) + "\n")
+    with pytest.raises(InputError) as raised:
+        read_ready_chunks(tmp_path / "t.csv", "id", "text")
+    assert str(raised.value) == (
+        f"{tmp_path / 't.csv'}:4: a quoted field opened on this row is never closed: a stray quote? Inside a field "
+        "write a quote twice, and quote that field"
+    )
+    (tmp_path / "after.csv").write_text('id,text\nc1,"quoted" then more\nc2,two\n')
+    with pytest.raises(InputError, match=r"after\.csv:2: a quote in this row breaks its fields \("):
+        read_ready_chunks(tmp_path / "after.csv", "id", "text")
+    (tmp_path / "fine.csv").write_text('id,text\nc1,"a ""quoted"" word, and\na line break"\nc2,say "hi" inside\n')
+    chunks = read_ready_chunks(tmp_path / "fine.csv", "id", "text")
+    assert chunks["text"].tolist() == ['a "quoted" word, and\na line break', 'say "hi" inside']
+
+
+def test_a_subfolder_that_cannot_be_listed_is_an_error_not_documents_lost(tmp_path, monkeypatch):
+    """Path.rglob skips a folder it may not list: its documents were left out of the corpus and of
+    load.source's stamp without a word, exit 0. (The denial is simulated: tests may run as root.)"""
+    from retrieval_bench.core.errors import describe_os_error
+    from retrieval_bench.corpus.documents import read_documents_folder
+    from retrieval_bench.corpus.source_stamp import content_digest
+
+    (tmp_path / "docs" / "open").mkdir(parents=True)
+    (tmp_path / "docs" / "secret").mkdir()
+    (tmp_path / "docs" / "open" / "a.md").write_text("Apples.")
+    (tmp_path / "docs" / "secret" / "b.md").write_text("Pears.")
+    assert read_documents_folder(tmp_path / "docs")["doc_id"].tolist() == ["open/a.md", "secret/b.md"]
+    secret, scandir = str(tmp_path / "docs" / "secret"), os.scandir
+
+    def denied(path="."):
+        if os.fspath(path) == secret:
+            raise PermissionError(13, "Permission denied", secret)
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", denied)
+    for read in (read_documents_folder, content_digest):
+        with pytest.raises(PermissionError) as raised:
+            read(tmp_path / "docs")
+        assert describe_os_error(raised.value) == f"Permission denied ({secret})"

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import set_params
+from conftest import ROOT, set_params
 from stage_helpers import stage_in_process
 from store_helpers import unit
 
@@ -379,8 +379,39 @@ def test_a_folder_that_is_no_model_and_positions_beyond_the_model_are_one_line_n
         transformers_logging.enable_progress_bar()
     model = model_source.resolve_model(DEFAULTS["embed"]["model"])
     long = EmbedSettings.from_params({**DEFAULTS["embed"], "max_seq_length": 2048}, "embedders.e5.model")
-    with pytest.raises(InputError, match=r"^embedders\.e5\.max_seq_length 2048 is beyond the model's 512 positions"):
+    with pytest.raises(InputError, match=r"^embed\.max_seq_length 2048 is beyond the model's 512 positions"):
         load_encoder(model, "x", long)
+
+
+def test_an_embedders_own_setting_is_named_by_its_own_key(tmp_path):
+    """An embedder keeping the base model but setting max_seq_length (or precision) of its own was
+    told of `embed.max_seq_length`, which the user had not touched."""
+    import yaml
+
+    from retrieval_bench.core.errors import InputError
+    from retrieval_bench.core.params import load_all_params
+    from retrieval_bench.core.params_schema import DEFAULTS
+    from retrieval_bench.embedding import model_source
+    from retrieval_bench.embedding.backends import load_encoder
+    from retrieval_bench.embedding.settings import EmbedSettings
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["embedders"]["long"] = {"max_seq_length": 2048}
+    params["embedders"]["half"] = {"precision": "fp16"}
+    params["embed"]["device"] = "cpu"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    checked = load_all_params(tmp_path / "params.yaml")
+    long, half = (EmbedSettings.of_embedder(checked, name) for name in ("long", "half"))
+    assert (long.key("max_seq_length"), long.key("precision"), long.model_key) == (
+        "embedders.long.max_seq_length",
+        "embed.precision",
+        "embed.model",
+    )
+    model = model_source.resolve_model(DEFAULTS["embed"]["model"])
+    with pytest.raises(InputError, match=r"^embedders\.long\.max_seq_length 2048 is beyond the model's 512 positions"):
+        load_encoder(model, "x", long)
+    with pytest.raises(InputError, match=r"^embedders\.half\.precision fp16 needs a GPU with embed\.backend torch"):
+        load_encoder(model, "x", half)
 
 
 def test_the_usable_positions_leave_out_a_padding_offset():

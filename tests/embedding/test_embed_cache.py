@@ -219,6 +219,13 @@ def test_the_prune_command_merges_shards_and_names_the_old_location_to_delete(tm
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3 and all("unchanged" in line for line in lines[:2])
     assert lines[2].startswith(f"{paths.LEGACY_EMBEDDING_CACHES[0]}: the embedding caches' 0.2.0 location")
+    # A golden-set row without its question: one line naming it, before any cache is touched (it
+    # was a KeyError once the corpus caches had been pruned).
+    with open(paths.GOLDENSET, "a") as golden:
+        golden.write(json.dumps({"qid": "x"}) + "\n")
+    with pytest.raises(InputError, match=rf"^{paths.GOLDENSET}:3: no question; expected a golden set"):
+        run_prune(args)
+    assert capsys.readouterr().out == ""
 
 
 def test_prune_waits_for_the_runs_using_the_cache_and_says_so(tmp_path, monkeypatch):

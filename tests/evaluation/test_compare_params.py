@@ -4,6 +4,7 @@ showed them, the tool printed only the revisions)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -85,6 +86,15 @@ def test_a_params_edit_not_yet_reproduced_is_named(tmp_path):
     text = (tmp_path / "params.yaml").read_text()
     (tmp_path / "params.yaml").write_text(text.replace("source: data/sample/sqlite", "source: data/other", 1))
     assert stale_workspace_params(tmp_path) == ["load.source"]
+    # a key added under a recorded section: bm25's figures would have been dense's, unwarned
+    (tmp_path / "params.yaml").write_text(
+        text.replace(
+            "  default: {chunking: default, embedder: default}",
+            "  default: {chunking: default, embedder: default, method: bm25}",
+            1,
+        )
+    )
+    assert stale_workspace_params(tmp_path) == ["panel.default.method"]
     (tmp_path / "dvc.lock").unlink()
     assert stale_workspace_params(tmp_path) == []  # nothing recorded: nothing to say
 
@@ -144,3 +154,31 @@ def test_a_branch_known_only_as_a_remote_branch_is_found(tmp_path):
     assert resolve_revision("main", clone) == head
     with pytest.raises(InputError, match="^nope: not a git revision or DVC experiment name$"):
         resolve_revision("nope", clone)
+
+
+def test_a_short_commit_id_two_commits_share_is_said_to_be_ambiguous(tmp_path):
+    """`compare 6b0a HEAD` where two commits start with 6b0a said "not a git revision"."""
+    import collections
+
+    from retrieval_bench.core.errors import InputError
+    from retrieval_bench.core.revisions import resolve_revision
+
+    git("init", "-q", str(tmp_path), cwd=tmp_path)
+    tree = git("write-tree", cwd=tmp_path).stdout.strip()
+    stamp = "2020-01-01T00:00:00 +0000"
+    env = {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    commits: list[str] = []
+    while not (shared := [p for p, n in collections.Counter(c[:4] for c in commits).items() if n > 1]):
+        made = subprocess.run(  # fixed names and dates: the same commits, so the same pair, every time
+            ["git", "commit-tree", tree, "-m", f"c{len(commits)}"],
+            cwd=tmp_path,
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        commits.append(made.stdout.strip())
+    with pytest.raises(InputError, match=f"^{shared[0]}: ambiguous, more than one commit starts with it; give more"):
+        resolve_revision(shared[0], tmp_path)
+    assert resolve_revision(commits[-1][:12], tmp_path) == commits[-1]

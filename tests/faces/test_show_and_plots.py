@@ -310,3 +310,51 @@ def test_show_warns_when_the_corpus_changed_since_the_last_run_stamped_it(tmp_pa
     out = capsys.readouterr().out
     assert out.startswith("warning: load.source corpus changed since the last run stamped it: these figures are")
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # show writes nothing, the memo included
+
+
+@pytest.mark.parametrize(
+    ("report", "content", "named"),
+    [
+        (
+            "metrics/panel/default/metrics.json",
+            {"mrr": 0.5, "by_kind": {"single": 3}},
+            "metrics/panel/default/metrics.json or",
+        ),
+        ("metrics/leaderboard.json", {"systems": ["x"]}, "metrics/leaderboard.json: not a report"),
+        ("metrics/goldenset.json", {"kind_classifier": {"x": 1}}, "or metrics/goldenset.json: not a report"),
+    ],
+)
+def test_show_names_a_report_of_another_shape_in_one_line_before_printing_anything(
+    tmp_path, monkeypatch, capsys, report, content, named
+):
+    """Well-formed JSON of another shape (edited by hand, or another version's) was a traceback
+    after half the report had been printed."""
+    from retrieval_bench.cli import main
+
+    for name in ("metrics/panel/default/metrics.json", "metrics/leaderboard.json", "metrics/goldenset.json"):
+        shutil.copy(ROOT / name, (tmp_path / name).parent.mkdir(parents=True, exist_ok=True) or tmp_path / name)
+    (tmp_path / report).write_text(json.dumps(content))
+    monkeypatch.chdir(tmp_path)
+    assert main(["show"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured
+    assert captured.err.startswith("error: ") and named in captured.err and "rerun `dvc repro`" in captured.err
+
+
+def test_show_warns_when_params_changed_since_the_run(tmp_path, monkeypatch, capsys):
+    """A system's method edited (or a system added) and not reproduced: show printed the last run's
+    figures as this run's, with no word (compare warned)."""
+    from retrieval_bench.cli import main
+
+    for name in ("params.yaml", "dvc.lock", "dvc.yaml", "metrics/panel/default/metrics.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    assert main(["show"]) == 0 and "not computed with params.yaml" not in capsys.readouterr().out
+    params = tmp_path / "params.yaml"
+    default = "  default: {chunking: default, embedder: default}"
+    params.write_text(params.read_text().replace(default, default[:-1] + ", method: bm25}", 1))
+    assert main(["show"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("warning: the workspace's outputs were not computed with params.yaml as it is")
+    assert "panel.default.method" in first and "run `dvc repro` first" in first

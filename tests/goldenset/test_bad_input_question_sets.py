@@ -70,6 +70,34 @@ def test_a_ragas_csv_nested_deep_is_one_line_naming_row_and_field(tmp_path):
     assert refusal(path) == f"{path}:2: 'reference_contexts' must be a list of texts"
 
 
+def test_a_ragas_csv_with_a_stray_quote_or_an_extra_cell_is_one_line_not_a_lost_question(tmp_path):
+    """csv's lenient mode let a quote never closed run to the end of the file (the next questions
+    swallowed into one answer, exit 0), and DictReader put a cell beyond the header under None."""
+    context = json.dumps([WAL_ADVANTAGE])
+    cell = '"' + context.replace('"', '""') + '"'  # as a CSV writer quotes it
+    head = "user_input,reference_contexts,reference\n"
+    stray = tmp_path / "stray.csv"
+    stray.write_text(
+        head + f"Does WAL block?,{cell},yes\n"
+        f'What about disks?,{cell},"12 inch disks, mostly\n'
+        f"Do readers wait?,{cell},no\n"
+    )
+    assert (
+        refusal(stray)
+        == f"{stray}:3: a quote in this row breaks its fields (',' expected after '\"'): a stray quote? Inside a field "
+        "write a quote twice, and quote that field"
+    )
+    extra = tmp_path / "extra.csv"
+    extra.write_text(head + f"Does WAL block?,{cell},yes, mostly\n")
+    assert (
+        refusal(extra) == f"{extra}:2: 4 fields where the header names 3: an unquoted comma in a text? Quote the field"
+    )
+    short = write_csv(
+        tmp_path / "short.csv", [["user_input", "reference_contexts", "reference"], ["Does WAL block?", context]]
+    )
+    assert [r["evidence"] for r in read_question_set(short)[1]] == [[WAL_ADVANTAGE]]  # a missing last cell: as before
+
+
 def test_a_ragas_csv_context_over_128_kb_is_read(tmp_path):
     """A valid context longer than the csv module's default field limit was refused as no CSV row."""
     context = "WAL mode lets readers proceed while a writer appends. " * 3_000  # 162 KB

@@ -138,3 +138,25 @@ def test_a_system_in_params_not_yet_scored_is_told_to_run_dvc(workdir, capsys):
     (workdir / "params.yaml").write_text(yaml.safe_dump({"panel": panel}))
     said = "panel system 'dense-d20' is in params.yaml but not scored yet: run `dvc repro`"
     assert said in one_error(capsys, ["show", "--system", "dense-d20"])
+
+
+def test_an_output_naming_an_input_is_refused_before_anything_is_read_or_written(workdir, capsys):
+    """`gauge Q --out Q` replaced the question set (and `--out` a DVC-tracked chunk table) with its
+    CSV, and `export-questions data/goldenset.jsonl` the golden set with bare questions; exit 0."""
+    questions = workdir / "q.jsonl"
+    questions.write_bytes(HANDWRITTEN.read_bytes())
+    chunks = workdir / "data" / "chunkings" / "default" / "chunks.parquet"
+    before = {path: path.read_bytes() for path in (questions, chunks)}
+    for out, named in (
+        (questions, "FILE"),
+        (chunks, "--chunks"),
+        (Path("data/./chunkings/default/chunks.parquet"), "--chunks"),
+    ):
+        err = one_error(capsys, ["gauge", str(questions), "--out", str(out)])
+        assert f"--out {out}: the file {named} reads; write the output to another path" in err
+    golden = workdir / "golden.jsonl"
+    golden.write_text(json.dumps({"qid": "q1", "question": "Does WAL block readers?"}) + "\n")
+    before[golden] = golden.read_bytes()
+    err = one_error(capsys, ["export-questions", "golden.jsonl", "--goldenset", str(golden)])
+    assert "OUT golden.jsonl: the file --goldenset reads" in err
+    assert {path: path.read_bytes() for path in before} == before

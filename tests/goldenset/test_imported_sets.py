@@ -138,6 +138,7 @@ def test_every_format_is_a_named_set_with_its_provenance_and_takes_no_budget(pro
         "other_corpus": 0,
         "not_located": 0,
         "relevant_elsewhere": 1,  # not-here.md, judged relevant, is no document of this corpus
+        "no_relevant": 0,
         "duplicate_questions_dropped": 0,
     }
     assert {name: entry["format"] for name, entry in report["imported"].items()} == {
@@ -308,8 +309,18 @@ def test_an_imported_beir_sets_lost_judgements_are_an_error_or_counted(tmp_path)
     (beir / "qrels" / "test.tsv").write_text("1\twal.md\t1\n1\tgone.md\t1\n1\tgone2.md\t0\n")
     rows, counts = judged_rows(read_beir(beir, "test"), {"wal.md": "WAL text"})
     assert len(rows) == 1 and rows[0]["relevant"] == {"wal.md": 1}
-    assert counts == {"other_corpus": 0, "not_located": 0, "relevant_elsewhere": 1}  # gone2.md is graded 0
+    assert counts == {"other_corpus": 0, "not_located": 0, "relevant_elsewhere": 1, "no_relevant": 0}  # gone2.md: 0
     line = found_line("logs", rows, {**counts, "duplicate_questions_dropped": 0})
     assert line.endswith(
         "; 1 relevant documents of the questions kept are not in this corpus (dropped from their judgements)"
     )
+    # Judged, nothing relevant (every grade 0 or below, the documents in this corpus): not "for
+    # documents it lacks", as the error and the count line said.
+    (beir / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": str(i), "text": f"Question {i}?"}) + "\n" for i in (1, 2, 3))
+    )
+    (beir / "qrels" / "test.tsv").write_text("1\twal.md\t0\n2\twal.md\t-1\n2\tfaq.md\t0\n3\tgone.md\t1\n")
+    rows, counts = judged_rows(read_beir(beir, "test"), {"wal.md": "WAL text", "faq.md": "FAQ text"})
+    assert rows == [] and counts["no_relevant"] == 2 and counts["other_corpus"] == 1
+    line = found_line("logs", rows, {**counts, "duplicate_questions_dropped": 0})
+    assert "1 are for documents not in this corpus, 0 could not be located, 2 have no judgement above grade 0" in line

@@ -407,3 +407,49 @@ def read_text_lines(path: str | Path) -> Iterator[str]:
                 yield raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
             except UnicodeDecodeError:
                 raise InputError(f"{path}:{line_number}: not UTF-8 text") from None
+
+
+def csv_rows(path: str | Path) -> Iterator[tuple[int, list[str]]]:
+    """(the line a row starts on, its fields) of each row of a CSV file, read strictly: csv's
+    lenient mode let a stray quote open a field that ran to the end of the file, every later row
+    swallowed into one text without a word. Such a quote, or text after a closing quote, is an
+    InputError naming the line its row starts on."""
+    reader = csv.reader(read_text_lines(path), strict=True)
+    start = 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            what = (
+                "a quoted field opened on this row is never closed"
+                if "unexpected end of data" in str(error)
+                else f"a quote in this row breaks its fields ({error})"
+            )
+            hint = "a stray quote? Inside a field write a quote twice, and quote that field"
+            raise InputError(f"{path}:{start}: {what}: {hint}") from None
+        yield start, row
+        start = reader.line_num + 1
+
+
+def _raise(error: OSError) -> None:
+    raise error
+
+
+def folder_entries(root: Path) -> list[Path]:
+    """Every entry below `root` as root.rglob("*") lists them (a link to a folder listed, not
+    followed), except that a folder that cannot be listed raises its OSError (a stage's one line:
+    "Permission denied (PATH)"): rglob skipped it, and the documents in it were lost unsaid."""
+    entries = []
+    for folder, folders, files in os.walk(root, onerror=_raise):
+        entries += [Path(folder, name) for name in (*folders, *files)]
+    return entries
+
+
+def check_not_an_input(out: str | Path, option: str, inputs: dict[str, str | Path]) -> None:
+    """A command's output `out` (named by `option`) is none of its inputs ({option: path}): the
+    write replaced the file it read (a golden set, a DVC-tracked chunk table) with its report."""
+    for name, path in inputs.items():
+        if os.path.realpath(out) == os.path.realpath(path):
+            raise InputError(f"{option} {out}: the file {name} reads; write the output to another path")

@@ -103,8 +103,11 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     ks, budgets = params["score"]["k"], params["score"]["budgets"]
     if not ks or not _distinct_positive(ks):
         raise InputError(f"{path}: score.k must be a non-empty list of distinct positive integers, got {ks!r}")
-    if not _distinct_positive(budgets):
-        raise InputError(f"{path}: score.budgets must be a list of distinct positive integers or [], got {budgets!r}")
+    if not _distinct_positive(budgets) or any(budget > MAX_BUDGET for budget in budgets):
+        raise InputError(
+            f"{path}: score.budgets must be a list of distinct positive integers up to {MAX_BUDGET:,} or [], "
+            f"got {budgets!r}"
+        )
     if not 0 < params["score"]["min_coverage"] <= 1:
         raise InputError(f"{path}: score.min_coverage must be in (0, 1], got {params['score']['min_coverage']!r}")
     for where in ("load.chunking", "generate.passages"):
@@ -130,6 +133,9 @@ def _check_values(params: dict[str, Any], path: Path) -> None:
     check_bounds(params["costs"], COSTS_BOUNDS, "costs", path)
 
 
+MAX_BUDGET = 10**12  # score.budgets: characters (or tokens) of context; an int64 holds each sum
+
+
 def _distinct_positive(values: list[Any]) -> bool:
     positive = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
     return positive and len(set(values)) == len(values)
@@ -143,9 +149,10 @@ LLM_BOUNDS = {"max_tokens": (1, 1_000_000), "max_attempts": (1, 100), "concurren
 def _check_generate(settings: dict[str, Any], section: str, path: Path) -> None:
     """The API settings of an LLM section (generate, or judge, which has the same keys)."""
     check_bounds(settings, LLM_BOUNDS, section, path)
-    if settings["batch_poll_seconds"] <= 0:
+    if not 0 < settings["batch_poll_seconds"] <= 3600:  # beyond an hour between polls a finished batch waits unread
         raise InputError(
-            f"{path}: {section}.batch_poll_seconds must be positive, got {settings['batch_poll_seconds']!r}"
+            f"{path}: {section}.batch_poll_seconds must be seconds, more than 0 and at most 3600, "
+            f"got {settings['batch_poll_seconds']!r}"
         )
     check_llm_requests(settings, section, path)
     _check_price(settings["price"], section, path)

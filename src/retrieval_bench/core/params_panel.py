@@ -16,6 +16,8 @@ from retrieval_bench.core.paths import DEFAULT as DEFAULT_SYSTEM
 from retrieval_bench.core.question_sets import RESERVED
 from retrieval_bench.core.store_address import check_retrieval_store
 
+MAX_RRF_K = 1_000_000  # retrieval.rrf_k: 60 is the usual; near 1e16 every fused score is one float
+
 
 def check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Path) -> None:
     """One retrieval settings (the retrieval section's, or a panel system's, `where` naming it);
@@ -28,18 +30,19 @@ def check_retrieval(retrieval: dict[str, Any], where: str, max_k: int, path: Pat
             f"{path}: score.k {max_k} is beyond {where}.depth {depth}: recall@{max_k} would count only "
             f"the run's {depth} chunks; raise {where}.depth to at least {max_k} or drop k {max_k}"
         )
-    if retrieval["rrf_k"] < 0:
-        raise InputError(f"{path}: {where}.rrf_k must be >= 0, got {retrieval['rrf_k']!r}")
+    if not 0 <= retrieval["rrf_k"] <= MAX_RRF_K:  # far beyond it every fused score ties (or overflows)
+        raise InputError(f"{path}: {where}.rrf_k must be from 0 to {MAX_RRF_K:,}, got {retrieval['rrf_k']!r}")
     if retrieval["fusion_depth"] <= 0:
         raise InputError(f"{path}: {where}.fusion_depth must be positive, got {retrieval['fusion_depth']!r}")
     weights = retrieval["weights"]
     if (
         not all(0 <= weights[name] < math.inf for name in ("dense", "bm25"))
-        or not weights["dense"] + weights["bm25"] > 0
+        or not 0 < weights["dense"] + weights["bm25"] < math.inf
     ):
-        # a negative weight ranks by the worst match; both 0 tie every chunk
+        # a negative weight ranks by the worst match; both 0 tie every chunk; a sum beyond floats
+        # made the best chunks' fused scores inf, and the run dropped them
         raise InputError(
-            f"{path}: {where}.weights must be finite numbers >= 0, not both 0, got {{dense: {weights['dense']!r}, "
+            f"{path}: {where}.weights must be finite numbers >= 0 with a finite sum, not both 0, got {{dense: {weights['dense']!r}, "
             f"bm25: {weights['bm25']!r}}}"
         )
     candidates = retrieval["rerank"]["candidates"]

@@ -302,6 +302,12 @@ def check_kinds(generate: dict[str, Any], path: Path) -> None:
         raise InputError(f"{path}: generate.kinds: the shares sum to {round(total, 12)}, not 1 ({{{listed}}})")
 
 
+# corpus.duplicates' MinHash search: its hashes, and the least probability with which it proposes a
+# pair at load.duplicates.min_jaccard; below MIN_JACCARD not even one row per band reaches it.
+NEAR_DUPLICATE_HASHES, NEAR_DUPLICATE_PROPOSED = 64, 0.999
+MIN_JACCARD = math.ceil((1 - (1 - NEAR_DUPLICATE_PROPOSED) ** (1 / NEAR_DUPLICATE_HASHES)) * 1000) / 1000  # 0.103
+
+
 def check_similarity_bars(params: dict[str, Any], path: Path) -> None:
     for where in ("load.duplicates.min_jaccard", "generate.near_duplicate_jaccard"):
         node: Any = params
@@ -309,6 +315,11 @@ def check_similarity_bars(params: dict[str, Any], path: Path) -> None:
             node = node[key]
         if not 0 < node <= 1:
             raise InputError(f"{path}: {where} must be in (0, 1], got {node!r}")
+    if params["load"]["duplicates"]["min_jaccard"] < MIN_JACCARD:
+        raise InputError(
+            f"{path}: load.duplicates.min_jaccard must be at least {MIN_JACCARD:.3f} (below it the MinHash search of "
+            f"near-duplicates cannot promise to find 99.9% of the pairs), got {params['load']['duplicates']['min_jaccard']!r}"
+        )
 
 
 def check_inside(target: str | None, where: str, path: Path) -> None:

@@ -57,6 +57,9 @@ def resolve_revision(rev: str, cwd: Path) -> str:
     if len(found_in) > 1:
         named = ", ".join(sorted(found_in.values()))
         raise InputError(f"{rev}: no local branch, and remote branches by that name differ ({named}): name one")
+    said = run_git(["rev-parse", "--verify", f"{rev}^{{commit}}"], cwd).stderr
+    if "is ambiguous" in said:  # a short commit id two commits start with: git says so, and lists them
+        raise InputError(f"{rev}: ambiguous, more than one commit starts with it; give more of its digits")
     raise InputError(f"{rev}: not a git revision or DVC experiment name")
 
 

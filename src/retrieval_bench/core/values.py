@@ -47,6 +47,21 @@ def checked_id(value: object, where: str, field: str) -> str:
     raise InputError(f"{where}: {field!r} must be a non-empty string (or an integer), got {got}")
 
 
+QID_RULE = (
+    "a non-empty text (or a whole number) of printable characters: no tab, line break or other control character, "
+    "no leading or trailing space"
+)
+
+
+def checked_qid(qid: object, where: str, field: str) -> str:
+    """A question id as text, of the form QID_RULE (a TSV, a TREC run or a qrels line holds it whole),
+    or an InputError naming `where` and `field`."""
+    text = str(qid) if isinstance(qid, (str, int)) and not isinstance(qid, bool) else ""
+    if not text or not text.isprintable() or text != text.strip():
+        raise InputError(f"{where}: {field!r} must be {QID_RULE}; got {quoted(qid)}")
+    return text
+
+
 def checked_text(value: object, where: str, field: str) -> str:
     """A text: a string (it may be empty; empty texts are dropped and counted later)."""
     if isinstance(value, str):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.files import folder_entries
 from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.corpus.html import html_text, parse_selectors
 
@@ -24,7 +25,7 @@ def read_documents_folder(
     page's text is what a reader sees, without the blocks `html_skip` selects (html_text). Files of
     other kinds are skipped, and said so in `notes` once, by extension."""
     skip = parse_selectors(html_skip) if html_skip.strip() else []
-    entries = list(folder.rglob("*"))
+    entries = folder_entries(folder)  # a folder it cannot list: an error, not documents lost
     files = sorted(p for p in entries if p.is_file())
     # not followed, never silently: linked folders (a loop would never end) and links to nothing
     unread = sorted(str(p.relative_to(folder)) for p in entries if p.is_symlink() and (p.is_dir() or not p.exists()))

@@ -10,10 +10,13 @@ duplicating a relevant one as relevant with the same grade.
   texts are exact duplicates.
 - Near-duplicates: each chunk is the set of its SHINGLE_WORDS-word shingles (word = letters and
   digits; a text shorter than that is one shingle). MinHash signatures (NUM_PERM hash functions,
-  banded BANDS x ROWS for locality-sensitive hashing) propose candidate pairs; every candidate's
-  exact Jaccard similarity of the shingle sets decides. With 16 bands of 4 rows, a pair at Jaccard
-  0.8 is proposed with probability > 0.999 (0.7: 0.988), so what is found is exact and what is
-  missed is vanishingly rare. Deterministic: the hash functions come from a fixed seed.
+  banded for locality-sensitive hashing) propose candidate pairs; every candidate's exact Jaccard
+  similarity of the shingle sets decides. The banding is the one of the fewest candidates that
+  proposes a pair at min_jaccard with probability >= PROPOSED (banding): 16 bands of 4 rows from
+  0.77 (the default 0.8: 0.9998), 32 of 2 from 0.45, 64 of 1 down to MIN_JACCARD (0.103), below
+  which 64 hashes cannot promise it (fixed bands of 4 rows missed 102 of 114 chunks in pairs at
+  0.1). What is found is exact and what is missed is rare.
+  Deterministic: the hash functions come from a fixed seed.
 
 Groups are the connected components of the duplicate pairs (so a near-duplicate of a
 near-duplicate is in the group too); the group id is the chunk id of its first member in table
@@ -33,9 +36,25 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
+from retrieval_bench.core.params_sections import MIN_JACCARD, NEAR_DUPLICATE_HASHES, NEAR_DUPLICATE_PROPOSED
+
 SHINGLE_WORDS = 5
-NUM_PERM = 64
-BANDS, ROWS = 16, 4  # BANDS * ROWS == NUM_PERM
+NUM_PERM, PROPOSED = NEAR_DUPLICATE_HASHES, NEAR_DUPLICATE_PROPOSED
+
+
+def banding(min_jaccard: float) -> tuple[int, int]:
+    """(bands, rows), bands x rows = NUM_PERM: the most rows per band (the fewest candidates to
+    compare) with which a pair of Jaccard similarity min_jaccard is proposed with probability at
+    least PROPOSED (1 - (1 - s^rows)^bands); a pair more alike is proposed more surely."""
+    for rows in (4, 2, 1):
+        bands = NUM_PERM // rows
+        if 1 - (1 - min_jaccard**rows) ** bands >= PROPOSED:
+            return bands, rows
+    raise ValueError(
+        f"min_jaccard {min_jaccard} is below {MIN_JACCARD:.3f}: no banding of {NUM_PERM} hashes finds its pairs"
+    )
+
+
 _WORD = re.compile(r"[^\W_]+")
 DUPLICATE_COLUMNS = ["chunk_id", "group", "kind", "similarity"]
 
@@ -80,12 +99,13 @@ def _signatures(sets: list[frozenset[str]]) -> np.ndarray:
     return signatures
 
 
-def _candidate_buckets(signatures: np.ndarray) -> Iterator[list[int]]:
+def _candidate_buckets(signatures: np.ndarray, min_jaccard: float) -> Iterator[list[int]]:
     """Each band's buckets of two or more rows (rows whose signatures agree on the band): the
     candidate near-duplicates, band by band, rows in order."""
-    for band in range(BANDS):
+    bands, rows = banding(min_jaccard)
+    for band in range(bands):
         buckets: dict[bytes, list[int]] = defaultdict(list)
-        block = np.ascontiguousarray(signatures[:, band * ROWS : (band + 1) * ROWS])
+        block = np.ascontiguousarray(signatures[:, band * rows : (band + 1) * rows])
         for row in range(len(block)):
             buckets[block[row].tobytes()].append(row)
         yield from (members for members in buckets.values() if len(members) > 1)
@@ -128,7 +148,7 @@ def find_duplicates(chunks: pd.DataFrame, near: bool = True, min_jaccard: float 
         worded = [(i, found) for i in sorted(first_with_text.values()) if (found := shingles(texts[i]))]
         distinct, sets = [i for i, _ in worded], [found for _, found in worded]
         below: set[tuple[int, int]] = set()  # pairs compared and found apart: not compared again in another band
-        for members in _candidate_buckets(_signatures(sets)):
+        for members in _candidate_buckets(_signatures(sets), min_jaccard):
             in_table = [distinct[x] for x in members]
             for position, x in enumerate(members):
                 # a pair already in one group is not compared: a bucket of 3,000 templated pages

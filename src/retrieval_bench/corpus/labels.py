@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.errors import InputError, quoted
 from retrieval_bench.core.relevance import with_label_spans
+from retrieval_bench.core.values import checked_qid, visible
 
 
 def build_labels(
@@ -30,11 +31,13 @@ def build_labels(
         raise InputError(
             f"{qrels_path}: {len(no_text)} judged queries have no text in the queries file, e.g. {', '.join(no_text[:5])}"
         )
-    blank = [q for q in relevant if not queries[q].strip()]
-    if blank:  # an empty question would be embedded and scored: a 0 on every metric, silently
+    for query_id in relevant:  # as an imported set's: a TSV or TREC line must hold it whole
+        checked_qid(query_id, f"{qrels_path}: judged query {quoted(query_id)}", "query id")
+    blank = [q for q in relevant if not visible(queries[q])]
+    if blank:  # an empty question (or one of invisible characters) would be embedded and scored: a 0 on every metric
         raise InputError(
-            f"{qrels_path}: {len(blank)} judged queries have a blank text in the queries file, e.g. "
-            f"{', '.join(blank[:5])}; each judged query needs its question"
+            f"{qrels_path}: {len(blank)} judged queries have a blank text (or only invisible characters) in the "
+            f"queries file, e.g. {', '.join(quoted(q) for q in blank[:5])}; each judged query needs its question"
         )
     notes = []
     missing = {q: sorted(c for c in grades if c not in chunk_ids) for q, grades in relevant.items()}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import re
 from collections.abc import Mapping
@@ -14,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from retrieval_bench.core.errors import InputError, json_kind, quoted
-from retrieval_bench.core.files import check_regular, numbered_jsonl, read_text_lines
+from retrieval_bench.core.files import check_regular, csv_rows, numbered_jsonl, read_text_lines
 from retrieval_bench.core.params import from_section
 from retrieval_bench.core.params_schema import DEFAULTS
 from retrieval_bench.core.values import checked_id, checked_text
@@ -118,9 +117,8 @@ def _read_csv(path: Path, read: tuple[str, ...]) -> tuple[list[str], dict[str, l
     empty trailing columns)."""
     rows = []
     try:
-        reader = csv.reader(read_text_lines(path))  # not UTF-8: an error naming the line
         header: list[str] = []
-        for row in reader:
+        for line, row in csv_rows(path):  # not UTF-8, or a stray quote: an error naming the line
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
             if not header:
@@ -131,12 +129,10 @@ def _read_csv(path: Path, read: tuple[str, ...]) -> tuple[list[str], dict[str, l
                     if len(row) > len(header)
                     else "a text with an unquoted line break? Quote the field"
                 )
-                raise InputError(
-                    f"{path}:{reader.line_num}: {len(row)} fields where the header names {len(header)}: {hint}"
-                )
+                raise InputError(f"{path}:{line}: {len(row)} fields where the header names {len(header)}: {hint}")
             else:
                 rows.append(row)
-    except (OSError, csv.Error) as error:
+    except OSError as error:
         raise InputError(f"{path}: cannot read csv ({error})") from None
     if not header:
         raise InputError(f"{path}: empty; a CSV of chunks needs a header row naming its columns")

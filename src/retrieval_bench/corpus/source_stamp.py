@@ -31,7 +31,7 @@ from typing import Any
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.files import check_regular, hash_file, write_json
+from retrieval_bench.core.files import check_regular, folder_entries, hash_file, write_json
 from retrieval_bench.core.params_panel import external_inputs, method_settings, settings_key
 from retrieval_bench.core.store_address import is_store_address, parse_address
 from retrieval_bench.embedding.model_source import model_files
@@ -41,7 +41,7 @@ def _files(root: Path) -> list[Path]:
     """Every file of `root` (a folder) or root itself; not Python's bytecode, which an import writes."""
     if not root.is_dir():
         return [root]
-    return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.relative_to(root).parts)
+    return sorted(p for p in folder_entries(root) if p.is_file() and "__pycache__" not in p.relative_to(root).parts)
 
 
 def _relative(path: Path, root: Path) -> str:

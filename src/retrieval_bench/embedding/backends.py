@@ -99,7 +99,7 @@ def warn_without_bf16(settings: EmbedSettings, device: str) -> None:
         return
     emulated = "OpenVINO computes in fp32: the fp32 vectors" if settings.backend == "openvino" else "torch emulates it"
     print(
-        f"embed: warning: embed.precision bf16, but this CPU has no native bf16 (no {'/'.join(sorted(BF16_FLAGS))} flag in "
+        f"embed: warning: {settings.key('precision')} bf16, but this CPU has no native bf16 (no {'/'.join(sorted(BF16_FLAGS))} flag in "
         f"{CPUINFO}): {emulated}, with no speed-up over fp32",
         file=sys.stderr,
     )
@@ -155,20 +155,22 @@ def load_encoder(model_path: str, fingerprint: str, settings: EmbedSettings, log
     backend, precision, quantize = settings.backend, settings.precision, settings.quantize
     device = resolve_device(settings.device) if backend == "torch" else "cpu"
     if backend == "torch" and precision == "fp16" and device == "cpu":
-        raise InputError("embed.precision fp16 needs a GPU with embed.backend torch (none found); use bf16 on the CPU")
+        raise InputError(
+            f"{settings.key('precision')} fp16 needs a GPU with {settings.key('backend')} torch (none found); "
+            "use bf16 on the CPU"
+        )
     warn_without_bf16(settings, device)
     try:
         with loading(settings.model_key, model_path):
             st = SentenceTransformer(model_path, device=device, local_files_only=True)
     except (RuntimeError, AssertionError) as error:
-        raise InputError(f"embed.device {device!r}: {first_line(error)}") from None
+        raise InputError(f"{settings.key('device')} {device!r}: {first_line(error)}") from None
     if settings.max_seq_length:
         # Beyond the model's positions the forward pass fails mid-stage, on the first long chunk only.
         limit = usable_positions(getattr(st[0], "auto_model", None))
         if limit is not None and settings.max_seq_length > limit:
-            section = settings.model_key.rpartition(".")[0]
             raise InputError(
-                f"{section}.max_seq_length {settings.max_seq_length} is beyond the model's {limit} positions "
+                f"{settings.key('max_seq_length')} {settings.max_seq_length} is beyond the model's {limit} positions "
                 f"({model_path}); use {limit} or less, or null (the model's own)"
             )
         st.max_seq_length = settings.max_seq_length

@@ -17,7 +17,7 @@ import pandas as pd
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.files import read_jsonl
+from retrieval_bench.core.files import numbered_jsonl
 from retrieval_bench.core.params import load_all_params
 from retrieval_bench.embedding.embed import cache_keys, embedding_dimension
 from retrieval_bench.embedding.embedding_cache import in_project, prune
@@ -38,7 +38,12 @@ def _chunk_texts(source: str) -> list[str]:
 
 
 def _questions(source: str) -> list[str]:
-    return [row["question"] for row in read_jsonl(source)]
+    texts = []
+    for line, row in numbered_jsonl(source):
+        if not isinstance(row.get("question"), str):
+            raise InputError(f"{source}:{line}: no question; expected a golden set as generate_goldenset writes it")
+        texts.append(row["question"])
+    return texts
 
 
 def _texts(source: str, read: Callable[[str], list[str]]) -> list[str]:
@@ -62,8 +67,9 @@ def run_prune(args: argparse.Namespace) -> int:
         for embedder in sorted({embedder for _, embedder in pairs})
     ]
     models: dict[str, tuple[EmbedSettings, str, int]] = {}  # embedder -> settings, fingerprint, dimension
-    texts: dict[str, list[str]] = {}  # source -> its texts, each file read once
-    for relative, source, read, prompt_of, embedder in caches:
+    # every source read (each once) before any cache is pruned: a bad one stops prune with nothing dropped
+    texts = {source: _texts(source, read) for relative, source, read, _, _ in caches if in_project(relative).is_dir()}
+    for relative, source, _, prompt_of, embedder in caches:
         folder = in_project(relative)
         if not folder.is_dir():
             print(f"{folder}: no cache")
@@ -73,8 +79,6 @@ def run_prune(args: argparse.Namespace) -> int:
             model_path = resolve_model(settings.model, settings.model_key)
             models[embedder] = (settings, model_fingerprint(model_path), embedding_dimension(model_path))
         settings, fingerprint, dim = models[embedder]
-        if source not in texts:
-            texts[source] = _texts(source, read)
         keep = set(cache_keys(texts[source], settings, prompt_of(settings), fingerprint))
         print(prune(folder, keep, dry_run=args.dry_run, dim=dim).line(args.dry_run))
     root = in_project(paths.EMBEDDING_CACHE)

@@ -5,6 +5,7 @@ params key that named its model."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,14 +48,25 @@ class EmbedSettings:
     ray: RaySettings
     corpus_vectors: str  # embed | stored
     model_key: str = "embed.model"
+    own_keys: tuple[tuple[str, str], ...] = ()  # (setting, embedders.NAME.setting) where an embedder sets its own
 
     @classmethod
     def from_params(cls, section: Mapping[str, Any], model_key: str = "embed.model") -> EmbedSettings:
         """From a validated embed section, or an embedder's merged settings (`model_key`: its model's key)."""
-        return from_section(cls, section, ray=RaySettings.from_params(section["ray"]), model_key=model_key)
+        return from_section(cls, section, ray=RaySettings.from_params(section["ray"]), model_key=model_key, own_keys=())
 
     @classmethod
     def of_embedder(cls, params: dict[str, Any], embedder: str) -> EmbedSettings:
-        """Embedder `embedder` of the checked params (load_all_params), a stage's argument: its model
-        key is embedders.NAME.model where it sets a model of its own, else embed.model."""
-        return cls.from_params(named(params, "embedders", embedder), embedder_key(params, embedder, "model"))
+        """Embedder `embedder` of the checked params (load_all_params), a stage's argument: its keys
+        are embedders.NAME.KEY where it sets a value of its own, else embed.KEY."""
+        own = tuple(
+            (name, key)
+            for name in ("max_seq_length", "precision", "backend", "quantize")
+            if (key := embedder_key(params, embedder, name)) != f"embed.{name}"
+        )
+        settings = cls.from_params(named(params, "embedders", embedder), embedder_key(params, embedder, "model"))
+        return dataclasses.replace(settings, own_keys=own)
+
+    def key(self, name: str) -> str:
+        """The params key setting `name` came from, for messages: embedders.NAME.name or embed.name."""
+        return dict(self.own_keys).get(name, f"embed.{name}")

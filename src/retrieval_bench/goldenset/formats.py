@@ -26,7 +26,6 @@ under one qid are refused (check_repeated_qids). An empty file is said to be emp
 from __future__ import annotations
 
 import ast
-import csv
 import hashlib
 import json
 import re
@@ -35,9 +34,17 @@ from pathlib import Path
 from typing import Any
 
 from retrieval_bench.core.errors import InputError, json_kind, quoted
-from retrieval_bench.core.files import check_regular, numbered_jsonl, parse_json, read_jsonl, read_text, read_text_lines
+from retrieval_bench.core.files import (
+    check_regular,
+    csv_rows,
+    numbered_jsonl,
+    parse_json,
+    read_jsonl,
+    read_text,
+    read_text_lines,
+)
 from retrieval_bench.core.question_sets import QUESTION_KINDS
-from retrieval_bench.core.values import checked_id, visible
+from retrieval_bench.core.values import checked_id, checked_qid, visible
 
 RAGAS_FIELDS = ("user_input", "reference_contexts")
 LLAMAINDEX_FIELDS = ("queries", "corpus", "relevant_docs")
@@ -58,10 +65,6 @@ SOURCES = {
 }
 # What a question's own id may be: golden-set qids are written to TSV qrels and run files, where a
 # tab or a line break would split a row, and an empty id names nothing.
-QID_RULE = (
-    "a non-empty text (or a whole number) of printable characters: no tab, line break or other control character, "
-    "no leading or trailing space"
-)
 
 
 # The most evidence pieces one multi question may have: its complete@k is exact over every subset of
@@ -95,10 +98,7 @@ def checked_question(
         raise InputError(f"{where}: {question_field!r} must be the question, a non-blank text; got {got}")
     if qid is None:
         return question, None
-    text = str(qid) if isinstance(qid, (str, int)) and not isinstance(qid, bool) else ""
-    if not text or not text.isprintable() or text != text.strip():
-        raise InputError(f"{where}: {qid_field!r} must be {QID_RULE}; got {quoted(qid)}")
-    return question, text
+    return question, checked_qid(qid, where, qid_field)
 
 
 def check_repeated_qids(questions: list[dict]) -> None:
@@ -174,23 +174,25 @@ def _is_deepeval_list(path: Path) -> bool:
 
 
 def _csv_records(path: Path) -> Iterator[tuple[str, dict]]:
-    """(file:line, record) of each row of a CSV file with a header; the line is the row's last
-    (a quoted cell may span lines). A row csv cannot read is an InputError naming its line."""
-    reader = csv.DictReader(read_text_lines(path))
-    try:
-        for record in reader:
-            yield f"{path}:{reader.line_num}", record
-    except csv.Error as error:
-        # line_num does not count the line csv failed on.
-        raise InputError(f"{path}:{reader.line_num + 1}: not a CSV row ({error})") from None
+    """(file:line, record) of each row of a CSV file with a header, the line the row starts on (a
+    quoted cell may span lines); a missing trailing cell is None, as csv.DictReader gives it. A row
+    csv cannot read, or with more cells than the header (an unquoted comma cut the text short), is
+    an InputError naming its line."""
+    rows = csv_rows(path)
+    header = next((row for _, row in rows if row), [])
+    for line, row in rows:
+        if not row:
+            continue
+        if len(row) > len(header):
+            raise InputError(
+                f"{path}:{line}: {len(row)} fields where the header names {len(header)}: an unquoted comma in a text? "
+                "Quote the field"
+            )
+        yield f"{path}:{line}", dict(zip(header, row + [None] * (len(header) - len(row)), strict=True))
 
 
 def _csv_columns(path: Path) -> list[str]:
-    reader = csv.reader(read_text_lines(path))
-    try:
-        return next(reader, [])
-    except csv.Error as error:
-        raise InputError(f"{path}:1: not a CSV header ({error})") from None
+    return next((row for _, row in csv_rows(path) if row), [])
 
 
 def _context_list(value: object, where: str) -> list[str]:

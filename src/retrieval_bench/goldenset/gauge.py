@@ -17,7 +17,7 @@ import pandas as pd
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
-from retrieval_bench.core.files import atomic_open, read_table
+from retrieval_bench.core.files import atomic_open, check_not_an_input, read_table
 from retrieval_bench.core.question_sets import kind_of
 from retrieval_bench.core.relevance import check_min_coverage, judge
 from retrieval_bench.core.values import count_argument, path_argument
@@ -149,6 +149,7 @@ def _read_table(path: str, columns: list[str], option: str, stage: str) -> pd.Da
 
 def run(args: argparse.Namespace) -> int:
     check_min_coverage(args.min_coverage)
+    check_not_an_input(args.out, "--out", {"FILE": args.file, "--chunks": args.chunks, "--documents": args.documents})
     chunks = _read_table(args.chunks, ["chunk_id", "doc_id", "start", "end", "text"], "--chunks", "chunk@default")
     documents = _read_table(args.documents, ["doc_id", "text"], "--documents", "load_chunks")
     if not documents["doc_id"].is_unique:  # a chunk table: evidence would be sought in one chunk of each

@@ -70,8 +70,11 @@ def judged_rows(questions: list[dict], texts: dict[str, str]) -> tuple[list[dict
     """Golden rows of a BEIR set's judged queries, graded and multi-relevant as real labels are
     (build.label_rows), over the documents of this corpus its qrels name (with ready chunks each
     chunk is its own document); relevant_spans: each judged document whole."""
-    rows, counts = [], {"other_corpus": 0, "not_located": 0, "relevant_elsewhere": 0}
+    rows, counts = [], {"other_corpus": 0, "not_located": 0, "relevant_elsewhere": 0, "no_relevant": 0}
     for question in questions:
+        if not any(grade > 0 for grade in question["relevant"].values()):  # judged, found relevant nowhere
+            counts["no_relevant"] += 1
+            continue
         grades = {doc_id: grade for doc_id, grade in question["relevant"].items() if doc_id in texts}
         if not any(grade > 0 for grade in grades.values()):
             counts["other_corpus"] += 1
@@ -105,7 +108,7 @@ def imported_rows(
         raise InputError(
             f"generate.imported.{imported.name}: {imported.file}: none of its {len(imported.questions)} questions is in "
             f"this corpus: {counts['other_corpus']} are for documents it lacks, {counts['not_located']} could not be "
-            f"located{hint}"
+            f"located{_no_relevant(counts)}{hint}"
         )
     for row in rows:
         row["qid"] = f"{imported.name}:{row['qid']}"
@@ -135,5 +138,12 @@ def found_line(name: str, rows: list[dict], counts: dict[str, int]) -> str:
     )
     return (
         f"question set {name}: {len(rows)} questions; {counts['other_corpus']} are for documents not in this corpus, "
-        f"{counts['not_located']} could not be located, {counts['duplicate_questions_dropped']} repeated{partial}"
+        f"{counts['not_located']} could not be located{_no_relevant(counts)}, {counts['duplicate_questions_dropped']} "
+        f"repeated{partial}"
     )
+
+
+def _no_relevant(counts: dict[str, int]) -> str:
+    """The questions a BEIR set judged with no grade above 0 (nothing relevant to find), if any."""
+    n = counts.get("no_relevant", 0)
+    return f", {n} have no judgement above grade 0 (nothing relevant to find)" if n else ""

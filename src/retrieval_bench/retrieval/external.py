@@ -20,7 +20,7 @@ import pandas as pd
 
 from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError, first_line, quoted
-from retrieval_bench.core.files import atomic_open, numbered_jsonl
+from retrieval_bench.core.files import atomic_open, check_not_an_input, numbered_jsonl
 from retrieval_bench.core.run_table import check_run, from_records, read_run_file
 from retrieval_bench.core.values import checked_id, finite_score
 from retrieval_bench.retrieval.run import Corpus, Questions
@@ -153,6 +153,7 @@ def _run_export(args) -> int:
         raise InputError(f"{args.goldenset}: not found; run `dvc repro` first")
     if Path(args.out).suffix.lower() not in (".jsonl", ".tsv"):
         raise InputError(f"{args.out}: expected a .jsonl, .tsv or queries.jsonl (BEIR) file to write")
+    check_not_an_input(args.out, "OUT", {"--goldenset": args.goldenset})
     golden = []
     for line, row in numbered_jsonl(args.goldenset):
         if not isinstance(row.get("qid"), (str, int)) or not isinstance(row.get("question"), str):

@@ -35,7 +35,7 @@ from retrieval_bench.core.values import count_argument
 from retrieval_bench.evaluation.compare.kinds import kind_comparison
 from retrieval_bench.evaluation.compare.outcome import Comparison
 from retrieval_bench.evaluation.compare.report import format_json, format_markdown, format_text
-from retrieval_bench.evaluation.compare.runs import params_changed, question_context, read_run, stale_workspace_params
+from retrieval_bench.evaluation.compare.runs import params_changed, question_context, read_run, stale_params_warning
 from retrieval_bench.evaluation.panel.reviewed import paired_deltas
 from retrieval_bench.evaluation.score.per_question import JUDGED, checked_per_question, metric_columns
 from retrieval_bench.evaluation.score.reviewed import kept
@@ -400,13 +400,9 @@ def run(args: argparse.Namespace) -> int:
     comparison = compare_tables(a_df, b_df, args.a, args.b, Resampling(args.resamples, args.seed, args.level), k=args.k)
     comparison.a_commit, comparison.b_commit = a_commit, b_commit
     comparison.params_changed = params_changed(cwd, a_commit, b_commit)
-    stale = stale_workspace_params(cwd) if WORKSPACE in (args.a, args.b) else []
+    stale = stale_params_warning(cwd) if WORKSPACE in (args.a, args.b) else None
     if stale:
-        shown = ", ".join(stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
-        comparison.warnings.append(
-            f"the workspace's outputs were not computed with params.yaml as it is ({shown} differ from dvc.lock): "
-            "run `dvc repro` first, or the comparison credits the edit with the old run's figures"
-        )
+        comparison.warnings.append(stale)
     if comparison.flipped:
         attach_question_text(comparison.flipped, *question_context(cwd, [a_commit, b_commit]))
     if args.json:

@@ -115,11 +115,27 @@ def stale_workspace_params(cwd: Path) -> list[str]:
             continue
         recorded = (stage.get("params") or {}).get(PARAMS) if isinstance(stage, dict) else None
         for key, value in (recorded or {}).items():  # a key DVC recorded: a section, or one dotted key
-            stale |= {name for name, leaf in _flat_params(value, f"{key}.").items() if held.get(name, _MISSING) != leaf}
+            then = _flat_params(value, f"{key}.")
+            # both ways: a key added under a recorded section (panel.default.method) is an edit too
+            now = {name: leaf for name, leaf in held.items() if name == key or name.startswith(f"{key}.")}
+            stale |= {name for name in then.keys() | now.keys() if then.get(name, _MISSING) != now.get(name, _MISSING)}
     return sorted(stale)
 
 
 _MISSING = object()
+
+
+def stale_params_warning(cwd: Path) -> str | None:
+    """What compare and show say when the workspace's outputs were computed with other params than
+    params.yaml holds (stale_workspace_params); None when they were not."""
+    stale = stale_workspace_params(cwd)
+    if not stale:
+        return None
+    shown = ", ".join(stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
+    return (
+        f"the workspace's outputs were not computed with params.yaml as it is ({shown} differ from dvc.lock): "
+        "run `dvc repro` first; these figures are the last run's, not the edit's"
+    )
 
 
 def _defined(lock_name: str, pipeline: object, params: dict) -> bool:
