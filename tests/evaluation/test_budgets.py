@@ -196,9 +196,18 @@ def test_budgets_reach_the_summary_and_words_read_the_text():
 @pytest.mark.parametrize(
     ("score", "message"),
     [
-        ({"budgets": [0, 2000]}, "score.budgets must be a list of distinct positive integers or [], got [0, 2000]"),
-        ({"budgets": [2000, 2000]}, "score.budgets must be a list of distinct positive integers or []"),
-        ({"budgets": [1.5]}, "score.budgets must be a list of distinct positive integers or []"),
+        (
+            {"budgets": [0, 2000]},
+            "score.budgets must be a list of distinct positive integers up to 1,000,000,000,000 or [], got [0, 2000]",
+        ),
+        (
+            {"budgets": [2000, 2000]},
+            "score.budgets must be a list of distinct positive integers up to 1,000,000,000,000 or []",
+        ),
+        (
+            {"budgets": [1.5]},
+            "score.budgets must be a list of distinct positive integers up to 1,000,000,000,000 or []",
+        ),
         ({"budgets": 2000}, "params.score.budgets must be list, got 2000"),
         ({"budget_unit": "tokens"}, "score.budget_unit must be one of chars, words, got 'tokens'"),
     ],

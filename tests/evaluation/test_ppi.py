@@ -24,7 +24,7 @@ from retrieval_bench.evaluation.score.judged import JudgedInputs
 from retrieval_bench.evaluation.score.reviewed import human_grades, review_marks
 from retrieval_bench.evaluation.score.scoring import score_system
 from retrieval_bench.evaluation.score.settings import Scoring
-from retrieval_bench.goldenset.reviews import append_click, grade_click, question_click, read_reviews, rejections
+from retrieval_bench.goldenset.reviews import append_clicks, grade_click, question_click, read_reviews, rejections
 
 
 def _t975(df: int) -> float:
@@ -275,7 +275,7 @@ def _reviewed(tmp_path, golden):
         grade_click("bo", "q0", "c01", 1),
         grade_click("bo", "q0", "other-chunking:0-800", 3),  # another system's chunk: not this one's
     ):
-        append_click(folder, click)
+        append_clicks(folder, [click])
     return read_reviews(folder, {row["qid"] for row in golden})
 
 

@@ -456,14 +456,14 @@ def test_depth_all_keeps_every_chunk():
 def test_people_s_reviews_count_as_in_the_score_stage(tmp_path):
     """score() had no reviews: once anyone reviewed, its figures differed from the pipeline's
     (a rejected question stayed in, people's grades lost to the judge's)."""
-    from retrieval_bench.goldenset.reviews import append_click, grade_click, question_click
+    from retrieval_bench.goldenset.reviews import append_clicks, grade_click, question_click
 
     chunks = pd.DataFrame({"chunk_id": ["a", "b", "c"]})
     plain = rb.score(QRELS, RUN, chunks=chunks, k=[1, 2], budgets=[], duplicates=DUPLICATES)
     nobody = rb.score(QRELS, RUN, chunks=chunks, k=[1, 2], budgets=[], duplicates=DUPLICATES, reviews=tmp_path / "no")
     assert nobody.metrics == plain.metrics and nobody.per_question.equals(plain.per_question)
-    append_click(tmp_path, question_click("ana", "q2", "ambiguous"))
-    append_click(tmp_path, grade_click("ana", "q3", "a", 3))  # a person finds a relevant for q3 at rank 1
+    append_clicks(tmp_path, [question_click("ana", "q2", "ambiguous")])
+    append_clicks(tmp_path, [grade_click("ana", "q3", "a", 3)])  # a person finds a relevant for q3 at rank 1
     reviewed = rb.score(QRELS, RUN, chunks=chunks, k=[1, 2], budgets=[], duplicates=DUPLICATES, reviews=tmp_path)
     assert reviewed.metrics["n_rejected"] == 1 and reviewed.metrics["n_questions"] == 2
     assert reviewed.metrics["mrr"] == pytest.approx((1 + 1 / 2) / 2)  # q1 and q3 strict: q2 left out

@@ -26,7 +26,7 @@ from review_project import make_review_project
 from retrieval_bench.cli import main
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.params import load_all_params
-from retrieval_bench.goldenset.reviews import append_click, grade_click, question_click, read_reviews
+from retrieval_bench.goldenset.reviews import append_clicks, grade_click, question_click, read_reviews
 from retrieval_bench.review.agreement import agreement_lines
 from retrieval_bench.review.items import evidence_passages, load_review, pooled_cards
 from retrieval_bench.review.label_studio import export_tasks, import_clicks
@@ -150,6 +150,51 @@ def test_each_click_is_in_the_file_when_acknowledged_and_a_bad_one_writes_nothin
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_grade_of_a_card_of_copies_lands_whole_or_not_at_all(project, monkeypatch, capsys):
+    """A card standing for two chunk ids was written as two appends: a server killed between them
+    left one id graded (the page reads a card's grade from its first id), and a full disk a
+    traceback, no reply, and a line and a half in the file."""
+    import errno
+    import io
+
+    from retrieval_bench.goldenset import reviews
+
+    review = load_review(project)
+    item, card = review.items[0], review.items[0]["chunks"][0]
+    server = make_server(0, review, "ana", project / "data" / "reviews")
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"http://127.0.0.1:{server.server_address[1]}"
+    path = project / "data" / "reviews" / "ana.jsonl"
+    try:
+        assert post(address, {"qid": item["qid"], "mark": "fine"})[0] == 200
+        before = path.read_bytes()
+
+        def full_disk(descriptor: int) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(reviews.os, "fsync", full_disk)  # after the bytes went in: they must come out
+        status, answer = post(address, {"qid": item["qid"], "chunk_ids": card["chunk_ids"], "grade": 3})
+        assert status == 507 and answer["error"] == "no space left on the device"
+        assert path.read_bytes() == before
+        assert capsys.readouterr().err.strip() == "review: a click was not saved: no space left on the device"
+    finally:
+        server.shutdown()
+        server.server_close()
+    monkeypatch.undo()
+    writes: list[int] = []
+
+    class Counted(io.FileIO):  # the file as append_clicks opens it, its writes counted
+        def write(self, data) -> int:
+            writes.append(len(data))
+            return super().write(data)
+
+    monkeypatch.setattr(reviews, "open", lambda name, mode, buffering: Counted(name, "a+"), raising=False)
+    copies = ["different.md:1325-1877", "serverless.md:415-967"]  # one card: one grade, a line per chunk id
+    reviews.append_clicks(path.parent, [grade_click("ana", item["qid"], chunk_id, 2) for chunk_id in copies])
+    added = path.read_bytes()[len(before) :].decode().splitlines()
+    assert [json.loads(line)["chunk_id"] for line in added] == copies and len(writes) == 1
 
 
 def raw_request(port: int, method: str, path: str, headers: dict, body: bytes = b"") -> int:
@@ -523,9 +568,9 @@ def test_a_reviews_file_is_tracked_by_dvc_alone_and_a_clone_that_has_not_pulled_
     dvc("pull", "-q", "data/reviews/ana.jsonl.dvc", cwd=project)
     assert (folder / "ana.jsonl").read_text() == clicks and (folder / "ana.jsonl").stat().st_nlink == 2
     assert main(["review", "--agreement"]) == 0 and "ana and bo: 1 questions in common" in capsys.readouterr().out
-    # the next click (the page's and --import's, both through append_click) undoes the link first,
+    # the next click (the page's and --import's, both through append_clicks) undoes the link first,
     # so it never writes into the cache
-    append_click(folder, question_click("ana", "q1", "fine"))
+    append_clicks(folder, [question_click("ana", "q1", "fine")])
     assert (folder / "ana.jsonl").stat().st_nlink == 1
     assert (folder / "ana.jsonl").read_text().startswith(clicks) and (folder / "ana.jsonl").read_text() != clicks
     dvc("checkout", "-f", "-q", "data/reviews/ana.jsonl.dvc", cwd=project)
@@ -533,7 +578,7 @@ def test_a_reviews_file_is_tracked_by_dvc_alone_and_a_clone_that_has_not_pulled_
     dvc("config", "cache.type", "symlink", cwd=project)
     dvc("checkout", "-f", "-q", "--relink", "data/reviews/ana.jsonl.dvc", cwd=project)
     assert (folder / "ana.jsonl").is_symlink()
-    append_click(folder, question_click("ana", "q1", "fine"))
+    append_clicks(folder, [question_click("ana", "q1", "fine")])
     assert not (folder / "ana.jsonl").is_symlink() and (folder / "ana.jsonl").read_text() != clicks
     dvc("checkout", "-f", "-q", "data/reviews/ana.jsonl.dvc", cwd=project)
     assert (folder / "ana.jsonl").read_text() == clicks

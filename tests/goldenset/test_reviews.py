@@ -9,7 +9,7 @@ from sklearn.metrics import cohen_kappa_score
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.evaluation.stats import cohen_kappa
 from retrieval_bench.goldenset.reviews import (
-    append_click,
+    append_clicks,
     golden_reviews,
     grade_click,
     question_click,
@@ -19,11 +19,11 @@ from retrieval_bench.goldenset.reviews import (
 
 
 def test_clicks_round_trip_and_last_click_wins(tmp_path):
-    append_click(tmp_path, question_click("ana", "q1", "fine"))
-    append_click(tmp_path, grade_click("ana", "q1", "a.md:0-10", 3))
-    append_click(tmp_path, question_click("ana", "q1", "ambiguous"))  # changed her mind
-    append_click(tmp_path, grade_click("ana", "q1", "a.md:0-10", 1))
-    append_click(tmp_path, question_click("bo", "q2", "fine"))
+    append_clicks(tmp_path, [question_click("ana", "q1", "fine")])
+    append_clicks(tmp_path, [grade_click("ana", "q1", "a.md:0-10", 3)])
+    append_clicks(tmp_path, [question_click("ana", "q1", "ambiguous")])  # changed her mind
+    append_clicks(tmp_path, [grade_click("ana", "q1", "a.md:0-10", 1)])
+    append_clicks(tmp_path, [question_click("bo", "q2", "fine")])
     reviews = read_reviews(tmp_path, known_qids={"q1", "q2"})
     assert reviews.reviewers == ["ana", "bo"]
     assert reviews.questions[["reviewer", "qid", "mark"]].values.tolist() == [
@@ -42,10 +42,10 @@ def test_the_golden_set_report_counts_rejections_by_set_and_kind_and_says_nothin
         {"qid": "q3", "kind": "single", "source": "hand-written"},
     ]
     assert review_report(tmp_path / "absent", golden) == {}
-    append_click(tmp_path, grade_click("ana", "q1", "a.md:0-10", 3))
+    append_clicks(tmp_path, [grade_click("ana", "q1", "a.md:0-10", 3)])
     assert review_report(tmp_path, golden) == {}  # grades alone mark no question
     for qid, mark in (("q1", "gives_away"), ("q2", "fine"), ("q3", "fine"), ("q-gone", "ambiguous")):
-        append_click(tmp_path, question_click("ana", qid, mark))
+        append_clicks(tmp_path, [question_click("ana", qid, mark)])
     report = review_report(tmp_path, golden)["reviews"]
     assert "1 clicks on questions no longer in the golden set are left out" in capsys.readouterr().err
     assert (report["n_reviewed"], report["n_rejected"]) == (3, 1) and report["by_reason"]["gives_away"] == 1
@@ -65,7 +65,7 @@ def test_no_folder_is_no_reviews(tmp_path):
 
 
 def test_a_line_cut_short_by_a_crash_is_skipped(tmp_path):
-    append_click(tmp_path, question_click("ana", "q1", "fine"))
+    append_clicks(tmp_path, [question_click("ana", "q1", "fine")])
     with open(tmp_path / "ana.jsonl", "a") as handle:
         handle.write('{"type": "grade", "qid": "q1", "chu')
     assert len(read_reviews(tmp_path).questions) == 1
@@ -74,11 +74,11 @@ def test_a_line_cut_short_by_a_crash_is_skipped(tmp_path):
 def test_a_line_cut_inside_a_character_is_skipped_but_bad_bytes_before_the_end_are_an_error(tmp_path):
     """A cut inside "café" (b"caf\\xc3") stopped the page, --agreement and the pipeline at "not
     UTF-8 text", so the click that would repair the file could never be made."""
-    append_click(tmp_path, question_click("ana", "q1", "fine"))
+    append_clicks(tmp_path, [question_click("ana", "q1", "fine")])
     with open(tmp_path / "ana.jsonl", "ab") as handle:
         handle.write(b'{"type": "grade", "qid": "q1", "chunk_id": "caf\xc3')
     assert len(read_reviews(tmp_path).questions) == 1
-    append_click(tmp_path, question_click("ana", "q2", "fine"))  # cuts it off
+    append_clicks(tmp_path, [question_click("ana", "q2", "fine")])  # cuts it off
     assert read_reviews(tmp_path).questions["qid"].tolist() == ["q1", "q2"]
     with open(tmp_path / "ana.jsonl", "ab") as handle:
         handle.write(b'{"type": "grade", "qid": "q1", "chunk_id": "caf\xc3"}\n')  # a whole line: broken
@@ -89,13 +89,13 @@ def test_a_line_cut_inside_a_character_is_skipped_but_bad_bytes_before_the_end_a
 def test_a_click_after_a_line_cut_short_cuts_it_off_and_one_after_a_line_without_newline_keeps_it(tmp_path):
     """The next append never lands glued to the last line: an unfinished one (never acknowledged) is
     cut off, a complete one (a hand edit) gets its newline; every acknowledged click stays readable."""
-    append_click(tmp_path, question_click("ana", "q1", "fine"))
+    append_clicks(tmp_path, [question_click("ana", "q1", "fine")])
     with open(tmp_path / "ana.jsonl", "a") as handle:
         handle.write('{"type": "grade", "qid": "q1", "chu')
-    append_click(tmp_path, question_click("ana", "q2", "ambiguous"))
+    append_clicks(tmp_path, [question_click("ana", "q2", "ambiguous")])
     assert read_reviews(tmp_path).questions["qid"].tolist() == ["q1", "q2"]
     (tmp_path / "bo.jsonl").write_text(json.dumps(question_click("bo", "q1", "fine")))  # no final newline
-    append_click(tmp_path, question_click("bo", "q2", "fine"))
+    append_clicks(tmp_path, [question_click("bo", "q2", "fine")])
     assert sorted(read_reviews(tmp_path).questions.query("reviewer == 'bo'")["qid"]) == ["q1", "q2"]
 
 
@@ -149,7 +149,7 @@ def test_bad_lines_are_one_line_naming_file_and_line(tmp_path, line, expected):
 @pytest.mark.parametrize("name", ["", "../x", "a b", "é", "-lead", "x" * 65])
 def test_reviewer_names_must_be_file_safe_words(tmp_path, name):
     with pytest.raises(InputError, match="expected a file-safe word"):
-        append_click(tmp_path, question_click(name, "q1", "fine"))
+        append_clicks(tmp_path, [question_click(name, "q1", "fine")])
     assert list(tmp_path.iterdir()) == []
 
 
@@ -184,8 +184,8 @@ def test_cohen_kappa_by_hand():
 def test_the_pipeline_leaves_out_clicks_on_questions_the_golden_set_no_longer_holds(tmp_path, capsys):
     from retrieval_bench.goldenset.reviews import golden_reviews
 
-    append_click(tmp_path, question_click("ana", "gone", "fine"))
-    append_click(tmp_path, question_click("ana", "q1", "ambiguous"))
+    append_clicks(tmp_path, [question_click("ana", "gone", "fine")])
+    append_clicks(tmp_path, [question_click("ana", "q1", "ambiguous")])
     reviews = golden_reviews(tmp_path, {"q1"})
     assert reviews.questions["qid"].tolist() == ["q1"] and reviews.n_unknown == 1
     assert capsys.readouterr().err.strip() == (
@@ -198,7 +198,7 @@ def test_the_pipeline_leaves_out_clicks_on_questions_the_golden_set_no_longer_ho
 def test_grades_on_chunks_no_chunking_holds_are_said(tmp_path, capsys):
     """Re-chunking left every person's chunk grade out of the judged view without a word."""
     for chunk_id in ("a.md:0-800", "a.md:700-1500", "b.md:0-400"):
-        append_click(tmp_path, grade_click("ana", "q1", chunk_id, 3))
+        append_clicks(tmp_path, [grade_click("ana", "q1", chunk_id, 3)])
     asked = []
 
     def held() -> set[str]:
@@ -215,6 +215,6 @@ def test_grades_on_chunks_no_chunking_holds_are_said(tmp_path, capsys):
     )
     golden_reviews(tmp_path, {"q1"}, lambda: {"a.md:0-800", "a.md:700-1500", "b.md:0-400"})
     assert capsys.readouterr().err == ""
-    append_click(tmp_path / "only_questions", question_click("bo", "q1", "fine"))
+    append_clicks(tmp_path / "only_questions", [question_click("bo", "q1", "fine")])
     golden_reviews(tmp_path / "only_questions", {"q1"}, held)  # no grades: the chunk tables are not read
     assert len(asked) == 1 and capsys.readouterr().err == ""

@@ -98,6 +98,31 @@ def test_a_cache_written_before_checksums_is_served_unverified_and_new_records_a
     assert [CHECKSUM in record for record in read_jsonl(cache)] == [False, False, True]
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("question", None, "question null is not text"),  # an AttributeError in the stage, offline too
+        ("question", 123, "question 123 is not text"),
+        ("evidence", {"a": 1}, 'evidence {"a": 1} is not text or a list of texts'),
+        ("grade", 7, "grade 7 is not null or a whole number from 0 to 3"),  # scored as relevant, silently
+        ("grade", True, "grade true is not null or a whole number from 0 to 3"),
+        ("grade", "2", 'grade "2" is not null or a whole number from 0 to 3'),  # a TypeError in the judge
+    ],
+)
+def test_a_record_with_a_field_of_the_wrong_type_is_named_and_asked_again(stub, tmp_path, field, value, said):
+    """Records of an older version carry no checksum, and a checksum is no type check: such a
+    record crashed the stage or was used as it was."""
+    cache = tmp_path / "cache.jsonl"
+    meta, jobs = jobs_for(2)
+    run(QUESTIONS, jobs, meta, settings(), cache)
+    records = [{k: v for k, v in record.items() if k != CHECKSUM} for record in read_jsonl(cache)]
+    records[1][field] = value
+    cache.write_text("".join(json.dumps(record) + "\n" for record in records))
+    lines: list[str] = []
+    assert set(read_cache(cache, lines.append)) == {records[0]["key"]}  # the lines in the order replies came
+    assert lines == [f"{cache}:2: key {records[1]['key']}: {said}; ignored, its question is asked again"]
+
+
 def test_malformed_lines_are_named_one_by_one_and_only_their_questions_rebuilt(tmp_path):
     """Observed: a truncated line inside the cache stopped the stage with nothing rebuilt."""
     project = stage_project(tmp_path / "p")
@@ -223,20 +248,25 @@ def test_a_file_size_limit_is_one_line_naming_the_file_and_nothing_is_half_writt
 
 # --- 5. a reply holding the API key ------------------------------------------------------------------------
 @pytest.mark.parametrize("provider", ["anthropic", "anthropic-batch"])
-def test_a_reply_echoing_the_api_key_is_not_stored(stub, tmp_path, monkeypatch, provider):
-    """Observed: a server that echoed the key in a 200 reply had it written into the shared cache."""
+@pytest.mark.parametrize("echoed", ["whole", "all but its last character"])
+def test_a_reply_echoing_the_api_key_is_not_stored(stub, tmp_path, monkeypatch, provider, echoed):
+    """Observed: a server that echoed the key in a 200 reply had it written into the shared cache;
+    then the key without its last character reached it, in three files."""
     key = "sk-ant-api03-ECHOED-0123456789"
     monkeypatch.setenv("ANTHROPIC_API_KEY", key)
     meta, jobs = jobs_for(3, provider=provider)
+    shown = key if echoed == "whole" else key[:-1]
     stub.reply = lambda passage: (
-        json.dumps({"question": f"Is {key} the key?", "evidence": ""})
+        json.dumps({"question": f"Is {shown} the key?", "evidence": ""})
         if passage.startswith("Passage 1:")
         else default_reply(passage)
     )
     cache = tmp_path / "cache.jsonl"
     outcome = run(QUESTIONS, jobs, meta, settings(provider), cache)
-    assert key not in cache.read_text() and set(read_cache(cache)) == {jobs[0].key, jobs[2].key}
-    assert outcome.failed == [f"the reply contained the API key ({MASK}): not stored, asked again by the next run"]
+    assert shown not in cache.read_text() and set(read_cache(cache)) == {jobs[0].key, jobs[2].key}
+    assert outcome.failed == [
+        f"the reply contained the API key or a part of it ({MASK}): not stored, asked again by the next run"
+    ]
     # billed all the same: the spend (and the cost limit) counts it; it showed $0.00 for 20 such replies
     echoing, stub.reply = stub.reply, default_reply
     clean = run(QUESTIONS, jobs, meta, settings(provider), tmp_path / "clean.jsonl")
@@ -246,8 +276,8 @@ def test_a_reply_echoing_the_api_key_is_not_stored(stub, tmp_path, monkeypatch, 
         work = PaidWork(QUESTIONS, meta, settings(provider), str(cache), 1)
         pay_for(work, lambda records, n: ([j for j in jobs if j.key not in records], 0), 1, False, lambda line: None)
     message = str(stopped.value)
-    assert "\n" not in message and f"contained the API key ({MASK})" in message and key not in message
-    assert key not in cache.read_text()
+    assert "\n" not in message and f"a part of it ({MASK})" in message and shown not in message
+    assert shown not in cache.read_text()
 
 
 def test_a_server_echoing_the_key_on_every_reply_is_stopped_as_failing_requests_are(stub, tmp_path, monkeypatch):

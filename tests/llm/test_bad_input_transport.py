@@ -149,7 +149,15 @@ def test_a_key_echoed_in_an_error_body_is_masked_everywhere(tmp_path, provider, 
 
 # --- 4. misleading messages ---------------------------------------------------------------------
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
-@pytest.mark.parametrize("usage", ["null_counts", "null"])
+@pytest.mark.parametrize(
+    "usage",
+    [
+        "null_counts",
+        "null",
+        lambda usage: {**usage, "input_tokens": 1e308},  # an OverflowError in the cost, a traceback
+        lambda usage: {**usage, "output_tokens": 10**30},
+    ],
+)
 def test_a_reply_without_token_counts_is_kept_with_estimated_counts(stub, tmp_path, provider, usage):
     stub.usage = usage
     meta, jobs = jobs_for(2, provider=provider)
@@ -158,7 +166,9 @@ def test_a_reply_without_token_counts_is_kept_with_estimated_counts(stub, tmp_pa
     assert outcome.succeeded == 2 and not outcome.failed
     records = read_cache(cache)
     assert set(records) == {job.key for job in jobs}
-    assert all(r["usage"]["input_tokens"] > 0 and r["usage"]["output_tokens"] > 0 for r in records.values())
+    assert all(
+        0 < r["usage"]["input_tokens"] < 10**6 and 0 < r["usage"]["output_tokens"] < 10**6 for r in records.values()
+    )
 
 
 def test_a_reply_with_null_token_counts_is_not_paid_for_again(tmp_path):

@@ -239,6 +239,25 @@ def test_runtime_stop_at_max_cost(stub, tmp_path):
     assert said and kept and said.group(1) == kept.group(1), str(stopped.value)
 
 
+def test_a_reply_waiting_for_its_write_still_counts_against_max_cost(stub, tmp_path, monkeypatch):
+    """A reply left the requests in flight when it arrived, and reached the spent total only once
+    written: while its write waited, other workers saw neither and paid past max_cost_usd (a $0.08
+    limit: $0.104 kept). Each reply now counts in flight until it is billed."""
+    from retrieval_bench.llm.runs import sync
+
+    seen: list[tuple[int, float]] = []
+    keep = sync._SyncRun.keep
+
+    def keeping(self, record: dict) -> None:  # what may_pay would count while this write waits
+        seen.append((self.in_flight, self.outcome.cost))
+        keep(self, record)
+
+    monkeypatch.setattr(sync._SyncRun, "keep", keeping)
+    meta, jobs = jobs_for(8)
+    run(QUESTIONS, jobs, meta, settings(concurrency=1, max_cost_usd=1.0), tmp_path / "cache.jsonl")
+    assert len(seen) == 8 and all(in_flight == 1 for in_flight, _ in seen)
+
+
 def test_missing_api_key_is_a_one_line_error(stub, tmp_path, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     meta, jobs = jobs_for(1)
@@ -313,3 +332,19 @@ def test_each_task_resumes_its_own_journalled_batches_and_unnamed_ones_are_the_q
     assert [e["batch_id"] for e in of_task(events, MULTI)] == ["b"]
     assert [e["batch_id"] for e in of_task(events, KEYWORDS)] == ["d"]
     assert [e["batch_id"] for e in of_task(events, JUDGE)] == ["c"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        # a \ud800 escape without its pair: a lone surrogate, which crashed the cache's checksum on every rerun
+        ('{"question": "Where is topic \\ud800 explained today?", "evidence": "topic"}', "malformed_json"),
+        (
+            '{"question": "Where is\\u0000 topic\\u001b[31m red\\u0007 explained?", "evidence": "topic"}',
+            "control_characters",
+        ),
+    ],
+)
+def test_a_reply_that_is_not_text_is_rejected_with_a_reason(reply, reason):
+    assert clean_reply(reply).rejected == reason
+    assert clean_reply('{"question": "Where is the topic explained today?", "evidence": "topic"}').rejected is None

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import dvc, read_metrics, run
 
-from retrieval_bench.goldenset.reviews import append_click, question_click
+from retrieval_bench.goldenset.reviews import append_clicks, question_click
 from retrieval_bench.review.tracking import track
 
 pytestmark = pytest.mark.pipeline
@@ -24,7 +24,7 @@ def test_a_reviews_file_reruns_scoring_and_the_figures_follow(reproduced):
     assert "no reviews yet" in run(["retrieval-bench", "show"], cwd=reproduced).stdout
     qids = [json.loads(line)["qid"] for line in (reproduced / "data" / "goldenset.jsonl").read_text().splitlines()]
     for qid, mark in zip(qids[:4], ["fine", "fine", "ambiguous", "fine"], strict=True):
-        append_click(reproduced / "data" / "reviews", question_click("ana", qid, mark))
+        append_clicks(reproduced / "data" / "reviews", [question_click("ana", qid, mark)])
     assert "is tracked by DVC" in track(Path("data/reviews/ana.jsonl"), root=reproduced)  # as `review` leaves it
     # the golden set's stage counts the rejections (its questions unchanged: nothing between it and
     # score reruns, and nothing is generated: the slice generates no question)

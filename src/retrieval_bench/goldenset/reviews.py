@@ -123,25 +123,40 @@ def grade_click(reviewer: str, qid: str, chunk_id: str, grade: int) -> dict[str,
     return {"type": "grade", "qid": qid, "chunk_id": chunk_id, "grade": grade, "reviewer": reviewer, "at": _now()}
 
 
-def append_click(
-    folder: str | Path, click: dict[str, Any], known_qids: Collection[str] | None = None, known_as: str = "golden set"
+def append_clicks(
+    folder: str | Path,
+    clicks: Sequence[dict[str, Any]],
+    known_qids: Collection[str] | None = None,
+    known_as: str = "golden set",
 ) -> None:
-    """Check `click` (its question among `known_qids`, named `known_as` in the error) and append it
-    as one line to its reviewer's file, flushed to disk before returning: what the page
-    acknowledged survives a crash."""
-    path = reviews_path(folder, str(click.get("reviewer", "")))
-    _check_click(click, known_qids, f"{path} (new click)", known_as)
+    """Check every click (its question among `known_qids`, named `known_as` in the error) and append
+    them to their reviewer's file in one write, flushed to disk before returning: what the page
+    acknowledged survives a crash, and a grade of a card of copies (one line per chunk id) or an
+    import lands whole or not at all. A write that fails (a full disk) is cut back off the file."""
+    if not clicks:
+        return
+    path = reviews_path(folder, str(clicks[0].get("reviewer", "")))
+    for click in clicks:
+        if reviews_path(folder, str(click.get("reviewer", ""))) != path:
+            raise InputError(f"{path}: one append holds clicks of two reviewers")
+        _check_click(click, known_qids, f"{path} (new click)", known_as)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(click, ensure_ascii=False, separators=(",", ":")) + "\n"
+    data = "".join(json.dumps(click, ensure_ascii=False, separators=(",", ":")) + "\n" for click in clicks)
     with _APPENDING:  # the page's server answers each request in a thread
         _own_copy(path)
         created = not path.exists()
-        with open(path, "a+b") as handle:
+        with open(path, "a+b", buffering=0) as handle:  # unbuffered: each write is one system call
             end_last_line(handle)
-            handle.write(line.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        if created:  # the new file's name reaches the disk too, before the click is acknowledged
+            start = handle.seek(0, os.SEEK_END)
+            try:
+                left = memoryview(data.encode("utf-8"))
+                while left:
+                    left = left[handle.write(left) :]
+                os.fsync(handle.fileno())
+            except OSError:
+                handle.truncate(start)  # the part written would be read as clicks made
+                raise
+        if created:  # the new file's name reaches the disk too, before the clicks are acknowledged
             fsync_folder(path.parent)
 
 

@@ -13,7 +13,7 @@ from retrieval_bench.core import paths
 from retrieval_bench.core.errors import InputError
 from retrieval_bench.core.files import read_jsonl
 from retrieval_bench.core.stage import ctrl_c_stops
-from retrieval_bench.goldenset.reviews import append_click, check_reviewer, golden_reviews, read_reviews, reviews_path
+from retrieval_bench.goldenset.reviews import append_clicks, check_reviewer, golden_reviews, read_reviews, reviews_path
 from retrieval_bench.review.agreement import agreement_lines
 from retrieval_bench.review.items import check_shown, load_review
 from retrieval_bench.review.label_studio import export_tasks, import_clicks
@@ -99,8 +99,7 @@ def run(args: argparse.Namespace) -> int:
             check_shown(clicks, review)
         except InputError as error:
             raise InputError(f"{args.import_file}: {error}") from None
-        for click in clicks:
-            append_click(folder, click, sample, "review sample")
+        append_clicks(folder, clicks, sample, "review sample")  # all of the file, or none of it
         print(f"review: {len(clicks)} clicks from {args.import_file} appended to {path}")
         _say(track(path))
         return 0

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import errno
 import json
+import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from retrieval_bench.core.errors import InputError
+from retrieval_bench.core.errors import InputError, describe_os_error
 from retrieval_bench.goldenset.reviews import (
     MARK_LABELS,
     Reviews,
-    append_click,
+    append_clicks,
     grade_click,
     question_click,
     read_reviews,
@@ -58,7 +59,7 @@ def clicks_of(body: Any, reviewer: str) -> list[dict[str, Any]]:
     # the clicks differ only by chunk id: checked here, the first click's check stands for all of them
     if not isinstance(chunk_ids, list) or not chunk_ids or not all(isinstance(c, str) and c for c in chunk_ids):
         raise InputError("a grade click names its chunk_ids")
-    grade = body.get("grade")  # append_click refuses anything but 0-3
+    grade = body.get("grade")  # append_clicks refuses anything but 0-3
     return [grade_click(reviewer, body["qid"], chunk_id, grade) for chunk_id in chunk_ids]  # type: ignore[arg-type]
 
 
@@ -119,10 +120,14 @@ def make_server(port: int, review: Review, reviewer: str, folder: Path) -> Threa
                     raise InputError(f"a click of {length} bytes: expected 1 to {MAX_BODY}")
                 clicks = clicks_of(json.loads(self.rfile.read(length)), reviewer)
                 check_shown(clicks, review)
-                for click in clicks:  # append_click checks each (mark, grade 0-3, a sampled qid)
-                    append_click(folder, click, sample_qids, "review sample")
+                append_clicks(folder, clicks, sample_qids, "review sample")  # each checked: mark, grade 0-3, qid
             except (InputError, ValueError) as error:  # ValueError: bad JSON, UTF-8 or Content-Length
                 self._json(400, {"error": str(error)})
+                return
+            except OSError as error:  # a full disk, a read-only folder: nothing of the click is kept
+                said = describe_os_error(error)
+                print(f"review: a click was not saved: {said}", file=sys.stderr, flush=True)
+                self._json(507 if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else 500, {"error": said})
                 return
             except RecursionError:  # "[[[[..." deeper than the JSON parser goes: no click is that deep
                 self._json(400, {"error": "a click nested deeper than Python's JSON parser reads"})

@@ -58,7 +58,7 @@ import os
 import shutil
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -172,6 +172,33 @@ def _read_append_log(path: str | Path, what: str, required: tuple[str, ...]) -> 
     return records
 
 
+def _is_texts(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(item, str) for item in value))
+
+
+# What each field a record may hold must be, whoever wrote it (an older version's record has no
+# checksum to catch a hand edit): a question of null crashed the stage, a grade of 7 was scored.
+_FIELD_RULES: dict[str, tuple[str, Callable[[object], bool]]] = {
+    "key": ("text", lambda value: isinstance(value, str)),
+    "question": ("text", lambda value: isinstance(value, str)),
+    "evidence": ("text or a list of texts", lambda value: value is None or _is_texts(value)),
+    "rejected": ("null or a reason", lambda value: value is None or isinstance(value, str)),
+    "kind": ("null or text", lambda value: value is None or isinstance(value, str)),
+    "grade": (
+        "null or a whole number from 0 to 3",
+        lambda value: value is None or (type(value) is int and 0 <= value <= 3),
+    ),
+}
+
+
+def _wrong_field(record: Mapping) -> str | None:
+    """Why a record's fields cannot be read as a reply (the first field of the wrong type), or None."""
+    for field, (expected, fits) in _FIELD_RULES.items():
+        if field in record and not fits(record[field]):
+            return f"{field} {json.dumps(record[field])[:40]} is not {expected}"
+    return None
+
+
 def record_checksum(record: Mapping) -> str:
     """The sha256 of a record's fields but its checksum, as canonical JSON (sorted keys, no
     spaces): what it was written with, whatever JSON spacing or key order a copy has."""
@@ -203,6 +230,8 @@ def read_cache(path: str | Path, say: Log | None = None) -> dict[str, dict]:
         key = str(record["key"])
         if _fails_checksum(record):
             damaged.append((number, "fails its checksum (edited or damaged)", key))
+        elif (wrong := _wrong_field(record)) is not None:
+            damaged.append((number, wrong, key))
         elif key not in records:
             records[key], lines_of[key] = record, number
         elif not _same_reply(records[key], record):

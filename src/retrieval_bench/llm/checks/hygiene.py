@@ -70,7 +70,10 @@ REJECT_REASONS = {
     "refusal": "the model refused or said the passage cannot be asked about",
     "empty": "no question in the reply",
     "several_questions": "more than one question in the reply",
-    "malformed_json": "the reply looks like JSON but is not one valid object with a question",
+    "malformed_json": (
+        "the reply looks like JSON but is not one valid object with a question (or holds an escape of no character)"
+    ),
+    "control_characters": "the question holds control characters (a NUL, an escape sequence, a bell)",
     "too_short": f"fewer than {QUESTION_SHAPE.min_words} words",
     "too_long": (
         f"more than {QUESTION_SHAPE.max_words} words (or {QUESTION_SHAPE.max_chars} characters): not a search query"
@@ -146,9 +149,10 @@ def _json_values(text: str) -> tuple[list[Any], str]:
             outside.append(text[position : match.start() + 1])
             position = match.start() + 1
             continue
-        usable = isinstance(value, dict) or (
-            isinstance(value, list) and value and all(isinstance(v, (dict, str)) for v in value)
-        )
+        usable = (
+            isinstance(value, dict)
+            or (isinstance(value, list) and value and all(isinstance(v, (dict, str)) for v in value))
+        ) and _is_text(value)
         if usable:
             values.append(value)
             outside.append(text[position : match.start()])
@@ -157,6 +161,20 @@ def _json_values(text: str) -> tuple[list[Any], str]:
         position = end
     outside.append(text[position:])
     return values, "".join(outside)
+
+
+# Control characters but the line breaks and tab a reply's lines are split and spaced on.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _is_text(value: Any) -> bool:
+    """Whether a decoded JSON value holds text only: a \\ud800 escape without its pair decodes to a
+    lone surrogate, which no UTF-8 file holds (the cache's checksum failed on it, on every rerun)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _split_questions(text: str) -> list[str]:
@@ -249,6 +267,8 @@ def _question_in(item: Any, outside: str) -> tuple[str, str] | Cleaned:
 def _checked(question: str, evidence: str, text: str, shape: Shape) -> Cleaned:
     """The question's wrappers stripped and its shape checked (one plausible search question)."""
     question = _QUESTION_INVISIBLE.sub("", question)
+    if _CONTROL.search(question):  # a NUL, an escape sequence, a bell: printed later to terminals
+        return Cleaned("", "", "control_characters")
     lines = [_strip_wrappers(line) for line in question.splitlines()]
     lines = [line for line in lines if line]
     if not lines:

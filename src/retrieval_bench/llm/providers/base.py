@@ -36,6 +36,9 @@ class Reply:
     output_tokens: int
 
 
+MAX_REPORTED_TOKENS = 100_000_000  # a hundred times the largest context window of 2026
+
+
 def reported_tokens(usage: Any, input_name: str, output_name: str, prompt: str, text: str) -> tuple[int, int]:
     """(input, output) tokens as the API's `usage` reports them under these names; a count it leaves
     out or null (some servers do) is estimated from the prompt's or reply's length (llm.providers.tokens),
@@ -43,7 +46,8 @@ def reported_tokens(usage: Any, input_name: str, output_name: str, prompt: str, 
     counts = []
     for name, estimate in ((input_name, estimate_input_tokens(prompt)), (output_name, estimate_output_tokens(text))):
         value = getattr(usage, name, None)
-        known = isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+        # beyond any context window (1e308 overflowed the cost: a traceback) a count is no count
+        known = isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value <= MAX_REPORTED_TOKENS
         counts.append(int(value) if known and value is not None else estimate)
     return counts[0], counts[1]
 

@@ -168,29 +168,35 @@ class _SyncRun:
         async with self.semaphore:
             if self.outcome.stop or not self.may_pay():
                 return
+            # In flight (counted at its worst case by may_pay) until its reply is billed: a reply
+            # waiting for its write was counted nowhere, and other requests passed max_cost_usd.
             self.in_flight += 1
             try:
-                reply = await self.send(job)
-            except Exception as error:  # noqa: BLE001 - every failure is classified and reported
-                self.failed(error)
-                return
+                await self._ask_and_keep(job)
             finally:
                 self.in_flight -= 1
-            self.observe(job, reply)
-            record = self.task.record(self.meta, job.key, job.passage_sha256, job.attempt, reply, seed=job.seed)
-            leak = key_leak(record, self.key)
-            if leak:  # billed, never kept: a server echoing the key is stopped as failing requests are
-                self.meter.fail(leak, paid=reply)
-                self.failed_in_a_row("were replies holding the API key, never kept")
-                return
-            self.consecutive_failures = 0
-            try:
-                await asyncio.to_thread(self.keep, record)  # fsync off the event loop; appends are serialised
-            except CacheWriteError as error:
-                self.unsaved.append((record, reply))
-                self.stop(str(error))
-                return
-            self.meter.add(reply, rejected=record["rejected"] is not None, note=self.task.note(record))
+
+    async def _ask_and_keep(self, job: Job) -> None:
+        try:
+            reply = await self.send(job)
+        except Exception as error:  # noqa: BLE001 - every failure is classified and reported
+            self.failed(error)
+            return
+        self.observe(job, reply)
+        record = self.task.record(self.meta, job.key, job.passage_sha256, job.attempt, reply, seed=job.seed)
+        leak = key_leak(record, self.key)
+        if leak:  # billed, never kept: a server echoing the key is stopped as failing requests are
+            self.meter.fail(leak, paid=reply)
+            self.failed_in_a_row("were replies holding the API key, never kept")
+            return
+        self.consecutive_failures = 0
+        try:
+            await asyncio.to_thread(self.keep, record)  # fsync off the event loop; appends are serialised
+        except CacheWriteError as error:
+            self.unsaved.append((record, reply))
+            self.stop(str(error))
+            return
+        self.meter.add(reply, rejected=record["rejected"] is not None, note=self.task.note(record))
 
 
 def _save_late(unsaved: list[tuple[dict, Reply]], writer: CacheWriter, meter: Meter) -> None:

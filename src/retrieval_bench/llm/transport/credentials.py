@@ -39,6 +39,7 @@ MASK = "[key hidden]"
 # A word sharing this many characters in a row with a key is taken for a partial echo of it
 # ("sk-proj-****abcd"): fewer would hide ordinary words of short test keys.
 ECHO_MIN_CHARS = 8
+STORED_ECHO_MIN_CHARS = 16  # a stored reply holding this much of a key in a row (and half of it) is not stored
 MIN_GUARDED_KEY_CHARS = 8  # shorter "keys" ("EMPTY", "x" for a local server) are placeholders, not secrets
 _KEYS_READ: set[str] = set()  # every key of MIN_GUARDED_KEY_CHARS or more endpoint_for handed out in this process
 # a labelled value not already masked (the key's own text is replaced first: "Bearer [key hidden]")
@@ -178,8 +179,13 @@ def endpoint_for(
 
 
 def key_leak(record: Mapping, key: str) -> str | None:
-    """Why a record about to be stored must not be (a field holds the API key `key` verbatim), or
-    None; the key is named as mask_keys names it."""
-    if key == PLACEHOLDER_KEY or len(key) < MIN_GUARDED_KEY_CHARS or key not in json.dumps(record, ensure_ascii=False):
+    """Why a record about to be stored must not be (a field holds the API key `key`, or a run of
+    half of it and at least STORED_ECHO_MIN_CHARS characters: all but its last character reached
+    the cache, which a remote shares), or None; the key is named as mask_keys names it. (Error
+    lines hide a shorter echo; a stored reply may quote a key's public prefix, sk-ant-api03-.)"""
+    if key == PLACEHOLDER_KEY or len(key) < MIN_GUARDED_KEY_CHARS:
         return None
-    return f"the reply contained the API key ({MASK}): not stored, asked again by the next run"
+    text, run = json.dumps(record, ensure_ascii=False), min(len(key), max(STORED_ECHO_MIN_CHARS, len(key) // 2))
+    if not any(key[start : start + run] in text for start in range(len(key) - run + 1)):
+        return None
+    return f"the reply contained the API key or a part of it ({MASK}): not stored, asked again by the next run"
