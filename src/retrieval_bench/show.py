@@ -231,14 +231,14 @@ def run(args: argparse.Namespace) -> int:
     against = "HEAD" if args.against is None else resolve_revision(args.against, cwd)
     shown = (committed(path, against, cwd) for path in paths.at_revision(paths.metrics_of, args.system))
     before = next((metrics_then for metrics_then in shown if metrics_then is not None), None)
-    edited = "\n".join(filter(None, (_edited_source(cwd), _stale_params(cwd))))
     decision = cwd / paths.DECISION
     board, cert = (
         read_report(cwd / path) if (cwd / path).is_file() else {} for path in (paths.LEADERBOARD, paths.CERTIFICATE)
     )
     # Each report read as this version writes it; one of another shape (edited, or written by
     # another version) is one line naming it, before anything is printed, not a traceback midway.
-    lines, reading = [edited] if edited else [], paths.DECISION
+    lines = [warning for warning in (_edited_source(cwd), _stale_params(cwd)) if warning]
+    reading = paths.DECISION
     try:
         lines += decision_lines(decision.read_text(encoding="utf-8") if decision.is_file() else "")
         reading = f"{current} or {paths.GOLDENSET_REPORT}"

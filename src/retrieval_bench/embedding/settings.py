@@ -5,7 +5,6 @@ params key that named its model."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +32,7 @@ class RaySettings:
 @dataclass(frozen=True)
 class EmbedSettings:
     """An embedder as the embedding reads it (a validated embed section or embedder: params.DEFAULTS),
-    and `model_key`, the params key that set its model, which messages about the model name."""
+    and the params keys an embedder set of its own (`own_keys`), which messages name (`key`)."""
 
     model: str
     batch_size: int
@@ -47,25 +46,31 @@ class EmbedSettings:
     engine: str  # local | ray
     ray: RaySettings
     corpus_vectors: str  # embed | stored
-    model_key: str = "embed.model"
-    own_keys: tuple[tuple[str, str], ...] = ()  # (setting, embedders.NAME.setting) where an embedder sets its own
+    # (setting, embedders.NAME.setting) for each setting an embedder sets of its own: what messages name
+    own_keys: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_params(cls, section: Mapping[str, Any], model_key: str = "embed.model") -> EmbedSettings:
         """From a validated embed section, or an embedder's merged settings (`model_key`: its model's key)."""
-        return from_section(cls, section, ray=RaySettings.from_params(section["ray"]), model_key=model_key, own_keys=())
+        own = () if model_key == "embed.model" else (("model", model_key),)
+        return from_section(cls, section, ray=RaySettings.from_params(section["ray"]), own_keys=own)
 
     @classmethod
     def of_embedder(cls, params: dict[str, Any], embedder: str) -> EmbedSettings:
         """Embedder `embedder` of the checked params (load_all_params), a stage's argument: its keys
         are embedders.NAME.KEY where it sets a value of its own, else embed.KEY."""
+        section = named(params, "embedders", embedder)
         own = tuple(
             (name, key)
-            for name in ("max_seq_length", "precision", "backend", "quantize")
+            for name in ("model", "max_seq_length", "precision", "backend", "quantize")
             if (key := embedder_key(params, embedder, name)) != f"embed.{name}"
         )
-        settings = cls.from_params(named(params, "embedders", embedder), embedder_key(params, embedder, "model"))
-        return dataclasses.replace(settings, own_keys=own)
+        return from_section(cls, section, ray=RaySettings.from_params(section["ray"]), own_keys=own)
+
+    @property
+    def model_key(self) -> str:
+        """The params key that set the model: embedders.NAME.model or embed.model."""
+        return self.key("model")
 
     def key(self, name: str) -> str:
         """The params key setting `name` came from, for messages: embedders.NAME.name or embed.name."""
